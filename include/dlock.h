@@ -1,0 +1,448 @@
+/*
+ * dlock - distributed locks on Redis, for C.
+ *
+ * This is the only public header. Everything here is stable API; everything
+ * else (src/) is private.
+ *
+ * Model
+ * -----
+ * A dlock_client is opened from one or more Redis URLs. With one URL every
+ * lock lives on that node. With N > 1 URLs the client runs Redlock: a lock is
+ * held when a majority of the N independent masters granted it within the
+ * lock's validity. The lock API is the same in both cases.
+ *
+ * A dlock_lock is a handle for one lock name, created from a client. It is
+ * acquired, extended and released through the handle; the handle remembers
+ * the owner token, the fencing token and when the lease ends.
+ *
+ * Errors
+ * ------
+ * Every function that can fail returns an int: DLOCK_OK (0) or one of the
+ * negative DLOCK_E* codes below. dlock_strerror() turns any int into a static
+ * string. A lock handle also keeps a detail message for its last failed call
+ * (which node, what the server said): dlock_lock_errmsg(). There is no
+ * thread-local "last error".
+ *
+ * Threads
+ * -------
+ * A dlock_client is safe to share between threads: every function taking a
+ * client may be called concurrently (connections come from a per-node pool).
+ * A dlock_lock handle is used by one thread at a time, with three exceptions
+ * that are safe from any thread at any time: dlock_lock_cancel(),
+ * dlock_lock_state() and dlock_lock_validity_ms(). Callbacks say which thread
+ * runs them.
+ *
+ * Time
+ * ----
+ * All durations are milliseconds in int64_t. Validity is computed from the
+ * monotonic clock only, counted from the moment the acquire was sent.
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @name Version */
+/**@{*/
+#define DLOCK_VERSION_MAJOR 0
+#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_PATCH 0
+#define DLOCK_VERSION_STRING "0.1.0"
+/** One comparable number: 0xMMmmpp. */
+#define DLOCK_VERSION_NUMBER                                                   \
+    ((DLOCK_VERSION_MAJOR << 16) | (DLOCK_VERSION_MINOR << 8) |                \
+     DLOCK_VERSION_PATCH)
+/**@}*/
+
+#if defined(DLOCK_STATIC)
+#define DLOCK_EXTERN(type) extern type
+#elif defined(__GNUC__) || defined(__clang__)
+#define DLOCK_EXTERN(type) extern __attribute__((visibility("default"))) type
+#else
+#define DLOCK_EXTERN(type) extern type
+#endif
+
+/** Pass as @p wait_ms to dlock_lock_acquire() to wait without a deadline. */
+#define DLOCK_WAIT_FOREVER ((int64_t)-1)
+
+/** Largest TTL accepted: about 24.8 days, so that any TTL plus slack fits
+ *  the 32-bit millisecond arithmetic of every Redis version. */
+#define DLOCK_TTL_MAX_MS ((int64_t)2147483647)
+
+/** Longest lock name accepted, in bytes. */
+#define DLOCK_NAME_MAX 65536
+
+/** Length of the hexadecimal owner token dlock generates (128 bits). */
+#define DLOCK_TOKEN_HEX_LEN 32
+
+/** Longest token dlock_lock_adopt() accepts, in bytes. */
+#define DLOCK_TOKEN_MAX 256
+
+/**
+ * Error codes. Every failing call returns one of these; each has a string
+ * from dlock_strerror() and a name from dlock_errname().
+ *
+ * Which Redis errors map to which code:
+ *   - NOAUTH, WRONGPASS, NOPERM, "invalid password"  -> DLOCK_EAUTH
+ *   - WRONGTYPE                                       -> DLOCK_EWRONGTYPE
+ *   - OOM, READONLY, MISCONF, NOREPLICAS, EXECABORT,
+ *     NOSCRIPT after the EVAL fallback, any other ERR -> DLOCK_EREFUSED
+ *   - LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN -> DLOCK_EBUSY
+ *   - a reply of a shape dlock never produces          -> DLOCK_EPROTO
+ */
+typedef enum dlock_error {
+    DLOCK_OK = 0,
+    /** The lock is held by another owner (try-once acquire). */
+    DLOCK_ENOTACQUIRED = -1,
+    /** The wait deadline passed before the lock could be acquired. */
+    DLOCK_ETIMEDOUT = -2,
+    /** dlock_lock_cancel() interrupted the wait. */
+    DLOCK_ECANCELED = -3,
+    /** Release/extend: the key holds another owner's token (or count). */
+    DLOCK_ENOTOWNER = -4,
+    /** Release/extend: the key is gone; the lease had already ended. */
+    DLOCK_EEXPIRED = -5,
+    /** The watchdog found the lock lost; the handle no longer holds it. */
+    DLOCK_ELOST = -6,
+    /** Redlock: no majority of nodes could be reached or agreed in time. */
+    DLOCK_ENOQUORUM = -7,
+    /** An argument is invalid (NULL, empty, too long, out of range). */
+    DLOCK_EINVAL = -8,
+    /** The handle does not hold the lock (release before acquire, say). */
+    DLOCK_ENOTHELD = -9,
+    /** The node could not be reached; the command was not sent. */
+    DLOCK_EIO = -10,
+    /** The command was sent but no reply came in time, or the connection
+     *  broke: the outcome is unknown. Never treated as success. */
+    DLOCK_EUNKNOWN = -11,
+    /** Authentication failed or the user lacks a permission. */
+    DLOCK_EAUTH = -12,
+    /** The key holds a value of another type than the lock mode uses. */
+    DLOCK_EWRONGTYPE = -13,
+    /** The server refused the command (OOM, READONLY, MISCONF, ...). */
+    DLOCK_EREFUSED = -14,
+    /** The server is temporarily unable to serve (LOADING, BUSY, ...). */
+    DLOCK_EBUSY = -15,
+    /** Out of memory in the client. */
+    DLOCK_ENOMEM = -16,
+    /** Not supported by this build or in this configuration
+     *  (rediss:// URLs; fair mode over several nodes). */
+    DLOCK_ENOTSUP = -17,
+    /** The server replied with something dlock never expects. */
+    DLOCK_EPROTO = -18
+} dlock_error;
+
+/** Static description of any code (unknown codes included); never NULL. */
+DLOCK_EXTERN(const char *) dlock_strerror(int code);
+/** Static symbolic name such as "DLOCK_ENOTOWNER"; "DLOCK_E?" if unknown. */
+DLOCK_EXTERN(const char *) dlock_errname(int code);
+/** The library's version string at run time, e.g. "0.1.0". */
+DLOCK_EXTERN(const char *) dlock_version(void);
+
+/**
+ * Parse a duration: "250ms", "30s", "5m", "1h", or a plain number of seconds
+ * with an optional fraction ("1.5", like flock -w). Rounds to milliseconds.
+ *
+ * @param out_ms receives the duration in milliseconds; untouched on error.
+ * @param text   NUL-terminated text.
+ * @return DLOCK_OK, or DLOCK_EINVAL for NULL, empty, negative, malformed or
+ *         overflowing input. Thread-safe.
+ */
+DLOCK_EXTERN(int) dlock_duration_parse(int64_t *out_ms, const char *text);
+
+/* ------------------------------------------------------------------------ */
+/** @name Client */
+/**@{*/
+
+typedef struct dlock_client dlock_client;
+
+#define DLOCK_CLIENT_OPTIONS_VERSION 1
+
+/** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
+ *  dlock_client_options_init()) and change what you need. */
+typedef struct dlock_client_options {
+    unsigned int version; /**< DLOCK_CLIENT_OPTIONS_VERSION */
+    /** TCP/unix connect timeout, including AUTH and SELECT. Default 1000. */
+    int connect_timeout_ms;
+    /** How long to wait for a reply after sending. Default 1000. Redlock
+     *  acquires use min(io_timeout_ms, ttl/10) per node. */
+    int io_timeout_ms;
+    /** Idle connections kept per node for reuse. Default 4. */
+    int pool_size;
+    /** Redlock clock-drift factor. Default 0.01 (drift = ttl*f + 2 ms). */
+    double drift_factor;
+    /** Redlock restart rule: when > 0, a node whose uptime is below this
+     *  many ms does not count towards a majority. Set it to your maximum TTL
+     *  when nodes run without persistence. Default 0 (off). */
+    int64_t min_node_uptime_ms;
+    /** Wake waiters with pub/sub on release (1) or only poll (0).
+     *  Default 1. */
+    int wakeups;
+} dlock_client_options;
+
+#define DLOCK_CLIENT_OPTIONS_INIT                                              \
+    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1 }
+
+/** Fill @p opts with the defaults for @p version. Returns DLOCK_EINVAL for a
+ *  NULL pointer or an unknown version. */
+DLOCK_EXTERN(int)
+dlock_client_options_init(dlock_client_options *opts, unsigned int version);
+
+/**
+ * Create a client for one node (Redis) or several (Redlock).
+ *
+ * URLs: redis://[user[:password]@]host[:port][/db] and
+ * unix:///path/to/socket[?db=N][&password=P][&user=U]. Percent-escapes are
+ * decoded in user and password. rediss:// gives DLOCK_ENOTSUP (TLS needs
+ * hiredis >= 1.0 built with SSL). Nothing is connected here: connections are
+ * made on first use, so a node that is down now does not fail the call.
+ *
+ * @param out    receives the client; set to NULL on error.
+ * @param urls   array of @p n_urls NUL-terminated URLs (1..64 of them).
+ * @param opts   options, or NULL for the defaults.
+ * @param errbuf optional buffer for a detail message on error (may be NULL).
+ * @return DLOCK_OK, DLOCK_EINVAL (bad URL or option), DLOCK_ENOTSUP,
+ *         DLOCK_ENOMEM. Thread-safe.
+ */
+DLOCK_EXTERN(int)
+dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
+                 const dlock_client_options *opts, char *errbuf,
+                 size_t errbuf_len);
+
+/** Stop background threads (watchdog, subscriber), close every connection
+ *  and free the client. Free every lock handle first. NULL is accepted. */
+DLOCK_EXTERN(void) dlock_client_free(dlock_client *client);
+
+/** Number of nodes (1, or N for Redlock). */
+DLOCK_EXTERN(size_t) dlock_client_node_count(const dlock_client *client);
+
+/** "host:port" or the socket path of node @p i; NULL when out of range.
+ *  The string lives as long as the client. */
+DLOCK_EXTERN(const char *)
+dlock_client_node_name(const dlock_client *client, size_t i);
+
+/** What dlock_client_status() reports for one node. */
+typedef struct dlock_node_status {
+    /** DLOCK_OK when the node answered; otherwise the error code. */
+    int error;
+    /** 1 if the lock key exists on this node, else 0. */
+    int held;
+    /** Remaining TTL of the key in ms; -1 if free or without TTL. */
+    int64_t ttl_ms;
+    /** Last fencing token granted on this node (0 if none yet). */
+    uint64_t fence;
+} dlock_node_status;
+
+/**
+ * Look at a lock by name without taking it: held or free, remaining TTL and
+ * last fencing token, per node.
+ *
+ * @param out   array of at least dlock_client_node_count() entries.
+ * @param n_out its length.
+ * @return DLOCK_OK if at least one node answered (per-node errors are in
+ *         out[i].error), DLOCK_EINVAL, or the error of the only node.
+ */
+DLOCK_EXTERN(int)
+dlock_client_status(dlock_client *client, const char *name,
+                    dlock_node_status *out, size_t n_out);
+
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Locks */
+/**@{*/
+
+typedef struct dlock_lock dlock_lock;
+
+/** Lock mode and behaviour flags for dlock_lock_options.flags. */
+enum dlock_lock_flags {
+    /** Counted reentrancy: the same owner (client x thread) may acquire
+     *  again; each acquire needs a release. Stored as a hash. */
+    DLOCK_REENTRANT = 1u << 0,
+    /** The client's watchdog renews the lease every renew_interval_ms
+     *  until release; on_lost is called if a renewal fails. */
+    DLOCK_AUTO_RENEW = 1u << 1,
+    /** Waiters are served in arrival order (single node only). */
+    DLOCK_FAIR = 1u << 2,
+    /** Do not keep a fencing counter for this name (saves one key per
+     *  name for high-cardinality names such as order ids). */
+    DLOCK_NO_FENCE = 1u << 3
+};
+
+/** Why a lock was lost, passed to dlock_lost_fn. */
+typedef enum dlock_lost_reason {
+    /** The key held another owner's token, or was gone. */
+    DLOCK_LOST_NOT_OWNER = 1,
+    /** Renewal could not reach a majority before the validity ended. */
+    DLOCK_LOST_NO_QUORUM = 2
+} dlock_lost_reason;
+
+/**
+ * Called once when the watchdog finds an auto-renewed lock lost. Runs on the
+ * client's watchdog thread; it must not block for long and must not free the
+ * lock or the client. It may call dlock_lock_state() and set flags of its own.
+ */
+typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
+                              void *arg);
+
+#define DLOCK_LOCK_OPTIONS_VERSION 1
+
+/** Lock options. Initialise with DLOCK_LOCK_OPTIONS_INIT. */
+typedef struct dlock_lock_options {
+    unsigned int version; /**< DLOCK_LOCK_OPTIONS_VERSION */
+    /** Lease length. 1..DLOCK_TTL_MAX_MS; default 30000. */
+    int64_t ttl_ms;
+    /** Bitwise OR of enum dlock_lock_flags. Default 0 (plain mode: a plain
+     *  string value with a PX TTL, compatible with redsync, go-zero,
+     *  node-redlock and redis-py locks on the same key). */
+    unsigned int flags;
+    /** Watchdog period; 0 means ttl_ms / 3. */
+    int64_t renew_interval_ms;
+    /** Waiting acquire: the first retry sleeps a random time up to
+     *  retry_min_ms, doubling to retry_max_ms; never longer than the
+     *  holder's remaining TTL. A release wakes waiters sooner (see
+     *  dlock_client_options.wakeups). Defaults 10 and 200; 1..60000. */
+    int64_t retry_min_ms;
+    int64_t retry_max_ms;
+    /** Called when an auto-renewed lock is lost; may be NULL. */
+    dlock_lost_fn on_lost;
+    void *on_lost_arg;
+} dlock_lock_options;
+
+#define DLOCK_LOCK_OPTIONS_INIT                                                \
+    { DLOCK_LOCK_OPTIONS_VERSION, 30000, 0u, 0, 10, 200, NULL, NULL }
+
+/** Fill @p opts with the defaults. DLOCK_EINVAL for NULL or an unknown
+ *  version. */
+DLOCK_EXTERN(int)
+dlock_lock_options_init(dlock_lock_options *opts, unsigned int version);
+
+/**
+ * Create a handle for the lock called @p name. Takes nothing in Redis.
+ *
+ * @param out    receives the handle; NULL on error.
+ * @param client the client; must outlive the handle.
+ * @param name   1..DLOCK_NAME_MAX bytes, NUL-terminated.
+ * @param opts   options or NULL for the defaults.
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, empty or long name, TTL out of
+ *         range, unknown flags or version, retry bounds), DLOCK_ENOTSUP
+ *         (DLOCK_FAIR on several nodes), DLOCK_ENOMEM.
+ */
+DLOCK_EXTERN(int)
+dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
+               const dlock_lock_options *opts);
+
+/** Release the lock if this handle holds it (best effort, errors ignored),
+ *  stop its renewal and free the handle. NULL is accepted. */
+DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
+
+/**
+ * Acquire the lock.
+ *
+ * @param wait_ms 0: try once. > 0: retry until this many ms have passed.
+ *                DLOCK_WAIT_FOREVER: retry until acquired or cancelled.
+ * @return DLOCK_OK (held; see dlock_lock_token(), dlock_lock_fence()),
+ *         DLOCK_ENOTACQUIRED (wait_ms == 0 and held by another owner),
+ *         DLOCK_ETIMEDOUT (still held by another owner at the deadline),
+ *         DLOCK_ECANCELED, DLOCK_EINVAL (negative wait other than
+ *         DLOCK_WAIT_FOREVER; the handle already holds a non-reentrant lock),
+ *         or a node error: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EAUTH,
+ *         DLOCK_EWRONGTYPE, DLOCK_EREFUSED, DLOCK_EBUSY, DLOCK_EPROTO
+ *         (single node), DLOCK_ENOQUORUM (several nodes), DLOCK_ENOMEM.
+ *         Node errors end a wait at once except DLOCK_EBUSY, DLOCK_EIO and
+ *         DLOCK_EUNKNOWN, which are retried until the deadline. When an
+ *         attempt's outcome is unknown, dlock sends a release for it before
+ *         returning or retrying.
+ */
+DLOCK_EXTERN(int) dlock_lock_acquire(dlock_lock *lock, int64_t wait_ms);
+
+/**
+ * Release the lock. Only deletes the key if it still holds our token.
+ * In reentrant mode, decrements the hold count and deletes at zero.
+ *
+ * @return DLOCK_OK, DLOCK_ENOTHELD (this handle holds nothing),
+ *         DLOCK_ENOTOWNER (another owner's token is there now),
+ *         DLOCK_EEXPIRED (the key was gone), DLOCK_ELOST (the watchdog had
+ *         found it lost), or a node error. After any return the handle no
+ *         longer holds the lock (except the reentrant count > 0 case).
+ */
+DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
+
+/**
+ * Extend the lease: set its TTL to @p ttl_ms from now, only if still ours.
+ * With several nodes, a majority must confirm within the remaining validity.
+ *
+ * @param ttl_ms new TTL, 1..DLOCK_TTL_MAX_MS, or 0 for the handle's TTL.
+ * @return DLOCK_OK, DLOCK_EINVAL, DLOCK_ENOTHELD, DLOCK_ENOTOWNER,
+ *         DLOCK_EEXPIRED, DLOCK_ELOST, or a node error.
+ */
+DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
+
+/**
+ * Make this handle act on a lock acquired elsewhere (for example by
+ * `dlock acquire` in another process), given its owner token. After it,
+ * dlock_lock_release() and dlock_lock_extend() use @p token. The validity
+ * is unknown until an extend succeeds. Plain mode only.
+ *
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
+ *         a reentrant handle, or a handle that holds a lock already).
+ */
+DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
+
+/** Interrupt a dlock_lock_acquire() waiting on @p lock in another thread:
+ *  it returns DLOCK_ECANCELED. A cancel with no acquire in progress makes
+ *  the next waiting acquire return at once. Thread-safe; async-signal-safe
+ *  it is not. */
+DLOCK_EXTERN(void) dlock_lock_cancel(dlock_lock *lock);
+
+/** What a handle knows of its lock. */
+typedef enum dlock_lock_state {
+    DLOCK_STATE_UNLOCKED = 0, /**< not held through this handle */
+    DLOCK_STATE_HELD = 1,     /**< held (lease may still run out) */
+    DLOCK_STATE_LOST = 2      /**< the watchdog found it lost */
+} dlock_lock_state;
+
+/** Thread-safe. */
+DLOCK_EXTERN(dlock_lock_state) dlock_lock_state_get(dlock_lock *lock);
+
+/** Remaining validity in ms from the monotonic clock (0 if not held or
+ *  already run out, -1 if unknown after dlock_lock_adopt()). For Redlock it
+ *  is TTL minus time since sending minus drift. Thread-safe. */
+DLOCK_EXTERN(int64_t) dlock_lock_validity_ms(dlock_lock *lock);
+
+/** The owner token (hex), or NULL when the handle holds nothing. Valid until
+ *  the next call on the handle. */
+DLOCK_EXTERN(const char *) dlock_lock_token(const dlock_lock *lock);
+
+/** The fencing token of the current hold: grows with every grant of this
+ *  name. 0 when not held or with DLOCK_NO_FENCE. */
+DLOCK_EXTERN(uint64_t) dlock_lock_fence(const dlock_lock *lock);
+
+/** The lock name given at creation. */
+DLOCK_EXTERN(const char *) dlock_lock_name(const dlock_lock *lock);
+
+/** Hold count in reentrant mode (1 in plain mode when held, else 0). */
+DLOCK_EXTERN(unsigned) dlock_lock_hold_count(const dlock_lock *lock);
+
+/** Remaining TTL of the other owner seen by the last acquire that found the
+ *  lock taken, in ms; -1 if unknown. Lets a caller report "held by another
+ *  owner (ttl 27.3s)". */
+DLOCK_EXTERN(int64_t) dlock_lock_holder_ttl_ms(const dlock_lock *lock);
+
+/** Detail message of the last failed call on this handle (names the node
+ *  and quotes the server), or "" after a success. Valid until the next
+ *  call on the handle. */
+DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
+
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLOCK_H */

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every test, three ways: a normal -Werror build, ASan+UBSan, and TSan for
+# the threaded tests. Called by `make check` after the normal build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+export TMPDIR=${TMPDIR:-/tmp}
+summary=()
+
+run_ctest() { # dir label-args...
+  local dir=$1; shift
+  (cd "$dir" && ctest --output-on-failure -j"$JOBS" "$@")
+}
+
+echo "== plain build: all tests"
+run_ctest build
+summary+=("plain: ok")
+
+echo "== ASan+UBSan build: all tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
+      -DDLOCK_SANITIZE=address,undefined -DDLOCK_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$JOBS" >/dev/null
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_ctest build-asan -LE nosan
+summary+=("asan+ubsan: ok")
+
+echo "== TSan build: threaded tests"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
+      -DDLOCK_SANITIZE=thread -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build-tsan -j"$JOBS" >/dev/null
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan -L threads
+summary+=("tsan: ok")
+
+if [ -x scripts/fuzz.sh ]; then
+  echo "== fuzzers: short run"
+  scripts/fuzz.sh short
+  summary+=("fuzz: ok")
+fi
+
+echo
+echo "== make check summary"
+printf '  %s\n' "${summary[@]}"

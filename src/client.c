@@ -1,0 +1,139 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "error.h"
+#include "rand.h"
+#include "scripts.h"
+#include "wakeup.h"
+#include "watchdog.h"
+
+int dlock_client_options_init(dlock_client_options *opts, unsigned int version)
+{
+    if (!opts || version != DLOCK_CLIENT_OPTIONS_VERSION)
+        return DLOCK_EINVAL;
+    dlock_client_options d = DLOCK_CLIENT_OPTIONS_INIT;
+    *opts = d;
+    return DLOCK_OK;
+}
+
+static int check_options(const dlock_client_options *o, char *err, size_t len)
+{
+    if (o->version != DLOCK_CLIENT_OPTIONS_VERSION) {
+        snprintf(err, len, "unknown dlock_client_options version %u (this library knows %d)",
+                 o->version, DLOCK_CLIENT_OPTIONS_VERSION);
+        return DLOCK_EINVAL;
+    }
+    if (o->connect_timeout_ms <= 0 || o->io_timeout_ms <= 0) {
+        snprintf(err, len, "connect_timeout_ms and io_timeout_ms must be > 0");
+        return DLOCK_EINVAL;
+    }
+    if (o->pool_size < 0 || o->pool_size > 1024) {
+        snprintf(err, len, "pool_size must be 0..1024");
+        return DLOCK_EINVAL;
+    }
+    if (!(o->drift_factor >= 0.0 && o->drift_factor < 0.5)) {
+        snprintf(err, len, "drift_factor must be in [0, 0.5)");
+        return DLOCK_EINVAL;
+    }
+    if (o->min_node_uptime_ms < 0) {
+        snprintf(err, len, "min_node_uptime_ms must be >= 0");
+        return DLOCK_EINVAL;
+    }
+    if (o->wakeups != 0 && o->wakeups != 1) {
+        snprintf(err, len, "wakeups must be 0 or 1");
+        return DLOCK_EINVAL;
+    }
+    return DLOCK_OK;
+}
+
+int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
+                     const dlock_client_options *opts, char *errbuf,
+                     size_t errbuf_len)
+{
+    char err[256] = "";
+    int rc = DLOCK_OK;
+    dlock_client *c = NULL;
+    dlock_client_options defaults = DLOCK_CLIENT_OPTIONS_INIT;
+    const char *missing = NULL;
+
+    if (out)
+        *out = NULL;
+    if (!out || !urls) {
+        snprintf(err, sizeof err, "NULL %s", out ? "urls" : "out");
+        rc = DLOCK_EINVAL;
+        goto fail;
+    }
+    if (n_urls == 0 || n_urls > DLOCK__MAX_NODES) {
+        snprintf(err, sizeof err, "need 1 to %d URLs, got %zu", DLOCK__MAX_NODES, n_urls);
+        rc = DLOCK_EINVAL;
+        goto fail;
+    }
+    if (!opts)
+        opts = &defaults;
+    if ((rc = check_options(opts, err, sizeof err)) != DLOCK_OK)
+        goto fail;
+    if (dlock__scripts_check(&missing) != 0) {
+        snprintf(err, sizeof err, "build is missing script %s.lua", missing);
+        rc = DLOCK_EINVAL;
+        goto fail;
+    }
+    c = dlock__calloc(1, sizeof *c);
+    if (!c || !(c->nodes = dlock__calloc(n_urls, sizeof *c->nodes))) {
+        rc = DLOCK_ENOMEM;
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
+    c->opts = *opts;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->bg_mu, NULL));
+    for (size_t i = 0; i < n_urls; i++) {
+        char uerr[200] = "";
+        if (!urls[i]) {
+            snprintf(err, sizeof err, "URL %zu is NULL", i + 1);
+            rc = DLOCK_EINVAL;
+        } else {
+            rc = dlock__node_init(&c->nodes[i], urls[i], (size_t)opts->pool_size,
+                                  opts->min_node_uptime_ms > 0, uerr, sizeof uerr);
+            if (rc != DLOCK_OK)
+                snprintf(err, sizeof err, "URL %zu: %s", i + 1, uerr);
+        }
+        if (rc != DLOCK_OK)
+            goto fail;
+        c->n_nodes++;
+    }
+    c->quorum = n_urls / 2 + 1;
+    if ((rc = dlock__token_hex(c->id)) != DLOCK_OK) {
+        snprintf(err, sizeof err, "getrandom failed");
+        goto fail;
+    }
+    *out = c;
+    return DLOCK_OK;
+fail:
+    dlock__copy_msg(errbuf, errbuf_len, err);
+    dlock_client_free(c);
+    return rc;
+}
+
+void dlock_client_free(dlock_client *c)
+{
+    if (!c)
+        return;
+    dlock__watchdog_stop(c);
+    dlock__wakeup_stop(c);
+    for (size_t i = 0; i < c->n_nodes; i++)
+        dlock__node_destroy(&c->nodes[i]);
+    if (c->nodes)
+        DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
+    dlock__free(c->nodes);
+    dlock__free(c);
+}
+
+size_t dlock_client_node_count(const dlock_client *c)
+{
+    return c ? c->n_nodes : 0;
+}
+
+const char *dlock_client_node_name(const dlock_client *c, size_t i)
+{
+    return c && i < c->n_nodes ? c->nodes[i].name : NULL;
+}

@@ -1,0 +1,23 @@
+#ifndef DLOCK_CLIENT_H
+#define DLOCK_CLIENT_H
+
+#include "common.h"
+#include "node.h"
+
+struct dlock__watchdog;
+struct dlock__wakeup;
+
+struct dlock_client {
+    dlock_client_options opts;
+    size_t n_nodes;
+    size_t quorum; /* n/2 + 1 */
+    dlock__node *nodes;
+    /* Random id naming this client in reentrant hold counts. */
+    char id[DLOCK_TOKEN_HEX_LEN + 1];
+    /* Started on first use; protected by bg_mu. */
+    pthread_mutex_t bg_mu;
+    struct dlock__watchdog *watchdog;
+    struct dlock__wakeup *wakeup;
+};
+
+#endif

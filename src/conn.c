@@ -1,0 +1,328 @@
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "clock.h"
+#include "common.h"
+#include "conn.h"
+#include "error.h"
+
+int dlock__conn_fail(dlock__conn *c, int code, const char *fmt, ...)
+{
+    if (c->state != DLOCK__CS_BROKEN) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, sizeof c->err, fmt, ap);
+        va_end(ap);
+        c->state = DLOCK__CS_BROKEN;
+    }
+    return code;
+}
+
+static int push_expect(dlock__conn *c, uint8_t kind, uint32_t idx)
+{
+    if (c->q_len == c->q_cap) {
+        size_t ncap = c->q_cap ? c->q_cap * 2 : 8;
+        dlock__expect *nq = dlock__malloc(ncap * sizeof *nq);
+        if (!nq)
+            return DLOCK_ENOMEM;
+        for (size_t i = 0; i < c->q_len; i++)
+            nq[i] = c->q[(c->q_head + i) % c->q_cap];
+        dlock__free(c->q);
+        c->q = nq;
+        c->q_cap = ncap;
+        c->q_head = 0;
+    }
+    c->q[(c->q_head + c->q_len) % c->q_cap] = (dlock__expect){kind, idx};
+    c->q_len++;
+    return DLOCK_OK;
+}
+
+/* Append a command expecting one reply of the given kind. */
+static int append(dlock__conn *c, int argc, const char **argv,
+                  const size_t *argvlen, uint8_t kind, uint32_t idx)
+{
+    if (c->state == DLOCK__CS_BROKEN)
+        return DLOCK_EIO;
+    if (push_expect(c, kind, idx) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    if (redisAppendCommandArgv(c->ctx, argc, argv, argvlen) != REDIS_OK) {
+        c->q_len--;
+        /* hiredis only fails an append when it cannot allocate; the
+         * context's output buffer is then in an unknown state. */
+        return dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory building a command");
+    }
+    return DLOCK_OK;
+}
+
+static int queue_handshake(dlock__conn *c, const dlock__conn_config *cfg)
+{
+    const dlock__url *u = cfg->url;
+    int rc = DLOCK_OK;
+    if (u->password) {
+        const char *argv[3] = {"AUTH", u->user, u->password};
+        if (u->user)
+            rc = append(c, 3, argv, NULL, DLOCK__R_CHECK, 0);
+        else {
+            argv[1] = u->password;
+            rc = append(c, 2, argv, NULL, DLOCK__R_CHECK, 0);
+        }
+    }
+    if (rc == DLOCK_OK && u->db > 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", u->db);
+        const char *argv[2] = {"SELECT", db};
+        rc = append(c, 2, argv, NULL, DLOCK__R_CHECK, 0);
+    }
+    for (const dlock__script *s = dlock__scripts;
+         rc == DLOCK_OK && cfg->load_scripts && s->name; s++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", s->body};
+        size_t lens[3] = {6, 4, s->len};
+        rc = append(c, 3, argv, lens, DLOCK__R_LOAD, 0);
+    }
+    if (rc == DLOCK_OK && cfg->ask_uptime) {
+        const char *argv[2] = {"INFO", "server"};
+        rc = append(c, 2, argv, NULL, DLOCK__R_INFO, 0);
+    }
+    return rc;
+}
+
+dlock__conn *dlock__conn_new(const dlock__conn_config *cfg)
+{
+    dlock__conn *c = dlock__calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    const dlock__url *u = cfg->url;
+    c->ctx = u->is_unix ? redisConnectUnixNonBlock(u->host)
+                        : redisConnectNonBlock(u->host, u->port);
+    if (!c->ctx) {
+        dlock__free(c);
+        return NULL;
+    }
+    c->state = DLOCK__CS_CONNECTING;
+    if (c->ctx->err) {
+        dlock__conn_fail(c, DLOCK_EIO, "connect: %s", c->ctx->errstr);
+        return c;
+    }
+    if (queue_handshake(c, cfg) == DLOCK_ENOMEM) {
+        dlock__conn_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void dlock__conn_free(dlock__conn *c)
+{
+    if (!c)
+        return;
+    if (c->ctx)
+        redisFree(c->ctx);
+    dlock__free(c->q);
+    dlock__free(c);
+}
+
+int dlock__conn_append(dlock__conn *c, int argc, const char **argv,
+                       const size_t *argvlen, uint32_t idx)
+{
+    return append(c, argc, argv, argvlen, DLOCK__R_CALLER, idx);
+}
+
+int dlock__conn_append_script(dlock__conn *c, const dlock__script *s,
+                              int numkeys, int nargs, const char **args,
+                              const size_t *arglens, int use_eval,
+                              uint32_t idx)
+{
+    const char *small[32];
+    size_t small_len[32];
+    const char **argv = small;
+    size_t *lens = small_len;
+    int argc = nargs + 3, rc;
+    if (argc > (int)DLOCK__ARRAY_LEN(small)) {
+        argv = dlock__malloc((size_t)argc * sizeof *argv);
+        lens = dlock__malloc((size_t)argc * sizeof *lens);
+        if (!argv || !lens) {
+            rc = DLOCK_ENOMEM;
+            goto out;
+        }
+    }
+    char nk[16];
+    snprintf(nk, sizeof nk, "%d", numkeys);
+    argv[0] = use_eval ? "EVAL" : "EVALSHA";
+    lens[0] = use_eval ? 4 : 7;
+    argv[1] = use_eval ? s->body : s->sha;
+    lens[1] = use_eval ? s->len : 40;
+    argv[2] = nk;
+    lens[2] = strlen(nk);
+    for (int i = 0; i < nargs; i++) {
+        argv[3 + i] = args[i];
+        lens[3 + i] = arglens ? arglens[i] : strlen(args[i]);
+    }
+    rc = append(c, argc, argv, lens, DLOCK__R_CALLER, idx);
+out:
+    if (argv != small) {
+        dlock__free((void *)argv);
+        dlock__free(lens);
+    }
+    return rc;
+}
+
+short dlock__conn_events(const dlock__conn *c)
+{
+    if (c->state == DLOCK__CS_BROKEN)
+        return 0;
+    if (c->state == DLOCK__CS_CONNECTING)
+        return POLLOUT;
+    short ev = 0;
+    /* obuf is an sds string in hiredis 0.14 and 1.x alike: always
+     * NUL-terminated, and a pending command never starts with NUL. */
+    if (c->ctx->obuf && c->ctx->obuf[0] != '\0')
+        ev |= POLLOUT;
+    if (c->q_len > 0)
+        ev |= POLLIN;
+    return ev;
+}
+
+static int has_caller_entry(const dlock__conn *c)
+{
+    for (size_t i = 0; i < c->q_len; i++)
+        if (c->q[(c->q_head + i) % c->q_cap].kind == DLOCK__R_CALLER)
+            return 1;
+    return 0;
+}
+
+/* redisBufferWrite with SIGPIPE held back: a peer that closed its end must
+ * give us EPIPE, not kill the process. */
+static int write_nosigpipe(dlock__conn *c, int *done)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    DLOCK__CHECK_PTHREAD(pthread_sigmask(SIG_BLOCK, &pipe_set, &old));
+    int rc = redisBufferWrite(c->ctx, done);
+    if (rc != REDIS_OK && !sigismember(&old, SIGPIPE)) {
+        sigset_t pending;
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+                ;
+        }
+    }
+    DLOCK__CHECK_PTHREAD(pthread_sigmask(SIG_SETMASK, &old, NULL));
+    return rc;
+}
+
+int dlock__conn_io(dlock__conn *c, short revents)
+{
+    if (c->state == DLOCK__CS_BROKEN)
+        return DLOCK_EIO;
+    if (c->state == DLOCK__CS_CONNECTING) {
+        if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+            return DLOCK_OK;
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+            soerr = errno;
+        if (soerr != 0)
+            return dlock__conn_fail(c, DLOCK_EIO, "connect: %s", strerror(soerr));
+        c->state = DLOCK__CS_OPEN;
+        revents |= POLLOUT;
+    }
+    if ((revents & POLLOUT) && c->ctx->obuf && c->ctx->obuf[0] != '\0') {
+        int done = 0;
+        if (has_caller_entry(c))
+            c->caller_sent = 1;
+        if (write_nosigpipe(c, &done) != REDIS_OK)
+            return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
+                                    "write: %s", c->ctx->errstr);
+    }
+    if (revents & (POLLIN | POLLERR | POLLHUP)) {
+        if (redisBufferRead(c->ctx) != REDIS_OK)
+            return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
+                                    "read: %s", c->ctx->errstr[0] ? c->ctx->errstr : "connection closed");
+    }
+    return DLOCK_OK;
+}
+
+static void note_uptime(dlock__conn *c, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)
+        return;
+    const char *p = strstr(r->str, "uptime_in_seconds:");
+    if (!p)
+        return;
+    long long up = strtoll(p + 18, NULL, 10);
+    if (up >= 0)
+        c->server_start_ns = dlock__now_ns() - (int64_t)up * INT64_C(1000000000);
+}
+
+int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
+{
+    while (c->q_len > 0) {
+        if (c->state == DLOCK__CS_BROKEN)
+            return DLOCK_EIO;
+        void *v = NULL;
+        if (redisGetReply(c->ctx, &v) != REDIS_OK)
+            return dlock__conn_fail(c, DLOCK_EPROTO, "protocol error: %s", c->ctx->errstr);
+        if (!v)
+            return 0;
+        redisReply *r = v;
+        dlock__expect e = c->q[c->q_head];
+        c->q_head = (c->q_head + 1) % c->q_cap;
+        c->q_len--;
+        switch (e.kind) {
+        case DLOCK__R_CALLER:
+            *reply = r;
+            *idx = e.idx;
+            return 1;
+        case DLOCK__R_CHECK:
+            if (r->type == REDIS_REPLY_ERROR) {
+                int code = dlock__map_redis_error(r->str, r->len);
+                dlock__conn_fail(c, code, "handshake refused: %.*s",
+                                 (int)DLOCK__MIN(r->len, 120), r->str);
+                freeReplyObject(r);
+                return code;
+            }
+            break;
+        case DLOCK__R_INFO:
+            note_uptime(c, r);
+            break;
+        default: /* DISCARD, LOAD */
+            break;
+        }
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+void dlock__conn_abandon(dlock__conn *c)
+{
+    for (size_t i = 0; i < c->q_len; i++) {
+        dlock__expect *e = &c->q[(c->q_head + i) % c->q_cap];
+        if (e->kind == DLOCK__R_CALLER)
+            e->kind = DLOCK__R_DISCARD;
+    }
+    c->caller_sent = 0;
+}
+
+size_t dlock__conn_pending(const dlock__conn *c)
+{
+    return c->q_len;
+}
+
+int dlock__conn_probe(dlock__conn *c)
+{
+    if (c->state != DLOCK__CS_OPEN)
+        return c->state == DLOCK__CS_CONNECTING ? 0 : -1;
+    char b;
+    ssize_t n = recv(c->ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return -1;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,109 @@
+/* One connection to one Redis node: a non-blocking hiredis context driven by
+ * poll() from the caller's thread.
+ *
+ * Commands are pipelined. Every command sent pushes an entry on the
+ * connection's expected-reply queue saying what its reply is for: a
+ * handshake step (AUTH, SELECT, SCRIPT LOAD, INFO), the caller, or nobody
+ * (DISCARD: the caller stopped waiting, e.g. after a Redlock quorum was
+ * reached without this node). Replies are matched to entries in order, so a
+ * connection with stale replies in flight can be reused safely.
+ *
+ * A connection that saw any error is never reused (hiredis contexts are not
+ * reusable after an error). */
+#ifndef DLOCK_CONN_H
+#define DLOCK_CONN_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+#include "scripts.h"
+#include "url.h"
+
+typedef enum {
+    DLOCK__CS_CONNECTING, /* non-blocking connect() in progress */
+    DLOCK__CS_OPEN,       /* connected (handshake replies may be pending) */
+    DLOCK__CS_BROKEN      /* failed; free it */
+} dlock__conn_state;
+
+typedef enum {
+    DLOCK__R_DISCARD, /* nobody waits for this reply */
+    DLOCK__R_CHECK,   /* handshake step whose error fails the connection */
+    DLOCK__R_LOAD,    /* SCRIPT LOAD: an error only costs an EVAL later */
+    DLOCK__R_INFO,    /* INFO server: learn the node's uptime */
+    DLOCK__R_CALLER   /* the caller's command number `idx` */
+} dlock__reply_kind;
+
+typedef struct dlock__expect {
+    uint8_t kind;
+    uint32_t idx;
+} dlock__expect;
+
+typedef struct dlock__conn {
+    redisContext *ctx;
+    dlock__conn_state state;
+    /* Ring of expected replies. */
+    dlock__expect *q;
+    size_t q_cap, q_head, q_len;
+    /* A caller command has been (at least partly) written: from now on an
+     * I/O failure means "outcome unknown", not "not sent". */
+    int caller_sent;
+    /* Uptime reported by INFO in the handshake, as a monotonic start time;
+     * 0 if not asked. */
+    int64_t server_start_ns;
+    struct dlock__conn *next; /* pool link */
+    char err[160];            /* why it broke */
+} dlock__conn;
+
+typedef struct dlock__conn_config {
+    const dlock__url *url;
+    int load_scripts; /* SCRIPT LOAD every embedded script in the handshake */
+    int ask_uptime;   /* INFO server in the handshake */
+} dlock__conn_config;
+
+/* Start connecting and queue the handshake. Never returns NULL except on
+ * out-of-memory: an immediate failure gives a DLOCK__CS_BROKEN connection
+ * whose err says why (so the caller reports it like any other failure). */
+dlock__conn *dlock__conn_new(const dlock__conn_config *cfg);
+void dlock__conn_free(dlock__conn *c);
+
+/* Append a plain command; its reply goes to the caller as number idx. */
+int dlock__conn_append(dlock__conn *c, int argc, const char **argv,
+                       const size_t *argvlen, uint32_t idx);
+
+/* Append EVALSHA (or EVAL when use_eval) of script with numkeys keys
+ * followed by args; its reply goes to the caller as number idx. */
+int dlock__conn_append_script(dlock__conn *c, const dlock__script *s,
+                              int numkeys, int nargs, const char **args,
+                              const size_t *arglens, int use_eval,
+                              uint32_t idx);
+
+/* poll() events this connection waits for now (0: nothing pending). */
+short dlock__conn_events(const dlock__conn *c);
+
+/* Handle poll() revents: finish connecting, write, read. On failure the
+ * connection becomes BROKEN and the dlock code is returned (DLOCK_EIO if no
+ * caller command went out, DLOCK_EUNKNOWN if one did, DLOCK_EAUTH or
+ * another mapped code if a handshake step was refused). */
+int dlock__conn_io(dlock__conn *c, short revents);
+
+/* Take the next reply meant for the caller, if one has arrived.
+ * Returns 1 with *reply and *idx set (caller frees with freeReplyObject),
+ * 0 if none is buffered yet, or a negative dlock code (connection BROKEN). */
+int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx);
+
+/* The caller gives up waiting: turn its outstanding entries into DISCARD so
+ * the connection can go back to the pool. */
+void dlock__conn_abandon(dlock__conn *c);
+
+/* Number of replies still expected (any kind). */
+size_t dlock__conn_pending(const dlock__conn *c);
+
+/* Cheap liveness check for an idle pooled connection: 0 if it looks usable,
+ * -1 if the peer closed it or it failed. One non-blocking recv(MSG_PEEK). */
+int dlock__conn_probe(dlock__conn *c);
+
+/* Mark broken with a message. Returns code. */
+int dlock__conn_fail(dlock__conn *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,180 @@
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "conn.h"
+#include "error.h"
+#include "fanout.h"
+
+typedef struct slot {
+    dlock__conn *conn;
+    uint32_t answered;
+    int active;
+    int64_t deadline_ns;
+} slot;
+
+static int64_t after_ms(int64_t now, int64_t ms, int64_t cap)
+{
+    int64_t d = (ms > (INT64_MAX - now) / DLOCK__NS_PER_MS)
+                    ? INT64_MAX
+                    : now + ms * DLOCK__NS_PER_MS;
+    return d < cap ? d : cap;
+}
+
+static int send_req(dlock__conn *c, const dlock__req *r, uint32_t idx,
+                    int use_eval)
+{
+    if (r->script)
+        return dlock__conn_append_script(c, r->script, r->numkeys, r->nargs,
+                                         r->args, r->arglens, use_eval, idx);
+    return dlock__conn_append(c, r->nargs, r->args, r->arglens, idx);
+}
+
+/* Report every unanswered request of node i as failed with err. */
+static int fail_node(slot *s, size_t i, uint32_t nreqs, int err,
+                     dlock__on_reply cb, void *arg)
+{
+    int stop = 0;
+    const char *detail = s->conn ? s->conn->err : "out of memory";
+    s->active = 0;
+    /* Replies arrive in request order, so the unanswered ones are the tail. */
+    for (uint32_t j = s->answered; j < nreqs && !stop; j++)
+        stop = cb(arg, i, j, err, NULL, detail, 0);
+    s->answered = nreqs;
+    return stop;
+}
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
+           !memcmp(r->str, "NOSCRIPT", 8);
+}
+
+int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
+                  uint32_t nreqs, const dlock__fanout_opts *o,
+                  dlock__on_reply cb, void *arg)
+{
+    size_t n = client->n_nodes;
+    slot slots[DLOCK__MAX_NODES];
+    struct pollfd pfd[DLOCK__MAX_NODES];
+    size_t pidx[DLOCK__MAX_NODES];
+    int stop = 0;
+    int64_t now = dlock__now_ns();
+    int64_t connect_ms = client->opts.connect_timeout_ms;
+
+    memset(slots, 0, sizeof slots);
+    for (size_t i = 0; i < n && !stop; i++) {
+        slot *s = &slots[i];
+        if (o->only && !o->only[i])
+            continue;
+        s->conn = dlock__node_checkout(&client->nodes[i]);
+        if (!s->conn) {
+            stop = fail_node(s, i, nreqs, DLOCK_ENOMEM, cb, arg);
+            continue;
+        }
+        s->active = 1;
+        int rc = DLOCK_OK;
+        for (uint32_t j = 0; j < nreqs && rc == DLOCK_OK; j++)
+            rc = send_req(s->conn, &reqs[j], j, 0);
+        if (rc != DLOCK_OK) {
+            stop = fail_node(s, i, nreqs, rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO, cb, arg);
+            continue;
+        }
+        s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
+                             ? after_ms(now, connect_ms, o->deadline_ns)
+                             : after_ms(now, o->io_timeout_ms, o->deadline_ns);
+        /* Push the bytes out now: a pooled connection is writable, and
+         * starting every node's write before any wait is what makes the
+         * round parallel. */
+        if (s->conn->state == DLOCK__CS_OPEN &&
+            (rc = dlock__conn_io(s->conn, POLLOUT)) < 0)
+            stop = fail_node(s, i, nreqs, rc, cb, arg);
+    }
+
+    while (!stop) {
+        size_t k = 0;
+        int64_t next = INT64_MAX;
+        for (size_t i = 0; i < n; i++) {
+            if (!slots[i].active)
+                continue;
+            pfd[k].fd = slots[i].conn->ctx->fd;
+            pfd[k].events = dlock__conn_events(slots[i].conn);
+            pfd[k].revents = 0;
+            pidx[k++] = i;
+            if (slots[i].deadline_ns < next)
+                next = slots[i].deadline_ns;
+        }
+        if (k == 0)
+            break;
+        int pr = poll(pfd, (nfds_t)k, dlock__ms_until(next));
+        if (pr < 0 && errno != EINTR) {
+            for (size_t m = 0; m < k && !stop; m++) {
+                dlock__conn_fail(slots[pidx[m]].conn, DLOCK_EIO, "poll: %s", strerror(errno));
+                stop = fail_node(&slots[pidx[m]], pidx[m], nreqs, DLOCK_EIO, cb, arg);
+            }
+            break;
+        }
+        now = dlock__now_ns();
+        for (size_t m = 0; m < k && !stop; m++) {
+            size_t i = pidx[m];
+            slot *s = &slots[i];
+            dlock__conn *c = s->conn;
+            int was_connecting = c->state == DLOCK__CS_CONNECTING;
+            int rc = DLOCK_OK;
+            if (pr > 0 && pfd[m].revents)
+                rc = dlock__conn_io(c, pfd[m].revents);
+            if (rc == DLOCK_OK && was_connecting && c->state == DLOCK__CS_OPEN)
+                s->deadline_ns = after_ms(now, o->io_timeout_ms, o->deadline_ns);
+            while (rc == DLOCK_OK && s->active && !stop) {
+                redisReply *r = NULL;
+                uint32_t idx = 0;
+                int got = dlock__conn_take(c, &r, &idx);
+                if (got <= 0) {
+                    rc = got;
+                    break;
+                }
+                if (is_noscript(r) && reqs[idx].script) {
+                    /* SCRIPT FLUSH or a restart emptied the script cache:
+                     * send the body once; EVAL caches it again. */
+                    freeReplyObject(r);
+                    if ((rc = send_req(c, &reqs[idx], idx, 1)) == DLOCK_OK)
+                        rc = dlock__conn_io(c, POLLOUT);
+                    continue;
+                }
+                s->answered++;
+                if (s->answered == nreqs)
+                    s->active = 0;
+                stop = cb(arg, i, idx, DLOCK_OK, r, r->type == REDIS_REPLY_ERROR ? r->str : "",
+                          c->server_start_ns);
+                freeReplyObject(r);
+            }
+            if (rc < 0 && s->active && !stop) {
+                stop = fail_node(s, i, nreqs, rc, cb, arg);
+            } else if (s->active && !stop && now >= s->deadline_ns) {
+                int code = c->state == DLOCK__CS_CONNECTING || !c->caller_sent
+                               ? DLOCK_EIO
+                               : DLOCK_EUNKNOWN;
+                dlock__conn_fail(c, code, "%s timed out",
+                                 c->state == DLOCK__CS_CONNECTING ? "connect" : "reply");
+                stop = fail_node(s, i, nreqs, code, cb, arg);
+            }
+        }
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        dlock__conn *c = slots[i].conn;
+        if (!c)
+            continue;
+        if (c->state == DLOCK__CS_OPEN && c->ctx->obuf && c->ctx->obuf[0] != '\0') {
+            /* Unsent commands must not go out later on a reused connection,
+             * out of order with what the caller does next. */
+            dlock__conn_fail(c, DLOCK_EIO, "abandoned with unsent output");
+        }
+        dlock__conn_abandon(c);
+        dlock__node_checkin(&client->nodes[i], c);
+    }
+    return DLOCK_OK;
+}

@@ -1,0 +1,51 @@
+/* Send the same pipelined commands to every node of a client in parallel and
+ * collect the replies as they arrive, from the calling thread (non-blocking
+ * sockets and poll(), no helper threads). The caller decides from each reply
+ * whether it has heard enough (a Redlock majority, say) and can stop early;
+ * slow nodes are not waited for, their late replies are discarded when their
+ * connection is next used. */
+#ifndef DLOCK_FANOUT_H
+#define DLOCK_FANOUT_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+#include "scripts.h"
+
+struct dlock_client;
+
+/* One command: a script (EVALSHA, falling back to EVAL on NOSCRIPT) or,
+ * with script == NULL, a plain command whose name is args[0]. */
+typedef struct dlock__req {
+    const dlock__script *script;
+    int numkeys;
+    int nargs;
+    const char **args;
+    const size_t *arglens; /* NULL: strlen() of each */
+} dlock__req;
+
+/* Called once per (node, request): with reply != NULL and err == DLOCK_OK
+ * when the node replied (an error reply included: reply->type ==
+ * REDIS_REPLY_ERROR), or with reply == NULL and err < 0 when the node failed
+ * or timed out before replying (detail says why). `start_ns` is the server
+ * start time the connection learned (0 if unknown). Return nonzero to stop
+ * waiting for everything else. */
+typedef int (*dlock__on_reply)(void *arg, size_t node, uint32_t idx, int err,
+                               const redisReply *reply, const char *detail,
+                               int64_t start_ns);
+
+typedef struct dlock__fanout_opts {
+    int64_t io_timeout_ms;  /* per node, from connect (or send) to reply */
+    int64_t deadline_ns;    /* absolute; INT64_MAX for none */
+    const uint8_t *only;    /* if set: only nodes with only[i] != 0 */
+} dlock__fanout_opts;
+
+/* Returns DLOCK_OK once every node answered or failed, or the callback
+ * stopped it; DLOCK_ENOMEM if it could not even start. Every request of
+ * every selected node is reported to the callback exactly once, unless the
+ * callback stopped the run. */
+int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
+                  uint32_t nreqs, const dlock__fanout_opts *opts,
+                  dlock__on_reply cb, void *arg);
+
+#endif

@@ -1,0 +1,808 @@
+/* The lock handle: acquire (try once or wait), release, extend, adopt.
+ *
+ * One code path serves one node and N nodes: every Redis step is a fan-out
+ * (fanout.c) of one script to all nodes, and the outcome is decided by
+ * majority (a majority of one is that node). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "error.h"
+#include "fanout.h"
+#include "lock.h"
+#include "rand.h"
+#include "scripts.h"
+#include "wakeup.h"
+#include "watchdog.h"
+
+#define KNOWN_FLAGS (DLOCK_REENTRANT | DLOCK_AUTO_RENEW | DLOCK_FAIR | DLOCK_NO_FENCE)
+#define WAKE_PREFIX "dlock:wake:"
+
+int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
+{
+    if (!opts || version != DLOCK_LOCK_OPTIONS_VERSION)
+        return DLOCK_EINVAL;
+    dlock_lock_options d = DLOCK_LOCK_OPTIONS_INIT;
+    *opts = d;
+    return DLOCK_OK;
+}
+
+char *dlock__fence_key(const char *name, size_t len, size_t *out_len)
+{
+    /* Keep the counter in the lock's hash slot: reuse the name's {tag} if
+     * it has one, else make the whole name the tag. */
+    const char *open = memchr(name, '{', len);
+    const char *close = open ? memchr(open + 1, '}', len - (size_t)(open + 1 - name)) : NULL;
+    int has_tag = open && close && close > open + 1;
+    int wrap = !has_tag && !memchr(name, '}', len);
+    size_t n = len + (wrap ? 2 : 0) + 6;
+    char *k = dlock__malloc(n + 1);
+    if (!k)
+        return NULL;
+    size_t o = 0;
+    if (wrap)
+        k[o++] = '{';
+    memcpy(k + o, name, len);
+    o += len;
+    if (wrap)
+        k[o++] = '}';
+    memcpy(k + o, ":fence", 6);
+    o += 6;
+    k[o] = '\0';
+    *out_len = o;
+    return k;
+}
+
+int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
+                   const dlock_lock_options *opts)
+{
+    dlock_lock_options defaults = DLOCK_LOCK_OPTIONS_INIT;
+    if (out)
+        *out = NULL;
+    if (!out || !client || !name)
+        return DLOCK_EINVAL;
+    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (len == 0 || len > DLOCK_NAME_MAX)
+        return DLOCK_EINVAL;
+    if (!opts)
+        opts = &defaults;
+    if (opts->version != DLOCK_LOCK_OPTIONS_VERSION || opts->ttl_ms <= 0 ||
+        opts->ttl_ms > DLOCK_TTL_MAX_MS || (opts->flags & ~(unsigned)KNOWN_FLAGS) ||
+        opts->renew_interval_ms < 0 || opts->renew_interval_ms >= opts->ttl_ms ||
+        opts->retry_min_ms < 1 || opts->retry_min_ms > 60000 ||
+        opts->retry_max_ms < opts->retry_min_ms || opts->retry_max_ms > 60000)
+        return DLOCK_EINVAL;
+    if ((opts->flags & DLOCK_FAIR) && client->n_nodes > 1)
+        return DLOCK_ENOTSUP;
+    if (opts->flags & DLOCK_FAIR)
+        return DLOCK_ENOTSUP; /* see docs/waiting.md: not in this release */
+
+    dlock_lock *l = dlock__calloc(1, sizeof *l);
+    if (!l)
+        return DLOCK_ENOMEM;
+    l->client = client;
+    l->opts = *opts;
+    l->name_len = len;
+    l->name = dlock__strndup(name, len);
+    l->channel_len = sizeof WAKE_PREFIX - 1 + len;
+    l->channel = dlock__malloc(l->channel_len + 1);
+    if (!(opts->flags & DLOCK_NO_FENCE) && l->name)
+        l->fence_key = dlock__fence_key(name, len, &l->fence_len);
+    if (!l->name || !l->channel || (!(opts->flags & DLOCK_NO_FENCE) && !l->fence_key)) {
+        dlock__free(l->name);
+        dlock__free(l->channel);
+        dlock__free(l->fence_key);
+        dlock__free(l);
+        return DLOCK_ENOMEM;
+    }
+    memcpy(l->channel, WAKE_PREFIX, sizeof WAKE_PREFIX - 1);
+    memcpy(l->channel + sizeof WAKE_PREFIX - 1, name, len + 1);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&l->mu, NULL));
+    dlock__cond_init_monotonic(&l->cond);
+    l->holder_ttl_ms = -1;
+    *out = l;
+    return DLOCK_OK;
+}
+
+static void set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->state = st;
+    l->valid_until_ns = valid_until;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+static dlock_lock_state get_state(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    dlock_lock_state st = l->state;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return st;
+}
+
+int dlock__lock_mark_lost(dlock_lock *l)
+{
+    int was_held;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    was_held = l->state == DLOCK_STATE_HELD;
+    if (was_held)
+        l->state = DLOCK_STATE_LOST;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return was_held;
+}
+
+static int is_reentrant(const dlock_lock *l)
+{
+    return (l->opts.flags & DLOCK_REENTRANT) != 0;
+}
+
+/* The drift allowance of the Redlock algorithm: clocks of the nodes and of
+ * this client may run at slightly different rates during one TTL, so the
+ * validity is shortened by ttl * drift_factor plus 2 ms (for the granularity
+ * of Redis' expiry). With one node there is one clock (the server's) and
+ * the expiry is checked against it directly: no allowance. */
+static int64_t drift_ns(const dlock_lock *l, int64_t ttl_ms)
+{
+    if (l->client->n_nodes == 1)
+        return 0;
+    return (int64_t)((double)ttl_ms * l->client->opts.drift_factor * 1e6) +
+           2 * DLOCK__NS_PER_MS;
+}
+
+static int64_t node_timeout_ms(const dlock_lock *l, int64_t ttl_ms)
+{
+    int64_t io = l->client->opts.io_timeout_ms;
+    if (l->client->n_nodes == 1)
+        return io;
+    /* Redlock: a node that answers after a good part of the TTL is gone is
+     * not worth waiting for. */
+    return DLOCK__MIN(io, DLOCK__MAX(1, ttl_ms / 10));
+}
+
+/* Owner id of the calling thread for reentrant locks. */
+static _Atomic unsigned long next_thread_no = 1;
+static _Thread_local unsigned long thread_no;
+
+static void make_owner_id(dlock_lock *l)
+{
+    if (thread_no == 0)
+        thread_no = atomic_fetch_add(&next_thread_no, 1);
+    l->token_len = (size_t)snprintf(l->token, sizeof l->token, "%s:%lu",
+                                    l->client->id, thread_no);
+}
+
+/* ---- tallying one fan-out by majority ----------------------------------- */
+
+enum { V_NONE, V_YES, V_NO, V_ERR };
+
+typedef struct tally {
+    dlock_lock *lock;
+    size_t n, quorum;
+    size_t yes, no, err;
+    uint8_t vote[DLOCK__MAX_NODES];
+    uint8_t maybe_ours[DLOCK__MAX_NODES]; /* may hold our token now */
+    int node_err[DLOCK__MAX_NODES];
+    int64_t min_pttl;   /* among "taken" answers */
+    uint64_t max_fence; /* among grants */
+    long long count;    /* reentrant hold count from a grant */
+    int all_err;        /* the error code if every failure had the same */
+    int other_owner;    /* release/extend: some node had another token */
+    int gone;           /* release/extend: some node had no key */
+    int kind;           /* which script */
+} tally;
+
+static void tally_init(tally *t, dlock_lock *l, int kind)
+{
+    memset(t, 0, sizeof *t);
+    t->lock = l;
+    t->n = l->client->n_nodes;
+    t->quorum = l->client->quorum;
+    t->min_pttl = -1;
+    t->kind = kind;
+}
+
+static void note_error(tally *t, size_t node, int code, const char *detail)
+{
+    t->err++;
+    t->vote[node] = V_ERR;
+    t->node_err[node] = code;
+    t->all_err = (t->err == 1 || t->all_err == code) ? code : DLOCK_ENOQUORUM;
+    dlock__err_append(&t->lock->err, "%s: %s%s%.200s", t->lock->client->nodes[node].name,
+                      dlock_strerror(code), detail && *detail ? ": " : "",
+                      detail ? detail : "");
+}
+
+static int decided(const tally *t)
+{
+    return t->yes >= t->quorum || t->no + t->err > t->n - t->quorum;
+}
+
+static int64_t int_elem(const redisReply *r, size_t i, int *ok)
+{
+    if (r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
+        r->element[i]->type != REDIS_REPLY_INTEGER) {
+        *ok = 0;
+        return 0;
+    }
+    return r->element[i]->integer;
+}
+
+/* Restart rule: a node that restarted less than min_node_uptime_ms ago may
+ * have forgotten locks it granted before (no persistence), so its vote does
+ * not count. */
+static int vote_counts(tally *t, size_t node, int64_t start_ns)
+{
+    int64_t min_up = t->lock->client->opts.min_node_uptime_ms;
+    if (min_up <= 0)
+        return 1;
+    if (start_ns == 0) {
+        dlock__err_append(&t->lock->err, "%s: uptime unknown (INFO refused?); vote not counted",
+                          t->lock->client->nodes[node].name);
+        return 0;
+    }
+    int64_t up_ms = (dlock__now_ns() - start_ns) / DLOCK__NS_PER_MS;
+    if (up_ms >= min_up)
+        return 1;
+    dlock__err_append(&t->lock->err, "%s: restarted %" PRId64 " ms ago (< %" PRId64
+                      " ms); vote not counted", t->lock->client->nodes[node].name, up_ms, min_up);
+    return 0;
+}
+
+static int acquire_cb(void *arg, size_t node, uint32_t idx, int err,
+                      const redisReply *r, const char *detail, int64_t start_ns)
+{
+    tally *t = arg;
+    (void)idx;
+    if (err < 0) {
+        /* Sent but unanswered: the key may be ours there. */
+        t->maybe_ours[node] = err == DLOCK_EUNKNOWN;
+        note_error(t, node, err, detail);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        note_error(t, node, dlock__map_redis_error(r->str, r->len), r->str);
+    } else {
+        int ok = 1;
+        int64_t granted = int_elem(r, 0, &ok), v = int_elem(r, 1, &ok);
+        if (!ok) {
+            note_error(t, node, DLOCK_EPROTO, "acquire script gave an unexpected reply");
+        } else if (granted == 1) {
+            t->maybe_ours[node] = 1;
+            if (vote_counts(t, node, start_ns)) {
+                t->yes++;
+                t->vote[node] = V_YES;
+                if ((uint64_t)v > t->max_fence)
+                    t->max_fence = (uint64_t)v;
+                if (r->elements > 2)
+                    t->count = int_elem(r, 2, &ok);
+            } else {
+                t->err++;
+                t->vote[node] = V_ERR;
+                t->node_err[node] = DLOCK_EBUSY;
+                t->all_err = (t->err == 1 || t->all_err == DLOCK_EBUSY) ? DLOCK_EBUSY : DLOCK_ENOQUORUM;
+            }
+        } else {
+            t->no++;
+            t->vote[node] = V_NO;
+            if (v >= 0 && (t->min_pttl < 0 || v < t->min_pttl))
+                t->min_pttl = v;
+        }
+    }
+    return decided(t);
+}
+
+/* Release or extend replies: 1 done, 0 gone, -1 another owner; reentrant
+ * release gives {code, holds left}. */
+static int release_cb(void *arg, size_t node, uint32_t idx, int err,
+                      const redisReply *r, const char *detail, int64_t start_ns)
+{
+    tally *t = arg;
+    (void)idx;
+    (void)start_ns;
+    if (err < 0) {
+        note_error(t, node, err, detail);
+        return 0;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        note_error(t, node, dlock__map_redis_error(r->str, r->len), r->str);
+        return 0;
+    }
+    long long code;
+    int ok = 1;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        code = r->integer;
+    } else {
+        code = int_elem(r, 0, &ok);
+        if (ok && code == 1)
+            t->count = int_elem(r, 1, &ok);
+    }
+    if (!ok || code < -1 || code > 1) {
+        note_error(t, node, DLOCK_EPROTO, "unexpected reply");
+    } else if (code == 1) {
+        t->yes++;
+        t->vote[node] = V_YES;
+    } else {
+        t->no++;
+        t->vote[node] = V_NO;
+        if (code == 0) {
+            t->gone++;
+            dlock__err_append(&t->lock->err, "%s: key gone", t->lock->client->nodes[node].name);
+        } else {
+            t->other_owner++;
+            dlock__err_append(&t->lock->err, "%s: held by another owner",
+                              t->lock->client->nodes[node].name);
+        }
+    }
+    /* Extend decides at a majority either way; release goes to every node
+     * and waits for all of them (up to the I/O timeout). */
+    return t->kind == DLOCK__S_EXTEND && decided(t);
+}
+
+/* The code for a fan-out that did not reach a majority of successes. */
+static int failure_code(const tally *t)
+{
+    if (t->n == 1)
+        return t->err ? t->all_err : DLOCK_EPROTO;
+    return DLOCK_ENOQUORUM;
+}
+
+/* Send the release script for our current token to the nodes in `mask`
+ * (all if NULL), wait for them, and fill t. */
+static void send_release(dlock_lock *l, const uint8_t *mask, tally *t)
+{
+    const dlock__script *s = dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE);
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%" PRId64, l->opts.ttl_ms);
+    const char *args[4] = {l->name, l->token, l->client->opts.wakeups ? l->channel : "", ttl};
+    size_t lens[4] = {l->name_len, l->token_len, l->client->opts.wakeups ? l->channel_len : 0,
+                      strlen(ttl)};
+    dlock__req req = {s, 1, is_reentrant(l) ? 4 : 3, args, lens};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, mask};
+    tally_init(t, l, DLOCK__S_RELEASE);
+    if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
+        note_error(t, 0, DLOCK_ENOMEM, "");
+}
+
+static int fence_cb(void *arg, size_t node, uint32_t idx, int err,
+                    const redisReply *r, const char *detail, int64_t start_ns)
+{
+    tally *t = arg;
+    (void)idx;
+    (void)start_ns;
+    if (err < 0)
+        note_error(t, node, err, detail);
+    else if (r->type == REDIS_REPLY_ERROR)
+        note_error(t, node, dlock__map_redis_error(r->str, r->len), r->str);
+    else if (r->type == REDIS_REPLY_INTEGER && (uint64_t)r->integer >= t->max_fence)
+        t->yes++;
+    else
+        note_error(t, node, DLOCK_EPROTO, "fence_sync gave an unexpected reply");
+    return decided(t);
+}
+
+/* Redlock fencing: raise the counter to `fence` on a majority before the
+ * grant is reported, so every later majority sees at least this value
+ * (docs/fencing.md). */
+static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
+{
+    char v[24];
+    snprintf(v, sizeof v, "%" PRIu64, fence);
+    const char *args[2] = {l->fence_key, v};
+    size_t lens[2] = {l->fence_len, strlen(v)};
+    dlock__req req = {dlock__script_get(DLOCK__S_FENCE_SYNC), 1, 2, args, lens};
+    dlock__fanout_opts fo = {node_timeout_ms(l, l->opts.ttl_ms), deadline_ns, NULL};
+    tally t;
+    tally_init(&t, l, DLOCK__S_FENCE_SYNC);
+    t.max_fence = fence;
+    if (dlock__fanout(l->client, &req, 1, &fo, fence_cb, &t) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    return t.yes >= t.quorum ? DLOCK_OK : DLOCK_ENOQUORUM;
+}
+
+/* One attempt. *retry is set when waiting longer could help. */
+static int attempt(dlock_lock *l, int *retry)
+{
+    int reentrant = is_reentrant(l);
+    int fresh = !reentrant || l->holds == 0;
+    int64_t ttl = l->opts.ttl_ms;
+    char ttl_s[24];
+    tally t;
+
+    *retry = 0;
+    if (reentrant) {
+        /* A re-entry through this handle keeps the owner id it holds with. */
+        if (fresh)
+            make_owner_id(l);
+    } else {
+        int rc = dlock__token_hex(l->token);
+        if (rc != DLOCK_OK) {
+            dlock__err_set(&l->err, "getrandom failed");
+            return rc;
+        }
+        l->token_len = DLOCK_TOKEN_HEX_LEN;
+    }
+    snprintf(ttl_s, sizeof ttl_s, "%" PRId64, ttl);
+    const char *args[4];
+    size_t lens[4];
+    int nkeys = 0, nargs;
+    args[nkeys] = l->name;
+    lens[nkeys++] = l->name_len;
+    if (l->fence_key) {
+        args[nkeys] = l->fence_key;
+        lens[nkeys++] = l->fence_len;
+    }
+    nargs = nkeys;
+    args[nargs] = l->token;
+    lens[nargs++] = l->token_len;
+    args[nargs] = ttl_s;
+    lens[nargs++] = strlen(ttl_s);
+    dlock__req req = {dlock__script_get(reentrant ? DLOCK__S_RACQUIRE : DLOCK__S_ACQUIRE),
+                      nkeys, nargs, args, lens};
+    tally_init(&t, l, DLOCK__S_ACQUIRE);
+    dlock__err_clear(&l->err);
+
+    /* Validity is counted from before the first byte is sent. */
+    int64_t t0 = dlock__now_ns();
+    int64_t lease_end = t0 + ttl * DLOCK__NS_PER_MS - drift_ns(l, ttl);
+    dlock__fanout_opts fo = {node_timeout_ms(l, ttl), lease_end, NULL};
+    if (dlock__fanout(l->client, &req, 1, &fo, acquire_cb, &t) != DLOCK_OK) {
+        dlock__err_set(&l->err, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    l->holder_ttl_ms = t.min_pttl;
+
+    int rc = DLOCK_OK;
+    if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
+        uint64_t fence = t.max_fence;
+        if (l->client->n_nodes > 1 && l->fence_key && fresh)
+            rc = sync_fence(l, fence, lease_end);
+        if (rc == DLOCK_OK && dlock__now_ns() < lease_end) {
+            if (fresh)
+                l->fence = fence;
+            l->holds = reentrant ? l->holds + 1 : 1;
+            set_state(l, DLOCK_STATE_HELD, lease_end);
+            dlock__err_clear(&l->err);
+            return DLOCK_OK;
+        }
+        dlock__err_append(&l->err, "fencing token not confirmed by a majority in time");
+        rc = DLOCK_ENOQUORUM;
+        *retry = 1;
+    } else if (t.yes >= t.quorum) {
+        dlock__err_append(&l->err, "the lease ran out before a majority answered");
+        rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EUNKNOWN;
+        *retry = 1;
+    } else if (t.no > t.n - t.quorum) {
+        rc = DLOCK_ENOTACQUIRED;
+        *retry = 1;
+    } else {
+        rc = failure_code(&t);
+        /* Busy servers, lost replies and split votes pass; unreachable
+         * nodes, refusals and bad credentials do not. */
+        *retry = t.no > 0 || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN;
+    }
+
+    /* Undo what this attempt may have taken: nodes that granted, answered
+     * too late to count, or whose answer was lost. Nodes that were never
+     * heard from (the fan-out stopped at a decision) may hold it too. */
+    uint8_t mask[DLOCK__MAX_NODES];
+    int any = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        mask[i] = t.maybe_ours[i] || t.vote[i] == V_NONE;
+        any |= mask[i];
+    }
+    if (any && fresh) {
+        tally rt;
+        dlock__errbuf keep = l->err;
+        send_release(l, mask, &rt);
+        l->err = keep;
+    }
+    if (rc == DLOCK_ENOTACQUIRED) {
+        if (t.min_pttl >= 0)
+            dlock__err_set(&l->err, "\"%s\" is held by another owner (ttl %.1fs)", l->name,
+                           (double)t.min_pttl / 1000.0);
+        else
+            dlock__err_set(&l->err, "\"%s\" is held by another owner", l->name);
+    }
+    return rc;
+}
+
+int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
+{
+    if (!l)
+        return DLOCK_EINVAL;
+    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER) {
+        dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+        return DLOCK_EINVAL;
+    }
+    dlock_lock_state st = get_state(l);
+    if (st == DLOCK_STATE_LOST) {
+        /* The loss was reported; the handle starts over. */
+        dlock__watchdog_remove(l->client, l);
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    } else if (st == DLOCK_STATE_HELD && !is_reentrant(l)) {
+        dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
+        return DLOCK_EINVAL;
+    }
+
+    int64_t deadline = dlock__deadline_after_ms(wait_ms);
+    int watching = 0;
+    unsigned attempts = 0;
+    int rc;
+
+    if (wait_ms != 0) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        int canceled = l->canceled;
+        l->canceled = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        if (canceled) {
+            dlock__err_set(&l->err, "cancelled");
+            return DLOCK_ECANCELED;
+        }
+    }
+    for (;;) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        unsigned woken = l->woken;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+
+        int retry;
+        rc = attempt(l, &retry);
+        if (rc == DLOCK_OK || wait_ms == 0 || !retry)
+            break;
+        int64_t now = dlock__now_ns();
+        if (now >= deadline) {
+            if (rc == DLOCK_ENOTACQUIRED) {
+                rc = DLOCK_ETIMEDOUT;
+                dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
+            }
+            break;
+        }
+        /* Subscribe before the next attempt, so that a release between
+         * that attempt and the sleep still wakes us. */
+        if (!watching && l->client->opts.wakeups && rc == DLOCK_ENOTACQUIRED) {
+            watching = dlock__wakeup_watch(l->client, l) == DLOCK_OK;
+            if (watching)
+                continue;
+        }
+        int64_t sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms,
+                                             l->opts.retry_max_ms);
+        if (watching && l->holder_ttl_ms >= 0)
+            sleep_ms = l->holder_ttl_ms + 1; /* a release message comes first */
+        else if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < sleep_ms)
+            sleep_ms = l->holder_ttl_ms + 1;
+        int64_t wake_at = DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS);
+        struct timespec ts = dlock__timespec_of(wake_at);
+        int canceled = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        while (!l->canceled && l->woken == woken && dlock__now_ns() < wake_at) {
+            int w = pthread_cond_timedwait(&l->cond, &l->mu, &ts);
+            if (w != 0 && w != ETIMEDOUT)
+                DLOCK__CHECK_PTHREAD(w);
+        }
+        canceled = l->canceled;
+        l->canceled = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        if (canceled) {
+            rc = DLOCK_ECANCELED;
+            dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+            break;
+        }
+    }
+    if (watching)
+        dlock__wakeup_unwatch(l->client, l);
+    if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1) {
+        int wrc = dlock__watchdog_add(l->client, l);
+        if (wrc != DLOCK_OK) {
+            /* A lock we cannot keep alive as promised is not handed out. */
+            tally rt;
+            send_release(l, NULL, &rt);
+            l->holds = 0;
+            set_state(l, DLOCK_STATE_UNLOCKED, 0);
+            dlock__err_set(&l->err, "could not start the watchdog");
+            rc = wrc;
+        }
+    }
+    return rc;
+}
+
+/* Map a release/extend tally to a code. */
+static int owner_code(const tally *t)
+{
+    if (t->yes >= t->quorum)
+        return DLOCK_OK;
+    if (t->err > t->n - t->quorum)
+        return failure_code(t);
+    if (t->other_owner > 0)
+        return DLOCK_ENOTOWNER;
+    return DLOCK_EEXPIRED;
+}
+
+int dlock_lock_release(dlock_lock *l)
+{
+    if (!l)
+        return DLOCK_EINVAL;
+    dlock_lock_state st = get_state(l);
+    dlock__err_clear(&l->err);
+    if (st == DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    int last_hold = !is_reentrant(l) || l->holds <= 1;
+    if (last_hold)
+        dlock__watchdog_remove(l->client, l);
+    if (st == DLOCK_STATE_LOST) {
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+        dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
+        return DLOCK_ELOST;
+    }
+    tally t;
+    send_release(l, NULL, &t);
+    int rc = owner_code(&t);
+    if (rc == DLOCK_OK && is_reentrant(l) && l->holds > 1) {
+        l->holds--;
+        return DLOCK_OK;
+    }
+    l->holds = 0;
+    set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    if (rc == DLOCK_OK)
+        dlock__err_clear(&l->err);
+    return rc;
+}
+
+int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
+{
+    if (!l)
+        return DLOCK_EINVAL;
+    dlock__err_clear(&l->err);
+    if (ttl_ms == 0)
+        ttl_ms = l->opts.ttl_ms;
+    if (ttl_ms < 0 || ttl_ms > DLOCK_TTL_MAX_MS) {
+        dlock__err_set(&l->err, "ttl_ms must be 1..%" PRId64 " (or 0 for the lock's TTL)",
+                       DLOCK_TTL_MAX_MS);
+        return DLOCK_EINVAL;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    dlock_lock_state st = l->state;
+    int64_t old_end = l->valid_until_ns;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (st == DLOCK_STATE_LOST) {
+        dlock__err_set(&l->err, "\"%s\" was lost", l->name);
+        return DLOCK_ELOST;
+    }
+    if (st != DLOCK_STATE_HELD) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    char ttl_s[24];
+    snprintf(ttl_s, sizeof ttl_s, "%" PRId64, ttl_ms);
+    const char *args[3] = {l->name, l->token, ttl_s};
+    size_t lens[3] = {l->name_len, l->token_len, strlen(ttl_s)};
+    dlock__req req = {dlock__script_get(is_reentrant(l) ? DLOCK__S_REXTEND : DLOCK__S_EXTEND),
+                      1, 3, args, lens};
+    int64_t t0 = dlock__now_ns();
+    /* A confirmation after the current lease ended proves nothing: the key
+     * may have expired and been taken in between. */
+    int64_t deadline = old_end == INT64_MIN ? INT64_MAX : old_end;
+    dlock__fanout_opts fo = {node_timeout_ms(l, ttl_ms), deadline, NULL};
+    tally t;
+    tally_init(&t, l, DLOCK__S_EXTEND);
+    if (dlock__fanout(l->client, &req, 1, &fo, release_cb, &t) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    int rc = owner_code(&t);
+    if (rc == DLOCK_OK && old_end != INT64_MIN && dlock__now_ns() >= old_end) {
+        dlock__err_set(&l->err, "majority confirmed only after the lease had ended");
+        rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EEXPIRED;
+    }
+    if (rc == DLOCK_OK) {
+        set_state(l, DLOCK_STATE_HELD, t0 + ttl_ms * DLOCK__NS_PER_MS - drift_ns(l, ttl_ms));
+        dlock__err_clear(&l->err);
+    } else if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
+        /* Not ours any more: the handle lets go. */
+        dlock__watchdog_remove(l->client, l);
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    }
+    return rc;
+}
+
+int dlock_lock_adopt(dlock_lock *l, const char *token)
+{
+    if (!l || !token)
+        return DLOCK_EINVAL;
+    size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
+    if (n == 0 || n > DLOCK_TOKEN_MAX || is_reentrant(l) || get_state(l) != DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "adopt needs a 1..%d byte token, a plain-mode handle that holds nothing",
+                       DLOCK_TOKEN_MAX);
+        return DLOCK_EINVAL;
+    }
+    memcpy(l->token, token, n + 1);
+    l->token_len = n;
+    l->holds = 1;
+    l->fence = 0;
+    set_state(l, DLOCK_STATE_HELD, INT64_MIN);
+    dlock__err_clear(&l->err);
+    return DLOCK_OK;
+}
+
+void dlock_lock_cancel(dlock_lock *l)
+{
+    if (!l)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->canceled = 1;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+void dlock_lock_free(dlock_lock *l)
+{
+    if (!l)
+        return;
+    dlock__watchdog_remove(l->client, l);
+    if (get_state(l) == DLOCK_STATE_HELD) {
+        l->holds = 1; /* let go of every hold */
+        tally t;
+        send_release(l, NULL, &t);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&l->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));
+    dlock__free(l->name);
+    dlock__free(l->fence_key);
+    dlock__free(l->channel);
+    dlock__free(l);
+}
+
+dlock_lock_state dlock_lock_state_get(dlock_lock *l)
+{
+    return l ? get_state(l) : DLOCK_STATE_UNLOCKED;
+}
+
+int64_t dlock_lock_validity_ms(dlock_lock *l)
+{
+    if (!l)
+        return 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    dlock_lock_state st = l->state;
+    int64_t end = l->valid_until_ns;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (st != DLOCK_STATE_HELD)
+        return 0;
+    if (end == INT64_MIN)
+        return -1;
+    int64_t left = end - dlock__now_ns();
+    return left > 0 ? left / DLOCK__NS_PER_MS : 0;
+}
+
+const char *dlock_lock_token(const dlock_lock *l)
+{
+    return l && l->holds > 0 ? l->token : NULL;
+}
+
+uint64_t dlock_lock_fence(const dlock_lock *l)
+{
+    return l && l->holds > 0 ? l->fence : 0;
+}
+
+const char *dlock_lock_name(const dlock_lock *l)
+{
+    return l ? l->name : NULL;
+}
+
+unsigned dlock_lock_hold_count(const dlock_lock *l)
+{
+    return l ? l->holds : 0;
+}
+
+int64_t dlock_lock_holder_ttl_ms(const dlock_lock *l)
+{
+    return l ? l->holder_ttl_ms : -1;
+}
+
+const char *dlock_lock_errmsg(const dlock_lock *l)
+{
+    return l ? l->err.msg : "NULL lock handle";
+}

@@ -1,0 +1,51 @@
+/* The lock handle's internals, shared with the watchdog and wake-up code. */
+#ifndef DLOCK_LOCK_H
+#define DLOCK_LOCK_H
+
+#include <pthread.h>
+
+#include "common.h"
+#include "error.h"
+
+struct dlock_lock {
+    dlock_client *client;
+    dlock_lock_options opts;
+    char *name;
+    size_t name_len;
+    char *fence_key; /* NULL with DLOCK_NO_FENCE */
+    size_t fence_len;
+    char *channel; /* wake-up channel: "dlock:wake:" + name */
+    size_t channel_len;
+
+    /* mu guards everything below that another thread may touch: state,
+     * valid_until_ns, canceled, woken, and the watchdog's fields. */
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* waiting acquire sleeps here */
+    dlock_lock_state state;
+    int canceled;
+    unsigned woken; /* bumped by the wake-up thread on a release message */
+    int64_t valid_until_ns; /* INT64_MIN: unknown (adopted) */
+
+    /* Touched only by the thread using the handle. */
+    char token[DLOCK_TOKEN_MAX + 1];
+    size_t token_len;
+    uint64_t fence;
+    unsigned holds;
+    int64_t holder_ttl_ms;
+    dlock__errbuf err;
+
+    /* Watchdog bookkeeping (watchdog.c), under the watchdog's mutex. */
+    int wd_registered;
+    int wd_in_round;
+    int64_t wd_next_ns;
+    struct dlock_lock *wd_prev, *wd_next;
+};
+
+/* Mark an auto-renewed lock lost (watchdog thread). Returns 1 if it was
+ * held and is now lost (call on_lost once), 0 otherwise. */
+int dlock__lock_mark_lost(dlock_lock *lock);
+
+/* Derive the fencing counter key of a lock name (same hash slot). */
+char *dlock__fence_key(const char *name, size_t len, size_t *out_len);
+
+#endif

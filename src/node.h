@@ -1,0 +1,37 @@
+/* One Redis node of a client: its address and a pool of idle connections.
+ * Thread-safe: any thread may check connections out and in. */
+#ifndef DLOCK_NODE_H
+#define DLOCK_NODE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "conn.h"
+#include "url.h"
+
+typedef struct dlock__node {
+    dlock__url url;
+    char name[280]; /* "host:port" or the socket path, for messages */
+    pthread_mutex_t mu;
+    dlock__conn *idle; /* stack of idle connections */
+    size_t n_idle;
+    size_t max_idle;
+    int ask_uptime;
+    /* Monotonic time the server last started, from the newest handshake's
+     * INFO (0: unknown). Read by the Redlock restart rule. */
+    _Atomic int64_t server_start_ns;
+} dlock__node;
+
+int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
+                     int ask_uptime, char *err, size_t err_len);
+void dlock__node_destroy(dlock__node *n);
+
+/* An idle connection if a live one is pooled, else a new one that is
+ * connecting. NULL only when out of memory. */
+dlock__conn *dlock__node_checkout(dlock__node *n);
+
+/* Give a connection back: pooled if healthy and the pool has room,
+ * otherwise freed. Records the server's start time it learned. */
+void dlock__node_checkin(dlock__node *n, dlock__conn *c);
+
+#endif

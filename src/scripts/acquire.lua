@@ -1,0 +1,28 @@
+-- acquire.lua: take a plain lock (a string value with a PX TTL), the same
+-- shape redsync, go-zero, node-redlock and redis-py use, so all of them
+-- exclude each other on one key.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  (optional) the fencing counter of this lock name
+-- ARGV[1]  our owner token (128 random bits, hex)
+-- ARGV[2]  TTL in ms, > 0 (the client never sends 0 or less)
+--
+-- Replies  {1, fence}  granted; fence = the counter after INCR (0 if no
+--                      counter key was given)
+--          {0, pttl}   held by another owner; pttl = its remaining ms
+--                      (-1: a key without TTL, which dlock never makes)
+--          error WRONGTYPE when the key holds something else than a string
+--
+-- Invariant: the key is only ever written when absent (SET NX), so a live
+-- lock is never overwritten; the fencing counter only grows, and only on a
+-- grant, in the same atomic step as the grant.
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local fence = 0
+  if #KEYS > 1 then fence = redis.call('incr', KEYS[2]) end
+  return {1, fence}
+end
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'string' then
+  return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a plain dlock lock')
+end
+return {0, redis.call('pttl', KEYS[1])}

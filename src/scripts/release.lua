@@ -1,0 +1,22 @@
+-- release.lua: delete a plain lock only if it still holds our token, and
+-- wake whoever waits for it.
+--
+-- KEYS[1]  the lock key
+-- ARGV[1]  our owner token
+-- ARGV[2]  pub/sub channel to notify waiters on, or '' for none
+--
+-- Replies  1   released (the key held our token and is deleted)
+--          0   the key was gone (the lease had expired or was deleted)
+--          -1  the key holds another owner's token; left untouched
+--          error WRONGTYPE when the key is not a string
+--
+-- Invariant: never deletes a lock someone else owns: compare and delete are
+-- one atomic step.
+local v = redis.call('get', KEYS[1])
+if v == ARGV[1] then
+  redis.call('del', KEYS[1])
+  if ARGV[2] ~= '' then redis.call('publish', ARGV[2], 'r') end
+  return 1
+end
+if not v then return 0 end
+return -1

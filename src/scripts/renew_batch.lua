@@ -1,0 +1,35 @@
+-- renew_batch.lua: the watchdog's round: renew many locks in one call.
+--
+-- KEYS[i]      lock key i
+-- ARGV[3i-2]   owner token (plain) or owner id (reentrant) of lock i
+-- ARGV[3i-1]   TTL in ms for lock i, > 0
+-- ARGV[3i]     'p' plain (string value) or 'r' reentrant (hash)
+--
+-- Replies  an array, one entry per key:
+--          1   renewed
+--          0   the key was gone (lost: it had expired or was deleted)
+--          -1  the key holds another owner's token, or another type (lost)
+--
+-- Invariant: a lock is renewed only while it is still ours, exactly as
+-- extend.lua and reentrant_extend.lua decide, key by key.
+local out = {}
+for i = 1, #KEYS do
+  local tok, ttl, mode = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local t = redis.call('type', KEYS[i]).ok
+  local r = -1
+  if t == 'none' then
+    r = 0
+  elseif mode == 'p' and t == 'string' then
+    if redis.call('get', KEYS[i]) == tok then
+      redis.call('pexpire', KEYS[i], ttl)
+      r = 1
+    end
+  elseif mode == 'r' and t == 'hash' then
+    if redis.call('hexists', KEYS[i], tok) == 1 then
+      redis.call('pexpire', KEYS[i], ttl)
+      r = 1
+    end
+  end
+  out[i] = r
+end
+return out

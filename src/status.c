@@ -1,0 +1,68 @@
+/* dlock_client_status(): read-only look at a lock on every node. */
+#include <string.h>
+
+#include "client.h"
+#include "error.h"
+#include "fanout.h"
+#include "lock.h"
+#include "scripts.h"
+
+typedef struct status_ctx {
+    dlock_node_status *out;
+    size_t answered;
+} status_ctx;
+
+static int status_cb(void *arg, size_t node, uint32_t idx, int err,
+                     const redisReply *r, const char *detail, int64_t start_ns)
+{
+    status_ctx *s = arg;
+    dlock_node_status *o = &s->out[node];
+    (void)idx;
+    (void)detail;
+    (void)start_ns;
+    if (err < 0) {
+        o->error = err;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        o->error = dlock__map_redis_error(r->str, r->len);
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+               r->element[0]->type != REDIS_REPLY_INTEGER ||
+               r->element[1]->type != REDIS_REPLY_INTEGER ||
+               r->element[2]->type != REDIS_REPLY_INTEGER) {
+        o->error = DLOCK_EPROTO;
+    } else {
+        o->error = DLOCK_OK;
+        o->held = r->element[0]->integer == 1;
+        o->ttl_ms = o->held && r->element[1]->integer >= 0 ? r->element[1]->integer : -1;
+        o->fence = r->element[2]->integer > 0 ? (uint64_t)r->element[2]->integer : 0;
+        s->answered++;
+    }
+    return 0;
+}
+
+int dlock_client_status(dlock_client *c, const char *name,
+                        dlock_node_status *out, size_t n_out)
+{
+    if (!c || !name || !out || n_out < c->n_nodes)
+        return DLOCK_EINVAL;
+    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (len == 0 || len > DLOCK_NAME_MAX)
+        return DLOCK_EINVAL;
+    size_t flen = 0;
+    char *fkey = dlock__fence_key(name, len, &flen);
+    if (!fkey)
+        return DLOCK_ENOMEM;
+    const char *args[2] = {name, fkey};
+    size_t lens[2] = {len, flen};
+    dlock__req req = {dlock__script_get(DLOCK__S_STATUS), 2, 2, args, lens};
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL};
+    status_ctx ctx = {out, 0};
+    for (size_t i = 0; i < c->n_nodes; i++)
+        out[i] = (dlock_node_status){DLOCK_EIO, 0, -1, 0};
+    int rc = dlock__fanout(c, &req, 1, &fo, status_cb, &ctx);
+    dlock__free(fkey);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (ctx.answered > 0)
+        return DLOCK_OK;
+    return c->n_nodes == 1 ? out[0].error : DLOCK_ENOQUORUM;
+}

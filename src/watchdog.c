@@ -1,0 +1,351 @@
+/* The watchdog thread.
+ *
+ * Every registered lock has a next-renewal time (acquire time + interval,
+ * interval = renew_interval_ms or ttl/3). The thread sleeps on a
+ * CLOCK_MONOTONIC condition variable until the earliest one is due, then
+ * renews in one round every lock due within the next tenth of its interval
+ * (so locks taken close together share rounds). A round is one pipelined
+ * batch of renew_batch.lua calls per node, RENEW_CHUNK locks per call,
+ * contacted in parallel through the fan-out.
+ *
+ * Safety of release against a round in flight: a lock taking part in a
+ * round is flagged in_round; dlock__watchdog_remove() waits for the round
+ * to finish, so when release or free goes on, no renewal of the lock is on
+ * the wire and none will be sent. Callbacks run at the end of the round,
+ * before in_round is cleared, so a lock is never freed under its callback. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "fanout.h"
+#include "lock.h"
+#include "scripts.h"
+#include "watchdog.h"
+
+#define RENEW_CHUNK 1000
+
+typedef struct dlock__watchdog {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;       /* new work, stop */
+    pthread_cond_t round_done; /* a round finished */
+    int stop;
+    dlock_lock *head;          /* registered locks */
+    size_t count;
+    dlock__watchdog_stats stats;
+} dlock__watchdog;
+
+/* Per-lock result of one round. */
+typedef struct item {
+    dlock_lock *lock;
+    char ttl[24];
+    size_t ttl_len;
+    uint16_t yes, no, err;
+} item;
+
+typedef struct round_ctx {
+    item *items;
+    size_t n_items;
+    size_t n_nodes;
+} round_ctx;
+
+static int64_t interval_ms(const dlock_lock *l)
+{
+    int64_t iv = l->opts.renew_interval_ms ? l->opts.renew_interval_ms : l->opts.ttl_ms / 3;
+    return iv > 0 ? iv : 1;
+}
+
+static int round_cb(void *arg, size_t node, uint32_t idx, int err,
+                    const redisReply *r, const char *detail, int64_t start_ns)
+{
+    round_ctx *rc = arg;
+    (void)node;
+    (void)detail;
+    (void)start_ns;
+    size_t first = (size_t)idx * RENEW_CHUNK;
+    size_t n = DLOCK__MIN((size_t)RENEW_CHUNK, rc->n_items - first);
+    for (size_t i = 0; i < n; i++) {
+        item *it = &rc->items[first + i];
+        if (err < 0 || r->type != REDIS_REPLY_ARRAY || r->elements != n ||
+            r->element[i]->type != REDIS_REPLY_INTEGER)
+            it->err++;
+        else if (r->element[i]->integer == 1)
+            it->yes++;
+        else
+            it->no++;
+    }
+    return 0;
+}
+
+/* Build and send one round for items[0..n). */
+static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
+{
+    size_t nchunks = (n + RENEW_CHUNK - 1) / RENEW_CHUNK;
+    dlock__req *reqs = dlock__calloc(nchunks, sizeof *reqs);
+    const char **args = dlock__calloc(n * 4, sizeof *args);
+    size_t *lens = dlock__calloc(n * 4, sizeof *lens);
+    round_ctx ctx = {items, n, c->n_nodes};
+    if (!reqs || !args || !lens) {
+        for (size_t i = 0; i < n; i++)
+            items[i].err = (uint16_t)c->n_nodes;
+        goto out;
+    }
+    for (size_t k = 0; k < nchunks; k++) {
+        size_t first = k * RENEW_CHUNK, m = DLOCK__MIN((size_t)RENEW_CHUNK, n - first);
+        const char **a = args + first * 4;
+        size_t *al = lens + first * 4;
+        /* KEYS first, then the ARGV triples. */
+        for (size_t i = 0; i < m; i++) {
+            dlock_lock *l = items[first + i].lock;
+            a[i] = l->name;
+            al[i] = l->name_len;
+            a[m + 3 * i] = l->token;
+            al[m + 3 * i] = l->token_len;
+            a[m + 3 * i + 1] = items[first + i].ttl;
+            al[m + 3 * i + 1] = items[first + i].ttl_len;
+            a[m + 3 * i + 2] = (l->opts.flags & DLOCK_REENTRANT) ? "r" : "p";
+            al[m + 3 * i + 2] = 1;
+        }
+        reqs[k] = (dlock__req){dlock__script_get(DLOCK__S_RENEW), (int)m, (int)(4 * m), a, al};
+    }
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL};
+    if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)
+        for (size_t i = 0; i < n; i++)
+            items[i].err = (uint16_t)c->n_nodes;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    wd->stats.rounds++;
+    wd->stats.calls += nchunks * c->n_nodes;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+out:
+    dlock__free(reqs);
+    dlock__free((void *)args);
+    dlock__free(lens);
+}
+
+static void unlink_lock(dlock__watchdog *wd, dlock_lock *l)
+{
+    if (l->wd_prev)
+        l->wd_prev->wd_next = l->wd_next;
+    else
+        wd->head = l->wd_next;
+    if (l->wd_next)
+        l->wd_next->wd_prev = l->wd_prev;
+    l->wd_prev = l->wd_next = NULL;
+    l->wd_registered = 0;
+    wd->count--;
+}
+
+/* Apply the results: new validity, or lost. Runs without wd->mu. */
+static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
+                   uint8_t *lost_reason)
+{
+    size_t q = c->quorum;
+    for (size_t i = 0; i < n; i++) {
+        item *it = &items[i];
+        dlock_lock *l = it->lock;
+        int64_t ttl = l->opts.ttl_ms;
+        int64_t drift = c->n_nodes > 1
+                            ? (int64_t)((double)ttl * c->opts.drift_factor * 1e6) + 2 * DLOCK__NS_PER_MS
+                            : 0;
+        int64_t now = dlock__now_ns();
+        lost_reason[i] = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        if (l->state == DLOCK_STATE_HELD) {
+            if (it->yes >= q && now < l->valid_until_ns) {
+                l->valid_until_ns = t0 + ttl * DLOCK__NS_PER_MS - drift;
+            } else if (it->no > c->n_nodes - q) {
+                lost_reason[i] = DLOCK_LOST_NOT_OWNER;
+            } else if (now >= l->valid_until_ns || it->yes >= q) {
+                /* Not confirmed by a majority before the lease ran out. */
+                lost_reason[i] = DLOCK_LOST_NO_QUORUM;
+            }
+        }
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    dlock_client *c = arg;
+    dlock__watchdog *wd = c->watchdog;
+    item *items = NULL;
+    uint8_t *lost = NULL;
+    size_t cap = 0;
+
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    while (!wd->stop) {
+        int64_t now = dlock__now_ns(), next = INT64_MAX;
+        size_t due = 0;
+        for (dlock_lock *l = wd->head; l; l = l->wd_next) {
+            int64_t slack = interval_ms(l) * DLOCK__NS_PER_MS / 10;
+            if (l->wd_next_ns - slack <= now)
+                due++;
+            else if (l->wd_next_ns - slack < next)
+                next = l->wd_next_ns - slack;
+        }
+        if (due == 0) {
+            struct timespec ts = dlock__timespec_of(next);
+            int w = pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
+            if (w != 0 && w != ETIMEDOUT)
+                DLOCK__CHECK_PTHREAD(w);
+            continue;
+        }
+        if (due > cap) {
+            item *ni = dlock__realloc(items, due * sizeof *ni);
+            uint8_t *nl = ni ? dlock__realloc(lost, due) : NULL;
+            if (ni)
+                items = ni;
+            if (nl)
+                lost = nl;
+            if (!ni || !nl) {
+                /* Try again shortly; the leases still have 2/3 to run. */
+                struct timespec ts = dlock__timespec_of(now + 10 * DLOCK__NS_PER_MS);
+                int w = pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
+                if (w != 0 && w != ETIMEDOUT)
+                    DLOCK__CHECK_PTHREAD(w);
+                continue;
+            }
+            cap = due;
+        }
+        size_t n = 0;
+        for (dlock_lock *l = wd->head; l && n < due; l = l->wd_next) {
+            int64_t slack = interval_ms(l) * DLOCK__NS_PER_MS / 10;
+            if (l->wd_next_ns - slack > now)
+                continue;
+            item *it = &items[n++];
+            memset(it, 0, sizeof *it);
+            it->lock = l;
+            it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, l->opts.ttl_ms);
+            l->wd_in_round = 1;
+        }
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+
+        int64_t t0 = dlock__now_ns();
+        run_round(c, wd, items, n);
+        settle(c, items, n, t0, lost);
+        /* Callbacks run before in_round is cleared: a concurrent release or
+         * free waits for them. */
+        for (size_t i = 0; i < n; i++) {
+            dlock_lock *l = items[i].lock;
+            if (lost[i] && dlock__lock_mark_lost(l) && l->opts.on_lost)
+                l->opts.on_lost(l, (dlock_lost_reason)lost[i], l->opts.on_lost_arg);
+        }
+
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+        int64_t done = dlock__now_ns();
+        for (size_t i = 0; i < n; i++) {
+            dlock_lock *l = items[i].lock;
+            l->wd_in_round = 0;
+            if (lost[i]) {
+                wd->stats.lost++;
+                if (l->wd_registered)
+                    unlink_lock(wd, l);
+            } else if (items[i].yes >= c->quorum) {
+                wd->stats.renewed++;
+                l->wd_next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
+            } else {
+                /* No verdict yet (nodes unreachable): try again soon, while
+                 * the lease lasts. */
+                l->wd_next_ns = done + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
+            }
+        }
+        DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    dlock__free(items);
+    dlock__free(lost);
+    return NULL;
+}
+
+int dlock__watchdog_add(dlock_client *c, dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    if (!c->watchdog) {
+        dlock__watchdog *wd = dlock__calloc(1, sizeof *wd);
+        if (!wd) {
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+            return DLOCK_ENOMEM;
+        }
+        DLOCK__CHECK_PTHREAD(pthread_mutex_init(&wd->mu, NULL));
+        dlock__cond_init_monotonic(&wd->cond);
+        dlock__cond_init_monotonic(&wd->round_done);
+        c->watchdog = wd;
+        int rc = pthread_create(&wd->thread, NULL, watchdog_main, c);
+        if (rc == EAGAIN) {
+            /* Out of threads is a resource limit, not a bug. */
+            c->watchdog = NULL;
+            DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->cond));
+            DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->round_done));
+            DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wd->mu));
+            dlock__free(wd);
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+            return DLOCK_ENOMEM;
+        }
+        DLOCK__CHECK_PTHREAD(rc);
+    }
+    dlock__watchdog *wd = c->watchdog;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    if (!l->wd_registered) {
+        l->wd_registered = 1;
+        l->wd_prev = NULL;
+        l->wd_next = wd->head;
+        if (wd->head)
+            wd->head->wd_prev = l;
+        wd->head = l;
+        wd->count++;
+        l->wd_next_ns = dlock__now_ns() + interval_ms(l) * DLOCK__NS_PER_MS;
+        DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    return DLOCK_OK;
+}
+
+void dlock__watchdog_remove(dlock_client *c, dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__watchdog *wd = c->watchdog;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    if (!wd)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    if (l->wd_registered)
+        unlink_lock(wd, l);
+    while (l->wd_in_round)
+        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+}
+
+void dlock__watchdog_stop(dlock_client *c)
+{
+    dlock__watchdog *wd = c->watchdog;
+    if (!wd)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    wd->stop = 1;
+    DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    DLOCK__CHECK_PTHREAD(pthread_join(wd->thread, NULL));
+    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->cond));
+    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->round_done));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wd->mu));
+    dlock__free(wd);
+    c->watchdog = NULL;
+}
+
+void dlock__watchdog_get_stats(dlock_client *c, dlock__watchdog_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__watchdog *wd = c->watchdog;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    if (!wd)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    *out = wd->stats;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+}

@@ -1,0 +1,31 @@
+/* The watchdog: one background thread per client renews every held
+ * auto-renew lock, batching many locks into one script call per node per
+ * round. */
+#ifndef DLOCK_WATCHDOG_H
+#define DLOCK_WATCHDOG_H
+
+struct dlock_client;
+struct dlock_lock;
+
+/* Start renewing `lock` (held, DLOCK_AUTO_RENEW). Starts the thread on first
+ * use. DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__watchdog_add(struct dlock_client *c, struct dlock_lock *lock);
+
+/* Stop renewing `lock`. When this returns, no renewal of it is in flight
+ * and none will be sent. No-op for a lock that is not registered. */
+void dlock__watchdog_remove(struct dlock_client *c, struct dlock_lock *lock);
+
+/* Stop and join the thread (dlock_client_free). */
+void dlock__watchdog_stop(struct dlock_client *c);
+
+/* Counters for tests and dlock-bench (internal). */
+typedef struct dlock__watchdog_stats {
+    unsigned long rounds;    /* renewal rounds run */
+    unsigned long calls;     /* script calls sent, summed over nodes */
+    unsigned long renewed;   /* lock renewals confirmed */
+    unsigned long lost;      /* locks found lost */
+} dlock__watchdog_stats;
+
+void dlock__watchdog_get_stats(struct dlock_client *c, dlock__watchdog_stats *out);
+
+#endif

@@ -1,0 +1,20 @@
+/* Helpers for tests that run several worker processes. */
+#ifndef DLOCK_TEST_PROC_H
+#define DLOCK_TEST_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Monotonic milliseconds. */
+int64_t test_now_ms(void);
+void test_sleep_ms(int ms);
+
+/* fork() n children running fn(i, arg); each child _exit()s with fn's
+ * return value. Returns the number of children that exited non-zero (or
+ * abnormally); waits for all. */
+int test_run_procs(int n, int (*fn)(int i, void *arg), void *arg);
+
+/* A temp file path under $TMPDIR (or /tmp) made unique with the pid. */
+void test_tmp_path(char *out, size_t len, const char *stem);
+
+#endif

@@ -1,0 +1,238 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redis_server.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int write_conf(test_redis *r)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/redis.conf", r->dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\n"
+            "dir %s\nlogfile %s/redis.log\nunixsocket %s\nunixsocketperm 700\n"
+            "enable-debug-command local\n%s\n",
+            r->port, r->dir, r->dir, r->sock, r->extra);
+    fclose(f);
+    return 0;
+}
+
+static int spawn(test_redis *r)
+{
+    char conf[400];
+    snprintf(conf, sizeof conf, "%s/redis.conf", r->dir);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        execlp("redis-server", "redis-server", conf, (char *)NULL);
+        fprintf(stderr, "test harness: cannot exec redis-server: %s\n", strerror(errno));
+        _exit(127);
+    }
+    r->pid = pid;
+    /* Wait for PING. */
+    for (int i = 0; i < 500; i++) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            r->pid = 0;
+            return -1; /* exited: port taken, or bad config */
+        }
+        struct timeval tv = {0, 200000};
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+        if (c && !c->err) {
+            redisReply *rep = redisCommand(c, "PING");
+            /* Up: PONG, or NOAUTH from a server with a password. */
+            int ok = rep && (rep->type == REDIS_REPLY_STATUS ||
+                             (rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "NOAUTH")));
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(c);
+            if (ok)
+                return 0;
+        } else if (c) {
+            redisFree(c);
+        }
+        sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    r->pid = 0;
+    return -1;
+}
+
+int test_redis_start(test_redis *r, const char *extra_conf)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->extra, sizeof r->extra, "%s", extra_conf ? extra_conf : "");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(r->dir, sizeof r->dir, "%s/dlock-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(r->dir)) {
+        fprintf(stderr, "test harness: mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        r->port = free_port();
+        if (r->port <= 0)
+            continue;
+        snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+        snprintf(r->unix_url, sizeof r->unix_url, "unix://%s", r->sock);
+        if (write_conf(r) == 0 && spawn(r) == 0)
+            return 0;
+    }
+    fprintf(stderr, "test harness: could not start redis-server (see %s/redis.log)\n", r->dir);
+    return -1;
+}
+
+int test_redis_restart(test_redis *r)
+{
+    if (r->pid > 0)
+        test_redis_kill9(r);
+    for (int attempt = 0; attempt < 50; attempt++) {
+        if (spawn(r) == 0)
+            return 0;
+        sleep_ms(50); /* the port may still be in TIME_WAIT/closing */
+    }
+    fprintf(stderr, "test harness: restart on port %d failed\n", r->port);
+    return -1;
+}
+
+static void reap(pid_t pid, int ms)
+{
+    for (int i = 0; i < ms / 10; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return;
+        sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+void test_redis_kill9(test_redis *r)
+{
+    if (r->pid <= 0)
+        return;
+    kill(r->pid, SIGCONT);
+    kill(r->pid, SIGKILL);
+    waitpid(r->pid, NULL, 0);
+    r->pid = 0;
+}
+
+void test_redis_stop(test_redis *r)
+{
+    if (r->pid > 0) {
+        kill(r->pid, SIGCONT);
+        kill(r->pid, SIGTERM);
+        reap(r->pid, 5000);
+        r->pid = 0;
+    }
+    if (r->dir[0]) {
+        char cmd[600];
+        /* Only our own mkdtemp() directory. */
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+        if (strstr(r->dir, "/dlock-test-"))
+            (void)!system(cmd);
+        r->dir[0] = '\0';
+    }
+}
+
+void test_redis_pause(test_redis *r)
+{
+    if (r->pid > 0)
+        kill(r->pid, SIGSTOP);
+}
+
+void test_redis_resume(test_redis *r)
+{
+    if (r->pid > 0)
+        kill(r->pid, SIGCONT);
+}
+
+redisContext *test_redis_admin(const test_redis *r)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+    if (!c || c->err) {
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+redisReply *test_redis_cmd(const test_redis *r, const char *fmt, ...)
+{
+    redisContext *c = test_redis_admin(r);
+    if (!c)
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return rep;
+}
+
+int test_redis_start_many(test_redis *rs, int n, const char *extra_conf)
+{
+    for (int i = 0; i < n; i++)
+        if (test_redis_start(&rs[i], extra_conf) != 0) {
+            test_redis_stop_many(rs, i);
+            return -1;
+        }
+    return 0;
+}
+
+void test_redis_stop_many(test_redis *rs, int n)
+{
+    for (int i = 0; i < n; i++)
+        test_redis_stop(&rs[i]);
+}

@@ -1,0 +1,50 @@
+/* Test harness: real redis-server processes on free loopback ports, each in
+ * its own temp dir, started with fork/exec and stopped by pid (never by
+ * name). A server also dies with the test process (PR_SET_PDEATHSIG), so a
+ * crashed test leaves nothing running. */
+#ifndef DLOCK_TEST_REDIS_SERVER_H
+#define DLOCK_TEST_REDIS_SERVER_H
+
+#include <hiredis/hiredis.h>
+#include <sys/types.h>
+
+typedef struct test_redis {
+    pid_t pid;
+    int port;
+    char dir[256];
+    char sock[300];
+    char url[340];       /* redis://127.0.0.1:PORT */
+    char unix_url[340];  /* unix:///dir/redis.sock */
+    char extra[2048];    /* extra redis.conf lines, kept for restarts */
+} test_redis;
+
+/* Start a server; extra_conf (may be NULL) is appended to redis.conf.
+ * Returns 0 or -1 (with a message on stderr). */
+int test_redis_start(test_redis *r, const char *extra_conf);
+
+/* Start again on the same port and dir (after a stop or kill). */
+int test_redis_restart(test_redis *r);
+
+/* SIGTERM, wait; SIGKILL if it does not go. Removes the temp dir unless
+ * keep_dir. Safe to call twice. */
+void test_redis_stop(test_redis *r);
+
+/* kill -9 by pid and reap; the dir stays for a restart. */
+void test_redis_kill9(test_redis *r);
+
+/* SIGSTOP / SIGCONT by pid. */
+void test_redis_pause(test_redis *r);
+void test_redis_resume(test_redis *r);
+
+/* A blocking admin connection (caller redisFree()s); NULL on failure. */
+redisContext *test_redis_admin(const test_redis *r);
+
+/* Run one command on an admin connection; returns the reply (caller frees)
+ * or NULL. */
+redisReply *test_redis_cmd(const test_redis *r, const char *fmt, ...);
+
+/* Start n servers at once. */
+int test_redis_start_many(test_redis *rs, int n, const char *extra_conf);
+void test_redis_stop_many(test_redis *rs, int n);
+
+#endif
