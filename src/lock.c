@@ -32,15 +32,19 @@ int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
     return DLOCK_OK;
 }
 
-char *dlock__fence_key(const char *name, size_t len, size_t *out_len)
+char *dlock__derived_key(const char *name, size_t len, const char *suffix,
+                         size_t *out_len)
 {
-    /* Keep the counter in the lock's hash slot: reuse the name's {tag} if
-     * it has one, else make the whole name the tag. */
+    /* Keep helper keys in the lock's hash slot: reuse the name's {tag} if
+     * it has one, else make the whole name the tag. (A name with a '}' but
+     * no tag cannot be wrapped; its helpers may land in another slot, which
+     * only matters on Redis Cluster, which dlock does not target.) */
     const char *open = memchr(name, '{', len);
     const char *close = open ? memchr(open + 1, '}', len - (size_t)(open + 1 - name)) : NULL;
     int has_tag = open && close && close > open + 1;
     int wrap = !has_tag && !memchr(name, '}', len);
-    size_t n = len + (wrap ? 2 : 0) + 6;
+    size_t slen = strlen(suffix);
+    size_t n = len + (wrap ? 2 : 0) + slen;
     char *k = dlock__malloc(n + 1);
     if (!k)
         return NULL;
@@ -51,11 +55,16 @@ char *dlock__fence_key(const char *name, size_t len, size_t *out_len)
     o += len;
     if (wrap)
         k[o++] = '}';
-    memcpy(k + o, ":fence", 6);
-    o += 6;
+    memcpy(k + o, suffix, slen);
+    o += slen;
     k[o] = '\0';
     *out_len = o;
     return k;
+}
+
+char *dlock__fence_key(const char *name, size_t len, size_t *out_len)
+{
+    return dlock__derived_key(name, len, ":fence", out_len);
 }
 
 int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
@@ -77,10 +86,12 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
         opts->retry_min_ms < 1 || opts->retry_min_ms > 60000 ||
         opts->retry_max_ms < opts->retry_min_ms || opts->retry_max_ms > 60000)
         return DLOCK_EINVAL;
-    if ((opts->flags & DLOCK_FAIR) && client->n_nodes > 1)
+    /* Fair mode keeps its queue in one node's memory; a queue shared by
+     * independent masters would need an agreement protocol of its own
+     * (docs/waiting.md). Fair counted locks are not offered either. */
+    if ((opts->flags & DLOCK_FAIR) &&
+        (client->n_nodes > 1 || (opts->flags & DLOCK_REENTRANT)))
         return DLOCK_ENOTSUP;
-    if (opts->flags & DLOCK_FAIR)
-        return DLOCK_ENOTSUP; /* see docs/waiting.md: not in this release */
 
     dlock_lock *l = dlock__calloc(1, sizeof *l);
     if (!l)
@@ -91,12 +102,20 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     l->name = dlock__strndup(name, len);
     l->channel_len = sizeof WAKE_PREFIX - 1 + len;
     l->channel = dlock__malloc(l->channel_len + 1);
-    if (!(opts->flags & DLOCK_NO_FENCE) && l->name)
-        l->fence_key = dlock__fence_key(name, len, &l->fence_len);
-    if (!l->name || !l->channel || (!(opts->flags & DLOCK_NO_FENCE) && !l->fence_key)) {
+    int ok = l->name && l->channel;
+    if (ok && !(opts->flags & DLOCK_NO_FENCE))
+        ok = (l->fence_key = dlock__fence_key(name, len, &l->fence_len)) != NULL;
+    if (ok && (opts->flags & DLOCK_FAIR)) {
+        l->queue_key = dlock__derived_key(name, len, ":q", &l->queue_len);
+        l->live_prefix = dlock__derived_key(name, len, ":w:", &l->live_prefix_len);
+        ok = l->queue_key && l->live_prefix;
+    }
+    if (!ok) {
         dlock__free(l->name);
         dlock__free(l->channel);
         dlock__free(l->fence_key);
+        dlock__free(l->queue_key);
+        dlock__free(l->live_prefix);
         dlock__free(l);
         return DLOCK_ENOMEM;
     }
@@ -314,6 +333,8 @@ static int release_cb(void *arg, size_t node, uint32_t idx, int err,
     int ok = 1;
     if (r->type == REDIS_REPLY_INTEGER) {
         code = r->integer;
+        if (code == 2) /* fair release: released and handed over */
+            code = 1;
     } else {
         code = int_elem(r, 0, &ok);
         if (ok && code == 1)
@@ -351,15 +372,39 @@ static int failure_code(const tally *t)
 
 /* Send the release script for our current token to the nodes in `mask`
  * (all if NULL), wait for them, and fill t. */
+static int is_fair(const dlock_lock *l)
+{
+    return (l->opts.flags & DLOCK_FAIR) != 0;
+}
+
 static void send_release(dlock_lock *l, const uint8_t *mask, tally *t)
 {
-    const dlock__script *s = dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE);
     char ttl[24];
+    const char *args[6];
+    size_t lens[6];
+    dlock__req req;
+    int wake = l->client->opts.wakeups || is_fair(l);
     snprintf(ttl, sizeof ttl, "%" PRId64, l->opts.ttl_ms);
-    const char *args[4] = {l->name, l->token, l->client->opts.wakeups ? l->channel : "", ttl};
-    size_t lens[4] = {l->name_len, l->token_len, l->client->opts.wakeups ? l->channel_len : 0,
-                      strlen(ttl)};
-    dlock__req req = {s, 1, is_reentrant(l) ? 4 : 3, args, lens};
+    if (is_fair(l)) {
+        /* KEYS lock, queue[, fence]; ARGV token, channel, liveness prefix */
+        int k = 0;
+        args[k] = l->name, lens[k++] = l->name_len;
+        args[k] = l->queue_key, lens[k++] = l->queue_len;
+        if (l->fence_key)
+            args[k] = l->fence_key, lens[k++] = l->fence_len;
+        int nkeys = k;
+        args[k] = l->token, lens[k++] = l->token_len;
+        args[k] = l->channel, lens[k++] = l->channel_len;
+        args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
+        req = (dlock__req){dlock__script_get(DLOCK__S_FAIR_RELEASE), nkeys, k, args, lens};
+    } else {
+        args[0] = l->name, lens[0] = l->name_len;
+        args[1] = l->token, lens[1] = l->token_len;
+        args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
+        args[3] = ttl, lens[3] = strlen(ttl);
+        req = (dlock__req){dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE),
+                           1, is_reentrant(l) ? 4 : 3, args, lens};
+    }
     dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, mask};
     tally_init(t, l, DLOCK__S_RELEASE);
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
@@ -509,45 +554,43 @@ static int attempt(dlock_lock *l, int *retry)
     return rc;
 }
 
-int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
+/* Sleep until wake_at, a cancel, a release message (woken moves on), or a
+ * hand-over to us. Returns 1 if cancelled (and clears the cancel). */
+static int sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at)
 {
-    if (!l)
-        return DLOCK_EINVAL;
-    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER) {
-        dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
-        return DLOCK_EINVAL;
+    struct timespec ts = dlock__timespec_of(wake_at);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    while (!l->canceled && !l->handed_over && l->woken == woken &&
+           dlock__now_ns() < wake_at) {
+        int w = pthread_cond_timedwait(&l->cond, &l->mu, &ts);
+        if (w != 0 && w != ETIMEDOUT)
+            DLOCK__CHECK_PTHREAD(w);
     }
-    dlock_lock_state st = get_state(l);
-    if (st == DLOCK_STATE_LOST) {
-        /* The loss was reported; the handle starts over. */
-        dlock__watchdog_remove(l->client, l);
-        l->holds = 0;
-        set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    } else if (st == DLOCK_STATE_HELD && !is_reentrant(l)) {
-        dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
-        return DLOCK_EINVAL;
-    }
+    int canceled = l->canceled;
+    l->canceled = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return canceled;
+}
 
-    int64_t deadline = dlock__deadline_after_ms(wait_ms);
+static unsigned woken_now(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    unsigned w = l->woken;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return w;
+}
+
+/* A waiter whose subscription broke without a message still gets a look
+ * at least this often. */
+#define SAFETY_POLL_MS 1000
+
+static int acquire_wait(dlock_lock *l, int64_t wait_ms, int64_t deadline)
+{
     int watching = 0;
     unsigned attempts = 0;
     int rc;
-
-    if (wait_ms != 0) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        int canceled = l->canceled;
-        l->canceled = 0;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        if (canceled) {
-            dlock__err_set(&l->err, "cancelled");
-            return DLOCK_ECANCELED;
-        }
-    }
     for (;;) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        unsigned woken = l->woken;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-
+        unsigned woken = woken_now(l);
         int retry;
         rc = attempt(l, &retry);
         if (rc == DLOCK_OK || wait_ms == 0 || !retry)
@@ -567,25 +610,17 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
             if (watching)
                 continue;
         }
-        int64_t sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms,
-                                             l->opts.retry_max_ms);
+        int64_t sleep_ms;
         if (watching && l->holder_ttl_ms >= 0)
-            sleep_ms = l->holder_ttl_ms + 1; /* a release message comes first */
-        else if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < sleep_ms)
-            sleep_ms = l->holder_ttl_ms + 1;
-        int64_t wake_at = DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS);
-        struct timespec ts = dlock__timespec_of(wake_at);
-        int canceled = 0;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        while (!l->canceled && l->woken == woken && dlock__now_ns() < wake_at) {
-            int w = pthread_cond_timedwait(&l->cond, &l->mu, &ts);
-            if (w != 0 && w != ETIMEDOUT)
-                DLOCK__CHECK_PTHREAD(w);
+            /* The release message comes first; the holder's expiry is the
+             * latest we need to look (a crashed holder never publishes). */
+            sleep_ms = DLOCK__MIN(l->holder_ttl_ms + 1, SAFETY_POLL_MS);
+        else {
+            sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
+            if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < sleep_ms)
+                sleep_ms = l->holder_ttl_ms + 1;
         }
-        canceled = l->canceled;
-        l->canceled = 0;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        if (canceled) {
+        if (sleep_until(l, woken, DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS))) {
             rc = DLOCK_ECANCELED;
             dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
             break;
@@ -593,6 +628,178 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
     }
     if (watching)
         dlock__wakeup_unwatch(l->client, l);
+    return rc;
+}
+
+/* Fair mode: one fair_acquire.lua call per look; between looks the waiter
+ * sleeps until the release script hands the lock to its token (no round
+ * trip needed), a release message, the holder's expiry, its liveness
+ * refresh, or the deadline. */
+static int fair_call(dlock_lock *l, int script, const char *live_ttl,
+                     int64_t *out_pttl, uint64_t *out_fence)
+{
+    char ttl_s[24];
+    const char *args[8];
+    size_t lens[8];
+    size_t me_len = l->live_prefix_len + l->token_len;
+    char *me = dlock__malloc(me_len + 1);
+    if (!me)
+        return DLOCK_ENOMEM;
+    memcpy(me, l->live_prefix, l->live_prefix_len);
+    memcpy(me + l->live_prefix_len, l->token, l->token_len + 1);
+    snprintf(ttl_s, sizeof ttl_s, "%" PRId64, l->opts.ttl_ms);
+    int k = 0;
+    args[k] = l->name, lens[k++] = l->name_len;
+    args[k] = l->queue_key, lens[k++] = l->queue_len;
+    args[k] = me, lens[k++] = me_len;
+    if (l->fence_key)
+        args[k] = l->fence_key, lens[k++] = l->fence_len;
+    int nkeys = k;
+    args[k] = l->token, lens[k++] = l->token_len;
+    if (script == DLOCK__S_FAIR_ACQUIRE) {
+        args[k] = ttl_s, lens[k++] = strlen(ttl_s);
+        args[k] = live_ttl, lens[k++] = strlen(live_ttl);
+        args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
+    }
+    dlock__req req = {dlock__script_get((dlock__script_id)script), nkeys, k, args, lens};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL};
+    tally t;
+    tally_init(&t, l, DLOCK__S_ACQUIRE);
+    dlock__err_clear(&l->err);
+    int rc = dlock__fanout(l->client, &req, 1, &fo, acquire_cb, &t);
+    dlock__free(me);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (t.yes) {
+        *out_fence = t.max_fence;
+        return DLOCK_OK;
+    }
+    if (t.no) {
+        *out_pttl = t.min_pttl;
+        return DLOCK_ENOTACQUIRED;
+    }
+    return failure_code(&t);
+}
+
+static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
+{
+    /* One token for the whole wait: it is our place in the line. */
+    int rc = dlock__token_hex(l->token);
+    if (rc != DLOCK_OK)
+        return rc;
+    l->token_len = DLOCK_TOKEN_HEX_LEN;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->handed_over = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+
+    /* Refresh our place often enough that the liveness key (3 refreshes
+     * long) never lapses while we wait; the refresh is also the latest
+     * known moment before a hand-over, from which its lease is counted. */
+    int64_t refresh_ms = DLOCK__MAX(50, DLOCK__MIN(1000, l->opts.ttl_ms / 4));
+    char live_ttl[24];
+    snprintf(live_ttl, sizeof live_ttl, "%" PRId64, wait_ms == 0 ? 0 : 3 * refresh_ms);
+    int watching = 0;
+    if (wait_ms != 0 && l->client->opts.wakeups)
+        watching = dlock__wakeup_watch(l->client, l) == DLOCK_OK;
+
+    int64_t t_wait_sent = 0; /* send time of the last "wait in line" reply */
+    uint64_t fence = 0;
+    for (;;) {
+        unsigned woken = woken_now(l);
+        int64_t t_sent = dlock__now_ns(), pttl = -1;
+        rc = fair_call(l, DLOCK__S_FAIR_ACQUIRE, live_ttl, &pttl, &fence);
+        if (rc == DLOCK_OK) {
+            /* Taken now, or handed over since our last call: the grant was
+             * after that call was served. */
+            int64_t from = t_wait_sent ? t_wait_sent : t_sent;
+            set_state(l, DLOCK_STATE_HELD, from + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            break;
+        }
+        if (rc != DLOCK_ENOTACQUIRED && rc != DLOCK_EBUSY && rc != DLOCK_EUNKNOWN)
+            break;
+        if (rc == DLOCK_ENOTACQUIRED)
+            t_wait_sent = t_sent;
+        l->holder_ttl_ms = pttl >= 0 ? pttl : -1;
+        int64_t now = dlock__now_ns();
+        int canceled = 0;
+        if (wait_ms != 0 && now < deadline) {
+            int64_t sleep_ms = refresh_ms;
+            if (pttl >= 0)
+                sleep_ms = DLOCK__MIN(sleep_ms, pttl + 1);
+            canceled = sleep_until(l, woken, DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS));
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+            int handed = l->handed_over;
+            uint64_t hf = l->handed_fence;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+            if (handed && !canceled) {
+                /* The release script gave us the lock: no round trip. */
+                fence = hf;
+                set_state(l, DLOCK_STATE_HELD, t_wait_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+                rc = DLOCK_OK;
+                break;
+            }
+            if (!canceled && dlock__now_ns() < deadline)
+                continue;
+        }
+        if (wait_ms == 0)
+            break;
+        /* Deadline or cancel: leave the line, unless it was handed to us. */
+        int64_t dummy;
+        int lrc = fair_call(l, DLOCK__S_FAIR_LEAVE, NULL, &dummy, &fence);
+        if (lrc == DLOCK_OK) {
+            set_state(l, DLOCK_STATE_HELD, t_wait_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            rc = DLOCK_OK;
+        } else {
+            rc = canceled ? DLOCK_ECANCELED : (rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
+            dlock__err_set(&l->err, canceled ? "cancelled while waiting in line for \"%s\""
+                                             : "\"%s\": gave up waiting in line", l->name);
+        }
+        break;
+    }
+    if (watching)
+        dlock__wakeup_unwatch(l->client, l);
+    if (rc == DLOCK_OK) {
+        l->fence = fence;
+        l->holds = 1;
+        dlock__err_clear(&l->err);
+    } else if (rc == DLOCK_ENOTACQUIRED) {
+        dlock__err_set(&l->err, "\"%s\" is held by another owner", l->name);
+        if (l->holder_ttl_ms >= 0)
+            dlock__err_append(&l->err, "ttl %.1fs", (double)l->holder_ttl_ms / 1000.0);
+    }
+    return rc;
+}
+
+int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
+{
+    if (!l)
+        return DLOCK_EINVAL;
+    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER) {
+        dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+        return DLOCK_EINVAL;
+    }
+    dlock_lock_state st = get_state(l);
+    if (st == DLOCK_STATE_LOST) {
+        /* The loss was reported; the handle starts over. */
+        dlock__watchdog_remove(l->client, l);
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    } else if (st == DLOCK_STATE_HELD && !is_reentrant(l)) {
+        dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
+        return DLOCK_EINVAL;
+    }
+    if (wait_ms != 0) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        int canceled = l->canceled;
+        l->canceled = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        if (canceled) {
+            dlock__err_set(&l->err, "cancelled");
+            return DLOCK_ECANCELED;
+        }
+    }
+    int64_t deadline = dlock__deadline_after_ms(wait_ms);
+    int rc = is_fair(l) ? acquire_fair(l, wait_ms, deadline) : acquire_wait(l, wait_ms, deadline);
     if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1) {
         int wrc = dlock__watchdog_add(l->client, l);
         if (wrc != DLOCK_OK) {
@@ -753,6 +960,8 @@ void dlock_lock_free(dlock_lock *l)
     dlock__free(l->name);
     dlock__free(l->fence_key);
     dlock__free(l->channel);
+    dlock__free(l->queue_key);
+    dlock__free(l->live_prefix);
     dlock__free(l);
 }
 

@@ -16,6 +16,10 @@ struct dlock_lock {
     size_t fence_len;
     char *channel; /* wake-up channel: "dlock:wake:" + name */
     size_t channel_len;
+    char *queue_key; /* fair mode: the waiters' list */
+    size_t queue_len;
+    char *live_prefix; /* fair mode: prefix of the waiters' liveness keys */
+    size_t live_prefix_len;
 
     /* mu guards everything below that another thread may touch: state,
      * valid_until_ns, canceled, woken, and the watchdog's fields. */
@@ -25,6 +29,10 @@ struct dlock_lock {
     int canceled;
     unsigned woken; /* bumped by the wake-up thread on a release message */
     int64_t valid_until_ns; /* INT64_MIN: unknown (adopted) */
+    /* Fair mode: the wake-up thread saw a release script hand the lock to
+     * our token, with this fencing token. */
+    int handed_over;
+    uint64_t handed_fence;
 
     /* Touched only by the thread using the handle. */
     char token[DLOCK_TOKEN_MAX + 1];
@@ -45,7 +53,11 @@ struct dlock_lock {
  * held and is now lost (call on_lost once), 0 otherwise. */
 int dlock__lock_mark_lost(dlock_lock *lock);
 
-/* Derive the fencing counter key of a lock name (same hash slot). */
+/* Derive a helper key of a lock name in the same hash slot: the name's
+ * {tag} if it has one, else "{name}", followed by suffix. */
+char *dlock__derived_key(const char *name, size_t len, const char *suffix,
+                         size_t *out_len);
+/* The fencing counter key: dlock__derived_key(name, ":fence"). */
 char *dlock__fence_key(const char *name, size_t len, size_t *out_len);
 
 #endif

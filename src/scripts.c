@@ -14,6 +14,9 @@ static const char *const names[DLOCK__S_COUNT] = {
     [DLOCK__S_RENEW] = "renew_batch",
     [DLOCK__S_FENCE_SYNC] = "fence_sync",
     [DLOCK__S_STATUS] = "status",
+    [DLOCK__S_FAIR_ACQUIRE] = "fair_acquire",
+    [DLOCK__S_FAIR_RELEASE] = "fair_release",
+    [DLOCK__S_FAIR_LEAVE] = "fair_leave",
 };
 
 static const dlock__script *by_id[DLOCK__S_COUNT];

@@ -26,6 +26,9 @@ typedef enum dlock__script_id {
     DLOCK__S_RENEW,        /* renew_batch.lua */
     DLOCK__S_FENCE_SYNC,   /* fence_sync.lua */
     DLOCK__S_STATUS,       /* status.lua */
+    DLOCK__S_FAIR_ACQUIRE, /* fair_acquire.lua */
+    DLOCK__S_FAIR_RELEASE, /* fair_release.lua */
+    DLOCK__S_FAIR_LEAVE,   /* fair_leave.lua */
     DLOCK__S_COUNT
 } dlock__script_id;
 

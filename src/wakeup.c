@@ -1,22 +1,402 @@
-/* Placeholder until the subscriber thread lands (issue: wake-ups): waiting
- * acquires fall back to randomized backoff polling. */
-#include "common.h"
+/* Waking waiters on release.
+ *
+ * One background thread per client (started on first use) keeps one
+ * subscriber connection per node. A waiting acquire calls
+ * dlock__wakeup_watch() for its lock's channel before its next attempt; the
+ * call returns once a node confirmed the SUBSCRIBE, so a release published
+ * after that attempt cannot be missed. Release scripts PUBLISH on the
+ * channel: "r" (released: every waiter may try) or "g TOKEN FENCE" (fair
+ * mode handed the lock to the waiter whose token that is; nobody else needs
+ * to wake).
+ *
+ * A channel stays subscribed for LINGER_MS after its last watcher leaves, so
+ * a process that waits on the same name again and again subscribes once.
+ * When a subscriber connection breaks, every watcher is woken (it may have
+ * missed a message) and the thread reconnects with backoff and subscribes
+ * again. All channel state is under wk->mu; the connections are touched by
+ * the thread only. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "clock.h"
+#include "conn.h"
+#include "lock.h"
+#include "rand.h"
 #include "wakeup.h"
 
-int dlock__wakeup_watch(struct dlock_client *c, struct dlock_lock *lock)
+#define LINGER_MS 2000
+
+typedef struct watcher {
+    dlock_lock *lock;
+    struct watcher *next;
+} watcher;
+
+typedef struct chan {
+    char *name;
+    size_t len;
+    watcher *watchers;
+    int64_t idle_since_ns; /* 0 while watched */
+    uint8_t sent[DLOCK__MAX_NODES];      /* SUBSCRIBE sent on node i */
+    uint8_t confirmed[DLOCK__MAX_NODES]; /* ... and confirmed */
+    struct chan *next;
+} chan;
+
+typedef struct dlock__wakeup {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t confirmed; /* some channel got confirmed */
+    int ctl[2];               /* self-pipe: wake the thread */
+    int stop;
+    chan *chans;
+    dlock__conn *sub[DLOCK__MAX_NODES];
+    int64_t retry_at[DLOCK__MAX_NODES];
+    unsigned failures[DLOCK__MAX_NODES];
+} dlock__wakeup;
+
+static void poke(dlock__wakeup *wk)
 {
-    (void)c;
-    (void)lock;
-    return DLOCK_ENOTSUP;
+    char b = 1;
+    while (write(wk->ctl[1], &b, 1) < 0 && errno == EINTR)
+        ;
 }
 
-void dlock__wakeup_unwatch(struct dlock_client *c, struct dlock_lock *lock)
+static chan *find_chan(dlock__wakeup *wk, const char *name, size_t len)
 {
-    (void)c;
-    (void)lock;
+    for (chan *ch = wk->chans; ch; ch = ch->next)
+        if (ch->len == len && !memcmp(ch->name, name, len))
+            return ch;
+    return NULL;
 }
 
-void dlock__wakeup_stop(struct dlock_client *c)
+static void wake_lock(dlock_lock *l)
 {
-    (void)c;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->woken++;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+/* Deliver one message on ch: "r" wakes everyone; "g TOKEN FENCE" only the
+ * waiter the lock was handed to. Called with wk->mu held. */
+static void deliver(chan *ch, const char *msg, size_t len)
+{
+    for (watcher *w = ch->watchers; w; w = w->next) {
+        dlock_lock *l = w->lock;
+        if (len > 2 && msg[0] == 'g' && msg[1] == ' ') {
+            /* A hand-over: only a fair waiter's token is stable while it
+             * waits (and only it can be named here). */
+            if (!(l->opts.flags & DLOCK_FAIR))
+                continue;
+            const char *tok = msg + 2;
+            const char *sp = memchr(tok, ' ', len - 2);
+            size_t tlen = sp ? (size_t)(sp - tok) : len - 2;
+            if (tlen != l->token_len || memcmp(tok, l->token, tlen) != 0)
+                continue;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+            l->handed_over = 1;
+            l->handed_fence = sp ? strtoull(sp + 1, NULL, 10) : 0;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        }
+        wake_lock(l);
+    }
+}
+
+static void node_down(dlock__wakeup *wk, size_t i)
+{
+    dlock__conn_free(wk->sub[i]);
+    wk->sub[i] = NULL;
+    unsigned f = wk->failures[i] < 6 ? wk->failures[i]++ : 6;
+    wk->retry_at[i] = dlock__now_ns() + (int64_t)(50u << f) * DLOCK__NS_PER_MS;
+    for (chan *ch = wk->chans; ch; ch = ch->next) {
+        ch->sent[i] = ch->confirmed[i] = 0;
+        for (watcher *w = ch->watchers; w; w = w->next)
+            wake_lock(w->lock); /* it may have missed a message: look again */
+    }
+}
+
+static void append_sub(dlock__conn *c, const char *verb, const chan *ch)
+{
+    const char *argv[2] = {verb, ch->name};
+    size_t lens[2] = {strlen(verb), ch->len};
+    /* Subscriber traffic bypasses the reply queue: after the handshake,
+     * everything on this connection is pub/sub frames. */
+    if (redisAppendCommandArgv(c->ctx, 2, argv, lens) != REDIS_OK)
+        dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory");
+}
+
+/* Bring connections and subscriptions in line with the channel table.
+ * Called by the thread with wk->mu held. Returns the next time it wants to
+ * run again (reconnect or linger expiry). */
+static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
+{
+    int64_t now = dlock__now_ns(), next = INT64_MAX;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        if (!wk->sub[i] && wk->chans) {
+            if (now >= wk->retry_at[i]) {
+                dlock__conn_config cfg = {&c->nodes[i].url, 0, 0};
+                wk->sub[i] = dlock__conn_new(&cfg);
+                if (!wk->sub[i] || wk->sub[i]->state == DLOCK__CS_BROKEN)
+                    node_down(wk, i);
+            }
+            if (!wk->sub[i] && wk->retry_at[i] < next)
+                next = wk->retry_at[i];
+        }
+    }
+    chan **pp = &wk->chans;
+    while (*pp) {
+        chan *ch = *pp;
+        int expired = !ch->watchers && ch->idle_since_ns &&
+                      now - ch->idle_since_ns >= LINGER_MS * DLOCK__NS_PER_MS;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+            if (!wk->sub[i])
+                continue;
+            if (expired && ch->sent[i])
+                append_sub(wk->sub[i], "UNSUBSCRIBE", ch);
+            else if (!expired && !ch->sent[i]) {
+                append_sub(wk->sub[i], "SUBSCRIBE", ch);
+                ch->sent[i] = 1;
+            }
+        }
+        if (expired) {
+            *pp = ch->next;
+            dlock__free(ch->name);
+            dlock__free(ch);
+            continue;
+        }
+        if (!ch->watchers && ch->idle_since_ns) {
+            int64_t at = ch->idle_since_ns + LINGER_MS * DLOCK__NS_PER_MS;
+            if (at < next)
+                next = at;
+        }
+        pp = &ch->next;
+    }
+    return next;
+}
+
+/* Handle the frames buffered on node i's subscriber. wk->mu held. */
+static int read_frames(dlock__wakeup *wk, size_t i)
+{
+    dlock__conn *c = wk->sub[i];
+    /* Handshake replies (AUTH, SELECT) come first, through the queue. */
+    if (dlock__conn_pending(c) > 0) {
+        redisReply *r;
+        uint32_t idx;
+        int rc = dlock__conn_take(c, &r, &idx);
+        if (rc < 0)
+            return rc;
+        if (dlock__conn_pending(c) > 0)
+            return 0;
+    }
+    for (;;) {
+        void *v = NULL;
+        if (redisGetReply(c->ctx, &v) != REDIS_OK)
+            return DLOCK_EPROTO;
+        if (!v)
+            return 0;
+        redisReply *r = v;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            r->element[1]->type == REDIS_REPLY_STRING) {
+            const redisReply *kind = r->element[0], *name = r->element[1];
+            chan *ch = find_chan(wk, name->str, name->len);
+            if (ch && kind->len == 9 && !memcmp(kind->str, "subscribe", 9)) {
+                ch->confirmed[i] = 1;
+                wk->failures[i] = 0;
+                DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+            } else if (ch && kind->len == 7 && !memcmp(kind->str, "message", 7) &&
+                       r->element[2]->type == REDIS_REPLY_STRING) {
+                deliver(ch, r->element[2]->str, r->element[2]->len);
+            }
+        }
+        freeReplyObject(r);
+    }
+}
+
+static void *wakeup_main(void *arg)
+{
+    dlock_client *c = arg;
+    dlock__wakeup *wk = c->wakeup;
+    struct pollfd pfd[DLOCK__MAX_NODES + 1];
+    size_t who[DLOCK__MAX_NODES + 1];
+
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    while (!wk->stop) {
+        int64_t next = reconcile(c, wk);
+        size_t k = 0;
+        pfd[k] = (struct pollfd){wk->ctl[0], POLLIN, 0};
+        who[k++] = SIZE_MAX;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+            dlock__conn *s = wk->sub[i];
+            if (!s)
+                continue;
+            short ev = POLLIN;
+            if (s->state == DLOCK__CS_CONNECTING ||
+                (s->ctx->obuf && s->ctx->obuf[0] != '\0'))
+                ev |= POLLOUT;
+            pfd[k] = (struct pollfd){s->ctx->fd, ev, 0};
+            who[k++] = i;
+        }
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+        int pr = poll(pfd, (nfds_t)k, dlock__ms_until(next));
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+        if (pr <= 0)
+            continue;
+        if (pfd[0].revents) {
+            char buf[64];
+            while (read(wk->ctl[0], buf, sizeof buf) > 0)
+                ;
+        }
+        for (size_t m = 1; m < k; m++) {
+            size_t i = who[m];
+            if (!pfd[m].revents || !wk->sub[i])
+                continue;
+            int rc = dlock__conn_io(wk->sub[i], pfd[m].revents);
+            if (rc == DLOCK_OK)
+                rc = read_frames(wk, i);
+            if (rc != DLOCK_OK || wk->sub[i]->state == DLOCK__CS_BROKEN)
+                node_down(wk, i);
+        }
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    return NULL;
+}
+
+static dlock__wakeup *get_or_start(dlock_client *c)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__wakeup *wk = c->wakeup;
+    if (!wk && (wk = dlock__calloc(1, sizeof *wk))) {
+        if (pipe2(wk->ctl, O_NONBLOCK | O_CLOEXEC) != 0) {
+            dlock__free(wk);
+            wk = NULL;
+        } else {
+            DLOCK__CHECK_PTHREAD(pthread_mutex_init(&wk->mu, NULL));
+            dlock__cond_init_monotonic(&wk->confirmed);
+            c->wakeup = wk;
+            int rc = pthread_create(&wk->thread, NULL, wakeup_main, c);
+            if (rc == EAGAIN) {
+                c->wakeup = NULL;
+                close(wk->ctl[0]);
+                close(wk->ctl[1]);
+                DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
+                DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
+                dlock__free(wk);
+                wk = NULL;
+            } else {
+                DLOCK__CHECK_PTHREAD(rc);
+            }
+        }
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    return wk;
+}
+
+int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
+{
+    dlock__wakeup *wk = get_or_start(c);
+    watcher *w = dlock__calloc(1, sizeof *w);
+    if (!wk || !w) {
+        dlock__free(w);
+        return DLOCK_ENOMEM;
+    }
+    w->lock = l;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    chan *ch = find_chan(wk, l->channel, l->channel_len);
+    if (!ch) {
+        ch = dlock__calloc(1, sizeof *ch);
+        if (!ch || !(ch->name = dlock__strndup(l->channel, l->channel_len))) {
+            dlock__free(ch);
+            dlock__free(w);
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+            return DLOCK_ENOMEM;
+        }
+        ch->len = l->channel_len;
+        ch->next = wk->chans;
+        wk->chans = ch;
+        poke(wk);
+    }
+    w->next = ch->watchers;
+    ch->watchers = w;
+    ch->idle_since_ns = 0;
+    /* Wait until at least one node confirmed the subscription. */
+    int64_t deadline = dlock__deadline_after_ms(c->opts.connect_timeout_ms + c->opts.io_timeout_ms);
+    struct timespec ts = dlock__timespec_of(deadline);
+    int ok = 0;
+    for (;;) {
+        for (size_t i = 0; i < c->n_nodes && !ok; i++)
+            ok = ch->confirmed[i];
+        if (ok || dlock__now_ns() >= deadline)
+            break;
+        int rc = pthread_cond_timedwait(&wk->confirmed, &wk->mu, &ts);
+        if (rc != 0 && rc != ETIMEDOUT)
+            DLOCK__CHECK_PTHREAD(rc);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    if (!ok) {
+        dlock__wakeup_unwatch(c, l);
+        return DLOCK_EIO;
+    }
+    return DLOCK_OK;
+}
+
+void dlock__wakeup_unwatch(dlock_client *c, dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__wakeup *wk = c->wakeup;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    if (!wk)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    chan *ch = find_chan(wk, l->channel, l->channel_len);
+    if (ch) {
+        for (watcher **pp = &ch->watchers; *pp; pp = &(*pp)->next) {
+            if ((*pp)->lock == l) {
+                watcher *w = *pp;
+                *pp = w->next;
+                dlock__free(w);
+                break;
+            }
+        }
+        if (!ch->watchers) {
+            ch->idle_since_ns = dlock__now_ns();
+            poke(wk);
+        }
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+}
+
+void dlock__wakeup_stop(dlock_client *c)
+{
+    dlock__wakeup *wk = c->wakeup;
+    if (!wk)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    wk->stop = 1;
+    poke(wk);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    DLOCK__CHECK_PTHREAD(pthread_join(wk->thread, NULL));
+    for (size_t i = 0; i < c->n_nodes; i++)
+        dlock__conn_free(wk->sub[i]);
+    while (wk->chans) {
+        chan *ch = wk->chans;
+        wk->chans = ch->next;
+        while (ch->watchers) {
+            watcher *w = ch->watchers;
+            ch->watchers = w->next;
+            dlock__free(w);
+        }
+        dlock__free(ch->name);
+        dlock__free(ch);
+    }
+    close(wk->ctl[0]);
+    close(wk->ctl[1]);
+    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
+    dlock__free(wk);
+    c->wakeup = NULL;
 }

@@ -1,0 +1,55 @@
+-- fair_acquire.lua: take a lock in arrival order, or wait in line.
+--
+-- The queue is a list of waiter tokens (KEYS[2]). Every waiter also has a
+-- liveness key ARGV[4]..token holding its TTL, with a PX expiry of
+-- ARGV[3] ms that the waiter refreshes each time it calls this script; a
+-- waiter that crashed stops refreshing, its liveness key expires, and the
+-- queue skips it. All keys share the lock name's hash tag.
+--
+-- KEYS[1]  the lock key (a plain string lock, as acquire.lua)
+-- KEYS[2]  the queue (list of tokens, head = next in line)
+-- KEYS[3]  our liveness key (= ARGV[4] .. ARGV[1])
+-- KEYS[4]  (optional) the fencing counter
+-- ARGV[1]  our token;  ARGV[2]  lock TTL in ms (> 0)
+-- ARGV[3]  liveness TTL in ms; '0' = try once: do not join the line
+-- ARGV[4]  liveness key prefix
+--
+-- Replies  {1, fence}  we hold the lock: taken now (the lock was free and no
+--                      live waiter was ahead of us), or handed to us by
+--                      fair_release.lua since our last call
+--          {0, pttl}   we wait in line; pttl = the holder's remaining ms,
+--                      or -2 when the lock is free but a live waiter is ahead
+--          error WRONGTYPE when the lock key is not a string
+--
+-- Invariant: while a live waiter is ahead of us, we never take a free lock;
+-- the lock key is only written when absent.
+local lock, q, me = KEYS[1], KEYS[2], KEYS[3]
+local tok, ttl, wttl, wprefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local v = redis.call('get', lock)
+if v == tok then
+  -- handed over to us by a release since our last call
+  redis.call('del', me)
+  local f = 0
+  if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') end
+  return {1, f}
+end
+if not v then
+  -- skip waiters ahead of us that are gone
+  local h = redis.call('lindex', q, 0)
+  while h and h ~= tok and redis.call('exists', wprefix .. h) == 0 do
+    redis.call('lpop', q)
+    h = redis.call('lindex', q, 0)
+  end
+  if not h or h == tok then
+    if h then redis.call('lpop', q) end
+    redis.call('del', me)
+    redis.call('set', lock, tok, 'PX', ttl)
+    local f = 0
+    if #KEYS > 3 then f = redis.call('incr', KEYS[4]) end
+    return {1, f}
+  end
+end
+if wttl == '0' then return {0, redis.call('pttl', lock)} end
+if not redis.call('lpos', q, tok) then redis.call('rpush', q, tok) end
+redis.call('set', me, ttl, 'PX', wttl)
+return {0, redis.call('pttl', lock)}

@@ -1,0 +1,20 @@
+-- fair_leave.lua: a waiter gives up (deadline or cancel) and leaves the
+-- queue, unless the lock was handed to it meanwhile.
+--
+-- KEYS[1]  the lock key;  KEYS[2]  the queue;  KEYS[3]  our liveness key
+-- KEYS[4]  (optional) the fencing counter
+-- ARGV[1]  our token
+--
+-- Replies  {1, fence}  the lock had been handed to us: we hold it
+--          {0, 0}      we left the line; the lock is not ours
+--
+-- Invariant: a waiter that leaves can never be handed the lock afterwards
+-- (its token is gone from the queue and its liveness key deleted).
+redis.call('lrem', KEYS[2], 0, ARGV[1])
+redis.call('del', KEYS[3])
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  local f = 0
+  if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') end
+  return {1, f}
+end
+return {0, 0}

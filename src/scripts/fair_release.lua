@@ -1,0 +1,42 @@
+-- fair_release.lua: release a fair lock and hand it straight to the next
+-- live waiter, so the next holder needs no round trip to take it.
+--
+-- KEYS[1]  the lock key;  KEYS[2]  the queue
+-- KEYS[3]  (optional) the fencing counter
+-- ARGV[1]  our token;  ARGV[2]  the wake-up channel
+-- ARGV[3]  liveness key prefix (see fair_acquire.lua)
+--
+-- Replies  2   released and handed over: the lock now holds the next
+--              waiter's token with that waiter's TTL, the fencing counter
+--              went up, and "g TOKEN FENCE" was published
+--          1   released; nobody waits ("r" published)
+--          0   the key was gone (the lease had expired)
+--          -1  the key holds another owner's token; left untouched
+--          error WRONGTYPE when the lock key is not a string
+--
+-- Invariant: only our own lock is released; it is handed to the longest
+-- waiting live waiter only, in one atomic step with the release.
+local lock, q = KEYS[1], KEYS[2]
+local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
+local v = redis.call('get', lock)
+if v ~= tok then
+  if not v then return 0 end
+  return -1
+end
+redis.call('del', lock)
+local h = redis.call('lpop', q)
+while h do
+  local wk = wprefix .. h
+  local ttl = redis.call('get', wk)
+  if ttl then
+    redis.call('del', wk)
+    redis.call('set', lock, h, 'PX', ttl)
+    local f = 0
+    if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
+    redis.call('publish', ch, 'g ' .. h .. ' ' .. f)
+    return 2
+  end
+  h = redis.call('lpop', q)
+end
+redis.call('publish', ch, 'r')
+return 1
