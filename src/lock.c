@@ -231,9 +231,10 @@ static void note_error(tally *t, size_t node, int code, const char *detail)
     t->vote[node] = V_ERR;
     t->node_err[node] = code;
     t->all_err = (t->err == 1 || t->all_err == code) ? code : DLOCK_ENOQUORUM;
-    dlock__err_append(&t->lock->err, "%s: %s%s%.200s", t->lock->client->nodes[node].name,
-                      dlock_strerror(code), detail && *detail ? ": " : "",
-                      detail ? detail : "");
+    /* The node and what it said; the code's own text only when there is
+     * nothing more specific (callers print dlock_strerror() themselves). */
+    dlock__err_append(&t->lock->err, "%s: %.200s", t->lock->client->nodes[node].name,
+                      detail && *detail ? detail : dlock_strerror(code));
 }
 
 static int decided(const tally *t)
@@ -951,9 +952,15 @@ void dlock_lock_free(dlock_lock *l)
         return;
     dlock__watchdog_remove(l->client, l);
     if (get_state(l) == DLOCK_STATE_HELD) {
-        l->holds = 1; /* let go of every hold */
-        tally t;
-        send_release(l, NULL, &t);
+        /* Let go of every hold this handle has (a counted lock's other
+         * handles keep theirs). */
+        unsigned n = is_reentrant(l) ? l->holds : 1;
+        for (unsigned i = 0; i < n; i++) {
+            tally t;
+            send_release(l, NULL, &t);
+            if (t.yes < t.quorum)
+                break;
+        }
     }
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&l->cond));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The demo behind `make demo`: start a throwaway redis-server on a free
+# loopback port, run examples/stock_demo against it, and (when the CLI is
+# built) show two overlapping `dlock run` invocations, the second waiting
+# for the first. The server is stopped by its pid and its directory removed
+# on every exit path.
+#
+#   usage: scripts/demo.sh BUILD_DIR
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+BUILD=$1
+STOCK_DEMO=$BUILD/examples/stock_demo
+CLI=$BUILD/cli/dlock
+if [ ! -x "$STOCK_DEMO" ]; then
+  echo "demo: $STOCK_DEMO not found; build first (make build)" >&2
+  exit 2
+fi
+for tool in redis-server redis-cli; do
+  command -v "$tool" >/dev/null || { echo "demo: $tool not found (run scripts/install-deps.sh)" >&2; exit 2; }
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-demo.XXXXXX")
+SERVER_PID=
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+  local f
+  for f in "$TMP"/pid.*; do # `dlock run` jobs still running
+    if [ -f "$f" ]; then kill "$(cat "$f")" 2>/dev/null || true; fi
+  done
+  if [ -n "$SERVER_PID" ]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A free port: let the kernel pick one for a socket bound to 127.0.0.1:0.
+# Between closing that socket and redis-server binding it another program
+# could take it; the start is retried with a fresh port if so.
+free_port() {
+  if command -v python3 >/dev/null; then
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    return
+  fi
+  local p
+  for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 40000))
+    # Without ss, a taken port shows when redis-server fails to start.
+    if ! command -v ss >/dev/null || ! ss -Htln "sport = :$p" | grep -q .; then
+      echo "$p"
+      return
+    fi
+  done
+  return 1
+}
+
+start_server() {
+  local port=$1
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$TMP" --daemonize no --logfile "$TMP/redis.log" &
+  SERVER_PID=$!
+  for _ in $(seq 100); do # up to 5 s
+    if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+      return 0
+    fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then break; fi # exited: port taken?
+    sleep 0.05
+  done
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=
+  return 1
+}
+
+PORT=
+for _ in 1 2 3 4 5; do
+  PORT=$(free_port) || { echo "demo: no free port found" >&2; exit 1; }
+  if start_server "$PORT"; then break; fi
+  PORT=
+done
+if [ -z "$PORT" ]; then
+  echo "demo: redis-server did not start; its log:" >&2
+  cat "$TMP/redis.log" >&2 || true
+  exit 1
+fi
+URL=redis://127.0.0.1:$PORT
+echo "== throwaway redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on $URL (pid $SERVER_PID)"
+echo
+
+echo "== 1. the stock counter: a non-atomic read-modify-write, without and with dlock"
+status=0
+"$STOCK_DEMO" -r "$URL" || status=$?
+
+if [ -x "$CLI" ]; then
+  echo
+  echo "== 2. dlock run: two jobs started 0.3 s apart; the second waits for the first"
+  now_us() {
+    if [ -n "${EPOCHREALTIME:-}" ]; then echo "${EPOCHREALTIME//[!0-9]/}"; else echo $(($(date +%s%N) / 1000)); fi
+  }
+  T0=$(now_us)
+  # Prefix every line a job prints (its own and dlock's) with the time
+  # since the start and the job's letter.
+  stamp() { # letter
+    local line d
+    while IFS= read -r line; do
+      d=$(($(now_us) - T0))
+      printf '  +%d.%ds  %s | %s\n' $((d / 1000000)) $((d / 100000 % 10)) "$1" "$line"
+    done
+  }
+  job() { # letter
+    local rc=0
+    "$CLI" -r "$URL" -v run -w 20s demo-job -- \
+      sh -c "echo \"[$1] got the lock (fencing token \$DLOCK_FENCE)\"; sleep 2; echo '[$1] done'" 2>&1 &
+    echo $! >"$TMP/pid.$1" # for cleanup, should the demo be interrupted
+    wait $! || rc=$?
+    rm -f "$TMP/pid.$1"
+    echo "(dlock exited with status $rc)"
+    echo "$rc" >"$TMP/rc.$1"
+  }
+  job A | stamp A &
+  A=$!
+  sleep 0.3
+  job B | stamp B &
+  B=$!
+  wait "$A" "$B" || true
+  for j in A B; do
+    [ "$(cat "$TMP/rc.$j" 2>/dev/null)" = 0 ] || status=1
+  done
+fi
+
+echo
+if [ "$status" -eq 0 ]; then
+  echo "== demo finished: ok"
+else
+  echo "== demo finished with status $status"
+fi
+exit "$status"
