@@ -170,7 +170,9 @@ typedef struct dlock_client_options {
     /** TCP/unix connect timeout, including AUTH and SELECT. Default 1000. */
     int connect_timeout_ms;
     /** How long to wait for a reply after sending. Default 1000. Redlock
-     *  acquires use min(io_timeout_ms, ttl/10) per node. */
+     *  acquires use min(io_timeout_ms, ttl/10) per node. An acquire whose
+     *  outcome is unknown spends up to this long again sending the release
+     *  that undoes it. */
     int io_timeout_ms;
     /** Idle connections kept per node for reuse. Default 4. */
     int pool_size;
@@ -355,7 +357,10 @@ DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
  *         DLOCK_EWRONGTYPE, DLOCK_EREFUSED, DLOCK_EBUSY, DLOCK_EPROTO
  *         (single node), DLOCK_ENOQUORUM (several nodes), DLOCK_ENOMEM.
  *         Node errors end a wait at once except DLOCK_EBUSY, DLOCK_EIO and
- *         DLOCK_EUNKNOWN, which are retried until the deadline. When an
+ *         DLOCK_EUNKNOWN (with several nodes: when every failing node
+ *         failed that way), which are retried until the deadline: a wait
+ *         rides out a node restart. Try once first (wait_ms == 0) to fail
+ *         fast on an unreachable node. When an
  *         attempt's outcome is unknown, dlock sends a release for it before
  *         returning or retrying.
  */

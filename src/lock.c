@@ -210,6 +210,7 @@ typedef struct tally {
     uint64_t max_fence; /* among grants */
     long long count;    /* reentrant hold count from a grant */
     int all_err;        /* the error code if every failure had the same */
+    int fatal_err;      /* some node failed in a way waiting cannot mend */
     int other_owner;    /* release/extend: some node had another token */
     int gone;           /* release/extend: some node had no key */
     int kind;           /* which script */
@@ -231,6 +232,10 @@ static void note_error(tally *t, size_t node, int code, const char *detail)
     t->vote[node] = V_ERR;
     t->node_err[node] = code;
     t->all_err = (t->err == 1 || t->all_err == code) ? code : DLOCK_ENOQUORUM;
+    /* Unreachable, busy or silent nodes may come back while we wait;
+     * refusals, bad credentials and wrong types will not. */
+    if (code != DLOCK_EIO && code != DLOCK_EBUSY && code != DLOCK_EUNKNOWN)
+        t->fatal_err = 1;
     /* The node and what it said; the code's own text only when there is
      * nothing more specific (callers print dlock_strerror() themselves). */
     dlock__err_append(&t->lock->err, "%s: %.200s", t->lock->client->nodes[node].name,
@@ -525,9 +530,7 @@ static int attempt(dlock_lock *l, int *retry)
         *retry = 1;
     } else {
         rc = failure_code(&t);
-        /* Busy servers, lost replies and split votes pass; unreachable
-         * nodes, refusals and bad credentials do not. */
-        *retry = t.no > 0 || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN;
+        *retry = !t.fatal_err;
     }
 
     /* Undo what this attempt may have taken: nodes that granted, answered
@@ -884,6 +887,15 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
     if (st != DLOCK_STATE_HELD) {
         dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
         return DLOCK_ENOTHELD;
+    }
+    if (old_end != INT64_MIN && dlock__now_ns() >= old_end) {
+        /* Too late: whatever the server says now proves nothing about the
+         * time in between, so nothing is sent and the handle lets go. */
+        dlock__watchdog_remove(l->client, l);
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+        dlock__err_set(&l->err, "the lease on \"%s\" had already ended", l->name);
+        return DLOCK_EEXPIRED;
     }
     char ttl_s[24];
     snprintf(ttl_s, sizeof ttl_s, "%" PRId64, ttl_ms);

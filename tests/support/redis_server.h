@@ -1,7 +1,9 @@
 /* Test harness: real redis-server processes on free loopback ports, each in
  * its own temp dir, started with fork/exec and stopped by pid (never by
  * name). A server also dies with the test process (PR_SET_PDEATHSIG), so a
- * crashed test leaves nothing running. */
+ * crashed test leaves nothing running. PR_SET_PDEATHSIG follows the *thread*
+ * that forked: start and restart servers from the main thread, or the
+ * server dies when the helper thread exits. */
 #ifndef DLOCK_TEST_REDIS_SERVER_H
 #define DLOCK_TEST_REDIS_SERVER_H
 

@@ -1,0 +1,346 @@
+/* The lock API's edges against one real redis-server: argument checks of
+ * every lock function, NULL handles, dlock_client_status(), unix-socket URLs
+ * and database selection. (The lock's behaviour is in test_lock_basic.c.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "redis_server.h"
+
+static test_redis srv;
+static dlock_client *cl;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (test_redis_start(&srv, NULL) != 0)
+        return -1;
+    const char *urls[] = {srv.url};
+    return dlock_client_new(&cl, urls, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cl);
+    test_redis_stop(&srv);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    redisReply *r = test_redis_cmd(&srv, "FLUSHALL");
+    if (!r)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* dlock_lock_new() with default options changed by the caller. */
+static int new_with(dlock_lock_options o)
+{
+    dlock_lock *l = (dlock_lock *)(uintptr_t)1;
+    int rc = dlock_lock_new(&l, cl, "api:opts", &o);
+    if (rc == DLOCK_OK)
+        dlock_lock_free(l);
+    else
+        assert_null(l);
+    return rc;
+}
+
+static void lock_new_rejects_bad_arguments(void **state)
+{
+    (void)state;
+    dlock_lock *l = (dlock_lock *)(uintptr_t)1;
+    assert_int_equal(dlock_lock_new(NULL, cl, "x", NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(&l, NULL, "x", NULL), DLOCK_EINVAL);
+    assert_null(l);
+    assert_int_equal(dlock_lock_new(&l, cl, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(&l, cl, "", NULL), DLOCK_EINVAL);
+    char *name = malloc(DLOCK_NAME_MAX + 2);
+    assert_non_null(name);
+    memset(name, 'n', DLOCK_NAME_MAX + 1);
+    name[DLOCK_NAME_MAX + 1] = '\0'; /* 65537 bytes */
+    assert_int_equal(dlock_lock_new(&l, cl, name, NULL), DLOCK_EINVAL);
+    assert_null(l);
+    name[DLOCK_NAME_MAX] = '\0'; /* 65536 bytes: the longest allowed */
+    assert_int_equal(dlock_lock_new(&l, cl, name, NULL), DLOCK_OK);
+    assert_int_equal(strlen(dlock_lock_name(l)), DLOCK_NAME_MAX);
+    dlock_lock_free(l);
+    free(name);
+}
+
+static void lock_new_rejects_bad_options(void **state)
+{
+    (void)state;
+    const dlock_lock_options d = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock_options o;
+    o = d, o.ttl_ms = 0;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.ttl_ms = -1;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.ttl_ms = DLOCK_TTL_MAX_MS + 1;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.flags = 1u << 10;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.version = DLOCK_LOCK_OPTIONS_VERSION + 1;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.version = 0;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.retry_min_ms = 0;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.retry_max_ms = o.retry_min_ms - 1;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.retry_max_ms = 60001;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.renew_interval_ms = -1;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    o = d, o.renew_interval_ms = o.ttl_ms;
+    assert_int_equal(new_with(o), DLOCK_EINVAL);
+    /* The edges that are allowed. */
+    o = d, o.ttl_ms = 1;
+    assert_int_equal(new_with(o), DLOCK_OK);
+    o = d, o.ttl_ms = DLOCK_TTL_MAX_MS;
+    assert_int_equal(new_with(o), DLOCK_OK);
+    o = d, o.retry_min_ms = 1, o.retry_max_ms = 1;
+    assert_int_equal(new_with(o), DLOCK_OK);
+    o = d, o.flags = DLOCK_REENTRANT | DLOCK_NO_FENCE;
+    assert_int_equal(new_with(o), DLOCK_OK);
+}
+
+static void acquire_rejects_negative_waits_other_than_forever(void **state)
+{
+    (void)state;
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, cl, "api:wait", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, -5), DLOCK_EINVAL);
+    assert_true(dlock_lock_errmsg(l)[0] != '\0');
+    assert_int_equal(dlock_lock_acquire(l, INT64_MIN), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    /* DLOCK_WAIT_FOREVER on a free lock just takes it. */
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WAIT_FOREVER), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+static void extend_rejects_out_of_range_ttls_and_keeps_the_lock(void **state)
+{
+    (void)state;
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, cl, "api:extend", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(l, -1), DLOCK_EINVAL);
+    assert_true(dlock_lock_errmsg(l)[0] != '\0');
+    assert_int_equal(dlock_lock_extend(l, DLOCK_TTL_MAX_MS + 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+static void adopt_rejects_bad_tokens_and_unsuitable_handles(void **state)
+{
+    (void)state;
+    dlock_lock *l = NULL, *r = NULL;
+    dlock_lock_options ro = DLOCK_LOCK_OPTIONS_INIT;
+    ro.flags = DLOCK_REENTRANT;
+    assert_int_equal(dlock_lock_new(&l, cl, "api:adopt", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&r, cl, "api:adopt-r", &ro), DLOCK_OK);
+    char tok[DLOCK_TOKEN_MAX + 2];
+    memset(tok, 't', sizeof tok - 1);
+    tok[sizeof tok - 1] = '\0'; /* DLOCK_TOKEN_MAX + 1 bytes */
+    assert_int_equal(dlock_lock_adopt(NULL, "abc"), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_adopt(l, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_adopt(l, ""), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_adopt(l, tok), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_adopt(r, "abc"), DLOCK_EINVAL); /* plain mode only */
+    tok[DLOCK_TOKEN_MAX] = '\0'; /* the longest allowed */
+    assert_int_equal(dlock_lock_adopt(l, tok), DLOCK_OK);
+    assert_string_equal(dlock_lock_token(l), tok);
+    assert_int_equal(dlock_lock_adopt(l, "abc"), DLOCK_EINVAL); /* holds one already */
+    /* Nobody holds the key: releasing the adopted token finds it gone. */
+    assert_int_equal(dlock_lock_release(l), DLOCK_EEXPIRED);
+    dlock_lock_free(l);
+    dlock_lock_free(r);
+}
+
+static void every_function_accepts_null_handles(void **state)
+{
+    (void)state;
+    dlock_lock_free(NULL);
+    dlock_lock_cancel(NULL);
+    dlock_client_free(NULL);
+    assert_int_equal(dlock_lock_state_get(NULL), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_validity_ms(NULL), 0);
+    assert_null(dlock_lock_token(NULL));
+    assert_null(dlock_lock_name(NULL));
+    assert_int_equal(dlock_lock_fence(NULL), 0);
+    assert_int_equal(dlock_lock_hold_count(NULL), 0);
+    assert_int_equal(dlock_lock_holder_ttl_ms(NULL), -1);
+    assert_non_null(dlock_lock_errmsg(NULL));
+    assert_int_equal(dlock_lock_acquire(NULL, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_release(NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_extend(NULL, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_node_count(NULL), 0);
+    assert_null(dlock_client_node_name(NULL, 0));
+    dlock_node_status st;
+    assert_int_equal(dlock_client_status(NULL, "x", &st, 1), DLOCK_EINVAL);
+}
+
+static void status_reports_held_and_free_locks(void **state)
+{
+    (void)state;
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 20000;
+    assert_int_equal(dlock_lock_new(&l, cl, "api:status", &o), DLOCK_OK);
+    dlock_node_status st;
+    /* Never taken: free, no TTL, no fence yet. */
+    assert_int_equal(dlock_client_status(cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(st.error, DLOCK_OK);
+    assert_int_equal(st.held, 0);
+    assert_int_equal(st.ttl_ms, -1);
+    assert_int_equal(st.fence, 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(st.error, DLOCK_OK);
+    assert_int_equal(st.held, 1);
+    assert_true(st.ttl_ms > 0 && st.ttl_ms <= 20000);
+    assert_int_equal(st.fence, dlock_lock_fence(l));
+    assert_true(st.fence > 0);
+    uint64_t fence = st.fence;
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(st.held, 0);
+    assert_int_equal(st.ttl_ms, -1);
+    assert_int_equal(st.fence, fence); /* the counter stays */
+    dlock_lock_free(l);
+}
+
+static void no_fence_flag_gives_no_fencing_token_and_no_counter(void **state)
+{
+    (void)state;
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = DLOCK_NO_FENCE;
+    assert_int_equal(dlock_lock_new(&l, cl, "api:nofence", &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(l), 0);
+    redisReply *r = test_redis_cmd(&srv, "EXISTS {api:nofence}:fence");
+    assert_non_null(r);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+static void status_rejects_bad_arguments(void **state)
+{
+    (void)state;
+    dlock_node_status st[2];
+    assert_int_equal(dlock_client_status(cl, NULL, st, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(cl, "x", NULL, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(cl, "x", st, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(cl, "", st, 1), DLOCK_EINVAL);
+    char *name = malloc(DLOCK_NAME_MAX + 2);
+    assert_non_null(name);
+    memset(name, 'n', DLOCK_NAME_MAX + 1);
+    name[DLOCK_NAME_MAX + 1] = '\0';
+    assert_int_equal(dlock_client_status(cl, name, st, 2), DLOCK_EINVAL);
+    free(name);
+}
+
+static void unix_socket_url_locks_the_same_keys(void **state)
+{
+    (void)state;
+    const char *urls[] = {srv.unix_url};
+    dlock_client *uc = NULL;
+    char err[256] = "";
+    assert_int_equal(dlock_client_new(&uc, urls, 1, NULL, err, sizeof err), DLOCK_OK);
+    assert_string_equal(dlock_client_node_name(uc, 0), srv.sock);
+    dlock_lock *u = NULL, *t = NULL;
+    assert_int_equal(dlock_lock_new(&u, uc, "api:unix", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&t, cl, "api:unix", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(u, 0), DLOCK_OK);
+    redisReply *r = test_redis_cmd(&srv, "GET api:unix");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, dlock_lock_token(u));
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_acquire(t, 0), DLOCK_ENOTACQUIRED); /* over TCP */
+    assert_int_equal(dlock_lock_release(u), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(t, 0), DLOCK_OK);
+    dlock_lock_free(u);
+    dlock_lock_free(t);
+    dlock_client_free(uc);
+}
+
+/* EXISTS key in database db, through one admin connection. */
+static long long exists_in_db(int db, const char *key)
+{
+    redisContext *ac = test_redis_admin(&srv);
+    assert_non_null(ac);
+    redisReply *r = redisCommand(ac, "SELECT %d", db);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = redisCommand(ac, "EXISTS %s", key);
+    assert_non_null(r);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(ac);
+    return v;
+}
+
+static void db_in_url_selects_the_database(void **state)
+{
+    (void)state;
+    char url[400];
+    snprintf(url, sizeof url, "%s/3", srv.url);
+    const char *urls[] = {url};
+    dlock_client *dc = NULL;
+    assert_int_equal(dlock_client_new(&dc, urls, 1, NULL, NULL, 0), DLOCK_OK);
+    dlock_lock *l = NULL, *l0 = NULL;
+    assert_int_equal(dlock_lock_new(&l, dc, "api:db", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(exists_in_db(3, "api:db"), 1);
+    assert_int_equal(exists_in_db(3, "{api:db}:fence"), 1);
+    assert_int_equal(exists_in_db(0, "api:db"), 0);
+    /* Database 0 is another namespace: the same name is free there. */
+    assert_int_equal(dlock_lock_new(&l0, cl, "api:db", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l0, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(exists_in_db(3, "api:db"), 0);
+    dlock_lock_free(l);
+    dlock_lock_free(l0);
+    dlock_client_free(dc);
+}
+
+#define T(f) cmocka_unit_test_teardown(f, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(lock_new_rejects_bad_arguments),
+        T(lock_new_rejects_bad_options),
+        T(acquire_rejects_negative_waits_other_than_forever),
+        T(extend_rejects_out_of_range_ttls_and_keeps_the_lock),
+        T(adopt_rejects_bad_tokens_and_unsuitable_handles),
+        T(every_function_accepts_null_handles),
+        T(status_reports_held_and_free_locks),
+        T(no_fence_flag_gives_no_fencing_token_and_no_counter),
+        T(status_rejects_bad_arguments),
+        T(unix_socket_url_locks_the_same_keys),
+        T(db_in_url_selects_the_database),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,443 @@
+/* The single-node lock against one real redis-server: exclusion, waiting,
+ * ownership, expiry, extend, fencing, script-cache loss, wrong types and
+ * interop with plain SET NX PX locks. (Argument checks, NULL handles,
+ * status, unix sockets and database selection: test_lock_api.c.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+
+static test_redis srv;
+
+/* Every test gets a client `cl`; handles and clients made through the
+ * helpers below are freed after the test, and the test's keys with them. */
+static dlock_client *cl;
+static dlock_client *clients[4];
+static dlock_lock *handles[8];
+static size_t n_clients, n_handles;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return test_redis_start(&srv, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    test_redis_stop(&srv);
+    return 0;
+}
+
+static dlock_client *client_for(const char *url)
+{
+    dlock_client *c = NULL;
+    char err[256] = "";
+    const char *urls[] = {url};
+    if (dlock_client_new(&c, urls, 1, NULL, err, sizeof err) != DLOCK_OK)
+        fail_msg("dlock_client_new(%s): %s", url, err);
+    assert_true(n_clients < sizeof clients / sizeof clients[0]);
+    clients[n_clients++] = c;
+    return c;
+}
+
+static dlock_lock *lock_for(dlock_client *c, const char *name, int64_t ttl_ms)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *l = NULL;
+    o.ttl_ms = ttl_ms;
+    o.retry_min_ms = 5;
+    o.retry_max_ms = 20;
+    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    assert_true(n_handles < sizeof handles / sizeof handles[0]);
+    handles[n_handles++] = l;
+    return l;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cl = client_for(srv.url);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    while (n_handles > 0)
+        dlock_lock_free(handles[--n_handles]);
+    while (n_clients > 0)
+        dlock_client_free(clients[--n_clients]);
+    redisReply *r = test_redis_cmd(&srv, "FLUSHALL");
+    if (!r)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Run a command; return its reply (freed by the caller). */
+static redisReply *cmd(const char *fmt, const char *arg)
+{
+    redisReply *r = test_redis_cmd(&srv, fmt, arg);
+    assert_non_null(r);
+    return r;
+}
+
+static long long cmd_int(const char *fmt, const char *arg)
+{
+    redisReply *r = cmd(fmt, arg);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Assert the key holds the string `want`. */
+static void assert_key_value(const char *key, const char *want)
+{
+    redisReply *r = cmd("GET %s", key);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, want);
+    freeReplyObject(r);
+}
+
+static void two_clients_exclude_each_other(void **state)
+{
+    (void)state;
+    dlock_client *c2 = client_for(srv.url);
+    dlock_lock *a = lock_for(cl, "basic:excl", 10000), *b = lock_for(c2, "basic:excl", 10000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_hold_count(a), 1);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
+    assert_non_null(strstr(dlock_lock_errmsg(b), "basic:excl"));
+    assert_true(dlock_lock_holder_ttl_ms(b) > 0 && dlock_lock_holder_ttl_ms(b) <= 10000);
+    assert_int_equal(dlock_lock_state_get(b), DLOCK_STATE_UNLOCKED);
+    assert_null(dlock_lock_token(b));
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_string_equal(dlock_lock_errmsg(a), "");
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+}
+
+static void waiting_acquire_times_out_while_held(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:timeout", 10000), *b = lock_for(cl, "basic:timeout", 10000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(b, 300), DLOCK_ETIMEDOUT);
+    int64_t took = test_now_ms() - t0;
+    assert_true(took >= 250 && took < 3000);
+    assert_true(dlock_lock_errmsg(b)[0] != '\0');
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void *release_later(void *arg)
+{
+    test_sleep_ms(200);
+    return (void *)(intptr_t)dlock_lock_release(arg);
+}
+
+static void waiting_acquire_succeeds_when_holder_releases(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:handover", 30000), *b = lock_for(cl, "basic:handover", 30000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, a), 0);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(b, 10000), DLOCK_OK);
+    int64_t took = test_now_ms() - t0;
+    void *rel;
+    assert_int_equal(pthread_join(t, &rel), 0);
+    assert_int_equal((intptr_t)rel, DLOCK_OK);
+    assert_true(took >= 150 && took < 9000); /* well before the 30 s TTL */
+    assert_key_value("basic:handover", dlock_lock_token(b));
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+}
+
+static void release_by_non_owner_leaves_lock_intact(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:nonowner", 10000), *b = lock_for(cl, "basic:nonowner", 10000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    char token[64];
+    snprintf(token, sizeof token, "%s", dlock_lock_token(a));
+    assert_int_equal(dlock_lock_adopt(b, "0123456789abcdef0123456789abcdef"), DLOCK_OK);
+    assert_int_equal(dlock_lock_validity_ms(b), -1); /* unknown after adopt */
+    assert_int_equal(dlock_lock_release(b), DLOCK_ENOTOWNER);
+    assert_true(dlock_lock_errmsg(b)[0] != '\0');
+    assert_int_equal(dlock_lock_state_get(b), DLOCK_STATE_UNLOCKED);
+    assert_key_value("basic:nonowner", token);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void adopting_the_owner_token_allows_extend_and_release(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:adopt", 5000), *b = lock_for(cl, "basic:adopt", 5000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_adopt(b, dlock_lock_token(a)), DLOCK_OK);
+    assert_string_equal(dlock_lock_token(b), dlock_lock_token(a));
+    assert_int_equal(dlock_lock_extend(b, 60000), DLOCK_OK);
+    assert_true(dlock_lock_validity_ms(b) > 50000); /* known after an extend */
+    assert_true(cmd_int("PTTL %s", "basic:adopt") > 50000);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(cmd_int("EXISTS %s", "basic:adopt"), 0);
+    assert_int_equal(dlock_lock_release(a), DLOCK_EEXPIRED);
+}
+
+static void freeing_a_holding_handle_releases_the_lock(void **state)
+{
+    (void)state;
+    dlock_client *c2 = client_for(srv.url);
+    dlock_lock *a = NULL;
+    assert_int_equal(dlock_lock_new(&a, c2, "basic:free", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    dlock_lock_free(a);
+    assert_int_equal(cmd_int("EXISTS %s", "basic:free"), 0);
+}
+
+static void extend_by_non_owner_leaves_lock_intact(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:nonowner-ext", 5000), *b = lock_for(cl, "basic:nonowner-ext", 5000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    char token[64];
+    snprintf(token, sizeof token, "%s", dlock_lock_token(a));
+    assert_int_equal(dlock_lock_adopt(b, "not-the-owner"), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(b, 600000), DLOCK_ENOTOWNER);
+    assert_int_equal(dlock_lock_state_get(b), DLOCK_STATE_UNLOCKED);
+    assert_key_value("basic:nonowner-ext", token);
+    long long pttl = cmd_int("PTTL %s", "basic:nonowner-ext");
+    assert_true(pttl > 0 && pttl <= 5000);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void release_after_expiry_reports_expired(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:expiry", 200), *b = lock_for(cl, "basic:expiry", 10000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    test_sleep_ms(400);
+    assert_int_equal(dlock_lock_validity_ms(a), 0);
+    assert_int_equal(dlock_lock_release(a), DLOCK_EEXPIRED);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+}
+
+static void release_by_expired_holder_after_takeover_leaves_new_lock_intact(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:takeover", 200), *b = lock_for(cl, "basic:takeover", 10000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    test_sleep_ms(400);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_ENOTOWNER);
+    assert_key_value("basic:takeover", dlock_lock_token(b));
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+}
+
+static void extend_after_expiry_reports_expired(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:expiry-ext", 200);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    test_sleep_ms(400);
+    /* The lease ended on our clock and the key is gone on the server: the
+     * answer is "expired", not a node error. */
+    int rc = dlock_lock_extend(a, 10000);
+    if (rc != DLOCK_EEXPIRED)
+        fail_msg("extend after expiry gave %s: %s", dlock_errname(rc), dlock_lock_errmsg(a));
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(cmd_int("EXISTS %s", "basic:expiry-ext"), 0); /* not revived */
+}
+
+static void extend_sets_the_new_ttl_on_the_server(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:extend", 5000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(a, 120000), DLOCK_OK);
+    long long pttl = cmd_int("PTTL %s", "basic:extend");
+    assert_true(pttl > 110000 && pttl <= 120000);
+    int64_t v = dlock_lock_validity_ms(a);
+    assert_true(v > 110000 && v <= 120000);
+    /* 0 means the handle's own TTL. */
+    assert_int_equal(dlock_lock_extend(a, 0), DLOCK_OK);
+    pttl = cmd_int("PTTL %s", "basic:extend");
+    assert_true(pttl > 0 && pttl <= 5000);
+    assert_true(dlock_lock_validity_ms(a) <= 5000);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void validity_is_within_ttl_and_decreases(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:validity", 2000);
+    assert_int_equal(dlock_lock_validity_ms(a), 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    int64_t v1 = dlock_lock_validity_ms(a);
+    assert_true(v1 > 0 && v1 <= 2000);
+    test_sleep_ms(50);
+    int64_t v2 = dlock_lock_validity_ms(a);
+    assert_true(v2 < v1 && v2 > 0);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_validity_ms(a), 0);
+}
+
+static void fencing_tokens_strictly_increase_across_grants(void **state)
+{
+    (void)state;
+    dlock_client *c2 = client_for(srv.url);
+    dlock_lock *l[2] = {lock_for(cl, "basic:fence", 10000), lock_for(c2, "basic:fence", 10000)};
+    uint64_t last = 0;
+    for (int i = 0; i < 10; i++) {
+        dlock_lock *h = l[i % 2];
+        assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
+        uint64_t f = dlock_lock_fence(h);
+        if (f <= last)
+            fail_msg("grant %d got fence %llu after %llu", i, (unsigned long long)f,
+                     (unsigned long long)last);
+        last = f;
+        assert_int_equal(dlock_lock_release(h), DLOCK_OK);
+        assert_int_equal(dlock_lock_fence(h), 0);
+    }
+}
+
+static void release_or_extend_before_acquire_is_not_held(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:notheld", 10000);
+    assert_int_equal(dlock_lock_release(a), DLOCK_ENOTHELD);
+    assert_non_null(strstr(dlock_lock_errmsg(a), "basic:notheld"));
+    assert_int_equal(dlock_lock_extend(a, 1000), DLOCK_ENOTHELD);
+    assert_null(dlock_lock_token(a));
+    assert_int_equal(dlock_lock_fence(a), 0);
+    assert_int_equal(dlock_lock_hold_count(a), 0);
+    assert_string_equal(dlock_lock_name(a), "basic:notheld");
+    /* After a release the handle holds nothing again. */
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_ENOTHELD);
+}
+
+static void second_acquire_on_a_non_reentrant_handle_is_invalid(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:twice", 10000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    char token[64];
+    snprintf(token, sizeof token, "%s", dlock_lock_token(a));
+    uint64_t fence = dlock_lock_fence(a);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire(a, 1000), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_string_equal(dlock_lock_token(a), token);
+    assert_int_equal(dlock_lock_fence(a), fence);
+    assert_key_value("basic:twice", token);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void release_after_script_flush_still_succeeds(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:noscript", 10000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    freeReplyObject(cmd("SCRIPT FLUSH", NULL));
+    assert_int_equal(dlock_lock_extend(a, 20000), DLOCK_OK);
+    freeReplyObject(cmd("SCRIPT FLUSH", NULL));
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(cmd_int("EXISTS %s", "basic:noscript"), 0);
+    freeReplyObject(cmd("SCRIPT FLUSH", NULL));
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void key_of_another_type_gives_wrongtype_and_stays_untouched(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:hash", 10000);
+    freeReplyObject(cmd("HSET %s field value", "basic:hash"));
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_EWRONGTYPE);
+    assert_true(dlock_lock_errmsg(a)[0] != '\0');
+    /* Not worth waiting for: a wait ends at once. */
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(a, 20000), DLOCK_EWRONGTYPE);
+    assert_true(test_now_ms() - t0 < 10000);
+    redisReply *r = cmd("HGET %s field", "basic:hash");
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "value");
+    freeReplyObject(r);
+    assert_int_equal(cmd_int("HLEN %s", "basic:hash"), 1);
+    assert_int_equal(cmd_int("PTTL %s", "basic:hash"), -1);
+}
+
+static void plain_mode_stores_a_string_token_with_a_ttl(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:plain", 30000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(strlen(dlock_lock_token(a)), DLOCK_TOKEN_HEX_LEN);
+    assert_key_value("basic:plain", dlock_lock_token(a));
+    long long pttl = cmd_int("PTTL %s", "basic:plain");
+    assert_true(pttl > 0 && pttl <= 30000);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void key_set_nx_px_by_another_library_excludes_dlock(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_for(cl, "basic:foreign", 10000);
+    redisReply *r = cmd("SET %s redsync-token NX PX 10000", "basic:foreign");
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
+    assert_true(dlock_lock_holder_ttl_ms(a) > 0 && dlock_lock_holder_ttl_ms(a) <= 10000);
+    /* Adopting the other library's token lets dlock release it. */
+    assert_int_equal(dlock_lock_adopt(a, "redsync-token"), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(cmd_int("EXISTS %s", "basic:foreign"), 0);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(two_clients_exclude_each_other),
+        T(waiting_acquire_times_out_while_held),
+        T(waiting_acquire_succeeds_when_holder_releases),
+        T(release_by_non_owner_leaves_lock_intact),
+        T(adopting_the_owner_token_allows_extend_and_release),
+        T(freeing_a_holding_handle_releases_the_lock),
+        T(extend_by_non_owner_leaves_lock_intact),
+        T(release_after_expiry_reports_expired),
+        T(release_by_expired_holder_after_takeover_leaves_new_lock_intact),
+        T(extend_after_expiry_reports_expired),
+        T(extend_sets_the_new_ttl_on_the_server),
+        T(validity_is_within_ttl_and_decreases),
+        T(fencing_tokens_strictly_increase_across_grants),
+        T(release_or_extend_before_acquire_is_not_held),
+        T(second_acquire_on_a_non_reentrant_handle_is_invalid),
+        T(release_after_script_flush_still_succeeds),
+        T(key_of_another_type_gives_wrongtype_and_stays_untouched),
+        T(plain_mode_stores_a_string_token_with_a_ttl),
+        T(key_set_nx_px_by_another_library_excludes_dlock),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,201 @@
+/* Threads: dlock_lock_cancel() interrupting a waiting acquire, a cancel that
+ * comes before the wait, and one client shared by two threads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+
+static test_redis srv;
+static dlock_client *cl;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (test_redis_start(&srv, NULL) != 0)
+        return -1;
+    const char *urls[] = {srv.url};
+    return dlock_client_new(&cl, urls, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cl);
+    test_redis_stop(&srv);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    redisReply *r = test_redis_cmd(&srv, "FLUSHALL");
+    if (!r)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+static dlock_lock *lock_for(const char *name)
+{
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    assert_int_equal(dlock_lock_new(&l, cl, name, &o), DLOCK_OK);
+    return l;
+}
+
+typedef struct waiter {
+    dlock_lock *lock;
+    atomic_int done;
+    int rc;
+    int64_t returned_at_ms;
+} waiter;
+
+static void *wait_forever(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->lock, DLOCK_WAIT_FOREVER);
+    w->returned_at_ms = test_now_ms();
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void cancel_interrupts_a_thread_waiting_forever(void **state)
+{
+    (void)state;
+    dlock_lock *holder = lock_for("cancel:held"), *wl = lock_for("cancel:held");
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {.lock = wl};
+    atomic_init(&w.done, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_forever, &w), 0);
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&w.done), 0); /* still waiting */
+    int64_t canceled_at = test_now_ms();
+    dlock_lock_cancel(wl);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true(w.returned_at_ms - canceled_at < 2000);
+    assert_true(dlock_lock_errmsg(wl)[0] != '\0');
+    assert_int_equal(dlock_lock_state_get(wl), DLOCK_STATE_UNLOCKED);
+    /* The holder was not disturbed, and the cancel was used up: the handle
+     * can wait again (and time out normally). */
+    assert_int_equal(dlock_lock_state_get(holder), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_acquire(wl, 100), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(wl, 1000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(wl), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(wl);
+}
+
+static void cancel_before_a_waiting_acquire_makes_it_return_at_once(void **state)
+{
+    (void)state;
+    dlock_lock *holder = lock_for("cancel:early"), *wl = lock_for("cancel:early");
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    dlock_lock_cancel(wl);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(wl, 20000), DLOCK_ECANCELED);
+    assert_true(test_now_ms() - t0 < 2000);
+    /* Used up: the next wait runs its course. */
+    assert_int_equal(dlock_lock_acquire(wl, 100), DLOCK_ETIMEDOUT);
+    /* Also with DLOCK_WAIT_FOREVER. */
+    dlock_lock_cancel(wl);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(wl, DLOCK_WAIT_FOREVER), DLOCK_ECANCELED);
+    assert_true(test_now_ms() - t0 < 2000);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(wl);
+}
+
+static void cancel_is_kept_for_the_next_waiting_acquire_not_a_try(void **state)
+{
+    (void)state;
+    /* "A cancel with no acquire in progress makes the next waiting acquire
+     * return at once": a try-once acquire in between does not use it up. */
+    dlock_lock *holder = lock_for("cancel:try"), *wl = lock_for("cancel:try");
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    dlock_lock_cancel(wl);
+    assert_int_equal(dlock_lock_acquire(wl, 0), DLOCK_ENOTACQUIRED);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(wl, 20000), DLOCK_ECANCELED);
+    assert_true(test_now_ms() - t0 < 2000);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(wl);
+}
+
+#define ROUNDS 200
+
+typedef struct looper {
+    const char *name;
+    dlock_lock *lock;
+    int ok_rounds;
+    int first_error;
+} looper;
+
+static void *lock_loop(void *arg)
+{
+    looper *lp = arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        int rc = dlock_lock_acquire(lp->lock, 10000);
+        if (rc == DLOCK_OK)
+            rc = dlock_lock_release(lp->lock);
+        if (rc != DLOCK_OK) {
+            if (lp->first_error == 0)
+                lp->first_error = rc;
+            continue;
+        }
+        lp->ok_rounds++;
+    }
+    return NULL;
+}
+
+static void two_threads_share_one_client_for_different_locks(void **state)
+{
+    (void)state;
+    looper lp[2] = {{.name = "cancel:shared-a"}, {.name = "cancel:shared-b"}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        lp[i].lock = lock_for(lp[i].name);
+        assert_int_equal(pthread_create(&t[i], NULL, lock_loop, &lp[i]), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        if (lp[i].first_error != 0)
+            fail_msg("%s: %s: %s", lp[i].name, dlock_errname(lp[i].first_error),
+                     dlock_lock_errmsg(lp[i].lock));
+        assert_int_equal(lp[i].ok_rounds, ROUNDS);
+        dlock_node_status st;
+        assert_int_equal(dlock_client_status(cl, lp[i].name, &st, 1), DLOCK_OK);
+        assert_int_equal(st.held, 0);
+        assert_int_equal(st.fence, ROUNDS);
+        dlock_lock_free(lp[i].lock);
+    }
+}
+
+#define T(f) cmocka_unit_test_teardown(f, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(cancel_interrupts_a_thread_waiting_forever),
+        T(cancel_before_a_waiting_acquire_makes_it_return_at_once),
+        T(cancel_is_kept_for_the_next_waiting_acquire_not_a_try),
+        T(two_threads_share_one_client_for_different_locks),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
