@@ -376,14 +376,14 @@ static int failure_code(const tally *t)
     return DLOCK_ENOQUORUM;
 }
 
-/* Send the release script for our current token to the nodes in `mask`
- * (all if NULL), wait for them, and fill t. */
 static int is_fair(const dlock_lock *l)
 {
     return (l->opts.flags & DLOCK_FAIR) != 0;
 }
 
-static void send_release(dlock_lock *l, const uint8_t *mask, tally *t)
+/* Send the release script for our current token to the nodes in `mask`
+ * (all if NULL), waiting up to timeout_ms per node, and fill t. */
+static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, tally *t)
 {
     char ttl[24];
     const char *args[6];
@@ -411,7 +411,7 @@ static void send_release(dlock_lock *l, const uint8_t *mask, tally *t)
         req = (dlock__req){dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE),
                            1, is_reentrant(l) ? 4 : 3, args, lens};
     }
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, mask};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
     tally_init(t, l, DLOCK__S_RELEASE);
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
         note_error(t, 0, DLOCK_ENOMEM, "");
@@ -545,7 +545,7 @@ static int attempt(dlock_lock *l, int *retry)
     if (any && fresh) {
         tally rt;
         dlock__errbuf keep = l->err;
-        send_release(l, mask, &rt);
+        send_release(l, mask, node_timeout_ms(l, l->opts.ttl_ms), &rt);
         l->err = keep;
     }
     if (rc == DLOCK_ENOTACQUIRED) {
@@ -809,7 +809,7 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         if (wrc != DLOCK_OK) {
             /* A lock we cannot keep alive as promised is not handed out. */
             tally rt;
-            send_release(l, NULL, &rt);
+            send_release(l, NULL, l->client->opts.io_timeout_ms, &rt);
             l->holds = 0;
             set_state(l, DLOCK_STATE_UNLOCKED, 0);
             dlock__err_set(&l->err, "could not start the watchdog");
@@ -851,7 +851,7 @@ int dlock_lock_release(dlock_lock *l)
         return DLOCK_ELOST;
     }
     tally t;
-    send_release(l, NULL, &t);
+    send_release(l, NULL, l->client->opts.io_timeout_ms, &t);
     int rc = owner_code(&t);
     if (rc == DLOCK_OK && is_reentrant(l) && l->holds > 1) {
         l->holds--;
@@ -969,7 +969,7 @@ void dlock_lock_free(dlock_lock *l)
         unsigned n = is_reentrant(l) ? l->holds : 1;
         for (unsigned i = 0; i < n; i++) {
             tally t;
-            send_release(l, NULL, &t);
+            send_release(l, NULL, l->client->opts.io_timeout_ms, &t);
             if (t.yes < t.quorum)
                 break;
         }

@@ -1,0 +1,670 @@
+/* Redlock over five real redis-server processes: majority decisions with
+ * nodes held by another owner, down (kill -9), stalled (SIGSTOP, DEBUG
+ * SLEEP) or freshly restarted; the validity and drift arithmetic; detail
+ * messages that name failing nodes; per-node status. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+
+#define N_NODES 5
+#define SLACK_MS 700 /* scheduling slack on a loaded 2-core machine */
+
+static test_redis srv[N_NODES];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return test_redis_start_many(srv, N_NODES, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    test_redis_stop_many(srv, N_NODES);
+    return 0;
+}
+
+/* Every test starts with five running, empty nodes and leaves them running
+ * (a failed test may have left one killed or stopped). */
+static int setup(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_NODES; i++) {
+        test_redis_resume(&srv[i]);
+        if (srv[i].pid <= 0 && test_redis_restart(&srv[i]) != 0)
+            return -1;
+        redisReply *r = test_redis_cmd(&srv[i], "FLUSHALL");
+        if (!r)
+            return -1;
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_NODES; i++) {
+        test_redis_resume(&srv[i]);
+        if (srv[i].pid <= 0 && test_redis_restart(&srv[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static dlock_client *client_with(const dlock_client_options *o)
+{
+    const char *urls[N_NODES];
+    for (int i = 0; i < N_NODES; i++)
+        urls[i] = srv[i].url;
+    dlock_client *c = NULL;
+    char err[256] = "";
+    if (dlock_client_new(&c, urls, N_NODES, o, err, sizeof err) != DLOCK_OK)
+        fail_msg("dlock_client_new: %s", err);
+    assert_int_equal(dlock_client_node_count(c), N_NODES);
+    return c;
+}
+
+static dlock_client *fast_client(void)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = 500;
+    o.io_timeout_ms = 300;
+    return client_with(&o);
+}
+
+static dlock_lock *lock_for(dlock_client *c, const char *name, int64_t ttl_ms)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *l = NULL;
+    o.ttl_ms = ttl_ms;
+    o.retry_min_ms = 5;
+    o.retry_max_ms = 50;
+    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    return l;
+}
+
+static void set_other(int node, const char *key)
+{
+    redisReply *r = test_redis_cmd(&srv[node], "SET %s other PX 10000", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+}
+
+/* The value of `key` on `node`, or NULL if absent; caller frees. */
+static char *get_value(int node, const char *key)
+{
+    redisReply *r = test_redis_cmd(&srv[node], "GET %s", key);
+    assert_non_null(r);
+    char *v = NULL;
+    if (r->type == REDIS_REPLY_STRING)
+        v = strdup(r->str);
+    else
+        assert_int_equal(r->type, REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    return v;
+}
+
+static void assert_value(int node, const char *key, const char *want)
+{
+    char *v = get_value(node, key);
+    if (!want && v)
+        fail_msg("node %d: %s = \"%s\", expected no key", node, key, v);
+    if (want && !v)
+        fail_msg("node %d: %s absent, expected \"%s\"", node, key, want);
+    if (want)
+        assert_string_equal(v, want);
+    free(v);
+}
+
+/* Every key on `node` is a fencing counter or `name` holding "other" (when
+ * other_ok): no lock key holds a token of ours. */
+static void assert_no_key_of_ours(int node, const char *name, int other_ok)
+{
+    redisReply *r = test_redis_cmd(&srv[node], "KEYS *");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < r->elements; i++) {
+        const char *k = r->element[i]->str;
+        size_t klen = strlen(k);
+        if (klen > 6 && strcmp(k + klen - 6, ":fence") == 0)
+            continue;
+        if (strcmp(k, name) != 0)
+            fail_msg("node %d: unexpected key %s", node, k);
+        if (!other_ok)
+            fail_msg("node %d: %s exists, expected no key", node, k);
+        assert_value(node, k, "other");
+    }
+    freeReplyObject(r);
+}
+
+/* "127.0.0.1:PORT:" as the detail message writes a node's name. */
+static int errmsg_names_node(const dlock_lock *l, int node)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "127.0.0.1:%d:", srv[node].port);
+    return strstr(dlock_lock_errmsg(l), needle) != NULL;
+}
+
+/* Acquire then release once, so that every node has a pooled connection. */
+static void warm_up(dlock_client *c)
+{
+    dlock_lock *w = lock_for(c, "redlock:warmup", 5000);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    dlock_lock_free(w);
+}
+
+/* ---- (a) majority over nodes held by another owner ---------------------- */
+
+static void acquire_succeeds_when_two_of_five_nodes_hold_another_token(void **state)
+{
+    (void)state;
+    const char *key = "redlock:two-taken";
+    dlock_client *c = fast_client();
+    dlock_lock *l = lock_for(c, key, 10000);
+    set_other(0, key);
+    set_other(1, key);
+
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    const char *tok = dlock_lock_token(l);
+    assert_non_null(tok);
+    assert_value(0, key, "other");
+    assert_value(1, key, "other");
+    for (int i = 2; i < N_NODES; i++)
+        assert_value(i, key, tok);
+
+    /* Release takes back our three and leaves the other owner's two. */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_value(0, key, "other");
+    assert_value(1, key, "other");
+    for (int i = 2; i < N_NODES; i++)
+        assert_value(i, key, NULL);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void acquire_fails_when_three_of_five_nodes_hold_another_token_and_leaves_no_key_of_ours(
+    void **state)
+{
+    (void)state;
+    const char *key = "redlock:three-taken";
+    dlock_client *c = fast_client();
+    dlock_lock *l = lock_for(c, key, 10000);
+    for (int i = 0; i < 3; i++)
+        set_other(i, key);
+
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    assert_null(dlock_lock_token(l));
+    assert_true(dlock_lock_holder_ttl_ms(l) > 0 && dlock_lock_holder_ttl_ms(l) <= 10000);
+    /* Nodes 3 and 4 received the SET NX and may have granted it: the failed
+     * attempt must have taken that back before returning. */
+    for (int i = 0; i < 3; i++) {
+        assert_value(i, key, "other");
+        assert_no_key_of_ours(i, key, 1);
+    }
+    for (int i = 3; i < N_NODES; i++) {
+        assert_value(i, key, NULL);
+        assert_no_key_of_ours(i, key, 0);
+    }
+    /* A waiting acquire gives up the same way, also leaving nothing. */
+    assert_int_equal(dlock_lock_acquire(l, 300), DLOCK_ETIMEDOUT);
+    for (int i = 3; i < N_NODES; i++)
+        assert_no_key_of_ours(i, key, 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* ---- (b) nodes down ------------------------------------------------------ */
+
+static void acquire_extend_release_work_with_two_of_five_nodes_killed(void **state)
+{
+    (void)state;
+    const char *key = "redlock:two-down";
+    dlock_client *c = fast_client();
+    warm_up(c); /* pooled connections to the nodes about to die */
+    dlock_lock *l = lock_for(c, key, 10000);
+    test_redis_kill9(&srv[0]);
+    test_redis_kill9(&srv[1]);
+
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    const char *tok = dlock_lock_token(l);
+    for (int i = 2; i < N_NODES; i++)
+        assert_value(i, key, tok);
+    assert_true(dlock_lock_fence(l) > 0);
+
+    assert_int_equal(dlock_lock_extend(l, 20000), DLOCK_OK);
+    for (int i = 2; i < N_NODES; i++) {
+        redisReply *r = test_redis_cmd(&srv[i], "PTTL %s", key);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+        assert_true(r->integer > 10000 && r->integer <= 20000);
+        freeReplyObject(r);
+    }
+    assert_true(dlock_lock_validity_ms(l) > 10000);
+
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    for (int i = 2; i < N_NODES; i++)
+        assert_value(i, key, NULL);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void acquire_with_three_of_five_nodes_killed_fails_fast_with_no_quorum_then_recovers(
+    void **state)
+{
+    (void)state;
+    const char *key = "redlock:three-down";
+    dlock_client *c = fast_client();
+    warm_up(c);
+    dlock_lock *l = lock_for(c, key, 10000);
+    for (int i = 0; i < 3; i++)
+        test_redis_kill9(&srv[i]);
+
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOQUORUM);
+    int64_t took = test_now_ms() - t0;
+    assert_true(took < 3000);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    /* The two live nodes granted; the failed attempt released them. */
+    for (int i = 3; i < N_NODES; i++)
+        assert_no_key_of_ours(i, key, 0);
+
+    /* A waiting acquire does not hang on dead nodes either. */
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(l, 1000), DLOCK_ENOQUORUM);
+    took = test_now_ms() - t0;
+    assert_true(took < 1000 + 3000);
+    for (int i = 3; i < N_NODES; i++)
+        assert_no_key_of_ours(i, key, 0);
+
+    /* The same client recovers once the nodes are back. */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(test_redis_restart(&srv[i]), 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    const char *tok = dlock_lock_token(l);
+    int ours = 0;
+    for (int i = 0; i < N_NODES; i++) {
+        char *v = get_value(i, key);
+        ours += v && strcmp(v, tok) == 0;
+        free(v);
+    }
+    assert_true(ours >= 3);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* ---- (e) detail messages -------------------------------------------------- */
+
+static void errmsg_names_every_unreachable_node_and_no_healthy_one(void **state)
+{
+    (void)state;
+    dlock_client *c = fast_client();
+    dlock_lock *l = lock_for(c, "redlock:errmsg", 10000);
+    test_redis_kill9(&srv[1]);
+    test_redis_kill9(&srv[2]);
+    test_redis_kill9(&srv[4]);
+
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOQUORUM);
+    const char *msg = dlock_lock_errmsg(l);
+    print_message("errmsg: %s\n", msg);
+    assert_true(errmsg_names_node(l, 1));
+    assert_true(errmsg_names_node(l, 2));
+    assert_true(errmsg_names_node(l, 4));
+    assert_false(errmsg_names_node(l, 0));
+    assert_false(errmsg_names_node(l, 3));
+    /* A success clears the message. */
+    assert_int_equal(test_redis_restart(&srv[1]), 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_string_equal(dlock_lock_errmsg(l), "");
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* ---- (c) stalled nodes ----------------------------------------------------- */
+
+/* io_timeout_ms is far above ttl/10, so an acquire that waited for the
+ * stalled node by io_timeout_ms (or by connect_timeout_ms) would break the
+ * bound below; only the per-node timeout min(io, ttl/10) = 300 ms fits. */
+#define STALL_TTL_MS 3000
+#define STALL_IO_MS 2500
+#define STALL_NODE_MS 300
+
+static dlock_client *stall_client(void)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = STALL_IO_MS;
+    o.io_timeout_ms = STALL_IO_MS;
+    return client_with(&o);
+}
+
+static void acquire_is_not_held_up_by_a_sigstopped_node(void **state)
+{
+    (void)state;
+    const char *key = "redlock:sigstop";
+    dlock_client *c = stall_client();
+    warm_up(c);
+    dlock_lock *l = lock_for(c, key, STALL_TTL_MS);
+    test_redis_pause(&srv[2]);
+
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(l, 0);
+    int64_t took = test_now_ms() - t0;
+    print_message("acquire with node 2 stopped: %s in %" PRId64 " ms\n", dlock_errname(rc), took);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(took < STALL_NODE_MS + SLACK_MS);
+    const char *tok = dlock_lock_token(l);
+    for (int i = 0; i < N_NODES; i++)
+        if (i != 2)
+            assert_value(i, key, tok);
+
+    /* A client with no pooled connection is not held up either: the kernel
+     * completes the TCP handshake of a stopped server, which then never
+     * answers. */
+    dlock_client *fresh = stall_client();
+    dlock_lock *l2 = lock_for(fresh, "redlock:sigstop-fresh", STALL_TTL_MS);
+    t0 = test_now_ms();
+    rc = dlock_lock_acquire(l2, 0);
+    took = test_now_ms() - t0;
+    print_message("fresh client, node 2 stopped: %s in %" PRId64 " ms\n", dlock_errname(rc), took);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(took < STALL_NODE_MS + SLACK_MS);
+
+    test_redis_resume(&srv[2]);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    dlock_lock_free(l2);
+    dlock_client_free(fresh);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* When the stalled node's vote is needed (two others hold the lock), the
+ * attempt cannot succeed; it must give up after the per-node timeout rather
+ * than the I/O timeout, and leave no key of ours behind. */
+static void failed_acquire_needing_a_sigstopped_node_gives_up_after_the_per_node_timeout(
+    void **state)
+{
+    (void)state;
+    const char *key = "redlock:sigstop-needed";
+    dlock_client *c = stall_client();
+    warm_up(c);
+    dlock_lock *l = lock_for(c, key, STALL_TTL_MS);
+    set_other(0, key);
+    set_other(1, key);
+    test_redis_pause(&srv[4]);
+
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(l, 0);
+    int64_t took = test_now_ms() - t0;
+    print_message("acquire needing stopped node 4: %s in %" PRId64 " ms (%s)\n",
+                  dlock_errname(rc), took, dlock_lock_errmsg(l));
+    test_redis_resume(&srv[4]);
+    int named = errmsg_names_node(l, 4);
+    for (int i = 2; i < 4; i++)
+        assert_no_key_of_ours(i, key, 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    assert_int_equal(rc, DLOCK_ENOQUORUM);
+    assert_true(named);
+    assert_true(took < STALL_NODE_MS + SLACK_MS);
+}
+
+typedef struct sleeper {
+    const test_redis *node;
+    atomic_int connected;
+    int ok;
+    int64_t end_ms; /* when DEBUG SLEEP returned */
+} sleeper;
+
+static void *debug_sleep(void *arg)
+{
+    sleeper *s = arg;
+    redisContext *ctx = test_redis_admin(s->node);
+    if (!ctx) {
+        atomic_store(&s->connected, -1);
+        return NULL;
+    }
+    struct timeval tv = {10, 0};
+    redisSetTimeout(ctx, tv);
+    atomic_store(&s->connected, 1);
+    redisReply *r = redisCommand(ctx, "DEBUG SLEEP 3");
+    s->end_ms = test_now_ms();
+    s->ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r)
+        freeReplyObject(r);
+    redisFree(ctx);
+    return NULL;
+}
+
+/* 1 if `node` does not answer PING within 200 ms. */
+static int node_is_stalled(int node)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", srv[node].port, tv);
+    if (!ctx)
+        return 0;
+    int stalled = 0;
+    if (!ctx->err) {
+        redisSetTimeout(ctx, tv);
+        redisReply *r = redisCommand(ctx, "PING");
+        stalled = r == NULL;
+        if (r)
+            freeReplyObject(r);
+    }
+    redisFree(ctx);
+    return stalled;
+}
+
+static void acquire_is_not_held_up_by_a_node_in_debug_sleep(void **state)
+{
+    (void)state;
+    const char *key = "redlock:debug-sleep";
+    dlock_client *c = stall_client();
+    warm_up(c);
+    dlock_lock *l = lock_for(c, key, STALL_TTL_MS);
+    assert_false(node_is_stalled(3));
+
+    sleeper s = {&srv[3], 0, 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, debug_sleep, &s), 0);
+    while (atomic_load(&s.connected) == 0)
+        test_sleep_ms(1);
+    assert_int_equal(atomic_load(&s.connected), 1);
+    int64_t give_up = test_now_ms() + 1500;
+    int stalled = 0;
+    while (!(stalled = node_is_stalled(3)) && test_now_ms() < give_up)
+        test_sleep_ms(10);
+    assert_true(stalled); /* the server is asleep now */
+
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(l, 0);
+    int64_t t1 = test_now_ms();
+    print_message("acquire with node 3 in DEBUG SLEEP: %s in %" PRId64 " ms\n",
+                  dlock_errname(rc), t1 - t0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(s.ok);
+    assert_true(s.end_ms > t1); /* the node slept through the whole acquire */
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(t1 - t0 < STALL_NODE_MS + SLACK_MS);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* ---- (d) validity -------------------------------------------------------------- */
+
+static void validity_after_acquire_is_ttl_minus_elapsed_minus_drift(void **state)
+{
+    (void)state;
+    dlock_client *c = fast_client();
+    warm_up(c);
+    const int64_t ttl = 10000, drift = ttl / 100 + 2; /* ttl * 0.01 + 2 ms */
+    dlock_lock *l = lock_for(c, "redlock:validity", ttl);
+
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    int64_t v = dlock_lock_validity_ms(l);
+    int64_t took = test_now_ms() - t0;
+    print_message("validity %" PRId64 " ms after an acquire of %" PRId64 " ms\n", v, took);
+    assert_true(v > 0);
+    assert_true(v <= ttl - drift);
+    assert_true(v >= ttl - drift - took - 2);
+
+    /* Extend counts the new lease the same way. */
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_extend(l, 2 * ttl), DLOCK_OK);
+    v = dlock_lock_validity_ms(l);
+    took = test_now_ms() - t0;
+    const int64_t drift2 = 2 * ttl / 100 + 2;
+    assert_true(v <= 2 * ttl - drift2);
+    assert_true(v >= 2 * ttl - drift2 - took - 2);
+
+    /* A larger drift factor shortens the validity accordingly. */
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.drift_factor = 0.25;
+    dlock_client *c2 = client_with(&o);
+    dlock_lock *l2 = lock_for(c2, "redlock:validity-drift", ttl);
+    assert_int_equal(dlock_lock_acquire(l2, 0), DLOCK_OK);
+    v = dlock_lock_validity_ms(l2);
+    assert_true(v > 0 && v <= ttl - ttl / 4 - 2);
+
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    assert_int_equal(dlock_lock_validity_ms(l2), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l2);
+    dlock_client_free(c2);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* ---- (f) the restart rule -------------------------------------------------------- */
+
+static void freshly_restarted_nodes_do_not_count_until_min_uptime(void **state)
+{
+    (void)state;
+    const char *key = "redlock:restart-rule";
+    for (int i = 0; i < N_NODES; i++)
+        assert_int_equal(test_redis_restart(&srv[i]), 0);
+    int64_t started = test_now_ms();
+
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.min_node_uptime_ms = 60000;
+    dlock_client *c = client_with(&o);
+    dlock_lock *l = lock_for(c, key, 10000);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOQUORUM);
+    print_message("errmsg: %s\n", dlock_lock_errmsg(l));
+    assert_non_null(strstr(dlock_lock_errmsg(l), "restarted"));
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    /* Grants that did not count were handed back. */
+    for (int i = 0; i < N_NODES; i++)
+        assert_no_key_of_ours(i, key, 0);
+
+    /* Once the nodes have been up longer than the limit, they count. */
+    int64_t waited = test_now_ms() - started;
+    if (waited < 1200)
+        test_sleep_ms((int)(1200 - waited));
+    o.min_node_uptime_ms = 1000;
+    dlock_client *c2 = client_with(&o);
+    dlock_lock *l2 = lock_for(c2, key, 10000);
+    int rc = dlock_lock_acquire(l2, 0);
+    if (rc != DLOCK_OK)
+        print_message("errmsg: %s\n", dlock_lock_errmsg(l2));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    dlock_lock_free(l2);
+    dlock_client_free(c2);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* ---- (g) status ---------------------------------------------------------------------- */
+
+static void status_reports_held_ttl_and_fence_per_node(void **state)
+{
+    (void)state;
+    const char *key = "redlock:status";
+    dlock_client *c = fast_client();
+    dlock_lock *l = lock_for(c, key, 10000);
+    dlock_node_status st[N_NODES];
+
+    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    for (int i = 0; i < N_NODES; i++) {
+        assert_int_equal(st[i].error, DLOCK_OK);
+        assert_int_equal(st[i].held, 0);
+        assert_int_equal(st[i].ttl_ms, -1);
+        assert_int_equal(st[i].fence, 0);
+    }
+
+    test_redis_kill9(&srv[4]);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    assert_true(fence > 0);
+    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    int synced = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(st[i].error, DLOCK_OK);
+        assert_int_equal(st[i].held, 1);
+        assert_true(st[i].ttl_ms > 0 && st[i].ttl_ms <= 10000);
+        assert_true(st[i].fence <= fence);
+        synced += st[i].fence == fence;
+    }
+    assert_true(synced >= 3); /* written back to a majority */
+    assert_int_not_equal(st[4].error, DLOCK_OK);
+    assert_int_equal(st[4].held, 0);
+
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(st[i].held, 0);
+        assert_int_equal(st[i].ttl_ms, -1);
+    }
+
+    /* Status cannot tell owners apart: another owner's key shows as held. */
+    set_other(0, key);
+    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    assert_int_equal(st[0].held, 1);
+    assert_true(st[0].ttl_ms > 0);
+    assert_int_equal(st[1].held, 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(acquire_succeeds_when_two_of_five_nodes_hold_another_token),
+        T(acquire_fails_when_three_of_five_nodes_hold_another_token_and_leaves_no_key_of_ours),
+        T(acquire_extend_release_work_with_two_of_five_nodes_killed),
+        T(acquire_with_three_of_five_nodes_killed_fails_fast_with_no_quorum_then_recovers),
+        T(errmsg_names_every_unreachable_node_and_no_healthy_one),
+        T(acquire_is_not_held_up_by_a_sigstopped_node),
+        T(failed_acquire_needing_a_sigstopped_node_gives_up_after_the_per_node_timeout),
+        T(acquire_is_not_held_up_by_a_node_in_debug_sleep),
+        T(validity_after_acquire_is_ttl_minus_elapsed_minus_drift),
+        T(freshly_restarted_nodes_do_not_count_until_min_uptime),
+        T(status_reports_held_ttl_and_fence_per_node),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
