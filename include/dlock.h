@@ -208,8 +208,8 @@ dlock_client_options_init(dlock_client_options *opts, unsigned int version);
  * @param urls   array of @p n_urls NUL-terminated URLs (1..64 of them).
  * @param opts   options, or NULL for the defaults.
  * @param errbuf optional buffer for a detail message on error (may be NULL).
- * @return DLOCK_OK, DLOCK_EINVAL (bad URL or option), DLOCK_ENOTSUP,
- *         DLOCK_ENOMEM. Thread-safe.
+ * @return DLOCK_OK, DLOCK_EINVAL (bad URL or option, or the same node
+ *         twice), DLOCK_ENOTSUP, DLOCK_ENOMEM. Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
@@ -339,8 +339,9 @@ DLOCK_EXTERN(int)
 dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
                const dlock_lock_options *opts);
 
-/** Release the lock if this handle holds it (best effort, errors ignored),
- *  stop its renewal and free the handle. NULL is accepted. */
+/** Release the lock if this handle holds it (best effort, errors ignored;
+ *  see dlock_lock_forget() to keep it), stop its renewal and free the
+ *  handle. NULL is accepted. */
 DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
 
 /**
@@ -398,6 +399,16 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
  *         a reentrant handle, or a handle that holds a lock already).
  */
 DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
+
+/**
+ * Make the handle forget the lock without releasing it: renewal stops and
+ * nothing is sent; the key lives in Redis until its TTL runs out (or another
+ * process releases it with the token, see dlock_lock_adopt()). For handing a
+ * lock over to another process, as `dlock acquire` does.
+ *
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL), DLOCK_ENOTHELD (nothing held).
+ */
+DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
 
 /** Interrupt a dlock_lock_acquire() waiting on @p lock in another thread:
  *  it returns DLOCK_ECANCELED. A cancel with no acquire in progress makes

@@ -100,6 +100,15 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         if (rc != DLOCK_OK)
             goto fail;
         c->n_nodes++;
+        /* The same server twice (even with another db) is not an
+         * independent node: it would vote twice and fail together. */
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(c->nodes[j].name, c->nodes[i].name)) {
+                snprintf(err, sizeof err, "URL %zu names the same node as URL %zu (%.200s)",
+                         i + 1, j + 1, c->nodes[i].name);
+                rc = DLOCK_EINVAL;
+                goto fail;
+            }
     }
     c->quorum = n_urls / 2 + 1;
     if ((rc = dlock__token_hex(c->id)) != DLOCK_OK) {

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -109,6 +110,11 @@ dlock__conn *dlock__conn_new(const dlock__conn_config *cfg)
         dlock__conn_fail(c, DLOCK_EIO, "connect: %s", c->ctx->errstr);
         return c;
     }
+    /* hiredis does not set close-on-exec; a program that forks and execs
+     * must not hand our Redis sockets to its child. */
+    int fl = fcntl(c->ctx->fd, F_GETFD);
+    if (fl >= 0)
+        (void)fcntl(c->ctx->fd, F_SETFD, fl | FD_CLOEXEC);
     if (queue_handshake(c, cfg) == DLOCK_ENOMEM) {
         dlock__conn_free(c);
         return NULL;

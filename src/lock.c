@@ -948,6 +948,22 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
     return DLOCK_OK;
 }
 
+int dlock_lock_forget(dlock_lock *l)
+{
+    if (!l)
+        return DLOCK_EINVAL;
+    dlock__watchdog_remove(l->client, l);
+    dlock_lock_state st = get_state(l);
+    l->holds = 0;
+    set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    if (st == DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    dlock__err_clear(&l->err);
+    return DLOCK_OK;
+}
+
 void dlock_lock_cancel(dlock_lock *l)
 {
     if (!l)

@@ -253,8 +253,18 @@ static void client_new_rejects_bad_url_lists(void **state)
     assert_true(err[0] != '\0');
     assert_int_equal(dlock_client_new(&c, many, 65, NULL, err, sizeof err), DLOCK_EINVAL);
     assert_non_null(strstr(err, "65"));
+    /* The same node twice is not two independent votes. */
+    assert_int_equal(dlock_client_new(&c, many, 2, NULL, err, sizeof err), DLOCK_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(err, "same node"));
     /* 64 is the most nodes a client may span. */
-    assert_int_equal(dlock_client_new(&c, many, 64, NULL, err, sizeof err), DLOCK_OK);
+    static char distinct[64][32];
+    const char *ok64[64];
+    for (int i = 0; i < 64; i++) {
+        snprintf(distinct[i], sizeof distinct[i], "redis://127.0.0.1:%d", 1 + i);
+        ok64[i] = distinct[i];
+    }
+    assert_int_equal(dlock_client_new(&c, ok64, 64, NULL, err, sizeof err), DLOCK_OK);
     assert_int_equal(dlock_client_node_count(c), 64);
     dlock_client_free(c);
     /* A NULL error buffer is fine. */

@@ -1,0 +1,159 @@
+/* The dlock command: declarations shared by its files.
+ *
+ *   main.c      global options, dispatch, --help and --version
+ *   common.c    messages, exit codes, durations, opening the client
+ *   wait.c      acquiring with a deadline, progress (-v), and the signal
+ *               thread that lets SIGINT/SIGTERM/SIGHUP cancel a wait
+ *   commands.c  acquire, release, extend (and their option parsing)
+ *   status.c    status, as text or JSON
+ *   run.c       run: hold the lock while a program runs
+ *   child.c     starting the program in its own process group
+ *
+ * The tool uses only the public header, like any other user. */
+#ifndef DLOCK_CLI_H
+#define DLOCK_CLI_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+#include "dlock.h"
+
+/* Exit statuses (sysexits.h values, spelled out so the man page and the
+ * code say the same thing). */
+#define CLI_EXIT_CONFLICT 1     /* default; -E changes it */
+#define CLI_EXIT_USAGE 64       /* EX_USAGE */
+#define CLI_EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: Redis said no or is down */
+#define CLI_EXIT_OSERR 71       /* EX_OSERR: fork, pipe, thread failed */
+#define CLI_EXIT_LOST 75        /* EX_TEMPFAIL: the lock was lost */
+#define CLI_EXIT_CANNOT_EXEC 126
+#define CLI_EXIT_NOT_FOUND 127
+
+/* A failed pthread call is a bug, not a condition to limp on with. */
+#define CLI_CHECK(call)                                                        \
+    do {                                                                       \
+        int cli_check_rc_ = (call);                                            \
+        if (cli_check_rc_ != 0) {                                              \
+            fprintf(stderr, "dlock: %s: error %d\n", #call, cli_check_rc_);    \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+#define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+#define CLI_MAX_URLS 64
+
+/* Values of long options that have no letter (above any char, so that
+ * getopt's optopt never mistakes them for one). */
+enum cli_long_opt {
+    CLI_OPT_FAIR = 256,
+    CLI_OPT_ON_LOST,
+    CLI_OPT_GRACE,
+    CLI_OPT_JSON,
+    CLI_OPT_CONNECT_TIMEOUT,
+    CLI_OPT_IO_TIMEOUT,
+    CLI_OPT_MIN_UPTIME
+};
+
+/* Options that come before the command. */
+typedef struct cli_global {
+    const char *urls[CLI_MAX_URLS];
+    size_t n_urls;
+    char *env_urls; /* owned copy of DLOCK_REDIS, split in place */
+    dlock_client_options copts;
+    int verbose;
+} cli_global;
+
+/* Options shared by `run` and `acquire`. */
+typedef struct cli_lock_opts {
+    int64_t ttl_ms;
+    int64_t wait_ms; /* DLOCK_WAIT_FOREVER, 0 (-n) or a deadline */
+    int wait_given;  /* -w or -n seen: they exclude each other */
+    int conflict_exit;
+    int fair;
+} cli_lock_opts;
+
+/* common.c */
+void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int cli_bad_option(const char *cmd, int c, int optopt_value, char **argv, int ind);
+int cli_lock_option(const char *cmd, int c, const char *arg, cli_lock_opts *o);
+int cli_parse_duration(const char *cmd, const char *opt, const char *text,
+                       int64_t *out_ms);
+int cli_parse_ttl(const char *cmd, const char *text, int64_t *out_ms);
+int cli_parse_exit_code(const char *cmd, const char *text, int *out);
+int64_t cli_now_ms(void);
+const char *cli_nodes(const dlock_client *c, char *buf, size_t len);
+int cli_open_client(cli_global *g, dlock_client **out);
+int cli_open_lock(dlock_client *c, const char *name,
+                  const dlock_lock_options *lo, dlock_lock **out);
+int cli_exit_for(int rc);
+void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing);
+
+/* wait.c: the signal thread and acquiring under it. */
+typedef enum cli_phase {
+    CLI_PHASE_WAIT, /* a signal cancels the acquire */
+    CLI_PHASE_RUN,  /* a signal is forwarded to the program's group */
+    CLI_PHASE_DONE  /* signals are noted and otherwise ignored */
+} cli_phase;
+
+typedef struct cli_sigwatch {
+    pthread_mutex_t mu;
+    pthread_t thread;
+    cli_phase phase;  /* under mu */
+    dlock_lock *lock; /* under mu; cancelled in CLI_PHASE_WAIT */
+    pid_t pgid;       /* under mu; the program's group in CLI_PHASE_RUN */
+    int signo;        /* under mu; first SIGINT/SIGTERM/SIGHUP seen */
+    int stopping;     /* under mu; the thread returns */
+    int wake_fd;      /* each signal taken writes a byte here (-1: none) */
+} cli_sigwatch;
+
+void cli_block_signals(sigset_t *old);
+int cli_sigwatch_start(cli_sigwatch *sw, dlock_lock *lock, int wake_fd);
+int cli_sigwatch_finish(cli_sigwatch *sw);
+void cli_sigwatch_stop(cli_sigwatch *sw);
+int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock,
+                const cli_lock_opts *o);
+
+/* child.c */
+typedef struct cli_child {
+    pid_t pid;      /* also the process group id */
+    int tty_fd;     /* terminal handed to the program's group, or -1 */
+    int exec_fd;    /* read end of the exec report pipe */
+    int exec_errno; /* why exec failed; 0 if the program runs */
+} cli_child;
+
+/* Remember which descriptors dlock inherited: only those reach the
+ * program. Call before opening anything. */
+void cli_child_note_inherited_fds(void);
+/* fork() and exec argv[0] (PATH search) in a new process group, with the
+ * environment envp and the signal mask *mask. Returns 0 or an errno. */
+int cli_child_start(cli_child *ch, char *const argv[], char *const envp[],
+                    const sigset_t *mask);
+/* Wait until the program runs or exec failed (sets exec_errno). */
+void cli_child_wait_exec(cli_child *ch);
+void cli_child_suspend(cli_child *ch);
+void cli_child_reclaim_tty(cli_child *ch);
+
+/* commands.c: options and exactly n_args positional arguments (NAME, then
+ * TOKEN) of the commands other than run. Letters in shorts are the short
+ * options taken; lock options need o, --json needs json. */
+int cli_parse_simple(const char *cmd, int argc, char **argv, cli_global *g, const char *shorts,
+                     cli_lock_opts *o, int *json, int n_args, const char **args);
+
+/* The commands; each returns the process exit status. */
+int cli_cmd_run(cli_global *g, int argc, char **argv);
+int cli_cmd_acquire(cli_global *g, int argc, char **argv);
+int cli_cmd_release(cli_global *g, int argc, char **argv);
+int cli_cmd_extend(cli_global *g, int argc, char **argv);
+int cli_cmd_status(cli_global *g, int argc, char **argv);
+
+/* main.c: help text; cmd NULL means the tool as a whole. */
+void cli_synopsis(const char *cmd, FILE *f);
+int cli_help(const char *cmd);
+
+#endif

@@ -1,0 +1,406 @@
+/* dlock run: hold a lock while a program runs.
+ *
+ * Threads: the main thread acquires, starts the program and supervises it;
+ * the signal thread (wait.c) cancels the acquire or forwards signals; the
+ * library's watchdog renews the lease and calls on_lost(). The main thread
+ * sleeps in poll() on one self-pipe that the signal thread (on SIGCHLD)
+ * and on_lost() write to, with a timeout only while a SIGKILL is due. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+typedef enum on_lost_action { LOST_TERM, LOST_KILL, LOST_IGNORE } on_lost_action;
+
+typedef struct run_opts {
+    cli_lock_opts lk;
+    on_lost_action on_lost;
+    int64_t grace_ms;
+    const char *name;
+    char **prog;
+    char *sh_argv[4];
+} run_opts;
+
+typedef struct run_state {
+    const cli_global *g;
+    const run_opts *o;
+    dlock_client *client;
+    dlock_lock *lock;
+    cli_sigwatch sw;
+    cli_child ch;
+    int ev[2];              /* self-pipe */
+    atomic_int lost_reason; /* set by on_lost() on the watchdog thread */
+    int lost_seen;          /* the loss was reported and acted on */
+    int signalled;          /* ... by signalling the program */
+    int64_t kill_at;        /* SIGKILL the group then (ms), or -1 */
+} run_state;
+
+static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_global *g)
+{
+    static const struct option longopts[] = {
+        {"ttl", required_argument, NULL, 't'},
+        {"wait", required_argument, NULL, 'w'},
+        {"nonblock", no_argument, NULL, 'n'},
+        {"conflict-exit-code", required_argument, NULL, 'E'},
+        {"fair", no_argument, NULL, CLI_OPT_FAIR},
+        {"on-lost", required_argument, NULL, CLI_OPT_ON_LOST},
+        {"grace", required_argument, NULL, CLI_OPT_GRACE},
+        {"command", required_argument, NULL, 'c'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *shell_cmd = NULL;
+    int dashdash = 0;
+
+    /* '+': stop at NAME, then go on after it, until "--" or -c: what
+     * follows those belongs to the program. */
+    for (;;) {
+        int before = optind ? optind : 1;
+        int c = getopt_long(argc, argv, "+:t:w:nE:c:vh", longopts, NULL);
+        if (c == -1) {
+            if (optind == before + 1 && !strcmp(argv[before], "--")) {
+                dashdash = 1;
+                break;
+            }
+            if (optind < argc && !o->name) {
+                o->name = argv[optind++];
+                continue;
+            }
+            break;
+        }
+        int rc = cli_lock_option(cmd, c, optarg, &o->lk);
+        if (rc >= 0) {
+            if (rc)
+                return rc;
+            continue;
+        }
+        switch (c) {
+        case CLI_OPT_ON_LOST:
+            if (!strcmp(optarg, "term"))
+                o->on_lost = LOST_TERM;
+            else if (!strcmp(optarg, "kill"))
+                o->on_lost = LOST_KILL;
+            else if (!strcmp(optarg, "ignore"))
+                o->on_lost = LOST_IGNORE;
+            else
+                return cli_usage_error(cmd, "--on-lost: expected term, kill or ignore, not '%s'", optarg);
+            break;
+        case CLI_OPT_GRACE:
+            if (cli_parse_duration(cmd, "--grace", optarg, &o->grace_ms))
+                return CLI_EXIT_USAGE;
+            break;
+        case 'c':
+            shell_cmd = optarg;
+            break;
+        case 'v':
+            g->verbose = 1;
+            break;
+        case 'h':
+            exit(cli_help(cmd));
+        default:
+            return cli_bad_option(cmd, c, optopt, argv, optind);
+        }
+        if (shell_cmd)
+            break;
+    }
+    if (shell_cmd) {
+        if (!o->name && optind < argc)
+            o->name = argv[optind++];
+        if (optind < argc)
+            return cli_usage_error(cmd, "unexpected '%s' after -c: the command is one argument",
+                                   argv[optind]);
+        o->sh_argv[0] = (char *)"/bin/sh";
+        o->sh_argv[1] = (char *)"-c";
+        o->sh_argv[2] = (char *)shell_cmd;
+        o->sh_argv[3] = NULL;
+        o->prog = o->sh_argv;
+    } else if (dashdash && o->name && optind < argc) {
+        o->prog = argv + optind;
+    }
+    if (!o->name)
+        return cli_usage_error(cmd, "missing lock NAME%s", dashdash ? " before '--'" : "");
+    if (!o->prog && dashdash)
+        return cli_usage_error(cmd, "missing PROGRAM after '--'");
+    if (!o->prog && optind < argc)
+        return cli_usage_error(cmd, "expected '--' or -c before '%s'", argv[optind]);
+    if (!o->prog)
+        return cli_usage_error(cmd, "missing '-- PROGRAM' or -c 'COMMAND'");
+    return 0;
+}
+
+/* Watchdog thread: no locks, no stdio, just a flag and a byte. */
+static void on_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
+{
+    run_state *rs = arg;
+    char b = 'L';
+    (void)lock;
+    atomic_store(&rs->lost_reason, (int)reason);
+    ssize_t n = write(rs->ev[1], &b, 1);
+    (void)n;
+}
+
+/* The program's environment: ours, with DLOCK_NAME, DLOCK_TOKEN and
+ * DLOCK_FENCE set. Built here rather than with setenv(), which is not
+ * safe while the library's threads run. */
+static char **program_env(dlock_lock *lock, char **block)
+{
+    extern char **environ;
+    static const char *const ours[] = {"DLOCK_NAME=", "DLOCK_TOKEN=", "DLOCK_FENCE="};
+    size_t n = 0, k = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 4, sizeof *env);
+    if (!env)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int skip = 0;
+        for (size_t j = 0; j < 3; j++)
+            skip |= !strncmp(environ[i], ours[j], strlen(ours[j]));
+        if (!skip)
+            env[k++] = environ[i];
+    }
+    const char *name = dlock_lock_name(lock), *token = dlock_lock_token(lock);
+    size_t len = strlen(name) + strlen(token) + 80;
+    char *buf = malloc(len);
+    if (!buf) {
+        free(env);
+        return NULL;
+    }
+    int a = snprintf(buf, len, "DLOCK_NAME=%s", name) + 1;
+    int b = snprintf(buf + a, len - (size_t)a, "DLOCK_TOKEN=%s", token) + 1;
+    snprintf(buf + a + b, len - (size_t)(a + b), "DLOCK_FENCE=%" PRIu64, dlock_lock_fence(lock));
+    *block = buf;
+    env[k++] = buf;
+    env[k++] = buf + a;
+    env[k++] = buf + a + b;
+    env[k] = NULL;
+    return env;
+}
+
+static void act_on_loss(run_state *rs, int reason, const char *why)
+{
+    char nodes[512];
+    static const char *const action[] = {"; sending SIGTERM to the program",
+                                         "; killing the program",
+                                         "; the program keeps running (--on-lost ignore)"};
+    if (!why)
+        why = reason == DLOCK_LOST_NO_QUORUM ? "could not renew the lease in time"
+                                             : "the key expired, was deleted or was taken over";
+    cli_msg("lost \"%s\" on %s: %s%s", rs->o->name, cli_nodes(rs->client, nodes, sizeof nodes),
+            why, action[rs->o->on_lost]);
+    rs->lost_seen = 1;
+    pid_t g = rs->ch.pid;
+    if (rs->o->on_lost == LOST_TERM) {
+        kill(-g, SIGTERM);
+        kill(-g, SIGCONT); /* a stopped process would not see SIGTERM */
+        rs->kill_at = cli_now_ms() + rs->o->grace_ms;
+        rs->signalled = 1;
+    } else if (rs->o->on_lost == LOST_KILL) {
+        kill(-g, SIGKILL);
+        rs->signalled = 1;
+    }
+}
+
+/* Wait until the program exits; act on a lost lock and due SIGKILLs
+ * meanwhile. The program is left unreaped (WNOWAIT) so that its group id
+ * cannot be reused while the signal thread may still signal it. */
+static void supervise(run_state *rs)
+{
+    cli_child *ch = &rs->ch;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (ch->tty_fd >= 0 && waitid(P_PID, (id_t)ch->pid, &si, WSTOPPED | WNOHANG) == 0 &&
+            si.si_pid == ch->pid) {
+            cli_child_suspend(ch);
+            /* dlock was stopped too, and the watchdog with it. */
+            if (!rs->lost_seen && dlock_lock_validity_ms(rs->lock) == 0)
+                act_on_loss(rs, DLOCK_LOST_NOT_OWNER, "the lease ran out while stopped");
+            kill(-ch->pid, SIGCONT);
+        }
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)ch->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == ch->pid)
+            return;
+        int reason = atomic_load(&rs->lost_reason);
+        if (reason && !rs->lost_seen)
+            act_on_loss(rs, reason, NULL);
+        int64_t now = cli_now_ms();
+        if (rs->kill_at >= 0 && now >= rs->kill_at) {
+            kill(-ch->pid, SIGKILL);
+            rs->kill_at = -1;
+        }
+        int timeout = -1;
+        if (rs->kill_at >= 0)
+            timeout = rs->kill_at - now > INT_MAX ? INT_MAX : (int)(rs->kill_at - now);
+        /* Level-triggered: a byte written after the checks above still
+         * wakes this poll. */
+        struct pollfd p = {rs->ev[0], POLLIN, 0};
+        if (poll(&p, 1, timeout) > 0) {
+            char buf[64];
+            while (read(rs->ev[0], buf, sizeof buf) > 0)
+                ;
+        }
+    }
+}
+
+/* After a loss the whole group goes, not only the program: what is left of
+ * it gets the rest of the grace period, then SIGKILL. Nothing signals the
+ * exit of processes that are not our children, hence the short sleeps. */
+static void kill_leftovers(run_state *rs)
+{
+    pid_t g = rs->ch.pid;
+    while (kill(-g, 0) == 0) {
+        if (rs->kill_at < 0 || cli_now_ms() >= rs->kill_at) {
+            kill(-g, SIGKILL);
+            return;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Release as soon as the program ended; say if the lock was lost. */
+static void release(run_state *rs)
+{
+    int rc = dlock_lock_release(rs->lock);
+    int reason = atomic_load(&rs->lost_reason);
+    if (rs->lost_seen)
+        return;
+    if (reason || rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
+        rs->lost_seen = 1;
+        cli_msg("lost \"%s\" before the program ended: %s", rs->o->name,
+                reason == DLOCK_LOST_NO_QUORUM ? "could not renew the lease in time"
+                : rc == DLOCK_ENOTOWNER        ? "another owner holds it now"
+                                               : "the key had expired or was deleted");
+    } else if (rc != DLOCK_OK) {
+        cli_report(rs->client, rs->lock, rc, "release");
+        cli_msg("\"%s\" will expire by itself within %.1fs", rs->o->name,
+                (double)rs->o->lk.ttl_ms / 1000.0);
+    } else if (rs->g->verbose) {
+        cli_msg("released \"%s\"", rs->o->name);
+    }
+}
+
+static int run_program(run_state *rs, const sigset_t *mask)
+{
+    cli_child *ch = &rs->ch;
+    char *block = NULL;
+    char **env = program_env(rs->lock, &block);
+    int err = env ? 0 : ENOMEM;
+
+    /* Fork under the mutex: a signal that arrives meanwhile is forwarded
+     * once the group exists. One that came before means we stop here. */
+    CLI_CHECK(pthread_mutex_lock(&rs->sw.mu));
+    int sig = rs->sw.signo;
+    if (!sig && !err)
+        err = cli_child_start(ch, rs->o->prog, env, mask);
+    if (!sig && !err) {
+        rs->sw.pgid = ch->pid;
+        rs->sw.phase = CLI_PHASE_RUN;
+    } else {
+        rs->sw.phase = CLI_PHASE_DONE;
+    }
+    CLI_CHECK(pthread_mutex_unlock(&rs->sw.mu));
+    if (sig || err) {
+        if (err)
+            cli_msg("cannot start '%s': %s", rs->o->prog[0], strerror(err));
+        release(rs);
+        free(block);
+        free(env);
+        return sig ? 128 + sig : CLI_EXIT_OSERR;
+    }
+    cli_child_wait_exec(ch);
+    if (ch->exec_errno)
+        cli_msg("cannot run '%s': %s", rs->o->prog[0], strerror(ch->exec_errno));
+    else if (rs->g->verbose)
+        cli_msg("running '%s' (pid %ld) holding \"%s\"",
+                rs->o->prog == rs->o->sh_argv ? rs->o->sh_argv[2] : rs->o->prog[0],
+                (long)ch->pid, rs->o->name);
+
+    supervise(rs);
+    cli_sigwatch_finish(&rs->sw);
+    int st = 0, status;
+    while (waitpid(ch->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    status = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+    cli_child_reclaim_tty(ch);
+    release(rs);
+    if (rs->signalled)
+        kill_leftovers(rs);
+    free(block);
+    free(env);
+    /* The program's own failure says more than the loss, unless we caused
+     * it by signalling the program. */
+    if (rs->lost_seen && (rs->signalled || status == 0))
+        return CLI_EXIT_LOST;
+    return status;
+}
+
+int cli_cmd_run(cli_global *g, int argc, char **argv)
+{
+    run_opts o = {{30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0}, LOST_TERM, 5000, NULL,
+                  NULL, {NULL, NULL, NULL, NULL}};
+    run_state rs;
+    sigset_t mask;
+    int rc = parse_run(argv[0], argc, argv, &o, g);
+    if (rc)
+        return rc;
+
+    cli_child_note_inherited_fds();
+    memset(&rs, 0, sizeof rs);
+    rs.g = g;
+    rs.o = &o;
+    rs.kill_at = -1;
+    rs.ev[0] = rs.ev[1] = -1;
+    atomic_init(&rs.lost_reason, 0);
+    /* Before any thread exists, so that every thread inherits the mask. */
+    cli_block_signals(&mask);
+    if (pipe2(rs.ev, O_CLOEXEC | O_NONBLOCK) != 0) {
+        cli_msg("pipe: %s", strerror(errno));
+        return CLI_EXIT_OSERR;
+    }
+    rc = cli_open_client(g, &rs.client);
+    if (rc)
+        goto out;
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = o.lk.ttl_ms;
+    lo.flags = DLOCK_AUTO_RENEW | (o.lk.fair ? DLOCK_FAIR : 0u);
+    lo.on_lost = on_lost;
+    lo.on_lost_arg = &rs;
+    rc = cli_open_lock(rs.client, o.name, &lo, &rs.lock);
+    if (rc)
+        goto out;
+    rc = cli_sigwatch_start(&rs.sw, rs.lock, rs.ev[1]);
+    if (rc)
+        goto out;
+    rc = cli_acquire(g, rs.client, rs.lock, &o.lk);
+    if (rc == DLOCK_OK) {
+        rc = run_program(&rs, &mask);
+    } else {
+        int sig = cli_sigwatch_finish(&rs.sw);
+        if (rc == DLOCK_ECANCELED && sig)
+            rc = 128 + sig;
+        else if (rc == DLOCK_ENOTACQUIRED || rc == DLOCK_ETIMEDOUT)
+            rc = o.lk.conflict_exit;
+        else
+            rc = cli_exit_for(rc);
+    }
+    cli_sigwatch_stop(&rs.sw);
+out:
+    dlock_lock_free(rs.lock);
+    dlock_client_free(rs.client);
+    close(rs.ev[0]);
+    close(rs.ev[1]);
+    return rc;
+}

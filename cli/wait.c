@@ -1,0 +1,204 @@
+/* Waiting for a lock so that a signal can interrupt it cleanly.
+ *
+ * A signal handler may not call dlock_lock_cancel() (it takes a mutex), and
+ * an acquire that a signal merely interrupts would leave its Redis round
+ * trip half done. So SIGINT, SIGTERM, SIGHUP and SIGCHLD are blocked in
+ * every thread (the library's threads inherit the mask, being created
+ * later), and one small thread takes them with sigwait(). What it does with
+ * a signal depends on the phase the main thread has reached:
+ *
+ *   CLI_PHASE_WAIT  cancel the acquire: it returns DLOCK_ECANCELED after
+ *                   undoing whatever its last attempt may have taken;
+ *   CLI_PHASE_RUN   forward the signal to the program's process group;
+ *   CLI_PHASE_DONE  note it and do nothing (the lock is being released).
+ *
+ * Every signal taken, SIGCHLD included, also pokes wake_fd: the self-pipe
+ * that `run`'s main thread sleeps on. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* Progress is reported between slices of the wait when -v is given. */
+#define PROGRESS_SLICE_MS 1000
+
+static void watched_set(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGCHLD);
+}
+
+/* A blocked signal whose action is "ignore" may be discarded instead of
+ * queued on some systems; SIGCHLD's default action is that. */
+static void on_sigchld(int sig)
+{
+    (void)sig;
+}
+
+void cli_block_signals(sigset_t *old)
+{
+    sigset_t set;
+    struct sigaction sa;
+    watched_set(&set);
+    /* SIGTTOU too: taking the terminal back from the program's group with
+     * tcsetpgrp() must not stop us. */
+    sigaddset(&set, SIGTTOU);
+    CLI_CHECK(pthread_sigmask(SIG_BLOCK, &set, old));
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigchld;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+}
+
+static void *sigwatch_main(void *arg)
+{
+    cli_sigwatch *sw = arg;
+    sigset_t set;
+    watched_set(&set);
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        CLI_CHECK(pthread_mutex_lock(&sw->mu));
+        if (sw->stopping) {
+            CLI_CHECK(pthread_mutex_unlock(&sw->mu));
+            return NULL;
+        }
+        if (sig != SIGCHLD) {
+            if (!sw->signo)
+                sw->signo = sig;
+            if (sw->phase == CLI_PHASE_WAIT)
+                dlock_lock_cancel(sw->lock);
+            else if (sw->phase == CLI_PHASE_RUN)
+                kill(-sw->pgid, sig);
+        }
+        if (sw->wake_fd >= 0) {
+            char b = (char)sig;
+            ssize_t n = write(sw->wake_fd, &b, 1); /* a full pipe wakes anyway */
+            (void)n;
+        }
+        CLI_CHECK(pthread_mutex_unlock(&sw->mu));
+    }
+}
+
+int cli_sigwatch_start(cli_sigwatch *sw, dlock_lock *lock, int wake_fd)
+{
+    CLI_CHECK(pthread_mutex_init(&sw->mu, NULL));
+    sw->phase = CLI_PHASE_WAIT;
+    sw->lock = lock;
+    sw->pgid = 0;
+    sw->signo = 0;
+    sw->stopping = 0;
+    sw->wake_fd = wake_fd;
+    int rc = pthread_create(&sw->thread, NULL, sigwatch_main, sw);
+    if (rc != 0) {
+        cli_msg("cannot start a thread: %s", strerror(rc));
+        CLI_CHECK(pthread_mutex_destroy(&sw->mu));
+        return CLI_EXIT_OSERR;
+    }
+    return 0;
+}
+
+int cli_sigwatch_finish(cli_sigwatch *sw)
+{
+    CLI_CHECK(pthread_mutex_lock(&sw->mu));
+    sw->phase = CLI_PHASE_DONE;
+    int sig = sw->signo;
+    CLI_CHECK(pthread_mutex_unlock(&sw->mu));
+    return sig;
+}
+
+void cli_sigwatch_stop(cli_sigwatch *sw)
+{
+    CLI_CHECK(pthread_mutex_lock(&sw->mu));
+    sw->phase = CLI_PHASE_DONE;
+    sw->stopping = 1;
+    CLI_CHECK(pthread_mutex_unlock(&sw->mu));
+    /* Any watched signal wakes the thread; SIGCHLD has no other effect. */
+    CLI_CHECK(pthread_kill(sw->thread, SIGCHLD));
+    CLI_CHECK(pthread_join(sw->thread, NULL));
+    CLI_CHECK(pthread_mutex_destroy(&sw->mu));
+}
+
+static void report_busy(dlock_client *c, dlock_lock *lock, const char *tail)
+{
+    char nodes[512], ttl[48] = "";
+    int64_t holder = dlock_lock_holder_ttl_ms(lock);
+    if (holder >= 0)
+        snprintf(ttl, sizeof ttl, " (ttl %.1fs)", (double)holder / 1000.0);
+    cli_msg("\"%s\" is held by another owner on %s%s%s", dlock_lock_name(lock),
+            cli_nodes(c, nodes, sizeof nodes), ttl, tail);
+}
+
+/* An error the library rides out during a wait (it retries it until the
+ * deadline): an unreachable, busy or silent node. */
+static int transient(int rc)
+{
+    return rc == DLOCK_EIO || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN;
+}
+
+int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock, const cli_lock_opts *o)
+{
+    int64_t start = cli_now_ms();
+    int64_t deadline = o->wait_ms < 0 ? INT64_MAX : start + o->wait_ms;
+    char nodes[512], tail[64];
+
+    /* Try once first: a node that is down or refuses us now is reported at
+     * once (exit 69) instead of being waited out. Once the lock was seen
+     * held, waiting rides out node outages until WAIT ends. */
+    int rc = dlock_lock_acquire(lock, 0);
+    while (rc == DLOCK_ENOTACQUIRED && o->wait_ms != 0) {
+        int64_t wait = o->wait_ms, left = deadline - cli_now_ms();
+        if (o->wait_ms > 0)
+            wait = left > 0 ? left : 0;
+        if (g->verbose && (wait < 0 || wait > PROGRESS_SLICE_MS))
+            wait = PROGRESS_SLICE_MS; /* report progress between slices */
+        if (wait == 0) {
+            rc = DLOCK_ETIMEDOUT;
+            break;
+        }
+        rc = dlock_lock_acquire(lock, wait);
+        if (!(rc == DLOCK_ETIMEDOUT || transient(rc)) || !g->verbose || cli_now_ms() >= deadline)
+            break;
+        int64_t holder = dlock_lock_holder_ttl_ms(lock);
+        char note[128] = "";
+        if (rc != DLOCK_ETIMEDOUT)
+            snprintf(note, sizeof note, "; %s", dlock_strerror(rc));
+        else if (holder >= 0)
+            snprintf(note, sizeof note, "; holder's ttl %.1fs", (double)holder / 1000.0);
+        cli_msg("waiting for \"%s\" (%.1fs elapsed%s)", dlock_lock_name(lock),
+                (double)(cli_now_ms() - start) / 1000.0, note);
+        rc = DLOCK_ENOTACQUIRED; /* the next slice */
+    }
+
+    double took = (double)(cli_now_ms() - start) / 1000.0;
+    switch (rc) {
+    case DLOCK_OK:
+        if (g->verbose)
+            cli_msg("acquired \"%s\" on %s after %.1fs (fence %" PRIu64 ", ttl %.1fs)",
+                    dlock_lock_name(lock), cli_nodes(c, nodes, sizeof nodes), took,
+                    dlock_lock_fence(lock), (double)o->ttl_ms / 1000.0);
+        break;
+    case DLOCK_ENOTACQUIRED:
+        report_busy(c, lock, "");
+        break;
+    case DLOCK_ETIMEDOUT:
+        snprintf(tail, sizeof tail, "; gave up after %.1fs", took);
+        report_busy(c, lock, tail);
+        break;
+    case DLOCK_ECANCELED:
+        if (g->verbose)
+            cli_msg("interrupted while waiting for \"%s\"", dlock_lock_name(lock));
+        break;
+    default:
+        cli_report(c, lock, rc, "acquire");
+    }
+    return rc;
+}

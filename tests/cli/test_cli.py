@@ -1,0 +1,570 @@
+#!/usr/bin/env python3
+"""Integration tests of the dlock command against real redis-server processes.
+
+Usage: test_cli.py PATH_TO_DLOCK [unittest options]
+
+Each test class starts its own redis-server on a free 127.0.0.1 port, in a
+temporary directory, and stops exactly that process at the end. Every test
+uses its own lock name, so tests do not see each other's keys.
+"""
+import fcntl
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+DLOCK = None  # set from argv[1]
+TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout=5.0, step=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def pid_alive(pid):
+    """True while pid runs; a zombie counts as dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+
+class RedisServer:
+    """One redis-server of our own on 127.0.0.1; stop() ends exactly it."""
+
+    def __init__(self, tmp, port=None):
+        for _ in range(5):  # the free port may be taken before Redis binds it
+            self.port = port or free_port()
+            self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp)
+            self.proc = subprocess.Popen(
+                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no", "--dir", self.dir],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if wait_until(lambda: self.proc.poll() is not None or self.ping(), 10):
+                if self.proc.poll() is None:
+                    return
+        raise RuntimeError("redis-server did not start")
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def cli(self, *args):
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port), *args],
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip()
+
+    def ping(self):
+        try:
+            return self.cli("PING") == "PONG"
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class DlockTest(unittest.TestCase):
+    """Base: one Redis for the class, helpers to run dlock against it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="dlock-cli-")
+        cls.redis = RedisServer(cls.tmp)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.name = "cli:" + self.id().rsplit(".", 1)[-1]
+        self.dir = tempfile.mkdtemp(dir=self.tmp)
+        self.children = []
+
+    def tearDown(self):
+        for p in self.children:  # only processes this test started
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdout, p.stderr, p.stdin):
+                if f:
+                    f.close()
+
+    def env(self, **extra):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DLOCK_")}
+        env.update(extra)
+        return env
+
+    def args(self, *args, urls=None):
+        r = []
+        for u in urls if urls is not None else [self.redis.url]:
+            r += ["-r", u]
+        return [DLOCK, *r, *args]
+
+    def dlock(self, *args, urls=None, env=None, timeout=30):
+        return subprocess.run(self.args(*args, urls=urls), capture_output=True, text=True,
+                              env=env or self.env(), timeout=timeout)
+
+    def spawn(self, *args, urls=None, **kw):
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        p = subprocess.Popen(self.args(*args, urls=urls), text=True, env=self.env(), **kw)
+        self.children.append(p)
+        return p
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def acquire(self, ttl="30s"):
+        r = self.dlock("acquire", "-t", ttl, self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        self.assertRegex(token, TOKEN_RE)
+        return token
+
+    def assertUsage(self, r):
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn("usage: dlock", r.stderr)
+
+
+class ExitStatus(DlockTest):
+    def test_busy_lock_with_nonblock_exits_1(self):
+        self.acquire()
+        for cmd in (["run", "-n", self.name, "--", "true"], ["acquire", "-n", self.name]):
+            r = self.dlock(*cmd)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f'"{self.name}" is held by another owner', r.stderr)
+            self.assertIn(f"127.0.0.1:{self.redis.port}", r.stderr)
+
+    def test_busy_lock_with_wait_times_out_with_1_or_the_E_code(self):
+        self.acquire()
+        t0 = time.monotonic()
+        r = self.dlock("run", "-w", "300ms", self.name, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+        self.assertIn("gave up after", r.stderr)
+        r = self.dlock("run", "-w", "0.3", "-E", "42", self.name, "--", "true")
+        self.assertEqual(r.returncode, 42, r.stderr)
+        r = self.dlock("acquire", "-w", "0", "-E", "7", self.name)
+        self.assertEqual(r.returncode, 7, r.stderr)
+
+    def test_program_exit_status_is_passed_through_and_lock_released(self):
+        r = self.dlock("run", self.name, "--", "sh", "-c", "exit 3")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
+    def test_program_killed_by_signal_gives_128_plus_n(self):
+        r = self.dlock("run", self.name, "--", "sh", "-c", "kill -TERM $$")
+        self.assertEqual(r.returncode, 128 + signal.SIGTERM, r.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
+    def test_program_not_found_gives_127_and_not_executable_126(self):
+        r = self.dlock("run", self.name, "--", self.path("no-such-program"))
+        self.assertEqual(r.returncode, 127, r.stderr)
+        self.assertIn("no-such-program", r.stderr)
+        with open(self.path("plain"), "w") as f:
+            f.write("not a program\n")
+        r = self.dlock("run", self.name, "--", self.path("plain"))
+        self.assertEqual(r.returncode, 126, r.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
+    def test_usage_errors_exit_64_with_a_usage_line(self):
+        n = self.name
+        cases = [
+            [],
+            ["frobnicate"],
+            ["--bogus", "status", n],
+            ["--connect-timeout", "soon", "status", n],
+            ["run", "-t", "abc", n, "--", "true"],
+            ["run", "-w", "5x", n, "--", "true"],
+            ["run", "--grace", "-1", n, "--", "true"],
+            ["run", "--bogus", n, "--", "true"],
+            ["run", "-Z", n, "--", "true"],
+            ["run", "--on-lost", "maybe", n, "--", "true"],
+            ["run", n, "true"],
+            ["run", n, "--"],
+            ["run", n],
+            ["run"],
+            ["run", n, "-c", "true", "extra"],
+            ["run", "-n", "-w", "1", n, "--", "true"],
+            ["run", "-t"],
+            ["acquire"],
+            ["acquire", "-t", "0", n],
+            ["acquire", "-E", "300", n],
+            ["acquire", n, "extra"],
+            ["release", n],
+            ["extend", "-w", "1", n, "token"],
+            ["status", "--json"],
+        ]
+        for argv in cases:
+            with self.subTest(argv=argv):
+                self.assertUsage(self.dlock(*argv))
+        self.assertEqual(self.redis.cli("EXISTS", n), "0")
+
+    def test_unreachable_server_exits_69_within_the_connect_timeout(self):
+        dead = [f"redis://127.0.0.1:{free_port()}"]
+        for argv in (["run", self.name, "--", "true"], ["acquire", self.name],
+                     ["release", self.name, "0" * 32], ["extend", self.name, "0" * 32],
+                     ["status", self.name]):
+            with self.subTest(argv=argv):
+                t0 = time.monotonic()
+                r = self.dlock("--connect-timeout", "500ms", *argv, urls=dead)
+                self.assertEqual(r.returncode, 69, r.stderr)
+                self.assertLess(time.monotonic() - t0, 3.0)
+                self.assertIn(dead[0][len("redis://"):], r.stderr)
+
+    def test_help_and_version(self):
+        r = self.dlock("--help")
+        self.assertEqual(r.returncode, 0)
+        for cmd in ("run", "acquire", "release", "extend", "status"):
+            self.assertIn(cmd, r.stdout)
+        r = self.dlock("run", "--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("--on-lost", r.stdout)
+        r = self.dlock("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout, r"^dlock \d+\.\d+\.\d+")
+
+
+class Run(DlockTest):
+    def test_child_sees_name_token_and_fence(self):
+        script = ('printf "%s\\n%s\\n%s\\n" "$DLOCK_NAME" "$DLOCK_TOKEN" "$DLOCK_FENCE"; '
+                  f'redis-cli -h 127.0.0.1 -p {self.redis.port} GET "$DLOCK_NAME"')
+        fences = []
+        for _ in range(2):
+            r = self.dlock("run", self.name, "--", "sh", "-c", script)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            name, token, fence, stored = r.stdout.splitlines()
+            self.assertEqual(name, self.name)
+            self.assertRegex(token, TOKEN_RE)
+            self.assertEqual(stored, token)  # the token is the one in Redis
+            fences.append(int(fence))
+        self.assertGreater(fences[0], 0)
+        self.assertGreater(fences[1], fences[0])
+
+    def test_shell_command_form(self):
+        r = self.dlock("run", self.name, "-c", 'echo "$((1 + 2)) $DLOCK_NAME"; exit 4')
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertEqual(r.stdout, f"3 {self.name}\n")
+
+    def test_options_after_name_and_before_dashdash_are_parsed(self):
+        r = self.dlock("run", self.name, "-t", "5s", "--", "echo", "-t", "-n", "x")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "-t -n x\n")
+
+    def test_program_inherits_our_descriptors_but_not_the_redis_sockets(self):
+        with open(self.path("passed"), "w") as f:
+            fd = f.fileno()
+            p = self.spawn("run", self.name, "--", "sh", "-c",
+                           'for f in /proc/$$/fd/*; do echo "${f##*/} $(readlink $f)"; done',
+                           pass_fds=(fd,))
+            out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        fds = dict(line.split(" ", 1) for line in out.splitlines())
+        self.assertEqual(fds.get(str(fd)), self.path("passed"))
+        self.assertFalse([t for t in fds.values() if t.startswith("socket:")], out)
+
+    def test_lost_lock_kills_the_program_group_and_exits_75(self):
+        pidfile = self.path("pid")
+        p = self.spawn("run", "-t", "1s", self.name, "--", "sh", "-c",
+                       f"sleep 60 & echo $! > {pidfile}; wait")
+        def read_pid():
+            try:
+                with open(pidfile) as f:
+                    return int(f.read())
+            except (OSError, ValueError):
+                return None
+        self.assertTrue(wait_until(lambda: read_pid() is not None))
+        grandchild = read_pid()
+        self.assertTrue(pid_alive(grandchild))
+        self.assertEqual(self.redis.cli("DEL", self.name), "1")
+        _, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 75, err)
+        self.assertIn(f'lost "{self.name}"', err)
+        self.assertTrue(wait_until(lambda: not pid_alive(grandchild), 5),
+                        "the program's background child survived")
+
+    def test_lost_lock_sigkill_after_grace_when_sigterm_is_ignored(self):
+        ready = self.path("ready")
+        p = self.spawn("run", "-t", "900ms", "--grace", "300ms", self.name, "--", "sh", "-c",
+                       f"trap '' TERM; touch {ready}; while :; do sleep 0.1; done")
+        self.assertTrue(wait_until(lambda: os.path.exists(ready)))
+        self.redis.cli("DEL", self.name)
+        t0 = time.monotonic()
+        _, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 75, err)
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_lost_lock_with_on_lost_ignore_lets_the_program_finish(self):
+        ready, go = self.path("ready"), self.path("go")
+        p = self.spawn("run", "-t", "600ms", "--on-lost", "ignore", self.name, "--", "sh", "-c",
+                       f"touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done")
+        self.assertTrue(wait_until(lambda: os.path.exists(ready)))
+        self.redis.cli("DEL", self.name)
+        time.sleep(1.0)  # several renewal periods: the loss is seen
+        self.assertIsNone(p.poll())
+        open(go, "w").close()
+        _, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 75, err)
+        self.assertIn("ignore", err)
+
+    def test_sigterm_to_dlock_reaches_the_program_and_the_lock_is_released(self):
+        ready, got = self.path("ready"), self.path("got")
+        p = self.spawn("run", self.name, "--", "sh", "-c",
+                       f"trap 'echo TERM > {got}; exit 5' TERM; touch {ready}; "
+                       "while :; do sleep 0.1; done")
+        self.assertTrue(wait_until(lambda: os.path.exists(ready)))
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "1")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 5, err)
+        with open(got) as f:
+            self.assertEqual(f.read(), "TERM\n")
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
+    def test_sigint_while_waiting_exits_130_and_leaves_nothing_behind(self):
+        token = self.acquire("30s")
+        ran = self.path("ran")
+        p = self.spawn("run", self.name, "--", "touch", ran)
+        time.sleep(0.5)  # waiting by now
+        self.assertIsNone(p.poll())
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=5)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertFalse(os.path.exists(ran))
+        self.assertEqual(self.redis.cli("GET", self.name), token)
+        self.assertGreater(int(self.redis.cli("PTTL", self.name)), 25000)
+        keys = set(self.redis.cli("KEYS", f"*{self.name}*").split())
+        self.assertEqual(keys, {self.name, "{%s}:fence" % self.name})
+
+    def test_sighup_while_acquire_waits_exits_129(self):
+        token = self.acquire("30s")
+        p = self.spawn("acquire", "-w", "20s", self.name)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGHUP)
+        out, err = p.communicate(timeout=5)
+        self.assertEqual(p.returncode, 129, err)
+        self.assertEqual(out, "")
+        self.assertEqual(self.redis.cli("GET", self.name), token)
+
+    def test_second_run_waits_for_the_first(self):
+        log, started = self.path("log"), self.path("started")
+        first = self.spawn("run", self.name, "--", "sh", "-c",
+                           f"touch {started}; sleep 1; echo first >> {log}")
+        self.assertTrue(wait_until(lambda: os.path.exists(started)))
+        t0 = time.monotonic()
+        second = self.spawn("run", self.name, "--", "sh", "-c", f"echo second >> {log}")
+        self.assertEqual(second.wait(timeout=10), 0)
+        self.assertGreater(time.monotonic() - t0, 0.5)
+        self.assertEqual(first.wait(timeout=10), 0)
+        with open(log) as f:
+            self.assertEqual(f.read(), "first\nsecond\n")
+
+    def test_waiting_rides_out_a_server_restart(self):
+        server = RedisServer(self.tmp)
+        try:
+            urls = [server.url]
+            r = self.dlock("acquire", "-t", "20s", self.name, urls=urls)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            p = self.spawn("run", "-w", "20s", self.name, "--", "true", urls=urls)
+            time.sleep(0.5)
+            server.stop()  # no persistence: the restarted server is empty
+            time.sleep(0.5)
+            self.assertIsNone(p.poll())
+            server = RedisServer(self.tmp, port=server.port)
+            _, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 0, err)
+        finally:
+            server.stop()
+
+    def test_verbose_reports_progress_while_waiting(self):
+        self.acquire("30s")
+        r = self.dlock("-v", "run", "-w", "2.2s", self.name, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertGreaterEqual(r.stderr.count("waiting for"), 2, r.stderr)
+        self.assertIn("holder's ttl", r.stderr)
+
+    def test_fair_works_or_says_it_is_not_supported(self):
+        r = self.dlock("run", "--fair", self.name, "--", "true")
+        self.assertIn(r.returncode, (0, 69), r.stderr)
+        if r.returncode == 69:
+            self.assertIn("--fair", r.stderr)
+
+    def test_program_owns_the_terminal(self):
+        import pty
+        import termios
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.Popen(
+                self.args("run", self.name, "--", "sh", "-c",
+                          'read x; echo "got $x"; exec sleep 30'),
+                stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=self.env(),
+                start_new_session=True,
+                preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+            self.children.append(p)
+            os.close(slave)
+            slave = -1
+            time.sleep(0.3)
+            os.write(master, b"hello\n")  # no SIGTTIN: the program may read
+            out = b""
+            deadline = time.monotonic() + 5
+            while b"got hello" not in out and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.1)[0]:
+                    out += os.read(master, 1024)
+            self.assertIn(b"got hello", out)
+            time.sleep(0.3)  # sleep runs by now
+            os.write(master, b"\x03")  # ^C goes to the program's group
+            p.wait(timeout=5)
+            self.assertEqual(p.returncode, 128 + signal.SIGINT, p.stderr.read())
+            self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+        finally:
+            os.close(master)
+            if slave >= 0:
+                os.close(slave)
+
+
+class Commands(DlockTest):
+    def status(self):
+        r = self.dlock("status", "--json", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_acquire_status_extend_release_round_trip(self):
+        token = self.acquire("10s")
+        self.assertEqual(self.redis.cli("GET", self.name), token)
+        r = self.dlock("status", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("held", r.stdout)
+        st = self.status()
+        self.assertEqual(st["name"], self.name)
+        self.assertTrue(st["held"])
+        node = st["nodes"][0]
+        self.assertEqual(node["node"], f"127.0.0.1:{self.redis.port}")
+        self.assertTrue(node["held"])
+        self.assertTrue(0 < node["ttl_ms"] <= 10000)
+        self.assertGreaterEqual(node["fence"], 1)
+
+        r = self.dlock("extend", "-t", "60s", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(int(self.redis.cli("PTTL", self.name)), 50000)
+
+        r = self.dlock("release", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        st = self.status()
+        self.assertFalse(st["held"])
+        self.assertEqual(st["state"], "free")
+        self.assertEqual(st["nodes"][0]["ttl_ms"], -1)
+        r = self.dlock("release", self.name, token)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        r = self.dlock("extend", self.name, token)
+        self.assertEqual(r.returncode, 1, r.stderr)
+
+    def test_acquired_lock_lives_for_its_ttl(self):
+        self.acquire("700ms")
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "1")
+        self.assertTrue(wait_until(lambda: self.redis.cli("EXISTS", self.name) == "0", 3))
+
+    def test_acquire_with_stdout_closed_fails_and_takes_nothing(self):
+        r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh",
+                            *self.args("acquire", self.name)],
+                           capture_output=True, text=True, env=self.env(), timeout=30)
+        self.assertEqual(r.returncode, 71, r.stderr)
+        self.assertIn("cannot print the token", r.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
+    def test_release_or_extend_with_a_wrong_token_exits_1(self):
+        token = self.acquire()
+        r = self.dlock("release", self.name, "f" * 32)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("another owner", r.stderr)
+        r = self.dlock("extend", self.name, "f" * 32)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(self.redis.cli("GET", self.name), token)
+
+    def test_dlock_redis_environment_variable(self):
+        env = self.env(DLOCK_REDIS=self.redis.url)
+        r = subprocess.run([DLOCK, "acquire", self.name], capture_output=True, text=True,
+                           env=env, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.redis.cli("GET", self.name), r.stdout.strip())
+        # -r wins over the environment.
+        env = self.env(DLOCK_REDIS=f"redis://127.0.0.1:{free_port()}")
+        r = subprocess.run([DLOCK, "-r", self.redis.url, "status", self.name],
+                           capture_output=True, text=True, env=env, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([DLOCK, "status", self.name], capture_output=True, text=True,
+                           env=self.env(DLOCK_REDIS="redis://127.0.0.1:1,"), timeout=30)
+        self.assertEqual(r.returncode, 64, r.stderr)
+
+
+class Redlock(DlockTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.more = [RedisServer(cls.tmp), RedisServer(cls.tmp)]
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.more:
+            s.stop()
+        super().tearDownClass()
+
+    def test_lock_over_three_nodes(self):
+        nodes = [self.redis, *self.more]
+        urls = [s.url for s in nodes]
+        r = self.dlock("acquire", self.name, urls=urls)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        for s in nodes:
+            self.assertEqual(s.cli("GET", self.name), token)
+        r = self.dlock("status", "--json", self.name, urls=urls)
+        st = json.loads(r.stdout)
+        self.assertEqual((st["state"], st["nodes_held"], st["quorum"]), ("held", 3, 2))
+        r = self.dlock("run", "-n", self.name, "--", "true", urls=urls)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        r = self.dlock("release", self.name, token, urls=urls)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock("run", self.name, "--", "sh", "-c", "exit 9", urls=urls)
+        self.assertEqual(r.returncode, 9, r.stderr)
+        for s in nodes:
+            self.assertEqual(s.cli("EXISTS", self.name), "0")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: test_cli.py PATH_TO_DLOCK [unittest options]")
+    DLOCK = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
