@@ -325,6 +325,32 @@ static void db_in_url_selects_the_database(void **state)
     dlock_client_free(dc);
 }
 
+static void forget_keeps_the_lock_in_redis_for_another_process(void **state)
+{
+    (void)state;
+    dlock_lock *l = NULL, *other = NULL;
+    char token[DLOCK_TOKEN_MAX + 1];
+    assert_int_equal(dlock_lock_forget(NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(&l, cl, "api:forget", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_forget(l), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    snprintf(token, sizeof token, "%s", dlock_lock_token(l));
+    assert_int_equal(dlock_lock_forget(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTHELD);
+    dlock_lock_free(l); /* must not release what was forgotten */
+    redisReply *r = test_redis_cmd(&srv, "GET api:forget");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, token);
+    freeReplyObject(r);
+    /* The token still releases it, from another handle. */
+    assert_int_equal(dlock_lock_new(&other, cl, "api:forget", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_adopt(other, token), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_lock_free(other);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, teardown)
 
 int main(void)
@@ -341,6 +367,7 @@ int main(void)
         T(status_rejects_bad_arguments),
         T(unix_socket_url_locks_the_same_keys),
         T(db_in_url_selects_the_database),
+        T(forget_keeps_the_lock_in_redis_for_another_process),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
