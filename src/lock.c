@@ -508,6 +508,13 @@ static int attempt(dlock_lock *l, int *retry)
     int rc = DLOCK_OK;
     if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
         uint64_t fence = t.max_fence;
+        /* A re-entry that found the key gone made a new hold (count 1):
+         * the earlier holds ended with the lease, and this is a new grant
+         * with a new fencing token. */
+        if (reentrant && !fresh && t.count == 1) {
+            fresh = 1;
+            l->holds = 0;
+        }
         if (l->client->n_nodes > 1 && l->fence_key && fresh)
             rc = sync_fence(l, fence, lease_end);
         if (rc == DLOCK_OK && dlock__now_ns() < lease_end) {

@@ -2,9 +2,10 @@
  *
  * Every registered lock has a next-renewal time (acquire time + interval,
  * interval = renew_interval_ms or ttl/3). The thread sleeps on a
- * CLOCK_MONOTONIC condition variable until the earliest one is due, then
- * renews in one round every lock due within the next tenth of its interval
- * (so locks taken close together share rounds). A round is one pipelined
+ * CLOCK_MONOTONIC condition variable until the earliest one is nearly due
+ * (a tenth of its interval ahead), then renews in one round every lock due
+ * within half of its interval, so rounds merge instead of multiplying with
+ * the number of locks. A round is one pipelined
  * batch of renew_batch.lua calls per node, RENEW_CHUNK locks per call,
  * contacted in parallel through the fan-out.
  *
@@ -177,15 +178,25 @@ static void *watchdog_main(void *arg)
 
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     while (!wd->stop) {
+        /* A round starts when some lock is due within a tenth of its
+         * interval; it then takes along every lock due within half of its
+         * interval. Renewing a lock a little early costs nothing, and the
+         * locks of one round share their schedule from then on, so locks
+         * taken at different times merge into a few groups instead of each
+         * keeping a round of its own. */
         int64_t now = dlock__now_ns(), next = INT64_MAX;
-        size_t due = 0;
+        size_t due = 0, trigger = 0;
         for (dlock_lock *l = wd->head; l; l = l->wd_next) {
-            int64_t slack = interval_ms(l) * DLOCK__NS_PER_MS / 10;
-            if (l->wd_next_ns - slack <= now)
+            int64_t iv = interval_ms(l) * DLOCK__NS_PER_MS;
+            if (l->wd_next_ns - iv / 10 <= now)
+                trigger++;
+            else if (l->wd_next_ns - iv / 10 < next)
+                next = l->wd_next_ns - iv / 10;
+            if (l->wd_next_ns - iv / 2 <= now)
                 due++;
-            else if (l->wd_next_ns - slack < next)
-                next = l->wd_next_ns - slack;
         }
+        if (trigger == 0)
+            due = 0;
         if (due == 0) {
             struct timespec ts = dlock__timespec_of(next);
             int w = pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
@@ -212,8 +223,7 @@ static void *watchdog_main(void *arg)
         }
         size_t n = 0;
         for (dlock_lock *l = wd->head; l && n < due; l = l->wd_next) {
-            int64_t slack = interval_ms(l) * DLOCK__NS_PER_MS / 10;
-            if (l->wd_next_ns - slack > now)
+            if (l->wd_next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
                 continue;
             item *it = &items[n++];
             memset(it, 0, sizeof *it);

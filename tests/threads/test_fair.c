@@ -1,0 +1,525 @@
+/* Fair mode (DLOCK_FAIR) against a real redis-server: waiters are served
+ * in arrival order; the release hands the lock to the next live waiter, who
+ * needs no round trip of its own (fence + 1, validity > 0); a waiter that
+ * gives up or is cancelled leaves the queue and blocks nobody; a waiter
+ * that crashed (a child process killed by pid) is skipped once its
+ * liveness key expires; fair mode over several nodes is refused; waiting
+ * works by polling when wake-ups are off.
+ *
+ * Keys (src/lock.c, dlock__derived_key): the queue is "{NAME}:q", each
+ * waiter's liveness key "{NAME}:w:TOKEN". Worker threads never call cmocka
+ * asserts; the main thread checks what they recorded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+
+static test_redis srv;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return test_redis_start(&srv, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    test_redis_stop(&srv);
+    return 0;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static dlock_client *new_client(int wakeups)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    dlock_client *c = NULL;
+    char err[256] = "";
+    const char *urls[] = {srv.url};
+    o.wakeups = wakeups;
+    if (dlock_client_new(&c, urls, 1, &o, err, sizeof err) != DLOCK_OK)
+        fail_msg("dlock_client_new(%s): %s", srv.url, err);
+    return c;
+}
+
+static dlock_lock *new_fair(dlock_client *c, const char *name, int64_t ttl_ms)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *l = NULL;
+    o.ttl_ms = ttl_ms;
+    o.flags = DLOCK_FAIR;
+    o.retry_min_ms = 1000;
+    o.retry_max_ms = 5000;
+    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    return l;
+}
+
+/* ---- server-side helpers ------------------------------------------------ */
+
+static long long reply_int(redisReply *r)
+{
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static long long key_exists(const char *key)
+{
+    return reply_int(test_redis_cmd(&srv, "EXISTS %s", key));
+}
+
+static long long queue_len(const char *name)
+{
+    return reply_int(test_redis_cmd(&srv, "LLEN {%s}:q", name));
+}
+
+/* Waiters' liveness keys present now. */
+static size_t live_keys(const char *name)
+{
+    redisReply *r = test_redis_cmd(&srv, "KEYS {%s}:w:*", name);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    size_t n = r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
+static void assert_key_value(const char *key, const char *want)
+{
+    redisReply *r = test_redis_cmd(&srv, "GET %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, want);
+    freeReplyObject(r);
+}
+
+static int wait_for_queue_len(const char *name, long long n, int max_ms)
+{
+    int64_t until = test_now_ms() + max_ms;
+    while (queue_len(name) != n) {
+        if (test_now_ms() >= until)
+            return 0;
+        test_sleep_ms(2);
+    }
+    return 1;
+}
+
+/* Script calls served so far (EVALSHA, and EVAL after a NOSCRIPT). */
+static long long script_calls(void)
+{
+    redisReply *r = test_redis_cmd(&srv, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    long long total = 0;
+    const char *stems[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(r->str, stems[i]);
+        if (p)
+            total += strtoll(p + strlen(stems[i]), NULL, 10);
+    }
+    freeReplyObject(r);
+    return total;
+}
+
+/* ---- a fair waiter on a thread ------------------------------------------ */
+
+typedef struct waiter {
+    dlock_lock *lock;
+    int64_t wait_ms;
+    int hold_ms;            /* hold this long, then release; < 0: keep it */
+    atomic_int *turn;       /* shared: order of acquisition */
+    atomic_int *go_release; /* if set, wait for it before releasing */
+    atomic_int started;
+    atomic_int done;
+    int rc;
+    int order;
+    uint64_t fence;
+    int64_t validity_ms;
+    int64_t done_us;
+    char token[DLOCK_TOKEN_MAX + 1];
+    int release_rc;
+} waiter;
+
+static void *fair_wait(void *arg)
+{
+    waiter *w = arg;
+    atomic_store(&w->started, 1);
+    w->rc = dlock_lock_acquire(w->lock, w->wait_ms);
+    w->done_us = now_us();
+    if (w->rc == DLOCK_OK) {
+        if (w->turn)
+            w->order = atomic_fetch_add(w->turn, 1);
+        w->fence = dlock_lock_fence(w->lock);
+        w->validity_ms = dlock_lock_validity_ms(w->lock);
+        snprintf(w->token, sizeof w->token, "%s", dlock_lock_token(w->lock));
+    }
+    atomic_store(&w->done, 1);
+    if (w->rc != DLOCK_OK || w->hold_ms < 0)
+        return NULL;
+    if (w->go_release)
+        while (!atomic_load(w->go_release))
+            test_sleep_ms(1);
+    test_sleep_ms(w->hold_ms);
+    w->release_rc = dlock_lock_release(w->lock);
+    return NULL;
+}
+
+static void start_waiter(pthread_t *t, waiter *w, dlock_lock *l, int64_t wait_ms, int hold_ms)
+{
+    w->lock = l;
+    w->wait_ms = wait_ms;
+    w->hold_ms = hold_ms;
+    w->rc = 99;
+    assert_int_equal(pthread_create(t, NULL, fair_wait, w), 0);
+    while (!atomic_load(&w->started))
+        test_sleep_ms(1);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void fair_waiters_acquire_in_arrival_order(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    const char *name = "fair:order";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    uint64_t fence0 = dlock_lock_fence(holder);
+    atomic_int turn = 0;
+    waiter w[N];
+    pthread_t t[N];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < N; i++) {
+        w[i].turn = &turn;
+        start_waiter(&t[i], &w[i], new_fair(c, name, 30000), 20000, 10);
+        assert_true(wait_for_queue_len(name, i + 1, 3000)); /* it arrived */
+        test_sleep_ms(50);
+    }
+    assert_int_equal(live_keys(name), N);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    printf("# fair order:");
+    for (int i = 0; i < N; i++)
+        printf(" waiter %d -> turn %d (fence %" PRIu64 ")", i, w[i].order, w[i].fence);
+    printf("\n");
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(w[i].rc, DLOCK_OK);
+        assert_int_equal(w[i].order, i);
+        assert_int_equal(w[i].fence, fence0 + 1 + (uint64_t)i);
+        assert_true(w[i].validity_ms > 0);
+        assert_int_equal(w[i].release_rc, DLOCK_OK);
+    }
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(live_keys(name), 0);
+    assert_int_equal(key_exists(name), 0);
+    dlock_lock_free(holder);
+    for (int i = 0; i < N; i++)
+        dlock_lock_free(w[i].lock);
+    dlock_client_free(c);
+}
+
+static void fair_hand_over_needs_no_acquire_round_trip(void **state)
+{
+    (void)state;
+    const char *name = "fair:handover";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    uint64_t fence0 = dlock_lock_fence(holder);
+    atomic_int go = 0;
+    waiter w = {0};
+    w.go_release = &go;
+    pthread_t t;
+    start_waiter(&t, &w, new_fair(c, name, 30000), 20000, 0);
+    assert_true(wait_for_queue_len(name, 1, 3000));
+    /* The waiter refreshes its place every second; release well between. */
+    test_sleep_ms(100);
+    long long calls0 = script_calls();
+    int64_t t0 = now_us();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    int64_t until = test_now_ms() + 5000;
+    while (!atomic_load(&w.done) && test_now_ms() < until)
+        test_sleep_ms(1);
+    assert_true(atomic_load(&w.done));
+    long long calls = script_calls() - calls0;
+    atomic_store(&go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    printf("# fair hand-over: acquire returned %.3f ms after the release; %lld script "
+           "call(s) in between; fence %" PRIu64 " -> %" PRIu64 ", validity %" PRId64 " ms\n",
+           (double)(w.done_us - t0) / 1000.0, calls, fence0, w.fence, w.validity_ms);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(calls, 1); /* the release script only */
+    assert_int_equal(w.fence, fence0 + 1);
+    assert_true(w.validity_ms > 0 && w.validity_ms <= 30000);
+    assert_int_equal(w.release_rc, DLOCK_OK);
+    assert_int_equal(key_exists(name), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+static void fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody(void **state)
+{
+    (void)state;
+    const char *name = "fair:timeout";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    uint64_t fence0 = dlock_lock_fence(holder);
+    waiter a = {0}, b = {0};
+    pthread_t ta, tb;
+    start_waiter(&ta, &a, new_fair(c, name, 30000), 600, 0);
+    assert_true(wait_for_queue_len(name, 1, 3000));
+    start_waiter(&tb, &b, new_fair(c, name, 30000), 20000, 0);
+    assert_true(wait_for_queue_len(name, 2, 3000)); /* b is behind a */
+    int64_t t_a = now_us();
+    assert_int_equal(pthread_join(ta, NULL), 0);
+    assert_int_equal(a.rc, DLOCK_ETIMEDOUT);
+    assert_true(a.done_us - t_a < 2000000);
+    assert_int_equal(dlock_lock_state_get(a.lock), DLOCK_STATE_UNLOCKED);
+    /* a left: only b is in line, with its liveness key. */
+    assert_int_equal(queue_len(name), 1);
+    assert_int_equal(live_keys(name), 1);
+
+    int64_t t0 = now_us();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(pthread_join(tb, NULL), 0);
+    printf("# after the first waiter timed out, the next got the lock %.3f ms after the "
+           "release\n", (double)(b.done_us - t0) / 1000.0);
+    assert_int_equal(b.rc, DLOCK_OK);
+    assert_int_equal(b.fence, fence0 + 1); /* handed to b directly */
+    assert_true(b.done_us - t0 < 2000000);
+    assert_int_equal(b.release_rc, DLOCK_OK);
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(key_exists(name), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(a.lock);
+    dlock_lock_free(b.lock);
+    dlock_client_free(c);
+}
+
+static void cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue(void **state)
+{
+    (void)state;
+    const char *name = "fair:cancel";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {0};
+    pthread_t t;
+    start_waiter(&t, &w, new_fair(c, name, 30000), DLOCK_WAIT_FOREVER, 0);
+    assert_true(wait_for_queue_len(name, 1, 3000));
+    assert_int_equal(live_keys(name), 1);
+    test_sleep_ms(100);
+    int64_t t0 = now_us();
+    dlock_lock_cancel(w.lock);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    printf("# fair cancel returned after %.3f ms\n", (double)(w.done_us - t0) / 1000.0);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true(w.done_us - t0 < 1000000);
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(live_keys(name), 0);
+    /* Nobody in line: the release frees the lock. */
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(dlock_lock_state_get(w.lock), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void **state)
+{
+    (void)state;
+    const char *name = "fair:crashed-waiter";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    uint64_t fence0 = dlock_lock_fence(holder);
+
+    /* The child waits in line with a 1 s lock TTL: it refreshes its place
+     * every 250 ms and its liveness key lives 750 ms. It starts no threads
+     * (wakeups off), and this process runs none of the library's yet. */
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(3);
+        dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+        dlock_client *cc = NULL;
+        dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+        dlock_lock *l = NULL;
+        const char *urls[] = {srv.url};
+        o.wakeups = 0;
+        lo.ttl_ms = 1000;
+        lo.flags = DLOCK_FAIR;
+        if (dlock_client_new(&cc, urls, 1, &o, NULL, 0) != DLOCK_OK ||
+            dlock_lock_new(&l, cc, name, &lo) != DLOCK_OK)
+            _exit(2);
+        dlock_lock_acquire(l, 60000);
+        _exit(1); /* not reached: killed while waiting */
+    }
+    int in_line = wait_for_queue_len(name, 1, 5000);
+    kill(pid, SIGKILL);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(in_line);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    int64_t t_kill = test_now_ms();
+    while (live_keys(name) != 0 && test_now_ms() - t_kill < 5000)
+        test_sleep_ms(10);
+    assert_int_equal(live_keys(name), 0);
+    printf("# crashed waiter's liveness key gone %" PRId64 " ms after SIGKILL\n",
+           test_now_ms() - t_kill);
+    assert_int_equal(queue_len(name), 1); /* its token is still in line */
+
+    waiter w = {0};
+    pthread_t t;
+    start_waiter(&t, &w, new_fair(c, name, 30000), 20000, 0);
+    assert_true(wait_for_queue_len(name, 2, 3000)); /* behind the dead one */
+    int64_t t0 = now_us();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    printf("# live waiter behind a crashed one got the lock %.3f ms after the release\n",
+           (double)(w.done_us - t0) / 1000.0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(w.fence, fence0 + 1); /* the dead waiter was never granted */
+    assert_true(w.done_us - t0 < 2000000);
+    assert_int_equal(w.release_rc, DLOCK_OK);
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(key_exists(name), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+static void fair_try_once_does_not_join_the_queue(void **state)
+{
+    (void)state;
+    const char *name = "fair:try-once";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    dlock_lock *l = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    assert_true(dlock_lock_holder_ttl_ms(l) > 0);
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(live_keys(name), 0);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_key_value(name, dlock_lock_token(l));
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void fair_mode_over_several_nodes_is_not_supported(void **state)
+{
+    (void)state;
+    /* Nothing is connected by dlock_client_new or dlock_lock_new, so the
+     * nodes need not run. */
+    const char *urls[] = {"redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3"};
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_new(&c, urls, 3, NULL, NULL, 0), DLOCK_OK);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = DLOCK_FAIR;
+    static char sentinel;
+    dlock_lock *l = (dlock_lock *)(void *)&sentinel; /* must be reset to NULL */
+    assert_int_equal(dlock_lock_new(&l, c, "fair:redlock", &o), DLOCK_ENOTSUP);
+    assert_null(l);
+    o.flags = 0;
+    assert_int_equal(dlock_lock_new(&l, c, "fair:redlock", &o), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+
+    /* Fair counted locks are not offered on one node either. */
+    c = new_client(1);
+    o.flags = DLOCK_FAIR | DLOCK_REENTRANT;
+    assert_int_equal(dlock_lock_new(&l, c, "fair:reentrant", &o), DLOCK_ENOTSUP);
+    assert_null(l);
+    dlock_client_free(c);
+}
+
+static void fair_waiting_works_by_polling_when_wakeups_are_off(void **state)
+{
+    (void)state;
+    const char *name = "fair:polling";
+    dlock_client *c = new_client(0);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    uint64_t fence0 = dlock_lock_fence(holder);
+    waiter w = {0};
+    pthread_t t;
+    start_waiter(&t, &w, new_fair(c, name, 30000), 10000, 0);
+    assert_true(wait_for_queue_len(name, 1, 3000));
+    test_sleep_ms(200);
+    redisReply *r = test_redis_cmd(&srv, "PUBSUB NUMSUB dlock:wake:%s", name);
+    assert_non_null(r);
+    assert_int_equal(r->element[1]->integer, 0); /* nobody listens */
+    freeReplyObject(r);
+    int64_t t0 = now_us();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    printf("# fair polling (refresh every 1 s): acquired %.3f ms after the release\n",
+           (double)(w.done_us - t0) / 1000.0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(w.fence, fence0 + 1);
+    assert_true(w.validity_ms > 0);
+    assert_true(w.done_us - t0 < 5000000);
+    assert_int_equal(w.release_rc, DLOCK_OK);
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(key_exists(name), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+#define T(f) cmocka_unit_test(f)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        /* First: it forks, best done before any library thread ran. */
+        T(crashed_fair_waiter_is_skipped_after_its_liveness_key_expires),
+        T(fair_waiters_acquire_in_arrival_order),
+        T(fair_hand_over_needs_no_acquire_round_trip),
+        T(fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody),
+        T(cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue),
+        T(fair_try_once_does_not_join_the_queue),
+        T(fair_mode_over_several_nodes_is_not_supported),
+        T(fair_waiting_works_by_polling_when_wakeups_are_off),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
