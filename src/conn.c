@@ -2,7 +2,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +43,37 @@ static int push_expect(dlock__conn *c, uint8_t kind, uint32_t idx)
     return DLOCK_OK;
 }
 
+/* Format a command with hiredis into the output buffer. */
+static int format_out(dlock__conn *c, int argc, const char **argv,
+                      const size_t *argvlen)
+{
+    char *cmd = NULL;
+    long long n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    if (n < 0 || !cmd)
+        return DLOCK_ENOMEM;
+    size_t need = c->out_len + (size_t)n;
+    if (c->out_off > 0 && c->out_off == c->out_len) {
+        c->out_off = c->out_len = 0; /* everything was written: reuse */
+        need = (size_t)n;
+    }
+    if (need > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 256;
+        while (cap < need)
+            cap *= 2;
+        char *nb = dlock__realloc(c->out, cap);
+        if (!nb) {
+            redisFreeCommand(cmd);
+            return DLOCK_ENOMEM;
+        }
+        c->out = nb;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, cmd, (size_t)n);
+    c->out_len += (size_t)n;
+    redisFreeCommand(cmd);
+    return DLOCK_OK;
+}
+
 /* Append a command expecting one reply of the given kind. */
 static int append(dlock__conn *c, int argc, const char **argv,
                   const size_t *argvlen, uint8_t kind, uint32_t idx)
@@ -52,13 +82,24 @@ static int append(dlock__conn *c, int argc, const char **argv,
         return DLOCK_EIO;
     if (push_expect(c, kind, idx) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    if (redisAppendCommandArgv(c->ctx, argc, argv, argvlen) != REDIS_OK) {
+    if (format_out(c, argc, argv, argvlen) != DLOCK_OK) {
         c->q_len--;
-        /* hiredis only fails an append when it cannot allocate; the
-         * context's output buffer is then in an unknown state. */
-        return dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory building a command");
+        return DLOCK_ENOMEM;
     }
     return DLOCK_OK;
+}
+
+int dlock__conn_append_raw(dlock__conn *c, int argc, const char **argv,
+                           const size_t *argvlen)
+{
+    if (c->state == DLOCK__CS_BROKEN)
+        return DLOCK_EIO;
+    return format_out(c, argc, argv, argvlen);
+}
+
+int dlock__conn_has_output(const dlock__conn *c)
+{
+    return c->out_off < c->out_len;
 }
 
 static int queue_handshake(dlock__conn *c, const dlock__conn_config *cfg)
@@ -129,6 +170,7 @@ void dlock__conn_free(dlock__conn *c)
     if (c->ctx)
         redisFree(c->ctx);
     dlock__free(c->q);
+    dlock__free(c->out);
     dlock__free(c);
 }
 
@@ -157,7 +199,12 @@ int dlock__conn_append_script(dlock__conn *c, const dlock__script *s,
         }
     }
     char nk[16];
-    snprintf(nk, sizeof nk, "%d", numkeys);
+    if (numkeys >= 0 && numkeys < 10) {
+        nk[0] = (char)('0' + numkeys);
+        nk[1] = '\0';
+    } else {
+        snprintf(nk, sizeof nk, "%d", numkeys);
+    }
     argv[0] = use_eval ? "EVAL" : "EVALSHA";
     lens[0] = use_eval ? 4 : 7;
     argv[1] = use_eval ? s->body : s->sha;
@@ -184,9 +231,7 @@ short dlock__conn_events(const dlock__conn *c)
     if (c->state == DLOCK__CS_CONNECTING)
         return POLLOUT;
     short ev = 0;
-    /* obuf is an sds string in hiredis 0.14 and 1.x alike: always
-     * NUL-terminated, and a pending command never starts with NUL. */
-    if (c->ctx->obuf && c->ctx->obuf[0] != '\0')
+    if (dlock__conn_has_output(c))
         ev |= POLLOUT;
     if (c->q_len > 0)
         ev |= POLLIN;
@@ -201,25 +246,23 @@ static int has_caller_entry(const dlock__conn *c)
     return 0;
 }
 
-/* redisBufferWrite with SIGPIPE held back: a peer that closed its end must
- * give us EPIPE, not kill the process. */
-static int write_nosigpipe(dlock__conn *c, int *done)
+/* Write what the socket takes now. 0, or -1 with errno set. */
+static int write_out(dlock__conn *c)
 {
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    DLOCK__CHECK_PTHREAD(pthread_sigmask(SIG_BLOCK, &pipe_set, &old));
-    int rc = redisBufferWrite(c->ctx, done);
-    if (rc != REDIS_OK && !sigismember(&old, SIGPIPE)) {
-        sigset_t pending;
-        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
-                ;
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->ctx->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            return -1;
         }
+        c->out_off += (size_t)n;
     }
-    DLOCK__CHECK_PTHREAD(pthread_sigmask(SIG_SETMASK, &old, NULL));
-    return rc;
+    c->out_off = c->out_len = 0;
+    return 0;
 }
 
 int dlock__conn_io(dlock__conn *c, short revents)
@@ -238,13 +281,12 @@ int dlock__conn_io(dlock__conn *c, short revents)
         c->state = DLOCK__CS_OPEN;
         revents |= POLLOUT;
     }
-    if ((revents & POLLOUT) && c->ctx->obuf && c->ctx->obuf[0] != '\0') {
-        int done = 0;
+    if ((revents & POLLOUT) && dlock__conn_has_output(c)) {
         if (has_caller_entry(c))
             c->caller_sent = 1;
-        if (write_nosigpipe(c, &done) != REDIS_OK)
+        if (write_out(c) != 0)
             return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
-                                    "write: %s", c->ctx->errstr);
+                                    "write: %s", strerror(errno));
     }
     if (revents & (POLLIN | POLLERR | POLLHUP)) {
         if (redisBufferRead(c->ctx) != REDIS_OK)

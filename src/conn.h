@@ -44,6 +44,11 @@ typedef struct dlock__conn {
     /* Ring of expected replies. */
     dlock__expect *q;
     size_t q_cap, q_head, q_len;
+    /* Commands formatted by hiredis but not yet written. dlock writes them
+     * itself with send(MSG_NOSIGNAL), so a peer that went away gives EPIPE
+     * and never raises SIGPIPE, with no signal-mask system calls. */
+    char *out;
+    size_t out_len, out_off, out_cap;
     /* A caller command has been (at least partly) written: from now on an
      * I/O failure means "outcome unknown", not "not sent". */
     int caller_sent;
@@ -76,6 +81,14 @@ int dlock__conn_append_script(dlock__conn *c, const dlock__script *s,
                               int numkeys, int nargs, const char **args,
                               const size_t *arglens, int use_eval,
                               uint32_t idx);
+
+/* Append a command whose reply the caller reads itself (pub/sub traffic on
+ * a subscriber connection): no expected-reply entry. */
+int dlock__conn_append_raw(dlock__conn *c, int argc, const char **argv,
+                           const size_t *argvlen);
+
+/* Whether formatted commands are waiting to be written. */
+int dlock__conn_has_output(const dlock__conn *c);
 
 /* poll() events this connection waits for now (0: nothing pending). */
 short dlock__conn_events(const dlock__conn *c);

@@ -168,7 +168,7 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
         dlock__conn *c = slots[i].conn;
         if (!c)
             continue;
-        if (c->state == DLOCK__CS_OPEN && c->ctx->obuf && c->ctx->obuf[0] != '\0') {
+        if (c->state == DLOCK__CS_OPEN && dlock__conn_has_output(c)) {
             /* Unsent commands must not go out later on a reused connection,
              * out of order with what the caller does next. */
             dlock__conn_fail(c, DLOCK_EIO, "abandoned with unsent output");

@@ -98,6 +98,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
         return DLOCK_ENOMEM;
     l->client = client;
     l->opts = *opts;
+    l->ttl_s_len = (size_t)snprintf(l->ttl_s, sizeof l->ttl_s, "%" PRId64, opts->ttl_ms);
     l->name_len = len;
     l->name = dlock__strndup(name, len);
     l->channel_len = sizeof WAKE_PREFIX - 1 + len;
@@ -208,6 +209,7 @@ typedef struct tally {
     int node_err[DLOCK__MAX_NODES];
     int64_t min_pttl;   /* among "taken" answers */
     uint64_t max_fence; /* among grants */
+    size_t at_max;      /* grants whose counter returned max_fence */
     long long count;    /* reentrant hold count from a grant */
     int all_err;        /* the error code if every failure had the same */
     int fatal_err;      /* some node failed in a way waiting cannot mend */
@@ -299,8 +301,12 @@ static int acquire_cb(void *arg, size_t node, uint32_t idx, int err,
             if (vote_counts(t, node, start_ns)) {
                 t->yes++;
                 t->vote[node] = V_YES;
-                if ((uint64_t)v > t->max_fence)
+                if ((uint64_t)v > t->max_fence) {
                     t->max_fence = (uint64_t)v;
+                    t->at_max = 0;
+                }
+                if ((uint64_t)v == t->max_fence)
+                    t->at_max++;
                 if (r->elements > 2)
                     t->count = int_elem(r, 2, &ok);
             } else {
@@ -385,12 +391,10 @@ static int is_fair(const dlock_lock *l)
  * (all if NULL), waiting up to timeout_ms per node, and fill t. */
 static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, tally *t)
 {
-    char ttl[24];
     const char *args[6];
     size_t lens[6];
     dlock__req req;
     int wake = l->client->opts.wakeups || is_fair(l);
-    snprintf(ttl, sizeof ttl, "%" PRId64, l->opts.ttl_ms);
     if (is_fair(l)) {
         /* KEYS lock, queue[, fence]; ARGV token, channel, liveness prefix */
         int k = 0;
@@ -407,7 +411,7 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
         args[0] = l->name, lens[0] = l->name_len;
         args[1] = l->token, lens[1] = l->token_len;
         args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
-        args[3] = ttl, lens[3] = strlen(ttl);
+        args[3] = l->ttl_s, lens[3] = l->ttl_s_len;
         req = (dlock__req){dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE),
                            1, is_reentrant(l) ? 4 : 3, args, lens};
     }
@@ -459,7 +463,6 @@ static int attempt(dlock_lock *l, int *retry)
     int reentrant = is_reentrant(l);
     int fresh = !reentrant || l->holds == 0;
     int64_t ttl = l->opts.ttl_ms;
-    char ttl_s[24];
     tally t;
 
     *retry = 0;
@@ -475,7 +478,6 @@ static int attempt(dlock_lock *l, int *retry)
         }
         l->token_len = DLOCK_TOKEN_HEX_LEN;
     }
-    snprintf(ttl_s, sizeof ttl_s, "%" PRId64, ttl);
     const char *args[4];
     size_t lens[4];
     int nkeys = 0, nargs;
@@ -488,8 +490,8 @@ static int attempt(dlock_lock *l, int *retry)
     nargs = nkeys;
     args[nargs] = l->token;
     lens[nargs++] = l->token_len;
-    args[nargs] = ttl_s;
-    lens[nargs++] = strlen(ttl_s);
+    args[nargs] = l->ttl_s;
+    lens[nargs++] = l->ttl_s_len;
     dlock__req req = {dlock__script_get(reentrant ? DLOCK__S_RACQUIRE : DLOCK__S_ACQUIRE),
                       nkeys, nargs, args, lens};
     tally_init(&t, l, DLOCK__S_ACQUIRE);
@@ -515,7 +517,11 @@ static int attempt(dlock_lock *l, int *retry)
             fresh = 1;
             l->holds = 0;
         }
-        if (l->client->n_nodes > 1 && l->fence_key && fresh)
+        /* The write-back only has to leave a majority with a counter >=
+         * fence; when a majority returned fence itself (counters in step,
+         * the usual case) that is already so, and the round trip is
+         * skipped (docs/fencing.md). */
+        if (l->client->n_nodes > 1 && l->fence_key && fresh && t.at_max < t.quorum)
             rc = sync_fence(l, fence, lease_end);
         if (rc == DLOCK_OK && dlock__now_ns() < lease_end) {
             if (fresh)
@@ -649,7 +655,6 @@ static int acquire_wait(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 static int fair_call(dlock_lock *l, int script, const char *live_ttl,
                      int64_t *out_pttl, uint64_t *out_fence)
 {
-    char ttl_s[24];
     const char *args[8];
     size_t lens[8];
     size_t me_len = l->live_prefix_len + l->token_len;
@@ -658,7 +663,6 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
         return DLOCK_ENOMEM;
     memcpy(me, l->live_prefix, l->live_prefix_len);
     memcpy(me + l->live_prefix_len, l->token, l->token_len + 1);
-    snprintf(ttl_s, sizeof ttl_s, "%" PRId64, l->opts.ttl_ms);
     int k = 0;
     args[k] = l->name, lens[k++] = l->name_len;
     args[k] = l->queue_key, lens[k++] = l->queue_len;
@@ -668,7 +672,7 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
     int nkeys = k;
     args[k] = l->token, lens[k++] = l->token_len;
     if (script == DLOCK__S_FAIR_ACQUIRE) {
-        args[k] = ttl_s, lens[k++] = strlen(ttl_s);
+        args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
         args[k] = live_ttl, lens[k++] = strlen(live_ttl);
         args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
     }
@@ -809,20 +813,14 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
             return DLOCK_ECANCELED;
         }
     }
+    if ((l->opts.flags & DLOCK_AUTO_RENEW) && dlock__watchdog_start(l->client) != DLOCK_OK) {
+        dlock__err_set(&l->err, "could not start the watchdog thread");
+        return DLOCK_ENOMEM;
+    }
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
     int rc = is_fair(l) ? acquire_fair(l, wait_ms, deadline) : acquire_wait(l, wait_ms, deadline);
-    if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1) {
-        int wrc = dlock__watchdog_add(l->client, l);
-        if (wrc != DLOCK_OK) {
-            /* A lock we cannot keep alive as promised is not handed out. */
-            tally rt;
-            send_release(l, NULL, l->client->opts.io_timeout_ms, &rt);
-            l->holds = 0;
-            set_state(l, DLOCK_STATE_UNLOCKED, 0);
-            dlock__err_set(&l->err, "could not start the watchdog");
-            rc = wrc;
-        }
-    }
+    if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1)
+        dlock__watchdog_add(l->client, l);
     return rc;
 }
 

@@ -10,6 +10,8 @@
 struct dlock_lock {
     dlock_client *client;
     dlock_lock_options opts;
+    char ttl_s[24]; /* opts.ttl_ms in decimal, formatted once */
+    size_t ttl_s_len;
     char *name;
     size_t name_len;
     char *fence_key; /* NULL with DLOCK_NO_FENCE */

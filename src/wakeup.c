@@ -125,7 +125,7 @@ static void append_sub(dlock__conn *c, const char *verb, const chan *ch)
     size_t lens[2] = {strlen(verb), ch->len};
     /* Subscriber traffic bypasses the reply queue: after the handshake,
      * everything on this connection is pub/sub frames. */
-    if (redisAppendCommandArgv(c->ctx, 2, argv, lens) != REDIS_OK)
+    if (dlock__conn_append_raw(c, 2, argv, lens) != DLOCK_OK)
         dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory");
 }
 
@@ -235,8 +235,7 @@ static void *wakeup_main(void *arg)
             if (!s)
                 continue;
             short ev = POLLIN;
-            if (s->state == DLOCK__CS_CONNECTING ||
-                (s->ctx->obuf && s->ctx->obuf[0] != '\0'))
+            if (s->state == DLOCK__CS_CONNECTING || dlock__conn_has_output(s))
                 ev |= POLLOUT;
             pfd[k] = (struct pollfd){s->ctx->fd, ev, 0};
             who[k++] = i;

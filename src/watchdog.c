@@ -270,7 +270,7 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-int dlock__watchdog_add(dlock_client *c, dlock_lock *l)
+int dlock__watchdog_start(dlock_client *c)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
     if (!c->watchdog) {
@@ -296,6 +296,13 @@ int dlock__watchdog_add(dlock_client *c, dlock_lock *l)
         }
         DLOCK__CHECK_PTHREAD(rc);
     }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    return DLOCK_OK;
+}
+
+void dlock__watchdog_add(dlock_client *c, dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
     dlock__watchdog *wd = c->watchdog;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
 
@@ -312,7 +319,6 @@ int dlock__watchdog_add(dlock_client *c, dlock_lock *l)
         DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    return DLOCK_OK;
 }
 
 void dlock__watchdog_remove(dlock_client *c, dlock_lock *l)

@@ -7,9 +7,16 @@
 struct dlock_client;
 struct dlock_lock;
 
-/* Start renewing `lock` (held, DLOCK_AUTO_RENEW). Starts the thread on first
- * use. DLOCK_OK or DLOCK_ENOMEM. */
-int dlock__watchdog_add(struct dlock_client *c, struct dlock_lock *lock);
+/* Make sure the thread runs (started on first use). Called before an
+ * auto-renew acquire, so that registering the lock after the grant cannot
+ * fail: a grant the client could not keep alive would have to be undone,
+ * and under memory pressure the undo may fail too. DLOCK_OK or
+ * DLOCK_ENOMEM. */
+int dlock__watchdog_start(struct dlock_client *c);
+
+/* Start renewing `lock` (held, DLOCK_AUTO_RENEW). The thread must have been
+ * started with dlock__watchdog_start(). Allocates nothing. */
+void dlock__watchdog_add(struct dlock_client *c, struct dlock_lock *lock);
 
 /* Stop renewing `lock`. When this returns, no renewal of it is in flight
  * and none will be sent. No-op for a lock that is not registered. */
