@@ -16,6 +16,10 @@ echo "== plain build: all tests"
 run_ctest build
 summary+=("plain: ok")
 
+echo "== install: pkg-config and find_package(dlock) consumers"
+tests/install/check.sh build
+summary+=("install: ok")
+
 echo "== ASan+UBSan build: all tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
       -DDLOCK_SANITIZE=address,undefined -DDLOCK_BUILD_BENCH=OFF >/dev/null
