@@ -395,7 +395,7 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
  * dlock_lock_release() and dlock_lock_extend() use @p token. The validity
  * is unknown until an extend succeeds. Plain mode only.
  *
- * @return DLOCK_OK, DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
+ * @return DLOCK_OK, DLOCK_ENOMEM, DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
  *         a reentrant handle, or a handle that holds a lock already).
  */
 DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);

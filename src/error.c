@@ -100,29 +100,52 @@ int dlock__map_redis_error(const char *msg, size_t len)
 
 void dlock__err_clear(dlock__errbuf *e)
 {
-    e->msg[0] = '\0';
+    if (e->msg)
+        e->msg[0] = '\0';
+}
+
+const char *dlock__err_str(const dlock__errbuf *e)
+{
+    return e->msg ? e->msg : "";
+}
+
+void dlock__err_free(dlock__errbuf *e)
+{
+    dlock__free(e->msg);
+    e->msg = NULL;
+}
+
+static int err_room(dlock__errbuf *e)
+{
+    if (!e->msg && (e->msg = dlock__malloc(DLOCK__ERRMSG_MAX)) != NULL)
+        e->msg[0] = '\0';
+    return e->msg != NULL;
 }
 
 void dlock__err_set(dlock__errbuf *e, const char *fmt, ...)
 {
+    if (!err_room(e))
+        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    vsnprintf(e->msg, DLOCK__ERRMSG_MAX, fmt, ap);
     va_end(ap);
 }
 
 void dlock__err_append(dlock__errbuf *e, const char *fmt, ...)
 {
+    if (!err_room(e))
+        return;
     size_t used = strlen(e->msg);
-    if (used > 0 && used + 2 < sizeof e->msg) {
+    if (used > 0 && used + 2 < DLOCK__ERRMSG_MAX) {
         memcpy(e->msg + used, "; ", 3);
         used += 2;
     }
-    if (used + 1 >= sizeof e->msg)
+    if (used + 1 >= DLOCK__ERRMSG_MAX)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg + used, sizeof e->msg - used, fmt, ap);
+    vsnprintf(e->msg + used, DLOCK__ERRMSG_MAX - used, fmt, ap);
     va_end(ap);
 }
 

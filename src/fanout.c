@@ -147,6 +147,10 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
                 s->answered++;
                 if (s->answered == nreqs)
                     s->active = 0;
+                /* The I/O timeout bounds silence, not a whole pipeline: a
+                 * node that keeps answering a long batch (a watchdog round
+                 * of many chunks) keeps its slot alive. */
+                s->deadline_ns = after_ms(now, o->io_timeout_ms, o->deadline_ns);
                 stop = cb(arg, i, idx, DLOCK_OK, r, r->type == REDIS_REPLY_ERROR ? r->str : "",
                           c->server_start_ns);
                 freeReplyObject(r);

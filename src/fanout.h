@@ -35,7 +35,8 @@ typedef int (*dlock__on_reply)(void *arg, size_t node, uint32_t idx, int err,
                                int64_t start_ns);
 
 typedef struct dlock__fanout_opts {
-    int64_t io_timeout_ms;  /* per node, from connect (or send) to reply */
+    int64_t io_timeout_ms;  /* per node: longest silence, from connect (or
+                               send, or the previous reply) to a reply */
     int64_t deadline_ns;    /* absolute; INT64_MAX for none */
     const uint8_t *only;    /* if set: only nodes with only[i] != 0 */
 } dlock__fanout_opts;

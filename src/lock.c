@@ -125,6 +125,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&l->mu, NULL));
     dlock__cond_init_monotonic(&l->cond);
     l->holder_ttl_ms = -1;
+    l->token = l->token_inline;
     *out = l;
     return DLOCK_OK;
 }
@@ -184,6 +185,15 @@ static int64_t node_timeout_ms(const dlock_lock *l, int64_t ttl_ms)
     return DLOCK__MIN(io, DLOCK__MAX(1, ttl_ms / 10));
 }
 
+/* Point the token back at the inline buffer (dropping a long adopted one). */
+static void inline_token(dlock_lock *l)
+{
+    if (l->token != l->token_inline) {
+        dlock__free(l->token);
+        l->token = l->token_inline;
+    }
+}
+
 /* Owner id of the calling thread for reentrant locks. */
 static _Atomic unsigned long next_thread_no = 1;
 static _Thread_local unsigned long thread_no;
@@ -192,7 +202,8 @@ static void make_owner_id(dlock_lock *l)
 {
     if (thread_no == 0)
         thread_no = atomic_fetch_add(&next_thread_no, 1);
-    l->token_len = (size_t)snprintf(l->token, sizeof l->token, "%s:%lu",
+    inline_token(l);
+    l->token_len = (size_t)snprintf(l->token, sizeof l->token_inline, "%s:%lu",
                                     l->client->id, thread_no);
 }
 
@@ -214,6 +225,7 @@ typedef struct tally {
     int all_err;        /* the error code if every failure had the same */
     int fatal_err;      /* some node failed in a way waiting cannot mend */
     int other_owner;    /* release/extend: some node had another token */
+    int quiet;          /* add nothing to the handle's detail message */
     int gone;           /* release/extend: some node had no key */
     int kind;           /* which script */
 } tally;
@@ -238,6 +250,8 @@ static void note_error(tally *t, size_t node, int code, const char *detail)
      * refusals, bad credentials and wrong types will not. */
     if (code != DLOCK_EIO && code != DLOCK_EBUSY && code != DLOCK_EUNKNOWN)
         t->fatal_err = 1;
+    if (t->quiet)
+        return;
     /* The node and what it said; the code's own text only when there is
      * nothing more specific (callers print dlock_strerror() themselves). */
     dlock__err_append(&t->lock->err, "%s: %.200s", t->lock->client->nodes[node].name,
@@ -362,10 +376,12 @@ static int release_cb(void *arg, size_t node, uint32_t idx, int err,
         t->vote[node] = V_NO;
         if (code == 0) {
             t->gone++;
-            dlock__err_append(&t->lock->err, "%s: key gone", t->lock->client->nodes[node].name);
+            if (!t->quiet)
+                dlock__err_append(&t->lock->err, "%s: key gone", t->lock->client->nodes[node].name);
         } else {
             t->other_owner++;
-            dlock__err_append(&t->lock->err, "%s: held by another owner",
+            if (!t->quiet)
+                dlock__err_append(&t->lock->err, "%s: held by another owner",
                               t->lock->client->nodes[node].name);
         }
     }
@@ -389,7 +405,8 @@ static int is_fair(const dlock_lock *l)
 
 /* Send the release script for our current token to the nodes in `mask`
  * (all if NULL), waiting up to timeout_ms per node, and fill t. */
-static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, tally *t)
+static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int quiet,
+                         tally *t)
 {
     const char *args[6];
     size_t lens[6];
@@ -417,6 +434,7 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
     }
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
     tally_init(t, l, DLOCK__S_RELEASE);
+    t->quiet = quiet;
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
         note_error(t, 0, DLOCK_ENOMEM, "");
 }
@@ -471,6 +489,7 @@ static int attempt(dlock_lock *l, int *retry)
         if (fresh)
             make_owner_id(l);
     } else {
+        inline_token(l);
         int rc = dlock__token_hex(l->token);
         if (rc != DLOCK_OK) {
             dlock__err_set(&l->err, "getrandom failed");
@@ -557,9 +576,7 @@ static int attempt(dlock_lock *l, int *retry)
     }
     if (any && fresh) {
         tally rt;
-        dlock__errbuf keep = l->err;
-        send_release(l, mask, node_timeout_ms(l, l->opts.ttl_ms), &rt);
-        l->err = keep;
+        send_release(l, mask, node_timeout_ms(l, l->opts.ttl_ms), 1, &rt);
     }
     if (rc == DLOCK_ENOTACQUIRED) {
         if (t.min_pttl >= 0)
@@ -699,6 +716,7 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
 static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 {
     /* One token for the whole wait: it is our place in the line. */
+    inline_token(l);
     int rc = dlock__token_hex(l->token);
     if (rc != DLOCK_OK)
         return rc;
@@ -856,7 +874,7 @@ int dlock_lock_release(dlock_lock *l)
         return DLOCK_ELOST;
     }
     tally t;
-    send_release(l, NULL, l->client->opts.io_timeout_ms, &t);
+    send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
     int rc = owner_code(&t);
     if (rc == DLOCK_OK && is_reentrant(l) && l->holds > 1) {
         l->holds--;
@@ -944,6 +962,15 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
                        DLOCK_TOKEN_MAX);
         return DLOCK_EINVAL;
     }
+    inline_token(l);
+    if (n >= sizeof l->token_inline) {
+        char *t = dlock__malloc(n + 1);
+        if (!t) {
+            dlock__err_set(&l->err, "out of memory");
+            return DLOCK_ENOMEM;
+        }
+        l->token = t;
+    }
     memcpy(l->token, token, n + 1);
     l->token_len = n;
     l->holds = 1;
@@ -990,7 +1017,7 @@ void dlock_lock_free(dlock_lock *l)
         unsigned n = is_reentrant(l) ? l->holds : 1;
         for (unsigned i = 0; i < n; i++) {
             tally t;
-            send_release(l, NULL, l->client->opts.io_timeout_ms, &t);
+            send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
             if (t.yes < t.quorum)
                 break;
         }
@@ -1002,6 +1029,9 @@ void dlock_lock_free(dlock_lock *l)
     dlock__free(l->channel);
     dlock__free(l->queue_key);
     dlock__free(l->live_prefix);
+    if (l->token != l->token_inline)
+        dlock__free(l->token);
+    dlock__err_free(&l->err);
     dlock__free(l);
 }
 
@@ -1053,5 +1083,5 @@ int64_t dlock_lock_holder_ttl_ms(const dlock_lock *l)
 
 const char *dlock_lock_errmsg(const dlock_lock *l)
 {
-    return l ? l->err.msg : "NULL lock handle";
+    return l ? dlock__err_str(&l->err) : "NULL lock handle";
 }

@@ -37,8 +37,11 @@ struct dlock_lock {
     uint64_t handed_fence;
 
     /* Touched only by the thread using the handle. */
-    char token[DLOCK_TOKEN_MAX + 1];
+    /* The owner token: token_inline for dlock's own tokens and reentrant
+     * owner ids, the heap only for a longer token given to adopt(). */
+    char *token;
     size_t token_len;
+    char token_inline[64];
     uint64_t fence;
     unsigned holds;
     int64_t holder_ttl_ms;

@@ -36,6 +36,7 @@ typedef struct dlock__watchdog {
     int stop;
     dlock_lock *head;          /* registered locks */
     size_t count;
+    int64_t wake_at_ns;        /* when the sleeping thread plans to look */
     dlock__watchdog_stats stats;
 } dlock__watchdog;
 
@@ -198,6 +199,7 @@ static void *watchdog_main(void *arg)
         if (trigger == 0)
             due = 0;
         if (due == 0) {
+            wd->wake_at_ns = next;
             struct timespec ts = dlock__timespec_of(next);
             int w = pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
             if (w != 0 && w != ETIMEDOUT)
@@ -280,6 +282,7 @@ int dlock__watchdog_start(dlock_client *c)
             return DLOCK_ENOMEM;
         }
         DLOCK__CHECK_PTHREAD(pthread_mutex_init(&wd->mu, NULL));
+        wd->wake_at_ns = INT64_MAX;
         dlock__cond_init_monotonic(&wd->cond);
         dlock__cond_init_monotonic(&wd->round_done);
         c->watchdog = wd;
@@ -316,7 +319,14 @@ void dlock__watchdog_add(dlock_client *c, dlock_lock *l)
         wd->head = l;
         wd->count++;
         l->wd_next_ns = dlock__now_ns() + interval_ms(l) * DLOCK__NS_PER_MS;
-        DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+        /* Wake the thread only if this lock is due before it would look
+         * anyway: with many locks held, waking it on every add made it walk
+         * the whole list once per acquire. */
+        int64_t look_at = l->wd_next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 10;
+        if (look_at < wd->wake_at_ns) {
+            wd->wake_at_ns = look_at;
+            DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+        }
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 }
