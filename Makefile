@@ -4,13 +4,15 @@
 #   make demo    install deps, build, start a throwaway redis-server, run the demo
 #   make check   install deps, build, run every test (plain, ASan+UBSan, TSan)
 #   make bench   run ../shared/peers with dlock's worker beside the peers
+#   make bench-more  dlock-bench (watchdog scale, memory, Redlock 1/3/5, histogram)
+#                    and s3-cost (commands and CPU per contended critical section)
 #   make install PREFIX=/usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
 .PHONY: all deps build demo check check-plain check-asan check-tsan check-fuzz \
-        bench soak install clean
+        bench bench-more soak install clean
 
 all: build
 
@@ -30,6 +32,10 @@ check: build
 
 bench: build
 	bench/run.sh build
+
+bench-more: build
+	bench/dlock-bench.sh build
+	bench/s3-cost.sh build 2
 
 soak: build
 	scripts/soak.sh build
