@@ -12,9 +12,17 @@ run_ctest() { # dir label-args...
   (cd "$dir" && ctest --output-on-failure -j"$JOBS" "$@")
 }
 
-echo "== plain build: all tests"
+echo "== plain build: all tests (the chaos scenarios included)"
 run_ctest build
 summary+=("plain: ok")
+if [ -s build/tests/chaos/chaos_summary.tsv ]; then
+  echo "== chaos summary (docs/chaos.md explains the columns)"
+  column -t -s $'\t' build/tests/chaos/chaos_summary.tsv
+fi
+
+echo "== valgrind: a subset of the integration tests"
+scripts/valgrind.sh build
+summary+=("valgrind: ok")
 
 echo "== install: pkg-config and find_package(dlock) consumers"
 tests/install/check.sh build

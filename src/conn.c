@@ -43,35 +43,43 @@ static int push_expect(dlock__conn *c, uint8_t kind, uint32_t idx)
     return DLOCK_OK;
 }
 
-/* Format a command with hiredis into the output buffer. */
+/* Append n bytes to a growable buffer. */
+static int buf_put(char **buf, size_t *len, size_t *cap, const char *src, size_t n)
+{
+    if (*len + n > *cap) {
+        size_t ncap = *cap ? *cap : 256;
+        while (ncap < *len + n)
+            ncap *= 2;
+        char *nb = dlock__realloc(*buf, ncap);
+        if (!nb)
+            return DLOCK_ENOMEM;
+        *buf = nb;
+        *cap = ncap;
+    }
+    memcpy(*buf + *len, src, n);
+    *len += n;
+    return DLOCK_OK;
+}
+
+/* Format a command with hiredis into the output buffer, or into the held
+ * buffer while the handshake's AUTH/SELECT are unanswered (hold != 0). */
 static int format_out(dlock__conn *c, int argc, const char **argv,
-                      const size_t *argvlen)
+                      const size_t *argvlen, int hold)
 {
     char *cmd = NULL;
     long long n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
     if (n < 0 || !cmd)
         return DLOCK_ENOMEM;
-    size_t need = c->out_len + (size_t)n;
-    if (c->out_off > 0 && c->out_off == c->out_len) {
-        c->out_off = c->out_len = 0; /* everything was written: reuse */
-        need = (size_t)n;
+    int rc;
+    if (hold) {
+        rc = buf_put(&c->held, &c->held_len, &c->held_cap, cmd, (size_t)n);
+    } else {
+        if (c->out_off > 0 && c->out_off == c->out_len)
+            c->out_off = c->out_len = 0; /* everything was written: reuse */
+        rc = buf_put(&c->out, &c->out_len, &c->out_cap, cmd, (size_t)n);
     }
-    if (need > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 256;
-        while (cap < need)
-            cap *= 2;
-        char *nb = dlock__realloc(c->out, cap);
-        if (!nb) {
-            redisFreeCommand(cmd);
-            return DLOCK_ENOMEM;
-        }
-        c->out = nb;
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, cmd, (size_t)n);
-    c->out_len += (size_t)n;
     redisFreeCommand(cmd);
-    return DLOCK_OK;
+    return rc;
 }
 
 /* Append a command expecting one reply of the given kind. */
@@ -82,10 +90,13 @@ static int append(dlock__conn *c, int argc, const char **argv,
         return DLOCK_EIO;
     if (push_expect(c, kind, idx) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    if (format_out(c, argc, argv, argvlen) != DLOCK_OK) {
+    if (format_out(c, argc, argv, argvlen,
+                   kind == DLOCK__R_CALLER && c->checks_pending > 0) != DLOCK_OK) {
         c->q_len--;
         return DLOCK_ENOMEM;
     }
+    if (kind == DLOCK__R_CHECK)
+        c->checks_pending++;
     return DLOCK_OK;
 }
 
@@ -94,7 +105,7 @@ int dlock__conn_append_raw(dlock__conn *c, int argc, const char **argv,
 {
     if (c->state == DLOCK__CS_BROKEN)
         return DLOCK_EIO;
-    return format_out(c, argc, argv, argvlen);
+    return format_out(c, argc, argv, argvlen, c->checks_pending > 0);
 }
 
 int dlock__conn_has_output(const dlock__conn *c)
@@ -171,6 +182,7 @@ void dlock__conn_free(dlock__conn *c)
         redisFree(c->ctx);
     dlock__free(c->q);
     dlock__free(c->out);
+    dlock__free(c->held);
     dlock__free(c);
 }
 
@@ -304,8 +316,14 @@ static void note_uptime(dlock__conn *c, const redisReply *r)
     if (!p)
         return;
     long long up = strtoll(p + 18, NULL, 10);
-    if (up >= 0)
-        c->server_start_ns = dlock__now_ns() - (int64_t)up * INT64_C(1000000000);
+    int64_t now = dlock__now_ns();
+    /* The start time may lie before this host booted (a negative
+     * monotonic time is fine); an uptime too large to subtract is nonsense
+     * and stays unknown, which the restart rule counts as "not yet". */
+    if (up >= 0 && up < INT64_C(4000000000)) {
+        int64_t start = now - (int64_t)up * INT64_C(1000000000);
+        c->server_start_ns = start != 0 ? start : -1;
+    }
 }
 
 int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
@@ -329,11 +347,29 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
             return 1;
         case DLOCK__R_CHECK:
             if (r->type == REDIS_REPLY_ERROR) {
+                /* The held commands were never sent: a clean failure. */
                 int code = dlock__map_redis_error(r->str, r->len);
                 dlock__conn_fail(c, code, "handshake refused: %.*s",
                                  (int)DLOCK__MIN(r->len, 120), r->str);
                 freeReplyObject(r);
                 return code;
+            }
+            if (--c->checks_pending == 0 && c->held_len > 0) {
+                if (c->out_off > 0 && c->out_off == c->out_len)
+                    c->out_off = c->out_len = 0;
+                if (buf_put(&c->out, &c->out_len, &c->out_cap, c->held, c->held_len) != DLOCK_OK) {
+                    freeReplyObject(r);
+                    return dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory");
+                }
+                c->held_len = 0;
+                /* Send now rather than after the next poll(). */
+                if (has_caller_entry(c))
+                    c->caller_sent = 1;
+                if (write_out(c) != 0) {
+                    freeReplyObject(r);
+                    return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
+                                            "write: %s", strerror(errno));
+                }
             }
             break;
         case DLOCK__R_INFO:

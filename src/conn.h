@@ -49,6 +49,14 @@ typedef struct dlock__conn {
      * and never raises SIGPIPE, with no signal-mask system calls. */
     char *out;
     size_t out_len, out_off, out_cap;
+    /* AUTH and SELECT replies not yet seen. Until they are, the caller's
+     * commands wait in `held`: Redis runs every command of a pipeline, so
+     * after a refused AUTH or SELECT a pipelined EVALSHA would still run,
+     * as the default user or in db 0. New authenticating connections pay
+     * one round trip for this; the rest of the handshake is pipelined. */
+    unsigned checks_pending;
+    char *held;
+    size_t held_len, held_cap;
     /* A caller command has been (at least partly) written: from now on an
      * I/O failure means "outcome unknown", not "not sent". */
     int caller_sent;

@@ -1,0 +1,109 @@
+/* The chaos driver: scenarios of N worker processes x M critical sections
+ * against real redis-server processes, with faults injected by pid, and a
+ * verdict from the history checker. */
+#ifndef DLOCK_CHAOS_H
+#define DLOCK_CHAOS_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "history.h"
+#include "proxy.h"
+#include "redis_server.h"
+#include "shared.h"
+#include "worker.h"
+
+#define CHAOS_MAX_NODES 5
+
+/* What a scenario claims. */
+typedef enum chaos_claim {
+    CLAIM_SAFE,    /* no overlap, no lost update, no stale write, tokens grow */
+    CLAIM_NONE,    /* mutual exclusion not claimed; the fenced resource must
+                      still refuse every stale write */
+    CLAIM_CONTROL  /* negative control: the checker must find violations */
+} chaos_claim;
+
+struct chaos_run;
+
+typedef struct chaos_scenario {
+    const char *name;
+    const char *fault; /* one line: what is done */
+    int nodes;         /* 1 (one Redis) or 3/5 (Redlock) */
+    int workers;
+    int cs_per_worker; /* at scale 1 */
+    int64_t ttl_ms, hold_ms;
+    unsigned flags; /* lock flags */
+    chaos_mode mode;
+    int check_validity;
+    int proxied;  /* every node behind a fault proxy */
+    int unfenced; /* the resource accepts every write (control) */
+    int64_t min_uptime_ms;
+    chaos_claim claim;
+    int faults;   /* fault rounds at scale 1 */
+    int gap_ms;   /* between fault rounds */
+    /* One fault round; returns the number of faults it injected. */
+    int (*inject)(struct chaos_run *run, int round);
+    /* Mutual exclusion is claimed, growing tokens are not (a majority of
+     * nodes lost its counters: docs/fencing.md). */
+    int no_fence_claim;
+} chaos_scenario;
+
+typedef struct chaos_run {
+    const chaos_scenario *sc;
+    int scale;
+    test_redis nodes[CHAOS_MAX_NODES];
+    chaos_proxy proxies[CHAOS_MAX_NODES];
+    char urls[CHAOS_MAX_NODES][64];
+    chaos_shared *sh;
+    int hist_fd;
+    chaos_worker_cfg wcfg;
+    pid_t pids[CHAOS_MAX_WORKERS];
+    long todo;
+    long faults;
+    unsigned seed;
+    int probe_failed;
+    char note[256];
+} chaos_run;
+
+typedef struct chaos_result {
+    const chaos_scenario *sc;
+    chaos_verdict v;
+    long faults;
+    double seconds;
+    int pass;
+    const char *claimed; /* "yes", "excl" (not tokens), "no", "control" */
+    int is_check;        /* a single-call check: no history columns */
+    char note[256];
+} chaos_result;
+
+/* run.c */
+int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out);
+/* Log one fault to the history and count it. */
+void chaos_fault(chaos_run *run, int kind);
+/* Worker slot that is in its critical section now (waits up to wait_ms,
+ * and only for one that entered at most fresh_ms ago if fresh_ms > 0);
+ * -1 if none. */
+int chaos_find_holder(chaos_run *run, int wait_ms, int64_t fresh_ms);
+/* Kill -9 the worker in `slot`, reap it, log KILLED, start a replacement
+ * for its remaining sections. */
+void chaos_kill_worker(chaos_run *run, int slot);
+void chaos_sleep_ms(int64_t ms);
+unsigned chaos_rand(chaos_run *run, unsigned bound);
+
+/* inject.c: fault rounds used by the scenario table */
+int chaos_inject_none(chaos_run *run, int round);
+int chaos_inject_kill_holder(chaos_run *run, int round);
+int chaos_inject_stop_holder_short(chaos_run *run, int round);
+int chaos_inject_stop_holder_long(chaos_run *run, int round);
+int chaos_inject_kill2_restart(chaos_run *run, int round);
+int chaos_inject_kill3_noquorum(chaos_run *run, int round);
+int chaos_inject_majority_restart(chaos_run *run, int round);
+int chaos_inject_node_stall(chaos_run *run, int round);
+int chaos_inject_proxy(chaos_run *run, int round);
+int chaos_inject_script_flush(chaos_run *run, int round);
+
+/* checks.c: single-call checks of how refusals surface */
+int chaos_run_checks(chaos_result *out, int max);
+
+#endif

@@ -1,0 +1,201 @@
+/* chaos_driver: runs every scenario, then the refusal checks, prints the
+ * summary table and writes it as TSV.
+ *
+ *   chaos_driver [--scale N] [--only a,b,...] [--tsv FILE] [--list]
+ *   chaos_driver --selftest      the history checker on hand-made histories
+ *
+ * --scale multiplies critical sections and fault rounds (make soak uses it).
+ * CHAOS_KEEP=1 keeps every history file (failed ones are always kept). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chaos.h"
+#include "dlock.h"
+
+#define S(...) {__VA_ARGS__}
+/* name, fault, nodes, workers, cs/worker, ttl, hold, flags, mode, check
+ * validity, proxied, unfenced, min uptime, claim, fault rounds, gap, inject
+ * [, no fence claim] */
+static const chaos_scenario scenarios[] = {
+    S("baseline_1node", "none", 1, 4, 40, 1000, 4, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0,
+      CLAIM_SAFE, 0, 0, chaos_inject_none, 0),
+    S("baseline_redlock5", "none", 5, 4, 30, 1000, 4, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0,
+      CLAIM_SAFE, 0, 0, chaos_inject_none, 0),
+    S("holder_kill9", "kill -9 of the holder mid-section", 1, 4, 25, 1000, 20, 0,
+      CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_kill_holder, 0),
+    S("holder_kill9_redlock3", "kill -9 of the holder mid-section", 3, 4, 25, 1000, 20, 0,
+      CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_kill_holder, 0),
+    S("holder_stop_0.3ttl", "SIGSTOP of the holder for 0.3 x TTL", 1, 4, 25, 1000, 20, 0,
+      CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 10, 200, chaos_inject_stop_holder_short, 0),
+    S("holder_stop_2ttl", "SIGSTOP of the holder for 2 x TTL", 1, 4, 25, 500, 20, 0,
+      CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_NONE, 8, 200, chaos_inject_stop_holder_long, 0),
+    S("holder_stop_2ttl_redlock3", "SIGSTOP of the holder for 2 x TTL", 3, 4, 25, 500, 20, 0,
+      CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_NONE, 8, 200, chaos_inject_stop_holder_long, 0),
+    S("nodes_kill2of5_restart", "kill -9 of 2 of 5 nodes, restart after 1.5 x TTL", 5, 4, 30,
+      1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 300, chaos_inject_kill2_restart, 0),
+    S("nodes_kill3of5_noquorum", "kill -9 of 3 of 5 nodes, restart after 1.5 x TTL", 5, 4, 20,
+      1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 3, 300, chaos_inject_kill3_noquorum, 0),
+    S("majority_restart_no_rule", "3 of 5 nodes restarted (no persistence) under a holder", 5, 3,
+      6, 2000, 400, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_NONE, 4, 500,
+      chaos_inject_majority_restart, 0),
+    S("majority_restart_rule", "same, with min_node_uptime_ms = TTL", 5, 3, 6, 2000, 400, 0,
+      CHAOS_MODE_DLOCK, 0, 0, 0, 2000, CLAIM_SAFE, 3, 500, chaos_inject_majority_restart, 1),
+    S("node_stalls_1node", "SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of the node, 1.5 x TTL", 1, 4,
+      30, 1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_node_stall, 0),
+    S("node_stalls_redlock3", "SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of 1-2 of 3 nodes", 3, 4, 30,
+      1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_node_stall, 0),
+    S("proxy_faults_1node", "proxy: delay / drop / blackhole / reset", 1, 4, 40, 1000, 5, 0,
+      CHAOS_MODE_DLOCK, 0, 1, 0, 0, CLAIM_SAFE, 20, 200, chaos_inject_proxy, 0),
+    S("proxy_faults_redlock3", "proxy: delay / drop / blackhole / reset, 1-2 nodes", 3, 4, 40,
+      1000, 5, 0, CHAOS_MODE_DLOCK, 0, 1, 0, 0, CLAIM_SAFE, 20, 200, chaos_inject_proxy, 0),
+    S("script_flush_redlock3", "SCRIPT FLUSH on every node", 3, 4, 40, 1000, 3, 0,
+      CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 30, 100, chaos_inject_script_flush, 0),
+    S("watchdog_node_stalls", "auto-renew, hold 1.3 x TTL; 1-2 of 3 nodes stalled", 3, 3, 4, 600,
+      800, DLOCK_AUTO_RENEW, CHAOS_MODE_DLOCK, 1, 0, 0, 0, CLAIM_SAFE, 6, 300,
+      chaos_inject_node_stall, 0),
+    S("control_short_ttl_unfenced", "CONTROL: TTL 30 ms < hold 80 ms, resource not fenced", 1, 4,
+      8, 30, 80, 0, CHAOS_MODE_DLOCK, 0, 0, 1, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
+    S("control_raw_del", "CONTROL: SET NX PX + plain DEL, TTL 50 ms < hold 60 ms", 1, 4, 10, 50,
+      60, 0, CHAOS_MODE_RAW_DEL, 0, 0, 0, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
+};
+#define N_SCENARIOS (sizeof scenarios / sizeof scenarios[0])
+#define MAX_RESULTS (N_SCENARIOS + 16)
+
+static int selected(const char *only, const char *name)
+{
+    if (!only)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = only; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p += len + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+static void cell(char *buf, size_t len, const chaos_result *r, long v)
+{
+    if (r->is_check)
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%ld", v);
+}
+
+static void print_table(FILE *f, const chaos_result *res, int n, int tsv)
+{
+    const char *cols[] = {"scenario", "nodes", "faults", "cs", "killed", "overlaps",
+                          "stale_writes", "lost_updates", "refused", "fence_viol",
+                          "claimed", "result", "secs"};
+    if (tsv) {
+        for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+            fprintf(f, "%s\t", cols[i]);
+        fprintf(f, "fault\tnote\n");
+    } else {
+        fprintf(f, "%-27s %5s %6s %5s %6s %8s %12s %12s %7s %10s %7s %6s %5s\n", cols[0],
+                cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], cols[9],
+                cols[10], cols[11], cols[12]);
+    }
+    for (int i = 0; i < n; i++) {
+        const chaos_result *r = &res[i];
+        const chaos_verdict *v = &r->v;
+        char c[8][24];
+        long vals[8] = {r->faults, v->cs, v->cs_killed, v->overlaps, v->stale_writes,
+                        v->lost_updates, v->writes_refused, v->fence_violations};
+        for (int k = 0; k < 8; k++)
+            cell(c[k], sizeof c[k], r, vals[k]);
+        snprintf(c[0], sizeof c[0], "%ld", r->faults);
+        const char *res_s = r->pass ? "ok" : "FAIL";
+        if (tsv)
+            fprintf(f, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\n",
+                    r->sc->name, r->sc->nodes, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+                    r->claimed, res_s, r->seconds, r->sc->fault, r->note);
+        else
+            fprintf(f, "%-27s %5d %6s %5s %6s %8s %12s %12s %7s %10s %7s %6s %5.1f\n",
+                    r->sc->name, r->sc->nodes, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+                    r->claimed, res_s, r->seconds);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int scale = 1, list = 0;
+    const char *only = NULL, *tsv = NULL;
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--selftest")) {
+            int failed = chaos_history_selftest();
+            printf("history checker selftest: %s\n", failed ? "FAILED" : "ok");
+            return failed ? 1 : 0;
+        } else if (!strcmp(argv[i], "--scale") && i + 1 < argc) {
+            scale = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
+        } else if (!strcmp(argv[i], "--tsv") && i + 1 < argc) {
+            tsv = argv[++i];
+        } else if (!strcmp(argv[i], "--list")) {
+            list = 1;
+        } else {
+            fprintf(stderr, "usage: %s [--scale N] [--only a,b] [--tsv FILE] [--list] | --selftest\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (scale < 1)
+        scale = 1;
+    if (list) {
+        for (size_t i = 0; i < N_SCENARIOS; i++)
+            printf("%-27s %s\n", scenarios[i].name, scenarios[i].fault);
+        printf("%-27s %s\n", "checks", "refusals: OOM, READONLY, ACL, no quorum");
+        return 0;
+    }
+    if (chaos_history_selftest() != 0) {
+        fprintf(stderr, "chaos: the history checker fails its selftest\n");
+        return 1;
+    }
+    static chaos_result res[MAX_RESULTS];
+    int n = 0, failed = 0;
+    int64_t t0 = chaos_now_ns();
+    for (size_t i = 0; i < N_SCENARIOS; i++) {
+        if (!selected(only, scenarios[i].name))
+            continue;
+        printf("chaos: %-27s ... ", scenarios[i].name);
+        fflush(stdout);
+        chaos_run_scenario(&scenarios[i], scale, &res[n]);
+        printf("%s (%.1f s, %ld faults, %ld sections, %ld overlaps)\n", res[n].pass ? "ok" : "FAIL",
+               res[n].seconds, res[n].faults, res[n].v.cs, res[n].v.overlaps);
+        fflush(stdout);
+        n++;
+    }
+    if (selected(only, "checks")) {
+        printf("chaos: refusal checks ... ");
+        fflush(stdout);
+        n += chaos_run_checks(res + n, (int)MAX_RESULTS - n);
+        printf("done\n");
+    }
+    for (int i = 0; i < n; i++)
+        failed += !res[i].pass;
+    double total = (double)(chaos_now_ns() - t0) / 1e9;
+    printf("\n");
+    print_table(stdout, res, n, 0);
+    printf("\nnotes:\n");
+    for (int i = 0; i < n; i++)
+        printf("  %-27s %s%s%s\n", res[i].sc->name, res[i].sc->fault,
+               res[i].note[0] ? " | " : "", res[i].note);
+    printf("\nchaos: %d scenario(s), %d failed, total %.1f s (scale %d)\n", n, failed, total, scale);
+    if (tsv) {
+        FILE *f = fopen(tsv, "w");
+        if (!f) {
+            perror(tsv);
+            return 1;
+        }
+        print_table(f, res, n, 1);
+        fclose(f);
+        printf("chaos: table written to %s\n", tsv);
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,244 @@
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "history.h"
+#include "worker.h"
+
+typedef struct worker {
+    const chaos_worker_cfg *cfg;
+    chaos_shared *sh;
+    int slot;
+    uint32_t proc;
+    uint32_t cs;
+    int fd;
+    unsigned seed;
+    dlock_lock *lock; /* dlock mode */
+} worker;
+
+static void sleep_ns(int64_t ns)
+{
+    if (ns <= 0)
+        return;
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    sleep_ns(ms * 1000000);
+}
+
+static int stopping(const worker *w)
+{
+    return atomic_load(&w->sh->stop) || chaos_now_ns() >= w->cfg->deadline_ns;
+}
+
+/* A worker runs its sections, and goes on until the driver has injected
+ * every fault of the scenario (so that faults always meet running work). */
+static int more_work(const worker *w, long done, long todo)
+{
+    return !stopping(w) && (done < todo || !atomic_load(&w->sh->faults_done));
+}
+
+/* Is there validity left for `ms` more of work? Only asked in
+ * check_validity mode; margin covers scheduling delay on a busy host. */
+static int time_left_for(const worker *w, int64_t ms)
+{
+    if (!w->cfg->check_validity || !w->lock)
+        return 1;
+    int64_t margin = w->cfg->ttl_ms / 4 > 25 ? w->cfg->ttl_ms / 4 : 25;
+    return dlock_lock_validity_ms(w->lock) > ms + margin;
+}
+
+/* Sleep `ms` in steps, checking validity before each. 0 if cut short. */
+static int work_for(const worker *w, int64_t ms)
+{
+    int64_t step = w->cfg->check_validity ? 10 : ms;
+    while (ms > 0) {
+        int64_t d = ms < step ? ms : step;
+        if (!time_left_for(w, d))
+            return 0;
+        sleep_ms(d);
+        ms -= d;
+    }
+    return 1;
+}
+
+/* The critical section. The counter is read early and written late so that
+ * an overlapping section loses an update; the fenced write comes with it. */
+static void critical_section(worker *w, uint64_t fence)
+{
+    chaos_slot *s = &w->sh->slot[w->slot];
+    uint32_t cs = w->cs++;
+    int64_t hold = w->cfg->hold_ms;
+    chaos_history_note(w->fd, CHAOS_REC_ENTER, w->slot, w->proc, cs, fence, 0, 0);
+    /* Read before the driver can see us in the section, so that a holder
+     * it pauses always has a read in flight. */
+    int64_t early = w->sh->counter;
+    atomic_store(&s->enter_ns, chaos_now_ns());
+    atomic_store(&s->in_cs, 1);
+    int ok;
+    if (w->cfg->check_validity) {
+        /* Careful caller: the read-modify-write is one short step, done
+         * only with validity to spare. */
+        ok = work_for(w, hold * 3 / 4) && time_left_for(w, 2);
+        if (ok) {
+            int64_t v = w->sh->counter;
+            sleep_ms(1);
+            w->sh->counter = v + 1;
+            chaos_history_note(w->fd, CHAOS_REC_COUNTER, w->slot, w->proc, cs, fence, v, 0);
+            chaos_resource_write(w->sh, w->fd, w->slot, w->proc, cs, fence);
+            ok = work_for(w, hold / 4);
+        }
+    } else {
+        /* Jitter (0.5..1.5 x) so that overlapping sections of the controls
+         * also write out of token order. */
+        int64_t first = hold * 3 / 4, jitter = first > 1 ? rand_r(&w->seed) % first : 0;
+        int64_t v = early;
+        sleep_ms(first / 2 + jitter);
+        w->sh->counter = v + 1;
+        chaos_history_note(w->fd, CHAOS_REC_COUNTER, w->slot, w->proc, cs, fence, v, 0);
+        chaos_resource_write(w->sh, w->fd, w->slot, w->proc, cs, fence);
+        sleep_ms(hold / 4);
+        ok = 1;
+    }
+    if (!ok)
+        atomic_fetch_add(&w->sh->aborted, 1);
+    chaos_history_note(w->fd, CHAOS_REC_EXIT, w->slot, w->proc, cs, fence, 0, 0);
+    atomic_store(&s->in_cs, 0);
+    atomic_fetch_add(&s->done, 1);
+}
+
+static void backoff(worker *w)
+{
+    sleep_ms(5 + rand_r(&w->seed) % 20);
+}
+
+static int run_dlock(worker *w, long todo)
+{
+    const chaos_worker_cfg *cfg = w->cfg;
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.min_node_uptime_ms = cfg->min_uptime_ms;
+    if (cfg->io_timeout_ms > 0)
+        co.io_timeout_ms = cfg->io_timeout_ms;
+    dlock_client *c = NULL;
+    char err[256];
+    if (dlock_client_new(&c, cfg->urls, cfg->n_urls, &co, err, sizeof err) != DLOCK_OK) {
+        fprintf(stderr, "chaos worker: client: %s\n", err);
+        return 1;
+    }
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = cfg->ttl_ms;
+    lo.flags = cfg->flags;
+    lo.retry_min_ms = 5;
+    lo.retry_max_ms = 50;
+    if (dlock_lock_new(&w->lock, c, cfg->lock_name, &lo) != DLOCK_OK) {
+        dlock_client_free(c);
+        return 1;
+    }
+    for (long done = 0; more_work(w, done, todo);) {
+        int64_t left_ms = (cfg->deadline_ns - chaos_now_ns()) / 1000000;
+        int rc = dlock_lock_acquire(w->lock, left_ms < 1000 ? (left_ms > 0 ? left_ms : 1) : 1000);
+        chaos_count_rc(w->sh->acq_rc, rc);
+        if (rc != DLOCK_OK) {
+            if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_ENOTACQUIRED)
+                backoff(w);
+            continue;
+        }
+        critical_section(w, dlock_lock_fence(w->lock));
+        chaos_count_rc(w->sh->rel_rc, dlock_lock_release(w->lock));
+        done++;
+    }
+    dlock_lock_free(w->lock);
+    dlock_client_free(c);
+    return 0;
+}
+
+static redisReply *raw_cmd(redisContext **ctx, const chaos_worker_cfg *cfg, const char *fmt, ...)
+{
+    if (!*ctx) {
+        int port = 0;
+        struct timeval tv = {1, 0};
+        if (sscanf(cfg->urls[0], "redis://127.0.0.1:%d", &port) != 1)
+            return NULL;
+        *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+        if (!*ctx || (*ctx)->err) {
+            redisFree(*ctx);
+            *ctx = NULL;
+            return NULL;
+        }
+        redisSetTimeout(*ctx, tv);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(*ctx, fmt, ap);
+    va_end(ap);
+    if (!r) {
+        redisFree(*ctx);
+        *ctx = NULL;
+    }
+    return r;
+}
+
+/* The broken protocol of the negative control (single node). */
+static int run_raw_del(worker *w, long todo)
+{
+    const chaos_worker_cfg *cfg = w->cfg;
+    redisContext *ctx = NULL;
+    char token[32];
+    snprintf(token, sizeof token, "w%u", w->proc);
+    for (long done = 0; more_work(w, done, todo);) {
+        redisReply *r = raw_cmd(&ctx, cfg, "SET %s %s NX PX %lld", cfg->lock_name, token,
+                                (long long)cfg->ttl_ms);
+        int got = r && r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (!got) {
+            sleep_ms(1);
+            continue;
+        }
+        r = raw_cmd(&ctx, cfg, "INCR %s:fence", cfg->lock_name);
+        uint64_t fence = r && r->type == REDIS_REPLY_INTEGER ? (uint64_t)r->integer : 0;
+        freeReplyObject(r);
+        critical_section(w, fence);
+        freeReplyObject(raw_cmd(&ctx, cfg, "DEL %s", cfg->lock_name)); /* the bug */
+        done++;
+    }
+    redisFree(ctx);
+    return 0;
+}
+
+pid_t chaos_worker_spawn(const chaos_worker_cfg *cfg, chaos_shared *sh, int slot, long todo)
+{
+    uint32_t proc = atomic_fetch_add(&sh->next_proc, 1);
+    pid_t parent = getpid();
+    atomic_store(&sh->slot[slot].proc, proc);
+    atomic_store(&sh->slot[slot].in_cs, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0) {
+        if (pid > 0)
+            atomic_store(&sh->slot[slot].pid, pid);
+        return pid;
+    }
+    atomic_store(&sh->slot[slot].pid, getpid());
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(1);
+    signal(SIGPIPE, SIG_IGN);
+    worker w = {cfg, sh, slot, proc, 0, -1, (unsigned)getpid() ^ (unsigned)chaos_now_ns(), NULL};
+    w.fd = chaos_history_open(cfg->history_path);
+    if (w.fd < 0)
+        _exit(1);
+    int rc = cfg->mode == CHAOS_MODE_RAW_DEL ? run_raw_del(&w, todo) : run_dlock(&w, todo);
+    close(w.fd);
+    _exit(rc);
+}

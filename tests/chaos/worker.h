@@ -1,0 +1,44 @@
+/* A chaos worker: a process that takes the lock, runs a critical section
+ * that touches the shared counter and the fenced resource, logs ENTER/EXIT
+ * to the history, and releases; `todo` times or until told to stop. */
+#ifndef DLOCK_CHAOS_WORKER_H
+#define DLOCK_CHAOS_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shared.h"
+
+typedef enum chaos_mode {
+    /* dlock, used as documented. */
+    CHAOS_MODE_DLOCK = 0,
+    /* Negative control: SET NX PX to take, INCR for a token, and a plain
+     * DEL to release (no token check): a holder whose lease ran out deletes
+     * its successor's lock. */
+    CHAOS_MODE_RAW_DEL = 1
+} chaos_mode;
+
+typedef struct chaos_worker_cfg {
+    const char *urls[8];
+    size_t n_urls;
+    const char *lock_name;
+    int64_t ttl_ms;
+    int64_t hold_ms;        /* length of one critical section */
+    unsigned flags;         /* dlock_lock_options.flags */
+    chaos_mode mode;
+    /* Leave a section early when dlock_lock_validity_ms() gets short, as a
+     * careful caller with a long (auto-renewed) section does. */
+    int check_validity;
+    int64_t min_uptime_ms;  /* dlock_client_options.min_node_uptime_ms */
+    int io_timeout_ms;      /* 0: default */
+    int64_t deadline_ns;    /* hard stop, monotonic */
+    char history_path[512];
+} chaos_worker_cfg;
+
+/* Fork a worker for `slot` that runs `todo` sections; returns its pid or -1.
+ * The child dies with the driver (PR_SET_PDEATHSIG). */
+pid_t chaos_worker_spawn(const chaos_worker_cfg *cfg, chaos_shared *sh,
+                         int slot, long todo);
+
+#endif

@@ -1,0 +1,428 @@
+/* Every allocation dlock makes on a path fails in turn, against real
+ * redis-server processes: client and handle creation, acquire (one node,
+ * Redlock, auto-renew, waiting with wake-ups), release, extend and a
+ * watchdog renewal round. For each path the allocations are first counted
+ * (dlock__alloc_fail_after(-1) returns how many were made), then for
+ * k = 0..count-1 the path runs with every allocation after the k-th
+ * failing. Each run must return a clean code (DLOCK_ENOMEM, or
+ * DLOCK_ENOQUORUM when several nodes failed that way), leak nothing (ASan's
+ * leak checker runs this in `make check`), and leave Redis consistent with
+ * what the handle believes: no lock key behind a failed acquire.
+ *
+ * hiredis' own allocations are not covered: hiredis 0.14 has no allocator
+ * hook, so only dlock's allocations (through dlock__malloc and friends)
+ * fail. Each path runs twice: with pool_size 0 (every call makes a new
+ * connection and its handshake) and with a warm pool (the steady state). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+#include "watchdog.h"
+
+#define N_NODES 3
+#define KEY "alloc:lock"
+
+static test_redis srv[N_NODES];
+
+typedef struct fx {
+    dlock_client *c;
+    dlock_lock *l;
+    const struct path *p;
+} fx;
+
+typedef struct path {
+    const char *name;
+    int nodes;      /* 1 or N_NODES */
+    int pool;       /* pool_size; > 0 also warms the pool in prepare */
+    int wakeups;
+    unsigned flags;
+    int64_t ttl_ms;
+    void (*prepare)(fx *f); /* injection off */
+    int (*run)(fx *f);      /* under injection */
+    void (*verify)(fx *f, int rc); /* injection off */
+} path;
+
+/* ---- Redis-side state ---------------------------------------------------- */
+
+/* Nodes whose lock key holds `token` (any owner if token is NULL). Plain
+ * locks are strings; reentrant ones hashes keyed by owner. */
+static int nodes_holding(const fx *f, const char *token)
+{
+    int n = 0;
+    for (int i = 0; i < f->p->nodes; i++) {
+        redisReply *r = test_redis_cmd(&srv[i], "EXISTS %s", KEY);
+        assert_non_null(r);
+        int exists = r->integer == 1;
+        freeReplyObject(r);
+        if (!exists)
+            continue;
+        if (!token) {
+            n++;
+            continue;
+        }
+        r = (f->p->flags & DLOCK_REENTRANT) ? test_redis_cmd(&srv[i], "HEXISTS %s %s", KEY, token)
+                                            : test_redis_cmd(&srv[i], "GET %s", KEY);
+        assert_non_null(r);
+        if ((r->type == REDIS_REPLY_INTEGER && r->integer == 1) ||
+            (r->type == REDIS_REPLY_STRING && !strcmp(r->str, token)))
+            n++;
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+static int64_t max_pttl(const fx *f)
+{
+    int64_t m = -2;
+    for (int i = 0; i < f->p->nodes; i++) {
+        redisReply *r = test_redis_cmd(&srv[i], "PTTL %s", KEY);
+        assert_non_null(r);
+        if (r->integer > m)
+            m = r->integer;
+        freeReplyObject(r);
+    }
+    return m;
+}
+
+static void wipe(void)
+{
+    for (int i = 0; i < N_NODES; i++) {
+        redisReply *r = test_redis_cmd(&srv[i], "FLUSHALL");
+        assert_non_null(r);
+        freeReplyObject(r);
+    }
+}
+
+/* ---- fixture --------------------------------------------------------------- */
+
+static const char *urls[N_NODES];
+
+static void fx_open(fx *f, const path *p)
+{
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    memset(f, 0, sizeof *f);
+    f->p = p;
+    co.pool_size = p->pool;
+    co.wakeups = p->wakeups;
+    lo.ttl_ms = p->ttl_ms;
+    lo.flags = p->flags;
+    lo.retry_min_ms = 5;
+    lo.retry_max_ms = 10;
+    assert_int_equal(dlock_client_new(&f->c, urls, (size_t)p->nodes, &co, NULL, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&f->l, f->c, KEY, &lo), DLOCK_OK);
+    if (p->pool > 0) {
+        /* Warm the pool: connections exist and have loaded the scripts. */
+        dlock_node_status st[N_NODES];
+        assert_int_equal(dlock_client_status(f->c, "alloc:warm", st, N_NODES), DLOCK_OK);
+    }
+}
+
+static void fx_close(fx *f)
+{
+    dlock__alloc_fail_after(-1);
+    dlock_lock_free(f->l);
+    dlock_client_free(f->c);
+    f->l = NULL;
+    f->c = NULL;
+    wipe();
+}
+
+static int is_clean_error(const fx *f, int rc)
+{
+    return rc == DLOCK_ENOMEM || (f->p->nodes > 1 && rc == DLOCK_ENOQUORUM);
+}
+
+/* ---- paths ----------------------------------------------------------------- */
+
+static void prep_none(fx *f)
+{
+    (void)f;
+}
+
+static void prep_acquired(fx *f)
+{
+    assert_int_equal(dlock_lock_acquire(f->l, 0), DLOCK_OK);
+}
+
+static void prep_contended(fx *f)
+{
+    (void)f;
+    redisReply *r = test_redis_cmd(&srv[0], "SET %s other PX 60000", KEY);
+    assert_non_null(r);
+    freeReplyObject(r);
+}
+
+static int run_acquire(fx *f)
+{
+    return dlock_lock_acquire(f->l, 0);
+}
+
+static int run_acquire_wait(fx *f)
+{
+    return dlock_lock_acquire(f->l, 40);
+}
+
+static int run_release(fx *f)
+{
+    return dlock_lock_release(f->l);
+}
+
+static int run_extend(fx *f)
+{
+    return dlock_lock_extend(f->l, 0);
+}
+
+/* Let the watchdog's first round (due ttl/3 after the acquire) run under
+ * injection: until it completed, or 150 ms after it was due (a round whose
+ * allocations fail is retried every interval/4, or 10 ms when even its item
+ * array cannot be had). The lease then has more than half a TTL left. */
+static int run_round(fx *f)
+{
+    dlock__watchdog_stats st;
+    int64_t until = test_now_ms() + f->p->ttl_ms / 3 + 150;
+    do {
+        dlock__watchdog_get_stats(f->c, &st);
+        if (st.rounds >= 1)
+            break;
+        test_sleep_ms(2);
+    } while (test_now_ms() < until);
+    return DLOCK_OK;
+}
+
+/* The handle holds the lock: a majority has our token; release clears it. */
+static void expect_held_then_release(fx *f)
+{
+    int quorum = f->p->nodes / 2 + 1;
+    assert_int_equal(dlock_lock_state_get(f->l), DLOCK_STATE_HELD);
+    assert_true(nodes_holding(f, dlock_lock_token(f->l)) >= quorum);
+    assert_int_equal(dlock_lock_release(f->l), DLOCK_OK);
+    assert_int_equal(nodes_holding(f, NULL), 0);
+}
+
+static void verify_acquire(fx *f, int rc)
+{
+    if (rc == DLOCK_OK) {
+        expect_held_then_release(f);
+        return;
+    }
+    if (!is_clean_error(f, rc))
+        fail_msg("%s: acquire returned %s (%s)", f->p->name, dlock_errname(rc),
+                 dlock_lock_errmsg(f->l));
+    assert_int_equal(dlock_lock_state_get(f->l), DLOCK_STATE_UNLOCKED);
+    /* Nothing held in Redis that the caller was told it did not get. */
+    if (nodes_holding(f, NULL) != 0)
+        fail_msg("%s: acquire returned %s but left the lock key in Redis (pttl %lld)",
+                 f->p->name, dlock_errname(rc), (long long)max_pttl(f));
+}
+
+static void verify_acquire_wait(fx *f, int rc)
+{
+    if (rc != DLOCK_ETIMEDOUT && !is_clean_error(f, rc))
+        fail_msg("%s: acquire returned %s (%s)", f->p->name, dlock_errname(rc),
+                 dlock_lock_errmsg(f->l));
+    assert_int_equal(dlock_lock_state_get(f->l), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(nodes_holding(f, "other"), 1);
+}
+
+static long released_late; /* release failures that leave the key to its TTL */
+
+static void verify_release(fx *f, int rc)
+{
+    int quorum = f->p->nodes / 2 + 1;
+    assert_int_equal(dlock_lock_state_get(f->l), DLOCK_STATE_UNLOCKED);
+    if (rc == DLOCK_OK) {
+        /* Released on a majority; a minority node that could not be asked
+         * keeps its copy to its TTL, which no majority can be built on. */
+        assert_true(nodes_holding(f, NULL) < quorum);
+        if (f->p->nodes == 1)
+            assert_int_equal(nodes_holding(f, NULL), 0);
+        return;
+    }
+    if (!is_clean_error(f, rc))
+        fail_msg("%s: release returned %s", f->p->name, dlock_errname(rc));
+    /* Documented: after any return the handle holds nothing. A release
+     * that could not be sent leaves the key to expire with its TTL. */
+    if (nodes_holding(f, NULL) > 0) {
+        int64_t pttl = max_pttl(f);
+        assert_true(pttl > 0 && pttl <= f->p->ttl_ms);
+        released_late++;
+    }
+}
+
+static void verify_extend(fx *f, int rc)
+{
+    if (rc != DLOCK_OK && !is_clean_error(f, rc))
+        fail_msg("%s: extend returned %s", f->p->name, dlock_errname(rc));
+    /* A failed extend keeps the lease it had. */
+    expect_held_then_release(f);
+}
+
+static void verify_round(fx *f, int rc)
+{
+    dlock__watchdog_stats st;
+    assert_int_equal(rc, DLOCK_OK);
+    /* A round that could not run is retried while the lease lasts. */
+    int64_t until = test_now_ms() + 5000;
+    do {
+        dlock__watchdog_get_stats(f->c, &st);
+        if (st.renewed >= 1 || st.lost > 0)
+            break;
+        test_sleep_ms(5);
+    } while (test_now_ms() < until);
+    if (st.renewed < 1 || st.lost != 0)
+        fail_msg("%s: after the failing round: rounds %lu renewed %lu lost %lu, state %d, "
+                 "validity %lld ms", f->p->name, st.rounds, st.renewed, st.lost,
+                 (int)dlock_lock_state_get(f->l), (long long)dlock_lock_validity_ms(f->l));
+    expect_held_then_release(f);
+}
+
+/* ---- the driver ------------------------------------------------------------ */
+
+/* The current fixture, closed by teardown if a test fails half-way. */
+static fx f;
+
+static void every_failure(const path *p)
+{
+    fx_open(&f, p);
+    p->prepare(&f);
+    dlock__alloc_fail_after(-1);
+    int rc = p->run(&f);
+    long count = dlock__alloc_fail_after(-1);
+    p->verify(&f, rc);
+    fx_close(&f);
+    print_message("%-32s %3ld allocations\n", p->name, count);
+    released_late = 0;
+    /* A few more than counted: helper threads may allocate a little more
+     * in one run than in another. */
+    for (long k = 0; k < count + 2; k++) {
+        fx_open(&f, p);
+        p->prepare(&f);
+        dlock__alloc_fail_after(k);
+        rc = p->run(&f);
+        dlock__alloc_fail_after(-1);
+        p->verify(&f, rc);
+        fx_close(&f);
+    }
+    if (released_late)
+        print_message("%-32s %3ld failed releases left the key to its TTL\n", p->name,
+                      released_late);
+}
+
+#define P(name, nodes, pool, wake, flags, ttl, prep, run, verify)                                  \
+    static void name(void **state)                                                             \
+    {                                                                                          \
+        static const path p = {#name, nodes, pool, wake, flags, ttl, prep, run, verify};        \
+        (void)state;                                                                           \
+        every_failure(&p);                                                                     \
+    }
+
+P(acquire_fresh_connection, 1, 0, 0, 0, 5000, prep_none, run_acquire, verify_acquire)
+P(acquire_pooled_connection, 1, 4, 0, 0, 5000, prep_none, run_acquire, verify_acquire)
+P(acquire_redlock_fresh, N_NODES, 0, 0, 0, 5000, prep_none, run_acquire, verify_acquire)
+P(acquire_redlock_pooled, N_NODES, 4, 0, 0, 5000, prep_none, run_acquire, verify_acquire)
+P(acquire_auto_renew_fresh, 1, 0, 0, DLOCK_AUTO_RENEW, 5000, prep_none, run_acquire,
+  verify_acquire)
+P(acquire_auto_renew_pooled, 1, 4, 0, DLOCK_AUTO_RENEW, 5000, prep_none, run_acquire,
+  verify_acquire)
+P(acquire_reentrant_pooled, 1, 4, 0, DLOCK_REENTRANT, 5000, prep_none, run_acquire,
+  verify_acquire)
+P(acquire_waiting_with_wakeups, 1, 4, 1, 0, 5000, prep_contended, run_acquire_wait,
+  verify_acquire_wait)
+P(release_fresh_connection, 1, 0, 0, 0, 5000, prep_acquired, run_release, verify_release)
+P(release_redlock_fresh, N_NODES, 0, 0, 0, 5000, prep_acquired, run_release, verify_release)
+P(extend_fresh_connection, 1, 0, 0, 0, 5000, prep_acquired, run_extend, verify_extend)
+P(extend_redlock_fresh, N_NODES, 0, 0, 0, 5000, prep_acquired, run_extend, verify_extend)
+P(watchdog_round_fresh, 1, 0, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_round, verify_round)
+P(watchdog_round_pooled, N_NODES, 4, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_round,
+  verify_round)
+
+/* Creation: client_new (with_lock 0) or lock_new on a client (1) with
+ * allocation k failing (k < 0: none). Returns the allocations made. */
+static long create_once(int with_lock, long k)
+{
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    dlock__alloc_fail_after(with_lock ? -1 : k);
+    int rc = dlock_client_new(&c, urls, N_NODES, NULL, NULL, 0);
+    if (with_lock) {
+        assert_int_equal(rc, DLOCK_OK);
+        dlock__alloc_fail_after(k);
+        rc = dlock_lock_new(&l, c, KEY, NULL);
+    }
+    long made = dlock__alloc_fail_after(-1);
+    assert_true(rc == DLOCK_OK || (k >= 0 && rc == DLOCK_ENOMEM));
+    assert_true(rc == DLOCK_OK || (with_lock ? l == NULL : c == NULL));
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return made;
+}
+
+/* Creation paths: a clean DLOCK_ENOMEM and nothing leaked. */
+static void client_and_lock_creation(void **state)
+{
+    (void)state;
+    for (int with_lock = 0; with_lock < 2; with_lock++) {
+        long count = create_once(with_lock, -1);
+        print_message("%-32s %3ld allocations\n", with_lock ? "lock_new" : "client_new", count);
+        for (long k = 0; k < count; k++)
+            create_once(with_lock, k);
+    }
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (test_redis_start_many(srv, N_NODES, NULL) != 0)
+        return -1;
+    for (int i = 0; i < N_NODES; i++)
+        urls[i] = srv[i].url;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fx_close(&f);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    dlock__alloc_fail_after(-1);
+    test_redis_stop_many(srv, N_NODES);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(client_and_lock_creation, teardown),
+        cmocka_unit_test_teardown(acquire_fresh_connection, teardown),
+        cmocka_unit_test_teardown(acquire_pooled_connection, teardown),
+        cmocka_unit_test_teardown(acquire_redlock_fresh, teardown),
+        cmocka_unit_test_teardown(acquire_redlock_pooled, teardown),
+        cmocka_unit_test_teardown(acquire_auto_renew_fresh, teardown),
+        cmocka_unit_test_teardown(acquire_auto_renew_pooled, teardown),
+        cmocka_unit_test_teardown(acquire_reentrant_pooled, teardown),
+        cmocka_unit_test_teardown(acquire_waiting_with_wakeups, teardown),
+        cmocka_unit_test_teardown(release_fresh_connection, teardown),
+        cmocka_unit_test_teardown(release_redlock_fresh, teardown),
+        cmocka_unit_test_teardown(extend_fresh_connection, teardown),
+        cmocka_unit_test_teardown(extend_redlock_fresh, teardown),
+        cmocka_unit_test_teardown(watchdog_round_fresh, teardown),
+        cmocka_unit_test_teardown(watchdog_round_pooled, teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
