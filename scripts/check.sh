@@ -17,7 +17,7 @@ run_ctest build
 summary+=("plain: ok")
 if [ -s build/tests/chaos/chaos_summary.tsv ]; then
   echo "== chaos summary (docs/chaos.md explains the columns)"
-  column -t -s $'\t' build/tests/chaos/chaos_summary.tsv
+  cut -f1-13 build/tests/chaos/chaos_summary.tsv | column -t -s $'\t'
 fi
 
 echo "== valgrind: a subset of the integration tests"
