@@ -14,8 +14,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
-
-static test_redis srv;
+#include "test_util.h"
 
 static const char conf[] =
     "requirepass secret\n"
@@ -26,26 +25,15 @@ static const char conf[] =
 static int group_setup(void **state)
 {
     (void)state;
-    return test_redis_start(&srv, conf);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop(&srv);
-    return 0;
+    return test_redis_start(&test_srv, conf);
 }
 
 /* Try to take and release a lock through a client for `url`; returns the
  * acquire's code and copies the handle's message to msg. */
 static int try_lock(const char *url, int64_t wait_ms, char *msg, size_t msg_len)
 {
-    const char *urls[] = {url};
-    dlock_client *c = NULL;
+    dlock_client *c = test_client_new(&url, 1, NULL);
     dlock_lock *l = NULL;
-    char err[256] = "";
-    if (dlock_client_new(&c, urls, 1, NULL, err, sizeof err) != DLOCK_OK)
-        fail_msg("dlock_client_new(%s): %s", url, err);
     assert_int_equal(dlock_lock_new(&l, c, "auth:lock", NULL), DLOCK_OK);
     int rc = dlock_lock_acquire(l, wait_ms);
     snprintf(msg, msg_len, "%s", dlock_lock_errmsg(l));
@@ -59,7 +47,7 @@ static int try_lock(const char *url, int64_t wait_ms, char *msg, size_t msg_len)
 /* redis://<userinfo>@127.0.0.1:PORT */
 static void url_with(char *out, size_t len, const char *userinfo)
 {
-    snprintf(out, len, "redis://%s@127.0.0.1:%d", userinfo, srv.port);
+    snprintf(out, len, "redis://%s@127.0.0.1:%d", userinfo, test_srv.port);
 }
 
 static void right_password_acquires(void **state)
@@ -78,7 +66,7 @@ static void wrong_password_is_an_auth_error_naming_the_node(void **state)
 {
     (void)state;
     char url[400], msg[1024], node[64];
-    snprintf(node, sizeof node, "127.0.0.1:%d", srv.port);
+    snprintf(node, sizeof node, "127.0.0.1:%d", test_srv.port);
     url_with(url, sizeof url, ":wrong");
     assert_int_equal(try_lock(url, 0, msg, sizeof msg), DLOCK_EAUTH);
     if (!strstr(msg, node))
@@ -93,7 +81,7 @@ static void missing_password_is_an_auth_error(void **state)
 {
     (void)state;
     char msg[1024];
-    assert_int_equal(try_lock(srv.url, 0, msg, sizeof msg), DLOCK_EAUTH);
+    assert_int_equal(try_lock(test_srv.url, 0, msg, sizeof msg), DLOCK_EAUTH);
     assert_non_null(strstr(msg, "NOAUTH"));
 }
 
@@ -124,7 +112,7 @@ static void acl_user_without_permissions_is_an_auth_error(void **state)
     if (!strstr(msg, "NOPERM"))
         fail_msg("message does not quote NOPERM: %s", msg);
     /* Nothing was taken on bob's behalf. */
-    redisContext *ac = test_redis_admin(&srv);
+    redisContext *ac = test_redis_admin(&test_srv);
     assert_non_null(ac);
     redisReply *r = redisCommand(ac, "AUTH secret");
     assert_non_null(r);
@@ -148,14 +136,14 @@ static void unix_socket_credentials_in_parameters(void **state)
 {
     (void)state;
     char url[600], msg[1024];
-    snprintf(url, sizeof url, "%s?password=secret", srv.unix_url);
+    snprintf(url, sizeof url, "%s?password=secret", test_srv.unix_url);
     assert_int_equal(try_lock(url, 0, msg, sizeof msg), DLOCK_OK);
-    snprintf(url, sizeof url, "%s?user=alice&password=pw&db=1", srv.unix_url);
+    snprintf(url, sizeof url, "%s?user=alice&password=pw&db=1", test_srv.unix_url);
     assert_int_equal(try_lock(url, 0, msg, sizeof msg), DLOCK_OK);
-    snprintf(url, sizeof url, "%s?user=alice&password=bad", srv.unix_url);
+    snprintf(url, sizeof url, "%s?user=alice&password=bad", test_srv.unix_url);
     assert_int_equal(try_lock(url, 0, msg, sizeof msg), DLOCK_EAUTH);
-    assert_non_null(strstr(msg, srv.sock));
-    assert_int_equal(try_lock(srv.unix_url, 0, msg, sizeof msg), DLOCK_EAUTH);
+    assert_non_null(strstr(msg, test_srv.sock));
+    assert_int_equal(try_lock(test_srv.unix_url, 0, msg, sizeof msg), DLOCK_EAUTH);
 }
 
 static void status_with_wrong_password_is_an_auth_error(void **state)
@@ -185,5 +173,5 @@ int main(void)
         cmocka_unit_test(unix_socket_credentials_in_parameters),
         cmocka_unit_test(status_with_wrong_password_is_an_auth_error),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, test_srv_teardown);
 }

@@ -22,6 +22,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_util.h"
 
 #define N_PROCS 8
 #define N_ROUNDS 1000
@@ -40,21 +41,6 @@ typedef struct ctx {
     char counter_path[256];
     shared *sh;
 } ctx;
-
-static test_redis srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&srv, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop(&srv);
-    return 0;
-}
 
 /* The critical section: detect overlap, then read-increment-write. */
 static void critical_section(ctx *x)
@@ -135,7 +121,7 @@ static void processes_never_overlap_and_no_increment_is_lost(void **state)
     (void)state;
     ctx x;
     memset(&x, 0, sizeof x);
-    x.srv = &srv;
+    x.srv = &test_srv;
     test_tmp_path(x.holder_path, sizeof x.holder_path, "contention-holder");
     test_tmp_path(x.counter_path, sizeof x.counter_path, "contention-counter");
     unlink(x.holder_path);
@@ -171,12 +157,12 @@ static void processes_never_overlap_and_no_increment_is_lost(void **state)
     unlink(x.holder_path);
     /* Every grant took one fencing token. */
     long long fence = -1;
-    redisReply *r = test_redis_cmd(&srv, "GET {%s}:fence", LOCK_NAME);
+    redisReply *r = test_redis_cmd(&test_srv, "GET {%s}:fence", LOCK_NAME);
     if (r && r->type == REDIS_REPLY_STRING)
         fence = strtoll(r->str, NULL, 10);
     if (r)
         freeReplyObject(r);
-    r = test_redis_cmd(&srv, "DEL %s {%s}:fence", LOCK_NAME, LOCK_NAME);
+    r = test_redis_cmd(&test_srv, "DEL %s {%s}:fence", LOCK_NAME, LOCK_NAME);
     if (r)
         freeReplyObject(r);
 
@@ -193,5 +179,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(processes_never_overlap_and_no_increment_is_lost),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

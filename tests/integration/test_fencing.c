@@ -31,21 +31,20 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_util.h"
 
-#define N_NODES 5
+#define N_NODES TEST_N_NODES
 #define N_PROCS 8
 #define N_ITERS 1000
 
-static test_redis srv[N_NODES];
 static test_redis store_srv; /* the fenced resource lives here */
 
 static int group_setup(void **state)
 {
-    (void)state;
-    if (test_redis_start_many(srv, N_NODES, NULL) != 0)
+    if (test_nodes_setup(state) != 0)
         return -1;
     if (test_redis_start(&store_srv, NULL) != 0) {
-        test_redis_stop_many(srv, N_NODES);
+        test_nodes_teardown(state);
         return -1;
     }
     return 0;
@@ -53,20 +52,8 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-    (void)state;
-    test_redis_stop_many(srv, N_NODES);
+    test_nodes_teardown(state);
     test_redis_stop(&store_srv);
-    return 0;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    for (int i = 0; i < N_NODES; i++) {
-        test_redis_resume(&srv[i]);
-        if (srv[i].pid <= 0 && test_redis_restart(&srv[i]) != 0)
-            return -1;
-    }
     return 0;
 }
 
@@ -91,7 +78,7 @@ typedef struct shared {
 
 typedef struct fence_run {
     const char *name;
-    int n_nodes;      /* 1: srv[0] alone; N_NODES: Redlock */
+    int n_nodes;      /* 1: test_nodes[0] alone; N_NODES: Redlock */
     int64_t ttl_ms;
     int64_t min_uptime_ms;
     int iters;
@@ -124,7 +111,7 @@ static int fence_worker(int i, void *arg)
 
     const char *urls[N_NODES];
     for (int k = 0; k < r->n_nodes; k++)
-        urls[k] = srv[k].url;
+        urls[k] = test_nodes[k].url;
     dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
     co.min_node_uptime_ms = r->min_uptime_ms;
     co.connect_timeout_ms = 300;
@@ -184,37 +171,23 @@ static int fence_worker(int i, void *arg)
 static int run_workers(fence_run *r, int faults)
 {
     pid_t pids[N_PROCS];
-    int failed = 0;
-    fflush(NULL);
-    for (int i = 0; i < N_PROCS; i++) {
-        pids[i] = fork();
-        if (pids[i] == 0)
-            _exit(fence_worker(i, r) & 0xff);
-        if (pids[i] < 0)
-            failed++;
-    }
+    int failed = test_start_procs(pids, N_PROCS, fence_worker, r);
     if (faults) {
         int total = N_PROCS * r->iters;
         int64_t give_up = test_now_ms() + 120000;
         while (atomic_load(&r->sh->grants) < total / 3 && test_now_ms() < give_up)
             test_sleep_ms(5);
-        test_redis_kill9(&srv[0]);
-        test_redis_kill9(&srv[1]);
+        test_redis_kill9(&test_nodes[0]);
+        test_redis_kill9(&test_nodes[1]);
         atomic_store(&r->sh->phase, PHASE_TWO_DOWN);
         print_message("killed nodes 0 and 1 after %d grants\n", atomic_load(&r->sh->grants));
         test_sleep_ms((int)r->ttl_ms + 300);
-        if (test_redis_restart(&srv[0]) != 0 || test_redis_restart(&srv[1]) != 0)
+        if (test_redis_restart(&test_nodes[0]) != 0 || test_redis_restart(&test_nodes[1]) != 0)
             failed++;
         atomic_store(&r->sh->phase, PHASE_RESTARTED);
         print_message("restarted nodes 0 and 1 after %d grants\n", atomic_load(&r->sh->grants));
     }
-    for (int i = 0; i < N_PROCS; i++) {
-        int st;
-        if (pids[i] > 0 && (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) ||
-                            WEXITSTATUS(st) != 0))
-            failed++;
-    }
-    return failed;
+    return failed + test_wait_procs(pids, N_PROCS);
 }
 
 static int by_fence(const void *a, const void *b)
@@ -386,7 +359,7 @@ static dlock_client *redlock_client(void)
 {
     const char *urls[N_NODES];
     for (int k = 0; k < N_NODES; k++)
-        urls[k] = srv[k].url;
+        urls[k] = test_nodes[k].url;
     dlock_client *c = NULL;
     char err[256] = "";
     if (dlock_client_new(&c, urls, N_NODES, NULL, err, sizeof err) != DLOCK_OK)
@@ -431,22 +404,10 @@ static int process_a(int to_parent, int from_parent)
     return rel == DLOCK_ENOTOWNER ? A_REFUSED : A_RELEASE;
 }
 
-static char *store_get(const char *key)
-{
-    redisReply *r = test_redis_cmd(&store_srv, "GET %s", key);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    char *v = strdup(r->str);
-    freeReplyObject(r);
-    return v;
-}
-
 static void fenced_store_refuses_a_holder_paused_past_its_lease(void **state)
 {
     (void)state;
-    redisReply *del = test_redis_cmd(&store_srv, "DEL store:max store:data");
-    assert_non_null(del);
-    freeReplyObject(del);
+    freeReplyObject(test_cmd(&store_srv, "DEL store:max store:data"));
     int up[2], down[2];
     assert_int_equal(pipe(up), 0);
     assert_int_equal(pipe(down), 0);
@@ -493,7 +454,8 @@ static void fenced_store_refuses_a_holder_paused_past_its_lease(void **state)
     close(up[0]);
     close(down[1]);
 
-    char *data = store_get("store:data"), *max = store_get("store:max");
+    char *data = test_cmd_str(&store_srv, "GET store:data");
+    char *max = test_cmd_str(&store_srv, "GET store:max");
     char want_max[24];
     snprintf(want_max, sizeof want_max, "%" PRIu64, fence_b);
     assert_string_equal(data, "B");
@@ -509,7 +471,7 @@ static void fenced_store_refuses_a_holder_paused_past_its_lease(void **state)
     dlock_client_free(c);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, NULL)
+#define T(f) cmocka_unit_test_setup_teardown(f, test_nodes_revive, NULL)
 
 int main(void)
 {

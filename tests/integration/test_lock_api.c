@@ -14,42 +14,13 @@
 
 #include "dlock.h"
 #include "redis_server.h"
-
-static test_redis srv;
-static dlock_client *cl;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0)
-        return -1;
-    const char *urls[] = {srv.url};
-    return dlock_client_new(&cl, urls, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    dlock_client_free(cl);
-    test_redis_stop(&srv);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    redisReply *r = test_redis_cmd(&srv, "FLUSHALL");
-    if (!r)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
+#include "test_util.h"
 
 /* dlock_lock_new() with default options changed by the caller. */
 static int new_with(dlock_lock_options o)
 {
     dlock_lock *l = (dlock_lock *)(uintptr_t)1;
-    int rc = dlock_lock_new(&l, cl, "api:opts", &o);
+    int rc = dlock_lock_new(&l, test_cl, "api:opts", &o);
     if (rc == DLOCK_OK)
         dlock_lock_free(l);
     else
@@ -61,19 +32,19 @@ static void lock_new_rejects_bad_arguments(void **state)
 {
     (void)state;
     dlock_lock *l = (dlock_lock *)(uintptr_t)1;
-    assert_int_equal(dlock_lock_new(NULL, cl, "x", NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(NULL, test_cl, "x", NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_new(&l, NULL, "x", NULL), DLOCK_EINVAL);
     assert_null(l);
-    assert_int_equal(dlock_lock_new(&l, cl, NULL, NULL), DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_new(&l, cl, "", NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(&l, test_cl, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(&l, test_cl, "", NULL), DLOCK_EINVAL);
     char *name = malloc(DLOCK_NAME_MAX + 2);
     assert_non_null(name);
     memset(name, 'n', DLOCK_NAME_MAX + 1);
     name[DLOCK_NAME_MAX + 1] = '\0'; /* 65537 bytes */
-    assert_int_equal(dlock_lock_new(&l, cl, name, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(&l, test_cl, name, NULL), DLOCK_EINVAL);
     assert_null(l);
     name[DLOCK_NAME_MAX] = '\0'; /* 65536 bytes: the longest allowed */
-    assert_int_equal(dlock_lock_new(&l, cl, name, NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l, test_cl, name, NULL), DLOCK_OK);
     assert_int_equal(strlen(dlock_lock_name(l)), DLOCK_NAME_MAX);
     dlock_lock_free(l);
     free(name);
@@ -121,7 +92,7 @@ static void acquire_rejects_negative_waits_other_than_forever(void **state)
 {
     (void)state;
     dlock_lock *l = NULL;
-    assert_int_equal(dlock_lock_new(&l, cl, "api:wait", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l, test_cl, "api:wait", NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, -5), DLOCK_EINVAL);
     assert_true(dlock_lock_errmsg(l)[0] != '\0');
     assert_int_equal(dlock_lock_acquire(l, INT64_MIN), DLOCK_EINVAL);
@@ -136,7 +107,7 @@ static void extend_rejects_out_of_range_ttls_and_keeps_the_lock(void **state)
 {
     (void)state;
     dlock_lock *l = NULL;
-    assert_int_equal(dlock_lock_new(&l, cl, "api:extend", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l, test_cl, "api:extend", NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_extend(l, -1), DLOCK_EINVAL);
     assert_true(dlock_lock_errmsg(l)[0] != '\0');
@@ -152,8 +123,8 @@ static void adopt_rejects_bad_tokens_and_unsuitable_handles(void **state)
     dlock_lock *l = NULL, *r = NULL;
     dlock_lock_options ro = DLOCK_LOCK_OPTIONS_INIT;
     ro.flags = DLOCK_REENTRANT;
-    assert_int_equal(dlock_lock_new(&l, cl, "api:adopt", NULL), DLOCK_OK);
-    assert_int_equal(dlock_lock_new(&r, cl, "api:adopt-r", &ro), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l, test_cl, "api:adopt", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&r, test_cl, "api:adopt-r", &ro), DLOCK_OK);
     char tok[DLOCK_TOKEN_MAX + 2];
     memset(tok, 't', sizeof tok - 1);
     tok[sizeof tok - 1] = '\0'; /* DLOCK_TOKEN_MAX + 1 bytes */
@@ -202,16 +173,16 @@ static void status_reports_held_and_free_locks(void **state)
     dlock_lock *l = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     o.ttl_ms = 20000;
-    assert_int_equal(dlock_lock_new(&l, cl, "api:status", &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l, test_cl, "api:status", &o), DLOCK_OK);
     dlock_node_status st;
     /* Never taken: free, no TTL, no fence yet. */
-    assert_int_equal(dlock_client_status(cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(test_cl, "api:status", &st, 1), DLOCK_OK);
     assert_int_equal(st.error, DLOCK_OK);
     assert_int_equal(st.held, 0);
     assert_int_equal(st.ttl_ms, -1);
     assert_int_equal(st.fence, 0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    assert_int_equal(dlock_client_status(cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(test_cl, "api:status", &st, 1), DLOCK_OK);
     assert_int_equal(st.error, DLOCK_OK);
     assert_int_equal(st.held, 1);
     assert_true(st.ttl_ms > 0 && st.ttl_ms <= 20000);
@@ -219,7 +190,7 @@ static void status_reports_held_and_free_locks(void **state)
     assert_true(st.fence > 0);
     uint64_t fence = st.fence;
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(dlock_client_status(cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(test_cl, "api:status", &st, 1), DLOCK_OK);
     assert_int_equal(st.held, 0);
     assert_int_equal(st.ttl_ms, -1);
     assert_int_equal(st.fence, fence); /* the counter stays */
@@ -232,13 +203,10 @@ static void no_fence_flag_gives_no_fencing_token_and_no_counter(void **state)
     dlock_lock *l = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     o.flags = DLOCK_NO_FENCE;
-    assert_int_equal(dlock_lock_new(&l, cl, "api:nofence", &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l, test_cl, "api:nofence", &o), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_fence(l), 0);
-    redisReply *r = test_redis_cmd(&srv, "EXISTS {api:nofence}:fence");
-    assert_non_null(r);
-    assert_int_equal(r->integer, 0);
-    freeReplyObject(r);
+    assert_int_equal(test_key_exists(&test_srv, "{api:nofence}:fence"), 0);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
 }
@@ -247,35 +215,31 @@ static void status_rejects_bad_arguments(void **state)
 {
     (void)state;
     dlock_node_status st[2];
-    assert_int_equal(dlock_client_status(cl, NULL, st, 1), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_status(cl, "x", NULL, 1), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_status(cl, "x", st, 0), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_status(cl, "", st, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, NULL, st, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, "x", NULL, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, "x", st, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, "", st, 1), DLOCK_EINVAL);
     char *name = malloc(DLOCK_NAME_MAX + 2);
     assert_non_null(name);
     memset(name, 'n', DLOCK_NAME_MAX + 1);
     name[DLOCK_NAME_MAX + 1] = '\0';
-    assert_int_equal(dlock_client_status(cl, name, st, 2), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, name, st, 2), DLOCK_EINVAL);
     free(name);
 }
 
 static void unix_socket_url_locks_the_same_keys(void **state)
 {
     (void)state;
-    const char *urls[] = {srv.unix_url};
+    const char *urls[] = {test_srv.unix_url};
     dlock_client *uc = NULL;
     char err[256] = "";
     assert_int_equal(dlock_client_new(&uc, urls, 1, NULL, err, sizeof err), DLOCK_OK);
-    assert_string_equal(dlock_client_node_name(uc, 0), srv.sock);
+    assert_string_equal(dlock_client_node_name(uc, 0), test_srv.sock);
     dlock_lock *u = NULL, *t = NULL;
     assert_int_equal(dlock_lock_new(&u, uc, "api:unix", NULL), DLOCK_OK);
-    assert_int_equal(dlock_lock_new(&t, cl, "api:unix", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&t, test_cl, "api:unix", NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(u, 0), DLOCK_OK);
-    redisReply *r = test_redis_cmd(&srv, "GET api:unix");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, dlock_lock_token(u));
-    freeReplyObject(r);
+    test_assert_key_value(&test_srv, "api:unix", dlock_lock_token(u));
     assert_int_equal(dlock_lock_acquire(t, 0), DLOCK_ENOTACQUIRED); /* over TCP */
     assert_int_equal(dlock_lock_release(u), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(t, 0), DLOCK_OK);
@@ -287,7 +251,7 @@ static void unix_socket_url_locks_the_same_keys(void **state)
 /* EXISTS key in database db, through one admin connection. */
 static long long exists_in_db(int db, const char *key)
 {
-    redisContext *ac = test_redis_admin(&srv);
+    redisContext *ac = test_redis_admin(&test_srv);
     assert_non_null(ac);
     redisReply *r = redisCommand(ac, "SELECT %d", db);
     assert_non_null(r);
@@ -305,7 +269,7 @@ static void db_in_url_selects_the_database(void **state)
 {
     (void)state;
     char url[400];
-    snprintf(url, sizeof url, "%s/3", srv.url);
+    snprintf(url, sizeof url, "%s/3", test_srv.url);
     const char *urls[] = {url};
     dlock_client *dc = NULL;
     assert_int_equal(dlock_client_new(&dc, urls, 1, NULL, NULL, 0), DLOCK_OK);
@@ -316,7 +280,7 @@ static void db_in_url_selects_the_database(void **state)
     assert_int_equal(exists_in_db(3, "{api:db}:fence"), 1);
     assert_int_equal(exists_in_db(0, "api:db"), 0);
     /* Database 0 is another namespace: the same name is free there. */
-    assert_int_equal(dlock_lock_new(&l0, cl, "api:db", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l0, test_cl, "api:db", NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l0, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(exists_in_db(3, "api:db"), 0);
@@ -331,7 +295,7 @@ static void forget_keeps_the_lock_in_redis_for_another_process(void **state)
     dlock_lock *l = NULL, *other = NULL;
     char token[DLOCK_TOKEN_MAX + 1];
     assert_int_equal(dlock_lock_forget(NULL), DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_new(&l, cl, "api:forget", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&l, test_cl, "api:forget", NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_forget(l), DLOCK_ENOTHELD);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     snprintf(token, sizeof token, "%s", dlock_lock_token(l));
@@ -339,19 +303,15 @@ static void forget_keeps_the_lock_in_redis_for_another_process(void **state)
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
     assert_int_equal(dlock_lock_release(l), DLOCK_ENOTHELD);
     dlock_lock_free(l); /* must not release what was forgotten */
-    redisReply *r = test_redis_cmd(&srv, "GET api:forget");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, token);
-    freeReplyObject(r);
+    test_assert_key_value(&test_srv, "api:forget", token);
     /* The token still releases it, from another handle. */
-    assert_int_equal(dlock_lock_new(&other, cl, "api:forget", NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&other, test_cl, "api:forget", NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_adopt(other, token), DLOCK_OK);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
     dlock_lock_free(other);
 }
 
-#define T(f) cmocka_unit_test_teardown(f, teardown)
+#define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
 {
@@ -369,5 +329,5 @@ int main(void)
         T(db_in_url_selects_the_database),
         T(forget_keeps_the_lock_in_redis_for_another_process),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
 }

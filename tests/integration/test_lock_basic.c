@@ -17,8 +17,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
-
-static test_redis srv;
+#include "test_util.h"
 
 /* Every test gets a client `cl`; handles and clients made through the
  * helpers below are freed after the test, and the test's keys with them. */
@@ -27,26 +26,9 @@ static dlock_client *clients[4];
 static dlock_lock *handles[8];
 static size_t n_clients, n_handles;
 
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&srv, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop(&srv);
-    return 0;
-}
-
 static dlock_client *client_for(const char *url)
 {
-    dlock_client *c = NULL;
-    char err[256] = "";
-    const char *urls[] = {url};
-    if (dlock_client_new(&c, urls, 1, NULL, err, sizeof err) != DLOCK_OK)
-        fail_msg("dlock_client_new(%s): %s", url, err);
+    dlock_client *c = test_client_new(&url, 1, NULL);
     assert_true(n_clients < sizeof clients / sizeof clients[0]);
     clients[n_clients++] = c;
     return c;
@@ -54,12 +36,7 @@ static dlock_client *client_for(const char *url)
 
 static dlock_lock *lock_for(dlock_client *c, const char *name, int64_t ttl_ms)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *l = NULL;
-    o.ttl_ms = ttl_ms;
-    o.retry_min_ms = 5;
-    o.retry_max_ms = 20;
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    dlock_lock *l = test_lock_new(c, name, ttl_ms, 0, 5, 20);
     assert_true(n_handles < sizeof handles / sizeof handles[0]);
     handles[n_handles++] = l;
     return l;
@@ -68,7 +45,7 @@ static dlock_lock *lock_for(dlock_client *c, const char *name, int64_t ttl_ms)
 static int setup(void **state)
 {
     (void)state;
-    cl = client_for(srv.url);
+    cl = client_for(test_srv.url);
     return 0;
 }
 
@@ -79,43 +56,13 @@ static int teardown(void **state)
         dlock_lock_free(handles[--n_handles]);
     while (n_clients > 0)
         dlock_client_free(clients[--n_clients]);
-    redisReply *r = test_redis_cmd(&srv, "FLUSHALL");
-    if (!r)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
-
-/* Run a command; return its reply (freed by the caller). */
-static redisReply *cmd(const char *fmt, const char *arg)
-{
-    redisReply *r = test_redis_cmd(&srv, fmt, arg);
-    assert_non_null(r);
-    return r;
-}
-
-static long long cmd_int(const char *fmt, const char *arg)
-{
-    redisReply *r = cmd(fmt, arg);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-/* Assert the key holds the string `want`. */
-static void assert_key_value(const char *key, const char *want)
-{
-    redisReply *r = cmd("GET %s", key);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, want);
-    freeReplyObject(r);
+    return test_flushall(&test_srv);
 }
 
 static void two_clients_exclude_each_other(void **state)
 {
     (void)state;
-    dlock_client *c2 = client_for(srv.url);
+    dlock_client *c2 = client_for(test_srv.url);
     dlock_lock *a = lock_for(cl, "basic:excl", 10000), *b = lock_for(c2, "basic:excl", 10000);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
@@ -164,7 +111,7 @@ static void waiting_acquire_succeeds_when_holder_releases(void **state)
     assert_int_equal(pthread_join(t, &rel), 0);
     assert_int_equal((intptr_t)rel, DLOCK_OK);
     assert_true(took >= 150 && took < 9000); /* well before the 30 s TTL */
-    assert_key_value("basic:handover", dlock_lock_token(b));
+    test_assert_key_value(&test_srv, "basic:handover", dlock_lock_token(b));
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
 }
 
@@ -180,7 +127,7 @@ static void release_by_non_owner_leaves_lock_intact(void **state)
     assert_int_equal(dlock_lock_release(b), DLOCK_ENOTOWNER);
     assert_true(dlock_lock_errmsg(b)[0] != '\0');
     assert_int_equal(dlock_lock_state_get(b), DLOCK_STATE_UNLOCKED);
-    assert_key_value("basic:nonowner", token);
+    test_assert_key_value(&test_srv, "basic:nonowner", token);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
 }
 
@@ -193,21 +140,21 @@ static void adopting_the_owner_token_allows_extend_and_release(void **state)
     assert_string_equal(dlock_lock_token(b), dlock_lock_token(a));
     assert_int_equal(dlock_lock_extend(b, 60000), DLOCK_OK);
     assert_true(dlock_lock_validity_ms(b) > 50000); /* known after an extend */
-    assert_true(cmd_int("PTTL %s", "basic:adopt") > 50000);
+    assert_true(test_key_pttl(&test_srv, "basic:adopt") > 50000);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
-    assert_int_equal(cmd_int("EXISTS %s", "basic:adopt"), 0);
+    assert_int_equal(test_key_exists(&test_srv, "basic:adopt"), 0);
     assert_int_equal(dlock_lock_release(a), DLOCK_EEXPIRED);
 }
 
 static void freeing_a_holding_handle_releases_the_lock(void **state)
 {
     (void)state;
-    dlock_client *c2 = client_for(srv.url);
+    dlock_client *c2 = client_for(test_srv.url);
     dlock_lock *a = NULL;
     assert_int_equal(dlock_lock_new(&a, c2, "basic:free", NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     dlock_lock_free(a);
-    assert_int_equal(cmd_int("EXISTS %s", "basic:free"), 0);
+    assert_int_equal(test_key_exists(&test_srv, "basic:free"), 0);
 }
 
 static void extend_by_non_owner_leaves_lock_intact(void **state)
@@ -220,8 +167,8 @@ static void extend_by_non_owner_leaves_lock_intact(void **state)
     assert_int_equal(dlock_lock_adopt(b, "not-the-owner"), DLOCK_OK);
     assert_int_equal(dlock_lock_extend(b, 600000), DLOCK_ENOTOWNER);
     assert_int_equal(dlock_lock_state_get(b), DLOCK_STATE_UNLOCKED);
-    assert_key_value("basic:nonowner-ext", token);
-    long long pttl = cmd_int("PTTL %s", "basic:nonowner-ext");
+    test_assert_key_value(&test_srv, "basic:nonowner-ext", token);
+    long long pttl = test_key_pttl(&test_srv, "basic:nonowner-ext");
     assert_true(pttl > 0 && pttl <= 5000);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
 }
@@ -248,7 +195,7 @@ static void release_by_expired_holder_after_takeover_leaves_new_lock_intact(void
     test_sleep_ms(400);
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(a), DLOCK_ENOTOWNER);
-    assert_key_value("basic:takeover", dlock_lock_token(b));
+    test_assert_key_value(&test_srv, "basic:takeover", dlock_lock_token(b));
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
 }
 
@@ -264,7 +211,7 @@ static void extend_after_expiry_reports_expired(void **state)
     if (rc != DLOCK_EEXPIRED)
         fail_msg("extend after expiry gave %s: %s", dlock_errname(rc), dlock_lock_errmsg(a));
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
-    assert_int_equal(cmd_int("EXISTS %s", "basic:expiry-ext"), 0); /* not revived */
+    assert_int_equal(test_key_exists(&test_srv, "basic:expiry-ext"), 0); /* not revived */
 }
 
 static void extend_sets_the_new_ttl_on_the_server(void **state)
@@ -273,13 +220,13 @@ static void extend_sets_the_new_ttl_on_the_server(void **state)
     dlock_lock *a = lock_for(cl, "basic:extend", 5000);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_extend(a, 120000), DLOCK_OK);
-    long long pttl = cmd_int("PTTL %s", "basic:extend");
+    long long pttl = test_key_pttl(&test_srv, "basic:extend");
     assert_true(pttl > 110000 && pttl <= 120000);
     int64_t v = dlock_lock_validity_ms(a);
     assert_true(v > 110000 && v <= 120000);
     /* 0 means the handle's own TTL. */
     assert_int_equal(dlock_lock_extend(a, 0), DLOCK_OK);
-    pttl = cmd_int("PTTL %s", "basic:extend");
+    pttl = test_key_pttl(&test_srv, "basic:extend");
     assert_true(pttl > 0 && pttl <= 5000);
     assert_true(dlock_lock_validity_ms(a) <= 5000);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
@@ -303,7 +250,7 @@ static void validity_is_within_ttl_and_decreases(void **state)
 static void fencing_tokens_strictly_increase_across_grants(void **state)
 {
     (void)state;
-    dlock_client *c2 = client_for(srv.url);
+    dlock_client *c2 = client_for(test_srv.url);
     dlock_lock *l[2] = {lock_for(cl, "basic:fence", 10000), lock_for(c2, "basic:fence", 10000)};
     uint64_t last = 0;
     for (int i = 0; i < 10; i++) {
@@ -349,7 +296,7 @@ static void second_acquire_on_a_non_reentrant_handle_is_invalid(void **state)
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
     assert_string_equal(dlock_lock_token(a), token);
     assert_int_equal(dlock_lock_fence(a), fence);
-    assert_key_value("basic:twice", token);
+    test_assert_key_value(&test_srv, "basic:twice", token);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
 }
 
@@ -358,12 +305,12 @@ static void release_after_script_flush_still_succeeds(void **state)
     (void)state;
     dlock_lock *a = lock_for(cl, "basic:noscript", 10000);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    freeReplyObject(cmd("SCRIPT FLUSH", NULL));
+    freeReplyObject(test_cmd(&test_srv, "SCRIPT FLUSH"));
     assert_int_equal(dlock_lock_extend(a, 20000), DLOCK_OK);
-    freeReplyObject(cmd("SCRIPT FLUSH", NULL));
+    freeReplyObject(test_cmd(&test_srv, "SCRIPT FLUSH"));
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(cmd_int("EXISTS %s", "basic:noscript"), 0);
-    freeReplyObject(cmd("SCRIPT FLUSH", NULL));
+    assert_int_equal(test_key_exists(&test_srv, "basic:noscript"), 0);
+    freeReplyObject(test_cmd(&test_srv, "SCRIPT FLUSH"));
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
 }
@@ -372,19 +319,19 @@ static void key_of_another_type_gives_wrongtype_and_stays_untouched(void **state
 {
     (void)state;
     dlock_lock *a = lock_for(cl, "basic:hash", 10000);
-    freeReplyObject(cmd("HSET %s field value", "basic:hash"));
+    freeReplyObject(test_cmd(&test_srv, "HSET %s field value", "basic:hash"));
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_EWRONGTYPE);
     assert_true(dlock_lock_errmsg(a)[0] != '\0');
     /* Not worth waiting for: a wait ends at once. */
     int64_t t0 = test_now_ms();
     assert_int_equal(dlock_lock_acquire(a, 20000), DLOCK_EWRONGTYPE);
     assert_true(test_now_ms() - t0 < 10000);
-    redisReply *r = cmd("HGET %s field", "basic:hash");
+    redisReply *r = test_cmd(&test_srv, "HGET %s field", "basic:hash");
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     assert_string_equal(r->str, "value");
     freeReplyObject(r);
-    assert_int_equal(cmd_int("HLEN %s", "basic:hash"), 1);
-    assert_int_equal(cmd_int("PTTL %s", "basic:hash"), -1);
+    assert_int_equal(test_cmd_int(&test_srv, "HLEN %s", "basic:hash"), 1);
+    assert_int_equal(test_key_pttl(&test_srv, "basic:hash"), -1);
 }
 
 static void plain_mode_stores_a_string_token_with_a_ttl(void **state)
@@ -393,8 +340,8 @@ static void plain_mode_stores_a_string_token_with_a_ttl(void **state)
     dlock_lock *a = lock_for(cl, "basic:plain", 30000);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     assert_int_equal(strlen(dlock_lock_token(a)), DLOCK_TOKEN_HEX_LEN);
-    assert_key_value("basic:plain", dlock_lock_token(a));
-    long long pttl = cmd_int("PTTL %s", "basic:plain");
+    test_assert_key_value(&test_srv, "basic:plain", dlock_lock_token(a));
+    long long pttl = test_key_pttl(&test_srv, "basic:plain");
     assert_true(pttl > 0 && pttl <= 30000);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
 }
@@ -403,15 +350,13 @@ static void key_set_nx_px_by_another_library_excludes_dlock(void **state)
 {
     (void)state;
     dlock_lock *a = lock_for(cl, "basic:foreign", 10000);
-    redisReply *r = cmd("SET %s redsync-token NX PX 10000", "basic:foreign");
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    test_cmd_status(&test_srv, "SET %s redsync-token NX PX 10000", "basic:foreign");
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
     assert_true(dlock_lock_holder_ttl_ms(a) > 0 && dlock_lock_holder_ttl_ms(a) <= 10000);
     /* Adopting the other library's token lets dlock release it. */
     assert_int_equal(dlock_lock_adopt(a, "redsync-token"), DLOCK_OK);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(cmd_int("EXISTS %s", "basic:foreign"), 0);
+    assert_int_equal(test_key_exists(&test_srv, "basic:foreign"), 0);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -439,5 +384,5 @@ int main(void)
         T(plain_mode_stores_a_string_token_with_a_ttl),
         T(key_set_nx_px_by_another_library_excludes_dlock),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

@@ -19,50 +19,20 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_util.h"
 
-#define N_NODES 5
+#define N_NODES TEST_N_NODES
 #define SLACK_MS 700 /* scheduling slack on a loaded 2-core machine */
-
-static test_redis srv[N_NODES];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start_many(srv, N_NODES, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop_many(srv, N_NODES);
-    return 0;
-}
 
 /* Every test starts with five running, empty nodes and leaves them running
  * (a failed test may have left one killed or stopped). */
 static int setup(void **state)
 {
-    (void)state;
-    for (int i = 0; i < N_NODES; i++) {
-        test_redis_resume(&srv[i]);
-        if (srv[i].pid <= 0 && test_redis_restart(&srv[i]) != 0)
+    if (test_nodes_revive(state) != 0)
+        return -1;
+    for (int i = 0; i < N_NODES; i++)
+        if (test_flushall(&test_nodes[i]) != 0)
             return -1;
-        redisReply *r = test_redis_cmd(&srv[i], "FLUSHALL");
-        if (!r)
-            return -1;
-        freeReplyObject(r);
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (int i = 0; i < N_NODES; i++) {
-        test_redis_resume(&srv[i]);
-        if (srv[i].pid <= 0 && test_redis_restart(&srv[i]) != 0)
-            return -1;
-    }
     return 0;
 }
 
@@ -70,11 +40,8 @@ static dlock_client *client_with(const dlock_client_options *o)
 {
     const char *urls[N_NODES];
     for (int i = 0; i < N_NODES; i++)
-        urls[i] = srv[i].url;
-    dlock_client *c = NULL;
-    char err[256] = "";
-    if (dlock_client_new(&c, urls, N_NODES, o, err, sizeof err) != DLOCK_OK)
-        fail_msg("dlock_client_new: %s", err);
+        urls[i] = test_nodes[i].url;
+    dlock_client *c = test_client_new(urls, N_NODES, o);
     assert_int_equal(dlock_client_node_count(c), N_NODES);
     return c;
 }
@@ -89,35 +56,18 @@ static dlock_client *fast_client(void)
 
 static dlock_lock *lock_for(dlock_client *c, const char *name, int64_t ttl_ms)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *l = NULL;
-    o.ttl_ms = ttl_ms;
-    o.retry_min_ms = 5;
-    o.retry_max_ms = 50;
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
-    return l;
+    return test_lock_new(c, name, ttl_ms, 0, 5, 50);
 }
 
 static void set_other(int node, const char *key)
 {
-    redisReply *r = test_redis_cmd(&srv[node], "SET %s other PX 10000", key);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    test_cmd_status(&test_nodes[node], "SET %s other PX 10000", key);
 }
 
 /* The value of `key` on `node`, or NULL if absent; caller frees. */
 static char *get_value(int node, const char *key)
 {
-    redisReply *r = test_redis_cmd(&srv[node], "GET %s", key);
-    assert_non_null(r);
-    char *v = NULL;
-    if (r->type == REDIS_REPLY_STRING)
-        v = strdup(r->str);
-    else
-        assert_int_equal(r->type, REDIS_REPLY_NIL);
-    freeReplyObject(r);
-    return v;
+    return test_cmd_str_or_nil(&test_nodes[node], "GET %s", key);
 }
 
 static void assert_value(int node, const char *key, const char *want)
@@ -136,8 +86,7 @@ static void assert_value(int node, const char *key, const char *want)
  * other_ok): no lock key holds a token of ours. */
 static void assert_no_key_of_ours(int node, const char *name, int other_ok)
 {
-    redisReply *r = test_redis_cmd(&srv[node], "KEYS *");
-    assert_non_null(r);
+    redisReply *r = test_cmd(&test_nodes[node], "KEYS *");
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     for (size_t i = 0; i < r->elements; i++) {
         const char *k = r->element[i]->str;
@@ -157,7 +106,7 @@ static void assert_no_key_of_ours(int node, const char *name, int other_ok)
 static int errmsg_names_node(const dlock_lock *l, int node)
 {
     char needle[64];
-    snprintf(needle, sizeof needle, "127.0.0.1:%d:", srv[node].port);
+    snprintf(needle, sizeof needle, "127.0.0.1:%d:", test_nodes[node].port);
     return strstr(dlock_lock_errmsg(l), needle) != NULL;
 }
 
@@ -241,8 +190,8 @@ static void acquire_extend_release_work_with_two_of_five_nodes_killed(void **sta
     dlock_client *c = fast_client();
     warm_up(c); /* pooled connections to the nodes about to die */
     dlock_lock *l = lock_for(c, key, 10000);
-    test_redis_kill9(&srv[0]);
-    test_redis_kill9(&srv[1]);
+    test_redis_kill9(&test_nodes[0]);
+    test_redis_kill9(&test_nodes[1]);
 
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     const char *tok = dlock_lock_token(l);
@@ -252,11 +201,8 @@ static void acquire_extend_release_work_with_two_of_five_nodes_killed(void **sta
 
     assert_int_equal(dlock_lock_extend(l, 20000), DLOCK_OK);
     for (int i = 2; i < N_NODES; i++) {
-        redisReply *r = test_redis_cmd(&srv[i], "PTTL %s", key);
-        assert_non_null(r);
-        assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-        assert_true(r->integer > 10000 && r->integer <= 20000);
-        freeReplyObject(r);
+        long long pttl = test_key_pttl(&test_nodes[i], key);
+        assert_true(pttl > 10000 && pttl <= 20000);
     }
     assert_true(dlock_lock_validity_ms(l) > 10000);
 
@@ -276,7 +222,7 @@ static void acquire_with_three_of_five_nodes_killed_fails_fast_with_no_quorum_th
     warm_up(c);
     dlock_lock *l = lock_for(c, key, 10000);
     for (int i = 0; i < 3; i++)
-        test_redis_kill9(&srv[i]);
+        test_redis_kill9(&test_nodes[i]);
 
     int64_t t0 = test_now_ms();
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOQUORUM);
@@ -297,7 +243,7 @@ static void acquire_with_three_of_five_nodes_killed_fails_fast_with_no_quorum_th
 
     /* The same client recovers once the nodes are back. */
     for (int i = 0; i < 3; i++)
-        assert_int_equal(test_redis_restart(&srv[i]), 0);
+        assert_int_equal(test_redis_restart(&test_nodes[i]), 0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     const char *tok = dlock_lock_token(l);
     int ours = 0;
@@ -319,9 +265,9 @@ static void errmsg_names_every_unreachable_node_and_no_healthy_one(void **state)
     (void)state;
     dlock_client *c = fast_client();
     dlock_lock *l = lock_for(c, "redlock:errmsg", 10000);
-    test_redis_kill9(&srv[1]);
-    test_redis_kill9(&srv[2]);
-    test_redis_kill9(&srv[4]);
+    test_redis_kill9(&test_nodes[1]);
+    test_redis_kill9(&test_nodes[2]);
+    test_redis_kill9(&test_nodes[4]);
 
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOQUORUM);
     const char *msg = dlock_lock_errmsg(l);
@@ -332,7 +278,7 @@ static void errmsg_names_every_unreachable_node_and_no_healthy_one(void **state)
     assert_false(errmsg_names_node(l, 0));
     assert_false(errmsg_names_node(l, 3));
     /* A success clears the message. */
-    assert_int_equal(test_redis_restart(&srv[1]), 0);
+    assert_int_equal(test_redis_restart(&test_nodes[1]), 0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_string_equal(dlock_lock_errmsg(l), "");
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -364,7 +310,7 @@ static void acquire_is_not_held_up_by_a_sigstopped_node(void **state)
     dlock_client *c = stall_client();
     warm_up(c);
     dlock_lock *l = lock_for(c, key, STALL_TTL_MS);
-    test_redis_pause(&srv[2]);
+    test_redis_pause(&test_nodes[2]);
 
     int64_t t0 = test_now_ms();
     int rc = dlock_lock_acquire(l, 0);
@@ -389,7 +335,7 @@ static void acquire_is_not_held_up_by_a_sigstopped_node(void **state)
     assert_int_equal(rc, DLOCK_OK);
     assert_true(took < STALL_NODE_MS + SLACK_MS);
 
-    test_redis_resume(&srv[2]);
+    test_redis_resume(&test_nodes[2]);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
     dlock_lock_free(l2);
@@ -411,14 +357,14 @@ static void failed_acquire_needing_a_sigstopped_node_gives_up_after_the_per_node
     dlock_lock *l = lock_for(c, key, STALL_TTL_MS);
     set_other(0, key);
     set_other(1, key);
-    test_redis_pause(&srv[4]);
+    test_redis_pause(&test_nodes[4]);
 
     int64_t t0 = test_now_ms();
     int rc = dlock_lock_acquire(l, 0);
     int64_t took = test_now_ms() - t0;
     print_message("acquire needing stopped node 4: %s in %" PRId64 " ms (%s)\n",
                   dlock_errname(rc), took, dlock_lock_errmsg(l));
-    test_redis_resume(&srv[4]);
+    test_redis_resume(&test_nodes[4]);
     int named = errmsg_names_node(l, 4);
     for (int i = 2; i < 4; i++)
         assert_no_key_of_ours(i, key, 0);
@@ -460,7 +406,7 @@ static void *debug_sleep(void *arg)
 static int node_is_stalled(int node)
 {
     struct timeval tv = {0, 200000};
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", srv[node].port, tv);
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", test_nodes[node].port, tv);
     if (!ctx)
         return 0;
     int stalled = 0;
@@ -484,7 +430,7 @@ static void acquire_is_not_held_up_by_a_node_in_debug_sleep(void **state)
     dlock_lock *l = lock_for(c, key, STALL_TTL_MS);
     assert_false(node_is_stalled(3));
 
-    sleeper s = {&srv[3], 0, 0, 0};
+    sleeper s = {&test_nodes[3], 0, 0, 0};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, debug_sleep, &s), 0);
     while (atomic_load(&s.connected) == 0)
@@ -564,7 +510,7 @@ static void freshly_restarted_nodes_do_not_count_until_min_uptime(void **state)
     (void)state;
     const char *key = "redlock:restart-rule";
     for (int i = 0; i < N_NODES; i++)
-        assert_int_equal(test_redis_restart(&srv[i]), 0);
+        assert_int_equal(test_redis_restart(&test_nodes[i]), 0);
     int64_t started = test_now_ms();
 
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
@@ -615,7 +561,7 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
         assert_int_equal(st[i].fence, 0);
     }
 
-    test_redis_kill9(&srv[4]);
+    test_redis_kill9(&test_nodes[4]);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
     assert_true(fence > 0);
@@ -649,7 +595,7 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
     dlock_client_free(c);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, test_nodes_revive)
 
 int main(void)
 {
@@ -666,5 +612,5 @@ int main(void)
         T(freshly_restarted_nodes_do_not_count_until_min_uptime),
         T(status_reports_held_ttl_and_fence_per_node),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }

@@ -26,25 +26,11 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_util.h"
 
-#define N_NODES 5
+#define N_NODES TEST_N_NODES
 #define N_PROCS 8
 #define N_ITERS 1000
-
-static test_redis srv[N_NODES];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start_many(srv, N_NODES, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop_many(srv, N_NODES);
-    return 0;
-}
 
 /* What each child reports back, in memory shared with the parent. */
 typedef struct child_result {
@@ -80,7 +66,7 @@ static int worker(int i, void *arg)
 
     const char *urls[N_NODES];
     for (int k = 0; k < N_NODES; k++)
-        urls[k] = srv[k].url;
+        urls[k] = test_nodes[k].url;
     dlock_client *c = NULL;
     char err[256] = "";
     if (dlock_client_new(&c, urls, N_NODES, NULL, err, sizeof err) != DLOCK_OK) {
@@ -189,12 +175,8 @@ static void processes_running_critical_sections_never_overlap(void **state)
     assert_int_equal(total, (uint64_t)N_PROCS * N_ITERS);
     assert_int_equal(rerr, 0);
     /* Nothing is left behind on any node. */
-    for (int i = 0; i < N_NODES; i++) {
-        redisReply *rep = test_redis_cmd(&srv[i], "EXISTS %s", "contention:counter");
-        assert_non_null(rep);
-        assert_int_equal(rep->integer, 0);
-        freeReplyObject(rep);
-    }
+    for (int i = 0; i < N_NODES; i++)
+        assert_int_equal(test_key_exists(&test_nodes[i], "contention:counter"), 0);
 }
 
 int main(void)
@@ -202,5 +184,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(processes_running_critical_sections_never_overlap),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }

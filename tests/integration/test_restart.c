@@ -14,6 +14,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_util.h"
 
 #define IO_TIMEOUT_MS 300
 
@@ -48,12 +49,7 @@ static int teardown(void **state)
 
 static dlock_lock *lock_for(const char *name, int64_t ttl_ms)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *l = NULL;
-    o.ttl_ms = ttl_ms;
-    o.retry_min_ms = 5;
-    o.retry_max_ms = 50;
-    assert_int_equal(dlock_lock_new(&l, cl, name, &o), DLOCK_OK);
+    dlock_lock *l = test_lock_new(cl, name, ttl_ms, 0, 5, 50);
     assert_true(n_handles < sizeof handles / sizeof handles[0]);
     handles[n_handles++] = l;
     return l;

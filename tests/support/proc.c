@@ -20,12 +20,9 @@ void test_sleep_ms(int ms)
         ;
 }
 
-int test_run_procs(int n, int (*fn)(int i, void *arg), void *arg)
+int test_start_procs(pid_t *pids, int n, int (*fn)(int i, void *arg), void *arg)
 {
-    pid_t pids[256];
     int failed = 0;
-    if (n > 256)
-        n = 256;
     fflush(NULL);
     for (int i = 0; i < n; i++) {
         pids[i] = fork();
@@ -34,6 +31,12 @@ int test_run_procs(int n, int (*fn)(int i, void *arg), void *arg)
         if (pids[i] < 0)
             failed++;
     }
+    return failed;
+}
+
+int test_wait_procs(const pid_t *pids, int n)
+{
+    int failed = 0;
     for (int i = 0; i < n; i++) {
         int st;
         if (pids[i] > 0 && (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) ||
@@ -41,6 +44,15 @@ int test_run_procs(int n, int (*fn)(int i, void *arg), void *arg)
             failed++;
     }
     return failed;
+}
+
+int test_run_procs(int n, int (*fn)(int i, void *arg), void *arg)
+{
+    pid_t pids[256];
+    if (n > 256)
+        n = 256;
+    int failed = test_start_procs(pids, n, fn, arg);
+    return failed + test_wait_procs(pids, n);
 }
 
 void test_tmp_path(char *out, size_t len, const char *stem)

@@ -14,6 +14,13 @@ void test_sleep_ms(int ms);
  * abnormally); waits for all. */
 int test_run_procs(int n, int (*fn)(int i, void *arg), void *arg);
 
+/* test_run_procs() in two halves, for a parent that acts while the children
+ * run: test_start_procs() forks them into pids[0..n) (a failed fork leaves
+ * a pid < 0) and returns how many forks failed; test_wait_procs() waits for
+ * them all and returns how many exited non-zero (or abnormally). */
+int test_start_procs(pid_t *pids, int n, int (*fn)(int i, void *arg), void *arg);
+int test_wait_procs(const pid_t *pids, int n);
+
 /* A temp file path under $TMPDIR (or /tmp) made unique with the pid. */
 void test_tmp_path(char *out, size_t len, const char *stem);
 

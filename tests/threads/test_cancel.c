@@ -14,44 +14,13 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
-
-static test_redis srv;
-static dlock_client *cl;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0)
-        return -1;
-    const char *urls[] = {srv.url};
-    return dlock_client_new(&cl, urls, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    dlock_client_free(cl);
-    test_redis_stop(&srv);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    redisReply *r = test_redis_cmd(&srv, "FLUSHALL");
-    if (!r)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
+#include "test_util.h"
 
 static dlock_lock *lock_for(const char *name)
 {
-    dlock_lock *l = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     o.ttl_ms = 30000;
-    assert_int_equal(dlock_lock_new(&l, cl, name, &o), DLOCK_OK);
-    return l;
+    return test_lock_with(test_cl, name, &o);
 }
 
 typedef struct waiter {
@@ -180,14 +149,14 @@ static void two_threads_share_one_client_for_different_locks(void **state)
                      dlock_lock_errmsg(lp[i].lock));
         assert_int_equal(lp[i].ok_rounds, ROUNDS);
         dlock_node_status st;
-        assert_int_equal(dlock_client_status(cl, lp[i].name, &st, 1), DLOCK_OK);
+        assert_int_equal(dlock_client_status(test_cl, lp[i].name, &st, 1), DLOCK_OK);
         assert_int_equal(st.held, 0);
         assert_int_equal(st.fence, ROUNDS);
         dlock_lock_free(lp[i].lock);
     }
 }
 
-#define T(f) cmocka_unit_test_teardown(f, teardown)
+#define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
 {
@@ -197,5 +166,5 @@ int main(void)
         T(cancel_is_kept_for_the_next_waiting_acquire_not_a_try),
         T(two_threads_share_one_client_for_different_locks),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
 }

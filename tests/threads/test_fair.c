@@ -23,128 +23,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
-
-static test_redis srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&srv, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop(&srv);
-    return 0;
-}
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+#include "test_util.h"
 
 static dlock_client *new_client(int wakeups)
 {
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    dlock_client *c = NULL;
-    char err[256] = "";
-    const char *urls[] = {srv.url};
     o.wakeups = wakeups;
-    if (dlock_client_new(&c, urls, 1, &o, err, sizeof err) != DLOCK_OK)
-        fail_msg("dlock_client_new(%s): %s", srv.url, err);
-    return c;
+    return test_client_for(&test_srv, &o);
 }
 
 static dlock_lock *new_fair(dlock_client *c, const char *name, int64_t ttl_ms)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *l = NULL;
-    o.ttl_ms = ttl_ms;
-    o.flags = DLOCK_FAIR;
-    o.retry_min_ms = 1000;
-    o.retry_max_ms = 5000;
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
-    return l;
+    return test_lock_new(c, name, ttl_ms, DLOCK_FAIR, 1000, 5000);
 }
 
 /* ---- server-side helpers ------------------------------------------------ */
 
-static long long reply_int(redisReply *r)
-{
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static long long key_exists(const char *key)
-{
-    return reply_int(test_redis_cmd(&srv, "EXISTS %s", key));
-}
-
 static long long queue_len(const char *name)
 {
-    return reply_int(test_redis_cmd(&srv, "LLEN {%s}:q", name));
+    return test_cmd_int(&test_srv, "LLEN {%s}:q", name);
 }
 
 /* Waiters' liveness keys present now. */
 static size_t live_keys(const char *name)
 {
-    redisReply *r = test_redis_cmd(&srv, "KEYS {%s}:w:*", name);
-    assert_non_null(r);
+    redisReply *r = test_cmd(&test_srv, "KEYS {%s}:w:*", name);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     size_t n = r->elements;
     freeReplyObject(r);
     return n;
-}
-
-static void assert_key_value(const char *key, const char *want)
-{
-    redisReply *r = test_redis_cmd(&srv, "GET %s", key);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, want);
-    freeReplyObject(r);
-}
-
-static int wait_for_queue_len(const char *name, long long n, int max_ms)
-{
-    int64_t until = test_now_ms() + max_ms;
-    while (queue_len(name) != n) {
-        if (test_now_ms() >= until)
-            return 0;
-        test_sleep_ms(2);
-    }
-    return 1;
-}
-
-/* Script calls served so far (EVALSHA, and EVAL after a NOSCRIPT). */
-static long long script_calls(void)
-{
-    redisReply *r = test_redis_cmd(&srv, "INFO commandstats");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    long long total = 0;
-    const char *stems[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (int i = 0; i < 2; i++) {
-        const char *p = strstr(r->str, stems[i]);
-        if (p)
-            total += strtoll(p + strlen(stems[i]), NULL, 10);
-    }
-    freeReplyObject(r);
-    return total;
 }
 
 /* ---- a fair waiter on a thread ------------------------------------------ */
@@ -171,7 +84,7 @@ static void *fair_wait(void *arg)
     waiter *w = arg;
     atomic_store(&w->started, 1);
     w->rc = dlock_lock_acquire(w->lock, w->wait_ms);
-    w->done_us = now_us();
+    w->done_us = test_now_us();
     if (w->rc == DLOCK_OK) {
         if (w->turn)
             w->order = atomic_fetch_add(w->turn, 1);
@@ -219,7 +132,7 @@ static void fair_waiters_acquire_in_arrival_order(void **state)
     for (int i = 0; i < N; i++) {
         w[i].turn = &turn;
         start_waiter(&t[i], &w[i], new_fair(c, name, 30000), 20000, 10);
-        assert_true(wait_for_queue_len(name, i + 1, 3000)); /* it arrived */
+        assert_true(test_wait_for_count(queue_len, name, i + 1, 3000)); /* it arrived */
         test_sleep_ms(50);
     }
     assert_int_equal(live_keys(name), N);
@@ -239,7 +152,7 @@ static void fair_waiters_acquire_in_arrival_order(void **state)
     }
     assert_int_equal(queue_len(name), 0);
     assert_int_equal(live_keys(name), 0);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(holder);
     for (int i = 0; i < N; i++)
         dlock_lock_free(w[i].lock);
@@ -259,17 +172,17 @@ static void fair_hand_over_needs_no_acquire_round_trip(void **state)
     w.go_release = &go;
     pthread_t t;
     start_waiter(&t, &w, new_fair(c, name, 30000), 20000, 0);
-    assert_true(wait_for_queue_len(name, 1, 3000));
+    assert_true(test_wait_for_count(queue_len, name, 1, 3000));
     /* The waiter refreshes its place every second; release well between. */
     test_sleep_ms(100);
-    long long calls0 = script_calls();
-    int64_t t0 = now_us();
+    long long calls0 = test_script_calls(&test_srv);
+    int64_t t0 = test_now_us();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     int64_t until = test_now_ms() + 5000;
     while (!atomic_load(&w.done) && test_now_ms() < until)
         test_sleep_ms(1);
     assert_true(atomic_load(&w.done));
-    long long calls = script_calls() - calls0;
+    long long calls = test_script_calls(&test_srv) - calls0;
     atomic_store(&go, 1);
     assert_int_equal(pthread_join(t, NULL), 0);
     printf("# fair hand-over: acquire returned %.3f ms after the release; %lld script "
@@ -280,7 +193,7 @@ static void fair_hand_over_needs_no_acquire_round_trip(void **state)
     assert_int_equal(w.fence, fence0 + 1);
     assert_true(w.validity_ms > 0 && w.validity_ms <= 30000);
     assert_int_equal(w.release_rc, DLOCK_OK);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
     dlock_client_free(c);
@@ -297,10 +210,10 @@ static void fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody(void *
     waiter a = {0}, b = {0};
     pthread_t ta, tb;
     start_waiter(&ta, &a, new_fair(c, name, 30000), 600, 0);
-    assert_true(wait_for_queue_len(name, 1, 3000));
+    assert_true(test_wait_for_count(queue_len, name, 1, 3000));
     start_waiter(&tb, &b, new_fair(c, name, 30000), 20000, 0);
-    assert_true(wait_for_queue_len(name, 2, 3000)); /* b is behind a */
-    int64_t t_a = now_us();
+    assert_true(test_wait_for_count(queue_len, name, 2, 3000)); /* b is behind a */
+    int64_t t_a = test_now_us();
     assert_int_equal(pthread_join(ta, NULL), 0);
     assert_int_equal(a.rc, DLOCK_ETIMEDOUT);
     assert_true(a.done_us - t_a < 2000000);
@@ -309,7 +222,7 @@ static void fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody(void *
     assert_int_equal(queue_len(name), 1);
     assert_int_equal(live_keys(name), 1);
 
-    int64_t t0 = now_us();
+    int64_t t0 = test_now_us();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     assert_int_equal(pthread_join(tb, NULL), 0);
     printf("# after the first waiter timed out, the next got the lock %.3f ms after the "
@@ -319,7 +232,7 @@ static void fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody(void *
     assert_true(b.done_us - t0 < 2000000);
     assert_int_equal(b.release_rc, DLOCK_OK);
     assert_int_equal(queue_len(name), 0);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(holder);
     dlock_lock_free(a.lock);
     dlock_lock_free(b.lock);
@@ -336,10 +249,10 @@ static void cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue(void **
     waiter w = {0};
     pthread_t t;
     start_waiter(&t, &w, new_fair(c, name, 30000), DLOCK_WAIT_FOREVER, 0);
-    assert_true(wait_for_queue_len(name, 1, 3000));
+    assert_true(test_wait_for_count(queue_len, name, 1, 3000));
     assert_int_equal(live_keys(name), 1);
     test_sleep_ms(100);
-    int64_t t0 = now_us();
+    int64_t t0 = test_now_us();
     dlock_lock_cancel(w.lock);
     assert_int_equal(pthread_join(t, NULL), 0);
     printf("# fair cancel returned after %.3f ms\n", (double)(w.done_us - t0) / 1000.0);
@@ -349,7 +262,7 @@ static void cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue(void **
     assert_int_equal(live_keys(name), 0);
     /* Nobody in line: the release frees the lock. */
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     assert_int_equal(dlock_lock_state_get(w.lock), DLOCK_STATE_UNLOCKED);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
@@ -368,19 +281,13 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
     /* The child waits in line with a 1 s lock TTL: it refreshes its place
      * every 250 ms and its liveness key lives 750 ms. It starts no threads
      * (wakeups off), and this process runs none of the library's yet. */
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = test_fork_child();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(3);
         dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
         dlock_client *cc = NULL;
         dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
         dlock_lock *l = NULL;
-        const char *urls[] = {srv.url};
+        const char *urls[] = {test_srv.url};
         o.wakeups = 0;
         lo.ttl_ms = 1000;
         lo.flags = DLOCK_FAIR;
@@ -390,7 +297,7 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
         dlock_lock_acquire(l, 60000);
         _exit(1); /* not reached: killed while waiting */
     }
-    int in_line = wait_for_queue_len(name, 1, 5000);
+    int in_line = test_wait_for_count(queue_len, name, 1, 5000);
     kill(pid, SIGKILL);
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -407,8 +314,8 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
     waiter w = {0};
     pthread_t t;
     start_waiter(&t, &w, new_fair(c, name, 30000), 20000, 0);
-    assert_true(wait_for_queue_len(name, 2, 3000)); /* behind the dead one */
-    int64_t t0 = now_us();
+    assert_true(test_wait_for_count(queue_len, name, 2, 3000)); /* behind the dead one */
+    int64_t t0 = test_now_us();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     assert_int_equal(pthread_join(t, NULL), 0);
     printf("# live waiter behind a crashed one got the lock %.3f ms after the release\n",
@@ -418,7 +325,7 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
     assert_true(w.done_us - t0 < 2000000);
     assert_int_equal(w.release_rc, DLOCK_OK);
     assert_int_equal(queue_len(name), 0);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
     dlock_client_free(c);
@@ -438,7 +345,7 @@ static void fair_try_once_does_not_join_the_queue(void **state)
     assert_int_equal(live_keys(name), 0);
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    assert_key_value(name, dlock_lock_token(l));
+    test_assert_key_value(&test_srv, name, dlock_lock_token(l));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(holder);
     dlock_lock_free(l);
@@ -483,13 +390,12 @@ static void fair_waiting_works_by_polling_when_wakeups_are_off(void **state)
     waiter w = {0};
     pthread_t t;
     start_waiter(&t, &w, new_fair(c, name, 30000), 10000, 0);
-    assert_true(wait_for_queue_len(name, 1, 3000));
+    assert_true(test_wait_for_count(queue_len, name, 1, 3000));
     test_sleep_ms(200);
-    redisReply *r = test_redis_cmd(&srv, "PUBSUB NUMSUB dlock:wake:%s", name);
-    assert_non_null(r);
+    redisReply *r = test_cmd(&test_srv, "PUBSUB NUMSUB dlock:wake:%s", name);
     assert_int_equal(r->element[1]->integer, 0); /* nobody listens */
     freeReplyObject(r);
-    int64_t t0 = now_us();
+    int64_t t0 = test_now_us();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     assert_int_equal(pthread_join(t, NULL), 0);
     printf("# fair polling (refresh every 1 s): acquired %.3f ms after the release\n",
@@ -500,7 +406,7 @@ static void fair_waiting_works_by_polling_when_wakeups_are_off(void **state)
     assert_true(w.done_us - t0 < 5000000);
     assert_int_equal(w.release_rc, DLOCK_OK);
     assert_int_equal(queue_len(name), 0);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
     dlock_client_free(c);
@@ -521,5 +427,5 @@ int main(void)
         T(fair_mode_over_several_nodes_is_not_supported),
         T(fair_waiting_works_by_polling_when_wakeups_are_off),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

@@ -22,87 +22,22 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
-
-static test_redis srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&srv, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop(&srv);
-    return 0;
-}
-
-static dlock_client *new_client_of(const char *const *urls, size_t n)
-{
-    dlock_client *c = NULL;
-    char err[256] = "";
-    if (dlock_client_new(&c, urls, n, NULL, err, sizeof err) != DLOCK_OK)
-        fail_msg("dlock_client_new(%s, ...): %s", urls[0], err);
-    return c;
-}
-
-static dlock_client *new_client(void)
-{
-    const char *urls[] = {srv.url};
-    return new_client_of(urls, 1);
-}
+#include "test_util.h"
 
 static dlock_lock *new_lock(dlock_client *c, const char *name, unsigned flags, int64_t ttl_ms)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *l = NULL;
-    o.ttl_ms = ttl_ms;
-    o.flags = flags;
-    o.retry_min_ms = 5;
-    o.retry_max_ms = 20;
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
-    return l;
+    return test_lock_new(c, name, ttl_ms, flags, 5, 20);
 }
 
 /* ---- server-side helpers ------------------------------------------------ */
 
-static long long reply_int(redisReply *r)
-{
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static long long exists_on(const test_redis *r, const char *key)
-{
-    return reply_int(test_redis_cmd(r, "EXISTS %s", key));
-}
-
-static long long pttl_on(const test_redis *r, const char *key)
-{
-    return reply_int(test_redis_cmd(r, "PTTL %s", key));
-}
-
 /* The hold count stored for `owner` in the lock's hash; -1 if absent. */
 static long long holds_on(const test_redis *r, const char *key, const char *owner)
 {
-    redisReply *rep = test_redis_cmd(r, "HGET %s %s", key, owner);
-    assert_non_null(rep);
-    long long n = -1;
-    if (rep->type == REDIS_REPLY_STRING)
-        n = strtoll(rep->str, NULL, 10);
-    else
-        assert_int_equal(rep->type, REDIS_REPLY_NIL);
-    freeReplyObject(rep);
+    char *v = test_cmd_str_or_nil(r, "HGET %s %s", key, owner);
+    long long n = v ? strtoll(v, NULL, 10) : -1;
+    free(v);
     return n;
-}
-
-static long long hlen_on(const test_redis *r, const char *key)
-{
-    return reply_int(test_redis_cmd(r, "HLEN %s", key));
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -111,7 +46,7 @@ static void two_handles_in_one_thread_share_one_counted_hold(void **state)
 {
     (void)state;
     const char *name = "re:two-handles";
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *a = new_lock(c, name, DLOCK_REENTRANT, 10000);
     dlock_lock *b = new_lock(c, name, DLOCK_REENTRANT, 10000);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
@@ -120,17 +55,17 @@ static void two_handles_in_one_thread_share_one_counted_hold(void **state)
     char owner[DLOCK_TOKEN_MAX + 1];
     snprintf(owner, sizeof owner, "%s", dlock_lock_token(a));
     assert_string_equal(dlock_lock_token(b), owner);
-    assert_int_equal(hlen_on(&srv, name), 1);
-    assert_int_equal(holds_on(&srv, name, owner), 2);
+    assert_int_equal(test_cmd_int(&test_srv, "HLEN %s", name), 1);
+    assert_int_equal(holds_on(&test_srv, name, owner), 2);
     assert_int_equal(dlock_lock_fence(a), dlock_lock_fence(b)); /* one hold */
-    assert_true(pttl_on(&srv, name) > 0);
+    assert_true(test_key_pttl(&test_srv, name) > 0);
 
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
-    assert_int_equal(exists_on(&srv, name), 1);
-    assert_int_equal(holds_on(&srv, name, owner), 1);
+    assert_int_equal(test_key_exists(&test_srv, name), 1);
+    assert_int_equal(holds_on(&test_srv, name, owner), 1);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
-    assert_int_equal(exists_on(&srv, name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(a);
     dlock_lock_free(b);
     dlock_client_free(c);
@@ -140,14 +75,14 @@ static void same_handle_acquired_three_times_needs_three_releases(void **state)
 {
     (void)state;
     const char *name = "re:three";
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT, 10000);
     assert_int_equal(dlock_lock_hold_count(l), 0);
     uint64_t fence = 0;
     for (unsigned i = 1; i <= 3; i++) {
         assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
         assert_int_equal(dlock_lock_hold_count(l), i);
-        assert_int_equal(holds_on(&srv, name, dlock_lock_token(l)), i);
+        assert_int_equal(holds_on(&test_srv, name, dlock_lock_token(l)), i);
         if (i == 1)
             fence = dlock_lock_fence(l);
         assert_int_equal(dlock_lock_fence(l), fence); /* re-entry: same hold */
@@ -159,9 +94,9 @@ static void same_handle_acquired_three_times_needs_three_releases(void **state)
         if (left == 0)
             break;
         assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
-        assert_int_equal(holds_on(&srv, name, dlock_lock_token(l)), left);
+        assert_int_equal(holds_on(&test_srv, name, dlock_lock_token(l)), left);
     }
-    assert_int_equal(exists_on(&srv, name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
     assert_int_equal(dlock_lock_release(l), DLOCK_ENOTHELD);
     dlock_lock_free(l);
@@ -216,7 +151,7 @@ static void another_thread_is_another_owner_and_is_refused_while_held(void **sta
 {
     (void)state;
     const char *name = "re:other-thread";
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT, 10000);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
@@ -229,17 +164,17 @@ static void another_thread_is_another_owner_and_is_refused_while_held(void **sta
     assert_int_equal(o.wait_rc, DLOCK_ETIMEDOUT);
     assert_true(o.wait_took_ms >= 150);
     /* Another client in this thread is another owner too. */
-    dlock_client *c2 = new_client();
+    dlock_client *c2 = test_client_for(&test_srv, NULL);
     dlock_lock *other = new_lock(c2, name, DLOCK_REENTRANT, 10000);
     assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED);
-    assert_int_equal(hlen_on(&srv, name), 1);
-    assert_int_equal(holds_on(&srv, name, dlock_lock_token(l)), 2);
+    assert_int_equal(test_cmd_int(&test_srv, "HLEN %s", name), 1);
+    assert_int_equal(holds_on(&test_srv, name, dlock_lock_token(l)), 2);
 
     char owner[DLOCK_TOKEN_MAX + 1];
     snprintf(owner, sizeof owner, "%s", dlock_lock_token(l));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(exists_on(&srv, name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
 
     other_thread o2 = {c, name, 99, 99, 0, 0, owner};
     assert_int_equal(pthread_create(&t, NULL, acquire_after_release_from_other_thread, &o2), 0);
@@ -256,7 +191,7 @@ static void another_thread_is_another_owner_and_is_refused_while_held(void **sta
 static void plain_and_reentrant_locks_refuse_each_others_keys_as_wrongtype(void **state)
 {
     (void)state;
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     /* A plain lock on a key holding a reentrant hash. */
     dlock_lock *re = new_lock(c, "re:types-a", DLOCK_REENTRANT, 10000);
     dlock_lock *plain = new_lock(c, "re:types-a", 0, 10000);
@@ -267,9 +202,9 @@ static void plain_and_reentrant_locks_refuse_each_others_keys_as_wrongtype(void 
     assert_int_equal(dlock_lock_acquire(plain, 5000), DLOCK_EWRONGTYPE);
     assert_true(test_now_ms() - t0 < 2500);
     assert_int_equal(dlock_lock_state_get(plain), DLOCK_STATE_UNLOCKED);
-    assert_int_equal(holds_on(&srv, "re:types-a", dlock_lock_token(re)), 1);
+    assert_int_equal(holds_on(&test_srv, "re:types-a", dlock_lock_token(re)), 1);
     assert_int_equal(dlock_lock_release(re), DLOCK_OK);
-    assert_int_equal(exists_on(&srv, "re:types-a"), 0);
+    assert_int_equal(test_key_exists(&test_srv, "re:types-a"), 0);
 
     /* And a reentrant lock on a key holding a plain token. */
     dlock_lock *plain2 = new_lock(c, "re:types-b", 0, 10000);
@@ -280,11 +215,7 @@ static void plain_and_reentrant_locks_refuse_each_others_keys_as_wrongtype(void 
     assert_int_equal(dlock_lock_acquire(re2, 5000), DLOCK_EWRONGTYPE);
     assert_true(test_now_ms() - t0 < 2500);
     assert_int_equal(dlock_lock_hold_count(re2), 0);
-    redisReply *r = test_redis_cmd(&srv, "GET %s", "re:types-b");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, dlock_lock_token(plain2));
-    freeReplyObject(r);
+    test_assert_key_value(&test_srv, "re:types-b", dlock_lock_token(plain2));
     assert_int_equal(dlock_lock_release(plain2), DLOCK_OK);
 
     dlock_lock_free(re);
@@ -298,7 +229,7 @@ static void reentrant_auto_renewed_lock_is_renewed_until_its_last_release(void *
 {
     (void)state;
     const char *name = "re:renewed";
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT | DLOCK_AUTO_RENEW, 1000);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
@@ -306,20 +237,20 @@ static void reentrant_auto_renewed_lock_is_renewed_until_its_last_release(void *
     snprintf(owner, sizeof owner, "%s", dlock_lock_token(l));
     test_sleep_ms(2500); /* 2.5 TTLs */
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
-    assert_true(pttl_on(&srv, name) > 0);
+    assert_true(test_key_pttl(&test_srv, name) > 0);
     assert_true(dlock_lock_validity_ms(l) > 0);
-    assert_int_equal(holds_on(&srv, name, owner), 2);
+    assert_int_equal(holds_on(&test_srv, name, owner), 2);
 
     /* One hold left: still renewed. */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     test_sleep_ms(1500);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
-    assert_true(pttl_on(&srv, name) > 0);
-    assert_int_equal(holds_on(&srv, name, owner), 1);
+    assert_true(test_key_pttl(&test_srv, name) > 0);
+    assert_int_equal(holds_on(&test_srv, name, owner), 1);
     assert_int_equal(dlock_lock_extend(l, 0), DLOCK_OK);
 
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(exists_on(&srv, name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
     dlock_lock_free(l);
     dlock_client_free(c);
@@ -332,8 +263,8 @@ static void reentrant_lock_over_three_nodes_keeps_the_count_on_every_node(void *
     test_redis rs[3];
     assert_int_equal(test_redis_start_many(rs, 3, NULL), 0);
     const char *urls[3] = {rs[0].url, rs[1].url, rs[2].url};
-    dlock_client *c = new_client_of(urls, 3);
-    dlock_client *c2 = new_client_of(urls, 3);
+    dlock_client *c = test_client_new(urls, 3, NULL);
+    dlock_client *c2 = test_client_new(urls, 3, NULL);
     dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT | DLOCK_AUTO_RENEW, 1000);
     dlock_lock *other = new_lock(c2, name, DLOCK_REENTRANT, 1000);
 
@@ -352,7 +283,7 @@ static void reentrant_lock_over_three_nodes_keeps_the_count_on_every_node(void *
     test_sleep_ms(1600);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
     for (int i = 0; i < 3; i++)
-        assert_true(pttl_on(&rs[i], name) > 0);
+        assert_true(test_key_pttl(&rs[i], name) > 0);
 
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     owner = dlock_lock_token(l);
@@ -361,7 +292,7 @@ static void reentrant_lock_over_three_nodes_keeps_the_count_on_every_node(void *
     assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(exists_on(&rs[i], name), 0);
+        assert_int_equal(test_key_exists(&rs[i], name), 0);
 
     /* Now the other owner gets it, with a higher fencing token. */
     assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
@@ -382,7 +313,7 @@ static void reentrant_lock_still_counts_when_one_of_three_nodes_is_down(void **s
     test_redis rs[3];
     assert_int_equal(test_redis_start_many(rs, 3, NULL), 0);
     const char *urls[3] = {rs[0].url, rs[1].url, rs[2].url};
-    dlock_client *c = new_client_of(urls, 3);
+    dlock_client *c = test_client_new(urls, 3, NULL);
     dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT, 5000);
     test_redis_kill9(&rs[2]);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
@@ -393,7 +324,7 @@ static void reentrant_lock_still_counts_when_one_of_three_nodes_is_down(void **s
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     for (int i = 0; i < 2; i++)
-        assert_int_equal(exists_on(&rs[i], name), 0);
+        assert_int_equal(test_key_exists(&rs[i], name), 0);
     dlock_lock_free(l);
     dlock_client_free(c);
     test_redis_stop_many(rs, 3);
@@ -402,11 +333,9 @@ static void reentrant_lock_still_counts_when_one_of_three_nodes_is_down(void **s
 /* The fencing counter of a name, as the server has it. */
 static unsigned long long server_fence(const char *name)
 {
-    redisReply *r = test_redis_cmd(&srv, "GET {%s}:fence", name);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    unsigned long long f = strtoull(r->str, NULL, 10);
-    freeReplyObject(r);
+    char *v = test_cmd_str(&test_srv, "GET {%s}:fence", name);
+    unsigned long long f = strtoull(v, NULL, 10);
+    free(v);
     return f;
 }
 
@@ -414,23 +343,23 @@ static void reentry_after_the_lease_expired_starts_a_new_hold(void **state)
 {
     (void)state;
     const char *name = "re:expired-reentry";
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT, 300);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     uint64_t first_fence = dlock_lock_fence(l);
     test_sleep_ms(500); /* the lease ends: the key and its count are gone */
-    assert_int_equal(exists_on(&srv, name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
 
     /* The "re-entry" creates a new hash with a count of one and a new
      * fencing token: the handle must count what the server counts, or its
      * next release deletes the key while the handle still reports a hold.
      * (Everything is gathered and freed first, so a failure leaks nothing.) */
     int rc = dlock_lock_acquire(l, 0);
-    long long server_holds = holds_on(&srv, name, dlock_lock_token(l));
+    long long server_holds = holds_on(&test_srv, name, dlock_lock_token(l));
     unsigned handle_holds = dlock_lock_hold_count(l);
     unsigned long long handle_fence = dlock_lock_fence(l), fence_now = server_fence(name);
     int release_rc = dlock_lock_release(l);
-    long long exists_after = exists_on(&srv, name);
+    long long exists_after = test_key_exists(&test_srv, name);
     dlock_lock_state state_after = dlock_lock_state_get(l);
     dlock_lock_free(l);
     dlock_client_free(c);
@@ -451,27 +380,25 @@ static void lost_reentrant_lock_reports_elost_once_and_holds_nothing(void **stat
 {
     (void)state;
     const char *name = "re:lost";
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT | DLOCK_AUTO_RENEW, 600);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    (void)reply_int(test_redis_cmd(&srv, "DEL %s", name));
-    int64_t until = test_now_ms() + 3000;
-    while (dlock_lock_state_get(l) != DLOCK_STATE_LOST && test_now_ms() < until)
-        test_sleep_ms(5);
+    (void)test_cmd_int(&test_srv, "DEL %s", name);
+    (void)test_wait_for_state(l, DLOCK_STATE_LOST, 3000);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_LOST);
     assert_int_equal(dlock_lock_extend(l, 0), DLOCK_ELOST);
     assert_int_equal(dlock_lock_release(l), DLOCK_ELOST);
     assert_int_equal(dlock_lock_hold_count(l), 0);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
     assert_int_equal(dlock_lock_release(l), DLOCK_ENOTHELD);
-    assert_int_equal(exists_on(&srv, name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     /* Taken again from scratch. */
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_hold_count(l), 1);
-    assert_int_equal(holds_on(&srv, name, dlock_lock_token(l)), 1);
+    assert_int_equal(holds_on(&test_srv, name, dlock_lock_token(l)), 1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(exists_on(&srv, name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(l);
     dlock_client_free(c);
 }
@@ -491,5 +418,5 @@ int main(void)
         T(lost_reentrant_lock_reports_elost_once_and_holds_nothing),
         T(reentry_after_the_lease_expired_starts_a_new_hold),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

@@ -17,107 +17,41 @@
 
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
-
-static test_redis srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&srv, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop(&srv);
-    return 0;
-}
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+#include "test_util.h"
 
 static dlock_client *new_client(int wakeups)
 {
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    dlock_client *c = NULL;
-    char err[256] = "";
-    const char *urls[] = {srv.url};
     o.wakeups = wakeups;
-    if (dlock_client_new(&c, urls, 1, &o, err, sizeof err) != DLOCK_OK)
-        fail_msg("dlock_client_new(%s): %s", srv.url, err);
-    return c;
+    return test_client_for(&test_srv, &o);
 }
 
 /* Long TTL and slow retries: only a wake-up explains a fast return. */
 static dlock_lock *new_lock(dlock_client *c, const char *name, int64_t ttl_ms,
                             int64_t retry_min_ms, int64_t retry_max_ms)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *l = NULL;
-    o.ttl_ms = ttl_ms;
-    o.retry_min_ms = retry_min_ms;
-    o.retry_max_ms = retry_max_ms;
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
-    return l;
-}
-
-static long long reply_int(redisReply *r)
-{
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static long long key_exists(const char *key)
-{
-    return reply_int(test_redis_cmd(&srv, "EXISTS %s", key));
-}
-
-static long long key_pttl(const char *key)
-{
-    return reply_int(test_redis_cmd(&srv, "PTTL %s", key));
+    return test_lock_new(c, name, ttl_ms, 0, retry_min_ms, retry_max_ms);
 }
 
 /* Subscribers of the lock's wake-up channel ("dlock:wake:" + name). */
 static long long subscribers(const char *name)
 {
-    redisReply *r = test_redis_cmd(&srv, "PUBSUB NUMSUB dlock:wake:%s", name);
-    assert_non_null(r);
+    redisReply *r = test_cmd(&test_srv, "PUBSUB NUMSUB dlock:wake:%s", name);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_int_equal(r->elements, 2);
     long long n = r->element[1]->integer;
     freeReplyObject(r);
     return n;
-}
-
-static int wait_for_subscribers(const char *name, long long n, int max_ms)
-{
-    int64_t until = test_now_ms() + max_ms;
-    while (subscribers(name) != n) {
-        if (test_now_ms() >= until)
-            return 0;
-        test_sleep_ms(2);
-    }
-    return 1;
 }
 
 /* One waiting acquire on a thread. */
@@ -140,7 +74,7 @@ static void *wait_for_lock(void *arg)
     waiter *w = arg;
     atomic_store(&w->started, 1);
     int rc = dlock_lock_acquire(w->lock, w->wait_ms);
-    atomic_store(&w->done_us, now_us());
+    atomic_store(&w->done_us, test_now_us());
     atomic_store(&w->rc, rc);
     if (rc != DLOCK_OK || w->hold_ms < 0)
         return NULL;
@@ -186,10 +120,10 @@ static void waiter_wakes_within_milliseconds_of_a_release(void **state)
         waiter w = {0};
         pthread_t t;
         start_waiter(&t, &w, l, 20000, -1);
-        assert_true(wait_for_subscribers(name, 1, 3000));
+        assert_true(test_wait_for_count(subscribers, name, 1, 3000));
         test_sleep_ms(500);
         assert_int_equal(atomic_load(&w.rc), 99); /* still waiting */
-        int64_t t_release = now_us();
+        int64_t t_release = test_now_us();
         assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
         assert_int_equal(pthread_join(t, NULL), 0);
         assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
@@ -219,20 +153,14 @@ static void waiters_of_a_crashed_holder_get_the_lock_after_its_expiry(void **sta
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
     /* Fork first, while this process runs no library threads. */
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = test_fork_child();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(3);
         close(pfd[0]);
         dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
         dlock_client *c = NULL;
         dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
         dlock_lock *l = NULL;
-        const char *urls[] = {srv.url};
+        const char *urls[] = {test_srv.url};
         o.wakeups = 0; /* no threads in the child */
         lo.ttl_ms = 500;
         char ok = 'x';
@@ -252,7 +180,7 @@ static void waiters_of_a_crashed_holder_get_the_lock_after_its_expiry(void **sta
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     assert_int_equal(ok, 'k');
-    long long pttl = key_pttl(name);
+    long long pttl = test_key_pttl(&test_srv, name);
     assert_true(pttl > 0 && pttl <= 500);
 
     dlock_client *c = new_client(1);
@@ -279,7 +207,7 @@ static void waiters_of_a_crashed_holder_get_the_lock_after_its_expiry(void **sta
     /* Not before the lease could end; long before the 10 s deadline. */
     assert_true(got_ms[0] >= 300 && got_ms[0] < 3000);
     assert_true(got_ms[1] >= got_ms[0] && got_ms[1] < 5000);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     for (int i = 0; i < 2; i++)
         dlock_lock_free(w[i].lock);
     dlock_client_free(c);
@@ -302,9 +230,9 @@ static void each_release_wakes_the_waiters_and_they_take_turns(void **state)
         w[i].turn = &turn;
         start_waiter(&t[i], &w[i], new_lock(c, name, 30000, 1000, 5000), 20000, 5);
     }
-    assert_true(wait_for_subscribers(name, 1, 3000)); /* one shared subscriber */
+    assert_true(test_wait_for_count(subscribers, name, 1, 3000)); /* one shared subscriber */
     test_sleep_ms(100);
-    int64_t t0 = now_us();
+    int64_t t0 = test_now_us();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     int64_t last = 0;
     for (int i = 0; i < N; i++) {
@@ -318,7 +246,7 @@ static void each_release_wakes_the_waiters_and_they_take_turns(void **state)
     printf("# %d waiters took turns in %.1f ms after the first release\n", N,
            (double)(last - t0) / 1000.0);
     assert_int_equal(atomic_load(&turn), N);
-    assert_int_equal(key_exists(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(holder);
     for (int i = 0; i < N; i++)
         dlock_lock_free(w[i].lock);
@@ -336,9 +264,9 @@ static void cancelled_waiter_returns_ecanceled_promptly(void **state)
     waiter w = {0};
     pthread_t t;
     start_waiter(&t, &w, l, DLOCK_WAIT_FOREVER, -1);
-    assert_true(wait_for_subscribers(name, 1, 3000));
+    assert_true(test_wait_for_count(subscribers, name, 1, 3000));
     test_sleep_ms(300);
-    int64_t t0 = now_us();
+    int64_t t0 = test_now_us();
     dlock_lock_cancel(l);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(atomic_load(&w.rc), DLOCK_ECANCELED);
@@ -368,7 +296,7 @@ static void waiting_works_by_polling_when_wakeups_are_off(void **state)
     test_sleep_ms(300);
     assert_int_equal(subscribers(name), 0); /* nobody listens */
     assert_int_equal(atomic_load(&w.rc), 99);
-    int64_t t0 = now_us();
+    int64_t t0 = test_now_us();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
@@ -392,5 +320,5 @@ int main(void)
         T(cancelled_waiter_returns_ecanceled_promptly),
         T(waiting_works_by_polling_when_wakeups_are_off),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

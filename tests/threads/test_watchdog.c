@@ -23,32 +23,8 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_util.h"
 #include "watchdog.h"
-
-static test_redis srv;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&srv, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop(&srv);
-    return 0;
-}
-
-static dlock_client *new_client(void)
-{
-    dlock_client *c = NULL;
-    char err[256] = "";
-    const char *urls[] = {srv.url};
-    if (dlock_client_new(&c, urls, 1, NULL, err, sizeof err) != DLOCK_OK)
-        fail_msg("dlock_client_new(%s): %s", srv.url, err);
-    return c;
-}
 
 /* What the on_lost callback saw; written on the watchdog thread. */
 typedef struct lost_probe {
@@ -71,7 +47,6 @@ static dlock_lock *new_lock(dlock_client *c, const char *name, int64_t ttl_ms,
                             unsigned flags, int64_t renew_interval_ms, lost_probe *probe)
 {
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *l = NULL;
     o.ttl_ms = ttl_ms;
     o.flags = flags;
     o.renew_interval_ms = renew_interval_ms;
@@ -79,69 +54,26 @@ static dlock_lock *new_lock(dlock_client *c, const char *name, int64_t ttl_ms,
         o.on_lost = count_lost;
         o.on_lost_arg = probe;
     }
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
-    return l;
+    return test_lock_with(c, name, &o);
 }
 
 /* ---- server-side helpers (admin connection) ---------------------------- */
 
-static long long reply_int(redisReply *r)
-{
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static long long key_pttl(const char *key)
-{
-    return reply_int(test_redis_cmd(&srv, "PTTL %s", key));
-}
-
-static long long key_exists(const char *key)
-{
-    return reply_int(test_redis_cmd(&srv, "EXISTS %s", key));
-}
-
 static void key_del(const char *key)
 {
-    (void)reply_int(test_redis_cmd(&srv, "DEL %s", key));
+    (void)test_cmd_int(&test_srv, "DEL %s", key);
 }
 
 /* SET key value [PX ms]; px <= 0 means no TTL. */
 static void key_set(const char *key, const char *value, long long px)
 {
-    redisReply *r = px > 0 ? test_redis_cmd(&srv, "SET %s %s PX %lld", key, value, px)
-                           : test_redis_cmd(&srv, "SET %s %s", key, value);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-}
-
-static void assert_key_value(const char *key, const char *want)
-{
-    redisReply *r = test_redis_cmd(&srv, "GET %s", key);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, want);
-    freeReplyObject(r);
+    if (px > 0)
+        test_cmd_status(&test_srv, "SET %s %s PX %lld", key, value, px);
+    else
+        test_cmd_status(&test_srv, "SET %s %s", key, value);
 }
 
 /* ---- client-side helpers ------------------------------------------------ */
-
-/* Poll the handle until the watchdog marks it lost; returns 1 if it did
- * within max_ms. */
-static int wait_for_lost(dlock_lock *l, int max_ms)
-{
-    int64_t until = test_now_ms() + max_ms;
-    while (test_now_ms() < until) {
-        if (dlock_lock_state_get(l) == DLOCK_STATE_LOST)
-            return 1;
-        test_sleep_ms(5);
-    }
-    return dlock_lock_state_get(l) == DLOCK_STATE_LOST;
-}
 
 static dlock__watchdog_stats stats_of(dlock_client *c)
 {
@@ -172,23 +104,6 @@ static int64_t cpu_us(void)
            ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
 }
 
-/* Script calls the server has run (EVALSHA, and EVAL after a NOSCRIPT). */
-static long long script_calls(void)
-{
-    redisReply *r = test_redis_cmd(&srv, "INFO commandstats");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    long long total = 0;
-    const char *stems[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (int i = 0; i < 2; i++) {
-        const char *p = strstr(r->str, stems[i]);
-        if (p)
-            total += strtoll(p + strlen(stems[i]), NULL, 10);
-    }
-    freeReplyObject(r);
-    return total;
-}
-
 /* Watch a key that carries a released lock's token again for `ms`: a
  * renewal that still reached Redis would PEXPIRE it back to the lock's TTL.
  * Its PTTL must only go down from `px`, never below px - ms - slack; and
@@ -197,19 +112,19 @@ static long long script_calls(void)
 static void assert_key_not_renewed_for(const char *key, const char *token, long long px,
                                        int ms)
 {
-    long long calls0 = script_calls();
-    long long last = key_pttl(key);
+    long long calls0 = test_script_calls(&test_srv);
+    long long last = test_key_pttl(&test_srv, key);
     assert_true(last > px - 1000 && last <= px);
     int64_t until = test_now_ms() + ms;
     while (test_now_ms() < until) {
         test_sleep_ms(25);
-        long long now = key_pttl(key);
+        long long now = test_key_pttl(&test_srv, key);
         assert_true(now <= last);
         assert_true(now > px - ms - 2000);
         last = now;
     }
-    assert_key_value(key, token);
-    assert_int_equal(script_calls(), calls0);
+    test_assert_key_value(&test_srv, key, token);
+    assert_int_equal(test_script_calls(&test_srv), calls0);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -218,21 +133,21 @@ static void auto_renewed_lock_stays_held_through_work_longer_than_its_ttl(void *
 {
     (void)state;
     lost_probe probe = {0};
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, "wd:long-work", 1000, DLOCK_AUTO_RENEW, 0, &probe);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     /* Five seconds of "work": five TTLs. */
     for (int i = 0; i < 10; i++) {
         test_sleep_ms(500);
         assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
-        assert_true(key_pttl("wd:long-work") > 0);
+        assert_true(test_key_pttl(&test_srv, "wd:long-work") > 0);
         assert_true(dlock_lock_validity_ms(l) > 0);
     }
     dlock__watchdog_stats s = stats_of(c);
     assert_true(s.renewed >= 10); /* every ~333 ms for 5 s */
     assert_int_equal(s.lost, 0);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(key_exists("wd:long-work"), 0);
+    assert_int_equal(test_key_exists(&test_srv, "wd:long-work"), 0);
     assert_int_equal(atomic_load(&probe.calls), 0);
     dlock_lock_free(l);
     dlock_client_free(c);
@@ -241,11 +156,11 @@ static void auto_renewed_lock_stays_held_through_work_longer_than_its_ttl(void *
 static void lock_without_auto_renew_expires_and_its_release_reports_expired(void **state)
 {
     (void)state;
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, "wd:no-renew", 1000, 0, 0, NULL);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     test_sleep_ms(1400);
-    assert_int_equal(key_exists("wd:no-renew"), 0);
+    assert_int_equal(test_key_exists(&test_srv, "wd:no-renew"), 0);
     assert_int_equal(dlock_lock_validity_ms(l), 0);
     assert_int_equal(dlock_lock_release(l), DLOCK_EEXPIRED);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
@@ -260,7 +175,7 @@ static void check_lost_after(const char *name, const char *overwrite)
 {
     const int64_t ttl = 1000, period = ttl / 3;
     lost_probe probe = {0};
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, name, ttl, DLOCK_AUTO_RENEW, 0, &probe);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     test_sleep_ms(100);
@@ -270,7 +185,7 @@ static void check_lost_after(const char *name, const char *overwrite)
         key_set(name, overwrite, 0);
     else
         key_del(name);
-    assert_true(wait_for_lost(l, (int)period + 3000));
+    assert_true(test_wait_for_state(l, DLOCK_STATE_LOST, (int)period + 3000));
     int64_t after = atomic_load(&probe.at_ms) - t_tamper;
     printf("# %s: lost reported %" PRId64 " ms after the key was %s (period %" PRId64 " ms)\n",
            name, after, overwrite ? "overwritten" : "deleted", period);
@@ -290,17 +205,17 @@ static void check_lost_after(const char *name, const char *overwrite)
     assert_int_equal(dlock_lock_release(l), DLOCK_ENOTHELD);
     if (overwrite) {
         /* The other owner's key is left alone, and it excludes us. */
-        assert_key_value(name, overwrite);
+        test_assert_key_value(&test_srv, name, overwrite);
         assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
         key_del(name);
     } else {
-        assert_int_equal(key_exists(name), 0);
+        assert_int_equal(test_key_exists(&test_srv, name), 0);
     }
     /* The handle starts over: taken again, renewed again. */
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     test_sleep_ms((int)(ttl + period));
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
-    assert_true(key_pttl(name) > 0);
+    assert_true(test_key_pttl(&test_srv, name) > 0);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(atomic_load(&probe.calls), 1);
     dlock_lock_free(l);
@@ -323,7 +238,7 @@ static void released_lock_is_never_renewed_again(void **state)
 {
     (void)state;
     const int period = 200;
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = new_lock(c, "wd:released", 1000, DLOCK_AUTO_RENEW, period, NULL);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     test_sleep_ms(2 * period + 50);
@@ -351,7 +266,7 @@ static void freeing_a_held_auto_renewed_lock_stops_its_renewal_at_once(void **st
     /* A 20 ms period keeps the watchdog busy, so the free very likely
      * meets a round in flight and must wait for it. */
     const int period = 20;
-    dlock_client *c = new_client();
+    dlock_client *c = test_client_for(&test_srv, NULL);
     for (int i = 0; i < 5; i++) {
         dlock_lock *l = new_lock(c, "wd:freed", 1000, DLOCK_AUTO_RENEW, period, NULL);
         assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
@@ -361,7 +276,7 @@ static void freeing_a_held_auto_renewed_lock_stops_its_renewal_at_once(void **st
         dlock_lock_free(l); /* releases: the key goes */
         dlock__watchdog_stats before = stats_of(c);
         assert_true(before.renewed >= 1);
-        assert_int_equal(key_exists("wd:freed"), 0);
+        assert_int_equal(test_key_exists(&test_srv, "wd:freed"), 0);
 
         key_set("wd:freed", token, 100000);
         assert_key_not_renewed_for("wd:freed", token, 100000, 3 * period + 50);
@@ -377,7 +292,7 @@ static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
     (void)state;
     int base = thread_count();
     for (int round = 0; round < 10; round++) {
-        dlock_client *c = new_client();
+        dlock_client *c = test_client_for(&test_srv, NULL);
         dlock_lock *l[3];
         char name[64];
         for (int i = 0; i < 3; i++) {
@@ -400,7 +315,7 @@ static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
     for (int i = 0; i < 3; i++) {
         char name[64];
         snprintf(name, sizeof name, "wd:client-free:%d", i);
-        assert_int_equal(key_exists(name), 0);
+        assert_int_equal(test_key_exists(&test_srv, name), 0);
     }
 }
 
@@ -419,8 +334,8 @@ static void count_many_lost(dlock_lock *lock, dlock_lost_reason reason, void *ar
 static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void **state)
 {
     (void)state;
-    freeReplyObject(test_redis_cmd(&srv, "FLUSHALL"));
-    dlock_client *c = new_client();
+    (void)test_flushall(&test_srv);
+    dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock **locks = calloc(MANY, sizeof *locks);
     assert_non_null(locks);
     char name[64];
@@ -471,7 +386,7 @@ static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void 
         not_held += dlock_lock_state_get(locks[i]) != DLOCK_STATE_HELD;
         no_validity += dlock_lock_validity_ms(locks[i]) <= 0;
     }
-    redisContext *admin = test_redis_admin(&srv);
+    redisContext *admin = test_redis_admin(&test_srv);
     int pipelined = admin != NULL;
     for (int i = 0; pipelined && i < MANY; i++)
         pipelined = redisAppendCommand(admin, "PTTL wd:many:%d", i) == REDIS_OK;
@@ -499,7 +414,7 @@ static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void 
     }
     free(locks);
     dlock_client_free(c);
-    long long left = reply_int(test_redis_cmd(&srv, "DBSIZE"));
+    long long left = test_cmd_int(&test_srv, "DBSIZE");
 
     assert_true(pipelined);
     if (not_held || no_validity || gone)
@@ -545,5 +460,5 @@ int main(void)
         T(freeing_the_client_stops_and_joins_its_watchdog_thread),
         T(ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

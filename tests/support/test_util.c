@@ -1,0 +1,320 @@
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "test_util.h"
+
+int64_t test_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- cmocka fixtures ----------------------------------------------------- */
+
+test_redis test_srv;
+dlock_client *test_cl;
+test_redis test_nodes[TEST_N_NODES];
+
+int test_srv_setup(void **state)
+{
+    (void)state;
+    return test_redis_start(&test_srv, NULL);
+}
+
+int test_srv_teardown(void **state)
+{
+    (void)state;
+    test_redis_stop(&test_srv);
+    return 0;
+}
+
+int test_srv_flush(void **state)
+{
+    (void)state;
+    return test_flushall(&test_srv);
+}
+
+int test_nodes_setup(void **state)
+{
+    (void)state;
+    return test_redis_start_many(test_nodes, TEST_N_NODES, NULL);
+}
+
+int test_nodes_teardown(void **state)
+{
+    (void)state;
+    test_redis_stop_many(test_nodes, TEST_N_NODES);
+    return 0;
+}
+
+int test_nodes_revive(void **state)
+{
+    (void)state;
+    for (int i = 0; i < TEST_N_NODES; i++) {
+        test_redis_resume(&test_nodes[i]);
+        if (test_nodes[i].pid <= 0 && test_redis_restart(&test_nodes[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int test_flushall(const test_redis *r)
+{
+    redisReply *rep = test_redis_cmd(r, "FLUSHALL");
+    if (!rep)
+        return -1;
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* ---- admin commands ------------------------------------------------------ */
+
+static redisReply *vcmd(const test_redis *r, const char *fmt, va_list ap)
+{
+    redisContext *c = test_redis_admin(r);
+    if (!c)
+        return NULL;
+    redisReply *rep = redisvCommand(c, fmt, ap);
+    redisFree(c);
+    return rep;
+}
+
+/* In a function (const test_redis *r, const char *fmt, ...): run the
+ * command, set `rep` to its reply (NULL if none). */
+#define REPLY_OF_ARGS(rep)                                                     \
+    do {                                                                       \
+        va_list ap_;                                                           \
+        va_start(ap_, fmt);                                                    \
+        (rep) = vcmd(r, fmt, ap_);                                             \
+        va_end(ap_);                                                           \
+    } while (0)
+
+/* Check a reply of the wanted kind (NULL fails the test), free it and
+ * return what it carried. */
+static long long take_int(redisReply *rep)
+{
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static char *take_str(redisReply *rep, int nil_ok)
+{
+    assert_non_null(rep);
+    char *v = NULL;
+    if (!nil_ok || rep->type != REDIS_REPLY_NIL) {
+        assert_int_equal(rep->type, REDIS_REPLY_STRING);
+        v = strdup(rep->str);
+        assert_non_null(v);
+    }
+    freeReplyObject(rep);
+    return v;
+}
+
+redisReply *test_cmd(const test_redis *r, const char *fmt, ...)
+{
+    redisReply *rep;
+    REPLY_OF_ARGS(rep);
+    assert_non_null(rep);
+    return rep;
+}
+
+long long test_cmd_int(const test_redis *r, const char *fmt, ...)
+{
+    redisReply *rep;
+    REPLY_OF_ARGS(rep);
+    return take_int(rep);
+}
+
+void test_cmd_status(const test_redis *r, const char *fmt, ...)
+{
+    redisReply *rep;
+    REPLY_OF_ARGS(rep);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+}
+
+char *test_cmd_str(const test_redis *r, const char *fmt, ...)
+{
+    redisReply *rep;
+    REPLY_OF_ARGS(rep);
+    return take_str(rep, 0);
+}
+
+char *test_cmd_str_or_nil(const test_redis *r, const char *fmt, ...)
+{
+    redisReply *rep;
+    REPLY_OF_ARGS(rep);
+    return take_str(rep, 1);
+}
+
+long long test_key_exists(const test_redis *r, const char *key)
+{
+    return test_cmd_int(r, "EXISTS %s", key);
+}
+
+long long test_key_pttl(const test_redis *r, const char *key)
+{
+    return test_cmd_int(r, "PTTL %s", key);
+}
+
+void test_assert_key_value(const test_redis *r, const char *key, const char *want)
+{
+    redisReply *rep = test_cmd(r, "GET %s", key);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, want);
+    freeReplyObject(rep);
+}
+
+long long test_script_calls(const test_redis *r)
+{
+    redisReply *rep = test_cmd(r, "INFO commandstats");
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    long long total = 0;
+    const char *stems[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(rep->str, stems[i]);
+        if (p)
+            total += strtoll(p + strlen(stems[i]), NULL, 10);
+    }
+    freeReplyObject(rep);
+    return total;
+}
+
+/* ---- waiting ------------------------------------------------------------- */
+
+int test_wait_until(int (*cond)(void *arg), void *arg, int max_ms, int poll_ms)
+{
+    int64_t until = test_now_ms() + max_ms;
+    for (;;) {
+        if (cond(arg))
+            return 1;
+        if (test_now_ms() >= until)
+            return 0;
+        test_sleep_ms(poll_ms);
+    }
+}
+
+typedef struct count_wait {
+    long long (*count)(const char *name);
+    const char *name;
+    long long want;
+} count_wait;
+
+static int count_reached(void *arg)
+{
+    const count_wait *w = arg;
+    return w->count(w->name) == w->want;
+}
+
+int test_wait_for_count(long long (*count)(const char *name), const char *name, long long want,
+                        int max_ms)
+{
+    count_wait w = {count, name, want};
+    return test_wait_until(count_reached, &w, max_ms, 2);
+}
+
+/* ---- processes ----------------------------------------------------------- */
+
+pid_t test_fork_child(void)
+{
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(3);
+    }
+    return pid;
+}
+
+/* ---- what calls into libdlock ------------------------------------------ */
+
+/* A client for urls[0..n) with options o (NULL: the defaults); a failure
+ * fails the test with dlock's message. */
+dlock_client *test_client_new(const char *const *urls, size_t n,
+                                            const dlock_client_options *o)
+{
+    dlock_client *c = NULL;
+    char err[256] = "";
+    if (dlock_client_new(&c, urls, n, o, err, sizeof err) != DLOCK_OK)
+        fail_msg("dlock_client_new(%s%s): %s", n > 0 ? urls[0] : "", n > 1 ? ", ..." : "", err);
+    return c;
+}
+
+/* The same for the one server r. */
+dlock_client *test_client_for(const test_redis *r, const dlock_client_options *o)
+{
+    const char *urls[] = {r->url};
+    return test_client_new(urls, 1, o);
+}
+
+/* Group setup/teardown: test_srv and test_cl, a client of it with default
+ * options / free the client, stop the server. */
+int test_srv_client_setup(void **state)
+{
+    if (test_srv_setup(state) != 0)
+        return -1;
+    const char *urls[] = {test_srv.url};
+    return dlock_client_new(&test_cl, urls, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+int test_srv_client_teardown(void **state)
+{
+    dlock_client_free(test_cl);
+    test_cl = NULL;
+    return test_srv_teardown(state);
+}
+
+/* A lock handle with options o (NULL: the defaults); must succeed. */
+dlock_lock *test_lock_with(dlock_client *c, const char *name,
+                                         const dlock_lock_options *o)
+{
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, c, name, o), DLOCK_OK);
+    return l;
+}
+
+/* The same with these options over the defaults. */
+dlock_lock *test_lock_new(dlock_client *c, const char *name, int64_t ttl_ms,
+                                        unsigned flags, int64_t retry_min_ms,
+                                        int64_t retry_max_ms)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = ttl_ms;
+    o.flags = flags;
+    o.retry_min_ms = retry_min_ms;
+    o.retry_max_ms = retry_max_ms;
+    return test_lock_with(c, name, &o);
+}
+
+typedef struct test_state_wait {
+    dlock_lock *lock;
+    dlock_lock_state state;
+} test_state_wait;
+
+static int test_state_reached(void *arg)
+{
+    const test_state_wait *w = (const test_state_wait *)arg;
+    return dlock_lock_state_get(w->lock) == w->state;
+}
+
+/* Poll the handle every 5 ms until it is in `state`; 1 if it was within
+ * max_ms, 0 if not. */
+int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms)
+{
+    test_state_wait w = {l, state};
+    return test_wait_until(test_state_reached, &w, max_ms, 5);
+}

@@ -1,0 +1,137 @@
+/* Helpers the integration and thread tests share: a monotonic microsecond
+ * clock; cmocka fixtures for the one redis-server (test_srv) or the five
+ * (test_nodes) a test file runs against; replies of admin commands checked
+ * with cmocka asserts; dlock clients and locks that fail the test when they
+ * cannot be made; polling with a deadline; a fork() that dies with its
+ * parent.
+ *
+ * Everything here that asserts runs on the main thread of the test process
+ * only: never in worker threads or forked children (cmocka would longjmp
+ * into their copy of the runner). */
+#ifndef DLOCK_TEST_UTIL_H
+#define DLOCK_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <sys/types.h>
+
+#include "dlock.h"
+#include "redis_server.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TEST_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define TEST_PRINTF(fmt, args)
+#endif
+
+/* Monotonic microseconds (test_now_ms() in proc.h is the same clock). */
+int64_t test_now_us(void);
+
+/* ---- cmocka fixtures --------------------------------------------------- */
+
+/* The one redis-server of a single-server test file, and a client of it
+ * (made by test_srv_client_setup(), below with what calls into libdlock). */
+extern test_redis test_srv;
+extern dlock_client *test_cl;
+
+/* Group setup/teardown: start test_srv (default config) / stop it. */
+int test_srv_setup(void **state);
+int test_srv_teardown(void **state);
+
+/* Per-test teardown: FLUSHALL on test_srv. */
+int test_srv_flush(void **state);
+
+/* Five servers for the Redlock tests. */
+#define TEST_N_NODES 5
+extern test_redis test_nodes[TEST_N_NODES];
+
+/* Group setup/teardown: start all of test_nodes / stop them. */
+int test_nodes_setup(void **state);
+int test_nodes_teardown(void **state);
+
+/* Per-test setup or teardown: every one of test_nodes running again (a
+ * failed test may have left one killed or stopped): resumed, and restarted
+ * if it is down. */
+int test_nodes_revive(void **state);
+
+/* FLUSHALL on r; 0, or -1 with no reply. No asserts: for fixtures. */
+int test_flushall(const test_redis *r);
+
+/* ---- admin commands (hiredis format, on a fresh admin connection) ------- */
+
+/* The reply, which must exist (caller frees). */
+redisReply *test_cmd(const test_redis *r, const char *fmt, ...) TEST_PRINTF(2, 3);
+
+/* An integer reply. */
+long long test_cmd_int(const test_redis *r, const char *fmt, ...) TEST_PRINTF(2, 3);
+
+/* A status reply (SET, ...). */
+void test_cmd_status(const test_redis *r, const char *fmt, ...) TEST_PRINTF(2, 3);
+
+/* A bulk-string reply, copied (caller frees). */
+char *test_cmd_str(const test_redis *r, const char *fmt, ...) TEST_PRINTF(2, 3);
+
+/* A bulk-string reply, copied (caller frees), or NULL for a nil reply. */
+char *test_cmd_str_or_nil(const test_redis *r, const char *fmt, ...) TEST_PRINTF(2, 3);
+
+/* EXISTS key: 1 or 0. PTTL key: ms, -1 without a TTL, -2 without the key. */
+long long test_key_exists(const test_redis *r, const char *key);
+long long test_key_pttl(const test_redis *r, const char *key);
+
+/* GET key must give the string `want`. */
+void test_assert_key_value(const test_redis *r, const char *key, const char *want);
+
+/* Script calls the server has served (EVALSHA, and EVAL after a NOSCRIPT),
+ * from INFO commandstats. */
+long long test_script_calls(const test_redis *r);
+
+/* ---- waiting ------------------------------------------------------------- */
+
+/* Poll cond(arg) every poll_ms until it is true; 1 if it was within
+ * max_ms, 0 if not. */
+int test_wait_until(int (*cond)(void *arg), void *arg, int max_ms, int poll_ms);
+
+/* Poll count(name) every 2 ms until it equals want; 1 if it did within
+ * max_ms, 0 if not. */
+int test_wait_for_count(long long (*count)(const char *name), const char *name, long long want,
+                        int max_ms);
+
+/* ---- processes ------------------------------------------------------------ */
+
+/* fork() after flushing stdio; the test fails if fork fails. In the child
+ * (return value 0) PR_SET_PDEATHSIG kills it when this process dies, and it
+ * _exit(3)s at once if its parent has already gone. */
+pid_t test_fork_child(void);
+
+/* ---- what calls into libdlock ------------------------------------------ */
+
+/* A client for urls[0..n) with options o (NULL: the defaults); a failure
+ * fails the test with dlock's message. */
+dlock_client *test_client_new(const char *const *urls, size_t n,
+                              const dlock_client_options *o);
+
+/* The same for the one server r. */
+dlock_client *test_client_for(const test_redis *r, const dlock_client_options *o);
+
+/* Group setup/teardown: test_srv and test_cl, a client of it with default
+ * options / free the client, stop the server. */
+int test_srv_client_setup(void **state);
+int test_srv_client_teardown(void **state);
+
+/* A lock handle with options o (NULL: the defaults); must succeed. */
+dlock_lock *test_lock_with(dlock_client *c, const char *name, const dlock_lock_options *o);
+
+/* The same with these options over the defaults. */
+dlock_lock *test_lock_new(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags,
+                          int64_t retry_min_ms, int64_t retry_max_ms);
+
+/* Poll the handle every 5 ms until it is in `state`; 1 if it was within
+ * max_ms, 0 if not. */
+int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms);
+
+#endif
