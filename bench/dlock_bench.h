@@ -66,5 +66,6 @@ void bench_watchdog(bench *b);
 void bench_memory(bench *b);
 void bench_redlock(bench *b);
 void bench_hist(bench *b);
+void bench_ab(bench *b);
 
 #endif
