@@ -272,6 +272,16 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+/* The client's watchdog, or NULL if none was started (read under bg_mu,
+ * which guards starting it). */
+static dlock__watchdog *current(dlock_client *c)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__watchdog *wd = c->watchdog;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    return wd;
+}
+
 int dlock__watchdog_start(dlock_client *c)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
@@ -305,9 +315,7 @@ int dlock__watchdog_start(dlock_client *c)
 
 void dlock__watchdog_add(dlock_client *c, dlock_lock *l)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
-    dlock__watchdog *wd = c->watchdog;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    dlock__watchdog *wd = current(c);
 
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     if (!l->wd_registered) {
@@ -333,9 +341,7 @@ void dlock__watchdog_add(dlock_client *c, dlock_lock *l)
 
 void dlock__watchdog_remove(dlock_client *c, dlock_lock *l)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
-    dlock__watchdog *wd = c->watchdog;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    dlock__watchdog *wd = current(c);
     if (!wd)
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
@@ -366,9 +372,7 @@ void dlock__watchdog_stop(dlock_client *c)
 void dlock__watchdog_get_stats(dlock_client *c, dlock__watchdog_stats *out)
 {
     memset(out, 0, sizeof *out);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
-    dlock__watchdog *wd = c->watchdog;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    dlock__watchdog *wd = current(c);
     if (!wd)
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
