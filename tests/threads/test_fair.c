@@ -116,6 +116,20 @@ static void start_waiter(pthread_t *t, waiter *w, dlock_lock *l, int64_t wait_ms
 
 /* ---- tests -------------------------------------------------------------- */
 
+/* The waiter got the lock straight from the holder's release at t0_us:
+ * within bound_us, with the next fencing token, and it released it, leaving
+ * neither a queue nor a key behind. */
+static void assert_handed_over(const waiter *w, const char *name, uint64_t fence0,
+                               int64_t t0_us, int64_t bound_us)
+{
+    assert_int_equal(w->rc, DLOCK_OK);
+    assert_int_equal(w->fence, fence0 + 1);
+    assert_true(w->done_us - t0_us < bound_us);
+    assert_int_equal(w->release_rc, DLOCK_OK);
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+}
+
 static void fair_waiters_acquire_in_arrival_order(void **state)
 {
     (void)state;
@@ -227,12 +241,7 @@ static void fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody(void *
     assert_int_equal(pthread_join(tb, NULL), 0);
     printf("# after the first waiter timed out, the next got the lock %.3f ms after the "
            "release\n", (double)(b.done_us - t0) / 1000.0);
-    assert_int_equal(b.rc, DLOCK_OK);
-    assert_int_equal(b.fence, fence0 + 1); /* handed to b directly */
-    assert_true(b.done_us - t0 < 2000000);
-    assert_int_equal(b.release_rc, DLOCK_OK);
-    assert_int_equal(queue_len(name), 0);
-    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    assert_handed_over(&b, name, fence0, t0, 2000000); /* handed to b directly */
     dlock_lock_free(holder);
     dlock_lock_free(a.lock);
     dlock_lock_free(b.lock);
@@ -320,12 +329,8 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
     assert_int_equal(pthread_join(t, NULL), 0);
     printf("# live waiter behind a crashed one got the lock %.3f ms after the release\n",
            (double)(w.done_us - t0) / 1000.0);
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_int_equal(w.fence, fence0 + 1); /* the dead waiter was never granted */
-    assert_true(w.done_us - t0 < 2000000);
-    assert_int_equal(w.release_rc, DLOCK_OK);
-    assert_int_equal(queue_len(name), 0);
-    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    /* fence0 + 1: the dead waiter was never granted */
+    assert_handed_over(&w, name, fence0, t0, 2000000);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
     dlock_client_free(c);
@@ -400,13 +405,8 @@ static void fair_waiting_works_by_polling_when_wakeups_are_off(void **state)
     assert_int_equal(pthread_join(t, NULL), 0);
     printf("# fair polling (refresh every 1 s): acquired %.3f ms after the release\n",
            (double)(w.done_us - t0) / 1000.0);
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_int_equal(w.fence, fence0 + 1);
     assert_true(w.validity_ms > 0);
-    assert_true(w.done_us - t0 < 5000000);
-    assert_int_equal(w.release_rc, DLOCK_OK);
-    assert_int_equal(queue_len(name), 0);
-    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    assert_handed_over(&w, name, fence0, t0, 5000000);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
     dlock_client_free(c);
