@@ -11,12 +11,32 @@
 --                      counter key was given)
 --          {0, pttl}   held by another owner; pttl = its remaining ms
 --                      (-1: a key without TTL, which dlock never makes)
---          error WRONGTYPE when the key holds something else than a string
+--          error WRONGTYPE when the key holds something else than a string,
+--                or the fencing counter is not a counter (another type, or
+--                a string that is not a decimal below 2^53)
 --
--- Invariant: the key is only ever written when absent (SET NX), so a live
--- lock is never overwritten; the fencing counter only grows, and only on a
--- grant, in the same atomic step as the grant.
-if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- Invariant: the key is only ever written when absent, so a live lock is
+-- never overwritten; the fencing counter only grows, and only on a grant,
+-- in the same atomic step as the grant. Every check that can fail runs
+-- before the first write: Redis keeps what a script wrote before an error,
+-- so an INCR failing after the SET would leave a lock nobody holds.
+
+-- The fencing counter must be absent or a decimal below 2^53 (what INCR
+-- and fence_sync.lua can count on); checked before anything is written.
+local function bad_fence(k)
+  local t = redis.call('type', k).ok
+  if t == 'none' then return nil end
+  local f = t == 'string' and redis.call('get', k)
+  if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
+  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+                           ' that is not a counter; nothing written')
+end
+if redis.call('exists', KEYS[1]) == 0 then
+  if #KEYS > 1 then
+    local e = bad_fence(KEYS[2])
+    if e then return e end
+  end
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   local fence = 0
   if #KEYS > 1 then fence = redis.call('incr', KEYS[2]) end
   return {1, fence}

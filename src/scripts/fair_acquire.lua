@@ -19,19 +19,41 @@
 --                      fair_release.lua since our last call
 --          {0, pttl}   we wait in line; pttl = the holder's remaining ms,
 --                      or -2 when the lock is free but a live waiter is ahead
---          error WRONGTYPE when the lock key is not a string
+--          error WRONGTYPE when the lock key is not a string, the queue
+--                not a list, or the fencing counter not a counter
 --
 -- Invariant: while a live waiter is ahead of us, we never take a free lock;
--- the lock key is only written when absent.
+-- the lock key is only written when absent. Every check that can fail runs
+-- before the first write (Redis keeps what a script wrote before an error).
 local lock, q, me = KEYS[1], KEYS[2], KEYS[3]
 local tok, ttl, wttl, wprefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+-- The fencing counter must be absent or a decimal below 2^53 (what INCR
+-- and fence_sync.lua can count on).
+local function bad_fence(k)
+  local t = redis.call('type', k).ok
+  if t == 'none' then return nil end
+  local f = t == 'string' and redis.call('get', k)
+  if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
+  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+                           ' that is not a counter; nothing written')
+end
+
 local v = redis.call('get', lock)
+local qt = redis.call('type', q).ok
+if qt ~= 'none' and qt ~= 'list' then
+  return redis.error_reply('WRONGTYPE queue ' .. q .. ' holds a ' .. qt .. ', not a list; nothing written')
+end
 if v == tok then
   -- handed over to us by a release since our last call
-  redis.call('del', me)
   local f = 0
-  if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') end
+  if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') or 0 end
+  redis.call('del', me)
   return {1, f}
+end
+if #KEYS > 3 then
+  local e = bad_fence(KEYS[4])
+  if e then return e end
 end
 if not v then
   -- skip waiters ahead of us that are gone

@@ -9,12 +9,12 @@
 --          {0, 0}      we left the line; the lock is not ours
 --
 -- Invariant: a waiter that leaves can never be handed the lock afterwards
--- (its token is gone from the queue and its liveness key deleted).
+-- (its token is gone from the queue and its liveness key deleted). The
+-- reads that can fail (a key of another type) come before the writes.
+local v = redis.call('get', KEYS[1])
+local f = 0
+if v == ARGV[1] and #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') or 0 end
 redis.call('lrem', KEYS[2], 0, ARGV[1])
 redis.call('del', KEYS[3])
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  local f = 0
-  if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') end
-  return {1, f}
-end
+if v == ARGV[1] then return {1, f} end
 return {0, 0}

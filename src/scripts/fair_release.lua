@@ -12,23 +12,48 @@
 --          1   released; nobody waits ("r" published)
 --          0   the key was gone (the lease had expired)
 --          -1  the key holds another owner's token; left untouched
---          error WRONGTYPE when the lock key is not a string
+--          error WRONGTYPE when the lock key is not a string, the queue
+--                not a list, or the fencing counter not a counter
 --
 -- Invariant: only our own lock is released; it is handed to the longest
--- waiting live waiter only, in one atomic step with the release.
+-- waiting live waiter only, in one atomic step with the release. Every
+-- check that can fail runs before the first write (Redis keeps what a
+-- script wrote before an error): a liveness key that is not a TTL counts
+-- as a dead waiter rather than failing half-way.
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
+
+-- The fencing counter must be absent or a decimal below 2^53 (what INCR
+-- and fence_sync.lua can count on).
+local function bad_fence(k)
+  local t = redis.call('type', k).ok
+  if t == 'none' then return nil end
+  local f = t == 'string' and redis.call('get', k)
+  if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
+  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+                           ' that is not a counter; nothing written')
+end
+
 local v = redis.call('get', lock)
 if v ~= tok then
   if not v then return 0 end
   return -1
 end
+local qt = redis.call('type', q).ok
+if qt ~= 'none' and qt ~= 'list' then
+  return redis.error_reply('WRONGTYPE queue ' .. q .. ' holds a ' .. qt .. ', not a list; nothing written')
+end
+if #KEYS > 2 then
+  local e = bad_fence(KEYS[3])
+  if e then return e end
+end
 redis.call('del', lock)
 local h = redis.call('lpop', q)
 while h do
   local wk = wprefix .. h
-  local ttl = redis.call('get', wk)
-  if ttl then
+  local ttl = nil
+  if redis.call('type', wk).ok == 'string' then ttl = redis.call('get', wk) end
+  if ttl and #ttl <= 15 and string.match(ttl, '^[1-9]%d*$') then
     redis.call('del', wk)
     redis.call('set', lock, h, 'PX', ttl)
     local f = 0

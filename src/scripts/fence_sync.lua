@@ -8,9 +8,14 @@
 -- ARGV[1]  the token to make the counter at least (decimal, < 2^53)
 --
 -- Replies  the counter's value afterwards
+--          error WRONGTYPE when the counter is not a counter; nothing written
 --
 -- Invariant: the counter never decreases.
-local c = tonumber(redis.call('get', KEYS[1]) or '0')
+local s = redis.call('get', KEYS[1]) or '0'
+local c = tonumber(s)
+if not c or not string.match(s, '^%d+$') then
+  return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[1] .. ' is not a counter')
+end
 local v = tonumber(ARGV[1])
 if v > c then
   redis.call('set', KEYS[1], ARGV[1])
