@@ -286,8 +286,18 @@ typedef enum dlock_lost_reason {
 
 /**
  * Called once when the watchdog finds an auto-renewed lock lost. Runs on the
- * client's watchdog thread; it must not block for long and must not free the
- * lock or the client. It may call dlock_lock_state() and set flags of its own.
+ * client's watchdog thread, after the handle's state became
+ * DLOCK_STATE_LOST; renewals of every other lock wait while it runs, so it
+ * must not block for long.
+ *
+ * It may call, on this lock: dlock_lock_release() (returns DLOCK_ELOST and
+ * leaves the handle unlocked; a later release from the owner's thread then
+ * returns DLOCK_ENOTHELD), dlock_lock_forget(), dlock_lock_state_get(),
+ * dlock_lock_validity_ms(), dlock_lock_name(), dlock_lock_errmsg(); and
+ * dlock_lock_cancel() on any lock. It must not call dlock_lock_free() or
+ * dlock_client_free() (the watchdog still uses the handle and would wait for
+ * itself), nor acquire or extend the lock, and it must not release the lock
+ * while another thread is inside a call on the same handle.
  */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
                               void *arg);
@@ -373,9 +383,14 @@ DLOCK_EXTERN(int) dlock_lock_acquire(dlock_lock *lock, int64_t wait_ms);
  *
  * @return DLOCK_OK, DLOCK_ENOTHELD (this handle holds nothing),
  *         DLOCK_ENOTOWNER (another owner's token is there now),
- *         DLOCK_EEXPIRED (the key was gone), DLOCK_ELOST (the watchdog had
- *         found it lost), or a node error. After any return the handle no
- *         longer holds the lock (except the reentrant count > 0 case).
+ *         DLOCK_EEXPIRED (the key was gone), DLOCK_ELOST (the watchdog
+ *         found it lost, in a round that ended before or during this call:
+ *         a release never answers DLOCK_EEXPIRED for a loss that on_lost
+ *         reports), or a node error. After any return but DLOCK_OK with
+ *         holds left (reentrant), the handle holds nothing and nothing of
+ *         it is renewed any more: a failed release of one of several
+ *         counted holds drops them all from the handle, and the count left
+ *         in Redis ends with its TTL.
  */
 DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
 

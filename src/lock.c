@@ -930,13 +930,21 @@ int dlock_lock_release(dlock_lock *l)
         return DLOCK_ENOTHELD;
     }
     int last_hold = !is_reentrant(l) || l->holds <= 1;
-    if (last_hold)
+    if (last_hold) {
         dlock__watchdog_remove(l->client, l);
+        /* A round in flight may have found the lock lost (and run on_lost)
+         * while we waited for it: read the state it left. */
+        st = get_state(l);
+    }
     if (st == DLOCK_STATE_LOST) {
         l->holds = 0;
         set_state(l, DLOCK_STATE_UNLOCKED, 0);
         dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
         return DLOCK_ELOST;
+    }
+    if (st == DLOCK_STATE_UNLOCKED) { /* on_lost released it meanwhile */
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
     }
     tally t;
     send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
@@ -945,6 +953,16 @@ int dlock_lock_release(dlock_lock *l)
         l->holds--;
         return DLOCK_OK;
     }
+    if (rc != DLOCK_OK && get_state(l) == DLOCK_STATE_LOST) {
+        /* A non-last release raced a round that found the lock lost. */
+        rc = DLOCK_ELOST;
+        dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
+    }
+    if (!last_hold)
+        /* A failed non-last release drops every hold of the handle: one
+         * that holds nothing must never have anything renewed, or the key
+         * would outlive the handle for as long as the process runs. */
+        dlock__watchdog_remove(l->client, l);
     l->holds = 0;
     set_state(l, DLOCK_STATE_UNLOCKED, 0);
     if (rc == DLOCK_OK)

@@ -347,8 +347,12 @@ void dlock__watchdog_remove(dlock_client *c, dlock_lock *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     if (l->wd_registered)
         unlink_lock(wd, l);
-    while (l->wd_in_round)
-        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
+    /* On the watchdog thread (an on_lost callback releasing its own lock)
+     * the round in flight is this thread's own, which is past sending and
+     * waits for the callback: waiting for it would never end. */
+    if (!pthread_equal(pthread_self(), wd->thread))
+        while (l->wd_in_round)
+            DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 }
 

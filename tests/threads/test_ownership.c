@@ -245,6 +245,118 @@ static void reentry_under_debug_sleep_is_counted_once(void **state)
     dlock_client_free(c);
 }
 
+/* ---- item 3: a handle that holds nothing is never renewed -------------- */
+
+static void failed_non_last_release_stops_the_renewal(void **state)
+{
+    (void)state;
+    const char *name = "own:re-renew";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *l = test_lock_new(c, name, 1500, DLOCK_REENTRANT | DLOCK_AUTO_RENEW, 5, 20);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    /* The server refuses writes (OOM); renewals (PEXPIRE) still pass. */
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory 1");
+    int rc = dlock_lock_release(l);
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory 0");
+    print_message("release under OOM: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_EREFUSED);
+    assert_int_equal(dlock_lock_hold_count(l), 0);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    /* Nobody renews the count left behind: it ends with its TTL. */
+    test_sleep_ms(3000);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* ---- item 9 and issue 15 item 11: release and on_lost ------------------- */
+
+typedef struct lost_rec {
+    atomic_int calls;
+    atomic_int release_rc; /* on_lost's own release, when asked */
+    int release_in_cb;
+} lost_rec;
+
+static void on_lost_cb(dlock_lock *l, dlock_lost_reason why, void *arg)
+{
+    lost_rec *r = arg;
+    (void)why;
+    if (r->release_in_cb)
+        atomic_store(&r->release_rc, dlock_lock_release(l));
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static dlock_lock *lock_with_lost_cb(dlock_client *c, const char *name, int64_t ttl_ms,
+                                     lost_rec *rec)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = ttl_ms;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.on_lost = on_lost_cb;
+    o.on_lost_arg = rec;
+    return test_lock_with(c, name, &o);
+}
+
+static void release_during_the_round_that_finds_the_loss_returns_elost(void **state)
+{
+    (void)state;
+    const char *name = "own:lost-race";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    int mismatches = 0, lost_seen = 0, n = 20;
+    for (int i = 0; i < n; i++) {
+        lost_rec rec = {0, 0, 0};
+        dlock_lock *l = lock_with_lost_cb(c, name, 300, &rec); /* rounds every 100 ms */
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+        int64_t t0 = test_now_ms();
+        freeReplyObject(test_cmd(&test_srv, "DEL %s", name)); /* lost from now on */
+        /* Hold the round that finds it (due ~90-100 ms) on the wire for a
+         * while, and release while it is in flight. */
+        test_sleep_ms((int)(80 - (test_now_ms() - t0)));
+        test_cmd_status(&test_srv, "CLIENT PAUSE 60 WRITE");
+        test_sleep_ms(25 + i % 10);
+        int rc = dlock_lock_release(l);
+        int lost = atomic_load(&rec.calls);
+        lost_seen += lost;
+        if (lost != (rc == DLOCK_ELOST)) {
+            mismatches++;
+            print_message("iteration %d: on_lost %d, release %s\n", i, lost, dlock_errname(rc));
+        }
+        dlock_lock_free(l);
+        test_sleep_ms(60);
+    }
+    print_message("%d iterations: on_lost ran in %d, release disagreed in %d\n", n, lost_seen,
+                  mismatches);
+    assert_true(lost_seen > 0);
+    assert_int_equal(mismatches, 0);
+    dlock_client_free(c);
+}
+
+static void on_lost_may_release_its_own_lock(void **state)
+{
+    (void)state;
+    const char *name = "own:lost-release";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    lost_rec rec = {0, 0, 1};
+    dlock_lock *l = lock_with_lost_cb(c, name, 300, &rec);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    freeReplyObject(test_cmd(&test_srv, "DEL %s", name));
+    int64_t give_up = test_now_ms() + 3000;
+    while (atomic_load(&rec.calls) == 0 && test_now_ms() < give_up)
+        test_sleep_ms(5);
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_int_equal(atomic_load(&rec.release_rc), DLOCK_ELOST);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    /* The handle and the watchdog go on working. */
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_sleep_ms(400); /* renewed past its TTL */
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -254,6 +366,9 @@ int main(void)
         T(fair_release_with_a_bad_fence_counter_hands_nothing_over),
         T(unknown_acquire_of_a_second_handle_leaves_the_first_holding),
         T(reentry_under_debug_sleep_is_counted_once),
+        T(failed_non_last_release_stops_the_renewal),
+        T(release_during_the_round_that_finds_the_loss_returns_elost),
+        T(on_lost_may_release_its_own_lock),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
