@@ -313,7 +313,8 @@ typedef struct dlock_lock_options {
      *  string value with a PX TTL, compatible with redsync, go-zero,
      *  node-redlock and redis-py locks on the same key). */
     unsigned int flags;
-    /** Watchdog period; 0 means ttl_ms / 3. */
+    /** Watchdog period; 0 means ttl_ms / 3 (of the extend's TTL after a
+     *  dlock_lock_extend(), see there). */
     int64_t renew_interval_ms;
     /** Waiting acquire: the first retry sleeps a random time up to
      *  retry_min_ms, doubling to retry_max_ms; never longer than the
@@ -397,6 +398,11 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
 /**
  * Extend the lease: set its TTL to @p ttl_ms from now, only if still ours.
  * With several nodes, a majority must confirm within the remaining validity.
+ * With DLOCK_AUTO_RENEW, a successful extend also sets the TTL the watchdog
+ * renews to for the rest of this hold (its rounds come every third of it,
+ * or every renew_interval_ms if that is shorter): an extend is never undone
+ * by the next round. ttl_ms 0 returns to the handle's TTL; a new hold starts
+ * from the handle's TTL.
  *
  * @param ttl_ms new TTL, 1..DLOCK_TTL_MAX_MS, or 0 for the handle's TTL.
  * @return DLOCK_OK, DLOCK_EINVAL, DLOCK_ENOTHELD, DLOCK_ENOTOWNER,

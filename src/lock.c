@@ -125,6 +125,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&l->mu, NULL));
     dlock__cond_init_monotonic(&l->cond);
     l->holder_ttl_ms = -1;
+    l->renew_ttl_ms = opts->ttl_ms;
     l->token = l->token_inline;
     *out = l;
     return DLOCK_OK;
@@ -902,8 +903,10 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
     }
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
     int rc = is_fair(l) ? acquire_fair(l, wait_ms, deadline) : acquire_wait(l, wait_ms, deadline);
-    if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1)
-        dlock__watchdog_add(l->client, l);
+    if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1) {
+        l->renew_ttl_ms = l->opts.ttl_ms; /* a new hold: no extend yet */
+        dlock__watchdog_add(l->client, l, 0);
+    }
     return rc;
 }
 
@@ -1003,6 +1006,16 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
         dlock__err_set(&l->err, "the lease on \"%s\" had already ended", l->name);
         return DLOCK_EEXPIRED;
     }
+    /* Auto-renew: take the lock out of the watchdog for the extend, so no
+     * round in flight sets the old TTL after ours; it goes back with the
+     * new TTL as its renewal TTL for the rest of the hold. */
+    int renewed = (l->opts.flags & DLOCK_AUTO_RENEW) && dlock__watchdog_remove(l->client, l);
+    if (renewed) {
+        if (get_state(l) == DLOCK_STATE_LOST) { /* that round found it lost */
+            dlock__err_set(&l->err, "\"%s\" was lost", l->name);
+            return DLOCK_ELOST;
+        }
+    }
     char ttl_s[24];
     snprintf(ttl_s, sizeof ttl_s, "%" PRId64, ttl_ms);
     const char *args[3] = {l->name, l->token, ttl_s};
@@ -1016,9 +1029,9 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
     dlock__fanout_opts fo = {node_timeout_ms(l, ttl_ms), deadline, NULL};
     tally t;
     tally_init(&t, l, DLOCK__S_EXTEND);
-    if (dlock__fanout(l->client, &req, 1, &fo, release_cb, &t) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int rc = owner_code(&t);
+    int rc = dlock__fanout(l->client, &req, 1, &fo, release_cb, &t) != DLOCK_OK
+                 ? DLOCK_ENOMEM
+                 : owner_code(&t);
     if (rc == DLOCK_OK && old_end != INT64_MIN && dlock__now_ns() >= old_end) {
         dlock__err_set(&l->err, "majority confirmed only after the lease had ended");
         rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EEXPIRED;
@@ -1026,7 +1039,12 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
     if (rc == DLOCK_OK) {
         set_state(l, DLOCK_STATE_HELD, t0 + ttl_ms * DLOCK__NS_PER_MS - drift_ns(l, ttl_ms));
         dlock__err_clear(&l->err);
-    } else if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
+        l->renew_ttl_ms = ttl_ms;
+    }
+    if (renewed && (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED)))
+        /* Renewal goes on (a failed extend leaves the lease as it was). */
+        dlock__watchdog_add(l->client, l, rc != DLOCK_OK);
+    if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
         /* Not ours any more: the handle lets go. */
         dlock__watchdog_remove(l->client, l);
         l->holds = 0;

@@ -54,6 +54,11 @@ struct dlock_lock {
     int64_t holder_ttl_ms;
     dlock__errbuf err;
 
+    /* The TTL the watchdog renews to: opts.ttl_ms, or the TTL of the last
+     * successful extend of this hold. Written by the handle's thread only
+     * while the lock is not registered with the watchdog. */
+    int64_t renew_ttl_ms;
+
     /* Watchdog bookkeeping (watchdog.c), under the watchdog's mutex. */
     int wd_registered;
     int wd_in_round;

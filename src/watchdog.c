@@ -1,7 +1,9 @@
 /* The watchdog thread.
  *
  * Every registered lock has a next-renewal time (acquire time + interval,
- * interval = renew_interval_ms or ttl/3). The thread sleeps on a
+ * interval = renew_interval_ms or ttl/3, where ttl is the lock's renewal
+ * TTL: the lock's ttl_ms, or the TTL of the last successful
+ * dlock_lock_extend() of this hold). The thread sleeps on a
  * CLOCK_MONOTONIC condition variable until the earliest one is nearly due
  * (a tenth of its interval ahead), then renews in one round every lock due
  * within half of its interval, so rounds merge instead of multiplying with
@@ -43,6 +45,7 @@ typedef struct dlock__watchdog {
 /* Per-lock result of one round. */
 typedef struct item {
     dlock_lock *lock;
+    int64_t ttl_ms;
     char ttl[24];
     size_t ttl_len;
     uint16_t yes, no, err;
@@ -56,7 +59,11 @@ typedef struct round_ctx {
 
 static int64_t interval_ms(const dlock_lock *l)
 {
-    int64_t iv = l->opts.renew_interval_ms ? l->opts.renew_interval_ms : l->opts.ttl_ms / 3;
+    /* An explicit interval that an extend to a shorter TTL outgrew would
+     * let the lease lapse between rounds: a third of the TTL then. */
+    int64_t iv = l->opts.renew_interval_ms && l->opts.renew_interval_ms < l->renew_ttl_ms
+                     ? l->opts.renew_interval_ms
+                     : l->renew_ttl_ms / 3;
     return iv > 0 ? iv : 1;
 }
 
@@ -148,7 +155,7 @@ static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
     for (size_t i = 0; i < n; i++) {
         item *it = &items[i];
         dlock_lock *l = it->lock;
-        int64_t ttl = l->opts.ttl_ms;
+        int64_t ttl = it->ttl_ms;
         int64_t drift = c->n_nodes > 1
                             ? (int64_t)((double)ttl * c->opts.drift_factor * 1e6) + 2 * DLOCK__NS_PER_MS
                             : 0;
@@ -230,7 +237,8 @@ static void *watchdog_main(void *arg)
             item *it = &items[n++];
             memset(it, 0, sizeof *it);
             it->lock = l;
-            it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, l->opts.ttl_ms);
+            it->ttl_ms = l->renew_ttl_ms;
+            it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, it->ttl_ms);
             l->wd_in_round = 1;
         }
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
@@ -313,7 +321,7 @@ int dlock__watchdog_start(dlock_client *c)
     return DLOCK_OK;
 }
 
-void dlock__watchdog_add(dlock_client *c, dlock_lock *l)
+void dlock__watchdog_add(dlock_client *c, dlock_lock *l, int soon)
 {
     dlock__watchdog *wd = current(c);
 
@@ -326,7 +334,7 @@ void dlock__watchdog_add(dlock_client *c, dlock_lock *l)
             wd->head->wd_prev = l;
         wd->head = l;
         wd->count++;
-        l->wd_next_ns = dlock__now_ns() + interval_ms(l) * DLOCK__NS_PER_MS;
+        l->wd_next_ns = dlock__now_ns() + (soon ? 0 : interval_ms(l) * DLOCK__NS_PER_MS);
         /* Wake the thread only if this lock is due before it would look
          * anyway: with many locks held, waking it on every add made it walk
          * the whole list once per acquire. */
@@ -339,13 +347,14 @@ void dlock__watchdog_add(dlock_client *c, dlock_lock *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 }
 
-void dlock__watchdog_remove(dlock_client *c, dlock_lock *l)
+int dlock__watchdog_remove(dlock_client *c, dlock_lock *l)
 {
     dlock__watchdog *wd = current(c);
     if (!wd)
-        return;
+        return 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    if (l->wd_registered)
+    int was = l->wd_registered;
+    if (was)
         unlink_lock(wd, l);
     /* On the watchdog thread (an on_lost callback releasing its own lock)
      * the round in flight is this thread's own, which is past sending and
@@ -354,6 +363,7 @@ void dlock__watchdog_remove(dlock_client *c, dlock_lock *l)
         while (l->wd_in_round)
             DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    return was;
 }
 
 void dlock__watchdog_stop(dlock_client *c)

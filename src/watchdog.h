@@ -14,13 +14,16 @@ struct dlock_lock;
  * DLOCK_ENOMEM. */
 int dlock__watchdog_start(struct dlock_client *c);
 
-/* Start renewing `lock` (held, DLOCK_AUTO_RENEW). The thread must have been
- * started with dlock__watchdog_start(). Allocates nothing. */
-void dlock__watchdog_add(struct dlock_client *c, struct dlock_lock *lock);
+/* Start renewing `lock` (held, DLOCK_AUTO_RENEW) to lock->renew_ttl_ms,
+ * the first round one interval from now, or at once when `soon` (a failed
+ * extend: the lease has had no renewal for a while). The thread must have
+ * been started with dlock__watchdog_start(). Allocates nothing. */
+void dlock__watchdog_add(struct dlock_client *c, struct dlock_lock *lock, int soon);
 
 /* Stop renewing `lock`. When this returns, no renewal of it is in flight
- * and none will be sent. No-op for a lock that is not registered. */
-void dlock__watchdog_remove(struct dlock_client *c, struct dlock_lock *lock);
+ * and none will be sent. No-op for a lock that is not registered. Returns
+ * 1 if the lock was registered. */
+int dlock__watchdog_remove(struct dlock_client *c, struct dlock_lock *lock);
 
 /* Stop and join the thread (dlock_client_free). */
 void dlock__watchdog_stop(struct dlock_client *c);

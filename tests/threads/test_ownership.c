@@ -357,6 +357,57 @@ static void on_lost_may_release_its_own_lock(void **state)
     dlock_client_free(c);
 }
 
+/* ---- item 4: the watchdog keeps an explicit extend ---------------------- */
+
+static void watchdog_renews_to_the_ttl_of_the_last_extend(void **state)
+{
+    (void)state;
+    const char *name = "own:wd-extend";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    lost_rec rec = {0, 0, 0};
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 3000;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.on_lost = on_lost_cb;
+    o.on_lost_arg = &rec;
+    dlock_lock *l = test_lock_with(c, name, &o);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+
+    /* Longer: rounds keep 600 s, not the lock's 3 s. */
+    assert_int_equal(dlock_lock_extend(l, 600000), DLOCK_OK);
+    test_sleep_ms(2500); /* two 1 s rounds of the old schedule */
+    long long pttl = test_key_pttl(&test_srv, name);
+    print_message("after extend(600000) and 2.5 s: pttl %lld ms\n", pttl);
+    assert_true(pttl > 590000);
+    assert_true(dlock_lock_validity_ms(l) > 590000);
+
+    /* Shorter: renewed to 300 ms every 100 ms, never lost. */
+    assert_int_equal(dlock_lock_extend(l, 300), DLOCK_OK);
+    test_sleep_ms(2000);
+    pttl = test_key_pttl(&test_srv, name);
+    print_message("after extend(300) and 2 s: pttl %lld ms, lost %d\n", pttl,
+                  atomic_load(&rec.calls));
+    assert_int_equal(atomic_load(&rec.calls), 0);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_true(pttl > 0 && pttl <= 300);
+
+    /* extend(0): back to the lock's TTL. */
+    assert_int_equal(dlock_lock_extend(l, 0), DLOCK_OK);
+    test_sleep_ms(1200);
+    pttl = test_key_pttl(&test_srv, name);
+    assert_true(pttl > 1500 && pttl <= 3000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    /* A new hold starts from the lock's TTL again. */
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_sleep_ms(1200);
+    pttl = test_key_pttl(&test_srv, name);
+    assert_true(pttl > 1500 && pttl <= 3000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -369,6 +420,7 @@ int main(void)
         T(failed_non_last_release_stops_the_renewal),
         T(release_during_the_round_that_finds_the_loss_returns_elost),
         T(on_lost_may_release_its_own_lock),
+        T(watchdog_renews_to_the_ttl_of_the_last_extend),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
