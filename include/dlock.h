@@ -92,6 +92,8 @@ extern "C" {
  *   - WRONGTYPE                                       -> DLOCK_EWRONGTYPE
  *   - OOM, READONLY, MISCONF, NOREPLICAS, EXECABORT,
  *     NOSCRIPT after the EVAL fallback, any other ERR -> DLOCK_EREFUSED
+ *   - a new connection refused at once ("ERR max number of clients
+ *     reached", DENIED in protected mode): nothing ran -> DLOCK_EREFUSED
  *   - LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN -> DLOCK_EBUSY
  *   - a reply of a shape dlock never produces          -> DLOCK_EPROTO
  */

@@ -326,6 +326,17 @@ static void note_uptime(dlock__conn *c, const redisReply *r)
     }
 }
 
+/* Redis refuses a connection it cannot serve (maxclients, protected mode)
+ * by writing one error as soon as it accepts and closing, before it reads
+ * anything: whatever was pipelined never ran. */
+static int is_accept_refusal(const redisReply *r)
+{
+    static const char full[] = "ERR max number of clients reached";
+    return r->type == REDIS_REPLY_ERROR &&
+           ((r->len >= sizeof full - 1 && !memcmp(r->str, full, sizeof full - 1)) ||
+            (r->len >= 7 && !memcmp(r->str, "DENIED ", 7)));
+}
+
 int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
 {
     while (c->q_len > 0) {
@@ -340,6 +351,15 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
         dlock__expect e = c->q[c->q_head];
         c->q_head = (c->q_head + 1) % c->q_cap;
         c->q_len--;
+        if (e.kind != DLOCK__R_CALLER && is_accept_refusal(r)) {
+            /* Read as the reply to a SCRIPT LOAD it would be dropped, and
+             * the close that follows would look like "outcome unknown" (an
+             * undo sent for a command that never ran): it is a refusal. */
+            dlock__conn_fail(c, DLOCK_EREFUSED, "connection refused by the server: %.*s",
+                             (int)DLOCK__MIN(r->len, 120), r->str);
+            freeReplyObject(r);
+            return DLOCK_EREFUSED;
+        }
         switch (e.kind) {
         case DLOCK__R_CALLER:
             *reply = r;

@@ -408,6 +408,44 @@ static void watchdog_renews_to_the_ttl_of_the_last_extend(void **state)
     dlock_client_free(c);
 }
 
+/* ---- item 7: a full server is a refusal --------------------------------- */
+
+static void full_server_is_refused_not_unknown(void **state)
+{
+    (void)state;
+    const char *name = "own:maxclients";
+    redisContext *admin = test_redis_admin(&test_srv);
+    assert_non_null(admin);
+    redisReply *r = redisCommand(admin, "INFO clients");
+    assert_non_null(r);
+    const char *p = strstr(r->str, "connected_clients:");
+    assert_non_null(p);
+    long n = strtol(p + 18, NULL, 10);
+    freeReplyObject(r);
+    r = redisCommand(admin, "CONFIG SET maxclients %ld", n);
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+
+    int bad = 0;
+    for (int i = 0; i < 20; i++) {
+        dlock_client *c = test_client_for(&test_srv, NULL); /* no pooled connection */
+        dlock_lock *l = test_lock_new(c, name, 10000, i % 2 ? DLOCK_REENTRANT : 0, 5, 20);
+        int rc = dlock_lock_acquire(l, 0);
+        if (rc != DLOCK_EREFUSED || !strstr(dlock_lock_errmsg(l), "max number of clients")) {
+            bad++;
+            print_message("run %d: %s (%s)\n", i, dlock_errname(rc), dlock_lock_errmsg(l));
+        }
+        dlock_lock_free(l);
+        dlock_client_free(c);
+    }
+    r = redisCommand(admin, "CONFIG SET maxclients 10000");
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(admin);
+    assert_int_equal(bad, 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -421,6 +459,7 @@ int main(void)
         T(release_during_the_round_that_finds_the_loss_returns_elost),
         T(on_lost_may_release_its_own_lock),
         T(watchdog_renews_to_the_ttl_of_the_last_extend),
+        T(full_server_is_refused_not_unknown),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
