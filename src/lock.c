@@ -779,8 +779,40 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
     return failure_code(&t);
 }
 
+static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int quiet,
+                         tally *t);
+
+/* Fair mode, after an acquire whose last word from the node was lost: the
+ * script may have run, leaving our token in the line or in the lock key
+ * for the full TTL while the next waiter waits. Leave the line by our
+ * token, and if the lock turns out to be ours, release it, which hands it
+ * to the next live waiter. Returns 1 while the node has not answered (the
+ * handle tries again on its next acquire or free). */
+static int fair_cleanup(dlock_lock *l)
+{
+    int64_t dummy;
+    uint64_t fence;
+    dlock__errbuf keep = l->err; /* the caller's message stays */
+    l->err = (dlock__errbuf){0};
+    int rc = fair_call(l, DLOCK__S_FAIR_LEAVE, NULL, &dummy, &fence);
+    if (rc == DLOCK_OK) {
+        tally t;
+        send_release(l, NULL, l->client->opts.io_timeout_ms, 1, &t);
+        rc = t.err ? t.all_err : DLOCK_OK;
+    }
+    dlock__err_free(&l->err);
+    l->err = keep;
+    l->fair_cleanup_pending = rc == DLOCK_EUNKNOWN || rc == DLOCK_EIO || rc == DLOCK_EBUSY;
+    return l->fair_cleanup_pending;
+}
+
 static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 {
+    if (l->fair_cleanup_pending && fair_cleanup(l)) {
+        dlock__err_set(&l->err, "an earlier acquire of \"%s\" has an unknown outcome and its "
+                       "cleanup is not answered yet", l->name);
+        return DLOCK_EUNKNOWN;
+    }
     /* One token for the whole wait: it is our place in the line. */
     inline_token(l);
     int rc = dlock__token_hex(l->token);
@@ -803,6 +835,7 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 
     int64_t t_wait_sent = 0; /* send time of the last "wait in line" reply */
     uint64_t fence = 0;
+    int leave_unknown = 0;
     for (;;) {
         unsigned woken = woken_now(l);
         int64_t t_sent = dlock__now_ns(), pttl = -1;
@@ -845,6 +878,7 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         /* Deadline or cancel: leave the line, unless it was handed to us. */
         int64_t dummy;
         int lrc = fair_call(l, DLOCK__S_FAIR_LEAVE, NULL, &dummy, &fence);
+        leave_unknown = lrc == DLOCK_EUNKNOWN;
         if (lrc == DLOCK_OK) {
             set_state(l, DLOCK_STATE_HELD, t_wait_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             rc = DLOCK_OK;
@@ -857,6 +891,12 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     }
     if (watching)
         dlock__wakeup_unwatch(l->client, l);
+    if (rc == DLOCK_EUNKNOWN || (rc != DLOCK_OK && leave_unknown)) {
+        /* The outcome of the last call is unknown: clean up by our token
+         * now rather than leave the next waiter a lock nobody holds for
+         * the whole TTL (issue 15 item 7). */
+        fair_cleanup(l);
+    }
     if (rc == DLOCK_OK) {
         l->fence = fence;
         l->holds = 1;
@@ -1114,6 +1154,8 @@ void dlock_lock_free(dlock_lock *l)
     dlock__watchdog_remove(l->client, l);
     if (l->undo_pending) /* best effort, as the releases below */
         send_undo(l, l->client->opts.io_timeout_ms);
+    if (l->fair_cleanup_pending)
+        fair_cleanup(l);
     if (get_state(l) == DLOCK_STATE_HELD) {
         /* Let go of every hold this handle has (a counted lock's other
          * handles keep theirs). */

@@ -51,6 +51,10 @@ struct dlock_lock {
     uint64_t undo_seq;
     int undo_pending;
     uint8_t undo_nodes[DLOCK__MAX_NODES];
+    /* Fair mode: an acquire ended with an unknown outcome, and the cleanup
+     * by its token (leave the line; release, handing over, if it was
+     * granted) has not been answered yet. The token is kept for it. */
+    int fair_cleanup_pending;
     int64_t holder_ttl_ms;
     dlock__errbuf err;
 

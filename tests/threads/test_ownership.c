@@ -446,6 +446,40 @@ static void full_server_is_refused_not_unknown(void **state)
     assert_int_equal(test_key_exists(&test_srv, name), 0);
 }
 
+/* ---- issue 15 item 7: a fair acquire with an unknown outcome ------------ */
+
+static void fair_acquire_with_unknown_outcome_leaves_nothing_behind(void **state)
+{
+    (void)state;
+    const char *name = "own:fair-unknown";
+    dlock_client *ca = client_io(1000);
+    dlock_lock *a = test_lock_new(ca, name, 30000, DLOCK_FAIR, 5, 20);
+    delayed sleep;
+    start_delayed(&sleep, 0, "DEBUG SLEEP 1.5");
+    test_sleep_ms(100);
+    int rc = dlock_lock_acquire(a, 0); /* runs when the server wakes */
+    join_delayed(&sleep);
+    print_message("fair acquire during DEBUG SLEEP: %s (%s)\n", dlock_errname(rc),
+                  dlock_lock_errmsg(a));
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+
+    /* The next fair waiter gets it at once, not after A's 30 s TTL. */
+    dlock_client *cb = test_client_for(&test_srv, NULL);
+    dlock_lock *b = test_lock_new(cb, name, 30000, DLOCK_FAIR, 5, 20);
+    int64_t t0 = test_now_ms();
+    rc = dlock_lock_acquire(b, 10000);
+    int64_t took = test_now_ms() - t0;
+    print_message("next fair waiter: %s after %" PRId64 " ms\n", dlock_errname(rc), took);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(took < 3000);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(b);
+    dlock_client_free(cb);
+    dlock_lock_free(a);
+    dlock_client_free(ca);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -460,6 +494,7 @@ int main(void)
         T(on_lost_may_release_its_own_lock),
         T(watchdog_renews_to_the_ttl_of_the_last_extend),
         T(full_server_is_refused_not_unknown),
+        T(fair_acquire_with_unknown_outcome_leaves_nothing_behind),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
