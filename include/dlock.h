@@ -219,7 +219,15 @@ dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                  size_t errbuf_len);
 
 /** Stop background threads (watchdog, subscriber), close every connection
- *  and free the client. Free every lock handle first. NULL is accepted. */
+ *  and free the client. Free every lock handle first. NULL is accepted.
+ *
+ *  fork(): a client and its handles belong to the process that made them.
+ *  In a child they are inert: every call returns DLOCK_EINVAL (the handle's
+ *  message says "used after fork()"), dlock_lock_state_get() reads
+ *  DLOCK_STATE_UNLOCKED, and dlock_lock_free() and dlock_client_free()
+ *  release nothing, send nothing and never wait (they close the child's
+ *  copies of the sockets and free memory). The parent is not affected. A
+ *  child that needs locks makes its own client. */
 DLOCK_EXTERN(void) dlock_client_free(dlock_client *client);
 
 /** Number of nodes (1, or N for Redlock). */

@@ -85,6 +85,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         goto fail;
     }
     c->opts = *opts;
+    c->pid = getpid();
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->bg_mu, NULL));
     for (size_t i = 0; i < n_urls; i++) {
         char uerr[200] = "";
@@ -123,10 +124,36 @@ fail:
     return rc;
 }
 
+/* dlock_client_free() in a child of fork(): no thread to stop or join (they
+ * were not copied) and no mutex to take (one may be held by a thread that
+ * does not exist here). Close this process's copies of the sockets,
+ * sending nothing (close() only drops our reference; the parent's
+ * connections go on), and free the memory. */
+static void free_inherited(dlock_client *c)
+{
+    dlock__watchdog_forget(c);
+    dlock__wakeup_forget(c);
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        dlock__node *n = &c->nodes[i];
+        while (n->idle) {
+            dlock__conn *next = n->idle->next;
+            dlock__conn_free(n->idle);
+            n->idle = next;
+        }
+        dlock__url_clear(&n->url);
+    }
+    dlock__free(c->nodes);
+    dlock__free(c);
+}
+
 void dlock_client_free(dlock_client *c)
 {
     if (!c)
         return;
+    if (dlock__client_forked(c)) {
+        free_inherited(c);
+        return;
+    }
     dlock__watchdog_stop(c);
     dlock__wakeup_stop(c);
     for (size_t i = 0; i < c->n_nodes; i++)

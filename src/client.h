@@ -1,6 +1,9 @@
 #ifndef DLOCK_CLIENT_H
 #define DLOCK_CLIENT_H
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include "common.h"
 #include "node.h"
 
@@ -18,6 +21,18 @@ struct dlock_client {
     pthread_mutex_t bg_mu;
     struct dlock__watchdog *watchdog;
     struct dlock__wakeup *wakeup;
+    /* The process that made the client. */
+    pid_t pid;
 };
+
+/* True in a child of fork(): it inherited the client's sockets, shared
+ * with the parent (each would read the other's replies), but none of its
+ * threads, and mutexes those threads held stay locked. There the client
+ * and its handles are inert: calls refuse without touching a socket or a
+ * mutex, and free only closes this process's copy of the descriptors. */
+static inline int dlock__client_forked(const dlock_client *c)
+{
+    return c->pid != getpid();
+}
 
 #endif

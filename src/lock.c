@@ -67,13 +67,24 @@ char *dlock__fence_key(const char *name, size_t len, size_t *out_len)
     return dlock__derived_key(name, len, ":fence", out_len);
 }
 
+/* A handle inherited across fork() refuses every call (see
+ * dlock__client_forked()). */
+static int forked(dlock_lock *l)
+{
+    if (!dlock__client_forked(l->client))
+        return 0;
+    dlock__err_set(&l->err, "\"%s\": used after fork(); a client and its locks belong to the "
+                   "process that made them (make a new client in the child)", l->name);
+    return 1;
+}
+
 int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
                    const dlock_lock_options *opts)
 {
     dlock_lock_options defaults = DLOCK_LOCK_OPTIONS_INIT;
     if (out)
         *out = NULL;
-    if (!out || !client || !name)
+    if (!out || !client || !name || dlock__client_forked(client))
         return DLOCK_EINVAL;
     size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
     if (len == 0 || len > DLOCK_NAME_MAX)
@@ -911,7 +922,7 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 
 int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
 {
-    if (!l)
+    if (!l || forked(l))
         return DLOCK_EINVAL;
     if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER) {
         dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
@@ -964,7 +975,7 @@ static int owner_code(const tally *t)
 
 int dlock_lock_release(dlock_lock *l)
 {
-    if (!l)
+    if (!l || forked(l))
         return DLOCK_EINVAL;
     dlock_lock_state st = get_state(l);
     dlock__err_clear(&l->err);
@@ -1015,7 +1026,7 @@ int dlock_lock_release(dlock_lock *l)
 
 int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
 {
-    if (!l)
+    if (!l || forked(l))
         return DLOCK_EINVAL;
     dlock__err_clear(&l->err);
     if (ttl_ms == 0)
@@ -1095,7 +1106,7 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
 
 int dlock_lock_adopt(dlock_lock *l, const char *token)
 {
-    if (!l || !token)
+    if (!l || !token || forked(l))
         return DLOCK_EINVAL;
     size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
     if (n == 0 || n > DLOCK_TOKEN_MAX || is_reentrant(l) || get_state(l) != DLOCK_STATE_UNLOCKED) {
@@ -1123,7 +1134,7 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
 
 int dlock_lock_forget(dlock_lock *l)
 {
-    if (!l)
+    if (!l || forked(l))
         return DLOCK_EINVAL;
     dlock__watchdog_remove(l->client, l);
     dlock_lock_state st = get_state(l);
@@ -1139,7 +1150,7 @@ int dlock_lock_forget(dlock_lock *l)
 
 void dlock_lock_cancel(dlock_lock *l)
 {
-    if (!l)
+    if (!l || dlock__client_forked(l->client))
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     l->canceled = 1;
@@ -1151,6 +1162,8 @@ void dlock_lock_free(dlock_lock *l)
 {
     if (!l)
         return;
+    if (dlock__client_forked(l->client))
+        goto free_memory; /* release nothing: the parent's lock is the parent's */
     dlock__watchdog_remove(l->client, l);
     if (l->undo_pending) /* best effort, as the releases below */
         send_undo(l, l->client->opts.io_timeout_ms);
@@ -1169,6 +1182,7 @@ void dlock_lock_free(dlock_lock *l)
     }
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&l->cond));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));
+free_memory: /* in a child of fork(), the mutex may be held by a thread not copied */
     dlock__free(l->name);
     dlock__free(l->fence_key);
     dlock__free(l->channel);
@@ -1182,12 +1196,12 @@ void dlock_lock_free(dlock_lock *l)
 
 dlock_lock_state dlock_lock_state_get(dlock_lock *l)
 {
-    return l ? get_state(l) : DLOCK_STATE_UNLOCKED;
+    return l && !dlock__client_forked(l->client) ? get_state(l) : DLOCK_STATE_UNLOCKED;
 }
 
 int64_t dlock_lock_validity_ms(dlock_lock *l)
 {
-    if (!l)
+    if (!l || dlock__client_forked(l->client))
         return 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     dlock_lock_state st = l->state;
@@ -1203,12 +1217,12 @@ int64_t dlock_lock_validity_ms(dlock_lock *l)
 
 const char *dlock_lock_token(const dlock_lock *l)
 {
-    return l && l->holds > 0 ? l->token : NULL;
+    return l && l->holds > 0 && !dlock__client_forked(l->client) ? l->token : NULL;
 }
 
 uint64_t dlock_lock_fence(const dlock_lock *l)
 {
-    return l && l->holds > 0 ? l->fence : 0;
+    return l && l->holds > 0 && !dlock__client_forked(l->client) ? l->fence : 0;
 }
 
 const char *dlock_lock_name(const dlock_lock *l)
@@ -1218,7 +1232,7 @@ const char *dlock_lock_name(const dlock_lock *l)
 
 unsigned dlock_lock_hold_count(const dlock_lock *l)
 {
-    return l ? l->holds : 0;
+    return l && !dlock__client_forked(l->client) ? l->holds : 0;
 }
 
 int64_t dlock_lock_holder_ttl_ms(const dlock_lock *l)

@@ -42,7 +42,7 @@ static int status_cb(void *arg, size_t node, uint32_t idx, int err,
 int dlock_client_status(dlock_client *c, const char *name,
                         dlock_node_status *out, size_t n_out)
 {
-    if (!c || !name || !out || n_out < c->n_nodes)
+    if (!c || !name || !out || n_out < c->n_nodes || dlock__client_forked(c))
         return DLOCK_EINVAL;
     size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
     if (len == 0 || len > DLOCK_NAME_MAX)

@@ -369,6 +369,8 @@ void dlock__wakeup_unwatch(dlock_client *c, dlock_lock *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
 }
 
+static void free_wakeup(dlock_client *c, dlock__wakeup *wk);
+
 void dlock__wakeup_stop(dlock_client *c)
 {
     dlock__wakeup *wk = c->wakeup;
@@ -379,6 +381,25 @@ void dlock__wakeup_stop(dlock_client *c)
     poke(wk);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
     DLOCK__CHECK_PTHREAD(pthread_join(wk->thread, NULL));
+    free_wakeup(c, wk);
+    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
+    dlock__free(wk);
+    c->wakeup = NULL;
+}
+
+void dlock__wakeup_forget(dlock_client *c)
+{
+    if (!c->wakeup)
+        return;
+    free_wakeup(c, c->wakeup);
+    dlock__free(c->wakeup);
+    c->wakeup = NULL;
+}
+
+/* Close the subscriber connections and the self-pipe; free the channels. */
+static void free_wakeup(dlock_client *c, dlock__wakeup *wk)
+{
     for (size_t i = 0; i < c->n_nodes; i++)
         dlock__conn_free(wk->sub[i]);
     while (wk->chans) {
@@ -394,8 +415,4 @@ void dlock__wakeup_stop(dlock_client *c)
     }
     close(wk->ctl[0]);
     close(wk->ctl[1]);
-    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
-    dlock__free(wk);
-    c->wakeup = NULL;
 }

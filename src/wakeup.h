@@ -19,4 +19,10 @@ void dlock__wakeup_unwatch(struct dlock_client *c, struct dlock_lock *lock);
 /* Stop and join the thread, close its connections (dlock_client_free). */
 void dlock__wakeup_stop(struct dlock_client *c);
 
+/* In a child of fork(), where the thread does not exist and its mutex may
+ * be held: close this process's copies of the subscriber sockets and the
+ * self-pipe (sending nothing) and free the memory, without locking,
+ * joining or destroying. */
+void dlock__wakeup_forget(struct dlock_client *c);
+
 #endif

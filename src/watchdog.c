@@ -383,6 +383,12 @@ void dlock__watchdog_stop(dlock_client *c)
     c->watchdog = NULL;
 }
 
+void dlock__watchdog_forget(dlock_client *c)
+{
+    dlock__free(c->watchdog);
+    c->watchdog = NULL;
+}
+
 void dlock__watchdog_get_stats(dlock_client *c, dlock__watchdog_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -28,6 +28,10 @@ int dlock__watchdog_remove(struct dlock_client *c, struct dlock_lock *lock);
 /* Stop and join the thread (dlock_client_free). */
 void dlock__watchdog_stop(struct dlock_client *c);
 
+/* In a child of fork(), where the thread does not exist and its mutex may
+ * be held: free the memory without locking, joining or destroying. */
+void dlock__watchdog_forget(struct dlock_client *c);
+
 /* Counters for tests and dlock-bench (internal). */
 typedef struct dlock__watchdog_stats {
     unsigned long rounds;    /* renewal rounds run */

@@ -480,6 +480,87 @@ static void fair_acquire_with_unknown_outcome_leaves_nothing_behind(void **state
     dlock_client_free(ca);
 }
 
+/* ---- item 5: fork() ------------------------------------------------------ */
+
+/* In the child: every check that fails sets a bit of the exit status. */
+static int child_uses_inherited_client(dlock_client *c, dlock_lock *held, dlock_lock *reent,
+                                       dlock_lock *other)
+{
+    int bad = 0;
+    alarm(10); /* a hang ends as SIGALRM, which the parent sees */
+    if (dlock_lock_acquire(other, 0) != DLOCK_EINVAL || !strstr(dlock_lock_errmsg(other), "fork"))
+        bad |= 1;
+    if (dlock_lock_acquire(reent, 0) != DLOCK_EINVAL) /* same client id and thread number */
+        bad |= 2;
+    if (dlock_lock_release(held) != DLOCK_EINVAL || dlock_lock_extend(held, 0) != DLOCK_EINVAL ||
+        dlock_lock_state_get(held) != DLOCK_STATE_UNLOCKED || dlock_lock_token(held) != NULL)
+        bad |= 4;
+    dlock_lock *fresh = NULL;
+    if (dlock_lock_new(&fresh, c, "own:fork-new", NULL) != DLOCK_EINVAL)
+        bad |= 8;
+    /* Free releases nothing and does not hang on the watchdog's teardown. */
+    dlock_lock_free(held);
+    dlock_lock_free(reent);
+    dlock_lock_free(other);
+    dlock_client_free(c);
+    /* A client made in the child works. */
+    dlock_client *mine = NULL;
+    const char *url = test_srv.url;
+    dlock_lock *l = NULL;
+    if (dlock_client_new(&mine, &url, 1, NULL, NULL, 0) != DLOCK_OK ||
+        dlock_lock_new(&l, mine, "own:fork-child", NULL) != DLOCK_OK ||
+        dlock_lock_acquire(l, 0) != DLOCK_OK || dlock_lock_release(l) != DLOCK_OK)
+        bad |= 16;
+    dlock_lock_free(l);
+    dlock_client_free(mine);
+    return bad;
+}
+
+static void client_inherited_across_fork_is_inert_in_the_child(void **state)
+{
+    (void)state;
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *held = test_lock_new(c, "own:fork-held", 1500, DLOCK_AUTO_RENEW, 5, 20);
+    dlock_lock *reent = test_lock_new(c, "own:fork-re", 30000, DLOCK_REENTRANT, 5, 20);
+    dlock_lock *other = test_lock_new(c, "own:fork-other", 30000, 0, 5, 20);
+    assert_int_equal(dlock_lock_acquire(held, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(reent, 0), DLOCK_OK);
+    char *tok = strdup(dlock_lock_token(held));
+    /* A third owner holds "other". */
+    dlock_client *third_c = test_client_for(&test_srv, NULL);
+    dlock_lock *third = test_lock_new(third_c, "own:fork-other", 30000, 0, 5, 20);
+    assert_int_equal(dlock_lock_acquire(third, 0), DLOCK_OK);
+
+    pid_t pid = test_fork_child();
+    if (pid == 0)
+        _exit(child_uses_inherited_client(c, held, reent, other));
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    print_message("child: %s %d\n", WIFEXITED(st) ? "exit" : "signal",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+
+    /* The parent's locks are untouched and still renewed; it goes on. */
+    test_sleep_ms(2000); /* past the 1.5 s TTL */
+    test_assert_key_value(&test_srv, "own:fork-held", tok);
+    assert_int_equal(dlock_lock_state_get(held), DLOCK_STATE_HELD);
+    assert_int_equal(test_key_exists(&test_srv, "own:fork-re"), 1);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(third), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(reent), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(held), DLOCK_OK);
+    free(tok);
+    dlock_lock_free(third);
+    dlock_client_free(third_c);
+    dlock_lock_free(held);
+    dlock_lock_free(reent);
+    dlock_lock_free(other);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -495,6 +576,7 @@ int main(void)
         T(watchdog_renews_to_the_ttl_of_the_last_extend),
         T(full_server_is_refused_not_unknown),
         T(fair_acquire_with_unknown_outcome_leaves_nothing_behind),
+        T(client_inherited_across_fork_is_inert_in_the_child),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
