@@ -442,9 +442,12 @@ DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
 DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
 
 /** Interrupt a dlock_lock_acquire() waiting on @p lock in another thread:
- *  it returns DLOCK_ECANCELED. A cancel with no acquire in progress makes
- *  the next waiting acquire return at once. Thread-safe; async-signal-safe
- *  it is not. */
+ *  it returns DLOCK_ECANCELED within milliseconds, also when an attempt is
+ *  on the wire to a stalled node (the attempt's undo is then queued behind
+ *  it on the same connection and not waited for, so the node runs it right
+ *  after the attempt when it answers again). A cancel with no acquire in
+ *  progress makes the next waiting acquire return at once. Thread-safe;
+ *  async-signal-safe it is not. */
 DLOCK_EXTERN(void) dlock_lock_cancel(dlock_lock *lock);
 
 /** What a handle knows of its lock. */

@@ -57,9 +57,16 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
                   uint32_t nreqs, const dlock__fanout_opts *o,
                   dlock__on_reply cb, void *arg)
 {
+    return dlock__fanout_cancellable(client, reqs, nreqs, o, -1, NULL, cb, arg);
+}
+
+int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *reqs,
+                              uint32_t nreqs, const dlock__fanout_opts *o, int cancel_fd,
+                              dlock__conn **kept, dlock__on_reply cb, void *arg)
+{
     size_t n = client->n_nodes;
     slot slots[DLOCK__MAX_NODES];
-    struct pollfd pfd[DLOCK__MAX_NODES];
+    struct pollfd pfd[DLOCK__MAX_NODES + 1];
     size_t pidx[DLOCK__MAX_NODES];
     int stop = 0;
     int64_t now = dlock__now_ns();
@@ -94,6 +101,7 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
             stop = fail_node(s, i, nreqs, rc, cb, arg);
     }
 
+    int canceled = 0;
     while (!stop) {
         size_t k = 0;
         int64_t next = INT64_MAX;
@@ -109,7 +117,26 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
         }
         if (k == 0)
             break;
-        int pr = poll(pfd, (nfds_t)k, dlock__ms_until(next));
+        size_t kc = k;
+        if (cancel_fd >= 0) {
+            pfd[kc].fd = cancel_fd;
+            pfd[kc].events = POLLIN;
+            pfd[kc].revents = 0;
+            kc++;
+        }
+        int pr = poll(pfd, (nfds_t)kc, dlock__ms_until(next));
+        if (pr > 0 && kc > k && pfd[k].revents) {
+            /* Cancelled: stop waiting now. What was sent may still run;
+             * the caller queues its undo behind it on the same
+             * connections (dlock__fanout_send_behind). */
+            canceled = 1;
+            for (size_t m = 0; m < k && !stop; m++) {
+                slot *s = &slots[pidx[m]];
+                stop = fail_node(s, pidx[m], nreqs,
+                                 s->conn->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO, cb, arg);
+            }
+            break;
+        }
         if (pr < 0 && errno != EINTR) {
             for (size_t m = 0; m < k && !stop; m++) {
                 dlock__conn_fail(slots[pidx[m]].conn, DLOCK_EIO, "poll: %s", strerror(errno));
@@ -172,6 +199,10 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
         dlock__conn *c = slots[i].conn;
         if (!c)
             continue;
+        if (canceled && kept && c->state == DLOCK__CS_OPEN && c->caller_sent) {
+            kept[i] = c;
+            continue;
+        }
         if (c->state == DLOCK__CS_OPEN && dlock__conn_has_output(c)) {
             /* Unsent commands must not go out later on a reused connection,
              * out of order with what the caller does next. */
@@ -180,5 +211,27 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
         dlock__conn_abandon(c);
         dlock__node_checkin(&client->nodes[i], c);
     }
-    return DLOCK_OK;
+    return canceled ? DLOCK_ECANCELED : DLOCK_OK;
+}
+
+void dlock__fanout_send_behind(struct dlock_client *client, dlock__conn **kept,
+                               const dlock__req *reqs, uint32_t nreqs)
+{
+    for (size_t i = 0; i < client->n_nodes; i++) {
+        dlock__conn *c = kept[i];
+        if (!c)
+            continue;
+        kept[i] = NULL;
+        /* Unsent bytes left after this write go out with the next command
+         * on this connection, still in order; the replies are discarded. */
+        int rc = DLOCK_OK;
+        for (uint32_t j = 0; j < nreqs && rc == DLOCK_OK; j++)
+            rc = send_req(c, &reqs[j], j, 1);
+        if (rc == DLOCK_OK && dlock__conn_io(c, POLLOUT) == DLOCK_OK) {
+            dlock__conn_abandon(c);
+            dlock__node_checkin(&client->nodes[i], c);
+        } else {
+            dlock__conn_free(c);
+        }
+    }
 }

@@ -49,4 +49,23 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
                   uint32_t nreqs, const dlock__fanout_opts *opts,
                   dlock__on_reply cb, void *arg);
 
+/* dlock__fanout() that a waiting acquire's cancel can stop: when cancel_fd
+ * becomes readable, the run stops at once: unanswered requests are
+ * reported as failed (DLOCK_EUNKNOWN if sent, else DLOCK_EIO), the
+ * connection of every node whose requests were sent is handed back in
+ * kept[node] (client->n_nodes entries, NULL for the others) instead of
+ * being pooled, and it returns DLOCK_ECANCELED. */
+int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *reqs,
+                              uint32_t nreqs, const dlock__fanout_opts *opts, int cancel_fd,
+                              struct dlock__conn **kept, dlock__on_reply cb, void *arg);
+
+/* After a cancelled run: queue `reqs` (as EVAL, so it needs no script cache)
+ * behind what each kept connection already carries, write what the socket
+ * takes now, and pool the connection without waiting for any reply. Redis
+ * runs one connection's commands in order, so the command runs right after
+ * the cancelled one, whenever the node gets to it: how a cancelled acquire
+ * undoes itself without making the cancel wait. Clears kept[]. */
+void dlock__fanout_send_behind(struct dlock_client *client, struct dlock__conn **kept,
+                               const dlock__req *reqs, uint32_t nreqs);
+
 #endif

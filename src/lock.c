@@ -4,11 +4,13 @@
  * (fanout.c) of one script to all nodes, and the outcome is decided by
  * majority (a majority of one is that node). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "clock.h"
@@ -136,6 +138,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&l->mu, NULL));
     dlock__cond_init_monotonic(&l->cond);
     l->holder_ttl_ms = -1;
+    l->cancel_fd[0] = l->cancel_fd[1] = -1;
     l->renew_ttl_ms = opts->ttl_ms;
     l->token = l->token_inline;
     *out = l;
@@ -527,6 +530,53 @@ static int send_undo(dlock_lock *l, int64_t timeout_ms)
     return l->undo_pending;
 }
 
+/* The cancel that stopped a round trip in flight is used up. */
+static void take_cancel(dlock_lock *l)
+{
+    char b[16];
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->canceled = 0;
+    while (l->cancel_fd[0] >= 0 && read(l->cancel_fd[0], b, sizeof b) > 0)
+        ;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+/* A cancel stopped an acquire attempt in flight: queue its undo behind it
+ * on the very connections that carry it, so the node runs the undo right
+ * after the attempt whenever it gets to them, and return without waiting
+ * for either (issue 22 item 8). */
+static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, tally *t)
+{
+    int wake = l->client->opts.wakeups;
+    char seq[24];
+    const char *args[4];
+    size_t lens[4];
+    dlock__req req;
+    take_cancel(l);
+    if (is_reentrant(l)) {
+        snprintf(seq, sizeof seq, "%" PRIu64, seq_no);
+        args[0] = l->name, lens[0] = l->name_len;
+        args[1] = l->token, lens[1] = l->token_len;
+        args[2] = seq, lens[2] = strlen(seq);
+        args[3] = wake ? l->channel : "", lens[3] = wake ? l->channel_len : 0;
+        req = (dlock__req){dlock__script_get(DLOCK__S_RUNDO), 1, 4, args, lens};
+        /* The queued undo's answer is never read: the next attempt sends
+         * it again (a no-op if it ran) before anything else. */
+        l->undo_seq = seq_no;
+        for (size_t i = 0; i < t->n; i++)
+            l->undo_nodes[i] = t->maybe_ours[i] || t->vote[i] == V_NONE || t->node_err[i] != 0;
+        l->undo_pending = 1;
+    } else {
+        args[0] = l->name, lens[0] = l->name_len;
+        args[1] = l->token, lens[1] = l->token_len;
+        args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
+        req = (dlock__req){dlock__script_get(DLOCK__S_RELEASE), 1, 3, args, lens};
+    }
+    dlock__fanout_send_behind(l->client, kept, &req, 1);
+    dlock__err_set(&l->err, "cancelled while an attempt on \"%s\" was in flight (its undo is "
+                   "queued behind it)", l->name);
+}
+
 /* One attempt. *retry is set when waiting longer could help. */
 static int attempt(dlock_lock *l, int *retry)
 {
@@ -589,7 +639,14 @@ static int attempt(dlock_lock *l, int *retry)
     int64_t t0 = dlock__now_ns();
     int64_t lease_end = t0 + ttl * DLOCK__NS_PER_MS - drift_ns(l, ttl);
     dlock__fanout_opts fo = {node_timeout_ms(l, ttl), lease_end, NULL};
-    if (dlock__fanout(l->client, &req, 1, &fo, acquire_cb, &t) != DLOCK_OK) {
+    dlock__conn *kept[DLOCK__MAX_NODES] = {0};
+    int frc = dlock__fanout_cancellable(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
+                                        acquire_cb, &t);
+    if (frc == DLOCK_ECANCELED) {
+        cancel_behind(l, kept, seq_no, &t);
+        return DLOCK_ECANCELED;
+    }
+    if (frc != DLOCK_OK) {
         dlock__err_set(&l->err, "out of memory");
         return DLOCK_ENOMEM;
     }
@@ -775,7 +832,34 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
     tally t;
     tally_init(&t, l, DLOCK__S_ACQUIRE);
     dlock__err_clear(&l->err);
-    int rc = dlock__fanout(l->client, &req, 1, &fo, acquire_cb, &t);
+    dlock__conn *kept[DLOCK__MAX_NODES] = {0};
+    int rc = dlock__fanout_cancellable(l->client, &req, 1, &fo,
+                                       script == DLOCK__S_FAIR_ACQUIRE ? l->cancel_fd[0] : -1,
+                                       kept, acquire_cb, &t);
+    if (rc == DLOCK_ECANCELED) {
+        /* Cancelled in flight: behind the call, on the same connection,
+         * leave the line and release the lock if the call took it (handing
+         * it on), without waiting for any of it (issue 22 item 8). */
+        const char *rargs[6];
+        size_t rlens[6];
+        int rk = 0;
+        rargs[rk] = l->name, rlens[rk++] = l->name_len;
+        rargs[rk] = l->queue_key, rlens[rk++] = l->queue_len;
+        if (l->fence_key)
+            rargs[rk] = l->fence_key, rlens[rk++] = l->fence_len;
+        int rnkeys = rk;
+        rargs[rk] = l->token, rlens[rk++] = l->token_len;
+        rargs[rk] = l->channel, rlens[rk++] = l->channel_len;
+        rargs[rk] = l->live_prefix, rlens[rk++] = l->live_prefix_len;
+        dlock__req undo[2] = {
+            {dlock__script_get(DLOCK__S_FAIR_LEAVE), nkeys, nkeys + 1, args, lens},
+            {dlock__script_get(DLOCK__S_FAIR_RELEASE), rnkeys, rk, rargs, rlens}};
+        dlock__fanout_send_behind(l->client, kept, undo, 2);
+        take_cancel(l);
+        dlock__free(me);
+        dlock__err_set(&l->err, "cancelled while waiting in line for \"%s\"", l->name);
+        return DLOCK_ECANCELED;
+    }
     dlock__free(me);
     if (rc != DLOCK_OK)
         return rc;
@@ -953,7 +1037,27 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         return DLOCK_ENOMEM;
     }
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
+    int pfd[2] = {-1, -1};
+    if (wait_ms != 0 && pipe(pfd) == 0) {
+        /* Without it (out of descriptors) a cancel still ends the wait,
+         * after the round trip in flight. */
+        for (int i = 0; i < 2; i++) {
+            (void)fcntl(pfd[i], F_SETFD, FD_CLOEXEC);
+            (void)fcntl(pfd[i], F_SETFL, O_NONBLOCK);
+        }
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        l->cancel_fd[0] = pfd[0];
+        l->cancel_fd[1] = pfd[1];
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    }
     int rc = is_fair(l) ? acquire_fair(l, wait_ms, deadline) : acquire_wait(l, wait_ms, deadline);
+    if (pfd[0] >= 0) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        l->cancel_fd[0] = l->cancel_fd[1] = -1;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        close(pfd[0]);
+        close(pfd[1]);
+    }
     if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1) {
         l->renew_ttl_ms = l->opts.ttl_ms; /* a new hold: no extend yet */
         dlock__watchdog_add(l->client, l, 0);
@@ -1155,7 +1259,15 @@ void dlock_lock_cancel(dlock_lock *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     l->canceled = 1;
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
+    if (l->cancel_fd[1] >= 0) {
+        /* Wake a round trip in flight (a full pipe already will). */
+        char b = 1;
+        while (write(l->cancel_fd[1], &b, 1) < 0 && errno == EINTR)
+            ;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    /* ...and a wait for a silent node to confirm our subscription. */
+    dlock__wakeup_kick(l->client);
 }
 
 void dlock_lock_free(dlock_lock *l)

@@ -29,6 +29,11 @@ struct dlock_lock {
     pthread_cond_t cond; /* waiting acquire sleeps here */
     dlock_lock_state state;
     int canceled;
+    /* A waiting acquire's self-pipe ({-1, -1} otherwise): cancel writes a
+     * byte so that a round trip in flight stops at once, not after the
+     * I/O timeout. Made and closed by the acquiring thread; the write end
+     * is used under mu. */
+    int cancel_fd[2];
     unsigned woken; /* bumped by the wake-up thread on a release message */
     int64_t valid_until_ns; /* INT64_MIN: unknown (adopted) */
     /* Fair mode: the wake-up thread saw a release script hand the lock to

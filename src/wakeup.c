@@ -331,6 +331,14 @@ int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
             ok = ch->confirmed[i];
         if (ok || dlock__now_ns() >= deadline)
             break;
+        /* A cancel must not wait for a silent node's confirmation
+         * (dlock__wakeup_kick() wakes us). wk->mu before l->mu, as in
+         * deliver(). */
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        int canceled = l->canceled;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        if (canceled)
+            break;
         int rc = pthread_cond_timedwait(&wk->confirmed, &wk->mu, &ts);
         if (rc != 0 && rc != ETIMEDOUT)
             DLOCK__CHECK_PTHREAD(rc);
@@ -341,6 +349,18 @@ int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
         return DLOCK_EIO;
     }
     return DLOCK_OK;
+}
+
+void dlock__wakeup_kick(dlock_client *c)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__wakeup *wk = c->wakeup;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    if (!wk)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
 }
 
 void dlock__wakeup_unwatch(dlock_client *c, dlock_lock *l)

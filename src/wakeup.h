@@ -19,6 +19,10 @@ void dlock__wakeup_unwatch(struct dlock_client *c, struct dlock_lock *lock);
 /* Stop and join the thread, close its connections (dlock_client_free). */
 void dlock__wakeup_stop(struct dlock_client *c);
 
+/* A lock's cancel: wake a dlock__wakeup_watch() waiting for a subscription
+ * to be confirmed, so it sees the cancel. Call without the lock's mu. */
+void dlock__wakeup_kick(struct dlock_client *c);
+
 /* In a child of fork(), where the thread does not exist and its mutex may
  * be held: close this process's copies of the subscriber sockets and the
  * self-pipe (sending nothing) and free the memory, without locking,

@@ -561,6 +561,63 @@ static void client_inherited_across_fork_is_inert_in_the_child(void **state)
     dlock_client_free(c);
 }
 
+/* ---- item 8: cancel does not wait for an attempt in flight -------------- */
+
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+    atomic_int done;
+    int64_t end_ms;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 20000);
+    w->end_ms = test_now_ms();
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void cancel_with_a_stalled_server(unsigned flags, const char *name)
+{
+    dlock_client *c = client_io(3000);
+    dlock_lock *l = test_lock_new(c, name, 30000, flags, 5, 20);
+    test_redis_pause(&test_srv);
+    waiter w = {l, 0, 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+    test_sleep_ms(300); /* the attempt is on the wire, the server silent */
+    int64_t t0 = test_now_ms();
+    dlock_lock_cancel(l);
+    while (!atomic_load(&w.done) && test_now_ms() - t0 < 10000)
+        test_sleep_ms(1);
+    int64_t took = test_now_ms() - t0;
+    test_redis_resume(&test_srv);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    print_message("%s: cancel with the server stopped: %s after %" PRId64 " ms\n", name,
+                  dlock_errname(w.rc), took);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true(took < 200);
+    /* The attempt runs when the server resumes, and its undo right after. */
+    assert_true(test_wait_until(server_answers, NULL, 5000, 20));
+    test_sleep_ms(300);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    /* The handle goes on: a new wait is not cancelled by the old cancel. */
+    assert_int_equal(dlock_lock_acquire(l, 1000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void cancel_ends_the_wait_while_an_attempt_is_in_flight(void **state)
+{
+    (void)state;
+    cancel_with_a_stalled_server(0, "own:cancel-plain");
+    cancel_with_a_stalled_server(DLOCK_REENTRANT, "own:cancel-reentrant");
+    cancel_with_a_stalled_server(DLOCK_FAIR, "own:cancel-fair");
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -577,6 +634,7 @@ int main(void)
         T(full_server_is_refused_not_unknown),
         T(fair_acquire_with_unknown_outcome_leaves_nothing_behind),
         T(client_inherited_across_fork_is_inert_in_the_child),
+        T(cancel_ends_the_wait_while_an_attempt_is_in_flight),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
