@@ -139,6 +139,8 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     dlock__cond_init_monotonic(&l->cond);
     l->holder_ttl_ms = -1;
     l->cancel_fd[0] = l->cancel_fd[1] = -1;
+    static _Atomic unsigned long long next_hid = 1;
+    l->hid_len = (size_t)snprintf(l->hid, sizeof l->hid, "%llx", atomic_fetch_add(&next_hid, 1));
     l->renew_ttl_ms = opts->ttl_ms;
     l->token = l->token_inline;
     *out = l;
@@ -212,6 +214,13 @@ static void inline_token(dlock_lock *l)
 /* Owner id of the calling thread for reentrant locks. */
 static _Atomic unsigned long next_thread_no = 1;
 static _Thread_local unsigned long thread_no;
+
+/* Reentrant operations (acquire attempts and releases) are numbered per
+ * thread, hence per owner (client x thread): the scripts record the
+ * newest number, so an undo names the attempt it takes back (never
+ * another handle's hold of the same owner), and a release whose reply was
+ * lost can be sent again without dropping two holds. */
+static _Thread_local uint64_t attempt_no;
 
 static void make_owner_id(dlock_lock *l)
 {
@@ -423,8 +432,9 @@ static int is_fair(const dlock_lock *l)
 static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int quiet,
                          tally *t)
 {
-    const char *args[6];
-    size_t lens[6];
+    const char *args[7];
+    size_t lens[7];
+    char rel_seq[24], rel_n[16];
     dlock__req req;
     int wake = l->client->opts.wakeups || is_fair(l);
     if (is_fair(l)) {
@@ -444,14 +454,55 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
         args[1] = l->token, lens[1] = l->token_len;
         args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
         args[3] = l->ttl_s, lens[3] = l->ttl_s_len;
+        if (is_reentrant(l)) {
+            args[4] = rel_seq, lens[4] = (size_t)snprintf(rel_seq, sizeof rel_seq, "%" PRIu64,
+                                                            l->rel_seq);
+            args[5] = rel_n, lens[5] = (size_t)snprintf(rel_n, sizeof rel_n, "%u", l->rel_n);
+            args[6] = l->hid, lens[6] = l->hid_len;
+        }
         req = (dlock__req){dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE),
-                           1, is_reentrant(l) ? 4 : 3, args, lens};
+                           1, is_reentrant(l) ? 7 : 3, args, lens};
     }
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
     tally_init(t, l, DLOCK__S_RELEASE);
     t->quiet = quiet;
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
         note_error(t, 0, DLOCK_ENOMEM, "");
+}
+
+/* Reentrant mode: note which nodes have not answered the release just
+ * sent (an error or no reply: it may not have run there). */
+static void note_release_pending(dlock_lock *l, const tally *t, const uint8_t *mask)
+{
+    l->rel_pending = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        l->rel_nodes[i] = (!mask || mask[i]) && t->vote[i] != V_YES && t->vote[i] != V_NO;
+        l->rel_pending |= l->rel_nodes[i];
+    }
+}
+
+/* Send the pending release again (same number: applied at most once),
+ * then the holds dropped after it failed. Returns 1 while some node has
+ * not answered. */
+static int flush_release(dlock_lock *l, int64_t timeout_ms)
+{
+    while (l->rel_pending) {
+        uint8_t mask[DLOCK__MAX_NODES];
+        memcpy(mask, l->rel_nodes, sizeof mask);
+        tally t;
+        send_release(l, mask, timeout_ms, 1, &t);
+        note_release_pending(l, &t, mask);
+        if (l->rel_pending)
+            return 1;
+        if (l->rel_extra) {
+            l->rel_seq = ++attempt_no;
+            l->rel_n = l->rel_extra;
+            l->rel_extra = 0;
+            memset(l->rel_nodes, 1, sizeof l->rel_nodes);
+            l->rel_pending = 1;
+        }
+    }
+    return 0;
 }
 
 static int fence_cb(void *arg, size_t node, uint32_t idx, int err,
@@ -490,11 +541,6 @@ static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
     return t.yes >= t.quorum ? DLOCK_OK : DLOCK_ENOQUORUM;
 }
 
-/* Reentrant attempts are numbered per thread, hence per owner (client x
- * thread): reentrant_acquire.lua records the number, and an undo names the
- * attempt it takes back, so it can never take another handle's hold of
- * the same owner. */
-static _Thread_local uint64_t attempt_no;
 
 static int undo_cb(void *arg, size_t node, uint32_t idx, int err,
                    const redisReply *r, const char *detail, int64_t start_ns)
@@ -517,9 +563,10 @@ static int send_undo(dlock_lock *l, int64_t timeout_ms)
     char seq[24];
     int wake = l->client->opts.wakeups;
     snprintf(seq, sizeof seq, "%" PRIu64, l->undo_seq);
-    const char *args[4] = {l->name, l->token, seq, wake ? l->channel : ""};
-    size_t lens[4] = {l->name_len, l->token_len, strlen(seq), wake ? l->channel_len : 0};
-    dlock__req req = {dlock__script_get(DLOCK__S_RUNDO), 1, 4, args, lens};
+    const char *args[5] = {l->name, l->token, seq, wake ? l->channel : "", l->hid};
+    size_t lens[5] = {l->name_len, l->token_len, strlen(seq), wake ? l->channel_len : 0,
+                      l->hid_len};
+    dlock__req req = {dlock__script_get(DLOCK__S_RUNDO), 1, 5, args, lens};
     uint8_t mask[DLOCK__MAX_NODES];
     memcpy(mask, l->undo_nodes, sizeof mask);
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
@@ -549,8 +596,8 @@ static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, ta
 {
     int wake = l->client->opts.wakeups;
     char seq[24];
-    const char *args[4];
-    size_t lens[4];
+    const char *args[5];
+    size_t lens[5];
     dlock__req req;
     take_cancel(l);
     if (is_reentrant(l)) {
@@ -559,7 +606,9 @@ static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, ta
         args[1] = l->token, lens[1] = l->token_len;
         args[2] = seq, lens[2] = strlen(seq);
         args[3] = wake ? l->channel : "", lens[3] = wake ? l->channel_len : 0;
-        req = (dlock__req){dlock__script_get(DLOCK__S_RUNDO), 1, 4, args, lens};
+        args[4] = l->hid, lens[4] = l->hid_len;
+        req = (dlock__req){dlock__script_get(DLOCK__S_RUNDO), 1, 5, args, lens};
+        l->in_doubt = 1;
         /* The queued undo's answer is never read: the next attempt sends
          * it again (a no-op if it ran) before anything else. */
         l->undo_seq = seq_no;
@@ -587,6 +636,14 @@ static int attempt(dlock_lock *l, int *retry)
     char seq[24];
 
     *retry = 0;
+    if (reentrant && l->rel_pending && flush_release(l, node_timeout_ms(l, l->opts.ttl_ms))) {
+        /* A newer operation would make the old release's resend look
+         * stale: none before the node answered it. */
+        dlock__err_set(&l->err, "an earlier release of \"%s\" has an unknown outcome and "
+                       "is not answered yet", l->name);
+        *retry = 1;
+        return DLOCK_EUNKNOWN;
+    }
     if (reentrant && l->undo_pending &&
         send_undo(l, node_timeout_ms(l, l->opts.ttl_ms))) {
         /* A newer attempt could run before the old one's undo and leave
@@ -610,8 +667,8 @@ static int attempt(dlock_lock *l, int *retry)
         }
         l->token_len = DLOCK_TOKEN_HEX_LEN;
     }
-    const char *args[5];
-    size_t lens[5];
+    const char *args[6];
+    size_t lens[6];
     int nkeys = 0, nargs;
     args[nkeys] = l->name;
     lens[nkeys++] = l->name_len;
@@ -629,6 +686,9 @@ static int attempt(dlock_lock *l, int *retry)
         seq_no = ++attempt_no;
         args[nargs] = seq;
         lens[nargs++] = (size_t)snprintf(seq, sizeof seq, "%" PRIu64, seq_no);
+        args[nargs] = l->hid;
+        lens[nargs++] = l->hid_len;
+        l->touched = 1;
     }
     dlock__req req = {dlock__script_get(reentrant ? DLOCK__S_RACQUIRE : DLOCK__S_ACQUIRE),
                       nkeys, nargs, args, lens};
@@ -662,6 +722,8 @@ static int attempt(dlock_lock *l, int *retry)
             fresh = 1;
             l->holds = 0;
         }
+        if (reentrant && t.count == 1 && !l->undo_pending && !l->rel_pending)
+            l->in_doubt = 0; /* a new key: none of our old operations is in it */
         /* The write-back only has to leave a majority with a counter >=
          * fence; when a majority returned fence itself (counters in step,
          * the usual case) that is already so, and the round trip is
@@ -707,6 +769,7 @@ static int attempt(dlock_lock *l, int *retry)
          * (same owner id) holds. */
         l->undo_seq = seq_no;
         memcpy(l->undo_nodes, mask, sizeof l->undo_nodes);
+        l->in_doubt = 1;
         send_undo(l, node_timeout_ms(l, l->opts.ttl_ms));
     } else if (any && fresh) {
         tally rt;
@@ -1105,8 +1168,23 @@ int dlock_lock_release(dlock_lock *l)
         return DLOCK_ENOTHELD;
     }
     tally t;
+    if (is_reentrant(l)) {
+        if (l->rel_pending) /* an older release first (best effort) */
+            flush_release(l, l->client->opts.io_timeout_ms);
+        l->rel_seq = ++attempt_no;
+        l->rel_n = 1;
+        l->rel_extra = 0;
+    }
     send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
     int rc = owner_code(&t);
+    if (is_reentrant(l)) {
+        /* Where it may not have run, it is sent again later (and with it
+         * the holds this handle drops below if it failed). */
+        note_release_pending(l, &t, NULL);
+        l->in_doubt |= l->rel_pending;
+        if (rc != DLOCK_OK && l->rel_pending && l->holds > 1)
+            l->rel_extra = l->holds - 1;
+    }
     if (rc == DLOCK_OK && is_reentrant(l) && l->holds > 1) {
         l->holds--;
         return DLOCK_OK;
@@ -1279,6 +1357,20 @@ void dlock_lock_free(dlock_lock *l)
     dlock__watchdog_remove(l->client, l);
     if (l->undo_pending) /* best effort, as the releases below */
         send_undo(l, l->client->opts.io_timeout_ms);
+    if (l->rel_pending)
+        flush_release(l, l->client->opts.io_timeout_ms);
+    if (l->touched && !l->undo_pending && !l->rel_pending && !l->in_doubt &&
+        get_state(l) != DLOCK_STATE_HELD) {
+        /* The key may outlive this handle (other handles of the owner
+         * hold it): take this handle's bookkeeping out of it. */
+        const char *args[3] = {l->name, l->token, l->hid};
+        size_t lens[3] = {l->name_len, l->token_len, l->hid_len};
+        dlock__req req = {dlock__script_get(DLOCK__S_RFORGET), 1, 2, args, lens};
+        dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL};
+        tally t;
+        tally_init(&t, l, DLOCK__S_RELEASE);
+        (void)dlock__fanout(l->client, &req, 1, &fo, release_cb, &t);
+    }
     if (l->fair_cleanup_pending)
         fair_cleanup(l);
     if (get_state(l) == DLOCK_STATE_HELD) {
@@ -1287,6 +1379,8 @@ void dlock_lock_free(dlock_lock *l)
         unsigned n = is_reentrant(l) ? l->holds : 1;
         for (unsigned i = 0; i < n; i++) {
             tally t;
+            l->rel_seq = ++attempt_no;
+            l->rel_n = 1;
             send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
             if (t.yes < t.quorum)
                 break;

@@ -56,6 +56,24 @@ struct dlock_lock {
     uint64_t undo_seq;
     int undo_pending;
     uint8_t undo_nodes[DLOCK__MAX_NODES];
+    /* Reentrant mode: the release operation (number rel_seq, dropping
+     * rel_n holds) being sent, and, while rel_pending, the nodes in
+     * rel_nodes that have not answered it: it is sent again (applied at
+     * most once) before this handle's next operation. rel_extra: holds
+     * the handle dropped locally after that release failed, released in
+     * one more operation once it is answered. */
+    uint64_t rel_seq;
+    unsigned rel_n, rel_extra;
+    int rel_pending;
+    uint8_t rel_nodes[DLOCK__MAX_NODES];
+    /* Reentrant mode: this handle's id among its owner's handles (the
+     * scripts keep their operation numbers per handle), and whether an
+     * operation of its current holds had an unknown outcome (then its
+     * bookkeeping stays in the hash until the key goes). */
+    char hid[24];
+    size_t hid_len;
+    int in_doubt;
+    int touched; /* sent an acquire: its bookkeeping may be in the key */
     /* Fair mode: an acquire ended with an unknown outcome, and the cleanup
      * by its token (leave the line; release, handing over, if it was
      * granted) has not been answered yet. The token is kept for it. */

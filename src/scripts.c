@@ -18,6 +18,7 @@ static const char *const names[DLOCK__S_COUNT] = {
     [DLOCK__S_FAIR_RELEASE] = "fair_release",
     [DLOCK__S_FAIR_LEAVE] = "fair_leave",
     [DLOCK__S_RUNDO] = "reentrant_undo",
+    [DLOCK__S_RFORGET] = "reentrant_forget",
 };
 
 static const dlock__script *by_id[DLOCK__S_COUNT];

@@ -30,6 +30,7 @@ typedef enum dlock__script_id {
     DLOCK__S_FAIR_RELEASE, /* fair_release.lua */
     DLOCK__S_FAIR_LEAVE,   /* fair_leave.lua */
     DLOCK__S_RUNDO,        /* reentrant_undo.lua */
+    DLOCK__S_RFORGET,      /* reentrant_forget.lua */
     DLOCK__S_COUNT
 } dlock__script_id;
 

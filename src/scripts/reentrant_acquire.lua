@@ -5,29 +5,35 @@
 -- KEYS[2]  (optional) the fencing counter of this lock name
 -- ARGV[1]  owner id: the client's 128-bit random id and a thread number
 -- ARGV[2]  TTL in ms, > 0
--- ARGV[3]  attempt number: grows with every attempt of this owner (decimal,
---          < 2^53), so reentrant_undo.lua can take back exactly this
---          attempt's hold
+-- ARGV[3]  attempt number: grows with every operation of this owner
+--          (decimal, < 2^53), so reentrant_undo.lua can take back exactly
+--          this attempt's hold
+-- ARGV[4]  handle id: names the client's handle among the owner's handles
 --
 -- Replies  {1, fence, count}  granted; count = holds by this owner now.
 --                             fence: the new counter value on a first hold,
 --                             the current one on a re-entry (same hold)
 --          {0, pttl}          held by another owner; its remaining ms. Also
 --                             the reply to an attempt older than one this
---                             owner already made or undid (a copy delayed
+--                             handle already made or undid (a copy delayed
 --                             on a dead connection): it changes nothing
 --          error WRONGTYPE    the key exists and is not a hash, or the
 --                             fencing counter is not a counter
 --
--- Besides the owner's count the hash keeps two bookkeeping fields of the
--- owner: OWNER#s, the newest attempt number seen (run or undone), and
--- OWNER#u, the attempt whose increment an undo may still take back.
+-- Besides the owner's count the hash keeps two bookkeeping fields per
+-- handle of the owner: OWNER#HANDLE:s, the newest operation number of the
+-- handle seen (run or undone), and OWNER#HANDLE:u, its attempt whose
+-- increment an undo may still take back. Per handle, because each handle
+-- sends its own operations in order and resends its own: another handle's
+-- newer operation must not make them look stale. They go with the key, or
+-- earlier with reentrant_forget.lua when the handle is freed.
 --
 -- Invariant: a hash has one owner at most; only that owner can raise its
 -- count; every grant refreshes the TTL; an attempt runs at most once and
 -- never after its undo. Every check that can fail runs before the first
 -- write (Redis keeps what a script wrote before an error).
 local key, owner, ttl, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
 
 -- The fencing counter must be absent or a decimal below 2^53 (what INCR
 -- and fence_sync.lua can count on).
@@ -46,7 +52,7 @@ if t == 'none' then
     local e = bad_fence(KEYS[2])
     if e then return e end
   end
-  redis.call('hset', key, owner, 1, owner .. '#s', seq, owner .. '#u', seq)
+  redis.call('hset', key, owner, 1, fs, seq, fu, seq)
   redis.call('pexpire', key, ttl)
   local fence = 0
   if #KEYS > 1 then fence = redis.call('incr', KEYS[2]) end
@@ -57,7 +63,7 @@ if t ~= 'hash' then
 end
 local n = tonumber(redis.call('hget', key, owner))
 if n then
-  if tonumber(seq) <= (tonumber(redis.call('hget', key, owner .. '#s')) or 0) then
+  if tonumber(seq) <= (tonumber(redis.call('hget', key, fs)) or 0) then
     return {0, redis.call('pttl', key)}
   end
   local fence = 0
@@ -66,7 +72,7 @@ if n then
     if e then return e end
     fence = tonumber(redis.call('get', KEYS[2]) or '0')
   end
-  redis.call('hset', key, owner, n + 1, owner .. '#s', seq, owner .. '#u', seq)
+  redis.call('hset', key, owner, n + 1, fs, seq, fu, seq)
   redis.call('pexpire', key, ttl)
   return {1, fence, n + 1}
 end

@@ -1,29 +1,44 @@
--- reentrant_release.lua: drop one hold of a counted lock; delete the key and
+-- reentrant_release.lua: drop holds of a counted lock; delete the key and
 -- wake waiters when the count reaches zero.
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  owner id
 -- ARGV[2]  pub/sub channel to notify waiters on, or '' for none
 -- ARGV[3]  TTL in ms to refresh while holds remain, > 0
+-- ARGV[4]  operation number: from the same per-owner sequence as the
+--          attempt numbers of reentrant_acquire.lua (decimal, < 2^53)
+-- ARGV[5]  holds to drop, >= 1 (1 for a release; more when a handle that
+--          dropped several holds locally cleans up after a failed release)
+-- ARGV[6]  handle id (see reentrant_acquire.lua)
 --
--- Replies  {1, n}  released one hold; n = holds left (0: key deleted)
+-- Replies  {1, n}  released; n = holds left (0: key deleted). Also the
+--                  reply to a copy of an operation that already ran (a
+--                  resend after a lost reply): it changes nothing
 --          {0, 0}  the key was gone (the lease had expired)
 --          {-1, 0} the key belongs to another owner; left untouched
 --          error WRONGTYPE when the key is not a hash
 --
--- Invariant: only the owner's own count changes; the key goes away exactly
--- when the last hold is released.
-local t = redis.call('type', KEYS[1]).ok
+-- Invariant: only the owner's own count changes; an operation is applied
+-- at most once, so a release whose reply was lost can be sent again; the
+-- key goes away exactly when the last hold is released.
+local key, owner, ch, ttl, seq, drop = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local fs = owner .. '#' .. ARGV[6] .. ':s'
+local t = redis.call('type', key).ok
 if t == 'none' then return {0, 0} end
 if t ~= 'hash' then
   return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a reentrant dlock lock')
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return {-1, 0} end
-local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if n > 0 then
-  redis.call('pexpire', KEYS[1], ARGV[3])
+local n = tonumber(redis.call('hget', key, owner))
+if not n then return {-1, 0} end
+if tonumber(seq) <= (tonumber(redis.call('hget', key, fs)) or 0) then
   return {1, n}
 end
-redis.call('del', KEYS[1])
-if ARGV[2] ~= '' then redis.call('publish', ARGV[2], 'r') end
+n = n - tonumber(drop)
+if n > 0 then
+  redis.call('hset', key, owner, n, fs, seq)
+  redis.call('pexpire', key, ttl)
+  return {1, n}
+end
+redis.call('del', key)
+if ch ~= '' then redis.call('publish', ch, 'r') end
 return {1, 0}

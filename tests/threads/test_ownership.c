@@ -245,6 +245,66 @@ static void reentry_under_debug_sleep_is_counted_once(void **state)
     dlock_client_free(c);
 }
 
+/* A release cut off before it ran is sent again, and counted once: the
+ * other handle's newer release in between does not make it look stale. */
+static void lost_release_of_one_handle_is_sent_again(void **state)
+{
+    (void)state;
+    const char *name = "own:re-lost-release";
+    dlock_client *c = client_io(1000);
+    dlock_lock *h1 = test_lock_new(c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    dlock_lock *h2 = test_lock_new(c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK);
+    char owner[DLOCK_TOKEN_MAX + 1];
+    snprintf(owner, sizeof owner, "%s", dlock_lock_token(h1));
+
+    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
+    delayed kill;
+    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    int rc = dlock_lock_release(h2);
+    join_delayed(&kill);
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    test_sleep_ms(700);
+    assert_int_equal(holds_on(name, owner), 2); /* it never ran */
+    assert_int_equal(dlock_lock_release(h1), DLOCK_OK);
+    assert_int_equal(holds_on(name, owner), 1);
+    /* H2's next call sends it again first. */
+    dlock_lock_free(h2);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(h1);
+    dlock_client_free(c);
+}
+
+/* A release that ran but whose reply was lost is not applied twice. */
+static void release_with_a_lost_reply_is_applied_once(void **state)
+{
+    (void)state;
+    const char *name = "own:re-release-once";
+    dlock_client *c = client_io(400);
+    dlock_lock *h1 = test_lock_new(c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    dlock_lock *h2 = test_lock_new(c, name, 30000, DLOCK_REENTRANT, 5, 20);
+    assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK);
+    char owner[DLOCK_TOKEN_MAX + 1];
+    snprintf(owner, sizeof owner, "%s", dlock_lock_token(h1));
+    delayed sleep;
+    start_delayed(&sleep, 0, "DEBUG SLEEP 1");
+    test_sleep_ms(100);
+    assert_int_equal(dlock_lock_release(h2), DLOCK_EUNKNOWN); /* runs after the sleep */
+    join_delayed(&sleep);
+    assert_true(test_wait_until(server_answers, NULL, 5000, 20));
+    test_sleep_ms(100);
+    assert_int_equal(holds_on(name, owner), 1);
+    dlock_lock_free(h2); /* sends it again: a no-op now */
+    assert_int_equal(holds_on(name, owner), 1);
+    assert_int_equal(dlock_lock_state_get(h1), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(h1), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(h1);
+    dlock_client_free(c);
+}
+
 /* ---- item 3: a handle that holds nothing is never renewed -------------- */
 
 static void failed_non_last_release_stops_the_renewal(void **state)
@@ -627,6 +687,8 @@ int main(void)
         T(fair_release_with_a_bad_fence_counter_hands_nothing_over),
         T(unknown_acquire_of_a_second_handle_leaves_the_first_holding),
         T(reentry_under_debug_sleep_is_counted_once),
+        T(lost_release_of_one_handle_is_sent_again),
+        T(release_with_a_lost_reply_is_applied_once),
         T(failed_non_last_release_stops_the_renewal),
         T(release_during_the_round_that_finds_the_loss_returns_elost),
         T(on_lost_may_release_its_own_lock),
