@@ -102,6 +102,7 @@ int chaos_inject_majority_restart(chaos_run *run, int round);
 int chaos_inject_node_stall(chaos_run *run, int round);
 int chaos_inject_proxy(chaos_run *run, int round);
 int chaos_inject_script_flush(chaos_run *run, int round);
+int chaos_inject_conn_faults(chaos_run *run, int round);
 
 /* checks.c: single-call checks of how refusals surface */
 int chaos_run_checks(chaos_result *out, int max);

@@ -55,6 +55,19 @@ static const chaos_scenario scenarios[] = {
     S("watchdog_node_stalls", "auto-renew, hold 1.3 x TTL; 1-2 of 3 nodes stalled", 3, 3, 4, 600,
       800, DLOCK_AUTO_RENEW, CHAOS_MODE_DLOCK, 1, 0, 0, 0, CLAIM_SAFE, 6, 300,
       chaos_inject_node_stall, 0),
+    /* Ownership rows (issue 22): liveness figures are in the note. The
+     * reentrant rows claim exclusion between owners, not a new token per
+     * section: while an undo of a worker's unknown re-entry is pending,
+     * its next section re-enters that same hold, with its token. */
+    S("reentrant_conn_faults", "3 handles of one owner per worker; CLIENT KILL, PAUSE+KILL, DEBUG SLEEP",
+      1, 4, 25, 1000, 10, DLOCK_REENTRANT, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 9, 300,
+      chaos_inject_conn_faults, 1),
+    S("reentrant_conn_faults_redlock3", "the same over 3 nodes, faults on one", 3, 4, 20, 1000, 10,
+      DLOCK_REENTRANT, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 6, 300, chaos_inject_conn_faults,
+      1),
+    S("fork_holder", "auto-renew holders fork; children use and free the inherited client", 1, 4,
+      18, 1000, 20, DLOCK_AUTO_RENEW, CHAOS_MODE_FORK, 0, 0, 0, 0, CLAIM_SAFE, 3, 300,
+      chaos_inject_conn_faults, 0),
     S("control_short_ttl_unfenced", "CONTROL: TTL 30 ms < hold 80 ms, resource not fenced", 1, 4,
       8, 30, 80, 0, CHAOS_MODE_DLOCK, 0, 0, 1, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
     S("control_raw_del", "CONTROL: SET NX PX + plain DEL, TTL 50 ms < hold 60 ms", 1, 4, 10, 50,

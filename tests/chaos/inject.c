@@ -17,7 +17,8 @@ enum fault_kind {
     F_DEBUG_SLEEP,
     F_CLIENT_PAUSE,
     F_PROXY,
-    F_SCRIPT_FLUSH
+    F_SCRIPT_FLUSH,
+    F_CLIENT_KILL
 };
 
 static void note(chaos_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -248,6 +249,42 @@ int chaos_inject_proxy(chaos_run *run, int round)
         if (chaos_proxy_set(&run->proxies[pick[i]], CHAOS_PROXY_PASS, 0) != 0)
             run->probe_failed = 1;
     return n;
+}
+
+/* Connection faults for the ownership rows (issue 22), on one node:
+ * every client connection killed (attempts in flight end with unknown
+ * outcomes and are undone); writes paused while the connections are
+ * killed (attempts cut off before they ran, whose undos run after the
+ * pause: the case where an undo once took another handle's hold); or a
+ * DEBUG SLEEP past the I/O timeout (replies lost, commands run later). */
+int chaos_inject_conn_faults(chaos_run *run, int round)
+{
+    test_redis *node = &run->nodes[chaos_rand(run, (unsigned)run->sc->nodes)];
+    redisReply *r;
+    switch (round % 3) {
+    case 0:
+        r = test_redis_cmd(node, "CLIENT KILL TYPE normal");
+        freeReplyObject(r);
+        chaos_fault(run, F_CLIENT_KILL);
+        return 1;
+    case 1:
+        r = test_redis_cmd(node, "CLIENT PAUSE 400 WRITE");
+        freeReplyObject(r);
+        chaos_fault(run, F_CLIENT_PAUSE);
+        chaos_sleep_ms(100 + chaos_rand(run, 100));
+        r = test_redis_cmd(node, "CLIENT KILL TYPE normal");
+        freeReplyObject(r);
+        chaos_fault(run, F_CLIENT_KILL);
+        chaos_sleep_ms(300);
+        return 2;
+    default: {
+        redisContext *c = send_nowait(node, "DEBUG", "SLEEP", "1.2", NULL);
+        chaos_fault(run, F_DEBUG_SLEEP);
+        chaos_sleep_ms(1200);
+        redisFree(c);
+        return 1;
+    }
+    }
 }
 
 int chaos_inject_script_flush(chaos_run *run, int round)

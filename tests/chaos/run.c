@@ -238,8 +238,28 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
         snprintf(run.note + strlen(run.note), sizeof run.note - strlen(run.note),
                  "FAULT RECORDS %ld != %ld injected; ", out->v.faults, run.faults);
     rc_summary(&run, run.note, sizeof run.note);
+    long forks = atomic_load(&run.sh->forks), fork_bad = atomic_load(&run.sh->fork_bad);
+    if (sc->mode == CHAOS_MODE_FORK || (sc->flags & DLOCK_REENTRANT)) {
+        /* Liveness of the ownership rows: acquires that failed (all codes
+         * but OK) and the longest wait for a section. */
+        long tried = 0, failed = 0;
+        for (int i = 0; i < CHAOS_ERR_CODES; i++) {
+            long k = atomic_load(&run.sh->acq_rc[i]);
+            tried += k;
+            failed += i ? k : 0;
+        }
+        size_t o = strlen(run.note);
+        snprintf(run.note + o, sizeof run.note - o, "%sacquires failed %ld/%ld; longest wait %.2f s",
+                 o ? "; " : "", failed, tried, (double)atomic_load(&run.sh->max_wait_ns) / 1e9);
+    }
+    if (sc->mode == CHAOS_MODE_FORK) {
+        size_t o = strlen(run.note);
+        snprintf(run.note + o, sizeof run.note - o, "; forks %ld, child misbehaved %ld", forks,
+                 fork_bad);
+    }
     snprintf(out->note, sizeof out->note, "%s", run.note);
-    out->pass = checked == 0 && judge(sc, &out->v, clean || sc->claim == CLAIM_CONTROL);
+    out->pass = checked == 0 && judge(sc, &out->v, clean || sc->claim == CLAIM_CONTROL) &&
+                fork_bad == 0 && (sc->mode != CHAOS_MODE_FORK || forks > 0);
     out->seconds = (double)(chaos_now_ns() - t0) / 1e9;
     teardown(&run);
     if (out->pass && !getenv("CHAOS_KEEP"))

@@ -43,6 +43,13 @@ typedef struct chaos_shared {
     _Atomic long acq_rc[CHAOS_ERR_CODES];
     _Atomic long rel_rc[CHAOS_ERR_CODES];
     _Atomic long aborted; /* sections left early: validity ran short */
+    /* Liveness of the ownership rows (issue 22): the longest a worker
+     * waited from wanting the lock to its section; fork row: children
+     * forked by holders, and those that misbehaved with the inherited
+     * client (an acquire or release not refused, or a hang). */
+    _Atomic int64_t max_wait_ns;
+    _Atomic long forks;
+    _Atomic long fork_bad;
 } chaos_shared;
 
 /* Map and initialise; NULL on failure. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,10 @@ typedef struct worker {
     int fd;
     unsigned seed;
     dlock_lock *lock; /* dlock mode */
+    /* DLOCK_REENTRANT: more handles of the same name, same client, same
+     * thread: one owner, holds counted on the one key. */
+    dlock_lock *more[CHAOS_MORE_HANDLES];
+    dlock_client *client;
 } worker;
 
 static void sleep_ns(int64_t ns)
@@ -73,6 +78,31 @@ static int work_for(const worker *w, int64_t ms)
     return 1;
 }
 
+/* Fork row: the holder forks; the child must find the inherited client
+ * and handle inert. Exits 0 if so. */
+static void fork_child_checks(worker *w)
+{
+    alarm(5); /* a hang in free ends here, and counts as bad */
+    int bad = dlock_lock_acquire(w->lock, 0) != DLOCK_EINVAL ||
+              dlock_lock_release(w->lock) != DLOCK_EINVAL ||
+              dlock_lock_state_get(w->lock) != DLOCK_STATE_UNLOCKED;
+    dlock_lock_free(w->lock); /* must not release the parent's lock */
+    dlock_client_free(w->client);
+    _exit(bad);
+}
+
+static void fork_and_check(worker *w)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        fork_child_checks(w);
+    atomic_fetch_add(&w->sh->forks, 1);
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        atomic_fetch_add(&w->sh->fork_bad, 1);
+}
+
 /* The critical section. The counter is read early and written late so that
  * an overlapping section loses an update; the fenced write comes with it. */
 static void critical_section(worker *w, uint64_t fence)
@@ -86,6 +116,10 @@ static void critical_section(worker *w, uint64_t fence)
     int64_t early = w->sh->counter;
     atomic_store(&s->enter_ns, chaos_now_ns());
     atomic_store(&s->in_cs, 1);
+    if (w->cfg->mode == CHAOS_MODE_FORK && cs % 3 == 0)
+        /* The child's turn comes inside the section: had it released the
+         * inherited lock, another worker could enter while we go on. */
+        fork_and_check(w);
     int ok;
     if (w->cfg->check_validity) {
         /* Careful caller: the read-modify-write is one short step, done
@@ -118,6 +152,14 @@ static void critical_section(worker *w, uint64_t fence)
     atomic_fetch_add(&s->done, 1);
 }
 
+static void note_wait(worker *w, int64_t since_ns)
+{
+    int64_t waited = chaos_now_ns() - since_ns;
+    int64_t max = atomic_load(&w->sh->max_wait_ns);
+    while (waited > max && !atomic_compare_exchange_weak(&w->sh->max_wait_ns, &max, waited))
+        ;
+}
+
 static void backoff(worker *w)
 {
     sleep_ms(5 + rand_r(&w->seed) % 20);
@@ -145,6 +187,12 @@ static int run_dlock(worker *w, long todo)
         dlock_client_free(c);
         return 1;
     }
+    w->client = c;
+    int n_more = (cfg->flags & DLOCK_REENTRANT) ? CHAOS_MORE_HANDLES : 0;
+    for (int i = 0; i < n_more; i++)
+        if (dlock_lock_new(&w->more[i], c, cfg->lock_name, &lo) != DLOCK_OK)
+            return 1;
+    int64_t want_since = chaos_now_ns();
     for (long done = 0; more_work(w, done, todo);) {
         int64_t left_ms = (cfg->deadline_ns - chaos_now_ns()) / 1000000;
         int rc = dlock_lock_acquire(w->lock, left_ms < 1000 ? (left_ms > 0 ? left_ms : 1) : 1000);
@@ -154,10 +202,24 @@ static int run_dlock(worker *w, long todo)
                 backoff(w);
             continue;
         }
+        /* Re-entries through the other handles (the same owner), as nested
+         * code would: under connection kills and stalls their outcomes may
+         * be unknown, and their undos must never take the first handle's
+         * hold. The section runs under the first handle whatever they got:
+         * had an undo taken its hold, another worker could enter. */
+        int held_more = 0;
+        while (held_more < n_more && dlock_lock_acquire(w->more[held_more], 0) == DLOCK_OK)
+            held_more++;
+        note_wait(w, want_since);
         critical_section(w, dlock_lock_fence(w->lock));
+        while (held_more > 0)
+            chaos_count_rc(w->sh->rel_rc, dlock_lock_release(w->more[--held_more]));
         chaos_count_rc(w->sh->rel_rc, dlock_lock_release(w->lock));
+        want_since = chaos_now_ns();
         done++;
     }
+    for (int i = 0; i < n_more; i++)
+        dlock_lock_free(w->more[i]);
     dlock_lock_free(w->lock);
     dlock_client_free(c);
     return 0;
@@ -234,7 +296,8 @@ pid_t chaos_worker_spawn(const chaos_worker_cfg *cfg, chaos_shared *sh, int slot
     if (getppid() != parent)
         _exit(1);
     signal(SIGPIPE, SIG_IGN);
-    worker w = {cfg, sh, slot, proc, 0, -1, (unsigned)getpid() ^ (unsigned)chaos_now_ns(), NULL};
+    worker w = {cfg, sh, slot, proc, 0, -1, (unsigned)getpid() ^ (unsigned)chaos_now_ns(), NULL,
+                {NULL}, NULL};
     w.fd = chaos_history_open(cfg->history_path);
     if (w.fd < 0)
         _exit(1);

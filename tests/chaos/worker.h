@@ -10,13 +10,21 @@
 
 #include "shared.h"
 
+/* Reentrant rows: handles beyond the first that each worker takes. */
+#define CHAOS_MORE_HANDLES 2
+
 typedef enum chaos_mode {
     /* dlock, used as documented. */
     CHAOS_MODE_DLOCK = 0,
     /* Negative control: SET NX PX to take, INCR for a token, and a plain
      * DEL to release (no token check): a holder whose lease ran out deletes
      * its successor's lock. */
-    CHAOS_MODE_RAW_DEL = 1
+    CHAOS_MODE_RAW_DEL = 1,
+    /* dlock, and every third section the holder forks a child that tries
+     * the inherited client and handle (must be refused), frees them (must
+     * release nothing and return at once) and exits, while the parent
+     * holds on. */
+    CHAOS_MODE_FORK = 2
 } chaos_mode;
 
 typedef struct chaos_worker_cfg {
