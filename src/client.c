@@ -44,6 +44,10 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
         snprintf(err, len, "wakeups must be 0 or 1");
         return DLOCK_EINVAL;
     }
+    if (o->key_prefix && strnlen(o->key_prefix, DLOCK_KEY_PREFIX_MAX + 1) > DLOCK_KEY_PREFIX_MAX) {
+        snprintf(err, len, "key_prefix is longer than %d bytes", DLOCK_KEY_PREFIX_MAX);
+        return DLOCK_EINVAL;
+    }
     return DLOCK_OK;
 }
 
@@ -86,6 +90,13 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
     }
     c->opts = *opts;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->bg_mu, NULL));
+    c->opts.key_prefix = NULL;
+    if (opts->key_prefix && opts->key_prefix[0] &&
+        !(c->opts.key_prefix = c->key_prefix = dlock__strdup(opts->key_prefix))) {
+        rc = DLOCK_ENOMEM;
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
     for (size_t i = 0; i < n_urls; i++) {
         char uerr[200] = "";
         if (!urls[i]) {
@@ -134,6 +145,7 @@ void dlock_client_free(dlock_client *c)
     if (c->nodes)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
     dlock__free(c->nodes);
+    dlock__free(c->key_prefix);
     dlock__free(c);
 }
 

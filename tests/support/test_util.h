@@ -134,4 +134,14 @@ dlock_lock *test_lock_new(dlock_client *c, const char *name, int64_t ttl_ms, uns
  * max_ms, 0 if not. */
 int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms);
 
+/* ---- helper keys (docs/design.md, "Key layout") ------------------------ */
+
+/* Write helper key `key` NUL `kind` (e.g. "fence", "q") into out (cap
+ * bytes); returns its length (it holds a NUL: pass it with %b). */
+size_t test_helper_key(char *out, size_t cap, const char *key, const char *kind);
+
+/* test_cmd() for formats with %b (binary keys), which the printf format
+ * check of test_cmd() refuses. */
+redisReply *test_cmd_bin(const test_redis *r, const char *fmt, ...);
+
 #endif
