@@ -145,7 +145,7 @@ DLOCK_EXTERN(const char *) dlock_errname(int code);
 DLOCK_EXTERN(const char *) dlock_version(void);
 
 /**
- * Parse a duration: "250ms", "30s", "5m", "1h", or a plain number of seconds
+ * Parse a duration: "250ms", "30s", "5m", "1h", "1d", or a plain number of seconds
  * with an optional fraction ("1.5", like flock -w). Rounds to milliseconds.
  *
  * @param out_ms receives the duration in milliseconds; untouched on error.
