@@ -192,13 +192,21 @@ typedef struct dlock_client_options {
      *  key is the name). The key layout and the ACL rules a
      *  least-privilege user needs are in docs/design.md. */
     const char *key_prefix;
+    /** ACL user for every node, overriding a user in the URLs; NULL keeps
+     *  the URLs'. Copied by dlock_client_new(). Default NULL. */
+    const char *username;
+    /** Password for every node, overriding a password in the URLs; NULL
+     *  keeps the URLs'. Keeps the secret out of URL strings (and so out
+     *  of `ps` and log lines that print a URL). Copied by
+     *  dlock_client_new(). Default NULL. */
+    const char *password;
 } dlock_client_options;
 
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
 #define DLOCK_KEY_PREFIX_MAX 1024
 
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
-    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL }
+    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL }
 
 /** Fill @p opts with the defaults for @p version. Returns DLOCK_EINVAL for a
  *  NULL pointer or an unknown version. */

@@ -51,6 +51,29 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
     return DLOCK_OK;
 }
 
+/* The username and password options win over the URL's: the password then
+ * never has to appear in a URL string. */
+static int override_credentials(dlock__url *u, const dlock_client_options *o)
+{
+    char *user = NULL, *pass = NULL;
+    if ((o->username && !(user = dlock__strdup(o->username))) ||
+        (o->password && !(pass = dlock__strdup(o->password)))) {
+        dlock__free(user);
+        return DLOCK_ENOMEM;
+    }
+    if (user) {
+        dlock__free(u->user);
+        u->user = user;
+    }
+    if (pass) {
+        for (volatile char *p = u->password; p && *p; p++)
+            *p = 0; /* as dlock__url_clear(): no secret in freed memory */
+        dlock__free(u->password);
+        u->password = pass;
+    }
+    return DLOCK_OK;
+}
+
 int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                      const dlock_client_options *opts, char *errbuf,
                      size_t errbuf_len)
@@ -89,6 +112,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         goto fail;
     }
     c->opts = *opts;
+    c->opts.username = c->opts.password = NULL; /* copied into each node */
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->bg_mu, NULL));
     c->opts.key_prefix = NULL;
     if (opts->key_prefix && opts->key_prefix[0] &&
@@ -111,6 +135,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         if (rc != DLOCK_OK)
             goto fail;
         c->n_nodes++;
+        if ((rc = override_credentials(&c->nodes[i].url, opts)) != DLOCK_OK) {
+            snprintf(err, sizeof err, "out of memory");
+            goto fail;
+        }
         /* The same server twice (even with another db) is not an
          * independent node: it would vote twice and fail together. */
         for (size_t j = 0; j < i; j++)
