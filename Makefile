@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Front door for a fresh Debian/Ubuntu machine. The real build is CMake;
 # these targets install what is missing, configure, build and run.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The dlock command: declarations shared by its files.
  *
  *   main.c      global options, dispatch, --help and --version

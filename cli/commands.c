@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock acquire, release and extend: the lock in separate steps, with its
  * owner token carried between processes by the caller. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Messages, exit codes, option values and opening the client: what every
  * command needs. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock: the command line. Parses the options that come before the command
  * and hands the rest to the command. */
 #include <errno.h>

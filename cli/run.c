@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock run: hold a lock while a program runs.
  *
  * Threads: the main thread acquires, starts the program and supervises it;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock status: a read-only look at a lock on every node. Exit status:
  * 0 held (on a majority), 1 free or held on too few nodes, 69 too few
  * nodes answered. */

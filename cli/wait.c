@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Waiting for a lock so that a signal can interrupt it cleanly.
  *
  * A signal handler may not call dlock_lock_cancel() (it takes a mutex), and

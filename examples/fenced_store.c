@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fenced_store - a tiny "storage service" that understands fencing tokens.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every test, three ways: a normal -Werror build, ASan+UBSan, and TSan for
 # the threaded tests. Called by `make check` after the normal build.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The demo behind `make demo`: start a throwaway redis-server on a free
 # loopback port, run examples/stock_demo against it, and (when the CLI is
 # built) show two overlapping `dlock run` invocations, the second waiting

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #ifndef DLOCK_CLIENT_H
 #define DLOCK_CLIENT_H
 

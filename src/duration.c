@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock_duration_parse(): "250ms", "30s", "5m", "1h", "2d", or seconds ("1.5"). */
 #include <string.h>
 

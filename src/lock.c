@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The lock handle: acquire (try once or wait), release, extend, adopt.
  *
  * One code path serves one node and N nodes: every Redis step is a fan-out

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The lock handle's internals, shared with the watchdog and wake-up code. */
 #ifndef DLOCK_LOCK_H
 #define DLOCK_LOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock_client_status(): read-only look at a lock on every node. */
 #include <string.h>
 

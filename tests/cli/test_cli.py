@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Integration tests of the dlock command against real redis-server processes.
 
 Usage: test_cli.py PATH_TO_DLOCK [unittest options]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Install a build into a temp prefix, then build and run a consumer against
 # it through pkg-config and through find_package(dlock) (shared and static).
 # usage: tests/install/check.sh BUILD_DIR

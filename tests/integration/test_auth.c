@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Authentication against a real redis-server with `requirepass` and ACL
  * users: right and wrong passwords, ACL users with and without the needed
  * permissions, percent-escaped passwords, unix-socket credentials. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Mutual exclusion under contention: 8 processes, each with its own client,
  * run 1000 critical sections each on one lock name. Inside, a holder file
  * made with O_CREAT|O_EXCL detects overlap, and a decimal counter file is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The lock API's edges against one real redis-server: argument checks of
  * every lock function, NULL handles, dlock_client_status(), unix-socket URLs
  * and database selection. (The lock's behaviour is in test_lock_basic.c.) */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Redlock over five real redis-server processes: majority decisions with
  * nodes held by another owner, down (kill -9), stalled (SIGSTOP, DEBUG
  * SLEEP) or freshly restarted; the validity and drift arithmetic; detail

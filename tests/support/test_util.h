@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers the integration and thread tests share: a monotonic microsecond
  * clock; cmocka fixtures for the one redis-server (test_srv) or the five
  * (test_nodes) a test file runs against; replies of admin commands checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fair mode (DLOCK_FAIR) against a real redis-server: waiters are served
  * in arrival order; the release hands the lock to the next live waiter, who
  * needs no round trip of its own (fence + 1, validity > 0); a waiter that

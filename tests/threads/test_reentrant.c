@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Counted reentrancy (DLOCK_REENTRANT) against real redis-servers: the
  * owner is client x thread, the hold count lives in the lock's hash and
  * every acquire needs its release; other threads and clients are other

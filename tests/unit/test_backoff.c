@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Randomness and key helpers: retry backoff, jitter, owner tokens, and the
  * fencing counter's key name. */
 #include <setjmp.h>
