@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dlock - distributed locks on Redis, for C.
  *
@@ -147,7 +148,7 @@ DLOCK_EXTERN(const char *) dlock_errname(int code);
 DLOCK_EXTERN(const char *) dlock_version(void);
 
 /**
- * Parse a duration: "250ms", "30s", "5m", "1h", or a plain number of seconds
+ * Parse a duration: "250ms", "30s", "5m", "1h", "1d", or a plain number of seconds
  * with an optional fraction ("1.5", like flock -w). Rounds to milliseconds.
  *
  * @param out_ms receives the duration in milliseconds; untouched on error.
@@ -187,10 +188,28 @@ typedef struct dlock_client_options {
     /** Wake waiters with pub/sub on release (1) or only poll (0).
      *  Default 1. */
     int wakeups;
+    /** Namespace: prepended to every lock name to make its Redis key (the
+     *  helper keys and the wake-up channel follow the key), e.g. "lock:"
+     *  turns lock "x" into key "lock:x". Copied by dlock_client_new();
+     *  at most DLOCK_KEY_PREFIX_MAX bytes. Default NULL (no prefix: the
+     *  key is the name). The key layout and the ACL rules a
+     *  least-privilege user needs are in docs/design.md. */
+    const char *key_prefix;
+    /** ACL user for every node, overriding a user in the URLs; NULL keeps
+     *  the URLs'. Copied by dlock_client_new(). Default NULL. */
+    const char *username;
+    /** Password for every node, overriding a password in the URLs; NULL
+     *  keeps the URLs'. Keeps the secret out of URL strings (and so out
+     *  of `ps` and log lines that print a URL). Copied by
+     *  dlock_client_new(). Default NULL. */
+    const char *password;
 } dlock_client_options;
 
+/** Longest dlock_client_options.key_prefix accepted, in bytes. */
+#define DLOCK_KEY_PREFIX_MAX 1024
+
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
-    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1 }
+    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL }
 
 /** Fill @p opts with the defaults for @p version. Returns DLOCK_EINVAL for a
  *  NULL pointer or an unknown version. */
@@ -252,7 +271,8 @@ typedef struct dlock_node_status {
 
 /**
  * Look at a lock by name without taking it: held or free, remaining TTL and
- * last fencing token, per node.
+ * last fencing token, per node. The client's key_prefix applies, as for
+ * dlock_lock_new().
  *
  * @param out   array of at least dlock_client_node_count() entries.
  * @param n_out its length.
@@ -473,7 +493,7 @@ DLOCK_EXTERN(const char *) dlock_lock_token(const dlock_lock *lock);
  *  name. 0 when not held or with DLOCK_NO_FENCE. */
 DLOCK_EXTERN(uint64_t) dlock_lock_fence(const dlock_lock *lock);
 
-/** The lock name given at creation. */
+/** The lock name given at creation (without the client's key_prefix). */
 DLOCK_EXTERN(const char *) dlock_lock_name(const dlock_lock *lock);
 
 /** Hold count in reentrant mode (1 in plain mode when held, else 0). */

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- acquire.lua: take a plain lock (a string value with a PX TTL), the same
 -- shape redsync, go-zero, node-redlock and redis-py use, so all of them
 -- exclude each other on one key.
@@ -28,7 +29,7 @@ local function bad_fence(k)
   if t == 'none' then return nil end
   local f = t == 'string' and redis.call('get', k)
   if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
-  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+  return redis.error_reply('WRONGTYPE the fencing counter of this lock holds a ' .. t ..
                            ' that is not a counter; nothing written')
 end
 if redis.call('exists', KEYS[1]) == 0 then

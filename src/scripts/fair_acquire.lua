@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fair_acquire.lua: take a lock in arrival order, or wait in line.
 --
 -- The queue is a list of waiter tokens (KEYS[2]). Every waiter also has a
@@ -35,14 +36,14 @@ local function bad_fence(k)
   if t == 'none' then return nil end
   local f = t == 'string' and redis.call('get', k)
   if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
-  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+  return redis.error_reply('WRONGTYPE the fencing counter of this lock holds a ' .. t ..
                            ' that is not a counter; nothing written')
 end
 
 local v = redis.call('get', lock)
 local qt = redis.call('type', q).ok
 if qt ~= 'none' and qt ~= 'list' then
-  return redis.error_reply('WRONGTYPE queue ' .. q .. ' holds a ' .. qt .. ', not a list; nothing written')
+  return redis.error_reply('WRONGTYPE the waiting line of this lock holds a ' .. qt .. ', not a list; nothing written')
 end
 if v == tok then
   -- handed over to us by a release since our last call

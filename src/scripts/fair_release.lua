@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fair_release.lua: release a fair lock and hand it straight to the next
 -- live waiter, so the next holder needs no round trip to take it.
 --
@@ -30,7 +31,7 @@ local function bad_fence(k)
   if t == 'none' then return nil end
   local f = t == 'string' and redis.call('get', k)
   if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
-  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+  return redis.error_reply('WRONGTYPE the fencing counter of this lock holds a ' .. t ..
                            ' that is not a counter; nothing written')
 end
 
@@ -41,7 +42,7 @@ if v ~= tok then
 end
 local qt = redis.call('type', q).ok
 if qt ~= 'none' and qt ~= 'list' then
-  return redis.error_reply('WRONGTYPE queue ' .. q .. ' holds a ' .. qt .. ', not a list; nothing written')
+  return redis.error_reply('WRONGTYPE the waiting line of this lock holds a ' .. qt .. ', not a list; nothing written')
 end
 if #KEYS > 2 then
   local e = bad_fence(KEYS[3])

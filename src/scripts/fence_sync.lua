@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fence_sync.lua: raise a fencing counter to at least a given value.
 -- Redlock takes the largest counter of its majority as the fencing token and
 -- writes it back to a majority with this script before it reports success:
@@ -14,7 +15,7 @@
 local s = redis.call('get', KEYS[1]) or '0'
 local c = tonumber(s)
 if not c or not string.match(s, '^%d+$') then
-  return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[1] .. ' is not a counter')
+  return redis.error_reply('WRONGTYPE the fencing counter of this lock is not a counter')
 end
 local v = tonumber(ARGV[1])
 if v > c then

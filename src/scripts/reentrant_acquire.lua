@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- reentrant_acquire.lua: take or re-enter a counted lock, stored as a hash
 -- {owner -> hold count} with a PX TTL on the key.
 --
@@ -42,7 +43,7 @@ local function bad_fence(k)
   if t == 'none' then return nil end
   local f = t == 'string' and redis.call('get', k)
   if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
-  return redis.error_reply('WRONGTYPE fencing counter ' .. k .. ' holds a ' .. t ..
+  return redis.error_reply('WRONGTYPE the fencing counter of this lock holds a ' .. t ..
                            ' that is not a counter; nothing written')
 end
 

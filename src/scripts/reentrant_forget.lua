@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- reentrant_forget.lua: drop a freed handle's bookkeeping fields from a
 -- counted lock (see reentrant_acquire.lua), so that a key held for long by
 -- one owner does not collect two fields per handle that ever used it.

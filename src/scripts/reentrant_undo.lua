@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- reentrant_undo.lua: take back the hold one acquire attempt may have
 -- added, after its reply was lost (outcome unknown) or came too late.
 --

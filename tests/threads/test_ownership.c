@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ownership safety under faults (issue 22), against a real redis-server:
  * an undo takes back only what its own attempt added; unknown outcomes are
  * undone exactly once; a handle that holds nothing is never renewed; the
@@ -106,30 +107,33 @@ static void acquire_with_a_bad_fence_counter(unsigned flags, const char *name)
     dlock_client *c = test_client_for(&test_srv, NULL);
     dlock_lock *l = test_lock_new(c, name, 10000, flags, 5, 20);
     char fence[128];
-    snprintf(fence, sizeof fence, "{%s}:fence", name);
+    size_t fl = test_helper_key(fence, sizeof fence, name, "fence");
 
-    test_cmd_status(&test_srv, "SET %s abc", fence);
+    freeReplyObject(test_cmd_bin(&test_srv, "SET %b abc", fence, fl));
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EWRONGTYPE);
     print_message("%s: %s\n", name, dlock_lock_errmsg(l));
     assert_non_null(strstr(dlock_lock_errmsg(l), "fencing counter"));
     assert_int_equal(test_key_exists(&test_srv, name), 0); /* nothing written */
-    test_assert_key_value(&test_srv, fence, "abc");
+    redisReply *r = test_cmd_bin(&test_srv, "GET %b", fence, fl);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "abc");
+    freeReplyObject(r);
 
-    /* Another type, e.g. a peer's lock whose name is our fence key. */
-    freeReplyObject(test_cmd(&test_srv, "DEL %s", fence));
-    freeReplyObject(test_cmd(&test_srv, "HSET %s someone 1", fence));
+    /* Another type than a string counter. */
+    freeReplyObject(test_cmd_bin(&test_srv, "DEL %b", fence, fl));
+    freeReplyObject(test_cmd_bin(&test_srv, "HSET %b someone 1", fence, fl));
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EWRONGTYPE);
     assert_int_equal(test_key_exists(&test_srv, name), 0);
 
     /* A counter too large to count on exactly. */
-    freeReplyObject(test_cmd(&test_srv, "DEL %s", fence));
-    test_cmd_status(&test_srv, "SET %s 9223372036854775807", fence);
+    freeReplyObject(test_cmd_bin(&test_srv, "DEL %b", fence, fl));
+    freeReplyObject(test_cmd_bin(&test_srv, "SET %b 9223372036854775807", fence, fl));
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EWRONGTYPE);
     assert_int_equal(test_key_exists(&test_srv, name), 0);
 
     /* A sound counter works as before. */
-    freeReplyObject(test_cmd(&test_srv, "DEL %s", fence));
-    test_cmd_status(&test_srv, "SET %s 41", fence);
+    freeReplyObject(test_cmd_bin(&test_srv, "DEL %b", fence, fl));
+    freeReplyObject(test_cmd_bin(&test_srv, "SET %b 41", fence, fl));
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_fence(l), 42);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -153,14 +157,24 @@ static void fair_release_with_a_bad_fence_counter_hands_nothing_over(void **stat
     dlock_lock *a = test_lock_new(c, name, 10000, DLOCK_FAIR, 5, 20);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     char *tok = strdup(dlock_lock_token(a));
-    /* A waiter in line, by hand: queue entry and liveness key. */
-    freeReplyObject(test_cmd(&test_srv, "RPUSH {%s}:q waiter1", name));
-    test_cmd_status(&test_srv, "SET {%s}:w:waiter1 10000 PX 10000", name);
-    test_cmd_status(&test_srv, "SET {%s}:fence abc", name);
+    /* A waiter in line, by hand: queue entry and liveness key (KEY NUL w
+     * NUL token). */
+    char q[128], w[128], fence[128];
+    size_t ql = test_helper_key(q, sizeof q, name, "q");
+    size_t wl = test_helper_key(w, sizeof w, name, "w");
+    w[wl++] = '\0';
+    memcpy(w + wl, "waiter1", 7);
+    wl += 7;
+    size_t fl = test_helper_key(fence, sizeof fence, name, "fence");
+    freeReplyObject(test_cmd_bin(&test_srv, "RPUSH %b waiter1", q, ql));
+    freeReplyObject(test_cmd_bin(&test_srv, "SET %b 10000 PX 10000", w, wl));
+    freeReplyObject(test_cmd_bin(&test_srv, "SET %b abc", fence, fl));
     assert_int_equal(dlock_lock_release(a), DLOCK_EWRONGTYPE);
     /* Nothing changed: still our token, the waiter still in line. */
     test_assert_key_value(&test_srv, name, tok);
-    assert_int_equal(test_cmd_int(&test_srv, "LLEN {%s}:q", name), 1);
+    redisReply *r = test_cmd_bin(&test_srv, "LLEN %b", q, ql);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
     free(tok);
     dlock_lock_free(a);
     dlock_client_free(c);

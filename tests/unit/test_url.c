@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node URLs: dlock__url_parse() and the argument checks of
  * dlock_client_new(). No server: connecting is lazy. */
 #include <setjmp.h>
