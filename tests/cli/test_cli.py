@@ -363,6 +363,32 @@ class Run(DlockTest):
             self.assertEqual(f.read(), "TERM\n")
         self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
 
+    def test_signal_ends_the_wait_at_once_with_an_attempt_in_flight(self):
+        # issue 22 item 8: the server stops while `dlock run` waits; its
+        # next attempt hangs on the stopped server (I/O timeout 3 s) and a
+        # SIGTERM must end the wait at once, not after 1.5 x the timeout.
+        self.acquire("2s")
+        ran = self.path("ran")
+        p = self.spawn("--io-timeout", "3s", "run", "-w", "20s", self.name, "--", "touch", ran)
+        time.sleep(0.5)  # waiting by now
+        os.kill(self.redis.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(2.5)  # the holder's TTL is over: an attempt is on the wire
+            self.assertIsNone(p.poll())
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=10)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(self.redis.proc.pid, signal.SIGCONT)
+        self.assertEqual(p.returncode, 143, err)
+        self.assertLess(took, 1.0, err)
+        self.assertFalse(os.path.exists(ran))
+        # the attempt runs when the server resumes, and its undo after it
+        self.assertTrue(wait_until(self.redis.ping, 5))
+        time.sleep(0.3)
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
     def test_sigint_while_waiting_exits_130_and_leaves_nothing_behind(self):
         token = self.acquire("30s")
         ran = self.path("ran")
