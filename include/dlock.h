@@ -422,6 +422,12 @@ DLOCK_EXTERN(int) dlock_lock_acquire(dlock_lock *lock, int64_t wait_ms);
  *         it is renewed any more: a failed release of one of several
  *         counted holds drops them all from the handle, and the count left
  *         in Redis ends with its TTL.
+ *         A release that may not have run on a node (no reply, or an
+ *         error such as OOM) is sent again before the handle's next
+ *         acquire and on dlock_lock_free(), so a node that answers again
+ *         does not keep the key (or a fair line) until its TTL. Sending it
+ *         again is safe: release compares the token, and a counted
+ *         release carries an operation number applied at most once.
  */
 DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
 

@@ -644,6 +644,14 @@ static int attempt(dlock_lock *l, int *retry)
     char seq[24];
 
     *retry = 0;
+    if (!reentrant && l->rel_pending) {
+        /* The last release's outcome was unknown: send it again with its
+         * token (compare-and-delete: harmless if it ran) before the token
+         * changes; if the node still does not answer, the key ends with
+         * its TTL, as before. */
+        flush_release(l, node_timeout_ms(l, l->opts.ttl_ms));
+        l->rel_pending = 0;
+    }
     if (reentrant && l->rel_pending && flush_release(l, node_timeout_ms(l, l->opts.ttl_ms))) {
         /* A newer operation would make the old release's resend look
          * stale: none before the node answered it. */
@@ -979,6 +987,10 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
                        "cleanup is not answered yet", l->name);
         return DLOCK_EUNKNOWN;
     }
+    if (l->rel_pending) { /* as in attempt(): the old token's release again */
+        flush_release(l, l->client->opts.io_timeout_ms);
+        l->rel_pending = 0;
+    }
     /* One token for the whole wait: it is our place in the line. */
     inline_token(l);
     int rc = dlock__token_hex(l->token);
@@ -1185,10 +1197,12 @@ int dlock_lock_release(dlock_lock *l)
     }
     send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
     int rc = owner_code(&t);
+    /* Where it may not have run, it is sent again before the handle's next
+     * acquire, or on free: a lost release no longer keeps the key (and a
+     * fair line) for the whole TTL when the node answers again. */
+    note_release_pending(l, &t, NULL);
     if (is_reentrant(l)) {
-        /* Where it may not have run, it is sent again later (and with it
-         * the holds this handle drops below if it failed). */
-        note_release_pending(l, &t, NULL);
+        /* ... and with it the holds this handle drops below if it failed. */
         l->in_doubt |= l->rel_pending;
         if (rc != DLOCK_OK && l->rel_pending && l->holds > 1)
             l->rel_extra = l->holds - 1;
@@ -1298,6 +1312,10 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
 {
     if (!l || !token || forked(l))
         return DLOCK_EINVAL;
+    if (l->rel_pending && get_state(l) == DLOCK_STATE_UNLOCKED) {
+        flush_release(l, l->client->opts.io_timeout_ms); /* before the token changes */
+        l->rel_pending = 0;
+    }
     size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
     if (n == 0 || n > DLOCK_TOKEN_MAX || is_reentrant(l) || get_state(l) != DLOCK_STATE_UNLOCKED) {
         dlock__err_set(&l->err, "adopt needs a 1..%d byte token, a plain-mode handle that holds nothing",

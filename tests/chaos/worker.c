@@ -219,6 +219,8 @@ static int run_dlock(worker *w, long todo)
         want_since = chaos_now_ns();
         done++;
     }
+    /* A worker that never got in again until the end waited that long. */
+    note_wait(w, want_since);
     for (int i = 0; i < n_more; i++)
         dlock_lock_free(w->more[i]);
     dlock_lock_free(w->lock);

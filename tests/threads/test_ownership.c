@@ -319,6 +319,53 @@ static void release_with_a_lost_reply_is_applied_once(void **state)
     dlock_client_free(c);
 }
 
+/* A plain or fair release cut off before it ran is sent again before the
+ * handle's next acquire: the key (and the fair line) does not wait for
+ * its TTL. */
+static void lost_release_cut_off(unsigned flags, const char *name)
+{
+    dlock_client *c = client_io(1000);
+    dlock_lock *l = test_lock_new(c, name, 30000, flags, 5, 20);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
+    delayed kill;
+    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    int rc = dlock_lock_release(l);
+    join_delayed(&kill);
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    test_sleep_ms(700);
+    assert_int_equal(test_key_exists(&test_srv, name), 1); /* it never ran */
+    dlock_client *c2 = test_client_for(&test_srv, NULL);
+    dlock_lock *other = test_lock_new(c2, name, 30000, flags, 5, 20);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED);
+    /* The handle's next acquire sends the release again first. */
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_client_free(c2);
+    /* And on free. */
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
+    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    rc = dlock_lock_release(l);
+    join_delayed(&kill);
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    test_sleep_ms(700);
+    assert_int_equal(test_key_exists(&test_srv, name), 1);
+    dlock_lock_free(l);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_client_free(c);
+}
+
+static void plain_and_fair_release_cut_off_is_sent_again(void **state)
+{
+    (void)state;
+    lost_release_cut_off(0, "own:lost-release-plain");
+    lost_release_cut_off(DLOCK_FAIR, "own:lost-release-fair");
+}
+
 /* ---- item 3: a handle that holds nothing is never renewed -------------- */
 
 static void failed_non_last_release_stops_the_renewal(void **state)
@@ -703,6 +750,7 @@ int main(void)
         T(reentry_under_debug_sleep_is_counted_once),
         T(lost_release_of_one_handle_is_sent_again),
         T(release_with_a_lost_reply_is_applied_once),
+        T(plain_and_fair_release_cut_off_is_sent_again),
         T(failed_non_last_release_stops_the_renewal),
         T(release_during_the_round_that_finds_the_loss_returns_elost),
         T(on_lost_may_release_its_own_lock),
