@@ -109,7 +109,9 @@ typedef enum dlock_error {
     DLOCK_EEXPIRED = -5,
     /** The watchdog found the lock lost; the handle no longer holds it. */
     DLOCK_ELOST = -6,
-    /** Redlock: no majority of nodes could be reached or agreed in time. */
+    /** Redlock: no majority of nodes could be reached in time (a
+     *  majority failed, was silent or refused). A lock held by another
+     *  owner with a minority of nodes down is DLOCK_ENOTACQUIRED. */
     DLOCK_ENOQUORUM = -7,
     /** An argument is invalid (NULL, empty, too long, out of range). */
     DLOCK_EINVAL = -8,
@@ -350,7 +352,9 @@ DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
  * @param wait_ms 0: try once. > 0: retry until this many ms have passed.
  *                DLOCK_WAIT_FOREVER: retry until acquired or cancelled.
  * @return DLOCK_OK (held; see dlock_lock_token(), dlock_lock_fence()),
- *         DLOCK_ENOTACQUIRED (wait_ms == 0 and held by another owner),
+ *         DLOCK_ENOTACQUIRED (wait_ms == 0 and held by another owner;
+ *         with several nodes: some node said so and the failing nodes are
+ *         a minority),
  *         DLOCK_ETIMEDOUT (still held by another owner at the deadline),
  *         DLOCK_ECANCELED, DLOCK_EINVAL (negative wait other than
  *         DLOCK_WAIT_FOREVER; the handle already holds a non-reentrant lock),

@@ -22,6 +22,9 @@
 
 #define KNOWN_FLAGS (DLOCK_REENTRANT | DLOCK_AUTO_RENEW | DLOCK_FAIR | DLOCK_NO_FENCE)
 #define WAKE_PREFIX "dlock:wake:"
+/* How long a release or extend that a majority decided still listens for
+ * the other nodes (see dlock__fanout_opts.grace_ms). */
+#define DECIDED_GRACE_MS 100
 
 int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
 {
@@ -219,6 +222,8 @@ typedef struct tally {
     uint8_t maybe_ours[DLOCK__MAX_NODES]; /* may hold our token now */
     int node_err[DLOCK__MAX_NODES];
     int64_t min_pttl;   /* among "taken" answers */
+    uint64_t holder[DLOCK__MAX_NODES]; /* hash of the holder a "taken" answer
+                                          named (0: not named) */
     uint64_t max_fence; /* among grants */
     size_t at_max;      /* grants whose counter returned max_fence */
     long long count;    /* reentrant hold count from a grant */
@@ -258,9 +263,42 @@ static void note_error(tally *t, size_t node, int code, const char *detail)
                       detail && *detail ? detail : dlock_strerror(code));
 }
 
+/* A round is decided when a majority said yes, or "no" (held by another),
+ * or failed. A mix of "no" and failures is not: the nodes still to answer
+ * tell a busy lock (DLOCK_ENOTACQUIRED, wait for the release) from a
+ * majority out of reach (DLOCK_ENOQUORUM), so they are waited for (up to
+ * the per-node timeout). Stopping there made one dead node of three plus a
+ * held lock read as "no quorum" (issue 15). */
 static int decided(const tally *t)
 {
-    return t->yes >= t->quorum || t->no + t->err > t->n - t->quorum;
+    size_t minority = t->n - t->quorum;
+    return t->yes >= t->quorum || t->no > minority || t->err > minority;
+}
+
+/* FNV-1a of a holder's token: tells "the same owner on a majority" from
+ * a split vote without keeping the tokens. Never 0 (0 = not named). */
+static uint64_t holder_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* Most "taken" answers that named one and the same holder. */
+static size_t max_same_holder(const tally *t)
+{
+    size_t best = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->holder[i])
+            continue;
+        size_t k = 0;
+        for (size_t j = 0; j < t->n; j++)
+            k += t->holder[j] == t->holder[i];
+        if (k > best)
+            best = k;
+    }
+    return best;
 }
 
 static int64_t int_elem(const redisReply *r, size_t i, int *ok)
@@ -334,6 +372,8 @@ static int acquire_cb(void *arg, size_t node, uint32_t idx, int err,
             t->vote[node] = V_NO;
             if (v >= 0 && (t->min_pttl < 0 || v < t->min_pttl))
                 t->min_pttl = v;
+            if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING)
+                t->holder[node] = holder_hash(r->element[2]->str, r->element[2]->len);
         }
     }
     return decided(t);
@@ -385,9 +425,10 @@ static int release_cb(void *arg, size_t node, uint32_t idx, int err,
                               t->lock->client->nodes[node].name);
         }
     }
-    /* Extend decides at a majority either way; release goes to every node
-     * and waits for all of them (up to the I/O timeout). */
-    return t->kind == DLOCK__S_EXTEND && decided(t);
+    /* Release and extend decide at a majority either way; the fan-out's
+     * grace lets the other nodes that answer at once be heard too, but a
+     * silent node does not hold the caller up (issue 15). */
+    return decided(t);
 }
 
 /* The code for a fan-out that did not reach a majority of successes. */
@@ -404,14 +445,19 @@ static int is_fair(const dlock_lock *l)
 }
 
 /* Send the release script for our current token to the nodes in `mask`
- * (all if NULL), waiting up to timeout_ms per node, and fill t. */
-static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int quiet,
+ * (all if NULL), waiting up to timeout_ms per node, and fill t. An undo
+ * (of an attempt's partial grant) adds nothing to the detail message and
+ * publishes no wake-up: it frees only keys of this attempt, which no waiter
+ * counts on, and its message would wake this very waiter (and every other)
+ * into another attempt and another undo: a storm while the lock is held on
+ * a majority but not on every node (issue 15). */
+static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
                          tally *t)
 {
     const char *args[6];
     size_t lens[6];
     dlock__req req;
-    int wake = l->client->opts.wakeups || is_fair(l);
+    int wake = !undo && (l->client->opts.wakeups || is_fair(l));
     if (is_fair(l)) {
         /* KEYS lock, queue[, fence]; ARGV token, channel, liveness prefix */
         int k = 0;
@@ -432,9 +478,9 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
         req = (dlock__req){dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE),
                            1, is_reentrant(l) ? 4 : 3, args, lens};
     }
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DECIDED_GRACE_MS};
     tally_init(t, l, DLOCK__S_RELEASE);
-    t->quiet = quiet;
+    t->quiet = undo;
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
         note_error(t, 0, DLOCK_ENOMEM, "");
 }
@@ -466,7 +512,7 @@ static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
     const char *args[2] = {l->fence_key, v};
     size_t lens[2] = {l->fence_len, strlen(v)};
     dlock__req req = {dlock__script_get(DLOCK__S_FENCE_SYNC), 1, 2, args, lens};
-    dlock__fanout_opts fo = {node_timeout_ms(l, l->opts.ttl_ms), deadline_ns, NULL};
+    dlock__fanout_opts fo = {node_timeout_ms(l, l->opts.ttl_ms), deadline_ns, NULL, 0};
     tally t;
     tally_init(&t, l, DLOCK__S_FENCE_SYNC);
     t.max_fence = fence;
@@ -519,12 +565,17 @@ static int attempt(dlock_lock *l, int *retry)
     /* Validity is counted from before the first byte is sent. */
     int64_t t0 = dlock__now_ns();
     int64_t lease_end = t0 + ttl * DLOCK__NS_PER_MS - drift_ns(l, ttl);
-    dlock__fanout_opts fo = {node_timeout_ms(l, ttl), lease_end, NULL};
+    dlock__fanout_opts fo = {node_timeout_ms(l, ttl), lease_end, NULL, 0};
     if (dlock__fanout(l->client, &req, 1, &fo, acquire_cb, &t) != DLOCK_OK) {
         dlock__err_set(&l->err, "out of memory");
         return DLOCK_ENOMEM;
     }
     l->holder_ttl_ms = t.min_pttl;
+    /* A split vote: this attempt won some nodes and no other owner was
+     * seen on a majority, so nobody may hold the lock and nobody will
+     * publish a release; the waiter retries after a short random backoff
+     * rather than the holder's TTL. */
+    l->split_vote = t.yes > 0 && max_same_holder(&t) < t.quorum;
 
     int rc = DLOCK_OK;
     if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
@@ -557,7 +608,11 @@ static int attempt(dlock_lock *l, int *retry)
         dlock__err_append(&l->err, "the lease ran out before a majority answered");
         rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EUNKNOWN;
         *retry = 1;
-    } else if (t.no > t.n - t.quorum) {
+    } else if (t.no > 0 && t.err <= t.n - t.quorum) {
+        /* Some node said "held by another" and the failed or silent nodes
+         * are a minority: a majority is there, the lock is busy or being
+         * fought over. A missing vote is not a verdict; DLOCK_ENOQUORUM is
+         * for when no majority can be reached at all (issue 15). */
         rc = DLOCK_ENOTACQUIRED;
         *retry = 1;
     } else {
@@ -645,7 +700,9 @@ static int acquire_wait(dlock_lock *l, int64_t wait_ms, int64_t deadline)
                 continue;
         }
         int64_t sleep_ms;
-        if (watching && l->holder_ttl_ms >= 0)
+        if (rc == DLOCK_ENOTACQUIRED && l->split_vote)
+            sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
+        else if (watching && l->holder_ttl_ms >= 0)
             /* The release message comes first; the holder's expiry is the
              * latest we need to look (a crashed holder never publishes). */
             sleep_ms = DLOCK__MIN(l->holder_ttl_ms + 1, SAFETY_POLL_MS);
@@ -694,7 +751,7 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
         args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
     }
     dlock__req req = {dlock__script_get((dlock__script_id)script), nkeys, k, args, lens};
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     tally t;
     tally_init(&t, l, DLOCK__S_ACQUIRE);
     dlock__err_clear(&l->err);
@@ -930,7 +987,7 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
     /* A confirmation after the current lease ended proves nothing: the key
      * may have expired and been taken in between. */
     int64_t deadline = old_end == INT64_MIN ? INT64_MAX : old_end;
-    dlock__fanout_opts fo = {node_timeout_ms(l, ttl_ms), deadline, NULL};
+    dlock__fanout_opts fo = {node_timeout_ms(l, ttl_ms), deadline, NULL, DECIDED_GRACE_MS};
     tally t;
     tally_init(&t, l, DLOCK__S_EXTEND);
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, &t) != DLOCK_OK)

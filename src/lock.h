@@ -45,6 +45,7 @@ struct dlock_lock {
     uint64_t fence;
     unsigned holds;
     int64_t holder_ttl_ms;
+    int split_vote; /* the last attempt met a split vote, not one holder */
     dlock__errbuf err;
 
     /* Watchdog bookkeeping (watchdog.c), under the watchdog's mutex. */

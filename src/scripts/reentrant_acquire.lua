@@ -9,7 +9,8 @@
 -- Replies  {1, fence, count}  granted; count = holds by this owner now.
 --                             fence: the new counter value on a first hold,
 --                             the current one on a re-entry (same hold)
---          {0, pttl}          held by another owner; its remaining ms
+--          {0, pttl, holder}  held by another owner: its remaining ms and
+--                             its owner id
 --          error WRONGTYPE    the key exists and is not a hash
 --
 -- Invariant: a hash has one owner field at most; only that owner can raise
@@ -32,4 +33,4 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   if #KEYS > 1 then fence = tonumber(redis.call('get', KEYS[2]) or '0') end
   return {1, fence, n}
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, redis.call('pttl', KEYS[1]), redis.call('hkeys', KEYS[1])[1] or ''}
