@@ -29,7 +29,8 @@
  * client may be called concurrently (connections come from a per-node pool).
  * A dlock_lock handle is used by one thread at a time, with three exceptions
  * that are safe from any thread at any time: dlock_lock_cancel(),
- * dlock_lock_state() and dlock_lock_validity_ms(). Callbacks say which thread
+ * dlock_lock_state(), dlock_lock_validity_ms(), dlock_lock_holder_ttl_ms()
+ * and dlock_lock_name(). Callbacks say which thread
  * runs them.
  *
  * Time
@@ -450,8 +451,9 @@ DLOCK_EXTERN(const char *) dlock_lock_name(const dlock_lock *lock);
 DLOCK_EXTERN(unsigned) dlock_lock_hold_count(const dlock_lock *lock);
 
 /** Remaining TTL of the other owner seen by the last acquire that found the
- *  lock taken, in ms; -1 if unknown. Lets a caller report "held by another
- *  owner (ttl 27.3s)". */
+ *  lock taken (during a wait: the latest look), in ms; -1 if unknown. Lets
+ *  a caller report "held by another owner (ttl 27.3s)". Thread-safe: a
+ *  progress reporter may read it while another thread waits. */
 DLOCK_EXTERN(int64_t) dlock_lock_holder_ttl_ms(const dlock_lock *lock);
 
 /** Detail message of the last failed call on this handle (names the node

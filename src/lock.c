@@ -805,7 +805,11 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
             set_state(l, DLOCK_STATE_HELD, from + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             break;
         }
-        if (rc != DLOCK_ENOTACQUIRED && rc != DLOCK_EBUSY && rc != DLOCK_EUNKNOWN)
+        /* A node that is down, busy or silent may come back before the
+         * deadline (a restart): ride it out like a default-mode waiter;
+         * the next look joins the line again if the restart emptied it. */
+        if (rc != DLOCK_ENOTACQUIRED && rc != DLOCK_EBUSY && rc != DLOCK_EUNKNOWN &&
+            !(rc == DLOCK_EIO && wait_ms != 0))
             break;
         if (rc == DLOCK_ENOTACQUIRED)
             t_wait_sent = t_sent;

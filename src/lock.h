@@ -3,6 +3,7 @@
 #define DLOCK_LOCK_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "common.h"
 #include "error.h"
@@ -44,7 +45,7 @@ struct dlock_lock {
     char token_inline[64];
     uint64_t fence;
     unsigned holds;
-    int64_t holder_ttl_ms;
+    _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
     dlock__errbuf err;
 

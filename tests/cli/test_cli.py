@@ -410,6 +410,41 @@ class Run(DlockTest):
         finally:
             server.stop()
 
+    def test_fair_waiter_rides_out_a_server_restart(self):
+        server = RedisServer(self.tmp)
+        try:
+            urls = [server.url]
+            r = self.dlock("acquire", "-t", "20s", self.name, urls=urls)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            p = self.spawn("run", "--fair", "-w", "20s", self.name, "--", "true", urls=urls)
+            time.sleep(0.5)
+            server.stop()  # no persistence: the restarted server is empty
+            time.sleep(0.5)
+            self.assertIsNone(p.poll())
+            server = RedisServer(self.tmp, port=server.port)
+            _, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 0, err)
+        finally:
+            server.stop()
+
+    def test_verbose_fair_waiters_run_in_arrival_order(self):
+        token = self.acquire("30s")
+        log = self.path("order")
+        procs = []
+        for who in "ABC":
+            procs.append(self.spawn("-v", "run", "--fair", "-w", "30s", self.name, "--",
+                                    "sh", "-c", f"echo {who} >> {log}"))
+            time.sleep(0.3)
+        time.sleep(2.5)  # several progress slices: nobody may leave the line
+        r = self.dlock("release", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for p in procs:
+            _, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("waiting for", err)
+        with open(log) as f:
+            self.assertEqual(f.read(), "A\nB\nC\n")
+
     def test_verbose_reports_progress_while_waiting(self):
         self.acquire("30s")
         r = self.dlock("-v", "run", "-w", "2.2s", self.name, "--", "true")
@@ -561,6 +596,37 @@ class Redlock(DlockTest):
         self.assertEqual(r.returncode, 9, r.stderr)
         for s in nodes:
             self.assertEqual(s.cli("EXISTS", self.name), "0")
+
+    def test_busy_lock_with_one_of_three_nodes_dead_exits_1_and_waits(self):
+        dead = RedisServer(self.tmp)
+        try:
+            urls = [self.redis.url, self.more[0].url, dead.url]
+            r = self.dlock("acquire", "-t", "30s", self.name, urls=urls)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            token = r.stdout.strip()
+            dead.stop()
+            r = self.dlock("run", "-n", self.name, "--", "true", urls=urls)
+            self.assertEqual(r.returncode, 1, r.stderr)  # busy, not 69
+            p = self.spawn("run", "-w", "10s", self.name, "--", "true", urls=urls)
+            time.sleep(1)
+            self.assertIsNone(p.poll())  # waits instead of giving up with 69
+            r = self.dlock("release", self.name, token, urls=urls)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            _, err = p.communicate(timeout=15)
+            self.assertEqual(p.returncode, 0, err)
+        finally:
+            dead.stop()
+
+    def test_renewed_lease_survives_a_stopped_node(self):
+        urls = [self.redis.url, *[s.url for s in self.more]]
+        p = self.spawn("run", "-t", "1s", self.name, "--", "sleep", "4", urls=urls)
+        time.sleep(0.5)
+        os.kill(self.more[1].proc.pid, signal.SIGSTOP)
+        try:
+            _, err = p.communicate(timeout=20)
+        finally:
+            os.kill(self.more[1].proc.pid, signal.SIGCONT)
+        self.assertEqual(p.returncode, 0, err)  # not 75 (lost)
 
 
 if __name__ == "__main__":
