@@ -723,9 +723,9 @@ static int acquire_wait(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 }
 
 /* Fair mode: one fair_acquire.lua call per look; between looks the waiter
- * sleeps until the release script hands the lock to its token (no round
- * trip needed), a release message, the holder's expiry, its liveness
- * refresh, or the deadline. */
+ * sleeps until the release script hands the lock to its token (then one
+ * more call confirms the claim), a release message, the holder's expiry,
+ * its liveness refresh, or the deadline. */
 static int fair_call(dlock_lock *l, int script, const char *live_ttl,
                      int64_t *out_pttl, uint64_t *out_fence)
 {
@@ -745,8 +745,8 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
         args[k] = l->fence_key, lens[k++] = l->fence_len;
     int nkeys = k;
     args[k] = l->token, lens[k++] = l->token_len;
+    args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
     if (script == DLOCK__S_FAIR_ACQUIRE) {
-        args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
         args[k] = live_ttl, lens[k++] = strlen(live_ttl);
         args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
     }
@@ -783,8 +783,10 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
 
     /* Refresh our place often enough that the liveness key (3 refreshes
-     * long) never lapses while we wait; the refresh is also the latest
-     * known moment before a hand-over, from which its lease is counted. */
+     * long) never lapses while we wait. A hand-over gives us a claim lease
+     * of the rest of that key's life plus one refresh; we confirm it with
+     * the next fair_acquire.lua call, so a waiter that died lets the line
+     * go on after at most 4 refresh periods (docs/waiting.md). */
     int64_t refresh_ms = DLOCK__MAX(50, DLOCK__MIN(1000, l->opts.ttl_ms / 4));
     char live_ttl[24];
     snprintf(live_ttl, sizeof live_ttl, "%" PRId64, wait_ms == 0 ? 0 : 3 * refresh_ms);
@@ -792,17 +794,15 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     if (wait_ms != 0 && l->client->opts.wakeups)
         watching = dlock__wakeup_watch(l->client, l) == DLOCK_OK;
 
-    int64_t t_wait_sent = 0; /* send time of the last "wait in line" reply */
     uint64_t fence = 0;
     for (;;) {
         unsigned woken = woken_now(l);
         int64_t t_sent = dlock__now_ns(), pttl = -1;
         rc = fair_call(l, DLOCK__S_FAIR_ACQUIRE, live_ttl, &pttl, &fence);
         if (rc == DLOCK_OK) {
-            /* Taken now, or handed over since our last call: the grant was
-             * after that call was served. */
-            int64_t from = t_wait_sent ? t_wait_sent : t_sent;
-            set_state(l, DLOCK_STATE_HELD, from + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            /* Taken now, or a hand-over confirmed: either way the script
+             * set the full TTL after t_sent. */
+            set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             break;
         }
         /* A node that is down, busy or silent may come back before the
@@ -811,8 +811,6 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         if (rc != DLOCK_ENOTACQUIRED && rc != DLOCK_EBUSY && rc != DLOCK_EUNKNOWN &&
             !(rc == DLOCK_EIO && wait_ms != 0))
             break;
-        if (rc == DLOCK_ENOTACQUIRED)
-            t_wait_sent = t_sent;
         l->holder_ttl_ms = pttl >= 0 ? pttl : -1;
         int64_t now = dlock__now_ns();
         int canceled = 0;
@@ -821,27 +819,21 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
             if (pttl >= 0)
                 sleep_ms = DLOCK__MIN(sleep_ms, pttl + 1);
             canceled = sleep_until(l, woken, DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS));
+            /* A hand-over message only makes us look (and confirm) now. */
             DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-            int handed = l->handed_over;
-            uint64_t hf = l->handed_fence;
+            l->handed_over = 0;
             DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-            if (handed && !canceled) {
-                /* The release script gave us the lock: no round trip. */
-                fence = hf;
-                set_state(l, DLOCK_STATE_HELD, t_wait_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
-                rc = DLOCK_OK;
-                break;
-            }
             if (!canceled && dlock__now_ns() < deadline)
                 continue;
         }
         if (wait_ms == 0)
             break;
-        /* Deadline or cancel: leave the line, unless it was handed to us. */
-        int64_t dummy;
+        /* Deadline or cancel: leave the line, unless it was handed to us
+         * (then fair_leave.lua confirms the claim). */
+        int64_t dummy, t_leave = dlock__now_ns();
         int lrc = fair_call(l, DLOCK__S_FAIR_LEAVE, NULL, &dummy, &fence);
         if (lrc == DLOCK_OK) {
-            set_state(l, DLOCK_STATE_HELD, t_wait_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            set_state(l, DLOCK_STATE_HELD, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             rc = DLOCK_OK;
         } else {
             rc = canceled ? DLOCK_ECANCELED : (rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);

@@ -7,8 +7,12 @@
 -- ARGV[3]  liveness key prefix (see fair_acquire.lua)
 --
 -- Replies  2   released and handed over: the lock now holds the next
---              waiter's token with that waiter's TTL, the fencing counter
---              went up, and "g TOKEN FENCE" was published
+--              waiter's token with a claim lease (the rest of its liveness
+--              TTL plus one refresh period, a third of that TTL), the
+--              fencing counter went up, and "g TOKEN FENCE" was published;
+--              the waiter's next fair_acquire.lua call confirms the claim
+--              and sets its full TTL. A waiter that died without leaving
+--              lets the claim lapse within seconds (issue 15).
 --          1   released; nobody waits ("r" published)
 --          0   the key was gone (the lease had expired)
 --          -1  the key holds another owner's token; left untouched
@@ -27,10 +31,12 @@ redis.call('del', lock)
 local h = redis.call('lpop', q)
 while h do
   local wk = wprefix .. h
-  local ttl = redis.call('get', wk)
-  if ttl then
+  local live = tonumber(redis.call('get', wk))
+  if live then
+    local claim = redis.call('pttl', wk) + math.floor(live / 3)
+    if claim < 1 then claim = 1 end
     redis.call('del', wk)
-    redis.call('set', lock, h, 'PX', ttl)
+    redis.call('set', lock, h, 'PX', claim)
     local f = 0
     if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
     redis.call('publish', ch, 'g ' .. h .. ' ' .. f)
