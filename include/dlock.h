@@ -212,7 +212,12 @@ dlock_client_options_init(dlock_client_options *opts, unsigned int version);
  * @param opts   options, or NULL for the defaults.
  * @param errbuf optional buffer for a detail message on error (may be NULL).
  * @return DLOCK_OK, DLOCK_EINVAL (bad URL or option, or the same node
- *         twice), DLOCK_ENOTSUP, DLOCK_ENOMEM. Thread-safe.
+ *         twice: the same host:port, or names that resolve to a common
+ *         address and the same port, such as 127.0.0.1 and localhost; the
+ *         message names both URLs), DLOCK_ENOTSUP, DLOCK_ENOMEM.
+ *         Thread-safe. Names that resolve apart but reach one server
+ *         (127.0.0.1 and [::1], or TCP and its unix socket) are caught once
+ *         connected, by the server's run_id: see dlock_lock_acquire().
  */
 DLOCK_EXTERN(int)
 dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
@@ -358,7 +363,9 @@ DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
  *         a minority),
  *         DLOCK_ETIMEDOUT (still held by another owner at the deadline),
  *         DLOCK_ECANCELED, DLOCK_EINVAL (negative wait other than
- *         DLOCK_WAIT_FOREVER; the handle already holds a non-reentrant lock),
+ *         DLOCK_WAIT_FOREVER; the handle already holds a non-reentrant lock;
+ *         two of the client's URLs turned out to reach one server, by its
+ *         run_id: nothing is granted and the message names both URLs),
  *         or a node error: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EAUTH,
  *         DLOCK_EWRONGTYPE, DLOCK_EREFUSED, DLOCK_EBUSY, DLOCK_EPROTO
  *         (single node), DLOCK_ENOQUORUM (several nodes), DLOCK_ENOMEM.

@@ -1,5 +1,8 @@
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "client.h"
 #include "error.h"
@@ -43,6 +46,66 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
     if (o->wakeups != 0 && o->wakeups != 1) {
         snprintf(err, len, "wakeups must be 0 or 1");
         return DLOCK_EINVAL;
+    }
+    return DLOCK_OK;
+}
+
+/* 1 if two TCP nodes resolve to a common address and the same port (say
+ * 127.0.0.1, localhost and [::1]), naming it in addr. A name that does not
+ * resolve now is left to the run_id check once connected. */
+static int same_address(const dlock__node *a, const dlock__node *b, char *addr, size_t len)
+{
+    if (a->url.is_unix || b->url.is_unix || a->url.port != b->url.port)
+        return 0;
+    struct addrinfo hints, *ra = NULL, *rb = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    int found = 0;
+    if (getaddrinfo(a->url.host, NULL, &hints, &ra) == 0 &&
+        getaddrinfo(b->url.host, NULL, &hints, &rb) == 0) {
+        for (struct addrinfo *x = ra; x && !found; x = x->ai_next)
+            for (struct addrinfo *y = rb; y && !found; y = y->ai_next) {
+                if (x->ai_family != y->ai_family)
+                    continue;
+                const void *px, *py;
+                size_t n;
+                if (x->ai_family == AF_INET) {
+                    px = &((const struct sockaddr_in *)(const void *)x->ai_addr)->sin_addr;
+                    py = &((const struct sockaddr_in *)(const void *)y->ai_addr)->sin_addr;
+                    n = sizeof(struct in_addr);
+                } else if (x->ai_family == AF_INET6) {
+                    px = &((const struct sockaddr_in6 *)(const void *)x->ai_addr)->sin6_addr;
+                    py = &((const struct sockaddr_in6 *)(const void *)y->ai_addr)->sin6_addr;
+                    n = sizeof(struct in6_addr);
+                } else {
+                    continue;
+                }
+                if (!memcmp(px, py, n)) {
+                    found = 1;
+                    getnameinfo(x->ai_addr, x->ai_addrlen, addr, (socklen_t)len, NULL, 0,
+                                NI_NUMERICHOST);
+                }
+            }
+    }
+    if (ra)
+        freeaddrinfo(ra);
+    if (rb)
+        freeaddrinfo(rb);
+    return found;
+}
+
+int dlock__client_check_distinct(dlock_client *c, char *msg, size_t len)
+{
+    char ids[DLOCK__MAX_NODES][41];
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        dlock__node_run_id(&c->nodes[i], ids[i]);
+        for (size_t j = 0; j < i && ids[i][0]; j++)
+            if (!strcmp(ids[i], ids[j])) {
+                snprintf(msg, len, "URL %zu (%.100s) and URL %zu (%.100s) reach the same Redis "
+                         "server (run_id %.12s...): name each node once",
+                         j + 1, c->nodes[j].name, i + 1, c->nodes[i].name, ids[i]);
+                return DLOCK_EINVAL;
+            }
     }
     return DLOCK_OK;
 }
@@ -92,8 +155,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
             snprintf(err, sizeof err, "URL %zu is NULL", i + 1);
             rc = DLOCK_EINVAL;
         } else {
+            /* INFO server in the handshake also gives the run_id that
+             * tells two URLs of one server apart from two servers. */
             rc = dlock__node_init(&c->nodes[i], urls[i], (size_t)opts->pool_size,
-                                  opts->min_node_uptime_ms > 0, uerr, sizeof uerr);
+                                  opts->min_node_uptime_ms > 0 || n_urls > 1, uerr, sizeof uerr);
             if (rc != DLOCK_OK)
                 snprintf(err, sizeof err, "URL %zu: %s", i + 1, uerr);
         }
@@ -102,13 +167,22 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         c->n_nodes++;
         /* The same server twice (even with another db) is not an
          * independent node: it would vote twice and fail together. */
-        for (size_t j = 0; j < i; j++)
+        char addr[64] = "";
+        for (size_t j = 0; j < i; j++) {
             if (!strcmp(c->nodes[j].name, c->nodes[i].name)) {
                 snprintf(err, sizeof err, "URL %zu names the same node as URL %zu (%.200s)",
                          i + 1, j + 1, c->nodes[i].name);
                 rc = DLOCK_EINVAL;
                 goto fail;
             }
+            if (same_address(&c->nodes[j], &c->nodes[i], addr, sizeof addr)) {
+                snprintf(err, sizeof err, "URL %zu (%.90s) and URL %zu (%.90s) are the same node "
+                         "(both reach %s port %d)", j + 1, c->nodes[j].name, i + 1,
+                         c->nodes[i].name, addr, c->nodes[i].url.port);
+                rc = DLOCK_EINVAL;
+                goto fail;
+            }
+        }
     }
     c->quorum = n_urls / 2 + 1;
     if ((rc = dlock__token_hex(c->id)) != DLOCK_OK) {

@@ -20,4 +20,9 @@ struct dlock_client {
     struct dlock__wakeup *wakeup;
 };
 
+/* Redlock: if two nodes turned out to be the same server (same run_id
+ * once connected), write a message naming both into msg and return
+ * DLOCK_EINVAL; DLOCK_OK otherwise. */
+int dlock__client_check_distinct(dlock_client *c, char *msg, size_t len);
+
 #endif

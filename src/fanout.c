@@ -152,6 +152,10 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
                  * node that keeps answering a long batch (a watchdog round
                  * of many chunks) keeps its slot alive. */
                 s->deadline_ns = after_ms(now, o->io_timeout_ms, cap_ns);
+                /* The handshake's INFO came before this reply: let the
+                 * callback see which server answered (Redlock counts each
+                 * server once). */
+                dlock__node_note_run_id(&client->nodes[i], c);
                 stop = cb(arg, i, idx, DLOCK_OK, r, r->type == REDIS_REPLY_ERROR ? r->str : "",
                           c->server_start_ns) && !graced;
                 freeReplyObject(r);

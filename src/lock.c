@@ -233,6 +233,7 @@ typedef struct tally {
     int quiet;          /* add nothing to the handle's detail message */
     int gone;           /* release/extend: some node had no key */
     int kind;           /* which script */
+    int same_server;    /* two nodes turned out to be one server */
 } tally;
 
 static void tally_init(tally *t, dlock_lock *l, int kind)
@@ -350,6 +351,12 @@ static int acquire_cb(void *arg, size_t node, uint32_t idx, int err,
             note_error(t, node, DLOCK_EPROTO, "acquire script gave an unexpected reply");
         } else if (granted == 1) {
             t->maybe_ours[node] = 1;
+            char msg[8];
+            if (t->n > 1 && dlock__client_check_distinct(t->lock->client, msg, sizeof msg)) {
+                /* Its vote may be a second one from one server. */
+                t->same_server = 1;
+                return 1;
+            }
             if (vote_counts(t, node, start_ns)) {
                 t->yes++;
                 t->vote[node] = V_YES;
@@ -578,7 +585,17 @@ static int attempt(dlock_lock *l, int *retry)
     l->split_vote = t.yes > 0 && max_same_holder(&t) < t.quorum;
 
     int rc = DLOCK_OK;
-    if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
+    char same[300];
+    if (t.same_server || (l->client->n_nodes > 1 &&
+                          dlock__client_check_distinct(l->client, same, sizeof same) != DLOCK_OK)) {
+        dlock__client_check_distinct(l->client, same, sizeof same);
+        /* Two URLs reach one server (its run_id, learned on connecting):
+         * its votes counted twice. Nothing here is a grant; undo all. */
+        dlock__err_set(&l->err, "%s", same);
+        rc = DLOCK_EINVAL;
+        for (size_t i = 0; i < t.n; i++)
+            t.maybe_ours[i] = 1;
+    } else if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
         uint64_t fence = t.max_fence;
         /* A re-entry that found the key gone made a new hold (count 1):
          * the earlier holds ended with the lease, and this is a new grant

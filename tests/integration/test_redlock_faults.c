@@ -361,6 +361,86 @@ static void script_calls_per_critical_section_stay_bounded_under_contention(void
     munmap(shm, sz);
 }
 
+/* ---- item 4: one server under several names ----------------------------- */
+
+static void the_same_server_as_127_0_0_1_and_localhost_is_refused_at_creation(void **state)
+{
+    (void)state;
+    char a[64], b[64], err[300] = "";
+    snprintf(a, sizeof a, "redis://127.0.0.1:%d", test_nodes[0].port);
+    snprintf(b, sizeof b, "redis://localhost:%d", test_nodes[0].port);
+    const char *urls[] = {a, test_nodes[1].url, b};
+    dlock_client *c = NULL;
+    int rc = dlock_client_new(&c, urls, 3, NULL, err, sizeof err);
+    print_message("127.0.0.1 + localhost: %s (%s)\n", dlock_errname(rc), err);
+    assert_int_equal(rc, DLOCK_EINVAL);
+    assert_null(c);
+    char want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", test_nodes[0].port);
+    assert_non_null(strstr(err, want));
+    snprintf(want, sizeof want, "localhost:%d", test_nodes[0].port);
+    assert_non_null(strstr(err, want));
+}
+
+/* Names that resolve apart but reach one server: caught by its run_id as
+ * soon as that server answered under both names, in an acquire that then
+ * grants nothing and leaves no key. (The first acquire may be decided by
+ * two distinct servers before the second name answers; that grant is a
+ * true majority.) */
+static int acquire_until_refused(dlock_lock *l)
+{
+    int rc = DLOCK_OK;
+    for (int k = 0; k < 3 && rc == DLOCK_OK; k++) {
+        rc = dlock_lock_acquire(l, 0);
+        if (rc == DLOCK_OK)
+            assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        test_sleep_ms(20);
+    }
+    return rc;
+}
+
+static void assert_refused_once_connected(const char *first, const char *second, const char *key)
+{
+    const char *urls[] = {first, test_nodes[1].url, second};
+    dlock_client *c = test_client_new(urls, 3, NULL);
+    dlock_lock *l = test_lock_new(c, key, 10000, 0, 5, 50);
+    int rc = acquire_until_refused(l);
+    print_message("%s + %s: %s (%s)\n", first, second, dlock_errname(rc), dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_lock_errmsg(l), "same Redis server"));
+    assert_int_equal(dlock_lock_acquire(l, 1000), DLOCK_EINVAL); /* no waiting it out */
+    assert_int_equal(test_key_exists(&test_nodes[0], key), 0);
+    assert_int_equal(test_key_exists(&test_nodes[1], key), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void the_same_server_over_tcp_and_unix_socket_is_refused_once_connected(void **state)
+{
+    (void)state;
+    assert_refused_once_connected(test_nodes[0].url, test_nodes[0].unix_url, "faults:tcp-unix");
+}
+
+static void the_same_server_as_127_0_0_1_and_ipv6_loopback_is_refused_once_connected(void **state)
+{
+    (void)state;
+    test_redis both;
+    if (test_redis_start(&both, "bind 127.0.0.1 ::1\n") != 0)
+        skip(); /* no IPv6 loopback here */
+    char a[64], b[64];
+    snprintf(a, sizeof a, "redis://127.0.0.1:%d", both.port);
+    snprintf(b, sizeof b, "redis://[::1]:%d", both.port);
+    const char *urls[] = {a, test_nodes[1].url, b};
+    dlock_client *c = test_client_new(urls, 3, NULL);
+    dlock_lock *l = test_lock_new(c, "faults:v4-v6", 10000, 0, 5, 50);
+    int rc = acquire_until_refused(l);
+    print_message("%s + %s: %s (%s)\n", a, b, dlock_errname(rc), dlock_lock_errmsg(l));
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    test_redis_stop(&both);
+    assert_int_equal(rc, DLOCK_EINVAL);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, test_nodes_revive)
 
 int main(void)
@@ -372,6 +452,9 @@ int main(void)
         T(waiter_sleeps_while_the_lock_is_held_on_a_majority_but_not_every_node),
         T(renewed_lease_survives_a_sigstopped_minority_and_extend_release_do_not_wait),
         T(script_calls_per_critical_section_stay_bounded_under_contention),
+        T(the_same_server_as_127_0_0_1_and_localhost_is_refused_at_creation),
+        T(the_same_server_over_tcp_and_unix_socket_is_refused_once_connected),
+        T(the_same_server_as_127_0_0_1_and_ipv6_loopback_is_refused_once_connected),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
