@@ -164,7 +164,25 @@ DLOCK_EXTERN(int) dlock_duration_parse(int64_t *out_ms, const char *text);
 
 typedef struct dlock_client dlock_client;
 
-#define DLOCK_CLIENT_OPTIONS_VERSION 1
+/** Severity of a message passed to a dlock_log_fn. */
+typedef enum dlock_log_level {
+    /** dlock works on, degraded (for example: polling instead of pub/sub). */
+    DLOCK_LOG_WARN = 1
+} dlock_log_level;
+
+/**
+ * Receives a message the library has for a person, once per condition and
+ * client (not per call). So far: "pub/sub refused" when the server refuses
+ * SUBSCRIBE (a Redis 7 ACL user without channel rights, `resetchannels`);
+ * waiters of that client then poll with backoff up to retry_max_ms for the
+ * rest of its life. Runs on whichever library thread noticed (the wake-up
+ * thread for pub/sub), possibly with internal locks held: it must not block
+ * and must not call into dlock. dlock never writes to stderr itself.
+ */
+typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
+
+/** 2 added on_log and log_arg; version 1 structs are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 2
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
  *  dlock_client_options_init()) and change what you need. */
@@ -186,15 +204,21 @@ typedef struct dlock_client_options {
      *  when nodes run without persistence. Default 0 (off). */
     int64_t min_node_uptime_ms;
     /** Wake waiters with pub/sub on release (1) or only poll (0).
-     *  Default 1. */
+     *  Default 1. A release whose PUBLISH the server refuses still
+     *  succeeds; a refused SUBSCRIBE makes waiters poll (see on_log). */
     int wakeups;
+    /** Version 2: messages for a person (see dlock_log_fn); NULL drops
+     *  them. Default NULL. */
+    dlock_log_fn on_log;
+    void *log_arg;
 } dlock_client_options;
 
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
-    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1 }
+    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL }
 
-/** Fill @p opts with the defaults for @p version. Returns DLOCK_EINVAL for a
- *  NULL pointer or an unknown version. */
+/** Fill @p opts with the defaults for @p version (1 or 2; a version 1
+ *  struct lacks on_log and log_arg). Returns DLOCK_EINVAL for a NULL
+ *  pointer or an unknown version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
 

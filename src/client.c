@@ -1,4 +1,6 @@
 #include <netdb.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,18 +13,43 @@
 #include "wakeup.h"
 #include "watchdog.h"
 
+/* Bytes of a dlock_client_options of the given version (0: unknown):
+ * callers built against an older header pass a shorter struct. */
+static size_t options_size(unsigned int version)
+{
+    if (version == 1)
+        return offsetof(dlock_client_options, on_log);
+    if (version == DLOCK_CLIENT_OPTIONS_VERSION)
+        return sizeof(dlock_client_options);
+    return 0;
+}
+
 int dlock_client_options_init(dlock_client_options *opts, unsigned int version)
 {
-    if (!opts || version != DLOCK_CLIENT_OPTIONS_VERSION)
+    size_t size = options_size(version);
+    if (!opts || !size)
         return DLOCK_EINVAL;
     dlock_client_options d = DLOCK_CLIENT_OPTIONS_INIT;
-    *opts = d;
+    d.version = version;
+    memcpy(opts, &d, size);
     return DLOCK_OK;
+}
+
+void dlock__client_log(dlock_client *c, dlock_log_level level, const char *fmt, ...)
+{
+    if (!c->opts.on_log)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->opts.on_log(level, msg, c->opts.log_arg);
 }
 
 static int check_options(const dlock_client_options *o, char *err, size_t len)
 {
-    if (o->version != DLOCK_CLIENT_OPTIONS_VERSION) {
+    if (!options_size(o->version)) {
         snprintf(err, len, "unknown dlock_client_options version %u (this library knows %d)",
                  o->version, DLOCK_CLIENT_OPTIONS_VERSION);
         return DLOCK_EINVAL;
@@ -136,6 +163,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         opts = &defaults;
     if ((rc = check_options(opts, err, sizeof err)) != DLOCK_OK)
         goto fail;
+    /* An older caller's struct is shorter: the rest keeps the defaults. */
+    dlock_client_options full = DLOCK_CLIENT_OPTIONS_INIT;
+    memcpy(&full, opts, options_size(opts->version));
+    opts = &full;
     if (dlock__scripts_check(&missing) != 0) {
         snprintf(err, sizeof err, "build is missing script %s.lua", missing);
         rc = DLOCK_EINVAL;

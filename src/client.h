@@ -25,4 +25,11 @@ struct dlock_client {
  * DLOCK_EINVAL; DLOCK_OK otherwise. */
 int dlock__client_check_distinct(dlock_client *c, char *msg, size_t len);
 
+/* Pass a message to the client's on_log callback, if any. */
+void dlock__client_log(dlock_client *c, dlock_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 #endif

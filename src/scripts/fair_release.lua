@@ -19,7 +19,9 @@
 --          error WRONGTYPE when the lock key is not a string
 --
 -- Invariant: only our own lock is released; it is handed to the longest
--- waiting live waiter only, in one atomic step with the release.
+-- waiting live waiter only, in one atomic step with the release. The
+-- wake-up is best effort (pcall), as in release.lua; a waiter that gets no
+-- message finds a hand-over at its next look (every refresh period).
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
 local v = redis.call('get', lock)
@@ -39,10 +41,10 @@ while h do
     redis.call('set', lock, h, 'PX', claim)
     local f = 0
     if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
-    redis.call('publish', ch, 'g ' .. h .. ' ' .. f)
+    redis.pcall('publish', ch, 'g ' .. h .. ' ' .. f)
     return 2
   end
   h = redis.call('lpop', q)
 end
-redis.call('publish', ch, 'r')
+redis.pcall('publish', ch, 'r')
 return 1

@@ -12,7 +12,8 @@
 --          error WRONGTYPE when the key is not a hash
 --
 -- Invariant: only the owner's own count changes; the key goes away exactly
--- when the last hold is released.
+-- when the last hold is released. The wake-up is best effort (pcall), as in
+-- release.lua: a refused PUBLISH must not turn a release into an error.
 local t = redis.call('type', KEYS[1]).ok
 if t == 'none' then return {0, 0} end
 if t ~= 'hash' then
@@ -25,5 +26,5 @@ if n > 0 then
   return {1, n}
 end
 redis.call('del', KEYS[1])
-if ARGV[2] ~= '' then redis.call('publish', ARGV[2], 'r') end
+if ARGV[2] ~= '' then redis.pcall('publish', ARGV[2], 'r') end
 return {1, 0}
