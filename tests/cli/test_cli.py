@@ -445,6 +445,45 @@ class Run(DlockTest):
         with open(log) as f:
             self.assertEqual(f.read(), "A\nB\nC\n")
 
+    def pid1(self, *args):
+        """dlock as PID 1 of a new PID namespace (a container's entry point)."""
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare(1) for a PID namespace")
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot create a PID namespace here")
+        return ["unshare", "--pid", "--fork", "--mount-proc", *self.args(*args)]
+
+    def test_as_pid_1_reaps_orphans(self):
+        out = self.path("zombies")
+        # The subshell exits at once: its background sleep is orphaned to
+        # PID 1 (dlock) and exits 0.3 s later.
+        script = ("( sleep 0.3 & ); sleep 1.2; "
+                  f"grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l > {out}")
+        r = subprocess.run(self.pid1("run", self.name, "--", "sh", "-c", script),
+                           capture_output=True, text=True, env=self.env(), timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            self.assertEqual(f.read().strip(), "0")
+
+    def test_as_pid_1_exits_75_soon_after_the_lock_is_lost(self):
+        # An orphaned sleep in the program's group dies with SIGTERM; unreaped
+        # it stayed a zombie and kept dlock in the 5 s grace period.
+        p = subprocess.Popen(self.pid1("run", "-t", "1s", self.name, "--", "sh", "-c",
+                                       "( sleep 30 & ); sleep 30"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env())
+        self.children.append(p)
+        self.assertTrue(wait_until(lambda: self.redis.cli("EXISTS", self.name) == "1"))
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        self.redis.cli("DEL", self.name)
+        _, err = p.communicate(timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 75, err)
+        self.assertLess(took, 2.5, err)
+
     def test_verbose_reports_progress_while_waiting(self):
         self.acquire("30s")
         r = self.dlock("-v", "run", "-w", "2.2s", self.name, "--", "true")
