@@ -130,6 +130,8 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     w->check_validity = sc->check_validity;
     w->min_uptime_ms = sc->min_uptime_ms;
     w->deadline_ns = chaos_now_ns() + (int64_t)(90 + 60 * scale) * 1000000000;
+    const chaos_liveness *live = chaos_liveness_of(sc->name);
+    w->section_wait_ms = live ? live->section_wait_ms : 0;
     snprintf(w->history_path, sizeof w->history_path, "%s", hist);
     run->todo = (long)sc->cs_per_worker * scale;
     return 0;
@@ -240,6 +242,23 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
     rc_summary(&run, run.note, sizeof run.note);
     snprintf(out->note, sizeof out->note, "%s", run.note);
     out->pass = checked == 0 && judge(sc, &out->v, clean || sc->claim == CLAIM_CONTROL);
+    out->live = chaos_liveness_of(sc->name);
+    if (out->live) {
+        /* Sections left early (validity ran short) failed too. */
+        out->live_tried = atomic_load(&run.sh->live_tried);
+        out->live_failed = atomic_load(&run.sh->live_failed) + atomic_load(&run.sh->aborted);
+        out->live_max_wait_s = (double)atomic_load(&run.sh->live_max_wait_ns) / 1e9;
+        int live_ok = out->live_tried > 0 &&
+                      out->live_failed * 100 <= (long)out->live->max_failed_pct * out->live_tried &&
+                      out->live_max_wait_s * 1000 <= (double)out->live->max_wait_ms;
+        if (!live_ok)
+            snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
+                     "%sLIVENESS: %ld of %ld sections failed (bound %d%%), longest wait %.1f s "
+                     "(bound %.1f s)", out->note[0] ? "; " : "", out->live_failed,
+                     out->live_tried, out->live->max_failed_pct, out->live_max_wait_s,
+                     (double)out->live->max_wait_ms / 1000.0);
+        out->pass = out->pass && live_ok;
+    }
     out->seconds = (double)(chaos_now_ns() - t0) / 1e9;
     teardown(&run);
     if (out->pass && !getenv("CHAOS_KEEP"))
