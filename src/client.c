@@ -207,8 +207,8 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                 goto fail;
             }
             if (same_address(&c->nodes[j], &c->nodes[i], addr, sizeof addr)) {
-                snprintf(err, sizeof err, "URL %zu (%.90s) and URL %zu (%.90s) are the same node "
-                         "(both reach %s port %d)", j + 1, c->nodes[j].name, i + 1,
+                snprintf(err, sizeof err, "URL %zu (%.60s) and URL %zu (%.60s) are the same node "
+                         "(both reach %.46s port %d)", j + 1, c->nodes[j].name, i + 1,
                          c->nodes[i].name, addr, c->nodes[i].url.port);
                 rc = DLOCK_EINVAL;
                 goto fail;
