@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Charts of dlock-bench's TSV files; run by bench/dlock-bench.sh as
 #   gnuplot -e "outdir='DIR'; chart='hist|redlock|watchdog'; term='pngcairo|png'" dlock-bench.gp
 # Each TSV has a header row; columns are read by name.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Run dlock-bench (watchdog at scale, memory per lock, Redlock quorum cost,
 # acquire latency histogram) with its defaults, then draw charts.
 #

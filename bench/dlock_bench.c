@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dlock-bench: the measurements the shared peers benchmark cannot make
  * (issue 8). It starts its own redis-server processes on free loopback

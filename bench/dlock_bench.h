@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock-bench: what the shared peers benchmark cannot measure (issue 8).
  * Shared by dlock_bench.c (driver, helpers), dlock_bench_hold.c (sections
  * that hold many locks) and dlock_bench_lat.c (latency sections). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock-bench section "ab": what the library costs over the raw round
  * trips, measured as an interleaved A/B in one process, so that a machine
  * whose speed drifts (a shared VM) moves both sides alike. Each round runs,

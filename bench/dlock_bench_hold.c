@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock-bench sections that hold many locks at once: the watchdog at scale
  * and the client memory per held lock. Both use one node (srv[0]). */
 #ifndef _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock-bench sections that measure latency: the cost of a Redlock quorum
  * (1, 3, 5 nodes) and the single-node acquire latency histogram. */
 #ifndef _GNU_SOURCE

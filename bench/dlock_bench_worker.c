@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dlock-bench-worker: dlock's worker for the peers lock benchmark.
  *

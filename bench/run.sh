@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Run the peers lock benchmark (../shared/peers) with dlock's worker beside
 # the other clients, then compare dlock with baseline-c.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What one contended critical section costs, beyond the peers' table: the
 # S3 scenario (4 processes, one key, 2000 critical sections, hold ~0) run
 # with dlock's worker against a fresh redis-server, for the default mode and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Starting the program in a process group of its own.
  *
  * Its own group, so that a lost lock (or a signal sent to dlock) reaches

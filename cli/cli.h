@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The dlock command: declarations shared by its files.
  *
  *   main.c      global options, dispatch, --help and --version
@@ -27,8 +28,13 @@
  * code say the same thing). */
 #define CLI_EXIT_CONFLICT 1     /* default; -E changes it */
 #define CLI_EXIT_USAGE 64       /* EX_USAGE */
-#define CLI_EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: Redis said no or is down */
+#define CLI_EXIT_NOINPUT 66     /* EX_NOINPUT: --password-file unreadable */
+#define CLI_EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: Redis unreachable, no answer,
+                                 * no quorum, busy loading */
 #define CLI_EXIT_OSERR 71       /* EX_OSERR: fork, pipe, thread failed */
+#define CLI_EXIT_PROTOCOL 76    /* EX_PROTOCOL: Redis refused the command
+                                 * (OOM, READONLY, WRONGTYPE, ...) */
+#define CLI_EXIT_NOPERM 77      /* EX_NOPERM: authentication or ACL refused */
 #define CLI_EXIT_LOST 75        /* EX_TEMPFAIL: the lock was lost */
 #define CLI_EXIT_CANNOT_EXEC 126
 #define CLI_EXIT_NOT_FOUND 127
@@ -44,6 +50,11 @@
     } while (0)
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+/* Shortest lease accepted (-t). Below it the first renewal (every TTL/3)
+ * and, with several nodes, the drift allowance (1% + 2 ms) and one round
+ * trip on a loaded host eat the whole lease: the lock would be lost at
+ * once. docs/dlock.1 explains the figure. */
+#define CLI_MIN_TTL_MS 100
 #define CLI_MAX_URLS 64
 
 /* Values of long options that have no letter (above any char, so that
@@ -55,7 +66,14 @@ enum cli_long_opt {
     CLI_OPT_JSON,
     CLI_OPT_CONNECT_TIMEOUT,
     CLI_OPT_IO_TIMEOUT,
-    CLI_OPT_MIN_UPTIME
+    CLI_OPT_MIN_UPTIME,
+    CLI_OPT_USER,
+    CLI_OPT_PASSWORD_FILE,
+    CLI_OPT_NO_AUTH_WARNING,
+    CLI_OPT_PREFIX,
+    CLI_OPT_FENCE,
+    CLI_OPT_NO_FENCE,
+    CLI_OPT_PRINT_FENCE
 };
 
 /* Options that come before the command. */
@@ -65,6 +83,12 @@ typedef struct cli_global {
     char *env_urls; /* owned copy of DLOCK_REDIS, split in place */
     dlock_client_options copts;
     int verbose;
+    int quiet;             /* -q: no message for an expected conflict */
+    const char *pass;      /* -a/--pass (argv hidden after reading) */
+    char *pass_copy;       /* owned copy of -a's value */
+    const char *pass_file; /* --password-file */
+    char *file_pass;       /* owned: what --password-file held */
+    int no_auth_warning;
 } cli_global;
 
 /* Options shared by `run` and `acquire`. */
@@ -74,6 +98,9 @@ typedef struct cli_lock_opts {
     int wait_given;  /* -w or -n seen: they exclude each other */
     int conflict_exit;
     int fair;
+    int quiet;       /* -q */
+    int fence;       /* --fence: keep a fencing counter (off by default) */
+    int print_fence; /* acquire --print-fence: print "TOKEN FENCE" */
 } cli_lock_opts;
 
 /* common.c */
@@ -93,6 +120,13 @@ int cli_open_lock(dlock_client *c, const char *name,
                   const dlock_lock_options *lo, dlock_lock **out);
 int cli_exit_for(int rc);
 void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing);
+/* `text` with control characters as \xNN, for human-readable output. */
+const char *cli_escape(const char *text, char *buf, size_t len);
+/* `url` with its password replaced by "***". */
+const char *cli_redact_url(const char *url, char *buf, size_t len);
+/* Whether environment entry `e` ("NAME=value") may reach the program run
+ * under the lock: never DLOCK_PASSWORD, nor a DLOCK_REDIS with a password. */
+int cli_env_passes(const char *e);
 
 /* wait.c: the signal thread and acquiring under it. */
 typedef enum cli_phase {

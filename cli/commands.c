@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock acquire, release and extend: the lock in separate steps, with its
  * owner token carried between processes by the caller. */
 #include <errno.h>
@@ -15,7 +16,8 @@ static int takes(int c, const char *shorts, int json)
 {
     if (c == CLI_OPT_JSON)
         return json;
-    if (c == CLI_OPT_FAIR)
+    if (c == CLI_OPT_FAIR || c == CLI_OPT_FENCE || c == CLI_OPT_NO_FENCE ||
+        c == CLI_OPT_PRINT_FENCE)
         return strchr(shorts, 'n') != NULL; /* the commands that wait */
     return c > 0 && c < 256 && c != ':' && strchr(shorts, c) != NULL;
 }
@@ -29,6 +31,10 @@ int cli_parse_simple(const char *cmd, int argc, char **argv, cli_global *g, cons
         {"nonblock", no_argument, NULL, 'n'},
         {"conflict-exit-code", required_argument, NULL, 'E'},
         {"fair", no_argument, NULL, CLI_OPT_FAIR},
+        {"fence", no_argument, NULL, CLI_OPT_FENCE},
+        {"no-fence", no_argument, NULL, CLI_OPT_NO_FENCE},
+        {"print-fence", no_argument, NULL, CLI_OPT_PRINT_FENCE},
+        {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, CLI_OPT_JSON},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -60,13 +66,13 @@ int cli_parse_simple(const char *cmd, int argc, char **argv, cli_global *g, cons
 
 int cli_cmd_acquire(cli_global *g, int argc, char **argv)
 {
-    cli_lock_opts o = {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0};
+    cli_lock_opts o = {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0};
     const char *name = NULL;
     dlock_client *c = NULL;
     dlock_lock *lock = NULL;
     cli_sigwatch sw;
     sigset_t mask;
-    int rc = cli_parse_simple(argv[0], argc, argv, g, ":t:w:nE:vh", &o, NULL, 1, &name);
+    int rc = cli_parse_simple(argv[0], argc, argv, g, ":t:w:nE:qvh", &o, NULL, 1, &name);
     if (rc)
         return rc;
     cli_block_signals(&mask); /* before the library starts any thread */
@@ -74,7 +80,7 @@ int cli_cmd_acquire(cli_global *g, int argc, char **argv)
         return rc;
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.ttl_ms = o.ttl_ms;
-    lo.flags = o.fair ? DLOCK_FAIR : 0u;
+    lo.flags = (o.fair ? DLOCK_FAIR : 0u) | (o.fence ? 0u : DLOCK_NO_FENCE);
     if ((rc = cli_open_lock(c, name, &lo, &lock)) != 0 ||
         (rc = cli_sigwatch_start(&sw, lock, -1)) != 0) {
         dlock_client_free(c);
@@ -84,7 +90,10 @@ int cli_cmd_acquire(cli_global *g, int argc, char **argv)
     int sig = cli_sigwatch_finish(&sw);
     cli_sigwatch_stop(&sw);
     if (arc == DLOCK_OK && !sig) {
-        printf("%s\n", dlock_lock_token(lock));
+        if (o.print_fence)
+            printf("%s %" PRIu64 "\n", dlock_lock_token(lock), dlock_lock_fence(lock));
+        else
+            printf("%s\n", dlock_lock_token(lock));
         if (fflush(stdout) == 0) {
             /* The lock outlives this process on purpose: forget it rather
              * than let dlock_lock_free() release it. */
@@ -114,7 +123,10 @@ static int adopt(cli_global *g, const char *cmd, const char *name, const char *t
     int rc = cli_open_client(g, c);
     if (rc)
         return rc;
-    if ((rc = cli_open_lock(*c, name, NULL, lock)) != 0)
+    /* Release and extend never touch the fencing counter. */
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.flags = DLOCK_NO_FENCE;
+    if ((rc = cli_open_lock(*c, name, &lo, lock)) != 0)
         return rc;
     if (dlock_lock_adopt(*lock, token) != DLOCK_OK)
         return cli_usage_error(cmd, "invalid TOKEN (1..%d bytes)", DLOCK_TOKEN_MAX);
@@ -156,7 +168,7 @@ int cli_cmd_release(cli_global *g, int argc, char **argv)
 
 int cli_cmd_extend(cli_global *g, int argc, char **argv)
 {
-    cli_lock_opts o = {30000, 0, 0, CLI_EXIT_CONFLICT, 0};
+    cli_lock_opts o = {30000, 0, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0};
     const char *args[2];
     dlock_client *c = NULL;
     dlock_lock *lock = NULL;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Messages, exit codes, option values and opening the client: what every
  * command needs. */
 #include <errno.h>
@@ -12,15 +13,96 @@
 #include "cli.h"
 
 /* One line per message, written with one call so that lines from dlock and
- * from the program it runs do not interleave mid-line. */
+ * from the program it runs do not interleave mid-line. Control characters
+ * (from a lock name, say) are escaped: a message is one line and never
+ * drives the terminal. */
 static void vmsg(const char *prefix, const char *fmt, va_list ap)
 {
-    char line[1024];
+    char line[1024], out[4096];
     int n = snprintf(line, sizeof line, "dlock: %s", prefix);
     if (n < 0 || (size_t)n >= sizeof line)
         n = 0;
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    fprintf(stderr, "%s\n", line);
+    fprintf(stderr, "%s\n", cli_escape(line, out, sizeof out));
+}
+
+const char *cli_escape(const char *text, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p && o + 5 < len; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", *p);
+        else
+            buf[o++] = (char)*p;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Where the password of `url` starts and how long it is; 0 if none.
+ * redis://[user[:password]@]host... (no colon: all of it is the password)
+ * and unix:///path?...password=P... */
+static size_t password_span(const char *url, size_t *start)
+{
+    if (!strncmp(url, "unix://", 7)) {
+        const char *q = strchr(url, '?');
+        while (q) {
+            q++;
+            if (!strncmp(q, "password=", 9)) {
+                *start = (size_t)(q + 9 - url);
+                return strcspn(q + 9, "&");
+            }
+            q = strchr(q, '&');
+        }
+        return 0;
+    }
+    const char *s = strstr(url, "://");
+    if (!s)
+        return 0;
+    s += 3;
+    const char *end = s + strcspn(s, "/?#");
+    const char *at = NULL;
+    for (const char *p = s; p < end; p++)
+        if (*p == '@')
+            at = p; /* the last '@' before the path ends the userinfo */
+    if (!at)
+        return 0;
+    const char *colon = memchr(s, ':', (size_t)(at - s));
+    const char *pw = colon ? colon + 1 : s;
+    *start = (size_t)(pw - url);
+    return (size_t)(at - pw);
+}
+
+const char *cli_redact_url(const char *url, char *buf, size_t len)
+{
+    size_t start = 0, n = password_span(url, &start);
+    if (n == 0)
+        snprintf(buf, len, "%s", url);
+    else
+        snprintf(buf, len, "%.*s***%s", (int)start, url, url + start + n);
+    return buf;
+}
+
+int cli_env_passes(const char *e)
+{
+    if (!strncmp(e, "DLOCK_PASSWORD=", 15))
+        return 0;
+    if (!strncmp(e, "DLOCK_REDIS=", 12)) {
+        /* Each comma-separated URL; any with a password keeps the whole
+         * variable from the program. */
+        char one[4096];
+        const char *s = e + 12;
+        for (;;) {
+            size_t n = strcspn(s, ","), start;
+            snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), s);
+            if (password_span(one, &start) > 0)
+                return 0;
+            if (!s[n])
+                break;
+            s += n + 1;
+        }
+    }
+    return 1;
 }
 
 void cli_msg(const char *fmt, ...)
@@ -61,7 +143,7 @@ int cli_bad_option(const char *cmd, int c, int optopt_value, char **argv, int in
 int cli_parse_duration(const char *cmd, const char *opt, const char *text, int64_t *out_ms)
 {
     if (dlock_duration_parse(out_ms, text) != DLOCK_OK)
-        return cli_usage_error(cmd, "%s: invalid duration '%s' (use 250ms, 30s, 5m, 1h, or seconds such as 1.5)",
+        return cli_usage_error(cmd, "%s: invalid duration '%s' (use 250ms, 30s, 5m, 1h, 1d, or seconds such as 1.5)",
                                opt, text);
     return 0;
 }
@@ -69,9 +151,10 @@ int cli_parse_duration(const char *cmd, const char *opt, const char *text, int64
 int cli_parse_ttl(const char *cmd, const char *text, int64_t *out_ms)
 {
     int rc = cli_parse_duration(cmd, "-t", text, out_ms);
-    if (rc == 0 && (*out_ms < 1 || *out_ms > DLOCK_TTL_MAX_MS))
-        return cli_usage_error(cmd, "-t: the TTL must be between 1ms and %" PRId64 "ms, not '%s'",
-                               DLOCK_TTL_MAX_MS, text);
+    if (rc == 0 && (*out_ms < CLI_MIN_TTL_MS || *out_ms > DLOCK_TTL_MAX_MS))
+        return cli_usage_error(cmd, "-t: the lease must be between %dms and %" PRId64 "ms, not '%s' "
+                               "(a shorter lease would be lost before its first renewal)",
+                               CLI_MIN_TTL_MS, DLOCK_TTL_MAX_MS, text);
     return rc;
 }
 
@@ -108,6 +191,19 @@ int cli_lock_option(const char *cmd, int c, const char *arg, cli_lock_opts *o)
         return cli_parse_exit_code(cmd, arg, &o->conflict_exit);
     case CLI_OPT_FAIR:
         o->fair = 1;
+        return 0;
+    case 'q':
+        o->quiet = 1;
+        return 0;
+    case CLI_OPT_FENCE:
+        o->fence = 1;
+        return 0;
+    case CLI_OPT_NO_FENCE:
+        o->fence = 0;
+        o->print_fence = 0;
+        return 0;
+    case CLI_OPT_PRINT_FENCE:
+        o->fence = o->print_fence = 1;
         return 0;
     default:
         return -1;
@@ -146,6 +242,7 @@ static int collect_urls(cli_global *g)
         g->urls[g->n_urls++] = CLI_DEFAULT_URL;
         return 0;
     }
+    char red[1024];
     g->env_urls = strdup(env);
     if (!g->env_urls) {
         cli_msg("out of memory");
@@ -157,7 +254,8 @@ static int collect_urls(cli_global *g)
         if (comma)
             *comma = '\0';
         if (!*s)
-            return cli_usage_error(NULL, "DLOCK_REDIS has an empty URL: '%s'", env);
+            return cli_usage_error(NULL, "DLOCK_REDIS has an empty URL: '%s'",
+                                   cli_redact_url(env, red, sizeof red));
         if (g->n_urls == CLI_MAX_URLS)
             return cli_usage_error(NULL, "DLOCK_REDIS: at most %d URLs", CLI_MAX_URLS);
         g->urls[g->n_urls++] = s;
@@ -167,25 +265,68 @@ static int collect_urls(cli_global *g)
     }
 }
 
+/* The first line of FILE, without its line end. */
+static int read_password_file(cli_global *g)
+{
+    FILE *f = fopen(g->pass_file, "r");
+    char buf[4096];
+    if (!f) {
+        cli_msg("--password-file %s: %s", g->pass_file, strerror(errno));
+        return CLI_EXIT_NOINPUT;
+    }
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int err = ferror(f);
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    if (err || !buf[0]) {
+        cli_msg("--password-file %s: %s", g->pass_file, err ? "read error" : "no password in it");
+        return err ? CLI_EXIT_NOINPUT : CLI_EXIT_USAGE;
+    }
+    g->file_pass = strdup(buf);
+    memset(buf, 0, sizeof buf);
+    if (!g->file_pass) {
+        cli_msg("out of memory");
+        return CLI_EXIT_OSERR;
+    }
+    return 0;
+}
+
 int cli_open_client(cli_global *g, dlock_client **out)
 {
-    char err[256] = "";
+    char err[256] = "", red[1024];
     int rc = collect_urls(g);
     if (rc)
         return rc;
+    /* -a, else --password-file, else DLOCK_PASSWORD, else the URLs'. */
+    if (g->pass) {
+        g->copts.password = g->pass_copy;
+    } else if (g->pass_file) {
+        if ((rc = read_password_file(g)) != 0)
+            return rc;
+        g->copts.password = g->file_pass;
+    } else if (getenv("DLOCK_PASSWORD") && *getenv("DLOCK_PASSWORD")) {
+        g->copts.password = getenv("DLOCK_PASSWORD");
+    }
     rc = dlock_client_new(out, g->urls, g->n_urls, &g->copts, err, sizeof err);
     if (rc == DLOCK_OK)
         return 0;
     if (rc == DLOCK_EINVAL)
         return cli_usage_error(NULL, "%s", *err ? err : "invalid Redis URL");
-    cli_msg("cannot use %s%s: %s", g->urls[0], g->n_urls > 1 ? " (and others)" : "",
-            *err ? err : dlock_strerror(rc));
+    cli_msg("cannot use %s%s: %s", cli_redact_url(g->urls[0], red, sizeof red),
+            g->n_urls > 1 ? " (and others)" : "", *err ? err : dlock_strerror(rc));
     return cli_exit_for(rc);
 }
 
 int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *lo,
                   dlock_lock **out)
 {
+    /* Fair mode keeps its line on one node: with several it is a usage
+     * error, said before anything is sent. */
+    if (lo && (lo->flags & DLOCK_FAIR) && dlock_client_node_count(c) > 1)
+        return cli_usage_error(NULL, "--fair works with one Redis node only, not %zu "
+                               "(the line lives in one node's memory)",
+                               dlock_client_node_count(c));
     int rc = dlock_lock_new(out, c, name, lo);
     if (rc == DLOCK_OK)
         return 0;
@@ -217,9 +358,15 @@ int cli_exit_for(int rc)
         return CLI_EXIT_CONFLICT;
     case DLOCK_EINVAL:
         return CLI_EXIT_USAGE;
+    case DLOCK_EAUTH:
+        return CLI_EXIT_NOPERM;
+    case DLOCK_EREFUSED:
+    case DLOCK_EWRONGTYPE:
+    case DLOCK_EPROTO:
+        return CLI_EXIT_PROTOCOL;
     default:
-        /* Unreachable, refused, no quorum, unsupported: Redis cannot give
-         * an answer now; a later try may. */
+        /* Unreachable, no reply, busy, no quorum, unsupported: Redis
+         * cannot give an answer now; a later try may. */
         return CLI_EXIT_UNAVAILABLE;
     }
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock: the command line. Parses the options that come before the command
  * and hands the rest to the command. */
 #include <errno.h>
@@ -26,6 +27,9 @@ typedef struct command {
     "  -E, --conflict-exit-code=N\n"                                           \
     "                       exit status when the lock is not acquired (1)\n"   \
     "      --fair           serve waiters in arrival order (one node only)\n"  \
+    "      --fence          keep a fencing counter for NAME (a key that stays\n" \
+    "                       forever); --no-fence (the default) keeps none\n"   \
+    "  -q, --quiet          no message when the lock is busy (exit status only)\n" \
     "  -v, --verbose        report progress on stderr\n"
 
 static const command commands[] = {
@@ -33,14 +37,17 @@ static const command commands[] = {
      "dlock [GLOBAL] run [OPTIONS] NAME -- PROGRAM [ARG]...\n"
      "dlock [GLOBAL] run [OPTIONS] NAME -c 'SHELL COMMAND'\n",
      "Take the lock NAME, run PROGRAM while renewing the lease, release it when\n"
-     "PROGRAM ends, and exit with PROGRAM's status.\n\n" LOCK_OPTS_HELP
+     "PROGRAM ends, and exit with PROGRAM's status. PROGRAM gets DLOCK_NAME,\n"
+     "DLOCK_TOKEN and DLOCK_FENCE (0 without --fence) and never a password.\n\n" LOCK_OPTS_HELP
      "  -c, --command=CMD    run CMD with /bin/sh -c instead of PROGRAM\n"
      "      --on-lost=WHAT   if the lock is lost: term (SIGTERM, then SIGKILL after\n"
      "                       --grace; default), kill (SIGKILL), ignore (only report)\n"
      "      --grace=D        time between SIGTERM and SIGKILL (default 5s)\n"},
-    {"acquire", cli_cmd_acquire, "dlock [GLOBAL] acquire [-t TTL] [-w WAIT | -n] [-E CODE] [--fair] NAME\n",
+    {"acquire", cli_cmd_acquire,
+     "dlock [GLOBAL] acquire [-t TTL] [-w WAIT | -n] [-E CODE] [-q] [--fair] [--fence | --print-fence] NAME\n",
      "Take the lock NAME and print its owner token. Nothing renews it: it ends\n"
-     "after TTL, or earlier with 'dlock release NAME TOKEN'.\n\n" LOCK_OPTS_HELP},
+     "after TTL, or earlier with 'dlock release NAME TOKEN'.\n\n" LOCK_OPTS_HELP
+     "      --print-fence    print 'TOKEN FENCE' (implies --fence)\n"},
     {"release", cli_cmd_release, "dlock [GLOBAL] release NAME TOKEN\n",
      "Release the lock NAME if TOKEN still owns it. Exits 1 if it does not.\n"},
     {"extend", cli_cmd_extend, "dlock [GLOBAL] extend [-t TTL] NAME TOKEN\n",
@@ -48,7 +55,9 @@ static const command commands[] = {
      "it. Exits 1 if it does not.\n\n"
      "  -t, --ttl=D          new lease length (default 30s)\n"},
     {"status", cli_cmd_status, "dlock [GLOBAL] status [--json] NAME\n",
-     "Show whether NAME is held, its remaining TTL and fencing token, per node.\n\n"
+     "Show whether NAME is held, its remaining TTL and fencing token, per node.\n"
+     "Exits 0 when held, 1 when free (or held on too few nodes), 69 when too few\n"
+     "nodes answered.\n\n"
      "      --json           print one JSON object\n"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -63,12 +72,22 @@ static const char global_help[] =
     "      --io-timeout=D       reply timeout per node (default 1s)\n"
     "      --min-node-uptime=D  Redlock restart rule: ignore nodes up for less\n"
     "                           than D (set to your longest TTL; default off)\n"
+    "      --user=USER          ACL user for every node (overrides the URLs')\n"
+    "  -a, --pass=PASSWORD      password for every node (visible in ps: prefer\n"
+    "                           DLOCK_PASSWORD or --password-file)\n"
+    "      --password-file=FILE read the password from the first line of FILE\n"
+    "      --no-auth-warning    no warning for -a\n"
+    "      --prefix=PREFIX      key namespace: lock NAME is the key PREFIX+NAME\n"
+    "  -q, --quiet              no message when the lock is busy\n"
     "  -v, --verbose            report progress on stderr\n"
     "  -h, --help               show this help\n"
     "  -V, --version            show the version\n\n"
-    "Durations: 250ms, 30s, 5m, 1h, or seconds (1.5).\n"
-    "Exit status: the program's (run); 1 lock busy (-E); 64 usage;\n"
-    "69 Redis unavailable; 75 lock lost; 128+N killed by signal N. See dlock(1).\n";
+    "Environment: DLOCK_REDIS (URLs, comma-separated), DLOCK_PASSWORD.\n"
+    "Durations: 250ms, 30s, 5m, 1h, 1d, or seconds (1.5).\n"
+    "Exit status: the program's (run); 1 lock busy (-E) or status free; 64 usage;\n"
+    "66 password file unreadable; 69 Redis unreachable or no quorum; 75 lock lost;\n"
+    "76 Redis refused the command; 77 authentication or ACL refused;\n"
+    "128+N killed by signal N. See dlock(1).\n";
 
 static const command *find_command(const char *name)
 {
@@ -98,7 +117,8 @@ void cli_synopsis(const char *cmd, FILE *f)
         print_synopsis(c->synopsis, f);
         return;
     }
-    print_synopsis("dlock [-r URL]... [--connect-timeout D] [--io-timeout D] [--min-node-uptime D] [-v] COMMAND ...\n", f);
+    print_synopsis("dlock [-r URL]... [--user U] [-a PASS | --password-file F] [--prefix P] [-q] [-v]\n"
+                   "      [--connect-timeout D] [--io-timeout D] [--min-node-uptime D] COMMAND ...\n", f);
 }
 
 int cli_help(const char *cmd)
@@ -130,6 +150,12 @@ static int parse_global(cli_global *g, int argc, char **argv)
         {"connect-timeout", required_argument, NULL, CLI_OPT_CONNECT_TIMEOUT},
         {"io-timeout", required_argument, NULL, CLI_OPT_IO_TIMEOUT},
         {"min-node-uptime", required_argument, NULL, CLI_OPT_MIN_UPTIME},
+        {"user", required_argument, NULL, CLI_OPT_USER},
+        {"pass", required_argument, NULL, 'a'},
+        {"password-file", required_argument, NULL, CLI_OPT_PASSWORD_FILE},
+        {"no-auth-warning", no_argument, NULL, CLI_OPT_NO_AUTH_WARNING},
+        {"prefix", required_argument, NULL, CLI_OPT_PREFIX},
+        {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -138,7 +164,7 @@ static int parse_global(cli_global *g, int argc, char **argv)
 
     opterr = 0;
     /* '+': stop at the command; its options are its own. */
-    while (rc == 0 && (c = getopt_long(argc, argv, "+:r:vhV", longopts, NULL)) != -1) {
+    while (rc == 0 && (c = getopt_long(argc, argv, "+:r:a:qvhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
             if (g->n_urls == CLI_MAX_URLS)
@@ -158,6 +184,34 @@ static int parse_global(cli_global *g, int argc, char **argv)
             g->copts.min_node_uptime_ms = ms;
             break;
         }
+        case CLI_OPT_USER:
+            g->copts.username = optarg;
+            break;
+        case 'a':
+            /* Keep a copy and blank the argument, so that ps shows it only
+             * for the moment before this line (hence still the warning). */
+            free(g->pass_copy);
+            if (!(g->pass_copy = strdup(optarg))) {
+                cli_msg("out of memory");
+                return CLI_EXIT_OSERR;
+            }
+            memset(optarg, '*', strlen(optarg));
+            g->pass = g->pass_copy;
+            break;
+        case CLI_OPT_PASSWORD_FILE:
+            g->pass_file = optarg;
+            break;
+        case CLI_OPT_NO_AUTH_WARNING:
+            g->no_auth_warning = 1;
+            break;
+        case CLI_OPT_PREFIX:
+            if (strlen(optarg) > DLOCK_KEY_PREFIX_MAX)
+                return cli_usage_error(NULL, "--prefix: at most %d bytes", DLOCK_KEY_PREFIX_MAX);
+            g->copts.key_prefix = optarg;
+            break;
+        case 'q':
+            g->quiet = 1;
+            break;
         case 'v':
             g->verbose = 1;
             break;
@@ -219,6 +273,9 @@ int main(int argc, char **argv)
     rc = parse_global(&g, argc, argv);
     if (rc)
         return rc;
+    if (g.pass && !g.no_auth_warning) /* the words redis-cli uses */
+        fprintf(stderr, "Warning: Using a password with '-a' or '-u' option on the command line "
+                        "interface may not be safe.\n");
     if (optind >= argc)
         return cli_usage_error(NULL, "missing command (run, acquire, release, extend, status)");
     const command *cmd = find_command(argv[optind]);
@@ -231,5 +288,11 @@ int main(int argc, char **argv)
     optind = 0;
     rc = cmd->fn(&g, argc, argv);
     free(g.env_urls);
+    if (g.pass_copy)
+        memset(g.pass_copy, 0, strlen(g.pass_copy));
+    free(g.pass_copy);
+    if (g.file_pass)
+        memset(g.file_pass, 0, strlen(g.file_pass));
+    free(g.file_pass);
     return rc;
 }

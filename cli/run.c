@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock run: hold a lock while a program runs.
  *
  * Threads: the main thread acquires, starts the program and supervises it;
@@ -53,6 +54,9 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
         {"nonblock", no_argument, NULL, 'n'},
         {"conflict-exit-code", required_argument, NULL, 'E'},
         {"fair", no_argument, NULL, CLI_OPT_FAIR},
+        {"fence", no_argument, NULL, CLI_OPT_FENCE},
+        {"no-fence", no_argument, NULL, CLI_OPT_NO_FENCE},
+        {"quiet", no_argument, NULL, 'q'},
         {"on-lost", required_argument, NULL, CLI_OPT_ON_LOST},
         {"grace", required_argument, NULL, CLI_OPT_GRACE},
         {"command", required_argument, NULL, 'c'},
@@ -66,7 +70,7 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
      * follows those belongs to the program. */
     for (;;) {
         int before = optind ? optind : 1;
-        int c = getopt_long(argc, argv, "+:t:w:nE:c:vh", longopts, NULL);
+        int c = getopt_long(argc, argv, "+:t:w:nE:c:qvh", longopts, NULL);
         if (c == -1) {
             if (optind == before + 1 && !strcmp(argv[before], "--")) {
                 dashdash = 1;
@@ -78,7 +82,7 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
             }
             break;
         }
-        int rc = cli_lock_option(cmd, c, optarg, &o->lk);
+        int rc = c == CLI_OPT_PRINT_FENCE ? -1 : cli_lock_option(cmd, c, optarg, &o->lk);
         if (rc >= 0) {
             if (rc)
                 return rc;
@@ -150,7 +154,7 @@ static void on_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
 }
 
 /* The program's environment: ours, with DLOCK_NAME, DLOCK_TOKEN and
- * DLOCK_FENCE set. Built here rather than with setenv(), which is not
+ * DLOCK_FENCE set, and without any password (cli_env_passes()). Built here rather than with setenv(), which is not
  * safe while the library's threads run. */
 static char **program_env(dlock_lock *lock, char **block)
 {
@@ -166,7 +170,7 @@ static char **program_env(dlock_lock *lock, char **block)
         int skip = 0;
         for (size_t j = 0; j < 3; j++)
             skip |= !strncmp(environ[i], ours[j], strlen(ours[j]));
-        if (!skip)
+        if (!skip && cli_env_passes(environ[i]))
             env[k++] = environ[i];
     }
     const char *name = dlock_lock_name(lock), *token = dlock_lock_token(lock);
@@ -375,7 +379,7 @@ static int run_program(run_state *rs, const sigset_t *mask)
 
 int cli_cmd_run(cli_global *g, int argc, char **argv)
 {
-    run_opts o = {{30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0}, LOST_TERM, 5000, NULL,
+    run_opts o = {{30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0}, LOST_TERM, 5000, NULL,
                   NULL, {NULL, NULL, NULL, NULL}};
     run_state rs;
     sigset_t mask;
@@ -401,7 +405,7 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
         goto out;
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.ttl_ms = o.lk.ttl_ms;
-    lo.flags = DLOCK_AUTO_RENEW | (o.lk.fair ? DLOCK_FAIR : 0u);
+    lo.flags = DLOCK_AUTO_RENEW | (o.lk.fair ? DLOCK_FAIR : 0u) | (o.lk.fence ? 0u : DLOCK_NO_FENCE);
     lo.on_lost = on_lost;
     lo.on_lost_arg = &rs;
     rc = cli_open_lock(rs.client, o.name, &lo, &rs.lock);

@@ -1,4 +1,7 @@
-/* dlock status: a read-only look at a lock on every node. */
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock status: a read-only look at a lock on every node. Exit status:
+ * 0 held (on a majority), 1 free or held on too few nodes, 69 too few
+ * nodes answered. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -68,7 +71,8 @@ static void print_json(dlock_client *c, const char *name, const dlock_node_statu
 static void print_text(dlock_client *c, const char *name, const dlock_node_status *st,
                        const summary *s, FILE *f)
 {
-    fprintf(f, "\"%s\": %s", name, s->state);
+    char esc[4096];
+    fprintf(f, "\"%s\": %s", cli_escape(name, esc, sizeof esc), s->state);
     if (s->n > 1)
         fprintf(f, " (held on %zu of %zu nodes, %zu needed)", s->held, s->n, s->quorum);
     fputc('\n', f);
@@ -107,7 +111,16 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         print_json(c, name, st, &s, stdout);
     else
         print_text(c, name, st, &s, stdout);
-    rc = fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
+    /* As test(1) and flock(1): 0 "yes, held", 1 "no"; 69 when too few
+     * nodes answered to tell. */
+    if (s.held >= s.quorum)
+        rc = 0;
+    else if (s.answered >= s.quorum)
+        rc = CLI_EXIT_CONFLICT;
+    else
+        rc = CLI_EXIT_UNAVAILABLE;
+    if (fflush(stdout) != 0)
+        rc = CLI_EXIT_OSERR;
     if (src != DLOCK_OK) {
         char nodes[512];
         cli_msg("\"%s\": no node answered (%s): %s", name, cli_nodes(c, nodes, sizeof nodes),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Waiting for a lock so that a signal can interrupt it cleanly.
  *
  * A signal handler may not call dlock_lock_cancel() (it takes a mutex), and
@@ -229,12 +230,14 @@ int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock, const cl
                     dlock_lock_name(lock), cli_nodes(c, nodes, sizeof nodes), took,
                     dlock_lock_fence(lock), (double)o->ttl_ms / 1000.0);
         break;
-    case DLOCK_ENOTACQUIRED:
-        report_busy(c, lock, "");
+    case DLOCK_ENOTACQUIRED: /* expected with -n: silent under -q, as flock -n */
+        if (!g->quiet && !o->quiet)
+            report_busy(c, lock, "");
         break;
     case DLOCK_ETIMEDOUT:
         snprintf(tail, sizeof tail, "; gave up after %.1fs", took);
-        report_busy(c, lock, tail);
+        if (!g->quiet && !o->quiet)
+            report_busy(c, lock, tail);
         break;
     case DLOCK_ECANCELED:
         if (g->verbose)

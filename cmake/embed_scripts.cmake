@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Turns every src/scripts/NAME.lua into a C string plus its SHA1 digest.
 # Invoked at build time: cmake -DOUT=file.c -DDIR=src/scripts -P embed_scripts.cmake
 file(GLOB files "${DIR}/*.lua")

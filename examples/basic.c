@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * basic - the dlock API in one page. Copy from here.
  *

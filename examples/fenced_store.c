@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fenced_store - a tiny "storage service" that understands fencing tokens.
  *
@@ -27,7 +28,7 @@
  * FILE, as a real storage service serialises its own writes.
  *
  * For example, with the dlock command (its job gets the token):
- *   dlock run job -- sh -c 'fenced_store /tmp/s write "$DLOCK_FENCE" "report v2"'
+ *   dlock run --fence job -- sh -c 'fenced_store /tmp/s write "$DLOCK_FENCE" "report v2"'
  */
 #define _POSIX_C_SOURCE 200809L
 

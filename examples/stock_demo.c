@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stock_demo - why a distributed lock matters, in two runs of the same shop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dlock - distributed locks on Redis, for C.
  *
@@ -148,7 +149,7 @@ DLOCK_EXTERN(const char *) dlock_errname(int code);
 DLOCK_EXTERN(const char *) dlock_version(void);
 
 /**
- * Parse a duration: "250ms", "30s", "5m", "1h", or a plain number of seconds
+ * Parse a duration: "250ms", "30s", "5m", "1h", "1d", or a plain number of seconds
  * with an optional fraction ("1.5", like flock -w). Rounds to milliseconds.
  *
  * @param out_ms receives the duration in milliseconds; untouched on error.
@@ -207,14 +208,32 @@ typedef struct dlock_client_options {
      *  Default 1. A release whose PUBLISH the server refuses still
      *  succeeds; a refused SUBSCRIBE makes waiters poll (see on_log). */
     int wakeups;
+    /** Namespace: prepended to every lock name to make its Redis key (the
+     *  helper keys and the wake-up channel follow the key), e.g. "lock:"
+     *  turns lock "x" into key "lock:x". Copied by dlock_client_new();
+     *  at most DLOCK_KEY_PREFIX_MAX bytes. Default NULL (no prefix: the
+     *  key is the name). The key layout and the ACL rules a
+     *  least-privilege user needs are in docs/design.md. */
+    const char *key_prefix;
+    /** ACL user for every node, overriding a user in the URLs; NULL keeps
+     *  the URLs'. Copied by dlock_client_new(). Default NULL. */
+    const char *username;
+    /** Password for every node, overriding a password in the URLs; NULL
+     *  keeps the URLs'. Keeps the secret out of URL strings (and so out
+     *  of `ps` and log lines that print a URL). Copied by
+     *  dlock_client_new(). Default NULL. */
+    const char *password;
     /** Version 2: messages for a person (see dlock_log_fn); NULL drops
      *  them. Default NULL. */
     dlock_log_fn on_log;
     void *log_arg;
 } dlock_client_options;
 
+/** Longest dlock_client_options.key_prefix accepted, in bytes. */
+#define DLOCK_KEY_PREFIX_MAX 1024
+
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
-    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL }
+    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL }
 
 /** Fill @p opts with the defaults for @p version (1 or 2; a version 1
  *  struct lacks on_log and log_arg). Returns DLOCK_EINVAL for a NULL
@@ -274,7 +293,8 @@ typedef struct dlock_node_status {
 
 /**
  * Look at a lock by name without taking it: held or free, remaining TTL and
- * last fencing token, per node.
+ * last fencing token, per node. The client's key_prefix applies, as for
+ * dlock_lock_new().
  *
  * @param out   array of at least dlock_client_node_count() entries.
  * @param n_out its length.
@@ -475,7 +495,7 @@ DLOCK_EXTERN(const char *) dlock_lock_token(const dlock_lock *lock);
  *  name. 0 when not held or with DLOCK_NO_FENCE. */
 DLOCK_EXTERN(uint64_t) dlock_lock_fence(const dlock_lock *lock);
 
-/** The lock name given at creation. */
+/** The lock name given at creation (without the client's key_prefix). */
 DLOCK_EXTERN(const char *) dlock_lock_name(const dlock_lock *lock);
 
 /** Hold count in reentrant mode (1 in plain mode when held, else 0). */

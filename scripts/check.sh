@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every test, three ways: a normal -Werror build, ASan+UBSan, and TSan for
 # the threaded tests. Called by `make check` after the normal build.
 set -euo pipefail
@@ -30,7 +31,7 @@ summary+=("install: ok")
 
 echo "== ASan+UBSan build: all tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
-      -DDLOCK_SANITIZE=address,undefined -DDLOCK_BUILD_BENCH=OFF >/dev/null
+      -DDLOCK_SANITIZE=address,undefined -DDLOCK_BUILD_TESTS=ON -DDLOCK_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$JOBS" >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan -LE nosan
@@ -38,7 +39,7 @@ summary+=("asan+ubsan: ok")
 
 echo "== TSan build: threaded tests"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
-      -DDLOCK_SANITIZE=thread -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+      -DDLOCK_SANITIZE=thread -DDLOCK_BUILD_TESTS=ON -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-tsan -j"$JOBS" >/dev/null
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan -L threads
 summary+=("tsan: ok")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The demo behind `make demo`: start a throwaway redis-server on a free
 # loopback port, run examples/stock_demo against it, and (when the CLI is
 # built) show two overlapping `dlock run` invocations, the second waiting
-# for the first. The server is stopped by its pid and its directory removed
+# for the first: B's "got the lock" always comes after A's "releasing". The server is stopped by its pid and its directory removed
 # on every exit path.
 #
 #   usage: scripts/demo.sh BUILD_DIR
@@ -100,38 +101,46 @@ status=0
 
 if [ -x "$CLI" ]; then
   echo
-  echo "== 2. dlock run: two jobs started 0.3 s apart; the second waits for the first"
+  echo "== 2. dlock run: job A takes the lock for 2 s; job B starts 0.5 s later and waits"
   now_us() {
     if [ -n "${EPOCHREALTIME:-}" ]; then echo "${EPOCHREALTIME//[!0-9]/}"; else echo $(($(date +%s%N) / 1000)); fi
   }
   T0=$(now_us)
-  # Prefix every line a job prints (its own and dlock's) with the time
-  # since the start and the job's letter.
-  stamp() { # letter
+  # Every line of both jobs goes through ONE pipe to ONE reader that adds
+  # the time. A's program prints "releasing" before it exits, that is
+  # before dlock releases the lock, and B is granted the lock only after
+  # that release: so in a single pipe A's line always comes first. (Two
+  # pipes with a reader each could show them in either order.)
+  stamp() {
     local line d
     while IFS= read -r line; do
       d=$(($(now_us) - T0))
-      printf '  +%d.%ds  %s | %s\n' $((d / 1000000)) $((d / 100000 % 10)) "$1" "$line"
+      printf '  +%d.%ds  %s\n' $((d / 1000000)) $((d / 100000 % 10)) "$line"
     done
   }
-  job() { # letter
-    local rc=0
-    "$CLI" -r "$URL" -v run -w 20s demo-job -- \
-      sh -c "echo \"[$1] got the lock (fencing token \$DLOCK_FENCE)\"; sleep 2; echo '[$1] done'" 2>&1 &
-    echo $! >"$TMP/pid.$1" # for cleanup, should the demo be interrupted
+  job() { # letter, dlock options...
+    local who=$1 rc=0
+    shift
+    # dlock's own messages (-v on B: the waiting) get the job's letter.
+    "$CLI" -r "$URL" "$@" run --fence -w 20s demo-job -- sh -c \
+      "echo '$who | got the lock (fencing token '\$DLOCK_FENCE'); working 2 s'; sleep 2; echo '$who | done; releasing the lock'" \
+      2> >(sed -u "s/^dlock: /$who | dlock: /") &
+    echo $! >"$TMP/pid.$who" # for cleanup, should the demo be interrupted
     wait $! || rc=$?
-    rm -f "$TMP/pid.$1"
-    echo "(dlock exited with status $rc)"
-    echo "$rc" >"$TMP/rc.$1"
+    rm -f "$TMP/pid.$who"
+    echo "$rc" >"$TMP/rc.$who"
   }
-  job A | stamp A &
-  A=$!
-  sleep 0.3
-  job B | stamp B &
-  B=$!
-  wait "$A" "$B" || true
+  {
+    job A &
+    sleep 0.5
+    echo "B | starting: the lock is held by A, so B waits (dlock -v reports each second)"
+    job B -v &
+    wait
+  } 2>&1 | stamp
   for j in A B; do
-    [ "$(cat "$TMP/rc.$j" 2>/dev/null)" = 0 ] || status=1
+    rc=$(cat "$TMP/rc.$j" 2>/dev/null || echo "?")
+    echo "  job $j: dlock exited with status $rc"
+    [ "$rc" = 0 ] || status=1
   done
 fi
 

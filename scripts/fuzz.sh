@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # libFuzzer targets for the parsers and the reply handling, built with clang
 # straight from src/*.c (the CMake build uses gcc) into build-fuzz/.
 #

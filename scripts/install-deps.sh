@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Install what dlock needs to build, test, demo and benchmark, from Debian
 # packages, only if missing. Uses sudo when not root. Idempotent.
 set -eu

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The chaos scenarios of `make check`, with larger counts: more critical
 # sections per worker and more fault rounds (docs/chaos.md).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A few integration tests under valgrind (memcheck): invalid accesses,
 # uninitialised reads and leaks in code ASan does not see the same way
 # (hiredis, libc). The tests start real redis-server processes; valgrind

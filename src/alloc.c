@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Allocation wrappers with a failure-injection hook for tests. */
 #include <stdatomic.h>
 #include <string.h>

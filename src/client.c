@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -73,6 +74,33 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
     if (o->wakeups != 0 && o->wakeups != 1) {
         snprintf(err, len, "wakeups must be 0 or 1");
         return DLOCK_EINVAL;
+    }
+    if (o->key_prefix && strnlen(o->key_prefix, DLOCK_KEY_PREFIX_MAX + 1) > DLOCK_KEY_PREFIX_MAX) {
+        snprintf(err, len, "key_prefix is longer than %d bytes", DLOCK_KEY_PREFIX_MAX);
+        return DLOCK_EINVAL;
+    }
+    return DLOCK_OK;
+}
+
+/* The username and password options win over the URL's: the password then
+ * never has to appear in a URL string. */
+static int override_credentials(dlock__url *u, const dlock_client_options *o)
+{
+    char *user = NULL, *pass = NULL;
+    if ((o->username && !(user = dlock__strdup(o->username))) ||
+        (o->password && !(pass = dlock__strdup(o->password)))) {
+        dlock__free(user);
+        return DLOCK_ENOMEM;
+    }
+    if (user) {
+        dlock__free(u->user);
+        u->user = user;
+    }
+    if (pass) {
+        for (volatile char *p = u->password; p && *p; p++)
+            *p = 0; /* as dlock__url_clear(): no secret in freed memory */
+        dlock__free(u->password);
+        u->password = pass;
     }
     return DLOCK_OK;
 }
@@ -179,7 +207,15 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         goto fail;
     }
     c->opts = *opts;
+    c->opts.username = c->opts.password = NULL; /* copied into each node */
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->bg_mu, NULL));
+    c->opts.key_prefix = NULL;
+    if (opts->key_prefix && opts->key_prefix[0] &&
+        !(c->opts.key_prefix = c->key_prefix = dlock__strdup(opts->key_prefix))) {
+        rc = DLOCK_ENOMEM;
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
     for (size_t i = 0; i < n_urls; i++) {
         char uerr[200] = "";
         if (!urls[i]) {
@@ -196,6 +232,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         if (rc != DLOCK_OK)
             goto fail;
         c->n_nodes++;
+        if ((rc = override_credentials(&c->nodes[i].url, opts)) != DLOCK_OK) {
+            snprintf(err, sizeof err, "out of memory");
+            goto fail;
+        }
         /* The same server twice (even with another db) is not an
          * independent node: it would vote twice and fail together. */
         char addr[64] = "";
@@ -239,6 +279,7 @@ void dlock_client_free(dlock_client *c)
     if (c->nodes)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
     dlock__free(c->nodes);
+    dlock__free(c->key_prefix);
     dlock__free(c);
 }
 

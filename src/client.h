@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #ifndef DLOCK_CLIENT_H
 #define DLOCK_CLIENT_H
 
@@ -12,6 +13,7 @@ struct dlock_client {
     size_t n_nodes;
     size_t quorum; /* n/2 + 1 */
     dlock__node *nodes;
+    char *key_prefix; /* our copy of opts.key_prefix (opts points here) */
     /* Random id naming this client in reentrant hold counts. */
     char id[DLOCK_TOKEN_HEX_LEN + 1];
     /* Started on first use; protected by bg_mu. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one clock. Every validity and deadline computation in dlock goes
  * through these helpers; they read CLOCK_MONOTONIC and nothing else. */
 #ifndef DLOCK_CLOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal definitions shared by every module. Never installed. */
 #ifndef DLOCK_COMMON_H
 #define DLOCK_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One connection to one Redis node: a non-blocking hiredis context driven by
  * poll() from the caller's thread.
  *

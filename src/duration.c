@@ -1,4 +1,5 @@
-/* dlock_duration_parse(): "250ms", "30s", "5m", "1h", or seconds ("1.5"). */
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_duration_parse(): "250ms", "30s", "5m", "1h", "2d", or seconds ("1.5"). */
 #include <string.h>
 
 #include "common.h"
@@ -42,6 +43,8 @@ int dlock_duration_parse(int64_t *out_ms, const char *text)
         unit_ms = 60 * 1000;
     else if (!strcmp(s, "h"))
         unit_ms = 3600 * 1000;
+    else if (!strcmp(s, "d"))
+        unit_ms = INT64_C(24) * 3600 * 1000;
     else
         return DLOCK_EINVAL;
     if (ip > DURATION_MAX_MS / unit_ms)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error codes: strings, mapping of Redis error replies, detail messages. */
 #ifndef DLOCK_ERROR_H
 #define DLOCK_ERROR_H

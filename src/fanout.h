@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Send the same pipelined commands to every node of a client in parallel and
  * collect the replies as they arrive, from the calling thread (non-blocking
  * sockets and poll(), no helper threads). The caller decides from each reply

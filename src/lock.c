@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The lock handle: acquire (try once or wait), release, extend, adopt.
  *
  * One code path serves one node and N nodes: every Redis step is a fan-out
@@ -35,39 +36,45 @@ int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
     return DLOCK_OK;
 }
 
-char *dlock__derived_key(const char *name, size_t len, const char *suffix,
-                         size_t *out_len)
+char *dlock__derived_key(const char *key, size_t len, const char *kind,
+                         size_t kind_len, size_t *out_len)
 {
-    /* Keep helper keys in the lock's hash slot: reuse the name's {tag} if
-     * it has one, else make the whole name the tag. (A name with a '}' but
-     * no tag cannot be wrapped; its helpers may land in another slot, which
-     * only matters on Redis Cluster, which dlock does not target.) */
-    const char *open = memchr(name, '{', len);
-    const char *close = open ? memchr(open + 1, '}', len - (size_t)(open + 1 - name)) : NULL;
-    int has_tag = open && close && close > open + 1;
-    int wrap = !has_tag && !memchr(name, '}', len);
-    size_t slen = strlen(suffix);
-    size_t n = len + (wrap ? 2 : 0) + slen;
+    /* KEY NUL KIND (docs/design.md, "Key layout"). A lock key comes from C
+     * strings and never holds a NUL byte, so no lock key is ever a helper
+     * key, and the first NUL tells which lock a helper key belongs to: the
+     * mapping is injective. The helper starts with the lock key, so an ACL
+     * key pattern or a prefix that covers the lock covers its helpers, and
+     * as KIND has no brace it shares the lock key's {hash tag}, if any. */
+    size_t n = len + 1 + kind_len;
     char *k = dlock__malloc(n + 1);
     if (!k)
         return NULL;
-    size_t o = 0;
-    if (wrap)
-        k[o++] = '{';
-    memcpy(k + o, name, len);
-    o += len;
-    if (wrap)
-        k[o++] = '}';
-    memcpy(k + o, suffix, slen);
-    o += slen;
-    k[o] = '\0';
-    *out_len = o;
+    memcpy(k, key, len);
+    k[len] = '\0';
+    memcpy(k + len + 1, kind, kind_len);
+    k[n] = '\0';
+    *out_len = n;
     return k;
 }
 
-char *dlock__fence_key(const char *name, size_t len, size_t *out_len)
+char *dlock__fence_key(const char *key, size_t len, size_t *out_len)
 {
-    return dlock__derived_key(name, len, ":fence", out_len);
+    return dlock__derived_key(key, len, "fence", 5, out_len);
+}
+
+char *dlock__lock_key(const dlock_client *client, const char *name, size_t len,
+                      size_t *out_len)
+{
+    const char *pfx = client->opts.key_prefix ? client->opts.key_prefix : "";
+    size_t plen = strlen(pfx);
+    char *k = dlock__malloc(plen + len + 1);
+    if (!k)
+        return NULL;
+    memcpy(k, pfx, plen);
+    memcpy(k + plen, name, len);
+    k[plen + len] = '\0';
+    *out_len = plen + len;
+    return k;
 }
 
 int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
@@ -102,16 +109,17 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     l->client = client;
     l->opts = *opts;
     l->ttl_s_len = (size_t)snprintf(l->ttl_s, sizeof l->ttl_s, "%" PRId64, opts->ttl_ms);
-    l->name_len = len;
-    l->name = dlock__strndup(name, len);
-    l->channel_len = sizeof WAKE_PREFIX - 1 + len;
+    /* l->name is the Redis key: the client's key_prefix + the name. */
+    l->name = dlock__lock_key(client, name, len, &l->name_len);
+    l->prefix_len = l->name ? l->name_len - len : 0;
+    l->channel_len = sizeof WAKE_PREFIX - 1 + l->name_len;
     l->channel = dlock__malloc(l->channel_len + 1);
     int ok = l->name && l->channel;
     if (ok && !(opts->flags & DLOCK_NO_FENCE))
-        ok = (l->fence_key = dlock__fence_key(name, len, &l->fence_len)) != NULL;
+        ok = (l->fence_key = dlock__fence_key(l->name, l->name_len, &l->fence_len)) != NULL;
     if (ok && (opts->flags & DLOCK_FAIR)) {
-        l->queue_key = dlock__derived_key(name, len, ":q", &l->queue_len);
-        l->live_prefix = dlock__derived_key(name, len, ":w:", &l->live_prefix_len);
+        l->queue_key = dlock__derived_key(l->name, l->name_len, "q", 1, &l->queue_len);
+        l->live_prefix = dlock__derived_key(l->name, l->name_len, "w\0", 2, &l->live_prefix_len);
         ok = l->queue_key && l->live_prefix;
     }
     if (!ok) {
@@ -124,7 +132,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
         return DLOCK_ENOMEM;
     }
     memcpy(l->channel, WAKE_PREFIX, sizeof WAKE_PREFIX - 1);
-    memcpy(l->channel + sizeof WAKE_PREFIX - 1, name, len + 1);
+    memcpy(l->channel + sizeof WAKE_PREFIX - 1, l->name, l->name_len + 1);
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&l->mu, NULL));
     dlock__cond_init_monotonic(&l->cond);
     l->holder_ttl_ms = -1;
@@ -1138,7 +1146,7 @@ uint64_t dlock_lock_fence(const dlock_lock *l)
 
 const char *dlock_lock_name(const dlock_lock *l)
 {
-    return l ? l->name : NULL;
+    return l ? l->name + l->prefix_len : NULL;
 }
 
 unsigned dlock_lock_hold_count(const dlock_lock *l)

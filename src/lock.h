@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The lock handle's internals, shared with the watchdog and wake-up code. */
 #ifndef DLOCK_LOCK_H
 #define DLOCK_LOCK_H
@@ -13,11 +14,12 @@ struct dlock_lock {
     dlock_lock_options opts;
     char ttl_s[24]; /* opts.ttl_ms in decimal, formatted once */
     size_t ttl_s_len;
-    char *name;
+    char *name; /* the Redis key: client key_prefix + the name given */
     size_t name_len;
+    size_t prefix_len; /* dlock_lock_name() is name + prefix_len */
     char *fence_key; /* NULL with DLOCK_NO_FENCE */
     size_t fence_len;
-    char *channel; /* wake-up channel: "dlock:wake:" + name */
+    char *channel; /* wake-up channel: "dlock:wake:" + key */
     size_t channel_len;
     char *queue_key; /* fair mode: the waiters' list */
     size_t queue_len;
@@ -60,11 +62,15 @@ struct dlock_lock {
  * held and is now lost (call on_lost once), 0 otherwise. */
 int dlock__lock_mark_lost(dlock_lock *lock);
 
-/* Derive a helper key of a lock name in the same hash slot: the name's
- * {tag} if it has one, else "{name}", followed by suffix. */
-char *dlock__derived_key(const char *name, size_t len, const char *suffix,
-                         size_t *out_len);
-/* The fencing counter key: dlock__derived_key(name, ":fence"). */
-char *dlock__fence_key(const char *name, size_t len, size_t *out_len);
+/* A helper key of the lock key `key`: key NUL kind (docs/design.md, "Key
+ * layout"): under the lock key's prefix, in its hash slot when the key has a
+ * {tag}, and never equal to a lock key or another lock's helper key. */
+char *dlock__derived_key(const char *key, size_t len, const char *kind,
+                         size_t kind_len, size_t *out_len);
+/* The fencing counter key: key NUL "fence". */
+char *dlock__fence_key(const char *key, size_t len, size_t *out_len);
+/* The Redis key of lock `name`: the client's key_prefix + name. */
+char *dlock__lock_key(const dlock_client *client, const char *name, size_t len,
+                      size_t *out_len);
 
 #endif

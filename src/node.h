@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One Redis node of a client: its address and a pool of idle connections.
  * Thread-safe: any thread may check connections out and in. */
 #ifndef DLOCK_NODE_H

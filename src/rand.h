@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Randomness: owner tokens from the OS CSPRNG; jitter from a fast PRNG. */
 #ifndef DLOCK_RAND_H
 #define DLOCK_RAND_H

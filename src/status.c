@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock_client_status(): read-only look at a lock on every node. */
 #include <string.h>
 
@@ -47,12 +48,15 @@ int dlock_client_status(dlock_client *c, const char *name,
     size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
     if (len == 0 || len > DLOCK_NAME_MAX)
         return DLOCK_EINVAL;
-    size_t flen = 0;
-    char *fkey = dlock__fence_key(name, len, &flen);
-    if (!fkey)
+    size_t klen = 0, flen = 0;
+    char *key = dlock__lock_key(c, name, len, &klen);
+    char *fkey = key ? dlock__fence_key(key, klen, &flen) : NULL;
+    if (!fkey) {
+        dlock__free(key);
         return DLOCK_ENOMEM;
-    const char *args[2] = {name, fkey};
-    size_t lens[2] = {len, flen};
+    }
+    const char *args[2] = {key, fkey};
+    size_t lens[2] = {klen, flen};
     dlock__req req = {dlock__script_get(DLOCK__S_STATUS), 2, 2, args, lens};
     dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     status_ctx ctx = {out, 0};
@@ -60,6 +64,7 @@ int dlock_client_status(dlock_client *c, const char *name,
         out[i] = (dlock_node_status){DLOCK_EIO, 0, -1, 0};
     int rc = dlock__fanout(c, &req, 1, &fo, status_cb, &ctx);
     dlock__free(fkey);
+    dlock__free(key);
     if (rc != DLOCK_OK)
         return rc;
     if (ctx.answered > 0)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <ctype.h>
 #include <limits.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Parsing of node URLs: redis://[user[:password]@]host[:port][/db] and
  * unix:///path[?db=N&user=U&password=P]. Pure: no I/O. */
 #ifndef DLOCK_URL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Waking waiters on release.
  *
  * One background thread per client (started on first use) keeps one

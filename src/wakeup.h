@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Waking waiters when a lock is released: one shared pub/sub subscriber
  * connection per client and node, run by a background thread. */
 #ifndef DLOCK_WAKEUP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog thread.
  *
  * Every registered lock has a next-renewal time (acquire time + interval,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog: one background thread per client renews every held
  * auto-renew lock, batching many locks into one script call per node per
  * round. */

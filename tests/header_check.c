@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Compiled with -std=c99 -pedantic -Werror: the public header stands alone. */
 #include <dlock.h>
 

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- acquire.lua: take a plain lock (a string value with a PX TTL), the same
 -- shape redsync, go-zero, node-redlock and redis-py use, so all of them
 -- exclude each other on one key.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- extend.lua: set a new TTL on a plain lock only if it still holds our token.
 --
 -- KEYS[1]  the lock key

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fair_acquire.lua: take a lock in arrival order, or wait in line.
 --
 -- The queue is a list of waiter tokens (KEYS[2]). Every waiter also has a

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fair_leave.lua: a waiter gives up (deadline or cancel) and leaves the
 -- queue, unless the lock was handed to it meanwhile.
 --

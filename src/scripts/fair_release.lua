@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fair_release.lua: release a fair lock and hand it straight to the next
 -- live waiter, so the next holder needs no round trip to take it.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fence_sync.lua: raise a fencing counter to at least a given value.
 -- Redlock takes the largest counter of its majority as the fencing token and
 -- writes it back to a majority with this script before it reports success:

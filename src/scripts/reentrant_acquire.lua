@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- reentrant_acquire.lua: take or re-enter a counted lock, stored as a hash
 -- {owner -> hold count} with a PX TTL on the key.
 --

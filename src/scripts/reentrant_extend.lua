@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- reentrant_extend.lua: set a new TTL on a counted lock if we own it.
 --
 -- KEYS[1]  the lock key

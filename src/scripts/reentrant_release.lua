@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- reentrant_release.lua: drop one hold of a counted lock; delete the key and
 -- wake waiters when the count reaches zero.
 --

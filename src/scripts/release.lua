@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- release.lua: delete a plain lock only if it still holds our token, and
 -- wake whoever waits for it.
 --

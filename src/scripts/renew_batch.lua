@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- renew_batch.lua: the watchdog's round: renew many locks in one call.
 --
 -- KEYS[i]      lock key i

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- status.lua: look at a lock without changing anything.
 --
 -- KEYS[1]  the lock key

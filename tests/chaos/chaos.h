@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The chaos driver: scenarios of N worker processes x M critical sections
  * against real redis-server processes, with faults injected by pid, and a
  * verdict from the history checker. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checks of how refusals surface: a full node (maxmemory), a read-only
  * replica, an ACL user without permissions, a majority of nodes down or
  * stalled. Each asserts the error code, that the call returns within a

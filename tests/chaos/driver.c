@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* chaos_driver: runs every scenario, then the refusal checks, prints the
  * summary table and writes it as TSV.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* History file and its checker (see history.h). */
 #include <errno.h>
 #include <fcntl.h>

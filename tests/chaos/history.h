@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The chaos history: an append-only file of fixed-size records that worker
  * processes and the fault driver write (one write(2) per record, O_APPEND),
  * and the checker that reads it back and counts what went wrong.

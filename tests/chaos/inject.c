@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fault rounds. Every fault goes to a process this driver started, by its
  * pid (workers, redis-servers, proxies), or is a command sent to a node. */
 #include <signal.h>

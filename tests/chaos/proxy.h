@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A small TCP fault proxy for the chaos tests: a forked process that listens
  * on 127.0.0.1 (a free port) and forwards every connection to one Redis node
  * on 127.0.0.1, driven by poll(). The driver switches its mode through a

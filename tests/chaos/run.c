@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Running one scenario: servers (and proxies), workers, fault rounds, then
  * the history check and the verdict against what the scenario claims. */
 #include <errno.h>

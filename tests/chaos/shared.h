@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* State shared by the driver and its worker processes: one anonymous
  * MAP_SHARED mapping made before the workers are forked.
  *

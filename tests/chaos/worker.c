@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdarg.h>

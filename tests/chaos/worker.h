@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A chaos worker: a process that takes the lock, runs a critical section
  * that touches the shared counter and the fenced resource, logs ENTER/EXIT
  * to the history, and releases; `todo` times or until told to stop. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Integration tests of the dlock command against real redis-server processes.
 
 Usage: test_cli.py PATH_TO_DLOCK [unittest options]
@@ -58,12 +59,16 @@ def pid_alive(pid):
 class RedisServer:
     """One redis-server of our own on 127.0.0.1; stop() ends exactly it."""
 
-    def __init__(self, tmp, port=None):
+    def __init__(self, tmp, port=None, conf="", auth=None):
+        self.auth = ["-a", auth, "--no-auth-warning"] if auth else []
         for _ in range(5):  # the free port may be taken before Redis binds it
             self.port = port or free_port()
             self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp)
+            with open(os.path.join(self.dir, "redis.conf"), "w") as f:
+                f.write(conf)
             self.proc = subprocess.Popen(
-                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                ["redis-server", os.path.join(self.dir, "redis.conf"),
+                 "--port", str(self.port), "--bind", "127.0.0.1",
                  "--save", "", "--appendonly", "no", "--dir", self.dir],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if wait_until(lambda: self.proc.poll() is not None or self.ping(), 10):
@@ -76,7 +81,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}"
 
     def cli(self, *args):
-        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port), *args],
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port), *self.auth, *args],
                            capture_output=True, text=True, timeout=10)
         return r.stdout.strip()
 
@@ -148,8 +153,8 @@ class DlockTest(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
-    def acquire(self, ttl="30s"):
-        r = self.dlock("acquire", "-t", ttl, self.name)
+    def acquire(self, ttl="30s", *more):
+        r = self.dlock("acquire", "-t", ttl, *more, self.name)
         self.assertEqual(r.returncode, 0, r.stderr)
         token = r.stdout.strip()
         self.assertRegex(token, TOKEN_RE)
@@ -263,9 +268,12 @@ class Run(DlockTest):
     def test_child_sees_name_token_and_fence(self):
         script = ('printf "%s\\n%s\\n%s\\n" "$DLOCK_NAME" "$DLOCK_TOKEN" "$DLOCK_FENCE"; '
                   f'redis-cli -h 127.0.0.1 -p {self.redis.port} GET "$DLOCK_NAME"')
+        r = self.dlock("run", self.name, "--", "sh", "-c", script)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines()[2], "0")  # no fencing by default
         fences = []
         for _ in range(2):
-            r = self.dlock("run", self.name, "--", "sh", "-c", script)
+            r = self.dlock("run", "--fence", self.name, "--", "sh", "-c", script)
             self.assertEqual(r.returncode, 0, r.stderr)
             name, token, fence, stored = r.stdout.splitlines()
             self.assertEqual(name, self.name)
@@ -368,7 +376,7 @@ class Run(DlockTest):
         self.assertEqual(self.redis.cli("GET", self.name), token)
         self.assertGreater(int(self.redis.cli("PTTL", self.name)), 25000)
         keys = set(self.redis.cli("KEYS", f"*{self.name}*").split())
-        self.assertEqual(keys, {self.name, "{%s}:fence" % self.name})
+        self.assertEqual(keys, {self.name})  # no fencing counter by default
 
     def test_sighup_while_acquire_waits_exits_129(self):
         token = self.acquire("30s")
@@ -533,11 +541,12 @@ class Run(DlockTest):
 class Commands(DlockTest):
     def status(self):
         r = self.dlock("status", "--json", self.name)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return json.loads(r.stdout)
+        st = json.loads(r.stdout)
+        self.assertEqual(r.returncode, 0 if st["held"] else 1, r.stderr)
+        return st
 
     def test_acquire_status_extend_release_round_trip(self):
-        token = self.acquire("10s")
+        token = self.acquire("10s", "--fence")
         self.assertEqual(self.redis.cli("GET", self.name), token)
         r = self.dlock("status", self.name)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -560,6 +569,8 @@ class Commands(DlockTest):
         st = self.status()
         self.assertFalse(st["held"])
         self.assertEqual(st["state"], "free")
+        r = self.dlock("status", self.name)
+        self.assertEqual(r.returncode, 1, r.stderr)  # free: 1, as flock's "no"
         self.assertEqual(st["nodes"][0]["ttl_ms"], -1)
         r = self.dlock("release", self.name, token)
         self.assertEqual(r.returncode, 1, r.stderr)
@@ -598,7 +609,7 @@ class Commands(DlockTest):
         env = self.env(DLOCK_REDIS=f"redis://127.0.0.1:{free_port()}")
         r = subprocess.run([DLOCK, "-r", self.redis.url, "status", self.name],
                            capture_output=True, text=True, env=env, timeout=30)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)  # held (by the acquire above)
         r = subprocess.run([DLOCK, "status", self.name], capture_output=True, text=True,
                            env=self.env(DLOCK_REDIS="redis://127.0.0.1:1,"), timeout=30)
         self.assertEqual(r.returncode, 64, r.stderr)
@@ -666,6 +677,216 @@ class Redlock(DlockTest):
         finally:
             os.kill(self.more[1].proc.pid, signal.SIGCONT)
         self.assertEqual(p.returncode, 0, err)  # not 75 (lost)
+
+    def test_fair_with_several_nodes_is_a_usage_error(self):
+        urls = [self.redis.url, *[s.url for s in self.more]]
+        for argv in (["run", "--fair", self.name, "--", "true"], ["acquire", "--fair", self.name]):
+            with self.subTest(argv=argv):
+                r = self.dlock(*argv, urls=urls)
+                self.assertUsage(r)
+                self.assertIn("--fair", r.stderr)
+        for s in (self.redis, *self.more):
+            self.assertEqual(s.cli("EXISTS", self.name), "0")
+
+
+class Scripting(DlockTest):
+    def test_quiet_conflict_prints_nothing(self):
+        self.acquire()
+        for argv in (["run", "-q", "-n", self.name, "--", "true"],
+                     ["run", "--quiet", "-w", "200ms", self.name, "--", "true"],
+                     ["acquire", "-q", "-n", self.name],
+                     ["-q", "run", "-n", self.name, "--", "true"]):
+            with self.subTest(argv=argv):
+                r = self.dlock(*argv)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stderr, "")
+                self.assertEqual(r.stdout, "")
+
+    def test_status_exits_0_when_held_and_1_when_free(self):
+        r = self.dlock("status", self.name)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("free", r.stdout)
+        token = self.acquire()
+        r = self.dlock("status", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("held", r.stdout)
+        self.assertEqual(self.dlock("release", self.name, token).returncode, 0)
+        self.assertEqual(self.dlock("status", "--json", self.name).returncode, 1)
+
+    def test_acquire_prints_the_fencing_token_on_request(self):
+        seen = []
+        for _ in range(2):
+            r = self.dlock("acquire", "--print-fence", self.name)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            token, fence = r.stdout.split()
+            self.assertRegex(token, TOKEN_RE)
+            seen.append(int(fence))
+            self.assertEqual(self.dlock("release", self.name, token).returncode, 0)
+        self.assertGreater(seen[0], 0)
+        self.assertEqual(seen[1], seen[0] + 1)
+
+    def test_durations_accept_days(self):
+        self.acquire("1d")
+        self.assertGreater(int(self.redis.cli("PTTL", self.name)), 86000000)
+
+    def test_lease_below_the_minimum_is_a_usage_error(self):
+        for ttl in ("99ms", "0.05", "1ms"):
+            with self.subTest(ttl=ttl):
+                r = self.dlock("run", "-t", ttl, self.name, "--", "true")
+                self.assertUsage(r)
+                self.assertIn("100ms", r.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+        r = self.dlock("run", "-t", "100ms", self.name, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_control_characters_in_names_are_escaped(self):
+        name = self.name + "\x1b[31m\nred\x07"
+        r = self.dlock("acquire", name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        outputs = [self.dlock("run", "-n", name, "--", "true").stderr,
+                   self.dlock("-v", "run", "-n", name + "2", "--", "true").stderr,
+                   self.dlock("status", name).stdout]
+        for out in outputs:
+            self.assertNotRegex(out, "[\x00-\x08\x0b-\x1f\x7f]")
+            self.assertIn("\\x1b[31m\\x0ared\\x07", out)
+            self.assertEqual(out.count("\n"), len(out.splitlines()))
+
+    def test_many_names_leave_no_key_by_default(self):
+        before = int(self.redis.cli("DBSIZE"))
+        for i in range(200):
+            r = self.dlock("run", f"{self.name}:{i}", "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.dlock("acquire", "-t", "5s", f"{self.name}:a{i}")
+            self.assertEqual(self.dlock("release", f"{self.name}:a{i}", r.stdout.strip()).returncode, 0)
+        self.assertEqual(int(self.redis.cli("DBSIZE")), before)
+
+    def test_wrong_type_is_refused_with_76(self):
+        self.redis.cli("HSET", self.name, "f", "v")
+        r = self.dlock("run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 76, r.stderr)
+        self.assertIn("WRONGTYPE", r.stderr)
+
+
+SECRET = "s3cr3t-Pa55"
+ACL_CONF = f"""requirepass {SECRET}
+user alice on >{SECRET} ~* &* +@all
+user locker on >{SECRET} resetkeys ~lock:* resetchannels &dlock:wake:lock:* -@all +evalsha +eval +script|load +subscribe +unsubscribe +set +get +del +exists +type +pttl +pexpire +incr +publish +hset +hexists +hincrby +rpush +lpop +lindex +lpos +lrem
+"""
+WARNING = ("Warning: Using a password with '-a' or '-u' option on the command line "
+           "interface may not be safe.")
+
+
+class Credentials(DlockTest):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="dlock-cli-")
+        cls.redis = RedisServer(cls.tmp, conf=ACL_CONF, auth=SECRET)
+
+    def admin(self, *args):
+        return self.redis.cli(*args)
+
+    def assertNoSecret(self, r):
+        self.assertNotIn(SECRET, r.stdout + r.stderr)
+
+    def test_pass_option_warns_like_redis_cli(self):
+        r = self.dlock("-a", SECRET, "run", self.name, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.strip(), WARNING)
+        r = self.dlock("--pass", SECRET, "--no-auth-warning", "run", self.name, "--", "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_password_from_environment_and_file_and_url(self):
+        r = self.dlock("run", self.name, "--", "true", env=self.env(DLOCK_PASSWORD=SECRET))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        pf = self.path("pw")
+        with open(pf, "w") as f:
+            f.write(SECRET + "\n")
+        r = self.dlock("--password-file", pf, "run", self.name, "--", "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = self.dlock("--password-file", self.path("missing"), "run", self.name, "--", "true")
+        self.assertEqual(r.returncode, 66, r.stderr)
+        url = f"redis://:{SECRET}@127.0.0.1:{self.redis.port}"
+        r = self.dlock("run", self.name, "--", "true", urls=[url])
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # --user with a password: an ACL user
+        r = self.dlock("--user", "alice", "run", self.name, "--", "true",
+                       env=self.env(DLOCK_PASSWORD=SECRET))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_auth_failure_exits_77_unreachable_69_and_never_shows_the_password(self):
+        r = self.dlock("-a", "wrong-" + SECRET, "--no-auth-warning", "run", self.name, "--", "true")
+        self.assertEqual(r.returncode, 77, r.stderr)
+        self.assertIn("DLOCK_EAUTH", r.stderr)
+        self.assertNoSecret(r)
+        r = self.dlock("run", self.name, "--", "true")  # no password at all
+        self.assertEqual(r.returncode, 77, r.stderr)
+        dead = f"redis://:{SECRET}@127.0.0.1:{free_port()}"
+        r = self.dlock("--connect-timeout", "300ms", "run", self.name, "--", "true", urls=[dead])
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("DLOCK_EIO", r.stderr)
+        self.assertNoSecret(r)
+        for url in (f"rediss://:{SECRET}@127.0.0.1:1", f"redis://u:{SECRET}@127.0.0.1:1/x",
+                    f"unix:///tmp/x.sock?password={SECRET}&db=x"):
+            with self.subTest(url=url):
+                r = self.dlock("status", self.name, urls=[url])
+                self.assertNotEqual(r.returncode, 0)
+                self.assertNoSecret(r)
+        r = self.dlock("status", self.name, env=self.env(DLOCK_REDIS=f"redis://:{SECRET}@h:1,"),
+                       urls=[])
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertNoSecret(r)
+
+    def test_status_never_shows_the_password(self):
+        url = f"redis://alice:{SECRET}@127.0.0.1:{self.redis.port}"
+        for argv in (["status", self.name], ["status", "--json", self.name], ["-v", "run", self.name, "--", "true"]):
+            r = self.dlock(*argv, urls=[url])
+            self.assertIn(r.returncode, (0, 1), r.stderr)
+            self.assertNoSecret(r)
+
+    def test_the_program_never_gets_a_password(self):
+        url = f"redis://alice:{SECRET}@127.0.0.1:{self.redis.port}"
+        for env in ({"DLOCK_REDIS": url}, {"DLOCK_PASSWORD": SECRET,
+                                           "DLOCK_REDIS": f"redis://127.0.0.1:{self.redis.port}"}):
+            with self.subTest(env=env):
+                r = subprocess.run([DLOCK, "--user", "alice", "run", self.name, "--", "env"],
+                                   capture_output=True, text=True, env=self.env(**env), timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNoSecret(r)
+                self.assertIn("DLOCK_TOKEN=", r.stdout)
+        # a DLOCK_REDIS without a password is kept
+        self.assertIn(f"DLOCK_REDIS=redis://127.0.0.1:{self.redis.port}", r.stdout)
+
+    def test_pass_value_is_blanked_in_the_process_arguments(self):
+        p = self.spawn("-a", SECRET, "run", self.name, "--", "sleep", "2")
+        self.assertTrue(wait_until(lambda: self.admin("EXISTS", self.name) == "1", 5))
+        with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+            self.assertNotIn(SECRET.encode(), f.read())
+        p.wait(10)
+
+    def test_least_privilege_user_with_prefix_runs_every_mode(self):
+        base = ["--user", "locker", "--prefix", "lock:"]
+        env = self.env(DLOCK_PASSWORD=SECRET)
+        for mode in ([], ["--fair"], ["--fence"]):
+            with self.subTest(mode=mode):
+                r = self.dlock(*base, "run", *mode, "x", "--", "true", env=env)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # acquire, a waiter, release and status through the same user
+        r = self.dlock(*base, "acquire", "--print-fence", "x", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.split()[0]
+        self.assertEqual(self.admin("GET", "lock:x"), token)
+        w = subprocess.Popen(self.args(*base, "run", "-w", "10s", "x", "--", "true"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.children.append(w)
+        time.sleep(0.3)
+        self.assertEqual(self.dlock(*base, "status", "x", env=env).returncode, 0)
+        r = self.dlock(*base, "release", "x", token, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(w.wait(10), 0, w.stderr.read())
+        # without the prefix the user may not touch the key: 77
+        r = self.dlock("--user", "locker", "run", "x", "--", "true", env=env)
+        self.assertEqual(r.returncode, 77, r.stderr)
+        self.assertEqual(self.admin("DBSIZE"), "1")  # only the fencing counter of lock:x
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: dlock_duration_parse() on arbitrary text. Checks the
  * result's range and, for plain "<digits>ms" input, that it is exact. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: reply handling. Arbitrary bytes are fed to a hiredis
  * reader, as a server's reply stream would be, and what comes out goes
  * through dlock's handling:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: dlock__url_parse() on arbitrary text, with allocation
  * failure injected when the first byte asks for it. Invariants of a parsed
  * URL are checked; a violation aborts (a crash for libFuzzer). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Built against an installed dlock by tests/install/check.sh, once through
  * pkg-config and once through find_package(dlock): the install is usable. */
 #include <dlock.h>

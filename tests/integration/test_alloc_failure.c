@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every allocation dlock makes on a path fails in turn, against real
  * redis-server processes: client and handle creation, acquire (one node,
  * Redlock, auto-renew, waiting with wake-ups), release, extend and a

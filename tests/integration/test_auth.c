@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Authentication against a real redis-server with `requirepass` and ACL
  * users: right and wrong passwords, ACL users with and without the needed
  * permissions, percent-escaped passwords, unix-socket credentials. */
@@ -160,6 +161,39 @@ static void status_with_wrong_password_is_an_auth_error(void **state)
     dlock_client_free(c);
 }
 
+/* The username/password options win over the URL's credentials, so a
+ * password need not appear in any URL string. */
+static int lock_with_credentials(const char *url, const char *user, const char *pass)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.username = user;
+    o.password = pass;
+    dlock_client *c = test_client_new(&url, 1, &o);
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, c, "auth:opt", NULL), DLOCK_OK);
+    int rc = dlock_lock_acquire(l, 0);
+    if (rc == DLOCK_OK)
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return rc;
+}
+
+static void password_option_overrides_the_url(void **state)
+{
+    (void)state;
+    char url[400];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", test_srv.port);
+    assert_int_equal(lock_with_credentials(url, NULL, "secret"), DLOCK_OK);
+    assert_int_equal(lock_with_credentials(url, NULL, "wrong"), DLOCK_EAUTH);
+    assert_int_equal(lock_with_credentials(url, "alice", "pw"), DLOCK_OK);
+    url_with(url, sizeof url, ":wrong");
+    assert_int_equal(lock_with_credentials(url, NULL, "secret"), DLOCK_OK);
+    url_with(url, sizeof url, "alice:wrong");
+    assert_int_equal(lock_with_credentials(url, NULL, "pw"), DLOCK_OK);   /* URL's user kept */
+    assert_int_equal(lock_with_credentials(url, "bob", "pw"), DLOCK_EAUTH); /* bob may not */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +206,7 @@ int main(void)
         cmocka_unit_test(percent_escaped_password_authenticates),
         cmocka_unit_test(unix_socket_credentials_in_parameters),
         cmocka_unit_test(status_with_wrong_password_is_an_auth_error),
+        cmocka_unit_test(password_option_overrides_the_url),
     };
     return cmocka_run_group_tests(tests, group_setup, test_srv_teardown);
 }

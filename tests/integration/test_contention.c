@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Mutual exclusion under contention: 8 processes, each with its own client,
  * run 1000 critical sections each on one lock name. Inside, a holder file
  * made with O_CREAT|O_EXCL detects overlap, and a decimal counter file is
@@ -157,12 +158,14 @@ static void processes_never_overlap_and_no_increment_is_lost(void **state)
     unlink(x.holder_path);
     /* Every grant took one fencing token. */
     long long fence = -1;
-    redisReply *r = test_redis_cmd(&test_srv, "GET {%s}:fence", LOCK_NAME);
+    char fkey[128];
+    int n_fkey = snprintf(fkey, sizeof fkey, "%s%cfence", LOCK_NAME, '\0');
+    redisReply *r = test_redis_cmd(&test_srv, "GET %b", fkey, (size_t)n_fkey);
     if (r && r->type == REDIS_REPLY_STRING)
         fence = strtoll(r->str, NULL, 10);
     if (r)
         freeReplyObject(r);
-    r = test_redis_cmd(&test_srv, "DEL %s {%s}:fence", LOCK_NAME, LOCK_NAME);
+    r = test_redis_cmd(&test_srv, "DEL %s %b", LOCK_NAME, fkey, (size_t)n_fkey);
     if (r)
         freeReplyObject(r);
 

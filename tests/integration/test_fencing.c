@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fencing tokens under contention, on one node and under Redlock over five,
  * including two of five nodes killed and restarted mid-run; and a fenced
  * resource that refuses the write of a holder paused past its lease.

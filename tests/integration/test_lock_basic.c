@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The single-node lock against one real redis-server: exclusion, waiting,
  * ownership, expiry, extend, fencing, script-cache loss, wrong types and
  * interop with plain SET NX PX locks. (Argument checks, NULL handles,

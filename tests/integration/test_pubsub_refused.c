@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A Redis 7 ACL user without channel rights (`resetchannels`): PUBLISH and
  * SUBSCRIBE are refused. A release must still report what happened to the
  * key (deleted: DLOCK_OK), and waiters must fall back to polling at once,

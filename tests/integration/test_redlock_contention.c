@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Redlock mutual exclusion under contention: several processes, each with
  * its own client over the same five redis-server processes, run critical
  * sections on one lock name. Inside, each one claims a holder file with

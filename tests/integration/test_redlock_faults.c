@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Redlock over three real redis-server processes while one of them is dead,
  * stalled or has lost its keys, with the lock contended (issue 15): a busy
  * lock plus a dead node reads as busy, not as "no quorum"; waiting rides the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A node that dies, restarts or hangs: calls fail with a node error (never
  * success, never a crash), and the same client recovers afterwards. Every
  * test gets its own redis-server. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers for tests that run several worker processes. */
 #ifndef DLOCK_TEST_PROC_H
 #define DLOCK_TEST_PROC_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test harness: real redis-server processes on free loopback ports, each in
  * its own temp dir, started with fork/exec and stopped by pid (never by
  * name). A server also dies with the test process (PR_SET_PDEATHSIG), so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,4 +318,25 @@ int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms)
 {
     test_state_wait w = {l, state};
     return test_wait_until(test_state_reached, &w, max_ms, 5);
+}
+
+/* ---- helper keys ---------------------------------------------------------- */
+
+size_t test_helper_key(char *out, size_t cap, const char *key, const char *kind)
+{
+    /* key NUL kind, as src/lock.c's dlock__derived_key() makes it. */
+    size_t kl = strlen(key), hl = strlen(kind);
+    assert_true(kl + 1 + hl < cap);
+    memcpy(out, key, kl);
+    out[kl] = '\0';
+    memcpy(out + kl + 1, kind, hl + 1);
+    return kl + 1 + hl;
+}
+
+redisReply *test_cmd_bin(const test_redis *r, const char *fmt, ...)
+{
+    redisReply *rep;
+    REPLY_OF_ARGS(rep);
+    assert_non_null(rep);
+    return rep;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers the integration and thread tests share: a monotonic microsecond
  * clock; cmocka fixtures for the one redis-server (test_srv) or the five
  * (test_nodes) a test file runs against; replies of admin commands checked
@@ -133,5 +134,15 @@ dlock_lock *test_lock_new(dlock_client *c, const char *name, int64_t ttl_ms, uns
 /* Poll the handle every 5 ms until it is in `state`; 1 if it was within
  * max_ms, 0 if not. */
 int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms);
+
+/* ---- helper keys (docs/design.md, "Key layout") ------------------------ */
+
+/* Write helper key `key` NUL `kind` (e.g. "fence", "q") into out (cap
+ * bytes); returns its length (it holds a NUL: pass it with %b). */
+size_t test_helper_key(char *out, size_t cap, const char *key, const char *kind);
+
+/* test_cmd() for formats with %b (binary keys), which the printf format
+ * check of test_cmd() refuses. */
+redisReply *test_cmd_bin(const test_redis *r, const char *fmt, ...);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Threads: dlock_lock_cancel() interrupting a waiting acquire, a cancel that
  * comes before the wait, and one client shared by two threads. */
 #include <setjmp.h>

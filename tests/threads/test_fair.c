@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fair mode (DLOCK_FAIR) against a real redis-server: waiters are served
  * in arrival order; the release hands the lock to the next live waiter, who
  * needs no round trip of its own (fence + 1, validity > 0); a waiter that
@@ -6,8 +7,8 @@
  * liveness key expires; fair mode over several nodes is refused; waiting
  * works by polling when wake-ups are off.
  *
- * Keys (src/lock.c, dlock__derived_key): the queue is "{NAME}:q", each
- * waiter's liveness key "{NAME}:w:TOKEN". Worker threads never call cmocka
+ * Keys (src/lock.c, dlock__derived_key): the queue is "NAME\0q", each
+ * waiter's liveness key "NAME\0w\0TOKEN". Worker threads never call cmocka
  * asserts; the main thread checks what they recorded. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,13 +48,22 @@ static dlock_lock *new_fair(dlock_client *c, const char *name, int64_t ttl_ms)
 
 static long long queue_len(const char *name)
 {
-    return test_cmd_int(&test_srv, "LLEN {%s}:q", name);
+    char q[256];
+    size_t n_q = test_helper_key(q, sizeof q, name, "q");
+    redisReply *r = test_cmd_bin(&test_srv, "LLEN %b", q, n_q);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long n = r->integer;
+    freeReplyObject(r);
+    return n;
 }
 
 /* Waiters' liveness keys present now. */
 static size_t live_keys(const char *name)
 {
-    redisReply *r = test_cmd(&test_srv, "KEYS {%s}:w:*", name);
+    char pat[256];
+    size_t n_pat = test_helper_key(pat, sizeof pat, name, "w");
+    memcpy(pat + n_pat, "\0*", 3);
+    redisReply *r = test_cmd_bin(&test_srv, "KEYS %b", pat, n_pat + 2);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     size_t n = r->elements;
     freeReplyObject(r);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Counted reentrancy (DLOCK_REENTRANT) against real redis-servers: the
  * owner is client x thread, the hold count lives in the lock's hash and
  * every acquire needs its release; other threads and clients are other
@@ -333,9 +334,12 @@ static void reentrant_lock_still_counts_when_one_of_three_nodes_is_down(void **s
 /* The fencing counter of a name, as the server has it. */
 static unsigned long long server_fence(const char *name)
 {
-    char *v = test_cmd_str(&test_srv, "GET {%s}:fence", name);
-    unsigned long long f = strtoull(v, NULL, 10);
-    free(v);
+    char k[256];
+    size_t n_k = test_helper_key(k, sizeof k, name, "fence");
+    redisReply *r = test_cmd_bin(&test_srv, "GET %b", k, n_k);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    unsigned long long f = strtoull(r->str, NULL, 10);
+    freeReplyObject(r);
     return f;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Wake-ups on release (default mode) against a real redis-server: a waiter
  * returns within milliseconds of a release although its polls are a second
  * apart; waiters of a crashed holder (a child process that exits without

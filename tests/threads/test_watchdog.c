@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog against a real redis-server: an auto-renewed lease outlives
  * its TTL while a plain one expires; a lock deleted or overwritten behind
  * its back is reported lost once, within a renewal period; a released or

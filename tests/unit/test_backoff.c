@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Randomness and key helpers: retry backoff, jitter, owner tokens, and the
  * fencing counter's key name. */
 #include <setjmp.h>
@@ -115,9 +116,8 @@ static uint16_t crc16(const char *s, size_t n)
     return crc;
 }
 
-static unsigned key_slot(const char *key)
+static unsigned key_slot(const char *key, size_t n)
 {
-    size_t n = strlen(key);
     const char *open = memchr(key, '{', n);
     if (open) {
         const char *close = memchr(open + 1, '}', n - (size_t)(open + 1 - key));
@@ -127,12 +127,16 @@ static unsigned key_slot(const char *key)
     return crc16(key, n) & 16383;
 }
 
-static char *fence_key_of(const char *name)
+typedef struct key {
+    char *k;
+    size_t len;
+} key;
+
+static key helper_of(const char *name, const char *kind, size_t kind_len)
 {
-    size_t len = 0;
-    char *k = dlock__fence_key(name, strlen(name), &len);
-    assert_non_null(k);
-    assert_int_equal(len, strlen(k));
+    key k = {NULL, 0};
+    k.k = dlock__derived_key(name, strlen(name), kind, kind_len, &k.len);
+    assert_non_null(k.k);
     return k;
 }
 
@@ -141,46 +145,76 @@ static void crc16_matches_the_redis_cluster_reference(void **state)
     (void)state;
     /* Values from the Redis Cluster specification and CLUSTER KEYSLOT. */
     assert_int_equal(crc16("123456789", 9), 0x31C3);
-    assert_int_equal(key_slot("foo"), 12182);
-    assert_int_equal(key_slot("{user1000}.following"), key_slot("user1000"));
+    assert_int_equal(key_slot("foo", 3), 12182);
+    assert_int_equal(key_slot("{user1000}.following", 20), key_slot("user1000", 8));
 }
 
-static void fence_key_reuses_an_existing_hash_tag(void **state)
+static void fence_key_is_the_lock_key_a_nul_and_fence(void **state)
 {
     (void)state;
-    char *k = fence_key_of("{order:42}:lock");
-    assert_string_equal(k, "{order:42}:lock:fence");
-    assert_int_equal(key_slot(k), key_slot("{order:42}:lock"));
-    dlock__free(k);
-    k = fence_key_of("jobs:{tenant7}:nightly");
-    assert_string_equal(k, "jobs:{tenant7}:nightly:fence");
-    assert_int_equal(key_slot(k), key_slot("jobs:{tenant7}:nightly"));
+    size_t len = 0;
+    char *k = dlock__fence_key("lock:x", 6, &len);
+    assert_int_equal(len, 12);
+    assert_memory_equal(k, "lock:x\0fence", 13);
     dlock__free(k);
 }
 
-static void fence_key_wraps_plain_names_in_braces(void **state)
+/* A user allowed ~lock:* for the lock key is allowed its helpers too. */
+static void helper_keys_start_with_the_lock_key(void **state)
 {
     (void)state;
-    static const char *names[] = {"orders", "a:b:c", "x", "{unclosed", "q{", "name with spaces"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *k = fence_key_of(names[i]);
-        char want[128];
-        snprintf(want, sizeof want, "{%s}:fence", names[i]);
-        assert_string_equal(k, want);
-        if (key_slot(k) != key_slot(names[i]))
-            fail_msg("fence key \"%s\" is not in the slot of \"%s\"", k, names[i]);
-        dlock__free(k);
+    static const char *names[] = {"lock:x", "{order:42}:lock", "x", "{unclosed", "a}b"};
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(names); i++) {
+        key h[3] = {helper_of(names[i], "fence", 5), helper_of(names[i], "q", 1),
+                    helper_of(names[i], "w\0", 2)};
+        for (size_t j = 0; j < 3; j++) {
+            assert_true(h[j].len > strlen(names[i]));
+            assert_memory_equal(h[j].k, names[i], strlen(names[i]));
+            dlock__free(h[j].k);
+        }
     }
 }
 
-static void fence_key_of_a_name_with_an_empty_tag_is_distinct(void **state)
+/* Redis Cluster: a name with a hash tag keeps its helpers in its slot. */
+static void helper_keys_share_the_slot_of_a_tagged_name(void **state)
 {
     (void)state;
-    /* "{}" is no tag and a '}' cannot be wrapped: the key just gets the
-     * suffix, distinct from the lock key. */
-    char *k = fence_key_of("{}x");
-    assert_string_equal(k, "{}x:fence");
-    dlock__free(k);
+    static const char *names[] = {"{order:42}:lock", "jobs:{tenant7}:nightly", "{x}", "a{b}c}d"};
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(names); i++) {
+        key h = helper_of(names[i], "fence", 5);
+        if (key_slot(h.k, h.len) != key_slot(names[i], strlen(names[i])))
+            fail_msg("the fence key of \"%s\" is in another slot", names[i]);
+        dlock__free(h.k);
+    }
+}
+
+/* Issue 15 item 12: no lock name's key is another lock's helper key, and
+ * no two (name, kind) pairs share a helper key, even for names built to
+ * look like the old "{NAME}:fence" / "{NAME}:q" / "{NAME}:w:" helpers. */
+static void no_helper_key_is_a_lock_key_or_another_helper(void **state)
+{
+    (void)state;
+    static const char *names[] = {"x", "{x}", "{x}:fence", "{x}:q", "{x}:w:", "x:fence",
+                                  "x:q", "xfence", "x\001fence", "{x}:w:abc", "w"};
+    static const struct {
+        const char *kind;
+        size_t len;
+    } kinds[] = {{"fence", 5}, {"q", 1}, {"w\0", 2}};
+    enum { N = DLOCK__ARRAY_LEN(names), K = DLOCK__ARRAY_LEN(kinds) };
+    key h[N * K];
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < K; j++)
+            h[i * K + j] = helper_of(names[i], kinds[j].kind, kinds[j].len);
+    for (size_t a = 0; a < N * K; a++) {
+        for (size_t i = 0; i < N; i++)
+            if (h[a].len == strlen(names[i]) && !memcmp(h[a].k, names[i], h[a].len))
+                fail_msg("a helper key equals lock key \"%s\"", names[i]);
+        for (size_t b = a + 1; b < N * K; b++)
+            if (h[a].len == h[b].len && !memcmp(h[a].k, h[b].k, h[a].len))
+                fail_msg("helpers %zu and %zu share a key", a, b);
+    }
+    for (size_t a = 0; a < N * K; a++)
+        dlock__free(h[a].k);
 }
 
 int main(void)
@@ -191,9 +225,10 @@ int main(void)
         cmocka_unit_test(rand_below_stays_in_range_and_covers_it),
         cmocka_unit_test(token_is_32_lowercase_hex_digits),
         cmocka_unit_test(crc16_matches_the_redis_cluster_reference),
-        cmocka_unit_test(fence_key_reuses_an_existing_hash_tag),
-        cmocka_unit_test(fence_key_wraps_plain_names_in_braces),
-        cmocka_unit_test(fence_key_of_a_name_with_an_empty_tag_is_distinct),
+        cmocka_unit_test(fence_key_is_the_lock_key_a_nul_and_fence),
+        cmocka_unit_test(helper_keys_start_with_the_lock_key),
+        cmocka_unit_test(helper_keys_share_the_slot_of_a_tagged_name),
+        cmocka_unit_test(no_helper_key_is_a_lock_key_or_another_helper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

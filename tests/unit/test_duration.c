@@ -1,4 +1,5 @@
-/* dlock_duration_parse(): "250ms", "30s", "5m", "1h", plain seconds. */
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_duration_parse(): "250ms", "30s", "5m", "1h", "1d", plain seconds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,9 @@ static void units_are_converted_to_milliseconds(void **state)
     assert_int_equal(parse_ok("1h"), 3600000);
     assert_int_equal(parse_ok("0.25s"), 250);
     assert_int_equal(parse_ok("1.5m"), 90000);
+    assert_int_equal(parse_ok("1d"), 86400000);
+    assert_int_equal(parse_ok("0.5d"), 43200000);
+    assert_int_equal(parse_ok("24d"), INT64_C(2073600000));
 }
 
 static void plain_numbers_are_seconds(void **state)
@@ -71,6 +75,7 @@ static void malformed_text_is_rejected_and_output_untouched(void **state)
         "1e3", "0x10", "1sec", "1S", "1mss", "1..2", "\t1", "1,5",
         "99999999999999999999", "99999999999999999999ms", "9223372036854775807",
         "9223372036854775808", "9999999999999h", "9999999999999999s",
+        "1D", "1dd", "d", "999999999999d",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t ms = -42;

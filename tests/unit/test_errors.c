@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error codes: dlock_strerror(), dlock_errname(), the mapping of Redis error
  * replies, the version, and the option initialisers. */
 #include <setjmp.h>
