@@ -246,6 +246,14 @@ static int occupy_std_fds(void)
     return 0;
 }
 
+/* The library's messages for a person (pub/sub refused, ...), once each. */
+static void on_log(dlock_log_level level, const char *msg, void *arg)
+{
+    (void)level;
+    (void)arg;
+    cli_msg("%s", msg);
+}
+
 int main(int argc, char **argv)
 {
     cli_global g;
@@ -261,6 +269,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "dlock: libdlock %s does not match this dlock\n", dlock_version());
         return CLI_EXIT_UNAVAILABLE;
     }
+    g.copts.on_log = on_log;
     rc = parse_global(&g, argc, argv);
     if (rc)
         return rc;

@@ -215,6 +215,25 @@ static void act_on_loss(run_state *rs, int reason, const char *why)
     }
 }
 
+/* As PID 1 (a container's entry point) every orphaned descendant of the
+ * program becomes our child: reap those that exited, or they linger as
+ * zombies, and zombies left in the program's group would keep
+ * kill_leftovers() waiting out the whole grace period after a loss. The
+ * program itself is left alone (see supervise()). Outside PID 1 (or a
+ * subreaper) the program is our only child and this finds nothing. */
+static void reap_orphans(pid_t program)
+{
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
+            si.si_pid == program)
+            return;
+        while (waitpid(si.si_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+}
+
 /* Wait until the program exits; act on a lost lock and due SIGKILLs
  * meanwhile. The program is left unreaped (WNOWAIT) so that its group id
  * cannot be reused while the signal thread may still signal it. */
@@ -232,6 +251,7 @@ static void supervise(run_state *rs)
                 act_on_loss(rs, DLOCK_LOST_NOT_OWNER, "the lease ran out while stopped");
             kill(-ch->pid, SIGCONT);
         }
+        reap_orphans(ch->pid);
         memset(&si, 0, sizeof si);
         if (waitid(P_PID, (id_t)ch->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
             si.si_pid == ch->pid)
@@ -264,7 +284,11 @@ static void supervise(run_state *rs)
 static void kill_leftovers(run_state *rs)
 {
     pid_t g = rs->ch.pid;
-    while (kill(-g, 0) == 0) {
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) /* orphans, as PID 1 */
+            ;
+        if (kill(-g, 0) != 0)
+            return;
         if (rs->kill_at < 0 || cli_now_ms() >= rs->kill_at) {
             kill(-g, SIGKILL);
             return;
@@ -342,6 +366,8 @@ static int run_program(run_state *rs, const sigset_t *mask)
     release(rs);
     if (rs->signalled)
         kill_leftovers(rs);
+    while (waitpid(-1, NULL, WNOHANG) > 0) /* orphans, as PID 1 */
+        ;
     free(block);
     free(env);
     /* The program's own failure says more than the loss, unless we caused

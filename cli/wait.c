@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -138,45 +139,87 @@ static void report_busy(dlock_client *c, dlock_lock *lock, const char *tail)
             cli_nodes(c, nodes, sizeof nodes), ttl, tail);
 }
 
-/* An error the library rides out during a wait (it retries it until the
- * deadline): an unreachable, busy or silent node. */
-static int transient(int rc)
+/* -v progress: a thread prints a line every PROGRESS_SLICE_MS while the
+ * main thread waits in ONE dlock_lock_acquire() call. Waiting in slices
+ * instead made a fair waiter leave the line and join it again at the back
+ * every second (issue 15): progress output must never change the order. */
+typedef struct progress {
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+    int done;
+    dlock_lock *lock;
+    int64_t start_ms;
+} progress;
+
+static void *progress_main(void *arg)
 {
-    return rc == DLOCK_EIO || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN;
+    progress *p = arg;
+    int64_t next = p->start_ms + PROGRESS_SLICE_MS;
+    CLI_CHECK(pthread_mutex_lock(&p->mu));
+    while (!p->done) {
+        struct timespec ts = {(time_t)(next / 1000), (long)(next % 1000) * 1000000L};
+        int w = pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+        if (w != 0 && w != ETIMEDOUT)
+            CLI_CHECK(w);
+        int64_t now = cli_now_ms();
+        if (p->done || now < next)
+            continue;
+        next += PROGRESS_SLICE_MS;
+        int64_t holder = dlock_lock_holder_ttl_ms(p->lock); /* thread-safe */
+        char note[64] = "";
+        if (holder >= 0)
+            snprintf(note, sizeof note, "; holder's ttl %.1fs", (double)holder / 1000.0);
+        cli_msg("waiting for \"%s\" (%.1fs elapsed%s)", dlock_lock_name(p->lock),
+                (double)(now - p->start_ms) / 1000.0, note);
+    }
+    CLI_CHECK(pthread_mutex_unlock(&p->mu));
+    return NULL;
+}
+
+/* dlock_lock_acquire(lock, wait_ms), with progress lines if verbose. */
+static int acquire_reporting(const cli_global *g, dlock_lock *lock, int64_t wait_ms,
+                             int64_t start_ms)
+{
+    if (!g->verbose)
+        return dlock_lock_acquire(lock, wait_ms);
+    progress p = {.done = 0, .lock = lock, .start_ms = start_ms};
+    pthread_condattr_t ca;
+    pthread_t th;
+    CLI_CHECK(pthread_mutex_init(&p.mu, NULL));
+    CLI_CHECK(pthread_condattr_init(&ca));
+    CLI_CHECK(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC));
+    CLI_CHECK(pthread_cond_init(&p.cond, &ca));
+    CLI_CHECK(pthread_condattr_destroy(&ca));
+    int started = pthread_create(&th, NULL, progress_main, &p) == 0; /* else: no progress */
+    int rc = dlock_lock_acquire(lock, wait_ms);
+    CLI_CHECK(pthread_mutex_lock(&p.mu));
+    p.done = 1;
+    CLI_CHECK(pthread_cond_signal(&p.cond));
+    CLI_CHECK(pthread_mutex_unlock(&p.mu));
+    if (started)
+        CLI_CHECK(pthread_join(th, NULL));
+    CLI_CHECK(pthread_cond_destroy(&p.cond));
+    CLI_CHECK(pthread_mutex_destroy(&p.mu));
+    return rc;
 }
 
 int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock, const cli_lock_opts *o)
 {
     int64_t start = cli_now_ms();
-    int64_t deadline = o->wait_ms < 0 ? INT64_MAX : start + o->wait_ms;
     char nodes[512], tail[64];
 
     /* Try once first: a node that is down or refuses us now is reported at
      * once (exit 69) instead of being waited out. Once the lock was seen
      * held, waiting rides out node outages until WAIT ends. */
     int rc = dlock_lock_acquire(lock, 0);
-    while (rc == DLOCK_ENOTACQUIRED && o->wait_ms != 0) {
-        int64_t wait = o->wait_ms, left = deadline - cli_now_ms();
-        if (o->wait_ms > 0)
-            wait = left > 0 ? left : 0;
-        if (g->verbose && (wait < 0 || wait > PROGRESS_SLICE_MS))
-            wait = PROGRESS_SLICE_MS; /* report progress between slices */
-        if (wait == 0) {
-            rc = DLOCK_ETIMEDOUT;
-            break;
+    if (rc == DLOCK_ENOTACQUIRED && o->wait_ms != 0) {
+        int64_t wait = o->wait_ms;
+        if (wait > 0) {
+            wait -= cli_now_ms() - start;
+            if (wait <= 0)
+                wait = 1;
         }
-        rc = dlock_lock_acquire(lock, wait);
-        if (!(rc == DLOCK_ETIMEDOUT || transient(rc)) || !g->verbose || cli_now_ms() >= deadline)
-            break;
-        int64_t holder = dlock_lock_holder_ttl_ms(lock);
-        char note[128] = "";
-        if (rc != DLOCK_ETIMEDOUT)
-            snprintf(note, sizeof note, "; %s", dlock_strerror(rc));
-        else if (holder >= 0)
-            snprintf(note, sizeof note, "; holder's ttl %.1fs", (double)holder / 1000.0);
-        cli_msg("waiting for \"%s\" (%.1fs elapsed%s)", dlock_lock_name(lock),
-                (double)(cli_now_ms() - start) / 1000.0, note);
-        rc = DLOCK_ENOTACQUIRED; /* the next slice */
+        rc = acquire_reporting(g, lock, wait, start);
     }
 
     double took = (double)(cli_now_ms() - start) / 1000.0;

@@ -30,7 +30,8 @@
  * client may be called concurrently (connections come from a per-node pool).
  * A dlock_lock handle is used by one thread at a time, with three exceptions
  * that are safe from any thread at any time: dlock_lock_cancel(),
- * dlock_lock_state() and dlock_lock_validity_ms(). Callbacks say which thread
+ * dlock_lock_state(), dlock_lock_validity_ms(), dlock_lock_holder_ttl_ms()
+ * and dlock_lock_name(). Callbacks say which thread
  * runs them.
  *
  * Time
@@ -112,7 +113,9 @@ typedef enum dlock_error {
     DLOCK_EEXPIRED = -5,
     /** The watchdog found the lock lost; the handle no longer holds it. */
     DLOCK_ELOST = -6,
-    /** Redlock: no majority of nodes could be reached or agreed in time. */
+    /** Redlock: no majority of nodes could be reached in time (a
+     *  majority failed, was silent or refused). A lock held by another
+     *  owner with a minority of nodes down is DLOCK_ENOTACQUIRED. */
     DLOCK_ENOQUORUM = -7,
     /** An argument is invalid (NULL, empty, too long, out of range). */
     DLOCK_EINVAL = -8,
@@ -164,7 +167,25 @@ DLOCK_EXTERN(int) dlock_duration_parse(int64_t *out_ms, const char *text);
 
 typedef struct dlock_client dlock_client;
 
-#define DLOCK_CLIENT_OPTIONS_VERSION 1
+/** Severity of a message passed to a dlock_log_fn. */
+typedef enum dlock_log_level {
+    /** dlock works on, degraded (for example: polling instead of pub/sub). */
+    DLOCK_LOG_WARN = 1
+} dlock_log_level;
+
+/**
+ * Receives a message the library has for a person, once per condition and
+ * client (not per call). So far: "pub/sub refused" when the server refuses
+ * SUBSCRIBE (a Redis 7 ACL user without channel rights, `resetchannels`);
+ * waiters of that client then poll with backoff up to retry_max_ms for the
+ * rest of its life. Runs on whichever library thread noticed (the wake-up
+ * thread for pub/sub), possibly with internal locks held: it must not block
+ * and must not call into dlock. dlock never writes to stderr itself.
+ */
+typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
+
+/** 2 added on_log and log_arg; version 1 structs are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 2
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
  *  dlock_client_options_init()) and change what you need. */
@@ -186,7 +207,8 @@ typedef struct dlock_client_options {
      *  when nodes run without persistence. Default 0 (off). */
     int64_t min_node_uptime_ms;
     /** Wake waiters with pub/sub on release (1) or only poll (0).
-     *  Default 1. */
+     *  Default 1. A release whose PUBLISH the server refuses still
+     *  succeeds; a refused SUBSCRIBE makes waiters poll (see on_log). */
     int wakeups;
     /** Namespace: prepended to every lock name to make its Redis key (the
      *  helper keys and the wake-up channel follow the key), e.g. "lock:"
@@ -203,16 +225,21 @@ typedef struct dlock_client_options {
      *  of `ps` and log lines that print a URL). Copied by
      *  dlock_client_new(). Default NULL. */
     const char *password;
+    /** Version 2: messages for a person (see dlock_log_fn); NULL drops
+     *  them. Default NULL. */
+    dlock_log_fn on_log;
+    void *log_arg;
 } dlock_client_options;
 
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
 #define DLOCK_KEY_PREFIX_MAX 1024
 
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
-    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL }
+    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL }
 
-/** Fill @p opts with the defaults for @p version. Returns DLOCK_EINVAL for a
- *  NULL pointer or an unknown version. */
+/** Fill @p opts with the defaults for @p version (1 or 2; a version 1
+ *  struct lacks on_log and log_arg). Returns DLOCK_EINVAL for a NULL
+ *  pointer or an unknown version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
 
@@ -230,7 +257,12 @@ dlock_client_options_init(dlock_client_options *opts, unsigned int version);
  * @param opts   options, or NULL for the defaults.
  * @param errbuf optional buffer for a detail message on error (may be NULL).
  * @return DLOCK_OK, DLOCK_EINVAL (bad URL or option, or the same node
- *         twice), DLOCK_ENOTSUP, DLOCK_ENOMEM. Thread-safe.
+ *         twice: the same host:port, or names that resolve to a common
+ *         address and the same port, such as 127.0.0.1 and localhost; the
+ *         message names both URLs), DLOCK_ENOTSUP, DLOCK_ENOMEM.
+ *         Thread-safe. Names that resolve apart but reach one server
+ *         (127.0.0.1 and [::1], or TCP and its unix socket) are caught once
+ *         connected, by the server's run_id: see dlock_lock_acquire().
  */
 DLOCK_EXTERN(int)
 dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
@@ -391,10 +423,14 @@ DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
  * @param wait_ms 0: try once. > 0: retry until this many ms have passed.
  *                DLOCK_WAIT_FOREVER: retry until acquired or cancelled.
  * @return DLOCK_OK (held; see dlock_lock_token(), dlock_lock_fence()),
- *         DLOCK_ENOTACQUIRED (wait_ms == 0 and held by another owner),
+ *         DLOCK_ENOTACQUIRED (wait_ms == 0 and held by another owner;
+ *         with several nodes: some node said so and the failing nodes are
+ *         a minority),
  *         DLOCK_ETIMEDOUT (still held by another owner at the deadline),
  *         DLOCK_ECANCELED, DLOCK_EINVAL (negative wait other than
- *         DLOCK_WAIT_FOREVER; the handle already holds a non-reentrant lock),
+ *         DLOCK_WAIT_FOREVER; the handle already holds a non-reentrant lock;
+ *         two of the client's URLs turned out to reach one server, by its
+ *         run_id: nothing is granted and the message names both URLs),
  *         or a node error: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EAUTH,
  *         DLOCK_EWRONGTYPE, DLOCK_EREFUSED, DLOCK_EBUSY, DLOCK_EPROTO
  *         (single node), DLOCK_ENOQUORUM (several nodes), DLOCK_ENOMEM.
@@ -506,8 +542,9 @@ DLOCK_EXTERN(const char *) dlock_lock_name(const dlock_lock *lock);
 DLOCK_EXTERN(unsigned) dlock_lock_hold_count(const dlock_lock *lock);
 
 /** Remaining TTL of the other owner seen by the last acquire that found the
- *  lock taken, in ms; -1 if unknown. Lets a caller report "held by another
- *  owner (ttl 27.3s)". */
+ *  lock taken (during a wait: the latest look), in ms; -1 if unknown. Lets
+ *  a caller report "held by another owner (ttl 27.3s)". Thread-safe: a
+ *  progress reporter may read it while another thread waits. */
 DLOCK_EXTERN(int64_t) dlock_lock_holder_ttl_ms(const dlock_lock *lock);
 
 /** Detail message of the last failed call on this handle (names the node

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "client.h"
 #include "error.h"
@@ -9,18 +14,43 @@
 #include "wakeup.h"
 #include "watchdog.h"
 
+/* Bytes of a dlock_client_options of the given version (0: unknown):
+ * callers built against an older header pass a shorter struct. */
+static size_t options_size(unsigned int version)
+{
+    if (version == 1)
+        return offsetof(dlock_client_options, on_log);
+    if (version == DLOCK_CLIENT_OPTIONS_VERSION)
+        return sizeof(dlock_client_options);
+    return 0;
+}
+
 int dlock_client_options_init(dlock_client_options *opts, unsigned int version)
 {
-    if (!opts || version != DLOCK_CLIENT_OPTIONS_VERSION)
+    size_t size = options_size(version);
+    if (!opts || !size)
         return DLOCK_EINVAL;
     dlock_client_options d = DLOCK_CLIENT_OPTIONS_INIT;
-    *opts = d;
+    d.version = version;
+    memcpy(opts, &d, size);
     return DLOCK_OK;
+}
+
+void dlock__client_log(dlock_client *c, dlock_log_level level, const char *fmt, ...)
+{
+    if (!c->opts.on_log)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->opts.on_log(level, msg, c->opts.log_arg);
 }
 
 static int check_options(const dlock_client_options *o, char *err, size_t len)
 {
-    if (o->version != DLOCK_CLIENT_OPTIONS_VERSION) {
+    if (!options_size(o->version)) {
         snprintf(err, len, "unknown dlock_client_options version %u (this library knows %d)",
                  o->version, DLOCK_CLIENT_OPTIONS_VERSION);
         return DLOCK_EINVAL;
@@ -75,6 +105,66 @@ static int override_credentials(dlock__url *u, const dlock_client_options *o)
     return DLOCK_OK;
 }
 
+/* 1 if two TCP nodes resolve to a common address and the same port (say
+ * 127.0.0.1, localhost and [::1]), naming it in addr. A name that does not
+ * resolve now is left to the run_id check once connected. */
+static int same_address(const dlock__node *a, const dlock__node *b, char *addr, size_t len)
+{
+    if (a->url.is_unix || b->url.is_unix || a->url.port != b->url.port)
+        return 0;
+    struct addrinfo hints, *ra = NULL, *rb = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    int found = 0;
+    if (getaddrinfo(a->url.host, NULL, &hints, &ra) == 0 &&
+        getaddrinfo(b->url.host, NULL, &hints, &rb) == 0) {
+        for (struct addrinfo *x = ra; x && !found; x = x->ai_next)
+            for (struct addrinfo *y = rb; y && !found; y = y->ai_next) {
+                if (x->ai_family != y->ai_family)
+                    continue;
+                const void *px, *py;
+                size_t n;
+                if (x->ai_family == AF_INET) {
+                    px = &((const struct sockaddr_in *)(const void *)x->ai_addr)->sin_addr;
+                    py = &((const struct sockaddr_in *)(const void *)y->ai_addr)->sin_addr;
+                    n = sizeof(struct in_addr);
+                } else if (x->ai_family == AF_INET6) {
+                    px = &((const struct sockaddr_in6 *)(const void *)x->ai_addr)->sin6_addr;
+                    py = &((const struct sockaddr_in6 *)(const void *)y->ai_addr)->sin6_addr;
+                    n = sizeof(struct in6_addr);
+                } else {
+                    continue;
+                }
+                if (!memcmp(px, py, n)) {
+                    found = 1;
+                    getnameinfo(x->ai_addr, x->ai_addrlen, addr, (socklen_t)len, NULL, 0,
+                                NI_NUMERICHOST);
+                }
+            }
+    }
+    if (ra)
+        freeaddrinfo(ra);
+    if (rb)
+        freeaddrinfo(rb);
+    return found;
+}
+
+int dlock__client_check_distinct(dlock_client *c, char *msg, size_t len)
+{
+    char ids[DLOCK__MAX_NODES][41];
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        dlock__node_run_id(&c->nodes[i], ids[i]);
+        for (size_t j = 0; j < i && ids[i][0]; j++)
+            if (!strcmp(ids[i], ids[j])) {
+                snprintf(msg, len, "URL %zu (%.100s) and URL %zu (%.100s) reach the same Redis "
+                         "server (run_id %.12s...): name each node once",
+                         j + 1, c->nodes[j].name, i + 1, c->nodes[i].name, ids[i]);
+                return DLOCK_EINVAL;
+            }
+    }
+    return DLOCK_OK;
+}
+
 int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                      const dlock_client_options *opts, char *errbuf,
                      size_t errbuf_len)
@@ -101,6 +191,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         opts = &defaults;
     if ((rc = check_options(opts, err, sizeof err)) != DLOCK_OK)
         goto fail;
+    /* An older caller's struct is shorter: the rest keeps the defaults. */
+    dlock_client_options full = DLOCK_CLIENT_OPTIONS_INIT;
+    memcpy(&full, opts, options_size(opts->version));
+    opts = &full;
     if (dlock__scripts_check(&missing) != 0) {
         snprintf(err, sizeof err, "build is missing script %s.lua", missing);
         rc = DLOCK_EINVAL;
@@ -129,8 +223,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
             snprintf(err, sizeof err, "URL %zu is NULL", i + 1);
             rc = DLOCK_EINVAL;
         } else {
+            /* INFO server in the handshake also gives the run_id that
+             * tells two URLs of one server apart from two servers. */
             rc = dlock__node_init(&c->nodes[i], urls[i], (size_t)opts->pool_size,
-                                  opts->min_node_uptime_ms > 0, uerr, sizeof uerr);
+                                  opts->min_node_uptime_ms > 0 || n_urls > 1, uerr, sizeof uerr);
             if (rc != DLOCK_OK)
                 snprintf(err, sizeof err, "URL %zu: %s", i + 1, uerr);
         }
@@ -143,13 +239,22 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         }
         /* The same server twice (even with another db) is not an
          * independent node: it would vote twice and fail together. */
-        for (size_t j = 0; j < i; j++)
+        char addr[64] = "";
+        for (size_t j = 0; j < i; j++) {
             if (!strcmp(c->nodes[j].name, c->nodes[i].name)) {
                 snprintf(err, sizeof err, "URL %zu names the same node as URL %zu (%.200s)",
                          i + 1, j + 1, c->nodes[i].name);
                 rc = DLOCK_EINVAL;
                 goto fail;
             }
+            if (same_address(&c->nodes[j], &c->nodes[i], addr, sizeof addr)) {
+                snprintf(err, sizeof err, "URL %zu (%.60s) and URL %zu (%.60s) are the same node "
+                         "(both reach %.46s port %d)", j + 1, c->nodes[j].name, i + 1,
+                         c->nodes[i].name, addr, c->nodes[i].url.port);
+                rc = DLOCK_EINVAL;
+                goto fail;
+            }
+        }
     }
     c->quorum = n_urls / 2 + 1;
     if ((rc = dlock__token_hex(c->id)) != DLOCK_OK) {

@@ -37,4 +37,16 @@ static inline int dlock__client_forked(const dlock_client *c)
     return c->pid != getpid();
 }
 
+/* Redlock: if two nodes turned out to be the same server (same run_id
+ * once connected), write a message naming both into msg and return
+ * DLOCK_EINVAL; DLOCK_OK otherwise. */
+int dlock__client_check_distinct(dlock_client *c, char *msg, size_t len);
+
+/* Pass a message to the client's on_log callback, if any. */
+void dlock__client_log(dlock_client *c, dlock_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 #endif

@@ -313,6 +313,11 @@ static void note_uptime(dlock__conn *c, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)
         return;
+    const char *id = strstr(r->str, "run_id:");
+    if (id && strspn(id + 7, "0123456789abcdef") == 40) {
+        memcpy(c->run_id, id + 7, 40);
+        c->run_id[40] = '\0';
+    }
     const char *p = strstr(r->str, "uptime_in_seconds:");
     if (!p)
         return;

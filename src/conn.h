@@ -64,6 +64,10 @@ typedef struct dlock__conn {
     /* Uptime reported by INFO in the handshake, as a monotonic start time;
      * 0 if not asked. */
     int64_t server_start_ns;
+    /* The server's run_id from that INFO ("" if not asked): two node URLs
+     * that reach the same server show the same run_id. */
+    char run_id[41];
+    int run_id_noted; /* copied to the node (fanout.c) */
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
 } dlock__conn;

@@ -69,8 +69,9 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
     slot slots[DLOCK__MAX_NODES];
     struct pollfd pfd[DLOCK__MAX_NODES + 1];
     size_t pidx[DLOCK__MAX_NODES];
-    int stop = 0;
+    int stop = 0, graced = 0;
     int64_t now = dlock__now_ns();
+    int64_t cap_ns = o->deadline_ns; /* no slot waits past this */
     int64_t connect_ms = client->opts.connect_timeout_ms;
 
     memset(slots, 0, sizeof slots);
@@ -155,7 +156,7 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
             if (pr > 0 && pfd[m].revents)
                 rc = dlock__conn_io(c, pfd[m].revents);
             if (rc == DLOCK_OK && was_connecting && c->state == DLOCK__CS_OPEN)
-                s->deadline_ns = after_ms(now, o->io_timeout_ms, o->deadline_ns);
+                s->deadline_ns = after_ms(now, o->io_timeout_ms, cap_ns);
             while (rc == DLOCK_OK && s->active && !stop) {
                 redisReply *r = NULL;
                 uint32_t idx = 0;
@@ -178,20 +179,36 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                 /* The I/O timeout bounds silence, not a whole pipeline: a
                  * node that keeps answering a long batch (a watchdog round
                  * of many chunks) keeps its slot alive. */
-                s->deadline_ns = after_ms(now, o->io_timeout_ms, o->deadline_ns);
+                s->deadline_ns = after_ms(now, o->io_timeout_ms, cap_ns);
+                /* The handshake's INFO came before this reply: let the
+                 * callback see which server answered (Redlock counts each
+                 * server once). */
+                dlock__node_note_run_id(&client->nodes[i], c);
                 stop = cb(arg, i, idx, DLOCK_OK, r, r->type == REDIS_REPLY_ERROR ? r->str : "",
-                          c->server_start_ns);
+                          c->server_start_ns) && !graced;
                 freeReplyObject(r);
             }
             if (rc < 0 && s->active && !stop) {
-                stop = fail_node(s, i, nreqs, rc, cb, arg);
+                stop = fail_node(s, i, nreqs, rc, cb, arg) && !graced;
             } else if (s->active && !stop && now >= s->deadline_ns) {
                 int code = c->state == DLOCK__CS_CONNECTING || !c->caller_sent
                                ? DLOCK_EIO
                                : DLOCK_EUNKNOWN;
                 dlock__conn_fail(c, code, "%s timed out",
                                  c->state == DLOCK__CS_CONNECTING ? "connect" : "reply");
-                stop = fail_node(s, i, nreqs, code, cb, arg);
+                stop = fail_node(s, i, nreqs, code, cb, arg) && !graced;
+            }
+            if (stop && o->grace_ms > 0) {
+                /* Decided: the nodes still to answer get a short grace (a
+                 * release or renewal should reach every node that answers
+                 * at once), but a silent one is not waited for. From here
+                 * on the callback's verdict no longer stops the run. */
+                graced = 1;
+                stop = 0;
+                cap_ns = after_ms(now, o->grace_ms, cap_ns);
+                for (size_t j = 0; j < n; j++)
+                    if (slots[j].active)
+                        slots[j].deadline_ns = DLOCK__MIN(slots[j].deadline_ns, cap_ns);
             }
         }
     }

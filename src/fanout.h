@@ -40,6 +40,10 @@ typedef struct dlock__fanout_opts {
                                send, or the previous reply) to a reply */
     int64_t deadline_ns;    /* absolute; INT64_MAX for none */
     const uint8_t *only;    /* if set: only nodes with only[i] != 0 */
+    int64_t grace_ms;       /* once the callback stopped the run, nodes
+                               still to answer get this much longer (their
+                               replies still reach the callback, whose
+                               verdict then no longer matters); 0: none */
 } dlock__fanout_opts;
 
 /* Returns DLOCK_OK once every node answered or failed, or the callback

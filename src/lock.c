@@ -25,6 +25,9 @@
 
 #define KNOWN_FLAGS (DLOCK_REENTRANT | DLOCK_AUTO_RENEW | DLOCK_FAIR | DLOCK_NO_FENCE)
 #define WAKE_PREFIX "dlock:wake:"
+/* How long a release or extend that a majority decided still listens for
+ * the other nodes (see dlock__fanout_opts.grace_ms). */
+#define DECIDED_GRACE_MS 100
 
 int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
 {
@@ -251,6 +254,8 @@ typedef struct tally {
     uint8_t maybe_ours[DLOCK__MAX_NODES]; /* may hold our token now */
     int node_err[DLOCK__MAX_NODES];
     int64_t min_pttl;   /* among "taken" answers */
+    uint64_t holder[DLOCK__MAX_NODES]; /* hash of the holder a "taken" answer
+                                          named (0: not named) */
     uint64_t max_fence; /* among grants */
     size_t at_max;      /* grants whose counter returned max_fence */
     long long count;    /* reentrant hold count from a grant */
@@ -260,6 +265,7 @@ typedef struct tally {
     int quiet;          /* add nothing to the handle's detail message */
     int gone;           /* release/extend: some node had no key */
     int kind;           /* which script */
+    int same_server;    /* two nodes turned out to be one server */
 } tally;
 
 static void tally_init(tally *t, dlock_lock *l, int kind)
@@ -290,9 +296,42 @@ static void note_error(tally *t, size_t node, int code, const char *detail)
                       detail && *detail ? detail : dlock_strerror(code));
 }
 
+/* A round is decided when a majority said yes, or "no" (held by another),
+ * or failed. A mix of "no" and failures is not: the nodes still to answer
+ * tell a busy lock (DLOCK_ENOTACQUIRED, wait for the release) from a
+ * majority out of reach (DLOCK_ENOQUORUM), so they are waited for (up to
+ * the per-node timeout). Stopping there made one dead node of three plus a
+ * held lock read as "no quorum" (issue 15). */
 static int decided(const tally *t)
 {
-    return t->yes >= t->quorum || t->no + t->err > t->n - t->quorum;
+    size_t minority = t->n - t->quorum;
+    return t->yes >= t->quorum || t->no > minority || t->err > minority;
+}
+
+/* FNV-1a of a holder's token: tells "the same owner on a majority" from
+ * a split vote without keeping the tokens. Never 0 (0 = not named). */
+static uint64_t holder_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* Most "taken" answers that named one and the same holder. */
+static size_t max_same_holder(const tally *t)
+{
+    size_t best = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->holder[i])
+            continue;
+        size_t k = 0;
+        for (size_t j = 0; j < t->n; j++)
+            k += t->holder[j] == t->holder[i];
+        if (k > best)
+            best = k;
+    }
+    return best;
 }
 
 static int64_t int_elem(const redisReply *r, size_t i, int *ok)
@@ -344,6 +383,12 @@ static int acquire_cb(void *arg, size_t node, uint32_t idx, int err,
             note_error(t, node, DLOCK_EPROTO, "acquire script gave an unexpected reply");
         } else if (granted == 1) {
             t->maybe_ours[node] = 1;
+            char msg[8];
+            if (t->n > 1 && dlock__client_check_distinct(t->lock->client, msg, sizeof msg)) {
+                /* Its vote may be a second one from one server. */
+                t->same_server = 1;
+                return 1;
+            }
             if (vote_counts(t, node, start_ns)) {
                 t->yes++;
                 t->vote[node] = V_YES;
@@ -366,6 +411,8 @@ static int acquire_cb(void *arg, size_t node, uint32_t idx, int err,
             t->vote[node] = V_NO;
             if (v >= 0 && (t->min_pttl < 0 || v < t->min_pttl))
                 t->min_pttl = v;
+            if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING)
+                t->holder[node] = holder_hash(r->element[2]->str, r->element[2]->len);
         }
     }
     return decided(t);
@@ -417,9 +464,10 @@ static int release_cb(void *arg, size_t node, uint32_t idx, int err,
                               t->lock->client->nodes[node].name);
         }
     }
-    /* Extend decides at a majority either way; release goes to every node
-     * and waits for all of them (up to the I/O timeout). */
-    return t->kind == DLOCK__S_EXTEND && decided(t);
+    /* Release and extend decide at a majority either way; the fan-out's
+     * grace lets the other nodes that answer at once be heard too, but a
+     * silent node does not hold the caller up (issue 15). */
+    return decided(t);
 }
 
 /* The code for a fan-out that did not reach a majority of successes. */
@@ -436,15 +484,20 @@ static int is_fair(const dlock_lock *l)
 }
 
 /* Send the release script for our current token to the nodes in `mask`
- * (all if NULL), waiting up to timeout_ms per node, and fill t. */
-static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int quiet,
+ * (all if NULL), waiting up to timeout_ms per node, and fill t. An undo
+ * (of an attempt's partial grant) adds nothing to the detail message and
+ * publishes no wake-up: it frees only keys of this attempt, which no waiter
+ * counts on, and its message would wake this very waiter (and every other)
+ * into another attempt and another undo: a storm while the lock is held on
+ * a majority but not on every node (issue 15). */
+static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
                          tally *t)
 {
     const char *args[7];
     size_t lens[7];
     char rel_seq[24], rel_n[16];
     dlock__req req;
-    int wake = l->client->opts.wakeups || is_fair(l);
+    int wake = !undo && (l->client->opts.wakeups || is_fair(l));
     if (is_fair(l)) {
         /* KEYS lock, queue[, fence]; ARGV token, channel, liveness prefix */
         int k = 0;
@@ -471,9 +524,9 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
         req = (dlock__req){dlock__script_get(is_reentrant(l) ? DLOCK__S_RRELEASE : DLOCK__S_RELEASE),
                            1, is_reentrant(l) ? 7 : 3, args, lens};
     }
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DECIDED_GRACE_MS};
     tally_init(t, l, DLOCK__S_RELEASE);
-    t->quiet = quiet;
+    t->quiet = undo;
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
         note_error(t, 0, DLOCK_ENOMEM, "");
 }
@@ -540,7 +593,7 @@ static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
     const char *args[2] = {l->fence_key, v};
     size_t lens[2] = {l->fence_len, strlen(v)};
     dlock__req req = {dlock__script_get(DLOCK__S_FENCE_SYNC), 1, 2, args, lens};
-    dlock__fanout_opts fo = {node_timeout_ms(l, l->opts.ttl_ms), deadline_ns, NULL};
+    dlock__fanout_opts fo = {node_timeout_ms(l, l->opts.ttl_ms), deadline_ns, NULL, 0};
     tally t;
     tally_init(&t, l, DLOCK__S_FENCE_SYNC);
     t.max_fence = fence;
@@ -577,7 +630,7 @@ static int send_undo(dlock_lock *l, int64_t timeout_ms)
     dlock__req req = {dlock__script_get(DLOCK__S_RUNDO), 1, 5, args, lens};
     uint8_t mask[DLOCK__MAX_NODES];
     memcpy(mask, l->undo_nodes, sizeof mask);
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, 0};
     (void)dlock__fanout(l->client, &req, 1, &fo, undo_cb, l->undo_nodes);
     l->undo_pending = 0;
     for (size_t i = 0; i < l->client->n_nodes; i++)
@@ -714,7 +767,7 @@ static int attempt(dlock_lock *l, int *retry)
     /* Validity is counted from before the first byte is sent. */
     int64_t t0 = dlock__now_ns();
     int64_t lease_end = t0 + ttl * DLOCK__NS_PER_MS - drift_ns(l, ttl);
-    dlock__fanout_opts fo = {node_timeout_ms(l, ttl), lease_end, NULL};
+    dlock__fanout_opts fo = {node_timeout_ms(l, ttl), lease_end, NULL, 0};
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
     int frc = dlock__fanout_cancellable(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
                                         acquire_cb, &t);
@@ -727,9 +780,24 @@ static int attempt(dlock_lock *l, int *retry)
         return DLOCK_ENOMEM;
     }
     l->holder_ttl_ms = t.min_pttl;
+    /* A split vote: this attempt won some nodes and no other owner was
+     * seen on a majority, so nobody may hold the lock and nobody will
+     * publish a release; the waiter retries after a short random backoff
+     * rather than the holder's TTL. */
+    l->split_vote = t.yes > 0 && max_same_holder(&t) < t.quorum;
 
     int rc = DLOCK_OK;
-    if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
+    char same[300];
+    if (t.same_server || (l->client->n_nodes > 1 &&
+                          dlock__client_check_distinct(l->client, same, sizeof same) != DLOCK_OK)) {
+        dlock__client_check_distinct(l->client, same, sizeof same);
+        /* Two URLs reach one server (its run_id, learned on connecting):
+         * its votes counted twice. Nothing here is a grant; undo all. */
+        dlock__err_set(&l->err, "%s", same);
+        rc = DLOCK_EINVAL;
+        for (size_t i = 0; i < t.n; i++)
+            t.maybe_ours[i] = 1;
+    } else if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
         uint64_t fence = t.max_fence;
         /* A re-entry that found the key gone made a new hold (count 1):
          * the earlier holds ended with the lease, and this is a new grant
@@ -761,7 +829,11 @@ static int attempt(dlock_lock *l, int *retry)
         dlock__err_append(&l->err, "the lease ran out before a majority answered");
         rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EUNKNOWN;
         *retry = 1;
-    } else if (t.no > t.n - t.quorum) {
+    } else if (t.no > 0 && t.err <= t.n - t.quorum) {
+        /* Some node said "held by another" and the failed or silent nodes
+         * are a minority: a majority is there, the lock is busy or being
+         * fought over. A missing vote is not a verdict; DLOCK_ENOQUORUM is
+         * for when no majority can be reached at all (issue 15). */
         rc = DLOCK_ENOTACQUIRED;
         *retry = 1;
     } else {
@@ -858,7 +930,9 @@ static int acquire_wait(dlock_lock *l, int64_t wait_ms, int64_t deadline)
                 continue;
         }
         int64_t sleep_ms;
-        if (watching && l->holder_ttl_ms >= 0)
+        if (rc == DLOCK_ENOTACQUIRED && l->split_vote)
+            sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
+        else if (watching && l->holder_ttl_ms >= 0)
             /* The release message comes first; the holder's expiry is the
              * latest we need to look (a crashed holder never publishes). */
             sleep_ms = DLOCK__MIN(l->holder_ttl_ms + 1, SAFETY_POLL_MS);
@@ -879,9 +953,9 @@ static int acquire_wait(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 }
 
 /* Fair mode: one fair_acquire.lua call per look; between looks the waiter
- * sleeps until the release script hands the lock to its token (no round
- * trip needed), a release message, the holder's expiry, its liveness
- * refresh, or the deadline. */
+ * sleeps until the release script hands the lock to its token (then one
+ * more call confirms the claim), a release message, the holder's expiry,
+ * its liveness refresh, or the deadline. */
 static int fair_call(dlock_lock *l, int script, const char *live_ttl,
                      int64_t *out_pttl, uint64_t *out_fence)
 {
@@ -901,13 +975,13 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
         args[k] = l->fence_key, lens[k++] = l->fence_len;
     int nkeys = k;
     args[k] = l->token, lens[k++] = l->token_len;
+    args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
     if (script == DLOCK__S_FAIR_ACQUIRE) {
-        args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
         args[k] = live_ttl, lens[k++] = strlen(live_ttl);
         args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
     }
     dlock__req req = {dlock__script_get((dlock__script_id)script), nkeys, k, args, lens};
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     tally t;
     tally_init(&t, l, DLOCK__S_ACQUIRE);
     dlock__err_clear(&l->err);
@@ -931,7 +1005,7 @@ static int fair_call(dlock_lock *l, int script, const char *live_ttl,
         rargs[rk] = l->channel, rlens[rk++] = l->channel_len;
         rargs[rk] = l->live_prefix, rlens[rk++] = l->live_prefix_len;
         dlock__req undo[2] = {
-            {dlock__script_get(DLOCK__S_FAIR_LEAVE), nkeys, nkeys + 1, args, lens},
+            {dlock__script_get(DLOCK__S_FAIR_LEAVE), nkeys, nkeys + 2, args, lens},
             {dlock__script_get(DLOCK__S_FAIR_RELEASE), rnkeys, rk, rargs, rlens}};
         dlock__fanout_send_behind(l->client, kept, undo, 2);
         take_cancel(l);
@@ -1002,8 +1076,10 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
 
     /* Refresh our place often enough that the liveness key (3 refreshes
-     * long) never lapses while we wait; the refresh is also the latest
-     * known moment before a hand-over, from which its lease is counted. */
+     * long) never lapses while we wait. A hand-over gives us a claim lease
+     * of the rest of that key's life plus one refresh; we confirm it with
+     * the next fair_acquire.lua call, so a waiter that died lets the line
+     * go on after at most 4 refresh periods (docs/waiting.md). */
     int64_t refresh_ms = DLOCK__MAX(50, DLOCK__MIN(1000, l->opts.ttl_ms / 4));
     char live_ttl[24];
     snprintf(live_ttl, sizeof live_ttl, "%" PRId64, wait_ms == 0 ? 0 : 3 * refresh_ms);
@@ -1011,7 +1087,6 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     if (wait_ms != 0 && l->client->opts.wakeups)
         watching = dlock__wakeup_watch(l->client, l) == DLOCK_OK;
 
-    int64_t t_wait_sent = 0; /* send time of the last "wait in line" reply */
     uint64_t fence = 0;
     int leave_unknown = 0;
     for (;;) {
@@ -1019,16 +1094,17 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         int64_t t_sent = dlock__now_ns(), pttl = -1;
         rc = fair_call(l, DLOCK__S_FAIR_ACQUIRE, live_ttl, &pttl, &fence);
         if (rc == DLOCK_OK) {
-            /* Taken now, or handed over since our last call: the grant was
-             * after that call was served. */
-            int64_t from = t_wait_sent ? t_wait_sent : t_sent;
-            set_state(l, DLOCK_STATE_HELD, from + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            /* Taken now, or a hand-over confirmed: either way the script
+             * set the full TTL after t_sent. */
+            set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             break;
         }
-        if (rc != DLOCK_ENOTACQUIRED && rc != DLOCK_EBUSY && rc != DLOCK_EUNKNOWN)
+        /* A node that is down, busy or silent may come back before the
+         * deadline (a restart): ride it out like a default-mode waiter;
+         * the next look joins the line again if the restart emptied it. */
+        if (rc != DLOCK_ENOTACQUIRED && rc != DLOCK_EBUSY && rc != DLOCK_EUNKNOWN &&
+            !(rc == DLOCK_EIO && wait_ms != 0))
             break;
-        if (rc == DLOCK_ENOTACQUIRED)
-            t_wait_sent = t_sent;
         l->holder_ttl_ms = pttl >= 0 ? pttl : -1;
         int64_t now = dlock__now_ns();
         int canceled = 0;
@@ -1037,28 +1113,22 @@ static int acquire_fair(dlock_lock *l, int64_t wait_ms, int64_t deadline)
             if (pttl >= 0)
                 sleep_ms = DLOCK__MIN(sleep_ms, pttl + 1);
             canceled = sleep_until(l, woken, DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS));
+            /* A hand-over message only makes us look (and confirm) now. */
             DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-            int handed = l->handed_over;
-            uint64_t hf = l->handed_fence;
+            l->handed_over = 0;
             DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-            if (handed && !canceled) {
-                /* The release script gave us the lock: no round trip. */
-                fence = hf;
-                set_state(l, DLOCK_STATE_HELD, t_wait_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
-                rc = DLOCK_OK;
-                break;
-            }
             if (!canceled && dlock__now_ns() < deadline)
                 continue;
         }
         if (wait_ms == 0)
             break;
-        /* Deadline or cancel: leave the line, unless it was handed to us. */
-        int64_t dummy;
+        /* Deadline or cancel: leave the line, unless it was handed to us
+         * (then fair_leave.lua confirms the claim). */
+        int64_t dummy, t_leave = dlock__now_ns();
         int lrc = fair_call(l, DLOCK__S_FAIR_LEAVE, NULL, &dummy, &fence);
         leave_unknown = lrc == DLOCK_EUNKNOWN;
         if (lrc == DLOCK_OK) {
-            set_state(l, DLOCK_STATE_HELD, t_wait_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            set_state(l, DLOCK_STATE_HELD, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             rc = DLOCK_OK;
         } else {
             rc = canceled ? DLOCK_ECANCELED : (rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
@@ -1281,7 +1351,7 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
     /* A confirmation after the current lease ended proves nothing: the key
      * may have expired and been taken in between. */
     int64_t deadline = old_end == INT64_MIN ? INT64_MAX : old_end;
-    dlock__fanout_opts fo = {node_timeout_ms(l, ttl_ms), deadline, NULL};
+    dlock__fanout_opts fo = {node_timeout_ms(l, ttl_ms), deadline, NULL, DECIDED_GRACE_MS};
     tally t;
     tally_init(&t, l, DLOCK__S_EXTEND);
     int rc = dlock__fanout(l->client, &req, 1, &fo, release_cb, &t) != DLOCK_OK
@@ -1392,7 +1462,7 @@ void dlock_lock_free(dlock_lock *l)
         const char *args[3] = {l->name, l->token, l->hid};
         size_t lens[3] = {l->name_len, l->token_len, l->hid_len};
         dlock__req req = {dlock__script_get(DLOCK__S_RFORGET), 1, 2, args, lens};
-        dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL};
+        dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
         tally t;
         tally_init(&t, l, DLOCK__S_RELEASE);
         (void)dlock__fanout(l->client, &req, 1, &fo, release_cb, &t);

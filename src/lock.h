@@ -4,6 +4,7 @@
 #define DLOCK_LOCK_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "common.h"
 #include "error.h"
@@ -80,7 +81,8 @@ struct dlock_lock {
      * by its token (leave the line; release, handing over, if it was
      * granted) has not been answered yet. The token is kept for it. */
     int fair_cleanup_pending;
-    int64_t holder_ttl_ms;
+    _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
+    int split_vote; /* the last attempt met a split vote, not one holder */
     dlock__errbuf err;
 
     /* The TTL the watchdog renews to: opts.ttl_ms, or the TTL of the last

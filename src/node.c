@@ -67,6 +67,7 @@ void dlock__node_checkin(dlock__node *n, dlock__conn *c)
         return;
     if (c->server_start_ns)
         atomic_store(&n->server_start_ns, c->server_start_ns);
+    dlock__node_note_run_id(n, c);
     /* A connection with many stale replies owed is more trouble than a new
      * one is worth. */
     if (c->state != DLOCK__CS_OPEN || dlock__conn_pending(c) > 64) {
@@ -82,4 +83,21 @@ void dlock__node_checkin(dlock__node *n, dlock__conn *c)
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
     dlock__conn_free(c);
+}
+
+void dlock__node_note_run_id(dlock__node *n, dlock__conn *c)
+{
+    if (!c->run_id[0] || c->run_id_noted)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
+    memcpy(n->run_id, c->run_id, sizeof n->run_id);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
+    c->run_id_noted = 1;
+}
+
+void dlock__node_run_id(dlock__node *n, char *out)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
+    memcpy(out, n->run_id, sizeof n->run_id);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
 }

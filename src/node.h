@@ -21,6 +21,8 @@ typedef struct dlock__node {
     /* Monotonic time the server last started, from the newest handshake's
      * INFO (0: unknown). Read by the Redlock restart rule. */
     _Atomic int64_t server_start_ns;
+    /* The server's run_id from the newest handshake ("" unknown); under mu. */
+    char run_id[41];
 } dlock__node;
 
 int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
@@ -34,5 +36,11 @@ dlock__conn *dlock__node_checkout(dlock__node *n);
 /* Give a connection back: pooled if healthy and the pool has room,
  * otherwise freed. Records the server's start time it learned. */
 void dlock__node_checkin(dlock__node *n, dlock__conn *c);
+
+/* Record the run_id connection c learned (once per connection). */
+void dlock__node_note_run_id(dlock__node *n, dlock__conn *c);
+
+/* Copy node n's run_id ("" if not known yet) into out[41]. */
+void dlock__node_run_id(dlock__node *n, char *out);
 
 #endif

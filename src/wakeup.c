@@ -57,6 +57,9 @@ typedef struct dlock__wakeup {
     dlock__conn *sub[DLOCK__MAX_NODES];
     int64_t retry_at[DLOCK__MAX_NODES];
     unsigned failures[DLOCK__MAX_NODES];
+    /* A node refused SUBSCRIBE (an ACL user without channel rights): from
+     * then on waiters of this client poll instead of subscribing. */
+    int refused;
 } dlock__wakeup;
 
 static void poke(dlock__wakeup *wk)
@@ -180,7 +183,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
 }
 
 /* Handle the frames buffered on node i's subscriber. wk->mu held. */
-static int read_frames(dlock__wakeup *wk, size_t i)
+static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
 {
     dlock__conn *c = wk->sub[i];
     /* Handshake replies (AUTH, SELECT) come first, through the queue. */
@@ -200,6 +203,16 @@ static int read_frames(dlock__wakeup *wk, size_t i)
         if (!v)
             return 0;
         redisReply *r = v;
+        if (r->type == REDIS_REPLY_ERROR && !wk->refused) {
+            /* The only commands here are SUBSCRIBE and UNSUBSCRIBE: an
+             * error is a refusal (NOPERM), which retrying will not mend. */
+            wk->refused = 1;
+            dlock__client_log(cl, DLOCK_LOG_WARN,
+                              "%s refused SUBSCRIBE (%.200s); waiters poll with backoff up to "
+                              "retry_max_ms instead of being woken on release",
+                              cl->nodes[i].name, r->str);
+            DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+        }
         if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
             r->element[0]->type == REDIS_REPLY_STRING &&
             r->element[1]->type == REDIS_REPLY_STRING) {
@@ -257,7 +270,7 @@ static void *wakeup_main(void *arg)
                 continue;
             int rc = dlock__conn_io(wk->sub[i], pfd[m].revents);
             if (rc == DLOCK_OK)
-                rc = read_frames(wk, i);
+                rc = read_frames(c, wk, i);
             if (rc != DLOCK_OK || wk->sub[i]->state == DLOCK__CS_BROKEN)
                 node_down(wk, i);
         }
@@ -306,6 +319,13 @@ int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
     }
     w->lock = l;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    if (wk->refused) {
+        /* Pub/sub was refused once: do not wait connect + I/O timeout for
+         * another refusal on every acquire; the caller polls. */
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+        dlock__free(w);
+        return DLOCK_EREFUSED;
+    }
     chan *ch = find_chan(wk, l->channel, l->channel_len);
     if (!ch) {
         ch = dlock__calloc(1, sizeof *ch);
@@ -330,7 +350,7 @@ int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
     for (;;) {
         for (size_t i = 0; i < c->n_nodes && !ok; i++)
             ok = ch->confirmed[i];
-        if (ok || dlock__now_ns() >= deadline)
+        if (ok || wk->refused || dlock__now_ns() >= deadline)
             break;
         /* A cancel must not wait for a silent node's confirmation
          * (dlock__wakeup_kick() wakes us). wk->mu before l->mu, as in
@@ -344,10 +364,11 @@ int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
         if (rc != 0 && rc != ETIMEDOUT)
             DLOCK__CHECK_PTHREAD(rc);
     }
+    int refused = wk->refused;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
     if (!ok) {
         dlock__wakeup_unwatch(c, l);
-        return DLOCK_EIO;
+        return refused ? DLOCK_EREFUSED : DLOCK_EIO;
     }
     return DLOCK_OK;
 }

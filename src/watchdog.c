@@ -55,7 +55,8 @@ typedef struct item {
 typedef struct round_ctx {
     item *items;
     size_t n_items;
-    size_t n_nodes;
+    size_t n_nodes, quorum;
+    size_t undecided; /* items without a majority either way yet */
 } round_ctx;
 
 static int64_t interval_ms(const dlock_lock *l)
@@ -79,6 +80,8 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
     size_t n = DLOCK__MIN((size_t)RENEW_CHUNK, rc->n_items - first);
     for (size_t i = 0; i < n; i++) {
         item *it = &rc->items[first + i];
+        size_t minority = rc->n_nodes - rc->quorum;
+        int was = it->yes >= rc->quorum || it->no > minority || it->err > minority;
         if (err < 0 || r->type != REDIS_REPLY_ARRAY || r->elements != n ||
             r->element[i]->type != REDIS_REPLY_INTEGER)
             it->err++;
@@ -86,8 +89,12 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
             it->yes++;
         else
             it->no++;
+        if (!was && (it->yes >= rc->quorum || it->no > minority || it->err > minority))
+            rc->undecided--;
     }
-    return 0;
+    /* A round is over once a majority decided every lock: a stalled
+     * minority must not keep it waiting while the leases run out. */
+    return rc->undecided == 0;
 }
 
 /* Build and send one round for items[0..n). */
@@ -97,7 +104,16 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
     dlock__req *reqs = dlock__calloc(nchunks, sizeof *reqs);
     const char **args = dlock__calloc(n * 4, sizeof *args);
     size_t *lens = dlock__calloc(n * 4, sizeof *lens);
-    round_ctx ctx = {items, n, c->n_nodes};
+    round_ctx ctx = {items, n, c->n_nodes, c->quorum, n};
+    /* No answer helps after the last lease in the round has ended. */
+    int64_t deadline = INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        dlock_lock *l = items[i].lock;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        deadline = DLOCK__MAX(deadline, end);
+    }
     if (!reqs || !args || !lens) {
         for (size_t i = 0; i < n; i++)
             items[i].err = (uint16_t)c->n_nodes;
@@ -121,7 +137,7 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
         }
         reqs[k] = (dlock__req){dlock__script_get(DLOCK__S_RENEW), (int)m, (int)(4 * m), a, al};
     }
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL};
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, 100};
     if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)
         for (size_t i = 0; i < n; i++)
             items[i].err = (uint16_t)c->n_nodes;

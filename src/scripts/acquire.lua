@@ -10,8 +10,11 @@
 --
 -- Replies  {1, fence}  granted; fence = the counter after INCR (0 if no
 --                      counter key was given)
---          {0, pttl}   held by another owner; pttl = its remaining ms
---                      (-1: a key without TTL, which dlock never makes)
+--          {0, pttl, holder}
+--                      held by another owner; pttl = its remaining ms
+--                      (-1: a key without TTL, which dlock never makes),
+--                      holder = its token (lets a Redlock waiter tell one
+--                      holder on a majority from a split vote)
 --          error WRONGTYPE when the key holds something else than a string,
 --                or the fencing counter is not a counter (another type, or
 --                a string that is not a decimal below 2^53)
@@ -46,4 +49,4 @@ local t = redis.call('type', KEYS[1]).ok
 if t ~= 'string' then
   return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a plain dlock lock')
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[1])}

@@ -2,10 +2,15 @@
 -- fair_acquire.lua: take a lock in arrival order, or wait in line.
 --
 -- The queue is a list of waiter tokens (KEYS[2]). Every waiter also has a
--- liveness key ARGV[4]..token holding its TTL, with a PX expiry of
+-- liveness key ARGV[4]..token holding its liveness TTL, with a PX expiry of
 -- ARGV[3] ms that the waiter refreshes each time it calls this script; a
 -- waiter that crashed stops refreshing, its liveness key expires, and the
 -- queue skips it. All keys share the lock name's hash tag.
+--
+-- A hand-over (fair_release.lua) gives the next waiter only a short claim
+-- lease; the waiter confirms it by calling this script, which sets the full
+-- TTL. A waiter killed after its last refresh therefore holds the line up
+-- for its liveness TTL plus one refresh period at most, never a full TTL.
 --
 -- KEYS[1]  the lock key (a plain string lock, as acquire.lua)
 -- KEYS[2]  the queue (list of tokens, head = next in line)
@@ -46,10 +51,12 @@ if qt ~= 'none' and qt ~= 'list' then
   return redis.error_reply('WRONGTYPE the waiting line of this lock holds a ' .. qt .. ', not a list; nothing written')
 end
 if v == tok then
-  -- handed over to us by a release since our last call
+  -- handed over to us by a release since our last call: confirm the claim
+  -- (the read that can fail first)
   local f = 0
   if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') or 0 end
   redis.call('del', me)
+  redis.call('pexpire', lock, ttl)
   return {1, f}
 end
 if #KEYS > 3 then
@@ -74,5 +81,5 @@ if not v then
 end
 if wttl == '0' then return {0, redis.call('pttl', lock)} end
 if not redis.call('lpos', q, tok) then redis.call('rpush', q, tok) end
-redis.call('set', me, ttl, 'PX', wttl)
+redis.call('set', me, wttl, 'PX', wttl)
 return {0, redis.call('pttl', lock)}

@@ -4,9 +4,10 @@
 --
 -- KEYS[1]  the lock key;  KEYS[2]  the queue;  KEYS[3]  our liveness key
 -- KEYS[4]  (optional) the fencing counter
--- ARGV[1]  our token
+-- ARGV[1]  our token;  ARGV[2]  lock TTL in ms (> 0)
 --
--- Replies  {1, fence}  the lock had been handed to us: we hold it
+-- Replies  {1, fence}  the lock had been handed to us: we hold it (the
+--                      claim is confirmed: TTL ARGV[2] from now)
 --          {0, 0}      we left the line; the lock is not ours
 --
 -- Invariant: a waiter that leaves can never be handed the lock afterwards
@@ -17,5 +18,8 @@ local f = 0
 if v == ARGV[1] and #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') or 0 end
 redis.call('lrem', KEYS[2], 0, ARGV[1])
 redis.call('del', KEYS[3])
-if v == ARGV[1] then return {1, f} end
+if v == ARGV[1] then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, f}
+end
 return {0, 0}

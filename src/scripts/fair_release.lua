@@ -8,8 +8,12 @@
 -- ARGV[3]  liveness key prefix (see fair_acquire.lua)
 --
 -- Replies  2   released and handed over: the lock now holds the next
---              waiter's token with that waiter's TTL, the fencing counter
---              went up, and "g TOKEN FENCE" was published
+--              waiter's token with a claim lease (the rest of its liveness
+--              TTL plus one refresh period, a third of that TTL), the
+--              fencing counter went up, and "g TOKEN FENCE" was published;
+--              the waiter's next fair_acquire.lua call confirms the claim
+--              and sets its full TTL. A waiter that died without leaving
+--              lets the claim lapse within seconds (issue 15).
 --          1   released; nobody waits ("r" published)
 --          0   the key was gone (the lease had expired)
 --          -1  the key holds another owner's token; left untouched
@@ -19,8 +23,10 @@
 -- Invariant: only our own lock is released; it is handed to the longest
 -- waiting live waiter only, in one atomic step with the release. Every
 -- check that can fail runs before the first write (Redis keeps what a
--- script wrote before an error): a liveness key that is not a TTL counts
--- as a dead waiter rather than failing half-way.
+-- script wrote before an error): a liveness key that is not a number
+-- counts as a dead waiter rather than failing half-way. The wake-up is
+-- best effort (pcall), as in release.lua; a waiter that gets no message
+-- finds a hand-over at its next look (every refresh period).
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
 
@@ -52,17 +58,19 @@ redis.call('del', lock)
 local h = redis.call('lpop', q)
 while h do
   local wk = wprefix .. h
-  local ttl = nil
-  if redis.call('type', wk).ok == 'string' then ttl = redis.call('get', wk) end
-  if ttl and #ttl <= 15 and string.match(ttl, '^[1-9]%d*$') then
+  local live = nil
+  if redis.call('type', wk).ok == 'string' then live = tonumber(redis.call('get', wk)) end
+  if live then
+    local claim = redis.call('pttl', wk) + math.floor(live / 3)
+    if claim < 1 then claim = 1 end
     redis.call('del', wk)
-    redis.call('set', lock, h, 'PX', ttl)
+    redis.call('set', lock, h, 'PX', claim)
     local f = 0
     if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
-    redis.call('publish', ch, 'g ' .. h .. ' ' .. f)
+    redis.pcall('publish', ch, 'g ' .. h .. ' ' .. f)
     return 2
   end
   h = redis.call('lpop', q)
 end
-redis.call('publish', ch, 'r')
+redis.pcall('publish', ch, 'r')
 return 1

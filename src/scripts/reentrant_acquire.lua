@@ -14,10 +14,11 @@
 -- Replies  {1, fence, count}  granted; count = holds by this owner now.
 --                             fence: the new counter value on a first hold,
 --                             the current one on a re-entry (same hold)
---          {0, pttl}          held by another owner; its remaining ms. Also
---                             the reply to an attempt older than one this
---                             handle already made or undid (a copy delayed
---                             on a dead connection): it changes nothing
+--          {0, pttl, holder}  held by another owner: its remaining ms and
+--                             its owner id. Also the reply to an attempt
+--                             older than one this handle already made or
+--                             undid (a copy delayed on a dead connection):
+--                             it changes nothing
 --          error WRONGTYPE    the key exists and is not a hash, or the
 --                             fencing counter is not a counter
 --
@@ -77,4 +78,11 @@ if n then
   redis.call('pexpire', key, ttl)
   return {1, fence, n + 1}
 end
-return {0, redis.call('pttl', key)}
+-- The owner id: the one field without '#' (the others are bookkeeping).
+local function holder()
+  for _, f in ipairs(redis.call('hkeys', key)) do
+    if not string.find(f, '#', 1, true) then return f end
+  end
+  return ''
+end
+return {0, redis.call('pttl', key), holder()}

@@ -15,13 +15,16 @@
 -- Replies  {1, n}  released; n = holds left (0: key deleted). Also the
 --                  reply to a copy of an operation that already ran (a
 --                  resend after a lost reply): it changes nothing
---          {0, 0}  the key was gone (the lease had expired)
+--          {0, 0}  the key was gone (the lease had expired), or holds
+--                  only holds another handle of the owner took after it
 --          {-1, 0} the key belongs to another owner; left untouched
 --          error WRONGTYPE when the key is not a hash
 --
 -- Invariant: only the owner's own count changes; an operation is applied
 -- at most once, so a release whose reply was lost can be sent again; the
--- key goes away exactly when the last hold is released.
+-- key goes away exactly when the last hold is released. The wake-up is
+-- best effort (pcall), as in release.lua: a refused PUBLISH must not turn a
+-- release into an error.
 local key, owner, ch, ttl, seq, drop = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local fs = owner .. '#' .. ARGV[6] .. ':s'
 local t = redis.call('type', key).ok
@@ -31,7 +34,14 @@ if t ~= 'hash' then
 end
 local n = tonumber(redis.call('hget', key, owner))
 if not n then return {-1, 0} end
-if tonumber(seq) <= (tonumber(redis.call('hget', key, fs)) or 0) then
+local seen = tonumber(redis.call('hget', key, fs))
+if not seen then
+  -- This handle has no hold in this key: the one it released ended (its
+  -- lease ran out, or the key was deleted) and another handle of the same
+  -- owner made the key anew. Its holds are not ours to drop.
+  return {0, 0}
+end
+if tonumber(seq) <= seen then
   return {1, n}
 end
 n = n - tonumber(drop)
@@ -41,5 +51,5 @@ if n > 0 then
   return {1, n}
 end
 redis.call('del', key)
-if ch ~= '' then redis.call('publish', ch, 'r') end
+if ch ~= '' then redis.pcall('publish', ch, 'r') end
 return {1, 0}

@@ -12,11 +12,13 @@
 --          error WRONGTYPE when the key is not a string
 --
 -- Invariant: never deletes a lock someone else owns: compare and delete are
--- one atomic step.
+-- one atomic step. The wake-up is best effort (pcall): a user without
+-- channel rights (ACL resetchannels) gets PUBLISH refused after the delete,
+-- and the reply must still say "released"; its waiters poll instead.
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then
   redis.call('del', KEYS[1])
-  if ARGV[2] ~= '' then redis.call('publish', ARGV[2], 'r') end
+  if ARGV[2] ~= '' then redis.pcall('publish', ARGV[2], 'r') end
   return 1
 end
 if not v then return 0 end

@@ -67,8 +67,25 @@ typedef struct chaos_run {
     char note[256];
 } chaos_run;
 
+/* Liveness rows (issue 15): the workers run each section as `dlock run -w`
+ * does (worker.h, section_wait_ms), and the row also fails when too many
+ * sections did not get the lock, or someone waited too long. Kept apart
+ * from the scenario table (by name) so that its rows stay as they are. */
+typedef struct chaos_liveness {
+    const char *scenario;
+    int64_t section_wait_ms;
+    int max_failed_pct;    /* failed sections, left-early ones included */
+    int64_t max_wait_ms;   /* longest try-once + wait */
+} chaos_liveness;
+
+/* driver.c: the liveness bounds of a scenario, or NULL. */
+const chaos_liveness *chaos_liveness_of(const char *scenario);
+
 typedef struct chaos_result {
     const chaos_scenario *sc;
+    const chaos_liveness *live; /* NULL: safety only */
+    long live_tried, live_failed;
+    double live_max_wait_s;
     chaos_verdict v;
     long faults;
     double seconds;
@@ -103,6 +120,9 @@ int chaos_inject_majority_restart(chaos_run *run, int round);
 int chaos_inject_node_stall(chaos_run *run, int round);
 int chaos_inject_proxy(chaos_run *run, int round);
 int chaos_inject_script_flush(chaos_run *run, int round);
+int chaos_inject_minority_cycle(chaos_run *run, int round);
+int chaos_inject_node_stop_minority(chaos_run *run, int round);
+int chaos_inject_kill_waiter(chaos_run *run, int round);
 int chaos_inject_conn_faults(chaos_run *run, int round);
 
 /* checks.c: single-call checks of how refusals surface */

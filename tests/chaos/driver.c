@@ -56,6 +56,16 @@ static const chaos_scenario scenarios[] = {
     S("watchdog_node_stalls", "auto-renew, hold 1.3 x TTL; 1-2 of 3 nodes stalled", 3, 3, 4, 600,
       800, DLOCK_AUTO_RENEW, CHAOS_MODE_DLOCK, 1, 0, 0, 0, CLAIM_SAFE, 6, 300,
       chaos_inject_node_stall, 0),
+    /* Liveness rows (issue 15): see `liveness` below. */
+    S("contended_redlock3_minority", "6 workers on one name; 1 of 3 nodes killed, stopped, restarted",
+      3, 6, 15, 1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 3, 300,
+      chaos_inject_minority_cycle, 0),
+    S("renew_stalled_minority", "auto-renew, 1 s lease, hold 2 s; 1 of 3 nodes SIGSTOPped 2 s",
+      3, 3, 3, 1000, 2000, DLOCK_AUTO_RENEW, CHAOS_MODE_DLOCK, 1, 0, 0, 0, CLAIM_SAFE, 3, 300,
+      chaos_inject_node_stop_minority, 0),
+    S("fair_waiters_killed", "fair mode, TTL 12 s; kill -9 of waiting workers", 1, 5, 15, 12000,
+      20, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 6, 300, chaos_inject_kill_waiter,
+      0),
     /* Ownership rows (issue 22): liveness figures are in the note. The
      * reentrant rows claim exclusion between owners, not a new token per
      * section: while an undo of a worker's unknown re-entry is pending,
@@ -78,6 +88,23 @@ static const chaos_scenario scenarios[] = {
       60, 0, CHAOS_MODE_RAW_DEL, 0, 0, 0, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
 };
 #define N_SCENARIOS (sizeof scenarios / sizeof scenarios[0])
+
+/* Bounds are generous (a loaded 2-core VM); what they catch is the storm
+ * of DLOCK_ENOQUORUM failures and the TTL-long stalls of issue 15. */
+static const chaos_liveness liveness[] = {
+    /* scenario, wait per section, max failed %, max wait */
+    {"contended_redlock3_minority", 10000, 5, 8000},
+    {"renew_stalled_minority", 15000, 10, 12000},
+    {"fair_waiters_killed", 9000, 5, 7500},
+};
+
+const chaos_liveness *chaos_liveness_of(const char *scenario)
+{
+    for (size_t i = 0; i < sizeof liveness / sizeof liveness[0]; i++)
+        if (!strcmp(liveness[i].scenario, scenario))
+            return &liveness[i];
+    return NULL;
+}
 #define MAX_RESULTS (N_SCENARIOS + 16)
 
 static int selected(const char *only, const char *name)
@@ -107,15 +134,15 @@ static void print_table(FILE *f, const chaos_result *res, int n, int tsv)
 {
     const char *cols[] = {"scenario", "nodes", "faults", "cs", "killed", "overlaps",
                           "stale_writes", "lost_updates", "refused", "fence_viol",
-                          "claimed", "result", "secs"};
+                          "claimed", "result", "secs", "failed", "max_wait"};
     if (tsv) {
         for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
             fprintf(f, "%s\t", cols[i]);
         fprintf(f, "fault\tnote\n");
     } else {
-        fprintf(f, "%-27s %5s %6s %5s %6s %8s %12s %12s %7s %10s %7s %6s %5s\n", cols[0],
-                cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], cols[9],
-                cols[10], cols[11], cols[12]);
+        fprintf(f, "%-27s %5s %6s %5s %6s %8s %12s %12s %7s %10s %7s %6s %5s %9s %8s\n",
+                cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8],
+                cols[9], cols[10], cols[11], cols[12], cols[13], cols[14]);
     }
     for (int i = 0; i < n; i++) {
         const chaos_result *r = &res[i];
@@ -127,14 +154,20 @@ static void print_table(FILE *f, const chaos_result *res, int n, int tsv)
             cell(c[k], sizeof c[k], r, vals[k]);
         snprintf(c[0], sizeof c[0], "%ld", r->faults);
         const char *res_s = r->pass ? "ok" : "FAIL";
+        /* Liveness: failed/tried sections and the longest wait (s). */
+        char failed[24] = "-", wait[16] = "-";
+        if (r->live) {
+            snprintf(failed, sizeof failed, "%ld/%ld", r->live_failed, r->live_tried);
+            snprintf(wait, sizeof wait, "%.1f", r->live_max_wait_s);
+        }
         if (tsv)
-            fprintf(f, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\n",
+            fprintf(f, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\n",
                     r->sc->name, r->sc->nodes, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-                    r->claimed, res_s, r->seconds, r->sc->fault, r->note);
+                    r->claimed, res_s, r->seconds, failed, wait, r->sc->fault, r->note);
         else
-            fprintf(f, "%-27s %5d %6s %5s %6s %8s %12s %12s %7s %10s %7s %6s %5.1f\n",
+            fprintf(f, "%-27s %5d %6s %5s %6s %8s %12s %12s %7s %10s %7s %6s %5.1f %9s %8s\n",
                     r->sc->name, r->sc->nodes, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-                    r->claimed, res_s, r->seconds);
+                    r->claimed, res_s, r->seconds, failed, wait);
     }
 }
 

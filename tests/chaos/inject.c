@@ -19,6 +19,7 @@ enum fault_kind {
     F_CLIENT_PAUSE,
     F_PROXY,
     F_SCRIPT_FLUSH,
+    F_KILL_WAITER,
     F_CLIENT_KILL
 };
 
@@ -298,4 +299,66 @@ int chaos_inject_script_flush(chaos_run *run, int round)
         chaos_fault(run, F_SCRIPT_FLUSH);
     }
     return run->sc->nodes;
+}
+
+/* A minority of one node, in turn: kill -9 and restart after 1.5 x TTL;
+ * SIGSTOP for 1.5 x TTL; restart at once (no persistence: it forgets). */
+int chaos_inject_minority_cycle(chaos_run *run, int round)
+{
+    int pick;
+    int64_t ms = run->sc->ttl_ms * 3 / 2;
+    pick_nodes(run, 1, &pick);
+    test_redis *node = &run->nodes[pick];
+    switch (round % 3) {
+    case 0:
+        test_redis_kill9(node);
+        chaos_fault(run, F_KILL_NODE);
+        chaos_sleep_ms(ms);
+        if (test_redis_restart(node) != 0)
+            run->probe_failed = 1;
+        break;
+    case 1:
+        test_redis_pause(node);
+        chaos_fault(run, F_STOP_NODE);
+        chaos_sleep_ms(ms);
+        test_redis_resume(node);
+        break;
+    default:
+        if (test_redis_restart(node) != 0)
+            run->probe_failed = 1;
+        chaos_fault(run, F_RESTART_NODE);
+        chaos_sleep_ms(ms); /* no second restart within a TTL */
+        break;
+    }
+    return 1;
+}
+
+/* One node of the minority SIGSTOPped for 2 x TTL: renewals must go on at
+ * the majority. */
+int chaos_inject_node_stop_minority(chaos_run *run, int round)
+{
+    int pick;
+    (void)round;
+    pick_nodes(run, 1, &pick);
+    test_redis_pause(&run->nodes[pick]);
+    chaos_fault(run, F_STOP_NODE);
+    chaos_sleep_ms(run->sc->ttl_ms * 2);
+    test_redis_resume(&run->nodes[pick]);
+    return 1;
+}
+
+/* kill -9 of a worker that waits for the lock (not the holder). */
+int chaos_inject_kill_waiter(chaos_run *run, int round)
+{
+    (void)round;
+    int n = run->sc->workers, start = (int)chaos_rand(run, (unsigned)n);
+    for (int k = 0; k < n; k++) {
+        int slot = (start + k) % n;
+        if (run->pids[slot] > 0 && !atomic_load(&run->sh->slot[slot].in_cs)) {
+            chaos_kill_worker(run, slot);
+            chaos_fault(run, F_KILL_WAITER);
+            return 1;
+        }
+    }
+    return 0;
 }

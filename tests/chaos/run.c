@@ -131,6 +131,8 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     w->check_validity = sc->check_validity;
     w->min_uptime_ms = sc->min_uptime_ms;
     w->deadline_ns = chaos_now_ns() + (int64_t)(90 + 60 * scale) * 1000000000;
+    const chaos_liveness *live = chaos_liveness_of(sc->name);
+    w->section_wait_ms = live ? live->section_wait_ms : 0;
     snprintf(w->history_path, sizeof w->history_path, "%s", hist);
     run->todo = (long)sc->cs_per_worker * scale;
     return 0;
@@ -262,13 +264,30 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
     /* Fair mode under lost replies: a lost acquire or release must not
      * keep the line waiting for the 10 s TTL. The faults stall the node
      * for 1.2 s at most; 3.5 s leaves room for a loaded machine. */
-    int live_ok = !(sc->flags & DLOCK_FAIR) || atomic_load(&run.sh->max_wait_ns) < 3500000000LL;
-    if (!live_ok) {
+    int own_live_ok = strcmp(sc->name, "fair_lost_replies") != 0 || atomic_load(&run.sh->max_wait_ns) < 3500000000LL;
+    if (!own_live_ok) {
         size_t o = strlen(run.note);
         snprintf(run.note + o, sizeof run.note - o, "; LIVENESS: longest wait over 3.5 s");
     }
     out->pass = checked == 0 && judge(sc, &out->v, clean || sc->claim == CLAIM_CONTROL) &&
-                fork_bad == 0 && (sc->mode != CHAOS_MODE_FORK || forks > 0) && live_ok;
+                fork_bad == 0 && (sc->mode != CHAOS_MODE_FORK || forks > 0) && own_live_ok;
+    out->live = chaos_liveness_of(sc->name);
+    if (out->live) {
+        /* Sections left early (validity ran short) failed too. */
+        out->live_tried = atomic_load(&run.sh->live_tried);
+        out->live_failed = atomic_load(&run.sh->live_failed) + atomic_load(&run.sh->aborted);
+        out->live_max_wait_s = (double)atomic_load(&run.sh->live_max_wait_ns) / 1e9;
+        int live_ok = out->live_tried > 0 &&
+                      out->live_failed * 100 <= (long)out->live->max_failed_pct * out->live_tried &&
+                      out->live_max_wait_s * 1000 <= (double)out->live->max_wait_ms;
+        if (!live_ok)
+            snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
+                     "%sLIVENESS: %ld of %ld sections failed (bound %d%%), longest wait %.1f s "
+                     "(bound %.1f s)", out->note[0] ? "; " : "", out->live_failed,
+                     out->live_tried, out->live->max_failed_pct, out->live_max_wait_s,
+                     (double)out->live->max_wait_ms / 1000.0);
+        out->pass = out->pass && live_ok;
+    }
     out->seconds = (double)(chaos_now_ns() - t0) / 1e9;
     teardown(&run);
     if (out->pass && !getenv("CHAOS_KEEP"))

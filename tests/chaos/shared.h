@@ -44,6 +44,11 @@ typedef struct chaos_shared {
     _Atomic long acq_rc[CHAOS_ERR_CODES];
     _Atomic long rel_rc[CHAOS_ERR_CODES];
     _Atomic long aborted; /* sections left early: validity ran short */
+    /* Liveness rows: sections tried as `dlock run -w` would (try once,
+     * then wait), those that did not get the lock, the longest wait. */
+    _Atomic long live_tried;
+    _Atomic long live_failed;
+    _Atomic int64_t live_max_wait_ns;
     /* Liveness of the ownership rows (issue 22): the longest a worker
      * waited from wanting the lock to its section; fork row: children
      * forked by holders, and those that misbehaved with the inherited

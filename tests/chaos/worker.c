@@ -166,6 +166,34 @@ static void backoff(worker *w)
     sleep_ms(5 + rand_r(&w->seed) % 20);
 }
 
+/* Liveness mode: one section as `dlock run -w WAIT` runs it. 1 if it ran. */
+static int live_section(worker *w, int64_t left_ms)
+{
+    const chaos_worker_cfg *cfg = w->cfg;
+    int64_t wait = cfg->section_wait_ms < left_ms ? cfg->section_wait_ms : left_ms;
+    int64_t t0 = chaos_now_ns();
+    int rc = dlock_lock_acquire(w->lock, 0);
+    if (rc == DLOCK_ENOTACQUIRED && wait > 0)
+        rc = dlock_lock_acquire(w->lock, wait);
+    int64_t waited = chaos_now_ns() - t0;
+    int64_t max = atomic_load(&w->sh->live_max_wait_ns);
+    while (waited > max && !atomic_compare_exchange_weak(&w->sh->live_max_wait_ns, &max, waited))
+        ;
+    chaos_count_rc(w->sh->acq_rc, rc);
+    if (stopping(w) && rc != DLOCK_OK)
+        return 0; /* cut short by the run's end: not a verdict */
+    atomic_fetch_add(&w->sh->live_tried, 1);
+    if (rc != DLOCK_OK) {
+        atomic_fetch_add(&w->sh->live_failed, 1);
+        backoff(w);
+        return 0;
+    }
+    critical_section(w, dlock_lock_fence(w->lock));
+    chaos_count_rc(w->sh->rel_rc, dlock_lock_release(w->lock));
+    backoff(w); /* a new `dlock run` takes a moment to start */
+    return 1;
+}
+
 static int run_dlock(worker *w, long todo)
 {
     const chaos_worker_cfg *cfg = w->cfg;
@@ -196,6 +224,11 @@ static int run_dlock(worker *w, long todo)
     int64_t want_since = chaos_now_ns();
     for (long done = 0; more_work(w, done, todo);) {
         int64_t left_ms = (cfg->deadline_ns - chaos_now_ns()) / 1000000;
+        if (cfg->section_wait_ms > 0) {
+            if (live_section(w, left_ms))
+                done++;
+            continue;
+        }
         int rc = dlock_lock_acquire(w->lock, left_ms < 1000 ? (left_ms > 0 ? left_ms : 1) : 1000);
         chaos_count_rc(w->sh->acq_rc, rc);
         if (rc != DLOCK_OK) {

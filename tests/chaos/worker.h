@@ -41,6 +41,10 @@ typedef struct chaos_worker_cfg {
     int check_validity;
     int64_t min_uptime_ms;  /* dlock_client_options.min_node_uptime_ms */
     int io_timeout_ms;      /* 0: default */
+    /* > 0: liveness mode. Each section is one `dlock run -w` as a user
+     * runs it: try once, then wait up to this long; a section that does
+     * not get the lock counts as failed (and is not retried). */
+    int64_t section_wait_ms;
     int64_t deadline_ns;    /* hard stop, monotonic */
     char history_path[512];
 } chaos_worker_cfg;

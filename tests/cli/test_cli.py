@@ -444,6 +444,80 @@ class Run(DlockTest):
         finally:
             server.stop()
 
+    def test_fair_waiter_rides_out_a_server_restart(self):
+        server = RedisServer(self.tmp)
+        try:
+            urls = [server.url]
+            r = self.dlock("acquire", "-t", "20s", self.name, urls=urls)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            p = self.spawn("run", "--fair", "-w", "20s", self.name, "--", "true", urls=urls)
+            time.sleep(0.5)
+            server.stop()  # no persistence: the restarted server is empty
+            time.sleep(0.5)
+            self.assertIsNone(p.poll())
+            server = RedisServer(self.tmp, port=server.port)
+            _, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 0, err)
+        finally:
+            server.stop()
+
+    def test_verbose_fair_waiters_run_in_arrival_order(self):
+        token = self.acquire("30s")
+        log = self.path("order")
+        procs = []
+        for who in "ABC":
+            procs.append(self.spawn("-v", "run", "--fair", "-w", "30s", self.name, "--",
+                                    "sh", "-c", f"echo {who} >> {log}"))
+            time.sleep(0.3)
+        time.sleep(2.5)  # several progress slices: nobody may leave the line
+        r = self.dlock("release", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for p in procs:
+            _, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("waiting for", err)
+        with open(log) as f:
+            self.assertEqual(f.read(), "A\nB\nC\n")
+
+    def pid1(self, *args):
+        """dlock as PID 1 of a new PID namespace (a container's entry point)."""
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare(1) for a PID namespace")
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot create a PID namespace here")
+        return ["unshare", "--pid", "--fork", "--mount-proc", *self.args(*args)]
+
+    def test_as_pid_1_reaps_orphans(self):
+        out = self.path("zombies")
+        # The subshell exits at once: its background sleep is orphaned to
+        # PID 1 (dlock) and exits 0.3 s later.
+        script = ("( sleep 0.3 & ); sleep 1.2; "
+                  f"grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l > {out}")
+        r = subprocess.run(self.pid1("run", self.name, "--", "sh", "-c", script),
+                           capture_output=True, text=True, env=self.env(), timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            self.assertEqual(f.read().strip(), "0")
+
+    def test_as_pid_1_exits_75_soon_after_the_lock_is_lost(self):
+        # An orphaned sleep in the program's group dies with SIGTERM; unreaped
+        # it stayed a zombie and kept dlock in the 5 s grace period.
+        p = subprocess.Popen(self.pid1("run", "-t", "1s", self.name, "--", "sh", "-c",
+                                       "( sleep 30 & ); sleep 30"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env())
+        self.children.append(p)
+        self.assertTrue(wait_until(lambda: self.redis.cli("EXISTS", self.name) == "1"))
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        self.redis.cli("DEL", self.name)
+        _, err = p.communicate(timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 75, err)
+        self.assertLess(took, 2.5, err)
+
     def test_verbose_reports_progress_while_waiting(self):
         self.acquire("30s")
         r = self.dlock("-v", "run", "-w", "2.2s", self.name, "--", "true")
@@ -598,6 +672,37 @@ class Redlock(DlockTest):
         self.assertEqual(r.returncode, 9, r.stderr)
         for s in nodes:
             self.assertEqual(s.cli("EXISTS", self.name), "0")
+
+    def test_busy_lock_with_one_of_three_nodes_dead_exits_1_and_waits(self):
+        dead = RedisServer(self.tmp)
+        try:
+            urls = [self.redis.url, self.more[0].url, dead.url]
+            r = self.dlock("acquire", "-t", "30s", self.name, urls=urls)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            token = r.stdout.strip()
+            dead.stop()
+            r = self.dlock("run", "-n", self.name, "--", "true", urls=urls)
+            self.assertEqual(r.returncode, 1, r.stderr)  # busy, not 69
+            p = self.spawn("run", "-w", "10s", self.name, "--", "true", urls=urls)
+            time.sleep(1)
+            self.assertIsNone(p.poll())  # waits instead of giving up with 69
+            r = self.dlock("release", self.name, token, urls=urls)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            _, err = p.communicate(timeout=15)
+            self.assertEqual(p.returncode, 0, err)
+        finally:
+            dead.stop()
+
+    def test_renewed_lease_survives_a_stopped_node(self):
+        urls = [self.redis.url, *[s.url for s in self.more]]
+        p = self.spawn("run", "-t", "1s", self.name, "--", "sleep", "4", urls=urls)
+        time.sleep(0.5)
+        os.kill(self.more[1].proc.pid, signal.SIGSTOP)
+        try:
+            _, err = p.communicate(timeout=20)
+        finally:
+            os.kill(self.more[1].proc.pid, signal.SIGCONT)
+        self.assertEqual(p.returncode, 0, err)  # not 75 (lost)
 
     def test_fair_with_several_nodes_is_a_usage_error(self):
         urls = [self.redis.url, *[s.url for s in self.more]]

@@ -348,7 +348,10 @@ static void acquire_is_not_held_up_by_a_sigstopped_node(void **state)
 
 /* When the stalled node's vote is needed (two others hold the lock), the
  * attempt cannot succeed; it must give up after the per-node timeout rather
- * than the I/O timeout, and leave no key of ours behind. */
+ * than the I/O timeout, and leave no key of ours behind. Four of five nodes
+ * answered and some said "held by another": the lock is busy
+ * (DLOCK_ENOTACQUIRED); the silent node is one missing vote, not a lost
+ * majority (issue 15). */
 static void failed_acquire_needing_a_sigstopped_node_gives_up_after_the_per_node_timeout(
     void **state)
 {
@@ -367,13 +370,11 @@ static void failed_acquire_needing_a_sigstopped_node_gives_up_after_the_per_node
     print_message("acquire needing stopped node 4: %s in %" PRId64 " ms (%s)\n",
                   dlock_errname(rc), took, dlock_lock_errmsg(l));
     test_redis_resume(&test_nodes[4]);
-    int named = errmsg_names_node(l, 4);
     for (int i = 2; i < 4; i++)
         assert_no_key_of_ours(i, key, 0);
     dlock_lock_free(l);
     dlock_client_free(c);
-    assert_int_equal(rc, DLOCK_ENOQUORUM);
-    assert_true(named);
+    assert_int_equal(rc, DLOCK_ENOTACQUIRED);
     assert_true(took < STALL_NODE_MS + SLACK_MS);
 }
 

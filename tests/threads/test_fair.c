@@ -183,7 +183,10 @@ static void fair_waiters_acquire_in_arrival_order(void **state)
     dlock_client_free(c);
 }
 
-static void fair_hand_over_needs_no_acquire_round_trip(void **state)
+/* The release hands the lock over in one step; the waiter confirms its
+ * claim with one call (which bounds how long a dead waiter can hold the
+ * line: see waiter_killed_just_before_the_release_...). */
+static void fair_hand_over_costs_the_release_and_one_confirming_call(void **state)
 {
     (void)state;
     const char *name = "fair:handover";
@@ -213,7 +216,7 @@ static void fair_hand_over_needs_no_acquire_round_trip(void **state)
            "call(s) in between; fence %" PRIu64 " -> %" PRIu64 ", validity %" PRId64 " ms\n",
            (double)(w.done_us - t0) / 1000.0, calls, fence0, w.fence, w.validity_ms);
     assert_int_equal(w.rc, DLOCK_OK);
-    assert_int_equal(calls, 1); /* the release script only */
+    assert_int_equal(calls, 2); /* the release script and the claim */
     assert_int_equal(w.fence, fence0 + 1);
     assert_true(w.validity_ms > 0 && w.validity_ms <= 30000);
     assert_int_equal(w.release_rc, DLOCK_OK);
@@ -346,6 +349,62 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
     dlock_client_free(c);
 }
 
+/* A waiter SIGKILLed while its liveness key still lives is handed the lock
+ * at the next release; it never confirms the claim, which lapses after the
+ * rest of its liveness TTL plus one refresh period (3 s + 1 s with a 30 s
+ * TTL). It used to get the whole 30 s TTL, and the line waited for it. */
+static void waiter_killed_just_before_the_release_delays_the_line_by_seconds_not_the_ttl(
+    void **state)
+{
+    (void)state;
+    const char *name = "fair:killed-before-release";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    uint64_t fence0 = dlock_lock_fence(holder);
+
+    pid_t pid = test_fork_child();
+    if (pid == 0) {
+        dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+        dlock_client *cc = NULL;
+        dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+        dlock_lock *l = NULL;
+        const char *urls[] = {test_srv.url};
+        o.wakeups = 0; /* no library threads in the forked child */
+        lo.ttl_ms = 30000;
+        lo.flags = DLOCK_FAIR;
+        if (dlock_client_new(&cc, urls, 1, &o, NULL, 0) != DLOCK_OK ||
+            dlock_lock_new(&l, cc, name, &lo) != DLOCK_OK)
+            _exit(2);
+        dlock_lock_acquire(l, 60000);
+        _exit(1); /* not reached: killed while waiting */
+    }
+    int in_line = test_wait_for_count(queue_len, name, 1, 5000);
+    waiter w = {0};
+    pthread_t t;
+    start_waiter(&t, &w, new_fair(c, name, 30000), 20000, 0);
+    int behind = test_wait_for_count(queue_len, name, 2, 3000);
+    kill(pid, SIGKILL);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(in_line && behind);
+    assert_int_equal(live_keys(name), 2); /* the dead one's key still lives */
+    int64_t t0 = test_now_us();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    double waited_ms = (double)(w.done_us - t0) / 1000.0;
+    printf("# live waiter behind a waiter SIGKILLed just before the release got the lock "
+           "%.0f ms after the release (%s)\n", waited_ms, dlock_errname(w.rc));
+    assert_int_equal(w.rc, DLOCK_OK);
+    /* fence0 + 2: the dead waiter was granted the claim, then the live one */
+    assert_int_equal(w.fence, fence0 + 2);
+    assert_true(waited_ms < 6000); /* documented bound: 4 s; was the 30 s TTL */
+    assert_int_equal(w.release_rc, DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
 static void fair_try_once_does_not_join_the_queue(void **state)
 {
     (void)state;
@@ -429,8 +488,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         /* First: it forks, best done before any library thread ran. */
         T(crashed_fair_waiter_is_skipped_after_its_liveness_key_expires),
+        T(waiter_killed_just_before_the_release_delays_the_line_by_seconds_not_the_ttl),
         T(fair_waiters_acquire_in_arrival_order),
-        T(fair_hand_over_needs_no_acquire_round_trip),
+        T(fair_hand_over_costs_the_release_and_one_confirming_call),
         T(fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody),
         T(cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue),
         T(fair_try_once_does_not_join_the_queue),

@@ -305,7 +305,7 @@ static int client_with(void (*tweak)(dlock_client_options *), char *err, size_t 
     return rc;
 }
 
-static void t_version(dlock_client_options *o) { o->version = 2; }
+static void t_version(dlock_client_options *o) { o->version = DLOCK_CLIENT_OPTIONS_VERSION + 1; }
 static void t_version0(dlock_client_options *o) { o->version = 0; }
 static void t_connect0(dlock_client_options *o) { o->connect_timeout_ms = 0; }
 static void t_io_neg(dlock_client_options *o) { o->io_timeout_ms = -5; }
