@@ -308,6 +308,64 @@ static void reentry_that_outlasts_the_lease_leaves_no_validity(void **state)
     dlock_client_free(c);
 }
 
+/* Handles of one owner share one key, so one handle's operations set the
+ * TTL the others' leases depend on. A re-entry, release or renewal through
+ * a handle with a shorter TTL must never cut the key's TTL below what
+ * another handle of the owner counts on: the server would let another
+ * owner in while that handle still reports seconds of validity. */
+static long long pttl_of(const char *name)
+{
+    return test_key_pttl(&test_srv, name);
+}
+
+static void shorter_ttl_of_a_sibling_handle_never_cuts_the_lease(void **state)
+{
+    (void)state;
+    const char *name = "own:re-short-sibling";
+    dlock_client *c = client_io(1000);
+    dlock_lock *h1 = test_lock_new(c, name, 5000, DLOCK_REENTRANT, 5, 20);
+    dlock_lock *h2 = test_lock_new(c, name, 300, DLOCK_REENTRANT, 5, 20);
+    dlock_client *c2 = test_client_for(&test_srv, NULL);
+    dlock_lock *other = test_lock_new(c2, name, 5000, DLOCK_REENTRANT, 5, 20);
+
+    assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK); /* re-entry, TTL 300 */
+    long long after_reentry = pttl_of(name);
+    int64_t v1 = dlock_lock_validity_ms(h1);
+    print_message("after the re-entry: key pttl %lld ms, first handle's validity %" PRId64
+                  " ms\n", after_reentry, v1);
+    assert_true(after_reentry >= v1);
+    assert_int_equal(dlock_lock_release(h2), DLOCK_OK); /* holds remain: TTL refresh */
+    long long after_release = pttl_of(name);
+    v1 = dlock_lock_validity_ms(h1);
+    print_message("after its release: key pttl %lld ms, first handle's validity %" PRId64
+                  " ms\n", after_release, v1);
+    assert_true(after_release >= v1);
+    assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(h2, 300), DLOCK_OK); /* an explicit extend */
+    long long after_extend = pttl_of(name);
+    v1 = dlock_lock_validity_ms(h1);
+    print_message("after its extend(300): key pttl %lld ms, first handle's validity %" PRId64
+                  " ms\n", after_extend, v1);
+    assert_true(after_extend >= v1);
+    assert_int_equal(dlock_lock_release(h2), DLOCK_OK);
+
+    test_sleep_ms(600); /* past the short TTL */
+    v1 = dlock_lock_validity_ms(h1);
+    int rc = dlock_lock_acquire(other, 0);
+    print_message("600 ms later: first handle %" PRId64 " ms of validity; another owner: %s\n",
+                  v1, dlock_errname(rc));
+    assert_true(v1 > 3000);
+    assert_int_equal(rc, DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(h1), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(other);
+    dlock_client_free(c2);
+    dlock_lock_free(h2);
+    dlock_lock_free(h1);
+    dlock_client_free(c);
+}
+
 /* A release cut off before it ran is sent again, and counted once: the
  * other handle's newer release in between does not make it look stale. */
 static void lost_release_of_one_handle_is_sent_again(void **state)
@@ -798,6 +856,7 @@ int main(void)
         T(unknown_acquire_of_a_second_handle_leaves_the_first_holding),
         T(reentry_under_debug_sleep_is_counted_once),
         T(reentry_that_outlasts_the_lease_leaves_no_validity),
+        T(shorter_ttl_of_a_sibling_handle_never_cuts_the_lease),
         T(lost_release_of_one_handle_is_sent_again),
         T(release_with_a_lost_reply_is_applied_once),
         T(plain_and_fair_release_cut_off_is_sent_again),
