@@ -326,7 +326,11 @@ typedef struct dlock_lock dlock_lock;
 /** Lock mode and behaviour flags for dlock_lock_options.flags. */
 enum dlock_lock_flags {
     /** Counted reentrancy: the same owner (client x thread) may acquire
-     *  again; each acquire needs a release. Stored as a hash. */
+     *  again; each acquire needs a release. Stored as a hash. The owner's
+     *  handles share one key, so a re-entry, release, renewal or extend
+     *  through one handle never shortens the key's TTL (another handle
+     *  may count on a longer lease); each handle's validity still counts
+     *  from its own operations. */
     DLOCK_REENTRANT = 1u << 0,
     /** The client's watchdog renews the lease every renew_interval_ms
      *  until release; on_lost is called if a renewal fails. */
@@ -474,7 +478,9 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  * renews to for the rest of this hold (its rounds come every third of it,
  * or every renew_interval_ms if that is shorter): an extend is never undone
  * by the next round. ttl_ms 0 returns to the handle's TTL; a new hold starts
- * from the handle's TTL.
+ * from the handle's TTL. With DLOCK_REENTRANT the key keeps at least
+ * @p ttl_ms (a shorter extend does not cut other handles' leases); the
+ * handle's validity is @p ttl_ms from now.
  *
  * @param ttl_ms new TTL, 1..DLOCK_TTL_MAX_MS, or 0 for the handle's TTL.
  * @return DLOCK_OK, DLOCK_EINVAL, DLOCK_ENOTHELD, DLOCK_ENOTOWNER,

@@ -31,7 +31,8 @@
 -- earlier with reentrant_forget.lua when the handle is freed.
 --
 -- Invariant: a hash has one owner at most; only that owner can raise its
--- count; every grant refreshes the TTL; an attempt runs at most once and
+-- count; every grant refreshes the TTL, and a re-entry never shortens it
+-- (the owner's other handles, perhaps with longer TTLs, count on it); an attempt runs at most once and
 -- never after its undo. Every check that can fail runs before the first
 -- write (Redis keeps what a script wrote before an error).
 local key, owner, ttl, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
@@ -75,7 +76,8 @@ if n then
     fence = tonumber(redis.call('get', KEYS[2]) or '0')
   end
   redis.call('hset', key, owner, n + 1, fs, seq, fu, seq)
-  redis.call('pexpire', key, ttl)
+  -- Never shorter: another handle of the owner may count on a longer TTL.
+  if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
   return {1, fence, n + 1}
 end
 -- The owner id: the one field without '#' (the others are bookkeeping).

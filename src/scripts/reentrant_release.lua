@@ -5,7 +5,7 @@
 -- KEYS[1]  the lock key
 -- ARGV[1]  owner id
 -- ARGV[2]  pub/sub channel to notify waiters on, or '' for none
--- ARGV[3]  TTL in ms to refresh while holds remain, > 0
+-- ARGV[3]  TTL in ms to refresh while holds remain, > 0 (never shortens)
 -- ARGV[4]  operation number: from the same per-owner sequence as the
 --          attempt numbers of reentrant_acquire.lua (decimal, < 2^53)
 -- ARGV[5]  holds to drop, >= 1 (1 for a release; more when a handle that
@@ -47,7 +47,8 @@ end
 n = n - tonumber(drop)
 if n > 0 then
   redis.call('hset', key, owner, n, fs, seq)
-  redis.call('pexpire', key, ttl)
+  -- Never shorter: the holds left may be other handles' with longer TTLs.
+  if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
   return {1, n}
 end
 redis.call('del', key)

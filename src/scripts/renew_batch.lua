@@ -27,7 +27,9 @@ for i = 1, #KEYS do
     end
   elseif mode == 'r' and t == 'hash' then
     if redis.call('hexists', KEYS[i], tok) == 1 then
-      redis.call('pexpire', KEYS[i], ttl)
+      -- Never shorter (as reentrant_extend.lua): other handles of the
+      -- owner may count on a longer lease.
+      if redis.call('pttl', KEYS[i]) < tonumber(ttl) then redis.call('pexpire', KEYS[i], ttl) end
       r = 1
     end
   end

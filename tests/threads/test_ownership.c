@@ -259,6 +259,113 @@ static void reentry_under_debug_sleep_is_counted_once(void **state)
     dlock_client_free(c);
 }
 
+/* The chaos row reentrant_conn_faults once showed two owners in their
+ * sections at once, right after a DEBUG SLEEP: a worker held through one
+ * handle, re-entered through a second with try-once, and the server slept
+ * past the TTL. The re-entry returned only after its reply timeout and its
+ * undo's, the first handle's lease (and the key: it expired during the
+ * sleep) had ended meanwhile, and the worker entered its section anyway.
+ * What a caller must be able to see then: no validity left on the first
+ * handle (a sibling's attempt with an unknown outcome extends nothing),
+ * and another owner may take the lock. */
+static void reentry_that_outlasts_the_lease_leaves_no_validity(void **state)
+{
+    (void)state;
+    const char *name = "own:re-outlast";
+    dlock_client *c = client_io(800);
+    dlock_lock *h1 = test_lock_new(c, name, 1000, DLOCK_REENTRANT, 5, 20);
+    dlock_lock *h2 = test_lock_new(c, name, 1000, DLOCK_REENTRANT, 5, 20);
+    assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
+    uint64_t f1 = dlock_lock_fence(h1);
+
+    delayed sleep;
+    start_delayed(&sleep, 0, "DEBUG SLEEP 1.5");
+    test_sleep_ms(100);
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(h2, 0); /* try-once re-entry into the stall */
+    int64_t took = test_now_ms() - t0;
+    int64_t left = dlock_lock_validity_ms(h1);
+    join_delayed(&sleep);
+    print_message("re-entry during the sleep: %s after %" PRId64 " ms; first handle: "
+                  "%" PRId64 " ms of validity left\n", dlock_errname(rc), took, left);
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_true(took >= 1000); /* it outlasted the 1 s lease */
+    assert_int_equal(left, 0);
+
+    /* ... and the lock is free for another owner: a caller that entered
+     * its section on h1 now would share it. */
+    assert_true(test_wait_until(server_answers, NULL, 5000, 20));
+    dlock_client *c2 = test_client_for(&test_srv, NULL);
+    dlock_lock *other = test_lock_new(c2, name, 1000, DLOCK_REENTRANT, 5, 20);
+    assert_int_equal(dlock_lock_acquire(other, 3000), DLOCK_OK);
+    assert_true(dlock_lock_fence(other) > f1);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    (void)dlock_lock_release(h1); /* expired: whatever it says, it holds nothing */
+    dlock_lock_free(other);
+    dlock_client_free(c2);
+    dlock_lock_free(h2);
+    dlock_lock_free(h1);
+    dlock_client_free(c);
+}
+
+/* Handles of one owner share one key, so one handle's operations set the
+ * TTL the others' leases depend on. A re-entry, release or renewal through
+ * a handle with a shorter TTL must never cut the key's TTL below what
+ * another handle of the owner counts on: the server would let another
+ * owner in while that handle still reports seconds of validity. */
+static long long pttl_of(const char *name)
+{
+    return test_key_pttl(&test_srv, name);
+}
+
+static void shorter_ttl_of_a_sibling_handle_never_cuts_the_lease(void **state)
+{
+    (void)state;
+    const char *name = "own:re-short-sibling";
+    dlock_client *c = client_io(1000);
+    dlock_lock *h1 = test_lock_new(c, name, 5000, DLOCK_REENTRANT, 5, 20);
+    dlock_lock *h2 = test_lock_new(c, name, 300, DLOCK_REENTRANT, 5, 20);
+    dlock_client *c2 = test_client_for(&test_srv, NULL);
+    dlock_lock *other = test_lock_new(c2, name, 5000, DLOCK_REENTRANT, 5, 20);
+
+    assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK); /* re-entry, TTL 300 */
+    long long after_reentry = pttl_of(name);
+    int64_t v1 = dlock_lock_validity_ms(h1);
+    print_message("after the re-entry: key pttl %lld ms, first handle's validity %" PRId64
+                  " ms\n", after_reentry, v1);
+    assert_true(after_reentry >= v1);
+    assert_int_equal(dlock_lock_release(h2), DLOCK_OK); /* holds remain: TTL refresh */
+    long long after_release = pttl_of(name);
+    v1 = dlock_lock_validity_ms(h1);
+    print_message("after its release: key pttl %lld ms, first handle's validity %" PRId64
+                  " ms\n", after_release, v1);
+    assert_true(after_release >= v1);
+    assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(h2, 300), DLOCK_OK); /* an explicit extend */
+    long long after_extend = pttl_of(name);
+    v1 = dlock_lock_validity_ms(h1);
+    print_message("after its extend(300): key pttl %lld ms, first handle's validity %" PRId64
+                  " ms\n", after_extend, v1);
+    assert_true(after_extend >= v1);
+    assert_int_equal(dlock_lock_release(h2), DLOCK_OK);
+
+    test_sleep_ms(600); /* past the short TTL */
+    v1 = dlock_lock_validity_ms(h1);
+    int rc = dlock_lock_acquire(other, 0);
+    print_message("600 ms later: first handle %" PRId64 " ms of validity; another owner: %s\n",
+                  v1, dlock_errname(rc));
+    assert_true(v1 > 3000);
+    assert_int_equal(rc, DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(h1), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(other);
+    dlock_client_free(c2);
+    dlock_lock_free(h2);
+    dlock_lock_free(h1);
+    dlock_client_free(c);
+}
+
 /* A release cut off before it ran is sent again, and counted once: the
  * other handle's newer release in between does not make it look stale. */
 static void lost_release_of_one_handle_is_sent_again(void **state)
@@ -748,6 +855,8 @@ int main(void)
         T(fair_release_with_a_bad_fence_counter_hands_nothing_over),
         T(unknown_acquire_of_a_second_handle_leaves_the_first_holding),
         T(reentry_under_debug_sleep_is_counted_once),
+        T(reentry_that_outlasts_the_lease_leaves_no_validity),
+        T(shorter_ttl_of_a_sibling_handle_never_cuts_the_lease),
         T(lost_release_of_one_handle_is_sent_again),
         T(release_with_a_lost_reply_is_applied_once),
         T(plain_and_fair_release_cut_off_is_sent_again),
