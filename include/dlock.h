@@ -137,10 +137,17 @@ typedef enum dlock_error {
     /** Out of memory in the client. */
     DLOCK_ENOMEM = -16,
     /** Not supported by this build or in this configuration
-     *  (rediss:// URLs; fair mode over several nodes). */
+     *  (fair mode over several nodes). */
     DLOCK_ENOTSUP = -17,
     /** The server replied with something dlock never expects. */
-    DLOCK_EPROTO = -18
+    DLOCK_EPROTO = -18,
+    /** TLS handshake or certificate verification failed: the server's
+     *  certificate does not chain to the trusted CAs or does not name the
+     *  host, the server refused our client certificate, or the server does
+     *  not speak TLS. The detail message says which (for verification:
+     *  "TLS certificate verification failed: " and OpenSSL's reason).
+     *  Nothing was sent to Redis. */
+    DLOCK_ETLS = -19
 } dlock_error;
 
 /** Static description of any code (unknown codes included); never NULL. */
@@ -184,11 +191,18 @@ typedef enum dlock_log_level {
  */
 typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
-/** 2 added on_log and log_arg; version 1 structs are still accepted. */
-#define DLOCK_CLIENT_OPTIONS_VERSION 2
+/** 2 added on_log and log_arg, 3 the tls* fields; version 1 and 2 structs
+ *  are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 3
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
- *  dlock_client_options_init()) and change what you need. */
+ *  dlock_client_options_init()) and change what you need.
+ *
+ *  Versions: fields are only ever added at the end, and each addition bumps
+ *  DLOCK_CLIENT_OPTIONS_VERSION. A program built against an older header
+ *  passes its older version number; the library reads only the fields that
+ *  version had and uses the defaults for the rest. Version 3 added the tls*
+ *  fields. */
 typedef struct dlock_client_options {
     unsigned int version; /**< DLOCK_CLIENT_OPTIONS_VERSION */
     /** TCP/unix connect timeout, including AUTH and SELECT. Default 1000. */
@@ -229,37 +243,70 @@ typedef struct dlock_client_options {
      *  them. Default NULL. */
     dlock_log_fn on_log;
     void *log_arg;
+    /* --- version 3 --- */
+    /** TLS for every node, as if each redis:// URL were rediss:// (like
+     *  redis-cli --tls). unix:// URLs are refused with it (DLOCK_EINVAL)
+     *  rather than silently left in plain text. Default 0. */
+    int tls;
+    /** PEM file of CA certificates the servers' certificates must chain
+     *  to. With neither this nor tls_ca_dir, the system store is used.
+     *  The tls_* paths are read by dlock_client_new() (they need not live
+     *  longer). Default NULL. */
+    const char *tls_ca_file;
+    /** Directory of hashed CA certificates (c_rehash), like tls_ca_file.
+     *  Default NULL. */
+    const char *tls_ca_dir;
+    /** Client certificate (PEM, may hold a chain) for servers that ask for
+     *  one (tls-auth-clients); needs tls_key_file. Default NULL. */
+    const char *tls_cert_file;
+    /** Private key (PEM) of tls_cert_file. Default NULL. */
+    const char *tls_key_file;
+    /** Name sent as SNI and expected in every server's certificate,
+     *  instead of each URL's host (useful when connecting by IP address to
+     *  a server whose certificate has a name). Default NULL. */
+    const char *tls_server_name;
+    /** 1: do not verify the servers' certificates at all (the traffic is
+     *  encrypted but anyone in the path can read or change it). For tests
+     *  only. Default 0: the certificate must chain to a trusted CA and
+     *  name the host (or IP address) connected to. */
+    int tls_insecure;
 } dlock_client_options;
 
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
 #define DLOCK_KEY_PREFIX_MAX 1024
 
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
-    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL }
+    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL, \
+      0, NULL, NULL, NULL, NULL, NULL, 0 }
 
-/** Fill @p opts with the defaults for @p version (1 or 2; a version 1
- *  struct lacks on_log and log_arg). Returns DLOCK_EINVAL for a NULL
- *  pointer or an unknown version. */
+/** Fill @p opts with the defaults for @p version (1, 2 or 3: only the
+ *  fields that version has are written; version 1 lacks on_log and
+ *  log_arg, 2 the tls* fields). Returns DLOCK_EINVAL for a NULL pointer or
+ *  an unknown version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
 
 /**
  * Create a client for one node (Redis) or several (Redlock).
  *
- * URLs: redis://[user[:password]@]host[:port][/db] and
- * unix:///path/to/socket[?db=N][&password=P][&user=U]. Percent-escapes are
- * decoded in user and password. rediss:// gives DLOCK_ENOTSUP (TLS needs
- * hiredis >= 1.0 built with SSL). Nothing is connected here: connections are
- * made on first use, so a node that is down now does not fail the call.
+ * URLs: redis://[user[:password]@]host[:port][/db],
+ * rediss://[user[:password]@]host[:port][/db] (TLS, see the tls* options)
+ * and unix:///path/to/socket[?db=N][&password=P][&user=U]. Percent-escapes
+ * are decoded in user and password. Plain and TLS nodes may be mixed. A TLS
+ * node is never used in plain text: a failed handshake or verification is
+ * DLOCK_ETLS. Nothing is connected here: connections are made on first use,
+ * so a node that is down now does not fail the call (the TLS files are
+ * loaded here, though).
  *
  * @param out    receives the client; set to NULL on error.
  * @param urls   array of @p n_urls NUL-terminated URLs (1..64 of them).
  * @param opts   options, or NULL for the defaults.
  * @param errbuf optional buffer for a detail message on error (may be NULL).
- * @return DLOCK_OK, DLOCK_EINVAL (bad URL or option, or the same node
+ * @return DLOCK_OK, DLOCK_EINVAL (bad URL or option, a TLS file that
+ *         cannot be loaded, tls with a unix:// URL, or the same node
  *         twice: the same host:port, or names that resolve to a common
  *         address and the same port, such as 127.0.0.1 and localhost; the
- *         message names both URLs), DLOCK_ENOTSUP, DLOCK_ENOMEM.
+ *         message names both URLs), DLOCK_ENOMEM.
  *         Thread-safe. Names that resolve apart but reach one server
  *         (127.0.0.1 and [::1], or TCP and its unix socket) are caught once
  *         connected, by the server's run_id: see dlock_lock_acquire().

@@ -15,14 +15,20 @@
 #include "watchdog.h"
 
 /* Bytes of a dlock_client_options of the given version (0: unknown):
- * callers built against an older header pass a shorter struct. */
+ * callers built against an older header pass a shorter struct. Version 1
+ * ended before on_log, version 2 before the TLS fields. */
 static size_t options_size(unsigned int version)
 {
-    if (version == 1)
+    switch (version) {
+    case 1:
         return offsetof(dlock_client_options, on_log);
-    if (version == DLOCK_CLIENT_OPTIONS_VERSION)
+    case 2:
+        return offsetof(dlock_client_options, tls);
+    case DLOCK_CLIENT_OPTIONS_VERSION:
         return sizeof(dlock_client_options);
-    return 0;
+    default:
+        return 0;
+    }
 }
 
 int dlock_client_options_init(dlock_client_options *opts, unsigned int version)
@@ -50,8 +56,8 @@ void dlock__client_log(dlock_client *c, dlock_log_level level, const char *fmt, 
 
 static int check_options(const dlock_client_options *o, char *err, size_t len)
 {
-    if (!options_size(o->version)) {
-        snprintf(err, len, "unknown dlock_client_options version %u (this library knows %d)",
+    if (options_size(o->version) == 0) {
+        snprintf(err, len, "unknown dlock_client_options version %u (this library knows 1 to %d)",
                  o->version, DLOCK_CLIENT_OPTIONS_VERSION);
         return DLOCK_EINVAL;
     }
@@ -77,6 +83,10 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
     }
     if (o->key_prefix && strnlen(o->key_prefix, DLOCK_KEY_PREFIX_MAX + 1) > DLOCK_KEY_PREFIX_MAX) {
         snprintf(err, len, "key_prefix is longer than %d bytes", DLOCK_KEY_PREFIX_MAX);
+        return DLOCK_EINVAL;
+    }
+    if ((o->tls != 0 && o->tls != 1) || (o->tls_insecure != 0 && o->tls_insecure != 1)) {
+        snprintf(err, len, "tls and tls_insecure must be 0 or 1");
         return DLOCK_EINVAL;
     }
     return DLOCK_OK;
@@ -165,6 +175,27 @@ int dlock__client_check_distinct(dlock_client *c, char *msg, size_t len)
     return DLOCK_OK;
 }
 
+/* Give node i the client's TLS context if it speaks TLS, building the
+ * context on first need (so the TLS files are read only when used). */
+static int setup_tls(dlock_client *c, dlock__node *n, char *err, size_t len)
+{
+    if (!n->url.tls && !c->opts.tls)
+        return DLOCK_OK;
+    if (n->url.is_unix) {
+        /* Never a silent fallback to plain text. */
+        snprintf(err, len, "tls is set but %.120s is a unix socket, which has no TLS", n->name);
+        return DLOCK_EINVAL;
+    }
+    n->url.tls = 1;
+    if (!c->tls_ctx) {
+        int rc = dlock__tls_ctx_new(&c->tls_ctx, &c->opts, err, len);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    n->tls_ctx = c->tls_ctx;
+    return DLOCK_OK;
+}
+
 int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                      const dlock_client_options *opts, char *errbuf,
                      size_t errbuf_len)
@@ -187,14 +218,19 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         rc = DLOCK_EINVAL;
         goto fail;
     }
-    if (!opts)
-        opts = &defaults;
+    if (opts) {
+        /* An older caller's struct is shorter: read only what it has. */
+        size_t n = options_size(opts->version);
+        if (n == 0) {
+            rc = check_options(opts, err, sizeof err);
+            goto fail;
+        }
+        memcpy(&defaults, opts, n);
+        defaults.version = DLOCK_CLIENT_OPTIONS_VERSION;
+    }
+    opts = &defaults;
     if ((rc = check_options(opts, err, sizeof err)) != DLOCK_OK)
         goto fail;
-    /* An older caller's struct is shorter: the rest keeps the defaults. */
-    dlock_client_options full = DLOCK_CLIENT_OPTIONS_INIT;
-    memcpy(&full, opts, options_size(opts->version));
-    opts = &full;
     if (dlock__scripts_check(&missing) != 0) {
         snprintf(err, sizeof err, "build is missing script %s.lua", missing);
         rc = DLOCK_EINVAL;
@@ -218,7 +254,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         goto fail;
     }
     for (size_t i = 0; i < n_urls; i++) {
-        char uerr[200] = "";
+        char uerr[240] = "";
         if (!urls[i]) {
             snprintf(err, sizeof err, "URL %zu is NULL", i + 1);
             rc = DLOCK_EINVAL;
@@ -235,6 +271,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         c->n_nodes++;
         if ((rc = override_credentials(&c->nodes[i].url, opts)) != DLOCK_OK) {
             snprintf(err, sizeof err, "out of memory");
+            goto fail;
+        }
+        if ((rc = setup_tls(c, &c->nodes[i], uerr, sizeof uerr)) != DLOCK_OK) {
+            snprintf(err, sizeof err, "URL %zu: %s", i + 1, uerr);
             goto fail;
         }
         /* The same server twice (even with another db) is not an
@@ -256,6 +296,9 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
             }
         }
     }
+    /* The TLS files were read; the caller's strings need not outlive us. */
+    c->opts.tls_ca_file = c->opts.tls_ca_dir = NULL;
+    c->opts.tls_cert_file = c->opts.tls_key_file = c->opts.tls_server_name = NULL;
     c->quorum = n_urls / 2 + 1;
     if ((rc = dlock__token_hex(c->id)) != DLOCK_OK) {
         snprintf(err, sizeof err, "getrandom failed");
@@ -307,7 +350,6 @@ void dlock_client_free(dlock_client *c)
     if (c->nodes)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
     dlock__free(c->nodes);
-    dlock__free(c->key_prefix);
     dlock__free(c);
 }
 

@@ -17,6 +17,8 @@ struct dlock_client {
     size_t quorum; /* n/2 + 1 */
     dlock__node *nodes;
     char *key_prefix; /* our copy of opts.key_prefix (opts points here) */
+    /* Shared by the nodes that speak TLS; NULL when none does. */
+    dlock__tls_ctx *tls_ctx;
     /* Random id naming this client in reentrant hold counts. */
     char id[DLOCK_TOKEN_HEX_LEN + 1];
     /* Started on first use; protected by bg_mu. */

@@ -133,6 +133,15 @@ static int queue_handshake(dlock__conn *c, const dlock__conn_config *cfg)
         const char *argv[2] = {"SELECT", db};
         rc = append(c, 2, argv, NULL, DLOCK__R_CHECK, 0);
     }
+    if (rc == DLOCK_OK && c->tls && c->checks_pending == 0) {
+        /* With TLS 1.3 the client's handshake ends before the server has
+         * checked the client certificate; a server that refuses it sends
+         * its alert after our first bytes. Holding the caller's commands
+         * until a first reply (as for AUTH) makes that refusal a clean
+         * DLOCK_ETLS with nothing sent, not an unknown outcome. */
+        const char *argv[1] = {"PING"};
+        rc = append(c, 1, argv, NULL, DLOCK__R_CHECK, 0);
+    }
     for (const dlock__script *s = dlock__scripts;
          rc == DLOCK_OK && cfg->load_scripts && s->name; s++) {
         const char *argv[3] = {"SCRIPT", "LOAD", s->body};
@@ -168,6 +177,10 @@ dlock__conn *dlock__conn_new(const dlock__conn_config *cfg)
     int fl = fcntl(c->ctx->fd, F_GETFD);
     if (fl >= 0)
         (void)fcntl(c->ctx->fd, F_SETFD, fl | FD_CLOEXEC);
+    if (cfg->tls_ctx && !(c->tls = dlock__tls_new(cfg->tls_ctx, c->ctx->fd, u->host))) {
+        dlock__conn_free(c);
+        return NULL;
+    }
     if (queue_handshake(c, cfg) == DLOCK_ENOMEM) {
         dlock__conn_free(c);
         return NULL;
@@ -179,6 +192,7 @@ void dlock__conn_free(dlock__conn *c)
 {
     if (!c)
         return;
+    dlock__tls_free(c->tls); /* before redisFree() closes the socket */
     if (c->ctx)
         redisFree(c->ctx);
     dlock__free(c->q);
@@ -242,12 +256,14 @@ short dlock__conn_events(const dlock__conn *c)
     if (c->state == DLOCK__CS_BROKEN)
         return 0;
     if (c->state == DLOCK__CS_CONNECTING)
-        return POLLOUT;
+        return c->tcp_open ? dlock__tls_events(c->tls) : POLLOUT;
     short ev = 0;
     if (dlock__conn_has_output(c))
-        ev |= POLLOUT;
+        ev |= c->tls && dlock__tls_write_wants_read(c->tls) ? POLLIN : POLLOUT;
     if (c->q_len > 0)
         ev |= POLLIN;
+    if (c->tls && c->tls_read_wants_write)
+        ev |= POLLOUT;
     return ev;
 }
 
@@ -257,6 +273,38 @@ static int has_caller_entry(const dlock__conn *c)
         if (c->q[(c->q_head + i) % c->q_cap].kind == DLOCK__R_CALLER)
             return 1;
     return 0;
+}
+
+/* Write what TLS takes now. DLOCK_OK, or the code of the failure (the
+ * connection is then BROKEN). */
+static int write_out_tls(dlock__conn *c)
+{
+    while (c->out_off < c->out_len) {
+        char msg[sizeof c->err];
+        ssize_t n = dlock__tls_write(c->tls, c->out + c->out_off, c->out_len - c->out_off,
+                                     msg, sizeof msg);
+        if (n == DLOCK__TLS_AGAIN)
+            return DLOCK_OK;
+        if (n < 0) {
+            if (c->checks_pending > 0) {
+                /* No reply yet: a server that refused our client
+                 * certificate sent an alert and closed, and our write ran
+                 * into the reset. The alert still waits in the socket,
+                 * ahead of the end: report it rather than the reset. */
+                char buf[512], amsg[sizeof c->err];
+                int alert = 0;
+                ssize_t r;
+                while ((r = dlock__tls_read(c->tls, buf, sizeof buf, &alert, amsg, sizeof amsg)) > 0)
+                    ;
+                if (r == DLOCK__TLS_FAILED && alert)
+                    return dlock__conn_fail(c, DLOCK_ETLS, "TLS session refused by the server: %s", amsg);
+            }
+            return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO, "%s", msg);
+        }
+        c->out_off += (size_t)n;
+    }
+    c->out_off = c->out_len = 0;
+    return DLOCK_OK;
 }
 
 /* Write what the socket takes now. 0, or -1 with errno set. */
@@ -278,28 +326,105 @@ static int write_out(dlock__conn *c)
     return 0;
 }
 
+/* Most bytes read from TLS per call when OpenSSL holds nothing more: the
+ * rest waits in the socket, where poll() sees it. */
+#define READ_TLS_MAX (256 * 1024)
+
+/* Read what TLS has into the hiredis reader, until it would block. Never
+ * stops while OpenSSL holds decrypted bytes: poll() cannot see those, and
+ * a reply left there would wait forever on a quiet socket. */
+static int read_tls(dlock__conn *c)
+{
+    char buf[16384]; /* one TLS record */
+    size_t total = 0;
+    for (;;) {
+        char msg[sizeof c->err];
+        int alert = 0;
+        ssize_t n = dlock__tls_read(c->tls, buf, sizeof buf, &alert, msg, sizeof msg);
+        c->tls_read_wants_write = 0;
+        if (n > 0) {
+            if (redisReaderFeed(c->ctx->reader, buf, (size_t)n) != REDIS_OK)
+                return dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory");
+            total += (size_t)n;
+            if (total >= READ_TLS_MAX && !dlock__tls_buffered(c->tls))
+                return DLOCK_OK;
+            continue;
+        }
+        if (n == DLOCK__TLS_AGAIN) {
+            c->tls_read_wants_write = dlock__tls_events(c->tls) == POLLOUT;
+            return DLOCK_OK;
+        }
+        /* An alert before any caller command went out (the server refusing
+         * our client certificate after a TLS 1.3 handshake) is a TLS
+         * failure with nothing sent. */
+        int code = c->caller_sent ? DLOCK_EUNKNOWN : alert ? DLOCK_ETLS : DLOCK_EIO;
+        return dlock__conn_fail(c, code, "%s%s", code == DLOCK_ETLS ? "TLS session refused by the server: " : "", msg);
+    }
+}
+
+static int write_failed(dlock__conn *c)
+{
+    return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
+                            "write: %s", strerror(errno));
+}
+
+static int flush_out(dlock__conn *c)
+{
+    /* While AUTH/SELECT (or the TLS PING) are unanswered, the caller's
+     * commands wait in `held`: none of them is being sent yet. */
+    if (c->checks_pending == 0 && has_caller_entry(c))
+        c->caller_sent = 1;
+    if (c->tls)
+        return write_out_tls(c);
+    return write_out(c) != 0 ? write_failed(c) : DLOCK_OK;
+}
+
 int dlock__conn_io(dlock__conn *c, short revents)
 {
     if (c->state == DLOCK__CS_BROKEN)
         return DLOCK_EIO;
     if (c->state == DLOCK__CS_CONNECTING) {
-        if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
-            return DLOCK_OK;
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
-            soerr = errno;
-        if (soerr != 0)
-            return dlock__conn_fail(c, DLOCK_EIO, "connect: %s", strerror(soerr));
+        if (!c->tcp_open) {
+            if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+                return DLOCK_OK;
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+                soerr = errno;
+            if (soerr != 0)
+                return dlock__conn_fail(c, DLOCK_EIO, "connect: %s", strerror(soerr));
+            c->tcp_open = 1;
+        }
+        if (c->tls) {
+            char msg[sizeof c->err];
+            int hs = dlock__tls_handshake(c->tls, msg, sizeof msg);
+            if (hs < 0)
+                return dlock__conn_fail(c, hs, "%s", msg);
+            if (hs == 0)
+                return DLOCK_OK; /* dlock__conn_events() says what it waits for */
+        }
         c->state = DLOCK__CS_OPEN;
         revents |= POLLOUT;
     }
+    if (c->tls) {
+        int rc = DLOCK_OK;
+        int readable = (revents & (POLLIN | POLLERR | POLLHUP)) ||
+                       (c->tls_read_wants_write && (revents & POLLOUT)) ||
+                       dlock__tls_buffered(c->tls);
+        int write_waits_read = dlock__tls_write_wants_read(c->tls);
+        if ((revents & POLLOUT) && !write_waits_read && dlock__conn_has_output(c))
+            rc = flush_out(c);
+        if (rc == DLOCK_OK && readable)
+            rc = read_tls(c);
+        /* A write that waited for TLS to read something goes on now. */
+        if (rc == DLOCK_OK && readable && write_waits_read && dlock__conn_has_output(c))
+            rc = flush_out(c);
+        return rc;
+    }
     if ((revents & POLLOUT) && dlock__conn_has_output(c)) {
-        if (has_caller_entry(c))
-            c->caller_sent = 1;
-        if (write_out(c) != 0)
-            return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
-                                    "write: %s", strerror(errno));
+        int rc = flush_out(c);
+        if (rc != DLOCK_OK)
+            return rc;
     }
     if (revents & (POLLIN | POLLERR | POLLHUP)) {
         if (redisBufferRead(c->ctx) != REDIS_OK)
@@ -389,12 +514,10 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
                 }
                 c->held_len = 0;
                 /* Send now rather than after the next poll(). */
-                if (has_caller_entry(c))
-                    c->caller_sent = 1;
-                if (write_out(c) != 0) {
+                int wrc = flush_out(c);
+                if (wrc != DLOCK_OK) {
                     freeReplyObject(r);
-                    return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
-                                            "write: %s", strerror(errno));
+                    return wrc;
                 }
             }
             break;
@@ -407,6 +530,13 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
         freeReplyObject(r);
     }
     return 0;
+}
+
+const char *dlock__conn_phase(const dlock__conn *c)
+{
+    if (c->state != DLOCK__CS_CONNECTING)
+        return "reply";
+    return c->tcp_open ? "TLS handshake" : "connect";
 }
 
 void dlock__conn_abandon(dlock__conn *c)
@@ -434,5 +564,15 @@ int dlock__conn_probe(dlock__conn *c)
         return -1;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         return -1;
+    if (c->tls && (n > 0 || dlock__tls_buffered(c->tls))) {
+        /* A peeked byte starts a TLS record, which may be a session ticket
+         * (TLS 1.3 servers send those after the handshake), a stale reply
+         * owed to a DISCARD entry, or a close_notify or alert. Reading it
+         * through TLS tells them apart: stale replies go to the hiredis
+         * reader as usual, and the connection is usable unless the read
+         * found the session closed or failed. */
+        if (dlock__conn_io(c, POLLIN) != DLOCK_OK || c->state != DLOCK__CS_OPEN)
+            return -1;
+    }
     return 0;
 }

@@ -10,7 +10,13 @@
  * connection with stale replies in flight can be reused safely.
  *
  * A connection that saw any error is never reused (hiredis contexts are not
- * reusable after an error). */
+ * reusable after an error).
+ *
+ * TLS (src/tls.c) sits between the socket and hiredis: hiredis still formats
+ * the commands and parses the replies, but the bytes go through SSL_write
+ * and come back through SSL_read into the hiredis reader (redisReaderFeed).
+ * The TLS handshake is part of CONNECTING, so the connect timeout bounds it
+ * too. */
 #ifndef DLOCK_CONN_H
 #define DLOCK_CONN_H
 
@@ -18,10 +24,11 @@
 #include <stdint.h>
 
 #include "scripts.h"
+#include "tls.h"
 #include "url.h"
 
 typedef enum {
-    DLOCK__CS_CONNECTING, /* non-blocking connect() in progress */
+    DLOCK__CS_CONNECTING, /* non-blocking connect() (then TLS handshake) */
     DLOCK__CS_OPEN,       /* connected (handshake replies may be pending) */
     DLOCK__CS_BROKEN      /* failed; free it */
 } dlock__conn_state;
@@ -42,6 +49,10 @@ typedef struct dlock__expect {
 typedef struct dlock__conn {
     redisContext *ctx;
     dlock__conn_state state;
+    /* TLS session, or NULL on a plain connection. */
+    dlock__tls *tls;
+    int tcp_open; /* TCP connect done (a TLS handshake may still run) */
+    int tls_read_wants_write; /* the last TLS read waits for POLLOUT */
     /* Ring of expected replies. */
     dlock__expect *q;
     size_t q_cap, q_head, q_len;
@@ -76,6 +87,7 @@ typedef struct dlock__conn_config {
     const dlock__url *url;
     int load_scripts; /* SCRIPT LOAD every embedded script in the handshake */
     int ask_uptime;   /* INFO server in the handshake */
+    dlock__tls_ctx *tls_ctx; /* non-NULL: speak TLS */
 } dlock__conn_config;
 
 /* Start connecting and queue the handshake. Never returns NULL except on
@@ -117,6 +129,10 @@ int dlock__conn_io(dlock__conn *c, short revents);
  * 0 if none is buffered yet, or a negative dlock code (connection BROKEN). */
 int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx);
 
+/* What a connection waits for, for messages: "connect", "TLS handshake"
+ * or "reply". */
+const char *dlock__conn_phase(const dlock__conn *c);
+
 /* The caller gives up waiting: turn its outstanding entries into DISCARD so
  * the connection can go back to the pool. */
 void dlock__conn_abandon(dlock__conn *c);
@@ -125,7 +141,11 @@ void dlock__conn_abandon(dlock__conn *c);
 size_t dlock__conn_pending(const dlock__conn *c);
 
 /* Cheap liveness check for an idle pooled connection: 0 if it looks usable,
- * -1 if the peer closed it or it failed. One non-blocking recv(MSG_PEEK). */
+ * -1 if the peer closed it or it failed. One non-blocking recv(MSG_PEEK);
+ * on a TLS connection, bytes that arrived while idle are TLS records (a
+ * session ticket, a stale reply, an alert or close_notify): they are read
+ * through TLS like any reply, and the connection is usable unless that
+ * read found the session closed or failed. */
 int dlock__conn_probe(dlock__conn *c);
 
 /* Mark broken with a message. Returns code. */

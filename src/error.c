@@ -28,6 +28,7 @@ static const struct {
     {DLOCK_ENOMEM, "DLOCK_ENOMEM", "out of memory"},
     {DLOCK_ENOTSUP, "DLOCK_ENOTSUP", "not supported"},
     {DLOCK_EPROTO, "DLOCK_EPROTO", "unexpected reply from Redis"},
+    {DLOCK_ETLS, "DLOCK_ETLS", "TLS handshake or certificate verification failed"},
 };
 
 const char *dlock_strerror(int code)

@@ -194,8 +194,7 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                 int code = c->state == DLOCK__CS_CONNECTING || !c->caller_sent
                                ? DLOCK_EIO
                                : DLOCK_EUNKNOWN;
-                dlock__conn_fail(c, code, "%s timed out",
-                                 c->state == DLOCK__CS_CONNECTING ? "connect" : "reply");
+                dlock__conn_fail(c, code, "%s timed out", dlock__conn_phase(c));
                 stop = fail_node(s, i, nreqs, code, cb, arg) && !graced;
             }
             if (stop && o->grace_ms > 0) {

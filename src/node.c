@@ -57,7 +57,7 @@ dlock__conn *dlock__node_checkout(dlock__node *n)
             return c;
         dlock__conn_free(c);
     }
-    dlock__conn_config cfg = {&n->url, 1, n->ask_uptime};
+    dlock__conn_config cfg = {&n->url, 1, n->ask_uptime, n->tls_ctx};
     return dlock__conn_new(&cfg);
 }
 

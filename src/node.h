@@ -18,6 +18,8 @@ typedef struct dlock__node {
     size_t n_idle;
     size_t max_idle;
     int ask_uptime;
+    /* The client's TLS context when this node speaks TLS, else NULL. */
+    dlock__tls_ctx *tls_ctx;
     /* Monotonic time the server last started, from the newest handshake's
      * INFO (0: unknown). Read by the Redlock restart rule. */
     _Atomic int64_t server_start_ns;

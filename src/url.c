@@ -265,12 +265,13 @@ int dlock__url_parse(dlock__url *out, const char *text, char *err,
     if (!strncasecmp(text, "unix://", 7))
         return parse_unix(out, text + 7, err, err_len);
     if (!strncasecmp(text, "rediss://", 9)) {
-        snprintf(err, err_len, "rediss:// (TLS) is not supported: it needs hiredis >= 1.0 built with SSL, and this build of dlock has no TLS");
-        return DLOCK_ENOTSUP;
+        int rc = parse_tcp(out, text + 9, err, err_len);
+        out->tls = rc == DLOCK_OK;
+        return rc;
     }
     const char *colon = strstr(text, "://");
     if (colon)
-        snprintf(err, err_len, "unknown URL scheme '%.*s' (use redis:// or unix://)",
+        snprintf(err, err_len, "unknown URL scheme '%.*s' (use redis://, rediss:// or unix://)",
                  (int)((colon - text) > 16 ? 16 : (colon - text)), text);
     else
         snprintf(err, err_len, "not a URL: expected redis://host[:port] or unix:///path");

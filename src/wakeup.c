@@ -142,7 +142,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
     for (size_t i = 0; i < c->n_nodes; i++) {
         if (!wk->sub[i] && wk->chans) {
             if (now >= wk->retry_at[i]) {
-                dlock__conn_config cfg = {&c->nodes[i].url, 0, 0};
+                dlock__conn_config cfg = {&c->nodes[i].url, 0, 0, c->nodes[i].tls_ctx};
                 wk->sub[i] = dlock__conn_new(&cfg);
                 if (!wk->sub[i] || wk->sub[i]->state == DLOCK__CS_BROKEN)
                     node_down(wk, i);
@@ -248,9 +248,8 @@ static void *wakeup_main(void *arg)
             dlock__conn *s = wk->sub[i];
             if (!s)
                 continue;
-            short ev = POLLIN;
-            if (s->state == DLOCK__CS_CONNECTING || dlock__conn_has_output(s))
-                ev |= POLLOUT;
+            /* Always POLLIN: pub/sub messages come unasked. */
+            short ev = POLLIN | dlock__conn_events(s);
             pfd[k] = (struct pollfd){s->ctx->fd, ev, 0};
             who[k++] = i;
         }

@@ -31,11 +31,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = dlock__url_parse(&u, text, err, sizeof err);
     dlock__alloc_fail_after(-1);
     if (rc == DLOCK_OK) {
-        if (!u.host || (u.is_unix ? u.port != 0 : (u.port < 1 || u.port > 65535)) || u.db < 0)
+        if (!u.host || (u.is_unix ? u.port != 0 : (u.port < 1 || u.port > 65535)) || u.db < 0 ||
+            (u.tls != 0 && u.tls != 1) || (u.tls && u.is_unix))
             abort();
         dlock__url_clear(&u);
     } else {
-        if (rc != DLOCK_EINVAL && rc != DLOCK_ENOTSUP && rc != DLOCK_ENOMEM)
+        if (rc != DLOCK_EINVAL && rc != DLOCK_ENOMEM)
             abort();
         if (!memchr(err, '\0', sizeof err))
             abort(); /* the reason must be a terminated string */

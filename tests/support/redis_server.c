@@ -47,11 +47,15 @@ static int write_conf(test_redis *r)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
+    if (r->tls)
+        fprintf(f, "port 0\ntls-port %d\n", r->port);
+    else
+        fprintf(f, "port %d\n", r->port);
     fprintf(f,
-            "port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\n"
+            "bind 127.0.0.1\nsave \"\"\nappendonly no\n"
             "dir %s\nlogfile %s/redis.log\nunixsocket %s\nunixsocketperm 700\n"
             "enable-debug-command local\n%s\n",
-            r->port, r->dir, r->dir, r->sock, r->extra);
+            r->dir, r->dir, r->sock, r->extra);
     fclose(f);
     return 0;
 }
@@ -86,7 +90,8 @@ static int spawn(test_redis *r)
             return -1; /* exited: port taken, or bad config */
         }
         struct timeval tv = {0, 200000};
-        redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+        redisContext *c = r->tls ? redisConnectUnixWithTimeout(r->sock, tv)
+                                 : redisConnectWithTimeout("127.0.0.1", r->port, tv);
         if (c && !c->err) {
             redisReply *rep = redisCommand(c, "PING");
             /* Up: PONG, or NOAUTH from a server with a password. */
@@ -108,9 +113,10 @@ static int spawn(test_redis *r)
     return -1;
 }
 
-int test_redis_start(test_redis *r, const char *extra_conf)
+static int start(test_redis *r, int tls, const char *extra_conf)
 {
     memset(r, 0, sizeof *r);
+    r->tls = tls;
     snprintf(r->extra, sizeof r->extra, "%s", extra_conf ? extra_conf : "");
     const char *tmp = getenv("TMPDIR");
     snprintf(r->dir, sizeof r->dir, "%s/dlock-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -123,13 +129,89 @@ int test_redis_start(test_redis *r, const char *extra_conf)
         r->port = free_port();
         if (r->port <= 0)
             continue;
-        snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+        snprintf(r->url, sizeof r->url, "%s://127.0.0.1:%d", r->tls ? "rediss" : "redis",
+                 r->port);
         snprintf(r->unix_url, sizeof r->unix_url, "unix://%s", r->sock);
         if (write_conf(r) == 0 && spawn(r) == 0)
             return 0;
     }
     fprintf(stderr, "test harness: could not start redis-server (see %s/redis.log)\n", r->dir);
     return -1;
+}
+
+int test_redis_start(test_redis *r, const char *extra_conf)
+{
+    return start(r, 0, extra_conf);
+}
+
+int test_redis_start_tls(test_redis *r, const test_tls_certs *t, int auth_clients,
+                         const char *extra_conf)
+{
+    char conf[2048];
+    snprintf(conf, sizeof conf,
+             "tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients %s\n%s",
+             t->server_cert, t->server_key, t->ca, auth_clients ? "yes" : "no",
+             extra_conf ? extra_conf : "");
+    return start(r, 1, conf);
+}
+
+/* Run one shell command line; 0 if it succeeded. */
+static int sh(const char *dir, const char *cmd)
+{
+    char line[2048];
+    snprintf(line, sizeof line, "cd '%s' && { %s; } >>openssl.log 2>&1", dir, cmd);
+    int st = system(line);
+    if (st != 0)
+        fprintf(stderr, "test harness: failed (%d): %s (see %s/openssl.log)\n", st, cmd, dir);
+    return st == 0 ? 0 : -1;
+}
+
+int test_tls_certs_make(test_tls_certs *t)
+{
+    memset(t, 0, sizeof *t);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(t->dir, sizeof t->dir, "%s/dlock-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(t->dir)) {
+        fprintf(stderr, "test harness: mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    /* EC keys: made in milliseconds, and cheap handshakes. */
+#define KEY "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+    static const char *const steps[] = {
+        "openssl req -x509 -new " KEY " -keyout ca.key -out ca.crt -days 3 -subj /CN=dlock-test-ca",
+        "openssl req -x509 -new " KEY " -keyout other-ca.key -out other-ca.crt -days 3 "
+        "-subj /CN=dlock-unrelated-ca",
+        "openssl req -new " KEY " -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n' >server.ext",
+        "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3 "
+        "-extfile server.ext -out server.crt",
+        "openssl req -new " KEY " -keyout client.key -out client.csr -subj /CN=dlock-test-client",
+        "printf 'extendedKeyUsage=clientAuth\\n' >client.ext",
+        "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3 "
+        "-extfile client.ext -out client.crt",
+    };
+#undef KEY
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        if (sh(t->dir, steps[i]) != 0) {
+            test_tls_certs_remove(t);
+            return -1;
+        }
+    snprintf(t->ca, sizeof t->ca, "%s/ca.crt", t->dir);
+    snprintf(t->other_ca, sizeof t->other_ca, "%s/other-ca.crt", t->dir);
+    snprintf(t->server_cert, sizeof t->server_cert, "%s/server.crt", t->dir);
+    snprintf(t->server_key, sizeof t->server_key, "%s/server.key", t->dir);
+    snprintf(t->client_cert, sizeof t->client_cert, "%s/client.crt", t->dir);
+    snprintf(t->client_key, sizeof t->client_key, "%s/client.key", t->dir);
+    return 0;
+}
+
+void test_tls_certs_remove(test_tls_certs *t)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
+    if (t->dir[0] && strstr(t->dir, "/dlock-test-"))
+        (void)!system(cmd);
+    t->dir[0] = '\0';
 }
 
 int test_redis_restart(test_redis *r)
@@ -199,7 +281,8 @@ void test_redis_resume(test_redis *r)
 redisContext *test_redis_admin(const test_redis *r)
 {
     struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+    redisContext *c = r->tls ? redisConnectUnixWithTimeout(r->sock, tv)
+                             : redisConnectWithTimeout("127.0.0.1", r->port, tv);
     if (!c || c->err) {
         if (c)
             redisFree(c);

@@ -13,10 +13,11 @@
 
 typedef struct test_redis {
     pid_t pid;
-    int port;
+    int port;            /* the TLS port of a TLS server */
+    int tls;             /* TLS only (port 0): admin goes by the unix socket */
     char dir[256];
     char sock[300];
-    char url[340];       /* redis://127.0.0.1:PORT */
+    char url[340];       /* redis://127.0.0.1:PORT (rediss:// with TLS) */
     char unix_url[340];  /* unix:///dir/redis.sock */
     char extra[2048];    /* extra redis.conf lines, kept for restarts */
 } test_redis;
@@ -45,6 +46,26 @@ redisContext *test_redis_admin(const test_redis *r);
 /* Run one command on an admin connection; returns the reply (caller frees)
  * or NULL. */
 redisReply *test_redis_cmd(const test_redis *r, const char *fmt, ...);
+
+/* Certificates for TLS tests, made with the openssl command in a temp dir:
+ * a CA, a server certificate it signed (CN and SAN 127.0.0.1, SAN
+ * localhost), a client certificate it signed, and a second, unrelated CA. */
+typedef struct test_tls_certs {
+    char dir[256];
+    char ca[300], other_ca[300];
+    char server_cert[300], server_key[300];
+    char client_cert[300], client_key[300];
+} test_tls_certs;
+
+/* Returns 0 or -1 (with a message on stderr). */
+int test_tls_certs_make(test_tls_certs *t);
+void test_tls_certs_remove(test_tls_certs *t);
+
+/* Start a TLS-only server (port 0, tls-port PORT) with the certificates of
+ * t; auth_clients: tls-auth-clients yes (1) or no (0). r->url is then
+ * rediss://127.0.0.1:PORT; the admin helpers use the unix socket. */
+int test_redis_start_tls(test_redis *r, const test_tls_certs *t, int auth_clients,
+                         const char *extra_conf);
 
 /* Start n servers at once. */
 int test_redis_start_many(test_redis *rs, int n, const char *extra_conf);

@@ -37,6 +37,7 @@ static const struct {
     {DLOCK_ENOMEM, "DLOCK_ENOMEM"},
     {DLOCK_ENOTSUP, "DLOCK_ENOTSUP"},
     {DLOCK_EPROTO, "DLOCK_EPROTO"},
+    {DLOCK_ETLS, "DLOCK_ETLS"},
 };
 #define N_CODES (sizeof codes / sizeof codes[0])
 
@@ -69,7 +70,7 @@ static void every_code_has_its_symbolic_name(void **state)
 static void codes_are_negative_and_contiguous(void **state)
 {
     (void)state;
-    /* The table above is the header's list: -1..-18 without gaps. */
+    /* The table above is the header's list: -1..-19 without gaps. */
     for (size_t i = 0; i < N_CODES; i++)
         assert_int_equal(codes[i].code, -(int)i);
 }
@@ -77,7 +78,7 @@ static void codes_are_negative_and_contiguous(void **state)
 static void unknown_codes_get_a_static_text_and_placeholder_name(void **state)
 {
     (void)state;
-    const int unknown[] = {1, 2, -19, -100, 4711, INT_MIN, INT_MAX};
+    const int unknown[] = {1, 2, -20, -100, 4711, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = dlock_strerror(unknown[i]);
         assert_non_null(s);

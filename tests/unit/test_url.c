@@ -206,13 +206,33 @@ static void error_messages_say_what_is_wrong(void **state)
     assert_non_null(strstr(err, "absolute"));
 }
 
-static void rediss_is_not_supported_and_says_why(void **state)
+static void rediss_url_is_tcp_with_tls(void **state)
 {
     (void)state;
+    dlock__url u;
     char err[256] = "";
-    parse_bad("rediss://h:6380", DLOCK_ENOTSUP, err, sizeof err);
-    assert_non_null(strstr(err, "TLS"));
-    assert_non_null(strstr(err, "hiredis"));
+    parse_ok(&u, "rediss://alice:s%40cret@secure.example:6380/3");
+    assert_int_equal(u.tls, 1);
+    assert_int_equal(u.is_unix, 0);
+    assert_string_equal(u.host, "secure.example");
+    assert_int_equal(u.port, 6380);
+    assert_int_equal(u.db, 3);
+    assert_string_equal(u.user, "alice");
+    assert_string_equal(u.password, "s@cret");
+    dlock__url_clear(&u);
+    parse_ok(&u, "REDISS://[::1]");
+    assert_int_equal(u.tls, 1);
+    assert_string_equal(u.host, "::1");
+    assert_int_equal(u.port, 6379);
+    dlock__url_clear(&u);
+    parse_ok(&u, "redis://h");
+    assert_int_equal(u.tls, 0);
+    dlock__url_clear(&u);
+    /* The same rules as redis:// for the rest. */
+    parse_bad("rediss://h:0", DLOCK_EINVAL, err, sizeof err);
+    assert_non_null(strstr(err, "port"));
+    parse_bad("rediss://", DLOCK_EINVAL, err, sizeof err);
+    assert_non_null(strstr(err, "host"));
 }
 
 /* ---- dlock_client_new() argument validation ---------------------------- */
@@ -286,8 +306,16 @@ static void client_new_names_the_bad_url(void **state)
     assert_non_null(strstr(err, "port"));
     assert_int_equal(dlock_client_new(&c, with_null, 2, NULL, err, sizeof err), DLOCK_EINVAL);
     assert_non_null(strstr(err, "URL 2"));
-    assert_int_equal(dlock_client_new(&c, tls, 1, NULL, err, sizeof err), DLOCK_ENOTSUP);
-    assert_non_null(strstr(err, "TLS"));
+    /* rediss:// is accepted (verified against the system CA store). */
+    assert_int_equal(dlock_client_new(&c, tls, 1, NULL, err, sizeof err), DLOCK_OK);
+    dlock_client_free(c);
+    c = NULL;
+    /* A TLS file that cannot be read names itself. */
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.tls_ca_file = "/nonexistent/ca.pem";
+    assert_int_equal(dlock_client_new(&c, tls, 1, &o, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "URL 1"));
+    assert_non_null(strstr(err, "/nonexistent/ca.pem"));
     assert_null(c);
 }
 
@@ -306,6 +334,8 @@ static int client_with(void (*tweak)(dlock_client_options *), char *err, size_t 
 }
 
 static void t_version(dlock_client_options *o) { o->version = DLOCK_CLIENT_OPTIONS_VERSION + 1; }
+static void t_tls_2(dlock_client_options *o) { o->tls = 2; }
+static void t_insecure_2(dlock_client_options *o) { o->tls_insecure = -1; }
 static void t_version0(dlock_client_options *o) { o->version = 0; }
 static void t_connect0(dlock_client_options *o) { o->connect_timeout_ms = 0; }
 static void t_io_neg(dlock_client_options *o) { o->io_timeout_ms = -5; }
@@ -324,7 +354,7 @@ static void client_new_rejects_bad_options(void **state)
     (void)state;
     void (*bad[])(dlock_client_options *) = {
         t_version, t_version0, t_connect0, t_io_neg, t_drift_neg, t_drift_half,
-        t_drift_nan, t_pool_neg, t_pool_big, t_uptime_neg, t_wakeups_2,
+        t_drift_nan, t_pool_neg, t_pool_big, t_uptime_neg, t_wakeups_2, t_tls_2, t_insecure_2,
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[256] = "";
@@ -352,7 +382,7 @@ int main(void)
         cmocka_unit_test(malformed_urls_are_rejected),
         cmocka_unit_test(null_and_over_long_urls_are_rejected),
         cmocka_unit_test(error_messages_say_what_is_wrong),
-        cmocka_unit_test(rediss_is_not_supported_and_says_why),
+        cmocka_unit_test(rediss_url_is_tcp_with_tls),
         cmocka_unit_test(client_new_accepts_valid_urls_without_connecting),
         cmocka_unit_test(client_new_rejects_bad_url_lists),
         cmocka_unit_test(client_new_names_the_bad_url),
