@@ -13,7 +13,10 @@
  * hiredis' own allocations are not covered: hiredis 0.14 has no allocator
  * hook, so only dlock's allocations (through dlock__malloc and friends)
  * fail. Each path runs twice: with pool_size 0 (every call makes a new
- * connection and its handshake) and with a warm pool (the steady state). */
+ * connection and its handshake) and with a warm pool (the steady state).
+ * A second group runs the connection paths again over TLS (rediss://
+ * servers): OpenSSL's own allocations are not injected either, but dlock's
+ * TLS context and sessions are. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -107,6 +110,8 @@ static void wipe(void)
 /* ---- fixture --------------------------------------------------------------- */
 
 static const char *urls[N_NODES];
+static test_tls_certs certs;
+static const char *tls_ca; /* set while the TLS group runs */
 
 static void fx_open(fx *f, const path *p)
 {
@@ -116,6 +121,7 @@ static void fx_open(fx *f, const path *p)
     f->p = p;
     co.pool_size = p->pool;
     co.wakeups = p->wakeups;
+    co.tls_ca_file = tls_ca;
     lo.ttl_ms = p->ttl_ms;
     lo.flags = p->flags;
     lo.retry_min_ms = 5;
@@ -354,8 +360,10 @@ static long create_once(int with_lock, long k)
 {
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.tls_ca_file = tls_ca;
     dlock__alloc_fail_after(with_lock ? -1 : k);
-    int rc = dlock_client_new(&c, urls, N_NODES, NULL, NULL, 0);
+    int rc = dlock_client_new(&c, urls, N_NODES, &co, NULL, 0);
     if (with_lock) {
         assert_int_equal(rc, DLOCK_OK);
         dlock__alloc_fail_after(k);
@@ -406,6 +414,30 @@ static int group_teardown(void **state)
     return 0;
 }
 
+static int tls_group_setup(void **state)
+{
+    (void)state;
+    if (test_tls_certs_make(&certs) != 0)
+        return -1;
+    for (int i = 0; i < N_NODES; i++) {
+        if (test_redis_start_tls(&srv[i], &certs, 0, NULL) != 0) {
+            test_redis_stop_many(srv, i);
+            return -1;
+        }
+        urls[i] = srv[i].url;
+    }
+    tls_ca = certs.ca;
+    return 0;
+}
+
+static int tls_group_teardown(void **state)
+{
+    group_teardown(state);
+    tls_ca = NULL;
+    test_tls_certs_remove(&certs);
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,5 +457,18 @@ int main(void)
         cmocka_unit_test_teardown(watchdog_round_fresh, teardown),
         cmocka_unit_test_teardown(watchdog_round_pooled, teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    /* Over TLS: every path that makes or uses a connection. */
+    const struct CMUnitTest tls_tests[] = {
+        cmocka_unit_test_teardown(client_and_lock_creation, teardown),
+        cmocka_unit_test_teardown(acquire_fresh_connection, teardown),
+        cmocka_unit_test_teardown(acquire_pooled_connection, teardown),
+        cmocka_unit_test_teardown(acquire_redlock_fresh, teardown),
+        cmocka_unit_test_teardown(acquire_waiting_with_wakeups, teardown),
+        cmocka_unit_test_teardown(release_fresh_connection, teardown),
+        cmocka_unit_test_teardown(extend_redlock_fresh, teardown),
+        cmocka_unit_test_teardown(watchdog_round_pooled, teardown),
+    };
+    int failed = cmocka_run_group_tests_name("plain", tests, group_setup, group_teardown);
+    failed += cmocka_run_group_tests_name("tls", tls_tests, tls_group_setup, tls_group_teardown);
+    return failed;
 }
