@@ -9,6 +9,7 @@
  *   status.c    status, as text or JSON
  *   run.c       run: hold the lock while a program runs
  *   child.c     starting the program in its own process group
+ *   tls.c       the TLS options and their environment variables
  *
  * The tool uses only the public header, like any other user. */
 #ifndef DLOCK_CLI_H
@@ -76,6 +77,36 @@ enum cli_long_opt {
     CLI_OPT_PRINT_FENCE
 };
 
+/* Values of the TLS options (cli/tls.c), apart from the others. */
+enum cli_tls_opt {
+    CLI_OPT_TLS = 512,
+    CLI_OPT_CACERT,
+    CLI_OPT_CACERTDIR,
+    CLI_OPT_CERT,
+    CLI_OPT_KEY,
+    CLI_OPT_SNI,
+    CLI_OPT_INSECURE
+};
+
+#define CLI_TLS_LONGOPTS                                                       \
+    {"tls", no_argument, NULL, CLI_OPT_TLS},                                   \
+    {"cacert", required_argument, NULL, CLI_OPT_CACERT},                       \
+    {"cacertdir", required_argument, NULL, CLI_OPT_CACERTDIR},                 \
+    {"cert", required_argument, NULL, CLI_OPT_CERT},                           \
+    {"key", required_argument, NULL, CLI_OPT_KEY},                             \
+    {"sni", required_argument, NULL, CLI_OPT_SNI},                             \
+    {"insecure", no_argument, NULL, CLI_OPT_INSECURE},
+
+#define CLI_TLS_HELP                                                           \
+    "      --tls                TLS for every node (as if redis:// were rediss://)\n" \
+    "      --cacert=FILE        CA certificates to verify the servers with\n"  \
+    "                           (default: the system store)\n"                 \
+    "      --cacertdir=DIR      directory of hashed CA certificates\n"         \
+    "      --cert=FILE          client certificate (with --key)\n"             \
+    "      --key=FILE           client private key\n"                          \
+    "      --sni=NAME           server name to send and to verify\n"          \
+    "      --insecure           do not verify server certificates (tests only)\n"
+
 /* Options that come before the command. */
 typedef struct cli_global {
     const char *urls[CLI_MAX_URLS];
@@ -127,6 +158,11 @@ const char *cli_redact_url(const char *url, char *buf, size_t len);
 /* Whether environment entry `e` ("NAME=value") may reach the program run
  * under the lock: never DLOCK_PASSWORD, nor a DLOCK_REDIS with a password. */
 int cli_env_passes(const char *e);
+
+/* tls.c: DLOCK_TLS & co. into g->copts, then the options over them.
+ * cli_tls_option() returns 0 when it took option c, -1 if c is not one. */
+void cli_tls_env(cli_global *g);
+int cli_tls_option(cli_global *g, int c, const char *arg);
 
 /* wait.c: the signal thread and acquiring under it. */
 typedef enum cli_phase {

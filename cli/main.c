@@ -68,6 +68,7 @@ static const char global_help[] =
     "Global options:\n"
     "  -r, --redis=URL          a Redis node; repeat for Redlock over several nodes\n"
     "                           (default: $DLOCK_REDIS, else redis://127.0.0.1:6379)\n"
+    CLI_TLS_HELP
     "      --connect-timeout=D  connect timeout per node (default 1s)\n"
     "      --io-timeout=D       reply timeout per node (default 1s)\n"
     "      --min-node-uptime=D  Redlock restart rule: ignore nodes up for less\n"
@@ -147,6 +148,7 @@ static int parse_global(cli_global *g, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"redis", required_argument, NULL, 'r'},
+        CLI_TLS_LONGOPTS
         {"connect-timeout", required_argument, NULL, CLI_OPT_CONNECT_TIMEOUT},
         {"io-timeout", required_argument, NULL, CLI_OPT_IO_TIMEOUT},
         {"min-node-uptime", required_argument, NULL, CLI_OPT_MIN_UPTIME},
@@ -221,6 +223,8 @@ static int parse_global(cli_global *g, int argc, char **argv)
             printf("dlock %s (libdlock %s)\n", DLOCK_VERSION_STRING, dlock_version());
             exit(fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR);
         default:
+            if (cli_tls_option(g, c, optarg) == 0)
+                break;
             return cli_bad_option(NULL, c, optopt, argv, optind);
         }
     }
@@ -270,6 +274,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_UNAVAILABLE;
     }
     g.copts.on_log = on_log;
+    cli_tls_env(&g);
     rc = parse_global(&g, argc, argv);
     if (rc)
         return rc;

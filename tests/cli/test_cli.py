@@ -915,6 +915,135 @@ class Credentials(DlockTest):
         self.assertEqual(self.admin("DBSIZE"), "1")  # only the fencing counter of lock:x
 
 
+def make_certs(d):
+    """A CA, a server certificate for 127.0.0.1/localhost, a client
+    certificate, and an unrelated CA, made with the openssl command in d."""
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def ssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    ssl("req", "-x509", "-new", *key, "-keyout", "ca.key", "-out", "ca.crt", "-days", "3",
+        "-subj", "/CN=dlock-cli-ca")
+    ssl("req", "-x509", "-new", *key, "-keyout", "other.key", "-out", "other.crt", "-days", "3",
+        "-subj", "/CN=unrelated-ca")
+    for who, ext in (("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"),
+                     ("client", "extendedKeyUsage=clientAuth\n")):
+        ssl("req", "-new", *key, "-keyout", f"{who}.key", "-out", f"{who}.csr",
+            "-subj", f"/CN={who}")
+        with open(os.path.join(d, f"{who}.ext"), "w") as f:
+            f.write(ext)
+        ssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "3", "-extfile", f"{who}.ext", "-out", f"{who}.crt")
+    return {k: os.path.join(d, k) for k in
+            ("ca.crt", "other.crt", "server.crt", "server.key", "client.crt", "client.key")}
+
+
+class TlsRedisServer:
+    """A TLS-only redis-server (port 0, tls-port); administered over its
+    unix socket, since it has no plain TCP port."""
+
+    def __init__(self, tmp, certs, auth_clients=False):
+        for _ in range(5):
+            self.port = free_port()
+            self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp)
+            self.sock = os.path.join(self.dir, "redis.sock")
+            self.proc = subprocess.Popen(
+                ["redis-server", "--port", "0", "--tls-port", str(self.port),
+                 "--bind", "127.0.0.1", "--unixsocket", self.sock,
+                 "--tls-cert-file", certs["server.crt"], "--tls-key-file", certs["server.key"],
+                 "--tls-ca-cert-file", certs["ca.crt"],
+                 "--tls-auth-clients", "yes" if auth_clients else "no",
+                 "--save", "", "--appendonly", "no", "--dir", self.dir],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if wait_until(lambda: self.proc.poll() is not None or self.ping(), 10):
+                if self.proc.poll() is None:
+                    return
+        raise RuntimeError("redis-server with TLS did not start")
+
+    @property
+    def url(self):
+        return f"rediss://127.0.0.1:{self.port}"
+
+    def cli(self, *args):
+        r = subprocess.run(["redis-cli", "-s", self.sock, *args],
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip()
+
+    def ping(self):
+        try:
+            return self.cli("PING") == "PONG"
+        except subprocess.TimeoutExpired:
+            return False
+
+    stop = RedisServer.stop
+
+
+class Tls(DlockTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.certs = make_certs(cls.tmp)
+        cls.tls = TlsRedisServer(cls.tmp, cls.certs)
+        cls.mtls = TlsRedisServer(cls.tmp, cls.certs, auth_clients=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tls.stop()
+        cls.mtls.stop()
+        super().tearDownClass()
+
+    def test_verified_run_and_acquire_release(self):
+        urls = [self.tls.url]
+        r = self.dlock("--cacert", self.certs["ca.crt"], "acquire", self.name, urls=urls)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        self.assertEqual(self.tls.cli("GET", self.name), token)
+        r = self.dlock("--cacert", self.certs["ca.crt"], "release", self.name, token, urls=urls)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock("--cacert", self.certs["ca.crt"], "run", self.name, "--", "sh", "-c",
+                       "exit 7", urls=urls)
+        self.assertEqual(r.returncode, 7, r.stderr)
+
+    def test_verification_failure_exits_69_and_says_why(self):
+        r = self.dlock("--cacert", self.certs["other.crt"], "run", "-n", self.name, "--", "true",
+                       urls=[self.tls.url])
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("certificate verification failed", r.stderr)
+        r = self.dlock("--cacert", self.certs["ca.crt"], "--sni", "wrong.example",
+                       "acquire", self.name, urls=[self.tls.url])
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("hostname mismatch", r.stderr)
+        self.assertEqual(self.tls.cli("EXISTS", self.name), "0")
+
+    def test_insecure_and_tls_flag_and_environment(self):
+        plain_url = f"redis://127.0.0.1:{self.tls.port}"
+        r = self.dlock("--tls", "--insecure", "run", self.name, "--", "true", urls=[plain_url])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        env = self.env(DLOCK_REDIS=plain_url, DLOCK_TLS="1", DLOCK_CACERT=self.certs["ca.crt"])
+        r = subprocess.run([DLOCK, "run", self.name, "--", "true"], capture_output=True,
+                           text=True, env=env, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        env["DLOCK_CACERT"] = self.certs["other.crt"]
+        r = subprocess.run([DLOCK, "run", self.name, "--", "true"], capture_output=True,
+                           text=True, env=env, timeout=30)
+        self.assertEqual(r.returncode, 69, r.stderr)
+
+    def test_client_certificate_for_mutual_tls(self):
+        urls = [self.mtls.url]
+        ca = ["--cacert", self.certs["ca.crt"]]
+        r = self.dlock(*ca, "run", self.name, "--", "true", urls=urls)
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("TLS", r.stderr)
+        r = self.dlock(*ca, "--cert", self.certs["client.crt"], "--key", self.certs["client.key"],
+                       "run", self.name, "--", "true", urls=urls)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        env = self.env(DLOCK_CACERT=self.certs["ca.crt"], DLOCK_CERT=self.certs["client.crt"],
+                       DLOCK_KEY=self.certs["client.key"])
+        r = self.dlock("run", self.name, "--", "true", urls=urls, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: test_cli.py PATH_TO_DLOCK [unittest options]")
