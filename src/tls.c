@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -130,6 +131,13 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock_client_options *o,
                                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(t->ssl_ctx, t->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     rc = DLOCK_EINVAL;
+    /* OpenSSL's reason for a missing file is "system lib": say it plainly. */
+    const char *const files[] = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file, o->tls_key_file};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (files[i] && access(files[i], R_OK) != 0) {
+            snprintf(err, err_len, "TLS: cannot read %s: %s", files[i], strerror(errno));
+            goto fail;
+        }
     if (o->tls_ca_file || o->tls_ca_dir) {
         if (!SSL_CTX_load_verify_locations(t->ssl_ctx, o->tls_ca_file, o->tls_ca_dir)) {
             snprintf(err, err_len, "TLS: cannot load CA certificates from %s: %s",
