@@ -9,8 +9,10 @@
  *   memory    client heap and RSS per held lock (plain and auto-renew)
  *   redlock5  acquire+release cycles/s and acquire p50/p99 on 1, 3, 5 nodes
  *   hist      single-node acquire latency as a log2 histogram + percentiles
+ *   tls       S1 (acquire+release, one client) over TLS beside plain TCP,
+ *             interleaved; the median tls/plain ratio (dlock_bench_tls.c)
  *
- *   dlock-bench [--only watchdog,memory,redlock5,hist,ab] [--out DIR]
+ *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls] [--out DIR]
  *               [--locks 1000,10000,100000] [--hold S] [--budget S]
  *               [--threads N] [--mem-locks N] [--redlock-time S] [--hist-time S]
  *
@@ -162,11 +164,11 @@ void bench_tsv_close(bench *b, FILE *f, const char *name)
 
 /* ---- driver --------------------------------------------------------------- */
 
-enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16 };
+enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16, S_TLS = 32 };
 
 static void usage(FILE *out)
 {
-    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab] [--out DIR]\n"
+    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls] [--out DIR]\n"
           "       [--locks 1000,10000,100000] [--hold S] [--budget S] [--threads N]\n"
           "       [--mem-locks N] [--redlock-time S] [--hist-time S]\n",
           out);
@@ -199,8 +201,10 @@ static unsigned parse_only(const char *list)
             mask |= S_HIST;
         else if (!strcmp(p, "ab"))
             mask |= S_AB;
+        else if (!strcmp(p, "tls"))
+            mask |= S_TLS;
         else
-            bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab)", p);
+            bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab, tls)", p);
     }
     if (!mask)
         bench_die("--only: no section given");
@@ -224,7 +228,7 @@ static void parse_counts(bench *b, const char *list)
 
 static unsigned parse_args(bench *b, int argc, char **argv)
 {
-    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB;
+    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS;
     b->wd_counts[0] = 1000, b->wd_counts[1] = 10000, b->wd_counts[2] = 100000;
     b->n_wd_counts = 3;
     b->hold_s = 5, b->budget_s = 40, b->threads = 4, b->mem_locks = 10000;
@@ -319,6 +323,8 @@ int main(int argc, char **argv)
         bench_hist(&b);
     if ((only & S_AB) && !bench_stop && bench_flush(&b) == 0)
         bench_ab(&b);
+    if ((only & S_TLS) && !bench_stop && bench_flush(&b) == 0)
+        bench_tls(&b);
 
     test_redis_stop_many(b.srv, b.n_srv);
     printf("\n# load %.2f at end; %s\n", bench_load1(),

@@ -68,5 +68,6 @@ void bench_memory(bench *b);
 void bench_redlock(bench *b);
 void bench_hist(bench *b);
 void bench_ab(bench *b);
+void bench_tls(bench *b);
 
 #endif

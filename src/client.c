@@ -350,6 +350,8 @@ void dlock_client_free(dlock_client *c)
     if (c->nodes)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
     dlock__free(c->nodes);
+    dlock__free(c->key_prefix);
+    dlock__tls_ctx_free(c->tls_ctx); /* after every connection */
     dlock__free(c);
 }
 
