@@ -260,10 +260,15 @@ static void redlock_over_three_tls_nodes_with_renewal(void **state)
         test_sleep_ms(500);
         assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
     }
+    /* Renewed on a majority at least (a round decides at a majority, so a
+     * slow node may miss one under a sanitizer). */
+    int renewed = 0;
     for (int i = 0; i < 3; i++) {
         long long pttl = test_key_pttl(&tls_srv[i], "tls:redlock");
-        assert_true(pttl > 0 && pttl <= 1000);
+        printf("# node %d: pttl %lld ms after 4 s of a 1 s lease\n", i, pttl);
+        renewed += pttl > 0 && pttl <= 1000;
     }
+    assert_true(renewed >= 2);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     for (int i = 0; i < 3; i++)
         assert_int_equal(test_key_exists(&tls_srv[i], "tls:redlock"), 0);
