@@ -326,17 +326,16 @@ static int write_out(dlock__conn *c)
     return 0;
 }
 
-/* Most bytes read from TLS per call when OpenSSL holds nothing more: the
- * rest waits in the socket, where poll() sees it. */
-#define READ_TLS_MAX (256 * 1024)
-
-/* Read what TLS has into the hiredis reader, until it would block. Never
- * stops while OpenSSL holds decrypted bytes: poll() cannot see those, and
- * a reply left there would wait forever on a quiet socket. */
+/* Read what TLS has into the hiredis reader. Never stops while OpenSSL
+ * holds decrypted bytes: poll() cannot see those, and a reply left there
+ * would wait forever on a quiet socket. Once OpenSSL holds none, what is
+ * left is in the socket, where poll() sees it: stopping there saves the
+ * recv() that would only say EAGAIN after every reply. (SSL_read() itself
+ * goes through records without data, such as session tickets, until it
+ * has data or would block.) */
 static int read_tls(dlock__conn *c)
 {
     char buf[16384]; /* one TLS record */
-    size_t total = 0;
     for (;;) {
         char msg[sizeof c->err];
         int alert = 0;
@@ -345,8 +344,7 @@ static int read_tls(dlock__conn *c)
         if (n > 0) {
             if (redisReaderFeed(c->ctx->reader, buf, (size_t)n) != REDIS_OK)
                 return dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory");
-            total += (size_t)n;
-            if (total >= READ_TLS_MAX && !dlock__tls_buffered(c->tls))
+            if (!dlock__tls_buffered(c->tls))
                 return DLOCK_OK;
             continue;
         }
@@ -564,14 +562,17 @@ int dlock__conn_probe(dlock__conn *c)
         return -1;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         return -1;
-    if (c->tls && (n > 0 || dlock__tls_buffered(c->tls))) {
-        /* A peeked byte starts a TLS record, which may be a session ticket
-         * (TLS 1.3 servers send those after the handshake), a stale reply
-         * owed to a DISCARD entry, or a close_notify or alert. Reading it
-         * through TLS tells them apart: stale replies go to the hiredis
-         * reader as usual, and the connection is usable unless the read
-         * found the session closed or failed. */
+    /* A peeked byte starts a TLS record, which may be a session ticket (TLS
+     * 1.3 servers send those after the handshake), a stale reply owed to a
+     * DISCARD entry, or a close_notify or alert. Reading it through TLS
+     * tells them apart: stale replies go to the hiredis reader as usual,
+     * and the connection is usable unless a read found the session closed
+     * or failed. A few rounds: a read stops after a record with data. */
+    for (int i = 0; c->tls && i < 8 && (n > 0 || dlock__tls_buffered(c->tls)); i++) {
         if (dlock__conn_io(c, POLLIN) != DLOCK_OK || c->state != DLOCK__CS_OPEN)
+            return -1;
+        n = recv(c->ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0)
             return -1;
     }
     return 0;
