@@ -276,6 +276,35 @@ static void redlock_over_three_tls_nodes_with_renewal(void **state)
     dlock_client_free(c);
 }
 
+/* A watchdog round over many locks sends and reads batches far larger
+ * than one TLS record (16 KB): partial writes and replies spread over
+ * several records must all arrive. */
+static void watchdog_renews_many_locks_over_tls(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    dlock_client_options o = tls_opts();
+    dlock_client *c = test_client_for(&tls_srv[1], &o);
+    static dlock_lock *locks[N];
+    for (int i = 0; i < N; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "tls:many:%d:with-a-longer-name-to-fill-records", i);
+        locks[i] = test_lock_new(c, name, 1500, DLOCK_AUTO_RENEW, 5, 20);
+        assert_int_equal(dlock_lock_acquire(locks[i], 0), DLOCK_OK);
+    }
+    test_sleep_ms(3500);
+    int held = 0;
+    for (int i = 0; i < N; i++)
+        held += dlock_lock_state_get(locks[i]) == DLOCK_STATE_HELD;
+    printf("# %d of %d auto-renewed locks held after 3.5 s of a 1.5 s lease\n", held, N);
+    assert_int_equal(held, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(dlock_lock_release(locks[i]), DLOCK_OK);
+        dlock_lock_free(locks[i]);
+    }
+    dlock_client_free(c);
+}
+
 static void redlock_over_mixed_plain_and_tls_nodes(void **state)
 {
     (void)state;
@@ -502,6 +531,7 @@ int main(void)
         cmocka_unit_test(pooled_connection_is_reused_and_probed),
         cmocka_unit_test(redlock_over_three_tls_nodes_with_renewal),
         cmocka_unit_test(redlock_over_mixed_plain_and_tls_nodes),
+        cmocka_unit_test(watchdog_renews_many_locks_over_tls),
         cmocka_unit_test(exclusion_of_many_processes_over_tls),
         cmocka_unit_test(waiter_is_woken_promptly_over_tls),
         cmocka_unit_test(fair_mode_and_fencing_over_tls),
