@@ -83,10 +83,13 @@ static const char global_help[] =
     "  -v, --verbose            report progress on stderr\n"
     "  -h, --help               show this help\n"
     "  -V, --version            show the version\n\n"
-    "Environment: DLOCK_REDIS (URLs, comma-separated), DLOCK_PASSWORD.\n"
+    "Environment: DLOCK_REDIS (URLs, comma-separated), DLOCK_PASSWORD,\n"
+    "DLOCK_TLS, DLOCK_CACERT, DLOCK_CACERTDIR, DLOCK_CERT, DLOCK_KEY, DLOCK_SNI,\n"
+    "DLOCK_INSECURE.\n"
     "Durations: 250ms, 30s, 5m, 1h, 1d, or seconds (1.5).\n"
     "Exit status: the program's (run); 1 lock busy (-E) or status free; 64 usage;\n"
-    "66 password file unreadable; 69 Redis unreachable or no quorum; 75 lock lost;\n"
+    "66 password file unreadable; 69 Redis unreachable or no quorum, or TLS\n"
+    "verification failed; 75 lock lost;\n"
     "76 Redis refused the command; 77 authentication or ACL refused;\n"
     "128+N killed by signal N. See dlock(1).\n";
 

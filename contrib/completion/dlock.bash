@@ -11,7 +11,8 @@ _dlock()
 
     local global_opts="-r --redis --connect-timeout --io-timeout --min-node-uptime
         --user -a --pass --password-file --no-auth-warning --prefix -q --quiet
-        -v --verbose -h --help -V --version"
+        -v --verbose -h --help -V --version
+        --tls --cacert --cacertdir --cert --key --sni --insecure"
     local lock_opts="-t --ttl -w --wait -n --nonblock -E --conflict-exit-code
         --fair --fence --no-fence -q --quiet -v --verbose -h --help"
 
@@ -19,7 +20,8 @@ _dlock()
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
         -r | --redis | --connect-timeout | --io-timeout | --min-node-uptime | \
-            --user | -a | --pass | --password-file | --prefix)
+            --user | -a | --pass | --password-file | --prefix | \
+            --cacert | --cacertdir | --cert | --key | --sni)
             ((i++)) ;;
         -*) ;;
         *)
@@ -46,12 +48,16 @@ _dlock()
     fi
 
     case $prev in
-    --password-file)
+    --password-file | --cacert | --cert | --key)
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         return 0
         ;;
+    --cacertdir)
+        mapfile -t COMPREPLY < <(compgen -d -- "$cur")
+        return 0
+        ;;
     -r | --redis)
-        mapfile -t COMPREPLY < <(compgen -W "redis:// unix://" -- "$cur")
+        mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix://" -- "$cur")
         compopt -o nospace 2>/dev/null
         return 0
         ;;
@@ -61,7 +67,7 @@ _dlock()
         ;;
     -t | --ttl | -w | --wait | --grace | --connect-timeout | --io-timeout | \
         --min-node-uptime | -E | --conflict-exit-code | --user | -a | --pass | \
-        --prefix | -c | --command)
+        --prefix | -c | --command | --sni)
         return 0 # a value of the user's own
         ;;
     esac

@@ -33,6 +33,8 @@ expect "--json" dlock status --js
 expect "term kill ignore" dlock run --on-lost ""
 expect "--no-auth-warning" dlock --no
 expect "--nonblock --no-fence" dlock run --no
+expect "--cacert --cacertdir" dlock --cac
+expect "run" dlock --tls --cacert /tmp/ca.crt --sni h ru
 # after "--", the program is completed as a command
 got=$(complete_words dlock run x -- bas)
 case " $got " in *" bash "*) ;; *) echo "FAIL: 'dlock run x -- bas' gave '$got'" >&2; fail=1 ;; esac
