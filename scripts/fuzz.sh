@@ -38,10 +38,10 @@ cmake -DOUT="$PWD/$OUT/scripts_gen.c" -DDIR="$PWD/src/scripts" -P cmake/embed_sc
 CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(pkg-config --cflags hiredis)
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
         -Wall -Wextra"
-LIBS="$(pkg-config --libs hiredis) -lpthread"
+LIBS="$(pkg-config --libs hiredis libssl libcrypto) -lpthread"
 srcs_url="src/url.c src/alloc.c src/error.c"
 srcs_duration="src/duration.c"
-srcs_reply="src/conn.c src/clock.c src/error.c src/alloc.c $OUT/scripts_gen.c"
+srcs_reply="src/conn.c src/tls.c src/clock.c src/error.c src/alloc.c $OUT/scripts_gen.c"
 
 for f in $FUZZERS; do
   srcs_var="srcs_$f"
