@@ -122,6 +122,13 @@ static void fx_open(fx *f, const path *p)
     co.pool_size = p->pool;
     co.wakeups = p->wakeups;
     co.tls_ca_file = tls_ca;
+    if (tls_ca) {
+        /* Every run makes new connections, each with a TLS handshake: on
+         * a loaded 2-core VM one can take longer than the 1 s default, and
+         * a node missing from the prepared state would change what the
+         * run under injection may answer. */
+        co.connect_timeout_ms = co.io_timeout_ms = 5000;
+    }
     lo.ttl_ms = p->ttl_ms;
     lo.flags = p->flags;
     lo.retry_min_ms = 5;

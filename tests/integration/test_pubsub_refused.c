@@ -138,7 +138,7 @@ static void version_1_options_are_still_accepted(void **state)
     dlock_client *c = NULL;
     assert_int_equal(dlock_client_new(&c, urls, 1, &o, NULL, 0), DLOCK_OK);
     dlock_client_free(c);
-    assert_int_equal(dlock_client_options_init(&o, 3), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_options_init(&o, DLOCK_CLIENT_OPTIONS_VERSION + 1), DLOCK_EINVAL);
 }
 
 int main(void)
