@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dlock.h"
@@ -243,6 +244,48 @@ static void pooled_connection_is_reused_and_probed(void **state)
     test_cmd_status(&tls_srv[1], "CONFIG SET timeout 0");
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static long connections_received(const test_redis *r)
+{
+    redisReply *rep = test_cmd(r, "INFO stats");
+    const char *p = strstr(rep->str, "total_connections_received:");
+    assert_non_null(p);
+    long n = strtol(p + 27, NULL, 10);
+    freeReplyObject(rep);
+    return n;
+}
+
+/* A child of fork() frees its copy of the client: that must send nothing
+ * on the shared TLS sockets (no close_notify), or the parent's session
+ * would end under it. */
+static void fork_child_freeing_the_client_leaves_the_parents_sessions_alone(void **state)
+{
+    (void)state;
+    dlock_client_options o = tls_opts();
+    dlock_client *c = test_client_for(&tls_srv[0], &o);
+    dlock_lock *l = test_lock_new(c, "tls:fork", 10000, 0, 5, 20);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    long before = connections_received(&tls_srv[0]);
+    pid_t pid = test_fork_child();
+    if (pid == 0) {
+        dlock_lock_free(l);
+        dlock_client_free(c);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* The parent's pooled TLS connection still works: no new connection
+     * (+1 for each admin connection of ours, by the unix socket). */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    long after = connections_received(&tls_srv[0]);
+    printf("# connections received: %ld before the fork, %ld after\n", before, after);
+    assert_true(after - before <= 1);
     dlock_lock_free(l);
     dlock_client_free(c);
 }
@@ -532,6 +575,7 @@ int main(void)
         cmocka_unit_test(mutual_tls_with_and_without_a_client_certificate),
         cmocka_unit_test(old_options_version_still_works),
         cmocka_unit_test(pooled_connection_is_reused_and_probed),
+        cmocka_unit_test(fork_child_freeing_the_client_leaves_the_parents_sessions_alone),
         cmocka_unit_test(redlock_over_three_tls_nodes_with_renewal),
         cmocka_unit_test(redlock_over_mixed_plain_and_tls_nodes),
         cmocka_unit_test(watchdog_renews_many_locks_over_tls),
