@@ -352,10 +352,14 @@ static int read_tls(dlock__conn *c)
             c->tls_read_wants_write = dlock__tls_events(c->tls) == POLLOUT;
             return DLOCK_OK;
         }
-        /* An alert before any caller command went out (the server refusing
-         * our client certificate after a TLS 1.3 handshake) is a TLS
-         * failure with nothing sent. */
-        int code = c->caller_sent ? DLOCK_EUNKNOWN : alert ? DLOCK_ETLS : DLOCK_EIO;
+        /* An alert before the server accepted the session (the server
+         * refusing our client certificate after a TLS 1.3 handshake) is a
+         * TLS failure with nothing of the caller's sent: until the first
+         * check's reply the caller's commands wait in `held`, and a broken
+         * connection is never used again. */
+        int code = alert && (c->checks_pending > 0 || !c->caller_sent) ? DLOCK_ETLS
+                   : c->caller_sent                                     ? DLOCK_EUNKNOWN
+                                                                        : DLOCK_EIO;
         return dlock__conn_fail(c, code, "%s%s", code == DLOCK_ETLS ? "TLS session refused by the server: " : "", msg);
     }
 }
@@ -368,9 +372,10 @@ static int write_failed(dlock__conn *c)
 
 static int flush_out(dlock__conn *c)
 {
-    /* While AUTH/SELECT (or the TLS PING) are unanswered, the caller's
-     * commands wait in `held`: none of them is being sent yet. */
-    if (c->checks_pending == 0 && has_caller_entry(c))
+    /* Caller commands waiting in `held` count as sent: they go out as soon
+     * as the handshake's checks pass, even on a connection the caller has
+     * abandoned (i22's undo-behind relies on this). */
+    if (has_caller_entry(c))
         c->caller_sent = 1;
     if (c->tls)
         return write_out_tls(c);
