@@ -191,9 +191,10 @@ typedef enum dlock_log_level {
  */
 typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
-/** 2 added on_log and log_arg, 3 the tls* fields; version 1 and 2 structs
- *  are still accepted. */
-#define DLOCK_CLIENT_OPTIONS_VERSION 3
+/** Version 1 is dlock 0.1.0's struct (up to wakeups); version 2 added
+ *  key_prefix, username, password, on_log, log_arg and the tls* fields.
+ *  Version 1 structs are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 2
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
  *  dlock_client_options_init()) and change what you need.
@@ -201,8 +202,8 @@ typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
  *  Versions: fields are only ever added at the end, and each addition bumps
  *  DLOCK_CLIENT_OPTIONS_VERSION. A program built against an older header
  *  passes its older version number; the library reads only the fields that
- *  version had and uses the defaults for the rest. Version 3 added the tls*
- *  fields. */
+ *  version had and uses the defaults for the rest (tests/integration/
+ *  test_options_abi.c lays out a 0.1.0 struct to check it). */
 typedef struct dlock_client_options {
     unsigned int version; /**< DLOCK_CLIENT_OPTIONS_VERSION */
     /** TCP/unix connect timeout, including AUTH and SELECT. Default 1000. */
@@ -224,6 +225,7 @@ typedef struct dlock_client_options {
      *  Default 1. A release whose PUBLISH the server refuses still
      *  succeeds; a refused SUBSCRIBE makes waiters poll (see on_log). */
     int wakeups;
+    /* --- version 2 --- */
     /** Namespace: prepended to every lock name to make its Redis key (the
      *  helper keys and the wake-up channel follow the key), e.g. "lock:"
      *  turns lock "x" into key "lock:x". Copied by dlock_client_new();
@@ -239,11 +241,10 @@ typedef struct dlock_client_options {
      *  of `ps` and log lines that print a URL). Copied by
      *  dlock_client_new(). Default NULL. */
     const char *password;
-    /** Version 2: messages for a person (see dlock_log_fn); NULL drops
-     *  them. Default NULL. */
+    /** Messages for a person (see dlock_log_fn); NULL drops them.
+     *  Default NULL. */
     dlock_log_fn on_log;
     void *log_arg;
-    /* --- version 3 --- */
     /** TLS for every node, as if each redis:// URL were rediss:// (like
      *  redis-cli --tls). unix:// URLs are refused with it (DLOCK_EINVAL)
      *  rather than silently left in plain text. Default 0. */
@@ -279,10 +280,10 @@ typedef struct dlock_client_options {
     { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL, \
       0, NULL, NULL, NULL, NULL, NULL, 0 }
 
-/** Fill @p opts with the defaults for @p version (1, 2 or 3: only the
- *  fields that version has are written; version 1 lacks on_log and
- *  log_arg, 2 the tls* fields). Returns DLOCK_EINVAL for a NULL pointer or
- *  an unknown version. */
+/** Fill @p opts with the defaults for @p version (1 or 2: only the fields
+ *  that version has are written; version 1, dlock 0.1.0's, ends at
+ *  wakeups). Returns DLOCK_EINVAL for a NULL pointer or an unknown
+ *  version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
 

@@ -16,14 +16,12 @@
 
 /* Bytes of a dlock_client_options of the given version (0: unknown):
  * callers built against an older header pass a shorter struct. Version 1
- * ended before on_log, version 2 before the TLS fields. */
+ * (dlock 0.1.0) ended at wakeups. */
 static size_t options_size(unsigned int version)
 {
     switch (version) {
-    case 1:
-        return offsetof(dlock_client_options, on_log);
-    case 2:
-        return offsetof(dlock_client_options, tls);
+    case 1: /* dlock 0.1.0 */
+        return offsetof(dlock_client_options, key_prefix);
     case DLOCK_CLIENT_OPTIONS_VERSION:
         return sizeof(dlock_client_options);
     default:

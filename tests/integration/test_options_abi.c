@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Option structs across versions: a program built against an older dlock.h
+ * passes a shorter dlock_client_options with its older version number, and
+ * the library must read only the fields that version had (defaults for the
+ * rest) and write only those in dlock_client_options_init(). Each test lays
+ * the old struct out as the 0.1.0 header did, followed by bytes that would
+ * be wild pointers if the library read past it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "redis_server.h"
+#include "test_util.h"
+
+/* dlock_client_options as dlock 0.1.0 defined it (version 1). */
+typedef struct v1_client_options {
+    unsigned int version;
+    int connect_timeout_ms;
+    int io_timeout_ms;
+    int pool_size;
+    double drift_factor;
+    int64_t min_node_uptime_ms;
+    int wakeups;
+} v1_client_options;
+
+/* A version 1 struct with garbage after it, as it may sit in a caller's
+ * memory (the library sees only the pointer). */
+typedef union v1_in_memory {
+    unsigned char bytes[sizeof(dlock_client_options) + 64];
+    v1_client_options v1;
+} v1_in_memory;
+
+#define GARBAGE 0xA5
+
+static void version_1_options_are_read_without_the_fields_added_later(void **state)
+{
+    (void)state;
+    v1_in_memory m;
+    memset(m.bytes, GARBAGE, sizeof m.bytes);
+    m.v1 = (v1_client_options){1, 1000, 1000, 4, 0.01, 0, 1};
+    memset(m.bytes + sizeof m.v1, GARBAGE, sizeof m.bytes - sizeof m.v1);
+
+    const char *urls[] = {test_srv.url};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    int rc = dlock_client_new(&c, urls, 1, (const dlock_client_options *)(void *)m.bytes, err,
+                              sizeof err);
+    assert_int_equal(rc, DLOCK_OK);
+
+    /* No key prefix, credentials or TLS were taken from the garbage: the
+     * lock key is the name itself, over a plain connection. */
+    dlock_lock *l = test_lock_new(c, "abi:v1", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "abi:v1"), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void init_of_version_1_writes_only_a_version_1_struct(void **state)
+{
+    (void)state;
+    v1_in_memory m;
+    memset(m.bytes, GARBAGE, sizeof m.bytes);
+    assert_int_equal(dlock_client_options_init((dlock_client_options *)(void *)m.bytes, 1),
+                     DLOCK_OK);
+    assert_int_equal(m.v1.version, 1);
+    assert_int_equal(m.v1.connect_timeout_ms, 1000);
+    assert_int_equal(m.v1.wakeups, 1);
+    for (size_t i = sizeof m.v1; i < sizeof m.bytes; i++)
+        assert_int_equal(m.bytes[i], GARBAGE);
+}
+
+static void unknown_option_versions_are_refused(void **state)
+{
+    (void)state;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    const char *urls[] = {test_srv.url};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    o.version = 0;
+    assert_int_equal(dlock_client_new(&c, urls, 1, &o, err, sizeof err), DLOCK_EINVAL);
+    assert_null(c);
+    o.version = DLOCK_CLIENT_OPTIONS_VERSION + 1;
+    assert_int_equal(dlock_client_new(&c, urls, 1, &o, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "version"));
+    assert_int_equal(dlock_client_options_init(&o, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_options_init(&o, DLOCK_CLIENT_OPTIONS_VERSION + 1),
+                     DLOCK_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(version_1_options_are_read_without_the_fields_added_later,
+                                  test_srv_flush),
+        cmocka_unit_test(init_of_version_1_writes_only_a_version_1_struct),
+        cmocka_unit_test(unknown_option_versions_are_refused),
+    };
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
+}
