@@ -532,7 +532,10 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  *
  * @param ttl_ms new TTL, 1..DLOCK_TTL_MAX_MS, or 0 for the handle's TTL.
  * @return DLOCK_OK, DLOCK_EINVAL, DLOCK_ENOTHELD, DLOCK_ENOTOWNER,
- *         DLOCK_EEXPIRED, DLOCK_ELOST, or a node error.
+ *         DLOCK_EEXPIRED, DLOCK_ELOST, or a node error. With several nodes,
+ *         DLOCK_ENOTOWNER and DLOCK_EEXPIRED (after which the handle holds
+ *         nothing) need a majority saying so; short of a majority either
+ *         way it is DLOCK_ENOQUORUM and the handle keeps its lease.
  */
 DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
 

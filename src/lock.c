@@ -1223,11 +1223,14 @@ static int owner_code(const tally *t)
 {
     if (t->yes >= t->quorum)
         return DLOCK_OK;
-    if (t->err > t->n - t->quorum)
-        return failure_code(t);
-    if (t->other_owner > 0)
-        return DLOCK_ENOTOWNER;
-    return DLOCK_EEXPIRED;
+    /* "Not ours" only when a majority says so. A node that never had the
+     * key (the grant was decided without it) answers "gone"; with one
+     * confirmation and one failed node beside it, the lease may still hold
+     * on a majority, and calling it expired would make extend drop a lock
+     * it holds: that is a majority not reached. */
+    if (t->no > t->n - t->quorum)
+        return t->other_owner > 0 ? DLOCK_ENOTOWNER : DLOCK_EEXPIRED;
+    return failure_code(t);
 }
 
 int dlock_lock_release(dlock_lock *l)

@@ -472,10 +472,7 @@ int main(void)
         cmocka_unit_test_teardown(acquire_redlock_fresh, teardown),
         cmocka_unit_test_teardown(acquire_waiting_with_wakeups, teardown),
         cmocka_unit_test_teardown(release_fresh_connection, teardown),
-        /* extend_redlock_fresh is left out over TLS for now: in 2 of about
-         * 8 runs one injected failure made the extend answer
-         * DLOCK_EEXPIRED instead of a clean error (not understood yet;
-         * reported with issue 18). */
+        cmocka_unit_test_teardown(extend_redlock_fresh, teardown),
         cmocka_unit_test_teardown(watchdog_round_pooled, teardown),
     };
     int failed = cmocka_run_group_tests_name("plain", tests, group_setup, group_teardown);

@@ -330,6 +330,36 @@ static void renewed_lease_survives_a_sigstopped_minority_and_extend_release_do_n
     dlock_client_free(c);
 }
 
+/* A grant decided without one node (its key missing there), then a failure
+ * of another node: one confirmation, one "gone", one error. The lease still
+ * holds on the two nodes that granted it, so extend has not reached a
+ * majority (DLOCK_ENOQUORUM) and must keep the lock; "gone" on a minority
+ * is no expiry. It used to answer DLOCK_EEXPIRED and drop the lock (seen as
+ * an intermittent failure of test_alloc_failure's extend over TLS). */
+static void extend_with_the_key_missing_on_one_node_and_another_dead_keeps_the_lock(void **state)
+{
+    (void)state;
+    const char *key = "faults:extend-gone-dead";
+    dlock_client *c = client3(300);
+    dlock_lock *l = test_lock_new(c, key, 10000, 0, 5, 50);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", key), 1);
+    test_redis_kill9(&test_nodes[1]);
+
+    int64_t before = dlock_lock_validity_ms(l);
+    int rc = dlock_lock_extend(l, 0);
+    print_message("extend with node 0 missing the key and node 1 dead: %s\n",
+                  dlock_errname(rc));
+    assert_int_equal(rc, DLOCK_ENOQUORUM);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    int64_t after = dlock_lock_validity_ms(l);
+    assert_true(after > 0 && after <= before);
+    /* Node 2 still holds our token: nobody else can have the lock. */
+    assert_int_equal(test_key_exists(&test_nodes[2], key), 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 /* ---- item 5: script calls per critical section ---------------------------- */
 
 static void script_calls_per_critical_section_stay_bounded_under_contention(void **state)
@@ -452,6 +482,7 @@ int main(void)
         T(contended_sections_ride_out_a_node_killed_for_a_while),
         T(waiter_sleeps_while_the_lock_is_held_on_a_majority_but_not_every_node),
         T(renewed_lease_survives_a_sigstopped_minority_and_extend_release_do_not_wait),
+        T(extend_with_the_key_missing_on_one_node_and_another_dead_keeps_the_lock),
         T(script_calls_per_critical_section_stay_bounded_under_contention),
         T(the_same_server_as_127_0_0_1_and_localhost_is_refused_at_creation),
         T(the_same_server_over_tcp_and_unix_socket_is_refused_once_connected),
