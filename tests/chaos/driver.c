@@ -94,7 +94,12 @@ static const chaos_scenario scenarios[] = {
 static const chaos_liveness liveness[] = {
     /* scenario, wait per section, max failed %, max wait */
     {"contended_redlock3_minority", 10000, 5, 8000},
-    {"renew_stalled_minority", 15000, 10, 12000},
+    /* Default mode is not fair: a worker may wait for every section of
+     * the other two (2 x 3 x 2 s = 12 s) plus the 2 s stall, with no
+     * liveness fault at all (12.3 s was seen once in CI). What this row
+     * catches is a lost lease or a wait that never ends, so the bound is
+     * that sum plus a second; failed sections stay bounded at 10 %. */
+    {"renew_stalled_minority", 15000, 10, 15000},
     {"fair_waiters_killed", 9000, 5, 7500},
 };
 
