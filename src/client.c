@@ -11,8 +11,6 @@
 #include "error.h"
 #include "rand.h"
 #include "scripts.h"
-#include "wakeup.h"
-#include "watchdog.h"
 
 /* Bytes of a dlock_client_options of the given version (0: unknown):
  * callers built against an older header pass a shorter struct. Version 1
@@ -317,8 +315,10 @@ fail:
  * connections go on), and free the memory. */
 static void free_inherited(dlock_client *c)
 {
-    dlock__watchdog_forget(c);
-    dlock__wakeup_forget(c);
+    if (c->watchdog_ops)
+        c->watchdog_ops->forget(c);
+    if (c->wakeup_ops)
+        c->wakeup_ops->forget(c);
     for (size_t i = 0; i < c->n_nodes; i++) {
         dlock__node *n = &c->nodes[i];
         while (n->idle) {
@@ -344,8 +344,10 @@ void dlock_client_free(dlock_client *c)
         free_inherited(c);
         return;
     }
-    dlock__watchdog_stop(c);
-    dlock__wakeup_stop(c);
+    if (c->watchdog_ops)
+        c->watchdog_ops->stop(c);
+    if (c->wakeup_ops)
+        c->wakeup_ops->stop(c);
     for (size_t i = 0; i < c->n_nodes; i++)
         dlock__node_destroy(&c->nodes[i]);
     if (c->nodes)

@@ -11,6 +11,14 @@
 struct dlock__watchdog;
 struct dlock__wakeup;
 
+/* How the client ends a background thread it does not know: the thread's
+ * module (watchdog.c, wakeup.c) sets these when it starts the thread, so
+ * the client depends on neither. */
+typedef struct dlock__bg_ops {
+    void (*stop)(struct dlock_client *c);   /* stop, join, free */
+    void (*forget)(struct dlock_client *c); /* in a child of fork(): free only */
+} dlock__bg_ops;
+
 struct dlock_client {
     dlock_client_options opts;
     size_t n_nodes;
@@ -25,6 +33,8 @@ struct dlock_client {
     pthread_mutex_t bg_mu;
     struct dlock__watchdog *watchdog;
     struct dlock__wakeup *wakeup;
+    const dlock__bg_ops *watchdog_ops; /* set with watchdog */
+    const dlock__bg_ops *wakeup_ops;   /* set with wakeup */
     /* The process that made the client. */
     pid_t pid;
 };

@@ -5,7 +5,8 @@
 #include "client.h"
 #include "error.h"
 #include "fanout.h"
-#include "lock.h"
+#include "keys.h"
+#include "replies.h"
 #include "scripts.h"
 
 typedef struct status_ctx {
@@ -18,23 +19,16 @@ static int status_cb(void *arg, size_t node, uint32_t idx, int err,
 {
     status_ctx *s = arg;
     dlock_node_status *o = &s->out[node];
+    dlock__status_reply st;
     (void)idx;
     (void)detail;
     (void)start_ns;
-    if (err < 0) {
-        o->error = err;
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        o->error = dlock__map_redis_error(r->str, r->len);
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-               r->element[0]->type != REDIS_REPLY_INTEGER ||
-               r->element[1]->type != REDIS_REPLY_INTEGER ||
-               r->element[2]->type != REDIS_REPLY_INTEGER) {
-        o->error = DLOCK_EPROTO;
-    } else {
-        o->error = DLOCK_OK;
-        o->held = r->element[0]->integer == 1;
-        o->ttl_ms = o->held && r->element[1]->integer >= 0 ? r->element[1]->integer : -1;
-        o->fence = r->element[2]->integer > 0 ? (uint64_t)r->element[2]->integer : 0;
+    dlock__decode_status(err, r, &st);
+    o->error = st.err;
+    if (st.err == DLOCK_OK) {
+        o->held = st.held;
+        o->ttl_ms = st.ttl_ms;
+        o->fence = st.fence;
         s->answered++;
     }
     return 0;

@@ -26,14 +26,13 @@
 #include "client.h"
 #include "clock.h"
 #include "conn.h"
-#include "lock.h"
 #include "rand.h"
 #include "wakeup.h"
 
 #define LINGER_MS 2000
 
 typedef struct watcher {
-    dlock_lock *lock;
+    dlock__waiter *lock;
     struct watcher *next;
 } watcher;
 
@@ -77,12 +76,12 @@ static chan *find_chan(dlock__wakeup *wk, const char *name, size_t len)
     return NULL;
 }
 
-static void wake_lock(dlock_lock *l)
+static void wake_lock(dlock__waiter *l)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(l->mu));
     l->woken++;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(l->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
 }
 
 /* Deliver one message on ch: "r" wakes everyone; "g TOKEN FENCE" only the
@@ -90,21 +89,21 @@ static void wake_lock(dlock_lock *l)
 static void deliver(chan *ch, const char *msg, size_t len)
 {
     for (watcher *w = ch->watchers; w; w = w->next) {
-        dlock_lock *l = w->lock;
+        dlock__waiter *l = w->lock;
         if (len > 2 && msg[0] == 'g' && msg[1] == ' ') {
             /* A hand-over: only a fair waiter's token is stable while it
              * waits (and only it can be named here). */
-            if (!(l->opts.flags & DLOCK_FAIR))
+            if (!l->token)
                 continue;
             const char *tok = msg + 2;
             const char *sp = memchr(tok, ' ', len - 2);
             size_t tlen = sp ? (size_t)(sp - tok) : len - 2;
             if (tlen != l->token_len || memcmp(tok, l->token, tlen) != 0)
                 continue;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(l->mu));
             l->handed_over = 1;
             l->handed_fence = sp ? strtoull(sp + 1, NULL, 10) : 0;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
         }
         wake_lock(l);
     }
@@ -278,6 +277,8 @@ static void *wakeup_main(void *arg)
     return NULL;
 }
 
+static const dlock__bg_ops bg_ops = {dlock__wakeup_stop, dlock__wakeup_forget};
+
 static dlock__wakeup *get_or_start(dlock_client *c)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
@@ -290,6 +291,7 @@ static dlock__wakeup *get_or_start(dlock_client *c)
             DLOCK__CHECK_PTHREAD(pthread_mutex_init(&wk->mu, NULL));
             dlock__cond_init_monotonic(&wk->confirmed);
             c->wakeup = wk;
+            c->wakeup_ops = &bg_ops;
             int rc = pthread_create(&wk->thread, NULL, wakeup_main, c);
             if (rc == EAGAIN) {
                 c->wakeup = NULL;
@@ -308,7 +310,7 @@ static dlock__wakeup *get_or_start(dlock_client *c)
     return wk;
 }
 
-int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
+int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
 {
     dlock__wakeup *wk = get_or_start(c);
     watcher *w = dlock__calloc(1, sizeof *w);
@@ -354,9 +356,9 @@ int dlock__wakeup_watch(dlock_client *c, dlock_lock *l)
         /* A cancel must not wait for a silent node's confirmation
          * (dlock__wakeup_kick() wakes us). wk->mu before l->mu, as in
          * deliver(). */
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        int canceled = l->canceled;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(l->mu));
+        int canceled = *l->canceled;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
         if (canceled)
             break;
         int rc = pthread_cond_timedwait(&wk->confirmed, &wk->mu, &ts);
@@ -384,7 +386,7 @@ void dlock__wakeup_kick(dlock_client *c)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
 }
 
-void dlock__wakeup_unwatch(dlock_client *c, dlock_lock *l)
+void dlock__wakeup_unwatch(dlock_client *c, dlock__waiter *l)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
     dlock__wakeup *wk = c->wakeup;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog thread.
  *
- * Every registered lock has a next-renewal time (acquire time + interval,
+ * Every registered renewal record (a held auto-renew lock) has a next-renewal time (acquire time + interval,
  * interval = renew_interval_ms or ttl/3, where ttl is the lock's renewal
  * TTL: the lock's ttl_ms, or the TTL of the last successful
  * dlock_lock_extend() of this hold). The thread sleeps on a
@@ -25,7 +25,8 @@
 #include "client.h"
 #include "clock.h"
 #include "fanout.h"
-#include "lock.h"
+#include "quorum.h"
+#include "replies.h"
 #include "scripts.h"
 #include "watchdog.h"
 
@@ -37,7 +38,7 @@ typedef struct dlock__watchdog {
     pthread_cond_t cond;       /* new work, stop */
     pthread_cond_t round_done; /* a round finished */
     int stop;
-    dlock_lock *head;          /* registered locks */
+    dlock__renewal *head;      /* registered records */
     size_t count;
     int64_t wake_at_ns;        /* when the sleeping thread plans to look */
     dlock__watchdog_stats stats;
@@ -45,11 +46,11 @@ typedef struct dlock__watchdog {
 
 /* Per-lock result of one round. */
 typedef struct item {
-    dlock_lock *lock;
+    dlock__renewal *rec;
     int64_t ttl_ms;
     char ttl[24];
     size_t ttl_len;
-    uint16_t yes, no, err;
+    size_t yes, no, err;
 } item;
 
 typedef struct round_ctx {
@@ -59,14 +60,17 @@ typedef struct round_ctx {
     size_t undecided; /* items without a majority either way yet */
 } round_ctx;
 
-static int64_t interval_ms(const dlock_lock *l)
+static int64_t interval_ms(const dlock__renewal *l)
 {
     /* An explicit interval that an extend to a shorter TTL outgrew would
      * let the lease lapse between rounds: a third of the TTL then. */
-    int64_t iv = l->opts.renew_interval_ms && l->opts.renew_interval_ms < l->renew_ttl_ms
-                     ? l->opts.renew_interval_ms
-                     : l->renew_ttl_ms / 3;
+    int64_t iv = l->interval_ms && l->interval_ms < l->ttl_ms ? l->interval_ms : l->ttl_ms / 3;
     return iv > 0 ? iv : 1;
+}
+
+static int item_decided(const round_ctx *rc, const item *it)
+{
+    return dlock__quorum_decided(rc->n_nodes, rc->quorum, it->yes, it->no, it->err);
 }
 
 static int round_cb(void *arg, size_t node, uint32_t idx, int err,
@@ -80,16 +84,15 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
     size_t n = DLOCK__MIN((size_t)RENEW_CHUNK, rc->n_items - first);
     for (size_t i = 0; i < n; i++) {
         item *it = &rc->items[first + i];
-        size_t minority = rc->n_nodes - rc->quorum;
-        int was = it->yes >= rc->quorum || it->no > minority || it->err > minority;
-        if (err < 0 || r->type != REDIS_REPLY_ARRAY || r->elements != n ||
-            r->element[i]->type != REDIS_REPLY_INTEGER)
+        int was = item_decided(rc, it);
+        int v = dlock__decode_renew(err, r, n, i);
+        if (v < 0)
             it->err++;
-        else if (r->element[i]->integer == 1)
+        else if (v == 1)
             it->yes++;
         else
             it->no++;
-        if (!was && (it->yes >= rc->quorum || it->no > minority || it->err > minority))
+        if (!was && item_decided(rc, it))
             rc->undecided--;
     }
     /* A round is over once a majority decided every lock: a stalled
@@ -108,15 +111,12 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
     /* No answer helps after the last lease in the round has ended. */
     int64_t deadline = INT64_MIN;
     for (size_t i = 0; i < n; i++) {
-        dlock_lock *l = items[i].lock;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        deadline = DLOCK__MAX(deadline, end);
+        dlock__renewal *l = items[i].rec;
+        deadline = DLOCK__MAX(deadline, l->ops->lease_end_ns(l->owner));
     }
     if (!reqs || !args || !lens) {
         for (size_t i = 0; i < n; i++)
-            items[i].err = (uint16_t)c->n_nodes;
+            items[i].err = c->n_nodes;
         goto out;
     }
     for (size_t k = 0; k < nchunks; k++) {
@@ -125,14 +125,14 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
         size_t *al = lens + first * 4;
         /* KEYS first, then the ARGV triples. */
         for (size_t i = 0; i < m; i++) {
-            dlock_lock *l = items[first + i].lock;
-            a[i] = l->name;
-            al[i] = l->name_len;
+            dlock__renewal *l = items[first + i].rec;
+            a[i] = l->key;
+            al[i] = l->key_len;
             a[m + 3 * i] = l->token;
             al[m + 3 * i] = l->token_len;
             a[m + 3 * i + 1] = items[first + i].ttl;
             al[m + 3 * i + 1] = items[first + i].ttl_len;
-            a[m + 3 * i + 2] = (l->opts.flags & DLOCK_REENTRANT) ? "r" : "p";
+            a[m + 3 * i + 2] = l->mode;
             al[m + 3 * i + 2] = 1;
         }
         reqs[k] = (dlock__req){dlock__script_get(DLOCK__S_RENEW), (int)m, (int)(4 * m), a, al};
@@ -140,7 +140,7 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
     dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, 100};
     if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)
         for (size_t i = 0; i < n; i++)
-            items[i].err = (uint16_t)c->n_nodes;
+            items[i].err = c->n_nodes;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     wd->stats.rounds++;
     wd->stats.calls += nchunks * c->n_nodes;
@@ -151,45 +151,28 @@ out:
     dlock__free(lens);
 }
 
-static void unlink_lock(dlock__watchdog *wd, dlock_lock *l)
+static void unlink_rec(dlock__watchdog *wd, dlock__renewal *l)
 {
-    if (l->wd_prev)
-        l->wd_prev->wd_next = l->wd_next;
+    if (l->prev)
+        l->prev->next = l->next;
     else
-        wd->head = l->wd_next;
-    if (l->wd_next)
-        l->wd_next->wd_prev = l->wd_prev;
-    l->wd_prev = l->wd_next = NULL;
-    l->wd_registered = 0;
+        wd->head = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+    l->registered = 0;
     wd->count--;
 }
 
-/* Apply the results: new validity, or lost. Runs without wd->mu. */
+/* Hand the results to the owners: new validity, or lost. Runs without
+ * wd->mu. */
 static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
                    uint8_t *lost_reason)
 {
-    size_t q = c->quorum;
     for (size_t i = 0; i < n; i++) {
         item *it = &items[i];
-        dlock_lock *l = it->lock;
-        int64_t ttl = it->ttl_ms;
-        int64_t drift = c->n_nodes > 1
-                            ? (int64_t)((double)ttl * c->opts.drift_factor * 1e6) + 2 * DLOCK__NS_PER_MS
-                            : 0;
-        int64_t now = dlock__now_ns();
-        lost_reason[i] = 0;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        if (l->state == DLOCK_STATE_HELD) {
-            if (it->yes >= q && now < l->valid_until_ns) {
-                l->valid_until_ns = t0 + ttl * DLOCK__NS_PER_MS - drift;
-            } else if (it->no > c->n_nodes - q) {
-                lost_reason[i] = DLOCK_LOST_NOT_OWNER;
-            } else if (now >= l->valid_until_ns || it->yes >= q) {
-                /* Not confirmed by a majority before the lease ran out. */
-                lost_reason[i] = DLOCK_LOST_NO_QUORUM;
-            }
-        }
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        dlock__renew_votes v = {c->n_nodes, c->quorum, it->yes, it->no, it->err, t0, it->ttl_ms};
+        lost_reason[i] = (uint8_t)it->rec->ops->settle(it->rec->owner, &v);
     }
 }
 
@@ -211,13 +194,13 @@ static void *watchdog_main(void *arg)
          * keeping a round of its own. */
         int64_t now = dlock__now_ns(), next = INT64_MAX;
         size_t due = 0, trigger = 0;
-        for (dlock_lock *l = wd->head; l; l = l->wd_next) {
+        for (dlock__renewal *l = wd->head; l; l = l->next) {
             int64_t iv = interval_ms(l) * DLOCK__NS_PER_MS;
-            if (l->wd_next_ns - iv / 10 <= now)
+            if (l->next_ns - iv / 10 <= now)
                 trigger++;
-            else if (l->wd_next_ns - iv / 10 < next)
-                next = l->wd_next_ns - iv / 10;
-            if (l->wd_next_ns - iv / 2 <= now)
+            else if (l->next_ns - iv / 10 < next)
+                next = l->next_ns - iv / 10;
+            if (l->next_ns - iv / 2 <= now)
                 due++;
         }
         if (trigger == 0)
@@ -248,15 +231,15 @@ static void *watchdog_main(void *arg)
             cap = due;
         }
         size_t n = 0;
-        for (dlock_lock *l = wd->head; l && n < due; l = l->wd_next) {
-            if (l->wd_next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
+        for (dlock__renewal *l = wd->head; l && n < due; l = l->next) {
+            if (l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
                 continue;
             item *it = &items[n++];
             memset(it, 0, sizeof *it);
-            it->lock = l;
-            it->ttl_ms = l->renew_ttl_ms;
+            it->rec = l;
+            it->ttl_ms = l->ttl_ms;
             it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, it->ttl_ms);
-            l->wd_in_round = 1;
+            l->in_round = 1;
         }
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 
@@ -265,28 +248,26 @@ static void *watchdog_main(void *arg)
         settle(c, items, n, t0, lost);
         /* Callbacks run before in_round is cleared: a concurrent release or
          * free waits for them. */
-        for (size_t i = 0; i < n; i++) {
-            dlock_lock *l = items[i].lock;
-            if (lost[i] && dlock__lock_mark_lost(l) && l->opts.on_lost)
-                l->opts.on_lost(l, (dlock_lost_reason)lost[i], l->opts.on_lost_arg);
-        }
+        for (size_t i = 0; i < n; i++)
+            if (lost[i])
+                items[i].rec->ops->lost(items[i].rec->owner, lost[i]);
 
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
         int64_t done = dlock__now_ns();
         for (size_t i = 0; i < n; i++) {
-            dlock_lock *l = items[i].lock;
-            l->wd_in_round = 0;
+            dlock__renewal *l = items[i].rec;
+            l->in_round = 0;
             if (lost[i]) {
                 wd->stats.lost++;
-                if (l->wd_registered)
-                    unlink_lock(wd, l);
+                if (l->registered)
+                    unlink_rec(wd, l);
             } else if (items[i].yes >= c->quorum) {
                 wd->stats.renewed++;
-                l->wd_next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
+                l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
             } else {
                 /* No verdict yet (nodes unreachable): try again soon, while
                  * the lease lasts. */
-                l->wd_next_ns = done + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
+                l->next_ns = done + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
             }
         }
         DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
@@ -307,6 +288,8 @@ static dlock__watchdog *current(dlock_client *c)
     return wd;
 }
 
+static const dlock__bg_ops bg_ops = {dlock__watchdog_stop, dlock__watchdog_forget};
+
 int dlock__watchdog_start(dlock_client *c)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
@@ -321,6 +304,7 @@ int dlock__watchdog_start(dlock_client *c)
         dlock__cond_init_monotonic(&wd->cond);
         dlock__cond_init_monotonic(&wd->round_done);
         c->watchdog = wd;
+        c->watchdog_ops = &bg_ops;
         int rc = pthread_create(&wd->thread, NULL, watchdog_main, c);
         if (rc == EAGAIN) {
             /* Out of threads is a resource limit, not a bug. */
@@ -338,24 +322,24 @@ int dlock__watchdog_start(dlock_client *c)
     return DLOCK_OK;
 }
 
-void dlock__watchdog_add(dlock_client *c, dlock_lock *l, int soon)
+void dlock__watchdog_add(dlock_client *c, dlock__renewal *l, int soon)
 {
     dlock__watchdog *wd = current(c);
 
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    if (!l->wd_registered) {
-        l->wd_registered = 1;
-        l->wd_prev = NULL;
-        l->wd_next = wd->head;
+    if (!l->registered) {
+        l->registered = 1;
+        l->prev = NULL;
+        l->next = wd->head;
         if (wd->head)
-            wd->head->wd_prev = l;
+            wd->head->prev = l;
         wd->head = l;
         wd->count++;
-        l->wd_next_ns = dlock__now_ns() + (soon ? 0 : interval_ms(l) * DLOCK__NS_PER_MS);
+        l->next_ns = dlock__now_ns() + (soon ? 0 : interval_ms(l) * DLOCK__NS_PER_MS);
         /* Wake the thread only if this lock is due before it would look
          * anyway: with many locks held, waking it on every add made it walk
          * the whole list once per acquire. */
-        int64_t look_at = l->wd_next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 10;
+        int64_t look_at = l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 10;
         if (look_at < wd->wake_at_ns) {
             wd->wake_at_ns = look_at;
             DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
@@ -364,20 +348,20 @@ void dlock__watchdog_add(dlock_client *c, dlock_lock *l, int soon)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 }
 
-int dlock__watchdog_remove(dlock_client *c, dlock_lock *l)
+int dlock__watchdog_remove(dlock_client *c, dlock__renewal *l)
 {
     dlock__watchdog *wd = current(c);
     if (!wd)
         return 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    int was = l->wd_registered;
+    int was = l->registered;
     if (was)
-        unlink_lock(wd, l);
+        unlink_rec(wd, l);
     /* On the watchdog thread (an on_lost callback releasing its own lock)
      * the round in flight is this thread's own, which is past sending and
      * waits for the callback: waiting for it would never end. */
     if (!pthread_equal(pthread_self(), wd->thread))
-        while (l->wd_in_round)
+        while (l->in_round)
             DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     return was;

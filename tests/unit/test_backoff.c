@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "lock.h"
+#include "keys.h"
 #include "rand.h"
 
 #define SAMPLES 5000

@@ -1,17 +1,28 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The lock handle's internals, shared with the watchdog and wake-up code. */
-#ifndef DLOCK_LOCK_H
-#define DLOCK_LOCK_H
+/* The lock handle's internals, shared by the lock-path modules (lock.c,
+ * attempt.c, release.c, wait.c, fair.c, redis_backend.c). The background
+ * threads never see this struct: the watchdog works on the embedded
+ * renewal record and the wake-up thread on the waiter record, and only the
+ * lock path changes a handle's state (through the helpers below). */
+#ifndef DLOCK_HANDLE_H
+#define DLOCK_HANDLE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "common.h"
 #include "error.h"
+#include "wakeup.h"
+#include "watchdog.h"
+
+struct dlock__kind;
+struct dlock__backend;
 
 struct dlock_lock {
     dlock_client *client;
     dlock_lock_options opts;
+    const struct dlock__kind *kind;       /* fixed at dlock_lock_new (kinds.h) */
+    const struct dlock__backend *backend; /* the store's operations (backend.h) */
     char ttl_s[24]; /* opts.ttl_ms in decimal, formatted once */
     size_t ttl_s_len;
     char *name; /* the Redis key: client key_prefix + the name given */
@@ -27,7 +38,7 @@ struct dlock_lock {
     size_t live_prefix_len;
 
     /* mu guards everything below that another thread may touch: state,
-     * valid_until_ns, canceled, woken, and the watchdog's fields. */
+     * valid_until_ns, canceled, and the waiter record's thread fields. */
     pthread_mutex_t mu;
     pthread_cond_t cond; /* waiting acquire sleeps here */
     dlock_lock_state state;
@@ -37,12 +48,10 @@ struct dlock_lock {
      * I/O timeout. Made and closed by the acquiring thread; the write end
      * is used under mu. */
     int cancel_fd[2];
-    unsigned woken; /* bumped by the wake-up thread on a release message */
     int64_t valid_until_ns; /* INT64_MIN: unknown (adopted) */
-    /* Fair mode: the wake-up thread saw a release script hand the lock to
-     * our token, with this fencing token. */
-    int handed_over;
-    uint64_t handed_fence;
+    /* What the wake-up thread hands back to a waiting acquire (woken, and
+     * in fair mode a hand-over to our token); its mu is ours. */
+    dlock__waiter waiter;
 
     /* Touched only by the thread using the handle. */
     /* The owner token: token_inline for dlock's own tokens and reentrant
@@ -85,31 +94,27 @@ struct dlock_lock {
     int split_vote; /* the last attempt met a split vote, not one holder */
     dlock__errbuf err;
 
-    /* The TTL the watchdog renews to: opts.ttl_ms, or the TTL of the last
-     * successful extend of this hold. Written by the handle's thread only
-     * while the lock is not registered with the watchdog. */
-    int64_t renew_ttl_ms;
-
-    /* Watchdog bookkeeping (watchdog.c), under the watchdog's mutex. */
-    int wd_registered;
-    int wd_in_round;
-    int64_t wd_next_ns;
-    struct dlock_lock *wd_prev, *wd_next;
+    /* The watchdog's record of this lock (auto-renew). Its ttl_ms is the
+     * TTL the watchdog renews to: opts.ttl_ms, or the TTL of the last
+     * successful extend of this hold; the handle's thread writes it only
+     * while the record is not registered. */
+    dlock__renewal renewal;
 };
 
-/* Mark an auto-renewed lock lost (watchdog thread). Returns 1 if it was
- * held and is now lost (call on_lost once), 0 otherwise. */
-int dlock__lock_mark_lost(dlock_lock *lock);
-
-/* A helper key of the lock key `key`: key NUL kind (docs/design.md, "Key
- * layout"): under the lock key's prefix, in its hash slot when the key has a
- * {tag}, and never equal to a lock key or another lock's helper key. */
-char *dlock__derived_key(const char *key, size_t len, const char *kind,
-                         size_t kind_len, size_t *out_len);
-/* The fencing counter key: key NUL "fence". */
-char *dlock__fence_key(const char *key, size_t len, size_t *out_len);
-/* The Redis key of lock `name`: the client's key_prefix + name. */
-char *dlock__lock_key(const dlock_client *client, const char *name, size_t len,
-                      size_t *out_len);
+/* State, under l->mu (the one place a handle's state is written). */
+void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until_ns);
+dlock_lock_state dlock__lock_get_state(dlock_lock *l);
+/* The cancel that stopped a round trip in flight is used up. */
+void dlock__lock_take_cancel(dlock_lock *l);
+/* Point the token back at the inline buffer (dropping a long adopted one). */
+void dlock__lock_inline_token(dlock_lock *l);
+/* A fresh random token (plain and fair kinds). */
+int dlock__lock_new_token(dlock_lock *l);
+/* Counted kinds: the owner id of the calling thread (client x thread). */
+void dlock__lock_owner_id(dlock_lock *l);
+/* The next operation number of the calling thread (counted kinds: the
+ * scripts record the newest number per handle, so an undo names the
+ * attempt it takes back and a lost release can be sent again). */
+uint64_t dlock__lock_next_op_no(void);
 
 #endif

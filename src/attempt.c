@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* One acquire attempt, and its undo (attempt.h).
+ *
+ * One code path serves one node and N nodes: the attempt is a fan-out
+ * (fanout.c) of the kind's acquire script to all nodes, and the outcome is
+ * decided by majority (a majority of one is that node). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attempt.h"
+#include "client.h"
+#include "clock.h"
+#include "fanout.h"
+#include "handle.h"
+#include "kinds.h"
+#include "quorum.h"
+#include "release.h"
+#include "replies.h"
+
+int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
+                     const struct redisReply *r, const char *detail, int64_t start_ns)
+{
+    dlock__tally *t = arg;
+    dlock__acquire_reply a;
+    (void)idx;
+    dlock__decode_acquire(err, r, detail, &a);
+    if (a.err != DLOCK_OK) {
+        /* Sent but unanswered: the key may be ours there. */
+        if (err < 0)
+            t->maybe_ours[node] = err == DLOCK_EUNKNOWN;
+        dlock__tally_error(t, node, a.err, a.detail);
+    } else if (a.verdict == DLOCK__ACQ_GRANTED) {
+        t->maybe_ours[node] = 1;
+        char msg[8];
+        if (t->n > 1 && dlock__client_check_distinct(t->client, msg, sizeof msg)) {
+            /* Its vote may be a second one from one server. */
+            t->same_server = 1;
+            return 1;
+        }
+        if (dlock__vote_counts(t->client, node, start_ns, t->err)) {
+            t->yes++;
+            t->vote[node] = DLOCK__V_YES;
+            if (a.fence > t->max_fence) {
+                t->max_fence = a.fence;
+                t->at_max = 0;
+            }
+            if (a.fence == t->max_fence)
+                t->at_max++;
+            if (a.has_count)
+                t->count = a.count;
+        } else {
+            dlock__tally_busy(t, node);
+        }
+    } else {
+        t->no++;
+        t->vote[node] = DLOCK__V_NO;
+        if (a.pttl >= 0 && (t->min_pttl < 0 || a.pttl < t->min_pttl))
+            t->min_pttl = a.pttl;
+        if (a.holder)
+            t->holder[node] = dlock__holder_hash(a.holder, a.holder_len);
+    }
+    return dlock__tally_decided(t);
+}
+
+static int fence_cb(void *arg, size_t node, uint32_t idx, int err,
+                    const redisReply *r, const char *detail, int64_t start_ns)
+{
+    dlock__tally *t = arg;
+    int code;
+    const char *why;
+    (void)idx;
+    (void)start_ns;
+    dlock__decode_fence_sync(err, r, detail, t->max_fence, &code, &why);
+    if (code != DLOCK_OK)
+        dlock__tally_error(t, node, code, why);
+    else
+        t->yes++;
+    return dlock__tally_decided(t);
+}
+
+/* Redlock fencing: raise the counter to `fence` on a majority before the
+ * grant is reported, so every later majority sees at least this value
+ * (docs/fencing.md). */
+static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
+{
+    char v[24];
+    snprintf(v, sizeof v, "%" PRIu64, fence);
+    const char *args[2] = {l->fence_key, v};
+    size_t lens[2] = {l->fence_len, strlen(v)};
+    dlock__req req = {dlock__script_get(DLOCK__S_FENCE_SYNC), 1, 2, args, lens};
+    dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, l->opts.ttl_ms), deadline_ns,
+                             NULL, 0};
+    dlock__tally t;
+    dlock__tally_init(&t, l->client, &l->err);
+    t.max_fence = fence;
+    if (dlock__fanout(l->client, &req, 1, &fo, fence_cb, &t) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    return t.yes >= t.quorum ? DLOCK_OK : DLOCK_ENOQUORUM;
+}
+
+static int undo_cb(void *arg, size_t node, uint32_t idx, int err,
+                   const redisReply *r, const char *detail, int64_t start_ns)
+{
+    uint8_t *left = arg;
+    (void)idx;
+    (void)detail;
+    (void)start_ns;
+    /* Taken back or nothing to take back settle the attempt there; no
+     * answer or an error leaves it pending. */
+    if (dlock__decode_undo(err, r))
+        left[node] = 0;
+    return 0;
+}
+
+/* The undo request of counted attempt `seq` (args/lens: 5 entries). */
+static dlock__req undo_req(dlock_lock *l, char seq[24], uint64_t seq_no, const char **args,
+                           size_t *lens)
+{
+    int wake = l->client->opts.wakeups;
+    args[0] = l->name, lens[0] = l->name_len;
+    args[1] = l->token, lens[1] = l->token_len;
+    args[2] = seq, lens[2] = (size_t)snprintf(seq, 24, "%" PRIu64, seq_no);
+    args[3] = wake ? l->channel : "", lens[3] = wake ? l->channel_len : 0;
+    args[4] = l->hid, lens[4] = l->hid_len;
+    return (dlock__req){dlock__script_get(l->kind->undo), 1, 5, args, lens};
+}
+
+int dlock__send_undo(dlock_lock *l, int64_t timeout_ms)
+{
+    char seq[24];
+    const char *args[5];
+    size_t lens[5];
+    dlock__req req = undo_req(l, seq, l->undo_seq, args, lens);
+    uint8_t mask[DLOCK__MAX_NODES];
+    memcpy(mask, l->undo_nodes, sizeof mask);
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, 0};
+    (void)dlock__fanout(l->client, &req, 1, &fo, undo_cb, l->undo_nodes);
+    l->undo_pending = 0;
+    for (size_t i = 0; i < l->client->n_nodes; i++)
+        l->undo_pending |= l->undo_nodes[i];
+    return l->undo_pending;
+}
+
+/* A cancel stopped an acquire attempt in flight: queue its undo behind it
+ * on the very connections that carry it, so the node runs the undo right
+ * after the attempt whenever it gets to them, and return without waiting
+ * for either (issue 22 item 8). */
+static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dlock__tally *t)
+{
+    int wake = l->client->opts.wakeups;
+    char seq[24];
+    const char *args[5];
+    size_t lens[5];
+    dlock__req req;
+    dlock__lock_take_cancel(l);
+    if (l->kind->counted) {
+        req = undo_req(l, seq, seq_no, args, lens);
+        l->in_doubt = 1;
+        /* The queued undo's answer is never read: the next attempt sends
+         * it again (a no-op if it ran) before anything else. */
+        l->undo_seq = seq_no;
+        for (size_t i = 0; i < t->n; i++)
+            l->undo_nodes[i] = t->maybe_ours[i] || t->vote[i] == DLOCK__V_NONE ||
+                               t->node_err[i] != 0;
+        l->undo_pending = 1;
+    } else {
+        args[0] = l->name, lens[0] = l->name_len;
+        args[1] = l->token, lens[1] = l->token_len;
+        args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
+        req = (dlock__req){dlock__script_get(l->kind->undo), 1, 3, args, lens};
+    }
+    dlock__fanout_send_behind(l->client, kept, &req, 1);
+    dlock__err_set(&l->err, "cancelled while an attempt on \"%s\" was in flight (its undo is "
+                   "queued behind it)", l->name);
+}
+
+/* Before a new attempt: what the handle's earlier operations left with an
+ * unknown outcome is settled first. Returns DLOCK_OK to go on. */
+static int settle_pending(dlock_lock *l, int *retry)
+{
+    int64_t timeout_ms = dlock__node_timeout_ms(l->client, l->opts.ttl_ms);
+    if (!l->kind->counted) {
+        if (l->rel_pending) {
+            /* The last release's outcome was unknown: send it again with
+             * its token (compare-and-delete: harmless if it ran) before
+             * the token changes; if the node still does not answer, the
+             * key ends with its TTL, as before. */
+            dlock__flush_release(l, timeout_ms);
+            l->rel_pending = 0;
+        }
+        return DLOCK_OK;
+    }
+    if (l->rel_pending && dlock__flush_release(l, timeout_ms)) {
+        /* A newer operation would make the old release's resend look
+         * stale: none before the node answered it. */
+        dlock__err_set(&l->err, "an earlier release of \"%s\" has an unknown outcome and "
+                       "is not answered yet", l->name);
+        *retry = 1;
+        return DLOCK_EUNKNOWN;
+    }
+    if (l->undo_pending && dlock__send_undo(l, timeout_ms)) {
+        /* A newer attempt could run before the old one's undo and leave
+         * the undo nothing it may take back: no new attempt until the
+         * nodes answered the undo. */
+        dlock__err_set(&l->err, "an earlier attempt on \"%s\" has an unknown outcome and "
+                       "its undo is not answered yet", l->name);
+        *retry = 1;
+        return DLOCK_EUNKNOWN;
+    }
+    return DLOCK_OK;
+}
+
+/* Undo what this attempt may have taken: nodes that granted, answered too
+ * late to count, or whose answer was lost. Nodes that were never heard
+ * from (the fan-out stopped at a decision) may hold it too. */
+static void undo_attempt(dlock_lock *l, dlock__tally *t, uint64_t seq_no, int fresh)
+{
+    uint8_t mask[DLOCK__MAX_NODES] = {0};
+    int any = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        mask[i] = t->maybe_ours[i] || t->vote[i] == DLOCK__V_NONE;
+        any |= mask[i];
+    }
+    if (any && l->kind->counted) {
+        /* Re-entries too: an unknown re-entry may have raised the count.
+         * The undo names this attempt, so it takes back this attempt's
+         * hold at most, never the one another handle of the same owner
+         * (same owner id) holds. */
+        l->undo_seq = seq_no;
+        memcpy(l->undo_nodes, mask, sizeof l->undo_nodes);
+        l->in_doubt = 1;
+        dlock__send_undo(l, dlock__node_timeout_ms(l->client, l->opts.ttl_ms));
+    } else if (any && fresh) {
+        dlock__tally rt;
+        dlock__send_release(l, mask, dlock__node_timeout_ms(l->client, l->opts.ttl_ms), 1, &rt);
+    }
+}
+
+int dlock__attempt(dlock_lock *l, int *retry)
+{
+    int counted = l->kind->counted;
+    int fresh = !counted || l->holds == 0;
+    int64_t ttl = l->opts.ttl_ms;
+    dlock__tally t;
+    char seq[24];
+
+    *retry = 0;
+    int rc = settle_pending(l, retry);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (counted) {
+        /* A re-entry through this handle keeps the owner id it holds with. */
+        if (fresh)
+            dlock__lock_owner_id(l);
+    } else if ((rc = dlock__lock_new_token(l)) != DLOCK_OK) {
+        dlock__err_set(&l->err, "getrandom failed");
+        return rc;
+    }
+    const char *args[6];
+    size_t lens[6];
+    int nkeys = 0, nargs;
+    args[nkeys] = l->name;
+    lens[nkeys++] = l->name_len;
+    if (l->fence_key) {
+        args[nkeys] = l->fence_key;
+        lens[nkeys++] = l->fence_len;
+    }
+    nargs = nkeys;
+    args[nargs] = l->token;
+    lens[nargs++] = l->token_len;
+    args[nargs] = l->ttl_s;
+    lens[nargs++] = l->ttl_s_len;
+    uint64_t seq_no = 0;
+    if (counted) {
+        seq_no = dlock__lock_next_op_no();
+        args[nargs] = seq;
+        lens[nargs++] = (size_t)snprintf(seq, sizeof seq, "%" PRIu64, seq_no);
+        args[nargs] = l->hid;
+        lens[nargs++] = l->hid_len;
+        l->touched = 1;
+    }
+    dlock__req req = {dlock__script_get(l->kind->acquire), nkeys, nargs, args, lens};
+    dlock__tally_init(&t, l->client, &l->err);
+    dlock__err_clear(&l->err);
+
+    /* Validity is counted from before the first byte is sent. */
+    int64_t t0 = dlock__now_ns();
+    int64_t lease_end = t0 + ttl * DLOCK__NS_PER_MS - dlock__drift_ns(l->client, ttl);
+    dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl), lease_end, NULL, 0};
+    dlock__conn *kept[DLOCK__MAX_NODES] = {0};
+    int frc = dlock__fanout_cancellable(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
+                                        dlock__acquire_cb, &t);
+    if (frc == DLOCK_ECANCELED) {
+        cancel_behind(l, kept, seq_no, &t);
+        return DLOCK_ECANCELED;
+    }
+    if (frc != DLOCK_OK) {
+        dlock__err_set(&l->err, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    l->holder_ttl_ms = t.min_pttl;
+    /* A split vote: this attempt won some nodes and no other owner was
+     * seen on a majority, so nobody may hold the lock and nobody will
+     * publish a release; the waiter retries after a short random backoff
+     * rather than the holder's TTL. */
+    l->split_vote = t.yes > 0 && dlock__tally_max_same_holder(&t) < t.quorum;
+
+    char same[300];
+    if (t.same_server || (l->client->n_nodes > 1 &&
+                          dlock__client_check_distinct(l->client, same, sizeof same) != DLOCK_OK)) {
+        dlock__client_check_distinct(l->client, same, sizeof same);
+        /* Two URLs reach one server (its run_id, learned on connecting):
+         * its votes counted twice. Nothing here is a grant; undo all. */
+        dlock__err_set(&l->err, "%s", same);
+        rc = DLOCK_EINVAL;
+        for (size_t i = 0; i < t.n; i++)
+            t.maybe_ours[i] = 1;
+    } else if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
+        uint64_t fence = t.max_fence;
+        /* A re-entry that found the key gone made a new hold (count 1):
+         * the earlier holds ended with the lease, and this is a new grant
+         * with a new fencing token. */
+        if (counted && !fresh && t.count == 1) {
+            fresh = 1;
+            l->holds = 0;
+        }
+        if (counted && t.count == 1 && !l->undo_pending && !l->rel_pending)
+            l->in_doubt = 0; /* a new key: none of our old operations is in it */
+        /* The write-back only has to leave a majority with a counter >=
+         * fence; when a majority returned fence itself (counters in step,
+         * the usual case) that is already so, and the round trip is
+         * skipped (docs/fencing.md). */
+        if (l->client->n_nodes > 1 && l->fence_key && fresh && t.at_max < t.quorum)
+            rc = sync_fence(l, fence, lease_end);
+        if (rc == DLOCK_OK && dlock__now_ns() < lease_end) {
+            if (fresh)
+                l->fence = fence;
+            l->holds = counted ? l->holds + 1 : 1;
+            dlock__lock_set_state(l, DLOCK_STATE_HELD, lease_end);
+            dlock__err_clear(&l->err);
+            return DLOCK_OK;
+        }
+        dlock__err_append(&l->err, "fencing token not confirmed by a majority in time");
+        rc = DLOCK_ENOQUORUM;
+        *retry = 1;
+    } else if (t.yes >= t.quorum) {
+        dlock__err_append(&l->err, "the lease ran out before a majority answered");
+        rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EUNKNOWN;
+        *retry = 1;
+    } else if (t.no > 0 && t.errs <= t.n - t.quorum) {
+        /* Some node said "held by another" and the failed or silent nodes
+         * are a minority: a majority is there, the lock is busy or being
+         * fought over. A missing vote is not a verdict; DLOCK_ENOQUORUM is
+         * for when no majority can be reached at all (issue 15). */
+        rc = DLOCK_ENOTACQUIRED;
+        *retry = 1;
+    } else {
+        rc = dlock__tally_failure_code(&t);
+        *retry = !t.fatal_err;
+    }
+
+    undo_attempt(l, &t, seq_no, fresh);
+    if (rc == DLOCK_ENOTACQUIRED) {
+        if (t.min_pttl >= 0)
+            dlock__err_set(&l->err, "\"%s\" is held by another owner (ttl %.1fs)", l->name,
+                           (double)t.min_pttl / 1000.0);
+        else
+            dlock__err_set(&l->err, "\"%s\" is held by another owner", l->name);
+    }
+    return rc;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* One acquire attempt on Redis (every node, decided by majority) and the
+ * undo of what a failed or cancelled attempt may have taken. */
+#ifndef DLOCK_ATTEMPT_H
+#define DLOCK_ATTEMPT_H
+
+#include <stdint.h>
+
+#include "common.h"
+
+/* One attempt (backend.h, attempt). *retry is set when waiting longer
+ * could help. */
+int dlock__attempt(dlock_lock *l, int *retry);
+
+/* Counted kinds: send the undo of the pending attempt to the nodes that
+ * have not answered it yet. Returns 1 while some node still has not. */
+int dlock__send_undo(dlock_lock *l, int64_t timeout_ms);
+
+/* The fan-out callback counting acquire-shaped replies (acquire, counted
+ * and fair scripts) into a dlock__tally (quorum.h), with the restart rule. */
+struct redisReply;
+int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
+                      const struct redisReply *r, const char *detail, int64_t start_ns);
+
+#endif

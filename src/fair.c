@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Fair mode (fair.h): one fair_acquire.lua call per look; between looks
+ * the waiter sleeps until the release script hands the lock to its token
+ * (then one more call confirms the claim), a release message, the
+ * holder's expiry, its liveness refresh, or the deadline. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attempt.h"
+#include "client.h"
+#include "clock.h"
+#include "fair.h"
+#include "fanout.h"
+#include "handle.h"
+#include "kinds.h"
+#include "quorum.h"
+#include "release.h"
+#include "wait.h"
+
+static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_ttl,
+                     int64_t *out_pttl, uint64_t *out_fence)
+{
+    const char *args[8];
+    size_t lens[8];
+    size_t me_len = l->live_prefix_len + l->token_len;
+    char *me = dlock__malloc(me_len + 1);
+    if (!me)
+        return DLOCK_ENOMEM;
+    memcpy(me, l->live_prefix, l->live_prefix_len);
+    memcpy(me + l->live_prefix_len, l->token, l->token_len + 1);
+    int k = 0;
+    args[k] = l->name, lens[k++] = l->name_len;
+    args[k] = l->queue_key, lens[k++] = l->queue_len;
+    args[k] = me, lens[k++] = me_len;
+    if (l->fence_key)
+        args[k] = l->fence_key, lens[k++] = l->fence_len;
+    int nkeys = k;
+    args[k] = l->token, lens[k++] = l->token_len;
+    args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
+    int acquiring = script == l->kind->acquire;
+    if (acquiring) {
+        args[k] = live_ttl, lens[k++] = strlen(live_ttl);
+        args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
+    }
+    dlock__req req = {dlock__script_get(script), nkeys, k, args, lens};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    /* The fair scripts answer in the acquire shape (replies.h). */
+    dlock__tally t;
+    dlock__tally_init(&t, l->client, &l->err);
+    dlock__err_clear(&l->err);
+    dlock__conn *kept[DLOCK__MAX_NODES] = {0};
+    int rc = dlock__fanout_cancellable(l->client, &req, 1, &fo,
+                                       acquiring ? l->cancel_fd[0] : -1, kept, dlock__acquire_cb, &t);
+    if (rc == DLOCK_ECANCELED) {
+        /* Cancelled in flight: behind the call, on the same connection,
+         * leave the line and release the lock if the call took it (handing
+         * it on), without waiting for any of it (issue 22 item 8). */
+        const char *rargs[6];
+        size_t rlens[6];
+        int rk = 0;
+        rargs[rk] = l->name, rlens[rk++] = l->name_len;
+        rargs[rk] = l->queue_key, rlens[rk++] = l->queue_len;
+        if (l->fence_key)
+            rargs[rk] = l->fence_key, rlens[rk++] = l->fence_len;
+        int rnkeys = rk;
+        rargs[rk] = l->token, rlens[rk++] = l->token_len;
+        rargs[rk] = l->channel, rlens[rk++] = l->channel_len;
+        rargs[rk] = l->live_prefix, rlens[rk++] = l->live_prefix_len;
+        dlock__req undo[2] = {
+            {dlock__script_get(l->kind->leave), nkeys, nkeys + 2, args, lens},
+            {dlock__script_get(l->kind->release), rnkeys, rk, rargs, rlens}};
+        dlock__fanout_send_behind(l->client, kept, undo, 2);
+        dlock__lock_take_cancel(l);
+        dlock__free(me);
+        dlock__err_set(&l->err, "cancelled while waiting in line for \"%s\"", l->name);
+        return DLOCK_ECANCELED;
+    }
+    dlock__free(me);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (t.yes) {
+        *out_fence = t.max_fence;
+        return DLOCK_OK;
+    }
+    if (t.no) {
+        *out_pttl = t.min_pttl;
+        return DLOCK_ENOTACQUIRED;
+    }
+    return dlock__tally_failure_code(&t);
+}
+
+int dlock__fair_cleanup(dlock_lock *l)
+{
+    /* The script may have run, leaving our token in the line or in the
+     * lock key for the full TTL while the next waiter waits. Releasing it
+     * hands it to the next live waiter. The handle tries again on its next
+     * acquire or free while the node has not answered. */
+    int64_t dummy;
+    uint64_t fence;
+    dlock__errbuf keep = l->err; /* the caller's message stays */
+    l->err = (dlock__errbuf){0};
+    int rc = fair_call(l, l->kind->leave, NULL, &dummy, &fence);
+    if (rc == DLOCK_OK) {
+        dlock__tally t;
+        dlock__send_release(l, NULL, l->client->opts.io_timeout_ms, 1, &t);
+        rc = t.errs ? t.all_err : DLOCK_OK;
+    }
+    dlock__err_free(&l->err);
+    l->err = keep;
+    l->fair_cleanup_pending = rc == DLOCK_EUNKNOWN || rc == DLOCK_EIO || rc == DLOCK_EBUSY;
+    return l->fair_cleanup_pending;
+}
+
+static void clear_handed_over(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->waiter.handed_over = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
+{
+    if (l->fair_cleanup_pending && dlock__fair_cleanup(l)) {
+        dlock__err_set(&l->err, "an earlier acquire of \"%s\" has an unknown outcome and its "
+                       "cleanup is not answered yet", l->name);
+        return DLOCK_EUNKNOWN;
+    }
+    if (l->rel_pending) { /* as in an attempt: the old token's release again */
+        dlock__flush_release(l, l->client->opts.io_timeout_ms);
+        l->rel_pending = 0;
+    }
+    /* One token for the whole wait: it is our place in the line. */
+    int rc = dlock__lock_new_token(l);
+    if (rc != DLOCK_OK)
+        return rc;
+    clear_handed_over(l);
+
+    /* Refresh our place often enough that the liveness key (3 refreshes
+     * long) never lapses while we wait. A hand-over gives us a claim lease
+     * of the rest of that key's life plus one refresh; we confirm it with
+     * the next fair_acquire.lua call, so a waiter that died lets the line
+     * go on after at most 4 refresh periods (docs/waiting.md). */
+    int64_t refresh_ms = DLOCK__MAX(50, DLOCK__MIN(1000, l->opts.ttl_ms / 4));
+    char live_ttl[24];
+    snprintf(live_ttl, sizeof live_ttl, "%" PRId64, wait_ms == 0 ? 0 : 3 * refresh_ms);
+    int watching = 0;
+    if (wait_ms != 0 && l->client->opts.wakeups)
+        watching = dlock__wait_watch(l, 1) == DLOCK_OK;
+
+    uint64_t fence = 0;
+    int leave_unknown = 0;
+    for (;;) {
+        unsigned woken = dlock__wait_woken(l);
+        int64_t t_sent = dlock__now_ns(), pttl = -1;
+        rc = fair_call(l, l->kind->acquire, live_ttl, &pttl, &fence);
+        if (rc == DLOCK_OK) {
+            /* Taken now, or a hand-over confirmed: either way the script
+             * set the full TTL after t_sent. */
+            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            break;
+        }
+        /* A node that is down, busy or silent may come back before the
+         * deadline (a restart): ride it out like a default-mode waiter;
+         * the next look joins the line again if the restart emptied it. */
+        if (rc != DLOCK_ENOTACQUIRED && rc != DLOCK_EBUSY && rc != DLOCK_EUNKNOWN &&
+            !(rc == DLOCK_EIO && wait_ms != 0))
+            break;
+        l->holder_ttl_ms = pttl >= 0 ? pttl : -1;
+        int64_t now = dlock__now_ns();
+        int canceled = 0;
+        if (wait_ms != 0 && now < deadline) {
+            int64_t sleep_ms = refresh_ms;
+            if (pttl >= 0)
+                sleep_ms = DLOCK__MIN(sleep_ms, pttl + 1);
+            canceled = dlock__wait_sleep_until(
+                l, woken, DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS));
+            /* A hand-over message only makes us look (and confirm) now. */
+            clear_handed_over(l);
+            if (!canceled && dlock__now_ns() < deadline)
+                continue;
+        }
+        if (wait_ms == 0)
+            break;
+        /* Deadline or cancel: leave the line, unless it was handed to us
+         * (then fair_leave.lua confirms the claim). */
+        int64_t dummy, t_leave = dlock__now_ns();
+        int lrc = fair_call(l, l->kind->leave, NULL, &dummy, &fence);
+        leave_unknown = lrc == DLOCK_EUNKNOWN;
+        if (lrc == DLOCK_OK) {
+            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            rc = DLOCK_OK;
+        } else {
+            rc = canceled ? DLOCK_ECANCELED : (rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
+            dlock__err_set(&l->err, canceled ? "cancelled while waiting in line for \"%s\""
+                                             : "\"%s\": gave up waiting in line", l->name);
+        }
+        break;
+    }
+    if (watching)
+        dlock__wait_unwatch(l);
+    if (rc == DLOCK_EUNKNOWN || (rc != DLOCK_OK && leave_unknown)) {
+        /* The outcome of the last call is unknown: clean up by our token
+         * now rather than leave the next waiter a lock nobody holds for
+         * the whole TTL (issue 15 item 7). */
+        dlock__fair_cleanup(l);
+    }
+    if (rc == DLOCK_OK) {
+        l->fence = fence;
+        l->holds = 1;
+        dlock__err_clear(&l->err);
+    } else if (rc == DLOCK_ENOTACQUIRED) {
+        dlock__err_set(&l->err, "\"%s\" is held by another owner", l->name);
+        if (l->holder_ttl_ms >= 0)
+            dlock__err_append(&l->err, "ttl %.1fs", (double)l->holder_ttl_ms / 1000.0);
+    }
+    return rc;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A lock handle's state and owner token (handle.h). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "handle.h"
+#include "rand.h"
+
+void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->state = st;
+    l->valid_until_ns = valid_until;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+dlock_lock_state dlock__lock_get_state(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    dlock_lock_state st = l->state;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return st;
+}
+
+void dlock__lock_take_cancel(dlock_lock *l)
+{
+    char b[16];
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->canceled = 0;
+    while (l->cancel_fd[0] >= 0 && read(l->cancel_fd[0], b, sizeof b) > 0)
+        ;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+void dlock__lock_inline_token(dlock_lock *l)
+{
+    if (l->token != l->token_inline) {
+        dlock__free(l->token);
+        l->token = l->token_inline;
+    }
+}
+
+int dlock__lock_new_token(dlock_lock *l)
+{
+    dlock__lock_inline_token(l);
+    int rc = dlock__token_hex(l->token);
+    if (rc == DLOCK_OK)
+        l->token_len = DLOCK_TOKEN_HEX_LEN;
+    return rc;
+}
+
+/* Owner id of the calling thread for counted locks. */
+static _Atomic unsigned long next_thread_no = 1;
+static _Thread_local unsigned long thread_no;
+
+/* Counted operations (acquire attempts and releases) are numbered per
+ * thread, hence per owner (client x thread). */
+static _Thread_local uint64_t op_no;
+
+void dlock__lock_owner_id(dlock_lock *l)
+{
+    if (thread_no == 0)
+        thread_no = atomic_fetch_add(&next_thread_no, 1);
+    dlock__lock_inline_token(l);
+    l->token_len = (size_t)snprintf(l->token, sizeof l->token_inline, "%s:%lu",
+                                    l->client->id, thread_no);
+}
+
+uint64_t dlock__lock_next_op_no(void)
+{
+    return ++op_no;
+}

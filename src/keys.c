@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Key naming (keys.h). */
+#include <string.h>
+
+#include "client.h"
+#include "keys.h"
+
+char *dlock__derived_key(const char *key, size_t len, const char *kind,
+                         size_t kind_len, size_t *out_len)
+{
+    /* KEY NUL KIND (docs/design.md, "Key layout"). A lock key comes from C
+     * strings and never holds a NUL byte, so no lock key is ever a helper
+     * key, and the first NUL tells which lock a helper key belongs to: the
+     * mapping is injective. The helper starts with the lock key, so an ACL
+     * key pattern or a prefix that covers the lock covers its helpers, and
+     * as KIND has no brace it shares the lock key's {hash tag}, if any. */
+    size_t n = len + 1 + kind_len;
+    char *k = dlock__malloc(n + 1);
+    if (!k)
+        return NULL;
+    memcpy(k, key, len);
+    k[len] = '\0';
+    memcpy(k + len + 1, kind, kind_len);
+    k[n] = '\0';
+    *out_len = n;
+    return k;
+}
+
+char *dlock__fence_key(const char *key, size_t len, size_t *out_len)
+{
+    return dlock__derived_key(key, len, "fence", 5, out_len);
+}
+
+/* pfx + s, NUL-terminated. */
+static char *concat(const char *pfx, size_t plen, const char *s, size_t len, size_t *out_len)
+{
+    char *k = dlock__malloc(plen + len + 1);
+    if (!k)
+        return NULL;
+    memcpy(k, pfx, plen);
+    memcpy(k + plen, s, len);
+    k[plen + len] = '\0';
+    *out_len = plen + len;
+    return k;
+}
+
+char *dlock__lock_key(const dlock_client *client, const char *name, size_t len,
+                      size_t *out_len)
+{
+    const char *pfx = client->opts.key_prefix ? client->opts.key_prefix : "";
+    return concat(pfx, strlen(pfx), name, len, out_len);
+}
+
+char *dlock__wake_channel(const char *key, size_t len, size_t *out_len)
+{
+    return concat(DLOCK__WAKE_PREFIX, sizeof DLOCK__WAKE_PREFIX - 1, key, len, out_len);
+}

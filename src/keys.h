@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Key naming: the Redis key of a lock and the helper keys derived from it
+ * (docs/design.md, "Key layout"). Used by the lock path, status and tests;
+ * it knows nothing of lock handles. */
+#ifndef DLOCK_KEYS_H
+#define DLOCK_KEYS_H
+
+#include <stddef.h>
+
+#include "common.h"
+
+/* The prefix of a lock's wake-up channel: "dlock:wake:" + lock key. */
+#define DLOCK__WAKE_PREFIX "dlock:wake:"
+
+/* A helper key of the lock key `key`: key NUL kind: under the lock key's
+ * prefix, in its hash slot when the key has a {tag}, and never equal to a
+ * lock key or another lock's helper key. NULL when out of memory. */
+char *dlock__derived_key(const char *key, size_t len, const char *kind,
+                         size_t kind_len, size_t *out_len);
+/* The fencing counter key: key NUL "fence". */
+char *dlock__fence_key(const char *key, size_t len, size_t *out_len);
+/* The Redis key of lock `name`: the client's key_prefix + name. */
+char *dlock__lock_key(const dlock_client *client, const char *name, size_t len,
+                      size_t *out_len);
+/* The wake-up channel of lock key `key`: DLOCK__WAKE_PREFIX + key. */
+char *dlock__wake_channel(const char *key, size_t len, size_t *out_len);
+
+#endif

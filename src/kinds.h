@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Lock kinds. A handle's kind is fixed at dlock_lock_new() from its flags;
+ * one const table says, per kind, which script does each step and how a
+ * waiting acquire goes. The lock path reads the table instead of testing
+ * flags, so a new kind (shared, semaphore, multi-name: issue 17) is a new
+ * row plus its scripts and, if it waits differently, its own acquire loop. */
+#ifndef DLOCK_KINDS_H
+#define DLOCK_KINDS_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "scripts.h"
+
+/* A step the kind has no script for. */
+#define DLOCK__S_NONE DLOCK__S_COUNT
+
+typedef enum dlock__kind_id {
+    DLOCK__KIND_PLAIN,   /* one owner token per hold */
+    DLOCK__KIND_COUNTED, /* DLOCK_REENTRANT: holds counted per owner */
+    DLOCK__KIND_FAIR,    /* DLOCK_FAIR: waiters served in line */
+    DLOCK__KIND_COUNT
+} dlock__kind_id;
+
+typedef struct dlock__kind {
+    dlock__kind_id id;
+    const char *name;
+    int counted;               /* holds counted per owner (re-entry, op numbers) */
+    int multi_node;            /* may span several masters (Redlock) */
+    dlock__script_id acquire;  /* one attempt */
+    dlock__script_id release;  /* give one hold back (publishes the wake-up) */
+    dlock__script_id extend;   /* push the expiry out */
+    dlock__script_id undo;     /* take back an attempt of unknown outcome */
+    dlock__script_id forget;   /* drop the handle's bookkeeping on free */
+    dlock__script_id leave;    /* leave the line (queued kinds) */
+    const char *renew_mode;    /* renew_batch.lua's mode argument */
+    /* The whole acquire, waiting up to deadline_ns (wait.c, fair.c). */
+    int (*acquire_loop)(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
+} dlock__kind;
+
+/* The kind for a lock's flags (DLOCK_FAIR | DLOCK_REENTRANT together is
+ * refused earlier: no kind). */
+const dlock__kind *dlock__kind_of(unsigned flags);
+
+#endif

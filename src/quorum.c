@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Vote counting, drift, node timeout and the restart rule (quorum.h). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "quorum.h"
+
+int64_t dlock__drift_ns(const dlock_client *c, int64_t ttl_ms)
+{
+    if (c->n_nodes == 1)
+        return 0;
+    return (int64_t)((double)ttl_ms * c->opts.drift_factor * 1e6) + 2 * DLOCK__NS_PER_MS;
+}
+
+int64_t dlock__node_timeout_ms(const dlock_client *c, int64_t ttl_ms)
+{
+    int64_t io = c->opts.io_timeout_ms;
+    if (c->n_nodes == 1)
+        return io;
+    /* Redlock: a node that answers after a good part of the TTL is gone is
+     * not worth waiting for. */
+    return DLOCK__MIN(io, DLOCK__MAX(1, ttl_ms / 10));
+}
+
+int dlock__vote_counts(const dlock_client *c, size_t node, int64_t start_ns,
+                       dlock__errbuf *err)
+{
+    int64_t min_up = c->opts.min_node_uptime_ms;
+    if (min_up <= 0)
+        return 1;
+    if (start_ns == 0) {
+        dlock__err_append(err, "%s: uptime unknown (INFO refused?); vote not counted",
+                          c->nodes[node].name);
+        return 0;
+    }
+    int64_t up_ms = (dlock__now_ns() - start_ns) / DLOCK__NS_PER_MS;
+    if (up_ms >= min_up)
+        return 1;
+    dlock__err_append(err, "%s: restarted %" PRId64 " ms ago (< %" PRId64 " ms); vote not counted",
+                      c->nodes[node].name, up_ms, min_up);
+    return 0;
+}
+
+void dlock__tally_init(dlock__tally *t, dlock_client *c, dlock__errbuf *err)
+{
+    memset(t, 0, sizeof *t);
+    t->client = c;
+    t->err = err;
+    t->n = c->n_nodes;
+    t->quorum = c->quorum;
+    t->min_pttl = -1;
+}
+
+static void count_error(dlock__tally *t, size_t node, int code)
+{
+    t->errs++;
+    t->vote[node] = DLOCK__V_ERR;
+    t->node_err[node] = code;
+    t->all_err = (t->errs == 1 || t->all_err == code) ? code : DLOCK_ENOQUORUM;
+}
+
+void dlock__tally_error(dlock__tally *t, size_t node, int code, const char *detail)
+{
+    count_error(t, node, code);
+    /* Unreachable, busy or silent nodes may come back while we wait;
+     * refusals, bad credentials and wrong types will not. */
+    if (code != DLOCK_EIO && code != DLOCK_EBUSY && code != DLOCK_EUNKNOWN)
+        t->fatal_err = 1;
+    if (t->quiet)
+        return;
+    /* The node and what it said; the code's own text only when there is
+     * nothing more specific (callers print dlock_strerror() themselves). */
+    dlock__err_append(t->err, "%s: %.200s", t->client->nodes[node].name,
+                      detail && *detail ? detail : dlock_strerror(code));
+}
+
+void dlock__tally_busy(dlock__tally *t, size_t node)
+{
+    count_error(t, node, DLOCK_EBUSY);
+}
+
+int dlock__tally_decided(const dlock__tally *t)
+{
+    return dlock__quorum_decided(t->n, t->quorum, t->yes, t->no, t->errs);
+}
+
+uint64_t dlock__holder_hash(const char *s, size_t len)
+{
+    /* Tells "the same owner on a majority" from a split vote without
+     * keeping the tokens. */
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+size_t dlock__tally_max_same_holder(const dlock__tally *t)
+{
+    size_t best = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->holder[i])
+            continue;
+        size_t k = 0;
+        for (size_t j = 0; j < t->n; j++)
+            k += t->holder[j] == t->holder[i];
+        if (k > best)
+            best = k;
+    }
+    return best;
+}
+
+int dlock__tally_failure_code(const dlock__tally *t)
+{
+    if (t->n == 1)
+        return t->errs ? t->all_err : DLOCK_EPROTO;
+    return DLOCK_ENOQUORUM;
+}
+
+int dlock__tally_owner_code(const dlock__tally *t)
+{
+    if (t->yes >= t->quorum)
+        return DLOCK_OK;
+    /* "Not ours" only when a majority says so. A node that never had the
+     * key (the grant was decided without it) answers "gone"; with one
+     * confirmation and one failed node beside it, the lease may still hold
+     * on a majority, and calling it expired would make extend drop a lock
+     * it holds: that is a majority not reached. */
+    if (t->no > t->n - t->quorum)
+        return t->other_owner > 0 ? DLOCK_ENOTOWNER : DLOCK_EEXPIRED;
+    return dlock__tally_failure_code(t);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The Redis backend's operations table (backend.h), and what a handle
+ * leaves to settle in Redis before its token changes or it is freed. */
+#include "attempt.h"
+#include "backend.h"
+#include "client.h"
+#include "fair.h"
+#include "handle.h"
+#include "kinds.h"
+#include "release.h"
+
+static void settle(dlock_lock *l)
+{
+    if (l->rel_pending && dlock__lock_get_state(l) == DLOCK_STATE_UNLOCKED) {
+        dlock__flush_release(l, l->client->opts.io_timeout_ms); /* before the token changes */
+        l->rel_pending = 0;
+    }
+}
+
+static void cleanup(dlock_lock *l)
+{
+    int64_t io = l->client->opts.io_timeout_ms;
+    if (l->undo_pending) /* best effort, as the releases below */
+        dlock__send_undo(l, io);
+    if (l->rel_pending)
+        dlock__flush_release(l, io);
+    if (l->touched && !l->undo_pending && !l->rel_pending && !l->in_doubt &&
+        dlock__lock_get_state(l) != DLOCK_STATE_HELD)
+        /* The key may outlive this handle (other handles of the owner
+         * hold it): take this handle's bookkeeping out of it. */
+        dlock__forget_hold(l);
+    if (l->fair_cleanup_pending)
+        dlock__fair_cleanup(l);
+    if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
+        /* Let go of every hold this handle has (a counted lock's other
+         * handles keep theirs). */
+        unsigned n = l->kind->counted ? l->holds : 1;
+        for (unsigned i = 0; i < n; i++) {
+            dlock__tally t;
+            l->rel_seq = dlock__lock_next_op_no();
+            l->rel_n = 1;
+            dlock__send_release(l, NULL, io, 0, &t);
+            if (t.yes < t.quorum)
+                break;
+        }
+    }
+}
+
+const dlock__backend dlock__redis_backend = {
+    "redis", dlock__attempt, dlock__release_hold, dlock__extend_hold, settle, cleanup,
+};

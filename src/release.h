@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Redis requests that act on a hold: release (three kinds), resending a
+ * release of unknown outcome, extend, and the counted kind's forget. */
+#ifndef DLOCK_RELEASE_H
+#define DLOCK_RELEASE_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "quorum.h"
+
+/* Send the kind's release script for the current token to the nodes in
+ * `mask` (all if NULL), waiting up to timeout_ms per node, and fill t. An
+ * undo (of an attempt's partial grant) adds nothing to the detail message
+ * and publishes no wake-up. */
+void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
+                         dlock__tally *t);
+
+/* Note which nodes have not answered the release just sent. */
+void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
+
+/* Send the pending release again (same number: applied at most once),
+ * then the holds dropped after it failed. Returns 1 while some node has
+ * not answered. */
+int dlock__flush_release(dlock_lock *l, int64_t timeout_ms);
+
+/* Backend operations (backend.h). */
+int dlock__release_hold(dlock_lock *l);
+int dlock__extend_hold(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns);
+/* Counted kinds: take the handle's bookkeeping out of the key. */
+void dlock__forget_hold(dlock_lock *l);
+
+#endif

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Script replies decoded into typed results, one decoder per script family
+ * (the reply shapes are stated in the header of each script in src/scripts). The
+ * fan-out callbacks count these results; none of them looks at a
+ * redisReply. A failed node (no reply) and an error reply decode to
+ * .err < 0 with .detail saying why. */
+#ifndef DLOCK_REPLIES_H
+#define DLOCK_REPLIES_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+/* acquire.lua, reentrant_acquire.lua, fair_acquire.lua, fair_leave.lua:
+ * {1, fence[, count]} granted, {0, pttl[, holder]} taken. */
+typedef enum { DLOCK__ACQ_GRANTED, DLOCK__ACQ_TAKEN } dlock__acq_verdict;
+
+typedef struct dlock__acquire_reply {
+    int err;            /* DLOCK_OK, or the node's failure */
+    const char *detail; /* with err: what the node said, if anything */
+    dlock__acq_verdict verdict;
+    uint64_t fence;     /* GRANTED: the fencing counter */
+    long long count;    /* GRANTED, counted kinds: the hold count */
+    int has_count;
+    int64_t pttl;       /* TAKEN: the holder's TTL, -1 unknown */
+    const char *holder; /* TAKEN: the holder's token, if the script names it */
+    size_t holder_len;
+} dlock__acquire_reply;
+
+void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
+                           dlock__acquire_reply *out);
+
+/* release.lua, extend.lua, reentrant_release/extend/forget.lua,
+ * fair_release.lua: 1 done (fair: 2, done and handed over), 0 the key is
+ * gone, -1 another owner holds it; reentrant release: {code, holds left}. */
+typedef enum { DLOCK__OWN_DONE, DLOCK__OWN_GONE, DLOCK__OWN_OTHER } dlock__own_verdict;
+
+typedef struct dlock__owner_reply {
+    int err;
+    const char *detail;
+    int replied;     /* the node ran the script (err may still be EPROTO) */
+    dlock__own_verdict verdict;
+    long long count; /* DONE, reentrant release: holds left */
+} dlock__owner_reply;
+
+void dlock__decode_owner(int err, const redisReply *r, const char *detail,
+                         dlock__owner_reply *out);
+
+/* fence_sync.lua: the counter after raising it to at least `want`. */
+void dlock__decode_fence_sync(int err, const redisReply *r, const char *detail,
+                              uint64_t want, int *out_err, const char **out_detail);
+
+/* reentrant_undo.lua: 1 taken back or 0 nothing to take back both settle
+ * the attempt on that node. Returns 1 if settled. */
+int dlock__decode_undo(int err, const redisReply *r);
+
+/* renew_batch.lua: one integer per lock of the call; 1 renewed. Returns
+ * 1 renewed, 0 not ours / gone, -1 failed (no usable reply). */
+int dlock__decode_renew(int err, const redisReply *r, size_t n, size_t i);
+
+/* status.lua: {held, pttl, fence}. */
+typedef struct dlock__status_reply {
+    int err;
+    int held;
+    int64_t ttl_ms; /* -1: none or unknown */
+    uint64_t fence;
+} dlock__status_reply;
+
+void dlock__decode_status(int err, const redisReply *r, dlock__status_reply *out);
+
+#endif
