@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Turns every src/scripts/NAME.lua into a C string plus its SHA1 digest.
 # Invoked at build time: cmake -DOUT=file.c -DDIR=src/scripts -P embed_scripts.cmake
+# A line "--#include FILE.lua" is replaced by src/scripts/lib/FILE.lua (a
+# prelude shared by several scripts); the digest is that of the joined body,
+# the text EVAL sends, so it is what Redis computes too.
 file(GLOB files "${DIR}/*.lua")
 list(SORT files)
 set(body "/* Generated from the Lua files in src/scripts by cmake/embed_scripts.cmake. Do not edit. */\n#include \"scripts.h\"\n\n")
@@ -8,7 +11,17 @@ set(table "")
 foreach(f ${files})
   get_filename_component(name ${f} NAME_WE)
   file(READ ${f} src)
-  file(SHA1 ${f} sha)
+  string(REGEX MATCHALL "--#include [A-Za-z0-9_]+\\.lua" incs "${src}")
+  foreach(inc ${incs})
+    string(REGEX REPLACE "^--#include " "" lib "${inc}")
+    if(NOT EXISTS "${DIR}/lib/${lib}")
+      message(FATAL_ERROR "${f}: ${inc}: no ${DIR}/lib/${lib}")
+    endif()
+    file(READ "${DIR}/lib/${lib}" libsrc)
+    string(REGEX REPLACE "\n$" "" libsrc "${libsrc}")
+    string(REPLACE "${inc}" "${libsrc}" src "${src}")
+  endforeach()
+  string(SHA1 sha "${src}")
   string(REPLACE "\\" "\\\\" esc "${src}")
   string(REPLACE "\"" "\\\"" esc "${esc}")
   string(REPLACE "\n" "\\n\"\n    \"" esc "${esc}")

@@ -25,16 +25,7 @@
 -- before the first write: Redis keeps what a script wrote before an error,
 -- so an INCR failing after the SET would leave a lock nobody holds.
 
--- The fencing counter must be absent or a decimal below 2^53 (what INCR
--- and fence_sync.lua can count on); checked before anything is written.
-local function bad_fence(k)
-  local t = redis.call('type', k).ok
-  if t == 'none' then return nil end
-  local f = t == 'string' and redis.call('get', k)
-  if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
-  return redis.error_reply('WRONGTYPE the fencing counter of this lock holds a ' .. t ..
-                           ' that is not a counter; nothing written')
-end
+--#include bad_fence.lua
 if redis.call('exists', KEYS[1]) == 0 then
   if #KEYS > 1 then
     local e = bad_fence(KEYS[2])

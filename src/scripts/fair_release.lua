@@ -30,16 +30,7 @@
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
 
--- The fencing counter must be absent or a decimal below 2^53 (what INCR
--- and fence_sync.lua can count on).
-local function bad_fence(k)
-  local t = redis.call('type', k).ok
-  if t == 'none' then return nil end
-  local f = t == 'string' and redis.call('get', k)
-  if f and (f == '0' or (#f <= 15 and string.match(f, '^[1-9]%d*$'))) then return nil end
-  return redis.error_reply('WRONGTYPE the fencing counter of this lock holds a ' .. t ..
-                           ' that is not a counter; nothing written')
-end
+--#include bad_fence.lua
 
 local v = redis.call('get', lock)
 if v ~= tok then
