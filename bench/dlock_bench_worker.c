@@ -393,6 +393,11 @@ static double run_contend(dlock_lock *lock, const worker_args *a, counters *c,
             } else {
                 c->errors++;
                 report(c, "acquire", rc, lock);
+                /* The library's rule for what a retry may mend: a node
+                 * that is down or busy may come back; a refusal, bad
+                 * credentials or a wrong type will not. */
+                if (!dlock_error_is_transient(rc))
+                    break;
                 sleep_ns(1000000); /* do not spin on a failing node */
             }
             if (wall_now_s() >= stop_at)

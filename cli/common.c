@@ -346,6 +346,10 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
 
 int cli_exit_for(int rc)
 {
+    /* Unreachable, no reply, busy, no quorum: Redis cannot give an answer
+     * now; a later try may (the library's rule, shared with the bench). */
+    if (dlock_error_is_transient(rc))
+        return CLI_EXIT_UNAVAILABLE;
     switch (rc) {
     case DLOCK_OK:
         return 0;
@@ -365,8 +369,8 @@ int cli_exit_for(int rc)
     case DLOCK_EPROTO:
         return CLI_EXIT_PROTOCOL;
     default:
-        /* Unreachable, no reply, busy, no quorum, unsupported: Redis
-         * cannot give an answer now; a later try may. */
+        /* Unsupported, TLS, out of memory: not transient, but nothing the
+         * caller's arguments can fix either; 69 as for the transient ones. */
         return CLI_EXIT_UNAVAILABLE;
     }
 }

@@ -7,28 +7,18 @@
 
 #include "cli.h"
 
-typedef struct summary {
-    size_t n, held, answered, quorum;
-    /* "held": on a majority; "free": on no node, and a majority answered;
-     * "partial": on some nodes, not a majority (a failed or ending
-     * Redlock attempt); "unknown": too few nodes answered to tell. */
-    const char *state;
-} summary;
-
-static summary summarize(const dlock_node_status *st, size_t n)
+static const char *state_name(dlock_status_state st)
 {
-    summary s = {n, 0, 0, n / 2 + 1, "unknown"};
-    for (size_t i = 0; i < n; i++) {
-        if (st[i].error != DLOCK_OK)
-            continue;
-        s.answered++;
-        s.held += st[i].held != 0;
+    switch (st) {
+    case DLOCK_STATUS_HELD:
+        return "held";
+    case DLOCK_STATUS_FREE:
+        return "free";
+    case DLOCK_STATUS_PARTIAL:
+        return "partial";
+    default:
+        return "unknown";
     }
-    if (s.held >= s.quorum)
-        s.state = "held";
-    else if (s.answered >= s.quorum)
-        s.state = s.held ? "partial" : "free";
-    return s;
 }
 
 /* JSON string: the lock name is arbitrary bytes; control characters are
@@ -49,13 +39,14 @@ static void json_string(const char *s, FILE *f)
 }
 
 static void print_json(dlock_client *c, const char *name, const dlock_node_status *st,
-                       const summary *s, FILE *f)
+                       const dlock_lock_status *s, FILE *f)
 {
     fputs("{\"name\":", f);
     json_string(name, f);
     fprintf(f, ",\"state\":\"%s\",\"held\":%s,\"nodes_held\":%zu,\"quorum\":%zu,\"nodes\":[",
-            s->state, s->held >= s->quorum ? "true" : "false", s->held, s->quorum);
-    for (size_t i = 0; i < s->n; i++) {
+            state_name(s->state), s->state == DLOCK_STATUS_HELD ? "true" : "false", s->held_on,
+            s->quorum);
+    for (size_t i = 0; i < s->nodes; i++) {
         fputs(i ? ",{\"node\":" : "{\"node\":", f);
         json_string(dlock_client_node_name(c, i), f);
         if (st[i].error != DLOCK_OK)
@@ -69,14 +60,14 @@ static void print_json(dlock_client *c, const char *name, const dlock_node_statu
 }
 
 static void print_text(dlock_client *c, const char *name, const dlock_node_status *st,
-                       const summary *s, FILE *f)
+                       const dlock_lock_status *s, FILE *f)
 {
     char esc[4096];
-    fprintf(f, "\"%s\": %s", cli_escape(name, esc, sizeof esc), s->state);
-    if (s->n > 1)
-        fprintf(f, " (held on %zu of %zu nodes, %zu needed)", s->held, s->n, s->quorum);
+    fprintf(f, "\"%s\": %s", cli_escape(name, esc, sizeof esc), state_name(s->state));
+    if (s->nodes > 1)
+        fprintf(f, " (held on %zu of %zu nodes, %zu needed)", s->held_on, s->nodes, s->quorum);
     fputc('\n', f);
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < s->nodes; i++) {
         fprintf(f, "  %-24s ", dlock_client_node_name(c, i));
         if (st[i].error != DLOCK_OK)
             fprintf(f, "error: %s (%s)\n", dlock_strerror(st[i].error),
@@ -101,21 +92,21 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     if (rc || (rc = cli_open_client(g, &c)) != 0)
         return rc;
     size_t n = dlock_client_node_count(c);
-    int src = dlock_client_status(c, name, st, n);
+    dlock_lock_status s = {DLOCK_STATUS_UNKNOWN, n, 0, 0, 0};
+    int src = dlock_client_status(c, name, n, st, &s);
     if (src == DLOCK_EINVAL) {
         dlock_client_free(c);
         return cli_usage_error(argv[0], "the lock name must be 1..%d bytes", DLOCK_NAME_MAX);
     }
-    summary s = summarize(st, n);
     if (json)
         print_json(c, name, st, &s, stdout);
     else
         print_text(c, name, st, &s, stdout);
     /* As test(1) and flock(1): 0 "yes, held", 1 "no"; 69 when too few
      * nodes answered to tell. */
-    if (s.held >= s.quorum)
+    if (s.state == DLOCK_STATUS_HELD)
         rc = 0;
-    else if (s.answered >= s.quorum)
+    else if (s.state != DLOCK_STATUS_UNKNOWN)
         rc = CLI_EXIT_CONFLICT;
     else
         rc = CLI_EXIT_UNAVAILABLE;

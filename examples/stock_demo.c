@@ -273,7 +273,7 @@ static void worker_main(int id, int use_lock, const char *url, const redis_targe
         /* Connect now, before the start, so that the first wait measured
          * is a wait for the lock and not for a TCP handshake. */
         dlock_node_status st;
-        if ((rc = dlock_client_status(client, LOCK_NAME, &st, 1)) != DLOCK_OK) {
+        if ((rc = dlock_client_status(client, LOCK_NAME, 1, &st, NULL)) != DLOCK_OK) {
             rep.failed = 1;
             snprintf(rep.msg, sizeof rep.msg, "dlock_client_status: %s", dlock_strerror(rc));
             goto out;

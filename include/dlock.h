@@ -30,7 +30,7 @@
  * client may be called concurrently (connections come from a per-node pool).
  * A dlock_lock handle is used by one thread at a time, with three exceptions
  * that are safe from any thread at any time: dlock_lock_cancel(),
- * dlock_lock_state(), dlock_lock_validity_ms(), dlock_lock_holder_ttl_ms()
+ * dlock_lock_state_get(), dlock_lock_validity_ms(), dlock_lock_holder_ttl_ms()
  * and dlock_lock_name(). Callbacks say which thread
  * runs them.
  *
@@ -154,6 +154,17 @@ typedef enum dlock_error {
 DLOCK_EXTERN(const char *) dlock_strerror(int code);
 /** Static symbolic name such as "DLOCK_ENOTOWNER"; "DLOCK_E?" if unknown. */
 DLOCK_EXTERN(const char *) dlock_errname(int code);
+/** 1 if @p code says the store could not answer now and the same call may
+ *  succeed later with nothing changed: DLOCK_EIO (not reached),
+ *  DLOCK_EUNKNOWN (no reply in time), DLOCK_EBUSY (LOADING, BUSY, a node
+ *  that restarted too recently to vote) and DLOCK_ENOQUORUM (too few of
+ *  those nodes answered). 0 for everything else: DLOCK_OK and the lock's
+ *  own answers (DLOCK_ENOTACQUIRED, DLOCK_ETIMEDOUT, DLOCK_ENOTOWNER, ...:
+ *  the store did answer), and failures that a retry alone does not mend
+ *  (credentials, refusals, wrong types, TLS, bad arguments, memory). A
+ *  waiting acquire rides out exactly these node errors; the dlock command
+ *  exits 69 (EX_UNAVAILABLE) for them. */
+DLOCK_EXTERN(int) dlock_error_is_transient(int code);
 /** The library's version string at run time, e.g. "0.1.0". */
 DLOCK_EXTERN(const char *) dlock_version(void);
 
@@ -337,6 +348,27 @@ DLOCK_EXTERN(size_t) dlock_client_node_count(const dlock_client *client);
 DLOCK_EXTERN(const char *)
 dlock_client_node_name(const dlock_client *client, size_t i);
 
+/** What dlock_client_status() makes of all nodes together. */
+typedef enum dlock_status_state {
+    /** Too few nodes answered to tell. */
+    DLOCK_STATUS_UNKNOWN = 0,
+    /** On no node, and a majority answered. */
+    DLOCK_STATUS_FREE = 1,
+    /** On some nodes, not a majority (a failed or ending Redlock attempt). */
+    DLOCK_STATUS_PARTIAL = 2,
+    /** On a majority of nodes. */
+    DLOCK_STATUS_HELD = 3
+} dlock_status_state;
+
+/** The verdict of dlock_client_status() over all nodes. */
+typedef struct dlock_lock_status {
+    dlock_status_state state;
+    size_t nodes;    /**< nodes asked */
+    size_t answered; /**< nodes that answered */
+    size_t held_on;  /**< nodes where the key exists */
+    size_t quorum;   /**< nodes needed for a majority */
+} dlock_lock_status;
+
 /** What dlock_client_status() reports for one node. */
 typedef struct dlock_node_status {
     /** DLOCK_OK when the node answered; otherwise the error code. */
@@ -351,17 +383,20 @@ typedef struct dlock_node_status {
 
 /**
  * Look at a lock by name without taking it: held or free, remaining TTL and
- * last fencing token, per node. The client's key_prefix applies, as for
- * dlock_lock_new().
+ * last fencing token, per node, and the verdict over all nodes (the
+ * majority rule is the library's, as for an acquire). The client's
+ * key_prefix applies, as for dlock_lock_new(). Inputs first, outputs last.
  *
- * @param out   array of at least dlock_client_node_count() entries.
- * @param n_out its length.
+ * @param n_nodes the length of @p nodes: at least dlock_client_node_count().
+ * @param nodes   receives one entry per node.
+ * @param summary receives the verdict; may be NULL.
  * @return DLOCK_OK if at least one node answered (per-node errors are in
- *         out[i].error), DLOCK_EINVAL, or the error of the only node.
+ *         nodes[i].error), DLOCK_EINVAL, or the error of the only node.
+ *         The summary is filled whenever the nodes were asked.
  */
 DLOCK_EXTERN(int)
-dlock_client_status(dlock_client *client, const char *name,
-                    dlock_node_status *out, size_t n_out);
+dlock_client_status(dlock_client *client, const char *name, size_t n_nodes,
+                    dlock_node_status *nodes, dlock_lock_status *summary);
 
 /**@}*/
 
@@ -418,7 +453,11 @@ typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
 
 #define DLOCK_LOCK_OPTIONS_VERSION 1
 
-/** Lock options. Initialise with DLOCK_LOCK_OPTIONS_INIT. */
+/** Lock options. Initialise with DLOCK_LOCK_OPTIONS_INIT. As for client
+ *  options, `version` is the DLOCK_LOCK_OPTIONS_VERSION the caller was
+ *  built with: the library accepts 1 to the current one and reads only the
+ *  fields that version had, keeping the defaults for later ones (new
+ *  fields are only ever added at the end). */
 typedef struct dlock_lock_options {
     unsigned int version; /**< DLOCK_LOCK_OPTIONS_VERSION */
     /** Lease length. 1..DLOCK_TTL_MAX_MS; default 30000. */
@@ -444,8 +483,9 @@ typedef struct dlock_lock_options {
 #define DLOCK_LOCK_OPTIONS_INIT                                                \
     { DLOCK_LOCK_OPTIONS_VERSION, 30000, 0u, 0, 10, 200, NULL, NULL }
 
-/** Fill @p opts with the defaults. DLOCK_EINVAL for NULL or an unknown
- *  version. */
+/** Fill @p opts with the defaults for @p version (1..DLOCK_LOCK_OPTIONS_VERSION:
+ *  only the fields that version has are written). DLOCK_EINVAL for NULL or
+ *  an unknown version. */
 DLOCK_EXTERN(int)
 dlock_lock_options_init(dlock_lock_options *opts, unsigned int version);
 

@@ -47,6 +47,22 @@ const char *dlock_errname(int code)
     return "DLOCK_E?";
 }
 
+int dlock_error_is_transient(int code)
+{
+    /* Unreachable, silent or busy nodes may come back while a caller
+     * waits; refusals, bad credentials and wrong types will not (the
+     * waiting acquire's rule, quorum.c). */
+    switch (code) {
+    case DLOCK_EIO:
+    case DLOCK_EUNKNOWN:
+    case DLOCK_EBUSY:
+    case DLOCK_ENOQUORUM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 const char *dlock_version(void)
 {
     return DLOCK_VERSION_STRING;

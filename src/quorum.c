@@ -65,8 +65,9 @@ void dlock__tally_error(dlock__tally *t, size_t node, int code, const char *deta
 {
     count_error(t, node, code);
     /* Unreachable, busy or silent nodes may come back while we wait;
-     * refusals, bad credentials and wrong types will not. */
-    if (code != DLOCK_EIO && code != DLOCK_EBUSY && code != DLOCK_EUNKNOWN)
+     * refusals, bad credentials and wrong types will not. (A node's own
+     * code is never DLOCK_ENOQUORUM.) */
+    if (!dlock_error_is_transient(code))
         t->fatal_err = 1;
     if (t->quiet)
         return;

@@ -34,8 +34,24 @@ static int status_cb(void *arg, size_t node, uint32_t idx, int err,
     return 0;
 }
 
-int dlock_client_status(dlock_client *c, const char *name,
-                        dlock_node_status *out, size_t n_out)
+/* The verdict over all nodes: the same majority as an acquire's. */
+static void summarize(const dlock_client *c, const dlock_node_status *st, dlock_lock_status *s)
+{
+    *s = (dlock_lock_status){DLOCK_STATUS_UNKNOWN, c->n_nodes, 0, 0, c->quorum};
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        if (st[i].error != DLOCK_OK)
+            continue;
+        s->answered++;
+        s->held_on += st[i].held != 0;
+    }
+    if (s->held_on >= s->quorum)
+        s->state = DLOCK_STATUS_HELD;
+    else if (s->answered >= s->quorum)
+        s->state = s->held_on ? DLOCK_STATUS_PARTIAL : DLOCK_STATUS_FREE;
+}
+
+int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
+                        dlock_node_status *out, dlock_lock_status *summary)
 {
     if (!c || !name || !out || n_out < c->n_nodes || dlock__client_forked(c))
         return DLOCK_EINVAL;
@@ -61,6 +77,8 @@ int dlock_client_status(dlock_client *c, const char *name,
     dlock__free(key);
     if (rc != DLOCK_OK)
         return rc;
+    if (summary)
+        summarize(c, out, summary);
     if (ctx.answered > 0)
         return DLOCK_OK;
     return c->n_nodes == 1 ? out[0].error : DLOCK_ENOQUORUM;

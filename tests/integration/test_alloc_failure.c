@@ -138,7 +138,7 @@ static void fx_open(fx *f, const path *p)
     if (p->pool > 0) {
         /* Warm the pool: connections exist and have loaded the scripts. */
         dlock_node_status st[N_NODES];
-        assert_int_equal(dlock_client_status(f->c, "alloc:warm", st, N_NODES), DLOCK_OK);
+        assert_int_equal(dlock_client_status(f->c, "alloc:warm", N_NODES, st, NULL), DLOCK_OK);
     }
 }
 

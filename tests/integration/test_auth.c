@@ -156,7 +156,7 @@ static void status_with_wrong_password_is_an_auth_error(void **state)
     dlock_client *c = NULL;
     assert_int_equal(dlock_client_new(&c, urls, 1, NULL, NULL, 0), DLOCK_OK);
     dlock_node_status st;
-    assert_int_equal(dlock_client_status(c, "auth:lock", &st, 1), DLOCK_EAUTH);
+    assert_int_equal(dlock_client_status(c, "auth:lock", 1, &st, NULL), DLOCK_EAUTH);
     assert_int_equal(st.error, DLOCK_EAUTH);
     dlock_client_free(c);
 }

@@ -185,10 +185,10 @@ static void key_prefix_applies_to_the_lock_key_and_its_helpers(void **state)
     freeReplyObject(r);
     /* status sees it through the prefix; a client without one does not. */
     dlock_node_status st;
-    assert_int_equal(dlock_client_status(c, "x", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(c, "x", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.held, 1);
     assert_int_equal(st.fence, 1);
-    assert_int_equal(dlock_client_status(test_cl, "x", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(test_cl, "x", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.held, 0);
     /* Another namespace's "x" is another lock. */
     dlock_lock *other = test_lock_new(test_cl, "x", 30000, 0, 10, 200);
@@ -281,7 +281,7 @@ static void acl_user_limited_to_the_prefix_uses_every_mode(void **state)
     assert_true(dlock_lock_fence(a) >= 1);
     assert_int_equal(dlock_lock_extend(a, 0), DLOCK_OK);
     dlock_node_status st;
-    assert_int_equal(dlock_client_status(c, "x", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(c, "x", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.error, DLOCK_OK);
     assert_int_equal(st.held, 1);
     waiter w = {c, "x", -100};

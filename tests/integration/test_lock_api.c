@@ -165,7 +165,7 @@ static void every_function_accepts_null_handles(void **state)
     assert_int_equal(dlock_client_node_count(NULL), 0);
     assert_null(dlock_client_node_name(NULL, 0));
     dlock_node_status st;
-    assert_int_equal(dlock_client_status(NULL, "x", &st, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(NULL, "x", 1, &st, NULL), DLOCK_EINVAL);
 }
 
 static void status_reports_held_and_free_locks(void **state)
@@ -177,13 +177,13 @@ static void status_reports_held_and_free_locks(void **state)
     assert_int_equal(dlock_lock_new(&l, test_cl, "api:status", &o), DLOCK_OK);
     dlock_node_status st;
     /* Never taken: free, no TTL, no fence yet. */
-    assert_int_equal(dlock_client_status(test_cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(test_cl, "api:status", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.error, DLOCK_OK);
     assert_int_equal(st.held, 0);
     assert_int_equal(st.ttl_ms, -1);
     assert_int_equal(st.fence, 0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    assert_int_equal(dlock_client_status(test_cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(test_cl, "api:status", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.error, DLOCK_OK);
     assert_int_equal(st.held, 1);
     assert_true(st.ttl_ms > 0 && st.ttl_ms <= 20000);
@@ -191,7 +191,7 @@ static void status_reports_held_and_free_locks(void **state)
     assert_true(st.fence > 0);
     uint64_t fence = st.fence;
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(dlock_client_status(test_cl, "api:status", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(test_cl, "api:status", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.held, 0);
     assert_int_equal(st.ttl_ms, -1);
     assert_int_equal(st.fence, fence); /* the counter stays */
@@ -217,15 +217,15 @@ static void status_rejects_bad_arguments(void **state)
 {
     (void)state;
     dlock_node_status st[2];
-    assert_int_equal(dlock_client_status(test_cl, NULL, st, 1), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_status(test_cl, "x", NULL, 1), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_status(test_cl, "x", st, 0), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_status(test_cl, "", st, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, NULL, 1, st, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, "x", 1, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, "x", 0, st, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, "", 1, st, NULL), DLOCK_EINVAL);
     char *name = malloc(DLOCK_NAME_MAX + 2);
     assert_non_null(name);
     memset(name, 'n', DLOCK_NAME_MAX + 1);
     name[DLOCK_NAME_MAX + 1] = '\0';
-    assert_int_equal(dlock_client_status(test_cl, name, st, 2), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_status(test_cl, name, 2, st, NULL), DLOCK_EINVAL);
     free(name);
 }
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Option structs across versions: a program built against an older dlock.h
- * passes a shorter dlock_client_options with its older version number, and
- * the library must read only the fields that version had (defaults for the
- * rest) and write only those in dlock_client_options_init(). Each test lays
- * the old struct out as the 0.1.0 header did, followed by bytes that would
- * be wild pointers if the library read past it. */
+ * passes a shorter dlock_client_options (or dlock_lock_options) with its
+ * older version number, and the library must read only the fields that
+ * version had (defaults for the rest) and write only those in
+ * dlock_*_options_init(). Each test lays the old struct out as the 0.1.0
+ * header did, followed by bytes that would be wild pointers if the library
+ * read past it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,6 +98,76 @@ static void unknown_option_versions_are_refused(void **state)
                      DLOCK_EINVAL);
 }
 
+/* dlock_lock_options as dlock 0.1.0 defined it (version 1). When a field
+ * is added (version 2), this stays as it is: the library must then read
+ * only these bytes of a version 1 struct. */
+typedef struct v1_lock_options {
+    unsigned int version;
+    int64_t ttl_ms;
+    unsigned int flags;
+    int64_t renew_interval_ms;
+    int64_t retry_min_ms;
+    int64_t retry_max_ms;
+    dlock_lost_fn on_lost;
+    void *on_lost_arg;
+} v1_lock_options;
+
+typedef union v1_lock_in_memory {
+    unsigned char bytes[sizeof(dlock_lock_options) + 64];
+    v1_lock_options v1;
+} v1_lock_in_memory;
+
+static void version_1_lock_options_are_read_without_the_fields_added_later(void **state)
+{
+    (void)state;
+    v1_lock_in_memory m;
+    memset(m.bytes, GARBAGE, sizeof m.bytes);
+    m.v1 = (v1_lock_options){1, 4000, 0u, 0, 10, 200, NULL, NULL};
+    memset(m.bytes + sizeof m.v1, GARBAGE, sizeof m.bytes - sizeof m.v1);
+
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, c, "abi:lock-v1", (const dlock_lock_options *)(void *)m.bytes),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    long long pttl = test_key_pttl(&test_srv, "abi:lock-v1");
+    assert_true(pttl > 0 && pttl <= 4000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void lock_options_init_of_version_1_writes_only_a_version_1_struct(void **state)
+{
+    (void)state;
+    v1_lock_in_memory m;
+    memset(m.bytes, GARBAGE, sizeof m.bytes);
+    assert_int_equal(dlock_lock_options_init((dlock_lock_options *)(void *)m.bytes, 1), DLOCK_OK);
+    assert_int_equal(m.v1.version, 1);
+    assert_int_equal(m.v1.ttl_ms, 30000);
+    assert_int_equal(m.v1.retry_max_ms, 200);
+    assert_null(m.v1.on_lost_arg);
+    for (size_t i = sizeof m.v1; i < sizeof m.bytes; i++)
+        assert_int_equal(m.bytes[i], GARBAGE);
+}
+
+static void unknown_lock_option_versions_are_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *l = NULL;
+    o.version = 0;
+    assert_int_equal(dlock_lock_new(&l, c, "abi:x", &o), DLOCK_EINVAL);
+    assert_null(l);
+    o.version = DLOCK_LOCK_OPTIONS_VERSION + 1;
+    assert_int_equal(dlock_lock_new(&l, c, "abi:x", &o), DLOCK_EINVAL);
+    assert_null(l);
+    assert_int_equal(dlock_lock_options_init(&o, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_options_init(&o, DLOCK_LOCK_OPTIONS_VERSION + 1), DLOCK_EINVAL);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -104,6 +175,10 @@ int main(void)
                                   test_srv_flush),
         cmocka_unit_test(init_of_version_1_writes_only_a_version_1_struct),
         cmocka_unit_test(unknown_option_versions_are_refused),
+        cmocka_unit_test_teardown(version_1_lock_options_are_read_without_the_fields_added_later,
+                                  test_srv_flush),
+        cmocka_unit_test(lock_options_init_of_version_1_writes_only_a_version_1_struct),
+        cmocka_unit_test(unknown_lock_option_versions_are_refused),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

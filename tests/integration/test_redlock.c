@@ -556,7 +556,7 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
     dlock_lock *l = lock_for(c, key, 10000);
     dlock_node_status st[N_NODES];
 
-    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    assert_int_equal(dlock_client_status(c, key, N_NODES, st, NULL), DLOCK_OK);
     for (int i = 0; i < N_NODES; i++) {
         assert_int_equal(st[i].error, DLOCK_OK);
         assert_int_equal(st[i].held, 0);
@@ -568,7 +568,7 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
     assert_true(fence > 0);
-    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    assert_int_equal(dlock_client_status(c, key, N_NODES, st, NULL), DLOCK_OK);
     int synced = 0;
     for (int i = 0; i < 4; i++) {
         assert_int_equal(st[i].error, DLOCK_OK);
@@ -582,7 +582,7 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
     assert_int_equal(st[4].held, 0);
 
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    assert_int_equal(dlock_client_status(c, key, N_NODES, st, NULL), DLOCK_OK);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(st[i].held, 0);
         assert_int_equal(st[i].ttl_ms, -1);
@@ -590,7 +590,7 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
 
     /* Status cannot tell owners apart: another owner's key shows as held. */
     set_other(0, key);
-    assert_int_equal(dlock_client_status(c, key, st, N_NODES), DLOCK_OK);
+    assert_int_equal(dlock_client_status(c, key, N_NODES, st, NULL), DLOCK_OK);
     assert_int_equal(st[0].held, 1);
     assert_true(st[0].ttl_ms > 0);
     assert_int_equal(st[1].held, 0);

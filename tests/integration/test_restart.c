@@ -83,7 +83,7 @@ static void killed_server_gives_node_errors_never_success(void **state)
     assert_int_equal(dlock_lock_state_get(other), DLOCK_STATE_UNLOCKED);
     assert_null(dlock_lock_token(other));
     dlock_node_status st;
-    assert_node_error(dlock_client_status(cl, "restart:held", &st, 1), "status", NULL);
+    assert_node_error(dlock_client_status(cl, "restart:held", 1, &st, NULL), "status", NULL);
     assert_node_error(st.error, "status entry", NULL);
     /* The teardown frees handles that hold (or think they hold) a lock on
      * the dead node: that must be fine too. */
@@ -105,7 +105,7 @@ static void same_client_recovers_after_restart(void **state)
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
     dlock_node_status st;
-    assert_int_equal(dlock_client_status(cl, "restart:a", &st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, "restart:a", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.held, 0);
 }
 

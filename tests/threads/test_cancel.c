@@ -150,7 +150,7 @@ static void two_threads_share_one_client_for_different_locks(void **state)
                      dlock_lock_errmsg(lp[i].lock));
         assert_int_equal(lp[i].ok_rounds, ROUNDS);
         dlock_node_status st;
-        assert_int_equal(dlock_client_status(test_cl, lp[i].name, &st, 1), DLOCK_OK);
+        assert_int_equal(dlock_client_status(test_cl, lp[i].name, 1, &st, NULL), DLOCK_OK);
         assert_int_equal(st.held, 0);
         assert_int_equal(st.fence, ROUNDS);
         dlock_lock_free(lp[i].lock);
