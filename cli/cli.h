@@ -77,6 +77,18 @@ enum cli_long_opt {
     CLI_OPT_PRINT_FENCE
 };
 
+/* The one table of lock options, shared by `run` and the commands that
+ * take a lock (acquire); cli_lock_option() parses every one of them. */
+#define CLI_LOCK_LONGOPTS                                                      \
+    {"ttl", required_argument, NULL, 't'},                                     \
+    {"wait", required_argument, NULL, 'w'},                                    \
+    {"nonblock", no_argument, NULL, 'n'},                                      \
+    {"conflict-exit-code", required_argument, NULL, 'E'},                      \
+    {"fair", no_argument, NULL, CLI_OPT_FAIR},                                 \
+    {"fence", no_argument, NULL, CLI_OPT_FENCE},                               \
+    {"no-fence", no_argument, NULL, CLI_OPT_NO_FENCE},                         \
+    {"quiet", no_argument, NULL, 'q'},
+
 /* Values of the TLS options (cli/tls.c), apart from the others. */
 enum cli_tls_opt {
     CLI_OPT_TLS = 512,
@@ -134,12 +146,17 @@ typedef struct cli_lock_opts {
     int print_fence; /* acquire --print-fence: print "TOKEN FENCE" */
 } cli_lock_opts;
 
+/* The defaults of the lock options; extend waits for nothing. */
+#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0}
+
 /* common.c */
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int cli_bad_option(const char *cmd, int c, int optopt_value, char **argv, int ind);
 int cli_lock_option(const char *cmd, int c, const char *arg, cli_lock_opts *o);
+/* The library's lock options for o, with `flags` added (DLOCK_AUTO_RENEW). */
+dlock_lock_options cli_lock_options(const cli_lock_opts *o, unsigned flags);
 int cli_parse_duration(const char *cmd, const char *opt, const char *text,
                        int64_t *out_ms);
 int cli_parse_ttl(const char *cmd, const char *text, int64_t *out_ms);
@@ -149,7 +166,11 @@ const char *cli_nodes(const dlock_client *c, char *buf, size_t len);
 int cli_open_client(cli_global *g, dlock_client **out);
 int cli_open_lock(dlock_client *c, const char *name,
                   const dlock_lock_options *lo, dlock_lock **out);
-int cli_exit_for(int rc);
+/* The one mapping from a dlock code to an exit status. o (may be NULL)
+ * supplies -E for a lock not acquired; a signal that interrupted an
+ * acquire (sig != 0, rc DLOCK_ECANCELED, or DLOCK_OK taken too late)
+ * exits 128 + sig, as a shell reports it. */
+int cli_exit_for(int rc, const cli_lock_opts *o, int sig);
 void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing);
 /* `text` with control characters as \xNN, for human-readable output. */
 const char *cli_escape(const char *text, char *buf, size_t len);

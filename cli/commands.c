@@ -26,15 +26,8 @@ int cli_parse_simple(const char *cmd, int argc, char **argv, cli_global *g, cons
                      cli_lock_opts *o, int *json, int n_args, const char **args)
 {
     static const struct option longopts[] = {
-        {"ttl", required_argument, NULL, 't'},
-        {"wait", required_argument, NULL, 'w'},
-        {"nonblock", no_argument, NULL, 'n'},
-        {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"fair", no_argument, NULL, CLI_OPT_FAIR},
-        {"fence", no_argument, NULL, CLI_OPT_FENCE},
-        {"no-fence", no_argument, NULL, CLI_OPT_NO_FENCE},
+        CLI_LOCK_LONGOPTS
         {"print-fence", no_argument, NULL, CLI_OPT_PRINT_FENCE},
-        {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, CLI_OPT_JSON},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -66,7 +59,7 @@ int cli_parse_simple(const char *cmd, int argc, char **argv, cli_global *g, cons
 
 int cli_cmd_acquire(cli_global *g, int argc, char **argv)
 {
-    cli_lock_opts o = {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0};
+    cli_lock_opts o = CLI_LOCK_OPTS_INIT;
     const char *name = NULL;
     dlock_client *c = NULL;
     dlock_lock *lock = NULL;
@@ -78,9 +71,7 @@ int cli_cmd_acquire(cli_global *g, int argc, char **argv)
     cli_block_signals(&mask); /* before the library starts any thread */
     if ((rc = cli_open_client(g, &c)) != 0)
         return rc;
-    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
-    lo.ttl_ms = o.ttl_ms;
-    lo.flags = (o.fair ? DLOCK_FAIR : 0u) | (o.fence ? 0u : DLOCK_NO_FENCE);
+    dlock_lock_options lo = cli_lock_options(&o, 0);
     if ((rc = cli_open_lock(c, name, &lo, &lock)) != 0 ||
         (rc = cli_sigwatch_start(&sw, lock, -1)) != 0) {
         dlock_client_free(c);
@@ -104,12 +95,10 @@ int cli_cmd_acquire(cli_global *g, int argc, char **argv)
         }
         cli_msg("cannot print the token of \"%s\": %s; releasing it", name, strerror(errno));
         rc = CLI_EXIT_OSERR;
-    } else if (arc == DLOCK_OK || arc == DLOCK_ECANCELED) {
-        rc = sig ? 128 + sig : CLI_EXIT_UNAVAILABLE; /* interrupted: take nothing */
-    } else if (arc == DLOCK_ENOTACQUIRED || arc == DLOCK_ETIMEDOUT) {
-        rc = o.conflict_exit;
     } else {
-        rc = cli_exit_for(arc);
+        /* Interrupted (take nothing), not acquired (-E), or failed. An
+         * acquire taken after a signal with no signal noted cannot be. */
+        rc = cli_exit_for(arc == DLOCK_OK ? DLOCK_ECANCELED : arc, &o, sig);
     }
     dlock_lock_free(lock); /* releases it if an interrupt came just too late */
     dlock_client_free(c);
@@ -145,7 +134,7 @@ static int owner_error(dlock_client *c, dlock_lock *lock, int rc, const char *do
                 cli_nodes(c, nodes, sizeof nodes), doing);
     else
         cli_report(c, lock, rc, doing[0] == 'r' ? "release" : "extend");
-    return cli_exit_for(rc);
+    return cli_exit_for(rc, NULL, 0);
 }
 
 int cli_cmd_release(cli_global *g, int argc, char **argv)
@@ -168,7 +157,8 @@ int cli_cmd_release(cli_global *g, int argc, char **argv)
 
 int cli_cmd_extend(cli_global *g, int argc, char **argv)
 {
-    cli_lock_opts o = {30000, 0, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0};
+    cli_lock_opts o = CLI_LOCK_OPTS_INIT;
+    o.wait_ms = 0;
     const char *args[2];
     dlock_client *c = NULL;
     dlock_lock *lock = NULL;

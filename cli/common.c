@@ -315,7 +315,7 @@ int cli_open_client(cli_global *g, dlock_client **out)
         return cli_usage_error(NULL, "%s", *err ? err : "invalid Redis URL");
     cli_msg("cannot use %s%s: %s", cli_redact_url(g->urls[0], red, sizeof red),
             g->n_urls > 1 ? " (and others)" : "", *err ? err : dlock_strerror(rc));
-    return cli_exit_for(rc);
+    return cli_exit_for(rc, NULL, 0);
 }
 
 int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *lo,
@@ -341,11 +341,23 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
         return cli_usage_error(NULL, "\"%s\": invalid lock options", name);
     }
     cli_msg("\"%s\": %s", name, dlock_strerror(rc));
-    return cli_exit_for(rc);
+    return cli_exit_for(rc, NULL, 0);
 }
 
-int cli_exit_for(int rc)
+dlock_lock_options cli_lock_options(const cli_lock_opts *o, unsigned flags)
 {
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = o->ttl_ms;
+    lo.flags = flags | (o->fair ? DLOCK_FAIR : 0u) | (o->fence ? 0u : DLOCK_NO_FENCE);
+    return lo;
+}
+
+int cli_exit_for(int rc, const cli_lock_opts *o, int sig)
+{
+    if (sig && (rc == DLOCK_ECANCELED || rc == DLOCK_OK))
+        return 128 + sig; /* interrupted: nothing is kept */
+    if (o && (rc == DLOCK_ENOTACQUIRED || rc == DLOCK_ETIMEDOUT))
+        return o->conflict_exit;
     /* Unreachable, no reply, busy, no quorum: Redis cannot give an answer
      * now; a later try may (the library's rule, shared with the bench). */
     if (dlock_error_is_transient(rc))

@@ -49,14 +49,7 @@ typedef struct run_state {
 static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_global *g)
 {
     static const struct option longopts[] = {
-        {"ttl", required_argument, NULL, 't'},
-        {"wait", required_argument, NULL, 'w'},
-        {"nonblock", no_argument, NULL, 'n'},
-        {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"fair", no_argument, NULL, CLI_OPT_FAIR},
-        {"fence", no_argument, NULL, CLI_OPT_FENCE},
-        {"no-fence", no_argument, NULL, CLI_OPT_NO_FENCE},
-        {"quiet", no_argument, NULL, 'q'},
+        CLI_LOCK_LONGOPTS
         {"on-lost", required_argument, NULL, CLI_OPT_ON_LOST},
         {"grace", required_argument, NULL, CLI_OPT_GRACE},
         {"command", required_argument, NULL, 'c'},
@@ -379,8 +372,7 @@ static int run_program(run_state *rs, const sigset_t *mask)
 
 int cli_cmd_run(cli_global *g, int argc, char **argv)
 {
-    run_opts o = {{30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0}, LOST_TERM, 5000, NULL,
-                  NULL, {NULL, NULL, NULL, NULL}};
+    run_opts o = {CLI_LOCK_OPTS_INIT, LOST_TERM, 5000, NULL, NULL, {NULL, NULL, NULL, NULL}};
     run_state rs;
     sigset_t mask;
     int rc = parse_run(argv[0], argc, argv, &o, g);
@@ -403,9 +395,7 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &rs.client);
     if (rc)
         goto out;
-    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
-    lo.ttl_ms = o.lk.ttl_ms;
-    lo.flags = DLOCK_AUTO_RENEW | (o.lk.fair ? DLOCK_FAIR : 0u) | (o.lk.fence ? 0u : DLOCK_NO_FENCE);
+    dlock_lock_options lo = cli_lock_options(&o.lk, DLOCK_AUTO_RENEW);
     lo.on_lost = on_lost;
     lo.on_lost_arg = &rs;
     rc = cli_open_lock(rs.client, o.name, &lo, &rs.lock);
@@ -418,13 +408,7 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
     if (rc == DLOCK_OK) {
         rc = run_program(&rs, &mask);
     } else {
-        int sig = cli_sigwatch_finish(&rs.sw);
-        if (rc == DLOCK_ECANCELED && sig)
-            rc = 128 + sig;
-        else if (rc == DLOCK_ENOTACQUIRED || rc == DLOCK_ETIMEDOUT)
-            rc = o.lk.conflict_exit;
-        else
-            rc = cli_exit_for(rc);
+        rc = cli_exit_for(rc, &o.lk, cli_sigwatch_finish(&rs.sw));
     }
     cli_sigwatch_stop(&rs.sw);
 out:

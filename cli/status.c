@@ -116,7 +116,7 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         char nodes[512];
         cli_msg("\"%s\": no node answered (%s): %s", name, cli_nodes(c, nodes, sizeof nodes),
                 dlock_strerror(src));
-        rc = cli_exit_for(src);
+        rc = cli_exit_for(src, NULL, 0);
     }
     dlock_client_free(c);
     return rc;
