@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The dlock command: declarations shared by its files.
  *
- *   main.c      global options, dispatch, --help and --version
- *   common.c    messages, exit codes, durations, opening the client
+ *   main.c      global options, dispatch and --version
+ *   help.c      --help texts and the synopses of usage errors
+ *   common.c    messages, the exit-code mapping, the lock options' parser,
+ *               durations, opening the client
  *   wait.c      acquiring with a deadline, progress (-v), and the signal
  *               thread that lets SIGINT/SIGTERM/SIGHUP cancel a wait
  *   commands.c  acquire, release, extend (and their option parsing)
@@ -243,7 +245,7 @@ int cli_cmd_release(cli_global *g, int argc, char **argv);
 int cli_cmd_extend(cli_global *g, int argc, char **argv);
 int cli_cmd_status(cli_global *g, int argc, char **argv);
 
-/* main.c: help text; cmd NULL means the tool as a whole. */
+/* help.c: help text; cmd NULL means the tool as a whole. */
 void cli_synopsis(const char *cmd, FILE *f);
 int cli_help(const char *cmd);
 

@@ -3,7 +3,8 @@
  * one const table says, per kind, which script does each step and how a
  * waiting acquire goes. The lock path reads the table instead of testing
  * flags, so a new kind (shared, semaphore, multi-name: issue 17) is a new
- * row plus its scripts and, if it waits differently, its own acquire loop. */
+ * row plus its scripts and, if it waits differently, a wait style of its
+ * own (a loop in its own file). */
 #ifndef DLOCK_KINDS_H
 #define DLOCK_KINDS_H
 
@@ -22,6 +23,14 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_COUNT
 } dlock__kind_id;
 
+/* How a waiting acquire of the kind goes (lock.c maps it to the loop:
+ * wait.c's or fair.c's). */
+typedef enum dlock__wait_style {
+    DLOCK__WAIT_RETRY, /* attempts with backoff, woken by release messages */
+    DLOCK__WAIT_QUEUE, /* a place in line, handed the lock in turn */
+    DLOCK__WAIT_COUNT
+} dlock__wait_style;
+
 typedef struct dlock__kind {
     dlock__kind_id id;
     const char *name;
@@ -34,8 +43,7 @@ typedef struct dlock__kind {
     dlock__script_id forget;   /* drop the handle's bookkeeping on free */
     dlock__script_id leave;    /* leave the line (queued kinds) */
     const char *renew_mode;    /* renew_batch.lua's mode argument */
-    /* The whole acquire, waiting up to deadline_ns (wait.c, fair.c). */
-    int (*acquire_loop)(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
+    dlock__wait_style wait;    /* how a waiting acquire goes */
 } dlock__kind;
 
 /* The kind for a lock's flags (DLOCK_FAIR | DLOCK_REENTRANT together is

@@ -18,10 +18,12 @@
 #include "client.h"
 #include "clock.h"
 #include "error.h"
+#include "fair.h"
 #include "handle.h"
 #include "keys.h"
 #include "kinds.h"
 #include "quorum.h"
+#include "wait.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
@@ -53,6 +55,12 @@ int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
     memcpy(opts, &d, size);
     return DLOCK_OK;
 }
+
+/* The acquire loop of each wait style (kinds.h). */
+static int (*const acquire_loop[DLOCK__WAIT_COUNT])(dlock_lock *, int64_t, int64_t) = {
+    [DLOCK__WAIT_RETRY] = dlock__wait_acquire,
+    [DLOCK__WAIT_QUEUE] = dlock__fair_acquire,
+};
 
 /* The handle's renewal record hands the watchdog's rounds back here
  * (watchdog.h): only this module changes the handle's state. */
@@ -255,7 +263,7 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         l->cancel_fd[1] = pfd[1];
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     }
-    int rc = l->kind->acquire_loop(l, wait_ms, deadline);
+    int rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
     if (pfd[0] >= 0) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
         l->cancel_fd[0] = l->cancel_fd[1] = -1;

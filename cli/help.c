@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock --help and the synopses that usage errors print: text only, so
+ * that messages (common.c) and dispatch (main.c) both use it without
+ * depending on each other. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command_help {
+    const char *name;
+    const char *synopsis; /* one or more lines, each without "usage: " */
+    const char *help;     /* what follows the synopsis in --help */
+} command_help;
+
+#define LOCK_OPTS_HELP                                                         \
+    "  -t, --ttl=D          lease length (default 30s)\n"                      \
+    "  -w, --wait=D         give up after D (default: wait forever)\n"         \
+    "  -n, --nonblock       do not wait (same as -w 0)\n"                      \
+    "  -E, --conflict-exit-code=N\n"                                           \
+    "                       exit status when the lock is not acquired (1)\n"   \
+    "      --fair           serve waiters in arrival order (one node only)\n"  \
+    "      --fence          keep a fencing counter for NAME (a key that stays\n" \
+    "                       forever); --no-fence (the default) keeps none\n"   \
+    "  -q, --quiet          no message when the lock is busy (exit status only)\n" \
+    "  -v, --verbose        report progress on stderr\n"
+
+static const command_help commands[] = {
+    {"run",
+     "dlock [GLOBAL] run [OPTIONS] NAME -- PROGRAM [ARG]...\n"
+     "dlock [GLOBAL] run [OPTIONS] NAME -c 'SHELL COMMAND'\n",
+     "Take the lock NAME, run PROGRAM while renewing the lease, release it when\n"
+     "PROGRAM ends, and exit with PROGRAM's status. PROGRAM gets DLOCK_NAME,\n"
+     "DLOCK_TOKEN and DLOCK_FENCE (0 without --fence) and never a password.\n\n" LOCK_OPTS_HELP
+     "  -c, --command=CMD    run CMD with /bin/sh -c instead of PROGRAM\n"
+     "      --on-lost=WHAT   if the lock is lost: term (SIGTERM, then SIGKILL after\n"
+     "                       --grace; default), kill (SIGKILL), ignore (only report)\n"
+     "      --grace=D        time between SIGTERM and SIGKILL (default 5s)\n"},
+    {"acquire",
+     "dlock [GLOBAL] acquire [-t TTL] [-w WAIT | -n] [-E CODE] [-q] [--fair] [--fence | --print-fence] NAME\n",
+     "Take the lock NAME and print its owner token. Nothing renews it: it ends\n"
+     "after TTL, or earlier with 'dlock release NAME TOKEN'.\n\n" LOCK_OPTS_HELP
+     "      --print-fence    print 'TOKEN FENCE' (implies --fence)\n"},
+    {"release", "dlock [GLOBAL] release NAME TOKEN\n",
+     "Release the lock NAME if TOKEN still owns it. Exits 1 if it does not.\n"},
+    {"extend", "dlock [GLOBAL] extend [-t TTL] NAME TOKEN\n",
+     "Set the remaining lease of NAME to TTL (default 30s) if TOKEN still owns\n"
+     "it. Exits 1 if it does not.\n\n"
+     "  -t, --ttl=D          new lease length (default 30s)\n"},
+    {"status", "dlock [GLOBAL] status [--json] NAME\n",
+     "Show whether NAME is held, its remaining TTL and fencing token, per node.\n"
+     "Exits 0 when held, 1 when free (or held on too few nodes), 69 when too few\n"
+     "nodes answered.\n\n"
+     "      --json           print one JSON object\n"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static const char global_help[] =
+    "Distributed locks on Redis (Redlock with several nodes).\n\n"
+    "Commands: run, acquire, release, extend, status ('dlock COMMAND --help').\n\n"
+    "Global options:\n"
+    "  -r, --redis=URL          a Redis node; repeat for Redlock over several nodes\n"
+    "                           (default: $DLOCK_REDIS, else redis://127.0.0.1:6379)\n"
+    CLI_TLS_HELP
+    "      --connect-timeout=D  connect timeout per node (default 1s)\n"
+    "      --io-timeout=D       reply timeout per node (default 1s)\n"
+    "      --min-node-uptime=D  Redlock restart rule: ignore nodes up for less\n"
+    "                           than D (set to your longest TTL; default off)\n"
+    "      --user=USER          ACL user for every node (overrides the URLs')\n"
+    "  -a, --pass=PASSWORD      password for every node (visible in ps: prefer\n"
+    "                           DLOCK_PASSWORD or --password-file)\n"
+    "      --password-file=FILE read the password from the first line of FILE\n"
+    "      --no-auth-warning    no warning for -a\n"
+    "      --prefix=PREFIX      key namespace: lock NAME is the key PREFIX+NAME\n"
+    "  -q, --quiet              no message when the lock is busy\n"
+    "  -v, --verbose            report progress on stderr\n"
+    "  -h, --help               show this help\n"
+    "  -V, --version            show the version\n\n"
+    "Environment: DLOCK_REDIS (URLs, comma-separated), DLOCK_PASSWORD,\n"
+    "DLOCK_TLS, DLOCK_CACERT, DLOCK_CACERTDIR, DLOCK_CERT, DLOCK_KEY, DLOCK_SNI,\n"
+    "DLOCK_INSECURE.\n"
+    "Durations: 250ms, 30s, 5m, 1h, 1d, or seconds (1.5).\n"
+    "Exit status: the program's (run); 1 lock busy (-E) or status free; 64 usage;\n"
+    "66 password file unreadable; 69 Redis unreachable or no quorum, or TLS\n"
+    "verification failed; 75 lock lost;\n"
+    "76 Redis refused the command; 77 authentication or ACL refused;\n"
+    "128+N killed by signal N. See dlock(1).\n";
+
+static const command_help *find_command(const char *name)
+{
+    for (size_t i = 0; name && i < N_COMMANDS; i++)
+        if (!strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
+/* Print each line of a synopsis after "usage: " (or its indentation). */
+static void print_synopsis(const char *text, FILE *f)
+{
+    const char *lead = "usage: ";
+    while (*text) {
+        const char *nl = strchr(text, '\n');
+        size_t n = nl ? (size_t)(nl - text) : strlen(text);
+        fprintf(f, "%s%.*s\n", lead, (int)n, text);
+        lead = "       ";
+        text += n + (nl ? 1 : 0);
+    }
+}
+
+void cli_synopsis(const char *cmd, FILE *f)
+{
+    const command_help *c = find_command(cmd);
+    if (c) {
+        print_synopsis(c->synopsis, f);
+        return;
+    }
+    print_synopsis("dlock [-r URL]... [--user U] [-a PASS | --password-file F] [--prefix P] [-q] [-v]\n"
+                   "      [--connect-timeout D] [--io-timeout D] [--min-node-uptime D] COMMAND ...\n", f);
+}
+
+int cli_help(const char *cmd)
+{
+    const command_help *c = find_command(cmd);
+    cli_synopsis(cmd, stdout);
+    fputc('\n', stdout);
+    fputs(c ? c->help : global_help, stdout);
+    if (c)
+        fputs("\nGLOBAL options come before the command: see 'dlock --help'.\n", stdout);
+    return fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
+}
+

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The module graph of src/, cli/ and bench/ has no circle, and no source
+# file there is longer than MAX_LINES (default 600). Run by ctest (test
+# "modules") and so by `make check`.
+#
+# A module is a file's directory and base name: src/lock.c and src/lock.h
+# are one module, "src/lock". Each `#include "x.h"` line of a file is an
+# arrow from its module to the module of x.h (looked up beside the file,
+# then in src/ and include/). A circle (a <-> b, or longer) means two
+# modules cannot be understood or changed one without the other: that is
+# what fails, as a file over the size limit does.
+# usage: scripts/check-modules.sh [SOURCE_DIR]
+set -euo pipefail
+cd "${1:-$(dirname "$0")/..}"
+max=${MAX_LINES:-600}
+dirs=(src cli bench)
+
+edges=$(mktemp)
+trap 'rm -f "$edges"' EXIT
+status=0
+for d in "${dirs[@]}"; do
+  for f in "$d"/*.c "$d"/*.h; do
+    [ -f "$f" ] || continue
+    n=$(wc -l <"$f")
+    if [ "$n" -gt "$max" ]; then
+      echo "modules: $f has $n lines (more than $max): split it by concern" >&2
+      status=1
+    fi
+    from="$d/$(basename "${f%.*}")"
+    echo "$from $from" >>"$edges" # every module is a node, arrows or not
+    sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
+      while IFS= read -r inc; do
+        for cand in "$d/$inc" "src/$inc" "include/$inc"; do
+          if [ -f "$cand" ]; then
+            to="$(dirname "$cand")/$(basename "${cand%.*}")"
+            [ "$to" = "$from" ] || echo "$from $to"
+            break
+          fi
+        done
+      done >>"$edges"
+  done
+done
+
+# tsort(1) names the modules of each circle it meets on stderr.
+if ! out=$(tsort "$edges" 2>&1 >/dev/null) || [ -n "$out" ]; then
+  echo "modules: the include graph has a circle; tsort says:" >&2
+  echo "$out" | sed 's/^/  /' | head -20 >&2
+  echo "modules: arrows on it:" >&2
+  loop=$(echo "$out" | sed -n 's/^tsort: //p' | grep -v 'loop' | sort -u || true)
+  for m in $loop; do
+    grep "^$m " "$edges" | while read -r a b; do
+      if [ "$a" != "$b" ] && echo "$loop" | grep -qx "$b"; then echo "  $a -> $b"; fi
+    done
+  done | sort -u >&2
+  status=1
+fi
+[ "$status" -eq 0 ] && echo "modules: $(sort -u "$edges" | awk '$1 != $2' | wc -l) arrows between $(awk '{print $1}' "$edges" | sort -u | wc -l) modules, no circle, no file over $max lines"
+exit "$status"
