@@ -18,29 +18,21 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_handles.h"
 #include "test_util.h"
 
 /* Every test gets a client `cl`; handles and clients made through the
  * helpers below are freed after the test, and the test's keys with them. */
 static dlock_client *cl;
-static dlock_client *clients[4];
-static dlock_lock *handles[8];
-static size_t n_clients, n_handles;
 
 static dlock_client *client_for(const char *url)
 {
-    dlock_client *c = test_client_new(&url, 1, NULL);
-    assert_true(n_clients < sizeof clients / sizeof clients[0]);
-    clients[n_clients++] = c;
-    return c;
+    return test_handles_add_client(test_client_new(&url, 1, NULL));
 }
 
 static dlock_lock *lock_for(dlock_client *c, const char *name, int64_t ttl_ms)
 {
-    dlock_lock *l = test_lock_new(c, name, ttl_ms, 0, 5, 20);
-    assert_true(n_handles < sizeof handles / sizeof handles[0]);
-    handles[n_handles++] = l;
-    return l;
+    return test_handles_add(test_lock_new(c, name, ttl_ms, 0, 5, 20));
 }
 
 static int setup(void **state)
@@ -53,10 +45,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    while (n_handles > 0)
-        dlock_lock_free(handles[--n_handles]);
-    while (n_clients > 0)
-        dlock_client_free(clients[--n_clients]);
+    test_handles_free_all();
     return test_flushall(&test_srv);
 }
 

@@ -20,6 +20,7 @@
 #include "proc.h"
 #include "redis_server.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 static atomic_int n_logs;
 static char last_log[512];
@@ -52,23 +53,6 @@ static dlock_client *nochan_client(void)
     return test_client_new(urls, 1, &o);
 }
 
-typedef struct waiter {
-    dlock_lock *lock;
-    int64_t wait_ms;
-    int rc;
-    int64_t done_ms;
-} waiter;
-
-static void *wait_for(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->lock, w->wait_ms);
-    w->done_ms = test_now_ms();
-    if (w->rc == DLOCK_OK)
-        dlock_lock_release(w->lock);
-    return NULL;
-}
-
 static void release_succeeds_and_waiters_poll_when_pubsub_is_refused(unsigned flags,
                                                                      const char *name)
 {
@@ -79,25 +63,25 @@ static void release_succeeds_and_waiters_poll_when_pubsub_is_refused(unsigned fl
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
 
     for (int round = 0; round < 2; round++) {
-        waiter w = {l, 5000, -100, 0};
-        pthread_t th;
+        test_waiter w;
         int64_t t0 = test_now_ms();
-        assert_int_equal(pthread_create(&th, NULL, wait_for, &w), 0);
+        assert_int_equal(test_waiter_start(&w, l, 5000, TEST_WAITER_RELEASE), 0);
         test_sleep_ms(300);
         int64_t t_rel = test_now_ms();
         int rrc = dlock_lock_release(holder);
-        pthread_join(th, NULL);
+        int wrc = test_waiter_join(&w);
+        int64_t done_ms = atomic_load(&w.done_ms);
         print_message("%s round %d: release %s (%s); waiter %s %" PRId64
                       " ms after the release (%" PRId64 " ms after it began waiting)\n",
                       name, round, dlock_errname(rrc), dlock_lock_errmsg(holder),
-                      dlock_errname(w.rc), w.done_ms - t_rel, w.done_ms - t0);
+                      dlock_errname(wrc), done_ms - t_rel, done_ms - t0);
         /* The key was deleted: that is success, whatever PUBLISH said. */
         assert_int_equal(rrc, DLOCK_OK);
         assert_int_equal(test_key_exists(&test_srv, name), 0);
-        assert_int_equal(w.rc, DLOCK_OK);
+        assert_int_equal(wrc, DLOCK_OK);
         /* Polling with backoff up to 200 ms (fair: every refresh period):
          * well under the 2 s the refused SUBSCRIBE used to cost. */
-        assert_true(w.done_ms - t_rel < 1500);
+        assert_true(done_ms - t_rel < 1500);
         assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
     }
     print_message("on_log: %d message(s): %s\n", atomic_load(&n_logs), last_log);

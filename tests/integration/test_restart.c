@@ -15,15 +15,16 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_handles.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 #define IO_TIMEOUT_MS 300
 
 static test_redis srv;
 static dlock_client *cl;
-/* Handles made by lock_for(), freed after each test even when it fails. */
-static dlock_lock *handles[8];
-static size_t n_handles;
+/* Handles made by lock_for() are freed after each test even when it fails
+ * (test_handles.h). */
 
 static int setup(void **state)
 {
@@ -40,8 +41,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    while (n_handles > 0)
-        dlock_lock_free(handles[--n_handles]);
+    test_handles_free_all();
     dlock_client_free(cl);
     cl = NULL;
     test_redis_stop(&srv);
@@ -50,10 +50,7 @@ static int teardown(void **state)
 
 static dlock_lock *lock_for(const char *name, int64_t ttl_ms)
 {
-    dlock_lock *l = test_lock_new(cl, name, ttl_ms, 0, 5, 50);
-    assert_true(n_handles < sizeof handles / sizeof handles[0]);
-    handles[n_handles++] = l;
-    return l;
+    return test_handles_add(test_lock_new(cl, name, ttl_ms, 0, 5, 50));
 }
 
 /* A node that cannot be reached gives DLOCK_EIO (not sent) or DLOCK_EUNKNOWN
@@ -109,21 +106,6 @@ static void same_client_recovers_after_restart(void **state)
     assert_int_equal(st.held, 0);
 }
 
-typedef struct waiter {
-    dlock_lock *lock;
-    int rc;
-    int64_t took_ms;
-} waiter;
-
-static void *acquire_waiting(void *arg)
-{
-    waiter *w = arg;
-    int64_t t0 = test_now_ms();
-    w->rc = dlock_lock_acquire(w->lock, 15000);
-    w->took_ms = test_now_ms() - t0;
-    return NULL;
-}
-
 static void waiting_acquire_rides_out_a_restart(void **state)
 {
     (void)state;
@@ -131,17 +113,17 @@ static void waiting_acquire_rides_out_a_restart(void **state)
      * and DLOCK_EUNKNOWN, which are retried until the deadline." The server
      * is restarted from this thread: the harness ties a server's life to
      * the thread that forked it (PR_SET_PDEATHSIG). */
-    waiter w = {lock_for("restart:wait", 10000), 0, 0};
+    dlock_lock *wl = lock_for("restart:wait", 10000);
+    test_waiter w;
     test_redis_kill9(&srv);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, acquire_waiting, &w), 0);
+    assert_int_equal(test_waiter_start(&w, wl, 15000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
     int restarted = test_redis_restart(&srv);
-    assert_int_equal(pthread_join(t, NULL), 0);
+    int wrc = test_waiter_join(&w);
     assert_int_equal(restarted, 0);
-    if (w.rc != DLOCK_OK)
-        fail_msg("waiting acquire gave %s after %lld ms: %s", dlock_errname(w.rc),
-                 (long long)w.took_ms, dlock_lock_errmsg(w.lock));
+    if (wrc != DLOCK_OK)
+        fail_msg("waiting acquire gave %s after %lld ms: %s", dlock_errname(wrc),
+                 (long long)test_waiter_took_ms(&w), dlock_lock_errmsg(w.lock));
     assert_int_equal(dlock_lock_release(w.lock), DLOCK_OK);
 }
 

@@ -16,6 +16,7 @@
 #include "proc.h"
 #include "redis_server.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 static dlock_lock *lock_for(const char *name)
 {
@@ -24,38 +25,19 @@ static dlock_lock *lock_for(const char *name)
     return test_lock_with(test_cl, name, &o);
 }
 
-typedef struct waiter {
-    dlock_lock *lock;
-    atomic_int done;
-    int rc;
-    int64_t returned_at_ms;
-} waiter;
-
-static void *wait_forever(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->lock, DLOCK_WAIT_FOREVER);
-    w->returned_at_ms = test_now_ms();
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
 static void cancel_interrupts_a_thread_waiting_forever(void **state)
 {
     (void)state;
     dlock_lock *holder = lock_for("cancel:held"), *wl = lock_for("cancel:held");
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    waiter w = {.lock = wl};
-    atomic_init(&w.done, 0);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_forever, &w), 0);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, wl, DLOCK_WAIT_FOREVER, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
     assert_int_equal(atomic_load(&w.done), 0); /* still waiting */
     int64_t canceled_at = test_now_ms();
     dlock_lock_cancel(wl);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(w.rc, DLOCK_ECANCELED);
-    assert_true(w.returned_at_ms - canceled_at < 2000);
+    assert_int_equal(test_waiter_join(&w), DLOCK_ECANCELED);
+    assert_true(atomic_load(&w.done_ms) - canceled_at < 2000);
     assert_true(dlock_lock_errmsg(wl)[0] != '\0');
     assert_int_equal(dlock_lock_state_get(wl), DLOCK_STATE_UNLOCKED);
     /* The holder was not disturbed, and the cancel was used up: the handle

@@ -31,6 +31,7 @@
 #include "proc.h"
 #include "redis_server.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -791,30 +792,13 @@ static void client_inherited_across_fork_is_inert_in_the_child(void **state)
 
 /* ---- item 8: cancel does not wait for an attempt in flight -------------- */
 
-typedef struct waiter {
-    dlock_lock *l;
-    int rc;
-    atomic_int done;
-    int64_t end_ms;
-} waiter;
-
-static void *wait_for_lock(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 20000);
-    w->end_ms = test_now_ms();
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
 static void cancel_with_a_stalled_server(unsigned flags, const char *name)
 {
     dlock_client *c = client_io(3000);
     dlock_lock *l = test_lock_new(c, name, 30000, flags, 5, 20);
     test_redis_pause(&test_srv);
-    waiter w = {l, 0, 0, 0};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, l, 20000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300); /* the attempt is on the wire, the server silent */
     int64_t t0 = test_now_ms();
     dlock_lock_cancel(l);
@@ -822,10 +806,10 @@ static void cancel_with_a_stalled_server(unsigned flags, const char *name)
         test_sleep_ms(1);
     int64_t took = test_now_ms() - t0;
     test_redis_resume(&test_srv);
-    assert_int_equal(pthread_join(th, NULL), 0);
+    int wrc = test_waiter_join(&w);
     print_message("%s: cancel with the server stopped: %s after %" PRId64 " ms\n", name,
-                  dlock_errname(w.rc), took);
-    assert_int_equal(w.rc, DLOCK_ECANCELED);
+                  dlock_errname(wrc), took);
+    assert_int_equal(wrc, DLOCK_ECANCELED);
     assert_true(took < 200);
     /* The attempt runs when the server resumes, and its undo right after. */
     assert_true(test_wait_until(server_answers, NULL, 5000, 20));

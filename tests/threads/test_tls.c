@@ -29,6 +29,7 @@
 #include "proc.h"
 #include "redis_server.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 static test_tls_certs certs;
 static test_redis tls_srv[3];   /* tls-auth-clients no */
@@ -453,23 +454,6 @@ static void exclusion_of_many_processes_over_tls(void **state)
     munmap(x, sizeof *x);
 }
 
-typedef struct waiter {
-    dlock_lock *lock;
-    atomic_int started;
-    atomic_int rc;
-    _Atomic int64_t done_ms;
-} waiter;
-
-static void *wait_for_lock(void *arg)
-{
-    waiter *w = arg;
-    atomic_store(&w->started, 1);
-    int rc = dlock_lock_acquire(w->lock, 20000);
-    atomic_store(&w->done_ms, test_now_ms());
-    atomic_store(&w->rc, rc);
-    return NULL;
-}
-
 static long long subscribers(const char *name)
 {
     redisReply *r = test_cmd(&tls_srv[0], "PUBSUB NUMSUB dlock:wake:%s", name);
@@ -488,18 +472,14 @@ static void waiter_is_woken_promptly_over_tls(void **state)
     dlock_lock *holder = test_lock_new(c, "tls:wake", 30000, 0, 2000, 5000);
     dlock_lock *l = test_lock_new(c, "tls:wake", 30000, 0, 2000, 5000);
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    waiter w = {0};
-    atomic_store(&w.rc, 99);
-    w.lock = l;
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for_lock, &w), 0);
+    test_waiter w; /* rc stays TEST_WAITER_PENDING (99) until it returns */
+    assert_int_equal(test_waiter_start(&w, l, 20000, TEST_WAITER_KEEP), 0);
     assert_true(test_wait_for_count(subscribers, "tls:wake", 1, 5000));
     test_sleep_ms(300);
     assert_int_equal(atomic_load(&w.rc), 99);
     int64_t t_release = test_now_ms();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+    assert_int_equal(test_waiter_join(&w), DLOCK_OK);
     int64_t lat = atomic_load(&w.done_ms) - t_release;
     printf("# wake-up over TLS: %lld ms from release to acquire\n", (long long)lat);
     assert_true(lat < 1000);
@@ -519,17 +499,13 @@ static void fair_mode_and_fencing_over_tls(void **state)
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     uint64_t f1 = dlock_lock_fence(a);
     assert_true(f1 > 0);
-    waiter w = {0};
-    atomic_store(&w.rc, 99);
-    w.lock = b;
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for_lock, &w), 0);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, b, 20000, TEST_WAITER_KEEP), 0);
     assert_true(test_wait_for_count(subscribers, "tls:fair", 1, 5000));
     test_sleep_ms(200);
     int64_t t_release = test_now_ms();
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+    assert_int_equal(test_waiter_join(&w), DLOCK_OK);
     printf("# fair hand-over over TLS: %lld ms\n", (long long)(atomic_load(&w.done_ms) - t_release));
     assert_true(atomic_load(&w.done_ms) - t_release < 1000);
     assert_true(dlock_lock_fence(b) > f1);
