@@ -16,8 +16,9 @@
  *               [--locks 1000,10000,100000] [--hold S] [--budget S]
  *               [--threads N] [--mem-locks N] [--redlock-time S] [--hist-time S]
  *
- * Files: this one (driver, shared helpers), dlock_bench_hold.c (watchdog,
- * memory), dlock_bench_lat.c (redlock5, hist).
+ * Files: this one (driver: options and dispatch), bench_util.c (shared
+ * helpers), dlock_bench_hold.c (watchdog, memory), dlock_bench_lat.c
+ * (redlock5, hist), dlock_bench_ab.c (ab), dlock_bench_tls.c (tls).
  *
  * Each section prints a table and writes OUTDIR/<section>.tsv (OUTDIR
  * defaults to "out" beside the executable). Speed figures are measurements
@@ -38,129 +39,6 @@
 #include <unistd.h>
 
 #include "dlock_bench.h"
-
-volatile sig_atomic_t bench_stop;
-
-void bench_die(const char *fmt, ...)
-{
-    va_list ap;
-    fputs(BENCH_PROG ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(2);
-}
-
-void bench_fail(bench *b, const char *fmt, ...)
-{
-    va_list ap;
-    b->failures++;
-    fputs(BENCH_PROG ": FAIL: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-int64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
-}
-
-void bench_sleep_until(int64_t deadline_ns)
-{
-    int64_t left;
-    while (!bench_stop && (left = deadline_ns - bench_now_ns()) > 0) {
-        /* Short steps, so that a signal ends the sleep soon. */
-        int64_t step = left < 100000000 ? left : 100000000;
-        struct timespec ts = {0, (long)step};
-        nanosleep(&ts, NULL);
-    }
-}
-
-double bench_load1(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1;
-        fclose(f);
-    }
-    return l;
-}
-
-double bench_info(const test_redis *r, const char *section, const char *field)
-{
-    redisReply *rep = test_redis_cmd(r, "INFO %s", section);
-    double v = -1;
-    if (rep && rep->type == REDIS_REPLY_STRING) {
-        size_t fl = strlen(field);
-        for (const char *p = rep->str; p && *p; p = strchr(p, '\n')) {
-            p += *p == '\n';
-            if (!strncmp(p, field, fl) && p[fl] == ':') {
-                v = strtod(p + fl + 1, NULL);
-                break;
-            }
-        }
-    }
-    if (rep)
-        freeReplyObject(rep);
-    return v;
-}
-
-int bench_flush(bench *b)
-{
-    for (int i = 0; i < b->n_srv; i++) {
-        redisReply *rep = test_redis_cmd(&b->srv[i], "FLUSHALL");
-        int ok = rep && rep->type == REDIS_REPLY_STATUS;
-        if (rep)
-            freeReplyObject(rep);
-        if (!ok) {
-            bench_fail(b, "FLUSHALL on %s failed", b->srv[i].url);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-dlock_client *bench_client(bench *b, int n_nodes, int pool_size)
-{
-    const char *urls[BENCH_MAX_NODES];
-    for (int i = 0; i < n_nodes; i++)
-        urls[i] = b->srv[i].url;
-    dlock_client_options copts = DLOCK_CLIENT_OPTIONS_INIT;
-    copts.pool_size = pool_size;
-    dlock_client *client = NULL;
-    char err[256] = "";
-    int rc = dlock_client_new(&client, urls, (size_t)n_nodes, &copts, err, sizeof err);
-    if (rc != DLOCK_OK)
-        bench_fail(b, "dlock_client_new: %s: %s", dlock_errname(rc),
-                   err[0] ? err : dlock_strerror(rc));
-    return client;
-}
-
-FILE *bench_tsv_open(bench *b, const char *name, const char *header)
-{
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", b->outdir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        bench_fail(b, "open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    fprintf(f, "%s\n", header);
-    return f;
-}
-
-void bench_tsv_close(bench *b, FILE *f, const char *name)
-{
-    if (f && (ferror(f) | fclose(f)))
-        bench_fail(b, "writing %s/%s failed", b->outdir, name);
-}
 
 /* ---- driver --------------------------------------------------------------- */
 

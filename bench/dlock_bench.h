@@ -1,66 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock-bench: what the shared peers benchmark cannot measure (issue 8).
- * Shared by dlock_bench.c (driver, helpers), dlock_bench_hold.c (sections
- * that hold many locks) and dlock_bench_lat.c (latency sections). */
+ * The sections the driver (dlock_bench.c) runs, one file each group:
+ * dlock_bench_hold.c (watchdog, memory), dlock_bench_lat.c (redlock5,
+ * hist), dlock_bench_ab.c (ab), dlock_bench_tls.c (tls). Their helpers
+ * are in bench_util.h. */
 #ifndef DLOCK_BENCH_H
 #define DLOCK_BENCH_H
 
-#include <signal.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-
-#include "dlock.h"
-#include "redis_server.h"
-
-#define BENCH_PROG "dlock-bench"
-#define BENCH_MAX_NODES 5
-#define BENCH_MAX_COUNTS 8
-
-typedef struct bench {
-    /* Options. */
-    char outdir[1024];
-    long wd_counts[BENCH_MAX_COUNTS]; /* watchdog: locks held per run */
-    size_t n_wd_counts;
-    double hold_s;       /* watchdog: measured hold */
-    double budget_s;     /* watchdog: longest acquire phase per run */
-    int threads;         /* watchdog: acquiring threads */
-    long mem_locks;      /* memory: locks per mode */
-    double redlock_s;    /* redlock: measured cycling per node count */
-    double hist_s;       /* hist: measured cycling */
-    /* Servers started by this process; srv[0] is the single node. */
-    test_redis srv[BENCH_MAX_NODES];
-    int n_srv;
-    /* Functional failures seen (lost locks, errors): exit status 1. */
-    int failures;
-} bench;
-
-/* Set by SIGINT/SIGTERM: every loop ends early, servers are still stopped. */
-extern volatile sig_atomic_t bench_stop;
-
-/* Report a setup failure and exit with status 2. */
-void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-/* Report a functional failure on stderr and count it. */
-void bench_fail(bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-int64_t bench_now_ns(void);
-/* Sleep until the monotonic deadline (or bench_stop). */
-void bench_sleep_until(int64_t deadline_ns);
-/* 1-minute load average, -1 if unknown. */
-double bench_load1(void);
-/* A numeric field of INFO (e.g. "used_memory") from one server; -1 on error. */
-double bench_info(const test_redis *r, const char *section, const char *field);
-/* FLUSHALL every server; 0 or -1. */
-int bench_flush(bench *b);
-
-/* A client on the first n_nodes servers; NULL after bench_fail(). */
-dlock_client *bench_client(bench *b, int n_nodes, int pool_size);
-
-/* Open OUTDIR/name for writing and put the header line in; NULL after
- * bench_fail(). bench_tsv_close() reports write errors. */
-FILE *bench_tsv_open(bench *b, const char *name, const char *header);
-void bench_tsv_close(bench *b, FILE *f, const char *name);
+#include "bench_util.h"
 
 /* Sections. Each prints its table and writes its TSV. */
 void bench_watchdog(bench *b);

@@ -57,29 +57,6 @@ static double raw_side(bench *b, redisContext *c, const char *sha, double secs)
     return (double)n / ((double)(now - t0) / 1e9);
 }
 
-static double dlock_side(bench *b, dlock_lock *l, double secs)
-{
-    long n = 0;
-    int64_t t0 = bench_now_ns(), end = t0 + (int64_t)(secs * 1e9), now = t0;
-    while (!bench_stop && (now = bench_now_ns()) < end) {
-        int rc = dlock_lock_acquire(l, 0);
-        if (rc == DLOCK_OK)
-            rc = dlock_lock_release(l);
-        if (rc != DLOCK_OK) {
-            bench_fail(b, "ab: dlock cycle: %s: %s", dlock_errname(rc), dlock_lock_errmsg(l));
-            return 0;
-        }
-        n++;
-    }
-    return (double)n / ((double)(now - t0) / 1e9);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void bench_ab(bench *b)
 {
     redisContext *c = test_redis_admin(&b->srv[0]);
@@ -105,14 +82,14 @@ void bench_ab(bench *b)
     int rounds = 0;
     /* One short warm-up of each side, not recorded. */
     raw_side(b, c, sha, 0.2);
-    dlock_side(b, l, 0.2);
-    dlock_side(b, lnf, 0.2);
+    bench_cycle_rate(b, l, 0.2, "ab: dlock cycle");
+    bench_cycle_rate(b, lnf, 0.2, "ab: dlock cycle");
     printf("\n== ab (1 node, interleaved rounds of %.1f s per side; dlock / raw hiredis)\n", AB_SIDE_S);
     printf("round    raw c/s  dlock c/s  nofence c/s  dlock x  nofence x  load\n");
     for (int r = 0; r < AB_ROUNDS && !bench_stop && !b->failures; r++) {
         double raw = raw_side(b, c, sha, AB_SIDE_S);
-        double dl = dlock_side(b, l, AB_SIDE_S);
-        double nf = dlock_side(b, lnf, AB_SIDE_S);
+        double dl = bench_cycle_rate(b, l, AB_SIDE_S, "ab: dlock cycle");
+        double nf = bench_cycle_rate(b, lnf, AB_SIDE_S, "ab: dlock cycle");
         if (raw <= 0 || dl <= 0 || nf <= 0)
             break;
         rx[rounds] = dl / raw;
@@ -126,10 +103,8 @@ void bench_ab(bench *b)
         rounds++;
     }
     if (rounds > 0) {
-        qsort(rx, (size_t)rounds, sizeof *rx, cmp_double);
-        qsort(nx, (size_t)rounds, sizeof *nx, cmp_double);
-        printf("median   dlock/raw %.3f   nofence/raw %.3f   (%d rounds)\n", rx[rounds / 2],
-               nx[rounds / 2], rounds);
+        double mr = bench_median(rx, rounds), mn = bench_median(nx, rounds);
+        printf("median   dlock/raw %.3f   nofence/raw %.3f   (%d rounds)\n", mr, mn, rounds);
     }
     if (f)
         bench_tsv_close(b, f, "ab.tsv");

@@ -15,29 +15,6 @@
 #define TLS_ROUNDS 5
 #define TLS_SIDE_S 1.0
 
-static double s1_side(bench *b, dlock_lock *l, double secs)
-{
-    long n = 0;
-    int64_t t0 = bench_now_ns(), end = t0 + (int64_t)(secs * 1e9), now = t0;
-    while (!bench_stop && (now = bench_now_ns()) < end) {
-        int rc = dlock_lock_acquire(l, 0);
-        if (rc == DLOCK_OK)
-            rc = dlock_lock_release(l);
-        if (rc != DLOCK_OK) {
-            bench_fail(b, "tls: S1 cycle: %s: %s", dlock_errname(rc), dlock_lock_errmsg(l));
-            return 0;
-        }
-        n++;
-    }
-    return (double)n / ((double)(now - t0) / 1e9);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static dlock_lock *s1_lock(bench *b, dlock_client *c, const char *name)
 {
     dlock_lock *l = NULL;
@@ -80,14 +57,14 @@ void bench_tls(bench *b)
     double x[TLS_ROUNDS];
     int rounds = 0;
     /* Warm-up, not recorded: connects, handshakes, loads the scripts. */
-    s1_side(b, lp, 0.2);
-    s1_side(b, lt, 0.2);
+    bench_cycle_rate(b, lp, 0.2, "tls: S1 cycle");
+    bench_cycle_rate(b, lt, 0.2, "tls: S1 cycle");
     printf("\n== tls (S1: 1 node, 1 client, acquire+release; interleaved rounds of %.1f s "
            "per side)\n", TLS_SIDE_S);
     printf("round  plain c/s    tls c/s  tls/plain  load\n");
     for (int r = 0; r < TLS_ROUNDS && !bench_stop && !b->failures; r++) {
-        double p = s1_side(b, lp, TLS_SIDE_S);
-        double t = s1_side(b, lt, TLS_SIDE_S);
+        double p = bench_cycle_rate(b, lp, TLS_SIDE_S, "tls: S1 cycle");
+        double t = bench_cycle_rate(b, lt, TLS_SIDE_S, "tls: S1 cycle");
         if (p <= 0 || t <= 0)
             break;
         x[rounds] = t / p;
@@ -98,8 +75,7 @@ void bench_tls(bench *b)
         rounds++;
     }
     if (rounds > 0) {
-        qsort(x, (size_t)rounds, sizeof *x, cmp_double);
-        printf("median   tls/plain %.3f   (%d rounds)\n", x[rounds / 2], rounds);
+        printf("median   tls/plain %.3f   (%d rounds)\n", bench_median(x, rounds), rounds);
     }
     if (f)
         bench_tsv_close(b, f, "tls.tsv");

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock-bench's shared helpers (bench_util.h): messages, clocks, server
+ * info, clients, TSV files, the S1 cycle loop and medians. The sections
+ * and the driver use them; they use neither. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_util.h"
+
+volatile sig_atomic_t bench_stop;
+
+void bench_die(const char *fmt, ...)
+{
+    va_list ap;
+    fputs(BENCH_PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+void bench_fail(bench *b, const char *fmt, ...)
+{
+    va_list ap;
+    b->failures++;
+    fputs(BENCH_PROG ": FAIL: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int64_t bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
+void bench_sleep_until(int64_t deadline_ns)
+{
+    int64_t left;
+    while (!bench_stop && (left = deadline_ns - bench_now_ns()) > 0) {
+        /* Short steps, so that a signal ends the sleep soon. */
+        int64_t step = left < 100000000 ? left : 100000000;
+        struct timespec ts = {0, (long)step};
+        nanosleep(&ts, NULL);
+    }
+}
+
+double bench_load1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+double bench_info(const test_redis *r, const char *section, const char *field)
+{
+    redisReply *rep = test_redis_cmd(r, "INFO %s", section);
+    double v = -1;
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        size_t fl = strlen(field);
+        for (const char *p = rep->str; p && *p; p = strchr(p, '\n')) {
+            p += *p == '\n';
+            if (!strncmp(p, field, fl) && p[fl] == ':') {
+                v = strtod(p + fl + 1, NULL);
+                break;
+            }
+        }
+    }
+    if (rep)
+        freeReplyObject(rep);
+    return v;
+}
+
+int bench_flush(bench *b)
+{
+    for (int i = 0; i < b->n_srv; i++) {
+        redisReply *rep = test_redis_cmd(&b->srv[i], "FLUSHALL");
+        int ok = rep && rep->type == REDIS_REPLY_STATUS;
+        if (rep)
+            freeReplyObject(rep);
+        if (!ok) {
+            bench_fail(b, "FLUSHALL on %s failed", b->srv[i].url);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+dlock_client *bench_client(bench *b, int n_nodes, int pool_size)
+{
+    const char *urls[BENCH_MAX_NODES];
+    for (int i = 0; i < n_nodes; i++)
+        urls[i] = b->srv[i].url;
+    dlock_client_options copts = DLOCK_CLIENT_OPTIONS_INIT;
+    copts.pool_size = pool_size;
+    dlock_client *client = NULL;
+    char err[256] = "";
+    int rc = dlock_client_new(&client, urls, (size_t)n_nodes, &copts, err, sizeof err);
+    if (rc != DLOCK_OK)
+        bench_fail(b, "dlock_client_new: %s: %s", dlock_errname(rc),
+                   err[0] ? err : dlock_strerror(rc));
+    return client;
+}
+
+FILE *bench_tsv_open(bench *b, const char *name, const char *header)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", b->outdir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        bench_fail(b, "open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    fprintf(f, "%s\n", header);
+    return f;
+}
+
+void bench_tsv_close(bench *b, FILE *f, const char *name)
+{
+    if (f && (ferror(f) | fclose(f)))
+        bench_fail(b, "writing %s/%s failed", b->outdir, name);
+}
+
+double bench_cycle_rate(bench *b, dlock_lock *l, double secs, const char *what)
+{
+    long n = 0;
+    int64_t t0 = bench_now_ns(), end = t0 + (int64_t)(secs * 1e9), now = t0;
+    while (!bench_stop && (now = bench_now_ns()) < end) {
+        int rc = dlock_lock_acquire(l, 0);
+        if (rc == DLOCK_OK)
+            rc = dlock_lock_release(l);
+        if (rc != DLOCK_OK) {
+            bench_fail(b, "%s: %s: %s", what, dlock_errname(rc), dlock_lock_errmsg(l));
+            return 0;
+        }
+        n++;
+    }
+    return (double)n / ((double)(now - t0) / 1e9);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return x[n / 2];
+}
