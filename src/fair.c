@@ -58,18 +58,9 @@ static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_tt
          * it on), without waiting for any of it (issue 22 item 8). */
         const char *rargs[6];
         size_t rlens[6];
-        int rk = 0;
-        rargs[rk] = l->name, rlens[rk++] = l->name_len;
-        rargs[rk] = l->queue_key, rlens[rk++] = l->queue_len;
-        if (l->fence_key)
-            rargs[rk] = l->fence_key, rlens[rk++] = l->fence_len;
-        int rnkeys = rk;
-        rargs[rk] = l->token, rlens[rk++] = l->token_len;
-        rargs[rk] = l->channel, rlens[rk++] = l->channel_len;
-        rargs[rk] = l->live_prefix, rlens[rk++] = l->live_prefix_len;
         dlock__req undo[2] = {
             {dlock__script_get(l->kind->leave), nkeys, nkeys + 2, args, lens},
-            {dlock__script_get(l->kind->release), rnkeys, rk, rargs, rlens}};
+            dlock__fair_release_req(l, rargs, rlens)};
         dlock__fanout_send_behind(l->client, kept, undo, 2);
         dlock__lock_take_cancel(l);
         dlock__free(me);

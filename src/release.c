@@ -52,6 +52,20 @@ static int release_cb(void *arg, size_t node, uint32_t idx, int err,
     return dlock__tally_decided(t);
 }
 
+dlock__req dlock__fair_release_req(dlock_lock *l, const char **args, size_t *lens)
+{
+    int k = 0;
+    args[k] = l->name, lens[k++] = l->name_len;
+    args[k] = l->queue_key, lens[k++] = l->queue_len;
+    if (l->fence_key)
+        args[k] = l->fence_key, lens[k++] = l->fence_len;
+    int nkeys = k;
+    args[k] = l->token, lens[k++] = l->token_len;
+    args[k] = l->channel, lens[k++] = l->channel_len;
+    args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
+    return (dlock__req){dlock__script_get(l->kind->release), nkeys, k, args, lens};
+}
+
 void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
                          dlock__tally *t)
 {
@@ -68,17 +82,7 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
     int queued = kind->leave != DLOCK__S_NONE;
     int wake = !undo && (l->client->opts.wakeups || queued);
     if (queued) {
-        /* KEYS lock, queue[, fence]; ARGV token, channel, liveness prefix */
-        int k = 0;
-        args[k] = l->name, lens[k++] = l->name_len;
-        args[k] = l->queue_key, lens[k++] = l->queue_len;
-        if (l->fence_key)
-            args[k] = l->fence_key, lens[k++] = l->fence_len;
-        int nkeys = k;
-        args[k] = l->token, lens[k++] = l->token_len;
-        args[k] = l->channel, lens[k++] = l->channel_len;
-        args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
-        req = (dlock__req){dlock__script_get(kind->release), nkeys, k, args, lens};
+        req = dlock__fair_release_req(l, args, lens);
     } else {
         args[0] = l->name, lens[0] = l->name_len;
         args[1] = l->token, lens[1] = l->token_len;
