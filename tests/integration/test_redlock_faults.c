@@ -45,13 +45,7 @@ static int setup(void **state)
 
 static dlock_client *client3(int io_timeout_ms)
 {
-    const char *urls[N3];
-    for (int i = 0; i < N3; i++)
-        urls[i] = test_nodes[i].url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.connect_timeout_ms = 500;
-    o.io_timeout_ms = io_timeout_ms;
-    return test_client_new(urls, N3, &o);
+    return test_client_timeouts(test_nodes, N3, 500, io_timeout_ms);
 }
 
 static long long script_calls3(void)

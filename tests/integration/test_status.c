@@ -26,13 +26,7 @@ static int setup(void **state)
     (void)state;
     if (test_redis_start_many(srv, N, NULL) != 0)
         return -1;
-    const char *urls[N];
-    for (int i = 0; i < N; i++)
-        urls[i] = srv[i].url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = 300;
-    o.connect_timeout_ms = 300;
-    cl = test_client_new(urls, N, &o);
+    cl = test_client_timeouts(srv, N, 300, 300);
     return 0;
 }
 

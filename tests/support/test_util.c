@@ -262,6 +262,21 @@ dlock_client *test_client_for(const test_redis *r, const dlock_client_options *o
     return test_client_new(urls, 1, o);
 }
 
+dlock_client *test_client_timeouts(const test_redis *rs, size_t n, int connect_timeout_ms,
+                                   int io_timeout_ms)
+{
+    const char *urls[TEST_N_NODES];
+    assert_true(n >= 1 && n <= TEST_N_NODES);
+    for (size_t i = 0; i < n; i++)
+        urls[i] = rs[i].url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    if (connect_timeout_ms)
+        o.connect_timeout_ms = connect_timeout_ms;
+    if (io_timeout_ms)
+        o.io_timeout_ms = io_timeout_ms;
+    return test_client_new(urls, n, &o);
+}
+
 /* Group setup/teardown: test_srv and test_cl, a client of it with default
  * options / free the client, stop the server. */
 int test_srv_client_setup(void **state)

@@ -119,6 +119,11 @@ dlock_client *test_client_new(const char *const *urls, size_t n,
 /* The same for the one server r. */
 dlock_client *test_client_for(const test_redis *r, const dlock_client_options *o);
 
+/* A client of the servers rs[0..n) with these timeouts (0: the default),
+ * the other options at their defaults. */
+dlock_client *test_client_timeouts(const test_redis *rs, size_t n, int connect_timeout_ms,
+                                   int io_timeout_ms);
+
 /* Group setup/teardown: test_srv and test_cl, a client of it with default
  * options / free the client, stop the server. */
 int test_srv_client_setup(void **state);

@@ -124,6 +124,30 @@ static void start_waiter(pthread_t *t, waiter *w, dlock_lock *l, int64_t wait_ms
         test_sleep_ms(1);
 }
 
+/* A forked process that waits in line for `name` (fair, lock TTL ttl_ms)
+ * until it is killed. It starts no threads (wakeups off), so the fork is
+ * safe while this process runs none of the library's yet. */
+static pid_t fork_fair_waiter(const char *name, int64_t ttl_ms)
+{
+    pid_t pid = test_fork_child();
+    if (pid == 0) {
+        dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+        dlock_client *cc = NULL;
+        dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+        dlock_lock *l = NULL;
+        const char *urls[] = {test_srv.url};
+        o.wakeups = 0; /* no library threads in the forked child */
+        lo.ttl_ms = ttl_ms;
+        lo.flags = DLOCK_FAIR;
+        if (dlock_client_new(&cc, urls, 1, &o, NULL, 0) != DLOCK_OK ||
+            dlock_lock_new(&l, cc, name, &lo) != DLOCK_OK)
+            _exit(2);
+        dlock_lock_acquire(l, 60000);
+        _exit(1); /* not reached: killed while waiting */
+    }
+    return pid;
+}
+
 /* ---- tests -------------------------------------------------------------- */
 
 /* The waiter got the lock straight from the holder's release at t0_us:
@@ -303,22 +327,7 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
     /* The child waits in line with a 1 s lock TTL: it refreshes its place
      * every 250 ms and its liveness key lives 750 ms. It starts no threads
      * (wakeups off), and this process runs none of the library's yet. */
-    pid_t pid = test_fork_child();
-    if (pid == 0) {
-        dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-        dlock_client *cc = NULL;
-        dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
-        dlock_lock *l = NULL;
-        const char *urls[] = {test_srv.url};
-        o.wakeups = 0;
-        lo.ttl_ms = 1000;
-        lo.flags = DLOCK_FAIR;
-        if (dlock_client_new(&cc, urls, 1, &o, NULL, 0) != DLOCK_OK ||
-            dlock_lock_new(&l, cc, name, &lo) != DLOCK_OK)
-            _exit(2);
-        dlock_lock_acquire(l, 60000);
-        _exit(1); /* not reached: killed while waiting */
-    }
+    pid_t pid = fork_fair_waiter(name, 1000);
     int in_line = test_wait_for_count(queue_len, name, 1, 5000);
     kill(pid, SIGKILL);
     int st = 0;
@@ -363,22 +372,7 @@ static void waiter_killed_just_before_the_release_delays_the_line_by_seconds_not
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
     uint64_t fence0 = dlock_lock_fence(holder);
 
-    pid_t pid = test_fork_child();
-    if (pid == 0) {
-        dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-        dlock_client *cc = NULL;
-        dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
-        dlock_lock *l = NULL;
-        const char *urls[] = {test_srv.url};
-        o.wakeups = 0; /* no library threads in the forked child */
-        lo.ttl_ms = 30000;
-        lo.flags = DLOCK_FAIR;
-        if (dlock_client_new(&cc, urls, 1, &o, NULL, 0) != DLOCK_OK ||
-            dlock_lock_new(&l, cc, name, &lo) != DLOCK_OK)
-            _exit(2);
-        dlock_lock_acquire(l, 60000);
-        _exit(1); /* not reached: killed while waiting */
-    }
+    pid_t pid = fork_fair_waiter(name, 30000);
     int in_line = test_wait_for_count(queue_len, name, 1, 5000);
     waiter w = {0};
     pthread_t t;

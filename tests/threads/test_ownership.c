@@ -30,6 +30,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_delayed.h"
 #include "test_util.h"
 #include "test_waiter.h"
 
@@ -37,9 +38,7 @@
 
 static dlock_client *client_io(int io_timeout_ms)
 {
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = io_timeout_ms;
-    return test_client_for(&test_srv, &o);
+    return test_client_timeouts(&test_srv, 1, 0, io_timeout_ms);
 }
 
 /* The hold count stored for `owner` in the lock's hash; -1 if absent. */
@@ -49,45 +48,6 @@ static long long holds_on(const char *key, const char *owner)
     long long n = v ? strtoll(v, NULL, 10) : -1;
     free(v);
     return n;
-}
-
-/* An admin command run later from a helper thread (no asserts there). */
-typedef struct delayed {
-    int delay_ms;
-    const char *cmd;
-    int ok;
-    pthread_t th;
-} delayed;
-
-static void *run_delayed(void *arg)
-{
-    delayed *d = arg;
-    test_sleep_ms(d->delay_ms);
-    redisContext *ctx = test_redis_admin(&test_srv);
-    if (!ctx)
-        return NULL;
-    struct timeval tv = {10, 0};
-    redisSetTimeout(ctx, tv);
-    redisReply *r = redisCommand(ctx, d->cmd);
-    d->ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r)
-        freeReplyObject(r);
-    redisFree(ctx);
-    return NULL;
-}
-
-static void start_delayed(delayed *d, int delay_ms, const char *cmd)
-{
-    d->delay_ms = delay_ms;
-    d->cmd = cmd;
-    d->ok = 0;
-    assert_int_equal(pthread_create(&d->th, NULL, run_delayed, d), 0);
-}
-
-static void join_delayed(delayed *d)
-{
-    assert_int_equal(pthread_join(d->th, NULL), 0);
-    assert_true(d->ok);
 }
 
 /* PING answers again (after a DEBUG SLEEP or a CLIENT PAUSE). */
@@ -198,11 +158,10 @@ static void unknown_acquire_of_a_second_handle_leaves_the_first_holding(void **s
      * connection is killed before it runs: outcome unknown. The undo that
      * follows waits behind the pause and runs when it ends, within the I/O
      * timeout. */
-    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
-    delayed kill;
-    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    test_delayed kill;
+    test_cut_off_next_command(&kill, &test_srv);
     int rc = dlock_lock_acquire(h2, 0);
-    join_delayed(&kill);
+    test_delayed_join(&kill);
     print_message("H2: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(h2));
     assert_int_equal(rc, DLOCK_EUNKNOWN);
     assert_int_equal(dlock_lock_state_get(h2), DLOCK_STATE_UNLOCKED);
@@ -241,11 +200,11 @@ static void reentry_under_debug_sleep_is_counted_once(void **state)
     char owner[DLOCK_TOKEN_MAX + 1];
     snprintf(owner, sizeof owner, "%s", dlock_lock_token(l));
 
-    delayed sleep;
-    start_delayed(&sleep, 0, "DEBUG SLEEP 1.5");
+    test_delayed sleep;
+    test_delayed_start(&sleep, &test_srv, 0, "DEBUG SLEEP 1.5");
     test_sleep_ms(100);
     int rc = dlock_lock_acquire(l, 10000); /* re-entry, waits through the sleep */
-    join_delayed(&sleep);
+    test_delayed_join(&sleep);
     assert_true(test_wait_until(server_answers, NULL, 5000, 20));
     test_sleep_ms(200);
     print_message("re-entry: %s holds %u, server count %lld\n", dlock_errname(rc),
@@ -279,14 +238,14 @@ static void reentry_that_outlasts_the_lease_leaves_no_validity(void **state)
     assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
     uint64_t f1 = dlock_lock_fence(h1);
 
-    delayed sleep;
-    start_delayed(&sleep, 0, "DEBUG SLEEP 1.5");
+    test_delayed sleep;
+    test_delayed_start(&sleep, &test_srv, 0, "DEBUG SLEEP 1.5");
     test_sleep_ms(100);
     int64_t t0 = test_now_ms();
     int rc = dlock_lock_acquire(h2, 0); /* try-once re-entry into the stall */
     int64_t took = test_now_ms() - t0;
     int64_t left = dlock_lock_validity_ms(h1);
-    join_delayed(&sleep);
+    test_delayed_join(&sleep);
     print_message("re-entry during the sleep: %s after %" PRId64 " ms; first handle: "
                   "%" PRId64 " ms of validity left\n", dlock_errname(rc), took, left);
     assert_int_not_equal(rc, DLOCK_OK);
@@ -381,11 +340,10 @@ static void lost_release_of_one_handle_is_sent_again(void **state)
     char owner[DLOCK_TOKEN_MAX + 1];
     snprintf(owner, sizeof owner, "%s", dlock_lock_token(h1));
 
-    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
-    delayed kill;
-    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    test_delayed kill;
+    test_cut_off_next_command(&kill, &test_srv);
     int rc = dlock_lock_release(h2);
-    join_delayed(&kill);
+    test_delayed_join(&kill);
     assert_int_equal(rc, DLOCK_EUNKNOWN);
     test_sleep_ms(700);
     assert_int_equal(holds_on(name, owner), 2); /* it never ran */
@@ -410,11 +368,11 @@ static void release_with_a_lost_reply_is_applied_once(void **state)
     assert_int_equal(dlock_lock_acquire(h2, 0), DLOCK_OK);
     char owner[DLOCK_TOKEN_MAX + 1];
     snprintf(owner, sizeof owner, "%s", dlock_lock_token(h1));
-    delayed sleep;
-    start_delayed(&sleep, 0, "DEBUG SLEEP 1");
+    test_delayed sleep;
+    test_delayed_start(&sleep, &test_srv, 0, "DEBUG SLEEP 1");
     test_sleep_ms(100);
     assert_int_equal(dlock_lock_release(h2), DLOCK_EUNKNOWN); /* runs after the sleep */
-    join_delayed(&sleep);
+    test_delayed_join(&sleep);
     assert_true(test_wait_until(server_answers, NULL, 5000, 20));
     test_sleep_ms(100);
     assert_int_equal(holds_on(name, owner), 1);
@@ -435,11 +393,10 @@ static void lost_release_cut_off(unsigned flags, const char *name)
     dlock_client *c = client_io(1000);
     dlock_lock *l = test_lock_new(c, name, 30000, flags, 5, 20);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
-    delayed kill;
-    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    test_delayed kill;
+    test_cut_off_next_command(&kill, &test_srv);
     int rc = dlock_lock_release(l);
-    join_delayed(&kill);
+    test_delayed_join(&kill);
     assert_int_equal(rc, DLOCK_EUNKNOWN);
     test_sleep_ms(700);
     assert_int_equal(test_key_exists(&test_srv, name), 1); /* it never ran */
@@ -455,10 +412,9 @@ static void lost_release_cut_off(unsigned flags, const char *name)
     dlock_client_free(c2);
     /* And on free. */
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    test_cmd_status(&test_srv, "CLIENT PAUSE 600 WRITE");
-    start_delayed(&kill, 150, "CLIENT KILL TYPE normal SKIPME yes");
+    test_cut_off_next_command(&kill, &test_srv);
     rc = dlock_lock_release(l);
-    join_delayed(&kill);
+    test_delayed_join(&kill);
     assert_int_equal(rc, DLOCK_EUNKNOWN);
     test_sleep_ms(700);
     assert_int_equal(test_key_exists(&test_srv, name), 1);
@@ -683,11 +639,11 @@ static void fair_acquire_with_unknown_outcome_leaves_nothing_behind(void **state
     const char *name = "own:fair-unknown";
     dlock_client *ca = client_io(1000);
     dlock_lock *a = test_lock_new(ca, name, 30000, DLOCK_FAIR, 5, 20);
-    delayed sleep;
-    start_delayed(&sleep, 0, "DEBUG SLEEP 1.5");
+    test_delayed sleep;
+    test_delayed_start(&sleep, &test_srv, 0, "DEBUG SLEEP 1.5");
     test_sleep_ms(100);
     int rc = dlock_lock_acquire(a, 0); /* runs when the server wakes */
-    join_delayed(&sleep);
+    test_delayed_join(&sleep);
     print_message("fair acquire during DEBUG SLEEP: %s (%s)\n", dlock_errname(rc),
                   dlock_lock_errmsg(a));
     assert_int_equal(rc, DLOCK_EUNKNOWN);
