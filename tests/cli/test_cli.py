@@ -61,20 +61,27 @@ class RedisServer:
 
     def __init__(self, tmp, port=None, conf="", auth=None):
         self.auth = ["-a", auth, "--no-auth-warning"] if auth else []
+        def argv():
+            with open(os.path.join(self.dir, "redis.conf"), "w") as f:
+                f.write(conf)
+            return [os.path.join(self.dir, "redis.conf"), "--port", str(self.port)]
+        self.start(tmp, port, argv, "redis-server did not start")
+
+    def start(self, tmp, port, argv, failure):
+        """Start redis-server with argv() (called once a port and a dir are
+        chosen) on 127.0.0.1, without persistence; retry on a port taken
+        meanwhile."""
         for _ in range(5):  # the free port may be taken before Redis binds it
             self.port = port or free_port()
             self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp)
-            with open(os.path.join(self.dir, "redis.conf"), "w") as f:
-                f.write(conf)
             self.proc = subprocess.Popen(
-                ["redis-server", os.path.join(self.dir, "redis.conf"),
-                 "--port", str(self.port), "--bind", "127.0.0.1",
+                ["redis-server", *argv(), "--bind", "127.0.0.1",
                  "--save", "", "--appendonly", "no", "--dir", self.dir],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if wait_until(lambda: self.proc.poll() is not None or self.ping(), 10):
                 if self.proc.poll() is None:
                     return
-        raise RuntimeError("redis-server did not start")
+        raise RuntimeError(failure)
 
     @property
     def url(self):
@@ -427,13 +434,15 @@ class Run(DlockTest):
         with open(log) as f:
             self.assertEqual(f.read(), "first\nsecond\n")
 
-    def test_waiting_rides_out_a_server_restart(self):
+    def rides_out_a_server_restart(self, *run_opts):
+        """A `dlock run` waiting (with run_opts) for a lock held on a server
+        that restarts empty gets the lock and runs."""
         server = RedisServer(self.tmp)
         try:
             urls = [server.url]
             r = self.dlock("acquire", "-t", "20s", self.name, urls=urls)
             self.assertEqual(r.returncode, 0, r.stderr)
-            p = self.spawn("run", "-w", "20s", self.name, "--", "true", urls=urls)
+            p = self.spawn("run", *run_opts, "-w", "20s", self.name, "--", "true", urls=urls)
             time.sleep(0.5)
             server.stop()  # no persistence: the restarted server is empty
             time.sleep(0.5)
@@ -444,22 +453,11 @@ class Run(DlockTest):
         finally:
             server.stop()
 
+    def test_waiting_rides_out_a_server_restart(self):
+        self.rides_out_a_server_restart()
+
     def test_fair_waiter_rides_out_a_server_restart(self):
-        server = RedisServer(self.tmp)
-        try:
-            urls = [server.url]
-            r = self.dlock("acquire", "-t", "20s", self.name, urls=urls)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            p = self.spawn("run", "--fair", "-w", "20s", self.name, "--", "true", urls=urls)
-            time.sleep(0.5)
-            server.stop()  # no persistence: the restarted server is empty
-            time.sleep(0.5)
-            self.assertIsNone(p.poll())
-            server = RedisServer(self.tmp, port=server.port)
-            _, err = p.communicate(timeout=20)
-            self.assertEqual(p.returncode, 0, err)
-        finally:
-            server.stop()
+        self.rides_out_a_server_restart("--fair")
 
     def test_verbose_fair_waiters_run_in_arrival_order(self):
         token = self.acquire("30s")
@@ -944,22 +942,15 @@ class TlsRedisServer:
     unix socket, since it has no plain TCP port."""
 
     def __init__(self, tmp, certs, auth_clients=False):
-        for _ in range(5):
-            self.port = free_port()
-            self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp)
+        def argv():
             self.sock = os.path.join(self.dir, "redis.sock")
-            self.proc = subprocess.Popen(
-                ["redis-server", "--port", "0", "--tls-port", str(self.port),
-                 "--bind", "127.0.0.1", "--unixsocket", self.sock,
-                 "--tls-cert-file", certs["server.crt"], "--tls-key-file", certs["server.key"],
-                 "--tls-ca-cert-file", certs["ca.crt"],
-                 "--tls-auth-clients", "yes" if auth_clients else "no",
-                 "--save", "", "--appendonly", "no", "--dir", self.dir],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if wait_until(lambda: self.proc.poll() is not None or self.ping(), 10):
-                if self.proc.poll() is None:
-                    return
-        raise RuntimeError("redis-server with TLS did not start")
+            return ["--port", "0", "--tls-port", str(self.port), "--unixsocket", self.sock,
+                    "--tls-cert-file", certs["server.crt"], "--tls-key-file", certs["server.key"],
+                    "--tls-ca-cert-file", certs["ca.crt"],
+                    "--tls-auth-clients", "yes" if auth_clients else "no"]
+        self.start(tmp, None, argv, "redis-server with TLS did not start")
+
+    start = RedisServer.start
 
     @property
     def url(self):
