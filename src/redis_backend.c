@@ -34,8 +34,8 @@ static void cleanup(dlock_lock *l)
     if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
         /* Let go of every hold this handle has (a counted lock's other
          * handles keep theirs). */
-        unsigned n = l->kind->counted ? l->holds : 1;
-        for (unsigned i = 0; i < n; i++) {
+        unsigned n = l->kind->counted ? l->holds : 1, done = 0;
+        for (; done < n; done++) {
             dlock__tally t;
             l->rel_seq = dlock__lock_next_op_no();
             l->rel_n = 1;
@@ -43,6 +43,11 @@ static void cleanup(dlock_lock *l)
             if (t.yes < t.quorum)
                 break;
         }
+        /* Every release decided: none of them is in doubt, so this
+         * handle's bookkeeping can go too (other handles of the owner may
+         * keep the key alive). */
+        if (l->kind->counted && done == n)
+            dlock__forget_hold(l);
     }
 }
 

@@ -181,7 +181,7 @@ void dlock__forget_hold(dlock_lock *l)
 {
     const char *args[3] = {l->name, l->token, l->hid};
     size_t lens[3] = {l->name_len, l->token_len, l->hid_len};
-    dlock__req req = {dlock__script_get(l->kind->forget), 1, 2, args, lens};
+    dlock__req req = {dlock__script_get(l->kind->forget), 1, 3, args, lens};
     dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);

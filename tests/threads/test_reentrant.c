@@ -419,6 +419,51 @@ static void lost_reentrant_lock_reports_elost_once_and_holds_nothing(void **stat
     dlock_client_free(c);
 }
 
+/* Bookkeeping fields (OWNER#HANDLE:s/:u, see reentrant_acquire.lua) of the
+ * owner's handles in the lock's hash. */
+static long long bookkeeping_in(const test_redis *r, const char *key)
+{
+    redisReply *rep = test_cmd(r, "HKEYS %s", key);
+    long long n = 0;
+    for (size_t i = 0; i < rep->elements; i++)
+        n += strchr(rep->element[i]->str, '#') != NULL;
+    freeReplyObject(rep);
+    return n;
+}
+
+/* A long-held key must not collect two fields per handle that ever used
+ * it: freeing a handle, released or still holding, takes its own fields
+ * out while another handle of the owner keeps the key. */
+static void freed_handles_leave_no_bookkeeping_in_a_key_another_handle_holds(void **state)
+{
+    (void)state;
+    const char *name = "re:forget";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *keeper = new_lock(c, name, DLOCK_REENTRANT, 10000);
+    assert_int_equal(dlock_lock_acquire(keeper, 0), DLOCK_OK);
+    long long own = bookkeeping_in(&test_srv, name);
+    assert_true(own > 0);
+
+    dlock_lock *released = new_lock(c, name, DLOCK_REENTRANT, 10000);
+    assert_int_equal(dlock_lock_acquire(released, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(released), DLOCK_OK);
+    assert_true(bookkeeping_in(&test_srv, name) > own);
+    dlock_lock_free(released);
+    assert_int_equal(bookkeeping_in(&test_srv, name), own);
+
+    dlock_lock *held = new_lock(c, name, DLOCK_REENTRANT, 10000);
+    assert_int_equal(dlock_lock_acquire(held, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(held, 0), DLOCK_OK);
+    dlock_lock_free(held); /* lets go of both holds, then of its fields */
+    assert_int_equal(bookkeeping_in(&test_srv, name), own);
+    assert_int_equal(holds_on(&test_srv, name, dlock_lock_token(keeper)), 1);
+
+    assert_int_equal(dlock_lock_release(keeper), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(keeper);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -433,6 +478,7 @@ int main(void)
         T(reentrant_lock_still_counts_when_one_of_three_nodes_is_down),
         T(lost_reentrant_lock_reports_elost_once_and_holds_nothing),
         T(reentry_after_the_lease_expired_starts_a_new_hold),
+        T(freed_handles_leave_no_bookkeeping_in_a_key_another_handle_holds),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
