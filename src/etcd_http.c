@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "clock.h"
+#include "common.h"
+#include "etcd_http.h"
+
+/* A reply body larger than this is not something etcd sends us. */
+#define BODY_MAX (16u << 20)
+
+typedef struct handle {
+    CURL *easy;
+    CURLM *multi;
+    struct handle *next;
+} handle;
+
+struct dlock__etcd {
+    dlock__etcd_url url;
+    int connect_timeout_ms, io_timeout_ms;
+    pthread_mutex_t mu; /* idle, token */
+    handle *idle;
+    char *token; /* authentication token; NULL before the first */
+    _Atomic size_t current; /* the endpoint that answered last */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_ok;
+
+static void curl_init_once(void)
+{
+    curl_ok = curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK;
+}
+
+int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
+                    int connect_timeout_ms, int io_timeout_ms)
+{
+    *out = NULL;
+    DLOCK__CHECK_PTHREAD(pthread_once(&curl_once, curl_init_once));
+    if (!curl_ok)
+        return DLOCK_ENOMEM;
+    dlock__etcd *e = dlock__calloc(1, sizeof *e);
+    if (!e)
+        return DLOCK_ENOMEM;
+    e->url = *url;
+    memset(url, 0, sizeof *url);
+    e->connect_timeout_ms = connect_timeout_ms;
+    e->io_timeout_ms = io_timeout_ms;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&e->mu, NULL));
+    *out = e;
+    return DLOCK_OK;
+}
+
+static void handle_free(handle *h)
+{
+    if (h->multi)
+        curl_multi_cleanup(h->multi);
+    if (h->easy)
+        curl_easy_cleanup(h->easy);
+    dlock__free(h);
+}
+
+void dlock__etcd_free(dlock__etcd *e)
+{
+    if (!e)
+        return;
+    while (e->idle) {
+        handle *h = e->idle;
+        e->idle = h->next;
+        handle_free(h);
+    }
+    if (e->token)
+        memset(e->token, 0, strlen(e->token));
+    dlock__free(e->token);
+    dlock__etcd_url_clear(&e->url);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&e->mu));
+    dlock__free(e);
+}
+
+size_t dlock__etcd_endpoint_count(const dlock__etcd *e)
+{
+    return e->url.n;
+}
+
+const char *dlock__etcd_endpoint_name(const dlock__etcd *e, size_t i)
+{
+    return i < e->url.n ? e->url.name[i] : NULL;
+}
+
+int dlock__etcd_io_timeout_ms(const dlock__etcd *e)
+{
+    return e->io_timeout_ms;
+}
+
+static handle *handle_get(dlock__etcd *e)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    handle *h = e->idle;
+    if (h)
+        e->idle = h->next;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+    if (h)
+        return h;
+    if (!(h = dlock__calloc(1, sizeof *h)))
+        return NULL;
+    if (!(h->easy = curl_easy_init()) || !(h->multi = curl_multi_init())) {
+        handle_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Pooled handles keep their connection (curl reuses it); a handle whose
+ * transfer was cut short has had its connection closed by curl. */
+static void handle_put(dlock__etcd *e, handle *h)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    h->next = e->idle;
+    e->idle = h;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+}
+
+/* ---- error mapping ------------------------------------------------------ */
+
+int dlock__etcd_map_error(long code, const char *msg)
+{
+    if (!msg)
+        msg = "";
+    switch (code) {
+    case 16: /* UNAUTHENTICATED */
+    case 7:  /* PERMISSION_DENIED */
+        return DLOCK_EAUTH;
+    case 3: /* INVALID_ARGUMENT: authentication failures come as this */
+        if (strstr(msg, "authentication") || strstr(msg, "user name") ||
+            strstr(msg, "auth token") || strstr(msg, "password"))
+            return DLOCK_EAUTH;
+        return DLOCK_EREFUSED;
+    case 5: /* NOT_FOUND */
+        return strstr(msg, "lease not found") ? DLOCK_EEXPIRED : DLOCK_EREFUSED;
+    case 14: /* UNAVAILABLE: a proposal that timed out may still commit */
+        if (strstr(msg, "timed out") || strstr(msg, "leader changed"))
+            return DLOCK_EUNKNOWN;
+        return DLOCK_EBUSY;
+    case 4: /* DEADLINE_EXCEEDED */
+    case 1: /* CANCELED */
+        return DLOCK_EUNKNOWN;
+    case 8: /* RESOURCE_EXHAUSTED */
+        return strstr(msg, "too many requests") ? DLOCK_EBUSY : DLOCK_EREFUSED;
+    default:
+        return DLOCK_EREFUSED;
+    }
+}
+
+static int retryable(int rc)
+{
+    return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;
+}
+
+/* ---- one request on one endpoint ------------------------------------------ */
+
+typedef struct sink {
+    char *buf;
+    size_t len, cap;
+    int overflow;
+    /* streaming */
+    int (*on_msg)(json_t *result, void *arg);
+    void *arg;
+    int stop;         /* on_msg said done */
+    long stream_code; /* an error message in the stream */
+    char stream_msg[200];
+    int stream_bad;   /* a line that is not JSON */
+} sink;
+
+static int sink_append(sink *s, const char *p, size_t n)
+{
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 1024;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        if (cap > BODY_MAX) {
+            s->overflow = 1;
+            return -1;
+        }
+        char *b = dlock__realloc(s->buf, cap);
+        if (!b) {
+            s->overflow = 1;
+            return -1;
+        }
+        s->buf = b;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, p, n);
+    s->len += n;
+    s->buf[s->len] = '\0';
+    return 0;
+}
+
+/* The gateway frames a stream as one JSON object per line. */
+static void sink_lines(sink *s)
+{
+    char *start = s->buf;
+    char *nl;
+    while (!s->stop && (nl = memchr(start, '\n', s->len - (size_t)(start - s->buf)))) {
+        json_error_t jerr;
+        json_t *msg = json_loadb(start, (size_t)(nl - start), 0, &jerr);
+        start = nl + 1;
+        if (!msg || !json_is_object(msg)) {
+            s->stream_bad = 1;
+            s->stop = 1;
+            json_decref(msg);
+            break;
+        }
+        json_t *err = json_object_get(msg, "error");
+        json_t *res = json_object_get(msg, "result");
+        if (err) {
+            /* {"error":{"grpc_code":N,"message":"..."}} */
+            json_t *c = json_object_get(err, "grpc_code");
+            json_t *m = json_object_get(err, "message");
+            s->stream_code = json_is_integer(c) ? (long)json_integer_value(c) : 2;
+            snprintf(s->stream_msg, sizeof s->stream_msg, "%s",
+                     json_is_string(m) ? json_string_value(m) : "stream error");
+            s->stop = 1;
+        } else if (res && s->on_msg(res, s->arg)) {
+            s->stop = 1;
+        }
+        json_decref(msg);
+    }
+    size_t left = s->len - (size_t)(start - s->buf);
+    memmove(s->buf, start, left);
+    s->len = left;
+    if (s->buf)
+        s->buf[left] = '\0';
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *arg)
+{
+    sink *s = arg;
+    size_t total = size * n;
+    if (s->stop || sink_append(s, p, total) != 0)
+        return 0; /* ends the transfer (CURLE_WRITE_ERROR) */
+    if (s->on_msg) {
+        sink_lines(s);
+        if (s->stop)
+            return 0;
+    }
+    return total;
+}
+
+static int cancel_seen(int fd)
+{
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Run one HTTP exchange. Returns DLOCK_OK with the transfer complete (or
+ * stopped by the stream callback), DLOCK_ECANCELED, DLOCK_ETIMEDOUT (the
+ * deadline passed; *sent says whether any of the request went out), or a
+ * transport error: DLOCK_EIO (nothing sent), DLOCK_EUNKNOWN. */
+static int perform(dlock__etcd *e, handle *h, size_t ep, const char *path,
+                   const char *body, size_t body_len, const char *token,
+                   sink *s, int64_t deadline_ns, int cancel_fd, int *sent,
+                   long *http_code, char *why, size_t why_len)
+{
+    char url[600];
+    snprintf(url, sizeof url, "%s%s", e->url.endpoint[ep], path);
+    struct curl_slist *hdrs = NULL, *t;
+    char auth[1100];
+    /* "Expect:" keeps curl from waiting for a 100 Continue on larger bodies. */
+    if (!(t = curl_slist_append(hdrs, "Content-Type: application/json")))
+        return DLOCK_ENOMEM;
+    hdrs = t;
+    if (!(t = curl_slist_append(hdrs, "Expect:")))
+        goto oom;
+    hdrs = t;
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: %s", token);
+        if (!(t = curl_slist_append(hdrs, auth)))
+            goto oom;
+        hdrs = t;
+    }
+    CURL *c = h->easy;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body_len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)e->connect_timeout_ms);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTP);
+#endif
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    *sent = 0;
+    if (curl_multi_add_handle(h->multi, c) != CURLM_OK) {
+        curl_slist_free_all(hdrs);
+        return DLOCK_ENOMEM;
+    }
+    int rc = DLOCK_OK, done = 0;
+    CURLcode res = CURLE_OK;
+    for (;;) {
+        int running = 0, left;
+        curl_multi_perform(h->multi, &running);
+        CURLMsg *m;
+        while ((m = curl_multi_info_read(h->multi, &left)))
+            if (m->msg == CURLMSG_DONE) {
+                done = 1;
+                res = m->data.result;
+            }
+        if (done || s->stop)
+            break;
+        if (cancel_seen(cancel_fd)) {
+            rc = DLOCK_ECANCELED;
+            break;
+        }
+        int ms = dlock__ms_until(deadline_ns);
+        if (ms == 0) {
+            rc = DLOCK_ETIMEDOUT;
+            break;
+        }
+        struct curl_waitfd w = {cancel_fd, CURL_WAIT_POLLIN, 0};
+        curl_multi_wait(h->multi, cancel_fd >= 0 ? &w : NULL,
+                        cancel_fd >= 0 ? 1u : 0u, ms, NULL);
+    }
+    long req_size = 0;
+    curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &req_size);
+    *sent = req_size > 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, http_code);
+    curl_multi_remove_handle(h->multi, c);
+    curl_slist_free_all(hdrs);
+    if (rc != DLOCK_OK || s->stop)
+        return rc;
+    if (res == CURLE_OK)
+        return DLOCK_OK;
+    if (res == CURLE_WRITE_ERROR && s->overflow) {
+        snprintf(why, why_len, "reply too large");
+        return s->buf ? DLOCK_EPROTO : DLOCK_ENOMEM;
+    }
+    snprintf(why, why_len, "%s", curl_easy_strerror(res));
+    if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST ||
+        !*sent)
+        return DLOCK_EIO;
+    return DLOCK_EUNKNOWN;
+oom:
+    curl_slist_free_all(hdrs);
+    return DLOCK_ENOMEM;
+}
+
+/* Turn a finished exchange into a reply object or an error. */
+static int decode(sink *s, long http_code, json_t **out, long *server_code,
+                  char *why, size_t why_len)
+{
+    json_error_t jerr;
+    json_t *j = s->len ? json_loadb(s->buf, s->len, 0, &jerr) : NULL;
+    if (!j || !json_is_object(j)) {
+        snprintf(why, why_len, "HTTP %ld with a body that is not JSON", http_code);
+        json_decref(j);
+        return DLOCK_EPROTO;
+    }
+    json_t *code = json_object_get(j, "code");
+    if (http_code != 200 || json_object_get(j, "error")) {
+        json_t *m = json_object_get(j, "message");
+        if (!json_is_string(m))
+            m = json_object_get(j, "error");
+        long c = json_is_integer(code) ? (long)json_integer_value(code) : -1;
+        snprintf(why, why_len, "%s (code %ld)",
+                 json_is_string(m) ? json_string_value(m) : "error", c);
+        int rc = c < 0 ? DLOCK_EPROTO : dlock__etcd_map_error(c, json_string_value(m));
+        if (server_code)
+            *server_code = c;
+        json_decref(j);
+        return rc;
+    }
+    *out = j;
+    return DLOCK_OK;
+}
+
+/* ---- authentication ------------------------------------------------------- */
+
+static int authenticate(dlock__etcd *e, handle *h, size_t ep, int64_t deadline_ns,
+                        int cancel_fd, char *why, size_t why_len)
+{
+    json_t *req = json_pack("{s:s, s:s}", "name", e->url.user, "password",
+                            e->url.password);
+    char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (!body)
+        return DLOCK_ENOMEM;
+    sink s = {0};
+    int sent;
+    long http = 0;
+    int rc = perform(e, h, ep, "/v3/auth/authenticate", body, strlen(body), NULL,
+                     &s, deadline_ns, cancel_fd, &sent, &http, why, why_len);
+    memset(body, 0, strlen(body));
+    free(body);
+    json_t *rep = NULL;
+    if (rc == DLOCK_ETIMEDOUT)
+        rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
+    if (rc == DLOCK_OK)
+        rc = decode(&s, http, &rep, NULL, why, why_len);
+    dlock__free(s.buf);
+    if (rc != DLOCK_OK)
+        return rc;
+    json_t *tok = json_object_get(rep, "token");
+    if (!json_is_string(tok)) {
+        json_decref(rep);
+        snprintf(why, why_len, "authenticate: no token in the reply");
+        return DLOCK_EPROTO;
+    }
+    char *copy = dlock__strdup(json_string_value(tok));
+    json_decref(rep);
+    if (!copy)
+        return DLOCK_ENOMEM;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    dlock__free(e->token);
+    e->token = copy;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+    return DLOCK_OK;
+}
+
+/* The token to send, copied into buf ("" when there is none yet). */
+static void token_copy(dlock__etcd *e, char *buf, size_t len)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    snprintf(buf, len, "%s", e->token ? e->token : "");
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+}
+
+static void token_drop(dlock__etcd *e)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    dlock__free(e->token);
+    e->token = NULL;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+/* One attempt on endpoint ep, authenticating first when needed (and once
+ * more when the member says our token is no longer valid). */
+static int attempt(dlock__etcd *e, handle *h, size_t ep, const char *path,
+                   const char *body, sink *s, json_t **out, long *server_code,
+                   int64_t deadline_ns, int cancel_fd, char *why, size_t why_len)
+{
+    char token[1024];
+    for (int pass = 0;; pass++) {
+        token[0] = '\0';
+        if (e->url.user) {
+            token_copy(e, token, sizeof token);
+            if (!token[0]) {
+                int rc = authenticate(e, h, ep, deadline_ns, cancel_fd, why, why_len);
+                if (rc != DLOCK_OK)
+                    return rc;
+                token_copy(e, token, sizeof token);
+            }
+        }
+        int sent;
+        long http = 0;
+        s->len = 0;
+        int rc = perform(e, h, ep, path, body, strlen(body), token[0] ? token : NULL,
+                         s, deadline_ns, cancel_fd, &sent, &http, why, why_len);
+        if (rc == DLOCK_ETIMEDOUT) {
+            snprintf(why, why_len, "no reply in time");
+            rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
+        }
+        if (rc != DLOCK_OK || s->on_msg)
+            return rc;
+        long code = 0;
+        rc = decode(s, http, out, &code, why, why_len);
+        if (server_code)
+            *server_code = code;
+        if (rc == DLOCK_EAUTH && e->url.user && pass == 0 && code == 16) {
+            token_drop(e); /* expired token: authenticate again */
+            continue;
+        }
+        return rc;
+    }
+}
+
+int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
+                     json_t **out, int64_t deadline_ns, int cancel_fd,
+                     dlock__errbuf *err, long *server_code)
+{
+    *out = NULL;
+    if (server_code)
+        *server_code = 0;
+    char *text = json_dumps(body, JSON_COMPACT);
+    handle *h = text ? handle_get(e) : NULL;
+    if (!h) {
+        free(text);
+        return DLOCK_ENOMEM;
+    }
+    size_t start = atomic_load(&e->current) % e->url.n;
+    int rc = DLOCK_EIO, any_sent = 0;
+    char why[300] = "";
+    for (size_t i = 0; i < e->url.n; i++) {
+        size_t ep = (start + i) % e->url.n;
+        int64_t until = dlock__deadline_after_ms(e->io_timeout_ms);
+        sink s = {0};
+        rc = attempt(e, h, ep, path, text, &s, out, server_code,
+                     DLOCK__MIN(until, deadline_ns), cancel_fd, why, sizeof why);
+        dlock__free(s.buf);
+        if (rc == DLOCK_OK) {
+            atomic_store(&e->current, ep);
+            break;
+        }
+        if (rc == DLOCK_EUNKNOWN)
+            any_sent = 1;
+        if (err)
+            dlock__err_append(err, "etcd %s: %s", e->url.name[ep], why);
+        if (!retryable(rc) || dlock__now_ns() >= deadline_ns)
+            break;
+        /* this member failed: the next call starts with the next one */
+        atomic_store(&e->current, (ep + 1) % e->url.n);
+    }
+    /* Sent to some member and answered by none: nobody knows. */
+    if (rc == DLOCK_EIO && any_sent)
+        rc = DLOCK_EUNKNOWN;
+    handle_put(e, h);
+    free(text);
+    return rc;
+}
+
+int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
+                       int (*on_msg)(json_t *result, void *arg), void *arg,
+                       int64_t deadline_ns, int cancel_fd, dlock__errbuf *err)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    handle *h = text ? handle_get(e) : NULL;
+    if (!h) {
+        free(text);
+        return DLOCK_ENOMEM;
+    }
+    size_t ep = atomic_load(&e->current) % e->url.n;
+    sink s = {0};
+    s.on_msg = on_msg;
+    s.arg = arg;
+    char why[300] = "";
+    int sent = 0;
+    long http = 0;
+    char token[1024] = "";
+    int rc = DLOCK_OK;
+    if (e->url.user) {
+        token_copy(e, token, sizeof token);
+        if (!token[0] && (rc = authenticate(e, h, ep, deadline_ns, cancel_fd,
+                                            why, sizeof why)) == DLOCK_OK)
+            token_copy(e, token, sizeof token);
+    }
+    if (rc == DLOCK_OK)
+        rc = perform(e, h, ep, path, text, strlen(text), token[0] ? token : NULL,
+                     &s, deadline_ns, cancel_fd, &sent, &http, why, sizeof why);
+    if (rc == DLOCK_OK && !s.stop) {
+        /* the member ended the stream without an answer */
+        snprintf(why, sizeof why, "watch stream ended (HTTP %ld)", http);
+        rc = DLOCK_EUNKNOWN;
+    } else if (rc == DLOCK_OK && s.stream_bad) {
+        snprintf(why, sizeof why, "watch stream: a line that is not JSON");
+        rc = DLOCK_EPROTO;
+    } else if (rc == DLOCK_OK && s.stream_code) {
+        snprintf(why, sizeof why, "%s (code %ld)", s.stream_msg, s.stream_code);
+        rc = dlock__etcd_map_error(s.stream_code, s.stream_msg);
+    }
+    if (rc != DLOCK_OK && rc != DLOCK_ETIMEDOUT && rc != DLOCK_ECANCELED) {
+        if (err)
+            dlock__err_append(err, "etcd %s: %s", e->url.name[ep], why);
+        if (retryable(rc))
+            atomic_store(&e->current, (ep + 1) % e->url.n);
+    }
+    dlock__free(s.buf);
+    handle_put(e, h);
+    free(text);
+    return rc;
+}
+
+/* ---- JSON helpers ----------------------------------------------------------- */
+
+int dlock__etcd_json_i64(json_t *obj, const char *field, int64_t *out)
+{
+    json_t *v = json_object_get(obj, field);
+    *out = 0;
+    if (!v)
+        return 0;
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return 0;
+    }
+    if (!json_is_string(v))
+        return -1;
+    const char *s = json_string_value(v);
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (end == s || *end || errno)
+        return -1;
+    *out = (int64_t)x;
+    return 0;
+}
+
+json_t *dlock__etcd_json_of_i64(int64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return json_string(buf);
+}
+
+json_t *dlock__etcd_json_b64(const void *data, size_t len)
+{
+    if (len > INT_MAX / 2)
+        return NULL;
+    char *buf = dlock__malloc(4 * ((len + 2) / 3) + 1);
+    if (!buf)
+        return NULL;
+    EVP_EncodeBlock((unsigned char *)buf, data, (int)len);
+    json_t *j = json_string(buf);
+    dlock__free(buf);
+    return j;
+}
+
+char *dlock__etcd_b64_decode(const char *text, size_t *out_len)
+{
+    size_t n = strlen(text);
+    if (n % 4 != 0 || n > INT_MAX)
+        return NULL;
+    char *buf = dlock__malloc(n / 4 * 3 + 1);
+    if (!buf)
+        return NULL;
+    int got = EVP_DecodeBlock((unsigned char *)buf, (const unsigned char *)text, (int)n);
+    if (got < 0) {
+        dlock__free(buf);
+        return NULL;
+    }
+    /* EVP_DecodeBlock counts the padding as zero bytes */
+    size_t len = (size_t)got;
+    if (n >= 1 && text[n - 1] == '=')
+        len--;
+    if (n >= 2 && text[n - 2] == '=')
+        len--;
+    buf[len] = '\0';
+    *out_len = len;
+    return buf;
+}

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Transport to etcd's v3 HTTP/JSON gateway: libcurl for HTTP, jansson for
+ * JSON (neither is ours to write). One dlock__etcd per client holds the
+ * endpoints, a pool of reusable curl handles (each keeps its keep-alive
+ * connection) and the authentication token.
+ *
+ * Every request is a POST of a JSON body to one path. A call fails over
+ * across the endpoints, starting with the last one that answered, until it
+ * has an answer, has tried each endpoint once, or its deadline passes.
+ * Retrying on another member is only done for failures that left nothing
+ * applied or requests that are idempotent: the etcd lock only sends
+ * idempotent ones (see etcd_lock.c), so every call here may be retried.
+ *
+ * Error mapping (gRPC code of the gateway's error reply, or transport):
+ *   - connect refused or timed out, nothing sent       -> DLOCK_EIO
+ *   - sent, then no reply in time or connection broken  -> DLOCK_EUNKNOWN
+ *   - 14 UNAVAILABLE "request timed out", "leader changed",
+ *     4 DEADLINE_EXCEEDED, 1 CANCELED                    -> DLOCK_EUNKNOWN
+ *   - 14 UNAVAILABLE (no leader, stopping, ...),
+ *     8 RESOURCE_EXHAUSTED "too many requests"           -> DLOCK_EBUSY
+ *   - 16 UNAUTHENTICATED, 7 PERMISSION_DENIED,
+ *     3 INVALID_ARGUMENT about authentication             -> DLOCK_EAUTH
+ *   - 5 NOT_FOUND "requested lease not found"            -> DLOCK_EEXPIRED
+ *   - any other error reply (database space exceeded,...) -> DLOCK_EREFUSED
+ *   - a body that is not the JSON etcd sends             -> DLOCK_EPROTO
+ * Retried on the next endpoint: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EBUSY. */
+#ifndef DLOCK_ETCD_HTTP_H
+#define DLOCK_ETCD_HTTP_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "error.h"
+#include "etcd_url.h"
+
+typedef struct dlock__etcd dlock__etcd;
+
+/* Takes the endpoints and credentials of *url (which it empties). */
+int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
+                    int connect_timeout_ms, int io_timeout_ms);
+void dlock__etcd_free(dlock__etcd *e);
+
+size_t dlock__etcd_endpoint_count(const dlock__etcd *e);
+const char *dlock__etcd_endpoint_name(const dlock__etcd *e, size_t i);
+int dlock__etcd_io_timeout_ms(const dlock__etcd *e);
+
+/* Map a gateway error (gRPC code, message) to a dlock code (never OK). */
+int dlock__etcd_map_error(long grpc_code, const char *msg);
+
+/* POST body to path; on DLOCK_OK *out is the reply object (caller
+ * json_decref()s). deadline_ns bounds the whole call; cancel_fd (or -1)
+ * readable ends it with DLOCK_ECANCELED. On error, err says which endpoint
+ * and what it said, and *server_code (may be NULL) the gRPC code of an
+ * error reply (0 otherwise). Thread-safe. */
+int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
+                     json_t **out, int64_t deadline_ns, int cancel_fd,
+                     dlock__errbuf *err, long *server_code);
+
+/* A streamed call (/v3/watch): POST body, then hand every message (the
+ * "result" object of each line) to on_msg until it returns non-zero (then
+ * DLOCK_OK), the deadline passes (DLOCK_ETIMEDOUT), cancel_fd is readable
+ * (DLOCK_ECANCELED) or the stream fails (an error as for post). One
+ * endpoint only: the caller re-reads the state and watches again. */
+int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
+                       int (*on_msg)(json_t *result, void *arg), void *arg,
+                       int64_t deadline_ns, int cancel_fd, dlock__errbuf *err);
+
+/* ---- JSON helpers for the gateway's encoding ---------------------------- */
+
+/* int64 fields come as decimal strings (proto3 JSON); absent means 0.
+ * Returns 0 or -1 if the field is there but not a number. */
+int dlock__etcd_json_i64(json_t *obj, const char *field, int64_t *out);
+/* A JSON string holding an int64 in decimal (new reference or NULL). */
+json_t *dlock__etcd_json_of_i64(int64_t v);
+/* bytes fields are base64: encode (new reference or NULL) / decode into a
+ * fresh buffer (caller dlock__free()s; NULL on bad input or OOM). */
+json_t *dlock__etcd_json_b64(const void *data, size_t len);
+char *dlock__etcd_b64_decode(const char *text, size_t *out_len);
+
+#endif

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <string.h>
+
+#include "clock.h"
+#include "common.h"
+#include "etcd_kv.h"
+
+void dlock__etcd_kv_clear(dlock__etcd_kv *kv)
+{
+    dlock__free(kv->key);
+    memset(kv, 0, sizeof *kv);
+}
+
+/* json_pack with "o" steals references and fails on NULL ones, so one NULL
+ * from an allocation makes the whole request NULL: checked once. */
+static json_t *b64(const char *p, size_t n)
+{
+    return dlock__etcd_json_b64(p, n);
+}
+
+static json_t *i64(int64_t v)
+{
+    return dlock__etcd_json_of_i64(v);
+}
+
+static int post(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
+                int64_t deadline_ns, int cancel_fd, dlock__errbuf *err,
+                long *code)
+{
+    if (!req)
+        return DLOCK_ENOMEM;
+    int rc = dlock__etcd_post(e, path, req, rep, deadline_ns, cancel_fd, err, code);
+    json_decref(req);
+    return rc;
+}
+
+static int proto(dlock__errbuf *err, const char *what)
+{
+    if (err)
+        dlock__err_append(err, "etcd: unexpected reply to %s", what);
+    return DLOCK_EPROTO;
+}
+
+/* Read a kv object (key decoded). */
+static int read_kv(json_t *j, dlock__etcd_kv *kv)
+{
+    memset(kv, 0, sizeof *kv);
+    json_t *k = json_object_get(j, "key");
+    if (!json_is_string(k) ||
+        dlock__etcd_json_i64(j, "create_revision", &kv->create_rev) ||
+        dlock__etcd_json_i64(j, "mod_revision", &kv->mod_rev) ||
+        dlock__etcd_json_i64(j, "lease", &kv->lease))
+        return DLOCK_EPROTO;
+    if (!(kv->key = dlock__etcd_b64_decode(json_string_value(k), &kv->key_len)))
+        return DLOCK_ENOMEM; /* or bad base64: both end the call */
+    return DLOCK_OK;
+}
+
+/* The first kv of a range response (kv left empty when it has none). */
+static int first_kv(json_t *range, dlock__etcd_kv *kv)
+{
+    memset(kv, 0, sizeof *kv);
+    json_t *kvs = json_object_get(range, "kvs");
+    if (!kvs || json_array_size(kvs) == 0)
+        return DLOCK_OK;
+    return read_kv(json_array_get(kvs, 0), kv);
+}
+
+int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
+                            int64_t *granted_s, int64_t deadline_ns,
+                            int cancel_fd, dlock__errbuf *err)
+{
+    json_t *rep = NULL;
+    long code = 0;
+    int rc = post(e, "/v3/lease/grant",
+                  json_pack("{s:o, s:o}", "ID", i64(id), "TTL", i64(ttl_s)), &rep,
+                  deadline_ns, cancel_fd, err, &code);
+    /* Our IDs are random 63-bit numbers: an existing lease with ours is an
+     * earlier copy of this grant whose reply was lost. */
+    if (rc == DLOCK_EREFUSED && code == 9) {
+        *granted_s = ttl_s;
+        if (err)
+            dlock__err_clear(err);
+        return DLOCK_OK;
+    }
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t got;
+    rc = dlock__etcd_json_i64(rep, "TTL", &got) || got <= 0
+             ? proto(err, "lease grant") : DLOCK_OK;
+    *granted_s = got;
+    json_decref(rep);
+    return rc;
+}
+
+int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
+                                int64_t deadline_ns, dlock__errbuf *err)
+{
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/lease/keepalive", json_pack("{s:o}", "ID", i64(id)),
+                  &rep, deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* A stream of one: {"result":{"ID":..,"TTL":..}}; no TTL: gone. */
+    json_t *res = json_object_get(rep, "result");
+    int64_t ttl = 0;
+    if (!json_is_object(res) || dlock__etcd_json_i64(res, "TTL", &ttl))
+        rc = proto(err, "lease keepalive");
+    else if (ttl <= 0) {
+        rc = DLOCK_EEXPIRED;
+        if (err)
+            dlock__err_append(err, "etcd: lease %llx has expired", (unsigned long long)id);
+    }
+    *ttl_s = ttl;
+    json_decref(rep);
+    return rc;
+}
+
+int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
+                             dlock__errbuf *err)
+{
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", i64(id)), &rep,
+                  deadline_ns, -1, err, NULL);
+    json_decref(rep);
+    return rc;
+}
+
+int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
+                             int64_t deadline_ns, dlock__errbuf *err)
+{
+    json_t *rep = NULL;
+    *ttl_ms = -1;
+    int rc = post(e, "/v3/lease/timetolive", json_pack("{s:o}", "ID", i64(id)),
+                  &rep, deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t ttl;
+    if (dlock__etcd_json_i64(rep, "TTL", &ttl))
+        rc = proto(err, "lease timetolive");
+    else
+        *ttl_ms = ttl >= 0 ? ttl * 1000 : -1; /* -1: not found */
+    json_decref(rep);
+    return rc;
+}
+
+static json_t *range_req(const char *begin, size_t blen, const char *end,
+                         size_t elen, const char *order, int64_t max_create_rev)
+{
+    json_t *r = json_pack("{s:o, s:o, s:s, s:s, s:i, s:b}", "key", b64(begin, blen),
+                          "range_end", b64(end, elen), "sort_order", order,
+                          "sort_target", "CREATE", "limit", 1, "keys_only", 1);
+    if (r && max_create_rev > 0 &&
+        json_object_set_new(r, "max_create_revision", i64(max_create_rev))) {
+        json_decref(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* The n-th response of a txn reply, as the object inside it. */
+static json_t *txn_part(json_t *rep, size_t n, const char *kind)
+{
+    json_t *parts = json_object_get(rep, "responses");
+    return json_object_get(json_array_get(parts, n), kind);
+}
+
+int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len,
+                                 int64_t lease, const char *begin, size_t begin_len,
+                                 const char *end, size_t end_len, int64_t *my_rev,
+                                 dlock__etcd_kv *first, int64_t deadline_ns,
+                                 int cancel_fd, dlock__errbuf *err)
+{
+    memset(first, 0, sizeof *first);
+    /* Create-if-absent makes the request idempotent: a copy sent again
+     * after a lost reply reads the key the first copy made. */
+    json_t *req = json_pack(
+        "{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o, s:o, s:o}}, {s:o}],"
+        " s:[{s:{s:o}}, {s:o}]}",
+        "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
+        "create_revision", i64(0),
+        "success", "request_put", "key", b64(key, key_len), "value",
+        b64(key, key_len), "lease", i64(lease),
+        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0),
+        "failure", "request_range", "key", b64(key, key_len),
+        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0));
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    int succeeded = json_is_true(json_object_get(rep, "succeeded"));
+    json_t *header = json_object_get(rep, "header");
+    int64_t rev = 0;
+    rc = DLOCK_OK;
+    if (succeeded) {
+        if (dlock__etcd_json_i64(header, "revision", &rev) || rev <= 0)
+            rc = DLOCK_EPROTO;
+    } else {
+        dlock__etcd_kv mine;
+        rc = first_kv(txn_part(rep, 0, "response_range"), &mine);
+        rev = mine.create_rev;
+        if (rc == DLOCK_OK && (!mine.key || mine.lease != lease))
+            rc = DLOCK_EPROTO; /* a key of our lease's name with another lease */
+        dlock__etcd_kv_clear(&mine);
+    }
+    if (rc == DLOCK_OK)
+        rc = first_kv(txn_part(rep, 1, "response_range"), first);
+    if (rc == DLOCK_OK && !first->key)
+        rc = DLOCK_EPROTO; /* at least our own key is there */
+    json_decref(rep);
+    if (rc == DLOCK_EPROTO)
+        return proto(err, "the lock's create transaction");
+    *my_rev = rev;
+    return rc;
+}
+
+int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
+                            int64_t my_rev, const char *begin, size_t begin_len,
+                            const char *end, size_t end_len, dlock__etcd_kv *pred,
+                            int64_t *rev, int64_t deadline_ns, int cancel_fd,
+                            dlock__errbuf *err)
+{
+    memset(pred, 0, sizeof *pred);
+    json_t *req = json_pack(
+        "{s:[{s:o, s:s, s:s, s:o}], s:[{s:o}], s:[]}",
+        "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
+        "create_revision", i64(my_rev),
+        "success", "request_range",
+        range_req(begin, begin_len, end, end_len, "DESCEND", my_rev - 1),
+        "failure");
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!json_is_true(json_object_get(rep, "succeeded"))) {
+        json_decref(rep);
+        if (err)
+            dlock__err_append(err, "etcd: our waiter key is gone (lease expired)");
+        return DLOCK_EEXPIRED;
+    }
+    if (dlock__etcd_json_i64(json_object_get(rep, "header"), "revision", rev))
+        rc = DLOCK_EPROTO;
+    else
+        rc = first_kv(txn_part(rep, 0, "response_range"), pred);
+    json_decref(rep);
+    return rc == DLOCK_EPROTO ? proto(err, "the predecessor read") : rc;
+}
+
+int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
+                      const char *end, size_t end_len, dlock__etcd_kv *first,
+                      int64_t deadline_ns, dlock__errbuf *err)
+{
+    memset(first, 0, sizeof *first);
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/range",
+                  range_req(begin, begin_len, end, end_len, "ASCEND", 0), &rep,
+                  deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = first_kv(rep, first);
+    json_decref(rep);
+    return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
+}
+
+int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
+                    dlock__etcd_kv *kv, int64_t deadline_ns, dlock__errbuf *err)
+{
+    memset(kv, 0, sizeof *kv);
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/range",
+                  json_pack("{s:o, s:b}", "key", b64(key, key_len), "keys_only", 1),
+                  &rep, deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = first_kv(rep, kv);
+    json_decref(rep);
+    return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
+}
+
+static int on_watch(json_t *result, void *arg)
+{
+    (void)arg;
+    /* A cancelled watch (compaction) also ends the wait: the caller reads
+     * the keys again, which is always right. */
+    if (json_is_true(json_object_get(result, "canceled")))
+        return 1;
+    json_t *events = json_object_get(result, "events");
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *type = json_object_get(ev, "type");
+        if (json_is_string(type) && strcmp(json_string_value(type), "DELETE") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int dlock__etcd_wait_delete(dlock__etcd *e, const char *key, size_t key_len,
+                            int64_t from_rev, int64_t deadline_ns, int cancel_fd,
+                            dlock__errbuf *err)
+{
+    json_t *req = json_pack("{s:{s:o, s:o}}", "create_request", "key",
+                            b64(key, key_len), "start_revision", i64(from_rev));
+    if (!req)
+        return DLOCK_ENOMEM;
+    int rc = dlock__etcd_stream(e, "/v3/watch", req, on_watch, NULL, deadline_ns,
+                                cancel_fd, err);
+    json_decref(req);
+    return rc;
+}

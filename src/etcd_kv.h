@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The etcd v3 calls the lock needs, each one request over etcd_http.c:
+ * leases (grant with our own ID, keep-alive, revoke, time-to-live), the
+ * lock's transactions, and a watch for one key's deletion. Requests are
+ * built and replies read with jansson; keys travel base64-encoded. */
+#ifndef DLOCK_ETCD_KV_H
+#define DLOCK_ETCD_KV_H
+
+#include <stdint.h>
+
+#include "etcd_http.h"
+
+/* One key-value as a range reply gives it (value not kept). */
+typedef struct dlock__etcd_kv {
+    char *key; /* decoded; NULL when there was none */
+    size_t key_len;
+    int64_t create_rev, mod_rev, lease;
+} dlock__etcd_kv;
+
+void dlock__etcd_kv_clear(dlock__etcd_kv *kv);
+
+/* Grant lease `id` (chosen by us, so that a grant whose reply was lost can
+ * be sent again: etcd answers "lease already exists" to the copy) for
+ * ttl_s seconds. *granted_s: the TTL etcd gave (it may raise it to its
+ * minimum). */
+int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
+                            int64_t *granted_s, int64_t deadline_ns,
+                            int cancel_fd, dlock__errbuf *err);
+
+/* Refresh the lease to its granted TTL. *ttl_s: that TTL. DLOCK_EEXPIRED
+ * when the lease is gone. */
+int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
+                                int64_t deadline_ns, dlock__errbuf *err);
+
+/* Revoke the lease, deleting every key attached. DLOCK_EEXPIRED when it
+ * was gone already. */
+int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
+                             dlock__errbuf *err);
+
+/* Remaining TTL of a lease in ms; -1 when it is gone. */
+int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
+                             int64_t deadline_ns, dlock__errbuf *err);
+
+/* Create `key` (value = itself, lease attached) if it does not exist, and
+ * read the first key of [begin, end) by create revision, in one
+ * transaction. *my_rev: the create revision of key (ours now or from an
+ * earlier copy of this request); *first: the owner. */
+int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len,
+                                 int64_t lease, const char *begin, size_t begin_len,
+                                 const char *end, size_t end_len, int64_t *my_rev,
+                                 dlock__etcd_kv *first, int64_t deadline_ns,
+                                 int cancel_fd, dlock__errbuf *err);
+
+/* If key still has create revision my_rev, read the key of [begin, end)
+ * created last before it (*pred; no key when there is none) and the
+ * revision of the read (*rev). DLOCK_EEXPIRED when key is gone or newer. */
+int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
+                            int64_t my_rev, const char *begin, size_t begin_len,
+                            const char *end, size_t end_len, dlock__etcd_kv *pred,
+                            int64_t *rev, int64_t deadline_ns, int cancel_fd,
+                            dlock__errbuf *err);
+
+/* Read the first key of [begin, end) by create revision (no key: free). */
+int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
+                      const char *end, size_t end_len, dlock__etcd_kv *first,
+                      int64_t deadline_ns, dlock__errbuf *err);
+
+/* Read one key (no key when absent). */
+int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
+                    dlock__etcd_kv *kv, int64_t deadline_ns, dlock__errbuf *err);
+
+/* Wait until `key` is deleted at or after revision from_rev: DLOCK_OK,
+ * DLOCK_ETIMEDOUT at deadline_ns, DLOCK_ECANCELED, or an error. */
+int dlock__etcd_wait_delete(dlock__etcd *e, const char *key, size_t key_len,
+                            int64_t from_rev, int64_t deadline_ns, int cancel_fd,
+                            dlock__errbuf *err);
+
+#endif

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The lock on etcd, the etcd way (docs/backends.md):
+ *
+ *   - every acquire grants a lease of the lock's TTL (rounded up to whole
+ *     seconds, etcd's unit) with an ID we draw, so a lost grant reply can
+ *     be retried;
+ *   - the waiter's key is KEY NUL <lease ID in 16 hex digits>, created in a
+ *     transaction if absent, with the lease attached: when the lease ends
+ *     (released, expired, the holder killed) etcd deletes the key;
+ *   - the owner is the key under KEY NUL with the lowest create revision;
+ *     the fencing token is that create revision, so it grows with every
+ *     grant by construction (revisions never go back);
+ *   - a waiter watches only the key created just before its own (no herd),
+ *     and looks again when that one is deleted.
+ *
+ * Every request is idempotent (create-if-absent, grant of our own ID,
+ * revoke, keep-alive, reads), so a reply lost to a member failure is
+ * retried on another member. These functions know nothing of handles:
+ * lock.c (or the backend module) keeps the state. */
+#ifndef DLOCK_ETCD_LOCK_H
+#define DLOCK_ETCD_LOCK_H
+
+#include <stdint.h>
+
+#include "etcd_http.h"
+
+/* One hold (or one waiter's place in line). */
+typedef struct dlock__etcd_hold {
+    int64_t lease;          /* 0: none */
+    int64_t rev;            /* our key's create revision: the fence */
+    int64_t ttl_s;          /* the lease's granted TTL */
+    char token[17];         /* the lease ID in hex: the owner token */
+    char *key;              /* KEY NUL token */
+    size_t key_len;
+    int64_t valid_until_ns; /* from the last grant or keep-alive sent */
+} dlock__etcd_hold;
+
+void dlock__etcd_hold_clear(dlock__etcd_hold *h);
+
+/* The range of a lock's waiter keys: KEY NUL .. KEY \x01. */
+typedef struct dlock__etcd_name {
+    char *begin, *end;
+    size_t len; /* of both */
+} dlock__etcd_name;
+
+int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);
+void dlock__etcd_name_clear(dlock__etcd_name *n);
+
+/* Acquire: wait_ms 0 tries once (DLOCK_ENOTACQUIRED when another key is
+ * first), > 0 waits that long (DLOCK_ETIMEDOUT), DLOCK_WAIT_FOREVER waits
+ * until granted or cancelled (cancel_fd readable: DLOCK_ECANCELED). On
+ * anything but DLOCK_OK the lease is revoked (best effort), so nothing of
+ * the attempt is left waiting. *holder_ttl_ms: remaining TTL of the owner
+ * seen (-1 if unknown). Errors as in etcd_http.h; during a wait, DLOCK_EIO,
+ * DLOCK_EUNKNOWN and DLOCK_EBUSY are retried until the deadline. */
+int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
+                        int64_t ttl_ms, int64_t wait_ms, int64_t retry_max_ms,
+                        int cancel_fd, dlock__etcd_hold *out,
+                        int64_t *holder_ttl_ms, dlock__errbuf *err);
+
+/* Release: revoke the lease (deleting the key). DLOCK_OK, DLOCK_EEXPIRED
+ * (the lease had ended), or an error. The hold is cleared either way. */
+int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err);
+
+/* Renew (keep-alive) and check that our key is still there with our
+ * create revision: DLOCK_OK (valid_until_ns moved), DLOCK_EEXPIRED (the
+ * lease is gone), DLOCK_ENOTOWNER (the key was deleted or replaced while
+ * the lease lived), or an error. */
+int dlock__etcd_renew(dlock__etcd *e, dlock__etcd_hold *h, int64_t deadline_ns,
+                      dlock__errbuf *err);
+
+/* Status: the current owner's key, if any. */
+int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
+                     int64_t *ttl_ms, uint64_t *fence, dlock__errbuf *err);
+
+/* Seconds of lease for a TTL in ms (rounded up; at least 1). */
+int64_t dlock__etcd_ttl_s(int64_t ttl_ms);
+
+#endif

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common.h"
+#include "error.h"
+#include "etcd_url.h"
+
+#define SCHEME "etcd://"
+#define SCHEME_LEN 7
+#define HOST_MAX 255
+
+int dlock__etcd_url_is(const char *text)
+{
+    return text && strncasecmp(text, SCHEME, SCHEME_LEN) == 0;
+}
+
+void dlock__etcd_url_clear(dlock__etcd_url *u)
+{
+    for (size_t i = 0; i < u->n; i++) {
+        dlock__free(u->endpoint[i]);
+        dlock__free(u->name[i]);
+    }
+    dlock__free(u->user);
+    if (u->password) /* do not leave the secret in freed memory */
+        memset(u->password, 0, strlen(u->password));
+    dlock__free(u->password);
+    memset(u, 0, sizeof *u);
+}
+
+static int bad(char *err, size_t len, const char *url, const char *why)
+{
+    if (err && len)
+        snprintf(err, len, "bad etcd URL \"%.200s\": %s", url, why);
+    return DLOCK_EINVAL;
+}
+
+/* One "host:port" or "[v6]:port" of length n. */
+static int add_host(dlock__etcd_url *u, const char *s, size_t n, const char *url,
+                    char *err, size_t len)
+{
+    if (n == 0)
+        return bad(err, len, url, "empty host");
+    if (n > HOST_MAX + 8)
+        return bad(err, len, url, "host too long");
+    const char *colon;
+    if (s[0] == '[') {
+        const char *close = memchr(s, ']', n);
+        if (!close || close == s + 1)
+            return bad(err, len, url, "unclosed or empty [IPv6] host");
+        colon = close + 1 < s + n && close[1] == ':' ? close + 1 : NULL;
+    } else {
+        colon = memchr(s, ':', n);
+        if (colon && memchr(colon + 1, ':', (size_t)(s + n - colon - 1)))
+            return bad(err, len, url, "IPv6 hosts go in brackets");
+    }
+    if (!colon || colon == s)
+        return bad(err, len, url, "every host needs a port (host:port)");
+    long port = 0;
+    const char *p = colon + 1;
+    if (p == s + n)
+        return bad(err, len, url, "empty port");
+    for (; p < s + n; p++) {
+        if (*p < '0' || *p > '9' || (port = port * 10 + (*p - '0')) > 65535)
+            return bad(err, len, url, "port must be 1..65535");
+    }
+    if (port < 1)
+        return bad(err, len, url, "port must be 1..65535");
+    for (const char *q = s; q < colon; q++)
+        if ((unsigned char)*q <= 0x20 || *q == '/' || *q == '?' || *q == '#' ||
+            *q == '@')
+            return bad(err, len, url, "bad character in host");
+    if (u->n == DLOCK__ETCD_MAX_ENDPOINTS)
+        return bad(err, len, url, "more than 16 endpoints");
+    for (size_t i = 0; i < u->n; i++)
+        if (strlen(u->name[i]) == n && memcmp(u->name[i], s, n) == 0)
+            return bad(err, len, url, "the same endpoint twice");
+    char *name = dlock__strndup(s, n);
+    char *ep = dlock__malloc(n + 8);
+    if (!name || !ep) {
+        dlock__free(name);
+        dlock__free(ep);
+        return DLOCK_ENOMEM;
+    }
+    snprintf(ep, n + 8, "http://%s", name);
+    u->name[u->n] = name;
+    u->endpoint[u->n++] = ep;
+    return DLOCK_OK;
+}
+
+static int set_cred(char **slot, const char *s, size_t n, const char *url,
+                    char *err, size_t len)
+{
+    if (*slot) {
+        if (strlen(*slot) == n && memcmp(*slot, s, n) == 0)
+            return DLOCK_OK;
+        return bad(err, len, url, "URLs name different users or passwords");
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20)
+            return bad(err, len, url, "control character in credentials");
+    return (*slot = dlock__strndup(s, n)) ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+static int parse_one(dlock__etcd_url *u, const char *url, char *err, size_t len)
+{
+    if (!dlock__etcd_url_is(url))
+        return bad(err, len, url, "not an etcd:// URL");
+    const char *s = url + SCHEME_LEN, *end = s + strlen(s);
+    if (end > s && end[-1] == '/') /* etcd://h:1/ is fine; a path is not */
+        end--;
+    if (memchr(s, '/', (size_t)(end - s)) || memchr(s, '?', (size_t)(end - s)))
+        return bad(err, len, url, "etcd URLs take no path or query");
+    const char *at = NULL;
+    for (const char *p = s; p < end; p++)
+        if (*p == '@')
+            at = p;
+    int rc;
+    if (at) {
+        const char *colon = memchr(s, ':', (size_t)(at - s));
+        if (!colon || colon == s)
+            return bad(err, len, url, "credentials are user:password@");
+        if ((rc = set_cred(&u->user, s, (size_t)(colon - s), url, err, len)) ||
+            (rc = set_cred(&u->password, colon + 1, (size_t)(at - colon - 1),
+                           url, err, len)))
+            return rc;
+        s = at + 1;
+    }
+    if (s == end)
+        return bad(err, len, url, "no host");
+    while (s <= end) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *stop = comma ? comma : end;
+        if ((rc = add_host(u, s, (size_t)(stop - s), url, err, len)) != DLOCK_OK)
+            return rc;
+        if (!comma)
+            break;
+        s = comma + 1;
+    }
+    return DLOCK_OK;
+}
+
+int dlock__etcd_url_parse(dlock__etcd_url *out, const char *const *urls,
+                          size_t n_urls, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    if (!urls || n_urls == 0)
+        return bad(err, err_len, "", "no URL");
+    for (size_t i = 0; i < n_urls; i++) {
+        int rc = urls[i] ? parse_one(out, urls[i], err, err_len)
+                         : bad(err, err_len, "(null)", "NULL URL");
+        if (rc != DLOCK_OK) {
+            dlock__etcd_url_clear(out);
+            return rc;
+        }
+    }
+    return DLOCK_OK;
+}

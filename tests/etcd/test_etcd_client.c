@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The etcd v3 client under the etcd backend (src/etcd_http.c,
+ * src/etcd_kv.c) against a real etcd member: leases, the lock's
+ * transactions, the watch, endpoint failover and the mapping of every
+ * failure class to a dlock code. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "dlock.h"
+#include "error.h"
+#include "etcd_kv.h"
+#include "etcd_server.h"
+
+static test_etcd srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return test_etcd_start(&srv, 1);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_etcd_stop(&srv);
+    return 0;
+}
+
+static dlock__etcd *client_for(const char *url, int io_timeout_ms)
+{
+    dlock__etcd_url u;
+    char err[256];
+    if (dlock__etcd_url_parse(&u, &url, 1, err, sizeof err) != DLOCK_OK)
+        fail_msg("%s", err);
+    dlock__etcd *e;
+    assert_int_equal(dlock__etcd_new(&e, &u, 500, io_timeout_ms), DLOCK_OK);
+    return e;
+}
+
+static int64_t soon(void)
+{
+    return dlock__deadline_after_ms(3000);
+}
+
+static void lease_grant_keepalive_revoke_round_trip(void **state)
+{
+    (void)state;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    int64_t ttl = 0, ms = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x1234, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(ttl, 5);
+    /* the same grant again (a reply lost in between) is the same lease */
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x1234, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), NULL), DLOCK_OK);
+    assert_int_equal(ttl, 5);
+    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, soon(), NULL), DLOCK_OK);
+    assert_true(ms > 0 && ms <= 5000);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1234, soon(), NULL), DLOCK_OK);
+    /* gone: revoke and keep-alive both say expired */
+    dlock__errbuf err = {0};
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1234, soon(), &err), DLOCK_EEXPIRED);
+    assert_non_null(strstr(dlock__err_str(&err), "lease not found"));
+    assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), NULL),
+                     DLOCK_EEXPIRED);
+    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, soon(), NULL), DLOCK_OK);
+    assert_int_equal(ms, -1);
+    dlock__err_free(&err);
+    dlock__etcd_free(e);
+}
+
+static void lease_too_short_is_raised_to_the_minimum(void **state)
+{
+    (void)state;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    int64_t ttl = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x99, 1, &ttl, soon(), -1, NULL), DLOCK_OK);
+    assert_true(ttl >= 1);
+    dlock__etcd_lease_revoke(e, 0x99, soon(), NULL);
+    dlock__etcd_free(e);
+}
+
+static void create_is_idempotent_and_first_is_the_oldest(void **state)
+{
+    (void)state;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    const char begin[] = "t1\0", end[] = "t1\1";
+    const char ka[] = "t1\0a", kb[] = "t1\0b";
+    int64_t ttl, ra = 0, ra2 = 0, rb = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x51, 10, &ttl, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x52, 10, &ttl, soon(), -1, NULL), DLOCK_OK);
+    dlock__etcd_kv first;
+    assert_int_equal(dlock__etcd_create_and_first(e, ka, 4, 0x51, begin, 3, end, 3, &ra,
+                                                  &first, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(first.create_rev, ra);
+    assert_int_equal(first.lease, 0x51);
+    assert_memory_equal(first.key, ka, 4);
+    dlock__etcd_kv_clear(&first);
+    /* again: no new key, the same revision */
+    assert_int_equal(dlock__etcd_create_and_first(e, ka, 4, 0x51, begin, 3, end, 3, &ra2,
+                                                  &first, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(ra2, ra);
+    dlock__etcd_kv_clear(&first);
+    assert_int_equal(dlock__etcd_create_and_first(e, kb, 4, 0x52, begin, 3, end, 3, &rb,
+                                                  &first, soon(), -1, NULL), DLOCK_OK);
+    assert_true(rb > ra);
+    assert_int_equal(first.create_rev, ra); /* a is still first */
+    dlock__etcd_kv_clear(&first);
+    /* b's predecessor is a; a has none */
+    dlock__etcd_kv pred;
+    int64_t rev;
+    assert_int_equal(dlock__etcd_predecessor(e, kb, 4, rb, begin, 3, end, 3, &pred, &rev,
+                                             soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(pred.create_rev, ra);
+    dlock__etcd_kv_clear(&pred);
+    assert_int_equal(dlock__etcd_predecessor(e, ka, 4, ra, begin, 3, end, 3, &pred, &rev,
+                                             soon(), -1, NULL), DLOCK_OK);
+    assert_null(pred.key);
+    /* revoking a's lease deletes a: b's key is then first */
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x51, soon(), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_first(e, begin, 3, end, 3, &first, soon(), NULL), DLOCK_OK);
+    assert_int_equal(first.create_rev, rb);
+    dlock__etcd_kv_clear(&first);
+    /* a's predecessor check now says its key is gone */
+    assert_int_equal(dlock__etcd_predecessor(e, ka, 4, ra, begin, 3, end, 3, &pred, &rev,
+                                             soon(), -1, NULL), DLOCK_EEXPIRED);
+    dlock__etcd_lease_revoke(e, 0x52, soon(), NULL);
+    dlock__etcd_free(e);
+}
+
+typedef struct revoker {
+    dlock__etcd *e;
+    int64_t lease;
+    int delay_ms;
+} revoker;
+
+static void *revoke_later(void *arg)
+{
+    revoker *r = arg;
+    struct timespec ts = {0, (long)r->delay_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    dlock__etcd_lease_revoke(r->e, r->lease, dlock__deadline_after_ms(3000), NULL);
+    return NULL;
+}
+
+static void watch_returns_when_the_key_is_deleted(void **state)
+{
+    (void)state;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    const char begin[] = "w1\0", end[] = "w1\1", k[] = "w1\0k";
+    int64_t ttl, rev;
+    dlock__etcd_kv first;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x61, 10, &ttl, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_create_and_first(e, k, 4, 0x61, begin, 3, end, 3, &rev,
+                                                  &first, soon(), -1, NULL), DLOCK_OK);
+    dlock__etcd_kv_clear(&first);
+    /* nobody deletes it: the watch ends at its deadline */
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(dlock__etcd_wait_delete(e, k, 4, rev + 1, dlock__deadline_after_ms(300),
+                                             -1, NULL), DLOCK_ETIMEDOUT);
+    assert_true(dlock__now_ns() - t0 >= 250 * DLOCK__NS_PER_MS);
+    revoker r = {e, 0x61, 300};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, revoke_later, &r), 0);
+    t0 = dlock__now_ns();
+    assert_int_equal(dlock__etcd_wait_delete(e, k, 4, rev + 1, dlock__deadline_after_ms(10000),
+                                             -1, NULL), DLOCK_OK);
+    assert_true(dlock__now_ns() - t0 < 5000 * DLOCK__NS_PER_MS);
+    pthread_join(t, NULL);
+    /* a delete that happened before the watch began is still seen */
+    assert_int_equal(dlock__etcd_wait_delete(e, k, 4, rev + 1, dlock__deadline_after_ms(3000),
+                                             -1, NULL), DLOCK_OK);
+    dlock__etcd_free(e);
+}
+
+static void watch_ends_at_once_on_cancel(void **state)
+{
+    (void)state;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(dlock__etcd_wait_delete(e, "c\0k", 3, 1, dlock__deadline_after_ms(10000),
+                                             p[0], NULL), DLOCK_ECANCELED);
+    assert_true(dlock__now_ns() - t0 < 1000 * DLOCK__NS_PER_MS);
+    close(p[0]);
+    close(p[1]);
+    dlock__etcd_free(e);
+}
+
+/* A port nobody listens on: 1 (tcpmux) is privileged and unused here. */
+static int closed_port(void)
+{
+    return 1;
+}
+
+static void unreachable_member_is_eio_and_named(void **state)
+{
+    (void)state;
+    char url[64];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", closed_port());
+    dlock__etcd *e = client_for(url, 500);
+    dlock__errbuf err = {0};
+    int64_t ttl;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x71, 5, &ttl, soon(), -1, &err), DLOCK_EIO);
+    assert_non_null(strstr(dlock__err_str(&err), "127.0.0.1:1"));
+    dlock__err_free(&err);
+    dlock__etcd_free(e);
+}
+
+static void a_dead_member_is_skipped(void **state)
+{
+    (void)state;
+    char url[200];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d", closed_port(),
+             srv.m[0].client_port);
+    dlock__etcd *e = client_for(url, 500);
+    int64_t ttl;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x72, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x72, soon(), NULL), DLOCK_OK);
+    dlock__etcd_free(e);
+}
+
+static void a_paused_member_leaves_the_outcome_unknown(void **state)
+{
+    (void)state;
+    dlock__etcd *e = client_for(srv.url, 300);
+    int64_t ttl;
+    /* a first call opens the connection, so the next one is sent at once */
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x73, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
+    test_etcd_pause(&srv, 0);
+    dlock__errbuf err = {0};
+    int rc = dlock__etcd_lease_keepalive(e, 0x73, &ttl, soon(), &err);
+    test_etcd_resume(&srv, 0);
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    assert_non_null(strstr(dlock__err_str(&err), "no reply in time"));
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x73, soon(), NULL), DLOCK_OK);
+    dlock__err_free(&err);
+    dlock__etcd_free(e);
+}
+
+static void server_errors_map_to_documented_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(dlock__etcd_map_error(16, "etcdserver: invalid auth token"), DLOCK_EAUTH);
+    assert_int_equal(dlock__etcd_map_error(7, "etcdserver: permission denied"), DLOCK_EAUTH);
+    assert_int_equal(dlock__etcd_map_error(3, "etcdserver: authentication failed, invalid user ID or password"), DLOCK_EAUTH);
+    assert_int_equal(dlock__etcd_map_error(3, "etcdserver: user name is empty"), DLOCK_EAUTH);
+    assert_int_equal(dlock__etcd_map_error(3, "etcdserver: too many operations in txn request"), DLOCK_EREFUSED);
+    assert_int_equal(dlock__etcd_map_error(5, "etcdserver: requested lease not found"), DLOCK_EEXPIRED);
+    assert_int_equal(dlock__etcd_map_error(14, "etcdserver: request timed out"), DLOCK_EUNKNOWN);
+    assert_int_equal(dlock__etcd_map_error(14, "etcdserver: leader changed"), DLOCK_EUNKNOWN);
+    assert_int_equal(dlock__etcd_map_error(14, "etcdserver: no leader"), DLOCK_EBUSY);
+    assert_int_equal(dlock__etcd_map_error(8, "etcdserver: too many requests"), DLOCK_EBUSY);
+    assert_int_equal(dlock__etcd_map_error(8, "etcdserver: mvcc: database space exceeded"), DLOCK_EREFUSED);
+    assert_int_equal(dlock__etcd_map_error(4, "context deadline exceeded"), DLOCK_EUNKNOWN);
+    assert_int_equal(dlock__etcd_map_error(9, "etcdserver: lease already exists"), DLOCK_EREFUSED);
+}
+
+/* Authentication on a member of its own, so the others need none. */
+static void auth_refused_is_eauth_and_accepted_works(void **state)
+{
+    (void)state;
+    test_etcd a;
+    assert_int_equal(test_etcd_start(&a, 1), 0);
+    dlock__etcd *e = client_for(a.url, 2000);
+    json_t *rep = NULL;
+    json_t *req = json_pack("{s:s, s:s}", "name", "root", "password", "pw");
+    assert_int_equal(dlock__etcd_post(e, "/v3/auth/user/add", req, &rep, soon(), -1, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(req);
+    json_decref(rep);
+    req = json_pack("{s:s, s:s}", "user", "root", "role", "root");
+    assert_int_equal(dlock__etcd_post(e, "/v3/auth/user/grant", req, &rep, soon(), -1, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(req);
+    json_decref(rep);
+    req = json_object();
+    assert_int_equal(dlock__etcd_post(e, "/v3/auth/enable", req, &rep, soon(), -1, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(req);
+    json_decref(rep);
+    int64_t ttl;
+    dlock__errbuf err = {0};
+    /* no credentials: etcd 3.4 grants leases to anyone, but keys are
+     * guarded */
+    dlock__etcd_kv kv;
+    assert_int_equal(dlock__etcd_get(e, "a", 1, &kv, soon(), &err), DLOCK_EAUTH);
+    assert_non_null(strstr(dlock__err_str(&err), "user name is empty"));
+    dlock__etcd_free(e);
+    /* wrong password */
+    char url[200];
+    snprintf(url, sizeof url, "etcd://root:nope@127.0.0.1:%d", a.m[0].client_port);
+    e = client_for(url, 2000);
+    dlock__err_clear(&err);
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x81, 5, &ttl, soon(), -1, &err), DLOCK_EAUTH);
+    assert_non_null(strstr(dlock__err_str(&err), "authentication failed"));
+    dlock__etcd_free(e);
+    /* right password */
+    snprintf(url, sizeof url, "etcd://root:pw@127.0.0.1:%d", a.m[0].client_port);
+    e = client_for(url, 2000);
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x81, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_get(e, "a", 1, &kv, soon(), NULL), DLOCK_OK);
+    assert_null(kv.key);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x81, soon(), NULL), DLOCK_OK);
+    dlock__etcd_free(e);
+    dlock__err_free(&err);
+    test_etcd_stop(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lease_grant_keepalive_revoke_round_trip),
+        cmocka_unit_test(lease_too_short_is_raised_to_the_minimum),
+        cmocka_unit_test(create_is_idempotent_and_first_is_the_oldest),
+        cmocka_unit_test(watch_returns_when_the_key_is_deleted),
+        cmocka_unit_test(watch_ends_at_once_on_cancel),
+        cmocka_unit_test(unreachable_member_is_eio_and_named),
+        cmocka_unit_test(a_dead_member_is_skipped),
+        cmocka_unit_test(a_paused_member_leaves_the_outcome_unknown),
+        cmocka_unit_test(server_errors_map_to_documented_codes),
+        cmocka_unit_test(auth_refused_is_eauth_and_accepted_works),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

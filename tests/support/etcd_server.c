@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "etcd_server.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Ports handed out by this process, so two members never draw one port
+ * between the probe and etcd's bind. */
+static int used_ports[64];
+static int n_used;
+
+static int free_port(void)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a;
+        socklen_t len = sizeof a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+            getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        close(fd);
+        int p = ntohs(a.sin_port), seen = 0;
+        for (int i = 0; i < n_used; i++)
+            seen |= used_ports[i] == p;
+        if (!seen) {
+            used_ports[n_used++ % 64] = p;
+            return p;
+        }
+    }
+    return -1;
+}
+
+static int spawn(test_etcd *c, int i, int existing)
+{
+    test_etcd_member *m = &c->m[i];
+    char client[80], peer[80], log[400];
+    snprintf(client, sizeof client, "http://127.0.0.1:%d", m->client_port);
+    snprintf(peer, sizeof peer, "http://127.0.0.1:%d", m->peer_port);
+    snprintf(log, sizeof log, "%s.log", m->dir);
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0)
+            dup2(devnull, 0);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        execlp("etcd", "etcd", "--name", m->name, "--data-dir", m->dir,
+               "--listen-client-urls", client, "--advertise-client-urls", client,
+               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+               "--initial-cluster", c->initial_cluster, "--initial-cluster-state",
+               existing ? "existing" : "new", "--initial-cluster-token", c->dir,
+               "--heartbeat-interval", "50", "--election-timeout", "500",
+               "--logger", "zap", "--log-level", "warn", (char *)NULL);
+        _exit(127);
+    }
+    m->pid = pid;
+    m->paused = 0;
+    return 0;
+}
+
+/* POST body to member i; the reply object or NULL. */
+static json_t *member_post(const test_etcd_member *m, const char *path,
+                           const char *body, int timeout_ms)
+{
+    CURL *h = curl_easy_init();
+    if (!h)
+        return NULL;
+    char url[200];
+    snprintf(url, sizeof url, "%s%s", m->http, path);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    CURLcode res = curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    fclose(f);
+    json_t *j = res == CURLE_OK ? json_loads(buf, 0, NULL) : NULL;
+    free(buf);
+    return j;
+}
+
+/* "leader" and our own member id from /v3/maintenance/status. */
+static int member_status(const test_etcd_member *m, char *leader, size_t llen,
+                         char *self, size_t slen)
+{
+    json_t *j = member_post(m, "/v3/maintenance/status", "{}", 500);
+    json_t *l = json_object_get(j, "leader");
+    json_t *id = json_object_get(json_object_get(j, "header"), "member_id");
+    int ok = json_is_string(l) && json_is_string(id);
+    if (ok) {
+        snprintf(leader, llen, "%s", json_string_value(l));
+        snprintf(self, slen, "%s", json_string_value(id));
+    }
+    json_decref(j);
+    return ok ? 0 : -1;
+}
+
+int test_etcd_leader(test_etcd *c, int max_ms)
+{
+    long end = now_ms() + max_ms;
+    do {
+        for (int i = 0; i < c->n; i++) {
+            if (!c->m[i].pid || c->m[i].paused)
+                continue;
+            char leader[32], self[32];
+            if (member_status(&c->m[i], leader, sizeof leader, self, sizeof self))
+                continue;
+            if (strcmp(leader, "0") == 0)
+                continue;
+            for (int k = 0; k < c->n; k++) {
+                char l2[32], s2[32];
+                if (c->m[k].pid && !c->m[k].paused &&
+                    member_status(&c->m[k], l2, sizeof l2, s2, sizeof s2) == 0 &&
+                    strcmp(s2, leader) == 0)
+                    return k;
+            }
+        }
+        sleep_ms(50);
+    } while (now_ms() < end);
+    return -1;
+}
+
+int test_etcd_wait_leader(test_etcd *c, int max_ms)
+{
+    return test_etcd_leader(c, max_ms) >= 0 ? 0 : -1;
+}
+
+static int wait_member(test_etcd_member *m, int max_ms)
+{
+    long end = now_ms() + max_ms;
+    do {
+        json_t *j = member_post(m, "/v3/kv/range", "{\"key\":\"AA==\"}", 500);
+        int ok = j && json_object_get(j, "header");
+        json_decref(j);
+        if (ok)
+            return 0;
+        sleep_ms(50);
+    } while (now_ms() < end);
+    return -1;
+}
+
+int test_etcd_start(test_etcd *c, int n)
+{
+    memset(c, 0, sizeof *c);
+    if (n < 1 || n > TEST_ETCD_MAX)
+        return -1;
+    curl_global_init(CURL_GLOBAL_ALL);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(c->dir, sizeof c->dir, "%s/dlock-etcd-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(c->dir)) {
+        perror("mkdtemp");
+        return -1;
+    }
+    c->n = n;
+    size_t used = 0, uused = 0;
+    uused += (size_t)snprintf(c->url, sizeof c->url, "etcd://");
+    for (int i = 0; i < n; i++) {
+        test_etcd_member *m = &c->m[i];
+        m->client_port = free_port();
+        m->peer_port = free_port();
+        if (m->client_port < 0 || m->peer_port < 0) {
+            fprintf(stderr, "etcd harness: no free port\n");
+            test_etcd_stop(c);
+            return -1;
+        }
+        snprintf(m->name, sizeof m->name, "m%d", i);
+        snprintf(m->dir, sizeof m->dir, "%s/%s", c->dir, m->name);
+        snprintf(m->url, sizeof m->url, "etcd://127.0.0.1:%d", m->client_port);
+        snprintf(m->http, sizeof m->http, "http://127.0.0.1:%d", m->client_port);
+        used += (size_t)snprintf(c->initial_cluster + used, sizeof c->initial_cluster - used,
+                                 "%s%s=http://127.0.0.1:%d", i ? "," : "", m->name,
+                                 m->peer_port);
+        uused += (size_t)snprintf(c->url + uused, sizeof c->url - uused, "%s127.0.0.1:%d",
+                                  i ? "," : "", m->client_port);
+    }
+    for (int i = 0; i < n; i++)
+        if (spawn(c, i, 0) != 0) {
+            test_etcd_stop(c);
+            return -1;
+        }
+    for (int i = 0; i < n; i++)
+        if (wait_member(&c->m[i], 20000) != 0) {
+            fprintf(stderr, "etcd harness: member %d did not answer (log: %s.log)\n", i,
+                    c->m[i].dir);
+            test_etcd_stop(c);
+            return -1;
+        }
+    if (test_etcd_wait_leader(c, 20000) != 0) {
+        fprintf(stderr, "etcd harness: no leader\n");
+        test_etcd_stop(c);
+        return -1;
+    }
+    return 0;
+}
+
+static void reap(test_etcd_member *m, int sig, int max_ms)
+{
+    if (!m->pid)
+        return;
+    if (m->paused)
+        kill(m->pid, SIGCONT);
+    kill(m->pid, sig);
+    long end = now_ms() + max_ms;
+    while (waitpid(m->pid, NULL, WNOHANG) == 0) {
+        if (now_ms() >= end) {
+            kill(m->pid, SIGKILL);
+            waitpid(m->pid, NULL, 0);
+            break;
+        }
+        sleep_ms(10);
+    }
+    m->pid = 0;
+    m->paused = 0;
+}
+
+void test_etcd_stop(test_etcd *c)
+{
+    for (int i = 0; i < c->n; i++)
+        reap(&c->m[i], SIGTERM, 5000);
+    if (c->dir[0] && !getenv("DLOCK_TEST_KEEP")) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "etcd harness: could not remove %s\n", c->dir);
+    }
+    c->dir[0] = '\0';
+    c->n = 0;
+}
+
+void test_etcd_kill9(test_etcd *c, int i)
+{
+    reap(&c->m[i], SIGKILL, 5000);
+}
+
+int test_etcd_restart(test_etcd *c, int i)
+{
+    if (c->m[i].pid)
+        return 0;
+    if (spawn(c, i, 1) != 0)
+        return -1;
+    return wait_member(&c->m[i], 20000);
+}
+
+void test_etcd_pause(test_etcd *c, int i)
+{
+    if (c->m[i].pid && !c->m[i].paused) {
+        kill(c->m[i].pid, SIGSTOP);
+        c->m[i].paused = 1;
+    }
+}
+
+void test_etcd_resume(test_etcd *c, int i)
+{
+    if (c->m[i].pid && c->m[i].paused) {
+        kill(c->m[i].pid, SIGCONT);
+        c->m[i].paused = 0;
+    }
+}

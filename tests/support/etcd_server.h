@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Test harness: real etcd members (Debian's etcd-server) on free loopback
+ * ports, one member or a cluster of three, each in its own temp dir,
+ * started with fork/exec and stopped, killed or paused by pid (never by
+ * name). Members die with the test process (PR_SET_PDEATHSIG): start and
+ * restart them from the main thread. Elections are tuned short
+ * (heartbeat 50 ms, election timeout 500 ms) so a killed leader is
+ * replaced in about a second. */
+#ifndef DLOCK_TEST_ETCD_SERVER_H
+#define DLOCK_TEST_ETCD_SERVER_H
+
+#include <sys/types.h>
+
+#define TEST_ETCD_MAX 3
+
+typedef struct test_etcd_member {
+    pid_t pid; /* 0: not running */
+    int client_port, peer_port;
+    char name[16];
+    char dir[300];    /* data dir */
+    char url[80];     /* etcd://127.0.0.1:PORT, this member alone */
+    char http[80];    /* http://127.0.0.1:PORT */
+    int paused;
+} test_etcd_member;
+
+typedef struct test_etcd {
+    int n;
+    char dir[256];            /* temp dir holding the members' dirs */
+    char url[400];            /* etcd://h:p,h:p,h:p (every member) */
+    char initial_cluster[600];
+    test_etcd_member m[TEST_ETCD_MAX];
+} test_etcd;
+
+/* Start n (1..3) members and wait until they have a leader and answer.
+ * Returns 0 or -1 (with a message on stderr; nothing left running). */
+int test_etcd_start(test_etcd *c, int n);
+
+/* SIGTERM every member, wait; SIGKILL stragglers; remove the temp dir.
+ * Safe to call twice. */
+void test_etcd_stop(test_etcd *c);
+
+/* kill -9 member i by pid and reap it; its data dir stays. */
+void test_etcd_kill9(test_etcd *c, int i);
+
+/* Start member i again on its ports with its data (after kill9); waits
+ * until it answers. 0 or -1. */
+int test_etcd_restart(test_etcd *c, int i);
+
+/* SIGSTOP / SIGCONT member i by pid. */
+void test_etcd_pause(test_etcd *c, int i);
+void test_etcd_resume(test_etcd *c, int i);
+
+/* Index of the member that is leader now (asked of the running, unpaused
+ * members), or -1 if none answers with a leader within max_ms. */
+int test_etcd_leader(test_etcd *c, int max_ms);
+
+/* Wait until a running member reports a leader (0) or max_ms passed (-1). */
+int test_etcd_wait_leader(test_etcd *c, int max_ms);
+
+#endif

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* etcd URLs: dlock__etcd_url_parse(). Pure, built with or without etcd. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "dlock.h"
+#include "etcd_url.h"
+
+static void parse_ok(dlock__etcd_url *u, const char *const *urls, size_t n)
+{
+    char err[256] = "";
+    int rc = dlock__etcd_url_parse(u, urls, n, err, sizeof err);
+    if (rc != DLOCK_OK)
+        fail_msg("\"%s\" rejected: %s (%s)", urls[0], dlock_errname(rc), err);
+}
+
+static void parse_bad(const char *text, const char *why)
+{
+    dlock__etcd_url u;
+    char err[256] = "";
+    int rc = dlock__etcd_url_parse(&u, &text, 1, err, sizeof err);
+    if (rc != DLOCK_EINVAL)
+        fail_msg("\"%s\": expected DLOCK_EINVAL, got %s", text, dlock_errname(rc));
+    if (!strstr(err, why))
+        fail_msg("\"%s\": message \"%s\" lacks \"%s\"", text, err, why);
+    assert_int_equal(u.n, 0);
+    assert_null(u.user);
+}
+
+static void one_url_lists_every_member(void **state)
+{
+    (void)state;
+    const char *url = "etcd://10.0.0.1:2379,10.0.0.2:2379,[::1]:2380";
+    dlock__etcd_url u;
+    parse_ok(&u, &url, 1);
+    assert_int_equal(u.n, 3);
+    assert_string_equal(u.name[0], "10.0.0.1:2379");
+    assert_string_equal(u.endpoint[1], "http://10.0.0.2:2379");
+    assert_string_equal(u.endpoint[2], "http://[::1]:2380");
+    assert_null(u.user);
+    dlock__etcd_url_clear(&u);
+}
+
+static void several_urls_add_up_and_credentials_apply_to_all(void **state)
+{
+    (void)state;
+    const char *urls[] = {"ETCD://root:s3:cr@t@h1:1", "etcd://h2:2/"};
+    dlock__etcd_url u;
+    parse_ok(&u, urls, 2);
+    assert_int_equal(u.n, 2);
+    assert_string_equal(u.user, "root");
+    assert_string_equal(u.password, "s3:cr@t");
+    assert_string_equal(u.name[1], "h2:2");
+    dlock__etcd_url_clear(&u);
+}
+
+static void bad_urls_say_what_is_wrong(void **state)
+{
+    (void)state;
+    parse_bad("redis://h:1", "not an etcd:// URL");
+    parse_bad("etcd://", "no host");
+    parse_bad("etcd://h1", "needs a port");
+    parse_bad("etcd://h1:0", "1..65535");
+    parse_bad("etcd://h1:65536", "1..65535");
+    parse_bad("etcd://h1:2379,", "empty host");
+    parse_bad("etcd://h1:2379,h1:2379", "the same endpoint twice");
+    parse_bad("etcd://h1:2379/v3", "no path");
+    parse_bad("etcd://::1:2379", "brackets");
+    parse_bad("etcd://[::1:2379", "unclosed");
+    parse_bad("etcd://user@h:1", "user:password@");
+    parse_bad("etcd://h:x1", "1..65535");
+}
+
+static void credentials_that_disagree_are_refused(void **state)
+{
+    (void)state;
+    const char *urls[] = {"etcd://a:b@h1:1", "etcd://a:c@h2:2"};
+    dlock__etcd_url u;
+    char err[256] = "";
+    assert_int_equal(dlock__etcd_url_parse(&u, urls, 2, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "different users or passwords"));
+}
+
+static void scheme_test_ignores_case_only(void **state)
+{
+    (void)state;
+    assert_true(dlock__etcd_url_is("etcd://h:1"));
+    assert_true(dlock__etcd_url_is("EtCd://h:1"));
+    assert_false(dlock__etcd_url_is("etcds://h:1"));
+    assert_false(dlock__etcd_url_is("redis://h:1"));
+    assert_false(dlock__etcd_url_is(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(one_url_lists_every_member),
+        cmocka_unit_test(several_urls_add_up_and_credentials_apply_to_all),
+        cmocka_unit_test(bad_urls_say_what_is_wrong),
+        cmocka_unit_test(credentials_that_disagree_are_refused),
+        cmocka_unit_test(scheme_test_ignores_case_only),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
