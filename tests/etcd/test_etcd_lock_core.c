@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The etcd lock algorithm (src/etcd_lock.c) on a real etcd member, below
+ * the public API: getting in line, the owner being the oldest key, each
+ * waiter watching its predecessor, fencing by create revision, the lease
+ * kept alive during a wait, and what renewal finds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "dlock.h"
+#include "error.h"
+#include "etcd_kv.h"
+#include "etcd_lock.h"
+#include "etcd_server.h"
+
+static test_etcd srv;
+static dlock__etcd *cl;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_etcd_start(&srv, 1) != 0)
+        return -1;
+    dlock__etcd_url u;
+    const char *url = srv.url;
+    if (dlock__etcd_url_parse(&u, &url, 1, NULL, 0) != DLOCK_OK)
+        return -1;
+    return dlock__etcd_new(&cl, &u, 1000, 1000) == DLOCK_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock__etcd_free(cl);
+    test_etcd_stop(&srv);
+    return 0;
+}
+
+static void name_of(dlock__etcd_name *n, const char *key)
+{
+    assert_int_equal(dlock__etcd_name_init(n, key, strlen(key)), DLOCK_OK);
+}
+
+static int64_t ms_since(int64_t t0)
+{
+    return (dlock__now_ns() - t0) / DLOCK__NS_PER_MS;
+}
+
+/* How many waiter keys the lock has. */
+static int line_length(const dlock__etcd_name *n)
+{
+    json_t *req = json_pack("{s:o, s:o, s:b}", "key", dlock__etcd_json_b64(n->begin, n->len),
+                            "range_end", dlock__etcd_json_b64(n->end, n->len), "count_only", 1);
+    json_t *rep = NULL;
+    assert_int_equal(dlock__etcd_post(cl, "/v3/kv/range", req, &rep,
+                                      dlock__deadline_after_ms(3000), -1, NULL, NULL),
+                     DLOCK_OK);
+    int64_t count;
+    assert_int_equal(dlock__etcd_json_i64(rep, "count", &count), 0);
+    json_decref(req);
+    json_decref(rep);
+    return (int)count;
+}
+
+static void try_once_on_a_held_lock_leaves_no_key_and_fences_grow(void **state)
+{
+    (void)state;
+    dlock__etcd_name n;
+    name_of(&n, "core-try");
+    dlock__etcd_hold a, b;
+    int64_t holder = 0;
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_true(a.rev > 0);
+    assert_int_equal(strlen(a.token), 16);
+    assert_true(a.valid_until_ns > dlock__now_ns() + 4000 * DLOCK__NS_PER_MS);
+    dlock__errbuf err = {0};
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &b, &holder, &err),
+                     DLOCK_ENOTACQUIRED);
+    assert_true(holder > 0 && holder <= 5000);
+    assert_int_equal(b.lease, 0);
+    assert_int_equal(line_length(&n), 1); /* b left the line */
+    int64_t first = a.rev;
+    assert_int_equal(dlock__etcd_release(cl, &a, NULL), DLOCK_OK);
+    assert_int_equal(line_length(&n), 0);
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &b, &holder, NULL), DLOCK_OK);
+    assert_true(b.rev > first);
+    /* released twice: the lease is gone */
+    dlock__etcd_hold copy = b;
+    copy.key = NULL;
+    assert_int_equal(dlock__etcd_release(cl, &b, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_release(cl, &copy, NULL), DLOCK_EEXPIRED);
+    dlock__err_free(&err);
+    dlock__etcd_name_clear(&n);
+}
+
+typedef struct waiter {
+    dlock__etcd_name *n;
+    int64_t wait_ms;
+    int cancel_fd;
+    int rc;
+    dlock__etcd_hold h;
+    int64_t got_ns;
+    int order;
+} waiter;
+
+static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
+static int next_order;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    int64_t holder;
+    w->rc = dlock__etcd_acquire(cl, w->n, 5000, w->wait_ms, 200, w->cancel_fd, &w->h,
+                                &holder, NULL);
+    w->got_ns = dlock__now_ns();
+    pthread_mutex_lock(&order_mu);
+    w->order = next_order++;
+    pthread_mutex_unlock(&order_mu);
+    if (w->rc == DLOCK_OK) {
+        /* hold a little, so that the next in line waits for us */
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+        dlock__etcd_release(cl, &w->h, NULL);
+    }
+    return NULL;
+}
+
+static void waiters_are_served_in_arrival_order(void **state)
+{
+    (void)state;
+    dlock__etcd_name n;
+    name_of(&n, "core-fifo");
+    dlock__etcd_hold a;
+    int64_t holder;
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    enum { N = 4 };
+    waiter w[N];
+    pthread_t t[N];
+    next_order = 0;
+    for (int i = 0; i < N; i++) {
+        w[i] = (waiter){&n, 20000, -1, -99, {0}, 0, -1};
+        assert_int_equal(pthread_create(&t[i], NULL, wait_thread, &w[i]), 0);
+        /* the next one gets in line after this one */
+        while (line_length(&n) < i + 2)
+            usleep(5000);
+    }
+    assert_int_equal(dlock__etcd_release(cl, &a, NULL), DLOCK_OK);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(w[i].rc, DLOCK_OK);
+        assert_int_equal(w[i].order, i);
+    }
+    assert_int_equal(line_length(&n), 0);
+    dlock__etcd_name_clear(&n);
+}
+
+static void wait_times_out_and_cancel_ends_it(void **state)
+{
+    (void)state;
+    dlock__etcd_name n;
+    name_of(&n, "core-timeout");
+    dlock__etcd_hold a, b;
+    int64_t holder;
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 400, 200, -1, &b, &holder, NULL),
+                     DLOCK_ETIMEDOUT);
+    assert_true(ms_since(t0) >= 390);
+    assert_true(ms_since(t0) < 4000);
+    assert_int_equal(line_length(&n), 1);
+
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    waiter w = {&n, DLOCK_WAIT_FOREVER, p[0], -99, {0}, 0, -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    while (line_length(&n) < 2)
+        usleep(5000);
+    t0 = dlock__now_ns();
+    assert_int_equal(write(p[1], "x", 1), 1);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true((w.got_ns - t0) / DLOCK__NS_PER_MS < 1000);
+    assert_int_equal(line_length(&n), 1);
+    close(p[0]);
+    close(p[1]);
+    dlock__etcd_release(cl, &a, NULL);
+    dlock__etcd_name_clear(&n);
+}
+
+static void a_waiter_keeps_its_place_through_a_wait_longer_than_its_ttl(void **state)
+{
+    (void)state;
+    dlock__etcd_name n;
+    name_of(&n, "core-long");
+    dlock__etcd_hold a;
+    int64_t holder;
+    /* the holder's lease: 30 s; the waiter's (wait_thread): 5 s, and it
+     * waits 6 s: without its own keep-alives its key would go */
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 30000, 0, 200, -1, &a, &holder, NULL),
+                     DLOCK_OK);
+    waiter w = {&n, 20000, -1, -99, {0}, 0, -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    while (line_length(&n) < 2)
+        usleep(5000);
+    sleep(6);
+    assert_int_equal(line_length(&n), 2); /* the waiter's key is still there */
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(dlock__etcd_release(cl, &a, NULL), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true((w.got_ns - t0) / DLOCK__NS_PER_MS < 3000);
+    dlock__etcd_name_clear(&n);
+}
+
+static void renewal_finds_a_deleted_key_and_an_ended_lease(void **state)
+{
+    (void)state;
+    dlock__etcd_name n;
+    name_of(&n, "core-renew");
+    dlock__etcd_hold a;
+    int64_t holder;
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    int64_t before = a.valid_until_ns;
+    usleep(20000);
+    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL), DLOCK_OK);
+    assert_true(a.valid_until_ns > before);
+    /* someone deletes the key (etcdctl del) while the lease lives */
+    json_t *req = json_pack("{s:o}", "key", dlock__etcd_json_b64(a.key, a.key_len));
+    json_t *rep = NULL;
+    assert_int_equal(dlock__etcd_post(cl, "/v3/kv/deleterange", req, &rep,
+                                      dlock__deadline_after_ms(3000), -1, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(req);
+    json_decref(rep);
+    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL),
+                     DLOCK_ENOTOWNER);
+    assert_int_equal(dlock__etcd_lease_revoke(cl, a.lease, dlock__deadline_after_ms(3000), NULL),
+                     DLOCK_OK);
+    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL),
+                     DLOCK_EEXPIRED);
+    dlock__etcd_hold_clear(&a);
+    dlock__etcd_name_clear(&n);
+}
+
+static void peek_reports_owner_fence_and_ttl(void **state)
+{
+    (void)state;
+    dlock__etcd_name n;
+    name_of(&n, "core-peek");
+    int held;
+    int64_t ttl;
+    uint64_t fence;
+    assert_int_equal(dlock__etcd_peek(cl, &n, &held, &ttl, &fence, NULL), DLOCK_OK);
+    assert_int_equal(held, 0);
+    assert_int_equal(ttl, -1);
+    dlock__etcd_hold a;
+    int64_t holder;
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 9000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_peek(cl, &n, &held, &ttl, &fence, NULL), DLOCK_OK);
+    assert_int_equal(held, 1);
+    assert_true(ttl > 0 && ttl <= 9000);
+    assert_int_equal(fence, (uint64_t)a.rev);
+    dlock__etcd_release(cl, &a, NULL);
+    dlock__etcd_name_clear(&n);
+}
+
+static void names_that_share_a_prefix_are_separate_locks(void **state)
+{
+    (void)state;
+    dlock__etcd_name n1, n2;
+    name_of(&n1, "core-a");
+    name_of(&n2, "core-a/b");
+    dlock__etcd_hold a, b;
+    int64_t holder;
+    assert_int_equal(dlock__etcd_acquire(cl, &n2, 5000, 0, 200, -1, &b, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n1, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    dlock__etcd_release(cl, &a, NULL);
+    dlock__etcd_release(cl, &b, NULL);
+    dlock__etcd_name_clear(&n1);
+    dlock__etcd_name_clear(&n2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(try_once_on_a_held_lock_leaves_no_key_and_fences_grow),
+        cmocka_unit_test(waiters_are_served_in_arrival_order),
+        cmocka_unit_test(wait_times_out_and_cancel_ends_it),
+        cmocka_unit_test(a_waiter_keeps_its_place_through_a_wait_longer_than_its_ttl),
+        cmocka_unit_test(renewal_finds_a_deleted_key_and_an_ended_lease),
+        cmocka_unit_test(peek_reports_owner_fence_and_ttl),
+        cmocka_unit_test(names_that_share_a_prefix_are_separate_locks),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
