@@ -295,7 +295,8 @@ int dlock__etcd_renew(dlock__etcd *e, dlock__etcd_hold *h, int64_t deadline_ns,
     /* The lease lives; is our key still there (nobody deleted it)? */
     dlock__etcd_kv kv;
     rc = dlock__etcd_get(e, h->key, h->key_len, &kv, deadline_ns, err);
-    if (rc == DLOCK_OK && kv.create_rev != h->rev) {
+    /* rev 0: adopted, its revision unknown; the key must be there */
+    if (rc == DLOCK_OK && (h->rev ? kv.create_rev != h->rev : !kv.key)) {
         rc = DLOCK_ENOTOWNER;
         if (err)
             dlock__err_set(err, "etcd: the lock key was deleted or replaced");

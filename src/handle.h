@@ -93,6 +93,8 @@ struct dlock_lock {
     _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
     dlock__errbuf err;
+    /* The etcd backend's part (etcd_backend.c); NULL on Redis. */
+    struct dlock__etcd_lockdata *etcd;
 
     /* The watchdog's record of this lock (auto-renew). Its ttl_ms is the
      * TTL the watchdog renews to: opts.ttl_ms, or the TTL of the last

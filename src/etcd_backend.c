@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "clock.h"
+#include "etcd_backend.h"
+#include "etcd_lock.h"
+#include "etcd_renew.h"
+#include "etcd_url.h"
+#include "lock.h"
+
+/* The etcd part of a client. */
+struct dlock__etcd_client {
+    dlock__etcd *e;
+    dlock__etcd_renewer *renewer;
+    char *name; /* "host:port,host:port" */
+    /* Reentrant holds by (key, thread): another handle of the same owner
+     * enters the same hold, as on Redis. */
+    pthread_mutex_t mu;
+    struct shared_hold *reentrant;
+};
+
+/* One hold of the lock in etcd (one lease, one key), shared by the
+ * handles of one owner in reentrant mode, a handle's own otherwise. */
+typedef struct shared_hold {
+    dlock__etcd_hold h;
+    unsigned holds; /* counted over the handles (under the client's mu) */
+    pthread_t tid;
+    int listed; /* in the client's reentrant list */
+    struct shared_hold *next;
+} shared_hold;
+
+/* The etcd part of a handle. */
+struct dlock__etcd_lockdata {
+    dlock__etcd_name range; /* KEY NUL .. KEY \1 */
+    shared_hold *sh;        /* while held */
+    dlock__etcd_renewal rn;
+};
+
+int dlock__etcd_wanted(const char *const *urls, size_t n_urls)
+{
+    return urls && n_urls > 0 && dlock__etcd_url_is(urls[0]);
+}
+
+int dlock__etcd_client_open(dlock_client *c, const char *const *urls, size_t n_urls,
+                            char *err, size_t err_len)
+{
+    for (size_t i = 0; i < n_urls; i++)
+        if (!urls[i] || !dlock__etcd_url_is(urls[i])) {
+            snprintf(err, err_len, "URL %zu: etcd:// URLs cannot be mixed with Redis URLs "
+                     "(one client is on one backend)", i + 1);
+            return DLOCK_EINVAL;
+        }
+    if (c->opts.username || c->opts.password) {
+        snprintf(err, err_len, "etcd: give credentials in the URL (etcd://user:password@...), "
+                 "not in the options");
+        return DLOCK_EINVAL;
+    }
+    if (c->opts.tls) {
+        snprintf(err, err_len, "etcd: TLS is not supported by the etcd backend yet");
+        return DLOCK_ENOTSUP;
+    }
+    dlock__etcd_url u;
+    int rc = dlock__etcd_url_parse(&u, urls, n_urls, err, err_len);
+    if (rc != DLOCK_OK)
+        return rc;
+    struct dlock__etcd_client *ec = dlock__calloc(1, sizeof *ec);
+    size_t name_len = 0;
+    for (size_t i = 0; i < u.n; i++)
+        name_len += strlen(u.name[i]) + 1;
+    if (ec)
+        ec->name = dlock__malloc(name_len + 1);
+    if (!ec || !ec->name) {
+        dlock__etcd_url_clear(&u);
+        if (ec)
+            dlock__free(ec->name);
+        dlock__free(ec);
+        snprintf(err, err_len, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    ec->name[0] = '\0';
+    for (size_t i = 0; i < u.n; i++) {
+        if (i)
+            strcat(ec->name, ",");
+        strcat(ec->name, u.name[i]);
+    }
+    rc = dlock__etcd_new(&ec->e, &u, c->opts.connect_timeout_ms, c->opts.io_timeout_ms);
+    if (rc == DLOCK_OK && (rc = dlock__etcd_renewer_new(&ec->renewer, ec->e)) != DLOCK_OK)
+        dlock__etcd_free(ec->e);
+    if (rc != DLOCK_OK) {
+        dlock__etcd_url_clear(&u);
+        dlock__free(ec->name);
+        dlock__free(ec);
+        snprintf(err, err_len, "out of memory");
+        return rc;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&ec->mu, NULL));
+    c->etcd = ec;
+    return DLOCK_OK;
+}
+
+void dlock__etcd_client_close(dlock_client *c, int forked)
+{
+    struct dlock__etcd_client *ec = c->etcd;
+    if (!ec)
+        return;
+    dlock__etcd_renewer_free(ec->renewer, forked);
+    /* curl handles hold sockets shared with the parent after fork(): their
+     * cleanup closes our copies and sends nothing on plain HTTP. */
+    dlock__etcd_free(ec->e);
+    while (ec->reentrant) {
+        shared_hold *s = ec->reentrant;
+        ec->reentrant = s->next;
+        dlock__etcd_hold_clear(&s->h);
+        dlock__free(s);
+    }
+    if (!forked)
+        DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&ec->mu));
+    dlock__free(ec->name);
+    dlock__free(ec);
+    c->etcd = NULL;
+}
+
+const char *dlock__etcd_client_name(const dlock_client *c)
+{
+    return c->etcd ? c->etcd->name : NULL;
+}
+
+/* ---- handle state (the handle's mutex guards state and validity) ----------- */
+
+static void set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->state = st;
+    l->valid_until_ns = valid_until;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+static dlock_lock_state get_state(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    dlock_lock_state st = l->state;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return st;
+}
+
+int dlock__etcd_lock_init(dlock_lock *l)
+{
+    struct dlock__etcd_lockdata *d = dlock__calloc(1, sizeof *d);
+    if (!d || dlock__etcd_name_init(&d->range, l->name, l->name_len) != DLOCK_OK) {
+        dlock__free(d);
+        return DLOCK_ENOMEM;
+    }
+    d->rn.lock = l;
+    l->etcd = d;
+    return DLOCK_OK;
+}
+
+static int is_reentrant(const dlock_lock *l)
+{
+    return (l->opts.flags & DLOCK_REENTRANT) != 0;
+}
+
+static void renew_stop(dlock_lock *l)
+{
+    dlock__etcd_renewer_remove(l->client->etcd->renewer, &l->etcd->rn);
+}
+
+/* Take the handle's hold over: token, fence, state. */
+static void hold_taken(dlock_lock *l, shared_hold *s)
+{
+    l->etcd->sh = s;
+    memcpy(l->token_inline, s->h.token, sizeof s->h.token);
+    l->token = l->token_inline;
+    l->token_len = strlen(s->h.token);
+    l->fence = (l->opts.flags & DLOCK_NO_FENCE) ? 0 : (uint64_t)s->h.rev;
+    l->holds = 1;
+    set_state(l, DLOCK_STATE_HELD, s->h.valid_until_ns);
+}
+
+/* Drop the handle's share of its hold; 1 if it was the last (the caller
+ * then revokes the lease or lets it run out, and frees). */
+static int hold_drop(dlock_lock *l, unsigned n)
+{
+    struct dlock__etcd_client *ec = l->client->etcd;
+    shared_hold *s = l->etcd->sh;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    s->holds = s->holds > n ? s->holds - n : 0;
+    int last = s->holds == 0;
+    if (last && s->listed) {
+        shared_hold **p = &ec->reentrant;
+        while (*p != s)
+            p = &(*p)->next;
+        *p = s->next;
+        s->listed = 0;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    return last;
+}
+
+static void hold_free(shared_hold *s)
+{
+    dlock__etcd_hold_clear(&s->h);
+    dlock__free(s);
+}
+
+/* Reentrant: another handle of this owner (client x thread) holds it. */
+static shared_hold *reentrant_find(dlock_lock *l)
+{
+    struct dlock__etcd_client *ec = l->client->etcd;
+    shared_hold *found = NULL;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    for (shared_hold *s = ec->reentrant; s; s = s->next)
+        if (pthread_equal(s->tid, pthread_self()) && s->h.key_len == l->etcd->range.len + 16 &&
+            memcmp(s->h.key, l->etcd->range.begin, l->etcd->range.len) == 0) {
+            s->holds++;
+            found = s;
+            break;
+        }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    return found;
+}
+
+static void renew_start(dlock_lock *l)
+{
+    dlock__etcd_renewal *rn = &l->etcd->rn;
+    rn->hold = &l->etcd->sh->h;
+    rn->interval_ms = l->opts.renew_interval_ms > 0
+                          ? l->opts.renew_interval_ms
+                          : DLOCK__MAX(rn->hold->ttl_s * 1000 / 3, 1);
+    dlock__etcd_renewer_add(l->client->etcd->renewer, rn);
+}
+
+int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
+{
+    struct dlock__etcd_client *ec = l->client->etcd;
+    dlock__err_clear(&l->err);
+    dlock_lock_state st = get_state(l);
+    if (st == DLOCK_STATE_LOST) {
+        /* The loss was reported; the handle starts over (the lease is
+         * gone or going: nothing to release). */
+        renew_stop(l);
+        if (hold_drop(l, l->holds))
+            hold_free(l->etcd->sh);
+        l->etcd->sh = NULL;
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    } else if (st == DLOCK_STATE_HELD) {
+        if (!is_reentrant(l)) {
+            dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
+            return DLOCK_EINVAL;
+        }
+        /* Re-entry: counted here; the lease is the one already held. */
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+        l->etcd->sh->holds++;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+        l->holds++;
+        return DLOCK_OK;
+    }
+    if (is_reentrant(l)) {
+        shared_hold *s = reentrant_find(l);
+        if (s) {
+            /* This handle's validity counts from its own operation: one
+             * keep-alive of the shared lease. */
+            dlock__etcd_hold copy = s->h;
+            int rc = dlock__etcd_renew(ec->e, &copy,
+                                       dlock__deadline_after_ms(l->client->opts.io_timeout_ms),
+                                       &l->err);
+            if (rc != DLOCK_OK) {
+                l->etcd->sh = s;
+                if (hold_drop(l, 1))
+                    hold_free(s);
+                l->etcd->sh = NULL;
+                return rc;
+            }
+            hold_taken(l, s);
+            set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
+            if (l->opts.flags & DLOCK_AUTO_RENEW) {
+                if (dlock__etcd_renewer_start(ec->renewer) == DLOCK_OK)
+                    renew_start(l);
+            }
+            return DLOCK_OK;
+        }
+    }
+    if (wait_ms != 0) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        int canceled = l->canceled;
+        l->canceled = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        if (canceled) {
+            dlock__err_set(&l->err, "cancelled");
+            return DLOCK_ECANCELED;
+        }
+    }
+    if ((l->opts.flags & DLOCK_AUTO_RENEW) && dlock__etcd_renewer_start(ec->renewer) != DLOCK_OK) {
+        dlock__err_set(&l->err, "could not start the renewal thread");
+        return DLOCK_ENOMEM;
+    }
+    shared_hold *s = dlock__calloc(1, sizeof *s);
+    if (!s)
+        return DLOCK_ENOMEM;
+    int pfd[2] = {-1, -1};
+    if (wait_ms != 0 && pipe(pfd) == 0) {
+        for (int i = 0; i < 2; i++) {
+            (void)fcntl(pfd[i], F_SETFD, FD_CLOEXEC);
+            (void)fcntl(pfd[i], F_SETFL, O_NONBLOCK);
+        }
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        l->cancel_fd[0] = pfd[0];
+        l->cancel_fd[1] = pfd[1];
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    }
+    int64_t holder_ttl = -1;
+    int rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
+                                 l->opts.retry_max_ms, pfd[0], &s->h, &holder_ttl, &l->err);
+    if (pfd[0] >= 0) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        l->cancel_fd[0] = l->cancel_fd[1] = -1;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        close(pfd[0]);
+        close(pfd[1]);
+    }
+    atomic_store(&l->holder_ttl_ms, holder_ttl);
+    if (rc != DLOCK_OK) {
+        if (rc == DLOCK_ETIMEDOUT)
+            dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
+        else if (rc == DLOCK_ECANCELED)
+            dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+        dlock__free(s);
+        return rc;
+    }
+    s->holds = 1;
+    if (is_reentrant(l)) {
+        s->tid = pthread_self();
+        s->listed = 1;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+        s->next = ec->reentrant;
+        ec->reentrant = s;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    }
+    hold_taken(l, s);
+    dlock__err_clear(&l->err);
+    if (l->opts.flags & DLOCK_AUTO_RENEW)
+        renew_start(l);
+    return DLOCK_OK;
+}
+
+/* Let the handle's hold go: revoke the lease when nobody else shares it. */
+static int let_go(dlock_lock *l, unsigned n)
+{
+    shared_hold *s = l->etcd->sh;
+    int rc = DLOCK_OK;
+    if (hold_drop(l, n)) {
+        rc = dlock__etcd_release(l->client->etcd->e, &s->h, &l->err);
+        dlock__free(s);
+    }
+    l->etcd->sh = NULL;
+    l->holds = 0;
+    set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    return rc;
+}
+
+int dlock__etcd_lock_release(dlock_lock *l)
+{
+    dlock__err_clear(&l->err);
+    dlock_lock_state st = get_state(l);
+    if (st == DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    if (is_reentrant(l) && l->holds > 1 && st == DLOCK_STATE_HELD) {
+        hold_drop(l, 1); /* others remain: never the last */
+        l->holds--;
+        return DLOCK_OK;
+    }
+    renew_stop(l);
+    st = get_state(l); /* a round in flight may have found it lost */
+    if (st == DLOCK_STATE_UNLOCKED) { /* on_lost released it meanwhile */
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    if (st == DLOCK_STATE_LOST) {
+        if (hold_drop(l, l->holds))
+            hold_free(l->etcd->sh);
+        l->etcd->sh = NULL;
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+        dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
+        return DLOCK_ELOST;
+    }
+    int rc = let_go(l, l->holds);
+    if (rc == DLOCK_OK)
+        dlock__err_clear(&l->err);
+    return rc;
+}
+
+int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
+{
+    dlock_lock_state st = get_state(l);
+    if (st == DLOCK_STATE_LOST) {
+        dlock__err_set(&l->err, "\"%s\" was lost", l->name);
+        return DLOCK_ELOST;
+    }
+    if (st != DLOCK_STATE_HELD) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    shared_hold *s = l->etcd->sh;
+    if (dlock__etcd_ttl_s(ttl_ms) != s->h.ttl_s) {
+        dlock__err_set(&l->err, "etcd: a lease keeps the TTL it was granted (%" PRId64
+                       " s); extend renews it to that (ttl_ms 0)", s->h.ttl_s);
+        return DLOCK_ENOTSUP;
+    }
+    dlock__etcd_hold copy = s->h;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int64_t old = l->valid_until_ns;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    int64_t deadline = old == INT64_MIN ? INT64_MAX : old;
+    if (deadline <= dlock__now_ns())
+        deadline = dlock__deadline_after_ms(l->client->opts.io_timeout_ms);
+    int rc = dlock__etcd_renew(l->client->etcd->e, &copy, deadline, &l->err);
+    if (rc == DLOCK_OK) {
+        set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
+        dlock__err_clear(&l->err);
+        return DLOCK_OK;
+    }
+    if (rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER) {
+        /* gone: the handle holds nothing any more */
+        renew_stop(l);
+        if (hold_drop(l, l->holds))
+            hold_free(s);
+        l->etcd->sh = NULL;
+        l->holds = 0;
+        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    }
+    return rc;
+}
+
+int dlock__etcd_lock_adopt(dlock_lock *l, const char *token, size_t len)
+{
+    if (len != 16 || strspn(token, "0123456789abcdef") != 16) {
+        dlock__err_set(&l->err, "etcd: a token is the lease ID in 16 hex digits");
+        return DLOCK_EINVAL;
+    }
+    unsigned long long id = strtoull(token, NULL, 16);
+    if (id == 0 || id > INT64_MAX) {
+        dlock__err_set(&l->err, "etcd: a token is the lease ID in 16 hex digits");
+        return DLOCK_EINVAL;
+    }
+    shared_hold *s = dlock__calloc(1, sizeof *s);
+    if (!s)
+        return DLOCK_ENOMEM;
+    s->h.lease = (int64_t)id;
+    memcpy(s->h.token, token, 17);
+    s->h.ttl_s = dlock__etcd_ttl_s(l->opts.ttl_ms);
+    s->h.key_len = l->etcd->range.len + 16;
+    if (!(s->h.key = dlock__malloc(s->h.key_len + 1))) {
+        dlock__free(s);
+        return DLOCK_ENOMEM;
+    }
+    memcpy(s->h.key, l->etcd->range.begin, l->etcd->range.len);
+    memcpy(s->h.key + l->etcd->range.len, token, 17);
+    s->h.valid_until_ns = INT64_MIN; /* unknown until an extend */
+    s->holds = 1;
+    hold_taken(l, s);
+    l->fence = 0; /* the grant's revision is not known here */
+    dlock__err_clear(&l->err);
+    return DLOCK_OK;
+}
+
+int dlock__etcd_lock_forget(dlock_lock *l)
+{
+    renew_stop(l);
+    dlock_lock_state st = get_state(l);
+    if (l->etcd->sh) {
+        if (hold_drop(l, l->holds))
+            hold_free(l->etcd->sh); /* the lease runs on until its TTL */
+        l->etcd->sh = NULL;
+    }
+    l->holds = 0;
+    set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    if (st == DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    dlock__err_clear(&l->err);
+    return DLOCK_OK;
+}
+
+void dlock__etcd_lock_free(dlock_lock *l)
+{
+    struct dlock__etcd_lockdata *d = l->etcd;
+    if (!d)
+        return;
+    if (!dlock__client_forked(l->client)) {
+        renew_stop(l);
+        if (d->sh) {
+            if (get_state(l) == DLOCK_STATE_HELD)
+                (void)let_go(l, l->holds); /* best effort */
+            else if (hold_drop(l, l->holds))
+                hold_free(d->sh);
+        }
+    }
+    dlock__etcd_name_clear(&d->range);
+    dlock__free(d);
+    l->etcd = NULL;
+}
+
+int dlock__etcd_status(dlock_client *c, const char *name, size_t len,
+                       dlock_node_status *out)
+{
+    size_t klen = 0;
+    char *key = dlock__lock_key(c, name, len, &klen);
+    dlock__etcd_name range;
+    if (!key || dlock__etcd_name_init(&range, key, klen) != DLOCK_OK) {
+        dlock__free(key);
+        return DLOCK_ENOMEM;
+    }
+    dlock__free(key);
+    int held = 0;
+    int64_t ttl = -1;
+    uint64_t fence = 0;
+    int rc = dlock__etcd_peek(c->etcd->e, &range, &held, &ttl, &fence, NULL);
+    dlock__etcd_name_clear(&range);
+    *out = (dlock_node_status){rc, rc == DLOCK_OK && held, rc == DLOCK_OK ? ttl : -1,
+                               rc == DLOCK_OK ? fence : 0};
+    return rc;
+}

@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The public lock API on an etcd:// client, one real etcd member: the
+ * same calls and codes as on Redis (try-once, wait, cancel, reentrancy,
+ * auto-renew, on_lost, status, adopt), fencing tokens that grow, what is
+ * refused with DLOCK_ENOTSUP, many processes excluding each other with an
+ * exact counter, and a SIGKILLed holder freeing the lock when its lease
+ * ends. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "etcd_procs.h"
+#include "etcd_server.h"
+#include "proc.h"
+
+static test_etcd srv;
+static dlock_client *cl;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_etcd_start(&srv, 1) != 0)
+        return -1;
+    const char *url = srv.url;
+    return dlock_client_new(&cl, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cl);
+    test_etcd_stop(&srv);
+    return 0;
+}
+
+static dlock_lock *lock_of(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = ttl_ms;
+    o.flags = flags;
+    dlock_lock *l = NULL;
+    int rc = dlock_lock_new(&l, c, name, &o);
+    if (rc != DLOCK_OK)
+        fail_msg("dlock_lock_new(%s): %s", name, dlock_errname(rc));
+    return l;
+}
+
+static void client_reports_one_node_named_by_its_members(void **state)
+{
+    (void)state;
+    assert_int_equal(dlock_client_node_count(cl), 1);
+    assert_string_equal(dlock_client_node_name(cl, 0), srv.url + 7);
+    assert_null(dlock_client_node_name(cl, 1));
+}
+
+static void try_once_then_release_and_fences_grow(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-basic", 5000, 0);
+    dlock_lock *b = lock_of(cl, "api-basic", 5000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_int_equal(strlen(dlock_lock_token(a)), 16);
+    uint64_t f1 = dlock_lock_fence(a);
+    assert_true(f1 > 0);
+    assert_true(dlock_lock_validity_ms(a) > 4000);
+    assert_int_equal(dlock_lock_hold_count(a), 1);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
+    assert_true(dlock_lock_holder_ttl_ms(b) > 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_EINVAL); /* not reentrant */
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(b) > f1);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
+typedef struct waiter {
+    dlock_lock *l;
+    int64_t wait_ms;
+    int rc;
+    int64_t done_ms;
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, w->wait_ms);
+    w->done_ms = etcd_now_ms();
+    return NULL;
+}
+
+static void waiter_wakes_on_release_times_out_and_cancels(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-wait", 5000, 0);
+    dlock_lock *b = lock_of(cl, "api-wait", 5000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    int64_t t0 = etcd_now_ms();
+    assert_int_equal(dlock_lock_acquire(b, 300), DLOCK_ETIMEDOUT);
+    assert_true(etcd_now_ms() - t0 >= 290);
+    /* released while b waits: b has it soon after, not at a poll */
+    waiter w = {b, 20000, -99, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(300);
+    t0 = etcd_now_ms();
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.done_ms - t0 < 1500);
+    /* now a waits, and is cancelled */
+    waiter wa = {a, DLOCK_WAIT_FOREVER, -99, 0};
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &wa), 0);
+    test_sleep_ms(300);
+    t0 = etcd_now_ms();
+    dlock_lock_cancel(a);
+    pthread_join(t, NULL);
+    assert_int_equal(wa.rc, DLOCK_ECANCELED);
+    assert_true(wa.done_ms - t0 < 1000);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
+static void reentrant_holds_count_per_handle_and_thread(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-reent", 5000, DLOCK_REENTRANT);
+    dlock_lock *a2 = lock_of(cl, "api-reent", 5000, DLOCK_REENTRANT);
+    dlock_lock *other = lock_of(cl, "api-reent", 5000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    uint64_t f = dlock_lock_fence(a);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(a), 2);
+    /* another handle of the same owner (client x thread) enters too */
+    assert_int_equal(dlock_lock_acquire(a2, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(a2), f);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(a), 1);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED); /* a2 holds */
+    assert_int_equal(dlock_lock_release(a2), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(a2);
+    dlock_lock_free(other);
+}
+
+static void auto_renew_keeps_a_short_lease_and_extend_refreshes_it(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-renew", 2000, DLOCK_AUTO_RENEW);
+    dlock_lock *b = lock_of(cl, "api-renew", 2000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    test_sleep_ms(4500);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_true(dlock_lock_validity_ms(a) > 0);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_extend(a, 0), DLOCK_OK);
+    assert_true(dlock_lock_validity_ms(a) > 1500);
+    assert_int_equal(dlock_lock_extend(a, 60000), DLOCK_ENOTSUP);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
+static atomic_int lost_calls, lost_reason;
+
+static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
+{
+    (void)l;
+    (void)arg;
+    atomic_store(&lost_reason, (int)reason);
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+static void a_revoked_lease_is_reported_lost(void **state)
+{
+    (void)state;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 3000;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.on_lost = on_lost;
+    dlock_lock *a;
+    assert_int_equal(dlock_lock_new(&a, cl, "api-lost", &o), DLOCK_OK);
+    atomic_store(&lost_calls, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    /* another process releases it by its token (dlock release --token) */
+    dlock_lock *thief = lock_of(cl, "api-lost", 3000, 0);
+    assert_int_equal(dlock_lock_adopt(thief, dlock_lock_token(a)), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(thief), DLOCK_OK);
+    int64_t t0 = etcd_now_ms();
+    while (atomic_load(&lost_calls) == 0 && etcd_now_ms() - t0 < 5000)
+        test_sleep_ms(20);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_NOT_OWNER);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_LOST);
+    assert_int_equal(dlock_lock_release(a), DLOCK_ELOST);
+    dlock_lock_free(thief);
+    dlock_lock_free(a);
+}
+
+static void status_shows_holder_fence_and_ttl(void **state)
+{
+    (void)state;
+    dlock_node_status st[1];
+    assert_int_equal(dlock_client_status(cl, "api-status", st, 1), DLOCK_OK);
+    assert_int_equal(st[0].error, DLOCK_OK);
+    assert_int_equal(st[0].held, 0);
+    dlock_lock *a = lock_of(cl, "api-status", 8000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, "api-status", st, 1), DLOCK_OK);
+    assert_int_equal(st[0].held, 1);
+    assert_true(st[0].ttl_ms > 0 && st[0].ttl_ms <= 8000);
+    assert_int_equal(st[0].fence, dlock_lock_fence(a));
+    dlock_lock_free(a); /* releases */
+    assert_int_equal(dlock_client_status(cl, "api-status", st, 1), DLOCK_OK);
+    assert_int_equal(st[0].held, 0);
+}
+
+static void what_does_not_apply_is_refused(void **state)
+{
+    (void)state;
+    /* extending to another TTL than the lease's: etcd leases keep theirs */
+    dlock_lock *a = lock_of(cl, "api-enotsup", 5000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(a, 9000), DLOCK_ENOTSUP);
+    assert_non_null(strstr(dlock_lock_errmsg(a), "etcd"));
+    assert_int_equal(dlock_lock_extend(a, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    /* DLOCK_FAIR is what etcd does anyway (arrival order): accepted */
+    dlock_lock *f = lock_of(cl, "api-fair", 5000, DLOCK_FAIR);
+    assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(f), DLOCK_OK);
+    dlock_lock_free(f);
+    /* a Redis URL and an etcd URL in one client */
+    const char *mixed[] = {srv.url, "redis://127.0.0.1:6379"};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    assert_int_equal(dlock_client_new(&c, mixed, 2, NULL, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "etcd"));
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+static void many_processes_exclude_each_other_exactly(void **state)
+{
+    (void)state;
+    etcd_shared *sh = etcd_shared_new();
+    assert_non_null(sh);
+    snprintf(sh->url, sizeof sh->url, "%s", srv.url);
+    snprintf(sh->name, sizeof sh->name, "api-procs");
+    sh->rounds = 25;
+    sh->ttl_ms = 5000;
+    sh->wait_ms = 30000;
+    enum { N = 6 };
+    assert_int_equal(test_run_procs(N, etcd_worker, sh), 0);
+    printf("# %d procs x %d sections: counter %ld, overlaps %d, stale fences %ld, "
+           "failed sections %ld, longest wait %ld ms\n",
+           N, sh->rounds, sh->counter, atomic_load(&sh->overlaps),
+           atomic_load(&sh->stale_fences), atomic_load(&sh->failed_sections),
+           atomic_load(&sh->longest_wait_ms));
+    assert_int_equal(sh->counter, N * sh->rounds);
+    assert_int_equal(atomic_load(&sh->overlaps), 0);
+    assert_int_equal(atomic_load(&sh->stale_fences), 0);
+    assert_int_equal(atomic_load(&sh->lock_errors), 0);
+    munmap(sh, sizeof *sh);
+}
+
+static void a_killed_holder_frees_the_lock_when_its_lease_ends(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *url = srv.url;
+        dlock_client *c;
+        dlock_lock *l;
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.ttl_ms = 3000;
+        o.flags = DLOCK_AUTO_RENEW;
+        if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) != DLOCK_OK ||
+            dlock_lock_new(&l, c, "api-killed", &o) != DLOCK_OK ||
+            dlock_lock_acquire(l, 0) != DLOCK_OK)
+            _exit(1);
+        if (write(p[1], "x", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    char x;
+    assert_int_equal(read(p[0], &x, 1), 1);
+    dlock_lock *b = lock_of(cl, "api-killed", 3000, 0);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
+    /* the holder renews (auto-renew) and then dies without a release */
+    test_sleep_ms(1500);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    int64_t t0 = etcd_now_ms();
+    assert_int_equal(dlock_lock_acquire(b, 15000), DLOCK_OK);
+    int64_t waited = etcd_now_ms() - t0;
+    printf("# lock free %lld ms after the holder's SIGKILL (lease 3 s)\n", (long long)waited);
+    /* not before its lease could end (a renewal may be up to 1 s old),
+     * and not long after it */
+    assert_true(waited >= 1000);
+    assert_true(waited < 8000);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(b);
+    close(p[0]);
+    close(p[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(client_reports_one_node_named_by_its_members),
+        cmocka_unit_test(try_once_then_release_and_fences_grow),
+        cmocka_unit_test(waiter_wakes_on_release_times_out_and_cancels),
+        cmocka_unit_test(reentrant_holds_count_per_handle_and_thread),
+        cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
+        cmocka_unit_test(a_revoked_lease_is_reported_lost),
+        cmocka_unit_test(status_shows_holder_fence_and_ttl),
+        cmocka_unit_test(what_does_not_apply_is_refused),
+        cmocka_unit_test(many_processes_exclude_each_other_exactly),
+        cmocka_unit_test(a_killed_holder_frees_the_lock_when_its_lease_ends),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
