@@ -10,6 +10,7 @@
 #include "client.h"
 #include "clock.h"
 #include "etcd_backend.h"
+#include "etcd_kv.h"
 #include "etcd_lock.h"
 #include "etcd_renew.h"
 #include "etcd_url.h"
@@ -52,7 +53,7 @@ int dlock__etcd_client_open(dlock_client *c, const char *const *urls, size_t n_u
                             char *err, size_t err_len)
 {
     for (size_t i = 0; i < n_urls; i++)
-        if (!urls[i] || !dlock__etcd_url_is(urls[i])) {
+        if (!urls[i] || (!dlock__etcd_url_is(urls[i]) && !dlock__etcd_url_more(urls[i]))) {
             snprintf(err, err_len, "URL %zu: etcd:// URLs cannot be mixed with Redis URLs "
                      "(one client is on one backend)", i + 1);
             return DLOCK_EINVAL;
@@ -412,7 +413,17 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
         return DLOCK_ENOTHELD;
     }
     shared_hold *s = l->etcd->sh;
-    if (dlock__etcd_ttl_s(ttl_ms) != s->h.ttl_s) {
+    if (s->h.ttl_s == 0) {
+        /* adopted: learn the TTL the lease was granted */
+        int64_t left, granted = 0;
+        int rc = dlock__etcd_lease_ttl_ms(l->client->etcd->e, s->h.lease, &left, &granted,
+                                          dlock__deadline_after_ms(l->client->opts.io_timeout_ms),
+                                          &l->err);
+        if (rc != DLOCK_OK)
+            return rc;
+        s->h.ttl_s = granted; /* 0 if the lease is gone: the renewal says so */
+    }
+    if (s->h.ttl_s > 0 && dlock__etcd_ttl_s(ttl_ms) != s->h.ttl_s) {
         dlock__err_set(&l->err, "etcd: a lease keeps the TTL it was granted (%" PRId64
                        " s); extend renews it to that (ttl_ms 0)", s->h.ttl_s);
         return DLOCK_ENOTSUP;
@@ -458,7 +469,7 @@ int dlock__etcd_lock_adopt(dlock_lock *l, const char *token, size_t len)
         return DLOCK_ENOMEM;
     s->h.lease = (int64_t)id;
     memcpy(s->h.token, token, 17);
-    s->h.ttl_s = dlock__etcd_ttl_s(l->opts.ttl_ms);
+    s->h.ttl_s = 0; /* unknown: extend asks etcd */
     s->h.key_len = l->etcd->range.len + 16;
     if (!(s->h.key = dlock__malloc(s->h.key_len + 1))) {
         dlock__free(s);

@@ -127,7 +127,7 @@ int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
 }
 
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
-                             int64_t deadline_ns, dlock__errbuf *err)
+                             int64_t *granted_s, int64_t deadline_ns, dlock__errbuf *err)
 {
     json_t *rep = NULL;
     *ttl_ms = -1;
@@ -135,11 +135,14 @@ int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
                   &rep, deadline_ns, -1, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    int64_t ttl;
-    if (dlock__etcd_json_i64(rep, "TTL", &ttl))
+    int64_t ttl, granted;
+    if (dlock__etcd_json_i64(rep, "TTL", &ttl) ||
+        dlock__etcd_json_i64(rep, "grantedTTL", &granted))
         rc = proto(err, "lease timetolive");
     else
         *ttl_ms = ttl >= 0 ? ttl * 1000 : -1; /* -1: not found */
+    if (granted_s)
+        *granted_s = rc == DLOCK_OK ? granted : 0;
     json_decref(rep);
     return rc;
 }

@@ -37,9 +37,10 @@ int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
 int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
                              dlock__errbuf *err);
 
-/* Remaining TTL of a lease in ms; -1 when it is gone. */
+/* Remaining TTL of a lease in ms; -1 when it is gone. *granted_s (may be
+ * NULL): the TTL it was granted. */
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
-                             int64_t deadline_ns, dlock__errbuf *err);
+                             int64_t *granted_s, int64_t deadline_ns, dlock__errbuf *err);
 
 /* Create `key` (value = itself, lease attached) if it does not exist, and
  * read the first key of [begin, end) by create revision, in one

@@ -114,7 +114,7 @@ static void holder_ttl(dlock__etcd *e, int64_t lease, int64_t *out)
 {
     int64_t ttl = -1;
     if (lease &&
-        dlock__etcd_lease_ttl_ms(e, lease, &ttl,
+        dlock__etcd_lease_ttl_ms(e, lease, &ttl, NULL,
                                  dlock__deadline_after_ms(dlock__etcd_io_timeout_ms(e)),
                                  NULL) != DLOCK_OK)
         ttl = -1;
@@ -321,7 +321,7 @@ int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
     if (first.key) {
         *held = 1;
         *fence = (uint64_t)first.create_rev;
-        rc = dlock__etcd_lease_ttl_ms(e, first.lease, ttl_ms, step_deadline(e, 0), err);
+        rc = dlock__etcd_lease_ttl_ms(e, first.lease, ttl_ms, NULL, step_deadline(e, 0), err);
     }
     dlock__etcd_kv_clear(&first);
     return rc;

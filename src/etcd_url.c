@@ -29,6 +29,11 @@ void dlock__etcd_url_clear(dlock__etcd_url *u)
     memset(u, 0, sizeof *u);
 }
 
+int dlock__etcd_url_more(const char *text)
+{
+    return text && !strstr(text, "://");
+}
+
 static int bad(char *err, size_t len, const char *url, const char *why)
 {
     if (err && len)
@@ -148,8 +153,14 @@ int dlock__etcd_url_parse(dlock__etcd_url *out, const char *const *urls,
     if (!urls || n_urls == 0)
         return bad(err, err_len, "", "no URL");
     for (size_t i = 0; i < n_urls; i++) {
-        int rc = urls[i] ? parse_one(out, urls[i], err, err_len)
-                         : bad(err, err_len, "(null)", "NULL URL");
+        int rc;
+        if (!urls[i])
+            rc = bad(err, err_len, "(null)", "NULL URL");
+        else if (i > 0 && dlock__etcd_url_more(urls[i]))
+            /* "etcd://h1:1,h2:2" split at its commas (DLOCK_REDIS is) */
+            rc = add_host(out, urls[i], strlen(urls[i]), urls[i], err, err_len);
+        else
+            rc = parse_one(out, urls[i], err, err_len);
         if (rc != DLOCK_OK) {
             dlock__etcd_url_clear(out);
             return rc;

@@ -21,6 +21,10 @@ typedef struct dlock__etcd_url {
 /* 1 if text starts with "etcd://" (any case), else 0. */
 int dlock__etcd_url_is(const char *text);
 
+/* 1 if text has no scheme: after an etcd:// URL, "host:port" continues
+ * its list (a comma-separated list split into URLs, as $DLOCK_REDIS is). */
+int dlock__etcd_url_more(const char *text);
+
 /* Parse one or more etcd:// URLs into one endpoint list (every URL adds its
  * hosts; credentials, when given more than once, must agree). Returns
  * DLOCK_OK, DLOCK_EINVAL with a reason in err, or DLOCK_ENOMEM. On error

@@ -65,7 +65,7 @@ static void lease_grant_keepalive_revoke_round_trip(void **state)
     assert_int_equal(dlock__etcd_lease_grant(e, 0x1234, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
     assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), NULL), DLOCK_OK);
     assert_int_equal(ttl, 5);
-    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, soon(), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, NULL, soon(), NULL), DLOCK_OK);
     assert_true(ms > 0 && ms <= 5000);
     assert_int_equal(dlock__etcd_lease_revoke(e, 0x1234, soon(), NULL), DLOCK_OK);
     /* gone: revoke and keep-alive both say expired */
@@ -74,7 +74,7 @@ static void lease_grant_keepalive_revoke_round_trip(void **state)
     assert_non_null(strstr(dlock__err_str(&err), "lease not found"));
     assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), NULL),
                      DLOCK_EEXPIRED);
-    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, soon(), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, NULL, soon(), NULL), DLOCK_OK);
     assert_int_equal(ms, -1);
     dlock__err_free(&err);
     dlock__etcd_free(e);

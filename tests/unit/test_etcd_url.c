@@ -60,6 +60,20 @@ static void several_urls_add_up_and_credentials_apply_to_all(void **state)
     dlock__etcd_url_clear(&u);
 }
 
+static void a_list_split_at_its_commas_is_one_list(void **state)
+{
+    (void)state;
+    const char *urls[] = {"etcd://h1:1", "h2:2", "[::1]:3"};
+    dlock__etcd_url u;
+    parse_ok(&u, urls, 3);
+    assert_int_equal(u.n, 3);
+    assert_string_equal(u.name[2], "[::1]:3");
+    dlock__etcd_url_clear(&u);
+    const char *first_bare[] = {"h2:2"};
+    char err[256] = "";
+    assert_int_equal(dlock__etcd_url_parse(&u, first_bare, 1, err, sizeof err), DLOCK_EINVAL);
+}
+
 static void bad_urls_say_what_is_wrong(void **state)
 {
     (void)state;
@@ -102,6 +116,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_url_lists_every_member),
         cmocka_unit_test(several_urls_add_up_and_credentials_apply_to_all),
+        cmocka_unit_test(a_list_split_at_its_commas_is_one_list),
         cmocka_unit_test(bad_urls_say_what_is_wrong),
         cmocka_unit_test(credentials_that_disagree_are_refused),
         cmocka_unit_test(scheme_test_ignores_case_only),

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""The dlock command on an etcd:// URL, against a real etcd member.
+
+Usage: test_cli_etcd.py PATH_TO_DLOCK [unittest options]
+
+Starts one etcd (Debian's etcd-server) on free 127.0.0.1 ports in a
+temporary directory and stops exactly that process at the end. The same
+commands, options and exit statuses as on Redis: run, busy (1), acquire /
+status / release by token, a lost lock (75), an unreachable cluster (69).
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+DLOCK = None
+TOKEN_RE = re.compile(r"^[0-9a-f]{16}$")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout=10.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+class Etcd:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="dlock-cli-etcd-")
+        for _ in range(5):
+            self.port, peer = free_port(), free_port()
+            self.log = open(os.path.join(self.dir, "etcd.log"), "w")
+            self.proc = subprocess.Popen(
+                ["etcd", "--name", "m0", "--data-dir", os.path.join(self.dir, "m0"),
+                 "--listen-client-urls", f"http://127.0.0.1:{self.port}",
+                 "--advertise-client-urls", f"http://127.0.0.1:{self.port}",
+                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-cluster", f"m0=http://127.0.0.1:{peer}",
+                 "--logger", "zap", "--log-level", "warn"],
+                stdout=self.log, stderr=self.log)
+            if wait_until(lambda: self.proc.poll() is not None or self.ready(), 20):
+                if self.proc.poll() is None:
+                    return
+            shutil.rmtree(os.path.join(self.dir, "m0"), ignore_errors=True)
+        raise RuntimeError("etcd did not start")
+
+    @property
+    def url(self):
+        return f"etcd://127.0.0.1:{self.port}"
+
+    def ctl(self, *args):
+        return subprocess.run(["etcdctl", f"--endpoints=127.0.0.1:{self.port}", *args],
+                              capture_output=True, text=True, timeout=10,
+                              env=dict(os.environ, ETCDCTL_API="3"))
+
+    def ready(self):
+        try:
+            return self.ctl("endpoint", "health").returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class EtcdCli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = Etcd()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.etcd.stop()
+
+    def setUp(self):
+        self.name = "cli-" + self._testMethodName
+
+    def dlock(self, *args, url=None, env=None, timeout=30):
+        e = dict(os.environ)
+        e.pop("DLOCK_REDIS", None)
+        e.update(env or {})
+        pre = ["-r", url or self.etcd.url] if url != "" else []
+        return subprocess.run([DLOCK, *pre, *args], capture_output=True, text=True,
+                              timeout=timeout, env=e)
+
+    def spawn(self, *args):
+        return subprocess.Popen([DLOCK, "-r", self.etcd.url, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def test_run_passes_the_status_and_releases(self):
+        r = self.dlock("run", self.name, "--", "sh", "-c", 'echo "$DLOCK_TOKEN"; exit 7')
+        self.assertEqual(r.returncode, 7, r.stderr)
+        self.assertRegex(r.stdout.strip(), TOKEN_RE)
+        s = self.dlock("status", self.name)
+        self.assertEqual(s.returncode, 1, s.stderr)  # free
+        self.assertIn("free", s.stdout)
+
+    def test_busy_lock_exits_1_and_waiting_gets_it_after_release(self):
+        p = self.spawn("run", self.name, "--", "sleep", "1.5")
+        self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
+        r = self.dlock("run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("held by another owner", r.stderr)
+        r = self.dlock("run", "-w", "20s", "--fence", self.name, "--", "sh", "-c",
+                       'echo "$DLOCK_FENCE"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(int(r.stdout), 0)
+        p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0)
+
+    def test_acquire_status_extend_release_by_token(self):
+        r = self.dlock("acquire", "-t", "10s", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        self.assertRegex(token, TOKEN_RE)
+        s = self.dlock("status", self.name)
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertIn("held", s.stdout)
+        self.assertIn(f"127.0.0.1:{self.etcd.port}", s.stdout)
+        r = self.dlock("extend", "-t", "10s", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock("release", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.dlock("status", self.name).returncode, 1)
+
+    def test_lost_lock_exits_75(self):
+        p = self.spawn("run", "-t", "3s", self.name, "--", "sleep", "30")
+        self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
+        # someone deletes the lock's keys (its waiter key under NAME NUL)
+        d = self.etcd.ctl("del", "--prefix", self.name)
+        self.assertEqual(d.returncode, 0, d.stderr)
+        _, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 75, err)
+        self.assertIn(f'lost "{self.name}"', err)
+
+    def test_unreachable_cluster_exits_69(self):
+        r = self.dlock("run", self.name, "--", "true", url=f"etcd://127.0.0.1:{free_port()}")
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("DLOCK_EIO", r.stderr)
+
+    def test_dlock_redis_may_list_the_members(self):
+        r = self.dlock("run", self.name, "--", "echo", "ok", url="",
+                       env={"DLOCK_REDIS": f"{self.etcd.url},127.0.0.1:{free_port()}"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "ok\n")
+
+    def test_bad_etcd_url_is_a_usage_error(self):
+        r = self.dlock("run", self.name, "--", "true", url="etcd://127.0.0.1")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn("needs a port", r.stderr)
+
+
+if __name__ == "__main__":
+    DLOCK = os.path.abspath(sys.argv.pop(1))
+    unittest.main()
