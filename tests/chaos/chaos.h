@@ -50,6 +50,11 @@ typedef struct chaos_scenario {
     int no_fence_claim;
 } chaos_scenario;
 
+/* driver.c: 1 if the scenario's nodes are the members of one etcd cluster
+ * (etcd_rows.c) reached through one etcd:// URL; kept apart from the
+ * scenario table (by name), as the liveness rows are. */
+int chaos_is_etcd(const chaos_scenario *sc);
+
 typedef struct chaos_run {
     const chaos_scenario *sc;
     int scale;
@@ -124,6 +129,12 @@ int chaos_inject_minority_cycle(chaos_run *run, int round);
 int chaos_inject_node_stop_minority(chaos_run *run, int round);
 int chaos_inject_kill_waiter(chaos_run *run, int round);
 int chaos_inject_conn_faults(chaos_run *run, int round);
+
+/* etcd_rows.c (built with DLOCK_WITH_ETCD): an etcd cluster of
+ * sc->nodes members in place of the Redis nodes, and its faults. */
+int chaos_etcd_setup(chaos_run *run);
+void chaos_etcd_teardown(chaos_run *run);
+int chaos_inject_etcd_member(chaos_run *run, int round);
 
 /* checks.c: single-call checks of how refusals surface */
 int chaos_run_checks(chaos_result *out, int max);

@@ -82,6 +82,13 @@ static const chaos_scenario scenarios[] = {
     S("fair_lost_replies", "fair mode, TTL 10 s; CLIENT KILL, PAUSE+KILL, DEBUG SLEEP", 1, 4, 12,
       10000, 10, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 9, 300,
       chaos_inject_conn_faults, 0),
+#ifdef CHAOS_WITH_ETCD
+    /* The etcd backend (issue 21): a 3-member cluster; the leader killed
+     * and restarted, or a member stopped, while 4 workers contend. */
+    S("etcd3_member_faults", "etcd, 3 members: leader kill -9 + restart / member SIGSTOP 2 s", 3,
+      4, 25, 3000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600,
+      chaos_inject_etcd_member, 0),
+#endif
     S("control_short_ttl_unfenced", "CONTROL: TTL 30 ms < hold 80 ms, resource not fenced", 1, 4,
       8, 30, 80, 0, CHAOS_MODE_DLOCK, 0, 0, 1, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
     S("control_raw_del", "CONTROL: SET NX PX + plain DEL, TTL 50 ms < hold 60 ms", 1, 4, 10, 50,
@@ -101,7 +108,15 @@ static const chaos_liveness liveness[] = {
      * that sum plus a second; failed sections stay bounded at 10 %. */
     {"renew_stalled_minority", 15000, 10, 15000},
     {"fair_waiters_killed", 9000, 5, 7500},
+    /* etcd: an election takes about a second here (500 ms timeout); a
+     * killed leader's clients fail over within an I/O timeout. */
+    {"etcd3_member_faults", 10000, 10, 10000},
 };
+
+int chaos_is_etcd(const chaos_scenario *sc)
+{
+    return strncmp(sc->name, "etcd", 4) == 0;
+}
 
 const chaos_liveness *chaos_liveness_of(const char *scenario)
 {

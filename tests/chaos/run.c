@@ -101,9 +101,10 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     run->sc = sc;
     run->scale = scale;
     run->seed = (unsigned)getpid() ^ (unsigned)chaos_now_ns();
-    if (test_redis_start_many(run->nodes, sc->nodes, NULL) != 0)
+    if (chaos_is_etcd(sc) ? chaos_etcd_setup(run) != 0
+                 : test_redis_start_many(run->nodes, sc->nodes, NULL) != 0)
         return -1;
-    for (int i = 0; i < sc->nodes; i++) {
+    for (int i = 0; i < sc->nodes && !chaos_is_etcd(sc); i++) {
         run->proxies[i].pid = -1;
         int port = run->nodes[i].port;
         if (sc->proxied) {
@@ -122,7 +123,7 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     if (!run->sh || run->hist_fd < 0)
         return -1;
     chaos_worker_cfg *w = &run->wcfg;
-    w->n_urls = (size_t)sc->nodes;
+    w->n_urls = chaos_is_etcd(sc) ? 1 : (size_t)sc->nodes;
     w->lock_name = "chaos:lock";
     w->ttl_ms = sc->ttl_ms;
     w->hold_ms = sc->hold_ms;
@@ -143,7 +144,10 @@ static void teardown(chaos_run *run)
     for (int i = 0; i < run->sc->nodes; i++)
         if (run->proxies[i].pid > 0)
             chaos_proxy_stop(&run->proxies[i]);
-    test_redis_stop_many(run->nodes, run->sc->nodes);
+    if (chaos_is_etcd(run->sc))
+        chaos_etcd_teardown(run);
+    else
+        test_redis_stop_many(run->nodes, run->sc->nodes);
     if (run->hist_fd >= 0)
         close(run->hist_fd);
     chaos_shared_free(run->sh);
@@ -227,7 +231,7 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
     for (int i = 0; i < sc->workers; i++)
         kill_and_log(&run, i); /* stragglers: a hang is a failure below */
 
-    for (int i = 0; i < sc->nodes; i++)
+    for (int i = 0; i < sc->nodes && !chaos_is_etcd(sc); i++)
         test_redis_resume(&run.nodes[i]);
     int checked = chaos_history_check(hist, &out->v);
     out->faults = run.faults;
