@@ -12,6 +12,7 @@
  *       [retry=default|tuned]                                  (contend)
  *       lat=FILE out=FILE
  *       [fair=0|1] [nofence=0|1] [wakeups=0|1]                 (extras)
+ *       [url=URL]                                              (extras)
  *
  * Every port becomes redis://127.0.0.1:P; several ports make the client run
  * Redlock through the same calls. retry=default keeps the library's retry
@@ -19,6 +20,9 @@
  * API allows). fair=1 asks for DLOCK_FAIR. Not part of the contract, for
  * profiling: nofence=1 sets DLOCK_NO_FENCE (separates the fencing counter's
  * cost), wakeups=0 turns off the pub/sub wake-ups (waiters only poll).
+ * url=URL replaces ports= with any URL dlock_client_new() takes, such as
+ * etcd://127.0.0.1:2379 (bench/etcd-vs-redis.py runs S1 and S3 on etcd
+ * beside Redis with it).
  * A setup failure (bad argument, unsupported mode, the priming cycle
  * failing) exits with status 2 and a message on stderr.
  *
@@ -52,6 +56,7 @@
 typedef struct worker_args {
     const char *mode;
     const char *ports;
+    const char *url; /* NULL: ports */
     const char *key;
     double start;
     int64_t ttl_ms;
@@ -171,6 +176,8 @@ static void parse_args(worker_args *a, int argc, char **argv)
             a->mode = v;
         } else if (!strcmp(name, "ports")) {
             a->ports = v;
+        } else if (!strcmp(name, "url")) {
+            a->url = v;
         } else if (!strcmp(name, "key")) {
             a->key = v;
             have_key = 1;
@@ -221,12 +228,17 @@ static void parse_args(worker_args *a, int argc, char **argv)
 
 /* ---- setup ---------------------------------------------------------------- */
 
-static dlock_client *open_client(const char *ports, int wakeups)
+static dlock_client *open_client(const char *ports, const char *url, int wakeups)
 {
     char buf[1024];
     char urls[MAX_PORTS][40];
     const char *url_ptrs[MAX_PORTS];
     size_t n = 0;
+
+    if (url) {
+        url_ptrs[n++] = url;
+        ports = "";
+    }
 
     if (strlen(ports) >= sizeof buf)
         die("ports=%s: too long", ports);
@@ -482,7 +494,7 @@ int main(int argc, char **argv)
     if (a.nofence)
         opts.flags |= DLOCK_NO_FENCE;
 
-    dlock_client *client = open_client(a.ports, a.wakeups);
+    dlock_client *client = open_client(a.ports, a.url, a.wakeups);
     prime(client, &opts, &a);
     dlock_lock *lock = open_lock(client, a.key, &opts, &a);
 

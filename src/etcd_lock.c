@@ -241,12 +241,20 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
             }
             rc = wait_turn(e, name, &h, deadline_ns, retry_max_ms, cancel_fd, err);
             if (rc == DLOCK_OK) {
-                /* Ours: start the validity afresh (the last keep-alive of
-                 * the wait may be up to a third of the TTL old). If that
-                 * renewal fails, the lease still runs from the last one. */
+                /* Ours. The wait renewed the lease every third of its TTL,
+                 * so two thirds of it are normally left, counted from the
+                 * last renewal sent; only when renewals failed meanwhile is
+                 * one more sent now (if that fails too, the lease still
+                 * runs from the last one). */
                 int64_t sent_ns = dlock__now_ns(), ttl_s;
-                int krc = dlock__etcd_lease_keepalive(e, h.lease, &ttl_s,
-                                                      step_deadline(e, 0), NULL);
+                int krc = DLOCK_OK;
+                if (h.valid_until_ns - sent_ns >= h.ttl_s * 2000 / 3 * DLOCK__NS_PER_MS - 1) {
+                    if (err)
+                        dlock__err_clear(err);
+                    *out = h;
+                    return DLOCK_OK;
+                }
+                krc = dlock__etcd_lease_keepalive(e, h.lease, &ttl_s, step_deadline(e, 0), NULL);
                 if (krc == DLOCK_OK)
                     h.valid_until_ns = sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
                 if (krc == DLOCK_OK ||

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""S1 and S3 of the peers benchmark (../shared/peers/SCENARIOS.md) on the
+etcd backend beside Redis, in one run, with dlock's peers worker.
+
+Usage: bench/etcd-vs-redis.py [BUILD_DIR] [--rounds N]
+
+Starts one redis-server and one etcd member (Debian's etcd-server) on free
+127.0.0.1 ports in a temp dir, stops exactly those processes at the end.
+Redis and etcd rounds alternate (N each, default 2), so a drift of this
+VM's speed hits both alike. Per round:
+
+  S1  1 worker, acquire + release on one key: 0.5 s warm-up, 5 s measured;
+      cycles/s and acquire latency p50/p99
+  S3  4 workers, one key, blocking acquire / critical section / release
+      until 2000 sections in total or 30 s; sections/s (2000 / time to
+      reach it) and wait-to-acquire p50/p99
+
+The lock TTL is 10 s in both, as in the peers contract.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def pct(samples, p):
+    if not samples:
+        return float("nan")
+    s = sorted(samples)
+    return s[max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))]
+
+
+def start_servers(tmp):
+    rport, eport, pport = free_port(), free_port(), free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no", "--dir", tmp],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = open(os.path.join(tmp, "etcd.log"), "w")
+    etcd = subprocess.Popen(
+        ["etcd", "--name", "m0", "--data-dir", os.path.join(tmp, "etcd"),
+         "--listen-client-urls", f"http://127.0.0.1:{eport}",
+         "--advertise-client-urls", f"http://127.0.0.1:{eport}",
+         "--listen-peer-urls", f"http://127.0.0.1:{pport}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{pport}",
+         "--initial-cluster", f"m0=http://127.0.0.1:{pport}",
+         "--logger", "zap", "--log-level", "warn"], stdout=log, stderr=log)
+    ok = wait_until(lambda: subprocess.run(
+        ["redis-cli", "-p", str(rport), "ping"], capture_output=True).stdout.strip() == b"PONG")
+    ok = ok and wait_until(lambda: subprocess.run(
+        ["etcdctl", f"--endpoints=127.0.0.1:{eport}", "endpoint", "health"],
+        capture_output=True).returncode == 0)
+    if not ok:
+        raise SystemExit("servers did not start")
+    return (redis, etcd, log), f"redis://127.0.0.1:{rport}", f"etcd://127.0.0.1:{eport}"
+
+
+def stop_servers(procs):
+    redis, etcd, log = procs
+    for p in (redis, etcd):
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    log.close()
+
+
+def run_workers(worker, tmp, url, mode, n, tag, extra):
+    start = time.time() + 1.5
+    key = f"bench:{tag}:{os.getpid()}"
+    procs, outs, lats = [], [], []
+    ctr, holder = os.path.join(tmp, f"{tag}.ctr"), f"/dev/shm/dlock-bench-{tag}-{os.getpid()}"
+    with open(ctr, "w") as f:
+        f.write("0".ljust(15) + "\n")
+    for i in range(n):
+        out, lat = os.path.join(tmp, f"{tag}.{i}.out"), os.path.join(tmp, f"{tag}.{i}.lat")
+        args = [worker, f"mode={mode}", f"url={url}", f"key={key}", f"start={start:.6f}",
+                "ttl_ms=10000", f"out={out}", f"lat={lat}", *extra]
+        if mode == "contend":
+            args += [f"ctr={ctr}", f"holder={holder}", "target=2000", "max_time=30"]
+        procs.append(subprocess.Popen(args))
+        outs.append(out)
+        lats.append(lat)
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit(f"{tag}: a worker failed")
+    res = [json.load(open(o)) for o in outs]
+    samples = [int(x) for lat in lats for x in open(lat).read().split()]
+    return start, res, samples
+
+
+def s1(worker, tmp, url, tag):
+    _, res, lat = run_workers(worker, tmp, url, "cycle", 1, tag, ["warmup=0.5", "duration=5"])
+    r = res[0]
+    return r["n"] / r["elapsed_s"], pct(lat, 50) / 1e3, pct(lat, 99) / 1e3, r["viol"] + r["errors"]
+
+
+def s3(worker, tmp, url, tag):
+    start, res, lat = run_workers(worker, tmp, url, "contend", 4, tag, ["retry=default"])
+    tt = [r["t_target"] for r in res if r["t_target"] is not None]
+    total = sum(r["n"] for r in res)
+    rate = 2000 / (min(tt) - start) if tt else total / (max(r["t_end"] for r in res) - start)
+    return rate, pct(lat, 50) / 1e3, pct(lat, 99) / 1e3, sum(r["viol"] + r["errors"] for r in res)
+
+
+def main():
+    build = "build"
+    rounds = 2
+    args = sys.argv[1:]
+    if "--rounds" in args:
+        i = args.index("--rounds")
+        rounds = int(args[i + 1])
+        del args[i:i + 2]
+    if args:
+        build = args[0]
+    worker = os.path.join(build, "bench", "dlock-bench-worker")
+    tmp = tempfile.mkdtemp(prefix="dlock-etcd-bench-")
+    procs, rurl, eurl = start_servers(tmp)
+    rows = []
+    try:
+        for r in range(rounds):
+            for name, url in (("redis", rurl), ("etcd", eurl)):
+                rows.append((name, "S1", r, *s1(worker, tmp, url, f"{name}-s1-{r}")))
+                rows.append((name, "S3", r, *s3(worker, tmp, url, f"{name}-s3-{r}")))
+    finally:
+        stop_servers(procs)
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("backend scen round   rate/s   p50_us   p99_us  viol+err")
+    for name, sc, r, rate, p50, p99, bad in sorted(rows, key=lambda x: (x[1], x[0], x[2])):
+        print(f"{name:7} {sc:4} {r:5} {rate:8.1f} {p50:8.0f} {p99:8.0f} {bad:9}")
+    for sc in ("S1", "S3"):
+        def med(n):
+            v = sorted(x[3] for x in rows if x[0] == n and x[1] == sc)
+            return v[len(v) // 2]
+        print(f"{sc}: etcd / redis = {med('etcd') / med('redis'):.3f} "
+              f"(median rates {med('etcd'):.1f} / {med('redis'):.1f} per s)")
+
+
+if __name__ == "__main__":
+    main()
