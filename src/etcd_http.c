@@ -493,7 +493,7 @@ static int attempt(dlock__etcd *e, handle *h, size_t ep, const char *path,
 
 int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
                      json_t **out, int64_t deadline_ns, int cancel_fd,
-                     dlock__errbuf *err, long *server_code)
+                     dlock__errbuf *err, long *server_code, int *unknown_before)
 {
     *out = NULL;
     if (server_code)
@@ -530,6 +530,8 @@ int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
     /* Sent to some member and answered by none: nobody knows. */
     if (rc == DLOCK_EIO && any_sent)
         rc = DLOCK_EUNKNOWN;
+    if (unknown_before)
+        *unknown_before = any_sent;
     handle_put(e, h);
     free(text);
     return rc;

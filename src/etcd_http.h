@@ -52,10 +52,12 @@ int dlock__etcd_map_error(long grpc_code, const char *msg);
  * json_decref()s). deadline_ns bounds the whole call; cancel_fd (or -1)
  * readable ends it with DLOCK_ECANCELED. On error, err says which endpoint
  * and what it said, and *server_code (may be NULL) the gRPC code of an
- * error reply (0 otherwise). Thread-safe. */
+ * error reply (0 otherwise). *unknown_before (may be NULL): 1 when an
+ * earlier copy of this request went to a member that never answered, so
+ * the reply may describe the state after that copy ran. Thread-safe. */
 int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
                      json_t **out, int64_t deadline_ns, int cancel_fd,
-                     dlock__errbuf *err, long *server_code);
+                     dlock__errbuf *err, long *server_code, int *unknown_before);
 
 /* A streamed call (/v3/watch): POST body, then hand every message (the
  * "result" object of each line) to on_msg until it returns non-zero (then

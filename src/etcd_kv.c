@@ -23,13 +23,25 @@ static json_t *i64(int64_t v)
     return dlock__etcd_json_of_i64(v);
 }
 
+static int post_ub(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
+                   int64_t deadline_ns, int cancel_fd, dlock__errbuf *err,
+                   long *code, int *unknown_before)
+{
+    if (!req)
+        return DLOCK_ENOMEM;
+    int rc = dlock__etcd_post(e, path, req, rep, deadline_ns, cancel_fd, err, code,
+                              unknown_before);
+    json_decref(req);
+    return rc;
+}
+
 static int post(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
                 int64_t deadline_ns, int cancel_fd, dlock__errbuf *err,
                 long *code)
 {
     if (!req)
         return DLOCK_ENOMEM;
-    int rc = dlock__etcd_post(e, path, req, rep, deadline_ns, cancel_fd, err, code);
+    int rc = dlock__etcd_post(e, path, req, rep, deadline_ns, cancel_fd, err, code, NULL);
     json_decref(req);
     return rc;
 }
@@ -117,11 +129,11 @@ int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
 }
 
 int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
-                             dlock__errbuf *err)
+                             dlock__errbuf *err, int *unknown_before)
 {
     json_t *rep = NULL;
-    int rc = post(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", i64(id)), &rep,
-                  deadline_ns, -1, err, NULL);
+    int rc = post_ub(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", i64(id)), &rep,
+                     deadline_ns, -1, err, NULL, unknown_before);
     json_decref(rep);
     return rc;
 }

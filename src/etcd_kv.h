@@ -33,9 +33,10 @@ int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
                                 int64_t deadline_ns, dlock__errbuf *err);
 
 /* Revoke the lease, deleting every key attached. DLOCK_EEXPIRED when it
- * was gone already. */
+ * was gone already; *unknown_before (may be NULL) as dlock__etcd_post()'s:
+ * then "gone" may be the work of our own earlier copy. */
 int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
-                             dlock__errbuf *err);
+                             dlock__errbuf *err, int *unknown_before);
 
 /* Remaining TTL of a lease in ms; -1 when it is gone. *granted_s (may be
  * NULL): the TTL it was granted. */

@@ -51,8 +51,8 @@ typedef struct proxy_state {
 
 const char *chaos_proxy_mode_name(chaos_proxy_mode m)
 {
-    static const char *names[] = {"pass", "delay", "drop", "blackhole", "reset"};
-    return (unsigned)m < CHAOS_PROXY_MODES ? names[m] : "?";
+    static const char *names[] = {"pass", "delay", "drop", "blackhole", "reset", "deaf"};
+    return (unsigned)m <= CHAOS_PROXY_DEAF ? names[m] : "?";
 }
 
 static void queue_clear(queue *q)
@@ -165,7 +165,7 @@ static int pump_in(proxy_state *st, pair *p, int fd, queue *q)
     ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
         return -1;
-    if (n < 0 || p->blackholed)
+    if (n < 0 || p->blackholed || (st->mode == CHAOS_PROXY_DEAF && fd == p->sfd))
         return 0;
     chunk *c = malloc(sizeof *c + (size_t)n);
     if (!c)

@@ -13,6 +13,9 @@
  *              nothing; a connection that lost bytes stays blackholed until
  *              it is closed, so a byte stream is never resumed with a gap
  *   RESET      abort every connection with RST (SO_LINGER 0), new ones too
+ *   DEAF       forward requests to the node, discard its replies: the
+ *              command runs and the client never hears of it (not drawn
+ *              by the chaos rounds, which pick among the modes above)
  */
 #ifndef DLOCK_CHAOS_PROXY_H
 #define DLOCK_CHAOS_PROXY_H
@@ -25,7 +28,8 @@ typedef enum chaos_proxy_mode {
     CHAOS_PROXY_DROP,
     CHAOS_PROXY_BLACKHOLE,
     CHAOS_PROXY_RESET,
-    CHAOS_PROXY_MODES
+    CHAOS_PROXY_MODES,
+    CHAOS_PROXY_DEAF = CHAOS_PROXY_MODES
 } chaos_proxy_mode;
 
 typedef struct chaos_proxy {

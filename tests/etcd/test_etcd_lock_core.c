@@ -22,6 +22,7 @@
 #include "etcd_kv.h"
 #include "etcd_lock.h"
 #include "etcd_server.h"
+#include "proxy.h"
 
 static test_etcd srv;
 static dlock__etcd *cl;
@@ -63,7 +64,7 @@ static int line_length(const dlock__etcd_name *n)
                             "range_end", dlock__etcd_json_b64(n->end, n->len), "count_only", 1);
     json_t *rep = NULL;
     assert_int_equal(dlock__etcd_post(cl, "/v3/kv/range", req, &rep,
-                                      dlock__deadline_after_ms(3000), -1, NULL, NULL),
+                                      dlock__deadline_after_ms(3000), -1, NULL, NULL, NULL),
                      DLOCK_OK);
     int64_t count;
     assert_int_equal(dlock__etcd_json_i64(rep, "count", &count), 0);
@@ -241,13 +242,13 @@ static void renewal_finds_a_deleted_key_and_an_ended_lease(void **state)
     json_t *req = json_pack("{s:o}", "key", dlock__etcd_json_b64(a.key, a.key_len));
     json_t *rep = NULL;
     assert_int_equal(dlock__etcd_post(cl, "/v3/kv/deleterange", req, &rep,
-                                      dlock__deadline_after_ms(3000), -1, NULL, NULL),
+                                      dlock__deadline_after_ms(3000), -1, NULL, NULL, NULL),
                      DLOCK_OK);
     json_decref(req);
     json_decref(rep);
     assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL),
                      DLOCK_ENOTOWNER);
-    assert_int_equal(dlock__etcd_lease_revoke(cl, a.lease, dlock__deadline_after_ms(3000), NULL),
+    assert_int_equal(dlock__etcd_lease_revoke(cl, a.lease, dlock__deadline_after_ms(3000), NULL, NULL),
                      DLOCK_OK);
     assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL),
                      DLOCK_EEXPIRED);
@@ -293,6 +294,40 @@ static void names_that_share_a_prefix_are_separate_locks(void **state)
     dlock__etcd_name_clear(&n2);
 }
 
+/* The release's first copy runs but its reply is lost (a proxy that
+ * forwards requests and drops replies); the copy sent again to the next
+ * endpoint finds the lease gone. That is our own release, not an expiry:
+ * the lease was valid when we sent it. (Was DLOCK_EEXPIRED.) */
+static void a_release_whose_reply_was_lost_is_not_called_expired(void **state)
+{
+    (void)state;
+    chaos_proxy px;
+    assert_int_equal(chaos_proxy_start(&px, srv.m[0].client_port), 0);
+    char url[200];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d", px.port,
+             srv.m[0].client_port);
+    dlock__etcd_url u;
+    const char *up = url;
+    assert_int_equal(dlock__etcd_url_parse(&u, &up, 1, NULL, 0), DLOCK_OK);
+    dlock__etcd *e;
+    assert_int_equal(dlock__etcd_new(&e, &u, 1000, 300), DLOCK_OK);
+    dlock__etcd_name n;
+    name_of(&n, "core-deaf");
+    dlock__etcd_hold a;
+    int64_t holder;
+    assert_int_equal(dlock__etcd_acquire(e, &n, 10000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_DEAF, 0), 0);
+    dlock__errbuf err = {0};
+    int rc = dlock__etcd_release(e, &a, &err);
+    if (rc != DLOCK_OK)
+        fail_msg("release: %s: %s", dlock_errname(rc), dlock__err_str(&err));
+    assert_int_equal(line_length(&n), 0);
+    chaos_proxy_stop(&px);
+    dlock__err_free(&err);
+    dlock__etcd_name_clear(&n);
+    dlock__etcd_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +338,7 @@ int main(void)
         cmocka_unit_test(renewal_finds_a_deleted_key_and_an_ended_lease),
         cmocka_unit_test(peek_reports_owner_fence_and_ttl),
         cmocka_unit_test(names_that_share_a_prefix_are_separate_locks),
+        cmocka_unit_test(a_release_whose_reply_was_lost_is_not_called_expired),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
