@@ -12,6 +12,12 @@
  * held when a majority of the N independent masters granted it within the
  * lock's validity. The lock API is the same in both cases.
  *
+ * Opened from etcd:// URLs instead, the client keeps its locks in an etcd
+ * cluster (etcd v3, the "etcd backend", when built with it): the same API,
+ * error codes and guarantees, with exclusion resting on Raft consensus
+ * rather than on clocks. docs/backends.md compares the two and lists what
+ * differs (notes marked "etcd:" below).
+ *
  * A dlock_lock is a handle for one lock name, created from a client. It is
  * acquired, extended and released through the handle; the handle remembers
  * the owner token, the fencing token and when the lease ends.
@@ -137,7 +143,8 @@ typedef enum dlock_error {
     /** Out of memory in the client. */
     DLOCK_ENOMEM = -16,
     /** Not supported by this build or in this configuration
-     *  (fair mode over several nodes). */
+     *  (fair mode over several nodes; etcd:// URLs in a build without
+     *  etcd; on etcd, an extend to another TTL than the lease's). */
     DLOCK_ENOTSUP = -17,
     /** The server replied with something dlock never expects. */
     DLOCK_EPROTO = -18,
@@ -299,7 +306,8 @@ DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
 
 /**
- * Create a client for one node (Redis) or several (Redlock).
+ * Create a client for one node (Redis) or several (Redlock), or for an
+ * etcd cluster.
  *
  * URLs: redis://[user[:password]@]host[:port][/db],
  * rediss://[user[:password]@]host[:port][/db] (TLS, see the tls* options)
@@ -310,6 +318,16 @@ dlock_client_options_init(dlock_client_options *opts, unsigned int version);
  * so a node that is down now does not fail the call (the TLS files are
  * loaded here, though).
  *
+ * etcd: etcd://[user:password@]host:port[,host:port...] lists the members
+ * the client fails over between; several etcd:// URLs, or bare host:port
+ * entries after one, add to the list. A client is on one backend: etcd://
+ * and Redis URLs together are DLOCK_EINVAL. The cluster is one node to
+ * dlock_client_node_count() and dlock_client_status(). The options
+ * username, password and tls do not apply (DLOCK_EINVAL, DLOCK_ENOTSUP),
+ * and min_node_uptime_ms, wakeups and pool_size are ignored. A build
+ * without the etcd backend (DLOCK_WITH_ETCD=OFF) refuses etcd:// URLs with
+ * DLOCK_ENOTSUP.
+ *
  * @param out    receives the client; set to NULL on error.
  * @param urls   array of @p n_urls NUL-terminated URLs (1..64 of them).
  * @param opts   options, or NULL for the defaults.
@@ -318,7 +336,8 @@ dlock_client_options_init(dlock_client_options *opts, unsigned int version);
  *         cannot be loaded, tls with a unix:// URL, or the same node
  *         twice: the same host:port, or names that resolve to a common
  *         address and the same port, such as 127.0.0.1 and localhost; the
- *         message names both URLs), DLOCK_ENOMEM.
+ *         message names both URLs), DLOCK_ENOTSUP (etcd:// URLs in a
+ *         build without etcd, or with tls), DLOCK_ENOMEM.
  *         Thread-safe. Names that resolve apart but reach one server
  *         (127.0.0.1 and [::1], or TCP and its unix socket) are caught once
  *         connected, by the server's run_id: see dlock_lock_acquire().
@@ -576,6 +595,9 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  *         DLOCK_ENOTOWNER and DLOCK_EEXPIRED (after which the handle holds
  *         nothing) need a majority saying so; short of a majority either
  *         way it is DLOCK_ENOQUORUM and the handle keeps its lease.
+ *         etcd: a lease keeps the TTL it was granted (whole seconds), so
+ *         @p ttl_ms must round up to that TTL (0 does): another one is
+ *         DLOCK_ENOTSUP and nothing is sent.
  */
 DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
 
