@@ -1,6 +1,4 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,7 +6,6 @@
 #include <string.h>
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
 #include "clock.h"
 #include "common.h"
@@ -586,72 +583,4 @@ int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
     handle_put(e, h);
     free(text);
     return rc;
-}
-
-/* ---- JSON helpers ----------------------------------------------------------- */
-
-int dlock__etcd_json_i64(json_t *obj, const char *field, int64_t *out)
-{
-    json_t *v = json_object_get(obj, field);
-    *out = 0;
-    if (!v)
-        return 0;
-    if (json_is_integer(v)) {
-        *out = (int64_t)json_integer_value(v);
-        return 0;
-    }
-    if (!json_is_string(v))
-        return -1;
-    const char *s = json_string_value(v);
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (end == s || *end || errno)
-        return -1;
-    *out = (int64_t)x;
-    return 0;
-}
-
-json_t *dlock__etcd_json_of_i64(int64_t v)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "%lld", (long long)v);
-    return json_string(buf);
-}
-
-json_t *dlock__etcd_json_b64(const void *data, size_t len)
-{
-    if (len > INT_MAX / 2)
-        return NULL;
-    char *buf = dlock__malloc(4 * ((len + 2) / 3) + 1);
-    if (!buf)
-        return NULL;
-    EVP_EncodeBlock((unsigned char *)buf, data, (int)len);
-    json_t *j = json_string(buf);
-    dlock__free(buf);
-    return j;
-}
-
-char *dlock__etcd_b64_decode(const char *text, size_t *out_len)
-{
-    size_t n = strlen(text);
-    if (n % 4 != 0 || n > INT_MAX)
-        return NULL;
-    char *buf = dlock__malloc(n / 4 * 3 + 1);
-    if (!buf)
-        return NULL;
-    int got = EVP_DecodeBlock((unsigned char *)buf, (const unsigned char *)text, (int)n);
-    if (got < 0) {
-        dlock__free(buf);
-        return NULL;
-    }
-    /* EVP_DecodeBlock counts the padding as zero bytes */
-    size_t len = (size_t)got;
-    if (n >= 1 && text[n - 1] == '=')
-        len--;
-    if (n >= 2 && text[n - 2] == '=')
-        len--;
-    buf[len] = '\0';
-    *out_len = len;
-    return buf;
 }
