@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "error.h"
+#include "etcd_client.h"
 #include "rand.h"
 #include "scripts.h"
 
@@ -249,6 +250,15 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
+    if (dlock__etcd_wanted(urls, n_urls)) { /* the etcd backend, no nodes */
+        if ((rc = dlock__etcd_client_open(&c->etcd, urls, n_urls, opts, err, sizeof err)) !=
+                DLOCK_OK ||
+            (rc = dlock__token_hex(c->id)) != DLOCK_OK)
+            goto fail;
+        c->quorum = 1;
+        *out = c;
+        return DLOCK_OK;
+    }
     for (size_t i = 0; i < n_urls; i++) {
         char uerr[240] = "";
         if (!urls[i]) {
@@ -315,6 +325,7 @@ fail:
  * connections go on), and free the memory. */
 static void free_inherited(dlock_client *c)
 {
+    dlock__etcd_client_close(c->etcd, 1);
     if (c->watchdog_ops)
         c->watchdog_ops->forget(c);
     if (c->wakeup_ops)
@@ -348,6 +359,7 @@ void dlock_client_free(dlock_client *c)
         c->watchdog_ops->stop(c);
     if (c->wakeup_ops)
         c->wakeup_ops->stop(c);
+    dlock__etcd_client_close(c->etcd, 0);
     for (size_t i = 0; i < c->n_nodes; i++)
         dlock__node_destroy(&c->nodes[i]);
     if (c->nodes)
@@ -360,10 +372,14 @@ void dlock_client_free(dlock_client *c)
 
 size_t dlock_client_node_count(const dlock_client *c)
 {
+    if (c && c->etcd) /* the cluster is one node to the caller */
+        return 1;
     return c ? c->n_nodes : 0;
 }
 
 const char *dlock_client_node_name(const dlock_client *c, size_t i)
 {
+    if (c && c->etcd)
+        return i == 0 ? c->etcd->name : NULL;
     return c && i < c->n_nodes ? c->nodes[i].name : NULL;
 }

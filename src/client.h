@@ -35,6 +35,9 @@ struct dlock_client {
     struct dlock__wakeup *wakeup;
     const dlock__bg_ops *watchdog_ops; /* set with watchdog */
     const dlock__bg_ops *wakeup_ops;   /* set with wakeup */
+    /* The etcd backend (etcd_backend.c) when opened on etcd:// URLs:
+     * then there are no nodes, and every lock of the client is on etcd. */
+    struct dlock__etcd_client *etcd;
     /* The process that made the client. */
     pid_t pid;
 };

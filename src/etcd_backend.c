@@ -7,25 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
 #include "clock.h"
 #include "etcd_backend.h"
+#include "etcd_client.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
 #include "etcd_renew.h"
 #include "etcd_url.h"
-#include "lock.h"
-
-/* The etcd part of a client. */
-struct dlock__etcd_client {
-    dlock__etcd *e;
-    dlock__etcd_renewer *renewer;
-    char *name; /* "host:port,host:port" */
-    /* Reentrant holds by (key, thread): another handle of the same owner
-     * enters the same hold, as on Redis. */
-    pthread_mutex_t mu;
-    struct shared_hold *reentrant;
-};
+#include "handle.h"
 
 /* One hold of the lock in etcd (one lease, one key), shared by the
  * handles of one owner in reentrant mode, a handle's own otherwise. */
@@ -39,127 +28,64 @@ typedef struct shared_hold {
 
 /* The etcd part of a handle. */
 struct dlock__etcd_lockdata {
+    struct dlock__etcd_client *ec;
     dlock__etcd_name range; /* KEY NUL .. KEY \1 */
     shared_hold *sh;        /* while held */
     dlock__etcd_renewal rn;
 };
 
-int dlock__etcd_wanted(const char *const *urls, size_t n_urls)
+/* The lock side's part of the client: made on first use, freed by the
+ * client's close through ec->lock_side_free. */
+static void lock_side_free(struct dlock__etcd_client *ec, int forked)
 {
-    return urls && n_urls > 0 && dlock__etcd_url_is(urls[0]);
-}
-
-int dlock__etcd_client_open(dlock_client *c, const char *const *urls, size_t n_urls,
-                            char *err, size_t err_len)
-{
-    for (size_t i = 0; i < n_urls; i++)
-        if (!urls[i] || (!dlock__etcd_url_is(urls[i]) && !dlock__etcd_url_more(urls[i]))) {
-            snprintf(err, err_len, "URL %zu: etcd:// URLs cannot be mixed with Redis URLs "
-                     "(one client is on one backend)", i + 1);
-            return DLOCK_EINVAL;
-        }
-    if (c->opts.username || c->opts.password) {
-        snprintf(err, err_len, "etcd: give credentials in the URL (etcd://user:password@...), "
-                 "not in the options");
-        return DLOCK_EINVAL;
-    }
-    if (c->opts.tls) {
-        snprintf(err, err_len, "etcd: TLS is not supported by the etcd backend yet");
-        return DLOCK_ENOTSUP;
-    }
-    dlock__etcd_url u;
-    int rc = dlock__etcd_url_parse(&u, urls, n_urls, err, err_len);
-    if (rc != DLOCK_OK)
-        return rc;
-    struct dlock__etcd_client *ec = dlock__calloc(1, sizeof *ec);
-    size_t name_len = 0;
-    for (size_t i = 0; i < u.n; i++)
-        name_len += strlen(u.name[i]) + 1;
-    if (ec)
-        ec->name = dlock__malloc(name_len + 1);
-    if (!ec || !ec->name) {
-        dlock__etcd_url_clear(&u);
-        if (ec)
-            dlock__free(ec->name);
-        dlock__free(ec);
-        snprintf(err, err_len, "out of memory");
-        return DLOCK_ENOMEM;
-    }
-    ec->name[0] = '\0';
-    for (size_t i = 0; i < u.n; i++) {
-        if (i)
-            strcat(ec->name, ",");
-        strcat(ec->name, u.name[i]);
-    }
-    rc = dlock__etcd_new(&ec->e, &u, c->opts.connect_timeout_ms, c->opts.io_timeout_ms);
-    if (rc == DLOCK_OK && (rc = dlock__etcd_renewer_new(&ec->renewer, ec->e)) != DLOCK_OK)
-        dlock__etcd_free(ec->e);
-    if (rc != DLOCK_OK) {
-        dlock__etcd_url_clear(&u);
-        dlock__free(ec->name);
-        dlock__free(ec);
-        snprintf(err, err_len, "out of memory");
-        return rc;
-    }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&ec->mu, NULL));
-    c->etcd = ec;
-    return DLOCK_OK;
-}
-
-void dlock__etcd_client_close(dlock_client *c, int forked)
-{
-    struct dlock__etcd_client *ec = c->etcd;
-    if (!ec)
-        return;
     dlock__etcd_renewer_free(ec->renewer, forked);
-    /* curl handles hold sockets shared with the parent after fork(): their
-     * cleanup closes our copies and sends nothing on plain HTTP. */
-    dlock__etcd_free(ec->e);
+    ec->renewer = NULL;
     while (ec->reentrant) {
         shared_hold *s = ec->reentrant;
         ec->reentrant = s->next;
         dlock__etcd_hold_clear(&s->h);
         dlock__free(s);
     }
-    if (!forked)
-        DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&ec->mu));
-    dlock__free(ec->name);
-    dlock__free(ec);
-    c->etcd = NULL;
 }
 
-const char *dlock__etcd_client_name(const dlock_client *c)
+/* The renewal thread's record, made on first use (create) or NULL. */
+static dlock__etcd_renewer *renewer_of(struct dlock__etcd_client *ec, int create)
 {
-    return c->etcd ? c->etcd->name : NULL;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    if (!ec->renewer && create) {
+        dlock__etcd_renewer *r = NULL;
+        if (dlock__etcd_renewer_new(&r, ec->e) == DLOCK_OK)
+            ec->renewer = r;
+    }
+    dlock__etcd_renewer *r = ec->renewer;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    return r;
 }
 
-/* ---- handle state (the handle's mutex guards state and validity) ----------- */
-
-static void set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until)
+static int renewer_start(struct dlock__etcd_client *ec)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->state = st;
-    l->valid_until_ns = valid_until;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    dlock__etcd_renewer *r = renewer_of(ec, 1);
+    return r ? dlock__etcd_renewer_start(r) : DLOCK_ENOMEM;
 }
 
-static dlock_lock_state get_state(dlock_lock *l)
-{
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    dlock_lock_state st = l->state;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    return st;
-}
+/* ---- handles (state and validity under the handle's mutex: handle.c) ------- */
 
-int dlock__etcd_lock_init(dlock_lock *l)
+#define set_state dlock__lock_set_state
+#define get_state dlock__lock_get_state
+
+int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
 {
     struct dlock__etcd_lockdata *d = dlock__calloc(1, sizeof *d);
     if (!d || dlock__etcd_name_init(&d->range, l->name, l->name_len) != DLOCK_OK) {
         dlock__free(d);
         return DLOCK_ENOMEM;
     }
+    d->ec = ec;
     d->rn.lock = l;
     l->etcd = d;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    ec->lock_side_free = lock_side_free;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
     return DLOCK_OK;
 }
 
@@ -170,7 +96,9 @@ static int is_reentrant(const dlock_lock *l)
 
 static void renew_stop(dlock_lock *l)
 {
-    dlock__etcd_renewer_remove(l->client->etcd->renewer, &l->etcd->rn);
+    dlock__etcd_renewer *r = renewer_of(l->etcd->ec, 0);
+    if (r)
+        dlock__etcd_renewer_remove(r, &l->etcd->rn);
 }
 
 /* Take the handle's hold over: token, fence, state. */
@@ -189,13 +117,13 @@ static void hold_taken(dlock_lock *l, shared_hold *s)
  * then revokes the lease or lets it run out, and frees). */
 static int hold_drop(dlock_lock *l, unsigned n)
 {
-    struct dlock__etcd_client *ec = l->client->etcd;
+    struct dlock__etcd_client *ec = l->etcd->ec;
     shared_hold *s = l->etcd->sh;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     s->holds = s->holds > n ? s->holds - n : 0;
     int last = s->holds == 0;
     if (last && s->listed) {
-        shared_hold **p = &ec->reentrant;
+        shared_hold **p = (shared_hold **)&ec->reentrant;
         while (*p != s)
             p = &(*p)->next;
         *p = s->next;
@@ -214,7 +142,7 @@ static void hold_free(shared_hold *s)
 /* Reentrant: another handle of this owner (client x thread) holds it. */
 static shared_hold *reentrant_find(dlock_lock *l)
 {
-    struct dlock__etcd_client *ec = l->client->etcd;
+    struct dlock__etcd_client *ec = l->etcd->ec;
     shared_hold *found = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     for (shared_hold *s = ec->reentrant; s; s = s->next)
@@ -235,12 +163,12 @@ static void renew_start(dlock_lock *l)
     rn->interval_ms = l->opts.renew_interval_ms > 0
                           ? l->opts.renew_interval_ms
                           : DLOCK__MAX(rn->hold->ttl_s * 1000 / 3, 1);
-    dlock__etcd_renewer_add(l->client->etcd->renewer, rn);
+    dlock__etcd_renewer_add(renewer_of(l->etcd->ec, 0), rn); /* started: see below */
 }
 
 int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
 {
-    struct dlock__etcd_client *ec = l->client->etcd;
+    struct dlock__etcd_client *ec = l->etcd->ec;
     dlock__err_clear(&l->err);
     dlock_lock_state st = get_state(l);
     if (st == DLOCK_STATE_LOST) {
@@ -271,7 +199,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
              * keep-alive of the shared lease. */
             dlock__etcd_hold copy = s->h;
             int rc = dlock__etcd_renew(ec->e, &copy,
-                                       dlock__deadline_after_ms(l->client->opts.io_timeout_ms),
+                                       dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms),
                                        &l->err);
             if (rc != DLOCK_OK) {
                 l->etcd->sh = s;
@@ -283,7 +211,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
             hold_taken(l, s);
             set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
             if (l->opts.flags & DLOCK_AUTO_RENEW) {
-                if (dlock__etcd_renewer_start(ec->renewer) == DLOCK_OK)
+                if (renewer_start(ec) == DLOCK_OK)
                     renew_start(l);
             }
             return DLOCK_OK;
@@ -299,7 +227,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
             return DLOCK_ECANCELED;
         }
     }
-    if ((l->opts.flags & DLOCK_AUTO_RENEW) && dlock__etcd_renewer_start(ec->renewer) != DLOCK_OK) {
+    if ((l->opts.flags & DLOCK_AUTO_RENEW) && renewer_start(ec) != DLOCK_OK) {
         dlock__err_set(&l->err, "could not start the renewal thread");
         return DLOCK_ENOMEM;
     }
@@ -358,7 +286,7 @@ static int let_go(dlock_lock *l, unsigned n)
     shared_hold *s = l->etcd->sh;
     int rc = DLOCK_OK;
     if (hold_drop(l, n)) {
-        rc = dlock__etcd_release(l->client->etcd->e, &s->h, &l->err);
+        rc = dlock__etcd_release(l->etcd->ec->e, &s->h, &l->err);
         dlock__free(s);
     }
     l->etcd->sh = NULL;
@@ -416,8 +344,8 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
     if (s->h.ttl_s == 0) {
         /* adopted: learn the TTL the lease was granted */
         int64_t left, granted = 0;
-        int rc = dlock__etcd_lease_ttl_ms(l->client->etcd->e, s->h.lease, &left, &granted,
-                                          dlock__deadline_after_ms(l->client->opts.io_timeout_ms),
+        int rc = dlock__etcd_lease_ttl_ms(l->etcd->ec->e, s->h.lease, &left, &granted,
+                                          dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms),
                                           &l->err);
         if (rc != DLOCK_OK)
             return rc;
@@ -434,8 +362,8 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     int64_t deadline = old == INT64_MIN ? INT64_MAX : old;
     if (deadline <= dlock__now_ns())
-        deadline = dlock__deadline_after_ms(l->client->opts.io_timeout_ms);
-    int rc = dlock__etcd_renew(l->client->etcd->e, &copy, deadline, &l->err);
+        deadline = dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms);
+    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline, &l->err);
     if (rc == DLOCK_OK) {
         set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
         dlock__err_clear(&l->err);
@@ -504,12 +432,12 @@ int dlock__etcd_lock_forget(dlock_lock *l)
     return DLOCK_OK;
 }
 
-void dlock__etcd_lock_free(dlock_lock *l)
+void dlock__etcd_lock_free(dlock_lock *l, int forked)
 {
     struct dlock__etcd_lockdata *d = l->etcd;
     if (!d)
         return;
-    if (!dlock__client_forked(l->client)) {
+    if (!forked) {
         renew_stop(l);
         if (d->sh) {
             if (get_state(l) == DLOCK_STATE_HELD)
@@ -523,21 +451,16 @@ void dlock__etcd_lock_free(dlock_lock *l)
     l->etcd = NULL;
 }
 
-int dlock__etcd_status(dlock_client *c, const char *name, size_t len,
+int dlock__etcd_status(struct dlock__etcd_client *ec, const char *key, size_t len,
                        dlock_node_status *out)
 {
-    size_t klen = 0;
-    char *key = dlock__lock_key(c, name, len, &klen);
     dlock__etcd_name range;
-    if (!key || dlock__etcd_name_init(&range, key, klen) != DLOCK_OK) {
-        dlock__free(key);
+    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    }
-    dlock__free(key);
     int held = 0;
     int64_t ttl = -1;
     uint64_t fence = 0;
-    int rc = dlock__etcd_peek(c->etcd->e, &range, &held, &ttl, &fence, NULL);
+    int rc = dlock__etcd_peek(ec->e, &range, &held, &ttl, &fence, NULL);
     dlock__etcd_name_clear(&range);
     *out = (dlock_node_status){rc, rc == DLOCK_OK && held, rc == DLOCK_OK ? ttl : -1,
                                rc == DLOCK_OK ? fence : 0};

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A build without the etcd backend (DLOCK_WITH_ETCD=OFF): etcd:// URLs are
  * recognised and refused with DLOCK_ENOTSUP; no client is ever opened on
- * etcd, so the other entry points are never reached. */
+ * etcd, so the other entry points (etcd_client.h, etcd_backend.h) are
+ * never reached. */
 #include <stdio.h>
 
 #include "etcd_backend.h"
+#include "etcd_client.h"
 #include "etcd_url.h"
 
 int dlock__etcd_wanted(const char *const *urls, size_t n_urls)
@@ -12,10 +14,12 @@ int dlock__etcd_wanted(const char *const *urls, size_t n_urls)
     return urls && n_urls > 0 && dlock__etcd_url_is(urls[0]);
 }
 
-int dlock__etcd_client_open(dlock_client *c, const char *const *urls, size_t n_urls,
-                            char *err, size_t err_len)
+int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *urls,
+                            size_t n_urls, const dlock_client_options *opts, char *err,
+                            size_t err_len)
 {
-    (void)c;
+    (void)out;
+    (void)opts;
     (void)urls;
     (void)n_urls;
     snprintf(err, err_len, "etcd:// URLs: this dlock was built without etcd support "
@@ -23,27 +27,23 @@ int dlock__etcd_client_open(dlock_client *c, const char *const *urls, size_t n_u
     return DLOCK_ENOTSUP;
 }
 
-void dlock__etcd_client_close(dlock_client *c, int forked)
+void dlock__etcd_client_close(struct dlock__etcd_client *ec, int forked)
 {
-    (void)c;
+    (void)ec;
     (void)forked;
 }
 
-const char *dlock__etcd_client_name(const dlock_client *c)
-{
-    (void)c;
-    return NULL;
-}
-
-int dlock__etcd_lock_init(dlock_lock *l)
+int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
 {
     (void)l;
+    (void)ec;
     return DLOCK_ENOTSUP;
 }
 
-void dlock__etcd_lock_free(dlock_lock *l)
+void dlock__etcd_lock_free(dlock_lock *l, int forked)
 {
     (void)l;
+    (void)forked;
 }
 
 int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
@@ -80,11 +80,11 @@ int dlock__etcd_lock_forget(dlock_lock *l)
     return DLOCK_ENOTSUP;
 }
 
-int dlock__etcd_status(dlock_client *c, const char *name, size_t len,
+int dlock__etcd_status(struct dlock__etcd_client *ec, const char *key, size_t len,
                        dlock_node_status *out)
 {
-    (void)c;
-    (void)name;
+    (void)ec;
+    (void)key;
     (void)len;
     (void)out;
     return DLOCK_ENOTSUP;

@@ -5,7 +5,7 @@
 #include "clock.h"
 #include "common.h"
 #include "etcd_renew.h"
-#include "lock.h"
+#include "handle.h"
 
 /* After a failed renewal, try again this soon (or sooner, a quarter of the
  * interval): the lease may still have time for a member to answer. */
@@ -89,6 +89,17 @@ static int renew_one(dlock__etcd_renewer *r, dlock__etcd_renewal *rec, int64_t *
     return 0;
 }
 
+/* Held -> lost; 1 if it was held (then on_lost is called, once). */
+static int mark_lost(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int was_held = l->state == DLOCK_STATE_HELD;
+    if (was_held)
+        l->state = DLOCK_STATE_LOST;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return was_held;
+}
+
 static void unlink_rec(dlock__etcd_renewer *r, dlock__etcd_renewal *rec)
 {
     if (rec->prev)
@@ -127,7 +138,7 @@ static void *run(void *arg)
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&r->mu));
         int64_t next = 0;
         int lost = renew_one(r, due, &next);
-        if (lost && dlock__lock_mark_lost(due->lock) && due->lock->opts.on_lost)
+        if (lost && mark_lost(due->lock) && due->lock->opts.on_lost)
             /* Still in_round: a release or free on another thread waits. */
             due->lock->opts.on_lost(due->lock, (dlock_lost_reason)lost,
                                     due->lock->opts.on_lost_arg);

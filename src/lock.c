@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "etcd_backend.h"
 #include "client.h"
 #include "clock.h"
 #include "error.h"
@@ -214,6 +215,10 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
                                   .ttl_ms = opts->ttl_ms,
                                   .interval_ms = opts->renew_interval_ms};
     l->waiter = (dlock__waiter){.mu = &l->mu, .cond = &l->cond, .canceled = &l->canceled};
+    if (client->etcd && dlock__etcd_lock_init(l, client->etcd) != DLOCK_OK) {
+        dlock_lock_free(l);
+        return DLOCK_ENOMEM;
+    }
     *out = l;
     return DLOCK_OK;
 }
@@ -226,6 +231,8 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
         return DLOCK_EINVAL;
     }
+    if (l->etcd) /* the etcd backend: a line, not attempts (etcd_backend.c) */
+        return dlock__etcd_lock_acquire(l, wait_ms);
     dlock_lock_state st = dlock__lock_get_state(l);
     if (st == DLOCK_STATE_LOST) {
         /* The loss was reported; the handle starts over. */
@@ -281,6 +288,8 @@ int dlock_lock_release(dlock_lock *l)
 {
     if (!l || forked(l))
         return DLOCK_EINVAL;
+    if (l->etcd)
+        return dlock__etcd_lock_release(l);
     dlock_lock_state st = dlock__lock_get_state(l);
     dlock__err_clear(&l->err);
     if (st == DLOCK_STATE_UNLOCKED) {
@@ -338,6 +347,8 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
                        DLOCK_TTL_MAX_MS);
         return DLOCK_EINVAL;
     }
+    if (l->etcd)
+        return dlock__etcd_lock_extend(l, ttl_ms);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     dlock_lock_state st = l->state;
     int64_t old_end = l->valid_until_ns;
@@ -404,6 +415,8 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
                        DLOCK_TOKEN_MAX);
         return DLOCK_EINVAL;
     }
+    if (l->etcd)
+        return dlock__etcd_lock_adopt(l, token, n);
     dlock__lock_inline_token(l);
     if (n >= sizeof l->token_inline) {
         char *t = dlock__malloc(n + 1);
@@ -426,6 +439,8 @@ int dlock_lock_forget(dlock_lock *l)
 {
     if (!l || forked(l))
         return DLOCK_EINVAL;
+    if (l->etcd)
+        return dlock__etcd_lock_forget(l);
     renew_stop(l);
     dlock_lock_state st = dlock__lock_get_state(l);
     l->holds = 0;
@@ -463,10 +478,15 @@ void dlock_lock_free(dlock_lock *l)
     if (dlock__client_forked(l->client))
         goto free_memory; /* release nothing: the parent's lock is the parent's */
     renew_stop(l);
-    l->backend->cleanup(l);
+    if (l->etcd)
+        dlock__etcd_lock_free(l, 0); /* releases what it holds */
+    else
+        l->backend->cleanup(l);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&l->cond));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));
 free_memory: /* in a child of fork(), the mutex may be held by a thread not copied */
+    if (l->etcd)
+        dlock__etcd_lock_free(l, 1); /* memory only */
     dlock__free(l->name);
     dlock__free(l->fence_key);
     dlock__free(l->channel);

@@ -4,6 +4,7 @@
 
 #include "client.h"
 #include "error.h"
+#include "etcd_backend.h"
 #include "fanout.h"
 #include "keys.h"
 #include "replies.h"
@@ -58,6 +59,23 @@ int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
     size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
     if (len == 0 || len > DLOCK_NAME_MAX)
         return DLOCK_EINVAL;
+    if (c->etcd) { /* the cluster is one node */
+        if (n_out < 1)
+            return DLOCK_EINVAL;
+        size_t klen = 0;
+        char *key = dlock__lock_key(c, name, len, &klen);
+        if (!key)
+            return DLOCK_ENOMEM;
+        int rc = dlock__etcd_status(c->etcd, key, klen, out);
+        dlock__free(key);
+        if (summary)
+            *summary = (dlock_lock_status){
+                rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
+                : out->held    ? DLOCK_STATUS_HELD
+                               : DLOCK_STATUS_FREE,
+                1, rc == DLOCK_OK, (size_t)(rc == DLOCK_OK && out->held), 1};
+        return rc;
+    }
     size_t klen = 0, flen = 0;
     char *key = dlock__lock_key(c, name, len, &klen);
     char *fkey = key ? dlock__fence_key(key, klen, &flen) : NULL;

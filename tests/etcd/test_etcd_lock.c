@@ -222,17 +222,22 @@ static void status_shows_holder_fence_and_ttl(void **state)
 {
     (void)state;
     dlock_node_status st[1];
-    assert_int_equal(dlock_client_status(cl, "api-status", st, 1), DLOCK_OK);
+    dlock_lock_status sum;
+    assert_int_equal(dlock_client_status(cl, "api-status", 1, st, &sum), DLOCK_OK);
     assert_int_equal(st[0].error, DLOCK_OK);
     assert_int_equal(st[0].held, 0);
+    assert_int_equal(sum.state, DLOCK_STATUS_FREE);
     dlock_lock *a = lock_of(cl, "api-status", 8000, 0);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    assert_int_equal(dlock_client_status(cl, "api-status", st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, "api-status", 1, st, &sum), DLOCK_OK);
     assert_int_equal(st[0].held, 1);
     assert_true(st[0].ttl_ms > 0 && st[0].ttl_ms <= 8000);
     assert_int_equal(st[0].fence, dlock_lock_fence(a));
+    assert_int_equal(sum.state, DLOCK_STATUS_HELD);
+    assert_int_equal(sum.nodes, 1);
+    assert_int_equal(sum.held_on, 1);
     dlock_lock_free(a); /* releases */
-    assert_int_equal(dlock_client_status(cl, "api-status", st, 1), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, "api-status", 1, st, NULL), DLOCK_OK);
     assert_int_equal(st[0].held, 0);
 }
 

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdio.h>
+#include <string.h>
+
+#include "etcd_client.h"
+#include "etcd_url.h"
+
+int dlock__etcd_wanted(const char *const *urls, size_t n_urls)
+{
+    return urls && n_urls > 0 && dlock__etcd_url_is(urls[0]);
+}
+
+int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *urls,
+                            size_t n_urls, const dlock_client_options *opts, char *err,
+                            size_t err_len)
+{
+    for (size_t i = 0; i < n_urls; i++)
+        if (!urls[i] || (!dlock__etcd_url_is(urls[i]) && !dlock__etcd_url_more(urls[i]))) {
+            snprintf(err, err_len, "URL %zu: etcd:// URLs cannot be mixed with Redis URLs "
+                     "(one client is on one backend)", i + 1);
+            return DLOCK_EINVAL;
+        }
+    if (opts->username || opts->password) {
+        snprintf(err, err_len, "etcd: give credentials in the URL (etcd://user:password@...), "
+                 "not in the options");
+        return DLOCK_EINVAL;
+    }
+    if (opts->tls) {
+        snprintf(err, err_len, "etcd: TLS is not supported by the etcd backend yet");
+        return DLOCK_ENOTSUP;
+    }
+    dlock__etcd_url u;
+    int rc = dlock__etcd_url_parse(&u, urls, n_urls, err, err_len);
+    if (rc != DLOCK_OK)
+        return rc;
+    struct dlock__etcd_client *ec = dlock__calloc(1, sizeof *ec);
+    size_t name_len = 0;
+    for (size_t i = 0; i < u.n; i++)
+        name_len += strlen(u.name[i]) + 1;
+    if (ec)
+        ec->name = dlock__malloc(name_len + 1);
+    if (!ec || !ec->name) {
+        dlock__etcd_url_clear(&u);
+        if (ec)
+            dlock__free(ec->name);
+        dlock__free(ec);
+        snprintf(err, err_len, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    ec->name[0] = '\0';
+    for (size_t i = 0; i < u.n; i++) {
+        if (i)
+            strcat(ec->name, ",");
+        strcat(ec->name, u.name[i]);
+    }
+    ec->io_timeout_ms = opts->io_timeout_ms;
+    rc = dlock__etcd_new(&ec->e, &u, opts->connect_timeout_ms, opts->io_timeout_ms);
+    if (rc != DLOCK_OK) {
+        dlock__etcd_url_clear(&u);
+        dlock__free(ec->name);
+        dlock__free(ec);
+        snprintf(err, err_len, "out of memory");
+        return rc;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&ec->mu, NULL));
+    *out = ec;
+    return DLOCK_OK;
+}
+
+void dlock__etcd_client_close(struct dlock__etcd_client *ec, int forked)
+{
+    if (!ec)
+        return;
+    if (ec->lock_side_free) /* the renewal thread first: it uses e */
+        ec->lock_side_free(ec, forked);
+    /* curl handles hold sockets shared with the parent after fork(): their
+     * cleanup closes our copies and sends nothing on plain HTTP. */
+    dlock__etcd_free(ec->e);
+    if (!forked)
+        DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&ec->mu));
+    dlock__free(ec->name);
+    dlock__free(ec);
+}
+
