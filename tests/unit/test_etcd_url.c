@@ -111,6 +111,31 @@ static void scheme_test_ignores_case_only(void **state)
     assert_false(dlock__etcd_url_is(NULL));
 }
 
+/* dlock_client_new() on etcd:// URLs: a client (nothing is connected yet)
+ * with the etcd backend, DLOCK_ENOTSUP saying so without it; never a bad
+ * Redis URL. Mixed backends are refused either way. */
+static void client_on_etcd_urls_depends_on_the_build(void **state)
+{
+    (void)state;
+    const char *urls[] = {"etcd://127.0.0.1:1,127.0.0.1:2"};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    int rc = dlock_client_new(&c, urls, 1, NULL, err, sizeof err);
+#if DLOCK_TEST_WITH_ETCD
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_client_node_count(c), 1);
+    assert_string_equal(dlock_client_node_name(c, 0), "127.0.0.1:1,127.0.0.1:2");
+    dlock_client_free(c);
+    const char *mixed[] = {"etcd://127.0.0.1:1", "redis://127.0.0.1:2"};
+    assert_int_equal(dlock_client_new(&c, mixed, 2, NULL, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "cannot be mixed"));
+#else
+    assert_int_equal(rc, DLOCK_ENOTSUP);
+    assert_null(c);
+    assert_non_null(strstr(err, "without etcd support"));
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -120,6 +145,7 @@ int main(void)
         cmocka_unit_test(bad_urls_say_what_is_wrong),
         cmocka_unit_test(credentials_that_disagree_are_refused),
         cmocka_unit_test(scheme_test_ignores_case_only),
+        cmocka_unit_test(client_on_etcd_urls_depends_on_the_build),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
