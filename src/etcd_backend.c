@@ -12,9 +12,9 @@
 #include "etcd_client.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
-#include "etcd_renew.h"
 #include "etcd_url.h"
 #include "handle.h"
+#include "watchdog.h"
 
 /* One hold of the lock in etcd (one lease, one key), shared by the
  * handles of one owner in reentrant mode, a handle's own otherwise. */
@@ -31,15 +31,13 @@ struct dlock__etcd_lockdata {
     struct dlock__etcd_client *ec;
     dlock__etcd_name range; /* KEY NUL .. KEY \1 */
     shared_hold *sh;        /* while held */
-    dlock__etcd_renewal rn;
 };
 
 /* The lock side's part of the client: made on first use, freed by the
  * client's close through ec->lock_side_free. */
 static void lock_side_free(struct dlock__etcd_client *ec, int forked)
 {
-    dlock__etcd_renewer_free(ec->renewer, forked);
-    ec->renewer = NULL;
+    (void)forked;
     while (ec->reentrant) {
         shared_hold *s = ec->reentrant;
         ec->reentrant = s->next;
@@ -48,30 +46,74 @@ static void lock_side_free(struct dlock__etcd_client *ec, int forked)
     }
 }
 
-/* The renewal thread's record, made on first use (create) or NULL. */
-static dlock__etcd_renewer *renewer_of(struct dlock__etcd_client *ec, int create)
-{
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
-    if (!ec->renewer && create) {
-        dlock__etcd_renewer *r = NULL;
-        if (dlock__etcd_renewer_new(&r, ec->e) == DLOCK_OK)
-            ec->renewer = r;
-    }
-    dlock__etcd_renewer *r = ec->renewer;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
-    return r;
-}
-
-static int renewer_start(struct dlock__etcd_client *ec)
-{
-    dlock__etcd_renewer *r = renewer_of(ec, 1);
-    return r ? dlock__etcd_renewer_start(r) : DLOCK_ENOMEM;
-}
-
 /* ---- handles (state and validity under the handle's mutex: handle.c) ------- */
 
 #define set_state dlock__lock_set_state
 #define get_state dlock__lock_get_state
+
+/* ---- auto-renew: the client's watchdog keeps the lease alive --------------
+ * The watchdog calls renew() for each due etcd lock (a keep-alive and a read
+ * of our key), then settle() with that one vote, then lost() for a lock
+ * settle() found lost: the same rules as for Redis, with a majority of
+ * one (etcd's own majority is behind each answer). */
+
+static int64_t renew_lease_end(void *owner)
+{
+    dlock_lock *l = owner;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return end;
+}
+
+static int renew_vote(void *owner, int64_t deadline_ns)
+{
+    dlock_lock *l = owner;
+    /* the hold is stable while the record is registered */
+    dlock__etcd_hold copy = l->etcd->sh->h;
+    if (deadline_ns == INT64_MAX)
+        deadline_ns = dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms);
+    if (dlock__now_ns() >= deadline_ns)
+        return -1; /* a confirmation after the lease ended proves nothing */
+    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline_ns, NULL);
+    if (rc == DLOCK_OK)
+        return 1;
+    return rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1;
+}
+
+static int renew_settle(void *owner, const dlock__renew_votes *v)
+{
+    dlock_lock *l = owner;
+    int64_t now = dlock__now_ns();
+    int lost = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    if (l->state == DLOCK_STATE_HELD) {
+        int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
+        if (v->yes && now < end)
+            l->valid_until_ns = v->t0_ns + v->ttl_ms * DLOCK__NS_PER_MS;
+        else if (v->no)
+            lost = DLOCK_LOST_NOT_OWNER;
+        else if (now >= end)
+            lost = DLOCK_LOST_NO_QUORUM; /* no member confirmed within the lease */
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return lost;
+}
+
+static void renew_lost(void *owner, int reason)
+{
+    dlock_lock *l = owner;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int was_held = l->state == DLOCK_STATE_HELD;
+    if (was_held)
+        l->state = DLOCK_STATE_LOST;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (was_held && l->opts.on_lost)
+        l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
+}
+
+static const dlock__renewal_ops etcd_renewal_ops = {renew_lease_end, renew_settle, renew_lost,
+                                                     renew_vote};
 
 int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
 {
@@ -81,8 +123,8 @@ int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
         return DLOCK_ENOMEM;
     }
     d->ec = ec;
-    d->rn.lock = l;
     l->etcd = d;
+    l->renewal.ops = &etcd_renewal_ops; /* lock.c set the rest */
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     ec->lock_side_free = lock_side_free;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
@@ -96,9 +138,7 @@ static int is_reentrant(const dlock_lock *l)
 
 static void renew_stop(dlock_lock *l)
 {
-    dlock__etcd_renewer *r = renewer_of(l->etcd->ec, 0);
-    if (r)
-        dlock__etcd_renewer_remove(r, &l->etcd->rn);
+    dlock__watchdog_remove(l->client, &l->renewal);
 }
 
 /* Take the handle's hold over: token, fence, state. */
@@ -156,14 +196,13 @@ static shared_hold *reentrant_find(dlock_lock *l)
     return found;
 }
 
+/* Register the held lock with the watchdog: its lease's TTL, every
+ * renew_interval_ms or a third of it. */
 static void renew_start(dlock_lock *l)
 {
-    dlock__etcd_renewal *rn = &l->etcd->rn;
-    rn->hold = &l->etcd->sh->h;
-    rn->interval_ms = l->opts.renew_interval_ms > 0
-                          ? l->opts.renew_interval_ms
-                          : DLOCK__MAX(rn->hold->ttl_s * 1000 / 3, 1);
-    dlock__etcd_renewer_add(renewer_of(l->etcd->ec, 0), rn); /* started: see below */
+    l->renewal.ttl_ms = l->etcd->sh->h.ttl_s * 1000;
+    l->renewal.interval_ms = l->opts.renew_interval_ms;
+    dlock__watchdog_add(l->client, &l->renewal, 0);
 }
 
 int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
@@ -211,7 +250,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
             hold_taken(l, s);
             set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
             if (l->opts.flags & DLOCK_AUTO_RENEW) {
-                if (renewer_start(ec) == DLOCK_OK)
+                if (dlock__watchdog_start(l->client) == DLOCK_OK)
                     renew_start(l);
             }
             return DLOCK_OK;
@@ -227,8 +266,8 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
             return DLOCK_ECANCELED;
         }
     }
-    if ((l->opts.flags & DLOCK_AUTO_RENEW) && renewer_start(ec) != DLOCK_OK) {
-        dlock__err_set(&l->err, "could not start the renewal thread");
+    if ((l->opts.flags & DLOCK_AUTO_RENEW) && dlock__watchdog_start(l->client) != DLOCK_OK) {
+        dlock__err_set(&l->err, "could not start the watchdog thread");
         return DLOCK_ENOMEM;
     }
     shared_hold *s = dlock__calloc(1, sizeof *s);

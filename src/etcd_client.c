@@ -71,7 +71,7 @@ void dlock__etcd_client_close(struct dlock__etcd_client *ec, int forked)
 {
     if (!ec)
         return;
-    if (ec->lock_side_free) /* the renewal thread first: it uses e */
+    if (ec->lock_side_free)
         ec->lock_side_free(ec, forked);
     /* curl handles hold sockets shared with the parent after fork(): their
      * cleanup closes our copies and sends nothing on plain HTTP. */

@@ -107,7 +107,7 @@ static void renew_lost(void *owner, int reason)
         l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
 }
 
-static const dlock__renewal_ops renewal_ops = {renew_lease_end, renew_settle, renew_lost};
+static const dlock__renewal_ops renewal_ops = {renew_lease_end, renew_settle, renew_lost, NULL};
 
 /* Register the held lock with the watchdog, renewing to ttl_ms. */
 static void renew_start(dlock_lock *l, int64_t ttl_ms, int soon)

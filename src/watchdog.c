@@ -100,9 +100,31 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
     return rc->undecided == 0;
 }
 
+/* A round of records that renew themselves (renewal_ops.renew): one
+ * vote each, a majority of one. */
+static void run_own_round(dlock__watchdog *wd, item *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        dlock__renewal *l = items[i].rec;
+        int64_t end = l->ops->lease_end_ns(l->owner);
+        int v = l->ops->renew(l->owner, end);
+        items[i].yes = v == 1;
+        items[i].no = v == 0;
+        items[i].err = v < 0;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    wd->stats.rounds++;
+    wd->stats.calls += n;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+}
+
 /* Build and send one round for items[0..n). */
 static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
 {
+    if (n > 0 && items[0].rec->ops->renew) {
+        run_own_round(wd, items, n);
+        return;
+    }
     size_t nchunks = (n + RENEW_CHUNK - 1) / RENEW_CHUNK;
     dlock__req *reqs = dlock__calloc(nchunks, sizeof *reqs);
     const char **args = dlock__calloc(n * 4, sizeof *args);
@@ -171,7 +193,9 @@ static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
 {
     for (size_t i = 0; i < n; i++) {
         item *it = &items[i];
-        dlock__renew_votes v = {c->n_nodes, c->quorum, it->yes, it->no, it->err, t0, it->ttl_ms};
+        int own = it->rec->ops->renew != NULL; /* one vote: see run_own_round() */
+        dlock__renew_votes v = {own ? 1 : c->n_nodes, own ? 1 : c->quorum, it->yes, it->no,
+                                it->err, t0, it->ttl_ms};
         lost_reason[i] = (uint8_t)it->rec->ops->settle(it->rec->owner, &v);
     }
 }
@@ -261,7 +285,7 @@ static void *watchdog_main(void *arg)
                 wd->stats.lost++;
                 if (l->registered)
                     unlink_rec(wd, l);
-            } else if (items[i].yes >= c->quorum) {
+            } else if (items[i].yes >= (l->ops->renew ? 1 : c->quorum)) {
                 wd->stats.renewed++;
                 l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
             } else {

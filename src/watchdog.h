@@ -34,6 +34,12 @@ typedef struct dlock__renewal_ops {
      * the application (on_lost). The record stays in the round until this
      * returns, so a concurrent release or free waits for it. */
     void (*lost)(void *owner, int reason);
+    /* A store without nodes to batch for (the etcd backend): renew this one
+     * lock now and vote, 1 renewed, 0 gone or not ours, -1 no answer before
+     * deadline_ns. NULL for Redis, whose locks the watchdog renews in
+     * batches of renew_batch.lua per node. A client's records are all of
+     * one kind (a client is on one backend). */
+    int (*renew)(void *owner, int64_t deadline_ns);
 } dlock__renewal_ops;
 
 typedef struct dlock__renewal {
