@@ -109,11 +109,48 @@ static void a_paused_member_is_ridden_out(void **state)
     contend_finish(pids, sh, "member pause");
 }
 
+/* The watchdog keeps an auto-renewed lease alive through a leader's death:
+ * the holder stays the holder past its TTL, nobody else gets in. */
+static void an_auto_renewed_lock_outlives_a_leader_kill(void **state)
+{
+    (void)state;
+    const char *url = cluster.url;
+    dlock_client_options co;
+    dlock_client_options_init(&co, DLOCK_CLIENT_OPTIONS_VERSION);
+    co.io_timeout_ms = 500;
+    dlock_client *c, *other;
+    assert_int_equal(dlock_client_new(&c, &url, 1, &co, NULL, 0), DLOCK_OK);
+    assert_int_equal(dlock_client_new(&other, &url, 1, &co, NULL, 0), DLOCK_OK);
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = 3000;
+    lo.flags = DLOCK_AUTO_RENEW;
+    dlock_lock *l, *o;
+    assert_int_equal(dlock_lock_new(&l, c, "cluster-renew", &lo), DLOCK_OK);
+    lo.flags = 0;
+    assert_int_equal(dlock_lock_new(&o, other, "cluster-renew", &lo), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    int leader = test_etcd_leader(&cluster, 5000);
+    assert_true(leader >= 0);
+    test_etcd_kill9(&cluster, leader);
+    test_sleep_ms(4500); /* 1.5 x the TTL */
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_true(dlock_lock_validity_ms(l) > 0);
+    assert_int_equal(dlock_lock_acquire(o, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(test_etcd_restart(&cluster, leader), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(o, 0), DLOCK_OK);
+    dlock_lock_free(o);
+    dlock_lock_free(l);
+    dlock_client_free(other);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(leader_killed_while_processes_contend),
         cmocka_unit_test(a_paused_member_is_ridden_out),
+        cmocka_unit_test(an_auto_renewed_lock_outlives_a_leader_kill),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
