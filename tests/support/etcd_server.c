@@ -210,7 +210,7 @@ int test_etcd_start(test_etcd *c, int n)
             return -1;
         }
         snprintf(m->name, sizeof m->name, "m%d", i);
-        snprintf(m->dir, sizeof m->dir, "%s/%s", c->dir, m->name);
+        snprintf(m->dir, sizeof m->dir, "%s/m%d", c->dir, i);
         snprintf(m->url, sizeof m->url, "etcd://127.0.0.1:%d", m->client_port);
         snprintf(m->http, sizeof m->http, "http://127.0.0.1:%d", m->client_port);
         used += (size_t)snprintf(c->initial_cluster + used, sizeof c->initial_cluster - used,
