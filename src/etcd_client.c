@@ -75,7 +75,10 @@ void dlock__etcd_client_close(struct dlock__etcd_client *ec, int forked)
         ec->lock_side_free(ec, forked);
     /* curl handles hold sockets shared with the parent after fork(): their
      * cleanup closes our copies and sends nothing on plain HTTP. */
-    dlock__etcd_free(ec->e);
+    if (forked)
+        dlock__etcd_free_inherited(ec->e);
+    else
+        dlock__etcd_free(ec->e);
     if (!forked)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&ec->mu));
     dlock__free(ec->name);

@@ -65,7 +65,19 @@ static void handle_free(handle *h)
     dlock__free(h);
 }
 
+static void free_all(dlock__etcd *e, int forked);
+
 void dlock__etcd_free(dlock__etcd *e)
+{
+    free_all(e, 0);
+}
+
+void dlock__etcd_free_inherited(dlock__etcd *e)
+{
+    free_all(e, 1);
+}
+
+static void free_all(dlock__etcd *e, int forked)
 {
     if (!e)
         return;
@@ -78,7 +90,8 @@ void dlock__etcd_free(dlock__etcd *e)
         memset(e->token, 0, strlen(e->token));
     dlock__free(e->token);
     dlock__etcd_url_clear(&e->url);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&e->mu));
+    if (!forked)
+        DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&e->mu));
     dlock__free(e);
 }
 

@@ -40,6 +40,11 @@ typedef struct dlock__etcd dlock__etcd;
 int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
                     int connect_timeout_ms, int io_timeout_ms);
 void dlock__etcd_free(dlock__etcd *e);
+/* The same in a child of fork(): the mutex may be held by a thread that
+ * was not copied, so it is neither taken nor destroyed; the curl handles
+ * close this process's copies of the sockets (plain HTTP: nothing is
+ * sent). */
+void dlock__etcd_free_inherited(dlock__etcd *e);
 
 size_t dlock__etcd_endpoint_count(const dlock__etcd *e);
 const char *dlock__etcd_endpoint_name(const dlock__etcd *e, size_t i);

@@ -337,6 +337,36 @@ static void a_killed_holder_frees_the_lock_when_its_lease_ends(void **state)
     close(p[0]);
 }
 
+/* fork(): the child's copies of the client and handle refuse every call
+ * and free without releasing the parent's lock. */
+static void a_child_of_fork_neither_uses_nor_releases_the_parents_lock(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-fork", 5000, DLOCK_AUTO_RENEW);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int bad = dlock_lock_acquire(a, 0) != DLOCK_EINVAL ||
+                  dlock_lock_release(a) != DLOCK_EINVAL ||
+                  dlock_lock_state_get(a) != DLOCK_STATE_UNLOCKED;
+        dlock_lock_free(a);
+        dlock_client_free(cl);
+        _exit(bad ? 1 : 0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    dlock_node_status ns[1];
+    assert_int_equal(dlock_client_status(cl, "api-fork", 1, ns, NULL), DLOCK_OK);
+    assert_int_equal(ns[0].held, 1);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +380,7 @@ int main(void)
         cmocka_unit_test(what_does_not_apply_is_refused),
         cmocka_unit_test(many_processes_exclude_each_other_exactly),
         cmocka_unit_test(a_killed_holder_frees_the_lock_when_its_lease_ends),
+        cmocka_unit_test(a_child_of_fork_neither_uses_nor_releases_the_parents_lock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
