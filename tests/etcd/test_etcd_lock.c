@@ -218,6 +218,46 @@ static void a_revoked_lease_is_reported_lost(void **state)
     dlock_lock_free(a);
 }
 
+static atomic_int release_in_callback_rc;
+
+static void on_lost_release(dlock_lock *l, dlock_lost_reason reason, void *arg)
+{
+    (void)reason;
+    (void)arg;
+    /* allowed in on_lost: a release that says it was lost */
+    atomic_store(&release_in_callback_rc, dlock_lock_release(l));
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+static void on_lost_may_release_its_lock(void **state)
+{
+    (void)state;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 3000;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.on_lost = on_lost_release;
+    dlock_lock *a;
+    assert_int_equal(dlock_lock_new(&a, cl, "api-lost-release", &o), DLOCK_OK);
+    atomic_store(&lost_calls, 0);
+    atomic_store(&release_in_callback_rc, 1);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    dlock_lock *thief = lock_of(cl, "api-lost-release", 3000, 0);
+    assert_int_equal(dlock_lock_adopt(thief, dlock_lock_token(a)), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(thief), DLOCK_OK);
+    int64_t t0 = etcd_now_ms();
+    while (atomic_load(&lost_calls) == 0 && etcd_now_ms() - t0 < 5000)
+        test_sleep_ms(20);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_int_equal(atomic_load(&release_in_callback_rc), DLOCK_ELOST);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_release(a), DLOCK_ENOTHELD);
+    /* and the handle can take the lock again */
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(thief);
+    dlock_lock_free(a);
+}
+
 static void status_shows_holder_fence_and_ttl(void **state)
 {
     (void)state;
@@ -376,6 +416,7 @@ int main(void)
         cmocka_unit_test(reentrant_holds_count_per_handle_and_thread),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
         cmocka_unit_test(a_revoked_lease_is_reported_lost),
+        cmocka_unit_test(on_lost_may_release_its_lock),
         cmocka_unit_test(status_shows_holder_fence_and_ttl),
         cmocka_unit_test(what_does_not_apply_is_refused),
         cmocka_unit_test(many_processes_exclude_each_other_exactly),
