@@ -98,6 +98,8 @@ extern "C" {
  * Which Redis errors map to which code:
  *   - NOAUTH, WRONGPASS, NOPERM, "invalid password"  -> DLOCK_EAUTH
  *   - WRONGTYPE                                       -> DLOCK_EWRONGTYPE
+ *   - READONLY from a Sentinel-managed primary (it was
+ *     demoted; nothing ran)                            -> DLOCK_EIO
  *   - OOM, READONLY, MISCONF, NOREPLICAS, EXECABORT,
  *     NOSCRIPT after the EVAL fallback, any other ERR -> DLOCK_EREFUSED
  *   - a new connection refused at once ("ERR max number of clients
@@ -311,8 +313,17 @@ dlock_client_options_init(dlock_client_options *opts, unsigned int version);
  *
  * URLs: redis://[user[:password]@]host[:port][/db],
  * rediss://[user[:password]@]host[:port][/db] (TLS, see the tls* options)
- * and unix:///path/to/socket[?db=N][&password=P][&user=U]. Percent-escapes
- * are decoded in user and password. Plain and TLS nodes may be mixed. A TLS
+ * unix:///path/to/socket[?db=N][&password=P][&user=U], and
+ * redis-sentinel://[user[:password]@]host:port[,host:port...]/MASTERNAME
+ * for a primary managed by Redis Sentinel: the sentinels (at most 16, asked
+ * without AUTH; the credentials are the primary's) are asked for the
+ * primary's address on first use and again after a connection to it failed
+ * or it answered READONLY (a failover), and every new connection checks
+ * with ROLE that the server is a primary before anything is sent (a wait
+ * retries, as after a restart: DLOCK_EIO). A sentinel that knows no master
+ * of that name makes DLOCK_EREFUSED; no sentinel answering, DLOCK_EIO.
+ * Sentinel URLs are one node each (several are Redlock over independent
+ * primaries). Percent-escapes are decoded in user and password. Plain and TLS nodes may be mixed. A TLS
  * node is never used in plain text: a failed handshake or verification is
  * DLOCK_ETLS. Nothing is connected here: connections are made on first use,
  * so a node that is down now does not fail the call (the TLS files are

@@ -117,7 +117,8 @@ static int override_credentials(dlock__url *u, const dlock_client_options *o)
  * resolve now is left to the run_id check once connected. */
 static int same_address(const dlock__node *a, const dlock__node *b, char *addr, size_t len)
 {
-    if (a->url.is_unix || b->url.is_unix || a->url.port != b->url.port)
+    if (a->url.is_unix || b->url.is_unix || a->url.port != b->url.port || a->sentinel ||
+        b->sentinel)
         return 0;
     struct addrinfo hints, *ra = NULL, *rb = NULL;
     memset(&hints, 0, sizeof hints);
@@ -275,6 +276,8 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         if (rc != DLOCK_OK)
             goto fail;
         c->n_nodes++;
+        if (c->nodes[i].sentinel)
+            c->nodes[i].sentinel->timeout_ms = opts->connect_timeout_ms;
         if ((rc = override_credentials(&c->nodes[i].url, opts)) != DLOCK_OK) {
             snprintf(err, sizeof err, "out of memory");
             goto fail;
@@ -338,6 +341,7 @@ static void free_inherited(dlock_client *c)
             n->idle = next;
         }
         dlock__url_clear(&n->url);
+        dlock__sentinel_forget(n->sentinel);
     }
     dlock__free(c->nodes);
     dlock__free(c->key_prefix);

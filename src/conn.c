@@ -21,6 +21,7 @@ int dlock__conn_fail(dlock__conn *c, int code, const char *fmt, ...)
         vsnprintf(c->err, sizeof c->err, fmt, ap);
         va_end(ap);
         c->state = DLOCK__CS_BROKEN;
+        c->err_code = code;
     }
     return code;
 }
@@ -96,7 +97,7 @@ static int append(dlock__conn *c, int argc, const char **argv,
         c->q_len--;
         return DLOCK_ENOMEM;
     }
-    if (kind == DLOCK__R_CHECK)
+    if (kind == DLOCK__R_CHECK || kind == DLOCK__R_ROLE)
         c->checks_pending++;
     return DLOCK_OK;
 }
@@ -132,6 +133,10 @@ static int queue_handshake(dlock__conn *c, const dlock__conn_config *cfg)
         snprintf(db, sizeof db, "%d", u->db);
         const char *argv[2] = {"SELECT", db};
         rc = append(c, 2, argv, NULL, DLOCK__R_CHECK, 0);
+    }
+    if (rc == DLOCK_OK && cfg->verify_master) {
+        const char *argv[1] = {"ROLE"};
+        rc = append(c, 1, argv, NULL, DLOCK__R_ROLE, 0);
     }
     if (rc == DLOCK_OK && c->tls && c->checks_pending == 0) {
         /* With TLS 1.3 the client's handshake ends before the server has
@@ -494,6 +499,20 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
             freeReplyObject(r);
             return DLOCK_EREFUSED;
         }
+        if (e.kind == DLOCK__R_ROLE && r->type != REDIS_REPLY_ERROR &&
+            !(r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+              r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "master"))) {
+            /* A replica (or sentinel): the held commands were never sent. */
+            const char *role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                                       r->element[0]->type == REDIS_REPLY_STRING
+                                   ? r->element[0]->str
+                                   : "?";
+            dlock__conn_fail(c, DLOCK_EIO, "server is not a primary (role %.20s)", role);
+            freeReplyObject(r);
+            return DLOCK_EIO;
+        }
+        if (e.kind == DLOCK__R_ROLE)
+            e.kind = DLOCK__R_CHECK; /* a primary: on as any check */
         switch (e.kind) {
         case DLOCK__R_CALLER:
             *reply = r;

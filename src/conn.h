@@ -38,6 +38,7 @@ typedef enum {
     DLOCK__R_CHECK,   /* handshake step whose error fails the connection */
     DLOCK__R_LOAD,    /* SCRIPT LOAD: an error only costs an EVAL later */
     DLOCK__R_INFO,    /* INFO server: learn the node's uptime */
+    DLOCK__R_ROLE,    /* ROLE: a check that the server is a primary */
     DLOCK__R_CALLER   /* the caller's command number `idx` */
 } dlock__reply_kind;
 
@@ -81,6 +82,7 @@ typedef struct dlock__conn {
     int run_id_noted; /* copied to the node (fanout.c) */
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
+    int err_code;             /* and the code it broke with (0: none) */
 } dlock__conn;
 
 typedef struct dlock__conn_config {
@@ -88,6 +90,10 @@ typedef struct dlock__conn_config {
     int load_scripts; /* SCRIPT LOAD every embedded script in the handshake */
     int ask_uptime;   /* INFO server in the handshake */
     dlock__tls_ctx *tls_ctx; /* non-NULL: speak TLS */
+    /* ROLE in the handshake, before any caller command: a server that is
+     * not a primary fails the connection with DLOCK_EIO, nothing of the
+     * caller's sent (Sentinel: the address may be stale). */
+    int verify_master;
 } dlock__conn_config;
 
 /* Start connecting and queue the handshake. Never returns NULL except on

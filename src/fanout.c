@@ -54,6 +54,11 @@ static int is_noscript(const redisReply *r)
            !memcmp(r->str, "NOSCRIPT", 8);
 }
 
+static int is_readonly(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && r->len >= 8 && !memcmp(r->str, "READONLY", 8);
+}
+
 int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
                   uint32_t nreqs, const dlock__fanout_opts *o,
                   dlock__on_reply cb, void *arg)
@@ -89,7 +94,11 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
         for (uint32_t j = 0; j < nreqs && rc == DLOCK_OK; j++)
             rc = send_req(s->conn, &reqs[j], j, 0);
         if (rc != DLOCK_OK) {
-            stop = fail_node(s, i, nreqs, rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO, cb, arg);
+            /* A connection that failed before sending keeps its reason
+             * (Sentinel: no sentinel knows the master, say). */
+            if (rc != DLOCK_ENOMEM && s->conn->err_code)
+                rc = s->conn->err_code;
+            stop = fail_node(s, i, nreqs, rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc, cb, arg);
             continue;
         }
         s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
@@ -172,6 +181,17 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                     if ((rc = send_req(c, &reqs[idx], idx, 1)) == DLOCK_OK)
                         rc = dlock__conn_io(c, POLLOUT);
                     continue;
+                }
+                if (is_readonly(r) && client->nodes[i].sentinel) {
+                    /* Sentinel: the primary was demoted under us. A
+                     * replica ran none of it: not sent, as far as the
+                     * caller is concerned; the next connection asks the
+                     * sentinels where the primary is now. */
+                    dlock__conn_fail(c, DLOCK_EIO, "primary moved (%.100s)", r->str);
+                    freeReplyObject(r);
+                    dlock__node_stale(&client->nodes[i]);
+                    rc = DLOCK_EIO;
+                    break;
                 }
                 s->answered++;
                 if (s->answered == nreqs)

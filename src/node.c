@@ -9,10 +9,14 @@ int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
                      int ask_uptime, char *err, size_t err_len)
 {
     memset(n, 0, sizeof *n);
-    int rc = dlock__url_parse(&n->url, url, err, err_len);
+    int rc = dlock__sentinel_is_url(url)
+                 ? dlock__sentinel_parse(&n->sentinel, &n->url, url, err, err_len)
+                 : dlock__url_parse(&n->url, url, err, err_len);
     if (rc != DLOCK_OK)
         return rc;
-    if (n->url.is_unix)
+    if (n->sentinel)
+        snprintf(n->name, sizeof n->name, "sentinel master %.200s", n->sentinel->master_name);
+    else if (n->url.is_unix)
         snprintf(n->name, sizeof n->name, "%s", n->url.host);
     else if (strchr(n->url.host, ':'))
         snprintf(n->name, sizeof n->name, "[%.256s]:%d", n->url.host, n->url.port);
@@ -35,6 +39,86 @@ void dlock__node_destroy(dlock__node *n)
     n->idle = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&n->mu));
     dlock__url_clear(&n->url);
+    dlock__sentinel_free(n->sentinel);
+    n->sentinel = NULL;
+}
+
+/* A connection that failed before it started, carrying why. */
+static dlock__conn *broken_conn(int code, const char *msg)
+{
+    dlock__conn *c = dlock__calloc(1, sizeof *c);
+    if (c)
+        dlock__conn_fail(c, code, "%s", msg);
+    return c;
+}
+
+/* Sentinel: the primary's address, asking the sentinels when it is not
+ * known. One thread asks at a time; the others wait and use its answer. */
+static int primary_address(dlock__node *n, char *host, size_t host_len, int *port, char *err,
+                           size_t err_len)
+{
+    dlock__sentinel *s = n->sentinel;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&s->ask_mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
+    int known = s->known;
+    if (known) {
+        snprintf(host, host_len, "%s", s->host);
+        *port = s->port;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
+    int rc = DLOCK_OK;
+    if (!known) {
+        rc = dlock__sentinel_ask(s, n->tls_ctx, host, host_len, port, err, err_len);
+        if (rc == DLOCK_OK) {
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
+            snprintf(s->host, sizeof s->host, "%s", host);
+            s->port = *port;
+            s->known = 1;
+            s->generation++;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
+        }
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&s->ask_mu));
+    return rc;
+}
+
+dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptime)
+{
+    if (!n->sentinel) {
+        dlock__conn_config cfg = {&n->url, load_scripts, ask_uptime, n->tls_ctx, 0};
+        return dlock__conn_new(&cfg);
+    }
+    char host[256], err[200];
+    int port = 0;
+    int rc = primary_address(n, host, sizeof host, &port, err, sizeof err);
+    if (rc != DLOCK_OK)
+        return rc == DLOCK_ENOMEM ? NULL : broken_conn(rc, err);
+    /* The primary's credentials with the address the sentinels gave. */
+    dlock__url u = n->url;
+    u.host = host;
+    u.port = port;
+    dlock__conn_config cfg = {&u, load_scripts, ask_uptime, n->tls_ctx, 1};
+    dlock__conn *c = dlock__conn_new(&cfg);
+    if (c && c->state == DLOCK__CS_BROKEN)
+        dlock__node_stale(n);
+    return c;
+}
+
+void dlock__node_stale(dlock__node *n)
+{
+    if (!n->sentinel)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
+    n->sentinel->known = 0;
+    dlock__conn *idle = n->idle;
+    n->idle = NULL;
+    n->n_idle = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
+    while (idle) {
+        dlock__conn *next = idle->next;
+        dlock__conn_free(idle);
+        idle = next;
+    }
 }
 
 dlock__conn *dlock__node_checkout(dlock__node *n)
@@ -57,8 +141,7 @@ dlock__conn *dlock__node_checkout(dlock__node *n)
             return c;
         dlock__conn_free(c);
     }
-    dlock__conn_config cfg = {&n->url, 1, n->ask_uptime, n->tls_ctx};
-    return dlock__conn_new(&cfg);
+    return dlock__node_connect(n, 1, n->ask_uptime);
 }
 
 void dlock__node_checkin(dlock__node *n, dlock__conn *c)
@@ -71,6 +154,9 @@ void dlock__node_checkin(dlock__node *n, dlock__conn *c)
     /* A connection with many stale replies owed is more trouble than a new
      * one is worth. */
     if (c->state != DLOCK__CS_OPEN || dlock__conn_pending(c) > 64) {
+        /* Sentinel: a failed connection may mean a failover. */
+        if (c->state == DLOCK__CS_BROKEN && c->err_code != DLOCK_ENOMEM)
+            dlock__node_stale(n);
         dlock__conn_free(c);
         return;
     }

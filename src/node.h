@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "conn.h"
+#include "sentinel.h"
 #include "url.h"
 
 typedef struct dlock__node {
@@ -25,6 +26,9 @@ typedef struct dlock__node {
     _Atomic int64_t server_start_ns;
     /* The server's run_id from the newest handshake ("" unknown); under mu. */
     char run_id[41];
+    /* Sentinel: the primary is found through these sentinels (url then
+     * holds only the primary's credentials); NULL for a plain node. */
+    dlock__sentinel *sentinel;
 } dlock__node;
 
 int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
@@ -34,6 +38,16 @@ void dlock__node_destroy(dlock__node *n);
 /* An idle connection if a live one is pooled, else a new one that is
  * connecting. NULL only when out of memory. */
 dlock__conn *dlock__node_checkout(dlock__node *n);
+
+/* A new connection to the node (dlock__node_checkout() without the pool;
+ * the wake-up thread's subscriber uses it). With Sentinel, asks the
+ * sentinels for the primary first if its address is not known. */
+dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptime);
+
+/* The node's primary may have moved (a failover): forget its address and
+ * the pooled connections to it, so the next connection asks the sentinels
+ * again. Nothing for a plain node. */
+void dlock__node_stale(dlock__node *n);
 
 /* Give a connection back: pooled if healthy and the pool has room,
  * otherwise freed. Records the server's start time it learned. */

@@ -141,8 +141,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
     for (size_t i = 0; i < c->n_nodes; i++) {
         if (!wk->sub[i] && wk->chans) {
             if (now >= wk->retry_at[i]) {
-                dlock__conn_config cfg = {&c->nodes[i].url, 0, 0, c->nodes[i].tls_ctx};
-                wk->sub[i] = dlock__conn_new(&cfg);
+                wk->sub[i] = dlock__node_connect(&c->nodes[i], 0, 0);
                 if (!wk->sub[i] || wk->sub[i]->state == DLOCK__CS_BROKEN)
                     node_down(wk, i);
             }

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "clock.h"
+#include "common.h"
+#include "conn.h"
+#include "error.h"
+#include "sentinel.h"
+
+int dlock__sentinel_is_url(const char *text)
+{
+    return text && !strncasecmp(text, DLOCK__SENTINEL_SCHEME, sizeof DLOCK__SENTINEL_SCHEME - 1);
+}
+
+void dlock__sentinel_forget(dlock__sentinel *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        dlock__url_clear(&s->addr[i]);
+    dlock__free(s->master_name);
+    dlock__free(s);
+}
+
+void dlock__sentinel_free(dlock__sentinel *s)
+{
+    if (!s)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&s->ask_mu));
+    dlock__sentinel_forget(s);
+}
+
+#define FORM "redis-sentinel://[user[:password]@]host:port[,host:port...]/MASTERNAME"
+
+int dlock__sentinel_parse(dlock__sentinel **out, dlock__url *primary, const char *text,
+                          char *err, size_t err_len)
+{
+    *out = NULL;
+    const char *rest = text + sizeof DLOCK__SENTINEL_SCHEME - 1;
+    const char *slash = strchr(rest, '/');
+    if (!slash || !slash[1] || strchr(slash + 1, '/') || strpbrk(slash + 1, "?#")) {
+        snprintf(err, err_len, "sentinel URL needs one master name after the hosts: %s", FORM);
+        return DLOCK_EINVAL;
+    }
+    /* Credentials end at the last '@' before the hosts. */
+    const char *hosts = rest, *at = NULL;
+    for (const char *p = rest; p < slash; p++)
+        if (*p == '@')
+            at = p;
+    if (at)
+        hosts = at + 1;
+    dlock__sentinel *s = dlock__calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, err_len, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&s->ask_mu, NULL));
+    char *buf = dlock__malloc(strlen(text) + 16);
+    int rc = DLOCK_ENOMEM;
+    if (!buf)
+        goto fail;
+    if (!(s->master_name = dlock__strdup(slash + 1)))
+        goto fail;
+    /* The primary: credentials from the URL, the master name as a
+     * placeholder host (the sentinels give the real one). */
+    snprintf(buf, strlen(text) + 16, "redis://%.*s%sx", at ? (int)(at - rest) : 0, rest,
+             at ? "@" : "");
+    char uerr[200];
+    if ((rc = dlock__url_parse(primary, buf, uerr, sizeof uerr)) != DLOCK_OK) {
+        snprintf(err, err_len, "sentinel URL: %s", uerr);
+        goto fail_keep_err;
+    }
+    dlock__free(primary->host);
+    if (!(primary->host = dlock__strdup(s->master_name))) {
+        rc = DLOCK_ENOMEM;
+        goto fail;
+    }
+    primary->port = 0;
+    if (hosts < slash && slash[-1] == ',') {
+        snprintf(err, err_len, "sentinel URL: empty entry in the sentinel list: %s", FORM);
+        rc = DLOCK_EINVAL;
+        goto fail_keep_err;
+    }
+    for (const char *h = hosts; h < slash;) {
+        const char *comma = memchr(h, ',', (size_t)(slash - h));
+        const char *end = comma ? comma : slash;
+        if (end == h || !memchr(h, ':', (size_t)(end - h))) {
+            snprintf(err, err_len, "sentinel URL: every sentinel needs host:port: %s", FORM);
+            rc = DLOCK_EINVAL;
+            goto fail_keep_err;
+        }
+        if (s->n == DLOCK__SENTINEL_MAX) {
+            snprintf(err, err_len, "sentinel URL names more than %d sentinels", DLOCK__SENTINEL_MAX);
+            rc = DLOCK_EINVAL;
+            goto fail_keep_err;
+        }
+        snprintf(buf, strlen(text) + 16, "redis://%.*s", (int)(end - h), h);
+        if ((rc = dlock__url_parse(&s->addr[s->n], buf, uerr, sizeof uerr)) != DLOCK_OK) {
+            snprintf(err, err_len, "sentinel %zu: %s", s->n + 1, uerr);
+            goto fail_keep_err;
+        }
+        s->n++;
+        h = comma ? comma + 1 : slash;
+    }
+    if (s->n == 0) {
+        snprintf(err, err_len, "sentinel URL names no sentinel: %s", FORM);
+        rc = DLOCK_EINVAL;
+        goto fail_keep_err;
+    }
+    dlock__free(buf);
+    *out = s;
+    return DLOCK_OK;
+fail:
+    snprintf(err, err_len, "out of memory");
+fail_keep_err:
+    dlock__url_clear(primary);
+    dlock__free(buf);
+    dlock__sentinel_free(s);
+    return rc;
+}
+
+/* One command on a fresh connection, waiting up to timeout_ms for its
+ * reply. 1 with *reply set, or a negative code (message in c->err). */
+static int roundtrip(dlock__conn *c, int argc, const char **argv, int timeout_ms,
+                     redisReply **reply)
+{
+    int64_t deadline = dlock__now_ns() + (int64_t)timeout_ms * DLOCK__NS_PER_MS;
+    int rc = dlock__conn_append(c, argc, argv, NULL, 0);
+    while (rc == DLOCK_OK) {
+        uint32_t idx;
+        int got = dlock__conn_take(c, reply, &idx);
+        if (got != 0)
+            return got;
+        short ev = dlock__conn_events(c);
+        if (c->state == DLOCK__CS_BROKEN || !ev)
+            return dlock__conn_fail(c, DLOCK_EIO, "connection failed");
+        int left = dlock__ms_until(deadline);
+        if (left <= 0)
+            return dlock__conn_fail(c, DLOCK_EIO, "%s timed out", dlock__conn_phase(c));
+        struct pollfd p = {c->ctx->fd, ev, 0};
+        int pr = poll(&p, 1, left);
+        if (pr < 0 && errno != EINTR)
+            return dlock__conn_fail(c, DLOCK_EIO, "poll: %s", strerror(errno));
+        if (pr > 0)
+            rc = dlock__conn_io(c, p.revents);
+    }
+    return rc;
+}
+
+int dlock__sentinel_ask(dlock__sentinel *s, dlock__tls_ctx *tls, char *host, size_t host_len,
+                        int *port, char *err, size_t err_len)
+{
+    int rc = DLOCK_EIO;
+    snprintf(err, err_len, "no sentinel configured");
+    for (size_t k = 0; k < s->n; k++) {
+        size_t i = (s->good + k) % s->n;
+        dlock__conn_config cfg = {&s->addr[i], 0, 0, tls, 0};
+        dlock__conn *c = dlock__conn_new(&cfg);
+        if (!c) {
+            snprintf(err, err_len, "out of memory");
+            return DLOCK_ENOMEM;
+        }
+        const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->master_name};
+        redisReply *r = NULL;
+        int got = c->state == DLOCK__CS_BROKEN ? DLOCK_EIO
+                                                : roundtrip(c, 3, argv, s->timeout_ms, &r);
+        if (got < 0) {
+            snprintf(err, err_len, "sentinel %s:%d: %s", s->addr[i].host, s->addr[i].port, c->err);
+            rc = got == DLOCK_ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
+        } else if (r->type == REDIS_REPLY_NIL) {
+            /* A sentinel that knows no such master: a configuration
+             * error, not an outage. Another sentinel may still know it
+             * (a sentinel set being reconfigured), so ask on. */
+            snprintf(err, err_len, "sentinel %s:%d knows no master named \"%.100s\"",
+                     s->addr[i].host, s->addr[i].port, s->master_name);
+            rc = DLOCK_EREFUSED;
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, err_len, "sentinel %s:%d: %.120s", s->addr[i].host, s->addr[i].port,
+                     r->str);
+            rc = dlock__map_redis_error(r->str, r->len);
+        } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                   r->element[0]->type == REDIS_REPLY_STRING &&
+                   r->element[1]->type == REDIS_REPLY_STRING &&
+                   r->element[0]->len < host_len && atoi(r->element[1]->str) > 0 &&
+                   atoi(r->element[1]->str) < 65536) {
+            memcpy(host, r->element[0]->str, r->element[0]->len);
+            host[r->element[0]->len] = '\0';
+            *port = atoi(r->element[1]->str);
+            s->good = i;
+            freeReplyObject(r);
+            dlock__conn_free(c);
+            return DLOCK_OK;
+        } else {
+            snprintf(err, err_len, "sentinel %s:%d: unexpected reply to get-master-addr-by-name",
+                     s->addr[i].host, s->addr[i].port);
+            rc = DLOCK_EPROTO;
+        }
+        if (r)
+            freeReplyObject(r);
+        dlock__conn_free(c);
+    }
+    return rc;
+}

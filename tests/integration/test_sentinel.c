@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Locks through Redis Sentinel (issue 19): a primary, one replica and three
+ * sentinels, all real processes started once for the file. The client names
+ * only the sentinels and the master; it must find the primary, follow a
+ * switch-over (the old primary answers READONLY) and a failover (the
+ * primary killed), and refuse clearly when the sentinels cannot help. The
+ * tests run in order: the last one kills the primary. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_topology.h"
+#include "test_util.h"
+
+static test_sentinel_set S;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return test_sentinel_start(&S);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    test_sentinel_stop(&S);
+    return 0;
+}
+
+/* The data node the sentinels call primary now; fails the test if none. */
+static test_redis *primary_now(void)
+{
+    int port = test_sentinel_primary_port(&S);
+    test_redis *r = test_sentinel_node(&S, port);
+    assert_non_null(r);
+    return r;
+}
+
+static dlock_client *sentinel_client(const char *url, const dlock_client_options *o)
+{
+    const char *urls[1] = {url};
+    return test_client_new(urls, 1, o);
+}
+
+static void lock_lands_on_the_primary(void **state)
+{
+    (void)state;
+    dlock_client *c = sentinel_client(S.url, NULL);
+    assert_string_equal(dlock_client_node_name(c, 0), "sentinel master mymaster");
+    dlock_lock *l = test_lock_new(c, "sentinel-a", 30000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(l) >= 1);
+    test_redis *p = primary_now();
+    assert_int_equal(test_key_exists(p, "sentinel-a"), 1);
+    /* A second client through the same sentinels sees it held. */
+    dlock_client *c2 = sentinel_client(S.url, NULL);
+    dlock_lock *l2 = test_lock_new(c2, "sentinel-a", 30000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l2, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(test_key_exists(p, "sentinel-a"), 0);
+    assert_int_equal(dlock_lock_acquire(l2, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    dlock_lock_free(l2);
+    dlock_client_free(c2);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void malformed_sentinel_urls_are_einval(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        "redis-sentinel://127.0.0.1:1",          /* no master name */
+        "redis-sentinel://127.0.0.1:1/",         /* empty master name */
+        "redis-sentinel:///mymaster",            /* no sentinel */
+        "redis-sentinel://127.0.0.1/mymaster",   /* no port */
+        "redis-sentinel://127.0.0.1:1,/mymaster", /* empty entry */
+        "redis-sentinel://127.0.0.1:1/a/b",      /* two names */
+        "redis-sentinel://127.0.0.1:99999/m",    /* port out of range */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dlock_client *c = NULL;
+        char err[256] = "";
+        int rc = dlock_client_new(&c, &bad[i], 1, NULL, err, sizeof err);
+        if (rc != DLOCK_EINVAL)
+            print_message("accepted: %s\n", bad[i]);
+        assert_int_equal(rc, DLOCK_EINVAL);
+        assert_null(c);
+        assert_true(err[0] != '\0');
+    }
+}
+
+static void unknown_master_name_is_refused(void **state)
+{
+    (void)state;
+    char url[400];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d/nosuchmaster",
+             S.sentinel[0].port, S.sentinel[1].port);
+    dlock_client *c = sentinel_client(url, NULL);
+    dlock_lock *l = test_lock_new(c, "sentinel-b", 30000, 0, 10, 100);
+    int rc = dlock_lock_acquire(l, 0);
+    assert_int_equal(rc, DLOCK_EREFUSED);
+    assert_non_null(strstr(dlock_lock_errmsg(l), "knows no master named \"nosuchmaster\""));
+    /* A configuration error ends a wait at once. */
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_EREFUSED);
+    assert_true(test_now_ms() - t0 < 3000);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void unreachable_sentinels_are_eio(void **state)
+{
+    (void)state;
+    /* The ports of a stopped server: nothing listens there. */
+    test_redis gone;
+    assert_int_equal(test_redis_start(&gone, NULL), 0);
+    int port = gone.port;
+    test_redis_stop(&gone);
+    char url[200];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d/mymaster", port);
+    dlock_client *c = sentinel_client(url, NULL);
+    dlock_lock *l = test_lock_new(c, "sentinel-c", 30000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EIO);
+    assert_non_null(strstr(dlock_lock_errmsg(l), "sentinel 127.0.0.1:"));
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* A primary demoted behind the sentinels' back (REPLICAOF by hand: unlike
+ * a Sentinel switch-over it keeps client connections open) answers
+ * READONLY on a pooled connection. That is "not sent" (a replica ran
+ * none of it) and a reason to ask the sentinels again, whose answer is
+ * then checked by ROLE: DLOCK_EIO, retried by a wait; never
+ * DLOCK_EREFUSED, which would end a wait at once. */
+static void readonly_primary_is_not_a_refusal(void **state)
+{
+    (void)state;
+    dlock_client *c = sentinel_client(S.url, NULL);
+    dlock_lock *l = test_lock_new(c, "sentinel-g", 30000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* pools a connection */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_redis *p = primary_now();
+    test_redis *r = p == &S.primary ? &S.replica : &S.primary;
+    test_cmd_status(r, "REPLICAOF NO ONE");
+    test_cmd_status(p, "REPLICAOF 127.0.0.1 %d", r->port);
+    int rc = dlock_lock_acquire(l, 0);
+    print_message("demoted primary: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(l));
+    test_cmd_status(p, "REPLICAOF NO ONE");
+    test_cmd_status(r, "REPLICAOF 127.0.0.1 %d", p->port);
+    assert_int_equal(rc, DLOCK_EIO);
+    assert_non_null(strstr(dlock_lock_errmsg(l), "primary"));
+    /* Back to normal: the next acquire finds the primary again. */
+    assert_int_equal(dlock_lock_acquire(l, 10000), DLOCK_OK);
+    assert_int_equal(test_key_exists(p, "sentinel-g"), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* SENTINEL FAILOVER demotes the primary gracefully: a pooled connection to
+ * it stays open and now gets READONLY. The client must go back to the
+ * sentinels rather than fail with DLOCK_EREFUSED. */
+static void switch_over_is_followed(void **state)
+{
+    (void)state;
+    dlock_client *c = sentinel_client(S.url, NULL);
+    dlock_lock *l = test_lock_new(c, "sentinel-d", 30000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* pools a connection */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    int old_port = test_sentinel_primary_port(&S);
+    redisReply *r = test_cmd(&S.sentinel[0], "SENTINEL FAILOVER %s", S.master_name);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    int new_port = test_sentinel_wait_failover(&S, old_port, 30000);
+    assert_true(new_port > 0);
+    /* Until the sentinels reconfigure it, the old primary still takes
+     * writes (Sentinel gives no more: docs/deployment.md); once it is a
+     * replica it answers READONLY on the pooled connection. */
+    test_redis *old = test_sentinel_node(&S, old_port);
+    int64_t until = test_now_ms() + 20000;
+    for (;;) {
+        redisReply *role = test_cmd(old, "ROLE");
+        int demoted = role->type == REDIS_REPLY_ARRAY && !strcmp(role->element[0]->str, "slave");
+        freeReplyObject(role);
+        if (demoted)
+            break;
+        assert_true(test_now_ms() < until);
+        test_sleep_ms(50);
+    }
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(l, 20000), DLOCK_OK);
+    print_message("switch-over: acquire through the new primary took %lld ms\n",
+                  (long long)(test_now_ms() - t0));
+    assert_int_equal(test_key_exists(test_sentinel_node(&S, new_port), "sentinel-d"), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* The primary is killed with a lock held; a waiting acquire of another
+ * name rides out the failover, and the held lock's key, replicated before
+ * the kill, is still there on the new primary. */
+static void primary_killed_lock_usable_after_failover(void **state)
+{
+    (void)state;
+    dlock_client *c = sentinel_client(S.url, NULL);
+    dlock_lock *held = test_lock_new(c, "sentinel-e", 60000, 0, 10, 100);
+    dlock_lock *next = test_lock_new(c, "sentinel-f", 30000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(held, 0), DLOCK_OK);
+    test_redis *p = primary_now();
+    int old_port = p->port;
+    /* Let the replica have the key before the kill (asynchronous
+     * replication could lose it otherwise: docs/deployment.md). */
+    redisContext *ac = test_redis_admin(p);
+    assert_non_null(ac);
+    long long acked = 0;
+    for (int i = 0; i < 20 && acked < 1; i++) { /* the replica may still be syncing */
+        redisReply *w = redisCommand(ac, "WAIT 1 1000");
+        assert_non_null(w);
+        acked = w->integer;
+        freeReplyObject(w);
+    }
+    assert_int_equal(acked, 1);
+    redisFree(ac);
+
+    test_redis_kill9(p);
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(next, 30000);
+    int64_t took = test_now_ms() - t0;
+    print_message("failover: waiting acquire succeeded after %lld ms (%s)\n", (long long)took,
+                  dlock_lock_errmsg(next));
+    assert_int_equal(rc, DLOCK_OK);
+    int new_port = test_sentinel_primary_port(&S);
+    assert_int_not_equal(new_port, old_port);
+    test_redis *np = test_sentinel_node(&S, new_port);
+    assert_int_equal(test_key_exists(np, "sentinel-f"), 1);
+    assert_int_equal(test_key_exists(np, "sentinel-e"), 1);
+    /* The surviving holder can still release through the new primary. */
+    assert_int_equal(dlock_lock_release(held), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    assert_int_equal(test_key_exists(np, "sentinel-e"), 0);
+    dlock_lock_free(held);
+    dlock_lock_free(next);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lock_lands_on_the_primary),
+        cmocka_unit_test(malformed_sentinel_urls_are_einval),
+        cmocka_unit_test(unknown_master_name_is_refused),
+        cmocka_unit_test(unreachable_sentinels_are_eio),
+        cmocka_unit_test(readonly_primary_is_not_a_refusal),
+        cmocka_unit_test(switch_over_is_followed),
+        /* Last: it kills the primary. */
+        cmocka_unit_test(primary_killed_lock_usable_after_failover),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
