@@ -121,6 +121,21 @@ enum cli_tls_opt {
     "      --sni=NAME           server name to send and to verify\n"          \
     "      --insecure           do not verify server certificates (tests only)\n"
 
+/* Values of the deployment options (cli/deploy.c). */
+enum cli_deploy_opt {
+    CLI_OPT_MIN_REPLICAS = 560,
+    CLI_OPT_MIN_REPLICAS_TIMEOUT
+};
+
+#define CLI_DEPLOY_LONGOPTS                                                    \
+    {"min-replicas", required_argument, NULL, CLI_OPT_MIN_REPLICAS},           \
+    {"min-replicas-timeout", required_argument, NULL, CLI_OPT_MIN_REPLICAS_TIMEOUT},
+
+#define CLI_DEPLOY_HELP                                                        \
+    "      --min-replicas=N     acquire/extend only once N replicas acknowledged\n" \
+    "                           (WAIT); else undone, exit 69 (default 0: off)\n" \
+    "      --min-replicas-timeout=D  how long to wait for them (default 1s)\n"
+
 /* Options that come before the command. */
 typedef struct cli_global {
     const char *urls[CLI_MAX_URLS];
@@ -186,6 +201,10 @@ int cli_env_passes(const char *e);
  * cli_tls_option() returns 0 when it took option c, -1 if c is not one. */
 void cli_tls_env(cli_global *g);
 int cli_tls_option(cli_global *g, int c, const char *arg);
+
+/* deploy.c: the deployment options (replica acknowledgement). Returns -1
+ * when c is not one of them, else 0 or the exit code of a usage error. */
+int cli_deploy_option(cli_global *g, int c, const char *arg);
 
 /* wait.c: the signal thread and acquiring under it. */
 typedef enum cli_phase {

@@ -63,6 +63,7 @@ static const char global_help[] =
     "                           or etcd://HOST:PORT[,HOST:PORT...] for an etcd cluster\n"
     "                           (default: $DLOCK_REDIS, else redis://127.0.0.1:6379)\n"
     CLI_TLS_HELP
+    CLI_DEPLOY_HELP
     "      --connect-timeout=D  connect timeout per node (default 1s)\n"
     "      --io-timeout=D       reply timeout per node (default 1s)\n"
     "      --min-node-uptime=D  Redlock restart rule: ignore nodes up for less\n"

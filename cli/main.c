@@ -49,6 +49,7 @@ static int parse_global(cli_global *g, int argc, char **argv)
     static const struct option longopts[] = {
         {"redis", required_argument, NULL, 'r'},
         CLI_TLS_LONGOPTS
+        CLI_DEPLOY_LONGOPTS
         {"connect-timeout", required_argument, NULL, CLI_OPT_CONNECT_TIMEOUT},
         {"io-timeout", required_argument, NULL, CLI_OPT_IO_TIMEOUT},
         {"min-node-uptime", required_argument, NULL, CLI_OPT_MIN_UPTIME},
@@ -124,6 +125,8 @@ static int parse_global(cli_global *g, int argc, char **argv)
             exit(fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR);
         default:
             if (cli_tls_option(g, c, optarg) == 0)
+                break;
+            if ((rc = cli_deploy_option(g, c, optarg)) >= 0)
                 break;
             return cli_bad_option(NULL, c, optopt, argv, optind);
         }

@@ -156,7 +156,13 @@ typedef enum dlock_error {
      *  not speak TLS. The detail message says which (for verification:
      *  "TLS certificate verification failed: " and OpenSSL's reason).
      *  Nothing was sent to Redis. */
-    DLOCK_ETLS = -19
+    DLOCK_ETLS = -19,
+    /** dlock_client_options.min_replicas: fewer replicas than asked
+     *  acknowledged the acquire or extend within min_replicas_timeout_ms
+     *  (WAIT). An acquire was undone (its key deleted) and fails; an
+     *  extend ran on the primary but the handle keeps its old lease. Not
+     *  retried by a waiting acquire. */
+    DLOCK_ENOREPLICAS = -20
 } dlock_error;
 
 /** Static description of any code (unknown codes included); never NULL. */
@@ -212,9 +218,10 @@ typedef enum dlock_log_level {
 typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
 /** Version 1 is dlock 0.1.0's struct (up to wakeups); version 2 added
- *  key_prefix, username, password, on_log, log_arg and the tls* fields.
- *  Version 1 structs are still accepted. */
-#define DLOCK_CLIENT_OPTIONS_VERSION 2
+ *  key_prefix, username, password, on_log, log_arg and the tls* fields;
+ *  version 3 min_replicas and min_replicas_timeout_ms. Versions 1 and 2
+ *  are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 3
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
  *  dlock_client_options_init()) and change what you need.
@@ -291,6 +298,21 @@ typedef struct dlock_client_options {
      *  only. Default 0: the certificate must chain to a trusted CA and
      *  name the host (or IP address) connected to. */
     int tls_insecure;
+    /* --- version 3 --- */
+    /** Replica acknowledgement: when > 0, every acquire and extend is
+     *  followed on the same connection by WAIT min_replicas
+     *  min_replicas_timeout_ms, and fewer acknowledgements than
+     *  min_replicas fail it with DLOCK_ENOREPLICAS (an acquire is undone
+     *  first, so no key is left behind). This narrows, but does not close,
+     *  the window in which a failover loses a lock: replication stays
+     *  asynchronous, WAIT does not make the write durable, and a replica
+     *  that acknowledged need not be the one promoted. Fencing tokens are
+     *  the answer to that (docs/deployment.md). Watchdog renewals and
+     *  fair-mode acquires do not wait. 0..1000; default 0 (off). */
+    int min_replicas;
+    /** How long WAIT waits for the acknowledgements, in ms: 1..60000;
+     *  default 1000. It adds to the I/O timeout of those commands. */
+    int min_replicas_timeout_ms;
 } dlock_client_options;
 
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
@@ -298,11 +320,11 @@ typedef struct dlock_client_options {
 
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
     { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL, \
-      0, NULL, NULL, NULL, NULL, NULL, 0 }
+      0, NULL, NULL, NULL, NULL, NULL, 0, 0, 1000 }
 
-/** Fill @p opts with the defaults for @p version (1 or 2: only the fields
+/** Fill @p opts with the defaults for @p version (1 to 3: only the fields
  *  that version has are written; version 1, dlock 0.1.0's, ends at
- *  wakeups). Returns DLOCK_EINVAL for a NULL pointer or an unknown
+ *  wakeups; version 2 at tls_insecure). Returns DLOCK_EINVAL for a NULL pointer or an unknown
  *  version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);

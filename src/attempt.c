@@ -26,9 +26,10 @@ int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
     (void)idx;
     dlock__decode_acquire(err, r, detail, &a);
     if (a.err != DLOCK_OK) {
-        /* Sent but unanswered: the key may be ours there. */
+        /* Sent but unanswered: the key may be ours there. Too few
+         * replica acknowledgements: it is (or may be), undo it. */
         if (err < 0)
-            t->maybe_ours[node] = err == DLOCK_EUNKNOWN;
+            t->maybe_ours[node] = err == DLOCK_EUNKNOWN || err == DLOCK_ENOREPLICAS;
         dlock__tally_error(t, node, a.err, a.detail);
     } else if (a.verdict == DLOCK__ACQ_GRANTED) {
         t->maybe_ours[node] = 1;

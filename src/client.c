@@ -21,6 +21,8 @@ static size_t options_size(unsigned int version)
     switch (version) {
     case 1: /* dlock 0.1.0 */
         return offsetof(dlock_client_options, key_prefix);
+    case 2: /* up to the TLS options */
+        return offsetof(dlock_client_options, min_replicas);
     case DLOCK_CLIENT_OPTIONS_VERSION:
         return sizeof(dlock_client_options);
     default:
@@ -84,6 +86,14 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
     }
     if ((o->tls != 0 && o->tls != 1) || (o->tls_insecure != 0 && o->tls_insecure != 1)) {
         snprintf(err, len, "tls and tls_insecure must be 0 or 1");
+        return DLOCK_EINVAL;
+    }
+    if (o->min_replicas < 0 || o->min_replicas > 1000) {
+        snprintf(err, len, "min_replicas must be 0..1000");
+        return DLOCK_EINVAL;
+    }
+    if (o->min_replicas_timeout_ms <= 0 || o->min_replicas_timeout_ms > 60000) {
+        snprintf(err, len, "min_replicas_timeout_ms must be 1..60000");
         return DLOCK_EINVAL;
     }
     return DLOCK_OK;

@@ -29,6 +29,7 @@ static const struct {
     {DLOCK_ENOTSUP, "DLOCK_ENOTSUP", "not supported"},
     {DLOCK_EPROTO, "DLOCK_EPROTO", "unexpected reply from Redis"},
     {DLOCK_ETLS, "DLOCK_ETLS", "TLS handshake or certificate verification failed"},
+    {DLOCK_ENOREPLICAS, "DLOCK_ENOREPLICAS", "too few replicas acknowledged the write"},
 };
 
 const char *dlock_strerror(int code)

@@ -15,7 +15,16 @@ typedef struct slot {
     uint32_t answered;
     int active;
     int64_t deadline_ns;
+    /* Replica acknowledgement: the reply of a request that waits for its
+     * WAIT, and WAIT replies to drop (the WAIT behind an EVALSHA that
+     * came back NOSCRIPT; the EVAL sent instead has its own). */
+    redisReply *held;
+    uint32_t drop_acks;
 } slot;
+
+/* A request's WAIT goes back to the caller as its own index with this bit
+ * set, never seen by the callback. */
+#define ACK_BIT UINT32_C(0x80000000)
 
 static int64_t after_ms(int64_t now, int64_t ms, int64_t cap)
 {
@@ -23,6 +32,43 @@ static int64_t after_ms(int64_t now, int64_t ms, int64_t cap)
                     ? INT64_MAX
                     : now + ms * DLOCK__NS_PER_MS;
     return d < cap ? d : cap;
+}
+
+/* Replica acknowledgement (dlock_client_options.min_replicas) applies to
+ * the scripts that grant or lengthen a lease: acquire and extend, plain and
+ * reentrant. Releases need no acknowledgement (a lost release only leaves a
+ * key to expire); renewals and fair mode are left out (docs/deployment.md). */
+static int wants_acks(const struct dlock_client *client, const dlock__req *r)
+{
+    if (client->opts.min_replicas <= 0 || !r->script)
+        return 0;
+    return r->script == dlock__script_get(DLOCK__S_ACQUIRE) ||
+           r->script == dlock__script_get(DLOCK__S_RACQUIRE) ||
+           r->script == dlock__script_get(DLOCK__S_EXTEND) ||
+           r->script == dlock__script_get(DLOCK__S_REXTEND);
+}
+
+/* WAIT right behind the request on the same connection: it waits for the
+ * replication offset of this connection's last write, which is the
+ * request's own. */
+static int append_wait(const struct dlock_client *client, dlock__conn *c, uint32_t idx)
+{
+    char n[16], ms[16];
+    snprintf(n, sizeof n, "%d", client->opts.min_replicas);
+    snprintf(ms, sizeof ms, "%d", client->opts.min_replicas_timeout_ms);
+    const char *argv[3] = {"WAIT", n, ms};
+    return dlock__conn_append(c, 3, argv, NULL, idx | ACK_BIT);
+}
+
+static int send_req_acked(const struct dlock_client *client, dlock__conn *c,
+                          const dlock__req *r, uint32_t idx, int use_eval)
+{
+    int rc = r->script ? dlock__conn_append_script(c, r->script, r->numkeys, r->nargs, r->args,
+                                                   r->arglens, use_eval, idx)
+                       : dlock__conn_append(c, r->nargs, r->args, r->arglens, idx);
+    if (rc == DLOCK_OK && wants_acks(client, r))
+        rc = append_wait(client, c, idx);
+    return rc;
 }
 
 static int send_req(dlock__conn *c, const dlock__req *r, uint32_t idx,
@@ -78,6 +124,13 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
     int64_t now = dlock__now_ns();
     int64_t cap_ns = o->deadline_ns; /* no slot waits past this */
     int64_t connect_ms = client->opts.connect_timeout_ms;
+    /* A WAIT may hold the reply back for its whole timeout. */
+    int64_t io_ms = o->io_timeout_ms;
+    for (uint32_t j = 0; j < nreqs; j++)
+        if (wants_acks(client, &reqs[j])) {
+            io_ms += client->opts.min_replicas_timeout_ms;
+            break;
+        }
 
     memset(slots, 0, sizeof slots);
     for (size_t i = 0; i < n && !stop; i++) {
@@ -92,7 +145,7 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
         s->active = 1;
         int rc = DLOCK_OK;
         for (uint32_t j = 0; j < nreqs && rc == DLOCK_OK; j++)
-            rc = send_req(s->conn, &reqs[j], j, 0);
+            rc = send_req_acked(client, s->conn, &reqs[j], j, 0);
         if (rc != DLOCK_OK) {
             /* A connection that failed before sending keeps its reason
              * (Sentinel: no sentinel knows the master, say). */
@@ -103,7 +156,7 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
         }
         s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
                              ? after_ms(now, connect_ms, o->deadline_ns)
-                             : after_ms(now, o->io_timeout_ms, o->deadline_ns);
+                             : after_ms(now, io_ms, o->deadline_ns);
         /* Push the bytes out now: a pooled connection is writable, and
          * starting every node's write before any wait is what makes the
          * round parallel. */
@@ -165,7 +218,7 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
             if (pr > 0 && pfd[m].revents)
                 rc = dlock__conn_io(c, pfd[m].revents);
             if (rc == DLOCK_OK && was_connecting && c->state == DLOCK__CS_OPEN)
-                s->deadline_ns = after_ms(now, o->io_timeout_ms, cap_ns);
+                s->deadline_ns = after_ms(now, io_ms, cap_ns);
             while (rc == DLOCK_OK && s->active && !stop) {
                 redisReply *r = NULL;
                 uint32_t idx = 0;
@@ -174,12 +227,50 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                     rc = got;
                     break;
                 }
-                if (is_noscript(r) && reqs[idx].script) {
+                if (idx & ACK_BIT) {
+                    /* WAIT for the held reply of request idx. */
+                    idx &= ~ACK_BIT;
+                    if (s->drop_acks > 0 || !s->held) {
+                        s->drop_acks -= s->drop_acks > 0;
+                        freeReplyObject(r);
+                        continue;
+                    }
+                    redisReply *held = s->held;
+                    s->held = NULL;
+                    long long acks = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+                    freeReplyObject(r);
+                    if (acks < client->opts.min_replicas && held->type != REDIS_REPLY_ERROR) {
+                        /* The write (if any) stands on the primary alone:
+                         * the caller undoes it. */
+                        char detail[160];
+                        snprintf(detail, sizeof detail,
+                                 "%lld of %d replicas acknowledged within %d ms (WAIT)",
+                                 acks < 0 ? 0 : acks, client->opts.min_replicas,
+                                 client->opts.min_replicas_timeout_ms);
+                        freeReplyObject(held);
+                        s->answered++;
+                        if (s->answered == nreqs)
+                            s->active = 0;
+                        s->deadline_ns = after_ms(now, io_ms, cap_ns);
+                        stop = cb(arg, i, idx, DLOCK_ENOREPLICAS, NULL, detail, 0) && !graced;
+                        continue;
+                    }
+                    r = held;
+                } else if (is_noscript(r) && reqs[idx].script) {
                     /* SCRIPT FLUSH or a restart emptied the script cache:
                      * send the body once; EVAL caches it again. */
                     freeReplyObject(r);
-                    if ((rc = send_req(c, &reqs[idx], idx, 1)) == DLOCK_OK)
+                    if (wants_acks(client, &reqs[idx]))
+                        s->drop_acks++;
+                    if ((rc = send_req_acked(client, c, &reqs[idx], idx, 1)) == DLOCK_OK)
                         rc = dlock__conn_io(c, POLLOUT);
+                    continue;
+                } else if (wants_acks(client, &reqs[idx]) && !is_readonly(r)) {
+                    /* Held until its WAIT says how many replicas have it. */
+                    if (s->held)
+                        freeReplyObject(s->held);
+                    s->held = r;
+                    s->deadline_ns = after_ms(now, io_ms, cap_ns);
                     continue;
                 }
                 if (is_readonly(r) && client->nodes[i].sentinel) {
@@ -199,7 +290,7 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                 /* The I/O timeout bounds silence, not a whole pipeline: a
                  * node that keeps answering a long batch (a watchdog round
                  * of many chunks) keeps its slot alive. */
-                s->deadline_ns = after_ms(now, o->io_timeout_ms, cap_ns);
+                s->deadline_ns = after_ms(now, io_ms, cap_ns);
                 /* The handshake's INFO came before this reply: let the
                  * callback see which server answered (Redlock counts each
                  * server once). */
@@ -234,6 +325,8 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
 
     for (size_t i = 0; i < n; i++) {
         dlock__conn *c = slots[i].conn;
+        if (slots[i].held)
+            freeReplyObject(slots[i].held);
         if (!c)
             continue;
         if (canceled && kept && c->state == DLOCK__CS_OPEN && c->caller_sent) {

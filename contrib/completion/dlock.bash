@@ -12,7 +12,8 @@ _dlock()
     local global_opts="-r --redis --connect-timeout --io-timeout --min-node-uptime
         --user -a --pass --password-file --no-auth-warning --prefix -q --quiet
         -v --verbose -h --help -V --version
-        --tls --cacert --cacertdir --cert --key --sni --insecure"
+        --tls --cacert --cacertdir --cert --key --sni --insecure
+        --min-replicas --min-replicas-timeout"
     local lock_opts="-t --ttl -w --wait -n --nonblock -E --conflict-exit-code
         --fair --fence --no-fence -q --quiet -v --verbose -h --help"
 
@@ -21,7 +22,8 @@ _dlock()
         case ${COMP_WORDS[i]} in
         -r | --redis | --connect-timeout | --io-timeout | --min-node-uptime | \
             --user | -a | --pass | --password-file | --prefix | \
-            --cacert | --cacertdir | --cert | --key | --sni)
+            --cacert | --cacertdir | --cert | --key | --sni | \
+            --min-replicas | --min-replicas-timeout)
             ((i++)) ;;
         -*) ;;
         *)
@@ -57,7 +59,7 @@ _dlock()
         return 0
         ;;
     -r | --redis)
-        mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix://" -- "$cur")
+        mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix:// redis-sentinel://" -- "$cur")
         compopt -o nospace 2>/dev/null
         return 0
         ;;
@@ -67,7 +69,7 @@ _dlock()
         ;;
     -t | --ttl | -w | --wait | --grace | --connect-timeout | --io-timeout | \
         --min-node-uptime | -E | --conflict-exit-code | --user | -a | --pass | \
-        --prefix | -c | --command | --sni)
+        --prefix | -c | --command | --sni | --min-replicas | --min-replicas-timeout)
         return 0 # a value of the user's own
         ;;
     esac

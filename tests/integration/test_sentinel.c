@@ -14,6 +14,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dlock.h"
 #include "proc.h"
@@ -135,6 +137,23 @@ static void unreachable_sentinels_are_eio(void **state)
     dlock_client_free(c);
 }
 
+/* Until the replica of p is in sync again (after a topology change made by
+ * hand), so that the acknowledgement tests start from a healthy pair. */
+static void wait_for_replica(test_redis *p)
+{
+    redisContext *ac = test_redis_admin(p);
+    assert_non_null(ac);
+    long long acked = 0;
+    for (int i = 0; i < 20 && acked < 1; i++) {
+        redisReply *w = redisCommand(ac, "WAIT 1 1000");
+        assert_non_null(w);
+        acked = w->integer;
+        freeReplyObject(w);
+    }
+    redisFree(ac);
+    assert_int_equal(acked, 1);
+}
+
 /* A primary demoted behind the sentinels' back (REPLICAOF by hand: unlike
  * a Sentinel switch-over it keeps client connections open) answers
  * READONLY on a pooled connection. That is "not sent" (a replica ran
@@ -156,6 +175,7 @@ static void readonly_primary_is_not_a_refusal(void **state)
     print_message("demoted primary: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(l));
     test_cmd_status(p, "REPLICAOF NO ONE");
     test_cmd_status(r, "REPLICAOF 127.0.0.1 %d", p->port);
+    wait_for_replica(p);
     assert_int_equal(rc, DLOCK_EIO);
     assert_non_null(strstr(dlock_lock_errmsg(l), "primary"));
     /* Back to normal: the next acquire finds the primary again. */
@@ -164,6 +184,180 @@ static void readonly_primary_is_not_a_refusal(void **state)
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_free(c);
+}
+
+/* ---- replica acknowledgement (min_replicas) ---------------------------- */
+
+static dlock_client *acked_client(int min_replicas, int timeout_ms)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.min_replicas = min_replicas;
+    o.min_replicas_timeout_ms = timeout_ms;
+    return sentinel_client(S.url, &o);
+}
+
+static test_redis *replica_now(void)
+{
+    test_redis *p = primary_now();
+    return p == &S.primary ? &S.replica : &S.primary;
+}
+
+static void acknowledged_acquire_is_on_the_replica_at_once(void **state)
+{
+    (void)state;
+    dlock_client *c = acked_client(1, 2000);
+    dlock_lock *l = test_lock_new(c, "acked-a", 30000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    /* WAIT returned 1: the replica has applied the write already. */
+    assert_int_equal(test_key_exists(replica_now(), "acked-a"), 1);
+    assert_int_equal(dlock_lock_extend(l, 40000), DLOCK_OK);
+    assert_true(test_key_pttl(replica_now(), "acked-a") > 30000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static long long dbsize(test_redis *r)
+{
+    return test_cmd_int(r, "DBSIZE");
+}
+
+/* The replica stopped (SIGSTOP: connected but silent): WAIT gets no
+ * acknowledgement, the acquire is undone and fails with its own code, and
+ * nothing of it stays on the primary. */
+static void acquire_refused_with_the_replica_stopped_leaves_nothing(void **state)
+{
+    (void)state;
+    dlock_client *c = acked_client(1, 300);
+    dlock_lock *l = test_lock_new(c, "acked-b", 30000, DLOCK_NO_FENCE, 10, 100);
+    dlock_lock *fenced = test_lock_new(c, "acked-c", 30000, 0, 10, 100);
+    test_redis *p = primary_now(), *r = replica_now();
+    long long before = dbsize(p);
+    test_redis_pause(r);
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(l, 0);
+    int64_t took = test_now_ms() - t0;
+    print_message("replica stopped: %s after %lld ms (%s)\n", dlock_errname(rc),
+                  (long long)took, dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_ENOREPLICAS);
+    assert_non_null(strstr(dlock_lock_errmsg(l), "0 of 1 replicas acknowledged"));
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(test_key_exists(p, "acked-b"), 0);
+    assert_int_equal(dbsize(p), before);
+    /* Not retried by a wait: the replica will not come back by itself. */
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_ENOREPLICAS);
+    assert_true(test_now_ms() - t0 < 3000);
+    /* With fencing, the counter is the one key left (tokens never go
+     * back); the lock key is gone. */
+    assert_int_equal(dlock_lock_acquire(fenced, 0), DLOCK_ENOREPLICAS);
+    assert_int_equal(test_key_exists(p, "acked-c"), 0);
+    test_redis_resume(r);
+    /* With the replica back, the same handle acquires. */
+    assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(fenced);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void extend_refused_with_the_replica_stopped_keeps_the_lease(void **state)
+{
+    (void)state;
+    dlock_client *c = acked_client(1, 300);
+    dlock_lock *l = test_lock_new(c, "acked-d", 30000, DLOCK_REENTRANT, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_redis *r = replica_now();
+    test_redis_pause(r);
+    int rc = dlock_lock_extend(l, 60000);
+    test_redis_resume(r);
+    assert_int_equal(rc, DLOCK_ENOREPLICAS);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    int64_t v = dlock_lock_validity_ms(l);
+    assert_true(v > 0 && v <= 30000); /* the old lease, not the unconfirmed one */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void more_replicas_than_exist_is_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = acked_client(2, 200);
+    dlock_lock *l = test_lock_new(c, "acked-e", 30000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOREPLICAS);
+    assert_non_null(strstr(dlock_lock_errmsg(l), "1 of 2 replicas acknowledged"));
+    assert_int_equal(test_key_exists(primary_now(), "acked-e"), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* The command line: `dlock --min-replicas 1 run` through the sentinels
+ * with the replica stopped exits 69 (unavailable), says why, never runs
+ * the program, and leaves nothing on the primary. */
+static void cli_min_replicas_refused_with_the_replica_stopped(void **state)
+{
+    (void)state;
+#ifndef DLOCK_CLI_PATH
+    skip();
+#else
+    test_redis *p = primary_now(), *r = replica_now();
+    long long before = dbsize(p);
+    char out[400], cmd[2600];
+    test_tmp_path(out, sizeof out, "dlock-cli-out");
+    snprintf(cmd, sizeof cmd,
+             "'%s' -r '%s' --min-replicas 1 --min-replicas-timeout 300ms run --no-fence "
+             "cli-acked -- touch '%s.ran' 2>'%s'",
+             DLOCK_CLI_PATH, S.url, out, out);
+    test_redis_pause(r);
+    int st = system(cmd);
+    test_redis_resume(r);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 69);
+    char ran[420], msg[512] = "";
+    snprintf(ran, sizeof ran, "%s.ran", out);
+    assert_int_not_equal(access(ran, F_OK), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    size_t n = fread(msg, 1, sizeof msg - 1, f);
+    msg[n] = '\0';
+    fclose(f);
+    unlink(out);
+    print_message("dlock said: %s", msg);
+    assert_non_null(strstr(msg, "DLOCK_ENOREPLICAS"));
+    assert_int_equal(test_key_exists(p, "cli-acked"), 0);
+    assert_int_equal(dbsize(p), before);
+    /* With the replica back, the same command runs the program. */
+    snprintf(cmd, sizeof cmd,
+             "'%s' -r '%s' --min-replicas 1 run --no-fence cli-acked -- touch '%s'",
+             DLOCK_CLI_PATH, S.url, ran);
+    st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(access(ran, F_OK), 0);
+    unlink(ran);
+#endif
+}
+
+static void min_replicas_options_are_checked(void **state)
+{
+    (void)state;
+    const char *urls[1] = {S.url};
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    dlock_client *c = NULL;
+    o.min_replicas = -1;
+    assert_int_equal(dlock_client_new(&c, urls, 1, &o, NULL, 0), DLOCK_EINVAL);
+    o.min_replicas = 1;
+    o.min_replicas_timeout_ms = 0;
+    assert_int_equal(dlock_client_new(&c, urls, 1, &o, NULL, 0), DLOCK_EINVAL);
+    o.min_replicas_timeout_ms = 60001;
+    assert_int_equal(dlock_client_new(&c, urls, 1, &o, NULL, 0), DLOCK_EINVAL);
+    /* A version 2 caller's struct ends before min_replicas: defaults. */
+    assert_int_equal(dlock_client_options_init(&o, 2), DLOCK_OK);
+    assert_int_equal(o.version, 2u);
+    assert_int_equal(dlock_client_new(&c, urls, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_client_free(c);
+    assert_string_equal(dlock_errname(DLOCK_ENOREPLICAS), "DLOCK_ENOREPLICAS");
 }
 
 /* SENTINEL FAILOVER demotes the primary gracefully: a pooled connection to
@@ -220,17 +414,7 @@ static void primary_killed_lock_usable_after_failover(void **state)
     int old_port = p->port;
     /* Let the replica have the key before the kill (asynchronous
      * replication could lose it otherwise: docs/deployment.md). */
-    redisContext *ac = test_redis_admin(p);
-    assert_non_null(ac);
-    long long acked = 0;
-    for (int i = 0; i < 20 && acked < 1; i++) { /* the replica may still be syncing */
-        redisReply *w = redisCommand(ac, "WAIT 1 1000");
-        assert_non_null(w);
-        acked = w->integer;
-        freeReplyObject(w);
-    }
-    assert_int_equal(acked, 1);
-    redisFree(ac);
+    wait_for_replica(p);
 
     test_redis_kill9(p);
     int64_t t0 = test_now_ms();
@@ -261,6 +445,12 @@ int main(void)
         cmocka_unit_test(unknown_master_name_is_refused),
         cmocka_unit_test(unreachable_sentinels_are_eio),
         cmocka_unit_test(readonly_primary_is_not_a_refusal),
+        cmocka_unit_test(acknowledged_acquire_is_on_the_replica_at_once),
+        cmocka_unit_test(acquire_refused_with_the_replica_stopped_leaves_nothing),
+        cmocka_unit_test(extend_refused_with_the_replica_stopped_keeps_the_lease),
+        cmocka_unit_test(more_replicas_than_exist_is_refused),
+        cmocka_unit_test(min_replicas_options_are_checked),
+        cmocka_unit_test(cli_min_replicas_refused_with_the_replica_stopped),
         cmocka_unit_test(switch_over_is_followed),
         /* Last: it kills the primary. */
         cmocka_unit_test(primary_killed_lock_usable_after_failover),

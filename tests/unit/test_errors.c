@@ -38,6 +38,7 @@ static const struct {
     {DLOCK_ENOTSUP, "DLOCK_ENOTSUP"},
     {DLOCK_EPROTO, "DLOCK_EPROTO"},
     {DLOCK_ETLS, "DLOCK_ETLS"},
+    {DLOCK_ENOREPLICAS, "DLOCK_ENOREPLICAS"},
 };
 #define N_CODES (sizeof codes / sizeof codes[0])
 
@@ -78,7 +79,7 @@ static void codes_are_negative_and_contiguous(void **state)
 static void unknown_codes_get_a_static_text_and_placeholder_name(void **state)
 {
     (void)state;
-    const int unknown[] = {1, 2, -20, -100, 4711, INT_MIN, INT_MAX};
+    const int unknown[] = {1, 2, -21, -100, 4711, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = dlock_strerror(unknown[i]);
         assert_non_null(s);
