@@ -219,7 +219,7 @@ typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
 /** Version 1 is dlock 0.1.0's struct (up to wakeups); version 2 added
  *  key_prefix, username, password, on_log, log_arg and the tls* fields;
- *  version 3 min_replicas and min_replicas_timeout_ms. Versions 1 and 2
+ *  version 3 min_replicas, min_replicas_timeout_ms and cluster. Versions 1 and 2
  *  are still accepted. */
 #define DLOCK_CLIENT_OPTIONS_VERSION 3
 
@@ -313,6 +313,14 @@ typedef struct dlock_client_options {
     /** How long WAIT waits for the acknowledgements, in ms: 1..60000;
      *  default 1000. It adds to the I/O timeout of those commands. */
     int min_replicas_timeout_ms;
+    /** 1: the URLs (redis:// or rediss://) are seed nodes of one Redis
+     *  Cluster, which acts as a single node (no Redlock across its
+     *  masters): each command goes to the master of its key's hash slot,
+     *  MOVED and ASK are followed, and the slot map (CLUSTER SLOTS) is
+     *  learned again after a redirect or a failed connection, so a waiting
+     *  acquire rides out a failover. A lock's helper keys are kept in its
+     *  key's slot (layout in docs/deployment.md). Default 0. */
+    int cluster;
 } dlock_client_options;
 
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
@@ -320,7 +328,7 @@ typedef struct dlock_client_options {
 
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
     { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL, \
-      0, NULL, NULL, NULL, NULL, NULL, 0, 0, 1000 }
+      0, NULL, NULL, NULL, NULL, NULL, 0, 0, 1000, 0 }
 
 /** Fill @p opts with the defaults for @p version (1 to 3: only the fields
  *  that version has are written; version 1, dlock 0.1.0's, ends at

@@ -88,6 +88,10 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
         snprintf(err, len, "tls and tls_insecure must be 0 or 1");
         return DLOCK_EINVAL;
     }
+    if (o->cluster != 0 && o->cluster != 1) {
+        snprintf(err, len, "cluster must be 0 or 1");
+        return DLOCK_EINVAL;
+    }
     if (o->min_replicas < 0 || o->min_replicas > 1000) {
         snprintf(err, len, "min_replicas must be 0..1000");
         return DLOCK_EINVAL;
@@ -244,6 +248,10 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         rc = DLOCK_EINVAL;
         goto fail;
     }
+    /* Cluster: the URLs are seeds of one cluster, one node of ours. */
+    size_t n_seeds = n_urls;
+    if (opts->cluster)
+        n_urls = 1;
     c = dlock__calloc(1, sizeof *c);
     if (!c || !(c->nodes = dlock__calloc(n_urls, sizeof *c->nodes))) {
         rc = DLOCK_ENOMEM;
@@ -286,6 +294,21 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         if (rc != DLOCK_OK)
             goto fail;
         c->n_nodes++;
+        if (opts->cluster && (c->nodes[i].sentinel || c->nodes[i].url.is_unix)) {
+            snprintf(err, sizeof err, "URL %zu: a cluster seed must be redis:// or rediss://", i + 1);
+            rc = DLOCK_EINVAL;
+            goto fail;
+        }
+        if (opts->cluster) {
+            rc = dlock__cluster_new(&c->nodes[i].cluster, urls, n_seeds, (size_t)opts->pool_size,
+                                    opts->connect_timeout_ms, uerr, sizeof uerr);
+            if (rc != DLOCK_OK) {
+                snprintf(err, sizeof err, "%s", uerr);
+                goto fail;
+            }
+            snprintf(c->nodes[i].name, sizeof c->nodes[i].name, "cluster (seed %.200s:%d)",
+                     c->nodes[i].url.host, c->nodes[i].url.port);
+        }
         if (c->nodes[i].sentinel)
             c->nodes[i].sentinel->timeout_ms = opts->connect_timeout_ms;
         if ((rc = override_credentials(&c->nodes[i].url, opts)) != DLOCK_OK) {
@@ -352,6 +375,7 @@ static void free_inherited(dlock_client *c)
         }
         dlock__url_clear(&n->url);
         dlock__sentinel_forget(n->sentinel);
+        dlock__cluster_forget(n->cluster);
     }
     dlock__free(c->nodes);
     dlock__free(c->key_prefix);

@@ -83,6 +83,7 @@ typedef struct dlock__conn {
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
     int err_code;             /* and the code it broke with (0: none) */
+    int route;                /* Cluster: 1 + its master's index; 0: none */
 } dlock__conn;
 
 typedef struct dlock__conn_config {
@@ -153,6 +154,12 @@ size_t dlock__conn_pending(const dlock__conn *c);
  * through TLS like any reply, and the connection is usable unless that
  * read found the session closed or failed. */
 int dlock__conn_probe(dlock__conn *c);
+
+/* One command on a connection of its own (a sentinel's, a cluster seed's),
+ * waiting up to timeout_ms for its reply, blocking the calling thread: 1
+ * with *reply set (caller frees), or a negative code (why in c->err). */
+int dlock__conn_roundtrip(dlock__conn *c, int argc, const char **argv, int timeout_ms,
+                          redisReply **reply);
 
 /* Mark broken with a message. Returns code. */
 int dlock__conn_fail(dlock__conn *c, int code, const char *fmt, ...)

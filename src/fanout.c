@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "cluster.h"
 #include "clock.h"
 #include "conn.h"
 #include "error.h"
@@ -20,11 +21,17 @@ typedef struct slot {
      * came back NOSCRIPT; the EVAL sent instead has its own). */
     redisReply *held;
     uint32_t drop_acks;
+    int redirects; /* Cluster: MOVED/ASK followed in this run */
 } slot;
 
 /* A request's WAIT goes back to the caller as its own index with this bit
  * set, never seen by the callback. */
 #define ACK_BIT UINT32_C(0x80000000)
+/* Cluster: the reply to the ASKING before a request sent after ASK. */
+#define ASKING_BIT UINT32_C(0x40000000)
+/* Redirects one run follows for a node before it gives up (DLOCK_EIO,
+ * retried by a wait): more means the map keeps changing under us. */
+#define MAX_REDIRECTS 5
 
 static int64_t after_ms(int64_t now, int64_t ms, int64_t cap)
 {
@@ -105,6 +112,63 @@ static int is_readonly(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && r->len >= 8 && !memcmp(r->str, "READONLY", 8);
 }
 
+/* Cluster: if r is MOVED or ASK, move node i's run to the connection of
+ * the master named and send its unanswered requests there again (after
+ * ASKING for ASK): a redirected command did not run. Returns 0 if r is no
+ * redirect (left to the caller), 1 when followed (r freed), or a negative
+ * code (r freed; the connection is broken). */
+static int follow_redirect(struct dlock_client *client, size_t i, slot *s, redisReply *r,
+                           const dlock__req *reqs, uint32_t nreqs, dlock__on_reply cb, void *arg,
+                           int *stop)
+{
+    dlock__node *n = &client->nodes[i];
+    int ask = 0, port = 0;
+    unsigned rslot = 0;
+    char host[256];
+    if (!dlock__cluster_redirect(r, &ask, &rslot, host, sizeof host, &port))
+        return 0;
+    char what[200];
+    snprintf(what, sizeof what, "%.190s", r->str);
+    freeReplyObject(r);
+    if (!ask)
+        dlock__cluster_moved(n->cluster, rslot, host, port);
+    if (++s->redirects > MAX_REDIRECTS)
+        return dlock__conn_fail(s->conn, DLOCK_EIO, "too many cluster redirects (last: %s)", what);
+    dlock__conn *nc = dlock__cluster_checkout_addr(n->cluster, &n->url, n->tls_ctx, host, port, 1, 0);
+    if (!nc)
+        return dlock__conn_fail(s->conn, DLOCK_ENOMEM, "out of memory");
+    /* What the old connection still owes (the rest of the pipeline, all
+     * redirected too) is dropped with it. */
+    dlock__conn_abandon(s->conn);
+    dlock__node_checkin(n, s->conn);
+    s->conn = nc;
+    if (s->held) {
+        /* A reply waiting for its WAIT on the old connection: its
+         * acknowledgement is lost with it, so its outcome is unknown. */
+        freeReplyObject(s->held);
+        s->held = NULL;
+        uint32_t j = s->answered++;
+        *stop = cb(arg, i, j, DLOCK_EUNKNOWN, NULL, "acknowledgement lost to a cluster redirect", 0);
+        if (s->answered == nreqs)
+            s->active = 0;
+        if (*stop || !s->active)
+            return 1;
+    }
+    s->drop_acks = 0;
+    int rc = DLOCK_OK;
+    for (uint32_t j = s->answered; j < nreqs && rc == DLOCK_OK; j++) {
+        if (ask) {
+            const char *argv[1] = {"ASKING"};
+            rc = dlock__conn_append(nc, 1, argv, NULL, j | ASKING_BIT);
+        }
+        if (rc == DLOCK_OK)
+            rc = send_req_acked(client, nc, &reqs[j], j, 0);
+    }
+    if (rc != DLOCK_OK)
+        return dlock__conn_fail(nc, rc, "cannot send after %s", what);
+    return 1;
+}
+
 int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
                   uint32_t nreqs, const dlock__fanout_opts *o,
                   dlock__on_reply cb, void *arg)
@@ -137,7 +201,10 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
         slot *s = &slots[i];
         if (o->only && !o->only[i])
             continue;
-        s->conn = dlock__node_checkout(&client->nodes[i]);
+        /* A cluster routes by the first key: the keys of one run (one
+         * lock's, with its helper keys) share a hash slot. */
+        s->conn = dlock__node_checkout_slot(
+            &client->nodes[i], dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens));
         if (!s->conn) {
             stop = fail_node(s, i, nreqs, DLOCK_ENOMEM, cb, arg);
             continue;
@@ -226,6 +293,25 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                 if (got <= 0) {
                     rc = got;
                     break;
+                }
+                if (idx & ASKING_BIT) {
+                    freeReplyObject(r); /* +OK to ASKING */
+                    continue;
+                }
+                if (client->nodes[i].cluster && (rc = follow_redirect(client, i, s, r, reqs, nreqs,
+                                                                      cb, arg, &stop)) != 0) {
+                    /* r was a redirect (freed); c may be another connection. */
+                    c = s->conn;
+                    if (rc > 0) {
+                        rc = DLOCK_OK;
+                        s->deadline_ns = after_ms(now, c->state == DLOCK__CS_CONNECTING
+                                                           ? connect_ms : io_ms, cap_ns);
+                        if (c->state == DLOCK__CS_OPEN)
+                            rc = dlock__conn_io(c, POLLOUT);
+                    }
+                    if (rc != DLOCK_OK || stop)
+                        break;
+                    continue;
                 }
                 if (idx & ACK_BIT) {
                     /* WAIT for the held reply of request idx. */

@@ -26,6 +26,15 @@ char *dlock__derived_key(const char *key, size_t len, const char *kind,
     return k;
 }
 
+char *dlock__helper_key(const dlock_client *client, const char *key, size_t len,
+                        const char *kind, size_t kind_len, size_t *out_len)
+{
+    /* A cluster keeps every key of a lock in its key's hash slot. */
+    if (client->nodes[0].cluster)
+        return dlock__cluster_helper_key(key, len, kind, kind_len, out_len);
+    return dlock__derived_key(key, len, kind, kind_len, out_len);
+}
+
 char *dlock__fence_key(const char *key, size_t len, size_t *out_len)
 {
     return dlock__derived_key(key, len, "fence", 5, out_len);

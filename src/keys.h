@@ -17,6 +17,11 @@
  * lock key or another lock's helper key. NULL when out of memory. */
 char *dlock__derived_key(const char *key, size_t len, const char *kind,
                          size_t kind_len, size_t *out_len);
+/* dlock__derived_key(), or on a cluster client the layout that keeps the
+ * helper key in the lock key's hash slot (src/cluster.h,
+ * docs/deployment.md). */
+char *dlock__helper_key(const dlock_client *client, const char *key, size_t len,
+                        const char *kind, size_t kind_len, size_t *out_len);
 /* The fencing counter key: key NUL "fence". */
 char *dlock__fence_key(const char *key, size_t len, size_t *out_len);
 /* The Redis key of lock `name`: the client's key_prefix + name. */

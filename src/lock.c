@@ -188,10 +188,12 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
         l->channel = dlock__wake_channel(l->name, l->name_len, &l->channel_len);
     int ok = l->name && l->channel;
     if (ok && !(opts->flags & DLOCK_NO_FENCE))
-        ok = (l->fence_key = dlock__fence_key(l->name, l->name_len, &l->fence_len)) != NULL;
+        ok = (l->fence_key = dlock__helper_key(client, l->name, l->name_len, "fence", 5,
+                                               &l->fence_len)) != NULL;
     if (ok && kind->leave != DLOCK__S_NONE) { /* queued: the line and liveness keys */
-        l->queue_key = dlock__derived_key(l->name, l->name_len, "q", 1, &l->queue_len);
-        l->live_prefix = dlock__derived_key(l->name, l->name_len, "w\0", 2, &l->live_prefix_len);
+        l->queue_key = dlock__helper_key(client, l->name, l->name_len, "q", 1, &l->queue_len);
+        l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
+                                           &l->live_prefix_len);
         ok = l->queue_key && l->live_prefix;
     }
     if (!ok) {

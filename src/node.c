@@ -41,6 +41,8 @@ void dlock__node_destroy(dlock__node *n)
     dlock__url_clear(&n->url);
     dlock__sentinel_free(n->sentinel);
     n->sentinel = NULL;
+    dlock__cluster_free(n->cluster);
+    n->cluster = NULL;
 }
 
 /* A connection that failed before it started, carrying why. */
@@ -84,6 +86,8 @@ static int primary_address(dlock__node *n, char *host, size_t host_len, int *por
 
 dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptime)
 {
+    if (n->cluster)
+        return dlock__cluster_connect(n->cluster, &n->url, n->tls_ctx, 0);
     if (!n->sentinel) {
         dlock__conn_config cfg = {&n->url, load_scripts, ask_uptime, n->tls_ctx, 0};
         return dlock__conn_new(&cfg);
@@ -121,8 +125,17 @@ void dlock__node_stale(dlock__node *n)
     }
 }
 
+dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot)
+{
+    if (n->cluster)
+        return dlock__cluster_checkout(n->cluster, &n->url, n->tls_ctx, slot, 1, 0);
+    return dlock__node_checkout(n);
+}
+
 dlock__conn *dlock__node_checkout(dlock__node *n)
 {
+    if (n->cluster)
+        return dlock__node_checkout_slot(n, 0);
     for (;;) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
         dlock__conn *c = n->idle;
@@ -148,6 +161,10 @@ void dlock__node_checkin(dlock__node *n, dlock__conn *c)
 {
     if (!c)
         return;
+    if (n->cluster) {
+        dlock__cluster_checkin(n->cluster, c);
+        return;
+    }
     if (c->server_start_ns)
         atomic_store(&n->server_start_ns, c->server_start_ns);
     dlock__node_note_run_id(n, c);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "cluster.h"
 #include "conn.h"
 #include "sentinel.h"
 #include "url.h"
@@ -29,6 +30,9 @@ typedef struct dlock__node {
     /* Sentinel: the primary is found through these sentinels (url then
      * holds only the primary's credentials); NULL for a plain node. */
     dlock__sentinel *sentinel;
+    /* Cluster: the node is a whole Redis Cluster (url: the first seed, for
+     * credentials and TLS); NULL otherwise. */
+    dlock__cluster *cluster;
 } dlock__node;
 
 int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
@@ -38,6 +42,10 @@ void dlock__node_destroy(dlock__node *n);
 /* An idle connection if a live one is pooled, else a new one that is
  * connecting. NULL only when out of memory. */
 dlock__conn *dlock__node_checkout(dlock__node *n);
+
+/* dlock__node_checkout() for a command on hash slot `slot` (which matters
+ * only for a cluster: the slot's master). */
+dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot);
 
 /* A new connection to the node (dlock__node_checkout() without the pool;
  * the wake-up thread's subscriber uses it). With Sentinel, asks the

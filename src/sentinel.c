@@ -1,6 +1,4 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,34 +122,6 @@ fail_keep_err:
     return rc;
 }
 
-/* One command on a fresh connection, waiting up to timeout_ms for its
- * reply. 1 with *reply set, or a negative code (message in c->err). */
-static int roundtrip(dlock__conn *c, int argc, const char **argv, int timeout_ms,
-                     redisReply **reply)
-{
-    int64_t deadline = dlock__now_ns() + (int64_t)timeout_ms * DLOCK__NS_PER_MS;
-    int rc = dlock__conn_append(c, argc, argv, NULL, 0);
-    while (rc == DLOCK_OK) {
-        uint32_t idx;
-        int got = dlock__conn_take(c, reply, &idx);
-        if (got != 0)
-            return got;
-        short ev = dlock__conn_events(c);
-        if (c->state == DLOCK__CS_BROKEN || !ev)
-            return dlock__conn_fail(c, DLOCK_EIO, "connection failed");
-        int left = dlock__ms_until(deadline);
-        if (left <= 0)
-            return dlock__conn_fail(c, DLOCK_EIO, "%s timed out", dlock__conn_phase(c));
-        struct pollfd p = {c->ctx->fd, ev, 0};
-        int pr = poll(&p, 1, left);
-        if (pr < 0 && errno != EINTR)
-            return dlock__conn_fail(c, DLOCK_EIO, "poll: %s", strerror(errno));
-        if (pr > 0)
-            rc = dlock__conn_io(c, p.revents);
-    }
-    return rc;
-}
-
 int dlock__sentinel_ask(dlock__sentinel *s, dlock__tls_ctx *tls, char *host, size_t host_len,
                         int *port, char *err, size_t err_len)
 {
@@ -168,7 +138,7 @@ int dlock__sentinel_ask(dlock__sentinel *s, dlock__tls_ctx *tls, char *host, siz
         const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->master_name};
         redisReply *r = NULL;
         int got = c->state == DLOCK__CS_BROKEN ? DLOCK_EIO
-                                                : roundtrip(c, 3, argv, s->timeout_ms, &r);
+                                                : dlock__conn_roundtrip(c, 3, argv, s->timeout_ms, &r);
         if (got < 0) {
             snprintf(err, err_len, "sentinel %s:%d: %s", s->addr[i].host, s->addr[i].port, c->err);
             rc = got == DLOCK_ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;

@@ -78,7 +78,7 @@ int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
     }
     size_t klen = 0, flen = 0;
     char *key = dlock__lock_key(c, name, len, &klen);
-    char *fkey = key ? dlock__fence_key(key, klen, &flen) : NULL;
+    char *fkey = key ? dlock__helper_key(c, key, klen, "fence", 5, &flen) : NULL;
     if (!fkey) {
         dlock__free(key);
         return DLOCK_ENOMEM;

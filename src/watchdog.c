@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -51,6 +52,8 @@ typedef struct item {
     char ttl[24];
     size_t ttl_len;
     size_t yes, no, err;
+    unsigned slot; /* cluster: the lock key's hash slot */
+    int master;    /* cluster: its master in the client's slot map */
 } item;
 
 typedef struct round_ctx {
@@ -58,6 +61,7 @@ typedef struct round_ctx {
     size_t n_items;
     size_t n_nodes, quorum;
     size_t undecided; /* items without a majority either way yet */
+    const size_t *first; /* call k renews items first[k] .. first[k+1]-1 */
 } round_ctx;
 
 static int64_t interval_ms(const dlock__renewal *l)
@@ -80,8 +84,8 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
     (void)node;
     (void)detail;
     (void)start_ns;
-    size_t first = (size_t)idx * RENEW_CHUNK;
-    size_t n = DLOCK__MIN((size_t)RENEW_CHUNK, rc->n_items - first);
+    size_t first = rc->first[idx];
+    size_t n = rc->first[idx + 1] - first;
     for (size_t i = 0; i < n; i++) {
         item *it = &rc->items[first + i];
         int was = item_decided(rc, it);
@@ -125,35 +129,45 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
         run_own_round(wd, items, n);
         return;
     }
-    size_t nchunks = (n + RENEW_CHUNK - 1) / RENEW_CHUNK;
-    dlock__req *reqs = dlock__calloc(nchunks, sizeof *reqs);
+    /* Calls of up to RENEW_CHUNK locks; on a cluster a call holds one hash
+     * slot's locks (a script's keys must share a slot), and the calls of a
+     * round, all for one master, go out pipelined on one connection. */
+    size_t *first = dlock__calloc(n + 1, sizeof *first);
+    size_t nchunks = 0;
+    for (size_t i = 0; first && i < n; i++)
+        if (i == 0 || i - first[nchunks - 1] == RENEW_CHUNK ||
+            (c->nodes[0].cluster && items[i].slot != items[i - 1].slot))
+            first[nchunks++] = i;
+    if (first)
+        first[nchunks] = n;
+    dlock__req *reqs = dlock__calloc(nchunks ? nchunks : 1, sizeof *reqs);
     const char **args = dlock__calloc(n * 4, sizeof *args);
     size_t *lens = dlock__calloc(n * 4, sizeof *lens);
-    round_ctx ctx = {items, n, c->n_nodes, c->quorum, n};
+    round_ctx ctx = {items, n, c->n_nodes, c->quorum, n, first};
     /* No answer helps after the last lease in the round has ended. */
     int64_t deadline = INT64_MIN;
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *l = items[i].rec;
         deadline = DLOCK__MAX(deadline, l->ops->lease_end_ns(l->owner));
     }
-    if (!reqs || !args || !lens) {
+    if (!reqs || !args || !lens || !first) {
         for (size_t i = 0; i < n; i++)
             items[i].err = c->n_nodes;
         goto out;
     }
     for (size_t k = 0; k < nchunks; k++) {
-        size_t first = k * RENEW_CHUNK, m = DLOCK__MIN((size_t)RENEW_CHUNK, n - first);
-        const char **a = args + first * 4;
-        size_t *al = lens + first * 4;
+        size_t f = first[k], m = first[k + 1] - f;
+        const char **a = args + f * 4;
+        size_t *al = lens + f * 4;
         /* KEYS first, then the ARGV triples. */
         for (size_t i = 0; i < m; i++) {
-            dlock__renewal *l = items[first + i].rec;
+            dlock__renewal *l = items[f + i].rec;
             a[i] = l->key;
             al[i] = l->key_len;
             a[m + 3 * i] = l->token;
             al[m + 3 * i] = l->token_len;
-            a[m + 3 * i + 1] = items[first + i].ttl;
-            al[m + 3 * i + 1] = items[first + i].ttl_len;
+            a[m + 3 * i + 1] = items[f + i].ttl;
+            al[m + 3 * i + 1] = items[f + i].ttl_len;
             a[m + 3 * i + 2] = l->mode;
             al[m + 3 * i + 2] = 1;
         }
@@ -168,9 +182,40 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
     wd->stats.calls += nchunks * c->n_nodes;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 out:
+    dlock__free(first);
     dlock__free(reqs);
     dlock__free((void *)args);
     dlock__free(lens);
+}
+
+static int by_master_then_slot(const void *a, const void *b)
+{
+    const item *x = a, *y = b;
+    if (x->master != y->master)
+        return x->master < y->master ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+/* One round, or on a cluster one round per master (in turn), each with its
+ * locks grouped by slot. */
+static void run_rounds(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
+{
+    dlock__cluster *cl = c->nodes[0].cluster;
+    if (!cl) {
+        run_round(c, wd, items, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        dlock__renewal *l = items[i].rec;
+        items[i].slot = dlock__cluster_keyslot(l->key, l->key_len);
+        items[i].master = dlock__cluster_master_of(cl, items[i].slot);
+    }
+    qsort(items, n, sizeof *items, by_master_then_slot);
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && items[b].master == items[a].master; b++)
+            ;
+        run_round(c, wd, items + a, b - a);
+    }
 }
 
 static void unlink_rec(dlock__watchdog *wd, dlock__renewal *l)
@@ -268,7 +313,7 @@ static void *watchdog_main(void *arg)
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 
         int64_t t0 = dlock__now_ns();
-        run_round(c, wd, items, n);
+        run_rounds(c, wd, items, n);
         settle(c, items, n, t0, lost);
         /* Callbacks run before in_round is cleared: a concurrent release or
          * free waits for them. */

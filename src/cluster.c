@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "error.h"
+#include "cluster.h"
+
+/* CRC16/XMODEM (polynomial 0x1021, initial value 0, no reflection), the
+ * checksum the Cluster specification uses for key slots. */
+static uint16_t crc16(const char *buf, size_t len)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((uint16_t)(unsigned char)buf[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+/* The hash tag of a key: between the first '{' and the first '}' after
+ * it, if that is not empty. 1 with *start, *n set, else 0. */
+static int hash_tag(const char *key, size_t len, size_t *start, size_t *n)
+{
+    const char *open = memchr(key, '{', len);
+    if (!open)
+        return 0;
+    size_t s = (size_t)(open - key) + 1;
+    const char *close = memchr(key + s, '}', len - s);
+    if (!close || close == key + s)
+        return 0;
+    *start = s;
+    *n = (size_t)(close - (key + s));
+    return 1;
+}
+
+unsigned dlock__cluster_keyslot(const char *key, size_t len)
+{
+    size_t s, n;
+    if (hash_tag(key, len, &s, &n))
+        return crc16(key + s, n) & (DLOCK__CLUSTER_SLOTS - 1);
+    return crc16(key, len) & (DLOCK__CLUSTER_SLOTS - 1);
+}
+
+char *dlock__cluster_helper_key(const char *key, size_t len, const char *kind, size_t kind_len,
+                                size_t *out_len)
+{
+    size_t s, n;
+    char num[16];
+    const char *tag = key;
+    size_t tag_len = len;
+    int with_key = 0;
+    if (hash_tag(key, len, &s, &n)) {
+        /* key NUL kind: shares the key's tag, as on a single node. */
+        char *k = dlock__malloc(len + 1 + kind_len + 1);
+        if (!k)
+            return NULL;
+        memcpy(k, key, len);
+        k[len] = '\0';
+        memcpy(k + len + 1, kind, kind_len);
+        k[len + 1 + kind_len] = '\0';
+        *out_len = len + 1 + kind_len;
+        return k;
+    }
+    if (memchr(key, '}', len)) {
+        /* {key} would end the tag early: a brace-free tag of the key's
+         * slot instead, and the key itself after it (keeps the layout
+         * one-to-one). Every client computes the same number. */
+        unsigned want = dlock__cluster_keyslot(key, len);
+        for (unsigned long d = 0;; d++) {
+            tag_len = (size_t)snprintf(num, sizeof num, "%lu", d);
+            if ((crc16(num, tag_len) & (DLOCK__CLUSTER_SLOTS - 1)) == want)
+                break;
+        }
+        tag = num;
+        with_key = 1;
+    }
+    /* "{" tag "}" NUL NUL [key NUL] kind. The double NUL tells these from
+     * the tagged layout (a kind never starts with NUL). */
+    size_t total = 1 + tag_len + 1 + 2 + (with_key ? len + 1 : 0) + kind_len;
+    char *k = dlock__malloc(total + 1);
+    if (!k)
+        return NULL;
+    char *p = k;
+    *p++ = '{';
+    memcpy(p, tag, tag_len);
+    p += tag_len;
+    *p++ = '}';
+    *p++ = '\0';
+    *p++ = '\0';
+    if (with_key) {
+        memcpy(p, key, len);
+        p += len;
+        *p++ = '\0';
+    }
+    memcpy(p, kind, kind_len);
+    p += kind_len;
+    *p = '\0';
+    *out_len = total;
+    return k;
+}
+
+unsigned dlock__cluster_req_slot(int numkeys, const char **args, const size_t *arglens)
+{
+    if (numkeys <= 0)
+        return 0;
+    return dlock__cluster_keyslot(args[0], arglens ? arglens[0] : strlen(args[0]));
+}
+
+int dlock__cluster_new(dlock__cluster **out, const char *const *urls, size_t n, size_t max_idle,
+                       int timeout_ms, char *err, size_t err_len)
+{
+    *out = NULL;
+    if (n > DLOCK__CLUSTER_MAX_SEEDS) {
+        snprintf(err, err_len, "at most %d cluster seed URLs", DLOCK__CLUSTER_MAX_SEEDS);
+        return DLOCK_EINVAL;
+    }
+    dlock__cluster *c = dlock__calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, err_len, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->mu, NULL));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->refresh_mu, NULL));
+    c->stale = 1;
+    c->max_idle = max_idle;
+    c->timeout_ms = timeout_ms;
+    for (size_t i = 0; i < n; i++) {
+        char uerr[200];
+        int rc = dlock__url_parse(&c->seed[i], urls[i], uerr, sizeof uerr);
+        if (rc == DLOCK_OK && c->seed[i].is_unix) {
+            dlock__url_clear(&c->seed[i]);
+            snprintf(uerr, sizeof uerr, "a cluster seed must be a TCP node (redis:// or rediss://)");
+            rc = DLOCK_EINVAL;
+        }
+        if (rc != DLOCK_OK) {
+            snprintf(err, err_len, "URL %zu: %s", i + 1, uerr);
+            dlock__cluster_free(c);
+            return rc;
+        }
+        c->n_seeds++;
+    }
+    *out = c;
+    return DLOCK_OK;
+}
+
+static void free_pools(dlock__cluster *c)
+{
+    for (size_t i = 0; i < c->n_masters; i++)
+        while (c->master[i].idle) {
+            dlock__conn *next = c->master[i].idle->next;
+            dlock__conn_free(c->master[i].idle);
+            c->master[i].idle = next;
+        }
+}
+
+void dlock__cluster_forget(dlock__cluster *c)
+{
+    if (!c)
+        return;
+    free_pools(c);
+    for (size_t i = 0; i < c->n_seeds; i++)
+        dlock__url_clear(&c->seed[i]);
+    dlock__free(c);
+}
+
+void dlock__cluster_free(dlock__cluster *c)
+{
+    if (!c)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->refresh_mu));
+    dlock__cluster_forget(c);
+}
+
+/* Index of master host:port, added if new; -1 when the table is full.
+ * Under c->mu. */
+static int master_index(dlock__cluster *c, const char *host, int port)
+{
+    for (size_t i = 0; i < c->n_masters; i++)
+        if (c->master[i].port == port && !strcmp(c->master[i].host, host))
+            return (int)i;
+    if (c->n_masters == DLOCK__CLUSTER_MAX_MASTERS || strlen(host) >= sizeof c->master[0].host)
+        return -1;
+    dlock__cmaster *m = &c->master[c->n_masters];
+    snprintf(m->host, sizeof m->host, "%s", host);
+    m->port = port;
+    return (int)c->n_masters++;
+}
+
+/* A connection that failed before it started, carrying why. */
+static dlock__conn *broken_conn(int code, const char *msg)
+{
+    dlock__conn *conn = dlock__calloc(1, sizeof *conn);
+    if (conn)
+        dlock__conn_fail(conn, code, "%s", msg);
+    return conn;
+}
+
+static dlock__conn *connect_to(const dlock__url *tmpl, dlock__tls_ctx *tls, const char *host,
+                               int port, int load_scripts, int ask_uptime)
+{
+    dlock__url u = *tmpl;
+    u.host = (char *)host;
+    u.port = port;
+    u.is_unix = 0;
+    dlock__conn_config cfg = {&u, load_scripts, ask_uptime, tls, 0};
+    return dlock__conn_new(&cfg);
+}
+
+/* Apply one CLUSTER SLOTS reply got from `asked`. DLOCK_OK or
+ * DLOCK_EPROTO. */
+static int apply_slots(dlock__cluster *c, const redisReply *r, const char *asked)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0)
+        return DLOCK_EPROTO;
+    uint8_t map[DLOCK__CLUSTER_SLOTS];
+    memset(map, 0, sizeof map);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int rc = DLOCK_OK;
+    for (size_t k = 0; k < r->elements && rc == DLOCK_OK; k++) {
+        const redisReply *e = r->element[k];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
+            e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+            e->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
+            rc = DLOCK_EPROTO;
+            break;
+        }
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        const char *host = e->element[2]->element[0]->str;
+        /* An empty or unknown endpoint means "the address you used". */
+        if (!host[0] || !strcmp(host, "?"))
+            host = asked;
+        int idx = master_index(c, host, (int)e->element[2]->element[1]->integer);
+        if (idx < 0 || lo < 0 || hi >= DLOCK__CLUSTER_SLOTS || lo > hi) {
+            rc = DLOCK_EPROTO;
+            break;
+        }
+        for (long long s = lo; s <= hi; s++)
+            map[s] = (uint8_t)(idx + 1);
+    }
+    if (rc == DLOCK_OK) {
+        memcpy(c->slot_master, map, sizeof map);
+        c->stale = 0;
+        c->refreshes++;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    return rc;
+}
+
+/* Learn the slot map from the masters known, then the seeds, the first
+ * that answers. */
+static int learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls, char *err,
+                 size_t err_len)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->refresh_mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int stale = c->stale;
+    size_t n_masters = c->n_masters;
+    char (*hosts)[256] = dlock__malloc((n_masters + 1) * sizeof *hosts);
+    int *ports = dlock__malloc((n_masters + 1) * sizeof *ports);
+    for (size_t i = 0; hosts && ports && i < n_masters; i++) {
+        memcpy(hosts[i], c->master[i].host, sizeof hosts[i]);
+        ports[i] = c->master[i].port;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    int rc = DLOCK_OK;
+    if (!hosts || !ports) {
+        rc = DLOCK_ENOMEM;
+        snprintf(err, err_len, "out of memory");
+    } else if (stale) {
+        rc = DLOCK_EIO;
+        snprintf(err, err_len, "no cluster node answered CLUSTER SLOTS");
+        for (size_t k = 0; k < n_masters + c->n_seeds; k++) {
+            const char *host = k < n_masters ? hosts[k] : c->seed[k - n_masters].host;
+            int port = k < n_masters ? ports[k] : c->seed[k - n_masters].port;
+            dlock__conn *conn = connect_to(tmpl, tls, host, port, 0, 0);
+            if (!conn) {
+                rc = DLOCK_ENOMEM;
+                break;
+            }
+            const char *argv[2] = {"CLUSTER", "SLOTS"};
+            redisReply *r = NULL;
+            int got = conn->state == DLOCK__CS_BROKEN
+                          ? DLOCK_EIO
+                          : dlock__conn_roundtrip(conn, 2, argv, c->timeout_ms, &r);
+            if (got < 0) {
+                snprintf(err, err_len, "%s:%d: %s", host, port, conn->err);
+                rc = got == DLOCK_EAUTH || got == DLOCK_ETLS ? got : DLOCK_EIO;
+            } else if (r->type == REDIS_REPLY_ERROR) {
+                /* "ERR This instance has cluster support disabled" */
+                snprintf(err, err_len, "%s:%d: CLUSTER SLOTS: %.120s", host, port, r->str);
+                rc = dlock__map_redis_error(r->str, r->len);
+            } else if ((rc = apply_slots(c, r, host)) != DLOCK_OK) {
+                snprintf(err, err_len, "%s:%d: unexpected CLUSTER SLOTS reply", host, port);
+            }
+            if (r)
+                freeReplyObject(r);
+            dlock__conn_free(conn);
+            if (rc == DLOCK_OK || rc == DLOCK_ENOMEM)
+                break;
+        }
+    }
+    dlock__free(hosts);
+    dlock__free(ports);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->refresh_mu));
+    return rc;
+}
+
+/* A pooled connection of master idx, or a new one. */
+static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                                   int idx, int load_scripts, int ask_uptime)
+{
+    char host[256];
+    int port;
+    for (;;) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+        dlock__cmaster *m = &c->master[idx];
+        dlock__conn *conn = m->idle;
+        if (conn) {
+            m->idle = conn->next;
+            m->n_idle--;
+        }
+        memcpy(host, m->host, sizeof host);
+        port = m->port;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+        if (!conn)
+            break;
+        conn->next = NULL;
+        if (dlock__conn_probe(conn) == 0)
+            return conn;
+        dlock__conn_free(conn);
+    }
+    dlock__conn *conn = connect_to(tmpl, tls, host, port, load_scripts, ask_uptime);
+    if (conn)
+        conn->route = idx + 1;
+    return conn;
+}
+
+dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
+                                     dlock__tls_ctx *tls, unsigned slot, int load_scripts,
+                                     int ask_uptime)
+{
+    slot &= DLOCK__CLUSTER_SLOTS - 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int need = c->stale || !c->slot_master[slot];
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    char err[300] = "";
+    int rc = need ? learn(c, tmpl, tls, err, sizeof err) : DLOCK_OK;
+    if (rc == DLOCK_ENOMEM)
+        return NULL;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int idx = (int)c->slot_master[slot] - 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    if (idx < 0) {
+        if (rc == DLOCK_OK)
+            snprintf(err, sizeof err, "no master serves hash slot %u", slot);
+        return broken_conn(rc == DLOCK_OK ? DLOCK_EBUSY : rc, err);
+    }
+    /* A map that could not be learned again is still the best guess. */
+    return checkout_index(c, tmpl, tls, idx, load_scripts, ask_uptime);
+}
+
+dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
+                                    dlock__tls_ctx *tls, unsigned slot)
+{
+    dlock__conn *conn = dlock__cluster_checkout(c, tmpl, tls, slot, 0, 0);
+    if (conn && conn->route && conn->q_len > 0) {
+        /* A pooled one may owe stale replies, which a subscriber would
+         * read as messages: give it back and make a new one. */
+        int idx = conn->route - 1;
+        dlock__cluster_checkin(c, conn);
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+        char host[256];
+        memcpy(host, c->master[idx].host, sizeof host);
+        int port = c->master[idx].port;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+        conn = connect_to(tmpl, tls, host, port, 0, 0);
+    }
+    if (conn)
+        conn->route = 0; /* never pooled */
+    return conn;
+}
+
+dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
+                                          dlock__tls_ctx *tls, const char *host, int port,
+                                          int load_scripts, int ask_uptime)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int idx = master_index(c, host, port);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    if (idx < 0)
+        return broken_conn(DLOCK_EIO, "too many cluster masters");
+    return checkout_index(c, tmpl, tls, idx, load_scripts, ask_uptime);
+}
+
+void dlock__cluster_stale(dlock__cluster *c)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    c->stale = 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+}
+
+void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn)
+{
+    if (!conn)
+        return;
+    int idx = conn->route - 1;
+    if (conn->state != DLOCK__CS_OPEN || dlock__conn_pending(conn) > 64 || idx < 0) {
+        /* A failed connection may mean a failover: learn the map again. */
+        if (conn->state == DLOCK__CS_BROKEN && conn->err_code != DLOCK_ENOMEM)
+            dlock__cluster_stale(c);
+        dlock__conn_free(conn);
+        return;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    dlock__cmaster *m = &c->master[idx];
+    if (m->n_idle < c->max_idle) {
+        conn->next = m->idle;
+        m->idle = conn;
+        m->n_idle++;
+        conn = NULL;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    dlock__conn_free(conn);
+}
+
+int dlock__cluster_redirect(const redisReply *r, int *ask, unsigned *slot, char *host,
+                            size_t host_len, int *port)
+{
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    const char *p;
+    if (r->len > 6 && !memcmp(r->str, "MOVED ", 6)) {
+        *ask = 0;
+        p = r->str + 6;
+    } else if (r->len > 4 && !memcmp(r->str, "ASK ", 4)) {
+        *ask = 1;
+        p = r->str + 4;
+    } else {
+        return 0;
+    }
+    char *end = NULL;
+    unsigned long s = strtoul(p, &end, 10);
+    if (end == p || *end != ' ' || s >= DLOCK__CLUSTER_SLOTS)
+        return 0;
+    const char *addr = end + 1;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr || (size_t)(colon - addr) >= host_len)
+        return 0;
+    int pt = atoi(colon + 1);
+    if (pt <= 0 || pt > 65535)
+        return 0;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    *slot = (unsigned)s;
+    *port = pt;
+    return 1;
+}
+
+void dlock__cluster_moved(dlock__cluster *c, unsigned slot, const char *host, int port)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int idx = master_index(c, host, port);
+    if (idx >= 0)
+        c->slot_master[slot & (DLOCK__CLUSTER_SLOTS - 1)] = (uint8_t)(idx + 1);
+    /* One slot moved usually means more did (a resharding or failover). */
+    c->stale = 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+}
+
+int dlock__cluster_master_of(dlock__cluster *c, unsigned slot)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int idx = (int)c->slot_master[slot & (DLOCK__CLUSTER_SLOTS - 1)] - 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    return idx;
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Redis Cluster (issue 19): a client with the cluster option treats its
+ * URLs as seed nodes of one cluster, which acts as one node of dlock's
+ * (quorum 1). Each command goes to the master serving its key's hash slot,
+ * found in a slot map learned with CLUSTER SLOTS; MOVED and ASK redirect
+ * it (src/fanout.c), and the map is learned again after a redirect or a
+ * failed connection, so a failover is ridden out by a waiting acquire.
+ * Connections are pooled per master.
+ *
+ * Key layout: every key one script touches must be in one slot. A lock key
+ * with a hash tag ({...}) keeps its helper keys in its slot as on a single
+ * node (key NUL kind); for any other lock key the helpers are
+ * "{T}" NUL NUL key NUL kind, where T is the key itself when it has no '}'
+ * (then {key} hashes like key) and otherwise the smallest decimal number
+ * whose slot is the key's (docs/deployment.md). */
+#ifndef DLOCK_CLUSTER_H
+#define DLOCK_CLUSTER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "conn.h"
+#include "tls.h"
+#include "url.h"
+
+#define DLOCK__CLUSTER_SLOTS 16384
+#define DLOCK__CLUSTER_MAX_MASTERS 64
+#define DLOCK__CLUSTER_MAX_SEEDS 64
+
+typedef struct dlock__cmaster {
+    char host[256];
+    int port;
+    dlock__conn *idle; /* pool */
+    size_t n_idle;
+} dlock__cmaster;
+
+typedef struct dlock__cluster {
+    pthread_mutex_t mu;         /* the map, the masters and their pools */
+    pthread_mutex_t refresh_mu; /* one CLUSTER SLOTS at a time */
+    dlock__url seed[DLOCK__CLUSTER_MAX_SEEDS];
+    size_t n_seeds;
+    dlock__cmaster master[DLOCK__CLUSTER_MAX_MASTERS];
+    size_t n_masters;
+    uint8_t slot_master[DLOCK__CLUSTER_SLOTS]; /* 1 + master index; 0 unknown */
+    int stale;          /* learn the map again before the next route */
+    unsigned refreshes; /* maps learned (for tests and messages) */
+    int timeout_ms;     /* per seed asked: the connect timeout */
+    size_t max_idle;
+} dlock__cluster;
+
+/* The hash slot of a key (CRC16/XMODEM of the key or its {tag}, mod
+ * 16384), as the Cluster specification defines it. */
+unsigned dlock__cluster_keyslot(const char *key, size_t len);
+
+/* A helper key of lock key `key` in its slot (layout above); *out_len set.
+ * NULL when out of memory. */
+char *dlock__cluster_helper_key(const char *key, size_t len, const char *kind, size_t kind_len,
+                                size_t *out_len);
+
+/* Seeds: redis:// or rediss:// URLs (parsed by the caller's node too).
+ * DLOCK_OK, DLOCK_EINVAL (message in err) or DLOCK_ENOMEM. */
+int dlock__cluster_new(dlock__cluster **out, const char *const *urls, size_t n, size_t max_idle,
+                       int timeout_ms, char *err, size_t err_len);
+void dlock__cluster_free(dlock__cluster *c);
+/* In a child of fork(): close and free without touching the mutexes. */
+void dlock__cluster_forget(dlock__cluster *c);
+
+/* A connection to the master of `slot`, pooled or new (learning the map
+ * first if needed). tmpl gives the credentials, db and TLS. Never NULL but
+ * out of memory; a failure gives a BROKEN connection with err_code set. */
+dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
+                                     dlock__tls_ctx *tls, unsigned slot, int load_scripts,
+                                     int ask_uptime);
+/* A connection to host:port (an ASK or MOVED target). */
+dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
+                                          dlock__tls_ctx *tls, const char *host, int port,
+                                          int load_scripts, int ask_uptime);
+/* A new connection to the master of `slot`, never pooled (the wake-up
+ * thread's subscriber). */
+dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
+                                    dlock__tls_ctx *tls, unsigned slot);
+
+/* Give a connection back to its master's pool (or free it); a broken one
+ * makes the map stale. */
+void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn);
+
+/* The map is out of date: learn it again before the next route. */
+void dlock__cluster_stale(dlock__cluster *c);
+
+/* If r is a MOVED or ASK error: 1 with *ask, *slot, host and *port set;
+ * else 0. */
+int dlock__cluster_redirect(const redisReply *r, int *ask, unsigned *slot, char *host,
+                            size_t host_len, int *port);
+
+/* MOVED: slot is served by host:port from now on (and the whole map is
+ * learned again before the next route). */
+void dlock__cluster_moved(dlock__cluster *c, unsigned slot, const char *host, int port);
+
+/* The master index the map names for slot now (-1: unknown). */
+int dlock__cluster_master_of(dlock__cluster *c, unsigned slot);
+
+/* The slot of the first key of a request (0 without keys). */
+unsigned dlock__cluster_req_slot(int numkeys, const char **args, const size_t *arglens);
+
+#endif

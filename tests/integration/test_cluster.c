@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Locks on a real Redis Cluster (issue 19): three masters with a replica
+ * each, started once for the file. The client gets the six nodes as seeds
+ * and the cluster option. Covered: the key slot against the server's
+ * CLUSTER KEYSLOT; every helper key in its lock key's slot (names with
+ * braces too); locks on names in different slots, on different masters;
+ * exclusion among many processes with an exact counter; a 1 s lease
+ * renewed for several seconds; reentrant, fair and fenced locks; MOVED
+ * and ASK during a slot migration; and, last, a master killed and the lock
+ * usable again after its replica took over. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "dlock.h"
+#include "proc.h"
+#include "redis_topology.h"
+#include "test_util.h"
+
+static test_cluster C;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return test_cluster_start(&C);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    test_cluster_stop(&C);
+    return 0;
+}
+
+static dlock_client *cluster_client(const dlock_client_options *base)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    if (base)
+        o = *base;
+    o.cluster = 1;
+    return test_client_new(C.urls, TEST_CLUSTER_NODES, &o);
+}
+
+/* The server's slot for a binary key. */
+static int server_keyslot(const char *key, size_t len)
+{
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++) {
+        if (C.node[i].pid <= 0)
+            continue;
+        redisReply *r = test_cmd_bin(&C.node[i], "CLUSTER KEYSLOT %b", key, len);
+        int slot = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+        freeReplyObject(r);
+        return slot;
+    }
+    return -1;
+}
+
+static const char *const names[] = {
+    "a", "orders:1", "{user1}:x", "x{}y", "a}b", "}{", "{", "}", "{a}b}c", "a{b",
+    "{}", "{{x}}", "}x{y}", "123", "名前", "with space",
+};
+
+static void keyslot_is_the_servers(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        assert_int_equal((int)dlock__cluster_keyslot(names[i], strlen(names[i])),
+                         server_keyslot(names[i], strlen(names[i])));
+    /* The check value of CRC16/XMODEM, from the Cluster specification. */
+    assert_int_equal((int)dlock__cluster_keyslot("123456789", 9), 0x31C3 & 16383);
+}
+
+static void helper_keys_share_the_lock_keys_slot(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"fence", "q", "w"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t len = strlen(names[i]);
+        int want = server_keyslot(names[i], len);
+        for (size_t k = 0; k < 3; k++) {
+            size_t hlen = 0;
+            char *h = dlock__cluster_helper_key(names[i], len, kinds[k], strlen(kinds[k]), &hlen);
+            assert_non_null(h);
+            if (server_keyslot(h, hlen) != want)
+                fail_msg("helper %s of \"%s\" is in slot %d, not %d", kinds[k], names[i],
+                         server_keyslot(h, hlen), want);
+            /* One-to-one: no helper key equals another lock's. */
+            for (size_t j = 0; j < sizeof names / sizeof names[0]; j++) {
+                size_t olen = 0;
+                char *o = dlock__cluster_helper_key(names[j], strlen(names[j]), kinds[k],
+                                                    strlen(kinds[k]), &olen);
+                assert_non_null(o);
+                if (j != i)
+                    assert_false(olen == hlen && !memcmp(o, h, hlen));
+                assert_false(olen == strlen(names[j]) && !memcmp(o, names[j], olen));
+                free(o);
+            }
+            free(h);
+        }
+    }
+}
+
+/* Names whose slots are served by three different masters. */
+static void pick_names_on_three_masters(char out[3][32])
+{
+    int masters[3] = {-1, -1, -1}, found = 0;
+    for (int k = 0; found < 3 && k < 1000; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "spread-%d", k);
+        int m = test_cluster_master_of(&C, server_keyslot(name, strlen(name)));
+        if (m < 0 || m == masters[0] || m == masters[1])
+            continue;
+        masters[found] = m;
+        snprintf(out[found++], 32, "%s", name);
+    }
+    assert_int_equal(found, 3);
+}
+
+static void locks_in_different_slots_land_on_their_masters(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client(NULL);
+    assert_int_equal(dlock_client_node_count(c), 1);
+    char nm[3][32];
+    pick_names_on_three_masters(nm);
+    dlock_lock *l[3];
+    for (int i = 0; i < 3; i++) {
+        l[i] = test_lock_new(c, nm[i], 30000, 0, 10, 100);
+        assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
+        assert_true(dlock_lock_fence(l[i]) >= 1);
+        int m = test_cluster_master_of(&C, server_keyslot(nm[i], strlen(nm[i])));
+        assert_int_equal(test_key_exists(&C.node[m], nm[i]), 1);
+    }
+    /* A second client sees them held, then free. */
+    dlock_client *c2 = cluster_client(NULL);
+    for (int i = 0; i < 3; i++) {
+        dlock_lock *o = test_lock_new(c2, nm[i], 30000, 0, 10, 100);
+        assert_int_equal(dlock_lock_acquire(o, 0), DLOCK_ENOTACQUIRED);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(o, 0), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(o), DLOCK_OK);
+        dlock_lock_free(o);
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_free(c2);
+    dlock_client_free(c);
+}
+
+static void brace_names_get_fencing_and_fair_mode(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client(NULL);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        dlock_lock *l = test_lock_new(c, names[i], 30000, 0, 10, 100);
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+        uint64_t f1 = dlock_lock_fence(l);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+        assert_true(dlock_lock_fence(l) > f1);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        dlock_lock_free(l);
+
+        dlock_lock *r = test_lock_new(c, names[i], 30000, DLOCK_REENTRANT, 10, 100);
+        assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+        assert_int_equal(dlock_lock_hold_count(r), 2);
+        assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+        dlock_lock_free(r);
+
+        dlock_lock *f = test_lock_new(c, names[i], 30000, DLOCK_FAIR, 10, 100);
+        assert_int_equal(dlock_lock_acquire(f, 1000), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(f), DLOCK_OK);
+        dlock_lock_free(f);
+    }
+    dlock_client_free(c);
+}
+
+/* ---- exclusion among processes -------------------------------------------- */
+
+#define PROCS 8
+#define ROUNDS 25
+
+typedef struct shared {
+    long counter;
+    int inside;
+    int overlaps;
+} shared;
+
+static int worker(int idx, void *arg)
+{
+    shared *sh = arg;
+    (void)idx;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    dlock_client *c = NULL;
+    if (dlock_client_new(&c, C.urls, TEST_CLUSTER_NODES, &o, NULL, 0) != DLOCK_OK)
+        return 2;
+    dlock_lock *l = NULL;
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = 10000;
+    if (dlock_lock_new(&l, c, "contended{counter}", &lo) != DLOCK_OK)
+        return 3;
+    int bad = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
+            bad = 4;
+            break;
+        }
+        if (__atomic_fetch_add(&sh->inside, 1, __ATOMIC_SEQ_CST) != 0)
+            __atomic_fetch_add(&sh->overlaps, 1, __ATOMIC_SEQ_CST);
+        long v = sh->counter; /* a non-atomic read-modify-write */
+        usleep(200);
+        sh->counter = v + 1;
+        __atomic_fetch_sub(&sh->inside, 1, __ATOMIC_SEQ_CST);
+        if (dlock_lock_release(l) != DLOCK_OK) {
+            bad = 5;
+            break;
+        }
+    }
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return bad;
+}
+
+static void many_processes_exclude_each_other(void **state)
+{
+    (void)state;
+    shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    int64_t t0 = test_now_ms();
+    int failed = test_run_procs(PROCS, worker, sh);
+    int64_t took = test_now_ms() - t0;
+    print_message("cluster exclusion: %d processes x %d sections in %lld ms, counter %ld, "
+                  "overlaps %d\n", PROCS, ROUNDS, (long long)took, sh->counter, sh->overlaps);
+    assert_int_equal(failed, 0);
+    assert_int_equal(sh->overlaps, 0);
+    assert_int_equal(sh->counter, (long)PROCS * ROUNDS);
+    munmap(sh, sizeof *sh);
+}
+
+static void short_lease_is_renewed_for_seconds(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client(NULL);
+    char nm[3][32];
+    pick_names_on_three_masters(nm);
+    dlock_lock *l[3];
+    for (int i = 0; i < 3; i++) {
+        l[i] = test_lock_new(c, nm[i], 1000, DLOCK_AUTO_RENEW, 10, 100);
+        assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
+    }
+    dlock_client *c2 = cluster_client(NULL);
+    for (int s = 0; s < 8; s++) { /* 4 s: four leases long */
+        test_sleep_ms(500);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(dlock_lock_state_get(l[i]), DLOCK_STATE_HELD);
+            dlock_lock *o = test_lock_new(c2, nm[i], 1000, 0, 10, 100);
+            assert_int_equal(dlock_lock_acquire(o, 0), DLOCK_ENOTACQUIRED);
+            dlock_lock_free(o);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_free(c2);
+    dlock_client_free(c);
+}
+
+static void cluster_option_rejects_bad_seeds(void **state)
+{
+    (void)state;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    dlock_client *c = NULL;
+    char err[256];
+    const char *unix_seed[2] = {C.urls[0], "unix:///tmp/x.sock"};
+    assert_int_equal(dlock_client_new(&c, unix_seed, 2, &o, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "TCP"));
+    o.cluster = 2;
+    assert_int_equal(dlock_client_new(&c, C.urls, 1, &o, err, sizeof err), DLOCK_EINVAL);
+    /* A server without cluster support answers CLUSTER SLOTS with an error. */
+    test_redis plain;
+    assert_int_equal(test_redis_start(&plain, NULL), 0);
+    o.cluster = 1;
+    const char *u[1] = {plain.url};
+    c = test_client_new(u, 1, &o);
+    dlock_lock *l = test_lock_new(c, "x", 1000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EREFUSED);
+    assert_non_null(strstr(dlock_lock_errmsg(l), "cluster support disabled"));
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    test_redis_stop(&plain);
+}
+
+/* The master of name's slot is killed; its replica takes over; a waiting
+ * acquire rides it out. */
+static void master_killed_lock_usable_after_failover(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client(NULL);
+    const char *name = "failover-lock";
+    int slot = server_keyslot(name, strlen(name));
+    int m = test_cluster_master_of(&C, slot);
+    assert_true(m >= 0);
+    dlock_lock *l = test_lock_new(c, name, 30000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_redis_kill9(&C.node[m]);
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(l, 30000);
+    int64_t took = test_now_ms() - t0;
+    print_message("cluster failover: acquire after %lld ms: %s (%s)\n", (long long)took,
+                  dlock_errname(rc), dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_OK);
+    int nm = test_cluster_master_of(&C, slot);
+    assert_true(nm >= 0 && nm != m);
+    assert_int_equal(test_key_exists(&C.node[nm], name), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(keyslot_is_the_servers),
+        cmocka_unit_test(helper_keys_share_the_lock_keys_slot),
+        cmocka_unit_test(locks_in_different_slots_land_on_their_masters),
+        cmocka_unit_test(brace_names_get_fencing_and_fair_mode),
+        cmocka_unit_test(many_processes_exclude_each_other),
+        cmocka_unit_test(short_lease_is_renewed_for_seconds),
+        cmocka_unit_test(cluster_option_rejects_bad_seeds),
+        /* Last: it kills a master. */
+        cmocka_unit_test(master_killed_lock_usable_after_failover),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
