@@ -12,7 +12,10 @@
  *   tls       S1 (acquire+release, one client) over TLS beside plain TCP,
  *             interleaved; the median tls/plain ratio (dlock_bench_tls.c)
  *
- *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls] [--out DIR]
+ *   cluster   S1 on a 3-master/3-replica Redis Cluster beside a single node,
+ *             interleaved; the median cluster/single ratio
+ *             (dlock_bench_cluster.c)
+ *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls,cluster] [--out DIR]
  *               [--locks 1000,10000,100000] [--hold S] [--budget S]
  *               [--threads N] [--mem-locks N] [--redlock-time S] [--hist-time S]
  *
@@ -42,11 +45,11 @@
 
 /* ---- driver --------------------------------------------------------------- */
 
-enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16, S_TLS = 32 };
+enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16, S_TLS = 32, S_CLUSTER = 64 };
 
 static void usage(FILE *out)
 {
-    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls] [--out DIR]\n"
+    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls,cluster] [--out DIR]\n"
           "       [--locks 1000,10000,100000] [--hold S] [--budget S] [--threads N]\n"
           "       [--mem-locks N] [--redlock-time S] [--hist-time S]\n",
           out);
@@ -81,8 +84,10 @@ static unsigned parse_only(const char *list)
             mask |= S_AB;
         else if (!strcmp(p, "tls"))
             mask |= S_TLS;
+        else if (!strcmp(p, "cluster"))
+            mask |= S_CLUSTER;
         else
-            bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab, tls)", p);
+            bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab, tls, cluster)", p);
     }
     if (!mask)
         bench_die("--only: no section given");
@@ -106,7 +111,7 @@ static void parse_counts(bench *b, const char *list)
 
 static unsigned parse_args(bench *b, int argc, char **argv)
 {
-    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS;
+    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS | S_CLUSTER;
     b->wd_counts[0] = 1000, b->wd_counts[1] = 10000, b->wd_counts[2] = 100000;
     b->n_wd_counts = 3;
     b->hold_s = 5, b->budget_s = 40, b->threads = 4, b->mem_locks = 10000;
@@ -203,6 +208,8 @@ int main(int argc, char **argv)
         bench_ab(&b);
     if ((only & S_TLS) && !bench_stop && bench_flush(&b) == 0)
         bench_tls(&b);
+    if ((only & S_CLUSTER) && !bench_stop && bench_flush(&b) == 0)
+        bench_cluster(&b);
 
     test_redis_stop_many(b.srv, b.n_srv);
     printf("\n# load %.2f at end; %s\n", bench_load1(),

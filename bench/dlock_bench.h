@@ -16,5 +16,6 @@ void bench_redlock(bench *b);
 void bench_hist(bench *b);
 void bench_ab(bench *b);
 void bench_tls(bench *b);
+void bench_cluster(bench *b);
 
 #endif

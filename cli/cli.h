@@ -124,14 +124,17 @@ enum cli_tls_opt {
 /* Values of the deployment options (cli/deploy.c). */
 enum cli_deploy_opt {
     CLI_OPT_MIN_REPLICAS = 560,
-    CLI_OPT_MIN_REPLICAS_TIMEOUT
+    CLI_OPT_MIN_REPLICAS_TIMEOUT,
+    CLI_OPT_CLUSTER
 };
 
 #define CLI_DEPLOY_LONGOPTS                                                    \
     {"min-replicas", required_argument, NULL, CLI_OPT_MIN_REPLICAS},           \
-    {"min-replicas-timeout", required_argument, NULL, CLI_OPT_MIN_REPLICAS_TIMEOUT},
+    {"min-replicas-timeout", required_argument, NULL, CLI_OPT_MIN_REPLICAS_TIMEOUT}, \
+    {"cluster", no_argument, NULL, CLI_OPT_CLUSTER},
 
 #define CLI_DEPLOY_HELP                                                        \
+    "      --cluster            the -r URLs are seed nodes of one Redis Cluster\n" \
     "      --min-replicas=N     acquire/extend only once N replicas acknowledged\n" \
     "                           (WAIT); else undone, exit 69 (default 0: off)\n" \
     "      --min-replicas-timeout=D  how long to wait for them (default 1s)\n"
@@ -202,7 +205,7 @@ int cli_env_passes(const char *e);
 void cli_tls_env(cli_global *g);
 int cli_tls_option(cli_global *g, int c, const char *arg);
 
-/* deploy.c: the deployment options (replica acknowledgement). Returns -1
+/* deploy.c: the deployment options (cluster, replica acknowledgement). Returns -1
  * when c is not one of them, else 0 or the exit code of a usage error. */
 int cli_deploy_option(cli_global *g, int c, const char *arg);
 

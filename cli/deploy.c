@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Options for the deployment modes of docs/deployment.md: --min-replicas
- * and --min-replicas-timeout (replica acknowledgement with WAIT). */
+/* Options for the deployment modes of docs/deployment.md: --cluster (the
+ * URLs are seeds of one Redis Cluster), --min-replicas and
+ * --min-replicas-timeout (replica acknowledgement with WAIT). */
 #include <limits.h>
 #include <stdlib.h>
 
@@ -10,6 +11,9 @@ int cli_deploy_option(cli_global *g, int c, const char *arg)
 {
     dlock_client_options *o = &g->copts;
     switch (c) {
+    case CLI_OPT_CLUSTER:
+        o->cluster = 1;
+        return 0;
     case CLI_OPT_MIN_REPLICAS: {
         char *end = NULL;
         long n = strtol(arg, &end, 10);

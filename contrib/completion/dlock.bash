@@ -13,7 +13,7 @@ _dlock()
         --user -a --pass --password-file --no-auth-warning --prefix -q --quiet
         -v --verbose -h --help -V --version
         --tls --cacert --cacertdir --cert --key --sni --insecure
-        --min-replicas --min-replicas-timeout"
+        --min-replicas --min-replicas-timeout --cluster"
     local lock_opts="-t --ttl -w --wait -n --nonblock -E --conflict-exit-code
         --fair --fence --no-fence -q --quiet -v --verbose -h --help"
 

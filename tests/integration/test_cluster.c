@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -306,6 +307,96 @@ static void cluster_option_rejects_bad_seeds(void **state)
     test_redis_stop(&plain);
 }
 
+/* Move an empty slot from its master to another by hand, the way
+ * redis-cli --cluster reshard does: IMPORTING/MIGRATING first (a key not
+ * yet on the source is answered with ASK), then the slot assigned to the
+ * target everywhere (the source answers MOVED). The client learned the map
+ * before and must follow both. */
+static char *node_id(test_redis *r)
+{
+    return test_cmd_str(r, "CLUSTER MYID");
+}
+
+static void set_slot_everywhere(int slot, const char *id)
+{
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
+        if (C.node[i].pid > 0) {
+            redisReply *r = test_cmd(&C.node[i], "CLUSTER SETSLOT %d NODE %s", slot, id);
+            freeReplyObject(r);
+        }
+}
+
+static void ask_and_moved_are_followed(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client(NULL);
+    const char *name = "migrating{m1}";
+    int slot = server_keyslot(name, strlen(name));
+    int src = test_cluster_master_of(&C, slot);
+    int dst = -1;
+    for (int k = 0; k < 1000 && dst < 0; k++) {
+        char other[32];
+        snprintf(other, sizeof other, "probe-%d", k);
+        int m = test_cluster_master_of(&C, server_keyslot(other, strlen(other)));
+        if (m >= 0 && m != src)
+            dst = m;
+    }
+    assert_true(src >= 0 && dst >= 0);
+    dlock_lock *l = test_lock_new(c, name, 30000, DLOCK_NO_FENCE, 10, 100);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* learns the map */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    char *src_id = node_id(&C.node[src]), *dst_id = node_id(&C.node[dst]);
+    test_cmd_status(&C.node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id);
+    test_cmd_status(&C.node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id);
+    /* The key is not on the source: ASK to the target. */
+    int rc = dlock_lock_acquire(l, 0);
+    print_message("during migration: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_OK);
+    /* The importing node serves the key only after ASKING. */
+    redisContext *ac = test_redis_admin(&C.node[dst]);
+    assert_non_null(ac);
+    redisReply *r = redisCommand(ac, "ASKING");
+    freeReplyObject(r);
+    r = redisCommand(ac, "EXISTS %s", name);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    redisFree(ac);
+    /* Finish the migration with the lock held (it is on the target). */
+    set_slot_everywhere(slot, dst_id);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK); /* MOVED, followed */
+    assert_int_equal(test_key_exists(&C.node[dst], name), 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    /* And back, so the failover test below finds the usual layout. */
+    set_slot_everywhere(slot, src_id);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(test_key_exists(&C.node[src], name), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    free(src_id);
+    free(dst_id);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void cli_runs_a_program_under_a_cluster_lock(void **state)
+{
+    (void)state;
+#ifndef DLOCK_CLI_PATH
+    skip();
+#else
+    char cmd[1200];
+    int n = snprintf(cmd, sizeof cmd, "'%s'", DLOCK_CLI_PATH);
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " -r %s", C.urls[i]);
+    snprintf(cmd + n, sizeof cmd - (size_t)n,
+             " --cluster run --fence 'cli{x}y' -- sh -c 'test \"$DLOCK_FENCE\" -ge 1'");
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+#endif
+}
+
 /* The master of name's slot is killed; its replica takes over; a waiting
  * acquire rides it out. */
 static void master_killed_lock_usable_after_failover(void **state)
@@ -344,6 +435,8 @@ int main(void)
         cmocka_unit_test(many_processes_exclude_each_other),
         cmocka_unit_test(short_lease_is_renewed_for_seconds),
         cmocka_unit_test(cluster_option_rejects_bad_seeds),
+        cmocka_unit_test(ask_and_moved_are_followed),
+        cmocka_unit_test(cli_runs_a_program_under_a_cluster_lock),
         /* Last: it kills a master. */
         cmocka_unit_test(master_killed_lock_usable_after_failover),
     };
