@@ -10,7 +10,10 @@
  * A dlock_client is opened from one or more Redis URLs. With one URL every
  * lock lives on that node. With N > 1 URLs the client runs Redlock: a lock is
  * held when a majority of the N independent masters granted it within the
- * lock's validity. The lock API is the same in both cases.
+ * lock's validity. A redis-sentinel:// URL is one node whose primary is
+ * found through Sentinel; with the cluster option the URLs are seeds of one
+ * Redis Cluster, which is one node too. The lock API is the same in every
+ * case; docs/deployment.md says what each mode guarantees.
  *
  * Opened from etcd:// URLs instead, the client keeps its locks in an etcd
  * cluster (etcd v3, the "etcd backend", when built with it): the same API,
