@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,52 @@ static void brace_names_get_fencing_and_fair_mode(void **state)
         assert_int_equal(dlock_lock_release(f), DLOCK_OK);
         dlock_lock_free(f);
     }
+    dlock_client_free(c);
+}
+
+/* A waiter that sleeps long between looks (backoff up to 10 s) is woken by
+ * the release instead: the wake-up crosses masters (the subscriber sits on
+ * one master, the lock and its release on another). Without it, the waiter
+ * of each of three names would have to be lucky. */
+typedef struct waiter {
+    dlock_lock *lock;
+    int rc;
+    int64_t done_ms;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->lock, 20000);
+    w->done_ms = test_now_ms();
+    return NULL;
+}
+
+static void release_wakes_a_waiter_on_another_master(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client(NULL), *c2 = cluster_client(NULL);
+    char nm[3][32];
+    pick_names_on_three_masters(nm);
+    for (int i = 0; i < 3; i++) {
+        dlock_lock *h = test_lock_new(c, nm[i], 30000, 0, 10, 100);
+        waiter w = {test_lock_new(c2, nm[i], 30000, 0, 10000, 10000), 0, 0};
+        assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+        test_sleep_ms(500); /* the waiter tried, subscribed and sleeps */
+        int64_t t0 = test_now_ms();
+        assert_int_equal(dlock_lock_release(h), DLOCK_OK);
+        pthread_join(th, NULL);
+        print_message("wake-up on %s: acquired %lld ms after the release\n", nm[i],
+                      (long long)(w.done_ms - t0));
+        assert_int_equal(w.rc, DLOCK_OK);
+        assert_true(w.done_ms - t0 < 1500);
+        assert_int_equal(dlock_lock_release(w.lock), DLOCK_OK);
+        dlock_lock_free(w.lock);
+        dlock_lock_free(h);
+    }
+    dlock_client_free(c2);
     dlock_client_free(c);
 }
 
@@ -432,6 +479,7 @@ int main(void)
         cmocka_unit_test(helper_keys_share_the_lock_keys_slot),
         cmocka_unit_test(locks_in_different_slots_land_on_their_masters),
         cmocka_unit_test(brace_names_get_fencing_and_fair_mode),
+        cmocka_unit_test(release_wakes_a_waiter_on_another_master),
         cmocka_unit_test(many_processes_exclude_each_other),
         cmocka_unit_test(short_lease_is_renewed_for_seconds),
         cmocka_unit_test(cluster_option_rejects_bad_seeds),
