@@ -204,7 +204,8 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
         /* A cluster routes by the first key: the keys of one run (one
          * lock's, with its helper keys) share a hash slot. */
         s->conn = dlock__node_checkout_slot(
-            &client->nodes[i], dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens));
+            &client->nodes[i],
+            nreqs ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens) : 0);
         if (!s->conn) {
             stop = fail_node(s, i, nreqs, DLOCK_ENOMEM, cb, arg);
             continue;
