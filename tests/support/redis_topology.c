@@ -194,7 +194,8 @@ static int free_port(void)
 }
 
 /* Sentinels rewrite their config file, so each gets its own dir. */
-static int start_sentinel(test_redis *r, const char *name, int primary_port)
+static int start_sentinel(test_redis *r, const char *name, int primary_port,
+                          const char *password)
 {
     memset(r, 0, sizeof *r);
     const char *tmp = getenv("TMPDIR");
@@ -215,6 +216,8 @@ static int start_sentinel(test_redis *r, const char *name, int primary_port)
                 "sentinel failover-timeout %s 4000\n"
                 "sentinel parallel-syncs %s 1\n",
                 r->port, r->dir, r->dir, name, primary_port, name, name, name);
+        if (password && *password)
+            fprintf(f, "sentinel auth-pass %s %s\n", name, password);
         fclose(f);
         snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
         pid_t parent = getpid();
@@ -266,21 +269,47 @@ static long long sentinel_count(test_redis *s, const char *what, const char *nam
     return n;
 }
 
+/* A reply of a data node, authenticating first when the set has a
+ * password. */
+static redisReply *data_cmd(test_sentinel_set *s, test_redis *r, const char *a, const char *b)
+{
+    redisContext *c = test_redis_admin(r);
+    if (!c)
+        return NULL;
+    if (s->password[0]) {
+        redisReply *au = redisCommand(c, "AUTH %s", s->password);
+        if (au)
+            freeReplyObject(au);
+    }
+    redisReply *rep = redisCommand(c, "%s %s", a, b);
+    redisFree(c);
+    return rep;
+}
+
 int test_sentinel_start(test_sentinel_set *s)
+{
+    return test_sentinel_start_auth(s, NULL);
+}
+
+int test_sentinel_start_auth(test_sentinel_set *s, const char *password)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->master_name, sizeof s->master_name, "mymaster");
+    snprintf(s->password, sizeof s->password, "%s", password ? password : "");
+    char auth[160] = "";
+    if (s->password[0])
+        snprintf(auth, sizeof auth, "requirepass %s\nmasterauth %s\n", s->password, s->password);
     /* min-replicas-* stay off: the tests ask for acknowledgements with
      * WAIT (dlock's min_replicas), not through the server. */
-    if (test_redis_start(&s->primary, NULL) != 0)
+    if (test_redis_start(&s->primary, auth) != 0)
         return -1;
-    char conf[128];
-    snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d\n", s->primary.port);
+    char conf[300];
+    snprintf(conf, sizeof conf, "%sreplicaof 127.0.0.1 %d\n", auth, s->primary.port);
     if (test_redis_start(&s->replica, conf) != 0)
         goto fail;
     int n = snprintf(s->url, sizeof s->url, "redis-sentinel://");
     for (int i = 0; i < TEST_SENTINELS; i++) {
-        if (start_sentinel(&s->sentinel[i], s->master_name, s->primary.port) != 0) {
+        if (start_sentinel(&s->sentinel[i], s->master_name, s->primary.port, s->password) != 0) {
             fprintf(stderr, "test harness: could not start redis-sentinel\n");
             goto fail;
         }
@@ -290,7 +319,11 @@ int test_sentinel_start(test_sentinel_set *s)
     snprintf(s->url + n, sizeof s->url - (size_t)n, "/%s", s->master_name);
     int64_t end = mono_ms() + 30000;
     while (mono_ms() < end) {
-        int ready = info_has(&s->replica, "INFO", "replication", "master_link_status:up");
+        redisReply *rep = data_cmd(s, &s->replica, "INFO", "replication");
+        int ready = rep && rep->type == REDIS_REPLY_STRING &&
+                    strstr(rep->str, "master_link_status:up") != NULL;
+        if (rep)
+            freeReplyObject(rep);
         for (int i = 0; ready && i < TEST_SENTINELS; i++)
             ready = sentinel_count(&s->sentinel[i], "replicas", s->master_name) == 1 &&
                     sentinel_count(&s->sentinel[i], "sentinels", s->master_name) ==

@@ -41,6 +41,7 @@ typedef struct test_sentinel_set {
     /* Sentinels: pid, port and dir only (they are not data nodes). */
     test_redis sentinel[TEST_SENTINELS];
     char master_name[32];
+    char password[64]; /* "" without auth */
     /* redis-sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster */
     char url[400];
 } test_sentinel_set;
@@ -49,6 +50,11 @@ typedef struct test_sentinel_set {
  * (quorum 2, down-after 1000 ms); wait until the replica is in sync and
  * every sentinel knows the replica and the other sentinels. 0 or -1. */
 int test_sentinel_start(test_sentinel_set *s);
+
+/* The same with `requirepass password` (and masterauth) on the primary and
+ * replica, and the sentinels told the password (auth-pass). The URL then
+ * carries no password: the tests add it. */
+int test_sentinel_start_auth(test_sentinel_set *s, const char *password);
 void test_sentinel_stop(test_sentinel_set *s);
 
 /* The port of the primary the sentinels name now (asking the first
