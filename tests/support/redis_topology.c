@@ -58,6 +58,11 @@ static int cluster_ok(test_cluster *c)
             continue;
         if (!info_has(&c->node[i], "CLUSTER", "INFO", "cluster_state:ok"))
             return 0;
+        /* A replica counts once it is in sync: acknowledgements (WAIT)
+         * need it. */
+        if (info_has(&c->node[i], "INFO", "replication", "role:slave") &&
+            !info_has(&c->node[i], "INFO", "replication", "master_link_status:up"))
+            return 0;
         redisReply *rep = test_redis_cmd(&c->node[i], "CLUSTER SLOTS");
         long long covered = 0;
         if (rep && rep->type == REDIS_REPLY_ARRAY)

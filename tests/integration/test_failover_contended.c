@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A failover under contention (issue 19): worker processes take one lock
+ * in a loop, each critical section a non-atomic counter increment and a
+ * fenced write, recorded in a chaos history (tests/chaos/history.c) that
+ * is checked afterwards. Meanwhile the master holding the lock is killed
+ * (kill -9); once its replica has taken over, the old master is restarted
+ * and comes back as a replica. With min_replicas 1 a grant counts only
+ * once the replica has it, so the promoted replica knows every granted
+ * lock and fencing token: no overlap, no lost update, no stale fenced
+ * write. Progress is reported: sections done, the share of failed
+ * acquires (timeouts, and DLOCK_ENOREPLICAS while the new master has no
+ * replica yet), the longest wait. Run on the Cluster and on Sentinel. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "history.h"
+#include "proc.h"
+#include "redis_topology.h"
+#include "test_util.h"
+
+#define WORKERS 6
+#define RUN_MS 14000
+#define KILL_AT_MS 2500
+
+typedef struct shared {
+    _Atomic int64_t counter;
+    _Atomic uint64_t max_fence; /* the fenced resource: highest token accepted */
+    _Atomic int64_t seq;
+    _Atomic long sections, failed, enoreplicas;
+    _Atomic int64_t max_wait_ns;
+    _Atomic int64_t end_ns;
+} shared;
+
+typedef struct run {
+    shared *sh;
+    char hist[300];
+    const char *const *urls;
+    size_t n_urls;
+    int cluster;
+} run;
+
+static void note_wait(shared *sh, int64_t waited)
+{
+    int64_t max = atomic_load(&sh->max_wait_ns);
+    while (waited > max && !atomic_compare_exchange_weak(&sh->max_wait_ns, &max, waited))
+        ;
+}
+
+static int worker(int slot, void *arg)
+{
+    run *r = arg;
+    shared *sh = r->sh;
+    int fd = chaos_history_open(r->hist);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = r->cluster;
+    o.min_replicas = 1;
+    o.min_replicas_timeout_ms = 500;
+    o.io_timeout_ms = 500;
+    o.connect_timeout_ms = 500;
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = 2000;
+    lo.retry_max_ms = 100;
+    if (fd < 0 || dlock_client_new(&c, r->urls, r->n_urls, &o, NULL, 0) != DLOCK_OK ||
+        dlock_lock_new(&l, c, "hot{failover}", &lo) != DLOCK_OK)
+        return 2;
+    uint32_t proc = (uint32_t)getpid(), cs = 0;
+    while (chaos_now_ns() < atomic_load(&sh->end_ns)) {
+        int64_t t0 = chaos_now_ns();
+        int rc = dlock_lock_acquire(l, 8000);
+        note_wait(sh, chaos_now_ns() - t0);
+        if (rc != DLOCK_OK) {
+            atomic_fetch_add(&sh->failed, 1);
+            if (rc == DLOCK_ENOREPLICAS)
+                atomic_fetch_add(&sh->enoreplicas, 1);
+            usleep(20 * 1000);
+            continue;
+        }
+        uint64_t fence = dlock_lock_fence(l);
+        chaos_history_note(fd, CHAOS_REC_ENTER, slot, proc, cs, fence, 0, 0);
+        int64_t v = atomic_load(&sh->counter);
+        usleep(2000);
+        atomic_store(&sh->counter, v + 1);
+        chaos_history_note(fd, CHAOS_REC_COUNTER, slot, proc, cs, fence, v, 0);
+        /* The fenced resource refuses a token below one it accepted. */
+        uint64_t max = atomic_load(&sh->max_fence);
+        int accepted = 0;
+        while (fence >= max && !(accepted = atomic_compare_exchange_weak(&sh->max_fence, &max, fence)))
+            ;
+        chaos_history_note(fd, CHAOS_REC_WRITE, slot, proc, cs, fence,
+                           atomic_fetch_add(&sh->seq, 1), accepted);
+        chaos_history_note(fd, CHAOS_REC_EXIT, slot, proc, cs, fence, 0, 0);
+        cs++;
+        atomic_fetch_add(&sh->sections, 1);
+        dlock_lock_release(l); /* an error here (the master just died) leaves the TTL */
+    }
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return 0;
+}
+
+/* Start the workers, kill the master at KILL_AT_MS through kill_and_revive(),
+ * wait for them, check the history. */
+static void contend_through_failover(run *r, const char *what, void (*kill_and_revive)(void))
+{
+    shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    r->sh = sh;
+    test_tmp_path(r->hist, sizeof r->hist, "dlock-failover-history");
+    unlink(r->hist);
+    atomic_store(&sh->end_ns, chaos_now_ns() + (int64_t)RUN_MS * 1000000);
+    pid_t pids[WORKERS];
+    assert_int_equal(test_start_procs(pids, WORKERS, worker, r), 0);
+    test_sleep_ms(KILL_AT_MS);
+    long before = atomic_load(&sh->sections);
+    int64_t k0 = test_now_ms();
+    kill_and_revive();
+    int64_t revived_ms = test_now_ms() - k0;
+    long at_revival = atomic_load(&sh->sections);
+    int bad = test_wait_procs(pids, WORKERS);
+    long after = atomic_load(&sh->sections) - at_revival;
+    chaos_verdict v;
+    assert_int_equal(chaos_history_check(r->hist, &v), 0);
+    long tries = atomic_load(&sh->sections) + atomic_load(&sh->failed);
+    print_message("%s failover under contention: %ld sections (%ld before the kill; failover "
+                  "and the old master back as a replica after %lld ms; %ld sections after), "
+                  "failed acquires %ld of %ld (%.1f%%; %ld DLOCK_ENOREPLICAS), longest wait "
+                  "%.0f ms; overlaps %ld, lost updates %ld, stale writes %ld, fence "
+                  "violations %ld\n",
+                  what, v.cs, before, (long long)revived_ms, after, atomic_load(&sh->failed), tries,
+                  tries ? 100.0 * (double)atomic_load(&sh->failed) / (double)tries : 0.0,
+                  atomic_load(&sh->enoreplicas), (double)atomic_load(&sh->max_wait_ns) / 1e6,
+                  v.overlaps, v.lost_updates, v.stale_writes, v.fence_violations);
+    assert_int_equal(bad, 0);
+    assert_int_equal(v.torn, 0);
+    assert_int_equal(v.cs_unclosed, 0);
+    assert_int_equal(v.overlaps, 0);
+    assert_int_equal(v.lost_updates, 0);
+    assert_int_equal(v.stale_writes, 0);
+    assert_int_equal(v.fence_violations, 0);
+    assert_true(before > 0);
+    assert_true(after > 10); /* the lock is usable again after the failover */
+    unlink(r->hist);
+    munmap(sh, sizeof *sh);
+}
+
+/* ---- Cluster -------------------------------------------------------------- */
+
+static test_cluster C;
+
+static void kill_cluster_master(void)
+{
+    int slot = test_cluster_keyslot(&C, "hot{failover}");
+    int m = test_cluster_master_of(&C, slot);
+    assert_true(m >= 0);
+    test_redis_kill9(&C.node[m]);
+    int nm = test_cluster_wait_failover(&C, slot, m, 30000);
+    assert_true(nm >= 0);
+    /* Back as a replica of the new master (its nodes.conf says it lost
+     * the election); without it the new master has no replica to
+     * acknowledge. */
+    assert_int_equal(test_redis_restart(&C.node[m]), 0);
+}
+
+static void cluster_failover_under_contention_stays_safe(void **state)
+{
+    (void)state;
+    assert_int_equal(test_cluster_start(&C), 0);
+    run r = {NULL, "", C.urls, TEST_CLUSTER_NODES, 1};
+    contend_through_failover(&r, "cluster", kill_cluster_master);
+    test_cluster_stop(&C);
+}
+
+/* ---- Sentinel ------------------------------------------------------------- */
+
+static test_sentinel_set S;
+
+static void kill_sentinel_primary(void)
+{
+    int port = test_sentinel_primary_port(&S);
+    test_redis *p = test_sentinel_node(&S, port);
+    assert_non_null(p);
+    test_redis_kill9(p);
+    assert_true(test_sentinel_wait_failover(&S, port, 30000) > 0);
+    /* Back as a replica of the new primary, as its operator would start
+     * it (the sentinels would convert it too, but only seconds later). */
+    char conf[400];
+    snprintf(conf, sizeof conf, "%s/redis.conf", p->dir);
+    FILE *f = fopen(conf, "a");
+    assert_non_null(f);
+    fprintf(f, "replicaof 127.0.0.1 %d\n", test_sentinel_primary_port(&S));
+    fclose(f);
+    assert_int_equal(test_redis_restart(p), 0);
+}
+
+static void sentinel_failover_under_contention_stays_safe(void **state)
+{
+    (void)state;
+    assert_int_equal(test_sentinel_start(&S), 0);
+    const char *urls[1] = {S.url};
+    run r = {NULL, "", urls, 1, 0};
+    contend_through_failover(&r, "sentinel", kill_sentinel_primary);
+    test_sentinel_stop(&S);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cluster_failover_under_contention_stays_safe),
+        cmocka_unit_test(sentinel_failover_under_contention_stays_safe),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
