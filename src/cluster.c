@@ -5,6 +5,7 @@
 
 #include "common.h"
 #include "error.h"
+#include "roundtrip.h"
 #include "cluster.h"
 
 /* CRC16/XMODEM (polynomial 0x1021, initial value 0, no reflection), the

@@ -134,10 +134,9 @@ static int queue_handshake(dlock__conn *c, const dlock__conn_config *cfg)
         const char *argv[2] = {"SELECT", db};
         rc = append(c, 2, argv, NULL, DLOCK__R_CHECK, 0);
     }
-    if (rc == DLOCK_OK && cfg->verify_master) {
-        const char *argv[1] = {"ROLE"};
-        rc = append(c, 1, argv, NULL, DLOCK__R_ROLE, 0);
-    }
+    const char *role[1] = {"ROLE"}; /* Sentinel: checked before anything is sent */
+    if (rc == DLOCK_OK && cfg->verify_master)
+        rc = append(c, 1, role, NULL, DLOCK__R_ROLE, 0);
     if (rc == DLOCK_OK && c->tls && c->checks_pending == 0) {
         /* With TLS 1.3 the client's handshake ends before the server has
          * checked the client certificate; a server that refuses it sends
@@ -499,20 +498,18 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
             freeReplyObject(r);
             return DLOCK_EREFUSED;
         }
-        if (e.kind == DLOCK__R_ROLE && r->type != REDIS_REPLY_ERROR &&
-            !(r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-              r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "master"))) {
-            /* A replica (or sentinel): the held commands were never sent. */
+        if (e.kind == DLOCK__R_ROLE && r->type != REDIS_REPLY_ERROR) {
+            /* Not a primary (a replica, a sentinel): the held commands
+             * were never sent. */
             const char *role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-                                       r->element[0]->type == REDIS_REPLY_STRING
-                                   ? r->element[0]->str
-                                   : "?";
-            dlock__conn_fail(c, DLOCK_EIO, "server is not a primary (role %.20s)", role);
-            freeReplyObject(r);
-            return DLOCK_EIO;
+                               r->element[0]->type == REDIS_REPLY_STRING ? r->element[0]->str : "?";
+            if (strcmp(role, "master") != 0) {
+                dlock__conn_fail(c, DLOCK_EIO, "server is not a primary (role %.20s)", role);
+                freeReplyObject(r);
+                return DLOCK_EIO;
+            }
         }
-        if (e.kind == DLOCK__R_ROLE)
-            e.kind = DLOCK__R_CHECK; /* a primary: on as any check */
+        e.kind = e.kind == DLOCK__R_ROLE ? DLOCK__R_CHECK : e.kind; /* a primary: a check */
         switch (e.kind) {
         case DLOCK__R_CALLER:
             *reply = r;
@@ -600,32 +597,4 @@ int dlock__conn_probe(dlock__conn *c)
             return -1;
     }
     return 0;
-}
-
-/* One command on a fresh connection, waiting up to timeout_ms for its
- * reply. 1 with *reply set, or a negative code (message in c->err). */
-int dlock__conn_roundtrip(dlock__conn *c, int argc, const char **argv, int timeout_ms,
-                     redisReply **reply)
-{
-    int64_t deadline = dlock__now_ns() + (int64_t)timeout_ms * DLOCK__NS_PER_MS;
-    int rc = dlock__conn_append(c, argc, argv, NULL, 0);
-    while (rc == DLOCK_OK) {
-        uint32_t idx;
-        int got = dlock__conn_take(c, reply, &idx);
-        if (got != 0)
-            return got;
-        short ev = dlock__conn_events(c);
-        if (c->state == DLOCK__CS_BROKEN || !ev)
-            return dlock__conn_fail(c, DLOCK_EIO, "connection failed");
-        int left = dlock__ms_until(deadline);
-        if (left <= 0)
-            return dlock__conn_fail(c, DLOCK_EIO, "%s timed out", dlock__conn_phase(c));
-        struct pollfd p = {c->ctx->fd, ev, 0};
-        int pr = poll(&p, 1, left);
-        if (pr < 0 && errno != EINTR)
-            return dlock__conn_fail(c, DLOCK_EIO, "poll: %s", strerror(errno));
-        if (pr > 0)
-            rc = dlock__conn_io(c, p.revents);
-    }
-    return rc;
 }

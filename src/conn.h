@@ -155,12 +155,6 @@ size_t dlock__conn_pending(const dlock__conn *c);
  * read found the session closed or failed. */
 int dlock__conn_probe(dlock__conn *c);
 
-/* One command on a connection of its own (a sentinel's, a cluster seed's),
- * waiting up to timeout_ms for its reply, blocking the calling thread: 1
- * with *reply set (caller frees), or a negative code (why in c->err). */
-int dlock__conn_roundtrip(dlock__conn *c, int argc, const char **argv, int timeout_ms,
-                          redisReply **reply);
-
 /* Mark broken with a message. Returns code. */
 int dlock__conn_fail(dlock__conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

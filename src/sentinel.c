@@ -8,6 +8,7 @@
 #include "common.h"
 #include "conn.h"
 #include "error.h"
+#include "roundtrip.h"
 #include "sentinel.h"
 
 int dlock__sentinel_is_url(const char *text)
