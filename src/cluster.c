@@ -388,6 +388,21 @@ dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
     return conn;
 }
 
+dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *tmpl,
+                                           dlock__tls_ctx *tls, int idx)
+{
+    char host[256];
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int known = idx >= 0 && (size_t)idx < c->n_masters;
+    int port = known ? c->master[idx].port : 0;
+    if (known)
+        memcpy(host, c->master[idx].host, sizeof host);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    if (!known)
+        return broken_conn(DLOCK_EIO, "no such cluster master");
+    return connect_to(tmpl, tls, host, port, 0, 0); /* route 0: never pooled */
+}
+
 dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
                                           dlock__tls_ctx *tls, const char *host, int port,
                                           int load_scripts, int ask_uptime)

@@ -83,6 +83,11 @@ dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *t
 dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
                                     dlock__tls_ctx *tls, unsigned slot);
 
+/* A new connection to master idx of the table, never pooled (a sharded
+ * subscriber). */
+dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *tmpl,
+                                           dlock__tls_ctx *tls, int idx);
+
 /* Give a connection back to its master's pool (or free it); a broken one
  * makes the map stale. */
 void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn);

@@ -64,3 +64,16 @@ char *dlock__wake_channel(const char *key, size_t len, size_t *out_len)
 {
     return concat(DLOCK__WAKE_PREFIX, sizeof DLOCK__WAKE_PREFIX - 1, key, len, out_len);
 }
+
+char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_t len,
+                              size_t *out_len)
+{
+    if (!client->nodes[0].cluster)
+        return dlock__wake_channel(key, len, out_len);
+    size_t hlen = 0;
+    char *h = dlock__cluster_helper_key(key, len, "wake", 4, &hlen);
+    char *ch = h ? concat("\1" DLOCK__WAKE_PREFIX, sizeof DLOCK__WAKE_PREFIX, h, hlen, out_len)
+                 : NULL;
+    dlock__free(h);
+    return ch;
+}

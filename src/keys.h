@@ -29,5 +29,11 @@ char *dlock__lock_key(const dlock_client *client, const char *name, size_t len,
                       size_t *out_len);
 /* The wake-up channel of lock key `key`: DLOCK__WAKE_PREFIX + key. */
 char *dlock__wake_channel(const char *key, size_t len, size_t *out_len);
+/* The same for a client: on a cluster, the byte 1 (which tells the
+ * release scripts to SPUBLISH; src/scripts/lib/wake.lua) then
+ * DLOCK__WAKE_PREFIX + the key's helper form for "wake", a name in the
+ * key's hash slot (a script's shard channel must share its keys' slot). */
+char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_t len,
+                              size_t *out_len);
 
 #endif

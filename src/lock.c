@@ -185,7 +185,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     l->name = dlock__lock_key(client, name, len, &l->name_len);
     l->prefix_len = l->name ? l->name_len - len : 0;
     if (l->name)
-        l->channel = dlock__wake_channel(l->name, l->name_len, &l->channel_len);
+        l->channel = dlock__wake_channel_for(client, l->name, l->name_len, &l->channel_len);
     int ok = l->name && l->channel;
     if (ok && !(opts->flags & DLOCK_NO_FENCE))
         ok = (l->fence_key = dlock__helper_key(client, l->name, l->name_len, "fence", 5,

@@ -43,6 +43,11 @@ typedef struct chan {
     int64_t idle_since_ns; /* 0 while watched */
     uint8_t sent[DLOCK__MAX_NODES];      /* SUBSCRIBE sent on node i */
     uint8_t confirmed[DLOCK__MAX_NODES]; /* ... and confirmed */
+    /* Cluster: the channel's hash slot and the master it is subscribed
+     * on (-1: none yet), with SSUBSCRIBE: sharded pub/sub keeps a
+     * release's message on the lock's shard. */
+    unsigned slot;
+    int master;
     struct chan *next;
 } chan;
 
@@ -66,6 +71,24 @@ static void poke(dlock__wakeup *wk)
     char b = 1;
     while (write(wk->ctl[1], &b, 1) < 0 && errno == EINTR)
         ;
+}
+
+/* Subscriber connections: one per node, or on a cluster one per master
+ * (index in the cluster's master table), opened for the channels routed
+ * there. */
+static size_t n_subs(const dlock_client *c)
+{
+    return c->nodes[0].cluster ? DLOCK__CLUSTER_MAX_MASTERS : c->n_nodes;
+}
+
+/* The channel a waiter names, without the byte that tells the scripts to
+ * SPUBLISH on a cluster (src/keys.c): the name Redis knows. */
+static void chan_name(const dlock_client *c, const dlock__waiter *l, const char **name,
+                      size_t *len)
+{
+    int shard = c->nodes[0].cluster && l->channel_len > 0 && l->channel[0] == '\1';
+    *name = l->channel + shard;
+    *len = l->channel_len - (size_t)shard;
 }
 
 static chan *find_chan(dlock__wakeup *wk, const char *name, size_t len)
@@ -138,10 +161,29 @@ static void append_sub(dlock__conn *c, const char *verb, const chan *ch)
 static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
 {
     int64_t now = dlock__now_ns(), next = INT64_MAX;
-    for (size_t i = 0; i < c->n_nodes; i++) {
-        if (!wk->sub[i] && wk->chans) {
+    dlock__cluster *cl = c->nodes[0].cluster;
+    uint8_t needed[DLOCK__MAX_NODES];
+    memset(needed, !cl, sizeof needed);
+    for (chan *ch = wk->chans; cl && ch; ch = ch->next) {
+        /* Route by the slot map the lock path keeps up to date; a channel
+         * whose slot moved (failover, resharding) is subscribed again on
+         * its new master (its watchers were woken when it was lost). */
+        int m = dlock__cluster_master_of(cl, ch->slot);
+        if (m != ch->master && ch->master >= 0) {
+            if (wk->sub[ch->master] && ch->sent[ch->master])
+                append_sub(wk->sub[ch->master], "SUNSUBSCRIBE", ch);
+            ch->sent[ch->master] = ch->confirmed[ch->master] = 0;
+        }
+        ch->master = m;
+        if (m >= 0)
+            needed[m] = 1;
+    }
+    for (size_t i = 0; i < n_subs(c); i++) {
+        if (!wk->sub[i] && wk->chans && needed[i]) {
             if (now >= wk->retry_at[i]) {
-                wk->sub[i] = dlock__node_connect(&c->nodes[i], 0, 0);
+                wk->sub[i] = cl ? dlock__cluster_connect_master(cl, &c->nodes[0].url,
+                                                                c->nodes[0].tls_ctx, (int)i)
+                                : dlock__node_connect(&c->nodes[i], 0, 0);
                 if (!wk->sub[i] || wk->sub[i]->state == DLOCK__CS_BROKEN)
                     node_down(wk, i);
             }
@@ -154,13 +196,13 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
         chan *ch = *pp;
         int expired = !ch->watchers && ch->idle_since_ns &&
                       now - ch->idle_since_ns >= LINGER_MS * DLOCK__NS_PER_MS;
-        for (size_t i = 0; i < c->n_nodes; i++) {
-            if (!wk->sub[i])
+        for (size_t i = 0; i < n_subs(c); i++) {
+            if (!wk->sub[i] || (cl && (int)i != ch->master))
                 continue;
             if (expired && ch->sent[i])
-                append_sub(wk->sub[i], "UNSUBSCRIBE", ch);
+                append_sub(wk->sub[i], cl ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", ch);
             else if (!expired && !ch->sent[i]) {
-                append_sub(wk->sub[i], "SUBSCRIBE", ch);
+                append_sub(wk->sub[i], cl ? "SSUBSCRIBE" : "SUBSCRIBE", ch);
                 ch->sent[i] = 1;
             }
         }
@@ -216,11 +258,24 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
             r->element[1]->type == REDIS_REPLY_STRING) {
             const redisReply *kind = r->element[0], *name = r->element[1];
             chan *ch = find_chan(wk, name->str, name->len);
-            if (ch && kind->len == 9 && !memcmp(kind->str, "subscribe", 9)) {
+            /* Sharded frames (Cluster) are the same with an 's' first. */
+            int sh = (kind->len == 10 && !memcmp(kind->str, "ssubscribe", 10)) ||
+                     (kind->len == 8 && !memcmp(kind->str, "smessage", 8)) ||
+                     (kind->len == 12 && !memcmp(kind->str, "sunsubscribe", 12));
+            const char *k = kind->str + sh;
+            size_t klen = kind->len - (size_t)sh;
+            if (ch && sh && klen == 11 && !memcmp(k, "unsubscribe", 11)) {
+                /* The server dropped it (the slot moved away): look again,
+                 * and subscribe where the slot is now. */
+                ch->sent[i] = ch->confirmed[i] = 0;
+                ch->master = -1;
+                for (watcher *w = ch->watchers; w; w = w->next)
+                    wake_lock(w->lock);
+            } else if (ch && klen == 9 && !memcmp(k, "subscribe", 9)) {
                 ch->confirmed[i] = 1;
                 wk->failures[i] = 0;
                 DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
-            } else if (ch && kind->len == 7 && !memcmp(kind->str, "message", 7) &&
+            } else if (ch && klen == 7 && !memcmp(k, "message", 7) &&
                        r->element[2]->type == REDIS_REPLY_STRING) {
                 deliver(ch, r->element[2]->str, r->element[2]->len);
             }
@@ -242,7 +297,7 @@ static void *wakeup_main(void *arg)
         size_t k = 0;
         pfd[k] = (struct pollfd){wk->ctl[0], POLLIN, 0};
         who[k++] = SIZE_MAX;
-        for (size_t i = 0; i < c->n_nodes; i++) {
+        for (size_t i = 0; i < n_subs(c); i++) {
             dlock__conn *s = wk->sub[i];
             if (!s)
                 continue;
@@ -326,16 +381,21 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
         dlock__free(w);
         return DLOCK_EREFUSED;
     }
-    chan *ch = find_chan(wk, l->channel, l->channel_len);
+    const char *cname;
+    size_t clen;
+    chan_name(c, l, &cname, &clen);
+    chan *ch = find_chan(wk, cname, clen);
     if (!ch) {
         ch = dlock__calloc(1, sizeof *ch);
-        if (!ch || !(ch->name = dlock__strndup(l->channel, l->channel_len))) {
+        if (!ch || !(ch->name = dlock__strndup(cname, clen))) {
             dlock__free(ch);
             dlock__free(w);
             DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
             return DLOCK_ENOMEM;
         }
-        ch->len = l->channel_len;
+        ch->len = clen;
+        ch->master = -1;
+        ch->slot = dlock__cluster_keyslot(cname, clen);
         ch->next = wk->chans;
         wk->chans = ch;
         poke(wk);
@@ -348,7 +408,7 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
     struct timespec ts = dlock__timespec_of(deadline);
     int ok = 0;
     for (;;) {
-        for (size_t i = 0; i < c->n_nodes && !ok; i++)
+        for (size_t i = 0; i < n_subs(c) && !ok; i++)
             ok = ch->confirmed[i];
         if (ok || wk->refused || dlock__now_ns() >= deadline)
             break;
@@ -393,7 +453,10 @@ void dlock__wakeup_unwatch(dlock_client *c, dlock__waiter *l)
     if (!wk)
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
-    chan *ch = find_chan(wk, l->channel, l->channel_len);
+    const char *cname;
+    size_t clen;
+    chan_name(c, l, &cname, &clen);
+    chan *ch = find_chan(wk, cname, clen);
     if (ch) {
         for (watcher **pp = &ch->watchers; *pp; pp = &(*pp)->next) {
             if ((*pp)->lock == l) {
@@ -442,7 +505,7 @@ void dlock__wakeup_forget(dlock_client *c)
 /* Close the subscriber connections and the self-pipe; free the channels. */
 static void free_wakeup(dlock_client *c, dlock__wakeup *wk)
 {
-    for (size_t i = 0; i < c->n_nodes; i++)
+    for (size_t i = 0; i < n_subs(c); i++)
         dlock__conn_free(wk->sub[i]);
     while (wk->chans) {
         chan *ch = wk->chans;

@@ -27,6 +27,7 @@
 -- counts as a dead waiter rather than failing half-way. The wake-up is
 -- best effort (pcall), as in release.lua; a waiter that gets no message
 -- finds a hand-over at its next look (every refresh period).
+--#include wake.lua
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
 
@@ -58,10 +59,10 @@ while h do
     redis.call('set', lock, h, 'PX', claim)
     local f = 0
     if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
-    redis.pcall('publish', ch, 'g ' .. h .. ' ' .. f)
+    wake(ch, 'g ' .. h .. ' ' .. f)
     return 2
   end
   h = redis.call('lpop', q)
 end
-redis.pcall('publish', ch, 'r')
+wake(ch, 'r')
 return 1

@@ -25,6 +25,7 @@
 -- key goes away exactly when the last hold is released. The wake-up is
 -- best effort (pcall), as in release.lua: a refused PUBLISH must not turn a
 -- release into an error.
+--#include wake.lua
 local key, owner, ch, ttl, seq, drop = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local fs = owner .. '#' .. ARGV[6] .. ':s'
 local t = redis.call('type', key).ok
@@ -52,5 +53,5 @@ if n > 0 then
   return {1, n}
 end
 redis.call('del', key)
-if ch ~= '' then redis.pcall('publish', ch, 'r') end
+if ch ~= '' then wake(ch, 'r') end
 return {1, 0}

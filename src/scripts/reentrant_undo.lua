@@ -20,6 +20,7 @@
 -- shared owner id alone cannot tell them apart: the attempt number can).
 -- The handle sends no newer operation before an undo has been answered,
 -- so OWNER#HANDLE:u still names the attempt when its undo runs.
+--#include wake.lua
 local key, owner, seq, ch = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
 if redis.call('type', key).ok ~= 'hash' then return 0 end
@@ -38,5 +39,5 @@ if n > 1 then
   return 1
 end
 redis.call('del', key)
-if ch ~= '' then redis.call('publish', ch, 'r') end
+if ch ~= '' then wake(ch, 'r') end
 return 1

@@ -15,10 +15,11 @@
 -- one atomic step. The wake-up is best effort (pcall): a user without
 -- channel rights (ACL resetchannels) gets PUBLISH refused after the delete,
 -- and the reply must still say "released"; its waiters poll instead.
+--#include wake.lua
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then
   redis.call('del', KEYS[1])
-  if ARGV[2] ~= '' then redis.pcall('publish', ARGV[2], 'r') end
+  if ARGV[2] ~= '' then wake(ARGV[2], 'r') end
   return 1
 end
 if not v then return 0 end

@@ -5,7 +5,8 @@
  * CLUSTER KEYSLOT; every helper key in its lock key's slot (names with
  * braces too); locks on names in different slots, on different masters;
  * exclusion among many processes with an exact counter; a 1 s lease
- * renewed for several seconds; reentrant, fair and fenced locks; MOVED
+ * renewed for several seconds; reentrant, fair and fenced locks; wake-ups
+ * across masters through sharded pub/sub; MOVED
  * and ASK during a slot migration; and, last, a master killed and the lock
  * usable again after its replica took over. */
 #include <setjmp.h>
@@ -207,6 +208,19 @@ static void *wait_for_lock(void *arg)
     return NULL;
 }
 
+/* Calls of a command a server has served (INFO commandstats; commands run
+ * by scripts count too), 0 if none. */
+static long long command_calls(test_redis *r, const char *cmd)
+{
+    char *info = test_cmd_str(r, "INFO commandstats");
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, key);
+    long long n = p ? atoll(p + strlen(key)) : 0;
+    free(info);
+    return n;
+}
+
 static void release_wakes_a_waiter_on_another_master(void **state)
 {
     (void)state;
@@ -231,6 +245,16 @@ static void release_wakes_a_waiter_on_another_master(void **state)
         dlock_lock_free(w.lock);
         dlock_lock_free(h);
     }
+    /* Sharded pub/sub: releases SPUBLISH on the lock's shard and nothing
+     * is broadcast with PUBLISH to every node. */
+    long long spub = 0, pub = 0;
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++) {
+        spub += command_calls(&C.node[i], "spublish");
+        pub += command_calls(&C.node[i], "publish");
+    }
+    print_message("wake-ups: %lld SPUBLISH, %lld PUBLISH\n", spub, pub);
+    assert_true(spub >= 3);
+    assert_int_equal(pub, 0);
     dlock_client_free(c2);
     dlock_client_free(c);
 }
