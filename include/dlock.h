@@ -322,7 +322,8 @@ typedef struct dlock_client_options {
      *  MOVED and ASK are followed, and the slot map (CLUSTER SLOTS) is
      *  learned again after a redirect or a failed connection, so a waiting
      *  acquire rides out a failover. A lock's helper keys are kept in its
-     *  key's slot (layout in docs/deployment.md). Default 0. */
+     *  key's slot (layout in docs/deployment.md); wake-ups use sharded
+     *  pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7). Default 0. */
     int cluster;
 } dlock_client_options;
 
