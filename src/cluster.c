@@ -176,19 +176,58 @@ void dlock__cluster_free(dlock__cluster *c)
     dlock__cluster_forget(c);
 }
 
-/* Index of master host:port, added if new; -1 when the table is full.
- * Under c->mu. */
-static int master_index(dlock__cluster *c, const char *host, int port)
+/* conn->route: 1 + the master's index, and the entry's generation. */
+static int route_of(int idx, unsigned gen)
+{
+    return (int)((gen & 0xffffffu) << 8) | (idx + 1);
+}
+
+/* Index of master host:port, added if new. A full table reuses an entry
+ * that neither the current map nor `pending` (a map being built, or NULL)
+ * points at: after many failovers most entries name servers that serve
+ * nothing. -1 when every entry is in use. Under c->mu. */
+static int master_index(dlock__cluster *c, const char *host, int port, const uint8_t *pending)
 {
     for (size_t i = 0; i < c->n_masters; i++)
         if (c->master[i].port == port && !strcmp(c->master[i].host, host))
             return (int)i;
-    if (c->n_masters == DLOCK__CLUSTER_MAX_MASTERS || strlen(host) >= sizeof c->master[0].host)
+    if (strlen(host) >= sizeof c->master[0].host)
         return -1;
-    dlock__cmaster *m = &c->master[c->n_masters];
+    int idx = -1;
+    if (c->n_masters < DLOCK__CLUSTER_MAX_MASTERS) {
+        idx = (int)c->n_masters++;
+    } else {
+        uint8_t used[DLOCK__CLUSTER_MAX_MASTERS + 1] = {0};
+        for (size_t s = 0; s < DLOCK__CLUSTER_SLOTS; s++) {
+            used[c->slot_master[s]] = 1;
+            if (pending)
+                used[pending[s]] = 1;
+        }
+        for (int i = 0; i < DLOCK__CLUSTER_MAX_MASTERS && idx < 0; i++)
+            if (!used[i + 1])
+                idx = i;
+        if (idx < 0)
+            return -1;
+    }
+    dlock__cmaster *m = &c->master[idx];
+    while (m->idle) { /* connections to the address the entry had */
+        dlock__conn *next = m->idle->next;
+        dlock__conn_free(m->idle);
+        m->idle = next;
+    }
+    m->n_idle = 0;
+    m->gen++;
     snprintf(m->host, sizeof m->host, "%s", host);
     m->port = port;
-    return (int)c->n_masters++;
+    return idx;
+}
+
+unsigned dlock__cluster_master_gen(dlock__cluster *c, int idx)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    unsigned gen = idx >= 0 && idx < DLOCK__CLUSTER_MAX_MASTERS ? c->master[idx].gen : 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    return gen;
 }
 
 /* A connection that failed before it started, carrying why. */
@@ -237,7 +276,7 @@ static int apply_slots(dlock__cluster *c, const redisReply *r, const char *asked
         /* An empty or unknown endpoint means "the address you used". */
         if (!host[0] || !strcmp(host, "?"))
             host = asked;
-        int idx = master_index(c, host, (int)e->element[2]->element[1]->integer);
+        int idx = master_index(c, host, (int)e->element[2]->element[1]->integer, map);
         if (idx < 0 || lo < 0 || hi >= DLOCK__CLUSTER_SLOTS || lo > hi) {
             rc = DLOCK_EPROTO;
             break;
@@ -319,6 +358,7 @@ static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dl
 {
     char host[256];
     int port;
+    unsigned gen;
     for (;;) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
         dlock__cmaster *m = &c->master[idx];
@@ -329,6 +369,7 @@ static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dl
         }
         memcpy(host, m->host, sizeof host);
         port = m->port;
+        gen = m->gen;
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
         if (!conn)
             break;
@@ -339,7 +380,7 @@ static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dl
     }
     dlock__conn *conn = connect_to(tmpl, tls, host, port, load_scripts, ask_uptime);
     if (conn)
-        conn->route = idx + 1;
+        conn->route = route_of(idx, gen);
     return conn;
 }
 
@@ -374,7 +415,7 @@ dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
     if (conn && conn->route && conn->q_len > 0) {
         /* A pooled one may owe stale replies, which a subscriber would
          * read as messages: give it back and make a new one. */
-        int idx = conn->route - 1;
+        int idx = (conn->route & 0xff) - 1;
         dlock__cluster_checkin(c, conn);
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
         char host[256];
@@ -408,7 +449,7 @@ dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *t
                                           int load_scripts, int ask_uptime)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-    int idx = master_index(c, host, port);
+    int idx = master_index(c, host, port, NULL);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     if (idx < 0)
         return broken_conn(DLOCK_EIO, "too many cluster masters");
@@ -426,7 +467,7 @@ void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn)
 {
     if (!conn)
         return;
-    int idx = conn->route - 1;
+    int idx = (conn->route & 0xff) - 1;
     if (conn->state != DLOCK__CS_OPEN || dlock__conn_pending(conn) > 64 || idx < 0) {
         /* A failed connection may mean a failover: learn the map again. */
         if (conn->state == DLOCK__CS_BROKEN && conn->err_code != DLOCK_ENOMEM)
@@ -436,7 +477,8 @@ void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn)
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
     dlock__cmaster *m = &c->master[idx];
-    if (m->n_idle < c->max_idle) {
+    /* Not into the pool of an entry reused for another address. */
+    if (route_of(idx, m->gen) == conn->route && m->n_idle < c->max_idle) {
         conn->next = m->idle;
         m->idle = conn;
         m->n_idle++;
@@ -482,7 +524,9 @@ int dlock__cluster_redirect(const redisReply *r, int *ask, unsigned *slot, char 
 void dlock__cluster_moved(dlock__cluster *c, unsigned slot, const char *host, int port)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-    int idx = master_index(c, host, port);
+    /* The slot's old master may be the entry reused for the new one. */
+    c->slot_master[slot & (DLOCK__CLUSTER_SLOTS - 1)] = 0;
+    int idx = master_index(c, host, port, NULL);
     if (idx >= 0)
         c->slot_master[slot & (DLOCK__CLUSTER_SLOTS - 1)] = (uint8_t)(idx + 1);
     /* One slot moved usually means more did (a resharding or failover). */

@@ -35,6 +35,10 @@ typedef struct dlock__cmaster {
     int port;
     dlock__conn *idle; /* pool */
     size_t n_idle;
+    /* Bumped when the entry is reused for another address (the table is
+     * full and this master serves no slot any more): connections carry the
+     * generation they were made for, and older ones are not pooled. */
+    unsigned gen;
 } dlock__cmaster;
 
 typedef struct dlock__cluster {
@@ -103,6 +107,9 @@ int dlock__cluster_redirect(const redisReply *r, int *ask, unsigned *slot, char 
 /* MOVED: slot is served by host:port from now on (and the whole map is
  * learned again before the next route). */
 void dlock__cluster_moved(dlock__cluster *c, unsigned slot, const char *host, int port);
+
+/* The generation of master entry idx (see dlock__cmaster). */
+unsigned dlock__cluster_master_gen(dlock__cluster *c, int idx);
 
 /* The master index the map names for slot now (-1: unknown). */
 int dlock__cluster_master_of(dlock__cluster *c, unsigned slot);

@@ -83,7 +83,7 @@ typedef struct dlock__conn {
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
     int err_code;             /* and the code it broke with (0: none) */
-    int route;                /* Cluster: 1 + its master's index; 0: none */
+    int route;                /* Cluster: its master (src/cluster.c); 0: none */
 } dlock__conn;
 
 typedef struct dlock__conn_config {

@@ -60,6 +60,7 @@ typedef struct dlock__wakeup {
     chan *chans;
     dlock__conn *sub[DLOCK__MAX_NODES];
     int64_t retry_at[DLOCK__MAX_NODES];
+    unsigned sub_gen[DLOCK__MAX_NODES]; /* cluster: the master entry's generation */
     unsigned failures[DLOCK__MAX_NODES];
     /* A node refused SUBSCRIBE (an ACL user without channel rights): from
      * then on waiters of this client poll instead of subscribing. */
@@ -179,8 +180,14 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
             needed[m] = 1;
     }
     for (size_t i = 0; i < n_subs(c); i++) {
+        /* A master entry reused for another address: that subscriber
+         * talks to a server that no longer serves our channels. */
+        if (cl && wk->sub[i] && wk->sub_gen[i] != dlock__cluster_master_gen(cl, (int)i))
+            node_down(wk, i);
         if (!wk->sub[i] && wk->chans && needed[i]) {
             if (now >= wk->retry_at[i]) {
+                if (cl)
+                    wk->sub_gen[i] = dlock__cluster_master_gen(cl, (int)i);
                 wk->sub[i] = cl ? dlock__cluster_connect_master(cl, &c->nodes[0].url,
                                                                 c->nodes[0].tls_ctx, (int)i)
                                 : dlock__node_connect(&c->nodes[i], 0, 0);
