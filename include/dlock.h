@@ -404,7 +404,8 @@ dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
  *  child that needs locks makes its own client. */
 DLOCK_EXTERN(void) dlock_client_free(dlock_client *client);
 
-/** Number of nodes (1, or N for Redlock). */
+/** Number of nodes (1, or N for Redlock; a Redis Cluster and a
+ *  redis-sentinel:// URL count as one node each). */
 DLOCK_EXTERN(size_t) dlock_client_node_count(const dlock_client *client);
 
 /** "host:port" or the socket path of node @p i; NULL when out of range.

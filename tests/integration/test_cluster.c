@@ -465,6 +465,12 @@ static void cli_runs_a_program_under_a_cluster_lock(void **state)
     int st = system(cmd);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
+    /* status finds the key and its fencing counter in their slot: free
+     * (exit 1), with the fence the run got. */
+    snprintf(cmd + n, sizeof cmd - (size_t)n, " --cluster status --json 'cli{x}y' | grep -q '\"fence\": *[1-9]'");
+    st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
 #endif
 }
 
