@@ -384,6 +384,17 @@ static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dl
     return conn;
 }
 
+int dlock__cluster_prepare(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                           unsigned slot)
+{
+    slot &= DLOCK__CLUSTER_SLOTS - 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    int need = c->stale || !c->slot_master[slot];
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    char err[300];
+    return need ? learn(c, tmpl, tls, err, sizeof err) : DLOCK_OK;
+}
+
 dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
                                      dlock__tls_ctx *tls, unsigned slot, int load_scripts,
                                      int ask_uptime)

@@ -108,6 +108,12 @@ int dlock__cluster_redirect(const redisReply *r, int *ask, unsigned *slot, char 
  * learned again before the next route). */
 void dlock__cluster_moved(dlock__cluster *c, unsigned slot, const char *host, int port);
 
+/* Learn the slot map now if it is stale or says nothing of slot (the
+ * wake-up thread routes channels by it; a fair waiter subscribes before
+ * its first command). DLOCK_OK or the failure's code. */
+int dlock__cluster_prepare(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                           unsigned slot);
+
 /* The generation of master entry idx (see dlock__cmaster). */
 unsigned dlock__cluster_master_gen(dlock__cluster *c, int idx);
 

@@ -380,6 +380,12 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
         return DLOCK_ENOMEM;
     }
     w->lock = l;
+    const char *cname;
+    size_t clen;
+    chan_name(c, l, &cname, &clen);
+    if (c->nodes[0].cluster) /* routed by the slot map: know it first */
+        (void)dlock__cluster_prepare(c->nodes[0].cluster, &c->nodes[0].url, c->nodes[0].tls_ctx,
+                                     dlock__cluster_keyslot(cname, clen));
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
     if (wk->refused) {
         /* Pub/sub was refused once: do not wait connect + I/O timeout for
@@ -388,9 +394,6 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
         dlock__free(w);
         return DLOCK_EREFUSED;
     }
-    const char *cname;
-    size_t clen;
-    chan_name(c, l, &cname, &clen);
     chan *ch = find_chan(wk, cname, clen);
     if (!ch) {
         ch = dlock__calloc(1, sizeof *ch);

@@ -259,6 +259,39 @@ static void release_wakes_a_waiter_on_another_master(void **state)
     dlock_client_free(c);
 }
 
+/* Fair mode: the release hands the lock to the first waiter in line and
+ * tells it with a sharded message ("g TOKEN FENCE"); the waiter takes it
+ * within moments, with a larger fencing token. */
+static void fair_hand_over_reaches_the_waiter(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client(NULL), *c2 = cluster_client(NULL);
+    char nm[3][32];
+    pick_names_on_three_masters(nm);
+    for (int i = 0; i < 3; i++) {
+        dlock_lock *h = test_lock_new(c, nm[i], 30000, DLOCK_FAIR, 10000, 10000);
+        waiter w = {test_lock_new(c2, nm[i], 30000, DLOCK_FAIR, 10000, 10000), 0, 0};
+        assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
+        uint64_t f1 = dlock_lock_fence(h);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+        test_sleep_ms(500); /* in line and subscribed */
+        int64_t t0 = test_now_ms();
+        assert_int_equal(dlock_lock_release(h), DLOCK_OK);
+        pthread_join(th, NULL);
+        print_message("fair hand-over on %s: %lld ms after the release\n", nm[i],
+                      (long long)(w.done_ms - t0));
+        assert_int_equal(w.rc, DLOCK_OK);
+        assert_true(w.done_ms - t0 < 1500);
+        assert_true(dlock_lock_fence(w.lock) > f1);
+        assert_int_equal(dlock_lock_release(w.lock), DLOCK_OK);
+        dlock_lock_free(w.lock);
+        dlock_lock_free(h);
+    }
+    dlock_client_free(c2);
+    dlock_client_free(c);
+}
+
 /* ---- exclusion among processes -------------------------------------------- */
 
 #define PROCS 8
@@ -510,6 +543,7 @@ int main(void)
         cmocka_unit_test(locks_in_different_slots_land_on_their_masters),
         cmocka_unit_test(brace_names_get_fencing_and_fair_mode),
         cmocka_unit_test(release_wakes_a_waiter_on_another_master),
+        cmocka_unit_test(fair_hand_over_reaches_the_waiter),
         cmocka_unit_test(many_processes_exclude_each_other),
         cmocka_unit_test(short_lease_is_renewed_for_seconds),
         cmocka_unit_test(cluster_option_rejects_bad_seeds),
