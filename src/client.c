@@ -269,8 +269,13 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    if (dlock__etcd_wanted(urls, n_urls)) { /* the etcd backend, no nodes */
-        if ((rc = dlock__etcd_client_open(&c->etcd, urls, n_urls, opts, err, sizeof err)) !=
+    if (dlock__etcd_wanted(urls, n_seeds)) { /* the etcd backend, no nodes */
+        if (opts->cluster) {
+            snprintf(err, sizeof err, "the cluster option is for Redis Cluster, not etcd:// URLs");
+            rc = DLOCK_EINVAL;
+            goto fail;
+        }
+        if ((rc = dlock__etcd_client_open(&c->etcd, urls, n_seeds, opts, err, sizeof err)) !=
                 DLOCK_OK ||
             (rc = dlock__token_hex(c->id)) != DLOCK_OK)
             goto fail;

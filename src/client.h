@@ -52,6 +52,13 @@ static inline int dlock__client_forked(const dlock_client *c)
     return c->pid != getpid();
 }
 
+/* The Redis Cluster the client is opened on (its one node), or NULL (a
+ * single node, Redlock, Sentinel, or etcd with no nodes at all). */
+static inline struct dlock__cluster *dlock__client_cluster(const dlock_client *c)
+{
+    return c->n_nodes > 0 ? c->nodes[0].cluster : NULL;
+}
+
 /* Redlock: if two nodes turned out to be the same server (same run_id
  * once connected), write a message naming both into msg and return
  * DLOCK_EINVAL; DLOCK_OK otherwise. */

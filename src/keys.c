@@ -30,7 +30,7 @@ char *dlock__helper_key(const dlock_client *client, const char *key, size_t len,
                         const char *kind, size_t kind_len, size_t *out_len)
 {
     /* A cluster keeps every key of a lock in its key's hash slot. */
-    if (client->nodes[0].cluster)
+    if (dlock__client_cluster(client))
         return dlock__cluster_helper_key(key, len, kind, kind_len, out_len);
     return dlock__derived_key(key, len, kind, kind_len, out_len);
 }
@@ -68,7 +68,7 @@ char *dlock__wake_channel(const char *key, size_t len, size_t *out_len)
 char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_t len,
                               size_t *out_len)
 {
-    if (!client->nodes[0].cluster)
+    if (!dlock__client_cluster(client))
         return dlock__wake_channel(key, len, out_len);
     size_t hlen = 0;
     char *h = dlock__cluster_helper_key(key, len, "wake", 4, &hlen);

@@ -79,7 +79,7 @@ static void poke(dlock__wakeup *wk)
  * there. */
 static size_t n_subs(const dlock_client *c)
 {
-    return c->nodes[0].cluster ? DLOCK__CLUSTER_MAX_MASTERS : c->n_nodes;
+    return dlock__client_cluster(c) ? DLOCK__CLUSTER_MAX_MASTERS : c->n_nodes;
 }
 
 /* The channel a waiter names, without the byte that tells the scripts to
@@ -87,7 +87,7 @@ static size_t n_subs(const dlock_client *c)
 static void chan_name(const dlock_client *c, const dlock__waiter *l, const char **name,
                       size_t *len)
 {
-    int shard = c->nodes[0].cluster && l->channel_len > 0 && l->channel[0] == '\1';
+    int shard = dlock__client_cluster(c) && l->channel_len > 0 && l->channel[0] == '\1';
     *name = l->channel + shard;
     *len = l->channel_len - (size_t)shard;
 }
@@ -162,7 +162,7 @@ static void append_sub(dlock__conn *c, const char *verb, const chan *ch)
 static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
 {
     int64_t now = dlock__now_ns(), next = INT64_MAX;
-    dlock__cluster *cl = c->nodes[0].cluster;
+    dlock__cluster *cl = dlock__client_cluster(c);
     uint8_t needed[DLOCK__MAX_NODES];
     memset(needed, !cl, sizeof needed);
     for (chan *ch = wk->chans; cl && ch; ch = ch->next) {
@@ -383,8 +383,8 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
     const char *cname;
     size_t clen;
     chan_name(c, l, &cname, &clen);
-    if (c->nodes[0].cluster) /* routed by the slot map: know it first */
-        (void)dlock__cluster_prepare(c->nodes[0].cluster, &c->nodes[0].url, c->nodes[0].tls_ctx,
+    if (dlock__client_cluster(c)) /* routed by the slot map: know it first */
+        (void)dlock__cluster_prepare(dlock__client_cluster(c), &c->nodes[0].url, c->nodes[0].tls_ctx,
                                      dlock__cluster_keyslot(cname, clen));
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
     if (wk->refused) {

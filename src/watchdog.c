@@ -136,7 +136,7 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
     size_t nchunks = 0;
     for (size_t i = 0; first && i < n; i++)
         if (i == 0 || i - first[nchunks - 1] == RENEW_CHUNK ||
-            (c->nodes[0].cluster && items[i].slot != items[i - 1].slot))
+            (dlock__client_cluster(c) && items[i].slot != items[i - 1].slot))
             first[nchunks++] = i;
     if (first)
         first[nchunks] = n;
@@ -200,7 +200,7 @@ static int by_master_then_slot(const void *a, const void *b)
  * locks grouped by slot. */
 static void run_rounds(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
 {
-    dlock__cluster *cl = c->nodes[0].cluster;
+    dlock__cluster *cl = dlock__client_cluster(c);
     if (!cl) {
         run_round(c, wd, items, n);
         return;

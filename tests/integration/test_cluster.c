@@ -397,6 +397,11 @@ static void cluster_option_rejects_bad_seeds(void **state)
     assert_non_null(strstr(err, "TCP"));
     o.cluster = 2;
     assert_int_equal(dlock_client_new(&c, C.urls, 1, &o, err, sizeof err), DLOCK_EINVAL);
+    /* The option is for Redis Cluster; an etcd client has no nodes. */
+    o.cluster = 1;
+    const char *etcd[1] = {"etcd://127.0.0.1:2379"};
+    assert_int_equal(dlock_client_new(&c, etcd, 1, &o, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "not etcd"));
     /* A server without cluster support answers CLUSTER SLOTS with an error. */
     test_redis plain;
     assert_int_equal(test_redis_start(&plain, NULL), 0);
