@@ -259,7 +259,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         goto fail;
     }
     c->opts = *opts;
-    c->pid = getpid();
+    c->fork_gen = dlock__fork_watch();
     c->opts.username = c->opts.password = NULL; /* copied into each node */
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->bg_mu, NULL));
     c->opts.key_prefix = NULL;

@@ -2,10 +2,8 @@
 #ifndef DLOCK_CLIENT_H
 #define DLOCK_CLIENT_H
 
-#include <sys/types.h>
-#include <unistd.h>
-
 #include "common.h"
+#include "fork.h"
 #include "node.h"
 
 struct dlock__watchdog;
@@ -38,8 +36,8 @@ struct dlock_client {
     /* The etcd backend (etcd_backend.c) when opened on etcd:// URLs:
      * then there are no nodes, and every lock of the client is on etcd. */
     struct dlock__etcd_client *etcd;
-    /* The process that made the client. */
-    pid_t pid;
+    /* dlock__fork_generation() of the process that made the client. */
+    unsigned long fork_gen;
 };
 
 /* True in a child of fork(): it inherited the client's sockets, shared
@@ -49,7 +47,7 @@ struct dlock_client {
  * mutex, and free only closes this process's copy of the descriptors. */
 static inline int dlock__client_forked(const dlock_client *c)
 {
-    return c->pid != getpid();
+    return c->fork_gen != dlock__fork_generation();
 }
 
 /* The Redis Cluster the client is opened on (its one node), or NULL (a
