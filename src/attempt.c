@@ -143,18 +143,22 @@ int dlock__send_undo(dlock_lock *l, int64_t timeout_ms)
     return l->undo_pending;
 }
 
-/* A cancel stopped an acquire attempt in flight: queue its undo behind it
- * on the very connections that carry it, so the node runs the undo right
- * after the attempt whenever it gets to them, and return without waiting
- * for either (issue 22 item 8). */
-static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dlock__tally *t)
+/* A cancel stopped an acquire attempt in flight, or (canceled == 0) a
+ * node let it time out: queue its undo behind it on the very connections
+ * that carry it, so the node runs the undo right after the attempt
+ * whenever it gets to them, and return without waiting for either (issue
+ * 22 item 8; a try-once to a stalled node takes one I/O timeout, not two,
+ * issue 20). */
+static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dlock__tally *t,
+                          int canceled)
 {
     int wake = l->client->opts.wakeups;
     char seq[24];
     const char *args[5];
     size_t lens[5];
     dlock__req req;
-    dlock__lock_take_cancel(l);
+    if (canceled)
+        dlock__lock_take_cancel(l);
     if (l->kind->counted) {
         req = undo_req(l, seq, seq_no, args, lens);
         l->in_doubt = 1;
@@ -162,8 +166,9 @@ static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dl
          * it again (a no-op if it ran) before anything else. */
         l->undo_seq = seq_no;
         for (size_t i = 0; i < t->n; i++)
-            l->undo_nodes[i] = t->maybe_ours[i] || t->vote[i] == DLOCK__V_NONE ||
-                               t->node_err[i] != 0;
+            l->undo_nodes[i] = canceled ? t->maybe_ours[i] || t->vote[i] == DLOCK__V_NONE ||
+                                              t->node_err[i] != 0
+                                        : (l->undo_pending && l->undo_nodes[i]) || kept[i];
         l->undo_pending = 1;
     } else {
         args[0] = l->name, lens[0] = l->name_len;
@@ -172,7 +177,8 @@ static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dl
         req = (dlock__req){dlock__script_get(l->kind->undo), 1, 3, args, lens};
     }
     dlock__fanout_send_behind(l->client, kept, &req, 1);
-    dlock__err_set(&l->err, "cancelled while an attempt on \"%s\" was in flight (its undo is "
+    if (canceled)
+        dlock__err_set(&l->err, "cancelled while an attempt on \"%s\" was in flight (its undo is "
                    "queued behind it)", l->name);
 }
 
@@ -215,12 +221,14 @@ static int settle_pending(dlock_lock *l, int *retry)
 /* Undo what this attempt may have taken: nodes that granted, answered too
  * late to count, or whose answer was lost. Nodes that were never heard
  * from (the fan-out stopped at a decision) may hold it too. */
-static void undo_attempt(dlock_lock *l, dlock__tally *t, uint64_t seq_no, int fresh)
+static void undo_attempt(dlock_lock *l, dlock__tally *t, uint64_t seq_no, int fresh,
+                         dlock__conn **kept)
 {
     uint8_t mask[DLOCK__MAX_NODES] = {0};
-    int any = 0;
+    int any = 0, behind = 0;
     for (size_t i = 0; i < t->n; i++) {
-        mask[i] = t->maybe_ours[i] || t->vote[i] == DLOCK__V_NONE;
+        behind |= kept[i] != NULL; /* timed out: its undo goes behind, below */
+        mask[i] = (t->maybe_ours[i] || t->vote[i] == DLOCK__V_NONE) && !kept[i];
         any |= mask[i];
     }
     if (any && l->kind->counted) {
@@ -236,6 +244,8 @@ static void undo_attempt(dlock_lock *l, dlock__tally *t, uint64_t seq_no, int fr
         dlock__tally rt;
         dlock__send_release(l, mask, dlock__node_timeout_ms(l->client, l->opts.ttl_ms), 1, &rt);
     }
+    if (behind)
+        cancel_behind(l, kept, seq_no, t, 0);
 }
 
 int dlock__attempt(dlock_lock *l, int *retry)
@@ -290,10 +300,10 @@ int dlock__attempt(dlock_lock *l, int *retry)
     int64_t lease_end = t0 + ttl * DLOCK__NS_PER_MS - dlock__drift_ns(l->client, ttl);
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl), lease_end, NULL, 0};
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
-    int frc = dlock__fanout_cancellable(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
-                                        dlock__acquire_cb, &t);
+    int frc = dlock__fanout_attempt(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
+                                    dlock__acquire_cb, &t);
     if (frc == DLOCK_ECANCELED) {
-        cancel_behind(l, kept, seq_no, &t);
+        cancel_behind(l, kept, seq_no, &t, 1);
         return DLOCK_ECANCELED;
     }
     if (frc != DLOCK_OK) {
@@ -338,6 +348,7 @@ int dlock__attempt(dlock_lock *l, int *retry)
             if (fresh)
                 l->fence = fence;
             l->holds = counted ? l->holds + 1 : 1;
+            dlock__fanout_send_behind(l->client, kept, NULL, 0); /* timed out: closed */
             dlock__lock_set_state(l, DLOCK_STATE_HELD, lease_end);
             dlock__err_clear(&l->err);
             return DLOCK_OK;
@@ -361,7 +372,7 @@ int dlock__attempt(dlock_lock *l, int *retry)
         *retry = !t.fatal_err;
     }
 
-    undo_attempt(l, &t, seq_no, fresh);
+    undo_attempt(l, &t, seq_no, fresh, kept);
     if (rc == DLOCK_ENOTACQUIRED) {
         if (t.min_pttl >= 0)
             dlock__err_set(&l->err, "\"%s\" is held by another owner (ttl %.1fs)", l->name,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "clock.h"
 #include "common.h"
@@ -368,6 +369,25 @@ static int read_tls(dlock__conn *c)
     }
 }
 
+/* One recv() into the hiredis reader. flags is MSG_DONTWAIT, or 0 for the
+ * blocking read of dlock__conn_read_blocking(). Nothing to read (EAGAIN:
+ * also the receive timeout of a blocking read; EINTR) is not an error:
+ * the caller's deadline decides. */
+static int read_plain(dlock__conn *c, int flags)
+{
+    char buf[16384];
+    ssize_t n = recv(c->ctx->fd, buf, sizeof buf, flags);
+    if (n > 0) {
+        if (redisReaderFeed(c->ctx->reader, buf, (size_t)n) != REDIS_OK)
+            return dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory");
+        return DLOCK_OK;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return DLOCK_OK;
+    return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO, "read: %s",
+                            n == 0 ? "connection closed" : strerror(errno));
+}
+
 static int write_failed(dlock__conn *c)
 {
     return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
@@ -433,12 +453,29 @@ int dlock__conn_io(dlock__conn *c, short revents)
         if (rc != DLOCK_OK)
             return rc;
     }
-    if (revents & (POLLIN | POLLERR | POLLHUP)) {
-        if (redisBufferRead(c->ctx) != REDIS_OK)
-            return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
-                                    "read: %s", c->ctx->errstr[0] ? c->ctx->errstr : "connection closed");
-    }
+    if (revents & (POLLIN | POLLERR | POLLHUP))
+        return read_plain(c, MSG_DONTWAIT);
     return DLOCK_OK;
+}
+
+int dlock__conn_read_blocking(dlock__conn *c, int io_timeout_ms)
+{
+    if (c->state != DLOCK__CS_OPEN || c->tls)
+        return DLOCK_EIO;
+    if (c->rcvtimeo_ms != io_timeout_ms) {
+        /* Once per connection: the socket turns blocking (every other
+         * call on it passes MSG_DONTWAIT) with the I/O timeout as its
+         * receive timeout, so one recv() waits for the reply that poll()
+         * and a read used to take two system calls for. */
+        struct timeval tv = {io_timeout_ms / 1000, (io_timeout_ms % 1000) * 1000};
+        int fl = fcntl(c->ctx->fd, F_GETFL);
+        if (fl < 0 || (fl & O_NONBLOCK && fcntl(c->ctx->fd, F_SETFL, fl & ~O_NONBLOCK) < 0) ||
+            setsockopt(c->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
+            return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
+                                    "socket setup: %s", strerror(errno));
+        c->rcvtimeo_ms = io_timeout_ms;
+    }
+    return read_plain(c, 0);
 }
 
 static void note_uptime(dlock__conn *c, const redisReply *r)

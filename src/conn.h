@@ -80,6 +80,11 @@ typedef struct dlock__conn {
      * that reach the same server show the same run_id. */
     char run_id[41];
     int run_id_noted; /* copied to the node (fanout.c) */
+    /* The receive timeout the socket has (0: none; the socket is then
+     * still non-blocking), see dlock__conn_read_blocking(). */
+    int rcvtimeo_ms;
+    /* Monotonic time of the last check-in to the pool (node.c). */
+    int64_t checkin_ns;
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
     int err_code;             /* and the code it broke with (0: none) */
@@ -130,6 +135,15 @@ short dlock__conn_events(const dlock__conn *c);
  * caller command went out, DLOCK_EUNKNOWN if one did, DLOCK_EAUTH or
  * another mapped code if a handshake step was refused). */
 int dlock__conn_io(dlock__conn *c, short revents);
+
+/* Wait in one blocking recv() of at most io_timeout_ms for bytes from an
+ * open plain (not TLS) connection whose output is all written, and feed
+ * them to the reader. The first call turns the socket blocking and sets
+ * its receive timeout; every other read and write passes MSG_DONTWAIT.
+ * DLOCK_OK also when nothing came (timeout or signal): the caller checks
+ * its deadline. On failure the connection is BROKEN, as for
+ * dlock__conn_io(). */
+int dlock__conn_read_blocking(dlock__conn *c, int io_timeout_ms);
 
 /* Take the next reply meant for the caller, if one has arrived.
  * Returns 1 with *reply and *idx set (caller frees with freeReplyObject),

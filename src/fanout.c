@@ -15,6 +15,7 @@ typedef struct slot {
     dlock__conn *conn;
     uint32_t answered;
     int active;
+    int kept; /* timed out with requests sent: handed back (keep_timed_out) */
     int64_t deadline_ns;
     /* Replica acknowledgement: the reply of a request that waits for its
      * WAIT, and WAIT replies to drop (the WAIT behind an EVALSHA that
@@ -76,6 +77,22 @@ static int send_req_acked(const struct dlock_client *client, dlock__conn *c,
     if (rc == DLOCK_OK && wants_acks(client, r))
         rc = append_wait(client, c, idx);
     return rc;
+}
+
+/* Whether the slot's next read may be one blocking recv() with the I/O
+ * timeout as the socket's receive timeout: an open plain connection with
+ * all its output written, only a reply to wait for, and time enough that
+ * the receive timeout ends neither past the run's deadline nor more than
+ * 2 ms past the slot's own (a late first read, or one after a signal,
+ * goes through poll() with the exact deadline). */
+static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
+{
+    const dlock__conn *c = s->conn;
+    if (c->state != DLOCK__CS_OPEN || c->tls || io_ms <= 0 || io_ms > INT32_MAX / 2 ||
+        dlock__conn_events(c) != POLLIN)
+        return 0;
+    int64_t now = dlock__now_ns(), io_ns = io_ms * DLOCK__NS_PER_MS;
+    return cap_ns - now >= io_ns && s->deadline_ns - now >= io_ns - 2 * DLOCK__NS_PER_MS;
 }
 
 static int send_req(dlock__conn *c, const dlock__req *r, uint32_t idx,
@@ -176,9 +193,27 @@ int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
     return dlock__fanout_cancellable(client, reqs, nreqs, o, -1, NULL, cb, arg);
 }
 
+static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nreqs,
+               const dlock__fanout_opts *o, int cancel_fd, dlock__conn **kept,
+               int keep_timed_out, dlock__on_reply cb, void *arg);
+
 int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *reqs,
                               uint32_t nreqs, const dlock__fanout_opts *o, int cancel_fd,
                               dlock__conn **kept, dlock__on_reply cb, void *arg)
+{
+    return run(client, reqs, nreqs, o, cancel_fd, kept, 0, cb, arg);
+}
+
+int dlock__fanout_attempt(struct dlock_client *client, const dlock__req *reqs,
+                          uint32_t nreqs, const dlock__fanout_opts *o, int cancel_fd,
+                          dlock__conn **kept, dlock__on_reply cb, void *arg)
+{
+    return run(client, reqs, nreqs, o, cancel_fd, kept, 1, cb, arg);
+}
+
+static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nreqs,
+               const dlock__fanout_opts *o, int cancel_fd, dlock__conn **kept,
+               int keep_timed_out, dlock__on_reply cb, void *arg)
 {
     size_t n = client->n_nodes;
     slot slots[DLOCK__MAX_NODES];
@@ -249,14 +284,22 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
         }
         if (k == 0)
             break;
+        int pr, fast_rc = DLOCK_OK, fast = k == 1 && cancel_fd < 0 &&
+                                          can_read_blocking(&slots[pidx[0]], io_ms, cap_ns);
         size_t kc = k;
-        if (cancel_fd >= 0) {
+        if (fast) {
+            /* One node, one socket, nothing to cancel: one blocking recv()
+             * instead of poll() + read(). */
+            fast_rc = dlock__conn_read_blocking(slots[pidx[0]].conn, (int)io_ms);
+            pr = 0;
+        } else if (cancel_fd >= 0) {
             pfd[kc].fd = cancel_fd;
             pfd[kc].events = POLLIN;
             pfd[kc].revents = 0;
             kc++;
         }
-        int pr = poll(pfd, (nfds_t)kc, dlock__ms_until(next));
+        if (!fast)
+            pr = poll(pfd, (nfds_t)kc, dlock__ms_until(next));
         if (pr > 0 && kc > k && pfd[k].revents) {
             /* Cancelled: stop waiting now. What was sent may still run;
              * the caller queues its undo behind it on the same
@@ -283,7 +326,9 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
             dlock__conn *c = s->conn;
             int was_connecting = c->state == DLOCK__CS_CONNECTING;
             int rc = DLOCK_OK;
-            if (pr > 0 && pfd[m].revents)
+            if (fast)
+                rc = fast_rc;
+            else if (pr > 0 && pfd[m].revents)
                 rc = dlock__conn_io(c, pfd[m].revents);
             if (rc == DLOCK_OK && was_connecting && c->state == DLOCK__CS_OPEN)
                 s->deadline_ns = after_ms(now, io_ms, cap_ns);
@@ -392,7 +437,13 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                 int code = c->state == DLOCK__CS_CONNECTING || !c->caller_sent
                                ? DLOCK_EIO
                                : DLOCK_EUNKNOWN;
-                dlock__conn_fail(c, code, "%s timed out", dlock__conn_phase(c));
+                if (code == DLOCK_EUNKNOWN && keep_timed_out && kept) {
+                    /* Still open: the caller queues its undo behind. */
+                    s->kept = 1;
+                    snprintf(c->err, sizeof c->err, "%s timed out", dlock__conn_phase(c));
+                } else {
+                    dlock__conn_fail(c, code, "%s timed out", dlock__conn_phase(c));
+                }
                 stop = fail_node(s, i, nreqs, code, cb, arg) && !graced;
             }
             if (stop && o->grace_ms > 0) {
@@ -416,7 +467,7 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
             freeReplyObject(slots[i].held);
         if (!c)
             continue;
-        if (canceled && kept && c->state == DLOCK__CS_OPEN && c->caller_sent) {
+        if (kept && c->state == DLOCK__CS_OPEN && c->caller_sent && (canceled || slots[i].kept)) {
             kept[i] = c;
             continue;
         }

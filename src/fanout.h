@@ -64,12 +64,23 @@ int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *req
                               uint32_t nreqs, const dlock__fanout_opts *opts, int cancel_fd,
                               struct dlock__conn **kept, dlock__on_reply cb, void *arg);
 
+/* dlock__fanout_cancellable() for an acquire attempt: a node whose sent
+ * requests timed out is reported DLOCK_EUNKNOWN as usual, but its
+ * connection is handed back in kept[] too (whatever the return value)
+ * rather than closed, so the caller queues its undo behind the attempt
+ * (dlock__fanout_send_behind) instead of waiting for the silent node a
+ * second time. Every kept[] entry must go to dlock__fanout_send_behind(). */
+int dlock__fanout_attempt(struct dlock_client *client, const dlock__req *reqs,
+                          uint32_t nreqs, const dlock__fanout_opts *opts, int cancel_fd,
+                          struct dlock__conn **kept, dlock__on_reply cb, void *arg);
+
 /* After a cancelled run: queue `reqs` (as EVAL, so it needs no script cache)
  * behind what each kept connection already carries, write what the socket
  * takes now, and pool the connection without waiting for any reply. Redis
  * runs one connection's commands in order, so the command runs right after
  * the cancelled one, whenever the node gets to it: how a cancelled acquire
- * undoes itself without making the cancel wait. Clears kept[]. */
+ * undoes itself without making the cancel wait. Clears kept[]. With
+ * nreqs == 0 it only pools the kept connections. */
 void dlock__fanout_send_behind(struct dlock_client *client, struct dlock__conn **kept,
                                const dlock__req *reqs, uint32_t nreqs);
 

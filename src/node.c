@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "common.h"
 #include "node.h"
 
@@ -149,8 +150,14 @@ dlock__conn *dlock__node_checkout(dlock__node *n)
         c->next = NULL;
         /* A server restart or idle timeout closes pooled connections; find
          * out now rather than after sending (which would make the outcome
-         * of the next command unknown). */
-        if (dlock__conn_probe(c) == 0)
+         * of the next command unknown). A connection back in the pool for
+         * less than DLOCK__PROBE_IDLE_MS is not probed: back-to-back calls
+         * then cost no system call for this. A close in that window makes
+         * the next command's outcome unknown, as a close between the probe
+         * and the send always could: never "not sent" for a command that
+         * may have run. */
+        if (dlock__now_ns() - c->checkin_ns < DLOCK__PROBE_IDLE_MS * DLOCK__NS_PER_MS ||
+            dlock__conn_probe(c) == 0)
             return c;
         dlock__conn_free(c);
     }
@@ -177,6 +184,7 @@ void dlock__node_checkin(dlock__node *n, dlock__conn *c)
         dlock__conn_free(c);
         return;
     }
+    c->checkin_ns = dlock__now_ns();
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
     if (n->n_idle < n->max_idle) {
         c->next = n->idle;

@@ -12,6 +12,10 @@
 #include "sentinel.h"
 #include "url.h"
 
+/* A pooled connection idle for less than this is handed out without the
+ * liveness probe (dlock__conn_probe). */
+#define DLOCK__PROBE_IDLE_MS 1
+
 typedef struct dlock__node {
     dlock__url url;
     char name[280]; /* "host:port" or the socket path, for messages */

@@ -246,8 +246,8 @@ static int run_dlock(worker *w, long todo)
             held_more++;
         note_wait(w, want_since);
         /* A try-once re-entry to a stalled node returns only after the
-         * reply timeout and its undo's (up to 2 x io_timeout_ms, more than
-         * the TTL here): the first handle's lease may have ended
+         * reply timeout (io_timeout_ms, its undo queued behind it; more
+         * than the TTL here): the first handle's lease may have ended
          * meanwhile, and the key with it (a DEBUG SLEEP longer than the
          * TTL expires it). Entering then is a caller's error, not a
          * second owner: like any careful caller, enter only with validity

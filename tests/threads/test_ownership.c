@@ -222,9 +222,10 @@ static void reentry_under_debug_sleep_is_counted_once(void **state)
 /* The chaos row reentrant_conn_faults once showed two owners in their
  * sections at once, right after a DEBUG SLEEP: a worker held through one
  * handle, re-entered through a second with try-once, and the server slept
- * past the TTL. The re-entry returned only after its reply timeout and its
- * undo's, the first handle's lease (and the key: it expired during the
- * sleep) had ended meanwhile, and the worker entered its section anyway.
+ * past the TTL. The re-entry returned only after its reply timeout (and,
+ * before issue 20, its undo's), the first handle's lease (and the key: it
+ * expired during the sleep) had ended meanwhile, and the worker entered
+ * its section anyway.
  * What a caller must be able to see then: no validity left on the first
  * handle (a sibling's attempt with an unknown outcome extends nothing),
  * and another owner may take the lock. */
@@ -232,14 +233,16 @@ static void reentry_that_outlasts_the_lease_leaves_no_validity(void **state)
 {
     (void)state;
     const char *name = "own:re-outlast";
-    dlock_client *c = client_io(800);
+    /* An I/O timeout longer than the 1 s TTL: the re-entry's one reply
+     * timeout outlasts the lease (its undo is queued behind it). */
+    dlock_client *c = client_io(1200);
     dlock_lock *h1 = test_lock_new(c, name, 1000, DLOCK_REENTRANT, 5, 20);
     dlock_lock *h2 = test_lock_new(c, name, 1000, DLOCK_REENTRANT, 5, 20);
     assert_int_equal(dlock_lock_acquire(h1, 0), DLOCK_OK);
     uint64_t f1 = dlock_lock_fence(h1);
 
     test_delayed sleep;
-    test_delayed_start(&sleep, &test_srv, 0, "DEBUG SLEEP 1.5");
+    test_delayed_start(&sleep, &test_srv, 0, "DEBUG SLEEP 2.0");
     test_sleep_ms(100);
     int64_t t0 = test_now_ms();
     int rc = dlock_lock_acquire(h2, 0); /* try-once re-entry into the stall */
