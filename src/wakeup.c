@@ -59,6 +59,12 @@ typedef struct dlock__wakeup {
     int stop;
     chan *chans;
     dlock__conn *sub[DLOCK__MAX_NODES];
+    /* By then sub[i] must have connected and confirmed every SUBSCRIBE
+     * sent on it (0: nothing awaited); past it the connection is dropped
+     * and made again. A connect, TLS handshake or AUTH that hangs, or a
+     * connection that went silent, must not leave the node's waiters
+     * without wake-ups for good. */
+    int64_t due_ns[DLOCK__MAX_NODES];
     int64_t retry_at[DLOCK__MAX_NODES];
     unsigned sub_gen[DLOCK__MAX_NODES]; /* cluster: the master entry's generation */
     unsigned failures[DLOCK__MAX_NODES];
@@ -137,6 +143,7 @@ static void node_down(dlock__wakeup *wk, size_t i)
 {
     dlock__conn_free(wk->sub[i]);
     wk->sub[i] = NULL;
+    wk->due_ns[i] = 0;
     unsigned f = wk->failures[i] < 6 ? wk->failures[i]++ : 6;
     wk->retry_at[i] = dlock__now_ns() + (int64_t)(50u << f) * DLOCK__NS_PER_MS;
     for (chan *ch = wk->chans; ch; ch = ch->next) {
@@ -191,6 +198,8 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
                 wk->sub[i] = cl ? dlock__cluster_connect_master(cl, &c->nodes[0].url,
                                                                 c->nodes[0].tls_ctx, (int)i)
                                 : dlock__node_connect(&c->nodes[i], 0, 0);
+                wk->due_ns[i] = now + (int64_t)(c->opts.connect_timeout_ms +
+                                                c->opts.io_timeout_ms) * DLOCK__NS_PER_MS;
                 if (!wk->sub[i] || wk->sub[i]->state == DLOCK__CS_BROKEN)
                     node_down(wk, i);
             }
@@ -211,6 +220,8 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
             else if (!expired && !ch->sent[i]) {
                 append_sub(wk->sub[i], cl ? "SSUBSCRIBE" : "SUBSCRIBE", ch);
                 ch->sent[i] = 1;
+                if (!wk->due_ns[i])
+                    wk->due_ns[i] = now + (int64_t)c->opts.io_timeout_ms * DLOCK__NS_PER_MS;
             }
         }
         if (expired) {
@@ -226,7 +237,29 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
         }
         pp = &ch->next;
     }
+    for (size_t i = 0; i < n_subs(c); i++)
+        if (wk->sub[i] && wk->due_ns[i] && wk->due_ns[i] < next)
+            next = wk->due_ns[i];
     return next;
+}
+
+/* Node i's subscriber confirmed a SUBSCRIBE: it answers, so what is still
+ * unconfirmed gets another I/O timeout from now. wk->mu held. */
+static void note_progress(dlock_client *c, dlock__wakeup *wk, size_t i)
+{
+    wk->due_ns[i] = 0;
+    for (chan *ch = wk->chans; ch; ch = ch->next)
+        if (ch->sent[i] && !ch->confirmed[i])
+            wk->due_ns[i] = dlock__now_ns() + (int64_t)c->opts.io_timeout_ms * DLOCK__NS_PER_MS;
+}
+
+/* Drop the subscribers that missed their due time. wk->mu held. */
+static void drop_overdue(dlock_client *c, dlock__wakeup *wk)
+{
+    int64_t now = dlock__now_ns();
+    for (size_t i = 0; i < n_subs(c); i++)
+        if (wk->sub[i] && wk->due_ns[i] && now >= wk->due_ns[i] && !wk->refused)
+            node_down(wk, i); /* (a refusal is not mended by reconnecting) */
 }
 
 /* Handle the frames buffered on node i's subscriber. wk->mu held. */
@@ -281,6 +314,7 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
             } else if (ch && klen == 9 && !memcmp(k, "subscribe", 9)) {
                 ch->confirmed[i] = 1;
                 wk->failures[i] = 0;
+                note_progress(cl, wk, i);
                 DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
             } else if (ch && klen == 7 && !memcmp(k, "message", 7) &&
                        r->element[2]->type == REDIS_REPLY_STRING) {
@@ -300,6 +334,7 @@ static void *wakeup_main(void *arg)
 
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
     while (!wk->stop) {
+        drop_overdue(c, wk);
         int64_t next = reconcile(c, wk);
         size_t k = 0;
         pfd[k] = (struct pollfd){wk->ctl[0], POLLIN, 0};

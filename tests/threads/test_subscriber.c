@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The wake-up thread's subscriber connection (issue 20): one that never
+ * becomes usable (a connect, TLS handshake or AUTH that hangs, or a node
+ * that went silent before confirming the SUBSCRIBE) is dropped after
+ * connect + I/O timeout and made again, so the node's waiters get their
+ * wake-ups back once the path heals. Before, such a connection was kept
+ * for as long as the kernel kept it, and every later wait on that client
+ * paid connect + I/O timeout for a confirmation that never came, then
+ * polled.
+ *
+ * The fault is the chaos proxy's BLACKHOLE (tests/chaos/proxy.c): in
+ * front of a real redis-server, it accepts connections and forwards
+ * nothing; a connection blackholed once stays so until it is closed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "proxy.h"
+#include "redis_server.h"
+#include "test_util.h"
+#include "wakeup.h"
+
+#define TIMEOUT_MS 200
+
+static chaos_proxy proxy;
+
+static int setup(void **state)
+{
+    if (test_srv_setup(state) != 0)
+        return -1;
+    return chaos_proxy_start(&proxy, test_srv.port);
+}
+
+static int teardown(void **state)
+{
+    chaos_proxy_stop(&proxy);
+    return test_srv_teardown(state);
+}
+
+static void subscriber_that_never_confirms_is_made_again(void **state)
+{
+    (void)state;
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxy.port);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = TIMEOUT_MS;
+    o.io_timeout_ms = TIMEOUT_MS;
+    const char *urls[] = {url};
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_lock *l = test_lock_new(c, "sub:blackholed", 10000, 0, 5, 50);
+
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    /* The subscriber connects (the proxy accepts) and its SUBSCRIBE goes
+     * nowhere: no confirmation within connect + I/O timeout. */
+    assert_int_not_equal(dlock__wakeup_watch(c, l), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
+
+    /* Healed: a new subscriber connection goes through. The old one stays
+     * blackholed for as long as it is kept. */
+    int ok = 0;
+    for (int i = 0; i < 20 && !ok; i++) {
+        ok = dlock__wakeup_watch(c, l) == DLOCK_OK;
+        if (ok)
+            dlock__wakeup_unwatch(c, l);
+        else
+            test_sleep_ms(100);
+    }
+    printf("# watch after the path healed: %s\n", ok ? "confirmed" : "never confirmed");
+    assert_true(ok);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(subscriber_that_never_confirms_is_made_again),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
