@@ -205,6 +205,10 @@ static int setup_tls(dlock_client *c, dlock__node *n, char *err, size_t len)
             return rc;
     }
     n->tls_ctx = c->tls_ctx;
+    if (!(n->tls_cache = dlock__tls_cache_new())) {
+        snprintf(err, len, "out of memory");
+        return DLOCK_ENOMEM;
+    }
     return DLOCK_OK;
 }
 
@@ -378,6 +382,7 @@ static void free_inherited(dlock_client *c)
             dlock__conn_free(n->idle);
             n->idle = next;
         }
+        dlock__tls_cache_forget(n->tls_cache);
         dlock__url_clear(&n->url);
         dlock__sentinel_forget(n->sentinel);
         dlock__cluster_forget(n->cluster);

@@ -246,7 +246,7 @@ static dlock__conn *connect_to(const dlock__url *tmpl, dlock__tls_ctx *tls, cons
     u.host = (char *)host;
     u.port = port;
     u.is_unix = 0;
-    dlock__conn_config cfg = {&u, load_scripts, ask_uptime, tls, 0};
+    dlock__conn_config cfg = {&u, load_scripts, ask_uptime, tls, 0, NULL};
     return dlock__conn_new(&cfg);
 }
 

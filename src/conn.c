@@ -182,7 +182,7 @@ dlock__conn *dlock__conn_new(const dlock__conn_config *cfg)
     int fl = fcntl(c->ctx->fd, F_GETFD);
     if (fl >= 0)
         (void)fcntl(c->ctx->fd, F_SETFD, fl | FD_CLOEXEC);
-    if (cfg->tls_ctx && !(c->tls = dlock__tls_new(cfg->tls_ctx, c->ctx->fd, u->host))) {
+    if (cfg->tls_ctx && !(c->tls = dlock__tls_new(cfg->tls_ctx, c->ctx->fd, u->host, cfg->tls_cache))) {
         dlock__conn_free(c);
         return NULL;
     }

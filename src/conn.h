@@ -100,6 +100,8 @@ typedef struct dlock__conn_config {
      * not a primary fails the connection with DLOCK_EIO, nothing of the
      * caller's sent (Sentinel: the address may be stale). */
     int verify_master;
+    dlock__tls_cache *tls_cache; /* the node's session to resume, or NULL
+                                    (single nodes and Redlock only) */
 } dlock__conn_config;
 
 /* Start connecting and queue the handshake. Never returns NULL except on

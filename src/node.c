@@ -38,6 +38,8 @@ void dlock__node_destroy(dlock__node *n)
         c = next;
     }
     n->idle = NULL;
+    dlock__tls_cache_free(n->tls_cache); /* after its connections */
+    n->tls_cache = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&n->mu));
     dlock__url_clear(&n->url);
     dlock__sentinel_free(n->sentinel);
@@ -90,7 +92,10 @@ dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptim
     if (n->cluster)
         return dlock__cluster_connect(n->cluster, &n->url, n->tls_ctx, 0);
     if (!n->sentinel) {
-        dlock__conn_config cfg = {&n->url, load_scripts, ask_uptime, n->tls_ctx, 0};
+        /* A plain node resumes its newest TLS session; a Sentinel
+         * primary or a Cluster master may be another server each time. */
+        dlock__conn_config cfg = {&n->url, load_scripts, ask_uptime, n->tls_ctx, 0,
+                                  n->tls_cache};
         return dlock__conn_new(&cfg);
     }
     char host[256], err[200];
@@ -102,7 +107,7 @@ dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptim
     dlock__url u = n->url;
     u.host = host;
     u.port = port;
-    dlock__conn_config cfg = {&u, load_scripts, ask_uptime, n->tls_ctx, 1};
+    dlock__conn_config cfg = {&u, load_scripts, ask_uptime, n->tls_ctx, 1, NULL};
     dlock__conn *c = dlock__conn_new(&cfg);
     if (c && c->state == DLOCK__CS_BROKEN)
         dlock__node_stale(n);

@@ -26,6 +26,8 @@ typedef struct dlock__node {
     int ask_uptime;
     /* The client's TLS context when this node speaks TLS, else NULL. */
     dlock__tls_ctx *tls_ctx;
+    /* Its newest TLS session, resumed by the next connection (TLS only). */
+    dlock__tls_cache *tls_cache;
     /* Monotonic time the server last started, from the newest handshake's
      * INFO (0: unknown). Read by the Redlock restart rule. */
     _Atomic int64_t server_start_ns;

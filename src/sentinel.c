@@ -130,7 +130,7 @@ int dlock__sentinel_ask(dlock__sentinel *s, dlock__tls_ctx *tls, char *host, siz
     snprintf(err, err_len, "no sentinel configured");
     for (size_t k = 0; k < s->n; k++) {
         size_t i = (s->good + k) % s->n;
-        dlock__conn_config cfg = {&s->addr[i], 0, 0, tls, 0};
+        dlock__conn_config cfg = {&s->addr[i], 0, 0, tls, 0, NULL};
         dlock__conn *c = dlock__conn_new(&cfg);
         if (!c) {
             snprintf(err, err_len, "out of memory");

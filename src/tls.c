@@ -10,8 +10,14 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 
 #include "tls.h"
+
+struct dlock__tls_cache {
+    pthread_mutex_t mu;
+    SSL_SESSION *session; /* one reference held; NULL: none yet */
+};
 
 struct dlock__tls_ctx {
     SSL_CTX *ssl_ctx;
@@ -106,6 +112,41 @@ void dlock__tls_ctx_free(dlock__tls_ctx *t)
     dlock__free(t);
 }
 
+/* The SSL ex_data slot that points a session at its node's cache. */
+static int cache_idx = -1;
+static pthread_once_t cache_idx_once = PTHREAD_ONCE_INIT;
+
+static void make_cache_index(void)
+{
+    cache_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+static int cache_index(void)
+{
+    DLOCK__CHECK_PTHREAD(pthread_once(&cache_idx_once, make_cache_index));
+    return cache_idx;
+}
+
+/* OpenSSL hands over a session the server issued (after the handshake in
+ * TLS 1.2, with a ticket read after it in TLS 1.3): keep a copy of the
+ * newest in the node's cache. A copy, because the connection's own session
+ * object is marked not resumable when the connection ends without a
+ * close_notify (SSL_free of an unfinished session), and ours always do
+ * (dlock__tls_free). Returning 0: OpenSSL keeps its reference. */
+static int on_new_session(SSL *ssl, SSL_SESSION *session)
+{
+    dlock__tls_cache *c = cache_idx >= 0 ? SSL_get_ex_data(ssl, cache_idx) : NULL;
+    SSL_SESSION *copy = c ? SSL_SESSION_dup(session) : NULL;
+    if (!copy)
+        return 0; /* out of memory: the next connection makes a full handshake */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    SSL_SESSION *old = c->session;
+    c->session = copy;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    SSL_SESSION_free(old);
+    return 0;
+}
+
 int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock_client_options *o,
                        char *err, size_t err_len)
 {
@@ -130,6 +171,11 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock_client_options *o,
     SSL_CTX_set_mode(t->ssl_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(t->ssl_ctx, t->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    /* Client sessions are kept per node (dlock__tls_cache), not in
+     * OpenSSL's internal store, which a client never looks up. */
+    SSL_CTX_set_session_cache_mode(t->ssl_ctx,
+                                   SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(t->ssl_ctx, on_new_session);
     rc = DLOCK_EINVAL;
     /* OpenSSL's reason for a missing file is "system lib": say it plainly. */
     const char *const files[] = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file, o->tls_key_file};
@@ -183,13 +229,38 @@ fail:
 
 /* ---- session ------------------------------------------------------------ */
 
+dlock__tls_cache *dlock__tls_cache_new(void)
+{
+    dlock__tls_cache *c = dlock__calloc(1, sizeof *c);
+    if (c)
+        DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->mu, NULL));
+    return c;
+}
+
+void dlock__tls_cache_free(dlock__tls_cache *c)
+{
+    if (!c)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->mu));
+    dlock__tls_cache_forget(c);
+}
+
+void dlock__tls_cache_forget(dlock__tls_cache *c)
+{
+    if (!c)
+        return;
+    SSL_SESSION_free(c->session); /* NULL is fine */
+    dlock__free(c);
+}
+
 static int is_ip_literal(const char *host)
 {
     unsigned char buf[16];
     return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
 }
 
-dlock__tls *dlock__tls_new(dlock__tls_ctx *t, int fd, const char *host)
+dlock__tls *dlock__tls_new(dlock__tls_ctx *t, int fd, const char *host,
+                           dlock__tls_cache *cache)
 {
     dlock__tls *s = dlock__calloc(1, sizeof *s);
     BIO *bio = NULL;
@@ -216,6 +287,18 @@ dlock__tls *dlock__tls_new(dlock__tls_ctx *t, int fd, const char *host)
             goto fail;
         X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     }
+    if (cache) {
+        if (!SSL_set_ex_data(s->ssl, cache_index(), cache))
+            goto fail;
+        /* Only a session of this node's server, which verified the name
+         * we verify now: resuming it skips nothing we would check. A
+         * session the server no longer knows costs a full handshake. */
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&cache->mu));
+        int ok = !cache->session || SSL_set_session(s->ssl, cache->session);
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&cache->mu));
+        if (!ok)
+            goto fail;
+    }
     SSL_set_connect_state(s->ssl);
     return s;
 fail:
@@ -223,6 +306,11 @@ fail:
     BIO_free(bio);
     dlock__tls_free(s);
     return NULL;
+}
+
+int dlock__tls_resumed(const dlock__tls *s)
+{
+    return SSL_session_reused(s->ssl) == 1;
 }
 
 void dlock__tls_free(dlock__tls *s)

@@ -22,6 +22,7 @@
 
 typedef struct dlock__tls_ctx dlock__tls_ctx;
 typedef struct dlock__tls dlock__tls;
+typedef struct dlock__tls_cache dlock__tls_cache;
 
 /* Build the client's TLS context from its options: CA file/dir (else the
  * system store), client certificate and key, server name, insecure switch.
@@ -31,12 +32,27 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock_client_options *o,
                        char *err, size_t err_len);
 void dlock__tls_ctx_free(dlock__tls_ctx *t);
 
+/* The newest TLS session one node's server gave us (one per node,
+ * thread-safe): a new connection to that node offers it, so a reconnect
+ * resumes the session (an abbreviated handshake: no certificate chain
+ * sent or verified again) rather than making a full handshake. */
+dlock__tls_cache *dlock__tls_cache_new(void);
+void dlock__tls_cache_free(dlock__tls_cache *c);
+/* In a child of fork(): free without touching the cache's mutex (a thread
+ * of the parent may have held it). */
+void dlock__tls_cache_forget(dlock__tls_cache *c);
+
 /* A client session on the connected socket fd to `host` (a name or an IP
  * literal: the certificate must match it, unless the context has a server
- * name, which then is both the SNI and the name verified). NULL only when
- * out of memory. */
-dlock__tls *dlock__tls_new(dlock__tls_ctx *t, int fd, const char *host);
+ * name, which then is both the SNI and the name verified), offering to
+ * resume the session in `cache` (may be NULL) and keeping the sessions the
+ * server issues there. NULL only when out of memory. */
+dlock__tls *dlock__tls_new(dlock__tls_ctx *t, int fd, const char *host,
+                           dlock__tls_cache *cache);
 void dlock__tls_free(dlock__tls *s);
+
+/* Whether the handshake resumed an earlier session (for tests). */
+int dlock__tls_resumed(const dlock__tls *s);
 
 /* One step of the handshake. Returns 1 when done, 0 when it waits for the
  * socket (dlock__tls_events() says for what), or DLOCK_ETLS with err saying
