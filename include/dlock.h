@@ -401,7 +401,9 @@ dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
  *  DLOCK_STATE_UNLOCKED, and dlock_lock_free() and dlock_client_free()
  *  release nothing, send nothing and never wait (they close the child's
  *  copies of the sockets and free memory). The parent is not affected. A
- *  child that needs locks makes its own client. */
+ *  child that needs locks makes its own client. A child is recognised by
+ *  a pthread_atfork() handler, so fork(), and not a raw clone() system
+ *  call, must make it. */
 DLOCK_EXTERN(void) dlock_client_free(dlock_client *client);
 
 /** Number of nodes (1, or N for Redlock; a Redis Cluster and a
