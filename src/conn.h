@@ -85,6 +85,10 @@ typedef struct dlock__conn {
     int rcvtimeo_ms;
     /* Monotonic time of the last check-in to the pool (node.c). */
     int64_t checkin_ns;
+    /* Its reply timed out (fanout.c): it carries the attempt's undo, then
+     * is closed, never pooled. A path that lost the reply may lose the
+     * next one too (a blackhole stays one for that connection). */
+    int retire;
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
     int err_code;             /* and the code it broke with (0: none) */

@@ -438,8 +438,10 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                                ? DLOCK_EIO
                                : DLOCK_EUNKNOWN;
                 if (code == DLOCK_EUNKNOWN && keep_timed_out && kept) {
-                    /* Still open: the caller queues its undo behind. */
+                    /* Still open: the caller queues its undo behind,
+                     * then it is closed (dlock__fanout_send_behind). */
                     s->kept = 1;
+                    c->retire = 1;
                     snprintf(c->err, sizeof c->err, "%s timed out", dlock__conn_phase(c));
                 } else {
                     dlock__conn_fail(c, code, "%s timed out", dlock__conn_phase(c));
@@ -495,7 +497,7 @@ void dlock__fanout_send_behind(struct dlock_client *client, dlock__conn **kept,
         int rc = DLOCK_OK;
         for (uint32_t j = 0; j < nreqs && rc == DLOCK_OK; j++)
             rc = send_req(c, &reqs[j], j, 1);
-        if (rc == DLOCK_OK && dlock__conn_io(c, POLLOUT) == DLOCK_OK) {
+        if (rc == DLOCK_OK && dlock__conn_io(c, POLLOUT) == DLOCK_OK && !c->retire) {
             dlock__conn_abandon(c);
             dlock__node_checkin(&client->nodes[i], c);
         } else {

@@ -76,7 +76,9 @@ int dlock__fanout_attempt(struct dlock_client *client, const dlock__req *reqs,
 
 /* After a cancelled run: queue `reqs` (as EVAL, so it needs no script cache)
  * behind what each kept connection already carries, write what the socket
- * takes now, and pool the connection without waiting for any reply. Redis
+ * takes now, and pool the connection without waiting for any reply (a
+ * connection kept because it timed out is closed instead: close() still
+ * delivers what was written, and the node runs it when it answers). Redis
  * runs one connection's commands in order, so the command runs right after
  * the cancelled one, whenever the node gets to it: how a cancelled acquire
  * undoes itself without making the cancel wait. Clears kept[]. With
