@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 
 #include "clock.h"
 #include "common.h"
@@ -369,11 +368,7 @@ static int read_tls(dlock__conn *c)
     }
 }
 
-/* One recv() into the hiredis reader. flags is MSG_DONTWAIT, or 0 for the
- * blocking read of dlock__conn_read_blocking(). Nothing to read (EAGAIN:
- * also the receive timeout of a blocking read; EINTR) is not an error:
- * the caller's deadline decides. */
-static int read_plain(dlock__conn *c, int flags)
+int dlock__conn_recv(dlock__conn *c, int flags)
 {
     char buf[16384];
     ssize_t n = recv(c->ctx->fd, buf, sizeof buf, flags);
@@ -454,28 +449,8 @@ int dlock__conn_io(dlock__conn *c, short revents)
             return rc;
     }
     if (revents & (POLLIN | POLLERR | POLLHUP))
-        return read_plain(c, MSG_DONTWAIT);
+        return dlock__conn_recv(c, MSG_DONTWAIT);
     return DLOCK_OK;
-}
-
-int dlock__conn_read_blocking(dlock__conn *c, int io_timeout_ms)
-{
-    if (c->state != DLOCK__CS_OPEN || c->tls)
-        return DLOCK_EIO;
-    if (c->rcvtimeo_ms != io_timeout_ms) {
-        /* Once per connection: the socket turns blocking (every other
-         * call on it passes MSG_DONTWAIT) with the I/O timeout as its
-         * receive timeout, so one recv() waits for the reply that poll()
-         * and a read used to take two system calls for. */
-        struct timeval tv = {io_timeout_ms / 1000, (io_timeout_ms % 1000) * 1000};
-        int fl = fcntl(c->ctx->fd, F_GETFL);
-        if (fl < 0 || (fl & O_NONBLOCK && fcntl(c->ctx->fd, F_SETFL, fl & ~O_NONBLOCK) < 0) ||
-            setsockopt(c->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
-            return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
-                                    "socket setup: %s", strerror(errno));
-        c->rcvtimeo_ms = io_timeout_ms;
-    }
-    return read_plain(c, 0);
 }
 
 static void note_uptime(dlock__conn *c, const redisReply *r)
@@ -608,30 +583,4 @@ void dlock__conn_abandon(dlock__conn *c)
 size_t dlock__conn_pending(const dlock__conn *c)
 {
     return c->q_len;
-}
-
-int dlock__conn_probe(dlock__conn *c)
-{
-    if (c->state != DLOCK__CS_OPEN)
-        return c->state == DLOCK__CS_CONNECTING ? 0 : -1;
-    char b;
-    ssize_t n = recv(c->ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0)
-        return -1;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return -1;
-    /* A peeked byte starts a TLS record, which may be a session ticket (TLS
-     * 1.3 servers send those after the handshake), a stale reply owed to a
-     * DISCARD entry, or a close_notify or alert. Reading it through TLS
-     * tells them apart: stale replies go to the hiredis reader as usual,
-     * and the connection is usable unless a read found the session closed
-     * or failed. A few rounds: a read stops after a record with data. */
-    for (int i = 0; c->tls && i < 8 && (n > 0 || dlock__tls_buffered(c->tls)); i++) {
-        if (dlock__conn_io(c, POLLIN) != DLOCK_OK || c->state != DLOCK__CS_OPEN)
-            return -1;
-        n = recv(c->ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0)
-            return -1;
-    }
-    return 0;
 }

@@ -142,7 +142,14 @@ short dlock__conn_events(const dlock__conn *c);
  * another mapped code if a handshake step was refused). */
 int dlock__conn_io(dlock__conn *c, short revents);
 
-/* Wait in one blocking recv() of at most io_timeout_ms for bytes from an
+/* One recv() into the hiredis reader on a plain connection. flags is
+ * MSG_DONTWAIT, or 0 for the blocking read of dlock__conn_read_blocking().
+ * Nothing to read (EAGAIN: also the receive timeout of a blocking read;
+ * EINTR) is not an error: the caller's deadline decides. On failure the
+ * connection is BROKEN (DLOCK_EUNKNOWN once a caller command went out). */
+int dlock__conn_recv(dlock__conn *c, int flags);
+
+/* Wait in one blocking recv() (src/conn_wait.c) of at most io_timeout_ms for bytes from an
  * open plain (not TLS) connection whose output is all written, and feed
  * them to the reader. The first call turns the socket blocking and sets
  * its receive timeout; every other read and write passes MSG_DONTWAIT.
