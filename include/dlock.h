@@ -252,8 +252,11 @@ typedef struct dlock_client_options {
      *  when nodes run without persistence. Default 0 (off). */
     int64_t min_node_uptime_ms;
     /** Wake waiters with pub/sub on release (1) or only poll (0).
-     *  Default 1. A release whose PUBLISH the server refuses still
-     *  succeeds; a refused SUBSCRIBE makes waiters poll (see on_log). */
+     *  Default 1. A subscribed waiter still looks every 200 ms, so a holder
+     *  that publishes nothing (another library's lock on the same key) is
+     *  seen within 250 ms of its release. A release whose PUBLISH the
+     *  server refuses still succeeds; a refused SUBSCRIBE makes waiters
+     *  poll (see on_log). */
     int wakeups;
     /* --- version 2 --- */
     /** Namespace: prepended to every lock name to make its Redis key (the
