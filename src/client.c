@@ -216,7 +216,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                      const dlock_client_options *opts, char *errbuf,
                      size_t errbuf_len)
 {
-    char err[256] = "";
+    char err[512] = ""; /* room for any message below: no truncation to reason about */
     int rc = DLOCK_OK;
     dlock_client *c = NULL;
     dlock_client_options defaults = DLOCK_CLIENT_OPTIONS_INIT;
