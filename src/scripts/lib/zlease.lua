@@ -18,8 +18,10 @@ local function zlease_permits(key)
   if #s == 0 then return nil end
   return tonumber(string.sub(s[1], #ZLEASE_SENTINEL + 1))
 end
--- TTL of the key = end of its last lease; no lease left: no key.
+-- Prune ended leases; TTL of the key = end of its last lease; no lease
+-- left: no key (a semaphore's N goes with it).
 local function zlease_expire(key, now)
+  redis.call('zremrangebyscore', key, '-inf', now)
   local top = redis.call('zrevrangebyscore', key, '(inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #top == 0 then
     redis.call('del', key)
