@@ -137,9 +137,12 @@ static void release_names(dlock_lock *l)
             (void)dlock_lock_release(l->subs[i]);
 }
 
-/* The handle lets go of every hold (the store's side is the caller's). */
+/* The handle lets go of every hold (the store's side is the caller's; a
+ * set gives back the names it still holds, or its next acquire would find
+ * them held). */
 static void drop_holds(dlock_lock *l)
 {
+    release_names(l);
     l->holds = 0;
     dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
 }
@@ -289,7 +292,6 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
     if (st == DLOCK_STATE_LOST) {
         /* The loss was reported; the handle starts over. */
         renew_stop(l);
-        release_names(l);
         drop_holds(l);
     } else if (st == DLOCK_STATE_HELD && !l->kind->counted) {
         dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);

@@ -173,6 +173,10 @@ static void multi_settle(dlock_lock *set)
 
 static void multi_cleanup(dlock_lock *set)
 {
+    /* Every name out of the watchdog first (a release waits for a round
+     * in flight): a round renewing a later name reads all of set->subs
+     * (dlock__multi_sync()), so none may be freed while one is renewed. */
+    give_back(set, set->n_subs);
     for (size_t i = 0; i < set->n_subs; i++)
         dlock_lock_free(set->subs[i]);
     dlock__free(set->subs);

@@ -161,6 +161,40 @@ static void renewal_and_loss_of_the_set(void **state)
     dlock_lock_free(set);
 }
 
+/* A set whose lease ended: extend says so and the set lets go of every
+ * name, so that its next acquire starts clean (it used to keep the names'
+ * handles held: DLOCK_EINVAL "already holds"). */
+static void extend_after_the_lease_ended_lets_every_name_go(void **state)
+{
+    (void)state;
+    const char *ab[] = {"m:e1", "m:e2"};
+    dlock_lock *set = multi(test_cl, ab, 2, 200, 0);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    test_sleep_ms(300);
+    assert_int_equal(dlock_lock_extend(set, 1000), DLOCK_EEXPIRED);
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    dlock_lock_free(set);
+}
+
+/* Free while the watchdog renews the names every ~30 ms: a round renewing
+ * a later name reads the whole set, so no name may be freed while another
+ * is still renewed (ASan: use after free in dlock__multi_sync()). */
+static void free_while_renewing(void **state)
+{
+    (void)state;
+    const char *names[] = {"m:f1", "m:f2", "m:f3", "m:f4", "m:f5"};
+    for (int i = 0; i < 10; i++) {
+        dlock_lock *set = multi(test_cl, names, 5, 100, DLOCK_AUTO_RENEW);
+        assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+        test_sleep_ms(60 + 7 * i);
+        assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_HELD);
+        dlock_lock_free(set);
+        assert_int_equal(test_key_exists(&test_srv, "m:f1"), 0);
+    }
+}
+
 static void *cancel_later(void *arg)
 {
     test_sleep_ms(200);
@@ -280,6 +314,9 @@ int main(void)
         cmocka_unit_test_teardown(opposite_orders_do_not_deadlock, test_srv_flush),
         cmocka_unit_test_teardown(renewal_and_loss_of_the_set, test_srv_flush),
         cmocka_unit_test_teardown(cancel_and_shared_sets, test_srv_flush),
+        cmocka_unit_test_teardown(extend_after_the_lease_ended_lets_every_name_go,
+                                  test_srv_flush),
+        cmocka_unit_test_teardown(free_while_renewing, test_srv_flush),
         cmocka_unit_test_teardown(bad_arguments, test_srv_flush),
     };
     const struct CMUnitTest three[] = {
