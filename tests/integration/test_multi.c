@@ -178,20 +178,32 @@ static void extend_after_the_lease_ended_lets_every_name_go(void **state)
     dlock_lock_free(set);
 }
 
-/* Free while the watchdog renews the names every ~30 ms: a round renewing
- * a later name reads the whole set, so no name may be freed while another
- * is still renewed (ASan: use after free in dlock__multi_sync()). */
+/* Free while the watchdog renews the names: every name is given back
+ * (nothing is left in Redis). It is also the stress for the order of free
+ * (a round renewing a later name reads the whole set, so names leave the
+ * watchdog before any is freed); the race it stresses was not hit by ASan
+ * runs of the earlier order, so that part is argued, not shown. */
+#define FREE_NAMES 200
+
 static void free_while_renewing(void **state)
 {
     (void)state;
-    const char *names[] = {"m:f1", "m:f2", "m:f3", "m:f4", "m:f5"};
-    for (int i = 0; i < 10; i++) {
-        dlock_lock *set = multi(test_cl, names, 5, 100, DLOCK_AUTO_RENEW);
+    static char buf[FREE_NAMES][16];
+    const char *names[FREE_NAMES];
+    for (int i = 0; i < FREE_NAMES; i++) {
+        snprintf(buf[i], sizeof buf[i], "m:f%03d", i);
+        names[i] = buf[i];
+    }
+    /* 200 names freed one by one take several rounds of a 90 ms lease
+     * (renewed every 30 ms): rounds run while the set is half freed. */
+    for (int i = 0; i < 3; i++) {
+        dlock_lock *set = multi(test_cl, names, FREE_NAMES, 90,
+                                DLOCK_AUTO_RENEW | DLOCK_NO_FENCE);
         assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
-        test_sleep_ms(60 + 7 * i);
-        assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_HELD);
+        test_sleep_ms(50);
+        assert_int_equal(test_cmd_int(&test_srv, "DBSIZE"), FREE_NAMES);
         dlock_lock_free(set);
-        assert_int_equal(test_key_exists(&test_srv, "m:f1"), 0);
+        assert_int_equal(test_cmd_int(&test_srv, "DBSIZE"), 0);
     }
 }
 
