@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The table of lock kinds (kinds.h). */
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "kinds.h"
 
 static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
@@ -80,4 +83,28 @@ const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)
     default:
         return &kinds[DLOCK__KIND_PLAIN];
     }
+}
+
+size_t dlock__kind_aux_arg(const dlock__kind *kind, int64_t retry_max_ms, unsigned permits,
+                           char *buf, size_t cap)
+{
+    int n = 0;
+    switch (kind->aux_arg) {
+    case DLOCK__AUX_MARK_MS:
+        /* The writer-waiting mark outlives a waiting writer's longest
+         * sleep between two looks (a wake-up, the safety poll of 1 s, or a
+         * backoff up to retry_max_ms), which refresh it; a writer that
+         * gave up or died holds readers back this long at most. */
+        n = snprintf(buf, cap, "%" PRId64, 2000 + 2 * retry_max_ms);
+        break;
+    case DLOCK__AUX_ZERO:
+        n = snprintf(buf, cap, "0");
+        break;
+    case DLOCK__AUX_PERMITS:
+        n = snprintf(buf, cap, "%u", permits);
+        break;
+    default:
+        buf[0] = '\0';
+    }
+    return n > 0 ? (size_t)n : 0;
 }

@@ -62,4 +62,9 @@ typedef struct dlock__kind {
  * semaphore (permits > 0) or a multi-name lock. */
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi);
 
+/* The kind's extra acquire argument (kinds.h, aux_arg) into buf; its
+ * length (0: none). */
+size_t dlock__kind_aux_arg(const dlock__kind *kind, int64_t retry_max_ms, unsigned permits,
+                           char *buf, size_t cap);
+
 #endif

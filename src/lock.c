@@ -164,17 +164,6 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     return dlock__lock_create(out, client, name, opts, 0, 0);
 }
 
-int dlock_semaphore_new(dlock_lock **out, dlock_client *client, const char *name,
-                        unsigned permits, const dlock_lock_options *opts)
-{
-    if (out)
-        *out = NULL;
-    if (permits == 0 || permits > DLOCK_PERMITS_MAX ||
-        (opts && (opts->flags & (DLOCK_FAIR | DLOCK_REENTRANT | DLOCK_SHARED | DLOCK_EXCLUSIVE))))
-        return DLOCK_EINVAL;
-    return dlock__lock_create(out, client, name, opts, permits, 0);
-}
-
 int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
                        const dlock_lock_options *opts, unsigned permits, int multi)
 {
@@ -207,7 +196,12 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if ((opts->flags & DLOCK_SHARED) && (opts->flags & DLOCK_EXCLUSIVE))
         return DLOCK_EINVAL; /* one side or the other */
     const dlock__kind *kind = dlock__kind_of(opts->flags, permits, multi);
-    if (!kind || (client->n_nodes > 1 && !kind->multi_node))
+    /* etcd has a lock of its own and none of issue 17's kinds: a writer
+     * there has no readers to wait for, so it is the plain lock. */
+    if (kind && client->etcd && kind->id == DLOCK__KIND_EXCLUSIVE)
+        kind = dlock__kind_of(opts->flags & ~(unsigned)DLOCK_EXCLUSIVE, 0, 0);
+    if (!kind || (client->n_nodes > 1 && !kind->multi_node) ||
+        (client->etcd && kind->id >= DLOCK__KIND_SHARED))
         return DLOCK_ENOTSUP;
 
     dlock_lock *l = dlock__calloc(1, sizeof *l);
@@ -230,18 +224,9 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if (ok && kind->aux_key)
         ok = (l->aux_key = dlock__helper_key(client, l->name, l->name_len, kind->aux_key,
                                              strlen(kind->aux_key), &l->aux_len)) != NULL;
-    /* The writer-waiting mark outlives a waiting writer's longest sleep
-     * between two looks (a wake-up, the safety poll of 1 s, or a backoff
-     * up to retry_max_ms), which refresh it; a writer that gave up or died
-     * holds readers back this long at most. */
     l->permits = permits;
-    if (kind->aux_arg == DLOCK__AUX_MARK_MS)
-        l->aux_arg_len = (size_t)snprintf(l->aux_arg, sizeof l->aux_arg, "%" PRId64,
-                                          2000 + 2 * opts->retry_max_ms);
-    else if (kind->aux_arg == DLOCK__AUX_ZERO)
-        l->aux_arg_len = (size_t)snprintf(l->aux_arg, sizeof l->aux_arg, "0");
-    else if (kind->aux_arg == DLOCK__AUX_PERMITS)
-        l->aux_arg_len = (size_t)snprintf(l->aux_arg, sizeof l->aux_arg, "%u", permits);
+    l->aux_arg_len = dlock__kind_aux_arg(kind, opts->retry_max_ms, permits, l->aux_arg,
+                                         sizeof l->aux_arg);
     if (ok && kind->leave != DLOCK__S_NONE) { /* queued: the line and liveness keys */
         l->queue_key = dlock__helper_key(client, l->name, l->name_len, "q", 1, &l->queue_len);
         l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
