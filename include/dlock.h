@@ -498,8 +498,8 @@ typedef struct dlock_holders_info {
  * Read-only. The client's key_prefix applies.
  *
  * @param out     receives up to @p max_out holders (may be NULL with 0).
- * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range), or
- *         the node's error.
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range),
+ *         DLOCK_ENOTSUP (an etcd:// client), or the node's error.
  */
 DLOCK_EXTERN(int)
 dlock_client_holders(dlock_client *client, const char *name, size_t node,

@@ -46,15 +46,18 @@ static int holders_cb(void *arg, size_t node, uint32_t idx, int err, const redis
 int dlock_client_holders(dlock_client *c, const char *name, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out)
 {
-    if (!c || !name || !info || (max_out && !out) || dlock__client_forked(c) ||
-        node >= c->n_nodes)
+    if (!c || !name || !info || (max_out && !out) || dlock__client_forked(c))
+        return DLOCK_EINVAL;
+    if (c->etcd)
+        return DLOCK_ENOTSUP; /* no shares nor permits there (docs/primitives.md) */
+    if (node >= c->n_nodes)
         return DLOCK_EINVAL;
     size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
     if (len == 0 || len > DLOCK_NAME_MAX)
         return DLOCK_EINVAL;
     size_t klen = 0, mlen = 0;
     char *key = dlock__lock_key(c, name, len, &klen);
-    char *mark = key ? dlock__derived_key(key, klen, "ww", 2, &mlen) : NULL;
+    char *mark = key ? dlock__helper_key(c, key, klen, "ww", 2, &mlen) : NULL;
     if (!mark) {
         dlock__free(key);
         return DLOCK_ENOMEM;
