@@ -139,18 +139,18 @@ static void renewal_and_loss_of_the_set(void **state)
     const char *ab[] = {"m:r1", "m:r2"};
     dlock_lock *set = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = 400;
+    o.ttl_ms = 1500; /* renewed every 500 ms: room for a loaded machine */
     o.flags = DLOCK_AUTO_RENEW;
     o.on_lost = on_lost;
     assert_int_equal(dlock_lock_new_multi(&set, test_cl, ab, 2, &o), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
-    test_sleep_ms(1300); /* three leases */
+    test_sleep_ms(3500); /* more than two leases */
     assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_HELD);
     assert_true(dlock_lock_validity_ms(set) > 0); /* the set's validity follows renewals */
     assert_int_equal(test_key_exists(&test_srv, "m:r2"), 1);
     /* One name taken away: the set is lost, on_lost once with the set. */
     test_cmd_status(&test_srv, "SET m:r2 thief PX 10000");
-    assert_true(test_wait_for_state(set, DLOCK_STATE_LOST, 3000));
+    assert_true(test_wait_for_state(set, DLOCK_STATE_LOST, 5000));
     assert_int_equal(atomic_load(&lost_calls), 1);
     assert_ptr_equal(lost_handle, set);
     assert_int_equal(dlock_lock_release(set), DLOCK_ELOST);
