@@ -11,12 +11,15 @@
  *   hist      single-node acquire latency as a log2 histogram + percentiles
  *   tls       S1 (acquire+release, one client) over TLS beside plain TCP,
  *             interleaved; the median tls/plain ratio (dlock_bench_tls.c)
- *
  *   cluster   S1 on a 3-master/3-replica Redis Cluster beside a single node,
  *             interleaved; the median cluster/single ratio
  *             (dlock_bench_cluster.c)
- *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls,cluster] [--out DIR]
- *               [--locks 1000,10000,100000] [--hold S] [--budget S]
+ *   kinds     acquire+release cycles/s of each lock kind (exclusive, shared,
+ *             semaphore, multi-name) beside the plain lock's, interleaved
+ *             (dlock_bench_kinds.c)
+ *
+ *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds]
+ *               [--out DIR] [--locks 1000,10000,100000] [--hold S] [--budget S]
  *               [--threads N] [--mem-locks N] [--redlock-time S] [--hist-time S]
  *
  * Files: this one (driver: options and dispatch), bench_util.c (shared
@@ -45,11 +48,12 @@
 
 /* ---- driver --------------------------------------------------------------- */
 
-enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16, S_TLS = 32, S_CLUSTER = 64 };
+enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16, S_TLS = 32, S_CLUSTER = 64,
+       S_KINDS = 128 };
 
 static void usage(FILE *out)
 {
-    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls,cluster] [--out DIR]\n"
+    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds] [--out DIR]\n"
           "       [--locks 1000,10000,100000] [--hold S] [--budget S] [--threads N]\n"
           "       [--mem-locks N] [--redlock-time S] [--hist-time S]\n",
           out);
@@ -86,8 +90,11 @@ static unsigned parse_only(const char *list)
             mask |= S_TLS;
         else if (!strcmp(p, "cluster"))
             mask |= S_CLUSTER;
+        else if (!strcmp(p, "kinds"))
+            mask |= S_KINDS;
         else
-            bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab, tls, cluster)", p);
+            bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab, tls, "
+                      "cluster, kinds)", p);
     }
     if (!mask)
         bench_die("--only: no section given");
@@ -111,7 +118,7 @@ static void parse_counts(bench *b, const char *list)
 
 static unsigned parse_args(bench *b, int argc, char **argv)
 {
-    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS | S_CLUSTER;
+    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS | S_CLUSTER | S_KINDS;
     b->wd_counts[0] = 1000, b->wd_counts[1] = 10000, b->wd_counts[2] = 100000;
     b->n_wd_counts = 3;
     b->hold_s = 5, b->budget_s = 40, b->threads = 4, b->mem_locks = 10000;
@@ -210,6 +217,8 @@ int main(int argc, char **argv)
         bench_tls(&b);
     if ((only & S_CLUSTER) && !bench_stop && bench_flush(&b) == 0)
         bench_cluster(&b);
+    if ((only & S_KINDS) && !bench_stop && bench_flush(&b) == 0)
+        bench_kinds(&b);
 
     test_redis_stop_many(b.srv, b.n_srv);
     printf("\n# load %.2f at end; %s\n", bench_load1(),

@@ -2,7 +2,8 @@
 /* dlock-bench: what the shared peers benchmark cannot measure (issue 8).
  * The sections the driver (dlock_bench.c) runs, one file each group:
  * dlock_bench_hold.c (watchdog, memory), dlock_bench_lat.c (redlock5,
- * hist), dlock_bench_ab.c (ab), dlock_bench_tls.c (tls). Their helpers
+ * hist), dlock_bench_ab.c (ab), dlock_bench_tls.c (tls),
+ * dlock_bench_kinds.c (kinds). Their helpers
  * are in bench_util.h. */
 #ifndef DLOCK_BENCH_H
 #define DLOCK_BENCH_H
@@ -17,5 +18,7 @@ void bench_hist(bench *b);
 void bench_ab(bench *b);
 void bench_tls(bench *b);
 void bench_cluster(bench *b);
+/* dlock_bench_kinds.c: cycles/s of each lock kind beside the plain lock's. */
+void bench_kinds(bench *b);
 
 #endif

@@ -76,7 +76,8 @@ enum cli_long_opt {
     CLI_OPT_PREFIX,
     CLI_OPT_FENCE,
     CLI_OPT_NO_FENCE,
-    CLI_OPT_PRINT_FENCE
+    CLI_OPT_PRINT_FENCE,
+    CLI_OPT_PERMITS
 };
 
 /* The one table of lock options, shared by `run` and the commands that
@@ -89,7 +90,10 @@ enum cli_long_opt {
     {"fair", no_argument, NULL, CLI_OPT_FAIR},                                 \
     {"fence", no_argument, NULL, CLI_OPT_FENCE},                               \
     {"no-fence", no_argument, NULL, CLI_OPT_NO_FENCE},                         \
-    {"quiet", no_argument, NULL, 'q'},
+    {"quiet", no_argument, NULL, 'q'},                                         \
+    {"shared", no_argument, NULL, 's'},                                        \
+    {"exclusive", no_argument, NULL, 'x'},                                     \
+    {"permits", required_argument, NULL, CLI_OPT_PERMITS},
 
 /* Values of the TLS options (cli/tls.c), apart from the others. */
 enum cli_tls_opt {
@@ -164,10 +168,12 @@ typedef struct cli_lock_opts {
     int quiet;       /* -q */
     int fence;       /* --fence: keep a fencing counter (off by default) */
     int print_fence; /* acquire --print-fence: print "TOKEN FENCE" */
+    int shared;       /* -s: the shared side of a read-write lock (-x: not) */
+    unsigned permits; /* --permits N: a semaphore of N permits (0: none) */
 } cli_lock_opts;
 
 /* The defaults of the lock options; extend waits for nothing. */
-#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0}
+#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0}
 
 /* common.c */
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -186,6 +192,13 @@ const char *cli_nodes(const dlock_client *c, char *buf, size_t len);
 int cli_open_client(cli_global *g, dlock_client **out);
 int cli_open_lock(dlock_client *c, const char *name,
                   const dlock_lock_options *lo, dlock_lock **out);
+/* cli_open_lock() for run: a semaphore (o->permits), or several names
+ * taken together (n > 1); the same messages. */
+int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
+                      const dlock_lock_options *lo, const cli_lock_opts *o, dlock_lock **out);
+/* The -s, -x, --permits, --fair and names combination run accepts; 0 or
+ * the usage error's exit status. */
+int cli_check_lock_mode(const char *cmd, const cli_lock_opts *o, size_t n_names);
 /* The one mapping from a dlock code to an exit status. o (may be NULL)
  * supplies -E for a lock not acquired; a signal that interrupted an
  * acquire (sig != 0, rc DLOCK_ECANCELED, or DLOCK_OK taken too late)

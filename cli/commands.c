@@ -16,6 +16,8 @@ static int takes(int c, const char *shorts, int json)
 {
     if (c == CLI_OPT_JSON)
         return json;
+    if (c == CLI_OPT_PERMITS) /* a permit's release needs its kind: run only */
+        return 0;
     if (c == CLI_OPT_FAIR || c == CLI_OPT_FENCE || c == CLI_OPT_NO_FENCE ||
         c == CLI_OPT_PRINT_FENCE)
         return strchr(shorts, 'n') != NULL; /* the commands that wait */
@@ -37,6 +39,8 @@ int cli_parse_simple(const char *cmd, int argc, char **argv, cli_global *g, cons
     while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
         if (c == ':' || c == '?')
             return cli_bad_option(cmd, c, optopt, argv, optind);
+        if (c == CLI_OPT_PERMITS || ((c == 's' || c == 'x') && !takes(c, shorts, 0)))
+            return cli_usage_error(cmd, "-s, -x and --permits work with 'dlock run' only");
         if (!takes(c, shorts, json != NULL))
             return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
         if (c == 'v')

@@ -205,6 +205,22 @@ int cli_lock_option(const char *cmd, int c, const char *arg, cli_lock_opts *o)
     case CLI_OPT_PRINT_FENCE:
         o->fence = o->print_fence = 1;
         return 0;
+    case 's':
+        o->shared = 1;
+        return 0;
+    case 'x':
+        o->shared = 0;
+        return 0;
+    case CLI_OPT_PERMITS: {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(arg, &end, 10);
+        if (errno || end == arg || *end || *arg == '-' || v == 0 || v > DLOCK_PERMITS_MAX)
+            return cli_usage_error(cmd, "--permits: the number of permits must be 1..%u, not '%s'",
+                                   DLOCK_PERMITS_MAX, arg);
+        o->permits = (unsigned)v;
+        return 0;
+    }
     default:
         return -1;
     }
@@ -348,8 +364,62 @@ dlock_lock_options cli_lock_options(const cli_lock_opts *o, unsigned flags)
 {
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.ttl_ms = o->ttl_ms;
-    lo.flags = flags | (o->fair ? DLOCK_FAIR : 0u) | (o->fence ? 0u : DLOCK_NO_FENCE);
+    lo.flags = flags | (o->fence ? 0u : DLOCK_NO_FENCE);
+    /* Exclusive by default: the writer side of a read-write lock holds the
+     * same plain key as before, so `dlock release`, other tools and older
+     * dlock versions see the same lock; it only also waits for `run -s`
+     * readers (and keeps new ones back while it waits). */
+    if (o->fair)
+        lo.flags |= DLOCK_FAIR;
+    else if (o->permits == 0)
+        lo.flags |= o->shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
     return lo;
+}
+
+int cli_check_lock_mode(const char *cmd, const cli_lock_opts *o, size_t n_names)
+{
+    if (o->shared && o->permits)
+        return cli_usage_error(cmd, "-s and --permits exclude each other");
+    if (o->fair && (o->shared || o->permits))
+        return cli_usage_error(cmd, "--fair works with exclusive locks only, not with %s",
+                               o->shared ? "-s" : "--permits");
+    if (o->fair && n_names > 1)
+        return cli_usage_error(cmd, "--fair takes one NAME, not %zu", n_names);
+    if (o->permits && n_names > 1)
+        return cli_usage_error(cmd, "--permits takes one NAME, not %zu", n_names);
+    if (n_names > DLOCK_MULTI_MAX)
+        return cli_usage_error(cmd, "at most %d names", DLOCK_MULTI_MAX);
+    if (o->fence && (o->shared || o->permits))
+        return cli_usage_error(cmd, "--fence: only exclusive holders get a fencing token");
+    return 0;
+}
+
+int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
+                      const dlock_lock_options *lo, const cli_lock_opts *o, dlock_lock **out)
+{
+    int rc;
+    if (n == 1 && !o->permits)
+        return cli_open_lock(c, names[0], lo, out);
+    if (o->permits)
+        rc = dlock_semaphore_new(out, c, names[0], o->permits, lo);
+    else
+        rc = dlock_lock_new_multi(out, c, names, n, lo);
+    if (rc == DLOCK_OK)
+        return 0;
+    if (rc == DLOCK_ENOTSUP && o->permits)
+        return cli_usage_error(NULL, "--permits works with one Redis node only, not %zu (permits "
+                               "counted per node do not add up over a majority)",
+                               dlock_client_node_count(c));
+    if (rc == DLOCK_EINVAL && n > 1) {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++)
+                if (!strcmp(names[i], names[j]))
+                    return cli_usage_error(NULL, "the name \"%s\" is given twice", names[i]);
+    }
+    if (rc == DLOCK_EINVAL)
+        return cli_usage_error(NULL, "every lock name must be 1..%d bytes", DLOCK_NAME_MAX);
+    cli_msg("\"%s\": %s", names[0], dlock_strerror(rc));
+    return cli_exit_for(rc, NULL, 0);
 }
 
 int cli_exit_for(int rc, const cli_lock_opts *o, int sig)

@@ -27,11 +27,17 @@ typedef struct command_help {
 
 static const command_help commands[] = {
     {"run",
-     "dlock [GLOBAL] run [OPTIONS] NAME -- PROGRAM [ARG]...\n"
-     "dlock [GLOBAL] run [OPTIONS] NAME -c 'SHELL COMMAND'\n",
+     "dlock [GLOBAL] run [OPTIONS] NAME... -- PROGRAM [ARG]...\n"
+     "dlock [GLOBAL] run [OPTIONS] NAME... -c 'SHELL COMMAND'\n",
      "Take the lock NAME, run PROGRAM while renewing the lease, release it when\n"
      "PROGRAM ends, and exit with PROGRAM's status. PROGRAM gets DLOCK_NAME,\n"
-     "DLOCK_TOKEN and DLOCK_FENCE (0 without --fence) and never a password.\n\n" LOCK_OPTS_HELP
+     "DLOCK_TOKEN and DLOCK_FENCE (0 without --fence) and never a password.\n"
+     "Several NAMEs are taken together, all or none, in sorted order.\n\n" LOCK_OPTS_HELP
+     "  -s, --shared         shared: many -s holders at once, none beside a writer;\n"
+     "                       a waiting writer keeps new readers back\n"
+     "  -x, --exclusive      exclusive (the default)\n"
+     "      --permits=N      a semaphore: at most N holders of NAME at once (every\n"
+     "                       user of NAME gives the same N; one node only)\n"
      "  -c, --command=CMD    run CMD with /bin/sh -c instead of PROGRAM\n"
      "      --on-lost=WHAT   if the lock is lost: term (SIGTERM, then SIGKILL after\n"
      "                       --grace; default), kill (SIGKILL), ignore (only report)\n"

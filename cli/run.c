@@ -27,7 +27,9 @@ typedef struct run_opts {
     cli_lock_opts lk;
     on_lost_action on_lost;
     int64_t grace_ms;
-    const char *name;
+    const char *name; /* for messages: the name, or the names of a set */
+    const char *names[DLOCK_MULTI_MAX];
+    size_t n_names;
     char **prog;
     char *sh_argv[4];
 } run_opts;
@@ -63,14 +65,15 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
      * follows those belongs to the program. */
     for (;;) {
         int before = optind ? optind : 1;
-        int c = getopt_long(argc, argv, "+:t:w:nE:c:qvh", longopts, NULL);
+        int c = getopt_long(argc, argv, "+:t:w:nE:c:sxqvh", longopts, NULL);
         if (c == -1) {
             if (optind == before + 1 && !strcmp(argv[before], "--")) {
                 dashdash = 1;
                 break;
             }
-            if (optind < argc && !o->name) {
-                o->name = argv[optind++];
+            /* NAME, or several: all of them are taken together. */
+            if (optind < argc && o->n_names < DLOCK_MULTI_MAX) {
+                o->names[o->n_names++] = argv[optind++];
                 continue;
             }
             break;
@@ -111,8 +114,8 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
             break;
     }
     if (shell_cmd) {
-        if (!o->name && optind < argc)
-            o->name = argv[optind++];
+        if (!o->n_names && optind < argc)
+            o->names[o->n_names++] = argv[optind++];
         if (optind < argc)
             return cli_usage_error(cmd, "unexpected '%s' after -c: the command is one argument",
                                    argv[optind]);
@@ -121,18 +124,27 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
         o->sh_argv[2] = (char *)shell_cmd;
         o->sh_argv[3] = NULL;
         o->prog = o->sh_argv;
-    } else if (dashdash && o->name && optind < argc) {
+    } else if (dashdash && o->n_names && optind < argc) {
         o->prog = argv + optind;
     }
-    if (!o->name)
+    if (!o->n_names)
         return cli_usage_error(cmd, "missing lock NAME%s", dashdash ? " before '--'" : "");
     if (!o->prog && dashdash)
         return cli_usage_error(cmd, "missing PROGRAM after '--'");
     if (!o->prog && optind < argc)
         return cli_usage_error(cmd, "expected '--' or -c before '%s'", argv[optind]);
+    if (!o->prog && o->n_names > 1)
+        /* `dlock run NAME PROGRAM` without "--": the names read on. */
+        return cli_usage_error(cmd, "expected '--' or -c before '%s' (or is it a second lock "
+                               "NAME? then add '-- PROGRAM')", o->names[1]);
     if (!o->prog)
         return cli_usage_error(cmd, "missing '-- PROGRAM' or -c 'COMMAND'");
-    return 0;
+    o->name = o->names[0];
+    for (size_t i = 0; i < o->n_names; i++)
+        for (size_t j = i + 1; j < o->n_names; j++)
+            if (!strcmp(o->names[i], o->names[j]))
+                return cli_usage_error(cmd, "the name \"%s\" is given twice", o->names[i]);
+    return cli_check_lock_mode(cmd, &o->lk, o->n_names);
 }
 
 /* Watchdog thread: no locks, no stdio, just a flag and a byte. */
@@ -372,7 +384,8 @@ static int run_program(run_state *rs, const sigset_t *mask)
 
 int cli_cmd_run(cli_global *g, int argc, char **argv)
 {
-    run_opts o = {CLI_LOCK_OPTS_INIT, LOST_TERM, 5000, NULL, NULL, {NULL, NULL, NULL, NULL}};
+    static run_opts o = {CLI_LOCK_OPTS_INIT, LOST_TERM, 5000, NULL, {NULL}, 0, NULL,
+                         {NULL, NULL, NULL, NULL}};
     run_state rs;
     sigset_t mask;
     int rc = parse_run(argv[0], argc, argv, &o, g);
@@ -398,9 +411,10 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
     dlock_lock_options lo = cli_lock_options(&o.lk, DLOCK_AUTO_RENEW);
     lo.on_lost = on_lost;
     lo.on_lost_arg = &rs;
-    rc = cli_open_lock(rs.client, o.name, &lo, &rs.lock);
+    rc = cli_open_lock_set(rs.client, o.names, o.n_names, &lo, &o.lk, &rs.lock);
     if (rc)
         goto out;
+    o.name = dlock_lock_name(rs.lock); /* a set: its names, for messages */
     rc = cli_sigwatch_start(&rs.sw, rs.lock, rs.ev[1]);
     if (rc)
         goto out;

@@ -38,6 +38,65 @@ static void json_string(const char *s, FILE *f)
     fputc('"', f);
 }
 
+#define MAX_LISTED 64
+
+/* Who holds the name on one node (shared holders, permits): what
+ * dlock_client_holders() says; info->mode DLOCK_HOLD_FREE if it failed. */
+typedef struct node_holders {
+    dlock_holders_info info;
+    dlock_holder list[MAX_LISTED];
+} node_holders;
+
+static void holders_of(dlock_client *c, const char *name, size_t i, node_holders *h)
+{
+    if (dlock_client_holders(c, name, i, &h->info, h->list, MAX_LISTED) != DLOCK_OK)
+        h->info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
+}
+
+static const char *mode_name(dlock_hold_mode m)
+{
+    static const char *const names[] = {"free", "exclusive", "shared", "semaphore", "reentrant"};
+    return (unsigned)m < 5 ? names[m] : "?";
+}
+
+static void json_holders(const node_holders *h, FILE *f)
+{
+    fprintf(f, ",\"mode\":\"%s\"", mode_name(h->info.mode));
+    if (h->info.mode != DLOCK_HOLD_SHARED && h->info.mode != DLOCK_HOLD_SEMAPHORE)
+        return;
+    if (h->info.mode == DLOCK_HOLD_SEMAPHORE)
+        fprintf(f, ",\"permits\":%u", h->info.permits);
+    fprintf(f, ",\"writer_waiting_ms\":%" PRId64 ",\"holders_count\":%zu,\"holders\":[",
+            h->info.writer_waiting_ms, h->info.count);
+    for (size_t k = 0; k < h->info.count && k < MAX_LISTED; k++) {
+        fputs(k ? ",{\"token\":" : "{\"token\":", f);
+        json_string(h->list[k].token, f);
+        fprintf(f, ",\"ttl_ms\":%" PRId64 "}", h->list[k].ttl_ms);
+    }
+    fputc(']', f);
+}
+
+static void text_holders(const node_holders *h, FILE *f)
+{
+    char esc[600];
+    if (h->info.mode == DLOCK_HOLD_SHARED)
+        fprintf(f, "%26sshared by %zu", "", h->info.count);
+    else if (h->info.mode == DLOCK_HOLD_SEMAPHORE)
+        fprintf(f, "%26spermits in use %zu of %u", "", h->info.count, h->info.permits);
+    else
+        return;
+    if (h->info.writer_waiting_ms >= 0)
+        fprintf(f, "  (a writer waits, mark %.1fs)", (double)h->info.writer_waiting_ms / 1000.0);
+    fputc('\n', f);
+    for (size_t k = 0; k < h->info.count && k < MAX_LISTED; k++)
+        fprintf(f, "%28s%s  lease %.1fs\n", "", cli_escape(h->list[k].token, esc, sizeof esc),
+                (double)h->list[k].ttl_ms / 1000.0);
+    if (h->info.count > MAX_LISTED)
+        fprintf(f, "%28s... and %zu more\n", "", h->info.count - MAX_LISTED);
+}
+
+static node_holders holders[CLI_MAX_URLS];
+
 static void print_json(dlock_client *c, const char *name, const dlock_node_status *st,
                        const dlock_lock_status *s, FILE *f)
 {
@@ -53,8 +112,12 @@ static void print_json(dlock_client *c, const char *name, const dlock_node_statu
             fprintf(f, ",\"error\":\"%s\",\"message\":\"%s\"}", dlock_errname(st[i].error),
                     dlock_strerror(st[i].error));
         else
-            fprintf(f, ",\"held\":%s,\"ttl_ms\":%" PRId64 ",\"fence\":%" PRIu64 "}",
+        {
+            fprintf(f, ",\"held\":%s,\"ttl_ms\":%" PRId64 ",\"fence\":%" PRIu64,
                     st[i].held ? "true" : "false", st[i].ttl_ms, st[i].fence);
+            json_holders(&holders[i], f);
+            fputc('}', f);
+        }
     }
     fputs("]}\n", f);
 }
@@ -79,6 +142,8 @@ static void print_text(dlock_client *c, const char *name, const dlock_node_statu
             fprintf(f, "held  no ttl  fence %" PRIu64 "\n", st[i].fence);
         else
             fprintf(f, "free  fence %" PRIu64 "\n", st[i].fence);
+        if (st[i].error == DLOCK_OK)
+            text_holders(&holders[i], f);
     }
 }
 
@@ -97,6 +162,11 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     if (src == DLOCK_EINVAL) {
         dlock_client_free(c);
         return cli_usage_error(argv[0], "the lock name must be 1..%d bytes", DLOCK_NAME_MAX);
+    }
+    for (size_t i = 0; i < n; i++) {
+        holders[i].info.mode = DLOCK_HOLD_FREE;
+        if (st[i].error == DLOCK_OK && st[i].held)
+            holders_of(c, name, i, &holders[i]);
     }
     if (json)
         print_json(c, name, st, &s, stdout);

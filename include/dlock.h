@@ -468,6 +468,43 @@ DLOCK_EXTERN(int)
 dlock_client_status(dlock_client *client, const char *name, size_t n_nodes,
                     dlock_node_status *nodes, dlock_lock_status *summary);
 
+/** How a lock name is held, for dlock_client_holders(). */
+typedef enum dlock_hold_mode {
+    DLOCK_HOLD_FREE = 0,      /**< no key */
+    DLOCK_HOLD_EXCLUSIVE = 1, /**< one holder: a plain or exclusive lock */
+    DLOCK_HOLD_SHARED = 2,    /**< shared holders (DLOCK_SHARED) */
+    DLOCK_HOLD_SEMAPHORE = 3, /**< permit holders (dlock_semaphore_new()) */
+    DLOCK_HOLD_OTHER = 4      /**< a reentrant lock (holders not listed) */
+} dlock_hold_mode;
+
+/** One holder listed by dlock_client_holders(). */
+typedef struct dlock_holder {
+    char token[DLOCK_TOKEN_MAX + 1]; /**< its owner token (cut to fit) */
+    int64_t ttl_ms;                  /**< what is left of its lease */
+} dlock_holder;
+
+/** What dlock_client_holders() found on the node. */
+typedef struct dlock_holders_info {
+    dlock_hold_mode mode;
+    unsigned permits;          /**< a semaphore's N, else 0 */
+    size_t count;              /**< live holders (may exceed what was listed) */
+    int64_t writer_waiting_ms; /**< TTL of the writer-waiting mark, -1 none */
+} dlock_holders_info;
+
+/**
+ * List who holds lock @p name on node @p node (0 with a single node): the
+ * mode, each live holder's token and remaining lease (expired shares and
+ * permits are not counted), a semaphore's N, and whether a writer waits.
+ * Read-only. The client's key_prefix applies.
+ *
+ * @param out     receives up to @p max_out holders (may be NULL with 0).
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range),
+ *         DLOCK_ENOTSUP (an etcd:// client), or the node's error.
+ */
+DLOCK_EXTERN(int)
+dlock_client_holders(dlock_client *client, const char *name, size_t node,
+                     dlock_holders_info *info, dlock_holder *out, size_t max_out);
+
 /**@}*/
 
 /* ------------------------------------------------------------------------ */
@@ -492,7 +529,24 @@ enum dlock_lock_flags {
     DLOCK_FAIR = 1u << 2,
     /** Do not keep a fencing counter for this name (saves one key per
      *  name for high-cardinality names such as order ids). */
-    DLOCK_NO_FENCE = 1u << 3
+    DLOCK_NO_FENCE = 1u << 3,
+    /** Read-write lock, shared side: many shared holders at once, each
+     *  with a lease of its own (a crashed holder's share ends with its own
+     *  lease), never beside an exclusive holder, and not granted while a
+     *  writer waits (writer preference: see docs/primitives.md). Stored as
+     *  a sorted set of holders' tokens scored by lease end. No fencing
+     *  token (dlock_lock_fence() is 0). Works on several nodes. Not
+     *  combined with DLOCK_REENTRANT or DLOCK_FAIR (DLOCK_ENOTSUP): a
+     *  reader that takes a second share while a writer waits would wait
+     *  for itself. */
+    DLOCK_SHARED = 1u << 4,
+    /** Read-write lock, exclusive side: held exactly like a plain lock
+     *  (same value, fencing, renewal), but shared holders keep it out, and
+     *  while it waits for them it leaves a short "writer waiting" mark
+     *  that new shared holders respect. A plain lock (no mode flag) on a
+     *  name with shared holders fails with DLOCK_EWRONGTYPE: writers of a
+     *  read-write lock use this flag (`dlock run` does by default). */
+    DLOCK_EXCLUSIVE = 1u << 5
 };
 
 /** Why a lock was lost, passed to dlock_lost_fn. */
@@ -573,6 +627,68 @@ dlock_lock_options_init(dlock_lock_options *opts, unsigned int version);
 DLOCK_EXTERN(int)
 dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
                const dlock_lock_options *opts);
+
+/** Most permits a semaphore may have. */
+#define DLOCK_PERMITS_MAX 1000000u
+
+/**
+ * Create a handle for one permit of the semaphore called @p name: at most
+ * @p permits holders of the name at once, each with a lease of its own
+ * (ttl_ms) and its own token, renewed with DLOCK_AUTO_RENEW like a lock; a
+ * holder that dies gives its permit back when its lease ends. Acquire,
+ * release, extend, free, cancel and the getters work as for a lock;
+ * release of a permit this handle does not hold in the store (another
+ * token, or never granted) is DLOCK_ENOTOWNER. No fencing token.
+ *
+ * Every user of a name must give the same @p permits: the first holder
+ * stores N with the holders, and an acquire that finds another N stored is
+ * refused with DLOCK_EINVAL ("the semaphore has N permits") while any
+ * permit is held (the key, N with it, goes with the last lease).
+ *
+ * @param permits 1..DLOCK_PERMITS_MAX.
+ * @param opts    as for dlock_lock_new(); flags may hold DLOCK_AUTO_RENEW
+ *                and DLOCK_NO_FENCE only (a mode flag: DLOCK_EINVAL).
+ * @return DLOCK_OK, DLOCK_EINVAL (as dlock_lock_new(), 0 or too many
+ *         permits, a mode flag), DLOCK_ENOTSUP (several nodes: permits
+ *         counted per node do not add up over a majority, see
+ *         docs/primitives.md), DLOCK_ENOMEM.
+ */
+DLOCK_EXTERN(int)
+dlock_semaphore_new(dlock_lock **out, dlock_client *client, const char *name,
+                    unsigned permits, const dlock_lock_options *opts);
+
+/** Most names a multi-name lock may take. */
+#define DLOCK_MULTI_MAX 1024
+
+/**
+ * Create one handle for several lock names taken together: an acquire
+ * holds every name or none (what it took is released before it returns a
+ * failure), and a release gives back all of them. The names are taken in
+ * one fixed order (bytewise sorted), so two callers taking {a, b} and
+ * {b, a} cannot deadlock. Each name is a lock of the kind @p opts asks for
+ * (plain, DLOCK_EXCLUSIVE, DLOCK_SHARED, DLOCK_REENTRANT: not DLOCK_FAIR)
+ * with its own key, token and fencing counter; on several nodes each name
+ * is a Redlock lock.
+ *
+ * One validity for the set: dlock_lock_validity_ms() is the least of the
+ * names' (an acquire whose first names' leases ran out while it waited for
+ * the later ones gives them all back and tries again). DLOCK_AUTO_RENEW
+ * renews every name (in the one watchdog's batches); the loss of any name
+ * makes the set lost (on_lost runs once, with this handle). extend pushes
+ * every name's lease out. dlock_lock_name() is the sorted names separated
+ * by spaces; dlock_lock_token() and dlock_lock_fence() are the first
+ * name's. dlock_lock_adopt() is refused (DLOCK_EINVAL).
+ *
+ * @param names   @p n_names NUL-terminated names, each as for
+ *                dlock_lock_new(), no two equal.
+ * @param n_names 1..DLOCK_MULTI_MAX.
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, no names, an empty, long or
+ *         repeated name, bad options), DLOCK_ENOTSUP (DLOCK_FAIR, or a
+ *         kind the client's nodes do not support), DLOCK_ENOMEM.
+ */
+DLOCK_EXTERN(int)
+dlock_lock_new_multi(dlock_lock **out, dlock_client *client, const char *const *names,
+                     size_t n_names, const dlock_lock_options *opts);
 
 /** Release the lock if this handle holds it (best effort, errors ignored;
  *  see dlock_lock_forget() to keep it), stop its renewal and free the

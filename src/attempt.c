@@ -268,8 +268,8 @@ int dlock__attempt(dlock_lock *l, int *retry)
         dlock__err_set(&l->err, "getrandom failed");
         return rc;
     }
-    const char *args[6];
-    size_t lens[6];
+    const char *args[8];
+    size_t lens[8];
     int nkeys = 0, nargs;
     args[nkeys] = l->name;
     lens[nkeys++] = l->name_len;
@@ -277,11 +277,19 @@ int dlock__attempt(dlock_lock *l, int *retry)
         args[nkeys] = l->fence_key;
         lens[nkeys++] = l->fence_len;
     }
+    if (l->aux_key) { /* the kind's helper key (kinds.h) */
+        args[nkeys] = l->aux_key;
+        lens[nkeys++] = l->aux_len;
+    }
     nargs = nkeys;
     args[nargs] = l->token;
     lens[nargs++] = l->token_len;
     args[nargs] = l->ttl_s;
     lens[nargs++] = l->ttl_s_len;
+    if (l->aux_arg_len) {
+        args[nargs] = l->aux_arg;
+        lens[nargs++] = l->aux_arg_len;
+    }
     uint64_t seq_no = 0;
     if (counted) {
         seq_no = dlock__lock_next_op_no();

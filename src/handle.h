@@ -36,6 +36,16 @@ struct dlock_lock {
     size_t queue_len;
     char *live_prefix; /* fair mode: prefix of the waiters' liveness keys */
     size_t live_prefix_len;
+    char *aux_key; /* the kind's helper key for its acquire (kinds.h), or NULL */
+    size_t aux_len;
+    char aux_arg[24]; /* the kind's extra acquire argument ("" none) */
+    size_t aux_arg_len;
+    unsigned permits; /* semaphore: N */
+    /* A multi-name lock (multi.c): one handle per name, in the order they
+     * are taken; each name handle points back at the set. NULL/0 else. */
+    struct dlock_lock **subs;
+    size_t n_subs;
+    struct dlock_lock *parent;
 
     /* mu guards everything below that another thread may touch: state,
      * valid_until_ns, canceled, and the waiter record's thread fields. */
@@ -102,6 +112,12 @@ struct dlock_lock {
      * while the record is not registered. */
     dlock__renewal renewal;
 };
+
+/* dlock_lock_new() for a kind chosen by the caller: a semaphore of
+ * `permits` (> 0) or the handle of a multi-name lock (multi != 0, name is
+ * the names for display). Options are checked here, once for every kind. */
+int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
+                       const dlock_lock_options *opts, unsigned permits, int multi);
 
 /* State, under l->mu (the one place a handle's state is written). */
 void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until_ns);

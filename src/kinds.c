@@ -1,29 +1,110 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The table of lock kinds (kinds.h). */
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "kinds.h"
 
 static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
-    [DLOCK__KIND_PLAIN] = {DLOCK__KIND_PLAIN, "plain", 0, 1, DLOCK__S_ACQUIRE, DLOCK__S_RELEASE,
-                           DLOCK__S_EXTEND, DLOCK__S_RELEASE, DLOCK__S_NONE, DLOCK__S_NONE, "p",
-                           DLOCK__WAIT_RETRY},
-    [DLOCK__KIND_COUNTED] = {DLOCK__KIND_COUNTED, "counted", 1, 1, DLOCK__S_RACQUIRE,
-                             DLOCK__S_RRELEASE, DLOCK__S_REXTEND, DLOCK__S_RUNDO,
-                             DLOCK__S_RFORGET, DLOCK__S_NONE, "r", DLOCK__WAIT_RETRY},
+    [DLOCK__KIND_PLAIN] = {.id = DLOCK__KIND_PLAIN, .name = "plain", .multi_node = 1,
+                           .acquire = DLOCK__S_ACQUIRE, .release = DLOCK__S_RELEASE,
+                           .extend = DLOCK__S_EXTEND, .undo = DLOCK__S_RELEASE,
+                           .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "p",
+                           .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1},
+    [DLOCK__KIND_COUNTED] = {.id = DLOCK__KIND_COUNTED, .name = "counted", .counted = 1,
+                             .multi_node = 1, .acquire = DLOCK__S_RACQUIRE,
+                             .release = DLOCK__S_RRELEASE, .extend = DLOCK__S_REXTEND,
+                             .undo = DLOCK__S_RUNDO, .forget = DLOCK__S_RFORGET,
+                             .leave = DLOCK__S_NONE, .renew_mode = "r",
+                             .wait = DLOCK__WAIT_RETRY, .fenced = 1},
     /* Fair mode keeps its queue in one node's memory; a queue shared by
      * independent masters would need an agreement protocol of its own
      * (docs/waiting.md). */
-    [DLOCK__KIND_FAIR] = {DLOCK__KIND_FAIR, "fair", 0, 0, DLOCK__S_FAIR_ACQUIRE,
-                          DLOCK__S_FAIR_RELEASE, DLOCK__S_EXTEND, DLOCK__S_FAIR_RELEASE,
-                          DLOCK__S_NONE, DLOCK__S_FAIR_LEAVE, "p", DLOCK__WAIT_QUEUE},
+    [DLOCK__KIND_FAIR] = {.id = DLOCK__KIND_FAIR, .name = "fair", .acquire = DLOCK__S_FAIR_ACQUIRE,
+                          .release = DLOCK__S_FAIR_RELEASE, .extend = DLOCK__S_EXTEND,
+                          .undo = DLOCK__S_FAIR_RELEASE, .forget = DLOCK__S_NONE,
+                          .leave = DLOCK__S_FAIR_LEAVE, .renew_mode = "p",
+                          .wait = DLOCK__WAIT_QUEUE, .fenced = 1, .adopt = 1},
+    /* The writer of a read-write lock holds exactly a plain lock (so plain
+     * release, extend, renewal and fencing serve it); only its acquire
+     * differs: shared holders keep it out, and it leaves the
+     * writer-waiting mark (docs/primitives.md). A writer and a reader are
+     * excluded node by node, and any two majorities share a node, so it
+     * works on several masters. */
+    [DLOCK__KIND_EXCLUSIVE] = {.id = DLOCK__KIND_EXCLUSIVE, .name = "exclusive", .multi_node = 1,
+                               .acquire = DLOCK__S_X_ACQUIRE, .release = DLOCK__S_RELEASE,
+                               .extend = DLOCK__S_EXTEND, .undo = DLOCK__S_RELEASE,
+                               .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE,
+                               .renew_mode = "p", .wait = DLOCK__WAIT_RETRY, .fenced = 1,
+                               .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS},
+    /* Readers hold no fencing token: they do not write (docs/fencing.md). */
+    [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
+                            .acquire = DLOCK__S_Z_ACQUIRE, .release = DLOCK__S_Z_RELEASE,
+                            .extend = DLOCK__S_Z_EXTEND, .undo = DLOCK__S_Z_RELEASE,
+                            .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "z",
+                            .wait = DLOCK__WAIT_RETRY, .adopt = 1, .aux_key = "ww",
+                            .aux_arg = DLOCK__AUX_ZERO},
+    /* N permits counted per node do not add up over several masters: with
+     * N = 2 and three nodes, three holders can each win a different pair
+     * of nodes while no node sees more than two (docs/primitives.md). */
+    [DLOCK__KIND_SEMAPHORE] = {.id = DLOCK__KIND_SEMAPHORE, .name = "semaphore",
+                               .acquire = DLOCK__S_Z_ACQUIRE, .release = DLOCK__S_Z_RELEASE,
+                               .extend = DLOCK__S_Z_EXTEND, .undo = DLOCK__S_Z_RELEASE,
+                               .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE,
+                               .renew_mode = "z", .wait = DLOCK__WAIT_RETRY, .adopt = 1,
+                               .aux_arg = DLOCK__AUX_PERMITS},
+    /* No script of its own: one handle per name (any other kind) does the
+     * work; multi.c takes them in order and gives them back together. */
+    [DLOCK__KIND_MULTI] = {.id = DLOCK__KIND_MULTI, .name = "multi", .multi_node = 1,
+                           .acquire = DLOCK__S_NONE, .release = DLOCK__S_NONE,
+                           .extend = DLOCK__S_NONE, .undo = DLOCK__S_NONE,
+                           .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "p",
+                           .wait = DLOCK__WAIT_MULTI},
 };
 
-const dlock__kind *dlock__kind_of(unsigned flags)
+const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)
 {
-    if ((flags & DLOCK_FAIR) && (flags & DLOCK_REENTRANT))
+    unsigned modes = flags & (DLOCK_FAIR | DLOCK_REENTRANT | DLOCK_SHARED | DLOCK_EXCLUSIVE);
+    if (multi)
+        return &kinds[DLOCK__KIND_MULTI];
+    if (permits)
+        return modes ? NULL : &kinds[DLOCK__KIND_SEMAPHORE];
+    if (modes & (modes - 1)) /* more than one mode */
         return NULL;
-    if (flags & DLOCK_FAIR)
+    switch (modes) {
+    case DLOCK_FAIR:
         return &kinds[DLOCK__KIND_FAIR];
-    if (flags & DLOCK_REENTRANT)
+    case DLOCK_REENTRANT:
         return &kinds[DLOCK__KIND_COUNTED];
-    return &kinds[DLOCK__KIND_PLAIN];
+    case DLOCK_SHARED:
+        return &kinds[DLOCK__KIND_SHARED];
+    case DLOCK_EXCLUSIVE:
+        return &kinds[DLOCK__KIND_EXCLUSIVE];
+    default:
+        return &kinds[DLOCK__KIND_PLAIN];
+    }
+}
+
+size_t dlock__kind_aux_arg(const dlock__kind *kind, int64_t retry_max_ms, unsigned permits,
+                           char *buf, size_t cap)
+{
+    int n = 0;
+    switch (kind->aux_arg) {
+    case DLOCK__AUX_MARK_MS:
+        /* The writer-waiting mark outlives a waiting writer's longest
+         * sleep between two looks (a wake-up, the safety poll of 1 s, or a
+         * backoff up to retry_max_ms), which refresh it; a writer that
+         * gave up or died holds readers back this long at most. */
+        n = snprintf(buf, cap, "%" PRId64, 2000 + 2 * retry_max_ms);
+        break;
+    case DLOCK__AUX_ZERO:
+        n = snprintf(buf, cap, "0");
+        break;
+    case DLOCK__AUX_PERMITS:
+        n = snprintf(buf, cap, "%u", permits);
+        break;
+    default:
+        buf[0] = '\0';
+    }
+    return n > 0 ? (size_t)n : 0;
 }

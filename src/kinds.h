@@ -20,6 +20,10 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_PLAIN,   /* one owner token per hold */
     DLOCK__KIND_COUNTED, /* DLOCK_REENTRANT: holds counted per owner */
     DLOCK__KIND_FAIR,    /* DLOCK_FAIR: waiters served in line */
+    DLOCK__KIND_EXCLUSIVE, /* DLOCK_EXCLUSIVE: writer of a read-write lock */
+    DLOCK__KIND_SHARED,    /* DLOCK_SHARED: one of many readers, own lease */
+    DLOCK__KIND_SEMAPHORE, /* dlock_semaphore_new(): N leased permits */
+    DLOCK__KIND_MULTI,     /* dlock_lock_new_multi(): several names at once */
     DLOCK__KIND_COUNT
 } dlock__kind_id;
 
@@ -28,6 +32,7 @@ typedef enum dlock__kind_id {
 typedef enum dlock__wait_style {
     DLOCK__WAIT_RETRY, /* attempts with backoff, woken by release messages */
     DLOCK__WAIT_QUEUE, /* a place in line, handed the lock in turn */
+    DLOCK__WAIT_MULTI, /* each name in sorted order, all or none (multi.c) */
     DLOCK__WAIT_COUNT
 } dlock__wait_style;
 
@@ -44,10 +49,22 @@ typedef struct dlock__kind {
     dlock__script_id leave;    /* leave the line (queued kinds) */
     const char *renew_mode;    /* renew_batch.lua's mode argument */
     dlock__wait_style wait;    /* how a waiting acquire goes */
+    int fenced;                /* keeps a fencing counter (unless DLOCK_NO_FENCE) */
+    int adopt;                 /* dlock_lock_adopt() may give it a token */
+    /* The kind's extra key and argument of its acquire script: a helper
+     * key KEY NUL aux_key (NULL: none), sent after the fencing counter, and
+     * an argument after the TTL (what aux_arg says to send). */
+    const char *aux_key;
+    enum { DLOCK__AUX_NONE, DLOCK__AUX_MARK_MS, DLOCK__AUX_ZERO, DLOCK__AUX_PERMITS } aux_arg;
 } dlock__kind;
 
-/* The kind for a lock's flags (DLOCK_FAIR | DLOCK_REENTRANT together is
- * refused earlier: no kind). */
-const dlock__kind *dlock__kind_of(unsigned flags);
+/* The kind for a lock's flags (flags no kind combines give NULL), for a
+ * semaphore (permits > 0) or a multi-name lock. */
+const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi);
+
+/* The kind's extra acquire argument (kinds.h, aux_arg) into buf; its
+ * length (0: none). */
+size_t dlock__kind_aux_arg(const dlock__kind *kind, int64_t retry_max_ms, unsigned permits,
+                           char *buf, size_t cap);
 
 #endif

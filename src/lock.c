@@ -23,12 +23,15 @@
 #include "handle.h"
 #include "keys.h"
 #include "kinds.h"
+#include "multi.h"
 #include "quorum.h"
 #include "wait.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
-#define KNOWN_FLAGS (DLOCK_REENTRANT | DLOCK_AUTO_RENEW | DLOCK_FAIR | DLOCK_NO_FENCE)
+#define KNOWN_FLAGS                                                                         \
+    (DLOCK_REENTRANT | DLOCK_AUTO_RENEW | DLOCK_FAIR | DLOCK_NO_FENCE | DLOCK_SHARED |        \
+     DLOCK_EXCLUSIVE)
 
 /* Bytes of a dlock_lock_options of the given version (0: unknown): a
  * program built against an older header passes a shorter struct, so the
@@ -61,6 +64,7 @@ int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
 static int (*const acquire_loop[DLOCK__WAIT_COUNT])(dlock_lock *, int64_t, int64_t) = {
     [DLOCK__WAIT_RETRY] = dlock__wait_acquire,
     [DLOCK__WAIT_QUEUE] = dlock__fair_acquire,
+    [DLOCK__WAIT_MULTI] = dlock__multi_acquire,
 };
 
 /* The handle's renewal record hands the watchdog's rounds back here
@@ -92,6 +96,8 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
         }
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (l->parent && !lost) /* one name of a set: the set's validity moves */
+        dlock__multi_sync(l->parent);
     return lost;
 }
 
@@ -123,9 +129,20 @@ static int renew_stop(dlock_lock *l)
     return dlock__watchdog_remove(l->client, &l->renewal);
 }
 
-/* The handle lets go of every hold (the store's side is the caller's). */
+/* A lost set gives back the names it still holds (multi.c). */
+static void release_names(dlock_lock *l)
+{
+    for (size_t i = 0; i < l->n_subs; i++)
+        if (dlock__lock_get_state(l->subs[i]) != DLOCK_STATE_UNLOCKED)
+            (void)dlock_lock_release(l->subs[i]);
+}
+
+/* The handle lets go of every hold (the store's side is the caller's; a
+ * set gives back the names it still holds, or its next acquire would find
+ * them held). */
 static void drop_holds(dlock_lock *l)
 {
+    release_names(l);
     l->holds = 0;
     dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
 }
@@ -144,13 +161,20 @@ static int forked(dlock_lock *l)
 int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
                    const dlock_lock_options *opts)
 {
+    return dlock__lock_create(out, client, name, opts, 0, 0);
+}
+
+int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
+                       const dlock_lock_options *opts, unsigned permits, int multi)
+{
     dlock_lock_options defaults = DLOCK_LOCK_OPTIONS_INIT;
     if (out)
         *out = NULL;
     if (!out || !client || !name || dlock__client_forked(client))
         return DLOCK_EINVAL;
-    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (len == 0 || len > DLOCK_NAME_MAX)
+    /* A set's name is its names joined, for display (checked one by one). */
+    size_t len = multi ? strlen(name) : strnlen(name, DLOCK_NAME_MAX + 1);
+    if (len == 0 || (len > DLOCK_NAME_MAX && !multi))
         return DLOCK_EINVAL;
     if (opts) {
         /* An older caller's struct is shorter: read only what it has. */
@@ -169,8 +193,15 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
         return DLOCK_EINVAL;
     /* Fair counted locks are not offered; a single-node kind (fair mode
      * keeps its queue in one node's memory) refuses several masters. */
-    const dlock__kind *kind = dlock__kind_of(opts->flags);
-    if (!kind || (client->n_nodes > 1 && !kind->multi_node))
+    if ((opts->flags & DLOCK_SHARED) && (opts->flags & DLOCK_EXCLUSIVE))
+        return DLOCK_EINVAL; /* one side or the other */
+    const dlock__kind *kind = dlock__kind_of(opts->flags, permits, multi);
+    /* etcd has a lock of its own and none of issue 17's kinds: a writer
+     * there has no readers to wait for, so it is the plain lock. */
+    if (kind && client->etcd && kind->id == DLOCK__KIND_EXCLUSIVE)
+        kind = dlock__kind_of(opts->flags & ~(unsigned)DLOCK_EXCLUSIVE, 0, 0);
+    if (!kind || (client->n_nodes > 1 && !kind->multi_node) ||
+        (client->etcd && kind->id >= DLOCK__KIND_SHARED))
         return DLOCK_ENOTSUP;
 
     dlock_lock *l = dlock__calloc(1, sizeof *l);
@@ -187,9 +218,15 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
     if (l->name)
         l->channel = dlock__wake_channel_for(client, l->name, l->name_len, &l->channel_len);
     int ok = l->name && l->channel;
-    if (ok && !(opts->flags & DLOCK_NO_FENCE))
+    if (ok && kind->fenced && !(opts->flags & DLOCK_NO_FENCE))
         ok = (l->fence_key = dlock__helper_key(client, l->name, l->name_len, "fence", 5,
                                                &l->fence_len)) != NULL;
+    if (ok && kind->aux_key)
+        ok = (l->aux_key = dlock__helper_key(client, l->name, l->name_len, kind->aux_key,
+                                             strlen(kind->aux_key), &l->aux_len)) != NULL;
+    l->permits = permits;
+    l->aux_arg_len = dlock__kind_aux_arg(kind, opts->retry_max_ms, permits, l->aux_arg,
+                                         sizeof l->aux_arg);
     if (ok && kind->leave != DLOCK__S_NONE) { /* queued: the line and liveness keys */
         l->queue_key = dlock__helper_key(client, l->name, l->name_len, "q", 1, &l->queue_len);
         l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
@@ -202,6 +239,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
         dlock__free(l->fence_key);
         dlock__free(l->queue_key);
         dlock__free(l->live_prefix);
+        dlock__free(l->aux_key);
         dlock__free(l);
         return DLOCK_ENOMEM;
     }
@@ -306,6 +344,7 @@ int dlock_lock_release(dlock_lock *l)
         st = dlock__lock_get_state(l);
     }
     if (st == DLOCK_STATE_LOST) {
+        release_names(l);
         l->holds = 0;
         dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
         dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
@@ -412,9 +451,9 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
         return DLOCK_EINVAL;
     l->backend->settle(l);
     size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
-    if (n == 0 || n > DLOCK_TOKEN_MAX || l->kind->counted || dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "adopt needs a 1..%d byte token, a plain-mode handle that holds nothing",
-                       DLOCK_TOKEN_MAX);
+    if (n == 0 || n > DLOCK_TOKEN_MAX || !l->kind->adopt || dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "adopt needs a 1..%d byte token, a handle of a single name that "
+                       "is not reentrant and holds nothing", DLOCK_TOKEN_MAX);
         return DLOCK_EINVAL;
     }
     if (l->etcd)
@@ -444,6 +483,8 @@ int dlock_lock_forget(dlock_lock *l)
     if (l->etcd)
         return dlock__etcd_lock_forget(l);
     renew_stop(l);
+    for (size_t i = 0; i < l->n_subs; i++) /* every name of a set */
+        (void)dlock_lock_forget(l->subs[i]);
     dlock_lock_state st = dlock__lock_get_state(l);
     l->holds = 0;
     dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
@@ -469,6 +510,8 @@ void dlock_lock_cancel(dlock_lock *l)
             ;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    for (size_t i = 0; i < l->n_subs; i++) /* the name a set waits for */
+        dlock_lock_cancel(l->subs[i]);
     /* ...and a wait for a silent node to confirm our subscription. */
     dlock__wakeup_kick(l->client);
 }
@@ -494,6 +537,7 @@ free_memory: /* in a child of fork(), the mutex may be held by a thread not copi
     dlock__free(l->channel);
     dlock__free(l->queue_key);
     dlock__free(l->live_prefix);
+    dlock__free(l->aux_key);
     if (l->token != l->token_inline)
         dlock__free(l->token);
     dlock__err_free(&l->err);

@@ -44,6 +44,11 @@ void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
     if (!ok) {
         out->err = DLOCK_EPROTO;
         out->detail = "acquire script gave an unexpected reply";
+    } else if (granted == -1) {
+        /* shared_acquire.lua: the semaphore stores another N. */
+        out->err = DLOCK_EINVAL;
+        out->detail = "the semaphore's stored number of permits differs from this handle's "
+                      "(every user of a name must give the same N)";
     } else if (granted == 1) {
         out->verdict = DLOCK__ACQ_GRANTED;
         out->fence = (uint64_t)v;
@@ -127,4 +132,37 @@ void dlock__decode_status(int err, const redisReply *r, dlock__status_reply *out
     out->held = r->element[0]->integer == 1;
     out->ttl_ms = out->held && r->element[1]->integer >= 0 ? r->element[1]->integer : -1;
     out->fence = r->element[2]->integer > 0 ? (uint64_t)r->element[2]->integer : 0;
+}
+
+void dlock__decode_holders(int err, const redisReply *r, dlock__holders_reply *out)
+{
+    *out = (dlock__holders_reply){.mark_ms = -1};
+    const char *detail;
+    if (failed(err, r, NULL, &out->err, &detail))
+        return;
+    int ok = 1;
+    int64_t mode = int_elem(r, 0, &ok), permits = int_elem(r, 1, &ok), mark = int_elem(r, 2, &ok);
+    if (ok && ((r->elements - 3) % 2 != 0 || mode < 0 || mode > 4))
+        ok = 0;
+    for (size_t i = 3; ok && i + 1 < r->elements; i += 2)
+        ok = r->element[i]->type == REDIS_REPLY_STRING &&
+             r->element[i + 1]->type == REDIS_REPLY_INTEGER;
+    if (!ok) {
+        out->err = DLOCK_EPROTO;
+        return;
+    }
+    out->mode = (int)mode;
+    out->permits = permits;
+    out->mark_ms = mark > 0 ? mark : -1;
+    out->count = (r->elements - 3) / 2;
+}
+
+const redisReply *dlock__holders_token(const redisReply *r, size_t i)
+{
+    return r->element[3 + 2 * i];
+}
+
+int64_t dlock__holders_ttl(const redisReply *r, size_t i)
+{
+    return r->element[4 + 2 * i]->integer;
 }

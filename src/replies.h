@@ -10,8 +10,10 @@
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 
-/* acquire.lua, reentrant_acquire.lua, fair_acquire.lua, fair_leave.lua:
- * {1, fence[, count]} granted, {0, pttl[, holder]} taken. */
+/* acquire.lua, reentrant_acquire.lua, fair_acquire.lua, fair_leave.lua,
+ * exclusive_acquire.lua, shared_acquire.lua: {1, fence[, count]} granted,
+ * {0, pttl[, holder]} taken; shared_acquire.lua's {-1, N} (a semaphore
+ * with another N) decodes to .err DLOCK_EINVAL. */
 typedef enum { DLOCK__ACQ_GRANTED, DLOCK__ACQ_TAKEN } dlock__acq_verdict;
 
 typedef struct dlock__acquire_reply {
@@ -66,5 +68,20 @@ typedef struct dlock__status_reply {
 } dlock__status_reply;
 
 void dlock__decode_status(int err, const redisReply *r, dlock__status_reply *out);
+
+/* holders.lua: {mode, permits, mark_pttl, token1, ttl1, ...}. The holders
+ * are read in place: holder i is (token(r, i), ttl(r, i)). */
+typedef struct dlock__holders_reply {
+    int err;
+    int mode;         /* dlock_hold_mode */
+    long long permits;
+    int64_t mark_ms;  /* -1: no writer waits */
+    size_t count;
+} dlock__holders_reply;
+
+void dlock__decode_holders(int err, const redisReply *r, dlock__holders_reply *out);
+/* Holder i of a reply decode_holders accepted. */
+const redisReply *dlock__holders_token(const redisReply *r, size_t i);
+int64_t dlock__holders_ttl(const redisReply *r, size_t i);
 
 #endif

@@ -20,6 +20,11 @@ static const char *const names[DLOCK__S_COUNT] = {
     [DLOCK__S_FAIR_LEAVE] = "fair_leave",
     [DLOCK__S_RUNDO] = "reentrant_undo",
     [DLOCK__S_RFORGET] = "reentrant_forget",
+    [DLOCK__S_X_ACQUIRE] = "exclusive_acquire",
+    [DLOCK__S_Z_ACQUIRE] = "shared_acquire",
+    [DLOCK__S_Z_RELEASE] = "shared_release",
+    [DLOCK__S_Z_EXTEND] = "shared_extend",
+    [DLOCK__S_HOLDERS] = "holders",
 };
 
 static const dlock__script *by_id[DLOCK__S_COUNT];

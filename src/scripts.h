@@ -32,6 +32,11 @@ typedef enum dlock__script_id {
     DLOCK__S_FAIR_LEAVE,   /* fair_leave.lua */
     DLOCK__S_RUNDO,        /* reentrant_undo.lua */
     DLOCK__S_RFORGET,      /* reentrant_forget.lua */
+    DLOCK__S_X_ACQUIRE,    /* exclusive_acquire.lua */
+    DLOCK__S_Z_ACQUIRE,    /* shared_acquire.lua (shares and permits) */
+    DLOCK__S_Z_RELEASE,    /* shared_release.lua */
+    DLOCK__S_Z_EXTEND,     /* shared_extend.lua */
+    DLOCK__S_HOLDERS,      /* holders.lua */
     DLOCK__S_COUNT
 } dlock__script_id;
 

@@ -69,7 +69,8 @@ _dlock()
         ;;
     -t | --ttl | -w | --wait | --grace | --connect-timeout | --io-timeout | \
         --min-node-uptime | -E | --conflict-exit-code | --user | -a | --pass | \
-        --prefix | -c | --command | --sni | --min-replicas | --min-replicas-timeout)
+        --prefix | -c | --command | --sni | --min-replicas | --min-replicas-timeout | \
+        --permits)
         return 0 # a value of the user's own
         ;;
     esac
@@ -77,7 +78,7 @@ _dlock()
     local opts
     case $cmd in
     "") opts="$global_opts run acquire release extend status" ;;
-    run) opts="$lock_opts -c --command --on-lost --grace --" ;;
+    run) opts="$lock_opts -s --shared -x --exclusive --permits -c --command --on-lost --grace --" ;;
     acquire) opts="$lock_opts --print-fence" ;;
     release) opts="-v --verbose -h --help" ;;
     extend) opts="-t --ttl -v --verbose -h --help" ;;

@@ -27,6 +27,8 @@ expect "release" dlock rel
 expect "run" dlock -r redis://h:1 --prefix lock: ru
 expect "--fair" dlock run --fa
 expect "--fence" dlock run --fe
+expect "--permits" dlock run --pe
+expect "--shared" dlock run --sh
 expect "--print-fence" dlock acquire --pr
 expect "--pass --password-file" dlock --pas
 expect "--json" dlock status --js

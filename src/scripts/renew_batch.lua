@@ -4,7 +4,8 @@
 -- KEYS[i]      lock key i
 -- ARGV[3i-2]   owner token (plain) or owner id (reentrant) of lock i
 -- ARGV[3i-1]   TTL in ms for lock i, > 0
--- ARGV[3i]     'p' plain (string value) or 'r' reentrant (hash)
+-- ARGV[3i]     'p' plain (string value), 'r' reentrant (hash) or 'z' a
+--              share or permit (sorted set of leases, zlease.lua)
 --
 -- Replies  an array, one entry per key:
 --          1   renewed
@@ -12,7 +13,9 @@
 --          -1  the key holds another owner's token, or another type (lost)
 --
 -- Invariant: a lock is renewed only while it is still ours, exactly as
--- extend.lua and reentrant_extend.lua decide, key by key.
+-- extend.lua, reentrant_extend.lua and shared_extend.lua decide, key by
+-- key.
+--#include zlease.lua
 local out = {}
 for i = 1, #KEYS do
   local tok, ttl, mode = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
@@ -31,6 +34,16 @@ for i = 1, #KEYS do
       -- owner may count on a longer lease.
       if redis.call('pttl', KEYS[i]) < tonumber(ttl) then redis.call('pexpire', KEYS[i], ttl) end
       r = 1
+    end
+  elseif mode == 'z' and t == 'zset' then
+    local s = redis.call('zscore', KEYS[i], tok)
+    local now = zlease_now()
+    if s and tonumber(s) > now then
+      redis.call('zadd', KEYS[i], 'XX', now + tonumber(ttl), tok)
+      zlease_expire(KEYS[i], now)
+      r = 1
+    elseif s then
+      r = 0
     end
   end
   out[i] = r

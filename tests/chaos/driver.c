@@ -89,8 +89,29 @@ static const chaos_scenario scenarios[] = {
       4, 25, 3000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600,
       chaos_inject_etcd_member, 0),
 #endif
+    /* Issue 17: readers and writers of one read-write lock (even workers
+     * read), and a semaphore of 2 permits, under holder kill -9 and
+     * SIGSTOP. Claimed: no writer beside anyone, never more than 2 permit
+     * holders; the note shows the concurrency the history saw. */
+    S("rw_holder_kill9", "read-write lock, 3 readers + 3 writers; kill -9 of a holder", 1, 6,
+      20, 1000, 20, 0, CHAOS_MODE_RW, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_kill_holder,
+      0),
+    S("rw_holder_kill9_redlock3", "the same over 3 nodes", 3, 6, 15, 1000, 20, 0, CHAOS_MODE_RW,
+      0, 0, 0, 0, CLAIM_SAFE, 6, 300, chaos_inject_kill_holder, 0),
+    S("rw_holder_stop_0.3ttl", "read-write lock; SIGSTOP of a holder for 0.3 x TTL", 1, 6, 20,
+      1000, 20, 0, CHAOS_MODE_RW, 0, 0, 0, 0, CLAIM_SAFE, 8, 200, chaos_inject_stop_holder_short,
+      0),
+    S("sem_holder_kill9", "semaphore of 2, 5 workers; kill -9 of a holder", 1, 5, 20, 1000, 20,
+      0, CHAOS_MODE_SEM, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_kill_holder, 0),
+    S("sem_holder_stop_0.3ttl", "semaphore of 2; SIGSTOP of a holder for 0.3 x TTL", 1, 5, 20,
+      1000, 20, 0, CHAOS_MODE_SEM, 0, 0, 0, 0, CLAIM_SAFE, 8, 200, chaos_inject_stop_holder_short,
+      0),
     S("control_short_ttl_unfenced", "CONTROL: TTL 30 ms < hold 80 ms, resource not fenced", 1, 4,
       8, 30, 80, 0, CHAOS_MODE_DLOCK, 0, 0, 1, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
+    S("control_rw_short_ttl", "CONTROL: read-write lock, TTL 30 ms < hold 80 ms", 1, 6, 8, 30,
+      80, 0, CHAOS_MODE_RW, 0, 0, 0, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
+    S("control_sem_short_ttl", "CONTROL: semaphore of 2, TTL 30 ms < hold 80 ms", 1, 5, 8, 30,
+      80, 0, CHAOS_MODE_SEM, 0, 0, 0, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
     S("control_raw_del", "CONTROL: SET NX PX + plain DEL, TTL 50 ms < hold 60 ms", 1, 4, 10, 50,
       60, 0, CHAOS_MODE_RAW_DEL, 0, 0, 0, 0, CLAIM_CONTROL, 0, 0, chaos_inject_none, 0),
 };

@@ -62,11 +62,13 @@ typedef struct section {
     uint32_t proc, cs;
     int64_t enter, end; /* end < 0: still open */
     uint64_t fence;
+    int kind; /* CHAOS_KIND_* */
 } section;
 
 typedef struct event {
     int64_t t;
     int delta; /* -1 end, +1 start; ends sort first at equal times */
+    int kind;
 } event;
 
 static int cmp_section_key(const void *x, const void *y)
@@ -111,32 +113,41 @@ static int cmp_write_seq(const void *x, const void *y)
 
 static section *find_section(section *s, size_t n, uint32_t proc, uint32_t cs)
 {
-    section key = {proc, cs, 0, 0, 0};
+    section key = {proc, cs, 0, 0, 0, 0};
     return bsearch(&key, s, n, sizeof *s, cmp_section_key);
 }
 
 /* Sweep line over [enter, end] intervals: a section that starts while
- * another is open is an overlap. */
+ * another is open is an overlap, except shared sections beside shared
+ * ones and permits beside permits (those are counted: max_readers,
+ * max_permits; a semaphore's bound is the scenario's to judge). */
 static int count_overlaps(const section *s, size_t n, chaos_verdict *v)
 {
     event *ev = malloc((2 * n + 1) * sizeof *ev);
     if (!ev)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        ev[2 * i] = (event){s[i].enter, +1};
-        ev[2 * i + 1] = (event){s[i].end, -1};
+        ev[2 * i] = (event){s[i].enter, +1, s[i].kind};
+        ev[2 * i + 1] = (event){s[i].end, -1, s[i].kind};
     }
     qsort(ev, 2 * n, sizeof *ev, cmp_event);
-    long active = 0;
+    long active = 0, by_kind[3] = {0, 0, 0};
     for (size_t i = 0; i < 2 * n; i++) {
+        int k = ev[i].kind >= 0 && ev[i].kind < 3 ? ev[i].kind : CHAOS_KIND_EXCLUSIVE;
         if (ev[i].delta > 0) {
-            if (active > 0)
-                v->overlaps++;
+            if (k == CHAOS_KIND_EXCLUSIVE ? active > 0 : active > by_kind[k])
+                v->overlaps++; /* beside an exclusive one, or of another kind */
             active++;
+            by_kind[k]++;
             if (active > v->max_concurrent)
                 v->max_concurrent = active;
+            if (by_kind[CHAOS_KIND_SHARED] > v->max_readers)
+                v->max_readers = by_kind[CHAOS_KIND_SHARED];
+            if (by_kind[CHAOS_KIND_PERMIT] > v->max_permits)
+                v->max_permits = by_kind[CHAOS_KIND_PERMIT];
         } else {
             active--;
+            by_kind[k]--;
         }
     }
     free(ev);
@@ -198,7 +209,7 @@ int chaos_history_check_recs(const chaos_rec *recs, size_t n, chaos_verdict *v)
         if (r->t_ns > last_t)
             last_t = r->t_ns;
         if (r->type == CHAOS_REC_ENTER)
-            s[ns++] = (section){r->proc, r->cs, r->t_ns, -1, r->fence};
+            s[ns++] = (section){r->proc, r->cs, r->t_ns, -1, r->fence, (int)r->a};
         else if (r->type == CHAOS_REC_COUNTER)
             vals[nv++] = r->a;
         else if (r->type == CHAOS_REC_WRITE)
@@ -378,5 +389,30 @@ int chaos_history_selftest(void)
     touch[4].magic = 0;
     chaos_history_check_recs(touch, 5, &v);
     failed += expect("touch.overlaps", v.overlaps, 0) + expect("touch.torn", v.torn, 1);
+    /* Read-write (issue 17): two readers share; a writer beside a reader,
+     * either way round, is an overlap each. */
+    chaos_rec rw[] = {
+        mk(CHAOS_REC_ENTER, 1, 0, 10, 0, CHAOS_KIND_SHARED, 0),
+        mk(CHAOS_REC_ENTER, 2, 0, 12, 0, CHAOS_KIND_SHARED, 0),
+        mk(CHAOS_REC_EXIT, 1, 0, 20, 0, 0, 0), mk(CHAOS_REC_EXIT, 2, 0, 21, 0, 0, 0),
+        mk(CHAOS_REC_ENTER, 3, 0, 30, 1, CHAOS_KIND_EXCLUSIVE, 0),
+        mk(CHAOS_REC_ENTER, 4, 0, 31, 0, CHAOS_KIND_SHARED, 0),
+        mk(CHAOS_REC_EXIT, 4, 0, 32, 0, 0, 0), mk(CHAOS_REC_EXIT, 3, 0, 40, 0, 0, 0),
+        mk(CHAOS_REC_ENTER, 5, 0, 50, 0, CHAOS_KIND_SHARED, 0),
+        mk(CHAOS_REC_ENTER, 6, 0, 51, 2, CHAOS_KIND_EXCLUSIVE, 0),
+        mk(CHAOS_REC_EXIT, 6, 0, 52, 0, 0, 0), mk(CHAOS_REC_EXIT, 5, 0, 60, 0, 0, 0),
+    };
+    chaos_history_check_recs(rw, 12, &v);
+    failed += expect("rw.overlaps", v.overlaps, 2) + expect("rw.max_readers", v.max_readers, 2);
+    /* Permits: three at once are counted, not overlaps. */
+    chaos_rec sem[] = {
+        mk(CHAOS_REC_ENTER, 1, 0, 10, 0, CHAOS_KIND_PERMIT, 0),
+        mk(CHAOS_REC_ENTER, 2, 0, 11, 0, CHAOS_KIND_PERMIT, 0),
+        mk(CHAOS_REC_ENTER, 3, 0, 12, 0, CHAOS_KIND_PERMIT, 0),
+        mk(CHAOS_REC_EXIT, 1, 0, 20, 0, 0, 0), mk(CHAOS_REC_EXIT, 2, 0, 20, 0, 0, 0),
+        mk(CHAOS_REC_EXIT, 3, 0, 20, 0, 0, 0),
+    };
+    chaos_history_check_recs(sem, 6, &v);
+    failed += expect("sem.overlaps", v.overlaps, 0) + expect("sem.max_permits", v.max_permits, 3);
     return failed;
 }

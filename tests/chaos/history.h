@@ -27,6 +27,13 @@ typedef enum chaos_rec_type {
     CHAOS_REC_FAULT      /* driver: one fault injected; a = its kind */
 } chaos_rec_type;
 
+/* What an ENTER record's `a` says the section holds: exclusive sections
+ * exclude every other; shared ones exclude exclusive ones only; permits
+ * (a semaphore) are counted, at most N at once (issue 17). */
+#define CHAOS_KIND_EXCLUSIVE 0
+#define CHAOS_KIND_SHARED 1
+#define CHAOS_KIND_PERMIT 2
+
 /* 64 bytes: one write(2) each, never torn on a local file system. */
 typedef struct chaos_rec {
     uint32_t magic;
@@ -59,6 +66,8 @@ typedef struct chaos_verdict {
     long fence_violations; /* a later section with a token <= an earlier */
     long faults;           /* FAULT records */
     long kills;            /* KILLED records */
+    long max_readers;      /* most shared sections open at once */
+    long max_permits;      /* most permit sections open at once */
 } chaos_verdict;
 
 int64_t chaos_now_ns(void);

@@ -175,12 +175,16 @@ static int judge(const chaos_scenario *sc, const chaos_verdict *v, int clean_run
     int sound = v->torn == 0 && v->cs_unclosed == 0 && v->cs > 0 && clean_run;
     switch (sc->claim) {
     case CLAIM_SAFE:
+        /* A semaphore's bound: never more than N permit holders inside. */
         return sound && v->overlaps == 0 && v->lost_updates == 0 && v->stale_writes == 0 &&
-               (v->fence_violations == 0 || sc->no_fence_claim);
+               (v->fence_violations == 0 || sc->no_fence_claim) &&
+               (sc->mode != CHAOS_MODE_SEM || v->max_permits <= CHAOS_SEM_PERMITS);
     case CLAIM_NONE:
         return sound && v->stale_writes == 0;
     case CLAIM_CONTROL:
-        return v->cs > 0 && (v->overlaps > 0 || v->lost_updates > 0) &&
+        return v->cs > 0 &&
+               (v->overlaps > 0 || v->lost_updates > 0 ||
+                (sc->mode == CHAOS_MODE_SEM && v->max_permits > CHAOS_SEM_PERMITS)) &&
                (!sc->unfenced || v->stale_writes > 0);
     }
     return 0;
@@ -258,6 +262,17 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
         size_t o = strlen(run.note);
         snprintf(run.note + o, sizeof run.note - o, "%sacquires failed %ld/%ld; longest wait %.2f s",
                  o ? "; " : "", failed, tried, (double)atomic_load(&run.sh->max_wait_ns) / 1e9);
+    }
+    if (sc->mode == CHAOS_MODE_RW || sc->mode == CHAOS_MODE_SEM) {
+        /* Concurrency as the history shows it: readers did share, permits
+         * were used together (and never more than N). */
+        size_t o = strlen(run.note);
+        if (sc->mode == CHAOS_MODE_RW)
+            snprintf(run.note + o, sizeof run.note - o, "%smost readers at once %ld", o ? "; " : "",
+                     out->v.max_readers);
+        else
+            snprintf(run.note + o, sizeof run.note - o, "%smost permit holders at once %ld of %d",
+                     o ? "; " : "", out->v.max_permits, CHAOS_SEM_PERMITS);
     }
     if (sc->mode == CHAOS_MODE_FORK) {
         size_t o = strlen(run.note);

@@ -27,6 +27,7 @@ typedef struct worker {
      * thread: one owner, holds counted on the one key. */
     dlock_lock *more[CHAOS_MORE_HANDLES];
     dlock_client *client;
+    int kind; /* CHAOS_KIND_*: what its sections hold */
 } worker;
 
 static void sleep_ns(int64_t ns)
@@ -111,7 +112,7 @@ static void critical_section(worker *w, uint64_t fence)
     chaos_slot *s = &w->sh->slot[w->slot];
     uint32_t cs = w->cs++;
     int64_t hold = w->cfg->hold_ms;
-    chaos_history_note(w->fd, CHAOS_REC_ENTER, w->slot, w->proc, cs, fence, 0, 0);
+    chaos_history_note(w->fd, CHAOS_REC_ENTER, w->slot, w->proc, cs, fence, w->kind, 0);
     /* Read before the driver can see us in the section, so that a holder
      * it pauses always has a read in flight. */
     int64_t early = w->sh->counter;
@@ -122,7 +123,12 @@ static void critical_section(worker *w, uint64_t fence)
          * inherited lock, another worker could enter while we go on. */
         fork_and_check(w);
     int ok;
-    if (w->cfg->check_validity) {
+    if (w->kind != CHAOS_KIND_EXCLUSIVE) {
+        /* Readers and permit holders only stay: the history shows who was
+         * in beside whom; the counter and the resource are the writers'. */
+        sleep_ms(hold);
+        ok = 1;
+    } else if (w->cfg->check_validity) {
         /* Careful caller: the read-modify-write is one short step, done
          * only with validity to spare. */
         ok = work_for(w, hold * 3 / 4) && time_left_for(w, 2);
@@ -212,7 +218,18 @@ static int run_dlock(worker *w, long todo)
     lo.flags = cfg->flags;
     lo.retry_min_ms = 5;
     lo.retry_max_ms = 50;
-    if (dlock_lock_new(&w->lock, c, cfg->lock_name, &lo) != DLOCK_OK) {
+    int rc0;
+    if (cfg->mode == CHAOS_MODE_SEM) {
+        w->kind = CHAOS_KIND_PERMIT;
+        rc0 = dlock_semaphore_new(&w->lock, c, cfg->lock_name, CHAOS_SEM_PERMITS, &lo);
+    } else {
+        if (cfg->mode == CHAOS_MODE_RW) {
+            w->kind = w->slot % 2 ? CHAOS_KIND_EXCLUSIVE : CHAOS_KIND_SHARED;
+            lo.flags |= w->slot % 2 ? DLOCK_EXCLUSIVE : DLOCK_SHARED;
+        }
+        rc0 = dlock_lock_new(&w->lock, c, cfg->lock_name, &lo);
+    }
+    if (rc0 != DLOCK_OK) {
         dlock_client_free(c);
         return 1;
     }
@@ -348,7 +365,7 @@ pid_t chaos_worker_spawn(const chaos_worker_cfg *cfg, chaos_shared *sh, int slot
         _exit(1);
     signal(SIGPIPE, SIG_IGN);
     worker w = {cfg, sh, slot, proc, 0, -1, (unsigned)getpid() ^ (unsigned)chaos_now_ns(), NULL,
-                {NULL}, NULL};
+                {NULL}, NULL, CHAOS_KIND_EXCLUSIVE};
     w.fd = chaos_history_open(cfg->history_path);
     if (w.fd < 0)
         _exit(1);

@@ -25,8 +25,16 @@ typedef enum chaos_mode {
      * the inherited client and handle (must be refused), frees them (must
      * release nothing and return at once) and exits, while the parent
      * holds on. */
-    CHAOS_MODE_FORK = 2
+    CHAOS_MODE_FORK = 2,
+    /* A read-write lock (issue 17): even slots read (DLOCK_SHARED: no
+     * counter, no fenced write), odd slots write (DLOCK_EXCLUSIVE). */
+    CHAOS_MODE_RW = 3,
+    /* A semaphore of CHAOS_SEM_PERMITS permits: every slot holds a
+     * permit; sections are counted, never more than N at once. */
+    CHAOS_MODE_SEM = 4
 } chaos_mode;
+
+#define CHAOS_SEM_PERMITS 2
 
 typedef struct chaos_worker_cfg {
     const char *urls[8];

@@ -54,14 +54,18 @@ static void sha_matches_what_redis_computes(void **state)
 static void preludes_are_joined(void **state)
 {
     (void)state;
-    int with_prelude = 0;
+    int with_prelude = 0, with_zlease = 0;
     for (const dlock__script *s = dlock__scripts; s->name; s++) {
         if (strstr(s->body, "--#include"))
             fail_msg("%s.lua still names a prelude", s->name);
         with_prelude += strstr(s->body, "local function bad_fence(k)") != NULL;
+        with_zlease += strstr(s->body, "local function zlease_expire(key, now)") != NULL;
     }
-    /* acquire, reentrant_acquire, fair_acquire, fair_release */
-    assert_int_equal(with_prelude, 4);
+    /* acquire, reentrant_acquire, fair_acquire, fair_release,
+     * exclusive_acquire */
+    assert_int_equal(with_prelude, 5);
+    /* shared_acquire, shared_release, shared_extend, renew_batch */
+    assert_int_equal(with_zlease, 4);
     const char *missing = NULL;
     assert_int_equal(dlock__scripts_check(&missing), 0);
 }

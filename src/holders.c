@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_client_holders(): who holds a name on one node, read-only
+ * (holders.lua): the holders of a shared lock or a semaphore with what is
+ * left of each lease, or the one holder of an exclusive lock. */
+#include <string.h>
+
+#include "client.h"
+#include "fanout.h"
+#include "keys.h"
+#include "replies.h"
+#include "scripts.h"
+
+typedef struct holders_ctx {
+    dlock_holders_info *info;
+    dlock_holder *out;
+    size_t max_out;
+    int err;
+} holders_ctx;
+
+static int holders_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                      const char *detail, int64_t start_ns)
+{
+    holders_ctx *h = arg;
+    dlock__holders_reply d;
+    (void)node;
+    (void)idx;
+    (void)detail;
+    (void)start_ns;
+    dlock__decode_holders(err, r, &d);
+    h->err = d.err;
+    if (d.err != DLOCK_OK)
+        return 0;
+    *h->info = (dlock_holders_info){(dlock_hold_mode)d.mode,
+                                    d.permits > 0 ? (unsigned)d.permits : 0, d.count,
+                                    d.mark_ms};
+    for (size_t i = 0; i < d.count && i < h->max_out; i++) {
+        const redisReply *t = dlock__holders_token(r, i);
+        size_t n = t->len < DLOCK_TOKEN_MAX ? t->len : DLOCK_TOKEN_MAX;
+        memcpy(h->out[i].token, t->str, n);
+        h->out[i].token[n] = '\0';
+        h->out[i].ttl_ms = dlock__holders_ttl(r, i);
+    }
+    return 0;
+}
+
+int dlock_client_holders(dlock_client *c, const char *name, size_t node,
+                         dlock_holders_info *info, dlock_holder *out, size_t max_out)
+{
+    if (!c || !name || !info || (max_out && !out) || dlock__client_forked(c))
+        return DLOCK_EINVAL;
+    if (c->etcd)
+        return DLOCK_ENOTSUP; /* no shares nor permits there (docs/primitives.md) */
+    if (node >= c->n_nodes)
+        return DLOCK_EINVAL;
+    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (len == 0 || len > DLOCK_NAME_MAX)
+        return DLOCK_EINVAL;
+    size_t klen = 0, mlen = 0;
+    char *key = dlock__lock_key(c, name, len, &klen);
+    char *mark = key ? dlock__helper_key(c, key, klen, "ww", 2, &mlen) : NULL;
+    if (!mark) {
+        dlock__free(key);
+        return DLOCK_ENOMEM;
+    }
+    const char *args[2] = {key, mark};
+    size_t lens[2] = {klen, mlen};
+    dlock__req req = {dlock__script_get(DLOCK__S_HOLDERS), 2, 2, args, lens};
+    uint8_t only[DLOCK__MAX_NODES] = {0};
+    only[node] = 1;
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, only, 0};
+    holders_ctx h = {info, out, max_out, DLOCK_EIO};
+    *info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
+    int rc = dlock__fanout(c, &req, 1, &fo, holders_cb, &h);
+    dlock__free(mark);
+    dlock__free(key);
+    return rc != DLOCK_OK ? rc : h.err;
+}

@@ -1,0 +1,47 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- exclusive_acquire.lua: take the exclusive side of a read-write lock. The
+-- held lock is exactly a plain lock (a string with our token, PX TTL), so
+-- release, extend, renewal and fencing are the plain scripts'; what differs
+-- is that shared holders (a sorted set, zlease.lua) keep us out, and that a
+-- writer kept out leaves a short "writer waiting" mark that new shared
+-- holders respect (writer preference, docs/primitives.md).
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  (optional) the fencing counter, when #KEYS == 3
+-- KEYS[#KEYS]  the writer-waiting mark, KEY NUL "ww"
+-- ARGV[1]  our owner token
+-- ARGV[2]  TTL in ms, > 0
+-- ARGV[3]  how long the mark lasts, ms (longer than a waiter's longest
+--          sleep between two attempts, which refresh it)
+--
+-- Replies  {1, fence}         granted (fence 0 without a counter)
+--          {0, pttl, holder}  held: by another exclusive owner (its token),
+--                             or by shared holders (holder '', the TTL of
+--                             the last lease)
+--          error WRONGTYPE    another type, a semaphore, or a bad counter
+--
+-- Invariant: as acquire.lua, and never granted while a live shared lease
+-- exists (the key exists as long as its last lease). Checks before writes.
+--#include bad_fence.lua
+local key, mark = KEYS[1], KEYS[#KEYS]
+local t = redis.call('type', key).ok
+if t == 'none' then
+  if #KEYS == 3 then
+    local e = bad_fence(KEYS[2])
+    if e then return e end
+  end
+  redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+  redis.call('del', mark)
+  local fence = 0
+  if #KEYS == 3 then fence = redis.call('incr', KEYS[2]) end
+  return {1, fence}
+end
+if t == 'string' then
+  return {0, redis.call('pttl', key), redis.call('get', key)}
+end
+if t == 'zset' and #redis.call('zrangebyscore', key, '+inf', '+inf', 'LIMIT', 0, 1) == 0 then
+  redis.call('set', mark, ARGV[1], 'PX', ARGV[3])
+  return {0, redis.call('pttl', key), ''}
+end
+return redis.error_reply('WRONGTYPE lock key holds a ' ..
+                         (t == 'zset' and 'semaphore' or t) .. ', not a read-write lock')

@@ -1,0 +1,33 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- zlease.lua: shared prelude of the leased-holder kinds (shared locks and
+-- semaphores, docs/primitives.md). Their key is a sorted set: each member
+-- is one holder's token, scored by the end of its own lease in the
+-- server's milliseconds (TIME), so a crashed holder's share ends with its
+-- own lease, never with another holder's. A semaphore also keeps the member
+-- "\0permits:N" scored +inf: its N, which no pruning removes. The key's own
+-- TTL is the end of the last lease, so it vanishes with its last holder.
+if redis.replicate_commands then redis.replicate_commands() end
+local ZLEASE_SENTINEL = '\0permits:'
+local function zlease_now()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- The N a semaphore's key stores, or nil (a shared lock, or no key).
+local function zlease_permits(key)
+  local s = redis.call('zrangebyscore', key, '+inf', '+inf', 'LIMIT', 0, 1)
+  if #s == 0 then return nil end
+  return tonumber(string.sub(s[1], #ZLEASE_SENTINEL + 1))
+end
+-- Prune ended leases; TTL of the key = end of its last lease; no lease
+-- left: no key (a semaphore's N goes with it).
+local function zlease_expire(key, now)
+  redis.call('zremrangebyscore', key, '-inf', now)
+  local top = redis.call('zrevrangebyscore', key, '(inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #top == 0 then
+    redis.call('del', key)
+    return
+  end
+  local ms = tonumber(top[2]) - now
+  if ms < 1 then ms = 1 end
+  redis.call('pexpire', key, ms)
+end

@@ -1,0 +1,56 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- shared_acquire.lua: take a share of a shared (read) lock, or a permit of
+-- a semaphore: one member per holder with a lease of its own (zlease.lua).
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  (shared locks only) the "writer waiting" mark, KEY NUL "ww"
+-- ARGV[1]  our owner token
+-- ARGV[2]  TTL in ms, > 0
+-- ARGV[3]  0 for a shared lock, else the semaphore's number of permits N
+--
+-- Replies  {1, 0}             granted
+--          {0, pttl, holder}  not now: an exclusive holder (its token and
+--                             TTL), a waiting writer (holder '', the mark's
+--                             TTL), or all N permits taken (holder '', ms
+--                             until the first lease ends)
+--          {-1, stored}       a semaphore whose key stores another N
+--          error WRONGTYPE    the key holds another kind of lock
+--
+-- Invariant: a shared holder is never granted beside an exclusive one, nor
+-- while a writer waits (writer preference); a semaphore never has more than
+-- N live leases. Expired members are pruned first and never counted. Every
+-- check runs before the first write.
+--#include zlease.lua
+local key, tok, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local t = redis.call('type', key).ok
+if t == 'string' and n == 0 then
+  return {0, redis.call('pttl', key), redis.call('get', key)}
+end
+if t ~= 'none' and t ~= 'zset' then
+  return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a ' ..
+                           (n == 0 and 'shared lock' or 'semaphore') .. '; nothing written')
+end
+local now = zlease_now()
+local stored = t == 'zset' and zlease_permits(key) or nil
+local live = t == 'zset' and redis.call('zcount', key, '(' .. now, '(inf') or 0
+if n == 0 then
+  if stored then
+    return redis.error_reply('WRONGTYPE lock key holds a semaphore, not a shared lock; nothing written')
+  end
+  local mark = redis.call('pttl', KEYS[2])
+  if mark > 0 then return {0, mark, ''} end
+else
+  if stored and stored ~= n then return {-1, stored} end
+  if not stored and live > 0 then
+    return redis.error_reply('WRONGTYPE lock key holds a shared lock, not a semaphore; nothing written')
+  end
+  if live >= n then
+    local first = redis.call('zrangebyscore', key, '(' .. now, '(inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    return {0, tonumber(first[2]) - now, ''}
+  end
+end
+if t == 'zset' then redis.call('zremrangebyscore', key, '-inf', now) end
+if n > 0 and not stored then redis.call('zadd', key, 'inf', ZLEASE_SENTINEL .. n) end
+redis.call('zadd', key, now + ttl, tok)
+zlease_expire(key, now)
+return {1, 0}

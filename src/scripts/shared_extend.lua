@@ -1,0 +1,28 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- shared_extend.lua: a new lease for our share or permit (zlease.lua).
+--
+-- KEYS[1]  the lock key
+-- ARGV[1]  our owner token
+-- ARGV[2]  new TTL in ms, > 0
+--
+-- Replies  1   extended
+--          0   the key, or our lease in it, had already ended
+--          -1  no member of ours in the key
+--          error WRONGTYPE when the key holds another type
+--
+-- Invariant: never revives an ended lease; never touches another member.
+--#include zlease.lua
+local key = KEYS[1]
+local t = redis.call('type', key).ok
+if t == 'none' then return 0 end
+if t == 'string' then return -1 end
+if t ~= 'zset' then
+  return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a shared lock or semaphore')
+end
+local s = redis.call('zscore', key, ARGV[1])
+if not s then return -1 end
+local now = zlease_now()
+if tonumber(s) <= now then return 0 end
+redis.call('zadd', key, 'XX', now + tonumber(ARGV[2]), ARGV[1])
+zlease_expire(key, now)
+return 1

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The kind table (src/kinds.c): which kind each combination of flags,
+ * permits and names gets, that combinations no kind serves get none, and
+ * that every kind names a script for each step it takes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "kinds.h"
+
+static void flags_pick_one_kind(void **state)
+{
+    (void)state;
+    assert_int_equal(dlock__kind_of(0, 0, 0)->id, DLOCK__KIND_PLAIN);
+    assert_int_equal(dlock__kind_of(DLOCK_AUTO_RENEW | DLOCK_NO_FENCE, 0, 0)->id,
+                     DLOCK__KIND_PLAIN);
+    assert_int_equal(dlock__kind_of(DLOCK_REENTRANT, 0, 0)->id, DLOCK__KIND_COUNTED);
+    assert_int_equal(dlock__kind_of(DLOCK_FAIR, 0, 0)->id, DLOCK__KIND_FAIR);
+    assert_int_equal(dlock__kind_of(DLOCK_SHARED | DLOCK_AUTO_RENEW, 0, 0)->id,
+                     DLOCK__KIND_SHARED);
+    assert_int_equal(dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->id, DLOCK__KIND_EXCLUSIVE);
+    assert_int_equal(dlock__kind_of(DLOCK_AUTO_RENEW, 3, 0)->id, DLOCK__KIND_SEMAPHORE);
+    assert_int_equal(dlock__kind_of(DLOCK_SHARED, 0, 1)->id, DLOCK__KIND_MULTI);
+}
+
+static void combinations_no_kind_serves(void **state)
+{
+    (void)state;
+    unsigned modes[] = {DLOCK_FAIR, DLOCK_REENTRANT, DLOCK_SHARED, DLOCK_EXCLUSIVE};
+    for (int i = 0; i < 4; i++) {
+        assert_null(dlock__kind_of(modes[i], 2, 0)); /* a semaphore takes no mode */
+        for (int j = i + 1; j < 4; j++)
+            assert_null(dlock__kind_of(modes[i] | modes[j], 0, 0));
+    }
+}
+
+static void every_kind_has_its_scripts(void **state)
+{
+    (void)state;
+    const dlock__kind *k[] = {dlock__kind_of(0, 0, 0),
+                              dlock__kind_of(DLOCK_REENTRANT, 0, 0),
+                              dlock__kind_of(DLOCK_FAIR, 0, 0),
+                              dlock__kind_of(DLOCK_SHARED, 0, 0),
+                              dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0),
+                              dlock__kind_of(0, 2, 0)};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        assert_true(k[i]->acquire < DLOCK__S_COUNT);
+        assert_true(k[i]->release < DLOCK__S_COUNT);
+        assert_true(k[i]->extend < DLOCK__S_COUNT);
+        assert_true(k[i]->undo < DLOCK__S_COUNT);
+        assert_non_null(dlock__script_get(k[i]->acquire));
+    }
+    /* Readers and permits keep no fencing counter and renew their member;
+     * a semaphore refuses several masters, a read-write lock does not. */
+    assert_false(dlock__kind_of(DLOCK_SHARED, 0, 0)->fenced);
+    assert_false(dlock__kind_of(0, 2, 0)->fenced);
+    assert_string_equal(dlock__kind_of(DLOCK_SHARED, 0, 0)->renew_mode, "z");
+    assert_string_equal(dlock__kind_of(0, 2, 0)->renew_mode, "z");
+    assert_false(dlock__kind_of(0, 2, 0)->multi_node);
+    assert_true(dlock__kind_of(DLOCK_SHARED, 0, 0)->multi_node);
+    assert_true(dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->multi_node);
+    assert_false(dlock__kind_of(0, 0, 1)->adopt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(flags_pick_one_kind),
+        cmocka_unit_test(combinations_no_kind_serves),
+        cmocka_unit_test(every_kind_has_its_scripts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
