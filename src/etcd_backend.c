@@ -256,20 +256,9 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
             return DLOCK_OK;
         }
     }
-    if (wait_ms != 0) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        int canceled = l->canceled;
-        l->canceled = 0;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        if (canceled) {
-            dlock__err_set(&l->err, "cancelled");
-            return DLOCK_ECANCELED;
-        }
-    }
-    if ((l->opts.flags & DLOCK_AUTO_RENEW) && dlock__watchdog_start(l->client) != DLOCK_OK) {
-        dlock__err_set(&l->err, "could not start the watchdog thread");
-        return DLOCK_ENOMEM;
-    }
+    int rc = dlock__lock_begin_acquire(l, wait_ms);
+    if (rc != DLOCK_OK)
+        return rc;
     shared_hold *s = dlock__calloc(1, sizeof *s);
     if (!s)
         return DLOCK_ENOMEM;
@@ -285,7 +274,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     }
     int64_t holder_ttl = -1;
-    int rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
+    rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
                                  l->opts.retry_max_ms, pfd[0], &s->h, &holder_ttl, &l->err);
     if (pfd[0] >= 0) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));

@@ -7,6 +7,7 @@
 #include "client.h"
 #include "handle.h"
 #include "rand.h"
+#include "watchdog.h"
 
 void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until)
 {
@@ -22,6 +23,25 @@ dlock_lock_state dlock__lock_get_state(dlock_lock *l)
     dlock_lock_state st = l->state;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     return st;
+}
+
+int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms)
+{
+    if (wait_ms != 0) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        int canceled = l->canceled;
+        l->canceled = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        if (canceled) {
+            dlock__err_set(&l->err, "cancelled");
+            return DLOCK_ECANCELED;
+        }
+    }
+    if ((l->opts.flags & DLOCK_AUTO_RENEW) && dlock__watchdog_start(l->client) != DLOCK_OK) {
+        dlock__err_set(&l->err, "could not start the watchdog thread");
+        return DLOCK_ENOMEM;
+    }
+    return DLOCK_OK;
 }
 
 void dlock__lock_take_cancel(dlock_lock *l)

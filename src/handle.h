@@ -124,6 +124,11 @@ void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_unt
 dlock_lock_state dlock__lock_get_state(dlock_lock *l);
 /* The cancel that stopped a round trip in flight is used up. */
 void dlock__lock_take_cancel(dlock_lock *l);
+/* What every backend's acquire does before its first attempt: consume a
+ * dlock_lock_cancel() that came before a waiting acquire (DLOCK_ECANCELED),
+ * and start the client's watchdog for an auto-renewed lock (DLOCK_ENOMEM if
+ * its thread cannot be had). Sets the handle's message on failure. */
+int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
 /* Point the token back at the inline buffer (dropping a long adopted one). */
 void dlock__lock_inline_token(dlock_lock *l);
 /* A fresh random token (plain and fair kinds). */

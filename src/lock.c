@@ -282,20 +282,9 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
         return DLOCK_EINVAL;
     }
-    if (wait_ms != 0) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        int canceled = l->canceled;
-        l->canceled = 0;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        if (canceled) {
-            dlock__err_set(&l->err, "cancelled");
-            return DLOCK_ECANCELED;
-        }
-    }
-    if ((l->opts.flags & DLOCK_AUTO_RENEW) && dlock__watchdog_start(l->client) != DLOCK_OK) {
-        dlock__err_set(&l->err, "could not start the watchdog thread");
-        return DLOCK_ENOMEM;
-    }
+    int rc = dlock__lock_begin_acquire(l, wait_ms);
+    if (rc != DLOCK_OK)
+        return rc;
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
     int pfd[2] = {-1, -1};
     if (wait_ms != 0 && pipe(pfd) == 0) {
@@ -310,7 +299,7 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         l->cancel_fd[1] = pfd[1];
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     }
-    int rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
+    rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
     if (pfd[0] >= 0) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
         l->cancel_fd[0] = l->cancel_fd[1] = -1;
