@@ -100,20 +100,8 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
     return lost;
 }
 
-static void renew_lost(void *owner, int reason)
-{
-    dlock_lock *l = owner;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int was_held = l->state == DLOCK_STATE_HELD;
-    if (was_held)
-        l->state = DLOCK_STATE_LOST;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    if (was_held && l->opts.on_lost)
-        l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
-}
-
-static const dlock__renewal_ops etcd_renewal_ops = {renew_lease_end, renew_settle, renew_lost,
-                                                     renew_vote};
+static const dlock__renewal_ops etcd_renewal_ops = {renew_lease_end, renew_settle,
+                                                    dlock__lock_renew_lost, renew_vote};
 
 int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
 {

@@ -44,6 +44,18 @@ int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms)
     return DLOCK_OK;
 }
 
+void dlock__lock_renew_lost(void *owner, int reason)
+{
+    dlock_lock *l = owner;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int was_held = l->state == DLOCK_STATE_HELD;
+    if (was_held)
+        l->state = DLOCK_STATE_LOST;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (was_held && l->opts.on_lost)
+        l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
+}
+
 void dlock__lock_take_cancel(dlock_lock *l)
 {
     char b[16];

@@ -129,6 +129,10 @@ void dlock__lock_take_cancel(dlock_lock *l);
  * and start the client's watchdog for an auto-renewed lock (DLOCK_ENOMEM if
  * its thread cannot be had). Sets the handle's message on failure. */
 int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
+/* The watchdog's verdict that a held lock is gone (a renewal record's
+ * `lost` hook, for every backend): the state becomes LOST and on_lost is
+ * called once, outside the handle's mutex. `owner` is the dlock_lock. */
+void dlock__lock_renew_lost(void *owner, int reason);
 /* Point the token back at the inline buffer (dropping a long adopted one). */
 void dlock__lock_inline_token(dlock_lock *l);
 /* A fresh random token (plain and fair kinds). */
