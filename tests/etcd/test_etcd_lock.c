@@ -192,25 +192,41 @@ static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
     atomic_fetch_add(&lost_calls, 1);
 }
 
-static void a_revoked_lease_is_reported_lost(void **state)
+/* An auto-renewed lock of `name` with this on_lost, acquired, with
+ * lost_calls at 0. */
+static dlock_lock *acquire_with_on_lost(const char *name, dlock_lost_fn cb)
 {
-    (void)state;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     o.ttl_ms = 3000;
     o.flags = DLOCK_AUTO_RENEW;
-    o.on_lost = on_lost;
+    o.on_lost = cb;
     dlock_lock *a;
-    assert_int_equal(dlock_lock_new(&a, cl, "api-lost", &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&a, cl, name, &o), DLOCK_OK);
     atomic_store(&lost_calls, 0);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    /* another process releases it by its token (dlock release --token) */
-    dlock_lock *thief = lock_of(cl, "api-lost", 3000, 0);
+    return a;
+}
+
+/* Another process releases a by its token (dlock release --token); waits
+ * (5 s at most) for a's on_lost and checks it ran once. Returns the
+ * thief's handle, for the caller to free. */
+static dlock_lock *steal_by_token(dlock_lock *a, const char *name)
+{
+    dlock_lock *thief = lock_of(cl, name, 3000, 0);
     assert_int_equal(dlock_lock_adopt(thief, dlock_lock_token(a)), DLOCK_OK);
     assert_int_equal(dlock_lock_release(thief), DLOCK_OK);
     int64_t t0 = etcd_now_ms();
     while (atomic_load(&lost_calls) == 0 && etcd_now_ms() - t0 < 5000)
         test_sleep_ms(20);
     assert_int_equal(atomic_load(&lost_calls), 1);
+    return thief;
+}
+
+static void a_revoked_lease_is_reported_lost(void **state)
+{
+    (void)state;
+    dlock_lock *a = acquire_with_on_lost("api-lost", on_lost);
+    dlock_lock *thief = steal_by_token(a, "api-lost");
     assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_NOT_OWNER);
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_LOST);
     assert_int_equal(dlock_lock_release(a), DLOCK_ELOST);
@@ -232,22 +248,9 @@ static void on_lost_release(dlock_lock *l, dlock_lost_reason reason, void *arg)
 static void on_lost_may_release_its_lock(void **state)
 {
     (void)state;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = 3000;
-    o.flags = DLOCK_AUTO_RENEW;
-    o.on_lost = on_lost_release;
-    dlock_lock *a;
-    assert_int_equal(dlock_lock_new(&a, cl, "api-lost-release", &o), DLOCK_OK);
-    atomic_store(&lost_calls, 0);
     atomic_store(&release_in_callback_rc, 1);
-    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    dlock_lock *thief = lock_of(cl, "api-lost-release", 3000, 0);
-    assert_int_equal(dlock_lock_adopt(thief, dlock_lock_token(a)), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(thief), DLOCK_OK);
-    int64_t t0 = etcd_now_ms();
-    while (atomic_load(&lost_calls) == 0 && etcd_now_ms() - t0 < 5000)
-        test_sleep_ms(20);
-    assert_int_equal(atomic_load(&lost_calls), 1);
+    dlock_lock *a = acquire_with_on_lost("api-lost-release", on_lost_release);
+    dlock_lock *thief = steal_by_token(a, "api-lost-release");
     assert_int_equal(atomic_load(&release_in_callback_rc), DLOCK_ELOST);
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
     assert_int_equal(dlock_lock_release(a), DLOCK_ENOTHELD);

@@ -29,22 +29,14 @@ static dlock_client *cl;
 static int setup(void **state)
 {
     (void)state;
-    if (test_redis_start(&srv, NULL) != 0)
-        return -1;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = IO_TIMEOUT_MS;
-    o.connect_timeout_ms = IO_TIMEOUT_MS;
-    const char *urls[] = {srv.url};
-    return dlock_client_new(&cl, urls, 1, &o, NULL, 0) == DLOCK_OK ? 0 : -1;
+    return test_srv_client_start(&srv, &cl, IO_TIMEOUT_MS);
 }
 
 static int teardown(void **state)
 {
     (void)state;
     test_handles_free_all();
-    dlock_client_free(cl);
-    cl = NULL;
-    test_redis_stop(&srv);
+    test_srv_client_stop(&srv, &cl);
     return 0;
 }
 

@@ -277,6 +277,24 @@ dlock_client *test_client_timeouts(const test_redis *rs, size_t n, int connect_t
     return test_client_new(urls, n, &o);
 }
 
+int test_srv_client_start(test_redis *r, dlock_client **cl, int timeout_ms)
+{
+    if (test_redis_start(r, NULL) != 0)
+        return -1;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = timeout_ms;
+    o.connect_timeout_ms = timeout_ms;
+    const char *urls[] = {r->url};
+    return dlock_client_new(cl, urls, 1, &o, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+void test_srv_client_stop(test_redis *r, dlock_client **cl)
+{
+    dlock_client_free(*cl);
+    *cl = NULL;
+    test_redis_stop(r);
+}
+
 /* Group setup/teardown: test_srv and test_cl, a client of it with default
  * options / free the client, stop the server. */
 int test_srv_client_setup(void **state)

@@ -124,6 +124,14 @@ dlock_client *test_client_for(const test_redis *r, const dlock_client_options *o
 dlock_client *test_client_timeouts(const test_redis *rs, size_t n, int connect_timeout_ms,
                                    int io_timeout_ms);
 
+/* Start r and make *cl, a client of it with both the connect and the I/O
+ * timeout set to timeout_ms; returns 0 or -1 (for a cmocka setup, which
+ * must not fail the test by assertion). */
+int test_srv_client_start(test_redis *r, dlock_client **cl, int timeout_ms);
+
+/* Free *cl (set to NULL) and stop r: the pair of test_srv_client_start(). */
+void test_srv_client_stop(test_redis *r, dlock_client **cl);
+
 /* Group setup/teardown: test_srv and test_cl, a client of it with default
  * options / free the client, stop the server. */
 int test_srv_client_setup(void **state);
