@@ -12,7 +12,6 @@
 #include <cmocka.h>
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,21 +88,7 @@ static int order_worker(int i, void *arg)
     if (dlock_client_new(&c, &x->url, 1, NULL, NULL, 0) != DLOCK_OK ||
         dlock_lock_new_multi(&l, c, i % 2 ? yx : xy, 2, &o) != DLOCK_OK)
         return 1;
-    for (int r = 0; r < 40; r++) {
-        if (dlock_lock_acquire(l, 60000) != DLOCK_OK) {
-            atomic_fetch_add(&x->cs->errors, 1);
-            continue;
-        }
-        test_census_enter(x->cs, 0, 0);
-        for (int k = 0; k < 1000; k++)
-            sched_yield();
-        test_census_leave(x->cs, 0);
-        if (dlock_lock_release(l) != DLOCK_OK)
-            atomic_fetch_add(&x->cs->errors, 1);
-    }
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return 0;
+    return test_census_rounds(x->cs, c, l, 40, 0, 0, 1000);
 }
 
 static void opposite_orders_do_not_deadlock(void **state)
@@ -279,29 +264,11 @@ static void bad_arguments(void **state)
     dlock_lock_free(l);
 }
 
-#define N 3
-static test_redis nodes[N];
-
-static int nodes_setup(void **state)
-{
-    (void)state;
-    return test_redis_start_many(nodes, N, NULL);
-}
-
-static int nodes_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop_many(nodes, N);
-    return 0;
-}
 
 static void redlock_sets(void **state)
 {
     (void)state;
-    const char *urls[N];
-    for (int i = 0; i < N; i++)
-        urls[i] = nodes[i].url;
-    dlock_client *c = test_client_new(urls, N, NULL);
+    dlock_client *c = test_kinds_nodes_client();
     const char *ab[] = {"m:b", "m:a"};
     dlock_lock *set = multi(c, ab, 2, 10000, 0);
     dlock_lock *b = test_lock_new(c, "m:b", 10000, 0, 1, 20);
@@ -310,8 +277,8 @@ static void redlock_sets(void **state)
     assert_int_equal(dlock_lock_release(set), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_ENOTACQUIRED);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(test_key_exists(&nodes[i], "m:a"), 0);
+    for (int i = 0; i < TEST_KINDS_NODES; i++)
+        assert_int_equal(test_key_exists(&test_kinds_nodes[i], "m:a"), 0);
     dlock_lock_free(b);
     dlock_lock_free(set);
     dlock_lock *l = NULL;
@@ -338,7 +305,7 @@ int main(void)
     };
     int failed = cmocka_run_group_tests_name("multi, one node", one, test_srv_client_setup,
                                              test_srv_client_teardown);
-    failed += cmocka_run_group_tests_name("multi, three nodes", three, nodes_setup,
-                                          nodes_teardown);
+    failed += cmocka_run_group_tests_name("multi, three nodes", three, test_kinds_nodes_setup,
+                                          test_kinds_nodes_teardown);
     return failed;
 }

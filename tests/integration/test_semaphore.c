@@ -11,7 +11,6 @@
 
 #include <cmocka.h>
 
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,21 +55,7 @@ static int sem_worker(int i, void *arg)
     if (dlock_client_new(&c, &x->url, 1, NULL, NULL, 0) != DLOCK_OK ||
         dlock_semaphore_new(&l, c, "sem:census", PERMITS, &o) != DLOCK_OK)
         return 1;
-    for (int r = 0; r < 60; r++) {
-        if (dlock_lock_acquire(l, 60000) != DLOCK_OK) {
-            atomic_fetch_add(&x->cs->errors, 1);
-            continue;
-        }
-        test_census_enter(x->cs, 1, PERMITS);
-        for (int k = 0; k < 2000; k++)
-            sched_yield();
-        test_census_leave(x->cs, 1);
-        if (dlock_lock_release(l) != DLOCK_OK)
-            atomic_fetch_add(&x->cs->errors, 1);
-    }
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return 0;
+    return test_census_rounds(x->cs, c, l, 60, 1, PERMITS, 2000);
 }
 
 static void never_more_than_n_holders(void **state)

@@ -12,7 +12,6 @@
 
 #include <cmocka.h>
 
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,21 +51,8 @@ static int rw_worker(int i, void *arg)
     if (dlock_client_new(&c, &x->url, 1, NULL, NULL, 0) != DLOCK_OK ||
         dlock_lock_new(&l, c, x->name, &o) != DLOCK_OK)
         return 1;
-    for (int r = 0; r < x->rounds; r++) {
-        if (dlock_lock_acquire(l, 60000) != DLOCK_OK) {
-            atomic_fetch_add(&x->cs->errors, 1);
-            continue;
-        }
-        test_census_enter(x->cs, shared, 0);
-        for (int k = 0; k < 2000; k++) /* stay a little: readers overlap */
-            sched_yield();
-        test_census_leave(x->cs, shared);
-        if (dlock_lock_release(l) != DLOCK_OK)
-            atomic_fetch_add(&x->cs->errors, 1);
-    }
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return 0;
+    /* 2000 yields: stay a little, readers overlap */
+    return test_census_rounds(x->cs, c, l, x->rounds, shared, 0, 2000);
 }
 
 static void readers_share_and_writers_exclude(void **state)
@@ -333,29 +319,11 @@ static void kinds_that_do_not_mix_and_bad_arguments(void **state)
 
 /* ---- three nodes ---------------------------------------------------------- */
 
-#define N 3
-static test_redis nodes[N];
-
-static int nodes_setup(void **state)
-{
-    (void)state;
-    return test_redis_start_many(nodes, N, NULL);
-}
-
-static int nodes_teardown(void **state)
-{
-    (void)state;
-    test_redis_stop_many(nodes, N);
-    return 0;
-}
 
 static void redlock_readers_and_writers(void **state)
 {
     (void)state;
-    const char *urls[N];
-    for (int i = 0; i < N; i++)
-        urls[i] = nodes[i].url;
-    dlock_client *c = test_client_new(urls, N, NULL);
+    dlock_client *c = test_kinds_nodes_client();
     dlock_lock *r1 = rw_lock(c, "rw:red", DLOCK_SHARED, 10000);
     dlock_lock *r2 = rw_lock(c, "rw:red", DLOCK_SHARED | DLOCK_AUTO_RENEW, 500);
     dlock_lock *w = rw_lock(c, "rw:red", DLOCK_EXCLUSIVE, 10000);
@@ -363,8 +331,8 @@ static void redlock_readers_and_writers(void **state)
     assert_int_equal(dlock_lock_acquire(r2, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_ENOTACQUIRED);
     /* A reader on a minority only does not keep a writer out... */
-    test_cmd_int(&nodes[1], "DEL rw:red");
-    test_cmd_int(&nodes[2], "DEL rw:red");
+    test_cmd_int(&test_kinds_nodes[1], "DEL rw:red");
+    test_cmd_int(&test_kinds_nodes[2], "DEL rw:red");
     test_sleep_ms(800); /* r2 renews across it: its renewals fail on two nodes */
     assert_int_equal(dlock_lock_state_get(r2), DLOCK_STATE_LOST);
     assert_int_equal(dlock_lock_release(r1), DLOCK_EEXPIRED); /* gone on a majority */
@@ -392,7 +360,7 @@ int main(void)
     };
     int failed = cmocka_run_group_tests_name("shared, one node", one, test_srv_client_setup,
                                              test_srv_client_teardown);
-    failed += cmocka_run_group_tests_name("shared, three nodes", three, nodes_setup,
-                                          nodes_teardown);
+    failed += cmocka_run_group_tests_name("shared, three nodes", three, test_kinds_nodes_setup,
+                                          test_kinds_nodes_teardown);
     return failed;
 }

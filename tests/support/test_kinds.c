@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "test_kinds.h"
+#include "test_util.h"
 
 test_census *test_census_new(void)
 {
@@ -50,4 +51,47 @@ void test_census_leave(test_census *c, int shared)
 {
     atomic_fetch_sub(shared ? &c->readers : &c->writers, 1);
     atomic_fetch_add(&c->sections, 1);
+}
+
+int test_census_rounds(test_census *c, dlock_client *cl, dlock_lock *l, int rounds, int shared,
+                       int inside_limit, int yields)
+{
+    for (int r = 0; r < rounds; r++) {
+        if (dlock_lock_acquire(l, 60000) != DLOCK_OK) {
+            atomic_fetch_add(&c->errors, 1);
+            continue;
+        }
+        test_census_enter(c, shared, inside_limit);
+        for (int k = 0; k < yields; k++)
+            sched_yield();
+        test_census_leave(c, shared);
+        if (dlock_lock_release(l) != DLOCK_OK)
+            atomic_fetch_add(&c->errors, 1);
+    }
+    dlock_lock_free(l);
+    dlock_client_free(cl);
+    return 0;
+}
+
+test_redis test_kinds_nodes[TEST_KINDS_NODES];
+
+int test_kinds_nodes_setup(void **state)
+{
+    (void)state;
+    return test_redis_start_many(test_kinds_nodes, TEST_KINDS_NODES, NULL);
+}
+
+int test_kinds_nodes_teardown(void **state)
+{
+    (void)state;
+    test_redis_stop_many(test_kinds_nodes, TEST_KINDS_NODES);
+    return 0;
+}
+
+dlock_client *test_kinds_nodes_client(void)
+{
+    const char *urls[TEST_KINDS_NODES];
+    for (int i = 0; i < TEST_KINDS_NODES; i++)
+        urls[i] = test_kinds_nodes[i].url;
+    return test_client_new(urls, TEST_KINDS_NODES, NULL);
 }

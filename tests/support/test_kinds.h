@@ -8,6 +8,9 @@
 
 #include <stdatomic.h>
 
+#include "dlock.h"
+#include "redis_server.h"
+
 typedef struct test_census {
     atomic_int readers;     /* shared holders inside now */
     atomic_int writers;     /* exclusive holders inside now */
@@ -28,5 +31,22 @@ void test_census_free(test_census *c);
  * that inside at once (any kind) is a violation too (semaphores). */
 void test_census_enter(test_census *c, int shared, int inside_limit);
 void test_census_leave(test_census *c, int shared);
+
+/* A worker's loop: `rounds` sections on l (acquire waiting up to 60 s,
+ * enter, sched_yield() `yields` times so holders overlap, leave, release);
+ * a failed acquire or release counts in c->errors. Then frees l and cl
+ * (the worker's own). Returns 0, a worker process's exit status. */
+int test_census_rounds(test_census *c, dlock_client *cl, dlock_lock *l, int rounds, int shared,
+                       int inside_limit, int yields);
+
+/* The three-node (Redlock) groups of the kinds' tests: servers started by
+ * the group setup, stopped by its teardown. */
+#define TEST_KINDS_NODES 3
+extern test_redis test_kinds_nodes[TEST_KINDS_NODES];
+int test_kinds_nodes_setup(void **state);
+int test_kinds_nodes_teardown(void **state);
+
+/* A client of all of test_kinds_nodes, default options; must succeed. */
+dlock_client *test_kinds_nodes_client(void);
 
 #endif
