@@ -1,18 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
+
+#include "proc.h"
 
 #include "etcd_server.h"
 
@@ -37,20 +35,9 @@ static int n_used;
 static int free_port(void)
 {
     for (int tries = 0; tries < 50; tries++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a;
-        socklen_t len = sizeof a;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-            if (fd >= 0)
-                close(fd);
+        int p = test_free_port(), seen = 0;
+        if (p < 0)
             return -1;
-        }
-        close(fd);
-        int p = ntohs(a.sin_port), seen = 0;
         for (int i = 0; i < n_used; i++)
             seen |= used_ports[i] == p;
         if (!seen) {
@@ -68,32 +55,16 @@ static int spawn(test_etcd *c, int i, int existing)
     snprintf(client, sizeof client, "http://127.0.0.1:%d", m->client_port);
     snprintf(peer, sizeof peer, "http://127.0.0.1:%d", m->peer_port);
     snprintf(log, sizeof log, "%s.log", m->dir);
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
+    const char *argv[] = {"etcd", "--name", m->name, "--data-dir", m->dir,
+                          "--listen-client-urls", client, "--advertise-client-urls", client,
+                          "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                          "--initial-cluster", c->initial_cluster, "--initial-cluster-state",
+                          existing ? "existing" : "new", "--initial-cluster-token", c->dir,
+                          "--heartbeat-interval", "50", "--election-timeout", "500",
+                          "--logger", "zap", "--log-level", "warn", NULL};
+    pid_t pid = test_spawn_server(argv, log);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0)
-            dup2(devnull, 0);
-        if (out >= 0) {
-            dup2(out, 1);
-            dup2(out, 2);
-        }
-        execlp("etcd", "etcd", "--name", m->name, "--data-dir", m->dir,
-               "--listen-client-urls", client, "--advertise-client-urls", client,
-               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-               "--initial-cluster", c->initial_cluster, "--initial-cluster-state",
-               existing ? "existing" : "new", "--initial-cluster-token", c->dir,
-               "--heartbeat-interval", "50", "--election-timeout", "500",
-               "--logger", "zap", "--log-level", "warn", (char *)NULL);
-        _exit(127);
-    }
     m->pid = pid;
     m->paused = 0;
     return 0;

@@ -1,6 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,4 +67,49 @@ void test_tmp_path(char *out, size_t len, const char *stem)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(out, len, "%s/dlock-%s-%d", tmp && *tmp ? tmp : "/tmp", stem, (int)getpid());
+}
+
+int test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+pid_t test_spawn_server(const char *const argv[], const char *log_path)
+{
+    pid_t parent = getpid();
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid; /* the parent: the pid, or -1 */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    int out = log_path ? open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600) : -1;
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        if (!log_path)
+            dup2(devnull, 1);
+    }
+    if (out >= 0) {
+        dup2(out, 1);
+        dup2(out, 2);
+    }
+    /* execvp's argv is not const only for historical reasons */
+    execvp(argv[0], (char *const *)argv);
+    fprintf(stderr, "test harness: cannot exec %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
 }

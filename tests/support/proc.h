@@ -25,4 +25,18 @@ int test_wait_procs(const pid_t *pids, int n);
 /* A temp file path under $TMPDIR (or /tmp) made unique with the pid. */
 void test_tmp_path(char *out, size_t len, const char *stem);
 
+/* ---- server processes (redis-server, redis-sentinel, etcd) ---------- */
+
+/* A loopback TCP port free now (bound to port 0 and closed), or -1. The
+ * server started on it may still lose a race for it: callers retry. */
+int test_free_port(void);
+
+/* fork() and exec argv[0] (searched in PATH) with argv, as a server the
+ * test owns: the child dies with this process (PR_SET_PDEATHSIG; it exits
+ * 127 at once if this process is already gone), stdin is /dev/null, stdout
+ * and stderr are appended to log_path, or with log_path NULL stdout goes to
+ * /dev/null and stderr stays. Returns the pid (stop it by that pid), or -1
+ * if fork failed; a failed exec exits 127. */
+pid_t test_spawn_server(const char *const argv[], const char *log_path);
+
 #endif

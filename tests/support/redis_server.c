@@ -1,43 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "redis_server.h"
 
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static int write_conf(test_redis *r)
@@ -64,23 +44,10 @@ static int spawn(test_redis *r)
 {
     char conf[400];
     snprintf(conf, sizeof conf, "%s/redis.conf", r->dir);
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    const char *argv[] = {"redis-server", conf, NULL};
+    pid_t pid = test_spawn_server(argv, NULL);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
-        execlp("redis-server", "redis-server", conf, (char *)NULL);
-        fprintf(stderr, "test harness: cannot exec redis-server: %s\n", strerror(errno));
-        _exit(127);
-    }
     r->pid = pid;
     /* Wait for PING. */
     for (int i = 0; i < 500; i++) {
@@ -126,7 +93,7 @@ static int start(test_redis *r, int tls, const char *extra_conf)
     }
     snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
     for (int attempt = 0; attempt < 20; attempt++) {
-        r->port = free_port();
+        r->port = test_free_port();
         if (r->port <= 0)
             continue;
         snprintf(r->url, sizeof r->url, "%s://127.0.0.1:%d", r->tls ? "rediss" : "redis",

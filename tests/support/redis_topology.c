@@ -1,17 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "redis_topology.h"
 
 static void nap_ms(int ms)
@@ -180,24 +178,6 @@ int test_cluster_wait_failover(test_cluster *c, int slot, int dead, int timeout_
 
 /* ---- sentinel ----------------------------------------------------------- */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* Sentinels rewrite their config file, so each gets its own dir. */
 static int start_sentinel(test_redis *r, const char *name, int primary_port,
                           const char *password)
@@ -208,7 +188,7 @@ static int start_sentinel(test_redis *r, const char *name, int primary_port,
     if (!mkdtemp(r->dir))
         return -1;
     for (int attempt = 0; attempt < 20; attempt++) {
-        r->port = free_port();
+        r->port = test_free_port();
         char conf[400];
         snprintf(conf, sizeof conf, "%s/sentinel.conf", r->dir);
         FILE *f = fopen(conf, "w");
@@ -225,23 +205,10 @@ static int start_sentinel(test_redis *r, const char *name, int primary_port,
             fprintf(f, "sentinel auth-pass %s %s\n", name, password);
         fclose(f);
         snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
-        pid_t parent = getpid();
-        pid_t pid = fork();
+        const char *argv[] = {"redis-sentinel", conf, NULL};
+        pid_t pid = test_spawn_server(argv, NULL);
         if (pid < 0)
             return -1;
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent)
-                _exit(127);
-            int devnull = open("/dev/null", O_RDWR);
-            if (devnull >= 0) {
-                dup2(devnull, 0);
-                dup2(devnull, 1);
-            }
-            execlp("redis-sentinel", "redis-sentinel", conf, (char *)NULL);
-            fprintf(stderr, "test harness: cannot exec redis-sentinel: %s\n", strerror(errno));
-            _exit(127);
-        }
         r->pid = pid;
         for (int i = 0; i < 300; i++) {
             if (waitpid(pid, NULL, WNOHANG) == pid) {
