@@ -81,10 +81,7 @@ static int order_worker(int i, void *arg)
     const char *xy[] = {"m:x", "m:y"}, *yx[] = {"m:y", "m:x"};
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = 10000;
-    o.retry_min_ms = 1;
-    o.retry_max_ms = 10;
+    dlock_lock_options o = test_kinds_worker_options(10, 0);
     if (dlock_client_new(&c, &x->url, 1, NULL, NULL, 0) != DLOCK_OK ||
         dlock_lock_new_multi(&l, c, i % 2 ? yx : xy, 2, &o) != DLOCK_OK)
         return 1;

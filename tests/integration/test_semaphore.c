@@ -47,11 +47,8 @@ static int sem_worker(int i, void *arg)
     ctx *x = arg;
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     (void)i;
-    o.ttl_ms = 10000;
-    o.retry_min_ms = 1;
-    o.retry_max_ms = 20;
+    dlock_lock_options o = test_kinds_worker_options(20, 0);
     if (dlock_client_new(&c, &x->url, 1, NULL, NULL, 0) != DLOCK_OK ||
         dlock_semaphore_new(&l, c, "sem:census", PERMITS, &o) != DLOCK_OK)
         return 1;

@@ -42,12 +42,8 @@ static int rw_worker(int i, void *arg)
     ctx *x = arg;
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     int shared = i % 2 == 0;
-    o.ttl_ms = 10000;
-    o.retry_min_ms = 1;
-    o.retry_max_ms = 20;
-    o.flags = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+    dlock_lock_options o = test_kinds_worker_options(20, shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE);
     if (dlock_client_new(&c, &x->url, 1, NULL, NULL, 0) != DLOCK_OK ||
         dlock_lock_new(&l, c, x->name, &o) != DLOCK_OK)
         return 1;
@@ -155,12 +151,8 @@ static int stream_reader(int i, void *arg)
     ctx *x = arg;
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     (void)i;
-    o.ttl_ms = 10000;
-    o.retry_min_ms = 1;
-    o.retry_max_ms = 5;
-    o.flags = DLOCK_SHARED;
+    dlock_lock_options o = test_kinds_worker_options(5, DLOCK_SHARED);
     if (dlock_client_new(&c, &x->url, 1, NULL, NULL, 0) != DLOCK_OK ||
         dlock_lock_new(&l, c, x->name, &o) != DLOCK_OK)
         return 1;

@@ -73,6 +73,16 @@ int test_census_rounds(test_census *c, dlock_client *cl, dlock_lock *l, int roun
     return 0;
 }
 
+dlock_lock_options test_kinds_worker_options(int retry_max_ms, unsigned flags)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 10000;
+    o.retry_min_ms = 1;
+    o.retry_max_ms = retry_max_ms;
+    o.flags = flags;
+    return o;
+}
+
 test_redis test_kinds_nodes[TEST_KINDS_NODES];
 
 int test_kinds_nodes_setup(void **state)

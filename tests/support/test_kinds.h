@@ -39,6 +39,10 @@ void test_census_leave(test_census *c, int shared);
 int test_census_rounds(test_census *c, dlock_client *cl, dlock_lock *l, int rounds, int shared,
                        int inside_limit, int yields);
 
+/* A census worker's lock options: a 10 s lease, retries every 1 ms to
+ * retry_max_ms, these flags. */
+dlock_lock_options test_kinds_worker_options(int retry_max_ms, unsigned flags);
+
 /* The three-node (Redlock) groups of the kinds' tests: servers started by
  * the group setup, stopped by its teardown. */
 #define TEST_KINDS_NODES 3
