@@ -14,19 +14,6 @@
 
 #include "etcd_server.h"
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Ports handed out by this process, so two members never draw one port
  * between the probe and etcd's bind. */
 static int used_ports[64];
@@ -114,7 +101,7 @@ static int member_status(const test_etcd_member *m, char *leader, size_t llen,
 
 int test_etcd_leader(test_etcd *c, int max_ms)
 {
-    long end = now_ms() + max_ms;
+    int64_t end = test_now_ms() + max_ms;
     do {
         for (int i = 0; i < c->n; i++) {
             if (!c->m[i].pid || c->m[i].paused)
@@ -132,8 +119,8 @@ int test_etcd_leader(test_etcd *c, int max_ms)
                     return k;
             }
         }
-        sleep_ms(50);
-    } while (now_ms() < end);
+        test_sleep_ms(50);
+    } while (test_now_ms() < end);
     return -1;
 }
 
@@ -144,15 +131,15 @@ int test_etcd_wait_leader(test_etcd *c, int max_ms)
 
 static int wait_member(test_etcd_member *m, int max_ms)
 {
-    long end = now_ms() + max_ms;
+    int64_t end = test_now_ms() + max_ms;
     do {
         json_t *j = member_post(m, "/v3/kv/range", "{\"key\":\"AA==\"}", 500);
         int ok = j && json_object_get(j, "header");
         json_decref(j);
         if (ok)
             return 0;
-        sleep_ms(50);
-    } while (now_ms() < end);
+        test_sleep_ms(50);
+    } while (test_now_ms() < end);
     return -1;
 }
 
@@ -217,14 +204,14 @@ static void reap(test_etcd_member *m, int sig, int max_ms)
     if (m->paused)
         kill(m->pid, SIGCONT);
     kill(m->pid, sig);
-    long end = now_ms() + max_ms;
+    int64_t end = test_now_ms() + max_ms;
     while (waitpid(m->pid, NULL, WNOHANG) == 0) {
-        if (now_ms() >= end) {
+        if (test_now_ms() >= end) {
             kill(m->pid, SIGKILL);
             waitpid(m->pid, NULL, 0);
             break;
         }
-        sleep_ms(10);
+        test_sleep_ms(10);
     }
     m->pid = 0;
     m->paused = 0;

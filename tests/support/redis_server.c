@@ -14,12 +14,6 @@
 #include "proc.h"
 #include "redis_server.h"
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static int write_conf(test_redis *r)
 {
     char path[400];
@@ -72,7 +66,7 @@ static int spawn(test_redis *r)
         } else if (c) {
             redisFree(c);
         }
-        sleep_ms(10);
+        test_sleep_ms(10);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -188,7 +182,7 @@ int test_redis_restart(test_redis *r)
     for (int attempt = 0; attempt < 50; attempt++) {
         if (spawn(r) == 0)
             return 0;
-        sleep_ms(50); /* the port may still be in TIME_WAIT/closing */
+        test_sleep_ms(50); /* the port may still be in TIME_WAIT/closing */
     }
     fprintf(stderr, "test harness: restart on port %d failed\n", r->port);
     return -1;
@@ -199,7 +193,7 @@ static void reap(pid_t pid, int ms)
     for (int i = 0; i < ms / 10; i++) {
         if (waitpid(pid, NULL, WNOHANG) == pid)
             return;
-        sleep_ms(10);
+        test_sleep_ms(10);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);

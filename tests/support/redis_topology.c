@@ -12,19 +12,6 @@
 #include "proc.h"
 #include "redis_topology.h"
 
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- cluster ------------------------------------------------------------ */
 
 /* A short node timeout makes failovers quick; validity factor 0 lets a
@@ -100,11 +87,11 @@ int test_cluster_start(test_cluster *c)
         test_cluster_stop(c);
         return -1;
     }
-    int64_t end = mono_ms() + 30000;
-    while (mono_ms() < end) {
+    int64_t end = test_now_ms() + 30000;
+    while (test_now_ms() < end) {
         if (cluster_ok(c))
             return 0;
-        nap_ms(100);
+        test_sleep_ms(100);
     }
     fprintf(stderr, "test harness: cluster did not reach cluster_state:ok\n");
     test_cluster_stop(c);
@@ -159,8 +146,8 @@ int test_cluster_master_of(test_cluster *c, int slot)
 
 int test_cluster_wait_failover(test_cluster *c, int slot, int dead, int timeout_ms)
 {
-    int64_t end = mono_ms() + timeout_ms;
-    while (mono_ms() < end) {
+    int64_t end = test_now_ms() + timeout_ms;
+    while (test_now_ms() < end) {
         int m = test_cluster_master_of(c, slot);
         if (m >= 0 && m != dead && c->node[m].pid > 0 && cluster_ok(c)) {
             redisReply *rep = test_redis_cmd(&c->node[m], "ROLE");
@@ -171,7 +158,7 @@ int test_cluster_wait_failover(test_cluster *c, int slot, int dead, int timeout_
             if (is_master)
                 return m;
         }
-        nap_ms(100);
+        test_sleep_ms(100);
     }
     return -1;
 }
@@ -221,7 +208,7 @@ static int start_sentinel(test_redis *r, const char *name, int primary_port,
                 freeReplyObject(rep);
             if (up)
                 return 0;
-            nap_ms(10);
+            test_sleep_ms(10);
         }
         if (r->pid > 0) {
             kill(r->pid, SIGKILL);
@@ -289,8 +276,8 @@ int test_sentinel_start_auth(test_sentinel_set *s, const char *password)
                       s->sentinel[i].port);
     }
     snprintf(s->url + n, sizeof s->url - (size_t)n, "/%s", s->master_name);
-    int64_t end = mono_ms() + 30000;
-    while (mono_ms() < end) {
+    int64_t end = test_now_ms() + 30000;
+    while (test_now_ms() < end) {
         redisReply *rep = data_cmd(s, &s->replica, "INFO", "replication");
         int ready = rep && rep->type == REDIS_REPLY_STRING &&
                     strstr(rep->str, "master_link_status:up") != NULL;
@@ -302,7 +289,7 @@ int test_sentinel_start_auth(test_sentinel_set *s, const char *password)
                         TEST_SENTINELS - 1;
         if (ready)
             return 0;
-        nap_ms(100);
+        test_sleep_ms(100);
     }
     fprintf(stderr, "test harness: sentinels did not discover each other and the replica\n");
 fail:
@@ -347,8 +334,8 @@ test_redis *test_sentinel_node(test_sentinel_set *s, int port)
 
 int test_sentinel_wait_failover(test_sentinel_set *s, int old_port, int timeout_ms)
 {
-    int64_t end = mono_ms() + timeout_ms;
-    while (mono_ms() < end) {
+    int64_t end = test_now_ms() + timeout_ms;
+    while (test_now_ms() < end) {
         int port = test_sentinel_primary_port(s);
         test_redis *r = port > 0 && port != old_port ? test_sentinel_node(s, port) : NULL;
         if (r && r->pid > 0) {
@@ -360,7 +347,7 @@ int test_sentinel_wait_failover(test_sentinel_set *s, int old_port, int timeout_
             if (is_master)
                 return port;
         }
-        nap_ms(100);
+        test_sleep_ms(100);
     }
     return -1;
 }
