@@ -204,15 +204,7 @@ static void reap(test_etcd_member *m, int sig, int max_ms)
     if (m->paused)
         kill(m->pid, SIGCONT);
     kill(m->pid, sig);
-    int64_t end = test_now_ms() + max_ms;
-    while (waitpid(m->pid, NULL, WNOHANG) == 0) {
-        if (test_now_ms() >= end) {
-            kill(m->pid, SIGKILL);
-            waitpid(m->pid, NULL, 0);
-            break;
-        }
-        test_sleep_ms(10);
-    }
+    test_reap_server(m->pid, max_ms);
     m->pid = 0;
     m->paused = 0;
 }

@@ -113,3 +113,16 @@ pid_t test_spawn_server(const char *const argv[], const char *log_path)
     fprintf(stderr, "test harness: cannot exec %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }
+
+void test_reap_server(pid_t pid, int max_ms)
+{
+    int64_t end = test_now_ms() + max_ms;
+    while (waitpid(pid, NULL, WNOHANG) == 0) {
+        if (test_now_ms() >= end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return;
+        }
+        test_sleep_ms(10);
+    }
+}

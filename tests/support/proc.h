@@ -39,4 +39,9 @@ int test_free_port(void);
  * if fork failed; a failed exec exits 127. */
 pid_t test_spawn_server(const char *const argv[], const char *log_path);
 
+/* Wait up to max_ms for the child pid (already signalled by the caller) to
+ * exit and reap it; if it has not gone by then, kill -9 it by that pid and
+ * reap it. max_ms 0: kill -9 now unless it has already exited. */
+void test_reap_server(pid_t pid, int max_ms);
+
 #endif

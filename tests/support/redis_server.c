@@ -68,8 +68,7 @@ static int spawn(test_redis *r)
         }
         test_sleep_ms(10);
     }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    test_reap_server(pid, 0);
     r->pid = 0;
     return -1;
 }
@@ -188,17 +187,6 @@ int test_redis_restart(test_redis *r)
     return -1;
 }
 
-static void reap(pid_t pid, int ms)
-{
-    for (int i = 0; i < ms / 10; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            return;
-        test_sleep_ms(10);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
 void test_redis_kill9(test_redis *r)
 {
     if (r->pid <= 0)
@@ -214,7 +202,7 @@ void test_redis_stop(test_redis *r)
     if (r->pid > 0) {
         kill(r->pid, SIGCONT);
         kill(r->pid, SIGTERM);
-        reap(r->pid, 5000);
+        test_reap_server(r->pid, 5000);
         r->pid = 0;
     }
     if (r->dir[0]) {

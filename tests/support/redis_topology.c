@@ -211,8 +211,7 @@ static int start_sentinel(test_redis *r, const char *name, int primary_port,
             test_sleep_ms(10);
         }
         if (r->pid > 0) {
-            kill(r->pid, SIGKILL);
-            waitpid(r->pid, NULL, 0);
+            test_reap_server(r->pid, 0);
             r->pid = 0;
         }
     }
