@@ -193,6 +193,20 @@ static void combinations_still_refused(void **state)
     /* An adopted token would carry no owner id. */
     dlock_lock *r = test_lock_new(test_cl, "rr:bad", 10000, RS, 1, 20);
     assert_int_equal(dlock_lock_adopt(r, "0123456789abcdef"), DLOCK_EINVAL);
+    /* Upgrade is not offered: the owner's writer waits for its own share
+     * and ends with its deadline (never hangs past it); after the share's
+     * release it gets in. */
+    dlock_lock *w = test_lock_new(test_cl, "rr:bad", 10000, DLOCK_EXCLUSIVE, 1, 20);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(w, 300), DLOCK_ETIMEDOUT);
+    assert_true(test_now_ms() - t0 < 5000);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    /* Downgrade neither: the writer's own reader waits for it. */
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    dlock_lock_free(w);
     dlock_lock_free(r);
 }
 
