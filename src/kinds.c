@@ -71,6 +71,18 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                     .leave = DLOCK__S_NONE, .renew_mode = "z",
                                     .wait = DLOCK__WAIT_RETRY, .aux_key = "ww",
                                     .aux_arg = DLOCK__AUX_ZERO},
+    /* A reentrant writer: still a plain string (readers see a writer, and
+     * plain release, extend, renewal and fencing serve it), its token
+     * OWNER#RANDOM; re-entry counted in the handle (kinds.h, reenter); the
+     * fencing token is the first hold's. */
+    [DLOCK__KIND_EXCLUSIVE_COUNTED] = {.id = DLOCK__KIND_EXCLUSIVE_COUNTED,
+                                       .name = "exclusive-counted", .reenter = 1,
+                                       .multi_node = 1, .acquire = DLOCK__S_X_ACQUIRE,
+                                       .release = DLOCK__S_RELEASE, .extend = DLOCK__S_EXTEND,
+                                       .undo = DLOCK__S_RELEASE, .forget = DLOCK__S_NONE,
+                                       .leave = DLOCK__S_NONE, .renew_mode = "p",
+                                       .wait = DLOCK__WAIT_RETRY, .fenced = 1, .aux_key = "ww",
+                                       .aux_arg = DLOCK__AUX_MARK_MS},
 };
 
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)
@@ -82,6 +94,8 @@ const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)
         return modes ? NULL : &kinds[DLOCK__KIND_SEMAPHORE];
     if (modes == (DLOCK_SHARED | DLOCK_REENTRANT))
         return &kinds[DLOCK__KIND_SHARED_COUNTED];
+    if (modes == (DLOCK_EXCLUSIVE | DLOCK_REENTRANT))
+        return &kinds[DLOCK__KIND_EXCLUSIVE_COUNTED];
     if (modes & (modes - 1)) /* more than one mode */
         return NULL;
     switch (modes) {

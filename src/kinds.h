@@ -25,6 +25,7 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_SEMAPHORE, /* dlock_semaphore_new(): N leased permits */
     DLOCK__KIND_MULTI,     /* dlock_lock_new_multi(): several names at once */
     DLOCK__KIND_SHARED_COUNTED, /* DLOCK_SHARED | DLOCK_REENTRANT */
+    DLOCK__KIND_EXCLUSIVE_COUNTED, /* DLOCK_EXCLUSIVE | DLOCK_REENTRANT */
     DLOCK__KIND_COUNT
 } dlock__kind_id;
 

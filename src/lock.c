@@ -187,7 +187,8 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     const dlock__kind *kind = dlock__kind_of(opts->flags, permits, multi);
     /* etcd has a lock of its own and none of issue 17's kinds: a writer
      * there has no readers to wait for, so it is the plain lock. */
-    if (kind && client->etcd && kind->id == DLOCK__KIND_EXCLUSIVE)
+    if (kind && client->etcd &&
+        (kind->id == DLOCK__KIND_EXCLUSIVE || kind->id == DLOCK__KIND_EXCLUSIVE_COUNTED))
         kind = dlock__kind_of(opts->flags & ~(unsigned)DLOCK_EXCLUSIVE, 0, 0);
     if (!kind || (client->n_nodes > 1 && !kind->multi_node) ||
         (client->etcd && kind->id >= DLOCK__KIND_SHARED))

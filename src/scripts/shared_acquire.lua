@@ -19,6 +19,7 @@
 --                             TTL), or all N permits taken (holder '', ms
 --                             until the first lease ends)
 --          {-1, stored}       a semaphore whose key stores another N
+--          {-2, 0}            (with ARGV[4]) the owner is the writer
 --          error WRONGTYPE    the key holds another kind of lock
 --
 -- Invariant: a shared holder is never granted beside an exclusive one, nor
@@ -29,6 +30,9 @@
 --#include zlease.lua
 local key, tok, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('type', key).ok
+if t == 'string' and ARGV[4] and string.sub(redis.call('get', key), 1, #ARGV[4]) == ARGV[4] then
+  return {-2, 0} -- the owner is the writer: a downgrade, not offered
+end
 if t == 'string' and n == 0 then
   return {0, redis.call('pttl', key), redis.call('get', key)}
 end

@@ -28,6 +28,7 @@
 #include "test_util.h"
 
 #define RS (DLOCK_SHARED | DLOCK_REENTRANT)
+#define RX (DLOCK_EXCLUSIVE | DLOCK_REENTRANT)
 
 static void n_acquires_need_n_releases(void **state)
 {
@@ -183,7 +184,7 @@ static void combinations_still_refused(void **state)
     (void)state;
     dlock_lock *l = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.flags = DLOCK_EXCLUSIVE | DLOCK_REENTRANT;
+    o.flags = DLOCK_EXCLUSIVE | DLOCK_REENTRANT | DLOCK_FAIR;
     assert_int_equal(dlock_lock_new(&l, test_cl, "rr:bad", &o), DLOCK_ENOTSUP);
     o.flags = RS | DLOCK_FAIR;
     assert_int_equal(dlock_lock_new(&l, test_cl, "rr:bad", &o), DLOCK_ENOTSUP);
@@ -192,22 +193,115 @@ static void combinations_still_refused(void **state)
     assert_null(l);
     /* An adopted token would carry no owner id. */
     dlock_lock *r = test_lock_new(test_cl, "rr:bad", 10000, RS, 1, 20);
+    dlock_lock *rw = test_lock_new(test_cl, "rr:bad", 10000, RX, 1, 20);
     assert_int_equal(dlock_lock_adopt(r, "0123456789abcdef"), DLOCK_EINVAL);
-    /* Upgrade is not offered: the owner's writer waits for its own share
-     * and ends with its deadline (never hangs past it); after the share's
-     * release it gets in. */
+    assert_int_equal(dlock_lock_adopt(rw, "0123456789abcdef"), DLOCK_EINVAL);
+    /* A non-reentrant writer does not know its owner: an upgrade through
+     * it waits for its own share and ends with its deadline (never hangs
+     * past it); after the share's release it gets in. */
     dlock_lock *w = test_lock_new(test_cl, "rr:bad", 10000, DLOCK_EXCLUSIVE, 1, 20);
     assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
     int64_t t0 = test_now_ms();
     assert_int_equal(dlock_lock_acquire(w, 300), DLOCK_ETIMEDOUT);
     assert_true(test_now_ms() - t0 < 5000);
+    /* A reentrant one does: the upgrade is refused at once, even when it
+     * would wait forever (it would wait for itself). */
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(rw, DLOCK_WAIT_FOREVER), DLOCK_EINVAL);
+    assert_true(test_now_ms() - t0 < 3000);
+    assert_non_null(strstr(dlock_lock_errmsg(rw), "upgrade and downgrade are not offered"));
+    assert_int_equal(dlock_lock_state_get(rw), DLOCK_STATE_UNLOCKED);
     assert_int_equal(dlock_lock_release(r), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
-    /* Downgrade neither: the writer's own reader waits for it. */
-    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED); /* beside a writer */
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    /* Downgrade: the reentrant writer's own reentrant reader, refused. */
+    assert_int_equal(dlock_lock_acquire(rw, 0), DLOCK_OK);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(r, DLOCK_WAIT_FOREVER), DLOCK_EINVAL);
+    assert_true(test_now_ms() - t0 < 3000);
+    assert_int_equal(dlock_lock_release(rw), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
     dlock_lock_free(w);
     dlock_lock_free(r);
+    dlock_lock_free(rw);
+}
+
+/* Another thread of the same client: another owner (a writer's try). */
+static void *try_writer_from_thread(void *p)
+{
+    try_arg *a = p;
+    dlock_lock *l = test_lock_new(a->c, "rr:x", 10000, RX, 1, 20);
+    a->rc = dlock_lock_acquire(l, 0);
+    if (a->rc == DLOCK_OK)
+        dlock_lock_release(l);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static void reentrant_writer_counts_and_keeps_its_fence(void **state)
+{
+    (void)state;
+    dlock_lock *w = test_lock_new(test_cl, "rr:x", 10000, RX, 1, 20);
+    dlock_lock *w2 = test_lock_new(test_cl, "rr:x", 10000, RX, 1, 20);
+    dlock_lock *r = test_lock_new(test_cl, "rr:x", 10000, DLOCK_SHARED, 1, 20);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    uint64_t f = dlock_lock_fence(w);
+    assert_true(f > 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+        assert_int_equal(dlock_lock_fence(w), f); /* the same hold */
+    }
+    /* Readers see a writer; so does another thread (another owner). */
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED);
+    try_arg a = {test_cl, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, try_writer_from_thread, &a), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(a.rc, DLOCK_ENOTACQUIRED);
+    /* Another handle of the same owner cannot share the writer's one
+     * token: refused at once (EINVAL), not left to wait for itself. */
+    assert_int_equal(dlock_lock_acquire(w2, 2000), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_lock_errmsg(w2), "through another handle"));
+    dlock_holders_info hi;
+    dlock_holder h[2];
+    assert_int_equal(dlock_client_holders(test_cl, "rr:x", 0, &hi, h, 2), DLOCK_OK);
+    assert_int_equal(hi.mode, DLOCK_HOLD_EXCLUSIVE);
+    assert_string_equal(h[0].token, dlock_lock_token(w));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+        assert_int_equal(test_key_exists(&test_srv, "rr:x"), 1);
+        assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED);
+    }
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "rr:x"), 0);
+    assert_int_equal(dlock_lock_release(w), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK); /* a new hold: a new fence */
+    assert_int_equal(dlock_lock_fence(w), f + 1);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    dlock_lock_free(w);
+    dlock_lock_free(w2);
+    dlock_lock_free(r);
+}
+
+static void auto_renew_keeps_a_reentered_writer(void **state)
+{
+    (void)state;
+    dlock_lock *w = test_lock_new(test_cl, "rr:xrenew", 300, RX | DLOCK_AUTO_RENEW, 1, 20);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    test_sleep_ms(1500); /* five TTLs */
+    assert_int_equal(dlock_lock_state_get(w), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    test_sleep_ms(900);
+    assert_int_equal(dlock_lock_state_get(w), DLOCK_STATE_HELD);
+    assert_int_equal(test_key_exists(&test_srv, "rr:xrenew"), 1);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "rr:xrenew"), 0);
+    dlock_lock_free(w);
 }
 
 /* ---- three nodes ---------------------------------------------------------- */
@@ -247,6 +341,27 @@ static void redlock_reentrant_readers(void **state)
         assert_int_equal(test_key_exists(&nodes[i], "rr:red"), 0);
     assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    /* A reentrant writer on three nodes: one fence, N releases. */
+    dlock_lock *rw = test_lock_new(c, "rr:red", 10000, RX, 1, 20);
+    assert_int_equal(dlock_lock_acquire(rw, 0), DLOCK_OK);
+    uint64_t f = dlock_lock_fence(rw);
+    assert_int_equal(dlock_lock_acquire(rw, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(rw), f);
+    assert_int_equal(dlock_lock_release(rw), DLOCK_OK);
+    /* Its own reader: a downgrade, refused by every node at once (on
+     * several nodes the code is DLOCK_ENOQUORUM, as for any node error;
+     * the message says why). */
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(r, DLOCK_WAIT_FOREVER), DLOCK_ENOQUORUM);
+    assert_true(test_now_ms() - t0 < 3000);
+    assert_non_null(strstr(dlock_lock_errmsg(r), "downgrade"));
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_ENOTACQUIRED); /* a plain writer: waits */
+    assert_int_equal(dlock_lock_release(rw), DLOCK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(test_key_exists(&nodes[i], "rr:red"), 0);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    dlock_lock_free(rw);
     dlock_lock_free(r);
     dlock_lock_free(w);
     dlock_client_free(c);
@@ -261,6 +376,8 @@ int main(void)
         cmocka_unit_test_teardown(waiting_writer_gets_in_after_the_last_release, test_srv_flush),
         cmocka_unit_test_teardown(auto_renew_keeps_a_reentered_share, test_srv_flush),
         cmocka_unit_test_teardown(combinations_still_refused, test_srv_flush),
+        cmocka_unit_test_teardown(reentrant_writer_counts_and_keeps_its_fence, test_srv_flush),
+        cmocka_unit_test_teardown(auto_renew_keeps_a_reentered_writer, test_srv_flush),
     };
     const struct CMUnitTest three[] = {
         cmocka_unit_test(redlock_reentrant_readers),
