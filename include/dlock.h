@@ -546,8 +546,12 @@ enum dlock_lock_flags {
      *  while it waits for them it leaves a short "writer waiting" mark
      *  that new shared holders respect. A plain lock (no mode flag) on a
      *  name with shared holders fails with DLOCK_EWRONGTYPE: writers of a
-     *  read-write lock use this flag (`dlock run` does by default). Not
-     *  combined with DLOCK_REENTRANT or DLOCK_FAIR (DLOCK_ENOTSUP). */
+     *  read-write lock use this flag (`dlock run` does by default). With
+     *  DLOCK_REENTRANT the owner (client x thread) re-enters through its
+     *  handle (the fencing token stays the first hold's; N acquires, N
+     *  releases); an upgrade or downgrade between reentrant handles of one
+     *  owner is DLOCK_EINVAL at once, never a wait for itself. Not combined
+     *  with DLOCK_FAIR (DLOCK_ENOTSUP). */
     DLOCK_EXCLUSIVE = 1u << 5
 };
 
