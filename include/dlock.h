@@ -535,17 +535,23 @@ enum dlock_lock_flags {
      *  lease), never beside an exclusive holder, and not granted while a
      *  writer waits (writer preference: see docs/primitives.md). Stored as
      *  a sorted set of holders' tokens scored by lease end. No fencing
-     *  token (dlock_lock_fence() is 0). Works on several nodes. Not
-     *  combined with DLOCK_REENTRANT or DLOCK_FAIR (DLOCK_ENOTSUP): a
-     *  reader that takes a second share while a writer waits would wait
-     *  for itself. */
+     *  token (dlock_lock_fence() is 0). Works on several nodes. With
+     *  DLOCK_REENTRANT the owner (client x thread) may acquire again, also
+     *  while a writer waits (it holds already); each acquire needs a
+     *  release and the share ends at the last (docs/primitives.md). Not
+     *  combined with DLOCK_FAIR (DLOCK_ENOTSUP). */
     DLOCK_SHARED = 1u << 4,
     /** Read-write lock, exclusive side: held exactly like a plain lock
      *  (same value, fencing, renewal), but shared holders keep it out, and
      *  while it waits for them it leaves a short "writer waiting" mark
      *  that new shared holders respect. A plain lock (no mode flag) on a
      *  name with shared holders fails with DLOCK_EWRONGTYPE: writers of a
-     *  read-write lock use this flag (`dlock run` does by default). */
+     *  read-write lock use this flag (`dlock run` does by default). With
+     *  DLOCK_REENTRANT the owner (client x thread) re-enters through its
+     *  handle (the fencing token stays the first hold's; N acquires, N
+     *  releases); an upgrade or downgrade between reentrant handles of one
+     *  owner is DLOCK_EINVAL at once, never a wait for itself. Not combined
+     *  with DLOCK_FAIR (DLOCK_ENOTSUP). */
     DLOCK_EXCLUSIVE = 1u << 5
 };
 

@@ -264,7 +264,8 @@ int dlock__attempt(dlock_lock *l, int *retry)
         /* A re-entry through this handle keeps the owner id it holds with. */
         if (fresh)
             dlock__lock_owner_id(l);
-    } else if ((rc = dlock__lock_new_token(l)) != DLOCK_OK) {
+    } else if ((rc = l->kind->reenter ? dlock__lock_owner_token(l) : dlock__lock_new_token(l)) !=
+               DLOCK_OK) {
         dlock__err_set(&l->err, "getrandom failed");
         return rc;
     }
@@ -289,6 +290,10 @@ int dlock__attempt(dlock_lock *l, int *retry)
     if (l->aux_arg_len) {
         args[nargs] = l->aux_arg;
         lens[nargs++] = l->aux_arg_len;
+    }
+    if (l->kind->reenter) { /* OWNER#: shared_acquire.lua's re-entry test */
+        args[nargs] = l->token;
+        lens[nargs++] = (size_t)((const char *)memchr(l->token, '#', l->token_len) - l->token) + 1;
     }
     uint64_t seq_no = 0;
     if (counted) {

@@ -100,6 +100,25 @@ void dlock__lock_owner_id(dlock_lock *l)
                                     l->client->id, thread_no);
 }
 
+int dlock__lock_owner_token(dlock_lock *l)
+{
+    char r[33];
+    int rc = dlock__token_hex(r);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock__lock_owner_id(l);
+    /* OWNER#RANDOM in the inline buffer: the random part keeps what room
+     * the owner id leaves (16 hex digits with the usual thread numbers);
+     * the owner id alone already tells this thread's tokens from others'. */
+    int room = (int)sizeof l->token_inline - (int)l->token_len - 2;
+    if (room < 8)
+        return DLOCK_EINVAL;
+    int n = snprintf(l->token + l->token_len, sizeof l->token_inline - l->token_len, "#%.*s",
+                     room < 16 ? room : 16, r);
+    l->token_len += (size_t)n;
+    return DLOCK_OK;
+}
+
 uint64_t dlock__lock_next_op_no(void)
 {
     return ++op_no;

@@ -139,6 +139,8 @@ void dlock__lock_inline_token(dlock_lock *l);
 int dlock__lock_new_token(dlock_lock *l);
 /* Counted kinds: the owner id of the calling thread (client x thread). */
 void dlock__lock_owner_id(dlock_lock *l);
+/* A reentrant reader's token (kinds.h, reenter): OWNER#RANDOM. */
+int dlock__lock_owner_token(dlock_lock *l);
 /* The next operation number of the calling thread (counted kinds: the
  * scripts record the newest number per handle, so an undo names the
  * attempt it takes back and a lost release can be sent again). */

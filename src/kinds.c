@@ -60,6 +60,29 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                            .extend = DLOCK__S_NONE, .undo = DLOCK__S_NONE,
                            .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "p",
                            .wait = DLOCK__WAIT_MULTI},
+    /* A reentrant reader: the shared kind's scripts, with re-entry counted
+     * in the handle (kinds.h, reenter; docs/primitives.md). No adopt: an
+     * adopted token would not carry the owner id. */
+    [DLOCK__KIND_SHARED_COUNTED] = {.id = DLOCK__KIND_SHARED_COUNTED, .name = "shared-counted",
+                                    .reenter = 1, .multi_node = 1,
+                                    .acquire = DLOCK__S_Z_ACQUIRE,
+                                    .release = DLOCK__S_Z_RELEASE, .extend = DLOCK__S_Z_EXTEND,
+                                    .undo = DLOCK__S_Z_RELEASE, .forget = DLOCK__S_NONE,
+                                    .leave = DLOCK__S_NONE, .renew_mode = "z",
+                                    .wait = DLOCK__WAIT_RETRY, .aux_key = "ww",
+                                    .aux_arg = DLOCK__AUX_ZERO},
+    /* A reentrant writer: still a plain string (readers see a writer, and
+     * plain release, extend, renewal and fencing serve it), its token
+     * OWNER#RANDOM; re-entry counted in the handle (kinds.h, reenter); the
+     * fencing token is the first hold's. */
+    [DLOCK__KIND_EXCLUSIVE_COUNTED] = {.id = DLOCK__KIND_EXCLUSIVE_COUNTED,
+                                       .name = "exclusive-counted", .reenter = 1,
+                                       .multi_node = 1, .acquire = DLOCK__S_X_ACQUIRE,
+                                       .release = DLOCK__S_RELEASE, .extend = DLOCK__S_EXTEND,
+                                       .undo = DLOCK__S_RELEASE, .forget = DLOCK__S_NONE,
+                                       .leave = DLOCK__S_NONE, .renew_mode = "p",
+                                       .wait = DLOCK__WAIT_RETRY, .fenced = 1, .aux_key = "ww",
+                                       .aux_arg = DLOCK__AUX_MARK_MS},
 };
 
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)
@@ -69,6 +92,10 @@ const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)
         return &kinds[DLOCK__KIND_MULTI];
     if (permits)
         return modes ? NULL : &kinds[DLOCK__KIND_SEMAPHORE];
+    if (modes == (DLOCK_SHARED | DLOCK_REENTRANT))
+        return &kinds[DLOCK__KIND_SHARED_COUNTED];
+    if (modes == (DLOCK_EXCLUSIVE | DLOCK_REENTRANT))
+        return &kinds[DLOCK__KIND_EXCLUSIVE_COUNTED];
     if (modes & (modes - 1)) /* more than one mode */
         return NULL;
     switch (modes) {

@@ -24,6 +24,8 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_SHARED,    /* DLOCK_SHARED: one of many readers, own lease */
     DLOCK__KIND_SEMAPHORE, /* dlock_semaphore_new(): N leased permits */
     DLOCK__KIND_MULTI,     /* dlock_lock_new_multi(): several names at once */
+    DLOCK__KIND_SHARED_COUNTED, /* DLOCK_SHARED | DLOCK_REENTRANT */
+    DLOCK__KIND_EXCLUSIVE_COUNTED, /* DLOCK_EXCLUSIVE | DLOCK_REENTRANT */
     DLOCK__KIND_COUNT
 } dlock__kind_id;
 
@@ -40,6 +42,11 @@ typedef struct dlock__kind {
     dlock__kind_id id;
     const char *name;
     int counted;               /* holds counted per owner (re-entry, op numbers) */
+    /* Re-entry counted in the handle, not the server: the handle's one
+     * member (token OWNER#RANDOM, OWNER the counted kinds' owner id) stays
+     * until its last release; a re-entry renews its lease; a first hold of
+     * an owner that holds through another handle passes a writer's mark. */
+    int reenter;
     int multi_node;            /* may span several masters (Redlock) */
     dlock__script_id acquire;  /* one attempt */
     dlock__script_id release;  /* give one hold back (publishes the wake-up) */

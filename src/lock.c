@@ -187,7 +187,8 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     const dlock__kind *kind = dlock__kind_of(opts->flags, permits, multi);
     /* etcd has a lock of its own and none of issue 17's kinds: a writer
      * there has no readers to wait for, so it is the plain lock. */
-    if (kind && client->etcd && kind->id == DLOCK__KIND_EXCLUSIVE)
+    if (kind && client->etcd &&
+        (kind->id == DLOCK__KIND_EXCLUSIVE || kind->id == DLOCK__KIND_EXCLUSIVE_COUNTED))
         kind = dlock__kind_of(opts->flags & ~(unsigned)DLOCK_EXCLUSIVE, 0, 0);
     if (!kind || (client->n_nodes > 1 && !kind->multi_node) ||
         (client->etcd && kind->id >= DLOCK__KIND_SHARED))
@@ -267,6 +268,14 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         /* The loss was reported; the handle starts over. */
         renew_stop(l);
         drop_holds(l);
+    } else if (st == DLOCK_STATE_HELD && l->kind->reenter) {
+        /* A re-entry (kinds.h, reenter): the share is the handle's already,
+         * so it is renewed, never asked for again (a writer's mark would
+         * keep its own holder waiting). */
+        int rc = dlock_lock_extend(l, 0);
+        if (rc == DLOCK_OK)
+            l->holds++;
+        return rc;
     } else if (st == DLOCK_STATE_HELD && !l->kind->counted) {
         dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
         return DLOCK_EINVAL;
@@ -314,7 +323,7 @@ int dlock_lock_release(dlock_lock *l)
         dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
         return DLOCK_ENOTHELD;
     }
-    int last_hold = !l->kind->counted || l->holds <= 1;
+    int last_hold = !(l->kind->counted || l->kind->reenter) || l->holds <= 1;
     if (last_hold) {
         renew_stop(l);
         /* A round in flight may have found the lock lost (and run on_lost)
@@ -331,6 +340,10 @@ int dlock_lock_release(dlock_lock *l)
     if (st == DLOCK_STATE_UNLOCKED) { /* on_lost released it meanwhile */
         dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
         return DLOCK_ENOTHELD;
+    }
+    if (!last_hold && l->kind->reenter) { /* the member stays until the last */
+        l->holds--;
+        return DLOCK_OK;
     }
     int rc = l->backend->release(l);
     if (rc == DLOCK_OK && l->kind->counted && l->holds > 1) {

@@ -49,6 +49,12 @@ void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
         out->err = DLOCK_EINVAL;
         out->detail = "the semaphore's stored number of permits differs from this handle's "
                       "(every user of a name must give the same N)";
+    } else if (granted == -2) {
+        /* shared_acquire.lua / exclusive_acquire.lua with an owner prefix. */
+        out->err = DLOCK_EINVAL;
+        out->detail = "this owner (client x thread) holds the name already through another "
+                      "handle, as its writer or on the other side (upgrade and downgrade "
+                      "are not offered: release first)";
     } else if (granted == 1) {
         out->verdict = DLOCK__ACQ_GRANTED;
         out->fence = (uint64_t)v;

@@ -13,18 +13,32 @@
 -- ARGV[2]  TTL in ms, > 0
 -- ARGV[3]  how long the mark lasts, ms (longer than a waiter's longest
 --          sleep between two attempts, which refresh it)
+-- ARGV[4]  (reentrant writers only) OWNER#: the prefix of every token of
+--          this owner (client x thread). The owner already holding the
+--          name through another handle (writer, or a share: an upgrade)
+--          is refused, {-2}: it would wait for itself
 --
 -- Replies  {1, fence}         granted (fence 0 without a counter)
 --          {0, pttl, holder}  held: by another exclusive owner (its token),
 --                             or by shared holders (holder '', the TTL of
 --                             the last lease)
+--          {-2, 0}            (with ARGV[4]) the owner holds it already
 --          error WRONGTYPE    another type, a semaphore, or a bad counter
 --
 -- Invariant: as acquire.lua, and never granted while a live shared lease
 -- exists (the key exists as long as its last lease). Checks before writes.
 --#include bad_fence.lua
-local key, mark = KEYS[1], KEYS[#KEYS]
+--#include zlease.lua
+local key, mark, own = KEYS[1], KEYS[#KEYS], ARGV[4]
 local t = redis.call('type', key).ok
+local function ours(m) return own and string.sub(m, 1, #own) == own end
+if own and t == 'string' and ours(redis.call('get', key)) then return {-2, 0} end
+if own and t == 'zset' then
+  local now = zlease_now()
+  for _, m in ipairs(redis.call('zrangebyscore', key, '(' .. now, '(inf')) do
+    if ours(m) then return {-2, 0} end
+  end
+end
 if t == 'none' then
   if #KEYS == 3 then
     local e = bad_fence(KEYS[2])

@@ -7,6 +7,11 @@
 -- ARGV[1]  our owner token
 -- ARGV[2]  TTL in ms, > 0
 -- ARGV[3]  0 for a shared lock, else the semaphore's number of permits N
+-- ARGV[4]  (reentrant shared locks only) OWNER#: the prefix of every token
+--          of this owner (client x thread); an owner with a live share
+--          already is granted another past a writer's mark: the writer
+--          waits for that share, so holding the new one back would make
+--          the owner wait for itself
 --
 -- Replies  {1, 0}             granted
 --          {0, pttl, holder}  not now: an exclusive holder (its token and
@@ -14,15 +19,20 @@
 --                             TTL), or all N permits taken (holder '', ms
 --                             until the first lease ends)
 --          {-1, stored}       a semaphore whose key stores another N
+--          {-2, 0}            (with ARGV[4]) the owner is the writer
 --          error WRONGTYPE    the key holds another kind of lock
 --
 -- Invariant: a shared holder is never granted beside an exclusive one, nor
--- while a writer waits (writer preference); a semaphore never has more than
+-- while a writer waits (writer preference) unless its owner holds a share
+-- already; a semaphore never has more than
 -- N live leases. Expired members are pruned first and never counted. Every
 -- check runs before the first write.
 --#include zlease.lua
 local key, tok, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('type', key).ok
+if t == 'string' and ARGV[4] and string.sub(redis.call('get', key), 1, #ARGV[4]) == ARGV[4] then
+  return {-2, 0} -- the owner is the writer: a downgrade, not offered
+end
 if t == 'string' and n == 0 then
   return {0, redis.call('pttl', key), redis.call('get', key)}
 end
@@ -38,7 +48,13 @@ if n == 0 then
     return redis.error_reply('WRONGTYPE lock key holds a semaphore, not a shared lock; nothing written')
   end
   local mark = redis.call('pttl', KEYS[2])
-  if mark > 0 then return {0, mark, ''} end
+  local holds = false
+  if mark > 0 and ARGV[4] and t == 'zset' then
+    for _, m in ipairs(redis.call('zrangebyscore', key, '(' .. now, '(inf')) do
+      if string.sub(m, 1, #ARGV[4]) == ARGV[4] then holds = true break end
+    end
+  end
+  if mark > 0 and not holds then return {0, mark, ''} end
 else
   if stored and stored ~= n then return {-1, stored} end
   if not stored and live > 0 then

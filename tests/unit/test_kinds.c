@@ -25,6 +25,8 @@ static void flags_pick_one_kind(void **state)
     assert_int_equal(dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->id, DLOCK__KIND_EXCLUSIVE);
     assert_int_equal(dlock__kind_of(DLOCK_AUTO_RENEW, 3, 0)->id, DLOCK__KIND_SEMAPHORE);
     assert_int_equal(dlock__kind_of(DLOCK_SHARED, 0, 1)->id, DLOCK__KIND_MULTI);
+    assert_int_equal(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT | DLOCK_AUTO_RENEW, 0, 0)->id,
+                     DLOCK__KIND_SHARED_COUNTED);
 }
 
 static void combinations_no_kind_serves(void **state)
@@ -34,7 +36,9 @@ static void combinations_no_kind_serves(void **state)
     for (int i = 0; i < 4; i++) {
         assert_null(dlock__kind_of(modes[i], 2, 0)); /* a semaphore takes no mode */
         for (int j = i + 1; j < 4; j++)
-            assert_null(dlock__kind_of(modes[i] | modes[j], 0, 0));
+            if ((modes[i] | modes[j]) != (DLOCK_SHARED | DLOCK_REENTRANT) &&
+                (modes[i] | modes[j]) != (DLOCK_EXCLUSIVE | DLOCK_REENTRANT)) /* reentrant r/w */
+                assert_null(dlock__kind_of(modes[i] | modes[j], 0, 0));
     }
 }
 
@@ -46,7 +50,9 @@ static void every_kind_has_its_scripts(void **state)
                               dlock__kind_of(DLOCK_FAIR, 0, 0),
                               dlock__kind_of(DLOCK_SHARED, 0, 0),
                               dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0),
-                              dlock__kind_of(0, 2, 0)};
+                              dlock__kind_of(0, 2, 0),
+                              dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0, 0),
+                              dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0, 0)};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         assert_true(k[i]->acquire < DLOCK__S_COUNT);
         assert_true(k[i]->release < DLOCK__S_COUNT);
@@ -64,6 +70,32 @@ static void every_kind_has_its_scripts(void **state)
     assert_true(dlock__kind_of(DLOCK_SHARED, 0, 0)->multi_node);
     assert_true(dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->multi_node);
     assert_false(dlock__kind_of(0, 0, 1)->adopt);
+    /* The reentrant reader: the shared scripts and renewal, re-entry
+     * counted in the handle (not the server's counted protocol), several
+     * masters, no fencing, no adopt. */
+    const dlock__kind *rs = dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0, 0);
+    assert_true(rs->reenter);
+    assert_false(rs->counted);
+    assert_int_equal(rs->acquire, dlock__kind_of(DLOCK_SHARED, 0, 0)->acquire);
+    assert_string_equal(rs->renew_mode, "z");
+    assert_true(rs->multi_node);
+    assert_false(rs->fenced);
+    assert_false(rs->adopt);
+    /* The reentrant writer: the exclusive acquire, plain release, extend,
+     * renewal and fencing; re-entry counted in the handle. */
+    const dlock__kind *rx = dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0, 0);
+    assert_int_equal(rx->id, DLOCK__KIND_EXCLUSIVE_COUNTED);
+    assert_true(rx->reenter);
+    assert_false(rx->counted);
+    assert_int_equal(rx->acquire, dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->acquire);
+    assert_int_equal(rx->release, dlock__kind_of(0, 0, 0)->release);
+    assert_string_equal(rx->renew_mode, "p");
+    assert_true(rx->fenced);
+    assert_true(rx->multi_node);
+    assert_false(rx->adopt);
+    assert_null(dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT | DLOCK_FAIR, 0, 0));
+    assert_null(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT | DLOCK_FAIR, 0, 0));
+    assert_null(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 2, 0));
 }
 
 int main(void)
