@@ -250,27 +250,11 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
     shared_hold *s = dlock__calloc(1, sizeof *s);
     if (!s)
         return DLOCK_ENOMEM;
-    int pfd[2] = {-1, -1};
-    if (wait_ms != 0 && pipe(pfd) == 0) {
-        for (int i = 0; i < 2; i++) {
-            (void)fcntl(pfd[i], F_SETFD, FD_CLOEXEC);
-            (void)fcntl(pfd[i], F_SETFL, O_NONBLOCK);
-        }
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        l->cancel_fd[0] = pfd[0];
-        l->cancel_fd[1] = pfd[1];
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    }
+    int cancel_fd = dlock__lock_open_cancel(l, wait_ms);
     int64_t holder_ttl = -1;
     rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
-                                 l->opts.retry_max_ms, pfd[0], &s->h, &holder_ttl, &l->err);
-    if (pfd[0] >= 0) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        l->cancel_fd[0] = l->cancel_fd[1] = -1;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        close(pfd[0]);
-        close(pfd[1]);
-    }
+                                 l->opts.retry_max_ms, cancel_fd, &s->h, &holder_ttl, &l->err);
+    dlock__lock_close_cancel(l);
     atomic_store(&l->holder_ttl_ms, holder_ttl);
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_ETIMEDOUT)

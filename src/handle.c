@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A lock handle's state and owner token (handle.h). */
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -54,6 +55,33 @@ void dlock__lock_renew_lost(void *owner, int reason)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     if (was_held && l->opts.on_lost)
         l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
+}
+
+int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms)
+{
+    int pfd[2];
+    if (wait_ms == 0 || pipe(pfd) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        (void)fcntl(pfd[i], F_SETFD, FD_CLOEXEC);
+        (void)fcntl(pfd[i], F_SETFL, O_NONBLOCK);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->cancel_fd[0] = pfd[0];
+    l->cancel_fd[1] = pfd[1];
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return pfd[0];
+}
+
+void dlock__lock_close_cancel(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int pfd[2] = {l->cancel_fd[0], l->cancel_fd[1]};
+    l->cancel_fd[0] = l->cancel_fd[1] = -1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    for (int i = 0; i < 2; i++)
+        if (pfd[i] >= 0)
+            close(pfd[i]);
 }
 
 void dlock__lock_take_cancel(dlock_lock *l)

@@ -133,6 +133,12 @@ int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
  * `lost` hook, for every backend): the state becomes LOST and on_lost is
  * called once, outside the handle's mutex. `owner` is the dlock_lock. */
 void dlock__lock_renew_lost(void *owner, int reason);
+/* A waiting acquire's cancel pipe: dlock_lock_cancel() writes a byte into
+ * cancel_fd[1], the wait polls cancel_fd[0]. Returns the read end, or -1
+ * for a try-once or when out of descriptors (a cancel then still ends the
+ * wait, after the round trip in flight). Closed by close_cancel. */
+int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms);
+void dlock__lock_close_cancel(dlock_lock *l);
 /* Point the token back at the inline buffer (dropping a long adopted one). */
 void dlock__lock_inline_token(dlock_lock *l);
 /* A fresh random token (plain and fair kinds). */

@@ -284,27 +284,9 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
     if (rc != DLOCK_OK)
         return rc;
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
-    int pfd[2] = {-1, -1};
-    if (wait_ms != 0 && pipe(pfd) == 0) {
-        /* Without it (out of descriptors) a cancel still ends the wait,
-         * after the round trip in flight. */
-        for (int i = 0; i < 2; i++) {
-            (void)fcntl(pfd[i], F_SETFD, FD_CLOEXEC);
-            (void)fcntl(pfd[i], F_SETFL, O_NONBLOCK);
-        }
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        l->cancel_fd[0] = pfd[0];
-        l->cancel_fd[1] = pfd[1];
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    }
+    dlock__lock_open_cancel(l, wait_ms);
     rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
-    if (pfd[0] >= 0) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        l->cancel_fd[0] = l->cancel_fd[1] = -1;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        close(pfd[0]);
-        close(pfd[1]);
-    }
+    dlock__lock_close_cancel(l);
     if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1) {
         renew_start(l, l->opts.ttl_ms, 0); /* a new hold: no extend yet */
     }

@@ -13,16 +13,10 @@
 -- Invariant: never revives an ended lease; never touches another member.
 --#include zlease.lua
 local key = KEYS[1]
-local t = redis.call('type', key).ok
-if t == 'none' then return 0 end
-if t == 'string' then return -1 end
-if t ~= 'zset' then
-  return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a shared lock or semaphore')
-end
-local s = redis.call('zscore', key, ARGV[1])
-if not s then return -1 end
+local s, reply = zlease_score_of(key, ARGV[1])
+if not s then return reply end
 local now = zlease_now()
-if tonumber(s) <= now then return 0 end
+if s <= now then return 0 end
 redis.call('zadd', key, 'XX', now + tonumber(ARGV[2]), ARGV[1])
 zlease_expire(key, now)
 return 1

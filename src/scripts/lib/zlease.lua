@@ -31,3 +31,19 @@ local function zlease_expire(key, now)
   if ms < 1 then ms = 1 end
   redis.call('pexpire', key, ms)
 end
+-- Our member's lease end in a leased-holder key, or nil and the reply the
+-- caller returns as is: 0 when there is no key, -1 when the key is a
+-- writer's string or has no member of ours; a key of another type is a
+-- WRONGTYPE error. Reads only: the caller has written nothing yet.
+local function zlease_score_of(key, member)
+  local t = redis.call('type', key).ok
+  if t == 'none' then return nil, 0 end
+  if t == 'string' then return nil, -1 end
+  if t ~= 'zset' then
+    return nil, redis.error_reply('WRONGTYPE lock key holds a ' .. t ..
+                                  ', not a shared lock or semaphore')
+  end
+  local s = redis.call('zscore', key, member)
+  if not s then return nil, -1 end
+  return tonumber(s)
+end
