@@ -422,14 +422,7 @@ int dlock__etcd_lock_forget(dlock_lock *l)
             hold_free(l->etcd->sh); /* the lease runs on until its TTL */
         l->etcd->sh = NULL;
     }
-    l->holds = 0;
-    set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    dlock__err_clear(&l->err);
-    return DLOCK_OK;
+    return dlock__lock_forget_local(l, st);
 }
 
 void dlock__etcd_lock_free(dlock_lock *l, int forked)

@@ -57,6 +57,18 @@ void dlock__lock_renew_lost(void *owner, int reason)
         l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
 }
 
+int dlock__lock_forget_local(dlock_lock *l, dlock_lock_state prior_state)
+{
+    l->holds = 0;
+    dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    if (prior_state == DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
+    dlock__err_clear(&l->err);
+    return DLOCK_OK;
+}
+
 int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms)
 {
     int pfd[2];

@@ -458,15 +458,7 @@ int dlock_lock_forget(dlock_lock *l)
     renew_stop(l);
     for (size_t i = 0; i < l->n_subs; i++) /* every name of a set */
         (void)dlock_lock_forget(l->subs[i]);
-    dlock_lock_state st = dlock__lock_get_state(l);
-    l->holds = 0;
-    dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    dlock__err_clear(&l->err);
-    return DLOCK_OK;
+    return dlock__lock_forget_local(l, dlock__lock_get_state(l));
 }
 
 void dlock_lock_cancel(dlock_lock *l)
