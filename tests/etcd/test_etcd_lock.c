@@ -325,6 +325,17 @@ static void what_does_not_apply_is_refused(void **state)
     assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(f), DLOCK_OK);
     dlock_lock_free(f);
+    /* adopt: a lease ID only, and no reentrant handle (re-entry is
+     * counted per owner, which a token from elsewhere does not carry) */
+    dlock_lock *r = lock_of(cl, "api-adopt", 5000, DLOCK_REENTRANT);
+    assert_int_equal(dlock_lock_adopt(r, "0123456789abcdef"), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(r), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(r);
+    dlock_lock *p = lock_of(cl, "api-adopt", 5000, 0);
+    assert_int_equal(dlock_lock_adopt(p, "not-a-lease-id!!"), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_adopt(p, "0000000000000000"), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(p), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(p);
     /* a Redis URL and an etcd URL in one client */
     const char *mixed[] = {srv.url, "redis://127.0.0.1:6379"};
     dlock_client *c = NULL;
