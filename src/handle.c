@@ -45,6 +45,15 @@ int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms)
     return DLOCK_OK;
 }
 
+int64_t dlock__lock_renew_lease_end(void *owner)
+{
+    dlock_lock *l = owner;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return end;
+}
+
 void dlock__lock_renew_lost(void *owner, int reason)
 {
     dlock_lock *l = owner;
