@@ -129,10 +129,19 @@ void dlock__lock_take_cancel(dlock_lock *l);
  * and start the client's watchdog for an auto-renewed lock (DLOCK_ENOMEM if
  * its thread cannot be had). Sets the handle's message on failure. */
 int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
+/* The end of the handle's lease for the watchdog's schedule (a renewal
+ * record's `lease_end` hook, for every backend): INT64_MAX while it is
+ * unknown (after an adopt, until an extend). `owner` is the dlock_lock. */
+int64_t dlock__lock_renew_lease_end(void *owner);
 /* The watchdog's verdict that a held lock is gone (a renewal record's
  * `lost` hook, for every backend): the state becomes LOST and on_lost is
  * called once, outside the handle's mutex. `owner` is the dlock_lock. */
 void dlock__lock_renew_lost(void *owner, int reason);
+/* dlock_lock_forget()'s end for every backend, once the backend has let go
+ * of its own record of the hold: no holds, state UNLOCKED; DLOCK_ENOTHELD
+ * (with the handle's message) if prior_state, the state before the forget,
+ * was UNLOCKED, else DLOCK_OK. */
+int dlock__lock_forget_local(dlock_lock *l, dlock_lock_state prior_state);
 /* A waiting acquire's cancel pipe: dlock_lock_cancel() writes a byte into
  * cancel_fd[1], the wait polls cancel_fd[0]. Returns the read end, or -1
  * for a try-once or when out of descriptors (a cancel then still ends the

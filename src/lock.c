@@ -69,15 +69,6 @@ static int (*const acquire_loop[DLOCK__WAIT_COUNT])(dlock_lock *, int64_t, int64
 
 /* The handle's renewal record hands the watchdog's rounds back here
  * (watchdog.h): only this module changes the handle's state. */
-static int64_t renew_lease_end(void *owner)
-{
-    dlock_lock *l = owner;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    return end;
-}
-
 static int renew_settle(void *owner, const dlock__renew_votes *v)
 {
     dlock_lock *l = owner;
@@ -101,7 +92,7 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
     return lost;
 }
 
-static const dlock__renewal_ops renewal_ops = {renew_lease_end, renew_settle,
+static const dlock__renewal_ops renewal_ops = {dlock__lock_renew_lease_end, renew_settle,
                                                dlock__lock_renew_lost, NULL};
 
 /* Register the held lock with the watchdog, renewing to ttl_ms. */
@@ -458,15 +449,7 @@ int dlock_lock_forget(dlock_lock *l)
     renew_stop(l);
     for (size_t i = 0; i < l->n_subs; i++) /* every name of a set */
         (void)dlock_lock_forget(l->subs[i]);
-    dlock_lock_state st = dlock__lock_get_state(l);
-    l->holds = 0;
-    dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    dlock__err_clear(&l->err);
-    return DLOCK_OK;
+    return dlock__lock_forget_local(l, dlock__lock_get_state(l));
 }
 
 void dlock_lock_cancel(dlock_lock *l)

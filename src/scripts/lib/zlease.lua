@@ -6,7 +6,8 @@
 -- own lease, never with another holder's. A semaphore also keeps the member
 -- "\0permits:N" scored +inf: its N, which no pruning removes. The key's own
 -- TTL is the end of the last lease, so it vanishes with its last holder.
-if redis.replicate_commands then redis.replicate_commands() end
+-- TIME before a write needs effects replication: the default since Redis 5,
+-- dlock's minimum, so no redis.replicate_commands() call.
 local ZLEASE_SENTINEL = '\0permits:'
 local function zlease_now()
   local t = redis.call('time')
