@@ -303,6 +303,11 @@ static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
         }
         assert_int_equal(thread_count(), base + 1); /* the watchdog */
         test_sleep_ms(25 + round);
+        /* At least one round renewed them (rounds every ~10 ms; on a
+         * loaded machine the first may come late: wait for it rather than
+         * assume it came within the sleep). */
+        for (int ms = 0; stats_of(c).renewed < 1 && ms < 5000; ms += 5)
+            test_sleep_ms(5);
         /* Half the rounds release first, half let free release. */
         for (int i = 0; i < 3; i++) {
             if (round % 2)
