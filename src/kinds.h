@@ -64,7 +64,9 @@ typedef struct dlock__kind {
     const char *aux_key;
     enum { DLOCK__AUX_NONE, DLOCK__AUX_MARK_MS, DLOCK__AUX_ZERO, DLOCK__AUX_PERMITS } aux_arg;
     /* Its acquire and release scripts keep a waiter list (lib/waitq.lua),
-     * so a release wakes one waiter, not every subscriber (issue 20). */
+     * so a release wakes one listed waiter, not every subscriber (issue
+     * 20). Kinds without it (readers, permits: a release may let several
+     * in) wait unlisted and wake on every release message. */
     int wake_one;
 } dlock__kind;
 

@@ -160,6 +160,14 @@ static void reentrant_locks_wake_one_waiter_too(void **state)
     run_flat("herd:reentrant", DLOCK_REENTRANT);
 }
 
+/* The writer of a read-write lock (what `dlock run` takes by default):
+ * writers are listed too; waiting readers, unlisted, wake on any release. */
+static void exclusive_writers_wake_one_waiter_too(void **state)
+{
+    (void)state;
+    run_flat("herd:exclusive", DLOCK_EXCLUSIVE);
+}
+
 static int wait_once(int i, void *arg)
 {
     (void)arg;
@@ -274,6 +282,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(commands_per_critical_section_stay_flat_with_16_waiting_processes),
         cmocka_unit_test(reentrant_locks_wake_one_waiter_too),
+        cmocka_unit_test(exclusive_writers_wake_one_waiter_too),
         cmocka_unit_test(a_woken_waiter_killed_costs_the_others_one_look),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
