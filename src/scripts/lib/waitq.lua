@@ -13,8 +13,11 @@
 -- key of another type) or an ACL user without these commands costs
 -- wake-ups (everyone is woken, as before), never an acquire or a release.
 --
--- Scripts read TIME and then write: fine with effects replication, the
--- default since Redis 5 (dlock's minimum) and the only mode of Redis 7.
+-- TIME before a write needs effects replication. It is the default since
+-- Redis 5, but Redis 5 and 6 can be set to `lua-replicate-commands no`, and
+-- then only this call keeps the writes after TIME legal (a no-op on 7; as
+-- in zlease.lua). Every script including this does so before its writes.
+if redis.replicate_commands then redis.replicate_commands() end
 
 -- The server's clock in ms, or nil when TIME is refused.
 local function wq_now_ms()
