@@ -274,6 +274,35 @@ static void a_woken_waiter_killed_costs_the_others_one_look(void **state)
     dlock_client_free(c);
 }
 
+/* The list is a hint: a key of another type in its place (another
+ * program's) costs the wake-up hint, never an acquire or a release, and
+ * is left as it was. */
+static void a_foreign_key_in_the_list_s_place_costs_only_the_hint(void **state)
+{
+    (void)state;
+    lock_name = "herd:foreign";
+    memset(sh, 0, sizeof *sh);
+    char wq[128];
+    size_t wqn = test_helper_key(wq, sizeof wq, lock_name, "wq");
+    redisReply *r = test_cmd_bin(&test_srv, "SET %b not-a-list", wq, wqn);
+    freeReplyObject(r);
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *h = test_lock_new(c, lock_name, 30000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
+    pid_t pids[2];
+    assert_int_equal(test_start_procs(pids, 2, wait_once, NULL), 0);
+    test_sleep_ms(500); /* both waiting, their attempts trying to list them */
+    assert_int_equal(dlock_lock_release(h), DLOCK_OK);
+    assert_int_equal(test_wait_procs(pids, 2), 0);
+    assert_int_equal(atomic_load(&sh->overlaps), 0);
+    r = test_cmd_bin(&test_srv, "GET %b", wq, wqn);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "not-a-list");
+    freeReplyObject(r);
+    dlock_lock_free(h);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -284,6 +313,7 @@ int main(void)
         cmocka_unit_test(reentrant_locks_wake_one_waiter_too),
         cmocka_unit_test(exclusive_writers_wake_one_waiter_too),
         cmocka_unit_test(a_woken_waiter_killed_costs_the_others_one_look),
+        cmocka_unit_test(a_foreign_key_in_the_list_s_place_costs_only_the_hint),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

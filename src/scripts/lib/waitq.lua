@@ -28,10 +28,10 @@ end
 
 -- Note (or refresh) a waiter; the key lives as long as its newest entry.
 local function wq_note(wq, id, ttl_ms)
-  local now = wq_now_ms()
-  if not now then return end
-  redis.pcall('zadd', wq, now + tonumber(ttl_ms), id)
-  redis.pcall('pexpire', wq, ttl_ms)
+  local now, ms = wq_now_ms(), tonumber(ttl_ms)
+  if not now or not ms then return end
+  redis.pcall('zadd', wq, now + ms, id)
+  redis.pcall('pexpire', wq, ms)
 end
 
 -- Drop lapsed entries and take out the live one that lapses first: the
