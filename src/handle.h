@@ -36,6 +36,8 @@ struct dlock_lock {
     size_t queue_len;
     char *live_prefix; /* fair mode: prefix of the waiters' liveness keys */
     size_t live_prefix_len;
+    char *wq_key; /* wake_one kinds on one node: the waiter list (NULL: none) */
+    size_t wq_len;
     char *aux_key; /* the kind's helper key for its acquire (kinds.h), or NULL */
     size_t aux_len;
     char aux_arg[24]; /* the kind's extra acquire argument ("" none) */
@@ -102,6 +104,10 @@ struct dlock_lock {
     int fair_cleanup_pending;
     _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
+    /* A subscribed waiting acquire's id in the waiter list (wait.c); its
+     * attempts note it there. Empty (length 0) otherwise. */
+    char wait_id[33];
+    size_t wait_id_len;
     dlock__errbuf err;
     /* The etcd backend's part (etcd_backend.c); NULL on Redis. */
     struct dlock__etcd_lockdata *etcd;

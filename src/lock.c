@@ -213,6 +213,14 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
                                            &l->live_prefix_len);
         ok = l->queue_key && l->live_prefix;
+    } else if (ok && kind->wake_one && client->n_nodes == 1 && !client->etcd &&
+               !dlock__client_cluster(client)) {
+        /* One waiter woken per release (docs/waiting.md, "Who is woken").
+         * Not on Redlock: nodes that wake different waiters split the
+         * vote. Not on a cluster: a script with keys that come and go gets
+         * TRYAGAIN while its slot migrates. */
+        ok = (l->wq_key = dlock__helper_key(client, l->name, l->name_len, "wq", 2,
+                                            &l->wq_len)) != NULL;
     }
     if (!ok) {
         dlock__free(l->name);
@@ -220,6 +228,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         dlock__free(l->fence_key);
         dlock__free(l->queue_key);
         dlock__free(l->live_prefix);
+        dlock__free(l->wq_key);
         dlock__free(l->aux_key);
         dlock__free(l);
         return DLOCK_ENOMEM;
@@ -493,6 +502,7 @@ free_memory: /* in a child of fork(), the mutex may be held by a thread not copi
     dlock__free(l->channel);
     dlock__free(l->queue_key);
     dlock__free(l->live_prefix);
+    dlock__free(l->wq_key);
     dlock__free(l->aux_key);
     if (l->token != l->token_inline)
         dlock__free(l->token);
