@@ -334,9 +334,14 @@ static void extend_with_the_key_missing_on_one_node_and_another_dead_keeps_the_l
 {
     (void)state;
     const char *key = "faults:extend-gone-dead";
-    dlock_client *c = client3(300);
+    /* An I/O timeout that a loaded machine does not outrun: the acquire
+     * must reach all three nodes (a node answering after ttl/10 would miss
+     * the key, and the DEL below would find nothing). */
+    dlock_client *c = client3(5000);
     dlock_lock *l = test_lock_new(c, key, 10000, 0, 5, 50);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    for (int i = 0; i < N3; i++)
+        test_assert_key_value(&test_nodes[i], key, dlock_lock_token(l));
     assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", key), 1);
     test_redis_kill9(&test_nodes[1]);
 
