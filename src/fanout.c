@@ -236,7 +236,7 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
             break;
         }
 
-    memset(slots, 0, sizeof slots);
+    memset(slots, 0, n * sizeof *slots); /* only the first n are used */
     for (size_t i = 0; i < n && !stop; i++) {
         slot *s = &slots[i];
         if (o->only && !o->only[i])
