@@ -288,6 +288,11 @@ static void freeing_a_held_auto_renewed_lock_stops_its_renewal_at_once(void **st
     dlock_client_free(c);
 }
 
+static int has_renewed(void *client)
+{
+    return stats_of(client).renewed >= 1;
+}
+
 static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
 {
     (void)state;
@@ -302,7 +307,10 @@ static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
             assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
         }
         assert_int_equal(thread_count(), base + 1); /* the watchdog */
-        test_sleep_ms(25 + round);
+        /* Freed once it has renewed (a loaded machine may not run the
+         * watchdog within a fixed 25 ms), a little later each round. */
+        assert_true(test_wait_until(has_renewed, c, 5000, 1));
+        test_sleep_ms(round);
         /* Half the rounds release first, half let free release. */
         for (int i = 0; i < 3; i++) {
             if (round % 2)
