@@ -128,8 +128,7 @@ void test_reap_server(pid_t pid, int max_ms)
     }
 }
 
-/* 1 if every thread of pid is stopped (or gone), 0 if one still runs. */
-static int all_threads_stopped(pid_t pid)
+int test_proc_threads_stopped(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
@@ -163,7 +162,7 @@ int test_proc_stop(pid_t pid, int max_ms)
     if (kill(pid, SIGSTOP) != 0)
         return -1;
     int64_t until = test_now_ms() + max_ms;
-    while (!all_threads_stopped(pid)) {
+    while (!test_proc_threads_stopped(pid)) {
         if (test_now_ms() >= until)
             return -1;
         test_sleep_ms(1);

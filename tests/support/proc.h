@@ -50,4 +50,7 @@ void test_reap_server(pid_t pid, int max_ms);
  * renewed a lease). 0 once all are stopped, -1 if not within max_ms. */
 int test_proc_stop(pid_t pid, int max_ms);
 
+/* 1 if every thread of pid is stopped (or gone), 0 if one still runs. */
+int test_proc_threads_stopped(pid_t pid);
+
 #endif
