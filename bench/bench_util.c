@@ -137,16 +137,18 @@ void bench_tsv_close(bench *b, FILE *f, const char *name)
         bench_fail(b, "writing %s/%s failed", b->outdir, name);
 }
 
-double bench_cycle_rate(bench *b, dlock_lock *l, double secs, const char *what)
+double bench_cycle_rate(bench *b, dlock_lock *const *l, int n_locks, double secs,
+                        const char *what)
 {
     long n = 0;
     int64_t t0 = bench_now_ns(), end = t0 + (int64_t)(secs * 1e9), now = t0;
     while (!bench_stop && (now = bench_now_ns()) < end) {
-        int rc = dlock_lock_acquire(l, 0);
+        dlock_lock *x = l[n % n_locks];
+        int rc = dlock_lock_acquire(x, 0);
         if (rc == DLOCK_OK)
-            rc = dlock_lock_release(l);
+            rc = dlock_lock_release(x);
         if (rc != DLOCK_OK) {
-            bench_fail(b, "%s: %s: %s", what, dlock_errname(rc), dlock_lock_errmsg(l));
+            bench_fail(b, "%s: %s: %s", what, dlock_errname(rc), dlock_lock_errmsg(x));
             return 0;
         }
         n++;

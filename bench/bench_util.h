@@ -61,9 +61,12 @@ dlock_client *bench_client(bench *b, int n_nodes, int pool_size);
 FILE *bench_tsv_open(bench *b, const char *name, const char *header);
 void bench_tsv_close(bench *b, FILE *f, const char *name);
 
-/* S1: acquire (try once) + release of l in a loop for secs; cycles per
- * second, 0 after bench_fail() ("WHAT: code: detail") on a failed cycle. */
-double bench_cycle_rate(bench *b, dlock_lock *l, double secs, const char *what);
+/* S1: acquire (try once) + release in a loop for secs, taking the n_locks
+ * (> 0) handles l[] in turn (one, or several names spread over cluster
+ * masters); cycles per second, 0 after bench_fail() ("WHAT: code: detail")
+ * on a failed cycle. */
+double bench_cycle_rate(bench *b, dlock_lock *const *l, int n_locks, double secs,
+                        const char *what);
 /* The median of x[0..n), n > 0 (sorts x). */
 double bench_median(double *x, int n);
 

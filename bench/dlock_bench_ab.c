@@ -82,14 +82,14 @@ void bench_ab(bench *b)
     int rounds = 0;
     /* One short warm-up of each side, not recorded. */
     raw_side(b, c, sha, 0.2);
-    bench_cycle_rate(b, l, 0.2, "ab: dlock cycle");
-    bench_cycle_rate(b, lnf, 0.2, "ab: dlock cycle");
+    bench_cycle_rate(b, &l, 1, 0.2, "ab: dlock cycle");
+    bench_cycle_rate(b, &lnf, 1, 0.2, "ab: dlock cycle");
     printf("\n== ab (1 node, interleaved rounds of %.1f s per side; dlock / raw hiredis)\n", AB_SIDE_S);
     printf("round    raw c/s  dlock c/s  nofence c/s  dlock x  nofence x  load\n");
     for (int r = 0; r < AB_ROUNDS && !bench_stop && !b->failures; r++) {
         double raw = raw_side(b, c, sha, AB_SIDE_S);
-        double dl = bench_cycle_rate(b, l, AB_SIDE_S, "ab: dlock cycle");
-        double nf = bench_cycle_rate(b, lnf, AB_SIDE_S, "ab: dlock cycle");
+        double dl = bench_cycle_rate(b, &l, 1, AB_SIDE_S, "ab: dlock cycle");
+        double nf = bench_cycle_rate(b, &lnf, 1, AB_SIDE_S, "ab: dlock cycle");
         if (raw <= 0 || dl <= 0 || nf <= 0)
             break;
         rx[rounds] = dl / raw;

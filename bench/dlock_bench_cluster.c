@@ -12,24 +12,6 @@
 #define CLUSTER_ROUNDS 5
 #define CLUSTER_SIDE_S 1.0
 
-static double s1_side(bench *b, dlock_lock **l, int n_locks, double secs)
-{
-    long n = 0;
-    int64_t t0 = bench_now_ns(), end = t0 + (int64_t)(secs * 1e9), now = t0;
-    while (!bench_stop && (now = bench_now_ns()) < end) {
-        dlock_lock *x = l[n % n_locks];
-        int rc = dlock_lock_acquire(x, 0);
-        if (rc == DLOCK_OK)
-            rc = dlock_lock_release(x);
-        if (rc != DLOCK_OK) {
-            bench_fail(b, "cluster: S1 cycle: %s: %s", dlock_errname(rc), dlock_lock_errmsg(x));
-            return 0;
-        }
-        n++;
-    }
-    return (double)n / ((double)(now - t0) / 1e9);
-}
-
 void bench_cluster(bench *b)
 {
     test_cluster cl;
@@ -71,14 +53,14 @@ void bench_cluster(bench *b)
     double x[CLUSTER_ROUNDS];
     int rounds = 0;
     /* Warm-up, not recorded: connects, learns the slot map, loads scripts. */
-    s1_side(b, ls, 1, 0.2);
-    s1_side(b, lc, 3, 0.2);
+    bench_cycle_rate(b, ls, 1, 0.2, "cluster: S1 cycle");
+    bench_cycle_rate(b, lc, 3, 0.2, "cluster: S1 cycle");
     printf("\n== cluster (S1: 1 client, acquire+release; single node vs 3+3 cluster; "
            "interleaved rounds of %.1f s per side)\n", CLUSTER_SIDE_S);
     printf("round single c/s cluster c/s cluster/single  load\n");
     for (int r = 0; r < CLUSTER_ROUNDS && !bench_stop && !b->failures; r++) {
-        double s = s1_side(b, ls, 1, CLUSTER_SIDE_S);
-        double c = s1_side(b, lc, 3, CLUSTER_SIDE_S);
+        double s = bench_cycle_rate(b, ls, 1, CLUSTER_SIDE_S, "cluster: S1 cycle");
+        double c = bench_cycle_rate(b, lc, 3, CLUSTER_SIDE_S, "cluster: S1 cycle");
         if (s <= 0 || c <= 0)
             break;
         x[rounds] = c / s;

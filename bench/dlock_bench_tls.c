@@ -57,14 +57,14 @@ void bench_tls(bench *b)
     double x[TLS_ROUNDS];
     int rounds = 0;
     /* Warm-up, not recorded: connects, handshakes, loads the scripts. */
-    bench_cycle_rate(b, lp, 0.2, "tls: S1 cycle");
-    bench_cycle_rate(b, lt, 0.2, "tls: S1 cycle");
+    bench_cycle_rate(b, &lp, 1, 0.2, "tls: S1 cycle");
+    bench_cycle_rate(b, &lt, 1, 0.2, "tls: S1 cycle");
     printf("\n== tls (S1: 1 node, 1 client, acquire+release; interleaved rounds of %.1f s "
            "per side)\n", TLS_SIDE_S);
     printf("round  plain c/s    tls c/s  tls/plain  load\n");
     for (int r = 0; r < TLS_ROUNDS && !bench_stop && !b->failures; r++) {
-        double p = bench_cycle_rate(b, lp, TLS_SIDE_S, "tls: S1 cycle");
-        double t = bench_cycle_rate(b, lt, TLS_SIDE_S, "tls: S1 cycle");
+        double p = bench_cycle_rate(b, &lp, 1, TLS_SIDE_S, "tls: S1 cycle");
+        double t = bench_cycle_rate(b, &lt, 1, TLS_SIDE_S, "tls: S1 cycle");
         if (p <= 0 || t <= 0)
             break;
         x[rounds] = t / p;

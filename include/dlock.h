@@ -252,7 +252,9 @@ typedef struct dlock_client_options {
      *  when nodes run without persistence. Default 0 (off). */
     int64_t min_node_uptime_ms;
     /** Wake waiters with pub/sub on release (1) or only poll (0).
-     *  Default 1. A subscribed waiter still looks every 200 ms, so a holder
+     *  Default 1. With one node, a release of a plain, reentrant or
+     *  writer's lock wakes one waiter (a waiter list in Redis,
+     *  docs/waiting.md), not every waiting process. A subscribed waiter still looks every 200 ms, so a holder
      *  that publishes nothing (another library's lock on the same key) is
      *  seen within 250 ms of its release. A release whose PUBLISH the
      *  server refuses still succeeds; a refused SUBSCRIBE makes waiters
@@ -777,11 +779,22 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
 /**
  * Make this handle act on a lock acquired elsewhere (for example by
  * `dlock acquire` in another process), given its owner token. After it,
- * dlock_lock_release() and dlock_lock_extend() use @p token. The validity
- * is unknown until an extend succeeds. Plain mode only.
+ * dlock_lock_release() and dlock_lock_extend() use @p token. The token is
+ * not checked with the server: one that holds nothing shows at that
+ * release or extend (DLOCK_EEXPIRED, DLOCK_ENOTOWNER). The validity is
+ * unknown until an extend succeeds.
+ *
+ * Kinds: a plain lock, DLOCK_FAIR, DLOCK_EXCLUSIVE (the token is the write
+ * hold), DLOCK_SHARED (the token is one reader's share: release and extend
+ * act on that share alone) and a semaphore (one holder's permit). Refused
+ * with DLOCK_EINVAL, the handle unchanged: DLOCK_REENTRANT in any mode
+ * (re-entry is counted per owner, client x thread, which a token from
+ * elsewhere does not carry) and a multi-name handle (one token per name).
+ * etcd: the token is a lease ID (16 hex digits), see docs/backends.md.
  *
  * @return DLOCK_OK, DLOCK_ENOMEM, DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
- *         a reentrant handle, or a handle that holds a lock already).
+ *         not a lease ID on etcd, a reentrant or multi-name handle, or a
+ *         handle that holds a lock already).
  */
 DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
 

@@ -17,6 +17,7 @@
 #include "quorum.h"
 #include "release.h"
 #include "replies.h"
+#include "wait.h"
 
 int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
                      const struct redisReply *r, const char *detail, int64_t start_ns)
@@ -269,8 +270,8 @@ int dlock__attempt(dlock_lock *l, int *retry)
         dlock__err_set(&l->err, "getrandom failed");
         return rc;
     }
-    const char *args[8];
-    size_t lens[8];
+    const char *args[10];
+    size_t lens[10];
     int nkeys = 0, nargs;
     args[nkeys] = l->name;
     lens[nkeys++] = l->name_len;
@@ -281,6 +282,10 @@ int dlock__attempt(dlock_lock *l, int *retry)
     if (l->aux_key) { /* the kind's helper key (kinds.h) */
         args[nkeys] = l->aux_key;
         lens[nkeys++] = l->aux_len;
+    }
+    if (l->wait_id_len) { /* a subscribed waiter: noted in the waiter list */
+        args[nkeys] = l->wq_key;
+        lens[nkeys++] = l->wq_len;
     }
     nargs = nkeys;
     args[nargs] = l->token;
@@ -303,6 +308,12 @@ int dlock__attempt(dlock_lock *l, int *retry)
         args[nargs] = l->hid;
         lens[nargs++] = l->hid_len;
         l->touched = 1;
+    }
+    if (l->wait_id_len) {
+        args[nargs] = l->wait_id;
+        lens[nargs++] = l->wait_id_len;
+        args[nargs] = DLOCK__WAIT_ENTRY_MS_S;
+        lens[nargs++] = sizeof DLOCK__WAIT_ENTRY_MS_S - 1;
     }
     dlock__req req = {dlock__script_get(l->kind->acquire), nkeys, nargs, args, lens};
     dlock__tally_init(&t, l->client, &l->err);

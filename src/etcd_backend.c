@@ -57,15 +57,6 @@ static void lock_side_free(struct dlock__etcd_client *ec, int forked)
  * settle() found lost: the same rules as for Redis, with a majority of
  * one (etcd's own majority is behind each answer). */
 
-static int64_t renew_lease_end(void *owner)
-{
-    dlock_lock *l = owner;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    return end;
-}
-
 static int renew_vote(void *owner, int64_t deadline_ns)
 {
     dlock_lock *l = owner;
@@ -100,8 +91,9 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
     return lost;
 }
 
-static const dlock__renewal_ops etcd_renewal_ops = {renew_lease_end, renew_settle,
-                                                    dlock__lock_renew_lost, renew_vote};
+static const dlock__renewal_ops etcd_renewal_ops = {dlock__lock_renew_lease_end,
+                                                    renew_settle, dlock__lock_renew_lost,
+                                                    renew_vote};
 
 int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
 {
@@ -422,14 +414,7 @@ int dlock__etcd_lock_forget(dlock_lock *l)
             hold_free(l->etcd->sh); /* the lease runs on until its TTL */
         l->etcd->sh = NULL;
     }
-    l->holds = 0;
-    set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    dlock__err_clear(&l->err);
-    return DLOCK_OK;
+    return dlock__lock_forget_local(l, st);
 }
 
 void dlock__etcd_lock_free(dlock_lock *l, int forked)

@@ -36,6 +36,8 @@ struct dlock_lock {
     size_t queue_len;
     char *live_prefix; /* fair mode: prefix of the waiters' liveness keys */
     size_t live_prefix_len;
+    char *wq_key; /* wake_one kinds on one node: the waiter list (NULL: none) */
+    size_t wq_len;
     char *aux_key; /* the kind's helper key for its acquire (kinds.h), or NULL */
     size_t aux_len;
     char aux_arg[24]; /* the kind's extra acquire argument ("" none) */
@@ -102,6 +104,10 @@ struct dlock_lock {
     int fair_cleanup_pending;
     _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
+    /* A subscribed waiting acquire's id in the waiter list (wait.c); its
+     * attempts note it there. Empty (length 0) otherwise. */
+    char wait_id[33];
+    size_t wait_id_len;
     dlock__errbuf err;
     /* The etcd backend's part (etcd_backend.c); NULL on Redis. */
     struct dlock__etcd_lockdata *etcd;
@@ -129,10 +135,19 @@ void dlock__lock_take_cancel(dlock_lock *l);
  * and start the client's watchdog for an auto-renewed lock (DLOCK_ENOMEM if
  * its thread cannot be had). Sets the handle's message on failure. */
 int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
+/* The end of the handle's lease for the watchdog's schedule (a renewal
+ * record's `lease_end` hook, for every backend): INT64_MAX while it is
+ * unknown (after an adopt, until an extend). `owner` is the dlock_lock. */
+int64_t dlock__lock_renew_lease_end(void *owner);
 /* The watchdog's verdict that a held lock is gone (a renewal record's
  * `lost` hook, for every backend): the state becomes LOST and on_lost is
  * called once, outside the handle's mutex. `owner` is the dlock_lock. */
 void dlock__lock_renew_lost(void *owner, int reason);
+/* dlock_lock_forget()'s end for every backend, once the backend has let go
+ * of its own record of the hold: no holds, state UNLOCKED; DLOCK_ENOTHELD
+ * (with the handle's message) if prior_state, the state before the forget,
+ * was UNLOCKED, else DLOCK_OK. */
+int dlock__lock_forget_local(dlock_lock *l, dlock_lock_state prior_state);
 /* A waiting acquire's cancel pipe: dlock_lock_cancel() writes a byte into
  * cancel_fd[1], the wait polls cancel_fd[0]. Returns the read end, or -1
  * for a try-once or when out of descriptors (a cancel then still ends the

@@ -10,13 +10,13 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                            .acquire = DLOCK__S_ACQUIRE, .release = DLOCK__S_RELEASE,
                            .extend = DLOCK__S_EXTEND, .undo = DLOCK__S_RELEASE,
                            .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "p",
-                           .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1},
+                           .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1, .wake_one = 1},
     [DLOCK__KIND_COUNTED] = {.id = DLOCK__KIND_COUNTED, .name = "counted", .counted = 1,
                              .multi_node = 1, .acquire = DLOCK__S_RACQUIRE,
                              .release = DLOCK__S_RRELEASE, .extend = DLOCK__S_REXTEND,
                              .undo = DLOCK__S_RUNDO, .forget = DLOCK__S_RFORGET,
                              .leave = DLOCK__S_NONE, .renew_mode = "r",
-                             .wait = DLOCK__WAIT_RETRY, .fenced = 1},
+                             .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1},
     /* Fair mode keeps its queue in one node's memory; a queue shared by
      * independent masters would need an agreement protocol of its own
      * (docs/waiting.md). */
@@ -36,7 +36,8 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                .extend = DLOCK__S_EXTEND, .undo = DLOCK__S_RELEASE,
                                .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE,
                                .renew_mode = "p", .wait = DLOCK__WAIT_RETRY, .fenced = 1,
-                               .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS},
+                               .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS,
+                               .wake_one = 1},
     /* Readers hold no fencing token: they do not write (docs/fencing.md). */
     [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
                             .acquire = DLOCK__S_Z_ACQUIRE, .release = DLOCK__S_Z_RELEASE,
@@ -82,7 +83,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                        .undo = DLOCK__S_RELEASE, .forget = DLOCK__S_NONE,
                                        .leave = DLOCK__S_NONE, .renew_mode = "p",
                                        .wait = DLOCK__WAIT_RETRY, .fenced = 1, .aux_key = "ww",
-                                       .aux_arg = DLOCK__AUX_MARK_MS},
+                                       .aux_arg = DLOCK__AUX_MARK_MS, .wake_one = 1},
 };
 
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)

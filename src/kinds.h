@@ -63,6 +63,11 @@ typedef struct dlock__kind {
      * an argument after the TTL (what aux_arg says to send). */
     const char *aux_key;
     enum { DLOCK__AUX_NONE, DLOCK__AUX_MARK_MS, DLOCK__AUX_ZERO, DLOCK__AUX_PERMITS } aux_arg;
+    /* Its acquire and release scripts keep a waiter list (lib/waitq.lua),
+     * so a release wakes one listed waiter, not every subscriber (issue
+     * 20). Kinds without it (readers, permits: a release may let several
+     * in) wait unlisted and wake on every release message. */
+    int wake_one;
 } dlock__kind;
 
 /* The kind for a lock's flags (flags no kind combines give NULL), for a

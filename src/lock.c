@@ -69,15 +69,6 @@ static int (*const acquire_loop[DLOCK__WAIT_COUNT])(dlock_lock *, int64_t, int64
 
 /* The handle's renewal record hands the watchdog's rounds back here
  * (watchdog.h): only this module changes the handle's state. */
-static int64_t renew_lease_end(void *owner)
-{
-    dlock_lock *l = owner;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    return end;
-}
-
 static int renew_settle(void *owner, const dlock__renew_votes *v)
 {
     dlock_lock *l = owner;
@@ -101,7 +92,7 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
     return lost;
 }
 
-static const dlock__renewal_ops renewal_ops = {renew_lease_end, renew_settle,
+static const dlock__renewal_ops renewal_ops = {dlock__lock_renew_lease_end, renew_settle,
                                                dlock__lock_renew_lost, NULL};
 
 /* Register the held lock with the watchdog, renewing to ttl_ms. */
@@ -222,6 +213,14 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
                                            &l->live_prefix_len);
         ok = l->queue_key && l->live_prefix;
+    } else if (ok && kind->wake_one && client->n_nodes == 1 && !client->etcd &&
+               !dlock__client_cluster(client)) {
+        /* One waiter woken per release (docs/waiting.md, "Who is woken").
+         * Not on Redlock: nodes that wake different waiters split the
+         * vote. Not on a cluster: a script with keys that come and go gets
+         * TRYAGAIN while its slot migrates. */
+        ok = (l->wq_key = dlock__helper_key(client, l->name, l->name_len, "wq", 2,
+                                            &l->wq_len)) != NULL;
     }
     if (!ok) {
         dlock__free(l->name);
@@ -229,6 +228,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         dlock__free(l->fence_key);
         dlock__free(l->queue_key);
         dlock__free(l->live_prefix);
+        dlock__free(l->wq_key);
         dlock__free(l->aux_key);
         dlock__free(l);
         return DLOCK_ENOMEM;
@@ -458,15 +458,7 @@ int dlock_lock_forget(dlock_lock *l)
     renew_stop(l);
     for (size_t i = 0; i < l->n_subs; i++) /* every name of a set */
         (void)dlock_lock_forget(l->subs[i]);
-    dlock_lock_state st = dlock__lock_get_state(l);
-    l->holds = 0;
-    dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    dlock__err_clear(&l->err);
-    return DLOCK_OK;
+    return dlock__lock_forget_local(l, dlock__lock_get_state(l));
 }
 
 void dlock_lock_cancel(dlock_lock *l)
@@ -510,6 +502,7 @@ free_memory: /* in a child of fork(), the mutex may be held by a thread not copi
     dlock__free(l->channel);
     dlock__free(l->queue_key);
     dlock__free(l->live_prefix);
+    dlock__free(l->wq_key);
     dlock__free(l->aux_key);
     if (l->token != l->token_inline)
         dlock__free(l->token);

@@ -74,8 +74,8 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
      * waiter (and every other) into another attempt and another undo: a
      * storm while the lock is held on a majority but not on every node
      * (issue 15). */
-    const char *args[7];
-    size_t lens[7];
+    const char *args[8];
+    size_t lens[8];
     char rel_seq[24], rel_n[16];
     dlock__req req;
     const dlock__kind *kind = l->kind;
@@ -84,17 +84,21 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
     if (queued) {
         req = dlock__fair_release_req(l, args, lens);
     } else {
-        args[0] = l->name, lens[0] = l->name_len;
-        args[1] = l->token, lens[1] = l->token_len;
-        args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
-        args[3] = l->ttl_s, lens[3] = l->ttl_s_len;
+        /* KEYS[2], the waiter list: the release wakes one of it. */
+        int k = 0, nkeys = wake && l->wq_key ? 2 : 1;
+        args[k] = l->name, lens[k++] = l->name_len;
+        if (nkeys > 1)
+            args[k] = l->wq_key, lens[k++] = l->wq_len;
+        args[k] = l->token, lens[k++] = l->token_len;
+        args[k] = wake ? l->channel : "", lens[k++] = wake ? l->channel_len : 0;
         if (kind->counted) {
-            args[4] = rel_seq, lens[4] = (size_t)snprintf(rel_seq, sizeof rel_seq, "%" PRIu64,
+            args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
+            args[k] = rel_seq, lens[k++] = (size_t)snprintf(rel_seq, sizeof rel_seq, "%" PRIu64,
                                                             l->rel_seq);
-            args[5] = rel_n, lens[5] = (size_t)snprintf(rel_n, sizeof rel_n, "%u", l->rel_n);
-            args[6] = l->hid, lens[6] = l->hid_len;
+            args[k] = rel_n, lens[k++] = (size_t)snprintf(rel_n, sizeof rel_n, "%u", l->rel_n);
+            args[k] = l->hid, lens[k++] = l->hid_len;
         }
-        req = (dlock__req){dlock__script_get(kind->release), 1, kind->counted ? 7 : 3, args, lens};
+        req = (dlock__req){dlock__script_get(kind->release), nkeys, k, args, lens};
     }
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);

@@ -114,11 +114,13 @@ int dlock__decode_undo(int err, const redisReply *r)
     return err == DLOCK_OK && r->type == REDIS_REPLY_INTEGER;
 }
 
-int dlock__decode_renew(int err, const redisReply *r, size_t n, size_t i)
+int dlock__decode_renew(int err, const redisReply *r, size_t n, size_t i, int *gone)
 {
+    *gone = 0;
     if (err < 0 || r->type != REDIS_REPLY_ARRAY || r->elements != n ||
         r->element[i]->type != REDIS_REPLY_INTEGER)
         return -1;
+    *gone = r->element[i]->integer == 0;
     return r->element[i]->integer == 1;
 }
 

@@ -55,9 +55,10 @@ void dlock__decode_fence_sync(int err, const redisReply *r, const char *detail,
  * the attempt on that node. Returns 1 if settled. */
 int dlock__decode_undo(int err, const redisReply *r);
 
-/* renew_batch.lua: one integer per lock of the call; 1 renewed. Returns
- * 1 renewed, 0 not ours / gone, -1 failed (no usable reply). */
-int dlock__decode_renew(int err, const redisReply *r, size_t n, size_t i);
+/* renew_batch.lua: one integer per lock of the call. Returns 1 renewed,
+ * 0 not ours, -1 failed (no usable reply); *gone is set to 1 when the
+ * key was gone there (reply 0: expired or deleted), else 0. */
+int dlock__decode_renew(int err, const redisReply *r, size_t n, size_t i, int *gone);
 
 /* status.lua: {held, pttl, fence}. */
 typedef struct dlock__status_reply {

@@ -2,10 +2,12 @@
 /* The waiting acquire of the plain and counted kinds (wait.h). */
 #include <errno.h>
 #include <inttypes.h>
+#include <string.h>
 
 #include "backend.h"
 #include "client.h"
 #include "clock.h"
+#include "fanout.h"
 #include "handle.h"
 #include "rand.h"
 #include "wait.h"
@@ -49,15 +51,49 @@ int dlock__wait_watch(dlock_lock *l, int fair)
     l->waiter.channel_len = l->channel_len;
     l->waiter.token = fair ? l->token : NULL;
     l->waiter.token_len = fair ? l->token_len : 0;
+    /* Listed in the waiter list from the next attempt on (attempt.c), so a
+     * release wakes this waiter alone when its turn comes. Without an id
+     * (no list, or no random bytes) it is woken by every release. */
+    l->wait_id_len = 0;
+    if (!fair && l->wq_key && dlock__token_hex(l->wait_id) == DLOCK_OK)
+        l->wait_id_len = strlen(l->wait_id);
+    l->waiter.wait_id = l->wait_id_len ? l->wait_id : NULL;
+    l->waiter.wait_id_len = l->wait_id_len;
     l->waiter.mu = &l->mu;
     l->waiter.cond = &l->cond;
     l->waiter.canceled = &l->canceled;
-    return dlock__wakeup_watch(l->client, &l->waiter);
+    int rc = dlock__wakeup_watch(l->client, &l->waiter);
+    if (rc != DLOCK_OK)
+        l->wait_id_len = 0; /* not woken by messages: not listed either */
+    return rc;
 }
 
 void dlock__wait_unwatch(dlock_lock *l)
 {
     dlock__wakeup_unwatch(l->client, &l->waiter);
+    l->wait_id_len = 0;
+}
+
+static int ignore_reply(void *arg, size_t node, uint32_t idx, int err,
+                        const struct redisReply *r, const char *detail, int64_t start_ns)
+{
+    (void)arg, (void)node, (void)idx, (void)err, (void)r, (void)detail, (void)start_ns;
+    return 0;
+}
+
+/* A listed waiter that gives up behind a holder leaves the list at once,
+ * so no release wakes it in vain (the others would then sleep until their
+ * next look). Best effort, one ZREM: otherwise the entry lapses within
+ * DLOCK__WAIT_ENTRY_MS_S. A grant took the entry off already. */
+static void leave_list(dlock_lock *l)
+{
+    if (!l->wait_id_len)
+        return;
+    const char *args[3] = {"ZREM", l->wq_key, l->wait_id};
+    size_t lens[3] = {4, l->wq_len, l->wait_id_len};
+    dlock__req req = {NULL, 1, 3, args, lens};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    (void)dlock__fanout(l->client, &req, 1, &fo, ignore_reply, NULL);
 }
 
 int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
@@ -74,6 +110,9 @@ int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         int64_t now = dlock__now_ns();
         if (now >= deadline) {
             if (rc == DLOCK_ENOTACQUIRED) {
+                /* The node answered just now: worth one ZREM (not after
+                 * a failure: it could cost an I/O timeout). */
+                leave_list(l);
                 rc = DLOCK_ETIMEDOUT;
                 dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
             }

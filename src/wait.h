@@ -8,6 +8,12 @@
 
 #include "common.h"
 
+/* How long a subscribed waiter's entry in the lock's waiter list lives
+ * unless it looks again (lib/waitq.lua), in ms, as the string the acquire
+ * scripts get: two looks (SAFETY_POLL_MS in wait.c), so a live waiter that
+ * looks on time stays listed, and a dead one drops out soon. */
+#define DLOCK__WAIT_ENTRY_MS_S "400"
+
 /* The acquire loop of the plain and counted kinds (kinds.h). */
 int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
 

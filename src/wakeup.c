@@ -6,9 +6,11 @@
  * dlock__wakeup_watch() for its lock's channel before its next attempt; the
  * call returns once a node confirmed the SUBSCRIBE, so a release published
  * after that attempt cannot be missed. Release scripts PUBLISH on the
- * channel: "r" (released: every waiter may try) or "g TOKEN FENCE" (fair
- * mode handed the lock to the waiter whose token that is; nobody else needs
- * to wake).
+ * channel: "r" (released: every waiter may try), "w ID" (released: the
+ * waiter the lock's waiter list knows as ID may try; the other listed
+ * waiters sleep on until their next look, docs/waiting.md) or "g TOKEN
+ * FENCE" (fair mode handed the lock to the waiter whose token that is;
+ * nobody else needs to wake).
  *
  * A channel stays subscribed for LINGER_MS after its last watcher leaves, so
  * a process that waits on the same name again and again subscribes once.
@@ -114,12 +116,16 @@ static void wake_lock(dlock__waiter *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
 }
 
-/* Deliver one message on ch: "r" wakes everyone; "g TOKEN FENCE" only the
- * waiter the lock was handed to. Called with wk->mu held. */
+/* Deliver one message on ch: "r" wakes everyone; "w ID" the waiter listed
+ * as ID (and those that are not listed); "g TOKEN FENCE" only the waiter
+ * the lock was handed to. Called with wk->mu held. */
 static void deliver(chan *ch, const char *msg, size_t len)
 {
     for (watcher *w = ch->watchers; w; w = w->next) {
         dlock__waiter *l = w->lock;
+        if (len > 2 && msg[0] == 'w' && msg[1] == ' ' && l->wait_id &&
+            (len - 2 != l->wait_id_len || memcmp(msg + 2, l->wait_id, len - 2) != 0))
+            continue; /* another listed waiter is woken */
         if (len > 2 && msg[0] == 'g' && msg[1] == ' ') {
             /* A hand-over: only a fair waiter's token is stable while it
              * waits (and only it can be named here). */

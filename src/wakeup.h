@@ -20,6 +20,11 @@ typedef struct dlock__waiter {
     size_t channel_len;
     const char *token; /* fair waiters: the token a hand-over names; else NULL */
     size_t token_len;
+    /* Waiters in a lock's waiter list: their id there. A release that
+     * names an id ("w ID") wakes only that waiter; NULL: woken by every
+     * release message. */
+    const char *wait_id;
+    size_t wait_id_len;
     pthread_mutex_t *mu;  /* the owner's mutex, guarding the fields below */
     pthread_cond_t *cond; /* broadcast on every wake-up */
     const int *canceled;  /* the owner's cancel flag, read under *mu */

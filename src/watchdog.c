@@ -52,6 +52,10 @@ typedef struct item {
     char ttl[24];
     size_t ttl_len;
     size_t yes, no, err;
+    size_t n_gone;   /* answers "the key is gone" (counted in no unless put back) */
+    uint64_t gone;   /* their nodes, a bit each */
+    int64_t lease_end_ns;
+    int restorable;  /* a gone key may be put back (restore_batch.lua) */
     unsigned slot; /* cluster: the lock key's hash slot */
     int master;    /* cluster: its master in the client's slot map */
 } item;
@@ -72,16 +76,19 @@ static int64_t interval_ms(const dlock__renewal *l)
     return iv > 0 ? iv : 1;
 }
 
+/* A gone key that will be put back counts as a yes for ending the round
+ * early (restore_gone() then settles it), else as a no. */
 static int item_decided(const round_ctx *rc, const item *it)
 {
-    return dlock__quorum_decided(rc->n_nodes, rc->quorum, it->yes, it->no, it->err);
+    size_t yes = it->yes + (it->restorable ? it->n_gone : 0);
+    size_t no = it->no + (it->restorable ? 0 : it->n_gone);
+    return dlock__quorum_decided(rc->n_nodes, rc->quorum, yes, no, it->err);
 }
 
 static int round_cb(void *arg, size_t node, uint32_t idx, int err,
                     const redisReply *r, const char *detail, int64_t start_ns)
 {
     round_ctx *rc = arg;
-    (void)node;
     (void)detail;
     (void)start_ns;
     size_t first = rc->first[idx];
@@ -89,13 +96,17 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
     for (size_t i = 0; i < n; i++) {
         item *it = &rc->items[first + i];
         int was = item_decided(rc, it);
-        int v = dlock__decode_renew(err, r, n, i);
-        if (v < 0)
+        int gone, v = dlock__decode_renew(err, r, n, i, &gone);
+        if (v < 0) {
             it->err++;
-        else if (v == 1)
+        } else if (v == 1) {
             it->yes++;
-        else
+        } else if (gone) {
+            it->n_gone++;
+            it->gone |= UINT64_C(1) << node;
+        } else {
             it->no++;
+        }
         if (!was && item_decided(rc, it))
             rc->undecided--;
     }
@@ -120,6 +131,110 @@ static void run_own_round(dlock__watchdog *wd, item *items, size_t n)
     wd->stats.rounds++;
     wd->stats.calls += n;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+}
+
+/* Whether an item's gone keys may be put back (restore_batch.lua says
+ * why): a plain lock over several masters (a cluster keeps one copy).
+ * Fixed at the round's start, with the lease still running then; the
+ * round's answers may then end it early counting a gone key as a yes. */
+static int may_restore(const dlock_client *c, const item *it)
+{
+    return c->n_nodes > 1 && !dlock__client_cluster(c) && it->rec->mode[0] == 'p' &&
+           dlock__now_ns() < it->lease_end_ns;
+}
+
+/* After the round's answers: still held somewhere (a key deleted
+ * everywhere is lost, as documented), and either renewed by a majority in
+ * this round or still within the lease, during which nobody else can hold
+ * a majority. */
+static int can_restore(const dlock_client *c, const item *it)
+{
+    return it->restorable && it->n_gone > 0 && it->yes > 0 &&
+           (it->yes >= c->quorum || dlock__now_ns() < it->lease_end_ns);
+}
+
+typedef struct restore_ctx {
+    item *items;
+    const size_t *sel; /* the call's items, in KEYS order */
+    size_t m;
+} restore_ctx;
+
+static int restore_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                      const char *detail, int64_t start_ns)
+{
+    restore_ctx *rc = arg;
+    (void)node, (void)idx, (void)detail, (void)start_ns;
+    for (size_t k = 0; k < rc->m; k++) {
+        int gone, v = dlock__decode_renew(err, r, rc->m, k, &gone);
+        item *it = &rc->items[rc->sel[k]];
+        it->n_gone--;
+        if (v == 1)
+            it->yes++;
+        else if (v == 0)
+            it->no++;
+        else
+            it->err++;
+    }
+    return 0;
+}
+
+/* Put the gone keys back, node by node, and settle every gone answer as a
+ * yes (put back) or a no. Runs inside the round, so a release (which waits
+ * for the round) is never overtaken by it, and a yes counts from the
+ * round's start like any other (the key put back lives longer). The usual
+ * round, nothing gone, costs nothing. */
+static void restore_gone(dlock_client *c, dlock__watchdog *wd, item *items, size_t n,
+                         int64_t deadline)
+{
+    uint64_t nodes = 0;
+    for (size_t i = 0; i < n; i++) {
+        items[i].restorable = can_restore(c, &items[i]);
+        nodes |= items[i].restorable ? items[i].gone : 0;
+    }
+    size_t cap = n < RENEW_CHUNK ? n : RENEW_CHUNK;
+    const char **args = nodes ? dlock__calloc(3 * cap, sizeof *args) : NULL;
+    size_t *lens = nodes ? dlock__calloc(3 * cap, sizeof *lens) : NULL;
+    size_t *sel = nodes ? dlock__calloc(cap, sizeof *sel) : NULL;
+    for (size_t node = 0; args && lens && sel && node < c->n_nodes; node++) {
+        if (!(nodes >> node & 1))
+            continue;
+        /* KEYS first, then the ARGV pairs; past RENEW_CHUNK, the next
+         * round takes the rest. */
+        size_t m = 0;
+        for (size_t i = 0; i < n && m < cap; i++)
+            if (items[i].restorable && (items[i].gone >> node & 1))
+                sel[m++] = i;
+        for (size_t k = 0; k < m; k++) {
+            const item *it = &items[sel[k]];
+            args[k] = it->rec->key;
+            lens[k] = it->rec->key_len;
+            args[m + 2 * k] = it->rec->token;
+            lens[m + 2 * k] = it->rec->token_len;
+            args[m + 2 * k + 1] = it->ttl;
+            lens[m + 2 * k + 1] = it->ttl_len;
+        }
+        uint8_t only[DLOCK__MAX_NODES] = {0};
+        only[node] = 1;
+        dlock__req req = {dlock__script_get(DLOCK__S_RESTORE), (int)m, (int)(3 * m), args, lens};
+        dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, only, 0};
+        restore_ctx rc = {items, sel, m};
+        if (dlock__fanout(c, &req, 1, &fo, restore_cb, &rc) != DLOCK_OK)
+            for (size_t k = 0; k < m; k++) {
+                items[sel[k]].n_gone--;
+                items[sel[k]].err++;
+            }
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+        wd->stats.restores += m;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    }
+    /* What was not put back is what it said: gone, not ours. */
+    for (size_t i = 0; i < n; i++) {
+        items[i].no += items[i].n_gone;
+        items[i].n_gone = 0;
+    }
+    dlock__free((void *)args);
+    dlock__free(lens);
+    dlock__free(sel);
 }
 
 /* Build and send one round for items[0..n). */
@@ -148,7 +263,9 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
     int64_t deadline = INT64_MIN;
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *l = items[i].rec;
-        deadline = DLOCK__MAX(deadline, l->ops->lease_end_ns(l->owner));
+        items[i].lease_end_ns = l->ops->lease_end_ns(l->owner);
+        items[i].restorable = may_restore(c, &items[i]);
+        deadline = DLOCK__MAX(deadline, items[i].lease_end_ns);
     }
     if (!reqs || !args || !lens || !first) {
         for (size_t i = 0; i < n; i++)
@@ -181,6 +298,7 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
     wd->stats.rounds++;
     wd->stats.calls += nchunks * c->n_nodes;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    restore_gone(c, wd, items, n, deadline);
 out:
     dlock__free(first);
     dlock__free(reqs);

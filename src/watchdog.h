@@ -93,6 +93,7 @@ typedef struct dlock__watchdog_stats {
     unsigned long calls;     /* script calls sent, summed over nodes */
     unsigned long renewed;   /* lock renewals confirmed */
     unsigned long lost;      /* locks found lost */
+    unsigned long restores;  /* keys put back on a node that lost them */
 } dlock__watchdog_stats;
 
 void dlock__watchdog_get_stats(dlock_client *c, dlock__watchdog_stats *out);

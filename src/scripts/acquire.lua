@@ -7,6 +7,10 @@
 -- KEYS[2]  (optional) the fencing counter of this lock name
 -- ARGV[1]  our owner token (128 random bits, hex)
 -- ARGV[2]  TTL in ms, > 0 (the client never sends 0 or less)
+-- ARGV[3]  (optional) a subscribed waiter's wait id: then the last key is
+--          the lock's waiter list (lib/waitq.lua), and KEYS[2] is the
+--          fencing counter only when there are three keys
+-- ARGV[4]  (with ARGV[3]) how long the waiter's entry lives, in ms
 --
 -- Replies  {1, fence}  granted; fence = the counter after INCR (0 if no
 --                      counter key was given)
@@ -24,20 +28,31 @@
 -- in the same atomic step as the grant. Every check that can fail runs
 -- before the first write: Redis keeps what a script wrote before an error,
 -- so an INCR failing after the SET would leave a lock nobody holds.
+--
+-- A subscribed waiter is noted in the waiter list when it finds the lock
+-- held (after the type check: a failing script writes nothing) and taken
+-- off when granted, so a release wakes one listed waiter, not all. The
+-- list never decides a grant: a free lock is anyone's.
 
 --#include bad_fence.lua
+--#include waitq.lua
+local id = ARGV[3]
+local wq = id and KEYS[#KEYS]
+local fk = (#KEYS - (id and 1 or 0)) > 1 and KEYS[2]
 if redis.call('exists', KEYS[1]) == 0 then
-  if #KEYS > 1 then
-    local e = bad_fence(KEYS[2])
+  if fk then
+    local e = bad_fence(fk)
     if e then return e end
   end
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   local fence = 0
-  if #KEYS > 1 then fence = redis.call('incr', KEYS[2]) end
+  if fk then fence = redis.call('incr', fk) end
+  if id then redis.pcall('zrem', wq, id) end
   return {1, fence}
 end
 local t = redis.call('type', KEYS[1]).ok
 if t ~= 'string' then
   return redis.error_reply('WRONGTYPE lock key holds a ' .. t .. ', not a plain dlock lock')
 end
+if id then wq_note(wq, id, ARGV[4]) end
 return {0, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[1])}

@@ -17,6 +17,10 @@
 --          this owner (client x thread). The owner already holding the
 --          name through another handle (writer, or a share: an upgrade)
 --          is refused, {-2}: it would wait for itself
+-- ARGV[#ARGV-1], ARGV[#ARGV]  (a subscribed waiter: 5 arguments, or 6 with
+--          ARGV[4]) its wait id and how long its entry lives, ms; then the
+--          last key is the lock's waiter list (lib/waitq.lua), after the
+--          mark, as in acquire.lua
 --
 -- Replies  {1, fence}         granted (fence 0 without a counter)
 --          {0, pttl, holder}  held: by another exclusive owner (its token),
@@ -29,7 +33,12 @@
 -- exists (the key exists as long as its last lease). Checks before writes.
 --#include bad_fence.lua
 --#include zlease.lua
-local key, mark, own = KEYS[1], KEYS[#KEYS], ARGV[4]
+--#include waitq.lua
+local id = #ARGV >= 5 and ARGV[#ARGV - 1] or nil
+local nk = #KEYS - (id and 1 or 0)
+local wq = id and KEYS[#KEYS]
+local key, mark = KEYS[1], KEYS[nk]
+local own = (#ARGV == 4 or #ARGV == 6) and ARGV[4] or nil
 local t = redis.call('type', key).ok
 local function ours(m) return own and string.sub(m, 1, #own) == own end
 if own and t == 'string' and ours(redis.call('get', key)) then return {-2, 0} end
@@ -40,21 +49,24 @@ if own and t == 'zset' then
   end
 end
 if t == 'none' then
-  if #KEYS == 3 then
+  if nk == 3 then
     local e = bad_fence(KEYS[2])
     if e then return e end
   end
   redis.call('set', key, ARGV[1], 'PX', ARGV[2])
   redis.call('del', mark)
   local fence = 0
-  if #KEYS == 3 then fence = redis.call('incr', KEYS[2]) end
+  if nk == 3 then fence = redis.call('incr', KEYS[2]) end
+  if id then redis.pcall('zrem', wq, id) end
   return {1, fence}
 end
 if t == 'string' then
+  if id then wq_note(wq, id, ARGV[#ARGV]) end
   return {0, redis.call('pttl', key), redis.call('get', key)}
 end
 if t == 'zset' and #redis.call('zrangebyscore', key, '+inf', '+inf', 'LIMIT', 0, 1) == 0 then
   redis.call('set', mark, ARGV[1], 'PX', ARGV[3])
+  if id then wq_note(wq, id, ARGV[#ARGV]) end
   return {0, redis.call('pttl', key), ''}
 end
 return redis.error_reply('WRONGTYPE lock key holds a ' ..

@@ -10,6 +10,9 @@
 --          (decimal, < 2^53), so reentrant_undo.lua can take back exactly
 --          this attempt's hold
 -- ARGV[4]  handle id: names the client's handle among the owner's handles
+-- ARGV[5]  (optional) a subscribed waiter's wait id: then the last key is
+--          the lock's waiter list, as in acquire.lua (lib/waitq.lua)
+-- ARGV[6]  (with ARGV[5]) how long the waiter's entry lives, in ms
 --
 -- Replies  {1, fence, count}  granted; count = holds by this owner now.
 --                             fence: the new counter value on a first hold,
@@ -39,17 +42,22 @@ local key, owner, ttl, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
 
 --#include bad_fence.lua
+--#include waitq.lua
+local id = ARGV[5]
+local wq = id and KEYS[#KEYS]
+local fk = (#KEYS - (id and 1 or 0)) > 1 and KEYS[2]
 
 local t = redis.call('type', key).ok
 if t == 'none' then
-  if #KEYS > 1 then
-    local e = bad_fence(KEYS[2])
+  if fk then
+    local e = bad_fence(fk)
     if e then return e end
   end
   redis.call('hset', key, owner, 1, fs, seq, fu, seq)
   redis.call('pexpire', key, ttl)
   local fence = 0
-  if #KEYS > 1 then fence = redis.call('incr', KEYS[2]) end
+  if fk then fence = redis.call('incr', fk) end
+  if id then redis.pcall('zrem', wq, id) end
   return {1, fence, 1}
 end
 if t ~= 'hash' then
@@ -61,14 +69,15 @@ if n then
     return {0, redis.call('pttl', key)}
   end
   local fence = 0
-  if #KEYS > 1 then
-    local e = bad_fence(KEYS[2])
+  if fk then
+    local e = bad_fence(fk)
     if e then return e end
-    fence = tonumber(redis.call('get', KEYS[2]) or '0')
+    fence = tonumber(redis.call('get', fk) or '0')
   end
   redis.call('hset', key, owner, n + 1, fs, seq, fu, seq)
   -- Never shorter: another handle of the owner may count on a longer TTL.
   if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
+  if id then redis.pcall('zrem', wq, id) end
   return {1, fence, n + 1}
 end
 -- The owner id: the one field without '#' (the others are bookkeeping).
@@ -78,4 +87,5 @@ local function holder()
   end
   return ''
 end
+if id then wq_note(wq, id, ARGV[6]) end
 return {0, redis.call('pttl', key), holder()}

@@ -3,6 +3,8 @@
 -- wake waiters when the count reaches zero.
 --
 -- KEYS[1]  the lock key
+-- KEYS[2]  (optional) the lock's waiter list: the last release wakes one
+--          listed waiter, as release.lua does (lib/waitq.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  pub/sub channel to notify waiters on, or '' for none
 -- ARGV[3]  TTL in ms to refresh while holds remain, > 0 (never shortens)
@@ -26,6 +28,7 @@
 -- best effort (pcall), as in release.lua: a refused PUBLISH must not turn a
 -- release into an error.
 --#include wake.lua
+--#include waitq.lua
 local key, owner, ch, ttl, seq, drop = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local fs = owner .. '#' .. ARGV[6] .. ':s'
 local t = redis.call('type', key).ok
@@ -53,5 +56,5 @@ if n > 0 then
   return {1, n}
 end
 redis.call('del', key)
-if ch ~= '' then wake(ch, 'r') end
+if ch ~= '' then wake_next(ch, KEYS[2]) end
 return {1, 0}

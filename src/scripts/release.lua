@@ -3,6 +3,7 @@
 -- wake whoever waits for it.
 --
 -- KEYS[1]  the lock key
+-- KEYS[2]  (optional) the lock's waiter list (lib/waitq.lua)
 -- ARGV[1]  our owner token
 -- ARGV[2]  pub/sub channel to notify waiters on, or '' for none
 --
@@ -15,11 +16,14 @@
 -- one atomic step. The wake-up is best effort (pcall): a user without
 -- channel rights (ACL resetchannels) gets PUBLISH refused after the delete,
 -- and the reply must still say "released"; its waiters poll instead.
+-- With a waiter list the message is "w ID": only the listed waiter that
+-- lapses first wakes (no thundering herd); with nobody listed it is "r".
 --#include wake.lua
+--#include waitq.lua
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then
   redis.call('del', KEYS[1])
-  if ARGV[2] ~= '' then wake(ARGV[2], 'r') end
+  if ARGV[2] ~= '' then wake_next(ARGV[2], KEYS[2]) end
   return 1
 end
 if not v then return 0 end

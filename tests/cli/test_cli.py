@@ -15,30 +15,16 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
+from cli_support import MoreRedisServers, RedisServer, free_port, wait_until
+
 DLOCK = None  # set from argv[1]
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(cond, timeout=5.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
 
 
 def pid_alive(pid):
@@ -54,58 +40,6 @@ def pid_alive(pid):
             return True
         except ProcessLookupError:
             return False
-
-
-class RedisServer:
-    """One redis-server of our own on 127.0.0.1; stop() ends exactly it."""
-
-    def __init__(self, tmp, port=None, conf="", auth=None):
-        self.auth = ["-a", auth, "--no-auth-warning"] if auth else []
-        def argv():
-            with open(os.path.join(self.dir, "redis.conf"), "w") as f:
-                f.write(conf)
-            return [os.path.join(self.dir, "redis.conf"), "--port", str(self.port)]
-        self.start(tmp, port, argv, "redis-server did not start")
-
-    def start(self, tmp, port, argv, failure):
-        """Start redis-server with argv() (called once a port and a dir are
-        chosen) on 127.0.0.1, without persistence; retry on a port taken
-        meanwhile."""
-        for _ in range(5):  # the free port may be taken before Redis binds it
-            self.port = port or free_port()
-            self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp)
-            self.proc = subprocess.Popen(
-                ["redis-server", *argv(), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", self.dir],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if wait_until(lambda: self.proc.poll() is not None or self.ping(), 10):
-                if self.proc.poll() is None:
-                    return
-        raise RuntimeError(failure)
-
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}"
-
-    def cli(self, *args):
-        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port), *self.auth, *args],
-                           capture_output=True, text=True, timeout=10)
-        return r.stdout.strip()
-
-    def ping(self):
-        try:
-            return self.cli("PING") == "PONG"
-        except subprocess.TimeoutExpired:
-            return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 class DlockTest(unittest.TestCase):
@@ -644,18 +578,7 @@ class Commands(DlockTest):
         self.assertEqual(r.returncode, 64, r.stderr)
 
 
-class Redlock(DlockTest):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.more = [RedisServer(cls.tmp), RedisServer(cls.tmp)]
-
-    @classmethod
-    def tearDownClass(cls):
-        for s in cls.more:
-            s.stop()
-        super().tearDownClass()
-
+class Redlock(MoreRedisServers, DlockTest):
     def values(self, nodes):
         """What each node holds under the test's name ("" for nothing)."""
         return [s.cli("GET", self.name) for s in nodes]
@@ -992,7 +915,7 @@ def make_certs(d):
             ("ca.crt", "other.crt", "server.crt", "server.key", "client.crt", "client.key")}
 
 
-class TlsRedisServer:
+class TlsRedisServer(RedisServer):
     """A TLS-only redis-server (port 0, tls-port); administered over its
     unix socket, since it has no plain TCP port."""
 
@@ -1005,24 +928,12 @@ class TlsRedisServer:
                     "--tls-auth-clients", "yes" if auth_clients else "no"]
         self.start(tmp, None, argv, "redis-server with TLS did not start")
 
-    start = RedisServer.start
-
     @property
     def url(self):
         return f"rediss://127.0.0.1:{self.port}"
 
-    def cli(self, *args):
-        r = subprocess.run(["redis-cli", "-s", self.sock, *args],
-                           capture_output=True, text=True, timeout=10)
-        return r.stdout.strip()
-
-    def ping(self):
-        try:
-            return self.cli("PING") == "PONG"
-        except subprocess.TimeoutExpired:
-            return False
-
-    stop = RedisServer.stop
+    def cli_argv(self):
+        return ["-s", self.sock]
 
 
 class Tls(DlockTest):

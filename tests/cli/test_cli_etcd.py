@@ -12,52 +12,43 @@ status / release by token, a lost lock (75), an unreachable cluster (69).
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
+
+from cli_support import free_port, start_process, stop_process, wait_until
 
 DLOCK = None
 TOKEN_RE = re.compile(r"^[0-9a-f]{16}$")
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(cond, timeout=10.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
-
-
 class Etcd:
+    """One etcd member of our own (Debian's etcd-server) on 127.0.0.1, in a
+    temporary directory; stop() ends exactly it and removes the directory."""
+
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="dlock-cli-etcd-")
-        for _ in range(5):
+        self.log = open(os.path.join(self.dir, "etcd.log"), "w")
+        data = os.path.join(self.dir, "m0")
+
+        def argv():
+            shutil.rmtree(data, ignore_errors=True)  # a failed try's
             self.port, peer = free_port(), free_port()
-            self.log = open(os.path.join(self.dir, "etcd.log"), "w")
-            self.proc = subprocess.Popen(
-                ["etcd", "--name", "m0", "--data-dir", os.path.join(self.dir, "m0"),
-                 "--listen-client-urls", f"http://127.0.0.1:{self.port}",
-                 "--advertise-client-urls", f"http://127.0.0.1:{self.port}",
-                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                 "--initial-cluster", f"m0=http://127.0.0.1:{peer}",
-                 "--logger", "zap", "--log-level", "warn"],
-                stdout=self.log, stderr=self.log)
-            if wait_until(lambda: self.proc.poll() is not None or self.ready(), 20):
-                if self.proc.poll() is None:
-                    return
-            shutil.rmtree(os.path.join(self.dir, "m0"), ignore_errors=True)
-        raise RuntimeError("etcd did not start")
+            return ["etcd", "--name", "m0", "--data-dir", data,
+                    "--listen-client-urls", f"http://127.0.0.1:{self.port}",
+                    "--advertise-client-urls", f"http://127.0.0.1:{self.port}",
+                    "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-cluster", f"m0=http://127.0.0.1:{peer}",
+                    "--logger", "zap", "--log-level", "warn"]
+        try:
+            self.proc = start_process(argv, self.ready, "etcd did not start", timeout=20,
+                                      stdout=self.log, stderr=self.log)
+        except BaseException:
+            self.log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     @property
     def url(self):
@@ -75,12 +66,7 @@ class Etcd:
             return False
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, timeout=10)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 

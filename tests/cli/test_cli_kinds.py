@@ -16,7 +16,8 @@ import time
 import unittest
 
 import test_cli
-from test_cli import DlockTest, RedisServer, wait_until
+from cli_support import MoreRedisServers, wait_until
+from test_cli import DlockTest
 
 # The program run under the lock: log "in KIND", stay, log "out KIND".
 SECTION = ('flock "$LOG.lock" sh -c \'echo "in $0" >> "$LOG"\' "$KIND"; sleep "$HOLD"; '
@@ -133,18 +134,7 @@ class Kinds(DlockTest):
                 self.assertUsage(self.dlock(*argv))
 
 
-class KindsRedlock(DlockTest):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.more = [RedisServer(cls.tmp), RedisServer(cls.tmp)]
-
-    @classmethod
-    def tearDownClass(cls):
-        for s in cls.more:
-            s.stop()
-        super().tearDownClass()
-
+class KindsRedlock(MoreRedisServers, DlockTest):
     def test_shared_and_sets_work_permits_do_not(self):
         nodes = [self.redis, *self.more]
         urls = [s.url for s in nodes]

@@ -163,6 +163,31 @@ static void reentrant_holds_count_per_handle_and_thread(void **state)
     dlock_lock_free(other);
 }
 
+/* forget drops the handle's hold but leaves the lease in etcd: the lock
+ * stays busy until someone releases it by its token. */
+static void forget_leaves_the_lock_for_another_handle(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-forget", 30000, 0);
+    dlock_lock *b = lock_of(cl, "api-forget", 30000, 0);
+    char token[DLOCK_TOKEN_MAX + 1];
+    assert_int_equal(dlock_lock_forget(a), DLOCK_ENOTHELD);
+    assert_non_null(strstr(dlock_lock_errmsg(a), "does not hold"));
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    snprintf(token, sizeof token, "%s", dlock_lock_token(a));
+    assert_int_equal(dlock_lock_forget(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_hold_count(a), 0);
+    assert_int_equal(dlock_lock_release(a), DLOCK_ENOTHELD);
+    dlock_lock_free(a); /* must not release what was forgotten */
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_adopt(b, token), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(b);
+}
+
 static void auto_renew_keeps_a_short_lease_and_extend_refreshes_it(void **state)
 {
     (void)state;
@@ -300,6 +325,17 @@ static void what_does_not_apply_is_refused(void **state)
     assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(f), DLOCK_OK);
     dlock_lock_free(f);
+    /* adopt: a lease ID only, and no reentrant handle (re-entry is
+     * counted per owner, which a token from elsewhere does not carry) */
+    dlock_lock *r = lock_of(cl, "api-adopt", 5000, DLOCK_REENTRANT);
+    assert_int_equal(dlock_lock_adopt(r, "0123456789abcdef"), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(r), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(r);
+    dlock_lock *p = lock_of(cl, "api-adopt", 5000, 0);
+    assert_int_equal(dlock_lock_adopt(p, "not-a-lease-id!!"), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_adopt(p, "0000000000000000"), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_state_get(p), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(p);
     /* a Redis URL and an etcd URL in one client */
     const char *mixed[] = {srv.url, "redis://127.0.0.1:6379"};
     dlock_client *c = NULL;
@@ -417,6 +453,7 @@ int main(void)
         cmocka_unit_test(try_once_then_release_and_fences_grow),
         cmocka_unit_test(waiter_wakes_on_release_times_out_and_cancels),
         cmocka_unit_test(reentrant_holds_count_per_handle_and_thread),
+        cmocka_unit_test(forget_leaves_the_lock_for_another_handle),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
         cmocka_unit_test(a_revoked_lease_is_reported_lost),
         cmocka_unit_test(on_lost_may_release_its_lock),

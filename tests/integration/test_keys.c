@@ -29,7 +29,14 @@ static const char conf[] =
     "user locker on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
     "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
     "+set +get +del +exists +type +pttl +pexpire +incr +publish "
-    "+hset +hget +hdel +hexists +hincrby +rpush +lpop +lindex +lpos +lrem\n";
+    "+hset +hget +hdel +hexists +hincrby +hkeys +rpush +lpop +lindex +lpos +lrem "
+    "+time +zadd +zrem +zrange +zremrangebyscore\n"
+    /* The same user as before the waiter list: its commands are refused
+     * inside the scripts, which must still grant and release. */
+    "user oldlocker on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
+    "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
+    "+set +get +del +exists +type +pttl +pexpire +incr +publish "
+    "+hset +hget +hdel +hexists +hincrby +hkeys +rpush +lpop +lindex +lpos +lrem\n";
 
 #define DLOCK__TEST_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -124,6 +131,48 @@ static void *fair_waiter(void *arg)
     return NULL;
 }
 
+static void *plain_waiter(void *arg)
+{
+    waiter *w = arg;
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    w->rc = dlock_lock_new(&l, w->c, w->name, &o);
+    if (w->rc == DLOCK_OK) {
+        w->rc = dlock_lock_acquire(l, 10000);
+        if (w->rc == DLOCK_OK)
+            w->rc = dlock_lock_release(l);
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static void *reentrant_waiter(void *arg)
+{
+    waiter *w = arg;
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = DLOCK_REENTRANT;
+    w->rc = dlock_lock_new(&l, w->c, w->name, &o);
+    if (w->rc == DLOCK_OK) {
+        w->rc = dlock_lock_acquire(l, 10000);
+        if (w->rc == DLOCK_OK)
+            w->rc = dlock_lock_release(l);
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+/* ZCARD of a lock's waiter list (KEY NUL "wq"). */
+static long long listed(const char *key)
+{
+    char q[256];
+    size_t n = test_helper_key(q, sizeof q, key, "wq");
+    redisReply *r = test_cmd_bin(&test_srv, "ZCARD %b", q, n);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
 static long long queue_len(const char *key)
 {
     char q[256];
@@ -160,6 +209,35 @@ static void fair_names_never_share_helper_keys(void **state)
         }
     }
     assert_int_equal(queue_len("x"), 1); /* x's line untouched */
+    assert_int_equal(dlock_lock_release(x), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    dlock_lock_free(x);
+}
+
+/* The default mode's waiter list (docs/waiting.md, "Who is woken") is the
+ * lock's own too: look-alike names keep theirs apart. */
+static void plain_waiter_lists_are_never_shared(void **state)
+{
+    (void)state;
+    dlock_lock *x = test_lock_new(test_cl, "x", 30000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_OK);
+    waiter w = {test_cl, "x", -100};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, plain_waiter, &w), 0);
+    for (int i = 0; i < 500 && listed("x") < 1; i++)
+        usleep(10000);
+    assert_int_equal(listed("x"), 1);
+    const char *more[] = {"{x}:wq", "x:wq", "x\001wq"};
+    for (size_t i = 0; i < DLOCK__TEST_LEN(more); i++) {
+        dlock_lock *o = test_lock_new(test_cl, more[i], 30000, 0, 10, 200);
+        if (dlock_lock_acquire(o, 0) != DLOCK_OK)
+            fail_msg("lock \"%s\" is not independent of lock x: %s", more[i],
+                     dlock_lock_errmsg(o));
+        assert_int_equal(dlock_lock_release(o), DLOCK_OK);
+        dlock_lock_free(o);
+    }
+    assert_int_equal(listed("x"), 1); /* x's waiter still listed, not woken away */
     assert_int_equal(dlock_lock_release(x), DLOCK_OK);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(w.rc, DLOCK_OK);
@@ -307,6 +385,17 @@ static void acl_user_limited_to_the_prefix_uses_every_mode(void **state)
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(b, 2000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    /* a waiter listed in the waiter list (lock:x NUL wq, under the
+     * prefix's key pattern) */
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    waiter pw = {c, "x", -100};
+    assert_int_equal(pthread_create(&t, NULL, plain_waiter, &pw), 0);
+    for (int i = 0; i < 500 && listed("lock:x") < 1; i++)
+        usleep(10000);
+    assert_int_equal(listed("lock:x"), 1);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(pw.rc, DLOCK_OK);
     dlock_lock_free(a);
     dlock_lock_free(b);
     dlock_lock_free(r);
@@ -320,12 +409,51 @@ static void acl_user_limited_to_the_prefix_uses_every_mode(void **state)
     dlock_client_free(bare);
 }
 
+/* A user without the waiter list's commands (the least-privilege user
+ * before issue 20's wake-one): the scripts' list calls are refused under
+ * pcall, so plain and reentrant locks still grant, wait and release; the
+ * release wakes every waiter, as before. */
+static void acl_user_without_the_waiter_list_commands_still_waits(void **state)
+{
+    (void)state;
+    char url[128];
+    snprintf(url, sizeof url, "redis://oldlocker:pw@127.0.0.1:%d", test_srv.port);
+    dlock_client *c = client_with_prefix(url, "lock:");
+    for (unsigned reentrant = 0; reentrant < 2; reentrant++) {
+        unsigned fl = reentrant ? DLOCK_REENTRANT : 0;
+        dlock_lock *a = test_lock_new(c, "old", 30000, fl, 10, 200);
+        int rc = dlock_lock_acquire(a, 0);
+        if (rc != DLOCK_OK)
+            fail_msg("acquire through the old ACL user: %s", dlock_lock_errmsg(a));
+        /* b waits (subscribed, its attempts try to list it) in a thread */
+        waiter w = {c, "old", -100};
+        pthread_t t;
+        if (!reentrant)
+            assert_int_equal(pthread_create(&t, NULL, plain_waiter, &w), 0);
+        else {
+            /* another owner (thread) than a's: a reentrant lock of one
+             * owner would re-enter */
+            assert_int_equal(pthread_create(&t, NULL, reentrant_waiter, &w), 0);
+        }
+        usleep(300000);
+        assert_int_equal(listed("lock:old"), 0); /* refused: nobody listed */
+        assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        if (w.rc != DLOCK_OK)
+            fail_msg("waiter through the old ACL user (reentrant %u): %s", reentrant,
+                     dlock_strerror(w.rc));
+        dlock_lock_free(a);
+    }
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(plain_names_never_share_helper_keys, test_srv_flush),
         cmocka_unit_test_teardown(reentrant_names_never_share_helper_keys, test_srv_flush),
         cmocka_unit_test_teardown(fair_names_never_share_helper_keys, test_srv_flush),
+        cmocka_unit_test_teardown(plain_waiter_lists_are_never_shared, test_srv_flush),
         cmocka_unit_test_teardown(key_prefix_applies_to_the_lock_key_and_its_helpers,
                                   test_srv_flush),
         cmocka_unit_test(key_prefix_longer_than_the_maximum_is_refused),
@@ -333,6 +461,8 @@ int main(void)
                                   test_srv_flush),
         cmocka_unit_test_teardown(fenced_names_keep_one_counter_each, test_srv_flush),
         cmocka_unit_test_teardown(acl_user_limited_to_the_prefix_uses_every_mode, test_srv_flush),
+        cmocka_unit_test_teardown(acl_user_without_the_waiter_list_commands_still_waits,
+                                  test_srv_flush),
     };
     return cmocka_run_group_tests(tests, group_setup, test_srv_client_teardown);
 }

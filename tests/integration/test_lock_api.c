@@ -134,7 +134,7 @@ static void adopt_rejects_bad_tokens_and_unsuitable_handles(void **state)
     assert_int_equal(dlock_lock_adopt(l, ""), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_adopt(l, tok), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
-    assert_int_equal(dlock_lock_adopt(r, "abc"), DLOCK_EINVAL); /* plain mode only */
+    assert_int_equal(dlock_lock_adopt(r, "abc"), DLOCK_EINVAL); /* no owner id in it */
     tok[DLOCK_TOKEN_MAX] = '\0'; /* the longest allowed */
     assert_int_equal(dlock_lock_adopt(l, tok), DLOCK_OK);
     assert_string_equal(dlock_lock_token(l), tok);
@@ -300,6 +300,30 @@ static void db_in_url_selects_the_database(void **state)
     dlock_client_free(dc);
 }
 
+/* A fair lock's holder token adopted: the release is the holder's (the
+ * lock is free for the next), the old handle finds it gone. */
+static void adopt_takes_over_a_fair_hold(void **state)
+{
+    (void)state;
+    dlock_lock_options fo = DLOCK_LOCK_OPTIONS_INIT;
+    fo.flags = DLOCK_FAIR;
+    dlock_lock *f = NULL, *g = NULL;
+    char token[DLOCK_TOKEN_MAX + 1];
+    assert_int_equal(dlock_lock_new(&f, test_cl, "api:adopt-fair", &fo), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&g, test_cl, "api:adopt-fair", &fo), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_OK);
+    snprintf(token, sizeof token, "%s", dlock_lock_token(f));
+    assert_int_equal(dlock_lock_adopt(g, token), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(g, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(g), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "api:adopt-fair"), 0);
+    assert_int_equal(dlock_lock_release(f), DLOCK_EEXPIRED);
+    assert_int_equal(dlock_lock_acquire(g, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(g), DLOCK_OK);
+    dlock_lock_free(f);
+    dlock_lock_free(g);
+}
+
 static void forget_keeps_the_lock_in_redis_for_another_process(void **state)
 {
     (void)state;
@@ -332,6 +356,7 @@ int main(void)
         T(acquire_rejects_negative_waits_other_than_forever),
         T(extend_rejects_out_of_range_ttls_and_keeps_the_lock),
         T(adopt_rejects_bad_tokens_and_unsuitable_handles),
+        T(adopt_takes_over_a_fair_hold),
         T(every_function_accepts_null_handles),
         T(status_reports_held_and_free_locks),
         T(no_fence_flag_gives_no_fencing_token_and_no_counter),

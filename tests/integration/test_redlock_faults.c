@@ -334,7 +334,9 @@ static void extend_with_the_key_missing_on_one_node_and_another_dead_keeps_the_l
 {
     (void)state;
     const char *key = "faults:extend-gone-dead";
-    dlock_client *c = client3(300);
+    /* A generous I/O timeout: a slow reply on a loaded machine is not
+     * what this test is about (a node's timeout is at most ttl/10 anyway). */
+    dlock_client *c = client3(5000);
     dlock_lock *l = test_lock_new(c, key, 10000, 0, 5, 50);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     /* The grant decides at a majority: a node that answered later (a

@@ -3,8 +3,8 @@
  * redis-servers: readers share and writers exclude (census kept by the
  * processes), a crashed reader's share ends with its own lease, writer
  * preference (a stream of readers does not starve a writer), fencing for
- * writers, auto-renew, wake-up on release, kinds that do not mix on one
- * name, bad arguments, and the same on three nodes (Redlock). */
+ * writers, auto-renew, wake-up on release, adopt of a share or of the
+ * write hold, kinds that do not mix on one name, bad arguments, and the same on three nodes (Redlock). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -266,6 +266,47 @@ static void writer_fence_renewal_and_wakeup(void **state)
     dlock_lock_free(r);
 }
 
+/* dlock_lock_adopt() on a read-write lock: a reader's token is one share
+ * (extend and release act on that share alone, not on the others), a
+ * writer's token is the write hold. Reentrant handles refuse adopt
+ * (test_shared_reentrant). */
+static void adopt_acts_on_one_share_or_on_the_write_hold(void **state)
+{
+    (void)state;
+    char tok[DLOCK_TOKEN_MAX + 1];
+    dlock_lock *a = rw_lock(test_cl, "rw:adopt", DLOCK_SHARED, 15000);
+    dlock_lock *b = rw_lock(test_cl, "rw:adopt", DLOCK_SHARED, 15000);
+    dlock_lock *c = rw_lock(test_cl, "rw:adopt", DLOCK_SHARED, 120000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    snprintf(tok, sizeof tok, "%s", dlock_lock_token(a));
+    assert_int_equal(dlock_lock_adopt(c, tok), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(c), DLOCK_STATE_HELD);
+    /* a's share now ends in 120 s: the key lives that long (b's: 15 s). */
+    assert_int_equal(dlock_lock_extend(c, 0), DLOCK_OK);
+    assert_true(test_key_pttl(&test_srv, "rw:adopt") > 60000);
+    assert_int_equal(dlock_lock_release(c), DLOCK_OK);
+    assert_int_equal(test_cmd_int(&test_srv, "ZCARD rw:adopt"), 1); /* b's share */
+    assert_int_equal(dlock_lock_release(a), DLOCK_ENOTOWNER);        /* released by c */
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "rw:adopt"), 0);
+
+    dlock_lock *w = rw_lock(test_cl, "rw:adopt", DLOCK_EXCLUSIVE, 60000);
+    dlock_lock *v = rw_lock(test_cl, "rw:adopt", DLOCK_EXCLUSIVE, 60000);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    snprintf(tok, sizeof tok, "%s", dlock_lock_token(w));
+    assert_int_equal(dlock_lock_adopt(v, tok), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED); /* a writer holds it */
+    assert_int_equal(dlock_lock_release(v), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "rw:adopt"), 0);
+    assert_int_equal(dlock_lock_release(w), DLOCK_EEXPIRED); /* gone, released by v */
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(c);
+    dlock_lock_free(w);
+    dlock_lock_free(v);
+}
+
 static void kinds_that_do_not_mix_and_bad_arguments(void **state)
 {
     (void)state;
@@ -345,6 +386,7 @@ int main(void)
         cmocka_unit_test_teardown(crashed_reader_share_ends_with_its_own_lease, test_srv_flush),
         cmocka_unit_test_teardown(a_stream_of_readers_does_not_starve_a_writer, test_srv_flush),
         cmocka_unit_test_teardown(writer_fence_renewal_and_wakeup, test_srv_flush),
+        cmocka_unit_test_teardown(adopt_acts_on_one_share_or_on_the_write_hold, test_srv_flush),
         cmocka_unit_test_teardown(kinds_that_do_not_mix_and_bad_arguments, test_srv_flush),
     };
     const struct CMUnitTest three[] = {

@@ -6,6 +6,9 @@
 -- own lease, never with another holder's. A semaphore also keeps the member
 -- "\0permits:N" scored +inf: its N, which no pruning removes. The key's own
 -- TTL is the end of the last lease, so it vanishes with its last holder.
+-- TIME before a write needs effects replication. It is the default since
+-- Redis 5, but Redis 5 and 6 can be set to `lua-replicate-commands no`, and
+-- then only this call keeps the writes after TIME legal (a no-op on 7).
 if redis.replicate_commands then redis.replicate_commands() end
 local ZLEASE_SENTINEL = '\0permits:'
 local function zlease_now()

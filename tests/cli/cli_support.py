@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Server start-up shared by the dlock command's tests (test_cli.py,
+test_cli_kinds.py, test_cli_etcd.py): free loopback ports, polling, a
+server process of our own started with retries (redis-server here, etcd
+in test_cli_etcd.py) and stopped by the process we started, never by name.
+
+Imported by the test scripts from their own directory (Python puts a
+script's directory first on sys.path), so ctest needs nothing more.
+"""
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout=10.0, step=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def stop_process(proc, timeout=5):
+    """SIGTERM, then SIGKILL after timeout seconds: exactly this process."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start_process(argv, ready, failure, timeout=10.0, tries=5, **popen_kw):
+    """Popen(argv()) until ready() says it serves; returns the Popen.
+
+    argv() is called anew for each try, so that it can pick fresh free
+    ports: a free port may be taken by someone else before the server binds
+    it, and the server then exits. A try that neither serves nor exits
+    within timeout seconds is stopped before the next. RuntimeError(failure)
+    after the last try."""
+    for _ in range(tries):
+        proc = subprocess.Popen(argv(), **popen_kw)
+        if wait_until(lambda: proc.poll() is not None or ready(), timeout) \
+                and proc.poll() is None:
+            return proc
+        stop_process(proc)
+    raise RuntimeError(failure)
+
+
+class RedisServer:
+    """One redis-server of our own on 127.0.0.1; stop() ends exactly it."""
+
+    def __init__(self, tmp, port=None, conf="", auth=None):
+        self.auth = ["-a", auth, "--no-auth-warning"] if auth else []
+        def argv():
+            with open(os.path.join(self.dir, "redis.conf"), "w") as f:
+                f.write(conf)
+            return [os.path.join(self.dir, "redis.conf"), "--port", str(self.port)]
+        self.start(tmp, port, argv, "redis-server did not start")
+
+    def start(self, tmp, port, argv, failure):
+        """Start redis-server with argv() (called once a port and a dir are
+        chosen) on 127.0.0.1, without persistence; retry on a port taken
+        meanwhile."""
+        def full_argv():
+            self.port = port or free_port()
+            self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp)
+            return ["redis-server", *argv(), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--dir", self.dir]
+        self.proc = start_process(full_argv, self.ping, failure,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def cli_argv(self):
+        return ["-h", "127.0.0.1", "-p", str(self.port), *self.auth]
+
+    def cli(self, *args):
+        r = subprocess.run(["redis-cli", *self.cli_argv(), *args],
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip()
+
+    def ping(self):
+        try:
+            return self.cli("PING") == "PONG"
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop(self):
+        stop_process(self.proc)
+
+
+class MoreRedisServers:
+    """Mixin before a DlockTest base: two more redis-servers for the class
+    (cls.more), for runs over three nodes."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.more = []
+        try:
+            for _ in range(2):
+                cls.more.append(RedisServer(cls.tmp))
+        except BaseException:
+            cls.tearDownClass()  # unittest does not when setUpClass fails
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.more:
+            s.stop()
+        super().tearDownClass()

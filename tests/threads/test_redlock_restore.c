@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Redlock renewal puts a lost key back (restore_batch.lua): a node that
+ * was stopped or cut off for longer than the TTL comes back without the
+ * key. The holder still has its majority, but without the key back one
+ * more faulty node would cost it the lock while a majority of the nodes is
+ * up (the chaos row renew_stalled_minority lost sections this way). The
+ * watchdog puts the key back when a majority renewed it, or when the lease
+ * still runs and a gone key completes the majority; never over another
+ * owner's key, and never when the key is gone everywhere (that lock is
+ * lost, as documented). Three real redis-server processes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+#include "test_util.h"
+
+#define N3 3
+
+static int setup(void **state)
+{
+    if (test_nodes_revive(state) != 0)
+        return -1;
+    for (int i = 0; i < N3; i++)
+        if (test_flushall(&test_nodes[i]) != 0)
+            return -1;
+    return 0;
+}
+
+/* A 1 s auto-renewed lease over the first three nodes (renewed every
+ * ~333 ms). */
+static dlock_lock *held_lock(dlock_client **c, const char *key)
+{
+    *c = test_client_timeouts(test_nodes, N3, 500, 1000);
+    dlock_lock *l = test_lock_new(*c, key, 1000, DLOCK_AUTO_RENEW, 5, 50);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    for (int i = 0; i < N3; i++)
+        test_assert_key_value(&test_nodes[i], key, dlock_lock_token(l));
+    return l;
+}
+
+typedef struct key_on {
+    const test_redis *node;
+    const char *key, *want;
+} key_on;
+
+static int key_is(void *arg)
+{
+    key_on *k = arg;
+    char *v = test_cmd_str_or_nil(k->node, "GET %s", k->key);
+    int same = v && !strcmp(v, k->want);
+    free(v);
+    return same;
+}
+
+/* Held for ms, checked every 20 ms. */
+static int stays_held(dlock_lock *l, int ms)
+{
+    for (int t = 0; t < ms; t += 20) {
+        if (dlock_lock_state_get(l) != DLOCK_STATE_HELD)
+            return 0;
+        test_sleep_ms(20);
+    }
+    return dlock_lock_state_get(l) == DLOCK_STATE_HELD;
+}
+
+static void a_key_gone_from_one_node_is_put_back_and_the_lock_outlives_the_next_fault(void **state)
+{
+    (void)state;
+    const char *key = "restore:next-fault";
+    dlock_client *c;
+    dlock_lock *l = held_lock(&c, key);
+    /* Node 0 lost the key (as if stopped past the TTL). */
+    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", key), 1);
+    key_on k = {&test_nodes[0], key, dlock_lock_token(l)};
+    int back = test_wait_until(key_is, &k, 3000, 20);
+    print_message("key back on node 0: %s\n", back ? "yes" : "no");
+    assert_true(back);
+    /* Now another node stalls for twice the TTL: nodes 0 and 2 carry it. */
+    test_redis_pause(&test_nodes[1]);
+    int held = stays_held(l, 2000);
+    test_redis_resume(&test_nodes[1]);
+    assert_true(held);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_key_gone_from_one_node_while_another_stalls_is_put_back_within_the_lease(
+    void **state)
+{
+    (void)state;
+    const char *key = "restore:same-round";
+    dlock_client *c;
+    dlock_lock *l = held_lock(&c, key);
+    /* One round sees: node 0 gone, node 1 silent, node 2 renewed. Only
+     * node 0's key put back, while the lease runs, keeps a majority. */
+    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", key), 1);
+    test_redis_pause(&test_nodes[1]);
+    int held = stays_held(l, 2000);
+    key_on k = {&test_nodes[0], key, dlock_lock_token(l)};
+    int back = key_is(&k);
+    test_redis_resume(&test_nodes[1]);
+    print_message("node 1 stopped 2 s, node 0's key gone: %s, key back on node 0: %s\n",
+                  held ? "held" : "lost", back ? "yes" : "no");
+    assert_true(held);
+    assert_true(back);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    for (int i = 0; i < N3; i++)
+        assert_int_equal(test_key_exists(&test_nodes[i], key), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void another_owners_key_on_a_minority_is_never_overwritten(void **state)
+{
+    (void)state;
+    const char *key = "restore:other-owner";
+    dlock_client *c;
+    dlock_lock *l = held_lock(&c, key);
+    test_cmd_status(&test_nodes[0], "SET %s someone-else PX 60000", key);
+    assert_true(stays_held(l, 1500)); /* a majority still renews it */
+    test_assert_key_value(&test_nodes[0], key, "someone-else");
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_assert_key_value(&test_nodes[0], key, "someone-else");
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_key_deleted_on_every_node_is_lost_not_put_back(void **state)
+{
+    (void)state;
+    const char *key = "restore:deleted-everywhere";
+    dlock_client *c;
+    dlock_lock *l = held_lock(&c, key);
+    for (int i = 0; i < N3; i++)
+        assert_int_equal(test_cmd_int(&test_nodes[i], "DEL %s", key), 1);
+    assert_true(test_wait_for_state(l, DLOCK_STATE_LOST, 3000));
+    for (int i = 0; i < N3; i++)
+        assert_int_equal(test_key_exists(&test_nodes[i], key), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, test_nodes_revive)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(a_key_gone_from_one_node_is_put_back_and_the_lock_outlives_the_next_fault),
+        T(a_key_gone_from_one_node_while_another_stalls_is_put_back_within_the_lease),
+        T(another_owners_key_on_a_minority_is_never_overwritten),
+        T(a_key_deleted_on_every_node_is_lost_not_put_back),
+    };
+    return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
+}
