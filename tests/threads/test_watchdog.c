@@ -437,7 +437,8 @@ static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void 
         fail_msg("after %d ms: %d of %d handles not held, %d without validity, %d keys gone "
                  "from the server (first: wd:many:%d); lost: %d not owner, %d no quorum; "
                  "acquiring took %" PRId64 " ms; watchdog stats: %lu rounds, %lu calls, "
-                 "%lu renewed, %lu lost", MANY_HOLD_MS, not_held, MANY, no_validity, gone, first_gone,
+                 "%lu renewed, %lu lost", MANY_HOLD_MS, not_held, MANY, no_validity, gone,
+                 first_gone,
                  atomic_load(&many_lost[1]), atomic_load(&many_lost[2]), acquire_ms,
                  s1.rounds, s1.calls, s1.renewed, s1.lost);
     assert_int_equal(s1.lost, 0);
