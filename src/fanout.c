@@ -236,16 +236,19 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
             break;
         }
 
-    memset(slots, 0, sizeof slots);
+    memset(slots, 0, n * sizeof *slots); /* only the first n are used */
     for (size_t i = 0; i < n && !stop; i++) {
         slot *s = &slots[i];
         if (o->only && !o->only[i])
             continue;
         /* A cluster routes by the first key: the keys of one run (one
-         * lock's, with its helper keys) share a hash slot. */
+         * lock's, with its helper keys) share a hash slot. Only a cluster
+         * needs the slot (its CRC16 is no cost to put on every call). */
         s->conn = dlock__node_checkout_slot(
             &client->nodes[i],
-            nreqs ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens) : 0);
+            nreqs && client->nodes[i].cluster
+                ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
+                : 0);
         if (!s->conn) {
             stop = fail_node(s, i, nreqs, DLOCK_ENOMEM, cb, arg);
             continue;

@@ -39,6 +39,13 @@ void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
     *out = (dlock__acquire_reply){.pttl = -1};
     if (failed(err, r, detail, &out->err, &out->detail))
         return;
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+        /* acquire.lua's grant: the fencing token alone, which the server
+         * converts for less than a table (issue 20). */
+        out->verdict = DLOCK__ACQ_GRANTED;
+        out->fence = (uint64_t)r->integer;
+        return;
+    }
     int ok = 1;
     int64_t granted = int_elem(r, 0, &ok), v = int_elem(r, 1, &ok);
     if (!ok) {

@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 /* acquire.lua, reentrant_acquire.lua, fair_acquire.lua, fair_leave.lua,
- * exclusive_acquire.lua, shared_acquire.lua: {1, fence[, count]} granted,
- * {0, pttl[, holder]} taken; shared_acquire.lua's {-1, N} (a semaphore
+ * exclusive_acquire.lua, shared_acquire.lua: {1, fence[, count]} granted
+ * (acquire.lua: the integer fence alone), {0, pttl[, holder]} taken; shared_acquire.lua's {-1, N} (a semaphore
  * with another N) decodes to .err DLOCK_EINVAL. */
 typedef enum { DLOCK__ACQ_GRANTED, DLOCK__ACQ_TAKEN } dlock__acq_verdict;
 

@@ -74,6 +74,8 @@ void dlock__wait_unwatch(dlock_lock *l)
     l->wait_id_len = 0;
 }
 
+#define CANCEL_LEAVE_MS 100
+
 static int ignore_reply(void *arg, size_t node, uint32_t idx, int err,
                         const struct redisReply *r, const char *detail, int64_t start_ns)
 {
@@ -85,14 +87,15 @@ static int ignore_reply(void *arg, size_t node, uint32_t idx, int err,
  * so no release wakes it in vain (the others would then sleep until their
  * next look). Best effort, one ZREM: otherwise the entry lapses within
  * DLOCK__WAIT_ENTRY_MS_S. A grant took the entry off already. */
-static void leave_list(dlock_lock *l)
+static void leave_list(dlock_lock *l, int64_t timeout_ms)
 {
     if (!l->wait_id_len)
         return;
     const char *args[3] = {"ZREM", l->wq_key, l->wait_id};
     size_t lens[3] = {4, l->wq_len, l->wait_id_len};
     dlock__req req = {NULL, 1, 3, args, lens};
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    dlock__fanout_opts fo = {DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms), INT64_MAX,
+                             NULL, 0};
     (void)dlock__fanout(l->client, &req, 1, &fo, ignore_reply, NULL);
 }
 
@@ -112,7 +115,7 @@ int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
             if (rc == DLOCK_ENOTACQUIRED) {
                 /* The node answered just now: worth one ZREM (not after
                  * a failure: it could cost an I/O timeout). */
-                leave_list(l);
+                leave_list(l, l->client->opts.io_timeout_ms);
                 rc = DLOCK_ETIMEDOUT;
                 dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
             }
@@ -141,6 +144,10 @@ int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
                                     DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS))) {
             rc = DLOCK_ECANCELED;
             dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+            /* Leave the list too (a cancel is a give-up), but a cancel
+             * must end the wait at once: 100 ms at most for the ZREM,
+             * else the entry lapses by itself. */
+            leave_list(l, CANCEL_LEAVE_MS);
             break;
         }
     }
