@@ -221,7 +221,13 @@ static void expect_held_then_release(fx *f)
     assert_int_equal(dlock_lock_state_get(f->l), DLOCK_STATE_HELD);
     assert_true(nodes_holding(f, dlock_lock_token(f->l)) >= quorum);
     assert_int_equal(dlock_lock_release(f->l), DLOCK_OK);
-    assert_int_equal(nodes_holding(f, NULL), 0);
+    /* Released on a majority at once; the release decides there (with a
+     * 100 ms grace for the rest), and a node that answers later, or whose
+     * first answer is a NOSCRIPT, is sent it again by the handle's next
+     * call or its free: a minority may still hold the key now. */
+    assert_true(nodes_holding(f, NULL) < quorum);
+    if (f->p->nodes == 1)
+        assert_int_equal(nodes_holding(f, NULL), 0);
 }
 
 static void verify_acquire(fx *f, int rc)

@@ -569,28 +569,39 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
     uint64_t fence = dlock_lock_fence(l);
     assert_true(fence > 0);
     assert_int_equal(dlock_client_status(c, key, N_NODES, st, NULL), DLOCK_OK);
-    int synced = 0;
+    /* Held on a majority (the grant decides there: a node answering after
+     * the decision may not have the key), and each node as it is: the
+     * status went out behind the acquire on the same connections. */
+    int synced = 0, held = 0;
     for (int i = 0; i < 4; i++) {
         assert_int_equal(st[i].error, DLOCK_OK);
-        assert_int_equal(st[i].held, 1);
-        assert_true(st[i].ttl_ms > 0 && st[i].ttl_ms <= 10000);
+        assert_int_equal(st[i].held, test_key_exists(&test_nodes[i], key));
+        held += st[i].held;
+        if (st[i].held)
+            assert_true(st[i].ttl_ms > 0 && st[i].ttl_ms <= 10000);
         assert_true(st[i].fence <= fence);
         synced += st[i].fence == fence;
     }
+    assert_true(held >= 3);
     assert_true(synced >= 3); /* written back to a majority */
     assert_int_not_equal(st[4].error, DLOCK_OK);
     assert_int_equal(st[4].held, 0);
 
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(dlock_client_status(c, key, N_NODES, st, NULL), DLOCK_OK);
+    held = 0;
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(st[i].held, 0);
-        assert_int_equal(st[i].ttl_ms, -1);
+        assert_int_equal(st[i].held, test_key_exists(&test_nodes[i], key));
+        if (!st[i].held)
+            assert_int_equal(st[i].ttl_ms, -1);
+        held += st[i].held;
     }
+    assert_true(held <= 1); /* released on a majority */
 
     /* Status cannot tell owners apart: another owner's key shows as held. */
-    set_other(0, key);
-    assert_int_equal(dlock_client_status(c, key, N_NODES, st, NULL), DLOCK_OK);
+    const char *other = "redlock:status-other";
+    set_other(0, other);
+    assert_int_equal(dlock_client_status(c, other, N_NODES, st, NULL), DLOCK_OK);
     assert_int_equal(st[0].held, 1);
     assert_true(st[0].ttl_ms > 0);
     assert_int_equal(st[1].held, 0);

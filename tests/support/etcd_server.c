@@ -240,7 +240,7 @@ int test_etcd_restart(test_etcd *c, int i)
 void test_etcd_pause(test_etcd *c, int i)
 {
     if (c->m[i].pid && !c->m[i].paused) {
-        kill(c->m[i].pid, SIGSTOP);
+        (void)test_proc_stop(c->m[i].pid, 5000);
         c->m[i].paused = 1;
     }
 }

@@ -46,7 +46,8 @@ void test_etcd_kill9(test_etcd *c, int i);
  * until it answers. 0 or -1. */
 int test_etcd_restart(test_etcd *c, int i);
 
-/* SIGSTOP / SIGCONT member i by pid. */
+/* SIGSTOP / SIGCONT member i by pid; pause returns once it has stopped
+ * (test_proc_stop). */
 void test_etcd_pause(test_etcd *c, int i);
 void test_etcd_resume(test_etcd *c, int i);
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -125,4 +126,46 @@ void test_reap_server(pid_t pid, int max_ms)
         }
         test_sleep_ms(10);
     }
+}
+
+int test_proc_threads_stopped(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 1; /* gone */
+    int stopped = 1;
+    struct dirent *e;
+    while (stopped && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char stat_path[600], buf[512];
+        snprintf(stat_path, sizeof stat_path, "%s/%s/stat", path, e->d_name);
+        FILE *f = fopen(stat_path, "r");
+        if (!f)
+            continue; /* the thread ended */
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* "tid (comm) S ...": the state follows the last ')'. */
+        const char *p = strrchr(buf, ')');
+        char st = p && p[1] == ' ' ? p[2] : '?';
+        stopped = st == 'T' || st == 't' || st == 'Z' || st == 'X';
+    }
+    closedir(d);
+    return stopped;
+}
+
+int test_proc_stop(pid_t pid, int max_ms)
+{
+    if (kill(pid, SIGSTOP) != 0)
+        return -1;
+    int64_t until = test_now_ms() + max_ms;
+    while (!test_proc_threads_stopped(pid)) {
+        if (test_now_ms() >= until)
+            return -1;
+        test_sleep_ms(1);
+    }
+    return 0;
 }

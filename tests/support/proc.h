@@ -44,4 +44,13 @@ pid_t test_spawn_server(const char *const argv[], const char *log_path);
  * reap it. max_ms 0: kill -9 now unless it has already exited. */
 void test_reap_server(pid_t pid, int max_ms);
 
+/* SIGSTOP pid and wait up to max_ms until every thread of it has stopped.
+ * kill() returns before that, and a thread still running on the other
+ * core answers a request sent right after it (a "paused" etcd member
+ * renewed a lease). 0 once all are stopped, -1 if not within max_ms. */
+int test_proc_stop(pid_t pid, int max_ms);
+
+/* 1 if every thread of pid is stopped (or gone), 0 if one still runs. */
+int test_proc_threads_stopped(pid_t pid);
+
 #endif

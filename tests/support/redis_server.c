@@ -218,7 +218,7 @@ void test_redis_stop(test_redis *r)
 void test_redis_pause(test_redis *r)
 {
     if (r->pid > 0)
-        kill(r->pid, SIGSTOP);
+        (void)test_proc_stop(r->pid, 5000);
 }
 
 void test_redis_resume(test_redis *r)

@@ -36,7 +36,8 @@ void test_redis_stop(test_redis *r);
 /* kill -9 by pid and reap; the dir stays for a restart. */
 void test_redis_kill9(test_redis *r);
 
-/* SIGSTOP / SIGCONT by pid. */
+/* SIGSTOP / SIGCONT by pid; pause returns once the server has stopped
+ * (test_proc_stop). */
 void test_redis_pause(test_redis *r);
 void test_redis_resume(test_redis *r);
 

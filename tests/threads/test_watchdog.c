@@ -288,6 +288,11 @@ static void freeing_a_held_auto_renewed_lock_stops_its_renewal_at_once(void **st
     dlock_client_free(c);
 }
 
+static int has_renewed(void *client)
+{
+    return stats_of(client).renewed >= 1;
+}
+
 static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
 {
     (void)state;
@@ -302,12 +307,10 @@ static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
             assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
         }
         assert_int_equal(thread_count(), base + 1); /* the watchdog */
-        test_sleep_ms(25 + round);
-        /* At least one round renewed them (rounds every ~10 ms; on a
-         * loaded machine the first may come late: wait for it rather than
-         * assume it came within the sleep). */
-        for (int ms = 0; stats_of(c).renewed < 1 && ms < 5000; ms += 5)
-            test_sleep_ms(5);
+        /* Freed once it has renewed (a loaded machine may not run the
+         * watchdog within a fixed 25 ms), a little later each round. */
+        assert_true(test_wait_until(has_renewed, c, 5000, 1));
+        test_sleep_ms(round);
         /* Half the rounds release first, half let free release. */
         for (int i = 0; i < 3; i++) {
             if (round % 2)
@@ -326,6 +329,13 @@ static void freeing_the_client_stops_and_joins_its_watchdog_thread(void **state)
 }
 
 #define MANY 10000
+/* The lease and the hold of the many locks. A lease of 6 s renewed every
+ * second survives 5 s without a renewal answered: on a loaded VM a 3 s
+ * lease ran out (every lock lost with no quorum, 7000 keys gone) while
+ * the watchdog's rounds went unanswered. The hold is over one lease, so a
+ * lock that is not renewed is gone from the server by the check. */
+#define MANY_TTL_MS 6000
+#define MANY_HOLD_MS 6500
 
 /* Losses among the many locks, by reason (watchdog thread). */
 static atomic_int many_lost[3];
@@ -349,7 +359,7 @@ static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void 
     for (int i = 0; i < MANY; i++) {
         snprintf(name, sizeof name, "wd:many:%d", i);
         dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-        o.ttl_ms = 3000;
+        o.ttl_ms = MANY_TTL_MS;
         o.renew_interval_ms = 1000;
         o.flags = DLOCK_AUTO_RENEW | DLOCK_NO_FENCE;
         o.on_lost = count_many_lost;
@@ -361,10 +371,10 @@ static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void 
     }
     int64_t acquire_ms = test_now_ms() - t0;
 
-    /* Hold everything for ~4 s (four renewal periods, over one TTL). */
+    /* Hold everything for 6.5 s (six renewal periods, over one TTL). */
     dlock__watchdog_stats s0 = stats_of(c);
     int64_t cpu0 = cpu_us(), w0 = test_now_ms();
-    test_sleep_ms(4000);
+    test_sleep_ms(MANY_HOLD_MS);
     int64_t cpu1 = cpu_us(), w1 = test_now_ms();
     dlock__watchdog_stats s1 = stats_of(c);
 
@@ -424,10 +434,11 @@ static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void 
 
     assert_true(pipelined);
     if (not_held || no_validity || gone)
-        fail_msg("after 4 s: %d of %d handles not held, %d without validity, %d keys gone "
+        fail_msg("after %d ms: %d of %d handles not held, %d without validity, %d keys gone "
                  "from the server (first: wd:many:%d); lost: %d not owner, %d no quorum; "
                  "acquiring took %" PRId64 " ms; watchdog stats: %lu rounds, %lu calls, "
-                 "%lu renewed, %lu lost", not_held, MANY, no_validity, gone, first_gone,
+                 "%lu renewed, %lu lost", MANY_HOLD_MS, not_held, MANY, no_validity, gone,
+                 first_gone,
                  atomic_load(&many_lost[1]), atomic_load(&many_lost[2]), acquire_ms,
                  s1.rounds, s1.calls, s1.renewed, s1.lost);
     assert_int_equal(s1.lost, 0);
@@ -435,14 +446,15 @@ static void ten_thousand_auto_renewed_locks_renew_in_a_few_calls_per_round(void 
     /* Bounded round trips: at most MANY/100 calls per round per node (one
      * call per 1000 locks gives ~10 when all are due together). */
     assert_true(calls <= rounds * nodes * (MANY / 100));
-    /* Each lock was renewed about every second. */
-    assert_true(renewed >= 2UL * MANY);
+    /* Each lock was renewed about every second (six times), at least
+     * three times even with 3 s of unanswered rounds. */
+    assert_true(renewed >= 3UL * MANY);
     /* Locks taken close together share rounds: a round renews every lock
      * due within the next tenth of the interval (100 ms), so two rounds
-     * start more than 100 ms apart and 4 s hold at most ~41 of them. Twice
+     * start more than 100 ms apart and the hold at most ~66 of them. Twice
      * that leaves room for scheduling; one round per handful of locks
      * (rounds ~ locks) is the batching not working. */
-    if (rounds > 2 * (4000 / 100 + 1))
+    if (rounds > 2 * (MANY_HOLD_MS / 100 + 1))
         fail_msg("%lu renewal rounds in %" PRId64 " ms (%.1f locks per round): locks due "
                  "within a tenth of the interval do not share a round",
                  rounds, w1 - w0, (double)renewed / (double)rounds);
