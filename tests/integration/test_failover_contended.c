@@ -113,30 +113,6 @@ static int worker(int slot, void *arg)
     return 0;
 }
 
-/* 1 once a write on the primary is acknowledged by a replica within
- * max_ms (SET then WAIT on one connection): the workers ask for one
- * replica's acknowledgement (min_replicas 1), so until then every grant is
- * DLOCK_ENOREPLICAS. */
-static int replica_acks(const test_redis *p, int max_ms)
-{
-    redisContext *c = test_redis_admin(p);
-    int ok = 0;
-    for (int64_t t0 = test_now_ms(); c && !ok && test_now_ms() - t0 < max_ms;) {
-        redisReply *set = redisCommand(c, "SET acked-probe{failover} 1 PX 10000");
-        redisReply *w = set ? redisCommand(c, "WAIT 1 200") : NULL;
-        ok = w && w->type == REDIS_REPLY_INTEGER && w->integer >= 1;
-        if (set)
-            freeReplyObject(set);
-        if (w)
-            freeReplyObject(w);
-        if (!set || !w)
-            break;
-    }
-    if (c)
-        redisFree(c);
-    return ok;
-}
-
 /* Start the workers, kill the master at KILL_AT_MS through kill_and_revive(),
  * wait for them, check the history. */
 static void contend_through_failover(run *r, const char *what, void (*kill_and_revive)(void))
@@ -206,7 +182,7 @@ static void kill_cluster_master(void)
      * acknowledge. */
     assert_int_equal(test_redis_restart(&C.node[m]), 0);
     /* Revived means a replica acknowledges writes again. */
-    assert_true(replica_acks(&C.node[nm], 30000));
+    assert_true(test_redis_replica_acks(&C.node[nm], "acked-probe{failover}", 30000));
 }
 
 static void cluster_failover_under_contention_stays_safe(void **state)
@@ -241,7 +217,7 @@ static void kill_sentinel_primary(void)
     /* Revived means a replica acknowledges writes again. */
     test_redis *np = test_sentinel_node(&S, test_sentinel_primary_port(&S));
     assert_non_null(np);
-    assert_true(replica_acks(np, 30000));
+    assert_true(test_redis_replica_acks(np, "acked-probe{failover}", 30000));
 }
 
 static void sentinel_failover_under_contention_stays_safe(void **state)

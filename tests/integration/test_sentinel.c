@@ -225,30 +225,6 @@ static long long dbsize(test_redis *r)
 /* The replica stopped (SIGSTOP: connected but silent): WAIT gets no
  * acknowledgement, the acquire is undone and fails with its own code, and
  * nothing of it stays on the primary. */
-/* 1 once a write on the primary is acknowledged by a replica within
- * max_ms (SET then WAIT on one connection). */
-static int replica_acks(const test_redis *p, int max_ms)
-{
-    redisContext *c = test_redis_admin(p);
-    int ok = 0;
-    for (int64_t t0 = test_now_ms(); c && !ok && test_now_ms() - t0 < max_ms;) {
-        redisReply *set = redisCommand(c, "SET acked-probe 1 PX 10000");
-        redisReply *w = set ? redisCommand(c, "WAIT 1 200") : NULL;
-        ok = w && w->type == REDIS_REPLY_INTEGER && w->integer >= 1;
-        if (set)
-            freeReplyObject(set);
-        if (w)
-            freeReplyObject(w);
-        if (!set || !w)
-            break;
-    }
-    if (c) {
-        freeReplyObject(redisCommand(c, "DEL acked-probe")); /* later tests count keys */
-        redisFree(c);
-    }
-    return ok;
-}
-
 static void acquire_refused_with_the_replica_stopped_leaves_nothing(void **state)
 {
     (void)state;
@@ -281,7 +257,7 @@ static void acquire_refused_with_the_replica_stopped_leaves_nothing(void **state
      * acknowledges writes again: after SIGCONT on a loaded machine that
      * can take longer than the 300 ms the acquire's WAIT gives it, and
      * DLOCK_ENOREPLICAS is not retried. */
-    assert_true(replica_acks(p, 10000));
+    assert_true(test_redis_replica_acks(p, "acked-probe", 10000));
     assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(fenced);

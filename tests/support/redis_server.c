@@ -269,3 +269,25 @@ void test_redis_stop_many(test_redis *rs, int n)
     for (int i = 0; i < n; i++)
         test_redis_stop(&rs[i]);
 }
+
+int test_redis_replica_acks(const test_redis *p, const char *probe_key, int max_ms)
+{
+    redisContext *c = test_redis_admin(p);
+    int ok = 0;
+    for (int64_t t0 = test_now_ms(); c && !ok && test_now_ms() - t0 < max_ms;) {
+        redisReply *set = redisCommand(c, "SET %s 1 PX 10000", probe_key);
+        redisReply *w = set ? redisCommand(c, "WAIT 1 200") : NULL;
+        ok = w && w->type == REDIS_REPLY_INTEGER && w->integer >= 1;
+        if (set)
+            freeReplyObject(set);
+        if (w)
+            freeReplyObject(w);
+        if (!set || !w)
+            break;
+    }
+    if (c) {
+        freeReplyObject(redisCommand(c, "DEL %s", probe_key));
+        redisFree(c);
+    }
+    return ok;
+}

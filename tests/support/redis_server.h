@@ -44,6 +44,12 @@ void test_redis_resume(test_redis *r);
 /* A blocking admin connection (caller redisFree()s); NULL on failure. */
 redisContext *test_redis_admin(const test_redis *r);
 
+/* 1 once a write of probe_key on the primary p is acknowledged by a
+ * replica within max_ms (SET then WAIT 1 on one connection; the key is
+ * deleted afterwards, as tests count keys). probe_key must hash to p's
+ * slots on a cluster. */
+int test_redis_replica_acks(const test_redis *p, const char *probe_key, int max_ms);
+
 /* Run one command on an admin connection; returns the reply (caller frees)
  * or NULL. */
 redisReply *test_redis_cmd(const test_redis *r, const char *fmt, ...);
