@@ -113,45 +113,16 @@ typedef struct waiter {
     dlock_client *c;
     const char *name;
     int rc;
+    unsigned flags; /* 0 (plain), DLOCK_FAIR or DLOCK_REENTRANT */
 } waiter;
 
-static void *fair_waiter(void *arg)
+/* Another owner (thread) waits up to 10 s for the name, then releases. */
+static void *waiter_main(void *arg)
 {
     waiter *w = arg;
     dlock_lock *l = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.flags = DLOCK_FAIR;
-    w->rc = dlock_lock_new(&l, w->c, w->name, &o);
-    if (w->rc == DLOCK_OK) {
-        w->rc = dlock_lock_acquire(l, 10000);
-        if (w->rc == DLOCK_OK)
-            w->rc = dlock_lock_release(l);
-    }
-    dlock_lock_free(l);
-    return NULL;
-}
-
-static void *plain_waiter(void *arg)
-{
-    waiter *w = arg;
-    dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    w->rc = dlock_lock_new(&l, w->c, w->name, &o);
-    if (w->rc == DLOCK_OK) {
-        w->rc = dlock_lock_acquire(l, 10000);
-        if (w->rc == DLOCK_OK)
-            w->rc = dlock_lock_release(l);
-    }
-    dlock_lock_free(l);
-    return NULL;
-}
-
-static void *reentrant_waiter(void *arg)
-{
-    waiter *w = arg;
-    dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.flags = DLOCK_REENTRANT;
+    o.flags = w->flags;
     w->rc = dlock_lock_new(&l, w->c, w->name, &o);
     if (w->rc == DLOCK_OK) {
         w->rc = dlock_lock_acquire(l, 10000);
@@ -189,9 +160,9 @@ static void fair_names_never_share_helper_keys(void **state)
     dlock_lock *x = test_lock_new(test_cl, "x", 30000, DLOCK_FAIR, 10, 200);
     assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_OK);
     /* A waiter in x's line: x's queue and a liveness key exist now. */
-    waiter w = {test_cl, "x", -100};
+    waiter w = {test_cl, "x", -100, DLOCK_FAIR};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, fair_waiter, &w), 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
     for (int i = 0; i < 200 && queue_len("x") < 1; i++)
         usleep(10000);
     assert_int_equal(queue_len("x"), 1);
@@ -222,9 +193,9 @@ static void plain_waiter_lists_are_never_shared(void **state)
     (void)state;
     dlock_lock *x = test_lock_new(test_cl, "x", 30000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_OK);
-    waiter w = {test_cl, "x", -100};
+    waiter w = {test_cl, "x", -100, 0};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, plain_waiter, &w), 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
     for (int i = 0; i < 500 && listed("x") < 1; i++)
         usleep(10000);
     assert_int_equal(listed("x"), 1);
@@ -362,11 +333,11 @@ static void acl_user_limited_to_the_prefix_uses_every_mode(void **state)
     assert_int_equal(dlock_client_status(c, "x", 1, &st, NULL), DLOCK_OK);
     assert_int_equal(st.error, DLOCK_OK);
     assert_int_equal(st.held, 1);
-    waiter w = {c, "x", -100};
+    waiter w = {c, "x", -100, DLOCK_FAIR};
     /* the waiter is fair: it exercises the queue and liveness keys too,
      * and the plain holder's release still frees the key for it */
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, fair_waiter, &w), 0);
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
     usleep(300000);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(pthread_join(t, NULL), 0);
@@ -388,8 +359,8 @@ static void acl_user_limited_to_the_prefix_uses_every_mode(void **state)
     /* a waiter listed in the waiter list (lock:x NUL wq, under the
      * prefix's key pattern) */
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    waiter pw = {c, "x", -100};
-    assert_int_equal(pthread_create(&t, NULL, plain_waiter, &pw), 0);
+    waiter pw = {c, "x", -100, 0};
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &pw), 0);
     for (int i = 0; i < 500 && listed("lock:x") < 1; i++)
         usleep(10000);
     assert_int_equal(listed("lock:x"), 1);
@@ -425,16 +396,12 @@ static void acl_user_without_the_waiter_list_commands_still_waits(void **state)
         int rc = dlock_lock_acquire(a, 0);
         if (rc != DLOCK_OK)
             fail_msg("acquire through the old ACL user: %s", dlock_lock_errmsg(a));
-        /* b waits (subscribed, its attempts try to list it) in a thread */
-        waiter w = {c, "old", -100};
+        /* b waits (subscribed, its attempts try to list it) in a thread:
+         * another owner than a's (a reentrant lock of one owner would
+         * re-enter) */
+        waiter w = {c, "old", -100, fl};
         pthread_t t;
-        if (!reentrant)
-            assert_int_equal(pthread_create(&t, NULL, plain_waiter, &w), 0);
-        else {
-            /* another owner (thread) than a's: a reentrant lock of one
-             * owner would re-enter */
-            assert_int_equal(pthread_create(&t, NULL, reentrant_waiter, &w), 0);
-        }
+        assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
         usleep(300000);
         assert_int_equal(listed("lock:old"), 0); /* refused: nobody listed */
         assert_int_equal(dlock_lock_release(a), DLOCK_OK);
