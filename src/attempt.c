@@ -322,7 +322,12 @@ int dlock__attempt(dlock_lock *l, int *retry)
     /* Validity is counted from before the first byte is sent. */
     int64_t t0 = dlock__now_ns();
     int64_t lease_end = t0 + ttl * DLOCK__NS_PER_MS - dlock__drift_ns(l->client, ttl);
-    dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl), lease_end, NULL, 0};
+    /* Decided at a majority, the attempt still listens a short grace for
+     * the other nodes: a node whose first answer is NOSCRIPT (restarted,
+     * SCRIPT FLUSH) then gets the body, instead of the lock running on a
+     * bare majority from the start. */
+    dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl), lease_end, NULL,
+                             DLOCK__DECIDED_GRACE_MS};
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
     int frc = dlock__fanout_attempt(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
                                     dlock__acquire_cb, &t);

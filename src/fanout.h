@@ -35,6 +35,13 @@ typedef int (*dlock__on_reply)(void *arg, size_t node, uint32_t idx, int err,
                                const redisReply *reply, const char *detail,
                                int64_t start_ns);
 
+/* How long a run that the callback decided still listens for the nodes yet
+ * to answer (dlock__fanout_opts.grace_ms) in acquires, releases, extends
+ * and renewals: a node that answers at once is heard (and one that
+ * answered NOSCRIPT gets the script's body), a silent one is not waited
+ * for. */
+#define DLOCK__DECIDED_GRACE_MS 100
+
 typedef struct dlock__fanout_opts {
     int64_t io_timeout_ms;  /* per node: longest silence, from connect (or
                                send, or the previous reply) to a reply */

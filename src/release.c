@@ -11,9 +11,6 @@
 #include "release.h"
 #include "replies.h"
 
-/* How long a release or extend that a majority decided still listens for
- * the other nodes (see dlock__fanout_opts.grace_ms). */
-#define DECIDED_GRACE_MS 100
 
 /* Release, extend and forget replies, typed (replies.h), counted. */
 static int release_cb(void *arg, size_t node, uint32_t idx, int err,
@@ -100,7 +97,7 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
         }
         req = (dlock__req){dlock__script_get(kind->release), nkeys, k, args, lens};
     }
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DECIDED_GRACE_MS};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);
     t->quiet = undo;
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
@@ -173,7 +170,7 @@ int dlock__extend_hold(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns)
     size_t lens[3] = {l->name_len, l->token_len, strlen(ttl_s)};
     dlock__req req = {dlock__script_get(l->kind->extend), 1, 3, args, lens};
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl_ms), deadline_ns, NULL,
-                             DECIDED_GRACE_MS};
+                             DLOCK__DECIDED_GRACE_MS};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     return dlock__fanout(l->client, &req, 1, &fo, release_cb, &t) != DLOCK_OK

@@ -290,7 +290,7 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
         }
         reqs[k] = (dlock__req){dlock__script_get(DLOCK__S_RENEW), (int)m, (int)(4 * m), a, al};
     }
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, 100};
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, DLOCK__DECIDED_GRACE_MS};
     if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)
         for (size_t i = 0; i < n; i++)
             items[i].err = c->n_nodes;

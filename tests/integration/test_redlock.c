@@ -609,6 +609,40 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
     dlock_client_free(c);
 }
 
+/* A node that answers NOSCRIPT (restarted, or SCRIPT FLUSH) gets the
+ * script's body (EVAL) even when the others decided the acquire before
+ * its answer came: the decided fan-out listens a short grace longer, as
+ * release and renewal do. It used to stop at the decision, so in 14 of 150
+ * acquires on fresh servers one node never got the key, and the lock ran
+ * on a bare majority from the start. Here nodes 3 and 4 (read last) lose
+ * their script cache before each acquire; a loaded machine may stall past
+ * the grace now and then, so two misses of 100 are allowed (before the
+ * grace, most acquires missed). */
+static void nodes_answering_noscript_after_the_decision_still_get_the_key(void **state)
+{
+    (void)state;
+    dlock_client *c = fast_client();
+    warm_up(c);
+    int misses = 0;
+    for (int round = 0; round < 100; round++) {
+        char key[64];
+        snprintf(key, sizeof key, "redlock:noscript:%d", round);
+        for (int i = 3; i < N_NODES; i++)
+            test_cmd_status(&test_nodes[i], "SCRIPT FLUSH");
+        dlock_lock *l = lock_for(c, key, 10000);
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+        int have = 0;
+        for (int i = 0; i < N_NODES; i++)
+            have += (int)test_key_exists(&test_nodes[i], key);
+        misses += have < N_NODES;
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        dlock_lock_free(l);
+    }
+    print_message("acquires that left a NOSCRIPT node without the key: %d of 100\n", misses);
+    assert_true(misses <= 2);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, test_nodes_revive)
 
 int main(void)
@@ -625,6 +659,7 @@ int main(void)
         T(validity_after_acquire_is_ttl_minus_elapsed_minus_drift),
         T(freshly_restarted_nodes_do_not_count_until_min_uptime),
         T(status_reports_held_ttl_and_fence_per_node),
+        T(nodes_answering_noscript_after_the_decision_still_get_the_key),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
