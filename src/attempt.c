@@ -59,6 +59,8 @@ int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
         t->vote[node] = DLOCK__V_NO;
         if (a.pttl >= 0 && (t->min_pttl < 0 || a.pttl < t->min_pttl))
             t->min_pttl = a.pttl;
+        if (a.look_ms >= 0 && (t->min_look < 0 || a.look_ms < t->min_look))
+            t->min_look = a.look_ms;
         if (a.holder)
             t->holder[node] = dlock__holder_hash(a.holder, a.holder_len);
     }
@@ -270,8 +272,9 @@ int dlock__attempt(dlock_lock *l, int *retry)
         dlock__err_set(&l->err, "getrandom failed");
         return rc;
     }
-    const char *args[10];
-    size_t lens[10];
+    const char *args[14];
+    size_t lens[14];
+    char run_id[DLOCK__RUN_ID_CAP];
     int nkeys = 0, nargs;
     args[nkeys] = l->name;
     lens[nkeys++] = l->name_len;
@@ -286,6 +289,10 @@ int dlock__attempt(dlock_lock *l, int *retry)
     if (l->wait_id_len) { /* a subscribed waiter: noted in the waiter list */
         args[nkeys] = l->wq_key;
         lens[nkeys++] = l->wq_len;
+        if (l->wr_key) { /* and told when the holder's run ends */
+            args[nkeys] = l->wr_key;
+            lens[nkeys++] = l->wr_len;
+        }
     }
     nargs = nkeys;
     args[nargs] = l->token;
@@ -314,6 +321,14 @@ int dlock__attempt(dlock_lock *l, int *retry)
         lens[nargs++] = l->wait_id_len;
         args[nargs] = DLOCK__WAIT_ENTRY_MS_S;
         lens[nargs++] = sizeof DLOCK__WAIT_ENTRY_MS_S - 1;
+        if (l->wr_key) { /* a turn's grant starts this handle's run */
+            args[nargs] = run_id;
+            lens[nargs++] = dlock__lock_run_id(l, run_id);
+            args[nargs] = DLOCK__RUN_US_S;
+            lens[nargs++] = sizeof DLOCK__RUN_US_S - 1;
+            args[nargs] = l->channel;
+            lens[nargs++] = l->channel_len;
+        }
     }
     dlock__req req = {dlock__script_get(l->kind->acquire), nkeys, nargs, args, lens};
     dlock__tally_init(&t, l->client, &l->err);
@@ -340,6 +355,7 @@ int dlock__attempt(dlock_lock *l, int *retry)
         return DLOCK_ENOMEM;
     }
     l->holder_ttl_ms = t.min_pttl;
+    l->look_ms = t.min_look;
     /* A split vote: this attempt won some nodes and no other owner was
      * seen on a majority, so nobody may hold the lock and nobody will
      * publish a release; the waiter retries after a short random backoff

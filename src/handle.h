@@ -38,6 +38,8 @@ struct dlock_lock {
     size_t live_prefix_len;
     char *wq_key; /* wake_one kinds on one node: the waiter list (NULL: none) */
     size_t wq_len;
+    char *wr_key; /* with wq_key, kinds with runs: the lock's run (NULL: none) */
+    size_t wr_len;
     char *aux_key; /* the kind's helper key for its acquire (kinds.h), or NULL */
     size_t aux_len;
     char aux_arg[24]; /* the kind's extra acquire argument ("" none) */
@@ -104,6 +106,7 @@ struct dlock_lock {
     int fair_cleanup_pending;
     _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
+    int64_t look_ms; /* the last attempt's look hint (acquire.lua), -1 none */
     /* A subscribed waiting acquire's id in the waiter list (wait.c); its
      * attempts note it there. Empty (length 0) otherwise. */
     char wait_id[33];
@@ -160,6 +163,10 @@ void dlock__lock_inline_token(dlock_lock *l);
 int dlock__lock_new_token(dlock_lock *l);
 /* Counted kinds: the owner id of the calling thread (client x thread). */
 void dlock__lock_owner_id(dlock_lock *l);
+/* The handle's run id (lib/waitq.lua): client id "." handle id, the
+ * client's id new in a forked child. Returns its length. */
+#define DLOCK__RUN_ID_CAP (DLOCK_TOKEN_HEX_LEN + 32)
+size_t dlock__lock_run_id(const dlock_lock *l, char *buf);
 /* A reentrant reader's token (kinds.h, reenter): OWNER#RANDOM. */
 int dlock__lock_owner_token(dlock_lock *l);
 /* The next operation number of the calling thread (counted kinds: the

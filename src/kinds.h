@@ -68,6 +68,12 @@ typedef struct dlock__kind {
      * 20). Kinds without it (readers, permits: a release may let several
      * in) wait unlisted and wake on every release message. */
     int wake_one;
+    /* With wake_one, on one node: a contended holder keeps the lock for a
+     * run and hands it to the longest waiter when the run ends
+     * (lib/waitq.lua, docs/waiting.md "Runs and turns"). Only the plain
+     * kind: the turn is a string in the lock key that its acquire script
+     * alone knows. */
+    int runs;
 } dlock__kind;
 
 /* The kind for a lock's flags (flags no kind combines give NULL), for a

@@ -221,6 +221,9 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
          * TRYAGAIN while its slot migrates. */
         ok = (l->wq_key = dlock__helper_key(client, l->name, l->name_len, "wq", 2,
                                             &l->wq_len)) != NULL;
+        if (ok && kind->runs)
+            ok = (l->wr_key = dlock__helper_key(client, l->name, l->name_len, "wr", 2,
+                                                &l->wr_len)) != NULL;
     }
     if (!ok) {
         dlock__free(l->name);
@@ -229,6 +232,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         dlock__free(l->queue_key);
         dlock__free(l->live_prefix);
         dlock__free(l->wq_key);
+        dlock__free(l->wr_key);
         dlock__free(l->aux_key);
         dlock__free(l);
         return DLOCK_ENOMEM;
@@ -239,6 +243,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     l->cancel_fd[0] = l->cancel_fd[1] = -1;
     static _Atomic unsigned long long next_hid = 1;
     l->hid_len = (size_t)snprintf(l->hid, sizeof l->hid, "%llx", atomic_fetch_add(&next_hid, 1));
+    l->look_ms = -1;
     l->token = l->token_inline;
     l->renewal = (dlock__renewal){.ops = &renewal_ops, .owner = l, .key = l->name,
                                   .key_len = l->name_len, .mode = kind->renew_mode,
@@ -503,6 +508,7 @@ free_memory: /* in a child of fork(), the mutex may be held by a thread not copi
     dlock__free(l->queue_key);
     dlock__free(l->live_prefix);
     dlock__free(l->wq_key);
+    dlock__free(l->wr_key);
     dlock__free(l->aux_key);
     if (l->token != l->token_inline)
         dlock__free(l->token);

@@ -51,6 +51,7 @@ void dlock__tally_init(dlock__tally *t, dlock_client *c, dlock__errbuf *err)
     t->n = c->n_nodes;
     t->quorum = c->quorum;
     t->min_pttl = -1;
+    t->min_look = -1;
 }
 
 static void count_error(dlock__tally *t, size_t node, int code)

@@ -53,6 +53,7 @@ typedef struct dlock__tally {
     uint8_t maybe_ours[DLOCK__MAX_NODES]; /* may hold our token now */
     int node_err[DLOCK__MAX_NODES];
     int64_t min_pttl;   /* among "taken" answers */
+    int64_t min_look;   /* among "taken" answers that gave a look hint */
     uint64_t holder[DLOCK__MAX_NODES]; /* hash of the holder a "taken" answer
                                           named (0: not named) */
     uint64_t max_fence; /* among grants */

@@ -10,6 +10,7 @@
 #include "kinds.h"
 #include "release.h"
 #include "replies.h"
+#include "wait.h"
 
 
 /* Release, extend and forget replies, typed (replies.h), counted. */
@@ -71,9 +72,9 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
      * waiter (and every other) into another attempt and another undo: a
      * storm while the lock is held on a majority but not on every node
      * (issue 15). */
-    const char *args[8];
-    size_t lens[8];
-    char rel_seq[24], rel_n[16];
+    const char *args[10];
+    size_t lens[10];
+    char rel_seq[24], rel_n[16], run_id[DLOCK__RUN_ID_CAP];
     dlock__req req;
     const dlock__kind *kind = l->kind;
     int queued = kind->leave != DLOCK__S_NONE;
@@ -81,13 +82,22 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
     if (queued) {
         req = dlock__fair_release_req(l, args, lens);
     } else {
-        /* KEYS[2], the waiter list: the release wakes one of it. */
-        int k = 0, nkeys = wake && l->wq_key ? 2 : 1;
+        /* KEYS[2], the waiter list: the release wakes one of it; KEYS[3],
+         * the run: a release within this handle's run wakes nobody. */
+        int runs = wake && l->wq_key && l->wr_key;
+        int k = 0, nkeys = wake && l->wq_key ? 2 + runs : 1;
         args[k] = l->name, lens[k++] = l->name_len;
         if (nkeys > 1)
             args[k] = l->wq_key, lens[k++] = l->wq_len;
+        if (runs)
+            args[k] = l->wr_key, lens[k++] = l->wr_len;
         args[k] = l->token, lens[k++] = l->token_len;
         args[k] = wake ? l->channel : "", lens[k++] = wake ? l->channel_len : 0;
+        if (runs) {
+            args[k] = run_id, lens[k++] = dlock__lock_run_id(l, run_id);
+            args[k] = DLOCK__RUN_US_S, lens[k++] = sizeof DLOCK__RUN_US_S - 1;
+            args[k] = DLOCK__TURN_MS_S, lens[k++] = sizeof DLOCK__TURN_MS_S - 1;
+        }
         if (kind->counted) {
             args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
             args[k] = rel_seq, lens[k++] = (size_t)snprintf(rel_seq, sizeof rel_seq, "%" PRIu64,

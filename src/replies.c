@@ -36,7 +36,7 @@ static int failed(int err, const redisReply *r, const char *detail, int *out_err
 void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
                            dlock__acquire_reply *out)
 {
-    *out = (dlock__acquire_reply){.pttl = -1};
+    *out = (dlock__acquire_reply){.pttl = -1, .look_ms = -1};
     if (failed(err, r, detail, &out->err, &out->detail))
         return;
     if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
@@ -76,6 +76,9 @@ void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
             out->holder = r->element[2]->str;
             out->holder_len = r->element[2]->len;
         }
+        if (r->elements > 3 && r->element[3]->type == REDIS_REPLY_INTEGER &&
+            r->element[3]->integer >= 0)
+            out->look_ms = r->element[3]->integer;
     }
 }
 

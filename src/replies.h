@@ -12,7 +12,7 @@
 
 /* acquire.lua, reentrant_acquire.lua, fair_acquire.lua, fair_leave.lua,
  * exclusive_acquire.lua, shared_acquire.lua: {1, fence[, count]} granted
- * (acquire.lua: the integer fence alone), {0, pttl[, holder]} taken; shared_acquire.lua's {-1, N} (a semaphore
+ * (acquire.lua: the integer fence alone), {0, pttl[, holder[, look]]} taken; shared_acquire.lua's {-1, N} (a semaphore
  * with another N) decodes to .err DLOCK_EINVAL. */
 typedef enum { DLOCK__ACQ_GRANTED, DLOCK__ACQ_TAKEN } dlock__acq_verdict;
 
@@ -26,6 +26,8 @@ typedef struct dlock__acquire_reply {
     int64_t pttl;       /* TAKEN: the holder's TTL, -1 unknown */
     const char *holder; /* TAKEN: the holder's token, if the script names it */
     size_t holder_len;
+    int64_t look_ms;    /* TAKEN: look again in this many ms although no
+                           release message comes (acquire.lua), -1 none */
 } dlock__acquire_reply;
 
 void dlock__decode_acquire(int err, const redisReply *r, const char *detail,

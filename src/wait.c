@@ -131,10 +131,15 @@ int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         int64_t sleep_ms;
         if (rc == DLOCK_ENOTACQUIRED && l->split_vote)
             sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
-        else if (watching && l->holder_ttl_ms >= 0)
+        else if (watching && l->holder_ttl_ms >= 0) {
             /* The release message comes first; the holder's expiry is the
-             * latest we need to look (a crashed holder never publishes). */
+             * latest we need to look (a crashed holder never publishes).
+             * The head of the line looks when the holder's run ends too:
+             * releases within a run wake nobody (docs/waiting.md). */
             sleep_ms = DLOCK__MIN(l->holder_ttl_ms + 1, SAFETY_POLL_MS);
+            if (l->look_ms >= 0)
+                sleep_ms = DLOCK__MIN(sleep_ms, l->look_ms + 1);
+        }
         else {
             sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
             if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < sleep_ms)

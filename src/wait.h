@@ -14,6 +14,14 @@
  * looks on time stays listed, and a dead one drops out soon. */
 #define DLOCK__WAIT_ENTRY_MS_S "400"
 
+/* Runs and turns (plain locks on one node; lib/waitq.lua, docs/waiting.md
+ * "Runs and turns"), as the strings the release script gets: a contended
+ * holder keeps the lock for DLOCK__RUN_US_S microseconds past its first
+ * release before the release hands it to the longest waiter, which has
+ * DLOCK__TURN_MS_S ms to take it. */
+#define DLOCK__RUN_US_S "1000"
+#define DLOCK__TURN_MS_S "50"
+
 /* The acquire loop of the plain and counted kinds (kinds.h). */
 int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
 

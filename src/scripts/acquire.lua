@@ -7,18 +7,24 @@
 -- KEYS[2]  (optional) the fencing counter of this lock name
 -- ARGV[1]  our owner token (128 random bits, hex)
 -- ARGV[2]  TTL in ms, > 0 (the client never sends 0 or less)
--- ARGV[3]  (optional) a subscribed waiter's wait id: then the last key is
---          the lock's waiter list (lib/waitq.lua), and KEYS[2] is the
---          fencing counter only when there are three keys
--- ARGV[4]  (with ARGV[3]) how long the waiter's entry lives, in ms
+-- ARGV[3]  (optional) a subscribed waiter's wait id: then the last two
+--          keys are the lock's waiter list and its run (lib/waitq.lua),
+--          and KEYS[2] is the fencing counter only when there are four keys
+-- ARGV[4]  (with ARGV[3]) how long the waiter list lives past this look, ms
+-- ARGV[5]  (with ARGV[3]) our handle's run id
+-- ARGV[6]  (with ARGV[3]) how long a run lasts, in us
+-- ARGV[7]  (with ARGV[3]) the lock's pub/sub channel
 --
 -- Replies  fence       granted (an integer reply); fence = the counter after
 --                      INCR (0 if no counter key was given)
---          {0, pttl, holder}
+--          {0, pttl, holder, look}
 --                      held by another owner; pttl = its remaining ms
 --                      (-1: a key without TTL, which dlock never makes),
 --                      holder = its token (lets a Redlock waiter tell one
---                      holder on a majority from a split vote)
+--                      holder on a majority from a split vote), look = when
+--                      this waiter should look again although nobody
+--                      publishes (the head of the line, at the end of the
+--                      holder's run), in ms, or -1 (on a release message)
 --          error WRONGTYPE when the key holds something else than a string,
 --                or the fencing counter is not a counter (another type, or
 --                a string that is not a decimal below 2^53)
@@ -32,7 +38,10 @@
 -- A subscribed waiter is noted in the waiter list when it finds the lock
 -- held (after the type check: a failing script writes nothing) and taken
 -- off when granted, so a release wakes one listed waiter, not all. The
--- list never decides a grant: a free lock is anyone's.
+-- list never decides a grant of a free lock: that is anyone's. A release
+-- that ends a run hands the lock to the head of the line: the key holds
+-- "turn:ID" for a short time, and only the acquire with that wait id may
+-- replace it (anyone else, and any other library, sees a held lock).
 
 -- Cost (issue 20): this runs once per acquisition, so it does what it
 -- must in as few commands as it can, with the commands the documented
@@ -46,18 +55,21 @@
 -- only) come after the checks, under pcall.
 
 --#include bad_fence.lua
+--#include wake.lua
 --#include waitq.lua
 local id = ARGV[3]
-local wq = id and KEYS[#KEYS]
-local fk = (#KEYS - (id and 1 or 0)) > 1 and KEYS[2]
+local wq, wr = id and KEYS[#KEYS - 1], id and KEYS[#KEYS]
+local fk = (#KEYS - (id and 2 or 0)) > 1 and KEYS[2]
 local v = redis.pcall('get', KEYS[1])
 if type(v) == 'table' then
   return redis.error_reply('WRONGTYPE lock key holds a ' .. redis.call('type', KEYS[1]).ok ..
                            ', not a plain dlock lock')
 end
-if v then
-  if id then wq_note(wq, id, ARGV[4]) end
-  return {0, redis.call('pttl', KEYS[1]), v}
+local turn = id and v == 'turn:' .. id
+if v and not turn then
+  local look = -1
+  if id then look = wq_busy(wq, wr, id, ARGV[4]) end
+  return {0, redis.call('pttl', KEYS[1]), v, look}
 end
 if fk then
   local e = bad_fence(fk)
@@ -67,4 +79,5 @@ redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local fence = 0
 if fk then fence = redis.call('incr', fk) end
 if id then redis.pcall('zrem', wq, id) end
+if turn then wq_turn_taken(wq, wr, ARGV[5], ARGV[6], ARGV[7]) end
 return fence

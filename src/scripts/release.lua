@@ -4,8 +4,12 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  (optional) the lock's waiter list (lib/waitq.lua)
+-- KEYS[3]  (optional, with ARGV[3]) the lock's run (lib/waitq.lua)
 -- ARGV[1]  our owner token
 -- ARGV[2]  pub/sub channel to notify waiters on, or '' for none
+-- ARGV[3]  (plain locks) our handle's run id
+-- ARGV[4]  (with ARGV[3]) how long a run lasts, in us
+-- ARGV[5]  (with ARGV[3]) how long a turn lasts, in ms
 --
 -- Replies  1   released (the key held our token and is deleted)
 --          0   the key was gone (the lease had expired or was deleted)
@@ -17,13 +21,28 @@
 -- channel rights (ACL resetchannels) gets PUBLISH refused after the delete,
 -- and the reply must still say "released"; its waiters poll instead.
 -- With a waiter list the message is "w ID": only the listed waiter that
--- lapses first wakes (no thundering herd); with nobody listed it is "r".
+-- has waited longest wakes (no thundering herd); with nobody listed it is
+-- "r". With a run (plain locks), a release within the releaser's run wakes
+-- nobody, and the one that ends the run leaves the key to the head of the
+-- line as "turn:ID" for ARGV[5] ms and wakes it (lib/waitq.lua).
 --#include wake.lua
 --#include waitq.lua
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then
-  redis.call('del', KEYS[1])
-  if ARGV[2] ~= '' then wake_next(ARGV[2], KEYS[2]) end
+  if ARGV[2] == '' then
+    redis.call('del', KEYS[1])
+  elseif not ARGV[3] then
+    redis.call('del', KEYS[1])
+    wake_next(ARGV[2], KEYS[2])
+  else
+    local turn = wq_release(ARGV[2], KEYS[2], KEYS[3], ARGV[3], ARGV[4])
+    if turn then
+      redis.call('set', KEYS[1], 'turn:' .. turn, 'PX', ARGV[5])
+      wake(ARGV[2], 'w ' .. turn)
+    else
+      redis.call('del', KEYS[1])
+    end
+  end
   return 1
 end
 if not v then return 0 end
