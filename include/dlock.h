@@ -793,8 +793,10 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
  * etcd: the token is a lease ID (16 hex digits), see docs/backends.md.
  *
  * @return DLOCK_OK, DLOCK_ENOMEM, DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
- *         not a lease ID on etcd, a reentrant or multi-name handle, or a
- *         handle that holds a lock already).
+ *         not a lease ID on etcd, a "turn:" value on Redis, which is a
+ *         waiting acquire's turn and no holder's token (docs/waiting.md,
+ *         "Runs and turns"), a reentrant or multi-name handle, or a handle
+ *         that holds a lock already).
  */
 DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
 

@@ -163,8 +163,8 @@ void dlock__lock_inline_token(dlock_lock *l);
 int dlock__lock_new_token(dlock_lock *l);
 /* Counted kinds: the owner id of the calling thread (client x thread). */
 void dlock__lock_owner_id(dlock_lock *l);
-/* The handle's run id (lib/waitq.lua): client id "." handle id, the
- * client's id new in a forked child. Returns its length. */
+/* The handle's run id (lib/waitq.lua): client id "." handle id, unique
+ * across processes. Returns its length. */
 #define DLOCK__RUN_ID_CAP (DLOCK_TOKEN_HEX_LEN + 32)
 size_t dlock__lock_run_id(const dlock_lock *l, char *buf);
 /* A reentrant reader's token (kinds.h, reenter): OWNER#RANDOM. */

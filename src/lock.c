@@ -434,6 +434,13 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
                        "is not reentrant and holds nothing", DLOCK_TOKEN_MAX);
         return DLOCK_EINVAL;
     }
+    if (!l->etcd && strncmp(token, "turn:", 5) == 0) {
+        /* A waiter's turn (docs/waiting.md, "Runs and turns"), not a
+         * holder's token: extending it would keep everyone out. */
+        dlock__err_set(&l->err, "\"%.40s\" is a waiting acquire's turn, not a holder's token",
+                       token);
+        return DLOCK_EINVAL;
+    }
     if (l->etcd)
         return dlock__etcd_lock_adopt(l, token, n);
     dlock__lock_inline_token(l);

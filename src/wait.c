@@ -10,6 +10,7 @@
 #include "fanout.h"
 #include "handle.h"
 #include "rand.h"
+#include "scripts.h"
 #include "wait.h"
 #include "wakeup.h"
 
@@ -85,15 +86,21 @@ static int ignore_reply(void *arg, size_t node, uint32_t idx, int err,
 
 /* A listed waiter that gives up behind a holder leaves the list at once,
  * so no release wakes it in vain (the others would then sleep until their
- * next look). Best effort, one ZREM: otherwise the entry lapses within
- * DLOCK__WAIT_ENTRY_MS_S. A grant took the entry off already. */
+ * next look), and passes on a turn it was handed meanwhile (wq_leave.lua).
+ * Best effort, one script call: otherwise the entry goes with the list, and
+ * a turn lapses. A grant took the entry off already. */
 static void leave_list(dlock_lock *l, int64_t timeout_ms)
 {
     if (!l->wait_id_len)
         return;
-    const char *args[3] = {"ZREM", l->wq_key, l->wait_id};
-    size_t lens[3] = {4, l->wq_len, l->wait_id_len};
-    dlock__req req = {NULL, 1, 3, args, lens};
+    const char *args[5] = {l->name, l->wq_key, l->wr_key, l->wait_id, l->channel};
+    size_t lens[5] = {l->name_len, l->wq_len, l->wr_len, l->wait_id_len, l->channel_len};
+    int nkeys = l->wr_key ? 3 : 2;
+    if (!l->wr_key) {
+        args[2] = args[3], lens[2] = lens[3];
+        args[3] = args[4], lens[3] = lens[4];
+    }
+    dlock__req req = {dlock__script_get(DLOCK__S_WQ_LEAVE), nkeys, nkeys + 2, args, lens};
     dlock__fanout_opts fo = {DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms), INT64_MAX,
                              NULL, 0};
     (void)dlock__fanout(l->client, &req, 1, &fo, ignore_reply, NULL);

@@ -31,6 +31,8 @@
 --
 -- Invariant: as acquire.lua, and never granted while a live shared lease
 -- exists (the key exists as long as its last lease). Checks before writes.
+-- A writer waiting on a name that plain locks use too may be handed a turn
+-- ("turn:ID", acquire.lua) and takes it like a free key.
 --#include bad_fence.lua
 --#include zlease.lua
 --#include waitq.lua
@@ -40,6 +42,9 @@ local wq = id and KEYS[#KEYS]
 local key, mark = KEYS[1], KEYS[nk]
 local own = (#ARGV == 4 or #ARGV == 6) and ARGV[4] or nil
 local t = redis.call('type', key).ok
+-- A plain holder's run ended with this waiter's turn (lib/waitq.lua): the
+-- string is a reservation for us, not a holder (no share can exist).
+if id and t == 'string' and redis.call('get', key) == 'turn:' .. id then t = 'none' end
 local function ours(m) return own and string.sub(m, 1, #own) == own end
 if own and t == 'string' and ours(redis.call('get', key)) then return {-2, 0} end
 if own and t == 'zset' then

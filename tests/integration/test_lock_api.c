@@ -133,6 +133,8 @@ static void adopt_rejects_bad_tokens_and_unsuitable_handles(void **state)
     assert_int_equal(dlock_lock_adopt(l, NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_adopt(l, ""), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_adopt(l, tok), DLOCK_EINVAL);
+    /* A waiting acquire's turn (docs/waiting.md), no holder's token. */
+    assert_int_equal(dlock_lock_adopt(l, "turn:0123456789abcdef"), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
     assert_int_equal(dlock_lock_adopt(r, "abc"), DLOCK_EINVAL); /* no owner id in it */
     tok[DLOCK_TOKEN_MAX] = '\0'; /* the longest allowed */

@@ -133,6 +133,20 @@ static int listed(const char *id, double *score)
     return yes;
 }
 
+/* A run of handle run ending ms from now (server time). */
+static void set_run_for(const char *run, long long ms)
+{
+    redisReply *t = test_cmd(&test_srv, "TIME");
+    assert_int_equal(t->type, REDIS_REPLY_ARRAY);
+    long long now = atoll(t->element[0]->str) * 1000000 + atoll(t->element[1]->str);
+    freeReplyObject(t);
+    char v[96];
+    snprintf(v, sizeof v, "%s %lld - -", run, now + ms * 1000);
+    redisReply *r = test_cmd_bin(&test_srv, "SET %b %s PX 2000", WR, sizeof WR - 1, v);
+    assert_non_null(r);
+    freeReplyObject(r);
+}
+
 static void set_run(const char *value)
 {
     redisReply *r = test_cmd_bin(&test_srv, "SET %b %s PX 2000", WR, sizeof WR - 1, value);
@@ -167,7 +181,7 @@ static void a_release_within_the_run_wakes_nobody_and_its_end_hands_over(void **
 
     /* Within A's run: a release publishes nothing, B stays listed. Made
      * long, so a slow machine cannot end it between the calls. */
-    set_run("runA 99999999999999999 - -");
+    set_run_for("runA", 500);
     p0 = publishes();
     release("A2", "runA");
     assert_int_equal(publishes() - p0, 0);
@@ -217,7 +231,7 @@ static void only_the_head_is_told_when_the_run_ends(void **state)
     assert_int_equal(acquire("C1", "wc", "runC", NULL, 0), -1);
     /* No run on: nobody is told (the holder's release wakes the head). */
     assert_int_equal(acquire("B2", "wb", "runB", NULL, 0), -1);
-    set_run("runA 99999999999999999 - -");
+    set_run_for("runA", 500);
     assert_int_equal(acquire("C2", "wc", "runC", NULL, 0), -1);
     assert_true(acquire("B3", "wb", "runB", NULL, 0) > 0);
     /* A run that has ended: nobody is told (its next release hands over). */
@@ -267,6 +281,109 @@ static void a_turn_nobody_takes_lapses(void **state)
     assert_int_equal(acquire("A3", NULL, NULL, NULL, 0), GRANTED);
 }
 
+static long long leave(const char *id)
+{
+    const char *args[] = {id, CH};
+    redisReply *r = call(DLOCK__S_WQ_LEAVE, 3, keys3, lens3, 2, args);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static void the_run_s_end_also_wakes_the_next_in_line(void **state)
+{
+    (void)state;
+    char holder[96];
+    assert_int_equal(acquire("A1", NULL, NULL, NULL, 0), GRANTED);
+    assert_int_equal(acquire("B1", "wb", "runB", NULL, 0), -1);
+    assert_int_equal(acquire("C1", "wc", "runC", NULL, 0), -1);
+    set_run("runA 1 - -");
+    long long p0 = publishes();
+    release("A1", "runA");
+    /* "w wb" (the turn) and "w wc": should B never come, C looks when the
+     * turn lapses instead of at its 200 ms look. */
+    assert_int_equal(publishes() - p0, 2);
+    long long look = acquire("C2", "wc", "runC", holder, sizeof holder);
+    assert_int_equal(look, -1);
+    assert_string_equal(holder, "turn:wb");
+    long long pttl = test_cmd_int(&test_srv, "PTTL " KEY);
+    assert_true(pttl > 0 && pttl <= 50);
+}
+
+static void a_waiter_that_gives_up_passes_its_turn_on(void **state)
+{
+    (void)state;
+    assert_int_equal(acquire("A1", NULL, NULL, NULL, 0), GRANTED);
+    assert_int_equal(acquire("B1", "wb", "runB", NULL, 0), -1);
+    assert_int_equal(acquire("C1", "wc", "runC", NULL, 0), -1);
+    set_run("runA 1 - -");
+    release("A1", "runA"); /* turn:wb */
+    long long p0 = publishes();
+    assert_int_equal(leave("wb"), 1);
+    assert_int_equal(publishes() - p0, 1); /* "w wc" */
+    assert_int_equal(test_cmd_int(&test_srv, "EXISTS " KEY), 0);
+    assert_false(listed("wb", NULL));
+    assert_int_equal(acquire("C2", "wc", "runC", NULL, 0), GRANTED);
+}
+
+static void a_head_that_gives_up_within_a_run_wakes_the_next(void **state)
+{
+    (void)state;
+    assert_int_equal(acquire("A1", NULL, NULL, NULL, 0), GRANTED);
+    assert_int_equal(acquire("B1", "wb", "runB", NULL, 0), -1);
+    assert_int_equal(acquire("C1", "wc", "runC", NULL, 0), -1);
+    set_run_for("runA", 500);
+    long long p0 = publishes();
+    assert_int_equal(leave("wb"), 0);
+    /* C, the new head, is woken to learn when A's run ends. */
+    assert_int_equal(publishes() - p0, 1);
+    assert_true(acquire("C2", "wc", "runC", NULL, 0) > 0);
+    /* A waiter behind the head leaves quietly. */
+    assert_int_equal(acquire("D1", "wd", "runD", NULL, 0), -1);
+    p0 = publishes();
+    assert_int_equal(leave("wd"), 0);
+    assert_int_equal(publishes() - p0, 0);
+}
+
+static void an_older_dlock_s_waiter_is_woken_without_a_turn(void **state)
+{
+    (void)state;
+    assert_int_equal(acquire("A1", NULL, NULL, NULL, 0), GRANTED);
+    /* dlock 33c7d88 scored its entries by lapse time in ms: they sort
+     * first, and its acquire.lua knows no turn. */
+    redisReply *r = test_cmd_bin(&test_srv, "ZADD %b 1700000000000 old1", WQ, sizeof WQ - 1);
+    freeReplyObject(r);
+    set_run("runA 1 - -");
+    release("A1", "runA");
+    assert_int_equal(test_cmd_int(&test_srv, "EXISTS " KEY), 0);
+    assert_false(listed("old1", NULL));
+}
+
+static void a_waiting_writer_takes_its_turn(void **state)
+{
+    (void)state;
+    /* A writer (DLOCK_EXCLUSIVE, what `dlock run` takes) waits on a name a
+     * plain holder runs: listed in the same line, it may be handed a turn. */
+    test_cmd_status(&test_srv, "SET " KEY " turn:wx PX 50");
+    static const char *const xkeys[] = {KEY, KEY "\0ww", WQ};
+    static const size_t xlens[] = {sizeof KEY - 1, sizeof KEY "\0ww" - 1, sizeof WQ - 1};
+    const char *args[] = {"X1", "10000", "2000", "wx", "400"};
+    redisReply *r = call(DLOCK__S_X_ACQUIRE, 3, xkeys, xlens, 5, args);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->element[0]->integer, 1);
+    freeReplyObject(r);
+    char *v = test_cmd_str(&test_srv, "GET " KEY);
+    assert_string_equal(v, "X1");
+    free(v);
+    /* Another writer's wait id does not. */
+    test_cmd_status(&test_srv, "SET " KEY " turn:wx PX 50");
+    const char *other[] = {"Y1", "10000", "2000", "wy", "400"};
+    r = call(DLOCK__S_X_ACQUIRE, 3, xkeys, xlens, 5, other);
+    assert_int_equal(r->element[0]->integer, 0);
+    freeReplyObject(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +393,13 @@ int main(void)
         cmocka_unit_test_teardown(a_dead_head_woken_by_the_first_release_leaves_the_line,
                                   test_srv_flush),
         cmocka_unit_test_teardown(a_turn_nobody_takes_lapses, test_srv_flush),
+        cmocka_unit_test_teardown(the_run_s_end_also_wakes_the_next_in_line, test_srv_flush),
+        cmocka_unit_test_teardown(a_waiter_that_gives_up_passes_its_turn_on, test_srv_flush),
+        cmocka_unit_test_teardown(a_head_that_gives_up_within_a_run_wakes_the_next,
+                                  test_srv_flush),
+        cmocka_unit_test_teardown(an_older_dlock_s_waiter_is_woken_without_a_turn,
+                                  test_srv_flush),
+        cmocka_unit_test_teardown(a_waiting_writer_takes_its_turn, test_srv_flush),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

@@ -120,7 +120,15 @@ local function wq_release(ch, wq, wr, me, budget_us)
     return nil
   end
   local who, e = wq_run(wr)
-  if who == me and now < e then return nil end
+  -- A run ending more than a second away means the server's clock stepped
+  -- back: it is over.
+  if who == me and now < e and e - now <= math.max(b, 1000000) then return nil end
+  -- An entry of an older dlock (its score is a lapse time in ms, which
+  -- sorts first) cannot take a turn: it is woken the old way.
+  if (tonumber(place) or 0) < 1e14 then
+    wake_next(ch, wq)
+    return nil
+  end
   if who ~= me then
     redis.pcall('zrem', wq, head)
     redis.pcall('set', wr, string.format('%s %.0f %s %s', me, now + b, head, place), 'PX', 2000)
@@ -128,9 +136,14 @@ local function wq_release(ch, wq, wr, me, budget_us)
     return nil
   end
   -- No run until the head takes its turn; should it come after the turn
-  -- lapsed and find the lock taken, it keeps its place (wq_busy).
+  -- lapsed and find the lock taken, it keeps its place (wq_busy). The next
+  -- in line is woken too: it sees the turn's few ms left and looks when the
+  -- turn ends, so a head that died costs the others the turn, not their
+  -- 200 ms look.
   redis.pcall('zrem', wq, head)
   redis.pcall('set', wr, string.format('- 0 %s %s', head, place), 'PX', 2000)
+  local second = wq_head(wq)
+  if second then wake(ch, 'w ' .. second) end
   return head
 end
 
@@ -148,5 +161,5 @@ local function wq_busy(wq, wr, id, ttl_ms)
   redis.pcall('zadd', wq, 'NX', score, id)
   redis.pcall('pexpire', wq, ms)
   if not who or e <= now or wq_head(wq) ~= id then return -1 end
-  return math.ceil((e - now) / 1000)
+  return math.ceil(math.min(e - now, 1000000) / 1000)
 end
