@@ -33,7 +33,7 @@
 #define WQ KEY "\0wq"
 #define WR KEY "\0wr"
 #define CH "dlock:wake:" KEY
-#define RUN_US "1000"
+#define RUN_US "500000" /* 0.5 s: no step of a test outlasts it, even under a sanitizer */
 #define TURN_MS "50"
 
 /* One call of an embedded script with its keys (binary: the helper keys
@@ -175,7 +175,7 @@ static void a_release_within_the_run_wakes_nobody_and_its_end_hands_over(void **
     assert_int_equal(acquire("A2", NULL, NULL, NULL, 0), GRANTED);
     long long look = acquire("B2", "wb", "runB", holder, sizeof holder);
     assert_string_equal(holder, "A2");
-    assert_true(look >= 0 && look <= 2);
+    assert_true(look >= 1 && look <= 501);
     assert_true(listed("wb", &again));
     assert_true(again == place);
 
