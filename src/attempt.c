@@ -94,7 +94,7 @@ static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
     size_t lens[2] = {l->fence_len, strlen(v)};
     dlock__req req = {dlock__script_get(DLOCK__S_FENCE_SYNC), 1, 2, args, lens};
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, l->opts.ttl_ms), deadline_ns,
-                             NULL, 0, 0};
+                             NULL, 0};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     t.max_fence = fence;
@@ -138,7 +138,7 @@ int dlock__send_undo(dlock_lock *l, int64_t timeout_ms)
     dlock__req req = undo_req(l, seq, l->undo_seq, args, lens);
     uint8_t mask[DLOCK__MAX_NODES];
     memcpy(mask, l->undo_nodes, sizeof mask);
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, 0, 0};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, 0};
     (void)dlock__fanout(l->client, &req, 1, &fo, undo_cb, l->undo_nodes);
     l->undo_pending = 0;
     for (size_t i = 0; i < l->client->n_nodes; i++)
@@ -342,7 +342,7 @@ int dlock__attempt(dlock_lock *l, int *retry)
      * SCRIPT FLUSH) then gets the body, instead of the lock running on a
      * bare majority from the start. */
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl), lease_end, NULL,
-                             DLOCK__DECIDED_GRACE_MS, 1};
+                             DLOCK__DECIDED_GRACE_MS};
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
     int frc = dlock__fanout_attempt(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
                                     dlock__acquire_cb, &t);

@@ -555,15 +555,7 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
         case DLOCK__R_INFO:
             note_uptime(c, r);
             break;
-        case DLOCK__R_DISCARD:
-            /* A reply nobody waited for (fanout.c, an acquire decided
-             * without this node) says the script cache was emptied (SCRIPT
-             * FLUSH): the next acquire waits for this node again, so it
-             * gets the body. */
-            if (r->type == REDIS_REPLY_ERROR && r->len >= 8 && !memcmp(r->str, "NOSCRIPT", 8))
-                c->scripts_ok = 0;
-            break;
-        default: /* LOAD */
+        default: /* DISCARD, LOAD */
             break;
         }
         freeReplyObject(r);

@@ -89,9 +89,6 @@ typedef struct dlock__conn {
      * is closed, never pooled. A path that lost the reply may lose the
      * next one too (a blackhole stays one for that connection). */
     int retire;
-    /* Scripts this server ran on this connection (answered something other
-     * than NOSCRIPT), one bit per index in dlock__scripts (fanout.c). */
-    uint64_t scripts_ok;
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
     int err_code;             /* and the code it broke with (0: none) */

@@ -44,7 +44,7 @@ static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_tt
         args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
     }
     dlock__req req = {dlock__script_get(script), nkeys, k, args, lens};
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0, 0};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     /* The fair scripts answer in the acquire shape (replies.h). */
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);

@@ -123,24 +123,6 @@ static int fail_node(slot *s, size_t i, uint32_t nreqs, int err,
     return stop;
 }
 
-/* The bit of a script in dlock__conn.scripts_ok (0: past the 64th). */
-static uint64_t script_bit(const dlock__script *s)
-{
-    ptrdiff_t i = s ? s - dlock__scripts : -1;
-    return i >= 0 && i < 64 ? (uint64_t)1 << i : 0;
-}
-
-/* Has the server of c run every script of reqs on c already? */
-static int scripts_known(const dlock__conn *c, const dlock__req *reqs, uint32_t nreqs)
-{
-    for (uint32_t j = 0; j < nreqs; j++) {
-        uint64_t b = script_bit(reqs[j].script);
-        if (reqs[j].script && (!b || !(c->scripts_ok & b)))
-            return 0;
-    }
-    return 1;
-}
-
 static int is_noscript(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
@@ -442,7 +424,6 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                     rc = DLOCK_EIO;
                     break;
                 }
-                c->scripts_ok |= script_bit(reqs[idx].script);
                 s->answered++;
                 if (s->answered == nreqs)
                     s->active = 0;
@@ -483,16 +464,9 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                 graced = 1;
                 stop = 0;
                 cap_ns = after_ms(now, o->grace_ms, cap_ns);
-                for (size_t j = 0; j < n; j++) {
-                    if (!slots[j].active)
-                        continue;
-                    slots[j].deadline_ns = DLOCK__MIN(slots[j].deadline_ns, cap_ns);
-                    /* Its reply is discarded when it comes (checked in
-                     * below): waiting for it only costs time. */
-                    if (o->grace_unsure_only && slots[j].conn->state == DLOCK__CS_OPEN &&
-                        scripts_known(slots[j].conn, reqs, nreqs))
-                        slots[j].active = 0;
-                }
+                for (size_t j = 0; j < n; j++)
+                    if (slots[j].active)
+                        slots[j].deadline_ns = DLOCK__MIN(slots[j].deadline_ns, cap_ns);
             }
         }
     }

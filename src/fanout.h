@@ -51,11 +51,6 @@ typedef struct dlock__fanout_opts {
                                still to answer get this much longer (their
                                replies still reach the callback, whose
                                verdict then no longer matters); 0: none */
-    int grace_unsure_only;  /* with grace_ms: only nodes whose connection
-                               has not yet run every request's script get
-                               it (an acquire: a node that may answer
-                               NOSCRIPT still gets the body); the others'
-                               replies are discarded, unread */
 } dlock__fanout_opts;
 
 /* Returns DLOCK_OK once every node answered or failed, or the callback

@@ -67,7 +67,7 @@ int dlock_client_holders(dlock_client *c, const char *name, size_t node,
     dlock__req req = {dlock__script_get(DLOCK__S_HOLDERS), 2, 2, args, lens};
     uint8_t only[DLOCK__MAX_NODES] = {0};
     only[node] = 1;
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, only, 0, 0};
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, only, 0};
     holders_ctx h = {info, out, max_out, DLOCK_EIO};
     *info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
     int rc = dlock__fanout(c, &req, 1, &fo, holders_cb, &h);

@@ -107,7 +107,7 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
         }
         req = (dlock__req){dlock__script_get(kind->release), nkeys, k, args, lens};
     }
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DLOCK__DECIDED_GRACE_MS, 0};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);
     t->quiet = undo;
     if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
@@ -180,7 +180,7 @@ int dlock__extend_hold(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns)
     size_t lens[3] = {l->name_len, l->token_len, strlen(ttl_s)};
     dlock__req req = {dlock__script_get(l->kind->extend), 1, 3, args, lens};
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl_ms), deadline_ns, NULL,
-                             DLOCK__DECIDED_GRACE_MS, 0};
+                             DLOCK__DECIDED_GRACE_MS};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     return dlock__fanout(l->client, &req, 1, &fo, release_cb, &t) != DLOCK_OK
@@ -193,7 +193,7 @@ void dlock__forget_hold(dlock_lock *l)
     const char *args[3] = {l->name, l->token, l->hid};
     size_t lens[3] = {l->name_len, l->token_len, l->hid_len};
     dlock__req req = {dlock__script_get(l->kind->forget), 1, 3, args, lens};
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0, 0};
+    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     (void)dlock__fanout(l->client, &req, 1, &fo, release_cb, &t);

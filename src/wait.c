@@ -102,7 +102,7 @@ static void leave_list(dlock_lock *l, int64_t timeout_ms)
     }
     dlock__req req = {dlock__script_get(DLOCK__S_WQ_LEAVE), nkeys, nkeys + 2, args, lens};
     dlock__fanout_opts fo = {DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms), INT64_MAX,
-                             NULL, 0, 0};
+                             NULL, 0};
     (void)dlock__fanout(l->client, &req, 1, &fo, ignore_reply, NULL);
 }
 

@@ -216,7 +216,7 @@ static void restore_gone(dlock_client *c, dlock__watchdog *wd, item *items, size
         uint8_t only[DLOCK__MAX_NODES] = {0};
         only[node] = 1;
         dlock__req req = {dlock__script_get(DLOCK__S_RESTORE), (int)m, (int)(3 * m), args, lens};
-        dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, only, 0, 0};
+        dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, only, 0};
         restore_ctx rc = {items, sel, m};
         if (dlock__fanout(c, &req, 1, &fo, restore_cb, &rc) != DLOCK_OK)
             for (size_t k = 0; k < m; k++) {
@@ -290,8 +290,7 @@ static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t 
         }
         reqs[k] = (dlock__req){dlock__script_get(DLOCK__S_RENEW), (int)m, (int)(4 * m), a, al};
     }
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, DLOCK__DECIDED_GRACE_MS,
-                             0};
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, DLOCK__DECIDED_GRACE_MS};
     if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)
         for (size_t i = 0; i < n; i++)
             items[i].err = c->n_nodes;

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dlock.h"
 #include "proc.h"
@@ -610,94 +609,37 @@ static void status_reports_held_ttl_and_fence_per_node(void **state)
     dlock_client_free(c);
 }
 
-/* How many of the five nodes hold key. */
-static int holders_of(const char *key)
-{
-    int have = 0;
-    for (int i = 0; i < N_NODES; i++)
-        have += (int)test_key_exists(&test_nodes[i], key);
-    return have;
-}
-
-/* A node that answers NOSCRIPT gets the script's body (EVAL) even when the
- * others decided the acquire before its answer came. The acquire used to
- * stop at the decision, so in 14 of 150 acquires on fresh servers one node
- * never got the key, and the lock ran on a bare majority from the start.
- * A decided acquire now listens a short grace longer for every node whose
- * connection has not yet run the script (a new connection: a fresh or
- * restarted server); a connection that has run it is not waited for (S4,
- * Redlock over three nodes, fell to 0.75 of baseline-c while every acquire
- * waited for its slowest node). Here each round is a new client, as after
- * a restart, and nodes 3 and 4 (read last) lose their script cache before
- * each acquire; a loaded machine may stall past the grace now and then, so
- * two misses of 100 are allowed (before the grace, most acquires missed). */
+/* A node that answers NOSCRIPT (restarted, or SCRIPT FLUSH) gets the
+ * script's body (EVAL) even when the others decided the acquire before
+ * its answer came: the decided fan-out listens a short grace longer, as
+ * release and renewal do. It used to stop at the decision, so in 14 of 150
+ * acquires on fresh servers one node never got the key, and the lock ran
+ * on a bare majority from the start. Here nodes 3 and 4 (read last) lose
+ * their script cache before each acquire; a loaded machine may stall past
+ * the grace now and then, so two misses of 100 are allowed (before the
+ * grace, most acquires missed). */
 static void nodes_answering_noscript_after_the_decision_still_get_the_key(void **state)
 {
     (void)state;
+    dlock_client *c = fast_client();
+    warm_up(c);
     int misses = 0;
     for (int round = 0; round < 100; round++) {
         char key[64];
         snprintf(key, sizeof key, "redlock:noscript:%d", round);
-        dlock_client *c = fast_client();
         for (int i = 3; i < N_NODES; i++)
             test_cmd_status(&test_nodes[i], "SCRIPT FLUSH");
         dlock_lock *l = lock_for(c, key, 10000);
         assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-        misses += holders_of(key) < N_NODES;
+        int have = 0;
+        for (int i = 0; i < N_NODES; i++)
+            have += (int)test_key_exists(&test_nodes[i], key);
+        misses += have < N_NODES;
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
         dlock_lock_free(l);
-        dlock_client_free(c);
     }
     print_message("acquires that left a NOSCRIPT node without the key: %d of 100\n", misses);
     assert_true(misses <= 2);
-}
-
-/* Resume nodes 3 and 4 20 ms from now: they answer after the others
- * decided, well within the grace. */
-static void *resume_late(void *arg)
-{
-    (void)arg;
-    usleep(20 * 1000);
-    for (int i = 3; i < N_NODES; i++)
-        test_redis_resume(&test_nodes[i]);
-    return NULL;
-}
-
-/* SCRIPT FLUSH under a pooled connection that has run the script: the
- * first acquire after it is not held up for those nodes, and runs on the
- * others (a majority: a valid grant); the NOSCRIPT answer it discards
- * marks the connection, so from the next acquire on the nodes are waited
- * for again and get the body. Nodes 3 and 4 answer 20 ms late each round,
- * after the decision: without the mark every round misses them. */
-static void a_flushed_script_cache_is_refilled_from_the_next_acquire_on(void **state)
-{
-    (void)state;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.connect_timeout_ms = 500;
-    o.io_timeout_ms = 2000;
-    dlock_client *c = client_with(&o);
-    warm_up(c);
-    for (int i = 3; i < N_NODES; i++)
-        test_cmd_status(&test_nodes[i], "SCRIPT FLUSH");
-    int misses = 0;
-    for (int round = 0; round < 10; round++) {
-        char key[64];
-        snprintf(key, sizeof key, "redlock:flushed:%d", round);
-        dlock_lock *l = lock_for(c, key, 10000);
-        for (int i = 3; i < N_NODES; i++)
-            test_redis_pause(&test_nodes[i]);
-        pthread_t th;
-        assert_int_equal(pthread_create(&th, NULL, resume_late, NULL), 0);
-        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-        assert_int_equal(pthread_join(th, NULL), 0);
-        assert_true(holders_of(key) >= 3);
-        misses += round > 0 && holders_of(key) < N_NODES;
-        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-        dlock_lock_free(l);
-    }
-    print_message("acquires after the first that left a late node without the key: %d of 9\n",
-                  misses);
-    assert_true(misses <= 1);
     dlock_client_free(c);
 }
 
@@ -718,7 +660,6 @@ int main(void)
         T(freshly_restarted_nodes_do_not_count_until_min_uptime),
         T(status_reports_held_ttl_and_fence_per_node),
         T(nodes_answering_noscript_after_the_decision_still_get_the_key),
-        T(a_flushed_script_cache_is_refilled_from_the_next_acquire_on),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
