@@ -254,7 +254,10 @@ typedef struct dlock_client_options {
     /** Wake waiters with pub/sub on release (1) or only poll (0).
      *  Default 1. With one node, a release of a plain, reentrant or
      *  writer's lock wakes one waiter (a waiter list in Redis,
-     *  docs/waiting.md), not every waiting process. A subscribed waiter still looks every 200 ms, so a holder
+     *  docs/waiting.md), not every waiting process; a contended plain lock
+     *  stays with a holder that takes it again at once for a 1 ms run and
+     *  is then handed to the longest waiter (docs/waiting.md, "Runs and
+     *  turns"). A subscribed waiter still looks every 200 ms, so a holder
      *  that publishes nothing (another library's lock on the same key) is
      *  seen within 250 ms of its release. A release whose PUBLISH the
      *  server refuses still succeeds; a refused SUBSCRIBE makes waiters

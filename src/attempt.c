@@ -274,7 +274,6 @@ int dlock__attempt(dlock_lock *l, int *retry)
     }
     const char *args[14];
     size_t lens[14];
-    char run_id[DLOCK__RUN_ID_CAP];
     int nkeys = 0, nargs;
     args[nkeys] = l->name;
     lens[nkeys++] = l->name_len;
@@ -322,8 +321,8 @@ int dlock__attempt(dlock_lock *l, int *retry)
         args[nargs] = DLOCK__WAIT_ENTRY_MS_S;
         lens[nargs++] = sizeof DLOCK__WAIT_ENTRY_MS_S - 1;
         if (l->wr_key) { /* a turn's grant starts this handle's run */
-            args[nargs] = run_id;
-            lens[nargs++] = dlock__lock_run_id(l, run_id);
+            args[nargs] = l->run_id;
+            lens[nargs++] = l->run_id_len;
             args[nargs] = DLOCK__RUN_US_S;
             lens[nargs++] = sizeof DLOCK__RUN_US_S - 1;
             args[nargs] = l->channel;

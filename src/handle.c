@@ -149,11 +149,6 @@ void dlock__lock_owner_id(dlock_lock *l)
                                     l->client->id, thread_no);
 }
 
-size_t dlock__lock_run_id(const dlock_lock *l, char *buf)
-{
-    return (size_t)snprintf(buf, DLOCK__RUN_ID_CAP, "%s.%s", l->client->id, l->hid);
-}
-
 int dlock__lock_owner_token(dlock_lock *l)
 {
     char r[33];

@@ -40,6 +40,10 @@ struct dlock_lock {
     size_t wq_len;
     char *wr_key; /* with wq_key, kinds with runs: the lock's run (NULL: none) */
     size_t wr_len;
+    /* Its holder id in a run (lib/waitq.lua): client id "." hid, unique
+     * across processes (a forked child makes a client of its own). */
+    char run_id[DLOCK_TOKEN_HEX_LEN + 32];
+    size_t run_id_len;
     char *aux_key; /* the kind's helper key for its acquire (kinds.h), or NULL */
     size_t aux_len;
     char aux_arg[24]; /* the kind's extra acquire argument ("" none) */
@@ -163,10 +167,6 @@ void dlock__lock_inline_token(dlock_lock *l);
 int dlock__lock_new_token(dlock_lock *l);
 /* Counted kinds: the owner id of the calling thread (client x thread). */
 void dlock__lock_owner_id(dlock_lock *l);
-/* The handle's run id (lib/waitq.lua): client id "." handle id, unique
- * across processes. Returns its length. */
-#define DLOCK__RUN_ID_CAP (DLOCK_TOKEN_HEX_LEN + 32)
-size_t dlock__lock_run_id(const dlock_lock *l, char *buf);
 /* A reentrant reader's token (kinds.h, reenter): OWNER#RANDOM. */
 int dlock__lock_owner_token(dlock_lock *l);
 /* The next operation number of the calling thread (counted kinds: the

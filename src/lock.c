@@ -243,6 +243,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     l->cancel_fd[0] = l->cancel_fd[1] = -1;
     static _Atomic unsigned long long next_hid = 1;
     l->hid_len = (size_t)snprintf(l->hid, sizeof l->hid, "%llx", atomic_fetch_add(&next_hid, 1));
+    l->run_id_len = (size_t)snprintf(l->run_id, sizeof l->run_id, "%s.%s", client->id, l->hid);
     l->look_ms = -1;
     l->token = l->token_inline;
     l->renewal = (dlock__renewal){.ops = &renewal_ops, .owner = l, .key = l->name,

@@ -74,7 +74,7 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
      * (issue 15). */
     const char *args[10];
     size_t lens[10];
-    char rel_seq[24], rel_n[16], run_id[DLOCK__RUN_ID_CAP];
+    char rel_seq[24], rel_n[16];
     dlock__req req;
     const dlock__kind *kind = l->kind;
     int queued = kind->leave != DLOCK__S_NONE;
@@ -94,7 +94,7 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
         args[k] = l->token, lens[k++] = l->token_len;
         args[k] = wake ? l->channel : "", lens[k++] = wake ? l->channel_len : 0;
         if (runs) {
-            args[k] = run_id, lens[k++] = dlock__lock_run_id(l, run_id);
+            args[k] = l->run_id, lens[k++] = l->run_id_len;
             args[k] = DLOCK__RUN_US_S, lens[k++] = sizeof DLOCK__RUN_US_S - 1;
             args[k] = DLOCK__TURN_MS_S, lens[k++] = sizeof DLOCK__TURN_MS_S - 1;
         }

@@ -93,14 +93,17 @@ static void leave_list(dlock_lock *l, int64_t timeout_ms)
 {
     if (!l->wait_id_len)
         return;
-    const char *args[5] = {l->name, l->wq_key, l->wr_key, l->wait_id, l->channel};
-    size_t lens[5] = {l->name_len, l->wq_len, l->wr_len, l->wait_id_len, l->channel_len};
-    int nkeys = l->wr_key ? 3 : 2;
-    if (!l->wr_key) {
-        args[2] = args[3], lens[2] = lens[3];
-        args[3] = args[4], lens[3] = lens[4];
-    }
-    dlock__req req = {dlock__script_get(DLOCK__S_WQ_LEAVE), nkeys, nkeys + 2, args, lens};
+    const char *args[5];
+    size_t lens[5];
+    int k = 0;
+    args[k] = l->name, lens[k++] = l->name_len;
+    args[k] = l->wq_key, lens[k++] = l->wq_len;
+    if (l->wr_key)
+        args[k] = l->wr_key, lens[k++] = l->wr_len;
+    int nkeys = k;
+    args[k] = l->wait_id, lens[k++] = l->wait_id_len;
+    args[k] = l->channel, lens[k++] = l->channel_len;
+    dlock__req req = {dlock__script_get(DLOCK__S_WQ_LEAVE), nkeys, k, args, lens};
     dlock__fanout_opts fo = {DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms), INT64_MAX,
                              NULL, 0};
     (void)dlock__fanout(l->client, &req, 1, &fo, ignore_reply, NULL);

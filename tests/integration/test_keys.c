@@ -133,25 +133,28 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-/* ZCARD of a lock's waiter list (KEY NUL "wq"). */
-static long long listed(const char *key)
+/* An integer answer of cmd (ZCARD, LLEN) about one of a lock's helper keys. */
+static long long helper_count(const char *cmd, const char *key, const char *kind)
 {
-    char q[256];
-    size_t n = test_helper_key(q, sizeof q, key, "wq");
-    redisReply *r = test_cmd_bin(&test_srv, "ZCARD %b", q, n);
+    char q[256], fmt[32];
+    size_t n = test_helper_key(q, sizeof q, key, kind);
+    snprintf(fmt, sizeof fmt, "%s %%b", cmd);
+    redisReply *r = test_cmd_bin(&test_srv, fmt, q, n);
     long long v = r->integer;
     freeReplyObject(r);
     return v;
 }
 
+/* The length of a lock's waiter list (KEY NUL "wq") and of its fair line
+ * (KEY NUL "q"). */
+static long long listed(const char *key)
+{
+    return helper_count("ZCARD", key, "wq");
+}
+
 static long long queue_len(const char *key)
 {
-    char q[256];
-    size_t n = test_helper_key(q, sizeof q, key, "q");
-    redisReply *r = test_cmd_bin(&test_srv, "LLEN %b", q, n);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
+    return helper_count("LLEN", key, "q");
 }
 
 static void fair_names_never_share_helper_keys(void **state)
