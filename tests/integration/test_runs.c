@@ -384,6 +384,42 @@ static void a_waiting_writer_takes_its_turn(void **state)
     freeReplyObject(r);
 }
 
+/* Who is not a listed waiter (a first try, a try-once) and a release with
+ * nobody listed take the scripts' short paths (issue 20): they never touch
+ * the waiter list or the run, a release wakes everyone once (or nobody
+ * without a channel), and a foreign token is left alone. */
+static void first_tries_and_releases_with_nobody_listed_touch_no_list(void **state)
+{
+    (void)state;
+    char holder[64];
+    assert_int_equal(acquire("A1", NULL, NULL, NULL, 0), GRANTED);
+    assert_int_equal(acquire("B1", NULL, NULL, holder, sizeof holder), -1);
+    assert_string_equal(holder, "A1");
+    long long p0 = publishes();
+    const char *other[] = {"B1", CH, "rb", RUN_US, TURN_MS};
+    redisReply *r = call(DLOCK__S_RELEASE, 3, keys3, lens3, 5, other);
+    assert_int_equal(r->integer, -1);
+    freeReplyObject(r);
+    assert_int_equal(publishes() - p0, 0);
+    release("A1", "ra");
+    assert_int_equal(publishes() - p0, 1);
+    assert_int_equal(acquire("A2", NULL, NULL, NULL, 0), GRANTED);
+    const char *quiet[] = {"A2", "", "ra", RUN_US, TURN_MS};
+    r = call(DLOCK__S_RELEASE, 3, keys3, lens3, 5, quiet);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    assert_int_equal(publishes() - p0, 1);
+    r = test_cmd_bin(&test_srv, "EXISTS %b", KEY, sizeof KEY - 1);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    r = helper("EXISTS %b", WQ, sizeof WQ - 1);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    r = helper("EXISTS %b", WR, sizeof WR - 1);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +436,8 @@ int main(void)
         cmocka_unit_test_teardown(an_older_dlock_s_waiter_is_woken_without_a_turn,
                                   test_srv_flush),
         cmocka_unit_test_teardown(a_waiting_writer_takes_its_turn, test_srv_flush),
+        cmocka_unit_test_teardown(first_tries_and_releases_with_nobody_listed_touch_no_list,
+                                  test_srv_flush),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
