@@ -34,6 +34,8 @@
 #define RUN_MS 14000
 #define KILL_AT_MS 2500
 #define AFTER_MS 5000 /* at least, after the failover and the revival */
+#define CAP_MS 75000   /* longer than a kill and revival may take (two
+                          30 s waits: the failover, the replica's ack) */
 
 typedef struct shared {
     _Atomic int64_t counter;
@@ -123,7 +125,12 @@ static void contend_through_failover(run *r, const char *what, void (*kill_and_r
     r->sh = sh;
     test_tmp_path(r->hist, sizeof r->hist, "dlock-failover-history");
     unlink(r->hist);
-    atomic_store(&sh->end_ns, chaos_now_ns() + (int64_t)RUN_MS * 1000000);
+    /* Until the revival says when to stop (below): the workers must
+     * still be contending when a slow failover is over (a CI run's took
+     * 19 s, and workers that had stopped at RUN_MS made no section after
+     * it). The cap stops them should the failover's asserts end the test. */
+    int64_t start_ns = chaos_now_ns();
+    atomic_store(&sh->end_ns, start_ns + (int64_t)CAP_MS * 1000000);
     pid_t pids[WORKERS];
     assert_int_equal(test_start_procs(pids, WORKERS, worker, r), 0);
     test_sleep_ms(KILL_AT_MS);
@@ -135,9 +142,10 @@ static void contend_through_failover(run *r, const char *what, void (*kill_and_r
     /* The contention goes on for AFTER_MS past the revival, however long
      * the failover and the replica's sync took on a loaded machine (once
      * 3.4 s, then no grant in the 8 s left: every one ENOREPLICAS). */
-    int64_t min_end = chaos_now_ns() + (int64_t)AFTER_MS * 1000000;
-    if (atomic_load(&sh->end_ns) < min_end)
-        atomic_store(&sh->end_ns, min_end);
+    int64_t end = chaos_now_ns() + (int64_t)AFTER_MS * 1000000;
+    if (end < start_ns + (int64_t)RUN_MS * 1000000)
+        end = start_ns + (int64_t)RUN_MS * 1000000;
+    atomic_store(&sh->end_ns, end);
     int bad = test_wait_procs(pids, WORKERS);
     long after = atomic_load(&sh->sections) - at_revival;
     chaos_verdict v;
