@@ -35,7 +35,6 @@
 -- ("turn:ID", acquire.lua) and takes it like a free key.
 --#include bad_fence.lua
 --#include zlease.lua
---#include waitq.lua
 local id = #ARGV >= 5 and ARGV[#ARGV - 1] or nil
 local nk = #KEYS - (id and 1 or 0)
 local wq = id and KEYS[#KEYS]
@@ -65,6 +64,10 @@ if t == 'none' then
   if id then redis.pcall('zrem', wq, id) end
   return {1, fence}
 end
+-- Kept out. The waiter list's functions are made only on these ways: a
+-- grant does without them (a closure each per call, issue 20). Nothing is
+-- written before this point.
+--#include waitq.lua
 if t == 'string' then
   if id then wq_note(wq, id, ARGV[#ARGV]) end
   return {0, redis.call('pttl', key), redis.call('get', key)}

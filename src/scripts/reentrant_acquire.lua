@@ -42,7 +42,6 @@ local key, owner, ttl, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
 
 --#include bad_fence.lua
---#include waitq.lua
 local id = ARGV[5]
 local wq = id and KEYS[#KEYS]
 local fk = (#KEYS - (id and 1 or 0)) > 1 and KEYS[2]
@@ -87,5 +86,9 @@ local function holder()
   end
   return ''
 end
+-- Held by another owner. The waiter list's functions are made only on
+-- this way: the grants above do without them (a closure each per call,
+-- issue 20), and nothing is written before here on it.
+--#include waitq.lua
 if id then wq_note(wq, id, ARGV[6]) end
 return {0, redis.call('pttl', key), holder()}

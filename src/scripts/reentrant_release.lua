@@ -28,7 +28,6 @@
 -- best effort (pcall), as in release.lua: a refused PUBLISH must not turn a
 -- release into an error.
 --#include wake.lua
---#include waitq.lua
 local key, owner, ch, ttl, seq, drop = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local fs = owner .. '#' .. ARGV[6] .. ':s'
 local t = redis.call('type', key).ok
@@ -55,6 +54,15 @@ if n > 0 then
   if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
   return {1, n}
 end
+-- The last hold: the key goes. With nobody listed (no list, or an empty
+-- one) everyone is woken, before the waiter list's functions are made (a
+-- closure each per call, issue 20).
+if ch == '' or not KEYS[2] or redis.pcall('exists', KEYS[2]) ~= 1 then
+  redis.call('del', key)
+  if ch ~= '' then wake(ch, 'r') end
+  return {1, 0}
+end
+--#include waitq.lua
 redis.call('del', key)
-if ch ~= '' then wake_next(ch, KEYS[2]) end
+wake_next(ch, KEYS[2])
 return {1, 0}
