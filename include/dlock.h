@@ -530,7 +530,14 @@ enum dlock_lock_flags {
     /** The client's watchdog renews the lease every renew_interval_ms
      *  until release; on_lost is called if a renewal fails. */
     DLOCK_AUTO_RENEW = 1u << 1,
-    /** Waiters are served in arrival order (single node only). */
+    /** Waiters are served in arrival order (single node only). A waiter
+     *  handed the lock by a release takes it on the release's message,
+     *  with no call of its own: until the client's watchdog sets the full
+     *  TTL (a third of the way into the claim), the lease is the claim
+     *  lease, 4 refresh periods from the waiter's last look (refresh =
+     *  ttl_ms / 4 within 50..1000 ms: at most 4 s), which
+     *  dlock_lock_validity_ms() reports; if the claim is gone by then,
+     *  the handle is lost (on_lost). See docs/waiting.md. */
     DLOCK_FAIR = 1u << 2,
     /** Do not keep a fencing counter for this name (saves one key per
      *  name for high-cardinality names such as order ids). */
@@ -610,7 +617,8 @@ typedef struct dlock_lock_options {
      *  dlock_client_options.wakeups). Defaults 10 and 200; 1..60000. */
     int64_t retry_min_ms;
     int64_t retry_max_ms;
-    /** Called when an auto-renewed lock is lost; may be NULL. */
+    /** Called when an auto-renewed lock is lost, or a DLOCK_FAIR lock
+     *  whose hand-over the watchdog could not confirm; may be NULL. */
     dlock_lost_fn on_lost;
     void *on_lost_arg;
 } dlock_lock_options;

@@ -63,6 +63,7 @@ int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
             t->min_look = a.look_ms;
         if (a.holder)
             t->holder[node] = dlock__holder_hash(a.holder, a.holder_len);
+        t->joined |= a.joined;
     }
     return dlock__tally_decided(t);
 }

@@ -182,7 +182,7 @@ static void renew_start(dlock_lock *l)
 {
     l->renewal.ttl_ms = l->etcd->sh->h.ttl_s * 1000;
     l->renewal.interval_ms = l->opts.renew_interval_ms;
-    dlock__watchdog_add(l->client, &l->renewal, 0);
+    dlock__watchdog_add(l->client, &l->renewal, DLOCK__RENEW_INTERVAL);
 }
 
 int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)

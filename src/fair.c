@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Fair mode (fair.h): one fair_acquire.lua call per look; between looks
  * the waiter sleeps until the release script hands the lock to its token
- * (then one more call confirms the claim), a release message, the
+ * (the message is enough: see take_handed), a release message, the
  * holder's expiry, its liveness refresh, or the deadline. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,9 +17,12 @@
 #include "quorum.h"
 #include "release.h"
 #include "wait.h"
+#include "watchdog.h"
 
+/* One call of a fair script. "Held": *out_pttl, and *out_joined (may be
+ * NULL) says whether the call put us in the line. */
 static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_ttl,
-                     int64_t *out_pttl, uint64_t *out_fence)
+                     int64_t *out_pttl, uint64_t *out_fence, int *out_joined)
 {
     const char *args[8];
     size_t lens[8];
@@ -76,6 +79,8 @@ static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_tt
     }
     if (t.no) {
         *out_pttl = t.min_pttl;
+        if (out_joined)
+            *out_joined = t.joined;
         return DLOCK_ENOTACQUIRED;
     }
     return dlock__tally_failure_code(&t);
@@ -91,7 +96,7 @@ int dlock__fair_cleanup(dlock_lock *l)
     uint64_t fence;
     dlock__errbuf keep = l->err; /* the caller's message stays */
     l->err = (dlock__errbuf){0};
-    int rc = fair_call(l, l->kind->leave, NULL, &dummy, &fence);
+    int rc = fair_call(l, l->kind->leave, NULL, &dummy, &fence, NULL);
     if (rc == DLOCK_OK) {
         dlock__tally t;
         dlock__send_release(l, NULL, l->client->opts.io_timeout_ms, 1, &t);
@@ -108,6 +113,42 @@ static void clear_handed_over(dlock_lock *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     l->waiter.handed_over = 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+/* A hand-over message named our token: fair_release.lua set the lock to it
+ * with a claim lease that ends one refresh period after our liveness key
+ * would have, and that key was set to 3 refresh periods by our last look
+ * that found us waiting (sent at t_look). So the lock is ours until at
+ * least t_look + 4 refresh periods (less a ms for PTTL's rounding, and the
+ * drift), without the confirming round trip. The watchdog sets the full
+ * TTL a third of the way into what is left (lock.c, confirm_ms), unless
+ * the holder lets go first.
+ *
+ * That holds only if the hand-over came after that look. A look after a
+ * hand-over either finds the lock ours (and confirms it) or, the claim
+ * having lapsed, puts us back in the line, which it says (joined): a
+ * message read after such a look, or after a look with an unknown outcome,
+ * may be the stale one, so the caller passes t_look = 0 from then on.
+ * With t_look = 0, less than half of the claim left, no watchdog thread,
+ * or no fencing token in the message of a fenced lock, the caller confirms
+ * with a call as before. */
+static int take_handed(dlock_lock *l, int64_t t_look, int64_t refresh_ms, uint64_t *fence)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int handed = l->waiter.handed_over;
+    uint64_t f = l->waiter.handed_fence;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (!handed || t_look == 0 || (l->fence_key && f == 0))
+        return 0;
+    int64_t claim_ms = 4 * refresh_ms - 1;
+    int64_t until = t_look + claim_ms * DLOCK__NS_PER_MS - dlock__drift_ns(l->client, claim_ms);
+    int64_t left_ms = (until - dlock__now_ns()) / DLOCK__NS_PER_MS;
+    if (left_ms < 2 * refresh_ms || dlock__watchdog_start(l->client) != DLOCK_OK)
+        return 0;
+    dlock__lock_set_state(l, DLOCK_STATE_HELD, until);
+    l->confirm_ms = DLOCK__MAX(1, left_ms / 3);
+    *fence = f;
+    return 1;
 }
 
 int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
@@ -129,9 +170,10 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 
     /* Refresh our place often enough that the liveness key (3 refreshes
      * long) never lapses while we wait. A hand-over gives us a claim lease
-     * of the rest of that key's life plus one refresh; we confirm it with
-     * the next fair_acquire.lua call, so a waiter that died lets the line
-     * go on after at most 4 refresh periods (docs/waiting.md). */
+     * of the rest of that key's life plus one refresh, which the full TTL
+     * replaces only once we are seen alive (take_handed, or the next
+     * fair_acquire.lua call), so a waiter that died lets the line go on
+     * after at most 4 refresh periods (docs/waiting.md). */
     int64_t refresh_ms = DLOCK__MAX(50, DLOCK__MIN(1000, l->opts.ttl_ms / 4));
     char live_ttl[24];
     snprintf(live_ttl, sizeof live_ttl, "%" PRId64, wait_ms == 0 ? 0 : 3 * refresh_ms);
@@ -141,16 +183,23 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 
     uint64_t fence = 0;
     int leave_unknown = 0;
+    int64_t t_look = 0; /* the last look that found us in line was sent */
+    int on_message = 1; /* a hand-over may be taken on its message */
     for (;;) {
         unsigned woken = dlock__wait_woken(l);
         int64_t t_sent = dlock__now_ns(), pttl = -1;
-        rc = fair_call(l, l->kind->acquire, live_ttl, &pttl, &fence);
+        int joined = 0;
+        rc = fair_call(l, l->kind->acquire, live_ttl, &pttl, &fence, &joined);
         if (rc == DLOCK_OK) {
             /* Taken now, or a hand-over confirmed: either way the script
              * set the full TTL after t_sent. */
-            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS -
+                                                       dlock__drift_ns(l->client, l->opts.ttl_ms));
             break;
         }
+        if (rc != DLOCK_ENOTACQUIRED || (joined && t_look != 0))
+            on_message = 0; /* see take_handed */
+        t_look = t_sent;
         /* A node that is down, busy or silent may come back before the
          * deadline (a restart): ride it out like a default-mode waiter;
          * the next look joins the line again if the restart emptied it. */
@@ -166,7 +215,11 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
                 sleep_ms = DLOCK__MIN(sleep_ms, pttl + 1);
             canceled = dlock__wait_sleep_until(
                 l, woken, DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS));
-            /* A hand-over message only makes us look (and confirm) now. */
+            if (!canceled && take_handed(l, on_message ? t_look : 0, refresh_ms, &fence)) {
+                rc = DLOCK_OK;
+                break;
+            }
+            /* Else a hand-over message only makes us look (and confirm) now. */
             clear_handed_over(l);
             if (!canceled && dlock__now_ns() < deadline)
                 continue;
@@ -176,7 +229,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         /* Deadline or cancel: leave the line, unless it was handed to us
          * (then fair_leave.lua confirms the claim). */
         int64_t dummy, t_leave = dlock__now_ns();
-        int lrc = fair_call(l, l->kind->leave, NULL, &dummy, &fence);
+        int lrc = fair_call(l, l->kind->leave, NULL, &dummy, &fence, NULL);
         leave_unknown = lrc == DLOCK_EUNKNOWN;
         if (lrc == DLOCK_OK) {
             dlock__lock_set_state(l, DLOCK_STATE_HELD, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);

@@ -108,6 +108,10 @@ struct dlock_lock {
      * by its token (leave the line; release, handing over, if it was
      * granted) has not been answered yet. The token is kept for it. */
     int fair_cleanup_pending;
+    /* Fair mode: the acquire took a hand-over on its message, so the lock
+     * has only its claim lease; the watchdog sets the full TTL this many ms
+     * from now (one renewal), unless the holder lets go first. 0: none. */
+    int64_t confirm_ms;
     _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
     int64_t look_ms; /* the last attempt's look hint (acquire.lua), -1 none */

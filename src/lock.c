@@ -95,13 +95,14 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
 static const dlock__renewal_ops renewal_ops = {dlock__lock_renew_lease_end, renew_settle,
                                                dlock__lock_renew_lost, NULL};
 
-/* Register the held lock with the watchdog, renewing to ttl_ms. */
-static void renew_start(dlock_lock *l, int64_t ttl_ms, int soon)
+/* Register the held lock with the watchdog, renewing to ttl_ms, the first
+ * time first_ms from now (watchdog.h). */
+static void renew_start(dlock_lock *l, int64_t ttl_ms, int64_t first_ms)
 {
     l->renewal.token = l->token;
     l->renewal.token_len = l->token_len;
     l->renewal.ttl_ms = ttl_ms;
-    dlock__watchdog_add(l->client, &l->renewal, soon);
+    dlock__watchdog_add(l->client, &l->renewal, first_ms);
 }
 
 static int renew_stop(dlock_lock *l)
@@ -293,9 +294,13 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
     dlock__lock_open_cancel(l, wait_ms);
     rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
     dlock__lock_close_cancel(l);
-    if (rc == DLOCK_OK && (l->opts.flags & DLOCK_AUTO_RENEW) && l->holds == 1) {
-        renew_start(l, l->opts.ttl_ms, 0); /* a new hold: no extend yet */
+    if (rc == DLOCK_OK && l->holds == 1 && ((l->opts.flags & DLOCK_AUTO_RENEW) || l->confirm_ms)) {
+        /* A new hold: no extend yet. A fair hand-over taken on its message
+         * has a claim lease, which one renewal makes the full TTL. */
+        l->renewal.once = !(l->opts.flags & DLOCK_AUTO_RENEW);
+        renew_start(l, l->opts.ttl_ms, l->confirm_ms ? l->confirm_ms : DLOCK__RENEW_INTERVAL);
     }
+    l->confirm_ms = 0;
     return rc;
 }
 
@@ -391,8 +396,10 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
     }
     /* Auto-renew: take the lock out of the watchdog for the extend, so no
      * round in flight sets the old TTL after ours; it goes back with the
-     * new TTL as its renewal TTL for the rest of the hold. */
-    int renewed = (l->opts.flags & DLOCK_AUTO_RENEW) && renew_stop(l);
+     * new TTL as its renewal TTL for the rest of the hold. A fair
+     * hand-over's pending confirmation is taken out too; a successful
+     * extend does its work. */
+    int renewed = renew_stop(l);
     if (renewed) {
         if (dlock__lock_get_state(l) == DLOCK_STATE_LOST) { /* that round found it lost */
             dlock__err_set(&l->err, "\"%s\" was lost", l->name);
@@ -413,9 +420,10 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
         dlock__err_clear(&l->err);
         l->renewal.ttl_ms = ttl_ms;
     }
-    if (renewed && (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED)))
+    if (renewed && !(rc == DLOCK_OK && l->renewal.once) &&
+        (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED)))
         /* Renewal goes on (a failed extend leaves the lease as it was). */
-        renew_start(l, l->renewal.ttl_ms, rc != DLOCK_OK);
+        renew_start(l, l->renewal.ttl_ms, rc != DLOCK_OK ? 0 : DLOCK__RENEW_INTERVAL);
     if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
         /* Not ours any more: the handle lets go. */
         renew_stop(l);

@@ -65,6 +65,7 @@ typedef struct dlock__tally {
     int quiet;          /* add nothing to the handle's detail message */
     int gone;           /* release/extend: some node had no key */
     int same_server;    /* two nodes turned out to be one server */
+    int joined;         /* a "taken" answer put us in the (fair) line */
 } dlock__tally;
 
 void dlock__tally_init(dlock__tally *t, dlock_client *c, dlock__errbuf *err);

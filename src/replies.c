@@ -79,6 +79,8 @@ void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
         if (r->elements > 3 && r->element[3]->type == REDIS_REPLY_INTEGER &&
             r->element[3]->integer >= 0)
             out->look_ms = r->element[3]->integer;
+        out->joined = r->elements > 4 && r->element[4]->type == REDIS_REPLY_INTEGER &&
+                      r->element[4]->integer == 1;
     }
 }
 

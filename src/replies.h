@@ -28,6 +28,8 @@ typedef struct dlock__acquire_reply {
     size_t holder_len;
     int64_t look_ms;    /* TAKEN: look again in this many ms although no
                            release message comes (acquire.lua), -1 none */
+    int joined;         /* TAKEN: the call put us in the line, which we
+                           were not in (fair_acquire.lua) */
 } dlock__acquire_reply;
 
 void dlock__decode_acquire(int err, const redisReply *r, const char *detail,

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog thread.
  *
- * Every registered renewal record (a held auto-renew lock) has a next-renewal time (acquire time + interval,
- * interval = renew_interval_ms or ttl/3, where ttl is the lock's renewal
- * TTL: the lock's ttl_ms, or the TTL of the last successful
+ * Every registered renewal record (a held auto-renew lock, or a fair
+ * hand-over's one confirming renewal) has a next-renewal time (acquire
+ * time + interval, interval = renew_interval_ms or ttl/3, where ttl is the
+ * lock's renewal TTL: the lock's ttl_ms, or the TTL of the last successful
  * dlock_lock_extend() of this hold). The thread sleeps on a
  * CLOCK_MONOTONIC condition variable until the earliest one is nearly due
  * (a tenth of its interval ahead), then renews in one round every lock due
@@ -451,6 +452,8 @@ static void *watchdog_main(void *arg)
             } else if (items[i].yes >= (l->ops->renew ? 1 : c->quorum)) {
                 wd->stats.renewed++;
                 l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
+                if (l->once && l->registered)
+                    unlink_rec(wd, l);
             } else {
                 /* No verdict yet (nodes unreachable): try again soon, while
                  * the lease lasts. */
@@ -509,7 +512,7 @@ int dlock__watchdog_start(dlock_client *c)
     return DLOCK_OK;
 }
 
-void dlock__watchdog_add(dlock_client *c, dlock__renewal *l, int soon)
+void dlock__watchdog_add(dlock_client *c, dlock__renewal *l, int64_t first_ms)
 {
     dlock__watchdog *wd = current(c);
 
@@ -522,7 +525,7 @@ void dlock__watchdog_add(dlock_client *c, dlock__renewal *l, int soon)
             wd->head->prev = l;
         wd->head = l;
         wd->count++;
-        l->next_ns = dlock__now_ns() + (soon ? 0 : interval_ms(l) * DLOCK__NS_PER_MS);
+        l->next_ns = dlock__now_ns() + (first_ms < 0 ? interval_ms(l) : first_ms) * DLOCK__NS_PER_MS;
         /* Wake the thread only if this lock is due before it would look
          * anyway: with many locks held, waking it on every add made it walk
          * the whole list once per acquire. */

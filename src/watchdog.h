@@ -54,6 +54,8 @@ typedef struct dlock__renewal {
     const char *mode;         /* renew_batch.lua's mode: "p" or "r" */
     int64_t ttl_ms;           /* the TTL to renew to */
     int64_t interval_ms;      /* explicit interval; 0: a third of ttl_ms */
+    int once;                 /* one renewal, then unregistered (a fair
+                               * hand-over's confirmation, fair.c) */
 
     /* The watchdog's, under its mutex. */
     int registered;
@@ -70,10 +72,12 @@ typedef struct dlock__renewal {
 int dlock__watchdog_start(dlock_client *c);
 
 /* Start renewing `r` (its owner holds the lock) to r->ttl_ms, the first
- * round one interval from now, or at once when `soon` (a failed extend:
- * the lease has had no renewal for a while). The thread must have been
- * started with dlock__watchdog_start(). Allocates nothing. */
-void dlock__watchdog_add(dlock_client *c, dlock__renewal *r, int soon);
+ * round first_ms from now: 0 at once (a failed extend: the lease has had
+ * no renewal for a while), DLOCK__RENEW_INTERVAL one interval from now.
+ * The thread must have been started with dlock__watchdog_start().
+ * Allocates nothing. */
+#define DLOCK__RENEW_INTERVAL (-1)
+void dlock__watchdog_add(dlock_client *c, dlock__renewal *r, int64_t first_ms);
 
 /* Stop renewing `r`. When this returns, no renewal of it is in flight and
  * none will be sent. No-op for a record that is not registered. Returns 1

@@ -23,8 +23,13 @@
 -- Replies  {1, fence}  we hold the lock: taken now (the lock was free and no
 --                      live waiter was ahead of us), or handed to us by
 --                      fair_release.lua since our last call
---          {0, pttl}   we wait in line; pttl = the holder's remaining ms,
---                      or -2 when the lock is free but a live waiter is ahead
+--          {0, pttl, false, -1, joined}
+--                      we wait in line; pttl = the holder's remaining ms,
+--                      or -2 when the lock is free but a live waiter is ahead;
+--                      joined = 1 if this call put us in the line (the first
+--                      call, or our place was lost: a hand-over to us that
+--                      lapsed, or we counted as gone), else 0
+--          {0, pttl}   try once (ARGV[3] = '0'): held, or a live waiter ahead
 --          error WRONGTYPE when the lock key is not a string, the queue
 --                not a list, or the fencing counter not a counter
 --
@@ -71,6 +76,10 @@ if not v then
   end
 end
 if wttl == '0' then return {0, redis.call('pttl', lock)} end
-if not redis.call('lpos', q, tok) then redis.call('rpush', q, tok) end
+local joined = 0
+if not redis.call('lpos', q, tok) then
+  redis.call('rpush', q, tok)
+  joined = 1
+end
 redis.call('set', me, wttl, 'PX', wttl)
-return {0, redis.call('pttl', lock)}
+return {0, redis.call('pttl', lock), false, -1, joined}

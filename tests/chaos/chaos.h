@@ -128,6 +128,7 @@ int chaos_inject_script_flush(chaos_run *run, int round);
 int chaos_inject_minority_cycle(chaos_run *run, int round);
 int chaos_inject_node_stop_minority(chaos_run *run, int round);
 int chaos_inject_kill_waiter(chaos_run *run, int round);
+int chaos_inject_stop_fair(chaos_run *run, int round);
 int chaos_inject_conn_faults(chaos_run *run, int round);
 
 /* etcd_rows.c (built with DLOCK_WITH_ETCD): an etcd cluster of

@@ -82,6 +82,9 @@ static const chaos_scenario scenarios[] = {
     S("fair_lost_replies", "fair mode, TTL 10 s; CLIENT KILL, PAUSE+KILL, DEBUG SLEEP", 1, 4, 12,
       10000, 10, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 9, 300,
       chaos_inject_conn_faults, 0),
+    S("fair_workers_stopped", "fair mode, TTL 1 s; SIGSTOP of waiters 0.5-1.5 x TTL, holders 0.3 x TTL",
+      1, 4, 25, 1000, 20, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 10, 200,
+      chaos_inject_stop_fair, 0),
 #ifdef CHAOS_WITH_ETCD
     /* The etcd backend (issue 21): a 3-member cluster; the leader killed
      * and restarted, or a member stopped, while 4 workers contend. */

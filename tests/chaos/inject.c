@@ -20,7 +20,8 @@ enum fault_kind {
     F_PROXY,
     F_SCRIPT_FLUSH,
     F_KILL_WAITER,
-    F_CLIENT_KILL
+    F_CLIENT_KILL,
+    F_STOP_WAITER
 };
 
 static void note(chaos_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -357,6 +358,30 @@ int chaos_inject_kill_waiter(chaos_run *run, int round)
         if (run->pids[slot] > 0 && !atomic_load(&run->sh->slot[slot].in_cs)) {
             chaos_kill_worker(run, slot);
             chaos_fault(run, F_KILL_WAITER);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Fair mode takes a hand-over on its message when the claim it implies
+ * has time left (src/fair.c, take_handed). Stop a waiter between its look
+ * and the hand-over for 0.5 to 1.5 x TTL, so the message may arrive after
+ * the claim lapsed; every other round, stop the holder for 0.3 x TTL, inside
+ * the claim lease it may hold. */
+int chaos_inject_stop_fair(chaos_run *run, int round)
+{
+    if (round % 2)
+        return stop_holder(run, run->sc->ttl_ms * 3 / 10);
+    int n = run->sc->workers, start = (int)chaos_rand(run, (unsigned)n);
+    for (int k = 0; k < n; k++) {
+        int slot = (start + k) % n;
+        pid_t pid = run->pids[slot];
+        if (pid > 0 && !atomic_load(&run->sh->slot[slot].in_cs)) {
+            kill(pid, SIGSTOP);
+            chaos_fault(run, F_STOP_WAITER);
+            chaos_sleep_ms(run->sc->ttl_ms / 2 + (int64_t)chaos_rand(run, (unsigned)run->sc->ttl_ms));
+            kill(pid, SIGCONT);
             return 1;
         }
     }

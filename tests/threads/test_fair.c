@@ -125,9 +125,10 @@ static void start_waiter(pthread_t *t, waiter *w, dlock_lock *l, int64_t wait_ms
 }
 
 /* A forked process that waits in line for `name` (fair, lock TTL ttl_ms)
- * until it is killed. It starts no threads (wakeups off), so the fork is
- * safe while this process runs none of the library's yet. */
-static pid_t fork_fair_waiter(const char *name, int64_t ttl_ms)
+ * for wait_ms, then exits 3 if it got the lock, 4 if it timed out, 2 on
+ * anything else. The fork is safe while this process runs none of the
+ * library's threads; the child starts its own when `wakeups`. */
+static pid_t fork_fair_child(const char *name, int64_t ttl_ms, int wakeups, int64_t wait_ms)
 {
     pid_t pid = test_fork_child();
     if (pid == 0) {
@@ -136,16 +137,22 @@ static pid_t fork_fair_waiter(const char *name, int64_t ttl_ms)
         dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
         dlock_lock *l = NULL;
         const char *urls[] = {test_srv.url};
-        o.wakeups = 0; /* no library threads in the forked child */
+        o.wakeups = wakeups;
         lo.ttl_ms = ttl_ms;
         lo.flags = DLOCK_FAIR;
         if (dlock_client_new(&cc, urls, 1, &o, NULL, 0) != DLOCK_OK ||
             dlock_lock_new(&l, cc, name, &lo) != DLOCK_OK)
             _exit(2);
-        dlock_lock_acquire(l, 60000);
-        _exit(1); /* not reached: killed while waiting */
+        int rc = dlock_lock_acquire(l, wait_ms);
+        _exit(rc == DLOCK_OK ? 3 : rc == DLOCK_ETIMEDOUT ? 4 : 2);
     }
     return pid;
+}
+
+/* Waits in line until it is killed; no threads (wakeups off). */
+static pid_t fork_fair_waiter(const char *name, int64_t ttl_ms)
+{
+    return fork_fair_child(name, ttl_ms, 0, 60000);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -207,22 +214,30 @@ static void fair_waiters_acquire_in_arrival_order(void **state)
     dlock_client_free(c);
 }
 
-/* The release hands the lock over in one step; the waiter confirms its
- * claim with one call (which bounds how long a dead waiter can hold the
- * line: see waiter_killed_just_before_the_release_...). */
-static void fair_hand_over_costs_the_release_and_one_confirming_call(void **state)
+static long long pttl_of(const char *name)
 {
-    (void)state;
-    const char *name = "fair:handover";
-    dlock_client *c = new_client(1);
+    redisReply *r = test_cmd_bin(&test_srv, "PTTL %b", name, strlen(name));
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static int pttl_above_20s(void *name)
+{
+    return pttl_of(name) > 20000;
+}
+
+/* A holder of a 30 s fair lock with one waiter in line, which it releases
+ * 100 ms after the waiter's look. Returns the script calls from the release
+ * until the waiter's acquire returned. */
+static long long hand_over(dlock_client *c, const char *name, waiter *w, pthread_t *t,
+                           int hold_ms, uint64_t *fence0)
+{
     dlock_lock *holder = new_fair(c, name, 30000);
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    uint64_t fence0 = dlock_lock_fence(holder);
-    atomic_int go = 0;
-    waiter w = {0};
-    w.go_release = &go;
-    pthread_t t;
-    start_waiter(&t, &w, new_fair(c, name, 30000), 20000, 0);
+    *fence0 = dlock_lock_fence(holder);
+    start_waiter(t, w, new_fair(c, name, 30000), 20000, hold_ms);
     assert_true(test_wait_for_count(queue_len, name, 1, 3000));
     /* The waiter refreshes its place every second; release well between. */
     test_sleep_ms(100);
@@ -230,21 +245,120 @@ static void fair_hand_over_costs_the_release_and_one_confirming_call(void **stat
     int64_t t0 = test_now_us();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     int64_t until = test_now_ms() + 5000;
-    while (!atomic_load(&w.done) && test_now_ms() < until)
+    while (!atomic_load(&w->done) && test_now_ms() < until)
         test_sleep_ms(1);
-    assert_true(atomic_load(&w.done));
+    assert_true(atomic_load(&w->done));
     long long calls = test_script_calls(&test_srv) - calls0;
-    atomic_store(&go, 1);
-    assert_int_equal(pthread_join(t, NULL), 0);
     printf("# fair hand-over: acquire returned %.3f ms after the release; %lld script "
            "call(s) in between; fence %" PRIu64 " -> %" PRIu64 ", validity %" PRId64 " ms\n",
-           (double)(w.done_us - t0) / 1000.0, calls, fence0, w.fence, w.validity_ms);
+           (double)(w->done_us - t0) / 1000.0, calls, *fence0, w->fence, w->validity_ms);
+    dlock_lock_free(holder);
+    return calls;
+}
+
+/* The release hands the lock over in one step, and the waiter takes it on
+ * the message, with no call of its own: its lease is the claim lease (4
+ * refresh periods from its last look, at most 4 s), which the watchdog
+ * makes the full TTL a third of the way in. A waiter that died never
+ * confirms, so the line goes on after the claim (see
+ * waiter_killed_just_before_the_release_...). */
+static void fair_hand_over_is_taken_on_its_message_and_confirmed_later(void **state)
+{
+    (void)state;
+    const char *name = "fair:handover";
+    dlock_client *c = new_client(1);
+    atomic_int go = 0;
+    waiter w = {0};
+    w.go_release = &go;
+    pthread_t t;
+    uint64_t fence0;
+    assert_int_equal(hand_over(c, name, &w, &t, 0, &fence0), 1); /* the release script */
     assert_int_equal(w.rc, DLOCK_OK);
-    assert_int_equal(calls, 2); /* the release script and the claim */
     assert_int_equal(w.fence, fence0 + 1);
-    assert_true(w.validity_ms > 0 && w.validity_ms <= 30000);
+    assert_true(w.validity_ms > 2000 && w.validity_ms < 4000);
+    long long p0 = pttl_of(name);
+    assert_true(p0 > 0 && p0 <= 4000);
+    /* One renewal sets the full TTL, and the handle's validity follows. */
+    long long calls0 = test_script_calls(&test_srv);
+    int64_t t1 = test_now_ms();
+    assert_true(test_wait_until(pttl_above_20s, (void *)name, 3000, 5));
+    int64_t v = dlock_lock_validity_ms(w.lock);
+    printf("# confirmed %" PRId64 " ms after the hand-over (PTTL %lld before), validity %" PRId64
+           " ms\n", test_now_ms() - t1, p0, v);
+    assert_true(v > 20000 && v <= 30000);
+    test_sleep_ms(300);
+    assert_int_equal(test_script_calls(&test_srv) - calls0, 1); /* one, not a renewal loop */
+    atomic_store(&go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(w.release_rc, DLOCK_OK);
     assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+/* A holder that lets go before the confirmation is due sends none. */
+static void a_hand_over_released_at_once_sends_no_confirmation(void **state)
+{
+    (void)state;
+    const char *name = "fair:handover:short";
+    dlock_client *c = new_client(1);
+    waiter w = {0};
+    pthread_t t;
+    uint64_t fence0;
+    long long calls0 = test_script_calls(&test_srv);
+    hand_over(c, name, &w, &t, 0, &fence0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(w.release_rc, DLOCK_OK);
+    long long calls1 = test_script_calls(&test_srv);
+    test_sleep_ms(2000); /* past when the confirmation would have gone */
+    assert_int_equal(test_script_calls(&test_srv), calls1);
+    /* holder acquire, waiter's look, holder release, waiter release */
+    assert_int_equal(calls1 - calls0, 4);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+static void note_lost(dlock_lock *l, dlock_lost_reason why, void *arg)
+{
+    (void)l;
+    atomic_store((atomic_int *)arg, 1 + (int)why);
+}
+
+/* The claim taken on the message is gone when the confirmation comes (here
+ * deleted by hand): the handle is lost, on_lost says so, and the release
+ * answers DLOCK_ELOST rather than pretending. */
+static void a_hand_over_gone_before_its_confirmation_is_reported_lost(void **state)
+{
+    (void)state;
+    const char *name = "fair:handover:gone";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    atomic_int lost = 0;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    o.flags = DLOCK_FAIR;
+    o.on_lost = note_lost;
+    o.on_lost_arg = &lost;
+    atomic_int go = 0;
+    waiter w = {0};
+    w.go_release = &go;
+    pthread_t t;
+    start_waiter(&t, &w, test_lock_with(c, name, &o), 20000, 0);
+    assert_true(test_wait_for_count(queue_len, name, 1, 3000));
+    test_sleep_ms(100);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    while (!atomic_load(&w.done))
+        test_sleep_ms(1);
+    assert_int_equal(w.rc, DLOCK_OK);
+    freeReplyObject(test_cmd_bin(&test_srv, "DEL %b", name, strlen(name)));
+    assert_true(test_wait_for_state(w.lock, DLOCK_STATE_LOST, 3000));
+    assert_int_equal(atomic_load(&lost), 1 + DLOCK_LOST_NOT_OWNER);
+    atomic_store(&go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.release_rc, DLOCK_ELOST);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
     dlock_client_free(c);
@@ -355,6 +469,48 @@ static void crashed_fair_waiter_is_skipped_after_its_liveness_key_expires(void *
     assert_handed_over(&w, name, fence0, t0, 2000000);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+static long long key_gone(const char *name)
+{
+    return test_key_exists(&test_srv, name) == 0;
+}
+
+/* A waiter stopped (SIGSTOP) after its last look is handed the lock; its
+ * claim lapses while it is stopped, and another owner takes the lock. When
+ * it runs again, the hand-over message it finds must not make it a holder:
+ * the claim it implies is over (src/fair.c, take_handed), so it looks,
+ * finds the lock taken, and times out. */
+static void a_hand_over_found_after_its_claim_lapsed_is_not_taken(void **state)
+{
+    (void)state;
+    const char *name = "fair:stopped-waiter";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    /* 1 s TTL: looks every 250 ms, a claim of at most 1 s after a look. */
+    pid_t pid = fork_fair_child(name, 1000, 1, 4000);
+    int in_line = test_wait_for_count(queue_len, name, 1, 3000);
+    test_sleep_ms(50);
+    kill(pid, SIGSTOP);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK); /* handed to the child */
+    int lapsed = test_wait_for_count(key_gone, name, 1, 3000);
+    dlock_lock *other = new_fair(c, name, 30000);
+    int taken = dlock_lock_acquire(other, 0);
+    test_sleep_ms(100); /* the message is on the child's socket, its timer long past */
+    kill(pid, SIGCONT);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(in_line && lapsed);
+    assert_int_equal(taken, DLOCK_OK);
+    assert_true(WIFEXITED(st));
+    printf("# the stopped waiter, resumed after its claim lapsed: %s\n",
+           WEXITSTATUS(st) == 4 ? "timed out" : WEXITSTATUS(st) == 3 ? "HOLDS" : "error");
+    assert_int_equal(WEXITSTATUS(st), 4);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(other);
     dlock_client_free(c);
 }
 
@@ -483,8 +639,11 @@ int main(void)
         /* First: it forks, best done before any library thread ran. */
         T(crashed_fair_waiter_is_skipped_after_its_liveness_key_expires),
         T(waiter_killed_just_before_the_release_delays_the_line_by_seconds_not_the_ttl),
+        T(a_hand_over_found_after_its_claim_lapsed_is_not_taken),
         T(fair_waiters_acquire_in_arrival_order),
-        T(fair_hand_over_costs_the_release_and_one_confirming_call),
+        T(fair_hand_over_is_taken_on_its_message_and_confirmed_later),
+        T(a_hand_over_released_at_once_sends_no_confirmation),
+        T(a_hand_over_gone_before_its_confirmation_is_reported_lost),
         T(fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody),
         T(cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue),
         T(fair_try_once_does_not_join_the_queue),
