@@ -8,7 +8,8 @@
 #                run every test (plain, ASan+UBSan, TSan)
 #   make bench   run ../shared/peers with dlock's worker beside the peers
 #   make bench-more  dlock-bench (watchdog scale, memory, Redlock 1/3/5, histogram)
-#                    and s3-cost (commands and CPU per contended critical section)
+#                    s3-cost (commands and CPU per contended critical section)
+#                    and handover-limit (fair mode beside a pub/sub ring)
 #   make install PREFIX=/usr/local
 #                configure and build what gets installed (no tests, no
 #                benchmarks, no -Werror) and install it; installs no packages
@@ -49,6 +50,7 @@ bench: build
 bench-more: build
 	bench/dlock-bench.sh build
 	bench/s3-cost.sh build 2
+	bench/handover-limit.sh build 3
 
 soak: build
 	scripts/soak.sh build
