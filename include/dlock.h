@@ -617,8 +617,10 @@ typedef struct dlock_lock_options {
      *  dlock_client_options.wakeups). Defaults 10 and 200; 1..60000. */
     int64_t retry_min_ms;
     int64_t retry_max_ms;
-    /** Called when an auto-renewed lock is lost, or a DLOCK_FAIR lock
-     *  whose hand-over the watchdog could not confirm; may be NULL. */
+    /** Called, on the client's watchdog thread, when an auto-renewed lock
+     *  is lost, or a DLOCK_FAIR lock whose hand-over the watchdog could
+     *  not confirm before its claim ended (DLOCK_LOST_NOT_OWNER: the claim
+     *  was gone; DLOCK_LOST_NO_QUORUM: no answer in time); may be NULL. */
     dlock_lost_fn on_lost;
     void *on_lost_arg;
 } dlock_lock_options;

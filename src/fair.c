@@ -193,8 +193,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         if (rc == DLOCK_OK) {
             /* Taken now, or a hand-over confirmed: either way the script
              * set the full TTL after t_sent. */
-            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS -
-                                                       dlock__drift_ns(l->client, l->opts.ttl_ms));
+            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             break;
         }
         if (rc != DLOCK_ENOTACQUIRED || (joined && t_look != 0))

@@ -298,6 +298,9 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         /* A new hold: no extend yet. A fair hand-over taken on its message
          * has a claim lease, which one renewal makes the full TTL. */
         l->renewal.once = !(l->opts.flags & DLOCK_AUTO_RENEW);
+        /* The confirmation's schedule (its look-ahead, its retries when a
+         * round gets no answer) is the claim's, not the TTL's. */
+        l->renewal.interval_ms = l->renewal.once ? l->confirm_ms : l->opts.renew_interval_ms;
         renew_start(l, l->opts.ttl_ms, l->confirm_ms ? l->confirm_ms : DLOCK__RENEW_INTERVAL);
     }
     l->confirm_ms = 0;
@@ -324,6 +327,12 @@ int dlock_lock_release(dlock_lock *l)
         st = dlock__lock_get_state(l);
     }
     if (st == DLOCK_STATE_LOST) {
+        /* A renewal the watchdog gave up on may still reach the node and
+         * keep our token there for a whole TTL (a fair hand-over's
+         * confirmation, sent to a stalled node): a fair line would wait
+         * for it. Clean up by our token, as an unknown outcome does. */
+        if (l->kind->wait == DLOCK__WAIT_QUEUE)
+            dlock__fair_cleanup(l);
         release_names(l);
         l->holds = 0;
         dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);

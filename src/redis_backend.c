@@ -29,8 +29,9 @@ static void cleanup(dlock_lock *l)
         /* The key may outlive this handle (other handles of the owner
          * hold it): take this handle's bookkeeping out of it. */
         dlock__forget_hold(l);
-    if (l->fair_cleanup_pending)
-        dlock__fair_cleanup(l);
+    if (l->fair_cleanup_pending ||
+        (l->kind->wait == DLOCK__WAIT_QUEUE && dlock__lock_get_state(l) == DLOCK_STATE_LOST))
+        dlock__fair_cleanup(l); /* see dlock_lock_release() */
     if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
         /* Let go of every hold this handle has (a counted lock's other
          * handles keep theirs). */

@@ -8,9 +8,11 @@
 -- queue skips it. All keys share the lock name's hash tag.
 --
 -- A hand-over (fair_release.lua) gives the next waiter only a short claim
--- lease; the waiter confirms it by calling this script, which sets the full
--- TTL. A waiter killed after its last refresh therefore holds the line up
--- for its liveness TTL plus one refresh period at most, never a full TTL.
+-- lease. The waiter takes the lock on the release's message and its
+-- watchdog sets the full TTL later (src/fair.c); a waiter that looks
+-- before it took the message confirms the claim here instead. A waiter
+-- killed after its last refresh therefore holds the line up for its
+-- liveness TTL plus one refresh period at most, never a full TTL.
 --
 -- KEYS[1]  the lock key (a plain string lock, as acquire.lua)
 -- KEYS[2]  the queue (list of tokens, head = next in line)

@@ -11,8 +11,9 @@
 --              waiter's token with a claim lease (the rest of its liveness
 --              TTL plus one refresh period, a third of that TTL), the
 --              fencing counter went up, and "g TOKEN FENCE" was published;
---              the waiter's next fair_acquire.lua call confirms the claim
---              and sets its full TTL. A waiter that died without leaving
+--              the waiter takes the lock on that message, and its full TTL
+--              is set later by a renewal (or by its next fair_acquire.lua
+--              call, if it looks first). A waiter that died without leaving
 --              lets the claim lapse within seconds (issue 15).
 --          1   released; nobody waits ("r" published)
 --          0   the key was gone (the lease had expired)

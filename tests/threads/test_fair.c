@@ -328,7 +328,10 @@ static void note_lost(dlock_lock *l, dlock_lost_reason why, void *arg)
 
 /* The claim taken on the message is gone when the confirmation comes (here
  * deleted by hand): the handle is lost, on_lost says so, and the release
- * answers DLOCK_ELOST rather than pretending. */
+ * answers DLOCK_ELOST rather than pretending. If our token is back in the
+ * key by then (a confirmation that reached a stalled node after the handle
+ * gave up, put there by hand here), the release still takes it out, so the
+ * line does not wait for a TTL. */
 static void a_hand_over_gone_before_its_confirmation_is_reported_lost(void **state)
 {
     (void)state;
@@ -356,9 +359,66 @@ static void a_hand_over_gone_before_its_confirmation_is_reported_lost(void **sta
     freeReplyObject(test_cmd_bin(&test_srv, "DEL %b", name, strlen(name)));
     assert_true(test_wait_for_state(w.lock, DLOCK_STATE_LOST, 3000));
     assert_int_equal(atomic_load(&lost), 1 + DLOCK_LOST_NOT_OWNER);
+    freeReplyObject(test_cmd_bin(&test_srv, "SET %b %s PX 30000", name, strlen(name), w.token));
     atomic_store(&go, 1);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(w.release_rc, DLOCK_ELOST);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_free(c);
+}
+
+/* The confirmation follows the claim's schedule, not the TTL's: with a
+ * 60 s TTL it is not sent at once (that would put it back on the path of
+ * a short section's release), but about 1.2 s into the claim. The node
+ * then stalls (DEBUG SLEEP 2.5 s from 0.5 s in): the confirmation gets no
+ * answer within the I/O timeout (1 s); the node runs it when it wakes,
+ * which the client no longer hears. The next try must come while the claim
+ * (about 3.9 s) lasts, so the handle keeps the lock with its full TTL
+ * instead of being lost while its token holds the key for 60 s. */
+static void a_confirmation_delayed_by_a_stalled_node_is_tried_again_in_time(void **state)
+{
+    (void)state;
+    const char *name = "fair:handover:stalled";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_fair(c, name, 60000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    atomic_int go = 0;
+    waiter w = {0};
+    w.go_release = &go;
+    pthread_t t;
+    start_waiter(&t, &w, new_fair(c, name, 60000), 20000, 0);
+    assert_true(test_wait_for_count(queue_len, name, 1, 3000));
+    test_sleep_ms(100);
+    long long calls0 = test_script_calls(&test_srv);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    while (!atomic_load(&w.done))
+        test_sleep_ms(1);
+    assert_int_equal(w.rc, DLOCK_OK);
+    test_sleep_ms(500);
+    long long early = test_script_calls(&test_srv) - calls0; /* the release's */
+    redisContext *admin = test_redis_admin(&test_srv);
+    assert_non_null(admin);
+    struct timeval no_timeout = {0, 0};
+    assert_int_equal(redisSetTimeout(admin, no_timeout), REDIS_OK);
+    redisReply *r = redisCommand(admin, "DEBUG SLEEP 2.5");
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(admin);
+    test_sleep_ms(1500); /* past the claim's end */
+    dlock_lock_state st = dlock_lock_state_get(w.lock);
+    int64_t v = dlock_lock_validity_ms(w.lock);
+    long long p = pttl_of(name);
+    printf("# script calls from the release to 500 ms after the take: %lld; after the stall: state %d, validity %" PRId64
+           " ms, PTTL %lld ms\n", early, (int)st, v, p);
+    atomic_store(&go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(early, 1);
+    assert_int_equal(st, DLOCK_STATE_HELD);
+    assert_true(v > 40000);
+    assert_int_equal(w.release_rc, DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);
     dlock_client_free(c);
@@ -644,6 +704,7 @@ int main(void)
         T(fair_hand_over_is_taken_on_its_message_and_confirmed_later),
         T(a_hand_over_released_at_once_sends_no_confirmation),
         T(a_hand_over_gone_before_its_confirmation_is_reported_lost),
+        T(a_confirmation_delayed_by_a_stalled_node_is_tried_again_in_time),
         T(fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody),
         T(cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue),
         T(fair_try_once_does_not_join_the_queue),
