@@ -138,6 +138,9 @@ static const chaos_liveness liveness[] = {
      * puts such a key back (restore_batch.lua, test_redlock_restore). */
     {"renew_stalled_minority", 15000, 10, 15000},
     {"fair_waiters_killed", 9000, 5, 7500},
+    /* A stopped worker's own wait includes its stop (1.5 s at most); a
+     * claim handed to a stopped waiter lapses within 1 s (TTL 1 s). */
+    {"fair_workers_stopped", 5000, 5, 4000},
     /* etcd: an election takes about a second here (500 ms timeout); a
      * killed leader's clients fail over within an I/O timeout. */
     {"etcd3_member_faults", 10000, 10, 10000},

@@ -185,6 +185,7 @@ static int live_section(worker *w, int64_t left_ms)
     int64_t max = atomic_load(&w->sh->live_max_wait_ns);
     while (waited > max && !atomic_compare_exchange_weak(&w->sh->live_max_wait_ns, &max, waited))
         ;
+    note_wait(w, t0); /* the note's longest wait too */
     chaos_count_rc(w->sh->acq_rc, rc);
     if (stopping(w) && rc != DLOCK_OK)
         return 0; /* cut short by the run's end: not a verdict */
@@ -244,6 +245,7 @@ static int run_dlock(worker *w, long todo)
         if (cfg->section_wait_ms > 0) {
             if (live_section(w, left_ms))
                 done++;
+            want_since = chaos_now_ns(); /* live_section noted its own wait */
             continue;
         }
         int rc = dlock_lock_acquire(w->lock, left_ms < 1000 ? (left_ms > 0 ? left_ms : 1) : 1000);
