@@ -183,7 +183,9 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 
     uint64_t fence = 0;
     int leave_unknown = 0;
-    int64_t t_look = 0; /* the last look that found us in line was sent */
+    /* When the last look was sent; it counts (take_handed) only while
+     * every look so far found us in line where the one before put us. */
+    int64_t t_look = 0;
     int on_message = 1; /* a hand-over may be taken on its message */
     for (;;) {
         unsigned woken = dlock__wait_woken(l);
