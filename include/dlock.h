@@ -848,7 +848,9 @@ DLOCK_EXTERN(dlock_lock_state) dlock_lock_state_get(dlock_lock *lock);
 DLOCK_EXTERN(int64_t) dlock_lock_validity_ms(dlock_lock *lock);
 
 /** The owner token (hex), or NULL when the handle holds nothing. Valid until
- *  the next call on the handle. */
+ *  the next call on the handle. DLOCK_TOKEN_HEX_LEN digits, except a fair
+ *  lock's that waited on one node: 16 more, which name the client's
+ *  wake-up channel (docs/waiting.md, "Addressed wake-ups"). */
 DLOCK_EXTERN(const char *) dlock_lock_token(const dlock_lock *lock);
 
 /** The fencing token of the current hold: grows with every grant of this

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "error.h"
+#include "keys.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
@@ -32,6 +33,11 @@ struct dlock_lock {
     size_t fence_len;
     char *channel; /* wake-up channel: "dlock:wake:" + key */
     size_t channel_len;
+    /* Inbox kinds on one node (kinds.h): this client's own wake-up channel
+     * for the name, channel NUL tag, made by the first wait (wait.c).
+     * NULL: none (yet). */
+    char *inbox;
+    size_t inbox_len;
     char *queue_key; /* fair mode: the waiters' list */
     size_t queue_len;
     char *live_prefix; /* fair mode: prefix of the waiters' liveness keys */
@@ -116,8 +122,9 @@ struct dlock_lock {
     int split_vote; /* the last attempt met a split vote, not one holder */
     int64_t look_ms; /* the last attempt's look hint (acquire.lua), -1 none */
     /* A subscribed waiting acquire's id in the waiter list (wait.c); its
-     * attempts note it there. Empty (length 0) otherwise. */
-    char wait_id[33];
+     * attempts note it there. Empty (length 0) otherwise. 32 random hex
+     * digits, then with an inbox the 16 of its tag (keys.h). */
+    char wait_id[DLOCK_TOKEN_HEX_LEN + DLOCK__INBOX_TAG_LEN + 1];
     size_t wait_id_len;
     dlock__errbuf err;
     /* The etcd backend's part (etcd_backend.c); NULL on Redis. */

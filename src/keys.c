@@ -77,3 +77,10 @@ char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_
     dlock__free(h);
     return ch;
 }
+
+char *dlock__inbox_channel(const char *channel, size_t len, const char *client_id,
+                           size_t *out_len)
+{
+    /* The same shape as a helper key: channel NUL tag. */
+    return dlock__derived_key(channel, len, client_id, DLOCK__INBOX_TAG_LEN, out_len);
+}

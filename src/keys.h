@@ -36,4 +36,15 @@ char *dlock__wake_channel(const char *key, size_t len, size_t *out_len);
 char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_t len,
                               size_t *out_len);
 
+/* Addressed wake-ups (docs/waiting.md): a waiting client's inbox for a
+ * lock is the lock's channel, NUL, then the tag: the first
+ * DLOCK__INBOX_TAG_LEN hex digits of the client id. A wait id or fair
+ * token of 32 + DLOCK__INBOX_TAG_LEN hex digits ends with the tag of the
+ * inbox it is woken on (src/scripts/lib/wake.lua, wake_to): the channel
+ * is under the lock's own, so an ACL channel pattern that covers the lock
+ * covers it too. */
+#define DLOCK__INBOX_TAG_LEN 16
+char *dlock__inbox_channel(const char *channel, size_t len, const char *client_id,
+                           size_t *out_len);
+
 #endif

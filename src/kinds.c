@@ -11,13 +11,14 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                            .extend = DLOCK__S_EXTEND, .undo = DLOCK__S_RELEASE,
                            .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "p",
                            .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1, .wake_one = 1,
-                           .runs = 1},
+                           .runs = 1, .inbox = 1},
     [DLOCK__KIND_COUNTED] = {.id = DLOCK__KIND_COUNTED, .name = "counted", .counted = 1,
                              .multi_node = 1, .acquire = DLOCK__S_RACQUIRE,
                              .release = DLOCK__S_RRELEASE, .extend = DLOCK__S_REXTEND,
                              .undo = DLOCK__S_RUNDO, .forget = DLOCK__S_RFORGET,
                              .leave = DLOCK__S_NONE, .renew_mode = "r",
-                             .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1},
+                             .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1,
+                             .inbox = 1},
     /* Fair mode keeps its queue in one node's memory; a queue shared by
      * independent masters would need an agreement protocol of its own
      * (docs/waiting.md). */
@@ -25,7 +26,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                           .release = DLOCK__S_FAIR_RELEASE, .extend = DLOCK__S_EXTEND,
                           .undo = DLOCK__S_FAIR_RELEASE, .forget = DLOCK__S_NONE,
                           .leave = DLOCK__S_FAIR_LEAVE, .renew_mode = "p",
-                          .wait = DLOCK__WAIT_QUEUE, .fenced = 1, .adopt = 1},
+                          .wait = DLOCK__WAIT_QUEUE, .fenced = 1, .adopt = 1, .inbox = 1},
     /* The writer of a read-write lock holds exactly a plain lock (so plain
      * release, extend, renewal and fencing serve it); only its acquire
      * differs: shared holders keep it out, and it leaves the

@@ -74,6 +74,13 @@ typedef struct dlock__kind {
      * kind: the turn is a string in the lock key that its acquire script
      * alone knows. */
     int runs;
+    /* Its waiters alone wait on the name (no unlisted kind, no reader,
+     * shares its channel), so a wake-up addressed to one waiter (a "w ID"
+     * wake-up or a fair hand-over) may go to that waiter's process alone:
+     * on one node its wait id or fair token names a channel of the
+     * waiting client's (docs/waiting.md, "Addressed wake-ups"). Writers
+     * have not: a writer's release must still reach the waiting readers. */
+    int inbox;
 } dlock__kind;
 
 /* The kind for a lock's flags (flags no kind combines give NULL), for a

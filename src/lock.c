@@ -530,6 +530,7 @@ free_memory: /* in a child of fork(), the mutex may be held by a thread not copi
     dlock__free(l->name);
     dlock__free(l->fence_key);
     dlock__free(l->channel);
+    dlock__free(l->inbox);
     dlock__free(l->queue_key);
     dlock__free(l->live_prefix);
     dlock__free(l->wq_key);

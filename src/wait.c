@@ -9,6 +9,8 @@
 #include "clock.h"
 #include "fanout.h"
 #include "handle.h"
+#include "keys.h"
+#include "kinds.h"
 #include "rand.h"
 #include "scripts.h"
 #include "wait.h"
@@ -45,19 +47,49 @@ unsigned dlock__wait_woken(dlock_lock *l)
     return w;
 }
 
+/* The tag of the handle's inbox (keys.h), which is made on its first wait;
+ * NULL for kinds and clients without one, or when out of memory (then the
+ * waiter is woken on the lock's channel, as it was before inboxes). */
+static const char *inbox_tag(dlock_lock *l)
+{
+    const dlock_client *c = l->client;
+    if (!l->kind->inbox || c->n_nodes != 1 || c->etcd || dlock__client_cluster(c))
+        return NULL;
+    if (!l->inbox)
+        l->inbox = dlock__inbox_channel(l->channel, l->channel_len, c->id, &l->inbox_len);
+    return l->inbox ? l->inbox + l->inbox_len - DLOCK__INBOX_TAG_LEN : NULL;
+}
+
 int dlock__wait_watch(dlock_lock *l, int fair)
 {
+    /* An id or fair token that ends with the inbox's tag is woken there
+     * (src/scripts/lib/wake.lua): a release's addressed wake-up reaches
+     * this process alone, not every process waiting on the name. */
+    const char *tag = inbox_tag(l);
+    if (fair && tag && l->token == l->token_inline && l->token_len == DLOCK_TOKEN_HEX_LEN) {
+        memcpy(l->token + l->token_len, tag, DLOCK__INBOX_TAG_LEN);
+        l->token_len += DLOCK__INBOX_TAG_LEN;
+        l->token[l->token_len] = '\0';
+    }
     /* The record's constant part; its thread part is under l->mu. */
     l->waiter.channel = l->channel;
     l->waiter.channel_len = l->channel_len;
+    l->waiter.inbox = tag ? l->inbox : NULL;
+    l->waiter.inbox_len = tag ? l->inbox_len : 0;
     l->waiter.token = fair ? l->token : NULL;
     l->waiter.token_len = fair ? l->token_len : 0;
     /* Listed in the waiter list from the next attempt on (attempt.c), so a
      * release wakes this waiter alone when its turn comes. Without an id
      * (no list, or no random bytes) it is woken by every release. */
     l->wait_id_len = 0;
-    if (!fair && l->wq_key && dlock__token_hex(l->wait_id) == DLOCK_OK)
-        l->wait_id_len = strlen(l->wait_id);
+    if (!fair && l->wq_key && dlock__token_hex(l->wait_id) == DLOCK_OK) {
+        l->wait_id_len = DLOCK_TOKEN_HEX_LEN;
+        if (tag) {
+            memcpy(l->wait_id + l->wait_id_len, tag, DLOCK__INBOX_TAG_LEN);
+            l->wait_id_len += DLOCK__INBOX_TAG_LEN;
+        }
+        l->wait_id[l->wait_id_len] = '\0';
+    }
     l->waiter.wait_id = l->wait_id_len ? l->wait_id : NULL;
     l->waiter.wait_id_len = l->wait_id_len;
     l->waiter.mu = &l->mu;

@@ -10,7 +10,10 @@
  * waiter the lock's waiter list knows as ID may try; the other listed
  * waiters sleep on until their next look, docs/waiting.md) or "g TOKEN
  * FENCE" (fair mode handed the lock to the waiter whose token that is;
- * nobody else needs to wake).
+ * nobody else needs to wake). On one node, the last two come on the
+ * waiting client's inbox for the lock (keys.h) when the id or token names
+ * one, so Redis delivers them to that process alone; every other message
+ * comes on the lock's channel, and the thread delivers both alike.
  *
  * A channel stays subscribed for LINGER_MS after its last watcher leaves, so
  * a process that waits on the same name again and again subscribes once.
@@ -30,28 +33,9 @@
 #include "conn.h"
 #include "rand.h"
 #include "wakeup.h"
+#include "wakeup_chan.h"
 
 #define LINGER_MS 2000
-
-typedef struct watcher {
-    dlock__waiter *lock;
-    struct watcher *next;
-} watcher;
-
-typedef struct chan {
-    char *name;
-    size_t len;
-    watcher *watchers;
-    int64_t idle_since_ns; /* 0 while watched */
-    uint8_t sent[DLOCK__MAX_NODES];      /* SUBSCRIBE sent on node i */
-    uint8_t confirmed[DLOCK__MAX_NODES]; /* ... and confirmed */
-    /* Cluster: the channel's hash slot and the master it is subscribed
-     * on (-1: none yet), with SSUBSCRIBE: sharded pub/sub keeps a
-     * release's message on the lock's shard. */
-    unsigned slot;
-    int master;
-    struct chan *next;
-} chan;
 
 typedef struct dlock__wakeup {
     pthread_t thread;
@@ -59,7 +43,7 @@ typedef struct dlock__wakeup {
     pthread_cond_t confirmed; /* some channel got confirmed */
     int ctl[2];               /* self-pipe: wake the thread */
     int stop;
-    chan *chans;
+    dlock__chan *chans;
     dlock__conn *sub[DLOCK__MAX_NODES];
     /* By then sub[i] must have connected and confirmed every SUBSCRIBE
      * sent on it (0: nothing awaited); past it the connection is dropped
@@ -100,51 +84,6 @@ static void chan_name(const dlock_client *c, const dlock__waiter *l, const char 
     *len = l->channel_len - (size_t)shard;
 }
 
-static chan *find_chan(dlock__wakeup *wk, const char *name, size_t len)
-{
-    for (chan *ch = wk->chans; ch; ch = ch->next)
-        if (ch->len == len && !memcmp(ch->name, name, len))
-            return ch;
-    return NULL;
-}
-
-static void wake_lock(dlock__waiter *l)
-{
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(l->mu));
-    l->woken++;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(l->cond));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
-}
-
-/* Deliver one message on ch: "r" wakes everyone; "w ID" the waiter listed
- * as ID (and those that are not listed); "g TOKEN FENCE" only the waiter
- * the lock was handed to. Called with wk->mu held. */
-static void deliver(chan *ch, const char *msg, size_t len)
-{
-    for (watcher *w = ch->watchers; w; w = w->next) {
-        dlock__waiter *l = w->lock;
-        if (len > 2 && msg[0] == 'w' && msg[1] == ' ' && l->wait_id &&
-            (len - 2 != l->wait_id_len || memcmp(msg + 2, l->wait_id, len - 2) != 0))
-            continue; /* another listed waiter is woken */
-        if (len > 2 && msg[0] == 'g' && msg[1] == ' ') {
-            /* A hand-over: only a fair waiter's token is stable while it
-             * waits (and only it can be named here). */
-            if (!l->token)
-                continue;
-            const char *tok = msg + 2;
-            const char *sp = memchr(tok, ' ', len - 2);
-            size_t tlen = sp ? (size_t)(sp - tok) : len - 2;
-            if (tlen != l->token_len || memcmp(tok, l->token, tlen) != 0)
-                continue;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(l->mu));
-            l->handed_over = 1;
-            l->handed_fence = sp ? strtoull(sp + 1, NULL, 10) : 0;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
-        }
-        wake_lock(l);
-    }
-}
-
 static void node_down(dlock__wakeup *wk, size_t i)
 {
     dlock__conn_free(wk->sub[i]);
@@ -152,14 +91,13 @@ static void node_down(dlock__wakeup *wk, size_t i)
     wk->due_ns[i] = 0;
     unsigned f = wk->failures[i] < 6 ? wk->failures[i]++ : 6;
     wk->retry_at[i] = dlock__now_ns() + (int64_t)(50u << f) * DLOCK__NS_PER_MS;
-    for (chan *ch = wk->chans; ch; ch = ch->next) {
+    for (dlock__chan *ch = wk->chans; ch; ch = ch->next) {
         ch->sent[i] = ch->confirmed[i] = 0;
-        for (watcher *w = ch->watchers; w; w = w->next)
-            wake_lock(w->lock); /* it may have missed a message: look again */
+        dlock__chan_wake_all(ch); /* it may have missed a message: look again */
     }
 }
 
-static void append_sub(dlock__conn *c, const char *verb, const chan *ch)
+static void append_sub(dlock__conn *c, const char *verb, const dlock__chan *ch)
 {
     const char *argv[2] = {verb, ch->name};
     size_t lens[2] = {strlen(verb), ch->len};
@@ -178,7 +116,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
     dlock__cluster *cl = dlock__client_cluster(c);
     uint8_t needed[DLOCK__MAX_NODES];
     memset(needed, !cl, sizeof needed);
-    for (chan *ch = wk->chans; cl && ch; ch = ch->next) {
+    for (dlock__chan *ch = wk->chans; cl && ch; ch = ch->next) {
         /* Route by the slot map the lock path keeps up to date; a channel
          * whose slot moved (failover, resharding) is subscribed again on
          * its new master (its watchers were woken when it was lost). */
@@ -213,9 +151,9 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
                 next = wk->retry_at[i];
         }
     }
-    chan **pp = &wk->chans;
+    dlock__chan **pp = &wk->chans;
     while (*pp) {
-        chan *ch = *pp;
+        dlock__chan *ch = *pp;
         int expired = !ch->watchers && ch->idle_since_ns &&
                       now - ch->idle_since_ns >= LINGER_MS * DLOCK__NS_PER_MS;
         for (size_t i = 0; i < n_subs(c); i++) {
@@ -254,7 +192,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
 static void note_progress(dlock_client *c, dlock__wakeup *wk, size_t i)
 {
     wk->due_ns[i] = 0;
-    for (chan *ch = wk->chans; ch; ch = ch->next)
+    for (dlock__chan *ch = wk->chans; ch; ch = ch->next)
         if (ch->sent[i] && !ch->confirmed[i])
             wk->due_ns[i] = dlock__now_ns() + (int64_t)c->opts.io_timeout_ms * DLOCK__NS_PER_MS;
 }
@@ -303,7 +241,7 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
             r->element[0]->type == REDIS_REPLY_STRING &&
             r->element[1]->type == REDIS_REPLY_STRING) {
             const redisReply *kind = r->element[0], *name = r->element[1];
-            chan *ch = find_chan(wk, name->str, name->len);
+            dlock__chan *ch = dlock__chan_find(wk->chans, name->str, name->len);
             /* Sharded frames (Cluster) are the same with an 's' first. */
             int sh = (kind->len == 10 && !memcmp(kind->str, "ssubscribe", 10)) ||
                      (kind->len == 8 && !memcmp(kind->str, "smessage", 8)) ||
@@ -315,8 +253,7 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
                  * and subscribe where the slot is now. */
                 ch->sent[i] = ch->confirmed[i] = 0;
                 ch->master = -1;
-                for (watcher *w = ch->watchers; w; w = w->next)
-                    wake_lock(w->lock);
+                dlock__chan_wake_all(ch);
             } else if (ch && klen == 9 && !memcmp(k, "subscribe", 9)) {
                 ch->confirmed[i] = 1;
                 wk->failures[i] = 0;
@@ -324,7 +261,7 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
                 DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
             } else if (ch && klen == 7 && !memcmp(k, "message", 7) &&
                        r->element[2]->type == REDIS_REPLY_STRING) {
-                deliver(ch, r->element[2]->str, r->element[2]->len);
+                dlock__chan_deliver(ch, r->element[2]->str, r->element[2]->len);
             }
         }
         freeReplyObject(r);
@@ -412,15 +349,29 @@ static dlock__wakeup *get_or_start(dlock_client *c)
     return wk;
 }
 
+/* Node i confirmed the lock's channel and, if the waiter has one, its
+ * inbox: both come on one connection. wk->mu held. */
+static int confirmed_on_a_node(const dlock_client *c, const dlock__chan *ch, const dlock__chan *in)
+{
+    for (size_t i = 0; i < n_subs(c); i++)
+        if (ch->confirmed[i] && (!in || in->confirmed[i]))
+            return 1;
+    return 0;
+}
+
 int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
 {
     dlock__wakeup *wk = get_or_start(c);
-    watcher *w = dlock__calloc(1, sizeof *w);
-    if (!wk || !w) {
+    dlock__watcher *w = dlock__calloc(1, sizeof *w);
+    dlock__watcher *wi = l->inbox ? dlock__calloc(1, sizeof *wi) : NULL;
+    if (!wk || !w || (l->inbox && !wi)) {
         dlock__free(w);
+        dlock__free(wi);
         return DLOCK_ENOMEM;
     }
     w->lock = l;
+    if (wi)
+        wi->lock = l;
     const char *cname;
     size_t clen;
     chan_name(c, l, &cname, &clen);
@@ -433,34 +384,29 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
          * another refusal on every acquire; the caller polls. */
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
         dlock__free(w);
+        dlock__free(wi);
         return DLOCK_EREFUSED;
     }
-    chan *ch = find_chan(wk, cname, clen);
-    if (!ch) {
-        ch = dlock__calloc(1, sizeof *ch);
-        if (!ch || !(ch->name = dlock__strndup(cname, clen))) {
-            dlock__free(ch);
+    int made = 0, made_in = 0;
+    dlock__chan *ch = dlock__chan_join(&wk->chans, cname, clen, w, &made);
+    dlock__chan *in = ch && wi ? dlock__chan_join(&wk->chans, l->inbox, l->inbox_len, wi, &made_in)
+                               : NULL;
+    if (made || made_in)
+        poke(wk); /* the thread subscribes */
+    if (!ch || (wi && !in)) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+        if (!ch)
             dlock__free(w);
-            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
-            return DLOCK_ENOMEM;
-        }
-        ch->len = clen;
-        ch->master = -1;
-        ch->slot = dlock__cluster_keyslot(cname, clen);
-        ch->next = wk->chans;
-        wk->chans = ch;
-        poke(wk);
+        dlock__free(wi); /* on no channel here: in is NULL */
+        dlock__wakeup_unwatch(c, l);
+        return DLOCK_ENOMEM;
     }
-    w->next = ch->watchers;
-    ch->watchers = w;
-    ch->idle_since_ns = 0;
     /* Wait until at least one node confirmed the subscription. */
     int64_t deadline = dlock__deadline_after_ms(c->opts.connect_timeout_ms + c->opts.io_timeout_ms);
     struct timespec ts = dlock__timespec_of(deadline);
     int ok = 0;
     for (;;) {
-        for (size_t i = 0; i < n_subs(c) && !ok; i++)
-            ok = ch->confirmed[i];
+        ok = confirmed_on_a_node(c, ch, in);
         if (ok || wk->refused || dlock__now_ns() >= deadline)
             break;
         /* A cancel must not wait for a silent node's confirmation
@@ -507,21 +453,11 @@ void dlock__wakeup_unwatch(dlock_client *c, dlock__waiter *l)
     const char *cname;
     size_t clen;
     chan_name(c, l, &cname, &clen);
-    chan *ch = find_chan(wk, cname, clen);
-    if (ch) {
-        for (watcher **pp = &ch->watchers; *pp; pp = &(*pp)->next) {
-            if ((*pp)->lock == l) {
-                watcher *w = *pp;
-                *pp = w->next;
-                dlock__free(w);
-                break;
-            }
-        }
-        if (!ch->watchers) {
-            ch->idle_since_ns = dlock__now_ns();
-            poke(wk);
-        }
-    }
+    int idle = dlock__chan_leave(wk->chans, cname, clen, l);
+    if (l->inbox)
+        idle |= dlock__chan_leave(wk->chans, l->inbox, l->inbox_len, l);
+    if (idle)
+        poke(wk); /* the thread unsubscribes after the linger */
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
 }
 
@@ -558,17 +494,7 @@ static void free_wakeup(dlock_client *c, dlock__wakeup *wk)
 {
     for (size_t i = 0; i < n_subs(c); i++)
         dlock__conn_free(wk->sub[i]);
-    while (wk->chans) {
-        chan *ch = wk->chans;
-        wk->chans = ch->next;
-        while (ch->watchers) {
-            watcher *w = ch->watchers;
-            ch->watchers = w->next;
-            dlock__free(w);
-        }
-        dlock__free(ch->name);
-        dlock__free(ch);
-    }
+    dlock__chan_free_all(&wk->chans);
     close(wk->ctl[0]);
     close(wk->ctl[1]);
 }

@@ -87,6 +87,7 @@ if not id then
 end
 
 --#include wake.lua
+--#include wake_to.lua
 --#include waitq.lua
 local wq, wr = KEYS[#KEYS - 1], KEYS[#KEYS]
 local turn = v == 'turn:' .. id

@@ -29,6 +29,7 @@
 -- best effort (pcall), as in release.lua; a waiter that gets no message
 -- finds a hand-over at its next look (every refresh period).
 --#include wake.lua
+--#include wake_to.lua
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
 
@@ -60,7 +61,7 @@ while h do
     redis.call('set', lock, h, 'PX', claim)
     local f = 0
     if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
-    wake(ch, 'g ' .. h .. ' ' .. f)
+    wake_to(ch, h, 'g ' .. h .. ' ' .. f)
     return 2
   end
   h = redis.call('lpop', q)

@@ -62,6 +62,7 @@ if ch == '' or not KEYS[2] or redis.pcall('exists', KEYS[2]) ~= 1 then
   if ch ~= '' then wake(ch, 'r') end
   return {1, 0}
 end
+--#include wake_to.lua
 --#include waitq.lua
 redis.call('del', key)
 wake_next(ch, KEYS[2])

@@ -39,6 +39,7 @@ if ARGV[2] == '' or not KEYS[2] or redis.pcall('exists', KEYS[2]) ~= 1 then
   if ARGV[2] ~= '' then wake(ARGV[2], 'r') end
   return 1
 end
+--#include wake_to.lua
 --#include waitq.lua
 if not ARGV[3] then
   redis.call('del', KEYS[1])
@@ -48,7 +49,7 @@ end
 local turn = wq_release(ARGV[2], KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 if turn then
   redis.call('set', KEYS[1], 'turn:' .. turn, 'PX', ARGV[5])
-  wake(ARGV[2], 'w ' .. turn)
+  wake_to(ARGV[2], turn, 'w ' .. turn)
 else
   redis.call('del', KEYS[1])
 end

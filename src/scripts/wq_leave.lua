@@ -20,6 +20,7 @@
 -- head, which then learns the run's end. Nothing here can fail after a
 -- write: the key is only touched when it holds our turn (a string).
 --#include wake.lua
+--#include wake_to.lua
 --#include waitq.lua
 local id, ch = ARGV[1], ARGV[2]
 local head = wq_head(KEYS[2])
@@ -33,6 +34,6 @@ end
 if head == id and KEYS[3] then
   local who = wq_run(KEYS[3])
   local nh = who and wq_head(KEYS[2])
-  if nh then wake(ch, 'w ' .. nh) end
+  if nh then wake_to(ch, nh, 'w ' .. nh) end
 end
 return 0

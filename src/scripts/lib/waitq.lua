@@ -71,7 +71,7 @@ end
 -- list is given. Waiters of older dlock versions wake on any message.
 local function wake_next(ch, wq)
   local id = wq and wq_pop(wq)
-  if id then return wake(ch, 'w ' .. id) end
+  if id then return wake_to(ch, id, 'w ' .. id) end
   return wake(ch, 'r')
 end
 
@@ -93,7 +93,7 @@ local function wq_turn_taken(wq, wr, me, budget_us, ch)
   if not now or not b or not me then return end
   redis.pcall('set', wr, string.format('%s %.0f - -', me, now + b), 'PX', 2000)
   local head = ch and wq_head(wq)
-  if head then wake(ch, 'w ' .. head) end
+  if head then wake_to(ch, head, 'w ' .. head) end
 end
 
 -- A plain lock's release with a list and a run (release.lua; the caller
@@ -132,7 +132,7 @@ local function wq_release(ch, wq, wr, me, budget_us)
   if who ~= me then
     redis.pcall('zrem', wq, head)
     redis.pcall('set', wr, string.format('%s %.0f %s %s', me, now + b, head, place), 'PX', 2000)
-    wake(ch, 'w ' .. head)
+    wake_to(ch, head, 'w ' .. head)
     return nil
   end
   -- No run until the head takes its turn; should it come after the turn
@@ -143,7 +143,7 @@ local function wq_release(ch, wq, wr, me, budget_us)
   redis.pcall('zrem', wq, head)
   redis.pcall('set', wr, string.format('- 0 %s %s', head, place), 'PX', 2000)
   local second = wq_head(wq)
-  if second then wake(ch, 'w ' .. second) end
+  if second then wake_to(ch, second, 'w ' .. second) end
   return head
 end
 
