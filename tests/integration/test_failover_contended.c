@@ -276,10 +276,30 @@ static long count_lines(const char *path, const char *needle)
     return n;
 }
 
+/* Print a sentinel's failover events, in the order it logged them. */
+static void print_failover_events(int i)
+{
+    static const char *const events[] = {"+odown", "+elected-leader", "+selected-slave",
+                                         "-failover-abort", "+switch-master"};
+    char path[400], line[1024];
+    snprintf(path, sizeof path, "%s/sentinel.log", S.sentinel[i].dir);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        for (size_t k = 0; k < sizeof events / sizeof events[0]; k++)
+            if (strstr(line, events[k])) {
+                printf("# sentinel %d: %s", i, line);
+                break;
+            }
+    if (f)
+        fclose(f);
+}
+
 /* Which node ended up primary and how many failovers the sentinels made
  * (the most +switch-master events one logged): more than one means they
  * failed over again after the revival. Refused ones (no promotable
- * replica) are counted too. */
+ * replica) are counted too, and when either happened the sentinels'
+ * failover events are printed: their logs go with the temp dirs, and a
+ * CI failure would otherwise leave only guesses. */
 static void report_sentinel(void)
 {
     int port = test_sentinel_primary_port(&S);
@@ -297,6 +317,8 @@ static void report_sentinel(void)
                   port, port == S.primary.port ? "the first primary"
                         : port == S.replica.port ? "the first replica" : "unknown",
                   switches, refused);
+    for (int i = 0; (switches > 1 || refused > 0) && i < TEST_SENTINELS; i++)
+        print_failover_events(i);
 }
 
 static void sentinel_failover_under_contention_stays_safe(void **state)
