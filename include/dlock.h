@@ -752,7 +752,10 @@ DLOCK_EXTERN(int) dlock_lock_acquire(dlock_lock *lock, int64_t wait_ms);
  *         DLOCK_EEXPIRED (the key was gone), DLOCK_ELOST (the watchdog
  *         found it lost, in a round that ended before or during this call:
  *         a release never answers DLOCK_EEXPIRED for a loss that on_lost
- *         reports), or a node error. After any return but DLOCK_OK with
+ *         reports; the release still takes our token out should a renewal
+ *         that reached a stalled node late have kept it there, except in
+ *         DLOCK_REENTRANT mode, whose token is the owner's), or a node
+ *         error. After any return but DLOCK_OK with
  *         holds left (reentrant), the handle holds nothing and nothing of
  *         it is renewed any more: a failed release of one of several
  *         counted holds drops them all from the handle, and the count left

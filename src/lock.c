@@ -329,10 +329,9 @@ int dlock_lock_release(dlock_lock *l)
     if (st == DLOCK_STATE_LOST) {
         /* A renewal the watchdog gave up on may still reach the node and
          * keep our token there for a whole TTL (a fair hand-over's
-         * confirmation, sent to a stalled node): a fair line would wait
-         * for it. Clean up by our token, as an unknown outcome does. */
-        if (l->kind->wait == DLOCK__WAIT_QUEUE)
-            dlock__fair_cleanup(l);
+         * confirmation, an auto-renewal, sent to a stalled node): the next
+         * owner would wait for it. Clean up by our token. */
+        l->backend->release_lost(l);
         release_names(l);
         l->holds = 0;
         dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);

@@ -184,8 +184,16 @@ static void multi_cleanup(dlock_lock *set)
     set->n_subs = 0;
 }
 
+/* Nothing of the set's own: dlock_lock_release() gives back each name it
+ * still holds, and a lost name's release takes its token out. */
+static void multi_release_lost(dlock_lock *set)
+{
+    (void)set;
+}
+
 const dlock__backend dlock__multi_backend = {
     "multi", multi_attempt, multi_release, multi_extend, multi_settle, multi_cleanup,
+    multi_release_lost,
 };
 
 static int by_name(const void *a, const void *b)

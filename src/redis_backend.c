@@ -17,6 +17,23 @@ static void settle(dlock_lock *l)
     }
 }
 
+/* By token, as every release: a key that holds another owner's token is
+ * left alone. A fair line is left too (fair_leave.lua, then
+ * fair_release.lua, which hands the lock on). Not the counted kind: its
+ * token is the owner's (client x thread), which other handles of that
+ * owner may hold with every right. One I/O timeout at most. */
+static void release_lost(dlock_lock *l)
+{
+    if (l->kind->wait == DLOCK__WAIT_QUEUE) {
+        dlock__fair_cleanup(l);
+        return;
+    }
+    if (l->kind->counted || !l->token_len)
+        return;
+    dlock__tally t;
+    dlock__send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
+}
+
 static void cleanup(dlock_lock *l)
 {
     int64_t io = l->client->opts.io_timeout_ms;
@@ -29,9 +46,10 @@ static void cleanup(dlock_lock *l)
         /* The key may outlive this handle (other handles of the owner
          * hold it): take this handle's bookkeeping out of it. */
         dlock__forget_hold(l);
-    if (l->fair_cleanup_pending ||
-        (l->kind->wait == DLOCK__WAIT_QUEUE && dlock__lock_get_state(l) == DLOCK_STATE_LOST))
-        dlock__fair_cleanup(l); /* see dlock_lock_release() */
+    if (l->fair_cleanup_pending)
+        dlock__fair_cleanup(l);
+    else if (dlock__lock_get_state(l) == DLOCK_STATE_LOST)
+        release_lost(l);
     if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
         /* Let go of every hold this handle has (a counted lock's other
          * handles keep theirs). */
@@ -54,4 +72,5 @@ static void cleanup(dlock_lock *l)
 
 const dlock__backend dlock__redis_backend = {
     "redis", dlock__attempt, dlock__release_hold, dlock__extend_hold, settle, cleanup,
+    release_lost,
 };
