@@ -717,7 +717,9 @@ dlock_lock_new_multi(dlock_lock **out, dlock_client *client, const char *const *
 DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
 
 /**
- * Acquire the lock.
+ * Acquire the lock. A handle the watchdog found lost starts over: it first
+ * takes its old token out of the store should it still be there (as
+ * dlock_lock_release() does), then acquires as an unlocked one would.
  *
  * @param wait_ms 0: try once. > 0: retry until this many ms have passed.
  *                DLOCK_WAIT_FOREVER: retry until acquired or cancelled.

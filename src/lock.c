@@ -272,8 +272,10 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         return dlock__etcd_lock_acquire(l, wait_ms);
     dlock_lock_state st = dlock__lock_get_state(l);
     if (st == DLOCK_STATE_LOST) {
-        /* The loss was reported; the handle starts over. */
+        /* The loss was reported; the handle starts over, without its old
+         * token in the store (see dlock_lock_release()). */
         renew_stop(l);
+        l->backend->release_lost(l);
         drop_holds(l);
     } else if (st == DLOCK_STATE_HELD && l->kind->reenter) {
         /* A re-entry (kinds.h, reenter): the share is the handle's already,

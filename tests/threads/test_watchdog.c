@@ -243,6 +243,30 @@ static void overwritten_key_is_reported_lost_once_within_a_renewal_period(void *
     check_lost_after("wd:overwritten", "another-owners-token");
 }
 
+/* A lost handle taken again without a release first: the acquire starts
+ * over, and takes the lost hold's token out of the key should it still be
+ * there (put there by hand, as in check_lost_after()), rather than wait
+ * for it. Without that the try below finds the lock held, by itself. */
+static void a_lost_handle_taken_again_clears_its_old_token_first(void **state)
+{
+    (void)state;
+    const char *name = "wd:lost-retaken";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *l = new_lock(c, name, 1000, DLOCK_AUTO_RENEW, 0, NULL);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    char token[DLOCK_TOKEN_MAX + 1];
+    snprintf(token, sizeof token, "%s", dlock_lock_token(l));
+    key_del(name);
+    assert_true(test_wait_for_state(l, DLOCK_STATE_LOST, 4000));
+    key_set(name, token, 30000);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_string_not_equal(dlock_lock_token(l), token);
+    test_assert_key_value(&test_srv, name, dlock_lock_token(l));
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void released_lock_is_never_renewed_again(void **state)
 {
     (void)state;
@@ -481,6 +505,7 @@ int main(void)
         T(lock_without_auto_renew_expires_and_its_release_reports_expired),
         T(deleted_key_is_reported_lost_once_within_a_renewal_period),
         T(overwritten_key_is_reported_lost_once_within_a_renewal_period),
+        T(a_lost_handle_taken_again_clears_its_old_token_first),
         T(released_lock_is_never_renewed_again),
         T(freeing_a_held_auto_renewed_lock_stops_its_renewal_at_once),
         T(freeing_the_client_stops_and_joins_its_watchdog_thread),
