@@ -34,12 +34,17 @@ for _ in $(seq 100); do
   [ "$(redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ] && break; sleep 0.05
 done
 
+srvcpu() { # the redis-server's CPU seconds so far (user + sys), from INFO cpu
+  redis-cli -p "$PORT" info cpu | tr -d '\r' |
+    awk -F: '$1 == "used_cpu_sys" || $1 == "used_cpu_user" { t += $2 } END { printf "%.6f", t }'
+}
+
 calls() { # "cmd=calls ..." from INFO commandstats
   redis-cli -p "$PORT" info commandstats | tr -d '\r' |
     sed -n 's/^cmdstat_\([^:]*\):calls=\([0-9]*\),.*/\1=\2/p' | tr '\n' ' '
 }
 
-printf '%-8s %-6s %4s %8s %8s %8s %10s %12s %10s  %s\n' mode round W "cs/s" "cmds/cs" "pub/cs" "cpu_us/cs" "max_wait_ms" "p99_ms" "per-process"
+printf '%-8s %-6s %4s %8s %8s %8s %10s %10s %12s %10s  %s\n' mode round W "cs/s" "cmds/cs" "pub/cs" "cpu_us/cs" "srv_us/cs" "max_wait_ms" "p99_ms" "per-process"
 for round in $(seq "$ROUNDS"); do
  for W in "${WS[@]}"; do
   for mode in default fair; do
@@ -48,6 +53,7 @@ for round in $(seq "$ROUNDS"); do
     : > "$TMP/ctr"; rm -f "$TMP/holder"
     start=$(python3 -c "import time; print(\"%.6f\" % (time.time() + 1.0 + $W / 16.0))")
     before=$(calls)
+    srv0=$(srvcpu)
     # Each worker's own CPU time, measured by its own subshell.
     for i in $(seq "$W"); do
       ( TIMEFORMAT='%U %S'; { time "$WORKER" mode=contend ports="$PORT" key="$key" start="$start" \
@@ -56,9 +62,10 @@ for round in $(seq "$ROUNDS"); do
     done
     wait $(jobs -p | grep -v "^$RPID\$") 2>/dev/null || true
     after=$(calls)
-    python3 - "$TMP" "$mode" "$round" "$before" "$after" "$start" "$W" <<'PY'
+    srv1=$(srvcpu)
+    python3 - "$TMP" "$mode" "$round" "$before" "$after" "$start" "$W" "$srv0" "$srv1" <<'PY'
 import json, sys
-tmp, mode, rnd, before, after, start, w = sys.argv[1:8]
+tmp, mode, rnd, before, after, start, w, srv0, srv1 = sys.argv[1:10]
 w = int(w)
 def parse(text):
     return {k: int(v) for k, v in (kv.split("=") for kv in text.split())}
@@ -86,8 +93,10 @@ cmds = sent / max(n, 1)
 pubs = delta.get("publish", 0) / max(n, 1)
 ns = sorted(o["n"] for o in outs)
 shares = "/".join(map(str, ns)) if w <= 8 else "%d..%d" % (ns[0], ns[-1])
-print("%-8s %-6s %4d %8.0f %8.2f %8.2f %10.1f %12.2f %10.2f  %s%s" % (
-    mode, rnd, w, 2000 / elapsed, cmds, pubs, cpu / max(n, 1) * 1e6, max(waits) / 1e6, p99, shares,
+srv = (float(srv1) - float(srv0)) / max(n, 1) * 1e6
+print("%-8s %-6s %4d %8.0f %8.2f %8.2f %10.1f %10.1f %12.2f %10.2f  %s%s" % (
+    mode, rnd, w, 2000 / elapsed, cmds, pubs, cpu / max(n, 1) * 1e6, srv, max(waits) / 1e6, p99,
+    shares,
     "  VIOLATIONS=%d" % viol if viol else ""))
 PY
   done
