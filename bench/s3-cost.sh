@@ -9,7 +9,8 @@
 #     critical section, from the server's INFO commandstats (which also
 #     counts the commands scripts run; only client-issued ones are summed);
 #   - the workers' CPU time per critical section (user+sys of the W workers,
-#     from bash's `times` of the child processes);
+#     from bash's `times` of the child processes), and the redis-server's
+#     (srv_us/cs, from INFO cpu);
 #   - critical sections per second, the longest wait and the per-process
 #     shares (from the workers' own out files).
 # W, the number of contending processes, is 4 (S3) unless the third
