@@ -179,6 +179,7 @@ static void contend_through_failover(run *r, const char *what, void (*kill_and_r
 /* ---- Cluster -------------------------------------------------------------- */
 
 static test_cluster C;
+static int cluster_killed = -1, cluster_promoted = -1;
 
 static void kill_cluster_master(void)
 {
@@ -210,6 +211,8 @@ static void kill_cluster_master(void)
     fprintf(f, "cluster-replica-no-failover yes\n");
     fclose(f);
     assert_int_equal(test_redis_restart(&C.node[m]), 0);
+    cluster_killed = m;
+    cluster_promoted = nm;
     /* Revived means a replica acknowledges writes again. The new master
      * is still the one to ask: its only replica cannot take over before
      * it acknowledged. */
@@ -221,11 +224,43 @@ static void kill_cluster_master(void)
     freeReplyObject(rep);
 }
 
+/* How many lines of the file contain needle (0 if it cannot be read). */
+static long count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    long n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Which node ended up master of the lock's slot, and how many failovers
+ * the nodes made (elections won, from their logs, which go with the temp
+ * dirs): more than one means a replica took over again after the
+ * revival. */
+static void report_cluster(void)
+{
+    int fm = test_cluster_master_of(&C, test_cluster_keyslot(&C, "hot{failover}"));
+    long won = 0;
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++) {
+        char log[400];
+        snprintf(log, sizeof log, "%s/redis.log", C.node[i].dir);
+        won += count_lines(log, "Failover election won");
+    }
+    print_message("cluster: master of the lock's slot at the end: node %d (%s); failovers %ld\n",
+                  fm, fm == cluster_promoted ? "the promoted replica"
+                      : fm == cluster_killed ? "the killed master" : "unknown",
+                  won);
+}
+
 static void cluster_failover_under_contention_stays_safe(void **state)
 {
     (void)state;
     assert_int_equal(test_cluster_start(&C), 0);
-    run r = {NULL, "", C.urls, TEST_CLUSTER_NODES, 1, NULL};
+    run r = {NULL, "", C.urls, TEST_CLUSTER_NODES, 1, report_cluster};
     contend_through_failover(&r, "cluster", kill_cluster_master);
     test_cluster_stop(&C);
 }
@@ -286,19 +321,6 @@ static void kill_sentinel_primary(void)
     redisReply *rep = test_redis_cmd(p, "CONFIG SET replica-priority 100");
     assert_true(rep && rep->type == REDIS_REPLY_STATUS);
     freeReplyObject(rep);
-}
-
-/* How many lines of the file contain needle (0 if it cannot be read). */
-static long count_lines(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    char line[1024];
-    long n = 0;
-    while (f && fgets(line, sizeof line, f))
-        n += strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
-    return n;
 }
 
 /* Print a sentinel's failover events, in the order it logged them. */
