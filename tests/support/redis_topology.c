@@ -15,7 +15,10 @@
 /* ---- cluster ------------------------------------------------------------ */
 
 /* A short node timeout makes failovers quick; validity factor 0 lets a
- * replica take over however long it was cut off (tests kill masters). */
+ * replica take over however long it was cut off (tests kill masters).
+ * It also lets a restarted node that never synced take over, empty: a
+ * test that restarts a node without its data keeps it from failing over
+ * until it has synced (test_failover_contended.c). */
 static const char cluster_conf[] = "cluster-enabled yes\n"
                                    "cluster-config-file nodes.conf\n"
                                    "cluster-node-timeout 1000\n"
