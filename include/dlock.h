@@ -88,7 +88,9 @@ extern "C" {
 /** Longest lock name accepted, in bytes. */
 #define DLOCK_NAME_MAX 65536
 
-/** Length of the hexadecimal owner token dlock generates (128 bits). */
+/** Length of the hexadecimal owner token dlock generates (128 bits). A fair
+ *  lock's token after a wait on one node has 16 hex digits more (see
+ *  dlock_lock_token()); DLOCK_TOKEN_MAX bounds every token. */
 #define DLOCK_TOKEN_HEX_LEN 32
 
 /** Longest token dlock_lock_adopt() accepts, in bytes. */

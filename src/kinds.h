@@ -74,12 +74,12 @@ typedef struct dlock__kind {
      * kind: the turn is a string in the lock key that its acquire script
      * alone knows. */
     int runs;
-    /* Its waiters alone wait on the name (no unlisted kind, no reader,
-     * shares its channel), so a wake-up addressed to one waiter (a "w ID"
-     * wake-up or a fair hand-over) may go to that waiter's process alone:
-     * on one node its wait id or fair token names a channel of the
-     * waiting client's (docs/waiting.md, "Addressed wake-ups"). Writers
-     * have not: a writer's release must still reach the waiting readers. */
+    /* A wake-up addressed to one of its waiters (a "w ID" wake-up or a
+     * fair hand-over) may go to that waiter's process alone: on one node
+     * its wait id or fair token names a channel of the waiting client's
+     * (docs/waiting.md, "Addressed wake-ups"). Writers have none: readers,
+     * which wait unlisted on the lock's channel, share their names, and
+     * must see the release that wakes a writer. */
     int inbox;
 } dlock__kind;
 

@@ -17,11 +17,20 @@ static void settle(dlock_lock *l)
     }
 }
 
+/* How long a lost handle's release by token listens for each node. A
+ * handle is mostly lost because a node stalled, and then its release
+ * would wait the whole I/O timeout, on the watchdog thread too when an
+ * on_lost callback releases, holding up the next lock's loss report. The
+ * release is written at once and a node that answers again runs it (a
+ * timed-out connection is closed, which still delivers what was written);
+ * before or after a late renewal it ends the same: our token gone. */
+#define RELEASE_LOST_MS 50
+
 /* By token, as every release: a key that holds another owner's token is
  * left alone. A fair line is left too (fair_leave.lua, then
  * fair_release.lua, which hands the lock on). Not the counted kind: its
  * token is the owner's (client x thread), which other handles of that
- * owner may hold with every right. One I/O timeout at most. */
+ * owner may hold with every right. */
 static void release_lost(dlock_lock *l)
 {
     if (l->kind->wait == DLOCK__WAIT_QUEUE) {
@@ -31,7 +40,8 @@ static void release_lost(dlock_lock *l)
     if (l->kind->counted || !l->token_len)
         return;
     dlock__tally t;
-    dlock__send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
+    dlock__send_release(l, NULL, DLOCK__MIN(RELEASE_LOST_MS, l->client->opts.io_timeout_ms), 0,
+                        &t);
 }
 
 static void cleanup(dlock_lock *l)

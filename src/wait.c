@@ -53,7 +53,8 @@ unsigned dlock__wait_woken(dlock_lock *l)
 static const char *inbox_tag(dlock_lock *l)
 {
     const dlock_client *c = l->client;
-    if (!l->kind->inbox || c->n_nodes != 1 || c->etcd || dlock__client_cluster(c))
+    if (!l->kind->inbox || c->n_nodes != 1 || c->etcd || dlock__client_cluster(c) ||
+        dlock__wakeup_inbox_off(l->client))
         return NULL;
     if (!l->inbox)
         l->inbox = dlock__inbox_channel(l->channel, l->channel_len, c->id, &l->inbox_len);

@@ -54,6 +54,14 @@ typedef struct dlock__wakeup {
     int64_t retry_at[DLOCK__MAX_NODES];
     unsigned sub_gen[DLOCK__MAX_NODES]; /* cluster: the master entry's generation */
     unsigned failures[DLOCK__MAX_NODES];
+    /* A node refused the SUBSCRIBE of an inbox (an ACL that grants the
+     * lock channels by their exact names): from then on the client's
+     * waiters have none, and are woken on the lock's channel. */
+    int no_inbox;
+    /* The refusal that dropped the inboxes, until it is said (on_log):
+     * once a lock's channel is confirmed, so that a user with no channel
+     * rights at all is told once, by the refusal of that channel. */
+    char inbox_why[200];
     /* A node refused SUBSCRIBE (an ACL user without channel rights): from
      * then on waiters of this client poll instead of subscribing. */
     int refused;
@@ -161,7 +169,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
                 continue;
             if (expired && ch->sent[i])
                 append_sub(wk->sub[i], cl ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", ch);
-            else if (!expired && !ch->sent[i]) {
+            else if (!expired && !ch->sent[i] && !(ch->inbox && wk->no_inbox)) {
                 append_sub(wk->sub[i], cl ? "SSUBSCRIBE" : "SUBSCRIBE", ch);
                 ch->sent[i] = 1;
                 if (!wk->due_ns[i])
@@ -206,6 +214,45 @@ static void drop_overdue(dlock_client *c, dlock__wakeup *wk)
             node_down(wk, i); /* (a refusal is not mended by reconnecting) */
 }
 
+/* A refused SUBSCRIBE while an inbox waits for its confirmation on node
+ * i: the refusal names no channel, so it is taken for the inbox's. An ACL
+ * that grants the lock's channel by its exact name refuses the inbox (a
+ * longer name) and nothing else: the inboxes go, for good, and the
+ * waiters of this client are woken on the lock's channel, as the release
+ * scripts do when they may not publish to an inbox (wake_to.lua). Should
+ * the lock's channel be refused too, its own refusal comes next and finds
+ * no inbox waiting: every waiter polls (wk->refused). Returns 1 if it
+ * dropped the inboxes. wk->mu held. */
+static void say_no_inbox(dlock_client *c, dlock__wakeup *wk, size_t i)
+{
+    dlock__client_log(c, DLOCK_LOG_WARN,
+                      "%s refused SUBSCRIBE to a waiter's own channel (%s); waiters are woken on "
+                      "the lock's channel instead",
+                      c->nodes[i].name, wk->inbox_why);
+    wk->inbox_why[0] = '\0';
+}
+
+static int drop_inboxes(dlock_client *c, dlock__wakeup *wk, size_t i, const char *why)
+{
+    int waiting = 0, lock_pending = 0;
+    for (dlock__chan *ch = wk->chans; ch; ch = ch->next) {
+        waiting |= ch->inbox && ch->sent[i] && !ch->confirmed[i];
+        lock_pending |= !ch->inbox && ch->sent[i] && !ch->confirmed[i];
+    }
+    if (!waiting || wk->no_inbox)
+        return 0;
+    wk->no_inbox = 1;
+    for (dlock__chan *ch = wk->chans; ch; ch = ch->next)
+        if (ch->inbox)
+            memset(ch->sent, 0, sizeof ch->sent), memset(ch->confirmed, 0, sizeof ch->confirmed);
+    note_progress(c, wk, i);
+    snprintf(wk->inbox_why, sizeof wk->inbox_why, "%s", why);
+    if (!lock_pending)
+        say_no_inbox(c, wk, i);
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+    return 1;
+}
+
 /* Handle the frames buffered on node i's subscriber. wk->mu held. */
 static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
 {
@@ -227,7 +274,10 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
         if (!v)
             return 0;
         redisReply *r = v;
-        if (r->type == REDIS_REPLY_ERROR && !wk->refused) {
+        if (r->type == REDIS_REPLY_ERROR && drop_inboxes(cl, wk, i, r->str)) {
+            /* said by drop_inboxes() or at the next confirmation */
+        } else if (r->type == REDIS_REPLY_ERROR && !wk->refused) {
+            wk->inbox_why[0] = '\0'; /* this refusal says it all */
             /* The only commands here are SUBSCRIBE and UNSUBSCRIBE: an
              * error is a refusal (NOPERM), which retrying will not mend. */
             wk->refused = 1;
@@ -256,6 +306,8 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
                 dlock__chan_wake_all(ch);
             } else if (ch && klen == 9 && !memcmp(k, "subscribe", 9)) {
                 ch->confirmed[i] = 1;
+                if (wk->inbox_why[0] && !ch->inbox)
+                    say_no_inbox(cl, wk, i);
                 wk->failures[i] = 0;
                 note_progress(cl, wk, i);
                 DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
@@ -388,8 +440,13 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
         return DLOCK_EREFUSED;
     }
     int made = 0, made_in = 0;
-    dlock__chan *ch = dlock__chan_join(&wk->chans, cname, clen, w, &made);
-    dlock__chan *in = ch && wi ? dlock__chan_join(&wk->chans, l->inbox, l->inbox_len, wi, &made_in)
+    if (wk->no_inbox) { /* see dlock__wakeup_inbox_off() */
+        dlock__free(wi);
+        wi = NULL;
+    }
+    dlock__chan *ch = dlock__chan_join(&wk->chans, cname, clen, 0, w, &made);
+    dlock__chan *in = ch && wi ? dlock__chan_join(&wk->chans, l->inbox, l->inbox_len, 1, wi,
+                                                  &made_in)
                                : NULL;
     if (made || made_in)
         poke(wk); /* the thread subscribes */
@@ -406,7 +463,7 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
     struct timespec ts = dlock__timespec_of(deadline);
     int ok = 0;
     for (;;) {
-        ok = confirmed_on_a_node(c, ch, in);
+        ok = confirmed_on_a_node(c, ch, wk->no_inbox ? NULL : in);
         if (ok || wk->refused || dlock__now_ns() >= deadline)
             break;
         /* A cancel must not wait for a silent node's confirmation
@@ -428,6 +485,19 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
         return refused ? DLOCK_EREFUSED : DLOCK_EIO;
     }
     return DLOCK_OK;
+}
+
+int dlock__wakeup_inbox_off(dlock_client *c)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__wakeup *wk = c->wakeup;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    if (!wk)
+        return 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    int off = wk->no_inbox;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    return off;
 }
 
 void dlock__wakeup_kick(dlock_client *c)

@@ -19,6 +19,11 @@ struct dlock_client;
  * polling. */
 int dlock__wakeup_watch(struct dlock_client *c, dlock__waiter *w);
 
+/* 1 once a node refused the SUBSCRIBE of an inbox (an ACL that grants the
+ * lock channels by their exact names): the client's waiters then go
+ * without one (wait.c), woken on the lock's channel. */
+int dlock__wakeup_inbox_off(struct dlock_client *c);
+
 /* Stop waking this waiter. After return the wake-up thread no longer
  * touches it. */
 void dlock__wakeup_unwatch(struct dlock_client *c, dlock__waiter *w);

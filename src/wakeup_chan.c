@@ -16,8 +16,8 @@ dlock__chan *dlock__chan_find(dlock__chan *list, const char *name, size_t len)
     return NULL;
 }
 
-dlock__chan *dlock__chan_join(dlock__chan **list, const char *name, size_t len, dlock__watcher *w,
-                              int *made)
+dlock__chan *dlock__chan_join(dlock__chan **list, const char *name, size_t len, int inbox,
+                              dlock__watcher *w, int *made)
 {
     dlock__chan *ch = dlock__chan_find(*list, name, len);
     *made = 0;
@@ -28,6 +28,7 @@ dlock__chan *dlock__chan_join(dlock__chan **list, const char *name, size_t len, 
             return NULL;
         }
         ch->len = len;
+        ch->inbox = inbox;
         ch->master = -1;
         ch->slot = dlock__cluster_keyslot(name, len);
         ch->next = *list;

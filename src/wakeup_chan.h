@@ -28,17 +28,18 @@ typedef struct dlock__chan {
      * release's message on the lock's shard. */
     unsigned slot;
     int master;
+    int inbox; /* a client's inbox for a lock (keys.h), not a lock's channel */
     struct dlock__chan *next;
 } dlock__chan;
 
 /* The channel called name in the list, or NULL. */
 dlock__chan *dlock__chan_find(dlock__chan *list, const char *name, size_t len);
 
-/* Put watcher w on channel name, made and put first in *list if new
- * (*made = 1: the thread must subscribe it). NULL: out of memory, w put
- * nowhere. */
-dlock__chan *dlock__chan_join(dlock__chan **list, const char *name, size_t len, dlock__watcher *w,
-                              int *made);
+/* Put watcher w on channel name (an inbox if `inbox`), made and put first
+ * in *list if new (*made = 1: the thread must subscribe it). NULL: out of
+ * memory, w put nowhere. */
+dlock__chan *dlock__chan_join(dlock__chan **list, const char *name, size_t len, int inbox,
+                              dlock__watcher *w, int *made);
 
 /* Take waiter l's watcher off channel name, if it is there. Returns 1 when
  * nobody watches the channel any more (it lingers from now). */

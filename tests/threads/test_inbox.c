@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +35,7 @@ typedef struct spy {
     char chan[128], inbox[160];
     size_t chan_len, inbox_len;
     int on_chan, on_inbox;   /* messages other than the marker */
+    int inbox_subscribers;   /* PUBSUB NUMSUB of the inbox, the spy included */
     char last[200];          /* the last such message's payload */
     char last_where[8];      /* "chan" or "inbox" */
 } spy;
@@ -56,11 +58,12 @@ static void spy_start(spy *s, const char *name, const char *tag)
         r = redisCommand(s->c, "SUBSCRIBE %b", s->inbox, s->inbox_len);
         assert_non_null(r);
         freeReplyObject(r);
-        /* The waiter's subscriber and ours. */
+        /* The waiter's subscriber and ours (only ours when an ACL refused
+         * the waiter's). */
         r = test_cmd_bin(&test_srv, "PUBSUB NUMSUB %b", s->inbox, s->inbox_len);
         assert_non_null(r);
         assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-        assert_int_equal(r->element[1]->integer, 2);
+        s->inbox_subscribers = (int)r->element[1]->integer;
         freeReplyObject(r);
     }
 }
@@ -132,9 +135,9 @@ typedef struct seen {
 /* A holds `name`, B waits for it in a thread until it is in line (in the
  * helper `kind`, with an id of id_len digits); the spy subscribes; A
  * releases; B gets it. */
-static void hand_over(const char *name, unsigned flags, const char *kind, size_t id_len, seen *v)
+static void hand_over_with(dlock_client *ca, dlock_client *cb, const char *name, unsigned flags,
+                           const char *kind, size_t id_len, seen *v)
 {
-    dlock_client *ca = test_client_for(&test_srv, NULL), *cb = test_client_for(&test_srv, NULL);
     dlock_lock *a = test_lock_new(ca, name, 10000, flags, 10, 100);
     dlock_lock *b = test_lock_new(cb, name, 10000, flags, 10, 100);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
@@ -150,6 +153,12 @@ static void hand_over(const char *name, unsigned flags, const char *kind, size_t
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
     dlock_lock_free(a);
     dlock_lock_free(b);
+}
+
+static void hand_over(const char *name, unsigned flags, const char *kind, size_t id_len, seen *v)
+{
+    dlock_client *ca = test_client_for(&test_srv, NULL), *cb = test_client_for(&test_srv, NULL);
+    hand_over_with(ca, cb, name, flags, kind, id_len, v);
     dlock_client_free(ca);
     dlock_client_free(cb);
 }
@@ -157,6 +166,8 @@ static void hand_over(const char *name, unsigned flags, const char *kind, size_t
 /* One wake-up came, on the inbox or on the lock's channel, and it was want. */
 static void woken_once_on(const spy *s, int inbox, const char *want)
 {
+    if (inbox)
+        assert_int_equal(s->inbox_subscribers, 2); /* the waiter's and the spy's */
     assert_int_equal(s->on_inbox, inbox ? 1 : 0);
     assert_int_equal(s->on_chan, inbox ? 0 : 1);
     assert_string_equal(s->last, want);
@@ -206,6 +217,85 @@ static void a_writer_is_woken_on_the_lock_s_channel(void **state)
     woken_once_on(&v.s, 0, want);
 }
 
+/* An ACL that grants the lock's channel by its exact name refuses the
+ * inbox (a longer name) to the waiter's SUBSCRIBE and to the holder's
+ * PUBLISH. The release then wakes the waiter on the lock's channel
+ * (wake_to.lua), where it listens too; from then on the client waits
+ * without an inbox (32-digit ids), and its waiters are still woken by
+ * messages, not left to poll. */
+static atomic_int n_logs;
+static char first_log[300];
+
+static void on_log(dlock_log_level level, const char *msg, void *arg)
+{
+    (void)arg;
+    if (level == DLOCK_LOG_WARN && atomic_fetch_add(&n_logs, 1) == 0)
+        snprintf(first_log, sizeof first_log, "%s", msg);
+}
+
+static void an_acl_with_exact_channel_names_wakes_on_the_lock_s_channel(void **state)
+{
+    (void)state;
+    const char *name = "inbox-acl";
+    test_cmd_status(&test_srv, "ACL SETUSER exact on >pw ~* resetchannels &dlock:wake:%s +@all",
+                    name);
+    char url[128];
+    snprintf(url, sizeof url, "redis://exact:pw@127.0.0.1:%d", test_srv.port);
+    const char *urls[1] = {url};
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.on_log = on_log;
+    atomic_store(&n_logs, 0);
+    dlock_client *ca = test_client_new(urls, 1, &o), *cb = test_client_new(urls, 1, &o);
+    seen v;
+    char want[100];
+    /* The first wait's id was made before the refusal came. */
+    hand_over_with(ca, cb, name, 0, "wq", 48, &v);
+    snprintf(want, sizeof want, "w %s", v.id);
+    assert_int_equal(v.s.inbox_subscribers, 1); /* the spy's alone */
+    woken_once_on(&v.s, 0, want);
+    /* The next waits have none: woken on the lock's channel, by message. */
+    hand_over_with(ca, cb, name, 0, "wq", 32, &v);
+    snprintf(want, sizeof want, "w %s", v.id);
+    woken_once_on(&v.s, 0, want);
+    hand_over_with(ca, cb, name, DLOCK_FAIR, "q", 32, &v);
+    snprintf(want, sizeof want, "g %s %llu", v.id, (unsigned long long)v.fence);
+    woken_once_on(&v.s, 0, want);
+    /* Said once, by the waiting client; wake-ups were never refused. */
+    assert_int_equal(atomic_load(&n_logs), 1);
+    assert_non_null(strstr(first_log, "own channel"));
+    dlock_client_free(ca);
+    dlock_client_free(cb);
+    assert_int_equal(test_cmd_int(&test_srv, "ACL DELUSER exact"), 1);
+}
+
+/* A waiter whose inbox nobody listens to any more (here: its process is
+ * gone, its list entry not yet) is woken on the lock's channel, where the
+ * unlisted waiters (readers) listen: a release after it costs them no
+ * look. */
+static void a_wake_up_for_an_inbox_nobody_hears_goes_to_the_lock_s_channel(void **state)
+{
+    (void)state;
+    const char *name = "inbox-gone", *gone = "0123456789abcdef0123456789abcdeffedcba9876543210";
+    dlock_client *ca = test_client_for(&test_srv, NULL);
+    dlock_lock *a = test_lock_new(ca, name, 10000, 0, 10, 100);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    char key[128];
+    size_t klen = test_helper_key(key, sizeof key, name, "wq");
+    redisReply *r = test_cmd_bin(&test_srv, "ZADD %b %lld %s", key, klen,
+                                 (long long)test_now_us() + 1000000000000000LL, gone);
+    assert_non_null(r);
+    freeReplyObject(r);
+    spy s;
+    spy_start(&s, name, NULL);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    spy_drain(&s);
+    char want[64];
+    snprintf(want, sizeof want, "w %s", gone);
+    woken_once_on(&s, 0, want);
+    dlock_lock_free(a);
+    dlock_client_free(ca);
+}
+
 /* An older dlock's waiter lists a 32-digit id (scored by a lapse time in
  * ms) and listens on the lock's channel alone. */
 static void an_older_dlock_s_waiter_is_woken_on_the_lock_s_channel(void **state)
@@ -240,6 +330,10 @@ int main(void)
         cmocka_unit_test_teardown(a_fair_hand_over_goes_to_the_taker_s_inbox_alone, test_srv_flush),
         cmocka_unit_test_teardown(a_writer_is_woken_on_the_lock_s_channel, test_srv_flush),
         cmocka_unit_test_teardown(an_older_dlock_s_waiter_is_woken_on_the_lock_s_channel,
+                                  test_srv_flush),
+        cmocka_unit_test_teardown(an_acl_with_exact_channel_names_wakes_on_the_lock_s_channel,
+                                  test_srv_flush),
+        cmocka_unit_test_teardown(a_wake_up_for_an_inbox_nobody_hears_goes_to_the_lock_s_channel,
                                   test_srv_flush),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);

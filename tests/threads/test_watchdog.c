@@ -267,6 +267,33 @@ static void a_lost_handle_taken_again_clears_its_old_token_first(void **state)
     dlock_client_free(c);
 }
 
+/* The node stalls (SIGSTOP) under an auto-renewed lock: the watchdog
+ * finds it lost when the lease ends without a renewal. Its release sends
+ * the release by token, but listens only briefly for the stalled node,
+ * not the client's whole I/O timeout (3 s here): it would hold up an
+ * on_lost callback that releases, on the watchdog thread, and with it the
+ * loss reports of the locks after it. */
+static void a_lost_handle_s_release_does_not_wait_out_a_stalled_node(void **state)
+{
+    (void)state;
+    const char *name = "wd:lost-stalled";
+    dlock_client *c = test_client_timeouts(&test_srv, 1, 0, 3000);
+    dlock_lock *l = new_lock(c, name, 1000, DLOCK_AUTO_RENEW, 0, NULL);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_redis_pause(&test_srv);
+    int lost = test_wait_for_state(l, DLOCK_STATE_LOST, 5000);
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_release(l);
+    int64_t took = test_now_ms() - t0;
+    test_redis_resume(&test_srv);
+    printf("# release of the lost handle took %" PRId64 " ms (I/O timeout 3000 ms)\n", took);
+    assert_true(lost);
+    assert_int_equal(rc, DLOCK_ELOST);
+    assert_true(took < 1000);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void released_lock_is_never_renewed_again(void **state)
 {
     (void)state;
@@ -506,6 +533,7 @@ int main(void)
         T(deleted_key_is_reported_lost_once_within_a_renewal_period),
         T(overwritten_key_is_reported_lost_once_within_a_renewal_period),
         T(a_lost_handle_taken_again_clears_its_old_token_first),
+        T(a_lost_handle_s_release_does_not_wait_out_a_stalled_node),
         T(released_lock_is_never_renewed_again),
         T(freeing_a_held_auto_renewed_lock_stops_its_renewal_at_once),
         T(freeing_the_client_stops_and_joins_its_watchdog_thread),

@@ -17,6 +17,11 @@
 -- commands costs wake-ups (everyone is woken, as before), never an acquire
 -- or a release.
 --
+-- The functions that wake someone (wake_next, wq_turn_taken, wq_release)
+-- call wake and wake_to: a script that calls them includes wake.lua and
+-- wake_to.lua first. exclusive_acquire.lua and reentrant_acquire.lua only
+-- note waiters (wq_note) and include neither, saving their closures.
+--
 -- Runs and turns (plain locks; docs/waiting.md, "Runs and turns"): KEY NUL
 -- "wr" holds "RUNID END WOKEN PLACE": the holder handle RUNID keeps a
 -- contended lock for itself until END (server us), so a process that

@@ -11,9 +11,15 @@
 -- tag (src/keys.h), which only the process waiting with that id has
 -- subscribed, instead of to every process waiting on the lock. Any other
 -- id (32 digits: a waiter of an older dlock) is woken on ch, as before.
+-- So is one whose inbox nobody listens to, or this user may not publish
+-- to (an ACL that grants the lock's channel by its exact name refuses
+-- both the waiter's SUBSCRIBE and this PUBLISH): the waiter listens on ch
+-- too, and a waiter that is gone costs the unlisted ones (readers) no
+-- wake-up.
 local function wake_to(ch, id, msg)
   if #id == 48 and string.byte(ch, 1) ~= 1 then
-    return redis.pcall('publish', ch .. '\0' .. string.sub(id, 33), msg)
+    local r = redis.pcall('publish', ch .. '\0' .. string.sub(id, 33), msg)
+    if type(r) == 'number' and r > 0 then return r end
   end
   return wake(ch, msg)
 end
