@@ -173,36 +173,42 @@ static void woken_once_on(const spy *s, int inbox, const char *want)
     assert_string_equal(s->last, want);
 }
 
+/* The hand-over in v woke its waiter once, on the inbox or on the lock's
+ * channel: "w ID" for a listed waiter, "g TOKEN FENCE" for a fair one. */
+static void handed_once_on(const seen *v, int inbox, int fair)
+{
+    char want[120];
+    if (fair)
+        snprintf(want, sizeof want, "g %s %llu", v->id, (unsigned long long)v->fence);
+    else
+        snprintf(want, sizeof want, "w %s", v->id);
+    woken_once_on(&v->s, inbox, want);
+}
+
 static void a_listed_waiter_is_woken_on_its_inbox_alone(void **state)
 {
     (void)state;
     seen v;
-    char want[100];
     hand_over("inbox-plain", 0, "wq", 48, &v);
-    snprintf(want, sizeof want, "w %s", v.id);
-    woken_once_on(&v.s, 1, want);
+    handed_once_on(&v, 1, 0);
 }
 
 static void a_reentrant_waiter_is_woken_on_its_inbox_alone(void **state)
 {
     (void)state;
     seen v;
-    char want[100];
     hand_over("inbox-reentrant", DLOCK_REENTRANT, "wq", 48, &v);
-    snprintf(want, sizeof want, "w %s", v.id);
-    woken_once_on(&v.s, 1, want);
+    handed_once_on(&v, 1, 0);
 }
 
 static void a_fair_hand_over_goes_to_the_taker_s_inbox_alone(void **state)
 {
     (void)state;
     seen v;
-    char want[120];
     hand_over("inbox-fair", DLOCK_FAIR, "q", 48, &v);
     /* The token in line is the one the hand-over named and B holds. */
     assert_string_equal(v.token, v.id);
-    snprintf(want, sizeof want, "g %s %llu", v.id, (unsigned long long)v.fence);
-    woken_once_on(&v.s, 1, want);
+    handed_once_on(&v, 1, 1);
 }
 
 /* Readers wait unlisted on the lock's channel: a writer's wake-up must
@@ -211,10 +217,8 @@ static void a_writer_is_woken_on_the_lock_s_channel(void **state)
 {
     (void)state;
     seen v;
-    char want[100];
     hand_over("inbox-writer", DLOCK_EXCLUSIVE, "wq", 32, &v);
-    snprintf(want, sizeof want, "w %s", v.id);
-    woken_once_on(&v.s, 0, want);
+    handed_once_on(&v, 0, 0);
 }
 
 /* An ACL that grants the lock's channel by its exact name refuses the
@@ -247,19 +251,15 @@ static void an_acl_with_exact_channel_names_wakes_on_the_lock_s_channel(void **s
     atomic_store(&n_logs, 0);
     dlock_client *ca = test_client_new(urls, 1, &o), *cb = test_client_new(urls, 1, &o);
     seen v;
-    char want[100];
     /* The first wait's id was made before the refusal came. */
     hand_over_with(ca, cb, name, 0, "wq", 48, &v);
-    snprintf(want, sizeof want, "w %s", v.id);
     assert_int_equal(v.s.inbox_subscribers, 1); /* the spy's alone */
-    woken_once_on(&v.s, 0, want);
+    handed_once_on(&v, 0, 0);
     /* The next waits have none: woken on the lock's channel, by message. */
     hand_over_with(ca, cb, name, 0, "wq", 32, &v);
-    snprintf(want, sizeof want, "w %s", v.id);
-    woken_once_on(&v.s, 0, want);
+    handed_once_on(&v, 0, 0);
     hand_over_with(ca, cb, name, DLOCK_FAIR, "q", 32, &v);
-    snprintf(want, sizeof want, "g %s %llu", v.id, (unsigned long long)v.fence);
-    woken_once_on(&v.s, 0, want);
+    handed_once_on(&v, 0, 1);
     /* Said once, by the waiting client; wake-ups were never refused. */
     assert_int_equal(atomic_load(&n_logs), 1);
     assert_non_null(strstr(first_log, "own channel"));
@@ -268,21 +268,17 @@ static void an_acl_with_exact_channel_names_wakes_on_the_lock_s_channel(void **s
     assert_int_equal(test_cmd_int(&test_srv, "ACL DELUSER exact"), 1);
 }
 
-/* A waiter whose inbox nobody listens to any more (here: its process is
- * gone, its list entry not yet) is woken on the lock's channel, where the
- * unlisted waiters (readers) listen: a release after it costs them no
- * look. */
-static void a_wake_up_for_an_inbox_nobody_hears_goes_to_the_lock_s_channel(void **state)
+/* A holds `name` with `id` listed (by hand, scored `score`) and nobody
+ * else waiting; A's release must wake `id` on the lock's channel. */
+static void listed_by_hand_is_woken_on_the_lock_s_channel(const char *name, const char *id,
+                                                          long long score)
 {
-    (void)state;
-    const char *name = "inbox-gone", *gone = "0123456789abcdef0123456789abcdeffedcba9876543210";
     dlock_client *ca = test_client_for(&test_srv, NULL);
     dlock_lock *a = test_lock_new(ca, name, 10000, 0, 10, 100);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     char key[128];
     size_t klen = test_helper_key(key, sizeof key, name, "wq");
-    redisReply *r = test_cmd_bin(&test_srv, "ZADD %b %lld %s", key, klen,
-                                 (long long)test_now_us() + 1000000000000000LL, gone);
+    redisReply *r = test_cmd_bin(&test_srv, "ZADD %b %lld %s", key, klen, score, id);
     assert_non_null(r);
     freeReplyObject(r);
     spy s;
@@ -290,10 +286,22 @@ static void a_wake_up_for_an_inbox_nobody_hears_goes_to_the_lock_s_channel(void 
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     spy_drain(&s);
     char want[64];
-    snprintf(want, sizeof want, "w %s", gone);
+    snprintf(want, sizeof want, "w %s", id);
     woken_once_on(&s, 0, want);
     dlock_lock_free(a);
     dlock_client_free(ca);
+}
+
+/* A waiter whose inbox nobody listens to any more (its process is gone,
+ * its list entry not yet; scored in server us, as this version lists) is
+ * woken on the lock's channel, where the unlisted waiters (readers)
+ * listen: a release after it costs them no look. */
+static void a_wake_up_for_an_inbox_nobody_hears_goes_to_the_lock_s_channel(void **state)
+{
+    (void)state;
+    listed_by_hand_is_woken_on_the_lock_s_channel(
+        "inbox-gone", "0123456789abcdef0123456789abcdeffedcba9876543210",
+        (long long)time(NULL) * 1000000LL);
 }
 
 /* An older dlock's waiter lists a 32-digit id (scored by a lapse time in
@@ -301,25 +309,8 @@ static void a_wake_up_for_an_inbox_nobody_hears_goes_to_the_lock_s_channel(void 
 static void an_older_dlock_s_waiter_is_woken_on_the_lock_s_channel(void **state)
 {
     (void)state;
-    const char *name = "inbox-old", *old = "0123456789abcdef0123456789abcdef";
-    dlock_client *ca = test_client_for(&test_srv, NULL);
-    dlock_lock *a = test_lock_new(ca, name, 10000, 0, 10, 100);
-    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    char key[128];
-    size_t klen = test_helper_key(key, sizeof key, name, "wq");
-    redisReply *r = test_cmd_bin(&test_srv, "ZADD %b %lld %s", key, klen,
-                                 (long long)(time(NULL) * 1000LL + 400), old);
-    assert_non_null(r);
-    freeReplyObject(r);
-    spy s;
-    spy_start(&s, name, NULL);
-    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    spy_drain(&s);
-    char want[64];
-    snprintf(want, sizeof want, "w %s", old);
-    woken_once_on(&s, 0, want);
-    dlock_lock_free(a);
-    dlock_client_free(ca);
+    listed_by_hand_is_woken_on_the_lock_s_channel("inbox-old", "0123456789abcdef0123456789abcdef",
+                                                  (long long)time(NULL) * 1000LL + 400);
 }
 
 int main(void)
