@@ -368,6 +368,15 @@ static void *wakeup_main(void *arg)
     return NULL;
 }
 
+/* The client's wake-up thread, or NULL if none was started. */
+static dlock__wakeup *started(dlock_client *c)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
+    dlock__wakeup *wk = c->wakeup;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    return wk;
+}
+
 static const dlock__bg_ops bg_ops = {dlock__wakeup_stop, dlock__wakeup_forget};
 
 static dlock__wakeup *get_or_start(dlock_client *c)
@@ -489,9 +498,7 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
 
 int dlock__wakeup_inbox_off(dlock_client *c)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
-    dlock__wakeup *wk = c->wakeup;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    dlock__wakeup *wk = started(c);
     if (!wk)
         return 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
@@ -502,9 +509,7 @@ int dlock__wakeup_inbox_off(dlock_client *c)
 
 void dlock__wakeup_kick(dlock_client *c)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
-    dlock__wakeup *wk = c->wakeup;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    dlock__wakeup *wk = started(c);
     if (!wk)
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
@@ -514,9 +519,7 @@ void dlock__wakeup_kick(dlock_client *c)
 
 void dlock__wakeup_unwatch(dlock_client *c, dlock__waiter *l)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
-    dlock__wakeup *wk = c->wakeup;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
+    dlock__wakeup *wk = started(c);
     if (!wk)
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
