@@ -30,7 +30,8 @@ static const char conf[] =
     "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
     "+set +get +del +exists +type +pttl +pexpire +incr +publish "
     "+hset +hget +hdel +hexists +hincrby +hkeys +rpush +lpop +lindex +lpos +lrem "
-    "+time +zadd +zrem +zrange +zremrangebyscore\n"
+    "+time +zadd +zrem +zrange +zremrangebyscore +zscore +zcount +zrangebyscore "
+    "+zrevrangebyscore\n"
     /* The same user as before the waiter list: its commands are refused
      * inside the scripts, which must still grant and release. */
     "user oldlocker on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
@@ -383,6 +384,58 @@ static void acl_user_limited_to_the_prefix_uses_every_mode(void **state)
     dlock_client_free(bare);
 }
 
+/* Shared locks, writers and semaphores through the same user: their
+ * scripts also read the sorted set by score (ZSCORE ZCOUNT ZRANGEBYSCORE
+ * ZREVRANGEBYSCORE), which the user was once documented without. */
+static void must(dlock_lock *l, int rc, int want, const char *what)
+{
+    if (rc != want)
+        fail_msg("%s through the ACL user: %s (wanted %s): %s", what, dlock_errname(rc),
+                 dlock_errname(want), dlock_lock_errmsg(l));
+}
+
+static void acl_user_limited_to_the_prefix_takes_shares_and_permits(void **state)
+{
+    (void)state;
+    char url[128];
+    snprintf(url, sizeof url, "redis://locker:pw@127.0.0.1:%d", test_srv.port);
+    dlock_client *c = client_with_prefix(url, "lock:");
+    dlock_lock *r1 = test_lock_new(c, "rw", 30000, DLOCK_SHARED | DLOCK_AUTO_RENEW, 10, 200);
+    dlock_lock *r2 = test_lock_new(c, "rw", 30000, DLOCK_SHARED, 10, 200);
+    dlock_lock *w = test_lock_new(c, "rw", 30000, DLOCK_EXCLUSIVE, 10, 200);
+    must(r1, dlock_lock_acquire(r1, 0), DLOCK_OK, "a share");
+    must(r2, dlock_lock_acquire(r2, 0), DLOCK_OK, "a second share");
+    must(r1, dlock_lock_extend(r1, 0), DLOCK_OK, "a share's extend");
+    must(w, dlock_lock_acquire(w, 0), DLOCK_ENOTACQUIRED, "a writer behind readers");
+    must(r1, dlock_lock_release(r1), DLOCK_OK, "a share's release");
+    must(r2, dlock_lock_release(r2), DLOCK_OK, "a share's release");
+    must(w, dlock_lock_acquire(w, 0), DLOCK_OK, "a writer");
+    must(w, dlock_lock_release(w), DLOCK_OK, "a writer's release");
+
+    dlock_lock *p[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_semaphore_new(&p[i], c, "sem", 2, NULL), DLOCK_OK);
+    must(p[0], dlock_lock_acquire(p[0], 0), DLOCK_OK, "a permit");
+    must(p[1], dlock_lock_acquire(p[1], 0), DLOCK_OK, "a second permit");
+    must(p[2], dlock_lock_acquire(p[2], 0), DLOCK_ENOTACQUIRED, "a third of two permits");
+    must(p[0], dlock_lock_extend(p[0], 0), DLOCK_OK, "a permit's extend");
+    dlock_holders_info info;
+    dlock_holder h[4];
+    assert_int_equal(dlock_client_holders(c, "sem", 0, &info, h, 4), DLOCK_OK);
+    assert_int_equal(info.permits, 2);
+    assert_int_equal(info.count, 2);
+    for (int i = 0; i < 2; i++)
+        must(p[i], dlock_lock_release(p[i]), DLOCK_OK, "a permit's release");
+    must(p[2], dlock_lock_acquire(p[2], 0), DLOCK_OK, "a freed permit");
+    must(p[2], dlock_lock_release(p[2]), DLOCK_OK, "a permit's release");
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(p[i]);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_free(c);
+}
+
 /* A user without the waiter list's commands (the least-privilege user
  * before issue 20's wake-one): the scripts' list calls are refused under
  * pcall, so plain and reentrant locks still grant, wait and release; the
@@ -431,6 +484,8 @@ int main(void)
                                   test_srv_flush),
         cmocka_unit_test_teardown(fenced_names_keep_one_counter_each, test_srv_flush),
         cmocka_unit_test_teardown(acl_user_limited_to_the_prefix_uses_every_mode, test_srv_flush),
+        cmocka_unit_test_teardown(acl_user_limited_to_the_prefix_takes_shares_and_permits,
+                                  test_srv_flush),
         cmocka_unit_test_teardown(acl_user_without_the_waiter_list_commands_still_waits,
                                   test_srv_flush),
     };

@@ -145,6 +145,20 @@ static void errors_inside_redis6_scripts_keep_their_class(void **state)
                      DLOCK_EREFUSED);
 }
 
+static void acl_refusals_inside_redis7_scripts_are_auth_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(map("ERR The user executing the script can't run this command or subcommand "
+                         "script: 54018df73bcb1735808f08ceccbd154edc7da0d6, on @user_script:14."),
+                     DLOCK_EAUTH);
+    assert_int_equal(map("ERR The user executing the script can't access at least one of the keys "
+                         "mentioned in the command arguments script: f, on @user_script:1."),
+                     DLOCK_EAUTH);
+    assert_int_equal(map("ERR ACL failure in script: User locker has no permissions to run the 'zscore' "
+                         "command script: f, on @user_script:14."),
+                     DLOCK_EAUTH);
+}
+
 static void other_errors_are_refusals(void **state)
 {
     (void)state;
@@ -230,6 +244,7 @@ int main(void)
         cmocka_unit_test(redis_error_classes_map_to_codes),
         cmocka_unit_test(redis5_password_errors_are_auth_errors),
         cmocka_unit_test(errors_inside_redis6_scripts_keep_their_class),
+        cmocka_unit_test(acl_refusals_inside_redis7_scripts_are_auth_errors),
         cmocka_unit_test(other_errors_are_refusals),
         cmocka_unit_test(mapping_reads_only_the_given_length),
         cmocka_unit_test(mapping_never_returns_success),
