@@ -90,9 +90,10 @@ static const char global_help[] =
     "Durations: 250ms, 30s, 5m, 1h, 1d, or seconds (1.5).\n"
     "Exit status: the program's (run); 1 lock busy (-E) or status free; 64 usage;\n"
     "66 password file unreadable; 69 Redis unreachable or no quorum, or TLS\n"
-    "verification failed; 75 lock lost;\n"
+    "verification failed; 71 system error (fork, pipe, thread); 75 lock lost;\n"
     "76 Redis refused the command; 77 authentication or ACL refused;\n"
-    "128+N killed by signal N. See dlock(1).\n";
+    "126/127 program not runnable/not found; 128+N killed by signal N.\n"
+    "See dlock(1).\n";
 
 static const command_help *find_command(const char *name)
 {

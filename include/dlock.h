@@ -37,7 +37,7 @@
  * -------
  * A dlock_client is safe to share between threads: every function taking a
  * client may be called concurrently (connections come from a per-node pool).
- * A dlock_lock handle is used by one thread at a time, with three exceptions
+ * A dlock_lock handle is used by one thread at a time, with five exceptions
  * that are safe from any thread at any time: dlock_lock_cancel(),
  * dlock_lock_state_get(), dlock_lock_validity_ms(), dlock_lock_holder_ttl_ms()
  * and dlock_lock_name(). Callbacks say which thread
@@ -254,8 +254,8 @@ typedef struct dlock_client_options {
      *  when nodes run without persistence. Default 0 (off). */
     int64_t min_node_uptime_ms;
     /** Wake waiters with pub/sub on release (1) or only poll (0).
-     *  Default 1. With one node, a release of a plain, reentrant or
-     *  writer's lock wakes one waiter (a waiter list in Redis,
+     *  Default 1. With one node (not a Redis Cluster), a release of a
+     *  plain, reentrant or writer's lock wakes one waiter (a waiter list in Redis,
      *  docs/waiting.md), not every waiting process; a contended plain lock
      *  stays with a holder that takes it again at once for a 1 ms run and
      *  is then handed to the longest waiter (docs/waiting.md, "Runs and
@@ -468,7 +468,8 @@ typedef struct dlock_node_status {
  * @param nodes   receives one entry per node.
  * @param summary receives the verdict; may be NULL.
  * @return DLOCK_OK if at least one node answered (per-node errors are in
- *         nodes[i].error), DLOCK_EINVAL, or the error of the only node.
+ *         nodes[i].error), DLOCK_EINVAL, DLOCK_ENOMEM, the error of the only
+ *         node, or DLOCK_ENOQUORUM when none of several nodes answered.
  *         The summary is filled whenever the nodes were asked.
  */
 DLOCK_EXTERN(int)
@@ -644,8 +645,12 @@ dlock_lock_options_init(dlock_lock_options *opts, unsigned int version);
  * @param name   1..DLOCK_NAME_MAX bytes, NUL-terminated.
  * @param opts   options or NULL for the defaults.
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, empty or long name, TTL out of
- *         range, unknown flags or version, retry bounds), DLOCK_ENOTSUP
- *         (DLOCK_FAIR on several nodes), DLOCK_ENOMEM.
+ *         range, unknown flags or version, retry bounds, renew_interval_ms
+ *         not below the TTL, DLOCK_SHARED with DLOCK_EXCLUSIVE),
+ *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
+ *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
+ *         over several nodes; shared locks, semaphores and several names
+ *         on etcd), DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)
 dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
@@ -735,8 +740,9 @@ DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
  *         two of the client's URLs turned out to reach one server, by its
  *         run_id: nothing is granted and the message names both URLs),
  *         or a node error: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EAUTH,
- *         DLOCK_EWRONGTYPE, DLOCK_EREFUSED, DLOCK_EBUSY, DLOCK_EPROTO
- *         (single node), DLOCK_ENOQUORUM (several nodes), DLOCK_ENOMEM.
+ *         DLOCK_EWRONGTYPE, DLOCK_EREFUSED, DLOCK_EBUSY, DLOCK_ETLS,
+ *         DLOCK_EPROTO (single node), DLOCK_ENOREPLICAS (single node with
+ *         min_replicas), DLOCK_ENOQUORUM (several nodes), DLOCK_ENOMEM.
  *         Node errors end a wait at once except DLOCK_EBUSY, DLOCK_EIO and
  *         DLOCK_EUNKNOWN (with several nodes: when every failing node
  *         failed that way), which are retried until the deadline: a wait
@@ -778,7 +784,7 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  * With several nodes, a majority must confirm within the remaining validity.
  * With DLOCK_AUTO_RENEW, a successful extend also sets the TTL the watchdog
  * renews to for the rest of this hold (its rounds come every third of it,
- * or every renew_interval_ms if that is shorter): an extend is never undone
+ * or every renew_interval_ms when that is set and below the new TTL): an extend is never undone
  * by the next round. ttl_ms 0 returns to the handle's TTL; a new hold starts
  * from the handle's TTL. With DLOCK_REENTRANT the key keeps at least
  * @p ttl_ms (a shorter extend does not cut other handles' leases); the

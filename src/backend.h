@@ -3,9 +3,11 @@
  * in. lock.c keeps a handle's state machine (unlocked / held / lost), the
  * watchdog registration, cancel and the getters; every round trip goes
  * through a backend's operations. Redis (scripts, fan-out, Redlock
- * majorities, EVALSHA replies) is one backend (redis_backend.c with
- * attempt.c, release.c, fair.c); another store (etcd, issue 21) is a
- * module of its own providing the same table (docs/design.md, "Modules"). */
+ * majorities, EVALSHA replies) is one table (redis_backend.c with
+ * attempt.c, release.c, fair.c); several names at once are another
+ * (multi.c). etcd (issue 21) waits in a line, not by attempts, so lock.c
+ * calls etcd_backend.c beside the table, not through it (docs/design.md,
+ * "Modules"). */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H
 
