@@ -78,6 +78,11 @@ static int pttl_above_20s(void *name)
     return fair_pttl(name) > 20000;
 }
 
+static int validity_above_20s(void *lock)
+{
+    return dlock_lock_validity_ms(lock) > 20000;
+}
+
 /* A holder of a fair lock (TTL ttl_ms) with one waiter in line (`wl`, or a
  * new fair handle with that TTL), which it releases 100 ms after the
  * waiter's look. Returns the script calls from the release until the
@@ -142,17 +147,26 @@ static void fair_hand_over_is_taken_on_its_message_and_confirmed_later(void **st
     assert_true(w.validity_ms > 2000 && w.validity_ms < 4000);
     long long p0 = fair_pttl(name);
     assert_true(p0 > 0 && p0 <= 4000);
-    /* One renewal sets the full TTL, and the handle's validity follows. */
+    /* One renewal sets the full TTL, and the handle's validity follows
+     * once the watchdog has read the answer: the PTTL is up as soon as the
+     * server ran the script, the validity a moment later (seconds later
+     * on a loaded machine under TSan), so the test waits for each. */
     long long calls1 = test_script_calls(&test_srv);
     int64_t t1 = test_now_ms();
-    assert_true(test_wait_until(pttl_above_20s, (void *)name, 3000, 5));
+    int confirmed = test_wait_until(pttl_above_20s, (void *)name, 3000, 5);
+    int64_t t2 = test_now_ms();
+    int followed = test_wait_until(validity_above_20s, w.lock, 3000, 1);
     int64_t v = dlock_lock_validity_ms(w.lock);
-    printf("# confirmed %" PRId64 " ms after the hand-over (PTTL %lld before), validity %" PRId64
-           " ms\n", test_now_ms() - t1, p0, v);
-    assert_true(v > 20000 && v <= 30000);
+    printf("# confirmed %" PRId64 " ms after the hand-over (PTTL %lld before), the handle's "
+           "validity %" PRId64 " ms %" PRId64 " ms later\n", t2 - t1, p0, v, test_now_ms() - t2);
     test_sleep_ms(300);
-    assert_int_equal(test_script_calls(&test_srv) - calls1, 1); /* one, not a renewal loop */
+    long long calls = test_script_calls(&test_srv) - calls1;
+    /* Checked after the waiter let go: a failed check here must not leave
+     * its thread reading `go` in a stack frame the next test reuses. */
     let_go(c, &w, t, &go, DLOCK_OK, name);
+    assert_true(confirmed && followed);
+    assert_true(v > 20000 && v <= 30000);
+    assert_int_equal(calls, 1); /* one, not a renewal loop */
 }
 
 /* A holder that lets go before the confirmation is due sends none. */
