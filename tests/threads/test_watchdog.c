@@ -172,6 +172,11 @@ static void lock_without_auto_renew_expires_and_its_release_reports_expired(void
 
 /* Shared by the DEL and the overwrite cases: tamper with the key, then the
  * lock must be reported lost once, within one renewal period plus slack. */
+static int probe_called(void *arg)
+{
+    return atomic_load(&((lost_probe *)arg)->calls) > 0;
+}
+
 static void check_lost_after(const char *name, const char *overwrite)
 {
     const int64_t ttl = 1000, period = ttl / 3;
@@ -189,6 +194,9 @@ static void check_lost_after(const char *name, const char *overwrite)
     else
         key_del(name);
     assert_true(test_wait_for_state(l, DLOCK_STATE_LOST, (int)period + 3000));
+    /* on_lost runs after the state became LOST (dlock.h), on a loaded
+     * machine some ms later: wait for the call before reading its time. */
+    assert_true(test_wait_until(probe_called, &probe, 3000, 5));
     int64_t after = atomic_load(&probe.at_ms) - t_tamper;
     printf("# %s: lost reported %" PRId64 " ms after the key was %s (period %" PRId64 " ms)\n",
            name, after, overwrite ? "overwritten" : "deleted", period);
