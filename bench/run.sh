@@ -110,8 +110,8 @@ for who, ours, theirs in pairs:
         note = "no baseline-c row"
     dr, br = num(d, "rate"), num(b, "rate") if b else None
     dp, bp = num(d, "p99_us"), num(b, "p99_us") if b else None
-    if ours == "S1" and theirs == "S1" and dr and br and dr < 0.95 * br:
-        note = "below 0.95 x baseline-c"
+    if ours == "S1" and theirs == "S1" and dr and br and dr < 0.97 * br:
+        note = "below 0.97 x baseline-c"
     if d.get("viol") not in ("0", None):
         note = (note + "; " if note else "") + "viol=" + d["viol"]
     out.append((who, ours, theirs, show(dr, "%.0f"), show(br, "%.0f"), ratio(dr, br),

@@ -15,13 +15,19 @@ import sys
 
 
 def total_calls(path):
-    """The "calls" column of strace -c's "total" line: percent, seconds,
-    usecs/call, calls, [errors,] "total"."""
-    for line in reversed(open(path).read().strip().splitlines()):
+    """The sum of strace -c's "calls" column over its per-call rows: percent,
+    seconds, usecs/call, calls, [errors,] name. (The "total" line is not
+    read: some strace versions leave its usecs/call blank.)"""
+    calls, rows = 0, 0
+    for line in open(path).read().splitlines():
         fields = line.split()
-        if fields and fields[-1] == "total":
-            return int(fields[3])
-    raise ValueError("no total line in %s" % path)
+        if len(fields) < 5 or fields[-1] == "total" or fields[0].startswith(("%", "-")):
+            continue
+        calls += int(fields[3])
+        rows += 1
+    if not rows:
+        raise ValueError("no rows in %s" % path)
+    return calls
 
 
 def main(argv):
@@ -30,9 +36,14 @@ def main(argv):
         return 2
     try:
         calls = [total_calls(argv[1]), total_calls(argv[3])]
-        cycles = [json.load(open(argv[2]))["n"], json.load(open(argv[4]))["n"]]
+        outs = [json.load(open(argv[2])), json.load(open(argv[4]))]
+        cycles = [o["n"] for o in outs]
     except (OSError, ValueError, KeyError) as e:
         print("n/a (%s)" % e)
+        return 0
+    # A failed acquire costs calls that no counted cycle pays for.
+    if any(o.get("acq_fail") or o.get("errors") for o in outs):
+        print("n/a (the worker failed some acquires)")
         return 0
     if cycles[1] <= cycles[0]:
         print("n/a (the longer run made no more cycles)")

@@ -6,7 +6,10 @@ usage: targets.py PEERS.tsv   (DLOCK_SYSCALLS: the system calls per S1
 cycle that bench/syscalls.py measured, or "n/a ...")
 
 Prints one line per target: what it asks, this run's figure and "met",
-"NOT met" or "n/a" (no row for it in this run). Fair mode's target is set
+"NOT met", "n/a" (no row for it in this run) or "invalid run" (a row whose
+run broke: a safety violation, errors, failed workers, late starters, a
+scenario that did not reach its target, or S3 shares from fewer than its
+four workers), which no figure of that row can meet. Fair mode's target is set
 against the hand-over limit, which `make bench-more` measures
 (bench/handover-limit.sh); here it is shown beside baseline-c only.
 """
@@ -41,20 +44,55 @@ def verdict(ok):
     return "n/a" if ok is None else ("met" if ok else "NOT met")
 
 
+S3_WORKERS = 4
+
+
+def broken(rows, who, scen):
+    """Why the row's run cannot be read as a figure, or None."""
+    r = rows.get((who, scen))
+    if r is None:
+        return None
+    if (r.get("viol") or "0") != "0":
+        return "viol=" + r["viol"]
+    for name in ("err", "acqfail"):
+        m = re.search(r"(?:^|\s)%s=(\d+)" % name, r.get("checks") or "")
+        if m and m.group(1) != "0":
+            return "%s=%s" % (name, m.group(1))
+    notes = r.get("notes") or ""
+    for word in ("FAILED", "TARGET-NOT-REACHED", "LATE="):
+        if word in notes:
+            return word.rstrip("=")
+    pp = note(rows, who, scen, "per-proc")
+    if scen.startswith("S3") and pp is not None and len(pp.split("/")) != S3_WORKERS:
+        return "%d shares" % len(pp.split("/"))
+    return None
+
+
+def checked(rows, row, pairs):
+    """row, or row with an "invalid run" verdict if a run it reads broke."""
+    for who, scen in pairs:
+        why = broken(rows, who, scen)
+        if why:
+            return (row[0], "%s [%s %s: %s]" % (row[1], who, scen, why), "invalid run")
+    return row
+
+
 def ratio_row(rows, label, who, ours, theirs, want):
     d, b = rate(rows, who, ours), rate(rows, "baseline-c", theirs)
     if d is None or not b:
         return (label, "n/a", "n/a")
-    return (label, "%.2f (%.0f / %.0f)" % (d / b, d, b), verdict(d / b >= want))
+    row = (label, "%.2f (%.0f / %.0f)" % (d / b, d, b), verdict(d / b >= want))
+    return checked(rows, row, [(who, ours), ("baseline-c", theirs)])
 
 
 def max_wait_row(rows, label, want_ms):
     mw = note(rows, "dlock", "S3-default", "max_wait")
     try:
-        ok = float(mw[:-2] if mw.endswith("ms") else mw) <= want_ms
+        v = float(mw[:-2] if mw.endswith("ms") else mw)
+        ok = None if v != v else v <= want_ms  # nan: no wait was recorded
     except (AttributeError, ValueError):
         ok = None
-    return (label, mw or "n/a", verdict(ok))
+    return checked(rows, (label, mw or "n/a", verdict(ok)), [("dlock", "S3-default")])
 
 
 def shares_row(rows, label, spread):
@@ -65,7 +103,7 @@ def shares_row(rows, label, spread):
         ok = all(abs(s - mean) <= spread * mean for s in shares)
     except (AttributeError, ValueError, ZeroDivisionError):
         ok = None
-    return (label, pp or "n/a", verdict(ok))
+    return checked(rows, (label, pp or "n/a", verdict(ok)), [("dlock", "S3-default")])
 
 
 def syscalls_row(label, figure, most):
@@ -81,8 +119,9 @@ def fair_row(rows):
     if d is None or not b:
         return (label, "n/a", "n/a")
     mw = note(rows, "dlock-fair", "S3-default", "max_wait") or "n/a"
-    return (label, "%.0f cs/s, %.2f x baseline-c, longest wait %s" % (d, d / b, mw),
-            "make bench-more")
+    row = (label, "%.0f cs/s, %.2f x baseline-c, longest wait %s" % (d, d / b, mw),
+           "make bench-more")
+    return checked(rows, row, [("dlock-fair", "S3-default"), ("baseline-c", "S3-tuned")])
 
 
 def main(argv):

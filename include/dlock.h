@@ -101,7 +101,10 @@ extern "C" {
  * from dlock_strerror() and a name from dlock_errname().
  *
  * Which Redis errors map to which code:
- *   - NOAUTH, WRONGPASS, NOPERM, "invalid password"  -> DLOCK_EAUTH
+ *   - NOAUTH, WRONGPASS, NOPERM, "invalid password",
+ *     an ACL refusal inside a script ("ERR The user
+ *     executing the script ...", "ERR ACL failure in
+ *     script")                                        -> DLOCK_EAUTH
  *   - WRONGTYPE                                       -> DLOCK_EWRONGTYPE
  *   - READONLY from a Sentinel-managed primary (it was
  *     demoted; nothing ran)                            -> DLOCK_EIO

@@ -114,11 +114,12 @@ int dlock__map_redis_error(const char *msg, size_t len)
     if (len >= 20 && (memmem(msg, len, "invalid password", 16) ||
                       memmem(msg, len, "invalid username-password", 25)))
         return DLOCK_EAUTH;
-    /* An ACL refusal of a command a script runs: Redis 7.0 says "ERR The
-     * user executing the script can't run this command or subcommand" (or
-     * "can't access at least one of the keys"), 7.2 "ERR ACL failure in
-     * script: ...". It is the ACL's no, as NOPERM is. */
-    if (memmem(msg, len, "The user executing the script can't", 35) ||
+    /* An ACL refusal of a command a script runs: Redis 6 and 7.0 say "ERR
+     * The user executing the script can't run this command or subcommand"
+     * (or "can't access at least one of the keys", or "is lacking the
+     * permissions"), 7.2 "ERR ACL failure in script: ...". It is the ACL's
+     * no, as NOPERM is. */
+    if (memmem(msg, len, "The user executing the script ", 30) ||
         memmem(msg, len, "ERR ACL failure in script", 25))
         return DLOCK_EAUTH;
     return DLOCK_EREFUSED;

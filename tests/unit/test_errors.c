@@ -157,6 +157,16 @@ static void acl_refusals_inside_redis7_scripts_are_auth_errors(void **state)
     assert_int_equal(map("ERR ACL failure in script: User locker has no permissions to run the 'zscore' "
                          "command script: f, on @user_script:14."),
                      DLOCK_EAUTH);
+    /* Redis 6 wraps it as it wraps every error raised in a script. */
+    assert_int_equal(map("ERR Error running script (call to f_x): @user_script:14: @user_script: 14: "
+                         "The user executing the script can't run this command or subcommand"),
+                     DLOCK_EAUTH);
+    /* Only the given length counts, and another script error is not one. */
+    const char *m = "ERR The user executing the script can't run this command";
+    assert_int_equal(dlock__map_redis_error(m, 20), DLOCK_EREFUSED);
+    assert_int_equal(map("ERR Error running script: @user_script:3: user_script:3: Script attempted "
+                         "to access nonexistent global variable 'user'"),
+                     DLOCK_EREFUSED);
 }
 
 static void other_errors_are_refusals(void **state)
