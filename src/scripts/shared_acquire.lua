@@ -65,8 +65,18 @@ else
     return {0, tonumber(first[2]) - now, ''}
   end
 end
+-- The grant. The key's TTL is the last live lease's end, read before the
+-- first write, and PEXPIRE runs first (on a new key it writes nothing; on
+-- a set it only sets the TTL the set gets anyway, which no live lease
+-- outlasts): so every command after the first ZADD has already run, and an
+-- ACL that refuses one refuses the script before the ZADD, not after it
+-- (a set left without a TTL would keep every writer out).
+local last = now + ttl
+local top = redis.call('zrevrangebyscore', key, '(inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 1)
+if #top > 0 and tonumber(top[2]) > last then last = tonumber(top[2]) end
+redis.call('pexpire', key, last - now)
 if t == 'zset' then redis.call('zremrangebyscore', key, '-inf', now) end
 if n > 0 and not stored then redis.call('zadd', key, 'inf', ZLEASE_SENTINEL .. n) end
 redis.call('zadd', key, now + ttl, tok)
-zlease_expire(key, now)
+redis.call('pexpire', key, last - now)
 return {1, 0}

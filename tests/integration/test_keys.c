@@ -37,7 +37,13 @@ static const char conf[] =
     "user oldlocker on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
     "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
     "+set +get +del +exists +type +pttl +pexpire +incr +publish "
-    "+hset +hget +hdel +hexists +hincrby +hkeys +rpush +lpop +lindex +lpos +lrem\n";
+    "+hset +hget +hdel +hexists +hincrby +hkeys +rpush +lpop +lindex +lpos +lrem\n"
+    /* The documented user without one command a share's grant runs after
+     * its reads: the script must be refused before it writes. */
+    "user nozrev on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
+    "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
+    "+set +get +del +exists +type +pttl +pexpire +incr +publish "
+    "+time +zadd +zrem +zrange +zremrangebyscore +zscore +zcount +zrangebyscore\n";
 
 #define DLOCK__TEST_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -436,6 +442,27 @@ static void acl_user_limited_to_the_prefix_takes_shares_and_permits(void **state
     dlock_client_free(c);
 }
 
+/* A share refused by the ACL part-way leaves nothing behind: before, the
+ * grant's ZADD ran before the refused ZREVRANGEBYSCORE, and the sorted set
+ * was left without a TTL, keeping every writer out for good. */
+static void a_share_refused_by_the_acl_writes_nothing(void **state)
+{
+    (void)state;
+    char url[128];
+    snprintf(url, sizeof url, "redis://nozrev:pw@127.0.0.1:%d", test_srv.port);
+    dlock_client *c = client_with_prefix(url, "lock:");
+    dlock_lock *r = test_lock_new(c, "sh", 30000, DLOCK_SHARED, 10, 200);
+    must(r, dlock_lock_acquire(r, 0), DLOCK_EAUTH, "a share without ZREVRANGEBYSCORE");
+    assert_int_equal(test_cmd_int(&test_srv, "EXISTS lock:sh"), 0);
+    dlock_lock *p;
+    assert_int_equal(dlock_semaphore_new(&p, c, "sem", 2, NULL), DLOCK_OK);
+    must(p, dlock_lock_acquire(p, 0), DLOCK_EAUTH, "a permit without ZREVRANGEBYSCORE");
+    assert_int_equal(test_cmd_int(&test_srv, "EXISTS lock:sem"), 0);
+    dlock_lock_free(p);
+    dlock_lock_free(r);
+    dlock_client_free(c);
+}
+
 /* A user without the waiter list's commands (the least-privilege user
  * before issue 20's wake-one): the scripts' list calls are refused under
  * pcall, so plain and reentrant locks still grant, wait and release; the
@@ -486,6 +513,7 @@ int main(void)
         cmocka_unit_test_teardown(acl_user_limited_to_the_prefix_uses_every_mode, test_srv_flush),
         cmocka_unit_test_teardown(acl_user_limited_to_the_prefix_takes_shares_and_permits,
                                   test_srv_flush),
+        cmocka_unit_test_teardown(a_share_refused_by_the_acl_writes_nothing, test_srv_flush),
         cmocka_unit_test_teardown(acl_user_without_the_waiter_list_commands_still_waits,
                                   test_srv_flush),
     };
