@@ -52,6 +52,10 @@ if t == 'none' then
     local e = bad_fence(fk)
     if e then return e end
   end
+  -- PEXPIRE first, where it writes nothing (no key yet): an ACL that
+  -- refuses it refuses the script before the HSET, which would otherwise
+  -- leave a hash without a TTL.
+  redis.call('pexpire', key, ttl)
   redis.call('hset', key, owner, 1, fs, seq, fu, seq)
   redis.call('pexpire', key, ttl)
   local fence = 0

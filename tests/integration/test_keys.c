@@ -43,7 +43,12 @@ static const char conf[] =
     "user nozrev on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
     "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
     "+set +get +del +exists +type +pttl +pexpire +incr +publish "
-    "+time +zadd +zrem +zrange +zremrangebyscore +zscore +zcount +zrangebyscore\n";
+    "+time +zadd +zrem +zrange +zremrangebyscore +zscore +zcount +zrangebyscore\n"
+    /* And without PEXPIRE, which a reentrant grant runs after its HSET. */
+    "user nopexpire on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
+    "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
+    "+set +get +del +exists +type +pttl +incr +publish "
+    "+hset +hget +hdel +hexists +hincrby +hkeys\n";
 
 #define DLOCK__TEST_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -444,7 +449,8 @@ static void acl_user_limited_to_the_prefix_takes_shares_and_permits(void **state
 
 /* A share refused by the ACL part-way leaves nothing behind: before, the
  * grant's ZADD ran before the refused ZREVRANGEBYSCORE, and the sorted set
- * was left without a TTL, keeping every writer out for good. */
+ * was left without a TTL, keeping every writer out for good. The same for
+ * a reentrant grant's HSET before a refused PEXPIRE. */
 static void a_share_refused_by_the_acl_writes_nothing(void **state)
 {
     (void)state;
@@ -459,6 +465,15 @@ static void a_share_refused_by_the_acl_writes_nothing(void **state)
     must(p, dlock_lock_acquire(p, 0), DLOCK_EAUTH, "a permit without ZREVRANGEBYSCORE");
     assert_int_equal(test_cmd_int(&test_srv, "EXISTS lock:sem"), 0);
     dlock_lock_free(p);
+    dlock_lock_free(r);
+    dlock_client_free(c);
+
+    /* A reentrant grant, refused its PEXPIRE, leaves no hash without a TTL. */
+    snprintf(url, sizeof url, "redis://nopexpire:pw@127.0.0.1:%d", test_srv.port);
+    c = client_with_prefix(url, "lock:");
+    r = test_lock_new(c, "re", 30000, DLOCK_REENTRANT, 10, 200);
+    must(r, dlock_lock_acquire(r, 0), DLOCK_EAUTH, "a reentrant lock without PEXPIRE");
+    assert_int_equal(test_cmd_int(&test_srv, "EXISTS lock:re"), 0);
     dlock_lock_free(r);
     dlock_client_free(c);
 }
