@@ -258,8 +258,8 @@ typedef struct dlock_client_options {
     int64_t min_node_uptime_ms;
     /** Wake waiters with pub/sub on release (1) or only poll (0).
      *  Default 1. With one node (not a Redis Cluster), a release of a
-     *  plain, reentrant or writer's lock wakes one waiter (a waiter list in Redis,
-     *  docs/waiting.md), not every waiting process; a contended plain lock
+     *  plain, reentrant or writer's lock wakes one waiter (a waiter list
+     *  in Redis, docs/waiting.md), not every waiting process; a contended plain lock
      *  stays with a holder that takes it again at once for a 1 ms run and
      *  is then handed to the longest waiter (docs/waiting.md, "Runs and
      *  turns"). A subscribed waiter still looks every 200 ms, so a holder
@@ -787,8 +787,8 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  * With several nodes, a majority must confirm within the remaining validity.
  * With DLOCK_AUTO_RENEW, a successful extend also sets the TTL the watchdog
  * renews to for the rest of this hold (its rounds come every third of it,
- * or every renew_interval_ms when that is set and below the new TTL): an extend is never undone
- * by the next round. ttl_ms 0 returns to the handle's TTL; a new hold starts
+ * or every renew_interval_ms when that is set and below the new TTL): an
+ * extend is never undone by the next round. ttl_ms 0 returns to the handle's TTL; a new hold starts
  * from the handle's TTL. With DLOCK_REENTRANT the key keeps at least
  * @p ttl_ms (a shorter extend does not cut other handles' leases); the
  * handle's validity is @p ttl_ms from now.

@@ -36,8 +36,9 @@ typedef struct dlock__backend {
     void (*cleanup)(dlock_lock *l);
     /* The handle was found lost, and its holder lets go (release, free,
      * or the handle's next acquire): take its token out of the store
-     * should it still be there, best effort, without waiting long. A renewal the watchdog gave up on may reach a stalled
-     * node late and keep the token there for a whole TTL. */
+     * should it still be there, best effort, without waiting long. A
+     * renewal the watchdog gave up on may reach a stalled node late and
+     * keep the token there for a whole TTL. */
     void (*release_lost)(dlock_lock *l);
 } dlock__backend;
 

@@ -214,15 +214,7 @@ static void drop_overdue(dlock_client *c, dlock__wakeup *wk)
             node_down(wk, i); /* (a refusal is not mended by reconnecting) */
 }
 
-/* A refused SUBSCRIBE while an inbox waits for its confirmation on node
- * i: the refusal names no channel, so it is taken for the inbox's. An ACL
- * that grants the lock's channel by its exact name refuses the inbox (a
- * longer name) and nothing else: the inboxes go, for good, and the
- * waiters of this client are woken on the lock's channel, as the release
- * scripts do when they may not publish to an inbox (wake_to.lua). Should
- * the lock's channel be refused too, its own refusal comes next and finds
- * no inbox waiting: every waiter polls (wk->refused). Returns 1 if it
- * dropped the inboxes. wk->mu held. */
+/* Tell the user, once, that the inboxes went (drop_inboxes). wk->mu held. */
 static void say_no_inbox(dlock_client *c, dlock__wakeup *wk, size_t i)
 {
     dlock__client_log(c, DLOCK_LOG_WARN,
@@ -232,6 +224,15 @@ static void say_no_inbox(dlock_client *c, dlock__wakeup *wk, size_t i)
     wk->inbox_why[0] = '\0';
 }
 
+/* A refused SUBSCRIBE while an inbox waits for its confirmation on node
+ * i: the refusal names no channel, so it is taken for the inbox's. An ACL
+ * that grants the lock's channel by its exact name refuses the inbox (a
+ * longer name) and nothing else: the inboxes go, for good, and the
+ * waiters of this client are woken on the lock's channel, as the release
+ * scripts do when they may not publish to an inbox (wake_to.lua). Should
+ * the lock's channel be refused too, its own refusal comes next and finds
+ * no inbox waiting: every waiter polls (wk->refused). Returns 1 if it
+ * dropped the inboxes. wk->mu held. */
 static int drop_inboxes(dlock_client *c, dlock__wakeup *wk, size_t i, const char *why)
 {
     int waiting = 0, lock_pending = 0;

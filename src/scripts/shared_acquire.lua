@@ -78,5 +78,5 @@ redis.call('pexpire', key, last - now)
 if t == 'zset' then redis.call('zremrangebyscore', key, '-inf', now) end
 if n > 0 and not stored then redis.call('zadd', key, 'inf', ZLEASE_SENTINEL .. n) end
 redis.call('zadd', key, now + ttl, tok)
-redis.call('pexpire', key, last - now)
+if t == 'none' then redis.call('pexpire', key, last - now) end -- a set has it already
 return {1, 0}
