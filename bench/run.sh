@@ -54,9 +54,13 @@ PY=/usr/bin/python3
 PEERS_EXTRA_CLIENTS=$("$PY" - "$WORKER" <<'EOF'
 import json, os, sys
 extra = json.loads(os.environ.get("PEERS_EXTRA_CLIENTS") or "[]")
-extra = [c for c in extra if c.get("name") not in ("dlock", "dlock-fair")]
+extra = [c for c in extra if c.get("name") not in ("dlock", "dlock-fair", "dlock-nofence")]
 extra.append({"name": "dlock", "cmd": [sys.argv[1]],
               "s3": ["default", "tuned"], "s4": True})
+# DLOCK_NO_FENCE: no fencing counter, so a first try is SET NX PX (with GET
+# and PTTL behind it) and no script; the uncontended scenarios only.
+extra.append({"name": "dlock-nofence", "cmd": [sys.argv[1], "nofence=1"],
+              "s3": [], "s4": True})
 # Fair mode (DLOCK_FAIR: arrival order, direct hand-over); single node only.
 extra.append({"name": "dlock-fair", "cmd": [sys.argv[1], "fair=1"],
               "s3": ["default"], "s4": False})
@@ -98,7 +102,9 @@ def show(v, fmt):
 
 pairs = [("dlock", "S1", "S1"), ("dlock", "S1", "S1-evalsha"), ("dlock", "S2", "S2"),
          ("dlock", "S3-default", "S3-tuned"), ("dlock", "S3-tuned", "S3-tuned"),
-         ("dlock-fair", "S3-default", "S3-tuned"), ("dlock", "S4", "S4")]
+         ("dlock-fair", "S3-default", "S3-tuned"), ("dlock", "S4", "S4"),
+         ("dlock-nofence", "S1", "S1"), ("dlock-nofence", "S2", "S2"),
+         ("dlock-nofence", "S4", "S4")]
 out = [("client", "scenario", "baseline-c row", "dlock rate", "base rate", "rate x",
         "dlock p99_us", "base p99_us", "p99 x", "note")]
 for who, ours, theirs in pairs:

@@ -51,6 +51,16 @@ static const chaos_scenario scenarios[] = {
       CHAOS_MODE_DLOCK, 0, 1, 0, 0, CLAIM_SAFE, 20, 200, chaos_inject_proxy, 0),
     S("proxy_faults_redlock3", "proxy: delay / drop / blackhole / reset, 1-2 nodes", 3, 4, 40,
       1000, 5, 0, CHAOS_MODE_DLOCK, 0, 1, 0, 0, CLAIM_SAFE, 20, 200, chaos_inject_proxy, 0),
+    /* DLOCK_NO_FENCE's first try is SET NX PX with GET and PTTL behind
+     * it, not a script (issue 20): the same stalls and lost replies. No
+     * fencing token, so exclusion is claimed and growing tokens are not. */
+    S("unfenced_node_stalls_redlock3",
+      "DLOCK_NO_FENCE; SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of 1-2 of 3 nodes", 3, 4, 30, 1000,
+      10, DLOCK_NO_FENCE, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300,
+      chaos_inject_node_stall, 1),
+    S("unfenced_proxy_faults_1node", "DLOCK_NO_FENCE; proxy: delay / drop / blackhole / reset", 1,
+      4, 40, 1000, 5, DLOCK_NO_FENCE, CHAOS_MODE_DLOCK, 0, 1, 0, 0, CLAIM_SAFE, 20, 200,
+      chaos_inject_proxy, 1),
     S("script_flush_redlock3", "SCRIPT FLUSH on every node", 3, 4, 40, 1000, 3, 0,
       CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 30, 100, chaos_inject_script_flush, 0),
     S("watchdog_node_stalls", "auto-renew, hold 1.3 x TTL; 1-2 of 3 nodes stalled", 3, 3, 4, 600,

@@ -382,15 +382,29 @@ static void acl_user_limited_to_the_prefix_uses_every_mode(void **state)
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(pw.rc, DLOCK_OK);
+    /* unfenced: a first try of plain SET NX PX, GET and PTTL */
+    dlock_lock *u = test_lock_new(c, "z", 30000, DLOCK_NO_FENCE, 10, 200);
+    dlock_lock *u2 = test_lock_new(c, "z", 30000, DLOCK_NO_FENCE, 10, 200);
+    assert_int_equal(dlock_lock_acquire(u, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(u2, 0), DLOCK_ENOTACQUIRED);
+    assert_true(dlock_lock_holder_ttl_ms(u2) > 0);
+    assert_int_equal(dlock_lock_release(u), DLOCK_OK);
+    dlock_lock_free(u);
+    dlock_lock_free(u2);
     dlock_lock_free(a);
     dlock_lock_free(b);
     dlock_lock_free(r);
     dlock_client_free(c);
 
-    /* The rules are tight: without the prefix the same user is refused. */
+    /* The rules are tight: without the prefix the same user is refused,
+     * by a script or by the unfenced first try's SET. */
     dlock_client *bare = client_with_prefix(url, NULL);
     dlock_lock *o = test_lock_new(bare, "x", 30000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(o, 0), DLOCK_EAUTH);
+    dlock_lock_free(o);
+    o = test_lock_new(bare, "x", 30000, DLOCK_NO_FENCE, 10, 200);
+    assert_int_equal(dlock_lock_acquire(o, 0), DLOCK_EAUTH);
+    assert_int_equal(dlock_lock_acquire(o, 300), DLOCK_EAUTH);
     dlock_lock_free(o);
     dlock_client_free(bare);
 }

@@ -349,6 +349,107 @@ static void key_set_nx_px_by_another_library_excludes_dlock(void **state)
     assert_int_equal(test_key_exists(&test_srv, "basic:foreign"), 0);
 }
 
+/* ---- DLOCK_NO_FENCE: the first try is SET NX PX, no script (issue 20) --- */
+
+static dlock_lock *unfenced_for(dlock_client *c, const char *name, int64_t ttl_ms)
+{
+    return test_handles_add(test_lock_new(c, name, ttl_ms, DLOCK_NO_FENCE, 5, 20));
+}
+
+/* Calls of one command the server has served (INFO commandstats). */
+static long long calls_of(const char *cmd)
+{
+    char *info = test_cmd_str(&test_srv, "INFO commandstats");
+    char stem[64];
+    snprintf(stem, sizeof stem, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, stem);
+    long long n = p ? strtoll(p + strlen(stem), NULL, 10) : 0;
+    free(info);
+    return n;
+}
+
+static void unfenced_first_try_runs_no_script(void **state)
+{
+    (void)state;
+    dlock_client *c2 = client_for(test_srv.url);
+    dlock_lock *a = unfenced_for(cl, "basic:nf", 30000), *b = unfenced_for(c2, "basic:nf", 30000);
+    long long scripts = test_script_calls(&test_srv), sets = calls_of("set");
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(test_script_calls(&test_srv), scripts);
+    assert_int_equal(calls_of("set"), sets + 1);
+    assert_int_equal(dlock_lock_fence(a), 0);
+    test_assert_key_value(&test_srv, "basic:nf", dlock_lock_token(a));
+    long long pttl = test_key_pttl(&test_srv, "basic:nf");
+    assert_true(pttl > 0 && pttl <= 30000);
+    /* Busy: the holder's TTL comes from the PTTL behind the SET; the key
+     * keeps the holder's token. */
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(test_script_calls(&test_srv), scripts);
+    assert_true(dlock_lock_holder_ttl_ms(b) > 0 && dlock_lock_holder_ttl_ms(b) <= 30000);
+    assert_non_null(strstr(dlock_lock_errmsg(b), "held by another owner"));
+    test_assert_key_value(&test_srv, "basic:nf", dlock_lock_token(a));
+    char fk[64];
+    size_t fk_len = test_helper_key(fk, sizeof fk, "basic:nf", "fence");
+    redisReply *r = test_cmd_bin(&test_srv, "EXISTS %b", fk, fk_len);
+    assert_int_equal(r->integer, 0); /* no fencing counter */
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "basic:nf"), 0);
+}
+
+/* A waiter's later tries go through acquire.lua (the waiter list). */
+static void unfenced_waiter_gets_the_lock_when_the_holder_releases(void **state)
+{
+    (void)state;
+    dlock_client *c2 = client_for(test_srv.url);
+    dlock_lock *a = unfenced_for(cl, "basic:nfwait", 30000);
+    dlock_lock *b = unfenced_for(c2, "basic:nfwait", 30000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, a), 0);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(b, 10000), DLOCK_OK);
+    int64_t took = test_now_ms() - t0;
+    void *rel;
+    assert_int_equal(pthread_join(t, &rel), 0);
+    assert_int_equal((intptr_t)rel, DLOCK_OK);
+    assert_true(took >= 150 && took < 9000); /* well before the 30 s TTL */
+    test_assert_key_value(&test_srv, "basic:nfwait", dlock_lock_token(b));
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+}
+
+static void unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched(void **state)
+{
+    (void)state;
+    dlock_lock *a = unfenced_for(cl, "basic:nflist", 10000);
+    freeReplyObject(test_cmd(&test_srv, "RPUSH %s x y", "basic:nflist"));
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_EWRONGTYPE);
+    assert_non_null(strstr(dlock_lock_errmsg(a), "WRONGTYPE"));
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(a, 20000), DLOCK_EWRONGTYPE);
+    assert_true(test_now_ms() - t0 < 10000);
+    assert_int_equal(test_cmd_int(&test_srv, "LLEN %s", "basic:nflist"), 2);
+    assert_int_equal(test_key_pttl(&test_srv, "basic:nflist"), -1);
+}
+
+static void unfenced_excludes_and_is_excluded_by_another_library(void **state)
+{
+    (void)state;
+    dlock_lock *a = unfenced_for(cl, "basic:nfforeign", 10000);
+    test_cmd_status(&test_srv, "SET %s redsync-token NX PX 10000", "basic:nfforeign");
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
+    assert_true(dlock_lock_holder_ttl_ms(a) > 0 && dlock_lock_holder_ttl_ms(a) <= 10000);
+    test_assert_key_value(&test_srv, "basic:nfforeign", "redsync-token");
+    freeReplyObject(test_cmd(&test_srv, "DEL %s", "basic:nfforeign"));
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    redisReply *r = test_cmd(&test_srv, "SET %s other NX PX 10000", "basic:nfforeign");
+    assert_int_equal(r->type, REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -373,6 +474,10 @@ int main(void)
         T(key_of_another_type_gives_wrongtype_and_stays_untouched),
         T(plain_mode_stores_a_string_token_with_a_ttl),
         T(key_set_nx_px_by_another_library_excludes_dlock),
+        T(unfenced_first_try_runs_no_script),
+        T(unfenced_waiter_gets_the_lock_when_the_holder_releases),
+        T(unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched),
+        T(unfenced_excludes_and_is_excluded_by_another_library),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
