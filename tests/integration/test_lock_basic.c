@@ -87,10 +87,9 @@ static void *release_later(void *arg)
     return (void *)(intptr_t)dlock_lock_release(arg);
 }
 
-static void waiting_acquire_succeeds_when_holder_releases(void **state)
+/* a holds `name`; b waits for it while a releases 200 ms later. */
+static void waiter_gets_it_when_the_holder_releases(dlock_lock *a, dlock_lock *b, const char *name)
 {
-    (void)state;
-    dlock_lock *a = lock_for(cl, "basic:handover", 30000), *b = lock_for(cl, "basic:handover", 30000);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, release_later, a), 0);
@@ -101,8 +100,16 @@ static void waiting_acquire_succeeds_when_holder_releases(void **state)
     assert_int_equal(pthread_join(t, &rel), 0);
     assert_int_equal((intptr_t)rel, DLOCK_OK);
     assert_true(took >= 150 && took < 9000); /* well before the 30 s TTL */
-    test_assert_key_value(&test_srv, "basic:handover", dlock_lock_token(b));
+    test_assert_key_value(&test_srv, name, dlock_lock_token(b));
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+}
+
+static void waiting_acquire_succeeds_when_holder_releases(void **state)
+{
+    (void)state;
+    waiter_gets_it_when_the_holder_releases(lock_for(cl, "basic:handover", 30000),
+                                            lock_for(cl, "basic:handover", 30000),
+                                            "basic:handover");
 }
 
 static void release_by_non_owner_leaves_lock_intact(void **state)
@@ -404,20 +411,9 @@ static void unfenced_waiter_gets_the_lock_when_the_holder_releases(void **state)
 {
     (void)state;
     dlock_client *c2 = client_for(test_srv.url);
-    dlock_lock *a = unfenced_for(cl, "basic:nfwait", 30000);
-    dlock_lock *b = unfenced_for(c2, "basic:nfwait", 30000);
-    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, release_later, a), 0);
-    int64_t t0 = test_now_ms();
-    assert_int_equal(dlock_lock_acquire(b, 10000), DLOCK_OK);
-    int64_t took = test_now_ms() - t0;
-    void *rel;
-    assert_int_equal(pthread_join(t, &rel), 0);
-    assert_int_equal((intptr_t)rel, DLOCK_OK);
-    assert_true(took >= 150 && took < 9000); /* well before the 30 s TTL */
-    test_assert_key_value(&test_srv, "basic:nfwait", dlock_lock_token(b));
-    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    waiter_gets_it_when_the_holder_releases(unfenced_for(cl, "basic:nfwait", 30000),
+                                            unfenced_for(c2, "basic:nfwait", 30000),
+                                            "basic:nfwait");
 }
 
 static void unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched(void **state)
