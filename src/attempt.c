@@ -85,24 +85,53 @@ int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
  * NX writes only an absent key, so a key of another type, a live lock or
  * another waiter's turn is left as it was. A waiter's later tries, which
  * keep the waiter list and runs, go through acquire.lua. */
+enum { RAW_DONE, RAW_BUSY, RAW_REFUSED };
+
 typedef struct raw_try {
     dlock__tally *t;
-    uint8_t busy[DLOCK__MAX_NODES]; /* SET said nil: GET and PTTL complete the answer */
+    /* Per node, what the SET said when it did not settle the answer: nil
+     * (RAW_BUSY: GET and PTTL complete the "no"), or an error reply
+     * (RAW_REFUSED: OOM, MISCONF, NOPERM, a replica's READONLY), which
+     * acquire.lua would never have met on a busy lock, whose GET and PTTL
+     * come before any write: the GET behind it decides, as there. */
+    uint8_t state[DLOCK__MAX_NODES];
+    int refused[DLOCK__MAX_NODES];
+    char why[DLOCK__MAX_NODES][80];
 } raw_try;
+
+/* Count a node's answer; the round may stop only at a node's last reply:
+ * the fan-out reads no further replies once stopped, and the ones behind
+ * would wait out the grace although they are in the buffer already. */
+static int raw_count(raw_try *rt, size_t node, uint32_t idx, int err,
+                     const dlock__acquire_reply *a, int64_t start_ns)
+{
+    rt->state[node] = RAW_DONE;
+    count_answer(rt->t, node, err, a, start_ns);
+    return idx == 2 && (dlock__tally_decided(rt->t) || rt->t->same_server);
+}
 
 static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
                   const char *detail, int64_t start_ns)
 {
     raw_try *rt = arg;
     dlock__acquire_reply a = {.pttl = -1, .look_ms = -1};
-    /* The round may stop at a node's last reply only: the fan-out reads no
-     * further replies once stopped, and the ones behind would then wait
-     * out the grace although they are in the buffer already. */
-    int last = idx == 2;
-    if (idx > 0 && !rt->busy[node]) /* the SET's answer was the node's answer */
-        return last && dlock__tally_decided(rt->t);
+    int state = idx > 0 ? rt->state[node] : RAW_DONE;
+    if (idx > 0 && state == RAW_DONE) /* settled by an earlier reply */
+        return idx == 2 && (dlock__tally_decided(rt->t) || rt->t->same_server);
+    if (state == RAW_REFUSED && (err < 0 || r->type == REDIS_REPLY_NIL)) {
+        /* No holder to report: the SET's refusal is the answer (it did
+         * not run, so nothing of ours is there). */
+        a.err = rt->refused[node];
+        a.detail = rt->why[node];
+        return raw_count(rt, node, idx, 0, &a, start_ns);
+    }
     if (err < 0 || r->type == REDIS_REPLY_ERROR) {
-        rt->busy[node] = 0;
+        if (idx == 0 && err == 0) {
+            rt->state[node] = RAW_REFUSED;
+            rt->refused[node] = dlock__map_redis_error(r->str, r->len);
+            snprintf(rt->why[node], sizeof rt->why[node], "%s", r->str);
+            return 0;
+        }
         dlock__decode_acquire(err, r, detail, &a);
         if (idx == 1 && a.err == DLOCK_EWRONGTYPE)
             a.detail = "WRONGTYPE the lock key holds another type, not a plain dlock lock";
@@ -110,31 +139,33 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
             a.err = DLOCK_OK;
             a.verdict = DLOCK__ACQ_TAKEN;
         }
-        return count_answer(rt->t, node, err, &a, start_ns) && last;
+        return raw_count(rt, node, idx, err, &a, start_ns);
     }
     switch (idx) {
     case 0:
         if (r->type == REDIS_REPLY_NIL) {
-            rt->busy[node] = 1;
+            rt->state[node] = RAW_BUSY;
             return 0;
         }
         if (r->type != REDIS_REPLY_STATUS) {
+            /* Out of step with the node: the SET may have run. */
+            rt->t->maybe_ours[node] = 1;
             a.err = DLOCK_EPROTO;
             a.detail = "SET gave an unexpected reply";
         }
         a.verdict = DLOCK__ACQ_GRANTED; /* fence 0: there is no counter */
-        count_answer(rt->t, node, err, &a, start_ns);
-        return 0;
+        return raw_count(rt, node, idx, err, &a, start_ns);
     case 1:
-        if (r->type == REDIS_REPLY_STRING)
+        if (r->type == REDIS_REPLY_STRING) {
             rt->t->holder[node] = dlock__holder_hash(r->str, r->len);
+            rt->state[node] = RAW_BUSY; /* held: busy, whatever the SET said */
+        }
         return 0;
     default:
-        rt->busy[node] = 0;
         a.verdict = DLOCK__ACQ_TAKEN;
         if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
             a.pttl = r->integer;
-        return count_answer(rt->t, node, err, &a, start_ns);
+        return raw_count(rt, node, idx, err, &a, start_ns);
     }
 }
 
@@ -433,7 +464,7 @@ int dlock__attempt(dlock_lock *l, int *retry)
         dlock__req raw[3] = {{NULL, 0, 6, set, set_lens},
                              {NULL, 0, 2, get, get_lens},
                              {NULL, 0, 2, pttl, pttl_lens}};
-        raw_try rt = {&t, {0}};
+        raw_try rt = {.t = &t};
         frc = dlock__fanout_attempt(l->client, raw, 3, &fo, l->cancel_fd[0], kept, raw_cb, &rt);
     } else {
         frc = dlock__fanout_attempt(l->client, &req, 1, &fo, l->cancel_fd[0], kept,

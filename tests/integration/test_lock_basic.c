@@ -406,14 +406,83 @@ static void unfenced_first_try_runs_no_script(void **state)
     assert_int_equal(test_key_exists(&test_srv, "basic:nf"), 0);
 }
 
-/* A waiter's later tries go through acquire.lua (the waiter list). */
-static void unfenced_waiter_gets_the_lock_when_the_holder_releases(void **state)
+/* The waiter list of `name` (KEY NUL "wq"): its length. */
+static long long listed(const char *name)
+{
+    char q[128];
+    size_t n = test_helper_key(q, sizeof q, name, "wq");
+    redisReply *r = test_cmd_bin(&test_srv, "ZCARD %b", q, n);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+typedef struct {
+    dlock_lock *holder;
+    const char *name;
+    int seen_listed; /* the waiter was in the waiter list before the release */
+    int rc;
+} release_when_listed;
+
+static void *release_once_listed(void *arg)
+{
+    release_when_listed *w = arg;
+    for (int i = 0; i < 300 && !w->seen_listed; i++) {
+        w->seen_listed = listed(w->name) > 0;
+        test_sleep_ms(10);
+    }
+    w->rc = dlock_lock_release(w->holder);
+    return NULL;
+}
+
+/* Only the first try is SET NX PX: a waiting acquire's later tries go
+ * through acquire.lua, which puts it in the waiter list. */
+static void unfenced_waiter_is_listed_and_gets_the_lock_on_release(void **state)
 {
     (void)state;
     dlock_client *c2 = client_for(test_srv.url);
-    waiter_gets_it_when_the_holder_releases(unfenced_for(cl, "basic:nfwait", 30000),
-                                            unfenced_for(c2, "basic:nfwait", 30000),
-                                            "basic:nfwait");
+    dlock_lock *a = unfenced_for(cl, "basic:nfwait", 30000);
+    dlock_lock *b = unfenced_for(c2, "basic:nfwait", 30000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    release_when_listed w = {a, "basic:nfwait", 0, -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_once_listed, &w), 0);
+    assert_int_equal(dlock_lock_acquire(b, 10000), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.seen_listed);
+    test_assert_key_value(&test_srv, "basic:nfwait", dlock_lock_token(b));
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+}
+
+/* Over maxmemory a busy lock is busy (a waiter waits) and a free one is
+ * refused, fenced or not: the unfenced SET is refused before NX is looked
+ * at, and the GET behind it finds the holder, as acquire.lua's GET does. */
+static void over_maxmemory_a_busy_lock_is_busy_and_a_free_one_refused(void **state)
+{
+    (void)state;
+    const unsigned flags[2] = {0, DLOCK_NO_FENCE};
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "basic:oom-nf" : "basic:oom";
+        dlock_lock *a = test_handles_add(test_lock_new(cl, name, 30000, flags[i], 5, 20));
+        dlock_lock *b = test_handles_add(test_lock_new(cl, name, 30000, flags[i], 5, 20));
+        assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+        test_cmd_status(&test_srv, "CONFIG SET maxmemory 1");
+        int busy = dlock_lock_acquire(b, 0), waited = dlock_lock_acquire(b, 300);
+        int64_t holder_ttl = dlock_lock_holder_ttl_ms(b);
+        int released = dlock_lock_release(a), free_lock = dlock_lock_acquire(b, 0);
+        test_cmd_status(&test_srv, "CONFIG SET maxmemory 0");
+        print_message("%s: busy %s, waiting %s, free %s\n", name, dlock_errname(busy),
+                      dlock_errname(waited), dlock_errname(free_lock));
+        assert_int_equal(busy, DLOCK_ENOTACQUIRED);
+        assert_int_equal(waited, DLOCK_ETIMEDOUT);
+        assert_true(holder_ttl > 0);
+        assert_int_equal(released, DLOCK_OK);
+        assert_int_equal(free_lock, DLOCK_EREFUSED);
+        assert_int_equal(test_key_exists(&test_srv, name), 0);
+        assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    }
 }
 
 static void unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched(void **state)
@@ -471,7 +540,8 @@ int main(void)
         T(plain_mode_stores_a_string_token_with_a_ttl),
         T(key_set_nx_px_by_another_library_excludes_dlock),
         T(unfenced_first_try_runs_no_script),
-        T(unfenced_waiter_gets_the_lock_when_the_holder_releases),
+        T(unfenced_waiter_is_listed_and_gets_the_lock_on_release),
+        T(over_maxmemory_a_busy_lock_is_busy_and_a_free_one_refused),
         T(unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched),
         T(unfenced_excludes_and_is_excluded_by_another_library),
     };
