@@ -519,6 +519,66 @@ static void validity_after_acquire_is_ttl_minus_elapsed_minus_drift(void **state
     dlock_client_free(c);
 }
 
+/* ---- (e2) split votes ------------------------------------------------------------ */
+
+/* SET calls `node` has served, scripts' included (INFO commandstats). */
+static long long set_calls(int node)
+{
+    char *info = test_cmd_str(&test_nodes[node], "INFO commandstats");
+    const char *p = strstr(info, "cmdstat_set:calls=");
+    long long n = p ? strtoll(p + strlen("cmdstat_set:calls="), NULL, 10) : 0;
+    free(info);
+    return n;
+}
+
+/* How many grants node 4 (always free) made while a waiter tried `key`
+ * for 1 s: each attempt wins it, and is undone. */
+static long long grants_on_node4_while_waiting(dlock_client *c, const char *key)
+{
+    dlock_lock *l = lock_for(c, key, 10000);
+    long long before = set_calls(4);
+    assert_int_equal(dlock_lock_acquire(l, 1000), DLOCK_ETIMEDOUT);
+    long long n = set_calls(4) - before;
+    assert_no_key_of_ours(4, key, 0);
+    dlock_lock_free(l);
+    return n;
+}
+
+/* A waiter that won some nodes while no single owner holds a majority
+ * (two holders on two nodes each) may face nobody who will ever release:
+ * it retries on a short random backoff (5-50 ms here). Behind one owner on
+ * a majority it waits for that owner's release message and looks again
+ * only at the safety poll (200 ms, src/wait.c). Both decided from the
+ * holders the busy nodes named (dlock__tally_max_same_holder). */
+static void split_vote_retries_soon_and_a_majority_holder_is_waited_for(void **state)
+{
+    (void)state;
+    dlock_client *c = fast_client();
+    warm_up(c);
+    const char *split = "redlock:split";
+    test_cmd_status(&test_nodes[0], "SET %s other1 PX 10000", split);
+    test_cmd_status(&test_nodes[1], "SET %s other1 PX 10000", split);
+    test_cmd_status(&test_nodes[2], "SET %s other2 PX 10000", split);
+    test_cmd_status(&test_nodes[3], "SET %s other2 PX 10000", split);
+    long long split_grants = grants_on_node4_while_waiting(c, split);
+
+    /* One dlock holder on nodes 0-2: a majority of the five. */
+    const char *held = "redlock:majority";
+    const char *urls3[3] = {test_nodes[0].url, test_nodes[1].url, test_nodes[2].url};
+    dlock_client *c3 = test_client_new(urls3, 3, NULL);
+    dlock_lock *holder = lock_for(c3, held, 10000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    long long majority_grants = grants_on_node4_while_waiting(c, held);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    print_message("grants on the free node in 1 s: split vote %lld, behind a majority "
+                  "holder %lld\n", split_grants, majority_grants);
+    assert_true(split_grants >= 12);
+    assert_true(majority_grants <= 9);
+    dlock_lock_free(holder);
+    dlock_client_free(c3);
+    dlock_client_free(c);
+}
+
 /* ---- (f) the restart rule -------------------------------------------------------- */
 
 static void freshly_restarted_nodes_do_not_count_until_min_uptime(void **state)
@@ -674,6 +734,7 @@ int main(void)
         T(freshly_restarted_nodes_do_not_count_until_min_uptime),
         T(status_reports_held_ttl_and_fence_per_node),
         T(nodes_answering_noscript_after_the_decision_still_get_the_key),
+        T(split_vote_retries_soon_and_a_majority_holder_is_waited_for),
         T_UNFENCED(acquire_succeeds_when_two_of_five_nodes_hold_another_token),
         T_UNFENCED(
             acquire_fails_when_three_of_five_nodes_hold_another_token_and_leaves_no_key_of_ours),
@@ -683,6 +744,7 @@ int main(void)
         T_UNFENCED(failed_acquire_needing_a_sigstopped_node_gives_up_after_the_per_node_timeout),
         T_UNFENCED(acquire_is_not_held_up_by_a_node_in_debug_sleep),
         T_UNFENCED(freshly_restarted_nodes_do_not_count_until_min_uptime),
+        T_UNFENCED(split_vote_retries_soon_and_a_majority_holder_is_waited_for),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
