@@ -99,15 +99,12 @@ typedef struct raw_try {
     char why[DLOCK__MAX_NODES][80];
 } raw_try;
 
-/* Count a node's answer; the round may stop only at a node's last reply:
- * the fan-out reads no further replies once stopped, and the ones behind
- * would wait out the grace although they are in the buffer already. */
-static int raw_count(raw_try *rt, size_t node, uint32_t idx, int err,
-                     const dlock__acquire_reply *a, int64_t start_ns)
+/* Count a node's answer (the replies behind it are read in the grace). */
+static int raw_count(raw_try *rt, size_t node, int err, const dlock__acquire_reply *a,
+                     int64_t start_ns)
 {
     rt->state[node] = RAW_DONE;
-    count_answer(rt->t, node, err, a, start_ns);
-    return idx == 2 && (dlock__tally_decided(rt->t) || rt->t->same_server);
+    return count_answer(rt->t, node, err, a, start_ns);
 }
 
 static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
@@ -117,13 +114,13 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
     dlock__acquire_reply a = {.pttl = -1, .look_ms = -1};
     int state = idx > 0 ? rt->state[node] : RAW_DONE;
     if (idx > 0 && state == RAW_DONE) /* settled by an earlier reply */
-        return idx == 2 && (dlock__tally_decided(rt->t) || rt->t->same_server);
+        return 0;
     if (state == RAW_REFUSED && (err < 0 || r->type == REDIS_REPLY_NIL)) {
         /* No holder to report: the SET's refusal is the answer (it did
          * not run, so nothing of ours is there). */
         a.err = rt->refused[node];
         a.detail = rt->why[node];
-        return raw_count(rt, node, idx, 0, &a, start_ns);
+        return raw_count(rt, node, 0, &a, start_ns);
     }
     if (err < 0 || r->type == REDIS_REPLY_ERROR) {
         if (idx == 0 && err == 0) {
@@ -139,7 +136,7 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
             a.err = DLOCK_OK;
             a.verdict = DLOCK__ACQ_TAKEN;
         }
-        return raw_count(rt, node, idx, err, &a, start_ns);
+        return raw_count(rt, node, err, &a, start_ns);
     }
     switch (idx) {
     case 0:
@@ -154,7 +151,7 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
             a.detail = "SET gave an unexpected reply";
         }
         a.verdict = DLOCK__ACQ_GRANTED; /* fence 0: there is no counter */
-        return raw_count(rt, node, idx, err, &a, start_ns);
+        return raw_count(rt, node, err, &a, start_ns);
     case 1:
         if (r->type == REDIS_REPLY_STRING) {
             rt->t->holder[node] = dlock__holder_hash(r->str, r->len);
@@ -165,7 +162,7 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
         a.verdict = DLOCK__ACQ_TAKEN;
         if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
             a.pttl = r->integer;
-        return raw_count(rt, node, idx, err, &a, start_ns);
+        return raw_count(rt, node, err, &a, start_ns);
     }
 }
 

@@ -109,6 +109,24 @@ static int send_req(dlock__conn *c, const dlock__req *r, uint32_t idx,
     return dlock__conn_append(c, r->nargs, r->args, r->arglens, idx);
 }
 
+/* The callback decided the run: with a grace (opts.grace_ms), the nodes
+ * still to answer get that much longer (a release or renewal should reach
+ * every node that answers at once), but a silent one is not waited for;
+ * from then on the callback's verdict no longer stops the run. Returns the
+ * new "stop": 1 without a grace, else 0. */
+static int begin_grace(slot *slots, size_t n, const dlock__fanout_opts *o, int64_t now,
+                       int64_t *cap_ns, int *graced)
+{
+    if (o->grace_ms <= 0)
+        return 1;
+    *graced = 1;
+    *cap_ns = after_ms(now, o->grace_ms, *cap_ns);
+    for (size_t j = 0; j < n; j++)
+        if (slots[j].active)
+            slots[j].deadline_ns = DLOCK__MIN(slots[j].deadline_ns, *cap_ns);
+    return 0;
+}
+
 /* Report every unanswered request of node i as failed with err. */
 static int fail_node(slot *s, size_t i, uint32_t nreqs, int err,
                      dlock__on_reply cb, void *arg)
@@ -393,6 +411,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                             s->active = 0;
                         s->deadline_ns = after_ms(now, io_ms, cap_ns);
                         stop = cb(arg, i, idx, DLOCK_ENOREPLICAS, NULL, detail, 0) && !graced;
+                        if (stop)
+                            stop = begin_grace(slots, n, o, now, &cap_ns, &graced);
                         continue;
                     }
                     r = held;
@@ -438,6 +458,11 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                 stop = cb(arg, i, idx, DLOCK_OK, r, r->type == REDIS_REPLY_ERROR ? r->str : "",
                           c->server_start_ns) && !graced;
                 freeReplyObject(r);
+                /* Decided with replies of this node still in its buffer
+                 * (a pipeline of several requests): they are read now,
+                 * in the grace, not after it (poll() would not see them). */
+                if (stop)
+                    stop = begin_grace(slots, n, o, now, &cap_ns, &graced);
             }
             if (rc < 0 && s->active && !stop) {
                 stop = fail_node(s, i, nreqs, rc, cb, arg) && !graced;
@@ -456,18 +481,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                 }
                 stop = fail_node(s, i, nreqs, code, cb, arg) && !graced;
             }
-            if (stop && o->grace_ms > 0) {
-                /* Decided: the nodes still to answer get a short grace (a
-                 * release or renewal should reach every node that answers
-                 * at once), but a silent one is not waited for. From here
-                 * on the callback's verdict no longer stops the run. */
-                graced = 1;
-                stop = 0;
-                cap_ns = after_ms(now, o->grace_ms, cap_ns);
-                for (size_t j = 0; j < n; j++)
-                    if (slots[j].active)
-                        slots[j].deadline_ns = DLOCK__MIN(slots[j].deadline_ns, cap_ns);
-            }
+            if (stop)
+                stop = begin_grace(slots, n, o, now, &cap_ns, &graced);
         }
     }
 
