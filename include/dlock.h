@@ -548,8 +548,9 @@ enum dlock_lock_flags {
     /** Do not keep a fencing counter for this name (saves one key per
      *  name for high-cardinality names such as order ids).
      *  dlock_lock_fence() is 0. A plain lock's first try is then a bare
-     *  SET NX PX (no script; not on a Redis Cluster or with
-     *  min_replicas): the fastest acquire (docs/design.md, "Scripts"). */
+     *  SET NX PX (SET NX PX GET on Redis 7, with PTTL behind it; no
+     *  script; not on a Redis Cluster or with min_replicas): the fastest
+     *  acquire (docs/design.md, "Scripts"). */
     DLOCK_NO_FENCE = 1u << 3,
     /** Read-write lock, shared side: many shared holders at once, each
      *  with a lease of its own (a crashed holder's share ends with its own

@@ -12,6 +12,7 @@
 #include "client.h"
 #include "clock.h"
 #include "fanout.h"
+#include "first_try.h"
 #include "handle.h"
 #include "kinds.h"
 #include "quorum.h"
@@ -19,161 +20,13 @@
 #include "replies.h"
 #include "wait.h"
 
-/* Count one node's typed answer to an acquire (err: how the node failed,
- * if it did); returns whether the round is decided. */
-static int count_answer(dlock__tally *t, size_t node, int err, const dlock__acquire_reply *a,
-                        int64_t start_ns)
-{
-    if (a->err != DLOCK_OK) {
-        /* Sent but unanswered: the key may be ours there. Too few
-         * replica acknowledgements: it is (or may be), undo it. */
-        if (err < 0)
-            t->maybe_ours[node] = err == DLOCK_EUNKNOWN || err == DLOCK_ENOREPLICAS;
-        dlock__tally_error(t, node, a->err, a->detail);
-    } else if (a->verdict == DLOCK__ACQ_GRANTED) {
-        t->maybe_ours[node] = 1;
-        char msg[8];
-        if (t->n > 1 && dlock__client_check_distinct(t->client, msg, sizeof msg)) {
-            /* Its vote may be a second one from one server. */
-            t->same_server = 1;
-            return 1;
-        }
-        if (dlock__vote_counts(t->client, node, start_ns, t->err)) {
-            t->yes++;
-            t->vote[node] = DLOCK__V_YES;
-            if (a->fence > t->max_fence) {
-                t->max_fence = a->fence;
-                t->at_max = 0;
-            }
-            if (a->fence == t->max_fence)
-                t->at_max++;
-            if (a->has_count)
-                t->count = a->count;
-        } else {
-            dlock__tally_busy(t, node);
-        }
-    } else {
-        t->no++;
-        t->vote[node] = DLOCK__V_NO;
-        if (a->pttl >= 0 && (t->min_pttl < 0 || a->pttl < t->min_pttl))
-            t->min_pttl = a->pttl;
-        if (a->look_ms >= 0 && (t->min_look < 0 || a->look_ms < t->min_look))
-            t->min_look = a->look_ms;
-        if (a->holder)
-            t->holder[node] = dlock__holder_hash(a->holder, a->holder_len);
-        t->joined |= a->joined;
-    }
-    return dlock__tally_decided(t);
-}
-
 int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
                      const struct redisReply *r, const char *detail, int64_t start_ns)
 {
     dlock__acquire_reply a;
     (void)idx;
     dlock__decode_acquire(err, r, detail, &a);
-    return count_answer(arg, node, err, &a, start_ns);
-}
-
-/* DLOCK_NO_FENCE's first try at a plain lock, on one node or several
- * masters (issue 20): with no counter to raise in the same step, a grant
- * is the one command redsync, redis-py and baseline-c send, SET NX PX, and
- * no script runs (about 1.5 us of the server's time where acquire.lua
- * takes 7 to 11: INFO commandstats, docs/waiting.md). GET and PTTL go in
- * the same write behind it and answer for a busy lock what acquire.lua
- * would: its holder and TTL, or WRONGTYPE for a key of another type. SET
- * NX writes only an absent key, so a key of another type, a live lock or
- * another waiter's turn is left as it was. A waiter's later tries, which
- * keep the waiter list and runs, go through acquire.lua. */
-enum { RAW_DONE, RAW_BUSY, RAW_REFUSED };
-
-typedef struct raw_try {
-    dlock__tally *t;
-    /* Per node, what the SET said when it did not settle the answer: nil
-     * (RAW_BUSY: GET and PTTL complete the "no"), or an error reply
-     * (RAW_REFUSED: OOM, MISCONF, NOPERM, a replica's READONLY), which
-     * acquire.lua would never have met on a busy lock, whose GET and PTTL
-     * come before any write: the GET behind it decides, as there. */
-    uint8_t state[DLOCK__MAX_NODES];
-    int refused[DLOCK__MAX_NODES];
-    char why[DLOCK__MAX_NODES][80];
-} raw_try;
-
-/* Count a node's answer (the replies behind it are read in the grace). */
-static int raw_count(raw_try *rt, size_t node, int err, const dlock__acquire_reply *a,
-                     int64_t start_ns)
-{
-    rt->state[node] = RAW_DONE;
-    return count_answer(rt->t, node, err, a, start_ns);
-}
-
-static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
-                  const char *detail, int64_t start_ns)
-{
-    raw_try *rt = arg;
-    dlock__acquire_reply a = {.pttl = -1, .look_ms = -1};
-    int state = idx > 0 ? rt->state[node] : RAW_DONE;
-    if (idx > 0 && state == RAW_DONE) /* settled by an earlier reply */
-        return 0;
-    if (state == RAW_REFUSED && (err < 0 || r->type == REDIS_REPLY_NIL)) {
-        /* No holder to report: the SET's refusal is the answer (it did
-         * not run, so nothing of ours is there). */
-        a.err = rt->refused[node];
-        a.detail = rt->why[node];
-        return raw_count(rt, node, 0, &a, start_ns);
-    }
-    if (err < 0 || r->type == REDIS_REPLY_ERROR) {
-        if (idx == 0 && err == 0) {
-            rt->state[node] = RAW_REFUSED;
-            rt->refused[node] = dlock__map_redis_error(r->str, r->len);
-            snprintf(rt->why[node], sizeof rt->why[node], "%s", r->str);
-            return 0;
-        }
-        dlock__decode_acquire(err, r, detail, &a);
-        if (idx == 1 && a.err == DLOCK_EWRONGTYPE)
-            a.detail = "WRONGTYPE the lock key holds another type, not a plain dlock lock";
-        if (idx == 2) { /* only the TTL is missing: still a "no" */
-            a.err = DLOCK_OK;
-            a.verdict = DLOCK__ACQ_TAKEN;
-        }
-        return raw_count(rt, node, err, &a, start_ns);
-    }
-    switch (idx) {
-    case 0:
-        if (r->type == REDIS_REPLY_NIL) {
-            rt->state[node] = RAW_BUSY;
-            return 0;
-        }
-        if (r->type != REDIS_REPLY_STATUS) {
-            /* Out of step with the node: the SET may have run. */
-            rt->t->maybe_ours[node] = 1;
-            a.err = DLOCK_EPROTO;
-            a.detail = "SET gave an unexpected reply";
-        }
-        a.verdict = DLOCK__ACQ_GRANTED; /* fence 0: there is no counter */
-        return raw_count(rt, node, err, &a, start_ns);
-    case 1:
-        if (r->type == REDIS_REPLY_STRING) {
-            rt->t->holder[node] = dlock__holder_hash(r->str, r->len);
-            rt->state[node] = RAW_BUSY; /* held: busy, whatever the SET said */
-        }
-        return 0;
-    default:
-        a.verdict = DLOCK__ACQ_TAKEN;
-        if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
-            a.pttl = r->integer;
-        return raw_count(rt, node, err, &a, start_ns);
-    }
-}
-
-/* Whether this try is DLOCK_NO_FENCE's first try at a plain lock (raw_try
- * above). Not on a Redis Cluster, whose routing and redirects follow
- * scripts' keys, nor with min_replicas, whose WAIT follows scripts. */
-static int raw_first_try(const dlock_lock *l)
-{
-    return l->kind->id == DLOCK__KIND_PLAIN && !l->fence_key && !l->aux_key &&
-           !l->wait_id_len && !dlock__client_cluster(l->client) &&
-           l->client->opts.min_replicas <= 0;
+    return dlock__tally_answer(arg, node, err, &a, start_ns);
 }
 
 static int fence_cb(void *arg, size_t node, uint32_t idx, int err,
@@ -453,16 +306,8 @@ int dlock__attempt(dlock_lock *l, int *retry)
                              DLOCK__DECIDED_GRACE_MS};
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
     int frc;
-    if (raw_first_try(l)) {
-        const char *set[6] = {"SET", l->name, l->token, "NX", "PX", l->ttl_s};
-        size_t set_lens[6] = {3, l->name_len, l->token_len, 2, 2, l->ttl_s_len};
-        const char *get[2] = {"GET", l->name}, *pttl[2] = {"PTTL", l->name};
-        size_t get_lens[2] = {3, l->name_len}, pttl_lens[2] = {4, l->name_len};
-        dlock__req raw[3] = {{NULL, 0, 6, set, set_lens},
-                             {NULL, 0, 2, get, get_lens},
-                             {NULL, 0, 2, pttl, pttl_lens}};
-        raw_try rt = {.t = &t};
-        frc = dlock__fanout_attempt(l->client, raw, 3, &fo, l->cancel_fd[0], kept, raw_cb, &rt);
+    if (dlock__first_try_is_raw(l)) {
+        frc = dlock__first_try_send(l, &t, &fo, kept);
     } else {
         frc = dlock__fanout_attempt(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
                                     dlock__acquire_cb, &t);

@@ -462,6 +462,8 @@ static void note_uptime(dlock__conn *c, const redisReply *r)
         memcpy(c->run_id, id + 7, 40);
         c->run_id[40] = '\0';
     }
+    const char *v = strstr(r->str, "redis_version:");
+    c->set_get = v && strtol(v + 14, NULL, 10) >= 7;
     const char *p = strstr(r->str, "uptime_in_seconds:");
     if (!p)
         return;

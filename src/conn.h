@@ -79,7 +79,11 @@ typedef struct dlock__conn {
     /* The server's run_id from that INFO ("" if not asked): two node URLs
      * that reach the same server show the same run_id. */
     char run_id[41];
-    int run_id_noted; /* copied to the node (fanout.c) */
+    /* From the same INFO: the server is Redis 7.0 or later, whose SET takes
+     * NX and GET together (the unfenced first try, first_try.c). 0: older,
+     * or not known (INFO refused by an ACL, or not asked). */
+    int set_get;
+    int run_id_noted; /* copied to the node (fanout.c), with set_get */
     /* The receive timeout the socket has (0: none; the socket is then
      * still non-blocking), see dlock__conn_read_blocking(). */
     int rcvtimeo_ms;

@@ -118,6 +118,9 @@ void dlock__node_stale(dlock__node *n)
 {
     if (!n->sentinel)
         return;
+    /* A new primary may take SET ... NX GET where the old one refused it:
+     * its connections' handshakes say. */
+    atomic_store(&n->set_get, 0);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
     n->sentinel->known = 0;
     dlock__conn *idle = n->idle;
@@ -208,7 +211,20 @@ void dlock__node_note_run_id(dlock__node *n, dlock__conn *c)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
     memcpy(n->run_id, c->run_id, sizeof n->run_id);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
+    int was = atomic_load(&n->set_get);
+    if (was >= 0) /* a refusal (-1) stays */
+        atomic_compare_exchange_strong(&n->set_get, &was, c->set_get);
     c->run_id_noted = 1;
+}
+
+int dlock__node_set_get(dlock__node *n)
+{
+    return atomic_load(&n->set_get) > 0;
+}
+
+void dlock__node_no_set_get(dlock__node *n)
+{
+    atomic_store(&n->set_get, -1);
 }
 
 void dlock__node_run_id(dlock__node *n, char *out)

@@ -33,6 +33,11 @@ typedef struct dlock__node {
     _Atomic int64_t server_start_ns;
     /* The server's run_id from the newest handshake ("" unknown); under mu. */
     char run_id[41];
+    /* Whether the server takes SET ... NX GET (conn.h): 1 yes, 0 no or not
+     * known, -1 it refused it once (a server that says it is Redis 7 but
+     * is not, or an older primary after a failover): then never again, or
+     * for Sentinel until the primary moves (dlock__node_stale()). */
+    _Atomic int set_get;
     /* Sentinel: the primary is found through these sentinels (url then
      * holds only the primary's credentials); NULL for a plain node. */
     dlock__sentinel *sentinel;
@@ -67,8 +72,15 @@ void dlock__node_stale(dlock__node *n);
  * otherwise freed. Records the server's start time it learned. */
 void dlock__node_checkin(dlock__node *n, dlock__conn *c);
 
-/* Record the run_id connection c learned (once per connection). */
+/* Record the run_id and set_get connection c learned (once per
+ * connection). */
 void dlock__node_note_run_id(dlock__node *n, dlock__conn *c);
+
+/* Whether the node's server is known to take SET ... NX GET. */
+int dlock__node_set_get(dlock__node *n);
+
+/* The server refused SET ... NX GET: never send it there again. */
+void dlock__node_no_set_get(dlock__node *n);
 
 /* Copy node n's run_id ("" if not known yet) into out[41]. */
 void dlock__node_run_id(dlock__node *n, char *out);

@@ -6,6 +6,7 @@
 #include "client.h"
 #include "clock.h"
 #include "quorum.h"
+#include "replies.h"
 
 int64_t dlock__drift_ns(const dlock_client *c, int64_t ttl_ms)
 {
@@ -132,4 +133,51 @@ int dlock__tally_owner_code(const dlock__tally *t)
     if (t->no > t->n - t->quorum)
         return t->other_owner > 0 ? DLOCK_ENOTOWNER : DLOCK_EEXPIRED;
     return dlock__tally_failure_code(t);
+}
+
+/* Count one node's typed answer to an acquire (err: how the node failed,
+ * if it did); returns whether the round is decided. */
+int dlock__tally_answer(dlock__tally *t, size_t node, int err, const dlock__acquire_reply *a,
+                        int64_t start_ns)
+{
+    if (a->err != DLOCK_OK) {
+        /* Sent but unanswered: the key may be ours there. Too few
+         * replica acknowledgements: it is (or may be), undo it. */
+        if (err < 0)
+            t->maybe_ours[node] = err == DLOCK_EUNKNOWN || err == DLOCK_ENOREPLICAS;
+        dlock__tally_error(t, node, a->err, a->detail);
+    } else if (a->verdict == DLOCK__ACQ_GRANTED) {
+        t->maybe_ours[node] = 1;
+        char msg[8];
+        if (t->n > 1 && dlock__client_check_distinct(t->client, msg, sizeof msg)) {
+            /* Its vote may be a second one from one server. */
+            t->same_server = 1;
+            return 1;
+        }
+        if (dlock__vote_counts(t->client, node, start_ns, t->err)) {
+            t->yes++;
+            t->vote[node] = DLOCK__V_YES;
+            if (a->fence > t->max_fence) {
+                t->max_fence = a->fence;
+                t->at_max = 0;
+            }
+            if (a->fence == t->max_fence)
+                t->at_max++;
+            if (a->has_count)
+                t->count = a->count;
+        } else {
+            dlock__tally_busy(t, node);
+        }
+    } else {
+        t->no++;
+        t->vote[node] = DLOCK__V_NO;
+        if (a->pttl >= 0 && (t->min_pttl < 0 || a->pttl < t->min_pttl))
+            t->min_pttl = a->pttl;
+        if (a->look_ms >= 0 && (t->min_look < 0 || a->look_ms < t->min_look))
+            t->min_look = a->look_ms;
+        if (a->holder)
+            t->holder[node] = dlock__holder_hash(a->holder, a->holder_len);
+        t->joined |= a->joined;
+    }
+    return dlock__tally_decided(t);
 }

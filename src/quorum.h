@@ -74,6 +74,13 @@ void dlock__tally_error(dlock__tally *t, size_t node, int code, const char *deta
 /* A node whose vote does not count (restart rule): a busy node. */
 void dlock__tally_busy(dlock__tally *t, size_t node);
 int dlock__tally_decided(const dlock__tally *t);
+/* Count one node's typed answer to an acquire (err: how the node failed,
+ * if it did): a grant counts only from a server whose vote counts (the
+ * restart rule, start_ns) and not twice from one server; returns whether
+ * the round is decided. */
+struct dlock__acquire_reply;
+int dlock__tally_answer(dlock__tally *t, size_t node, int err,
+                        const struct dlock__acquire_reply *a, int64_t start_ns);
 /* Most "taken" answers that named one and the same holder. */
 size_t dlock__tally_max_same_holder(const dlock__tally *t);
 /* FNV-1a of a holder's token; never 0 (0 = not named). */

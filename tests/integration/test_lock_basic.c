@@ -363,6 +363,29 @@ static dlock_lock *unfenced_for(dlock_client *c, const char *name, int64_t ttl_m
     return test_handles_add(test_lock_new(c, name, ttl_ms, DLOCK_NO_FENCE, 5, 20));
 }
 
+/* The unfenced first try has two forms: SET ... NX PX ttl GET and PTTL,
+ * when the handshake's INFO said Redis 7; SET NX PX, GET and PTTL when the
+ * version is not known. FORMS[0] gets the first (the default user, once a
+ * reply has come: the INFO is read before it), FORMS[1] the second (a user
+ * without INFO). */
+enum { SET_GET, SET_THEN_GET, FORMS };
+static const char *const form_name[FORMS] = {"SET NX GET + PTTL", "SET NX + GET + PTTL"};
+
+static dlock_client *unfenced_client(int form)
+{
+    char url[sizeof test_srv.url];
+    snprintf(url, sizeof url, "%s", test_srv.url);
+    if (form == SET_THEN_GET) {
+        test_cmd_status(&test_srv, "ACL SETUSER noinfo on >pw ~* &* +@all -info");
+        snprintf(url, sizeof url, "redis://noinfo:pw@127.0.0.1:%d", test_srv.port);
+    }
+    dlock_client *c = client_for(url);
+    dlock_lock *w = unfenced_for(c, "basic:nf-warm-up", 1000);
+    if (dlock_lock_acquire(w, 0) != DLOCK_OK || dlock_lock_release(w) != DLOCK_OK)
+        fail_msg("warm-up: %s", dlock_lock_errmsg(w));
+    return c;
+}
+
 /* Calls of one command the server has served (INFO commandstats). */
 static long long calls_of(const char *cmd)
 {
@@ -375,25 +398,38 @@ static long long calls_of(const char *cmd)
     return n;
 }
 
-static void unfenced_first_try_runs_no_script(void **state)
+/* The test server's major version (INFO server). */
+static long server_major(void)
 {
-    (void)state;
-    dlock_client *c2 = client_for(test_srv.url);
-    dlock_lock *a = unfenced_for(cl, "basic:nf", 30000), *b = unfenced_for(c2, "basic:nf", 30000);
+    char *info = test_cmd_str(&test_srv, "INFO server");
+    const char *v = strstr(info, "redis_version:");
+    long major = v ? strtol(v + 14, NULL, 10) : 0;
+    free(info);
+    return major;
+}
+
+static void unfenced_first_try_in(dlock_client *c1, dlock_client *c2, int form)
+{
+    dlock_lock *a = unfenced_for(c1, "basic:nf", 30000), *b = unfenced_for(c2, "basic:nf", 30000);
     long long scripts = test_script_calls(&test_srv), sets = calls_of("set");
+    /* GETs per try: none after SET ... GET (Redis 7 and later). */
+    long long gets = calls_of("get"), per_try = form == SET_GET && server_major() >= 7 ? 0 : 1;
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     assert_int_equal(test_script_calls(&test_srv), scripts);
     assert_int_equal(calls_of("set"), sets + 1);
+    assert_int_equal(calls_of("get"), gets + per_try);
     assert_int_equal(dlock_lock_fence(a), 0);
     test_assert_key_value(&test_srv, "basic:nf", dlock_lock_token(a));
     long long pttl = test_key_pttl(&test_srv, "basic:nf");
     assert_true(pttl > 0 && pttl <= 30000);
     /* Busy: the holder's TTL comes from the PTTL behind the SET; the key
      * keeps the holder's token. */
+    gets = calls_of("get"); /* the test's own GET counts too */
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
     assert_int_equal(test_script_calls(&test_srv), scripts);
     assert_true(dlock_lock_holder_ttl_ms(b) > 0 && dlock_lock_holder_ttl_ms(b) <= 30000);
     assert_non_null(strstr(dlock_lock_errmsg(b), "held by another owner"));
+    assert_int_equal(calls_of("get"), gets + per_try);
     test_assert_key_value(&test_srv, "basic:nf", dlock_lock_token(a));
     char fk[64];
     size_t fk_len = test_helper_key(fk, sizeof fk, "basic:nf", "fence");
@@ -404,6 +440,16 @@ static void unfenced_first_try_runs_no_script(void **state)
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
     assert_int_equal(test_key_exists(&test_srv, "basic:nf"), 0);
+}
+
+static void unfenced_first_try_runs_no_script(void **state)
+{
+    (void)state;
+    for (int form = 0; form < FORMS; form++) {
+        print_message("%s\n", form_name[form]);
+        unfenced_first_try_in(unfenced_client(form), unfenced_client(form), form);
+        test_flushall(&test_srv);
+    }
 }
 
 /* The waiter list of `name` (KEY NUL "wq"): its length. */
@@ -457,15 +503,19 @@ static void unfenced_waiter_is_listed_and_gets_the_lock_on_release(void **state)
 
 /* Over maxmemory a busy lock is busy (a waiter waits) and a free one is
  * refused, fenced or not: the unfenced SET is refused before NX is looked
- * at, and the GET behind it finds the holder, as acquire.lua's GET does. */
+ * at, and the GET (or, after SET ... GET, the PTTL) behind it finds the
+ * holder, as acquire.lua's GET does. */
 static void over_maxmemory_a_busy_lock_is_busy_and_a_free_one_refused(void **state)
 {
     (void)state;
-    const unsigned flags[2] = {0, DLOCK_NO_FENCE};
-    for (int i = 0; i < 2; i++) {
-        const char *name = i ? "basic:oom-nf" : "basic:oom";
-        dlock_lock *a = test_handles_add(test_lock_new(cl, name, 30000, flags[i], 5, 20));
-        dlock_lock *b = test_handles_add(test_lock_new(cl, name, 30000, flags[i], 5, 20));
+    for (int i = 0; i < 1 + FORMS; i++) {
+        static const char *const names[1 + FORMS] = {"basic:oom", "basic:oom-nf",
+                                                     "basic:oom-nf-get"};
+        const char *name = names[i];
+        dlock_client *c = i ? unfenced_client(i - 1) : cl;
+        unsigned flags = i ? DLOCK_NO_FENCE : 0;
+        dlock_lock *a = test_handles_add(test_lock_new(c, name, 30000, flags, 5, 20));
+        dlock_lock *b = test_handles_add(test_lock_new(c, name, 30000, flags, 5, 20));
         assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
         test_cmd_status(&test_srv, "CONFIG SET maxmemory 1");
         int busy = dlock_lock_acquire(b, 0), waited = dlock_lock_acquire(b, 300);
@@ -485,10 +535,9 @@ static void over_maxmemory_a_busy_lock_is_busy_and_a_free_one_refused(void **sta
     }
 }
 
-static void unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched(void **state)
+static void unfenced_wrongtype_in(dlock_client *c)
 {
-    (void)state;
-    dlock_lock *a = unfenced_for(cl, "basic:nflist", 10000);
+    dlock_lock *a = unfenced_for(c, "basic:nflist", 10000);
     freeReplyObject(test_cmd(&test_srv, "RPUSH %s x y", "basic:nflist"));
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_EWRONGTYPE);
     assert_non_null(strstr(dlock_lock_errmsg(a), "WRONGTYPE"));
@@ -499,10 +548,9 @@ static void unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched(voi
     assert_int_equal(test_key_pttl(&test_srv, "basic:nflist"), -1);
 }
 
-static void unfenced_excludes_and_is_excluded_by_another_library(void **state)
+static void unfenced_foreign_in(dlock_client *c)
 {
-    (void)state;
-    dlock_lock *a = unfenced_for(cl, "basic:nfforeign", 10000);
+    dlock_lock *a = unfenced_for(c, "basic:nfforeign", 10000);
     test_cmd_status(&test_srv, "SET %s redsync-token NX PX 10000", "basic:nfforeign");
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
     assert_true(dlock_lock_holder_ttl_ms(a) > 0 && dlock_lock_holder_ttl_ms(a) <= 10000);
@@ -513,6 +561,26 @@ static void unfenced_excludes_and_is_excluded_by_another_library(void **state)
     assert_int_equal(r->type, REDIS_REPLY_NIL);
     freeReplyObject(r);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
+static void unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched(void **state)
+{
+    (void)state;
+    for (int form = 0; form < FORMS; form++) {
+        print_message("%s\n", form_name[form]);
+        unfenced_wrongtype_in(unfenced_client(form));
+        test_flushall(&test_srv);
+    }
+}
+
+static void unfenced_excludes_and_is_excluded_by_another_library(void **state)
+{
+    (void)state;
+    for (int form = 0; form < FORMS; form++) {
+        print_message("%s\n", form_name[form]);
+        unfenced_foreign_in(unfenced_client(form));
+        test_flushall(&test_srv);
+    }
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)

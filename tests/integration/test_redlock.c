@@ -28,8 +28,9 @@
 /* Every test starts with five running, empty nodes and leaves them running
  * (a failed test may have left one killed or stopped). */
 /* The flags lock_for() gives: 0, or DLOCK_NO_FENCE in the tests that run a
- * second time as "(unfenced)", whose first try per node is SET NX PX with
- * GET and PTTL behind it, not acquire.lua (issue 20). */
+ * second time as "(unfenced)", whose first try per node is SET NX PX GET
+ * with PTTL behind it (Redis 7; SET NX PX, GET and PTTL before), not
+ * acquire.lua (issue 20). */
 static unsigned lock_flags;
 
 static int setup(void **state)
