@@ -104,14 +104,19 @@ int bench_flush(bench *b)
 
 dlock_client *bench_client(bench *b, int n_nodes, int pool_size)
 {
+    dlock_client_options copts = DLOCK_CLIENT_OPTIONS_INIT;
+    copts.pool_size = pool_size;
+    return bench_client_opts(b, n_nodes, &copts);
+}
+
+dlock_client *bench_client_opts(bench *b, int n_nodes, const dlock_client_options *copts)
+{
     const char *urls[BENCH_MAX_NODES];
     for (int i = 0; i < n_nodes; i++)
         urls[i] = b->srv[i].url;
-    dlock_client_options copts = DLOCK_CLIENT_OPTIONS_INIT;
-    copts.pool_size = pool_size;
     dlock_client *client = NULL;
     char err[256] = "";
-    int rc = dlock_client_new(&client, urls, (size_t)n_nodes, &copts, err, sizeof err);
+    int rc = dlock_client_new(&client, urls, (size_t)n_nodes, copts, err, sizeof err);
     if (rc != DLOCK_OK)
         bench_fail(b, "dlock_client_new: %s: %s", dlock_errname(rc),
                    err[0] ? err : dlock_strerror(rc));

@@ -55,6 +55,8 @@ int bench_flush(bench *b);
 
 /* A client on the first n_nodes servers; NULL after bench_fail(). */
 dlock_client *bench_client(bench *b, int n_nodes, int pool_size);
+/* The same with the caller's options (pool_size included). */
+dlock_client *bench_client_opts(bench *b, int n_nodes, const dlock_client_options *copts);
 
 /* Open OUTDIR/name for writing and put the header line in; NULL after
  * bench_fail(). bench_tsv_close() reports write errors. */
