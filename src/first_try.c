@@ -22,28 +22,14 @@
  * between them. SET NX writes only an absent key, so a key of another
  * type, a live lock or another waiter's turn is left as it was. A waiter's
  * later tries, which keep the waiter list and runs, go through acquire.lua. */
-enum { RAW_DONE, RAW_BUSY, RAW_REFUSED };
-enum { RAW_SET, RAW_GET, RAW_PTTL };
 
-typedef struct raw_try {
-    dlock__tally *t;
-    int set_get; /* SET ... GET and PTTL, not SET, GET and PTTL */
-    /* Per node, what the SET said when it did not settle the answer:
-     * RAW_BUSY (the lock is held: the replies behind it complete the "no"),
-     * or RAW_REFUSED, an error reply (OOM, MISCONF, NOPERM, a replica's
-     * READONLY), which acquire.lua would never have met on a busy lock,
-     * whose GET and PTTL come before any write: the GET or PTTL behind it
-     * decides, as there. */
-    uint8_t state[DLOCK__MAX_NODES];
-    int refused[DLOCK__MAX_NODES];
-    char why[DLOCK__MAX_NODES][80];
-} raw_try;
+enum { RAW_SET, RAW_GET, RAW_PTTL }; /* which reply */
 
 /* Count a node's answer (the replies behind it are read in the grace). */
-static int raw_count(raw_try *rt, size_t node, int err, const dlock__acquire_reply *a,
+static int raw_count(dlock__first_try *rt, size_t node, int err, const dlock__acquire_reply *a,
                      int64_t start_ns)
 {
-    rt->state[node] = RAW_DONE;
+    rt->state[node] = DLOCK__FT_DONE;
     return dlock__tally_answer(rt->t, node, err, a, start_ns);
 }
 
@@ -57,12 +43,12 @@ static int raw_no_holder(int step, int err, const redisReply *r)
 
 /* The SET's error reply: WRONGTYPE from SET ... GET (a key of another
  * type) is the answer; any other leaves the verdict to the replies behind. */
-static int raw_set_refused(raw_try *rt, size_t node, const redisReply *r)
+static int raw_set_refused(dlock__first_try *rt, size_t node, const redisReply *r)
 {
     int code = dlock__map_redis_error(r->str, r->len);
     if (rt->set_get && code == DLOCK_EWRONGTYPE)
         return 0;
-    rt->state[node] = RAW_REFUSED;
+    rt->state[node] = DLOCK__FT_REFUSED;
     rt->refused[node] = code;
     snprintf(rt->why[node], sizeof rt->why[node], "%s", r->str);
     if (rt->set_get && memmem(r->str, r->len, "syntax error", 12)) {
@@ -77,16 +63,16 @@ static int raw_set_refused(raw_try *rt, size_t node, const redisReply *r)
     return 1;
 }
 
-static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
-                  const char *detail, int64_t start_ns)
+int dlock__first_try_reply(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                            const char *detail, int64_t start_ns)
 {
-    raw_try *rt = arg;
+    dlock__first_try *rt = arg;
     dlock__acquire_reply a = {.pttl = -1, .look_ms = -1};
     int step = idx == 0 ? RAW_SET : rt->set_get || idx == 2 ? RAW_PTTL : RAW_GET;
-    int state = idx > 0 ? rt->state[node] : RAW_DONE;
-    if (idx > 0 && state == RAW_DONE) /* settled by an earlier reply */
+    int state = idx > 0 ? rt->state[node] : DLOCK__FT_DONE;
+    if (idx > 0 && state == DLOCK__FT_DONE) /* settled by an earlier reply */
         return 0;
-    if (state == RAW_REFUSED && raw_no_holder(step, err, r)) {
+    if (state == DLOCK__FT_REFUSED && raw_no_holder(step, err, r)) {
         /* The SET did not run, so nothing of ours is there. */
         a.err = rt->refused[node];
         a.detail = rt->why[node];
@@ -110,7 +96,7 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
         if (r->type == (rt->set_get ? REDIS_REPLY_STRING : REDIS_REPLY_NIL)) {
             if (rt->set_get)
                 rt->t->holder[node] = dlock__holder_hash(r->str, r->len);
-            rt->state[node] = RAW_BUSY;
+            rt->state[node] = DLOCK__FT_BUSY;
             return 0;
         }
         if (r->type != (rt->set_get ? REDIS_REPLY_NIL : REDIS_REPLY_STATUS)) {
@@ -124,7 +110,7 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
     case RAW_GET:
         if (r->type == REDIS_REPLY_STRING) {
             rt->t->holder[node] = dlock__holder_hash(r->str, r->len);
-            rt->state[node] = RAW_BUSY; /* held: busy, whatever the SET said */
+            rt->state[node] = DLOCK__FT_BUSY; /* held: busy, whatever the SET said */
         }
         return 0;
     default:
@@ -135,7 +121,7 @@ static int raw_cb(void *arg, size_t node, uint32_t idx, int err, const redisRepl
     }
 }
 
-/* Whether this try is DLOCK_NO_FENCE's first try at a plain lock (raw_try
+/* Whether this try is DLOCK_NO_FENCE's first try at a plain lock (dlock__first_try
  * above). Not on a Redis Cluster, whose routing and redirects follow
  * scripts' keys, nor with min_replicas, whose WAIT follows scripts. */
 int dlock__first_try_is_raw(const dlock_lock *l)
@@ -149,7 +135,7 @@ int dlock__first_try_is_raw(const dlock_lock *l)
 int dlock__first_try_send(dlock_lock *l, dlock__tally *t, const dlock__fanout_opts *fo,
                           dlock__conn **kept)
 {
-    raw_try rt = {.t = t, .set_get = 1};
+    dlock__first_try rt = {.t = t, .set_get = 1};
     for (size_t i = 0; i < l->client->n_nodes; i++)
         rt.set_get &= dlock__node_set_get(&l->client->nodes[i]);
     const char *set[7] = {"SET", l->name, l->token, "NX", "PX", l->ttl_s, "GET"};
@@ -162,5 +148,5 @@ int dlock__first_try_send(dlock_lock *l, dlock__tally *t, const dlock__fanout_op
     if (rt.set_get)
         raw[1] = raw[2];
     return dlock__fanout_attempt(l->client, raw, rt.set_get ? 2 : 3, fo, l->cancel_fd[0], kept,
-                                 raw_cb, &rt);
+                                 dlock__first_try_reply, &rt);
 }
