@@ -149,12 +149,8 @@ int test_etcd_start(test_etcd *c, int n)
     if (n < 1 || n > TEST_ETCD_MAX)
         return -1;
     curl_global_init(CURL_GLOBAL_ALL);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(c->dir, sizeof c->dir, "%s/dlock-etcd-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(c->dir)) {
-        perror("mkdtemp");
+    if (test_make_dir(c->dir, sizeof c->dir, "etcd") != 0)
         return -1;
-    }
     c->n = n;
     size_t used = 0, uused = 0;
     uused += (size_t)snprintf(c->url, sizeof c->url, "etcd://");

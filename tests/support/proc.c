@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +70,53 @@ void test_tmp_path(char *out, size_t len, const char *stem)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(out, len, "%s/dlock-%s-%d", tmp && *tmp ? tmp : "/tmp", stem, (int)getpid());
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Remove tmp's dlock-STEM-PID-* directories of dead processes, if old. */
+static void sweep_dirs(const char *tmp, const char *stem)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    char prefix[64];
+    int plen = snprintf(prefix, sizeof prefix, "dlock-%s-", stem);
+    time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        long pid = strtol(e->d_name + plen, &end, 10);
+        if (end == e->d_name + plen || *end != '-' || strlen(end) != 7 || pid <= 0)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive (or not ours to ask): in use */
+        char path[1200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && now - st.st_mtime > 3600)
+            nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
+}
+
+int test_make_dir(char *out, size_t len, const char *stem)
+{
+    const char *tmp = getenv("TMPDIR");
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    sweep_dirs(tmp, stem);
+    snprintf(out, len, "%s/dlock-%s-%d-XXXXXX", tmp, stem, (int)getpid());
+    if (!mkdtemp(out)) {
+        fprintf(stderr, "test harness: mkdtemp %s: %s\n", out, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int test_free_port(void)

@@ -25,6 +25,14 @@ int test_wait_procs(const pid_t *pids, int n);
 /* A temp file path under $TMPDIR (or /tmp) made unique with the pid. */
 void test_tmp_path(char *out, size_t len, const char *stem);
 
+/* Make a fresh directory $TMPDIR/dlock-STEM-PID-XXXXXX (or under /tmp) for
+ * a test's servers and put its path in out; 0, or -1 (with the reason on
+ * stderr). Also removes the STEM directories a test process left when it
+ * died before its teardown: those whose PID is gone and which are more
+ * than an hour old (no test runs that long, and a directory made by a
+ * child process that has exited may still be in use by its parent). */
+int test_make_dir(char *out, size_t len, const char *stem);
+
 /* ---- server processes (redis-server, redis-sentinel, etcd) ---------- */
 
 /* A loopback TCP port free now (bound to port 0 and closed), or -1. The

@@ -78,12 +78,8 @@ static int start(test_redis *r, int tls, const char *extra_conf)
     memset(r, 0, sizeof *r);
     r->tls = tls;
     snprintf(r->extra, sizeof r->extra, "%s", extra_conf ? extra_conf : "");
-    const char *tmp = getenv("TMPDIR");
-    snprintf(r->dir, sizeof r->dir, "%s/dlock-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(r->dir)) {
-        fprintf(stderr, "test harness: mkdtemp: %s\n", strerror(errno));
+    if (test_make_dir(r->dir, sizeof r->dir, "test") != 0)
         return -1;
-    }
     snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
     for (int attempt = 0; attempt < 20; attempt++) {
         r->port = test_free_port();
@@ -129,12 +125,8 @@ static int sh(const char *dir, const char *cmd)
 int test_tls_certs_make(test_tls_certs *t)
 {
     memset(t, 0, sizeof *t);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(t->dir, sizeof t->dir, "%s/dlock-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(t->dir)) {
-        fprintf(stderr, "test harness: mkdtemp: %s\n", strerror(errno));
+    if (test_make_dir(t->dir, sizeof t->dir, "test") != 0)
         return -1;
-    }
     /* EC keys: made in milliseconds, and cheap handshakes. */
 #define KEY "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
     static const char *const steps[] = {

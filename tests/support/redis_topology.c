@@ -173,9 +173,7 @@ static int start_sentinel(test_redis *r, const char *name, int primary_port,
                           const char *password)
 {
     memset(r, 0, sizeof *r);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(r->dir, sizeof r->dir, "%s/dlock-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(r->dir))
+    if (test_make_dir(r->dir, sizeof r->dir, "test") != 0)
         return -1;
     for (int attempt = 0; attempt < 20; attempt++) {
         r->port = test_free_port();
