@@ -293,12 +293,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
             snprintf(err, sizeof err, "URL %zu is NULL", i + 1);
             rc = DLOCK_EINVAL;
         } else {
-            /* INFO server in the handshake (pipelined, once per pooled
-             * connection) gives the uptime the restart rule reads, the
-             * run_id that tells two URLs of one server apart from two
-             * servers, and the version: Redis 7 takes SET NX GET, one
-             * command less for an unfenced first try (first_try.c). */
-            rc = dlock__node_init(&c->nodes[i], urls[i], (size_t)opts->pool_size, 1, uerr,
+            rc = dlock__node_init(&c->nodes[i], urls[i], (size_t)opts->pool_size, uerr,
                                   sizeof uerr);
             if (rc != DLOCK_OK)
                 snprintf(err, sizeof err, "URL %zu: %s", i + 1, uerr);

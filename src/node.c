@@ -6,8 +6,8 @@
 #include "common.h"
 #include "node.h"
 
-int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
-                     int ask_uptime, char *err, size_t err_len)
+int dlock__node_init(dlock__node *n, const char *url, size_t max_idle, char *err,
+                     size_t err_len)
 {
     memset(n, 0, sizeof *n);
     int rc = dlock__sentinel_is_url(url)
@@ -24,7 +24,6 @@ int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
     else
         snprintf(n->name, sizeof n->name, "%.256s:%d", n->url.host, n->url.port);
     n->max_idle = max_idle;
-    n->ask_uptime = ask_uptime;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&n->mu, NULL));
     return DLOCK_OK;
 }
@@ -169,7 +168,10 @@ dlock__conn *dlock__node_checkout(dlock__node *n)
             return c;
         dlock__conn_free(c);
     }
-    return dlock__node_connect(n, 1, n->ask_uptime);
+    /* Pooled connections load the scripts and ask INFO server: its uptime
+     * (the restart rule), run_id (one server behind two URLs) and version
+     * (SET ... NX GET, first_try.c). */
+    return dlock__node_connect(n, 1, 1);
 }
 
 void dlock__node_checkin(dlock__node *n, dlock__conn *c)

@@ -23,7 +23,6 @@ typedef struct dlock__node {
     dlock__conn *idle; /* stack of idle connections */
     size_t n_idle;
     size_t max_idle;
-    int ask_uptime;
     /* The client's TLS context when this node speaks TLS, else NULL. */
     dlock__tls_ctx *tls_ctx;
     /* Its newest TLS session, resumed by the next connection (TLS only). */
@@ -46,8 +45,8 @@ typedef struct dlock__node {
     dlock__cluster *cluster;
 } dlock__node;
 
-int dlock__node_init(dlock__node *n, const char *url, size_t max_idle,
-                     int ask_uptime, char *err, size_t err_len);
+int dlock__node_init(dlock__node *n, const char *url, size_t max_idle, char *err,
+                     size_t err_len);
 void dlock__node_destroy(dlock__node *n);
 
 /* An idle connection if a live one is pooled, else a new one that is
