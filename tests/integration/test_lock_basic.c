@@ -408,9 +408,20 @@ static long server_major(void)
     return major;
 }
 
-static void unfenced_first_try_in(dlock_client *c1, dlock_client *c2, int form)
+/* Run a test body once per form, each on clean keys. */
+static void in_each_form(void (*body)(int form))
 {
-    dlock_lock *a = unfenced_for(c1, "basic:nf", 30000), *b = unfenced_for(c2, "basic:nf", 30000);
+    for (int form = 0; form < FORMS; form++) {
+        print_message("%s\n", form_name[form]);
+        body(form);
+        test_flushall(&test_srv);
+    }
+}
+
+static void unfenced_first_try_in(int form)
+{
+    dlock_lock *a = unfenced_for(unfenced_client(form), "basic:nf", 30000);
+    dlock_lock *b = unfenced_for(unfenced_client(form), "basic:nf", 30000);
     long long scripts = test_script_calls(&test_srv), sets = calls_of("set");
     /* GETs per try: none after SET ... GET (Redis 7 and later). */
     long long gets = calls_of("get"), per_try = form == SET_GET && server_major() >= 7 ? 0 : 1;
@@ -445,11 +456,7 @@ static void unfenced_first_try_in(dlock_client *c1, dlock_client *c2, int form)
 static void unfenced_first_try_runs_no_script(void **state)
 {
     (void)state;
-    for (int form = 0; form < FORMS; form++) {
-        print_message("%s\n", form_name[form]);
-        unfenced_first_try_in(unfenced_client(form), unfenced_client(form), form);
-        test_flushall(&test_srv);
-    }
+    in_each_form(unfenced_first_try_in);
 }
 
 /* The waiter list of `name` (KEY NUL "wq"): its length. */
@@ -535,9 +542,9 @@ static void over_maxmemory_a_busy_lock_is_busy_and_a_free_one_refused(void **sta
     }
 }
 
-static void unfenced_wrongtype_in(dlock_client *c)
+static void unfenced_wrongtype_in(int form)
 {
-    dlock_lock *a = unfenced_for(c, "basic:nflist", 10000);
+    dlock_lock *a = unfenced_for(unfenced_client(form), "basic:nflist", 10000);
     freeReplyObject(test_cmd(&test_srv, "RPUSH %s x y", "basic:nflist"));
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_EWRONGTYPE);
     assert_non_null(strstr(dlock_lock_errmsg(a), "WRONGTYPE"));
@@ -548,9 +555,9 @@ static void unfenced_wrongtype_in(dlock_client *c)
     assert_int_equal(test_key_pttl(&test_srv, "basic:nflist"), -1);
 }
 
-static void unfenced_foreign_in(dlock_client *c)
+static void unfenced_foreign_in(int form)
 {
-    dlock_lock *a = unfenced_for(c, "basic:nfforeign", 10000);
+    dlock_lock *a = unfenced_for(unfenced_client(form), "basic:nfforeign", 10000);
     test_cmd_status(&test_srv, "SET %s redsync-token NX PX 10000", "basic:nfforeign");
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
     assert_true(dlock_lock_holder_ttl_ms(a) > 0 && dlock_lock_holder_ttl_ms(a) <= 10000);
@@ -566,21 +573,13 @@ static void unfenced_foreign_in(dlock_client *c)
 static void unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched(void **state)
 {
     (void)state;
-    for (int form = 0; form < FORMS; form++) {
-        print_message("%s\n", form_name[form]);
-        unfenced_wrongtype_in(unfenced_client(form));
-        test_flushall(&test_srv);
-    }
+    in_each_form(unfenced_wrongtype_in);
 }
 
 static void unfenced_excludes_and_is_excluded_by_another_library(void **state)
 {
     (void)state;
-    for (int form = 0; form < FORMS; form++) {
-        print_message("%s\n", form_name[form]);
-        unfenced_foreign_in(unfenced_client(form));
-        test_flushall(&test_srv);
-    }
+    in_each_form(unfenced_foreign_in);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
