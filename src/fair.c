@@ -15,6 +15,7 @@
 #include "handle.h"
 #include "kinds.h"
 #include "quorum.h"
+#include "rand.h"
 #include "release.h"
 #include "wait.h"
 #include "watchdog.h"
@@ -22,7 +23,8 @@
 /* One call of a fair script. "Held": *out_pttl, and *out_joined (may be
  * NULL) says whether the call put us in the line. */
 static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_ttl,
-                     int64_t *out_pttl, uint64_t *out_fence, int *out_joined)
+                     int64_t timeout_ms, int cancel_fd, int64_t *out_pttl, uint64_t *out_fence,
+                     int *out_joined)
 {
     const char *args[8];
     size_t lens[8];
@@ -47,18 +49,19 @@ static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_tt
         args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
     }
     dlock__req req = {dlock__script_get(script), nkeys, k, args, lens};
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, NULL, 0};
     /* The fair scripts answer in the acquire shape (replies.h). */
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     dlock__err_clear(&l->err);
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
-    int rc = dlock__fanout_cancellable(l->client, &req, 1, &fo,
-                                       acquiring ? l->cancel_fd[0] : -1, kept, dlock__acquire_cb, &t);
+    int rc = dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, kept,
+                                       dlock__acquire_cb, &t);
     if (rc == DLOCK_ECANCELED) {
-        /* Cancelled in flight: behind the call, on the same connection,
-         * leave the line and release the lock if the call took it (handing
-         * it on), without waiting for any of it (issue 22 item 8). */
+        /* Cancelled in flight (a look, or a leave): behind the call, on the
+         * same connection, leave the line and release the lock if the call
+         * took it (handing it on), without waiting for any of it (issue 22
+         * item 8). */
         const char *rargs[6];
         size_t rlens[6];
         dlock__req undo[2] = {
@@ -86,7 +89,7 @@ static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_tt
     return dlock__tally_failure_code(&t);
 }
 
-int dlock__fair_cleanup(dlock_lock *l)
+int dlock__fair_cleanup(dlock_lock *l, int cancel_fd)
 {
     /* The script may have run, leaving our token in the line or in the
      * lock key for the full TTL while the next waiter waits. Releasing it
@@ -96,7 +99,14 @@ int dlock__fair_cleanup(dlock_lock *l)
     uint64_t fence;
     dlock__errbuf keep = l->err; /* the caller's message stays */
     l->err = (dlock__errbuf){0};
-    int rc = fair_call(l, l->kind->leave, NULL, &dummy, &fence, NULL);
+    int rc = fair_call(l, l->kind->leave, NULL, l->client->opts.io_timeout_ms, cancel_fd, &dummy,
+                       &fence, NULL);
+    if (rc == DLOCK_ECANCELED) { /* the leave and release went out behind */
+        dlock__err_free(&l->err);
+        l->err = keep;
+        l->fair_cleanup_pending = 1;
+        return DLOCK_ECANCELED;
+    }
     if (rc == DLOCK_OK) {
         dlock__tally t;
         dlock__send_release(l, NULL, l->client->opts.io_timeout_ms, 1, &t);
@@ -105,7 +115,41 @@ int dlock__fair_cleanup(dlock_lock *l)
     dlock__err_free(&l->err);
     l->err = keep;
     l->fair_cleanup_pending = rc == DLOCK_EUNKNOWN || rc == DLOCK_EIO || rc == DLOCK_EBUSY;
-    return l->fair_cleanup_pending;
+    return l->fair_cleanup_pending ? rc : DLOCK_OK;
+}
+
+/* An earlier call's outcome is unknown, so our old token may be in the
+ * line or hold the lock: it is cleaned up by that token before a new one
+ * joins, or the line would hand the lock to the old token. A try gives up
+ * at once; a waiting acquire rides out a node that is down or stalled, as
+ * its looks do (issue 34 item 6): the cleanup is retried on the backoff
+ * until it is answered, the deadline passes or the wait is cancelled. */
+static int settle_cleanup(dlock_lock *l, int64_t wait_ms, int64_t deadline)
+{
+    unsigned attempts = 0;
+    int rc;
+    while (l->fair_cleanup_pending &&
+           (rc = dlock__fair_cleanup(l, wait_ms ? l->cancel_fd[0] : -1)) != DLOCK_OK) {
+        int64_t now = dlock__now_ns();
+        int canceled = rc == DLOCK_ECANCELED;
+        if (!canceled && wait_ms != 0 && now < deadline) {
+            int64_t sleep_ms =
+                dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
+            canceled = dlock__wait_sleep_until(l, dlock__wait_woken(l),
+                                               DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS));
+            if (!canceled)
+                continue;
+        }
+        if (canceled) {
+            dlock__err_set(&l->err, "cancelled while the cleanup of an earlier acquire of \"%s\" "
+                           "was not answered", l->name);
+            return DLOCK_ECANCELED;
+        }
+        dlock__err_set(&l->err, "an earlier acquire of \"%s\" has an unknown outcome and its "
+                       "cleanup is not answered yet", l->name);
+        return DLOCK_EUNKNOWN;
+    }
+    return DLOCK_OK;
 }
 
 static void clear_handed_over(dlock_lock *l)
@@ -153,17 +197,15 @@ static int take_handed(dlock_lock *l, int64_t t_look, int64_t refresh_ms, uint64
 
 int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 {
-    if (l->fair_cleanup_pending && dlock__fair_cleanup(l)) {
-        dlock__err_set(&l->err, "an earlier acquire of \"%s\" has an unknown outcome and its "
-                       "cleanup is not answered yet", l->name);
-        return DLOCK_EUNKNOWN;
-    }
+    int rc = settle_cleanup(l, wait_ms, deadline);
+    if (rc != DLOCK_OK)
+        return rc;
     if (l->rel_pending) { /* as in an attempt: the old token's release again */
         dlock__flush_release(l, l->client->opts.io_timeout_ms);
         l->rel_pending = 0;
     }
     /* One token for the whole wait: it is our place in the line. */
-    int rc = dlock__lock_new_token(l);
+    rc = dlock__lock_new_token(l);
     if (rc != DLOCK_OK)
         return rc;
     clear_handed_over(l);
@@ -182,7 +224,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         watching = dlock__wait_watch(l, 1) == DLOCK_OK;
 
     uint64_t fence = 0;
-    int leave_unknown = 0;
+    int leave_unknown = 0, deferred = 0;
     /* When the last look was sent; it counts (take_handed) only while
      * every look so far found us in line where the one before put us. */
     int64_t t_look = 0;
@@ -191,7 +233,8 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         unsigned woken = dlock__wait_woken(l);
         int64_t t_sent = dlock__now_ns(), pttl = -1;
         int joined = 0;
-        rc = fair_call(l, l->kind->acquire, live_ttl, &pttl, &fence, &joined);
+        rc = fair_call(l, l->kind->acquire, live_ttl, l->client->opts.io_timeout_ms,
+                       wait_ms ? l->cancel_fd[0] : -1, &pttl, &fence, &joined);
         if (rc == DLOCK_OK) {
             /* Taken now, or a hand-over confirmed: either way the script
              * set the full TTL after t_sent. */
@@ -228,10 +271,18 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         if (wait_ms == 0)
             break;
         /* Deadline or cancel: leave the line, unless it was handed to us
-         * (then fair_leave.lua confirms the claim). */
+         * (then fair_leave.lua confirms the claim). A cancel must end the
+         * wait at once (issue 34 item 5): the leave gets CANCEL_LEAVE_MS,
+         * as the default mode's, and one that goes unanswered is cleaned
+         * up by the handle's next acquire or free, not now. */
         int64_t dummy, t_leave = dlock__now_ns();
-        int lrc = fair_call(l, l->kind->leave, NULL, &dummy, &fence, NULL);
+        int lrc = fair_call(l, l->kind->leave, NULL,
+                            canceled ? DLOCK__MIN(DLOCK__CANCEL_LEAVE_MS,
+                                                  l->client->opts.io_timeout_ms)
+                                     : l->client->opts.io_timeout_ms,
+                            -1, &dummy, &fence, NULL);
         leave_unknown = lrc == DLOCK_EUNKNOWN;
+        deferred = canceled && leave_unknown;
         if (lrc == DLOCK_OK) {
             dlock__lock_set_state(l, DLOCK_STATE_HELD, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             rc = DLOCK_OK;
@@ -244,11 +295,13 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     }
     if (watching)
         dlock__wait_unwatch(l);
-    if (rc == DLOCK_EUNKNOWN || (rc != DLOCK_OK && leave_unknown)) {
+    if (deferred)
+        l->fair_cleanup_pending = 1;
+    else if (rc == DLOCK_EUNKNOWN || (rc != DLOCK_OK && leave_unknown)) {
         /* The outcome of the last call is unknown: clean up by our token
          * now rather than leave the next waiter a lock nobody holds for
          * the whole TTL (issue 15 item 7). */
-        dlock__fair_cleanup(l);
+        dlock__fair_cleanup(l, -1);
     }
     if (rc == DLOCK_OK) {
         l->fence = fence;

@@ -34,7 +34,7 @@ static void settle(dlock_lock *l)
 static void release_lost(dlock_lock *l)
 {
     if (l->kind->wait == DLOCK__WAIT_QUEUE) {
-        dlock__fair_cleanup(l);
+        dlock__fair_cleanup(l, -1);
         return;
     }
     if (l->kind->counted || !l->token_len)
@@ -57,7 +57,7 @@ static void cleanup(dlock_lock *l)
          * hold it): take this handle's bookkeeping out of it. */
         dlock__forget_hold(l);
     if (l->fair_cleanup_pending)
-        dlock__fair_cleanup(l);
+        dlock__fair_cleanup(l, -1);
     else if (dlock__lock_get_state(l) == DLOCK_STATE_LOST)
         release_lost(l);
     if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {

@@ -108,8 +108,6 @@ void dlock__wait_unwatch(dlock_lock *l)
     l->wait_id_len = 0;
 }
 
-#define CANCEL_LEAVE_MS 100
-
 static int ignore_reply(void *arg, size_t node, uint32_t idx, int err,
                         const struct redisReply *r, const char *detail, int64_t start_ns)
 {
@@ -195,7 +193,7 @@ int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
             /* Leave the list too (a cancel is a give-up), but a cancel
              * must end the wait at once: 100 ms at most for the ZREM,
              * else the entry lapses by itself. */
-            leave_list(l, CANCEL_LEAVE_MS);
+            leave_list(l, DLOCK__CANCEL_LEAVE_MS);
             break;
         }
     }

@@ -300,6 +300,87 @@ static void fair_waiting_works_by_polling_when_wakeups_are_off(void **state)
     dlock_client_free(c);
 }
 
+/* A cancel ends a fair wait at once while the server is stalled, as it
+ * does in the default mode (issue 34 item 5): leaving the line is bounded
+ * like the default mode's ZREM, and the cleanup of an unanswered leave is
+ * left to the handle's next acquire or free, not waited for. The cancel
+ * comes at several points of the waiter's refresh period (1 s at this
+ * TTL), so it finds the waiter asleep and, where it falls, in a look. */
+static void cancel_of_a_fair_waiter_is_prompt_while_the_server_is_stalled(void **state)
+{
+    (void)state;
+    const char *name = "fair:cancel-stalled";
+    static const int cancel_after_ms[] = {150, 500, 850, 1300};
+    dlock_client *c = fair_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    for (size_t i = 0; i < sizeof cancel_after_ms / sizeof cancel_after_ms[0]; i++) {
+        waiter w = {0};
+        pthread_t t;
+        fair_start_waiter(&t, &w, new_fair(c, name, 30000), DLOCK_WAIT_FOREVER, 0);
+        assert_true(test_wait_for_count(fair_queue_len, name, 1, 3000));
+        test_redis_pause(&test_srv);
+        test_sleep_ms(cancel_after_ms[i]);
+        int64_t t0 = test_now_us();
+        dlock_lock_cancel(w.lock);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        int64_t took_us = w.done_us - t0;
+        test_redis_resume(&test_srv);
+        printf("# fair cancel %d ms into a stall returned %s after %.3f ms\n", cancel_after_ms[i],
+               dlock_errname(w.rc), (double)took_us / 1000.0);
+        assert_int_equal(w.rc, DLOCK_ECANCELED);
+        assert_true(took_us < 600000);
+        /* The server is back: freeing the handle takes it out of the line. */
+        dlock_lock_free(w.lock);
+        assert_true(test_wait_for_count(fair_queue_len, name, 0, 3000));
+        assert_int_equal(fair_live_keys(name), 0);
+    }
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(holder);
+    dlock_client_free(c);
+}
+
+/* A try-once on a stalled server leaves its cleanup pending; a waiting
+ * acquire of the same handle then rides out the rest of the stall (4 s in
+ * all) as any fair wait rides out a restart, retrying the cleanup on its
+ * backoff, and gets the lock once the server answers (issue 34 item 6). */
+static void fair_wait_rides_out_a_stall_with_an_earlier_cleanup_pending(void **state)
+{
+    (void)state;
+    const char *name = "fair:cleanup-stalled";
+    dlock_client *c = fair_client(1);
+    dlock_lock *warm = new_fair(c, "fair:warm", 30000);
+    assert_int_equal(dlock_lock_acquire(warm, 0), DLOCK_OK); /* a pooled connection */
+    dlock_lock *l = new_fair(c, name, 30000);
+    int64_t t_stall = test_now_us();
+    test_redis_pause(&test_srv);
+    int rc = dlock_lock_acquire(l, 0);
+    printf("# fair try-once on a stalled server: %s (%s)\n", dlock_errname(rc),
+           dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    waiter w = {0};
+    pthread_t t;
+    fair_start_waiter(&t, &w, l, 20000, 0);
+    int64_t left_us = 4000000 - (test_now_us() - t_stall);
+    if (left_us > 0)
+        test_sleep_ms((int)(left_us / 1000));
+    int64_t t_resume = test_now_us();
+    test_redis_resume(&test_srv);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    printf("# the waiting acquire: %s %.3f ms after the server came back (%s)\n",
+           dlock_errname(w.rc), (double)(w.done_us - t_resume) / 1000.0, dlock_lock_errmsg(l));
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(w.release_rc, DLOCK_OK);
+    assert_int_equal(fair_queue_len(name), 0);
+    assert_int_equal(fair_live_keys(name), 0);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    assert_int_equal(dlock_lock_release(warm), DLOCK_OK);
+    dlock_lock_free(warm);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -314,6 +395,8 @@ int main(void)
         T(fair_try_once_does_not_join_the_queue),
         T(fair_mode_over_several_nodes_is_not_supported),
         T(fair_waiting_works_by_polling_when_wakeups_are_off),
+        T(cancel_of_a_fair_waiter_is_prompt_while_the_server_is_stalled),
+        T(fair_wait_rides_out_a_stall_with_an_earlier_cleanup_pending),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
