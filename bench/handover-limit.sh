@@ -25,7 +25,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-handover.XXXXXX")
 # The section's files, where the peers keep theirs (SCENARIOS.md: /dev/shm).
 SHM=/dev/shm; [ -d "$SHM" ] && [ -w "$SHM" ] || SHM=$TMP
 SEC=$SHM/dlock-handover.$$
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(python3 "$(dirname "$0")/../scripts/free-port")
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
   --logfile "$TMP/redis.log" >/dev/null &
 RPID=$!

@@ -141,7 +141,7 @@ syscalls_per_cycle() {
   command -v strace >/dev/null 2>&1 || { echo "n/a (no strace)"; return; }
   local tmp port rpid d
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlock-syscalls.XXXXXX")
-  port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$("$PY" "$HERE/../scripts/free-port")
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
     --logfile "$tmp/redis.log" >/dev/null &
   rpid=$!

@@ -25,7 +25,7 @@ read -r -a WS <<<"${3:-4}"
 WORKER=$BUILD/bench/dlock-bench-worker
 [ -x "$WORKER" ] || { echo "s3-cost: build the worker first ($WORKER)" >&2; exit 1; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-s3cost.XXXXXX")
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(python3 "$(dirname "$0")/../scripts/free-port")
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
   --logfile "$TMP/redis.log" >/dev/null &
 RPID=$!

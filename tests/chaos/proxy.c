@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "history.h"
+#include "proc.h"
 #include "proxy.h"
 
 #define MAX_PAIRS 256
@@ -296,16 +297,24 @@ int chaos_proxy_start(chaos_proxy *p, int target_port)
     memset(p, 0, sizeof *p);
     p->pid = -1;
     p->target_port = target_port;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 128) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &len) != 0) {
-        if (lfd >= 0)
+    int lfd = -1;
+    for (int tries = 0; tries < 20 && lfd < 0; tries++) {
+        /* Below the ephemeral range, as every test server (proc.h). */
+        int port = test_free_port();
+        lfd = port > 0 ? socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) : -1;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (lfd >= 0 && (bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+                         listen(lfd, 128) != 0 ||
+                         getsockname(lfd, (struct sockaddr *)&a, &len) != 0)) {
             close(lfd);
-        return -1;
+            lfd = -1;
+        }
     }
+    if (lfd < 0)
+        return -1;
     if (pipe2(ctl, O_CLOEXEC) != 0)
         return close(lfd), -1;
     if (pipe2(ack, O_CLOEXEC) != 0)

@@ -14,10 +14,34 @@ import tempfile
 import time
 
 
-def free_port():
+# Test servers listen below the ephemeral range (32768 and up on Linux), as
+# the C harness's do (tests/support/proc.h): a client's outgoing connection
+# never takes a port a server is about to bind.
+PORT_MIN, PORT_MAX = 10000, 22768
+_next_port = [os.getpid() * 7919 + time.monotonic_ns()]
+
+
+def _bindable(port):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port():
+    """A loopback port in [PORT_MIN, PORT_MAX) free now (and its cluster
+    bus port, + 10000); each call moves on, so one process never gets a
+    port twice."""
+    span = PORT_MAX - PORT_MIN
+    for _ in range(span):
+        port = PORT_MIN + _next_port[0] % span
+        _next_port[0] += 1
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def wait_until(cond, timeout=10.0, step=0.02):

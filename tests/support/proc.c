@@ -119,22 +119,42 @@ int test_make_dir(char *out, size_t len, const char *stem)
     return 0;
 }
 
-int test_free_port(void)
+/* 1 if a TCP listener can bind 127.0.0.1:port now. */
+static int port_bindable(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a;
-    socklen_t len = sizeof a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
     close(fd);
-    return ntohs(a.sin_port);
+    return ok;
+}
+
+int test_free_port(void)
+{
+    /* Each call moves on from a start drawn from the pid and the clock,
+     * so two calls of one process never return one port, and concurrent
+     * test processes rarely meet. */
+    static unsigned next;
+    if (next == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        next = (unsigned)getpid() * 7919u + (unsigned)ts.tv_nsec;
+    }
+    unsigned span = TEST_PORT_MAX - TEST_PORT_MIN;
+    for (unsigned tries = 0; tries < span; tries++) {
+        int port = TEST_PORT_MIN + (int)(next++ % span);
+        if (port_bindable(port) && port_bindable(port + TEST_PORT_BUS_OFFSET))
+            return port;
+    }
+    return -1;
 }
 
 pid_t test_spawn_server(const char *const argv[], const char *log_path)

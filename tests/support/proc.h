@@ -35,8 +35,17 @@ int test_make_dir(char *out, size_t len, const char *stem);
 
 /* ---- server processes (redis-server, redis-sentinel, etcd) ---------- */
 
-/* A loopback TCP port free now (bound to port 0 and closed), or -1. The
- * server started on it may still lose a race for it: callers retry. */
+/* Test servers listen below the ephemeral range (32768 and up on Linux),
+ * so a client's outgoing connection can never take a port a server is
+ * about to bind, and a Redis Cluster node's bus port (port + 10000) is
+ * below it too. */
+#define TEST_PORT_MIN 10000
+#define TEST_PORT_MAX 22768
+#define TEST_PORT_BUS_OFFSET 10000
+
+/* A loopback TCP port in [TEST_PORT_MIN, TEST_PORT_MAX) that is free now,
+ * and whose port + TEST_PORT_BUS_OFFSET is free too, or -1. The server
+ * started on it may still lose a race for it: callers retry. */
 int test_free_port(void);
 
 /* fork() and exec argv[0] (searched in PATH) with argv, as a server the
