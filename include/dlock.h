@@ -847,7 +847,10 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  it returns DLOCK_ECANCELED within milliseconds, also when an attempt is
  *  on the wire to a stalled node (the attempt's undo is then queued behind
  *  it on the same connection and not waited for, so the node runs it right
- *  after the attempt when it answers again). A cancel with no acquire in
+ *  after the attempt when it answers again), or a resend of an earlier
+ *  release or undo whose outcome was unknown (it stays pending for the
+ *  next acquire or free). In fair mode, leaving the line after a cancel
+ *  waits 100 ms at most (the handle's next acquire or free finishes it). A cancel with no acquire in
  *  progress makes the next waiting acquire return at once. Thread-safe;
  *  async-signal-safe it is not. */
 DLOCK_EXTERN(void) dlock_lock_cancel(dlock_lock *lock);

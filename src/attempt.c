@@ -92,7 +92,7 @@ static dlock__req undo_req(dlock_lock *l, char seq[24], uint64_t seq_no, const c
     return (dlock__req){dlock__script_get(l->kind->undo), 1, 5, args, lens};
 }
 
-int dlock__send_undo(dlock_lock *l, int64_t timeout_ms)
+int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
 {
     char seq[24];
     const char *args[5];
@@ -101,7 +101,8 @@ int dlock__send_undo(dlock_lock *l, int64_t timeout_ms)
     uint8_t mask[DLOCK__MAX_NODES];
     memcpy(mask, l->undo_nodes, sizeof mask);
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, 0};
-    (void)dlock__fanout(l->client, &req, 1, &fo, undo_cb, l->undo_nodes);
+    (void)dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL, undo_cb,
+                                    l->undo_nodes);
     l->undo_pending = 0;
     for (size_t i = 0; i < l->client->n_nodes; i++)
         l->undo_pending |= l->undo_nodes[i];
@@ -147,23 +148,39 @@ static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dl
                    "queued behind it)", l->name);
 }
 
+/* A cancel that came while a waiting acquire settled: used up, and the
+ * wait ends. A try (no cancel pipe) leaves it for the next wait. */
+static int settle_canceled(dlock_lock *l, int cancel_fd)
+{
+    if (cancel_fd < 0 || !dlock__lock_use_cancel(l))
+        return DLOCK_OK;
+    dlock__err_set(&l->err, "cancelled while an earlier operation on \"%s\" was settled",
+                   l->name);
+    return DLOCK_ECANCELED;
+}
+
 /* Before a new attempt: what the handle's earlier operations left with an
  * unknown outcome is settled first. Returns DLOCK_OK to go on. */
 static int settle_pending(dlock_lock *l, int *retry)
 {
     int64_t timeout_ms = dlock__node_timeout_ms(l->client, l->opts.ttl_ms);
+    /* A waiting acquire's cancel ends the wait here too, at once (issue
+     * 34): what was resent runs unheard and stays pending. */
+    int cancel_fd = l->cancel_fd[0];
     if (!l->kind->counted) {
         if (l->rel_pending) {
             /* The last release's outcome was unknown: send it again with
              * its token (compare-and-delete: harmless if it ran) before
              * the token changes; if the node still does not answer, the
              * key ends with its TTL, as before. */
-            dlock__flush_release(l, timeout_ms);
+            dlock__flush_release(l, timeout_ms, cancel_fd);
             l->rel_pending = 0;
         }
-        return DLOCK_OK;
+        return settle_canceled(l, cancel_fd);
     }
-    if (l->rel_pending && dlock__flush_release(l, timeout_ms)) {
+    if (l->rel_pending && dlock__flush_release(l, timeout_ms, cancel_fd)) {
+        if (settle_canceled(l, cancel_fd) != DLOCK_OK)
+            return DLOCK_ECANCELED;
         /* A newer operation would make the old release's resend look
          * stale: none before the node answered it. */
         dlock__err_set(&l->err, "an earlier release of \"%s\" has an unknown outcome and "
@@ -171,7 +188,9 @@ static int settle_pending(dlock_lock *l, int *retry)
         *retry = 1;
         return DLOCK_EUNKNOWN;
     }
-    if (l->undo_pending && dlock__send_undo(l, timeout_ms)) {
+    if (l->undo_pending && dlock__send_undo(l, timeout_ms, cancel_fd)) {
+        if (settle_canceled(l, cancel_fd) != DLOCK_OK)
+            return DLOCK_ECANCELED;
         /* A newer attempt could run before the old one's undo and leave
          * the undo nothing it may take back: no new attempt until the
          * nodes answered the undo. */
@@ -204,7 +223,7 @@ static void undo_attempt(dlock_lock *l, dlock__tally *t, uint64_t seq_no, int fr
         l->undo_seq = seq_no;
         memcpy(l->undo_nodes, mask, sizeof l->undo_nodes);
         l->in_doubt = 1;
-        dlock__send_undo(l, dlock__node_timeout_ms(l->client, l->opts.ttl_ms));
+        dlock__send_undo(l, dlock__node_timeout_ms(l->client, l->opts.ttl_ms), -1);
     } else if (any && fresh) {
         dlock__tally rt;
         dlock__send_release(l, mask, dlock__node_timeout_ms(l->client, l->opts.ttl_ms), 1, &rt);

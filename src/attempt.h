@@ -13,8 +13,10 @@
 int dlock__attempt(dlock_lock *l, int *retry);
 
 /* Counted kinds: send the undo of the pending attempt to the nodes that
- * have not answered it yet. Returns 1 while some node still has not. */
-int dlock__send_undo(dlock_lock *l, int64_t timeout_ms);
+ * have not answered it yet. Returns 1 while some node still has not, also
+ * when cancel_fd (a waiting acquire's cancel pipe; -1: none) became
+ * readable first: the undo then runs unheard. */
+int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
 
 /* The fan-out callback counting acquire-shaped replies (acquire, counted
  * and fair scripts) into a dlock__tally (quorum.h), with the restart rule. */

@@ -201,8 +201,13 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     if (rc != DLOCK_OK)
         return rc;
     if (l->rel_pending) { /* as in an attempt: the old token's release again */
-        dlock__flush_release(l, l->client->opts.io_timeout_ms);
+        dlock__flush_release(l, l->client->opts.io_timeout_ms, wait_ms ? l->cancel_fd[0] : -1);
         l->rel_pending = 0;
+        if (wait_ms && dlock__lock_use_cancel(l)) {
+            dlock__err_set(&l->err, "cancelled while an earlier release of \"%s\" was resent",
+                           l->name);
+            return DLOCK_ECANCELED;
+        }
     }
     /* One token for the whole wait: it is our place in the line. */
     rc = dlock__lock_new_token(l);

@@ -105,6 +105,16 @@ void dlock__lock_close_cancel(dlock_lock *l)
             close(pfd[i]);
 }
 
+int dlock__lock_use_cancel(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int canceled = l->canceled;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (canceled)
+        dlock__lock_take_cancel(l);
+    return canceled;
+}
+
 void dlock__lock_take_cancel(dlock_lock *l)
 {
     char b[16];

@@ -148,6 +148,9 @@ void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_unt
 dlock_lock_state dlock__lock_get_state(dlock_lock *l);
 /* The cancel that stopped a round trip in flight is used up. */
 void dlock__lock_take_cancel(dlock_lock *l);
+/* 1 if a dlock_lock_cancel() came that no wait has used yet: it is used up
+ * now (the flag, and the pipe's bytes). */
+int dlock__lock_use_cancel(dlock_lock *l);
 /* What every backend's acquire does before its first attempt: consume a
  * dlock_lock_cancel() that came before a waiting acquire (DLOCK_ECANCELED),
  * and start the client's watchdog for an auto-renewed lock (DLOCK_ENOMEM if

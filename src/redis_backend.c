@@ -12,7 +12,7 @@
 static void settle(dlock_lock *l)
 {
     if (l->rel_pending && dlock__lock_get_state(l) == DLOCK_STATE_UNLOCKED) {
-        dlock__flush_release(l, l->client->opts.io_timeout_ms); /* before the token changes */
+        dlock__flush_release(l, l->client->opts.io_timeout_ms, -1); /* before the token changes */
         l->rel_pending = 0;
     }
 }
@@ -48,9 +48,9 @@ static void cleanup(dlock_lock *l)
 {
     int64_t io = l->client->opts.io_timeout_ms;
     if (l->undo_pending) /* best effort, as the releases below */
-        dlock__send_undo(l, io);
+        dlock__send_undo(l, io, -1);
     if (l->rel_pending)
-        dlock__flush_release(l, io);
+        dlock__flush_release(l, io, -1);
     if (l->touched && !l->undo_pending && !l->rel_pending && !l->in_doubt &&
         dlock__lock_get_state(l) != DLOCK_STATE_HELD)
         /* The key may outlive this handle (other handles of the owner

@@ -64,8 +64,8 @@ dlock__req dlock__fair_release_req(dlock_lock *l, const char **args, size_t *len
     return (dlock__req){dlock__script_get(l->kind->release), nkeys, k, args, lens};
 }
 
-void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
-                         dlock__tally *t)
+static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
+                         int cancel_fd, dlock__tally *t)
 {
     /* An undo publishes no wake-up: it frees only keys of this attempt,
      * which no waiter counts on, and its message would wake this very
@@ -110,8 +110,16 @@ void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);
     t->quiet = undo;
-    if (dlock__fanout(l->client, &req, 1, &fo, release_cb, t) != DLOCK_OK)
+    /* A cancel leaves what was sent to run unheard: it stays pending. */
+    if (dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL, release_cb, t) ==
+        DLOCK_ENOMEM)
         dlock__tally_error(t, 0, DLOCK_ENOMEM, "");
+}
+
+void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
+                         dlock__tally *t)
+{
+    send_release(l, mask, timeout_ms, undo, -1, t);
 }
 
 void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uint8_t *mask)
@@ -125,13 +133,13 @@ void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uin
     }
 }
 
-int dlock__flush_release(dlock_lock *l, int64_t timeout_ms)
+int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
 {
     while (l->rel_pending) {
         uint8_t mask[DLOCK__MAX_NODES];
         memcpy(mask, l->rel_nodes, sizeof mask);
         dlock__tally t;
-        dlock__send_release(l, mask, timeout_ms, 1, &t);
+        send_release(l, mask, timeout_ms, 1, cancel_fd, &t);
         dlock__note_release_pending(l, &t, mask);
         if (l->rel_pending)
             return 1;
@@ -152,7 +160,7 @@ int dlock__release_hold(dlock_lock *l)
     int counted = l->kind->counted;
     if (counted) {
         if (l->rel_pending) /* an older release first (best effort) */
-            dlock__flush_release(l, l->client->opts.io_timeout_ms);
+            dlock__flush_release(l, l->client->opts.io_timeout_ms, -1);
         l->rel_seq = dlock__lock_next_op_no();
         l->rel_n = 1;
         l->rel_extra = 0;

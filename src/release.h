@@ -27,8 +27,9 @@ void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uin
 
 /* Send the pending release again (same number: applied at most once),
  * then the holds dropped after it failed. Returns 1 while some node has
- * not answered. */
-int dlock__flush_release(dlock_lock *l, int64_t timeout_ms);
+ * not answered, also when cancel_fd (a waiting acquire's cancel pipe; -1:
+ * none) became readable first: the resend then runs unheard. */
+int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
 
 /* Backend operations (backend.h). */
 int dlock__release_hold(dlock_lock *l);

@@ -139,6 +139,57 @@ static void two_threads_share_one_client_for_different_locks(void **state)
     }
 }
 
+/* What a handle left pending with an unknown outcome (a release, or a
+ * counted attempt's undo) is settled before its next attempt; with the
+ * server stalled that settling waits for a reply that does not come. A
+ * cancel must end the wait at once there too (issue 34: every place that
+ * waits without the cancel pipe), as it does during an attempt. */
+static void cancel_is_prompt_while_an_earlier_outcome_is_settled(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        unsigned flags;
+        int leave_release; /* 1: a lost release, 0: a lost try-once */
+    } cases[] = {
+        {"cancel:settle-release", 0, 1},
+        {"cancel:settle-counted-release", DLOCK_REENTRANT, 1},
+        {"cancel:settle-counted-undo", DLOCK_REENTRANT, 0},
+    };
+    dlock_lock *warm = lock_for("cancel:settle-warm");
+    assert_int_equal(dlock_lock_acquire(warm, 0), DLOCK_OK); /* a pooled connection */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.ttl_ms = 30000;
+        o.flags = cases[i].flags;
+        dlock_lock *l = test_lock_with(test_cl, cases[i].name, &o);
+        if (cases[i].leave_release)
+            assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+        test_redis_pause(&test_srv);
+        int rc = cases[i].leave_release ? dlock_lock_release(l) : dlock_lock_acquire(l, 0);
+        assert_int_equal(rc, DLOCK_EUNKNOWN);
+        test_waiter w;
+        assert_int_equal(test_waiter_start(&w, l, DLOCK_WAIT_FOREVER, TEST_WAITER_KEEP), 0);
+        test_sleep_ms(300);
+        int64_t t0 = test_now_ms();
+        dlock_lock_cancel(l);
+        rc = test_waiter_join(&w);
+        int64_t took = atomic_load(&w.done_ms) - t0;
+        test_redis_resume(&test_srv);
+        printf("# %s: cancel 300 ms into the wait returned %s after %lld ms\n", cases[i].name,
+               dlock_errname(rc), (long long)took);
+        assert_int_equal(rc, DLOCK_ECANCELED);
+        assert_true(took < 500);
+        /* The server is back: the handle settles and takes the lock. */
+        assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        dlock_lock_free(l);
+        assert_int_equal(test_key_exists(&test_srv, cases[i].name), 0);
+    }
+    assert_int_equal(dlock_lock_release(warm), DLOCK_OK);
+    dlock_lock_free(warm);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -148,6 +199,7 @@ int main(void)
         T(cancel_before_a_waiting_acquire_makes_it_return_at_once),
         T(cancel_is_kept_for_the_next_waiting_acquire_not_a_try),
         T(two_threads_share_one_client_for_different_locks),
+        T(cancel_is_prompt_while_an_earlier_outcome_is_settled),
     };
     return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
 }
