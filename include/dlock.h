@@ -343,9 +343,21 @@ typedef struct dlock_client_options {
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
 #define DLOCK_KEY_PREFIX_MAX 1024
 
+/** The defaults, by field name: a field not named is 0 or NULL, so a new
+ *  field never shifts another's default. In C++ (which before C++20 has no
+ *  designated initialisers, and whose compilers warn about the fields they
+ *  leave out) the macro is a call that returns what
+ *  dlock_client_options_init() fills in: the same values. */
+#ifdef __cplusplus
+#define DLOCK_CLIENT_OPTIONS_INIT dlock__client_options_defaults()
+#else
 #define DLOCK_CLIENT_OPTIONS_INIT                                              \
-    { DLOCK_CLIENT_OPTIONS_VERSION, 1000, 1000, 4, 0.01, 0, 1, NULL, NULL, NULL, NULL, NULL, \
-      0, NULL, NULL, NULL, NULL, NULL, 0, 0, 1000, 0 }
+    {                                                                          \
+        .version = DLOCK_CLIENT_OPTIONS_VERSION, .connect_timeout_ms = 1000,   \
+        .io_timeout_ms = 1000, .pool_size = 4, .drift_factor = 0.01,           \
+        .wakeups = 1, .min_replicas_timeout_ms = 1000                          \
+    }
+#endif
 
 /** Fill @p opts with the defaults for @p version (1 to 3: only the fields
  *  that version has are written; version 1, dlock 0.1.0's, ends at
@@ -353,6 +365,15 @@ typedef struct dlock_client_options {
  *  version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
+
+#ifdef __cplusplus
+static inline dlock_client_options dlock__client_options_defaults(void)
+{
+    dlock_client_options o;
+    dlock_client_options_init(&o, DLOCK_CLIENT_OPTIONS_VERSION);
+    return o;
+}
+#endif
 
 /**
  * Create a client for one node (Redis) or several (Redlock), or for an
@@ -635,14 +656,31 @@ typedef struct dlock_lock_options {
     void *on_lost_arg;
 } dlock_lock_options;
 
+/** The defaults, by field name (see DLOCK_CLIENT_OPTIONS_INIT). */
+#ifdef __cplusplus
+#define DLOCK_LOCK_OPTIONS_INIT dlock__lock_options_defaults()
+#else
 #define DLOCK_LOCK_OPTIONS_INIT                                                \
-    { DLOCK_LOCK_OPTIONS_VERSION, 30000, 0u, 0, 10, 200, NULL, NULL }
+    {                                                                          \
+        .version = DLOCK_LOCK_OPTIONS_VERSION, .ttl_ms = 30000,                \
+        .retry_min_ms = 10, .retry_max_ms = 200                                \
+    }
+#endif
 
 /** Fill @p opts with the defaults for @p version (1..DLOCK_LOCK_OPTIONS_VERSION:
  *  only the fields that version has are written). DLOCK_EINVAL for NULL or
  *  an unknown version. */
 DLOCK_EXTERN(int)
 dlock_lock_options_init(dlock_lock_options *opts, unsigned int version);
+
+#ifdef __cplusplus
+static inline dlock_lock_options dlock__lock_options_defaults(void)
+{
+    dlock_lock_options o;
+    dlock_lock_options_init(&o, DLOCK_LOCK_OPTIONS_VERSION);
+    return o;
+}
+#endif
 
 /**
  * Create a handle for the lock called @p name. Takes nothing in Redis.

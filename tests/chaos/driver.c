@@ -95,6 +95,12 @@ static const chaos_scenario scenarios[] = {
     S("fair_workers_stopped", "fair mode, TTL 1 s; SIGSTOP of waiters 0.5-1.5 x TTL, holders 0.3 x TTL",
       1, 4, 25, 1000, 20, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 10, 200,
       chaos_inject_stop_fair, 0),
+    /* Issue 34 items 5 and 6: fair waiters ride out a stalled node (their
+     * looks, and the cleanup an unknown one leaves, are retried until the
+     * deadline) and the line goes on once it answers. */
+    S("fair_node_stalls", "fair mode, TTL 1 s; SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of the node, 1.5 x TTL",
+      1, 4, 25, 1000, 10, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300,
+      chaos_inject_node_stall, 0),
 #ifdef CHAOS_WITH_ETCD
     /* The etcd backend (issue 21): a 3-member cluster; the leader killed
      * and restarted, or a member stopped, while 4 workers contend. */
@@ -151,6 +157,9 @@ static const chaos_liveness liveness[] = {
     /* A stopped worker's own wait includes its stop (1.5 s at most); a
      * claim handed to a stopped waiter lapses within 1 s (TTL 1 s). */
     {"fair_workers_stopped", 5000, 5, 4000},
+    /* A stall lasts 1.5 s; a look cut off by it, and its cleanup, wait an
+     * I/O timeout (1 s) each at most before the line goes on. */
+    {"fair_node_stalls", 8000, 5, 6000},
     /* etcd: an election takes about a second here (500 ms timeout); a
      * killed leader's clients fail over within an I/O timeout. */
     {"etcd3_member_faults", 10000, 10, 10000},
