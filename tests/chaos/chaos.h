@@ -81,6 +81,7 @@ typedef struct chaos_liveness {
     int64_t section_wait_ms;
     int max_failed_pct;    /* failed sections, left-early ones included */
     int64_t max_wait_ms;   /* longest try-once + wait */
+    int strict_waits;      /* 1: no waiting acquire may fail (a try-once may) */
 } chaos_liveness;
 
 /* driver.c: the liveness bounds of a scenario, or NULL. */
@@ -89,7 +90,7 @@ const chaos_liveness *chaos_liveness_of(const char *scenario);
 typedef struct chaos_result {
     const chaos_scenario *sc;
     const chaos_liveness *live; /* NULL: safety only */
-    long live_tried, live_failed;
+    long live_tried, live_failed, live_wait_failed;
     double live_max_wait_s;
     chaos_verdict v;
     long faults;

@@ -142,8 +142,8 @@ static const chaos_scenario scenarios[] = {
 /* Bounds are generous (a loaded 2-core VM); what they catch is the storm
  * of DLOCK_ENOQUORUM failures and the TTL-long stalls of issue 15. */
 static const chaos_liveness liveness[] = {
-    /* scenario, wait per section, max failed %, max wait */
-    {"contended_redlock3_minority", 10000, 5, 8000},
+    /* scenario, wait per section, max failed %, max wait, strict waits */
+    {"contended_redlock3_minority", 10000, 5, 8000, 0},
     /* Default mode is not fair: a worker may wait for every section of
      * the other two (2 x 3 x 2 s = 12 s) plus the 2 s stall, with no
      * liveness fault at all (12.3 s was seen once in CI). What this row
@@ -152,17 +152,20 @@ static const chaos_liveness liveness[] = {
      * one stall without its key on the stopped node (expired there) lost
      * the lock when the next stall hit another node; the watchdog now
      * puts such a key back (restore_batch.lua, test_redlock_restore). */
-    {"renew_stalled_minority", 15000, 10, 15000},
-    {"fair_waiters_killed", 9000, 5, 7500},
+    {"renew_stalled_minority", 15000, 10, 15000, 0},
+    {"fair_waiters_killed", 9000, 5, 7500, 0},
     /* A stopped worker's own wait includes its stop (1.5 s at most); a
      * claim handed to a stopped waiter lapses within 1 s (TTL 1 s). */
-    {"fair_workers_stopped", 5000, 5, 4000},
+    {"fair_workers_stopped", 5000, 5, 4000, 0},
     /* A stall lasts 1.5 s; a look cut off by it, and its cleanup, wait an
-     * I/O timeout (1 s) each at most before the line goes on. */
-    {"fair_node_stalls", 8000, 5, 6000},
+     * I/O timeout (1 s) each at most before the line goes on. A section
+     * starts with a try-once, as `dlock run -w` does, which fails on a
+     * node that does not answer (4 % of sections in the first runs): the
+     * share is 15 %, but a waiting acquire must never fail (strict). */
+    {"fair_node_stalls", 8000, 15, 6000, 1},
     /* etcd: an election takes about a second here (500 ms timeout); a
      * killed leader's clients fail over within an I/O timeout. */
-    {"etcd3_member_faults", 10000, 10, 10000},
+    {"etcd3_member_faults", 10000, 10, 10000, 0},
 };
 
 int chaos_is_etcd(const chaos_scenario *sc)

@@ -295,16 +295,23 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
         /* Sections left early (validity ran short) failed too. */
         out->live_tried = atomic_load(&run.sh->live_tried);
         out->live_failed = atomic_load(&run.sh->live_failed) + atomic_load(&run.sh->aborted);
+        out->live_wait_failed = atomic_load(&run.sh->live_wait_failed);
         out->live_max_wait_s = (double)atomic_load(&run.sh->live_max_wait_ns) / 1e9;
         int live_ok = out->live_tried > 0 &&
                       out->live_failed * 100 <= (long)out->live->max_failed_pct * out->live_tried &&
-                      out->live_max_wait_s * 1000 <= (double)out->live->max_wait_ms;
+                      out->live_max_wait_s * 1000 <= (double)out->live->max_wait_ms &&
+                      (!out->live->strict_waits || out->live_wait_failed == 0);
+        if (out->live->strict_waits)
+            snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
+                     "%swaiting acquires failed %ld", out->note[0] ? "; " : "",
+                     out->live_wait_failed);
         if (!live_ok)
             snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
-                     "%sLIVENESS: %ld of %ld sections failed (bound %d%%), longest wait %.1f s "
-                     "(bound %.1f s)", out->note[0] ? "; " : "", out->live_failed,
-                     out->live_tried, out->live->max_failed_pct, out->live_max_wait_s,
-                     (double)out->live->max_wait_ms / 1000.0);
+                     "%sLIVENESS: %ld of %ld sections failed (bound %d%%; %ld after waiting%s), "
+                     "longest wait %.1f s (bound %.1f s)", out->note[0] ? "; " : "",
+                     out->live_failed, out->live_tried, out->live->max_failed_pct,
+                     out->live_wait_failed, out->live->strict_waits ? ", bound 0" : "",
+                     out->live_max_wait_s, (double)out->live->max_wait_ms / 1000.0);
         out->pass = out->pass && live_ok;
     }
     out->seconds = (double)(chaos_now_ns() - t0) / 1e9;

@@ -48,6 +48,7 @@ typedef struct chaos_shared {
      * then wait), those that did not get the lock, the longest wait. */
     _Atomic long live_tried;
     _Atomic long live_failed;
+    _Atomic long live_wait_failed; /* of those, after waiting (not the try-once) */
     _Atomic int64_t live_max_wait_ns;
     /* Liveness of the ownership rows (issue 22): the longest a worker
      * waited from wanting the lock to its section; fork row: children

@@ -179,11 +179,12 @@ static int live_section(worker *w, int64_t left_ms)
     int64_t wait = cfg->section_wait_ms < left_ms ? cfg->section_wait_ms : left_ms;
     int64_t t0 = chaos_now_ns();
     int rc = dlock_lock_acquire(w->lock, 0);
-    if (rc == DLOCK_ENOTACQUIRED && wait > 0)
+    int waited = rc == DLOCK_ENOTACQUIRED && wait > 0;
+    if (waited)
         rc = dlock_lock_acquire(w->lock, wait);
-    int64_t waited = chaos_now_ns() - t0;
+    int64_t took = chaos_now_ns() - t0;
     int64_t max = atomic_load(&w->sh->live_max_wait_ns);
-    while (waited > max && !atomic_compare_exchange_weak(&w->sh->live_max_wait_ns, &max, waited))
+    while (took > max && !atomic_compare_exchange_weak(&w->sh->live_max_wait_ns, &max, took))
         ;
     note_wait(w, t0); /* the note's longest wait too */
     chaos_count_rc(w->sh->acq_rc, rc);
@@ -192,6 +193,8 @@ static int live_section(worker *w, int64_t left_ms)
     atomic_fetch_add(&w->sh->live_tried, 1);
     if (rc != DLOCK_OK) {
         atomic_fetch_add(&w->sh->live_failed, 1);
+        if (waited)
+            atomic_fetch_add(&w->sh->live_wait_failed, 1);
         backoff(w);
         return 0;
     }
