@@ -11,6 +11,7 @@
  *   status.c    status, as text or JSON
  *   run.c       run: hold the lock while a program runs
  *   child.c     starting the program in its own process group
+ *   proc.c      processes seen through /proc: does the program's group run
  *   tls.c       the TLS options and their environment variables
  *
  * The tool uses only the public header, like any other user. */
@@ -266,6 +267,11 @@ int cli_child_start(cli_child *ch, char *const argv[], char *const envp[],
 void cli_child_wait_exec(cli_child *ch);
 void cli_child_suspend(cli_child *ch);
 void cli_child_reclaim_tty(cli_child *ch);
+
+/* proc.c */
+/* Whether a process of group pgid still runs: zombies do not (/proc;
+ * without it kill(-pgid, 0), which counts them). */
+int cli_group_running(pid_t pgid);
 
 /* commands.c: options and exactly n_args positional arguments (NAME, then
  * TOKEN) of the commands other than run. Letters in shorts are the short

@@ -285,14 +285,16 @@ static void supervise(run_state *rs)
 
 /* After a loss the whole group goes, not only the program: what is left of
  * it gets the rest of the grace period, then SIGKILL. Nothing signals the
- * exit of processes that are not our children, hence the short sleeps. */
+ * exit of processes that are not our children, hence the short sleeps.
+ * Zombies are dead: one whose parent reaps slowly (a busy init) must not
+ * hold us (cli_group_running() reads their state). */
 static void kill_leftovers(run_state *rs)
 {
     pid_t g = rs->ch.pid;
     for (;;) {
         while (waitpid(-1, NULL, WNOHANG) > 0) /* orphans, as PID 1 */
             ;
-        if (kill(-g, 0) != 0)
+        if (!cli_group_running(g))
             return;
         if (rs->kill_at < 0 || cli_now_ms() >= rs->kill_at) {
             kill(-g, SIGKILL);

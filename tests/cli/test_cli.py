@@ -455,6 +455,65 @@ class Run(DlockTest):
         self.assertEqual(p.returncode, 75, err)
         self.assertLess(took, 2.5, err)
 
+    def read_pids(self, *files):
+        """The pids the program wrote to files, once all are there."""
+        def read_one(name):
+            with open(self.path(name)) as f:
+                return int(f.read())
+        def read():
+            try:
+                return [read_one(name) for name in files]
+            except (OSError, ValueError):
+                return None
+        self.assertTrue(wait_until(lambda: read() is not None), "the program did not start")
+        return read()
+
+    def kill_by_pid(self, pids):
+        """SIGKILL what a failed test left running: pids the program wrote."""
+        for pid in pids:
+            if pid_alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def test_lost_lock_exits_75_at_once_under_a_slow_reaping_init(self):
+        # An init (here: a subreaper above dlock) that reaps its orphans only
+        # every 10 s. The program's orphaned sleep dies with the SIGTERM of the
+        # loss and stays a zombie member of the group until reaped: dlock
+        # used to wait for it the whole grace period (5 s).
+        helper = ("import ctypes, os, subprocess, sys, time\n"
+                  "ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)\n"
+                  "p = subprocess.Popen(sys.argv[1:])\n"
+                  "last = time.monotonic()\n"
+                  "while p.poll() is None:\n"
+                  "    time.sleep(0.01)\n"
+                  "    if time.monotonic() - last > 10:\n"
+                  "        last = time.monotonic()\n"
+                  "        while True:\n"
+                  "            si = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)\n"
+                  "            if si is None or si.si_pid == p.pid: break\n"
+                  "            os.waitpid(si.si_pid, 0)\n"
+                  "sys.exit(p.returncode)\n")
+        orphan = self.path("orphan")
+        p = subprocess.Popen([sys.executable, "-c", helper,
+                              *self.args("run", "-t", "1s", self.name, "--", "sh", "-c",
+                                         f"( sleep 30 & echo $! > {orphan} ); sleep 30")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env())
+        self.children.append(p)
+        pids = self.read_pids("orphan")
+        self.addCleanup(self.kill_by_pid, pids)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        self.assertEqual(self.redis.cli("DEL", self.name), "1")
+        _, err = p.communicate(timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 75, err)
+        self.assertFalse(pid_alive(pids[0]))
+        sys.stderr.write(f"[exit 75 {took * 1000:.0f} ms after the loss] ")
+        self.assertLess(took, 2.5, err)
+
     def test_verbose_reports_progress_while_waiting(self):
         self.acquire("30s")
         r = self.dlock("-v", "run", "-w", "2.2s", self.name, "--", "true")

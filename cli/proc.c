@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Reading processes from /proc: whether the program's group still runs.
+ *
+ * A zombie is dead: it waits only for its parent to read its status, and a
+ * parent (or an init) that reaps slowly must not keep `dlock run` waiting,
+ * as kill(-pgid, 0) did: it succeeds while a zombie is in the group.
+ * System calls and string functions only (no malloc, no stdio), so that a
+ * process forked from the threaded dlock may call these too. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* A process's state, parent and group from /proc/PID/stat; 0 or -1. */
+static int proc_stat(pid_t pid, char *state, pid_t *ppid, pid_t *pgrp)
+{
+    char path[32] = "/proc/", digits[24], buf[512];
+    size_t k = 0, at = strlen(path);
+    for (long v = (long)pid; v > 0 && k < sizeof digits; v /= 10)
+        digits[k++] = (char)('0' + v % 10);
+    while (k > 0)
+        path[at++] = digits[--k];
+    memcpy(path + at, "/stat", sizeof "/stat");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* "PID (COMM) STATE PPID PGRP ...": COMM may itself hold ") ". */
+    char *p = strrchr(buf, ')'), *end;
+    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+        return -1;
+    *state = p[2];
+    *ppid = (pid_t)strtol(p + 4, &end, 10);
+    *pgrp = (pid_t)strtol(end, &end, 10);
+    return *end == ' ' ? 0 : -1;
+}
+
+/* Zombies ('Z') and the dying ('X') no longer run. */
+static int state_runs(char state)
+{
+    return state != 'Z' && state != 'X';
+}
+
+/* Calls fn(pid, arg) for every process in /proc; -1 if /proc cannot be
+ * read. getdents64 on a stack buffer: no malloc (see above). */
+static int each_process(void (*fn)(pid_t, void *), void *arg)
+{
+    int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[8192];
+    for (;;) {
+        long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n;) {
+            struct {
+                unsigned long long ino;
+                long long off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *d = (void *)(buf + off);
+            char *end;
+            long pid = strtol(d->name, &end, 10);
+            if (pid > 0 && *end == '\0')
+                fn((pid_t)pid, arg);
+            off += d->reclen;
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+typedef struct group_scan {
+    pid_t pgid;
+    int running;
+} group_scan;
+
+static void check_member(pid_t pid, void *arg)
+{
+    group_scan *g = arg;
+    char st;
+    pid_t ppid, pgrp;
+    if (!g->running && proc_stat(pid, &st, &ppid, &pgrp) == 0 && pgrp == g->pgid && state_runs(st))
+        g->running = 1;
+}
+
+int cli_group_running(pid_t pgid)
+{
+    group_scan g = {pgid, 0};
+    if (each_process(check_member, &g) != 0)
+        return kill(-pgid, 0) == 0; /* no /proc: zombies count as running */
+    return g.running;
+}
