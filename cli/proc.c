@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Reading processes from /proc: whether the program's group still runs.
+/* Reading processes from /proc: whether the program's group still runs,
+ * and killing every descendant.
  *
  * A zombie is dead: it waits only for its parent to read its status, and a
  * parent (or an init) that reaps slowly must not keep `dlock run` waiting,
  * as kill(-pgid, 0) did: it succeeds while a zombie is in the group.
- * System calls and string functions only (no malloc, no stdio), so that a
- * process forked from the threaded dlock may call these too. */
+ * The guardian (guard.c) calls these after fork() in a threaded process,
+ * so they use system calls and string functions only: no malloc, no stdio. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -101,4 +104,55 @@ int cli_group_running(pid_t pgid)
     if (each_process(check_member, &g) != 0)
         return kill(-pgid, 0) == 0; /* no /proc: zombies count as running */
     return g.running;
+}
+
+typedef struct tree_kill {
+    pid_t root;
+    int found;
+} tree_kill;
+
+/* Whether pid descends from root, following parents up through /proc. */
+static int descends_from(pid_t pid, pid_t root)
+{
+    for (int depth = 0; depth < 4096 && pid > 1; depth++) {
+        char st;
+        pid_t ppid, pgrp;
+        if (proc_stat(pid, &st, &ppid, &pgrp) != 0)
+            return 0;
+        if (ppid == root)
+            return 1;
+        pid = ppid;
+    }
+    return 0;
+}
+
+static void kill_if_descendant(pid_t pid, void *arg)
+{
+    tree_kill *t = arg;
+    char st;
+    pid_t ppid, pgrp;
+    if (pid != t->root && proc_stat(pid, &st, &ppid, &pgrp) == 0 && state_runs(st) &&
+        descends_from(pid, t->root)) {
+        kill(pid, SIGKILL);
+        t->found = 1;
+    }
+}
+
+void cli_kill_descendants(pid_t pgid)
+{
+    /* The group first: one call reaches most of it at once. */
+    kill(-pgid, SIGKILL);
+    for (;;) {
+        tree_kill t = {getpid(), 0};
+        if (each_process(kill_if_descendant, &t) != 0)
+            t.found = 0; /* no /proc: the group is all we can reach */
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (!t.found)
+            return;
+        /* A killed process can no longer fork, but one forked before the
+         * scan is found by the next; those killed take a moment to die. */
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }

@@ -477,6 +477,71 @@ class Run(DlockTest):
                 except ProcessLookupError:
                     pass
 
+    def test_sigkill_of_dlock_kills_the_program_and_grandchildren_before_the_lease_ends(self):
+        # The program, a grandchild in its group, one that left it with
+        # setsid(), and one that did so and was orphaned by its parent.
+        script = ("sleep 60 & echo $! > bg; setsid sleep 60 & echo $! > sid; "
+                  "( setsid sleep 60 & echo $! > orphan ); echo $$ > prog; wait")
+        p = self.spawn("run", "-t", "3s", self.name, "--", "sh", "-c", script, cwd=self.dir)
+        pids = self.read_pids("prog", "bg", "sid", "orphan")
+        self.addCleanup(self.kill_by_pid, pids)
+        self.assertTrue(all(pid_alive(pid) for pid in pids))
+        t0 = time.monotonic()
+        p.kill()  # SIGKILL: no chance to clean up
+        p.wait()
+        gone = wait_until(lambda: not any(pid_alive(pid) for pid in pids), 5, 0.005)
+        took = time.monotonic() - t0
+        self.assertTrue(gone, f"outlived dlock's SIGKILL: {[x for x in pids if pid_alive(x)]}")
+        self.assertLess(took, 2.0)  # the lease (3 s) still runs
+        sys.stderr.write(f"[program gone {took * 1000:.0f} ms after dlock's SIGKILL] ")
+        # A second run gets the name only once the lease ran out, and by
+        # then nothing of the first program may run.
+        check = " ".join(str(x) for x in pids)
+        out = self.path("second")
+        r = self.dlock("run", "-w", "10s", self.name, "--", "sh", "-c",
+                       f"for pid in {check}; do "
+                       "grep -qs '^State:[[:space:]]*[^Z]' /proc/$pid/status && echo $pid; "
+                       f"done > {out}; true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            self.assertEqual(f.read(), "", "the second holder ran beside the first program")
+
+    def test_sigkill_of_dlocks_whole_job_kills_the_program(self):
+        # `kill -9 %1` signals dlock's process group: the guardian is not
+        # in it, and must survive to do its work.
+        p = self.spawn("run", self.name, "--", "sh", "-c",
+                       "setsid sleep 60 & echo $! > sid; echo $$ > prog; wait",
+                       cwd=self.dir, start_new_session=True)
+        pids = self.read_pids("prog", "sid")
+        self.addCleanup(self.kill_by_pid, pids)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        self.assertTrue(wait_until(lambda: not any(pid_alive(pid) for pid in pids), 5),
+                        f"outlived dlock's job: {[x for x in pids if pid_alive(x)]}")
+
+    def test_sigkill_of_the_guardian_kills_the_program_and_exits_71(self):
+        # Without its guardian nothing would stop the program if dlock died:
+        # dlock stops it while the lease holds, releases, and says so.
+        script = "setsid sleep 60 & echo $! > sid; echo $$ > prog; wait"
+        p = self.spawn("run", self.name, "--", "sh", "-c", script, cwd=self.dir)
+        pids = self.read_pids("prog", "sid")
+        self.addCleanup(self.kill_by_pid, pids)
+        guardians = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == p.pid:
+                        guardians.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+        self.assertEqual(len(guardians), 1, guardians)
+        os.kill(guardians[0], signal.SIGKILL)
+        _, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 71, err)
+        self.assertIn("guardian", err)
+        self.assertFalse([pid for pid in pids if pid_alive(pid)])
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
     def test_lost_lock_exits_75_at_once_under_a_slow_reaping_init(self):
         # An init (here: a subreaper above dlock) that reaps its orphans only
         # every 10 s. The program's orphaned sleep dies with the SIGTERM of the
