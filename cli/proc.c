@@ -19,16 +19,24 @@
 
 #include "cli.h"
 
-/* A process's state, parent and group from /proc/PID/stat; 0 or -1. */
-static int proc_stat(pid_t pid, char *state, pid_t *ppid, pid_t *pgrp)
+/* "/proc/PID" followed by tail, into path (at least 48 bytes). */
+static void proc_path(char *path, pid_t pid, const char *tail)
 {
-    char path[32] = "/proc/", digits[24], buf[512];
-    size_t k = 0, at = strlen(path);
+    char digits[24];
+    size_t k = 0, at = sizeof "/proc/" - 1;
+    memcpy(path, "/proc/", at);
     for (long v = (long)pid; v > 0 && k < sizeof digits; v /= 10)
         digits[k++] = (char)('0' + v % 10);
     while (k > 0)
         path[at++] = digits[--k];
-    memcpy(path + at, "/stat", sizeof "/stat");
+    memcpy(path + at, tail, strlen(tail) + 1);
+}
+
+/* A process's state, parent and group from /proc/PID/stat; 0 or -1. */
+static int proc_stat(pid_t pid, char *state, pid_t *ppid, pid_t *pgrp)
+{
+    char path[48], buf[512];
+    proc_path(path, pid, "/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -47,17 +55,12 @@ static int proc_stat(pid_t pid, char *state, pid_t *ppid, pid_t *pgrp)
     return *end == ' ' ? 0 : -1;
 }
 
-/* Zombies ('Z') and the dying ('X') no longer run. */
-static int state_runs(char state)
-{
-    return state != 'Z' && state != 'X';
-}
-
-/* Calls fn(pid, arg) for every process in /proc; -1 if /proc cannot be
+/* Calls fn(number, arg) for every numeric entry of directory dir (the
+ * processes of /proc, the threads of /proc/PID/task); -1 if it cannot be
  * read. getdents64 on a stack buffer: no malloc (see above). */
-static int each_process(void (*fn)(pid_t, void *), void *arg)
+static int each_number(const char *dir, void (*fn)(pid_t, void *), void *arg)
 {
-    int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     char buf[8192];
@@ -84,6 +87,31 @@ static int each_process(void (*fn)(pid_t, void *), void *arg)
     return 0;
 }
 
+static int each_process(void (*fn)(pid_t, void *), void *arg)
+{
+    return each_number("/proc", fn, arg);
+}
+
+static void count(pid_t pid, void *arg)
+{
+    (void)pid;
+    (*(int *)arg)++;
+}
+
+/* Whether a process in that state still runs. A zombie ('Z') or a dying
+ * process ('X') does not, unless only its main thread exited: a thread
+ * group whose leader called pthread_exit() shows 'Z' while its other
+ * threads run. */
+static int process_runs(pid_t pid, char state)
+{
+    char path[48];
+    int threads = 0;
+    if (state != 'Z' && state != 'X')
+        return 1;
+    proc_path(path, pid, "/task");
+    return each_number(path, count, &threads) == 0 && threads > 1;
+}
+
 typedef struct group_scan {
     pid_t pgid;
     int running;
@@ -94,7 +122,8 @@ static void check_member(pid_t pid, void *arg)
     group_scan *g = arg;
     char st;
     pid_t ppid, pgrp;
-    if (!g->running && proc_stat(pid, &st, &ppid, &pgrp) == 0 && pgrp == g->pgid && state_runs(st))
+    if (!g->running && proc_stat(pid, &st, &ppid, &pgrp) == 0 && pgrp == g->pgid &&
+        process_runs(pid, st))
         g->running = 1;
 }
 
@@ -131,7 +160,7 @@ static void kill_if_descendant(pid_t pid, void *arg)
     tree_kill *t = arg;
     char st;
     pid_t ppid, pgrp;
-    if (pid != t->root && proc_stat(pid, &st, &ppid, &pgrp) == 0 && state_runs(st) &&
+    if (pid != t->root && proc_stat(pid, &st, &ppid, &pgrp) == 0 && process_runs(pid, st) &&
         descends_from(pid, t->root)) {
         kill(pid, SIGKILL);
         t->found = 1;

@@ -471,7 +471,7 @@ class Run(DlockTest):
     def kill_by_pid(self, pids):
         """SIGKILL what a failed test left running: pids the program wrote."""
         for pid in pids:
-            if pid_alive(pid):
+            if os.path.exists(f"/proc/{pid}"):  # a zombie's threads may run
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -578,6 +578,36 @@ class Run(DlockTest):
         self.assertFalse(pid_alive(pids[0]))
         sys.stderr.write(f"[exit 75 {took * 1000:.0f} ms after the loss] ")
         self.assertLess(took, 2.5, err)
+
+    def test_lost_lock_waits_for_the_threads_of_a_program_whose_main_thread_exited(self):
+        # After pthread_exit() in main, /proc shows the process as a zombie
+        # while its other threads run: here a grandchild that ignores
+        # SIGTERM. It is not dead: dlock must wait out the grace and SIGKILL
+        # it, not exit when the shell is gone.
+        script = ("import ctypes, os, signal, sys, threading, time\n"
+                  "signal.signal(signal.SIGTERM, lambda *a: None)\n"
+                  "threading.Thread(target=time.sleep, args=(30,)).start()\n"
+                  "with open(sys.argv[1], 'w') as f: f.write(str(os.getpid()))\n"
+                  "ctypes.CDLL(None).pthread_exit(None)\n")
+        def threads_run(pid):
+            try:
+                return len(os.listdir(f"/proc/{pid}/task")) > 1
+            except FileNotFoundError:
+                return False
+        with open(self.path("err"), "w+") as err:
+            # Not pipes: a survivor would hold them open.
+            p = self.spawn("run", "-t", "1s", "--grace", "1s", self.name, "--", "sh", "-c",
+                           '"$@" & wait', "sh", sys.executable, "-c", script, self.path("pid"),
+                           stdout=subprocess.DEVNULL, stderr=err)
+            pid = self.read_pids("pid")[0]
+            self.addCleanup(self.kill_by_pid, [pid])
+            self.assertTrue(wait_until(lambda: threads_run(pid) and not pid_alive(pid)))
+            self.assertEqual(self.redis.cli("DEL", self.name), "1")
+            p.wait(timeout=20)
+            err.seek(0)
+            self.assertEqual(p.returncode, 75, err.read())
+        self.assertTrue(wait_until(lambda: not threads_run(pid), 5),
+                        "a thread of the program outlived dlock")
 
     def test_verbose_reports_progress_while_waiting(self):
         self.acquire("30s")
