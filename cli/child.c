@@ -6,12 +6,17 @@
  * When dlock runs in the foreground of a terminal, the terminal goes to the
  * program's group as a shell would do it for a job: otherwise a program
  * that reads the terminal would be stopped by SIGTTIN, and ^C/^Z would
- * reach dlock instead of the program. */
+ * reach dlock instead of the program.
+ *
+ * The program's parent is not dlock but the guardian (guard.c), which
+ * outlives dlock to stop the program if dlock is killed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -37,16 +42,29 @@ static int foreground_tty(void)
     return -1;
 }
 
+/* Close what dlock opened since it started (Redis sockets, pipes), but
+ * for the keep descriptors. */
+static void close_opened_fds(int keep1, int keep2, int keep3)
+{
+    for (int fd = 3; fd < FD_TRACKED; fd++)
+        if (!inherited_fd[fd] && fd != keep1 && fd != keep2 && fd != keep3)
+            close(fd);
+}
+
 /* After fork() in a threaded process only async-signal-safe calls are
  * safe until exec. execvpe() is not on POSIX's list, but glibc builds the
  * candidate paths on the stack, and its fork() leaves malloc usable in the
  * child anyway. Errors go back through report_fd: stdio is off limits. */
-static void exec_child(int tty_fd, int report_fd, char *const argv[], char *const envp[],
-                       const sigset_t *mask)
+static void exec_child(pid_t guardian, int tty_fd, int report_fd, char *const argv[],
+                       char *const envp[], const sigset_t *mask)
 {
-    for (int fd = 3; fd < FD_TRACKED; fd++)
-        if (!inherited_fd[fd] && fd != report_fd)
-            close(fd);
+    close_opened_fds(report_fd, -1, -1);
+    /* If the guardian is killed, the program dies with it (dlock, if it
+     * lives, then kills the rest): checked after the call, in case the
+     * guardian died before it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guardian)
+        _exit(CLI_EXIT_CANNOT_EXEC);
     setpgid(0, 0);
     if (tty_fd >= 0)
         tcsetpgrp(tty_fd, getpid()); /* SIGTTOU is still blocked here */
@@ -59,33 +77,135 @@ static void exec_child(int tty_fd, int report_fd, char *const argv[], char *cons
     _exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC);
 }
 
+/* The guardian, just forked: its own process group, so that a signal to
+ * dlock's job (kill -9 %1) does not take it along; a subreaper, so that
+ * the program's orphaned descendants stay its descendants. Then the
+ * program, which it reports to dlock before it starts watching. */
+static void guardian(int tty_fd, int report_fd, int ctl_fd, int status_fd, char *const argv[],
+                     char *const envp[], const sigset_t *mask)
+{
+    close_opened_fds(report_fd, ctl_fd, status_fd);
+    setpgid(0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    pid_t self = getpid(), pid = fork();
+    if (pid == 0)
+        exec_child(self, tty_fd, report_fd, argv, envp, mask);
+    int e = errno;
+    close(report_fd);
+    if (pid > 0) {
+        /* Both sides set the group, so that it exists before the report
+         * below, whoever runs first. Errors only mean the child did it. */
+        setpgid(pid, pid);
+        if (tty_fd >= 0)
+            tcsetpgrp(tty_fd, pid);
+    }
+    cli_guard_msg m = {CLI_GUARD_STARTED, pid > 0 ? (int)pid : -e};
+    ssize_t n = write(status_fd, &m, sizeof m);
+    (void)n;
+    if (pid < 0)
+        _exit(0);
+    /* Whoever waits for end of file on dlock's output or terminal must
+     * not wait for the guardian too. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        for (int fd = 0; fd < 3; fd++)
+            dup2(null, fd);
+        if (null > 2)
+            close(null);
+    }
+    cli_guard_run(pid, ctl_fd, status_fd);
+}
+
+static void close_pair(int p[2])
+{
+    close(p[0]);
+    close(p[1]);
+}
+
 int cli_child_start(cli_child *ch, char *const argv[], char *const envp[], const sigset_t *mask)
 {
-    int p[2];
-    ch->pid = -1;
+    int rep[2], ctl[2], st[2], e;
+    ch->pid = ch->guard_pid = -1;
+    ch->ctl_fd = ch->guard_fd = ch->exec_fd = -1;
     ch->exec_errno = 0;
-    ch->exec_fd = -1;
     ch->tty_fd = foreground_tty();
-    /* The exec report pipe closes on exec: EOF means the program runs. */
-    if (pipe2(p, O_CLOEXEC) != 0)
+    /* If the guardian is killed, its children (the program, adopted
+     * orphans) come to us rather than to init, for us to kill. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* The exec report pipe closes on exec: EOF means the program runs.
+     * Close-on-exec everywhere: the program must never hold ctl[1], or the
+     * guardian would not see dlock die. */
+    if (pipe2(rep, O_CLOEXEC) != 0)
         return errno;
-    pid_t pid = fork();
-    if (pid == 0)
-        exec_child(ch->tty_fd, p[1], argv, envp, mask);
-    int e = errno;
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
+    if (pipe2(ctl, O_CLOEXEC) != 0) {
+        e = errno;
+        close_pair(rep);
         return e;
     }
-    /* Both sides set the group, so that it exists before fork() returns
-     * here, whoever runs first. Errors only mean the child did it. */
-    setpgid(pid, pid);
-    if (ch->tty_fd >= 0)
-        tcsetpgrp(ch->tty_fd, pid);
-    ch->pid = pid;
-    ch->exec_fd = p[0];
+    if (pipe2(st, O_CLOEXEC) != 0) {
+        e = errno;
+        close_pair(rep);
+        close_pair(ctl);
+        return e;
+    }
+    pid_t pid = fork();
+    if (pid == 0)
+        guardian(ch->tty_fd, rep[1], ctl[0], st[1], argv, envp, mask);
+    e = errno;
+    close(rep[1]);
+    close(ctl[0]);
+    close(st[1]);
+    if (pid < 0) {
+        close(rep[0]);
+        close(ctl[1]);
+        close(st[0]);
+        return e;
+    }
+    cli_guard_msg m = {0, 0};
+    ssize_t n;
+    do
+        n = read(st[0], &m, sizeof m);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof m || m.kind != CLI_GUARD_STARTED || m.value <= 0) {
+        close(rep[0]);
+        close(ctl[1]);
+        close(st[0]);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        return n == (ssize_t)sizeof m && m.value < 0 ? -m.value : ECHILD;
+    }
+    fcntl(st[0], F_SETFL, O_NONBLOCK);
+    ch->pid = (pid_t)m.value;
+    ch->guard_pid = pid;
+    ch->ctl_fd = ctl[1];
+    ch->guard_fd = st[0];
+    ch->exec_fd = rep[0];
     return 0;
+}
+
+int cli_child_report(cli_child *ch, cli_guard_msg *m)
+{
+    ssize_t n;
+    do
+        n = read(ch->guard_fd, m, sizeof *m);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof *m)
+        return 1;
+    return n < 0 && errno == EAGAIN ? 0 : -1;
+}
+
+void cli_child_done(cli_child *ch)
+{
+    char q = 'Q';
+    if (ch->ctl_fd < 0)
+        return;
+    ssize_t n = write(ch->ctl_fd, &q, 1);
+    (void)n;
+    close(ch->ctl_fd);
+    close(ch->guard_fd);
+    ch->ctl_fd = ch->guard_fd = -1;
+    while (waitpid(ch->guard_pid, NULL, 0) < 0 && errno == EINTR)
+        ;
 }
 
 void cli_child_wait_exec(cli_child *ch)

@@ -11,6 +11,8 @@
  *   status.c    status, as text or JSON
  *   run.c       run: hold the lock while a program runs
  *   child.c     starting the program in its own process group
+ *   guard.c     the guardian: stops the program when dlock dies
+ *   proc.c      processes seen through /proc: group alive, killing a tree
  *   tls.c       the TLS options and their environment variables
  *
  * The tool uses only the public header, like any other user. */
@@ -247,25 +249,60 @@ void cli_sigwatch_stop(cli_sigwatch *sw);
 int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock,
                 const cli_lock_opts *o);
 
+/* guard.c: the guardian's reports to dlock (child.c), one record per write. */
+enum cli_guard_kind {
+    CLI_GUARD_STARTED, /* value: the program's pid, or -errno of fork() */
+    CLI_GUARD_STOPPED, /* value: the stop signal */
+    CLI_GUARD_EXITED   /* value: exit status, or 128 + the signal */
+};
+
+typedef struct cli_guard_msg {
+    int kind;
+    int value;
+} cli_guard_msg;
+
 /* child.c */
 typedef struct cli_child {
-    pid_t pid;      /* also the process group id */
-    int tty_fd;     /* terminal handed to the program's group, or -1 */
-    int exec_fd;    /* read end of the exec report pipe */
-    int exec_errno; /* why exec failed; 0 if the program runs */
+    pid_t pid;       /* also the process group id */
+    pid_t guard_pid; /* the guardian (guard.c): the program's parent */
+    int ctl_fd;      /* write end the guardian watches; closed, it kills */
+    int guard_fd;    /* the guardian's reports (cli_guard_msg), non-blocking */
+    int tty_fd;      /* terminal handed to the program's group, or -1 */
+    int exec_fd;     /* read end of the exec report pipe */
+    int exec_errno;  /* why exec failed; 0 if the program runs */
 } cli_child;
 
 /* Remember which descriptors dlock inherited: only those reach the
  * program. Call before opening anything. */
 void cli_child_note_inherited_fds(void);
-/* fork() and exec argv[0] (PATH search) in a new process group, with the
- * environment envp and the signal mask *mask. Returns 0 or an errno. */
+/* Make dlock a child subreaper, fork the guardian, which forks and execs
+ * argv[0] (PATH search) in a new process group, with the environment envp
+ * and the signal mask *mask. Returns 0 or an errno. */
 int cli_child_start(cli_child *ch, char *const argv[], char *const envp[],
                     const sigset_t *mask);
 /* Wait until the program runs or exec failed (sets exec_errno). */
 void cli_child_wait_exec(cli_child *ch);
+/* The guardian's next report into *m: 1, or 0 if none yet, or -1 if the
+ * guardian is gone. */
+int cli_child_report(cli_child *ch, cli_guard_msg *m);
+/* Once dlock no longer signals the program's group: the guardian reaps
+ * the program and exits, and is waited for. */
+void cli_child_done(cli_child *ch);
 void cli_child_suspend(cli_child *ch);
 void cli_child_reclaim_tty(cli_child *ch);
+
+/* guard.c: the guardian's life once it forked the program: report on it
+ * to status_fd, and kill its group and every descendant when ctl_fd
+ * reaches end of file without a 'Q' (dlock died). Never returns. */
+void cli_guard_run(pid_t program, int ctl_fd, int status_fd) __attribute__((noreturn));
+
+/* proc.c */
+/* Whether a process of group pgid still runs: zombies do not (/proc;
+ * without it kill(-pgid, 0), which counts them). */
+int cli_group_running(pid_t pgid);
+/* SIGKILL the group pgid and every living descendant of the caller, until
+ * none is left; reaps the caller's children. */
+void cli_kill_descendants(pid_t pgid);
 
 /* commands.c: options and exactly n_args positional arguments (NAME, then
  * TOKEN) of the commands other than run. Letters in shorts are the short

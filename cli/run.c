@@ -5,13 +5,15 @@
  * the signal thread (wait.c) cancels the acquire or forwards signals; the
  * library's watchdog renews the lease and calls on_lost(). The main thread
  * sleeps in poll() on one self-pipe that the signal thread (on SIGCHLD)
- * and on_lost() write to, with a timeout only while a SIGKILL is due. */
+ * and on_lost() write to, and on the guardian's reports (guard.c), with a
+ * timeout only while a SIGKILL is due. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,8 @@ typedef struct run_state {
     int ev[2];              /* self-pipe */
     atomic_int lost_reason; /* set by on_lost() on the watchdog thread */
     int lost_seen;          /* the loss was reported and acted on */
+    int status;             /* the program's exit status, as a shell gives it */
+    int guard_died;         /* the guardian died before the program */
     int signalled;          /* ... by signalling the program */
     int64_t kill_at;        /* SIGKILL the group then (ms), or -1 */
 } run_state;
@@ -220,47 +224,51 @@ static void act_on_loss(run_state *rs, int reason, const char *why)
     }
 }
 
-/* As PID 1 (a container's entry point) every orphaned descendant of the
- * program becomes our child: reap those that exited, or they linger as
- * zombies, and zombies left in the program's group would keep
- * kill_leftovers() waiting out the whole grace period after a loss. The
- * program itself is left alone (see supervise()). Outside PID 1 (or a
- * subreaper) the program is our only child and this finds nothing. */
-static void reap_orphans(pid_t program)
+/* As PID 1 (a container's entry point) orphans from outside the program's
+ * tree become our children: reap those that exited, or they linger as
+ * zombies. (The program's own orphans go to the guardian, a subreaper.)
+ * The guardian is left alone: its end is seen on its report pipe. */
+static void reap_orphans(pid_t guard)
 {
     for (;;) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
         if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
-            si.si_pid == program)
+            si.si_pid == guard)
             return;
         while (waitpid(si.si_pid, NULL, 0) < 0 && errno == EINTR)
             ;
     }
 }
 
-/* Wait until the program exits; act on a lost lock and due SIGKILLs
- * meanwhile. The program is left unreaped (WNOWAIT) so that its group id
- * cannot be reused while the signal thread may still signal it. */
+/* Wait until the program exits (rs->status) or its guardian died
+ * (rs->guard_died); act on a lost lock and due SIGKILLs meanwhile. The
+ * guardian keeps the program unreaped so that its group id cannot be
+ * reused while the signal thread may still signal it. */
 static void supervise(run_state *rs)
 {
     cli_child *ch = &rs->ch;
     for (;;) {
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        if (ch->tty_fd >= 0 && waitid(P_PID, (id_t)ch->pid, &si, WSTOPPED | WNOHANG) == 0 &&
-            si.si_pid == ch->pid) {
+        cli_guard_msg m;
+        int got;
+        while ((got = cli_child_report(ch, &m)) > 0) {
+            if (m.kind == CLI_GUARD_EXITED) {
+                rs->status = m.value;
+                return;
+            }
+            if (m.kind != CLI_GUARD_STOPPED || ch->tty_fd < 0)
+                continue;
             cli_child_suspend(ch);
             /* dlock was stopped too, and the watchdog with it. */
             if (!rs->lost_seen && dlock_lock_validity_ms(rs->lock) == 0)
                 act_on_loss(rs, DLOCK_LOST_NOT_OWNER, "the lease ran out while stopped");
             kill(-ch->pid, SIGCONT);
         }
-        reap_orphans(ch->pid);
-        memset(&si, 0, sizeof si);
-        if (waitid(P_PID, (id_t)ch->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-            si.si_pid == ch->pid)
+        if (got < 0) {
+            rs->guard_died = 1;
             return;
+        }
+        reap_orphans(ch->guard_pid);
         int reason = atomic_load(&rs->lost_reason);
         if (reason && !rs->lost_seen)
             act_on_loss(rs, reason, NULL);
@@ -274,8 +282,8 @@ static void supervise(run_state *rs)
             timeout = rs->kill_at - now > INT_MAX ? INT_MAX : (int)(rs->kill_at - now);
         /* Level-triggered: a byte written after the checks above still
          * wakes this poll. */
-        struct pollfd p = {rs->ev[0], POLLIN, 0};
-        if (poll(&p, 1, timeout) > 0) {
+        struct pollfd p[2] = {{rs->ev[0], POLLIN, 0}, {ch->guard_fd, POLLIN, 0}};
+        if (poll(p, 2, timeout) > 0 && p[0].revents) {
             char buf[64];
             while (read(rs->ev[0], buf, sizeof buf) > 0)
                 ;
@@ -285,14 +293,16 @@ static void supervise(run_state *rs)
 
 /* After a loss the whole group goes, not only the program: what is left of
  * it gets the rest of the grace period, then SIGKILL. Nothing signals the
- * exit of processes that are not our children, hence the short sleeps. */
+ * exit of processes that are not our children, hence the short sleeps.
+ * Zombies are dead: one whose parent reaps slowly (a busy init) must not
+ * hold us (cli_group_running() reads their state). */
 static void kill_leftovers(run_state *rs)
 {
     pid_t g = rs->ch.pid;
     for (;;) {
         while (waitpid(-1, NULL, WNOHANG) > 0) /* orphans, as PID 1 */
             ;
-        if (kill(-g, 0) != 0)
+        if (!cli_group_running(g))
             return;
         if (rs->kill_at < 0 || cli_now_ms() >= rs->kill_at) {
             kill(-g, SIGKILL);
@@ -363,23 +373,29 @@ static int run_program(run_state *rs, const sigset_t *mask)
 
     supervise(rs);
     cli_sigwatch_finish(&rs->sw);
-    int st = 0, status;
-    while (waitpid(ch->pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    status = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+    if (rs->guard_died) {
+        /* Nothing would stop the program if dlock died now: stop it while
+         * the lease still holds. It and its orphans are ours now. */
+        cli_msg("the guardian of the program (pid %ld) died; killing the program",
+                (long)ch->guard_pid);
+        cli_kill_descendants(ch->pid);
+    }
     cli_child_reclaim_tty(ch);
     release(rs);
-    if (rs->signalled)
+    if (rs->signalled && !rs->guard_died)
         kill_leftovers(rs);
+    cli_child_done(ch);
     while (waitpid(-1, NULL, WNOHANG) > 0) /* orphans, as PID 1 */
         ;
     free(block);
     free(env);
+    if (rs->guard_died)
+        return CLI_EXIT_OSERR;
     /* The program's own failure says more than the loss, unless we caused
      * it by signalling the program. */
-    if (rs->lost_seen && (rs->signalled || status == 0))
+    if (rs->lost_seen && (rs->signalled || rs->status == 0))
         return CLI_EXIT_LOST;
-    return status;
+    return rs->status;
 }
 
 int cli_cmd_run(cli_global *g, int argc, char **argv)

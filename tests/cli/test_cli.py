@@ -455,6 +455,160 @@ class Run(DlockTest):
         self.assertEqual(p.returncode, 75, err)
         self.assertLess(took, 2.5, err)
 
+    def read_pids(self, *files):
+        """The pids the program wrote to files, once all are there."""
+        def read_one(name):
+            with open(self.path(name)) as f:
+                return int(f.read())
+        def read():
+            try:
+                return [read_one(name) for name in files]
+            except (OSError, ValueError):
+                return None
+        self.assertTrue(wait_until(lambda: read() is not None), "the program did not start")
+        return read()
+
+    def kill_by_pid(self, pids):
+        """SIGKILL what a failed test left running: pids the program wrote."""
+        for pid in pids:
+            if os.path.exists(f"/proc/{pid}"):  # a zombie's threads may run
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def test_sigkill_of_dlock_kills_the_program_and_grandchildren_before_the_lease_ends(self):
+        # The program, a grandchild in its group, one that left it with
+        # setsid(), and one that did so and was orphaned by its parent.
+        script = ("sleep 60 & echo $! > bg; setsid sleep 60 & echo $! > sid; "
+                  "( setsid sleep 60 & echo $! > orphan ); echo $$ > prog; wait")
+        p = self.spawn("run", "-t", "3s", self.name, "--", "sh", "-c", script, cwd=self.dir)
+        pids = self.read_pids("prog", "bg", "sid", "orphan")
+        self.addCleanup(self.kill_by_pid, pids)
+        self.assertTrue(all(pid_alive(pid) for pid in pids))
+        t0 = time.monotonic()
+        p.kill()  # SIGKILL: no chance to clean up
+        p.wait()
+        gone = wait_until(lambda: not any(pid_alive(pid) for pid in pids), 5, 0.005)
+        took = time.monotonic() - t0
+        self.assertTrue(gone, f"outlived dlock's SIGKILL: {[x for x in pids if pid_alive(x)]}")
+        self.assertLess(took, 2.0)  # the lease (3 s) still runs
+        sys.stderr.write(f"[program gone {took * 1000:.0f} ms after dlock's SIGKILL] ")
+        # A second run gets the name only once the lease ran out, and by
+        # then nothing of the first program may run.
+        check = " ".join(str(x) for x in pids)
+        out = self.path("second")
+        r = self.dlock("run", "-w", "10s", self.name, "--", "sh", "-c",
+                       f"for pid in {check}; do "
+                       "grep -qs '^State:[[:space:]]*[^Z]' /proc/$pid/status && echo $pid; "
+                       f"done > {out}; true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            self.assertEqual(f.read(), "", "the second holder ran beside the first program")
+
+    def test_sigkill_of_dlocks_whole_job_kills_the_program(self):
+        # `kill -9 %1` signals dlock's process group: the guardian is not
+        # in it, and must survive to do its work.
+        p = self.spawn("run", self.name, "--", "sh", "-c",
+                       "setsid sleep 60 & echo $! > sid; echo $$ > prog; wait",
+                       cwd=self.dir, start_new_session=True)
+        pids = self.read_pids("prog", "sid")
+        self.addCleanup(self.kill_by_pid, pids)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        self.assertTrue(wait_until(lambda: not any(pid_alive(pid) for pid in pids), 5),
+                        f"outlived dlock's job: {[x for x in pids if pid_alive(x)]}")
+
+    def test_sigkill_of_the_guardian_kills_the_program_and_exits_71(self):
+        # Without its guardian nothing would stop the program if dlock died:
+        # dlock stops it while the lease holds, releases, and says so.
+        script = "setsid sleep 60 & echo $! > sid; echo $$ > prog; wait"
+        p = self.spawn("run", self.name, "--", "sh", "-c", script, cwd=self.dir)
+        pids = self.read_pids("prog", "sid")
+        self.addCleanup(self.kill_by_pid, pids)
+        guardians = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == p.pid:
+                        guardians.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+        self.assertEqual(len(guardians), 1, guardians)
+        os.kill(guardians[0], signal.SIGKILL)
+        _, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 71, err)
+        self.assertIn("guardian", err)
+        self.assertFalse([pid for pid in pids if pid_alive(pid)])
+        self.assertEqual(self.redis.cli("EXISTS", self.name), "0")
+
+    def test_lost_lock_exits_75_at_once_under_a_slow_reaping_init(self):
+        # An init (here: a subreaper above dlock) that reaps its orphans only
+        # every 10 s. The program's orphaned sleep dies with the SIGTERM of the
+        # loss and stays a zombie member of the group until reaped: dlock
+        # used to wait for it the whole grace period (5 s).
+        helper = ("import ctypes, os, subprocess, sys, time\n"
+                  "ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)\n"
+                  "p = subprocess.Popen(sys.argv[1:])\n"
+                  "last = time.monotonic()\n"
+                  "while p.poll() is None:\n"
+                  "    time.sleep(0.01)\n"
+                  "    if time.monotonic() - last > 10:\n"
+                  "        last = time.monotonic()\n"
+                  "        while True:\n"
+                  "            si = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)\n"
+                  "            if si is None or si.si_pid == p.pid: break\n"
+                  "            os.waitpid(si.si_pid, 0)\n"
+                  "sys.exit(p.returncode)\n")
+        orphan = self.path("orphan")
+        p = subprocess.Popen([sys.executable, "-c", helper,
+                              *self.args("run", "-t", "1s", self.name, "--", "sh", "-c",
+                                         f"( sleep 30 & echo $! > {orphan} ); sleep 30")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env())
+        self.children.append(p)
+        pids = self.read_pids("orphan")
+        self.addCleanup(self.kill_by_pid, pids)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        self.assertEqual(self.redis.cli("DEL", self.name), "1")
+        _, err = p.communicate(timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 75, err)
+        self.assertFalse(pid_alive(pids[0]))
+        sys.stderr.write(f"[exit 75 {took * 1000:.0f} ms after the loss] ")
+        self.assertLess(took, 2.5, err)
+
+    def test_lost_lock_waits_for_the_threads_of_a_program_whose_main_thread_exited(self):
+        # After pthread_exit() in main, /proc shows the process as a zombie
+        # while its other threads run: here a grandchild that ignores
+        # SIGTERM. It is not dead: dlock must wait out the grace and SIGKILL
+        # it, not exit when the shell is gone.
+        script = ("import ctypes, os, signal, sys, threading, time\n"
+                  "signal.signal(signal.SIGTERM, lambda *a: None)\n"
+                  "threading.Thread(target=time.sleep, args=(30,)).start()\n"
+                  "with open(sys.argv[1], 'w') as f: f.write(str(os.getpid()))\n"
+                  "ctypes.CDLL(None).pthread_exit(None)\n")
+        def threads_run(pid):
+            try:
+                return len(os.listdir(f"/proc/{pid}/task")) > 1
+            except FileNotFoundError:
+                return False
+        with open(self.path("err"), "w+") as err:
+            # Not pipes: a survivor would hold them open.
+            p = self.spawn("run", "-t", "1s", "--grace", "1s", self.name, "--", "sh", "-c",
+                           '"$@" & wait', "sh", sys.executable, "-c", script, self.path("pid"),
+                           stdout=subprocess.DEVNULL, stderr=err)
+            pid = self.read_pids("pid")[0]
+            self.addCleanup(self.kill_by_pid, [pid])
+            self.assertTrue(wait_until(lambda: threads_run(pid) and not pid_alive(pid)))
+            self.assertEqual(self.redis.cli("DEL", self.name), "1")
+            p.wait(timeout=20)
+            err.seek(0)
+            self.assertEqual(p.returncode, 75, err.read())
+        self.assertTrue(wait_until(lambda: not threads_run(pid), 5),
+                        "a thread of the program outlived dlock")
+
     def test_verbose_reports_progress_while_waiting(self):
         self.acquire("30s")
         r = self.dlock("-v", "run", "-w", "2.2s", self.name, "--", "true")
