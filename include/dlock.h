@@ -334,7 +334,10 @@ typedef struct dlock_client_options {
      *  masters): each command goes to the master of its key's hash slot,
      *  MOVED and ASK are followed, and the slot map (CLUSTER SLOTS) is
      *  learned again after a redirect or a failed connection, so a waiting
-     *  acquire rides out a failover. A lock's helper keys are kept in its
+     *  acquire rides out a failover. A master that stalls does not hold up
+     *  the others: the map is asked of healthy nodes first, and the
+     *  watchdog renews each master's locks in a round of its own, all at
+     *  once (docs/deployment.md). A lock's helper keys are kept in its
      *  key's slot (layout in docs/deployment.md); wake-ups use sharded
      *  pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7). Default 0. */
     int cluster;

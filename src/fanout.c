@@ -283,6 +283,12 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
             stop = fail_node(s, i, nreqs, rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc, cb, arg);
             continue;
         }
+        /* The clock starts after the checkout: a checkout may learn a
+         * Cluster's slot map or ask Sentinels first, which can take a
+         * timeout of its own when a node stalls, and a deadline taken
+         * before it would expire a healthy node's reply before it could
+         * come (issue 19, a stalled master breaking the healthy ones). */
+        now = dlock__now_ns();
         s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
                              ? after_ms(now, connect_ms, o->deadline_ns)
                              : after_ms(now, io_ms, o->deadline_ns);

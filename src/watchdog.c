@@ -11,7 +11,9 @@
  * within half of its interval, so rounds merge instead of multiplying with
  * the number of locks. A round is one pipelined
  * batch of renew_batch.lua calls per node, RENEW_CHUNK locks per call,
- * contacted in parallel through the fan-out.
+ * contacted in parallel through the fan-out. On a Cluster (one node of
+ * ours, many masters) each master's locks make a round of their own, and
+ * those rounds run at once (run_rounds()).
  *
  * Safety of release against a round in flight: a lock taking part in a
  * round is flagged in_round; dlock__watchdog_remove() waits for the round
@@ -315,8 +317,28 @@ static int by_master_then_slot(const void *a, const void *b)
     return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
-/* One round, or on a cluster one round per master (in turn), each with its
- * locks grouped by slot. */
+typedef struct master_round {
+    pthread_t thread;
+    int started;
+    dlock_client *c;
+    dlock__watchdog *wd;
+    item *items;
+    size_t n;
+} master_round;
+
+static void *master_round_main(void *arg)
+{
+    master_round *mr = arg;
+    run_round(mr->c, mr->wd, mr->items, mr->n);
+    return NULL;
+}
+
+/* One round, or on a cluster one round per master, all at once, each with
+ * its locks grouped by slot. The masters' rounds run in parallel (a
+ * thread each but the first, which runs here): a round that waits out a
+ * stalled master (its I/O timeout) must not hold back the renewals of the
+ * healthy ones, whose leases would run out behind it. Should a thread not
+ * start, that master's round runs here after the others were started. */
 static void run_rounds(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
 {
     dlock__cluster *cl = dlock__client_cluster(c);
@@ -330,11 +352,31 @@ static void run_rounds(dlock_client *c, dlock__watchdog *wd, item *items, size_t
         items[i].master = dlock__cluster_master_of(cl, items[i].slot);
     }
     qsort(items, n, sizeof *items, by_master_then_slot);
-    for (size_t a = 0, b; a < n; a = b) {
+    size_t groups = 0;
+    for (size_t i = 0; i < n; i++)
+        groups += i == 0 || items[i].master != items[i - 1].master;
+    master_round *mr = groups > 1 ? dlock__calloc(groups, sizeof *mr) : NULL;
+    size_t g = 0;
+    for (size_t a = 0, b; a < n; a = b, g++) {
         for (b = a + 1; b < n && items[b].master == items[a].master; b++)
             ;
-        run_round(c, wd, items + a, b - a);
+        if (!mr) { /* one master, or no memory: in turn */
+            run_round(c, wd, items + a, b - a);
+            continue;
+        }
+        mr[g] = (master_round){.c = c, .wd = wd, .items = items + a, .n = b - a};
+        if (g > 0)
+            mr[g].started = pthread_create(&mr[g].thread, NULL, master_round_main, &mr[g]) == 0;
     }
+    if (!mr)
+        return;
+    for (g = 0; g < groups; g++)
+        if (!mr[g].started)
+            run_round(c, wd, mr[g].items, mr[g].n);
+    for (g = 1; g < groups; g++)
+        if (mr[g].started)
+            DLOCK__CHECK_PTHREAD(pthread_join(mr[g].thread, NULL));
+    dlock__free(mr);
 }
 
 static void unlink_rec(dlock__watchdog *wd, dlock__renewal *l)
