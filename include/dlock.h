@@ -113,6 +113,9 @@ extern "C" {
  *   - a new connection refused at once ("ERR max number of clients
  *     reached", DENIED in protected mode): nothing ran -> DLOCK_EREFUSED
  *   - LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN -> DLOCK_EBUSY
+ *   - Redis Cluster: the master of the key's slot unreachable (nothing
+ *     sent) while another cluster node answers CLUSTER SLOTS (a failover
+ *     in flight, before the cluster says CLUSTERDOWN)  -> DLOCK_EBUSY
  *   - a reply of a shape dlock never produces          -> DLOCK_EPROTO
  */
 typedef enum dlock_error {

@@ -546,6 +546,19 @@ dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *t
     return checkout_index(c, tmpl, tls, idx, load_scripts, ask_uptime);
 }
 
+int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                           const dlock__conn *conn)
+{
+    int idx = (conn->route & 0xff) - 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    c->stale = 1;
+    if (idx >= 0 && route_of(idx, c->master[idx].gen) == conn->route)
+        c->master[idx].failed_ns = dlock__now_ns();
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    char err[300];
+    return learn(c, tmpl, tls, err, sizeof err);
+}
+
 void dlock__cluster_stale(dlock__cluster *c)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));

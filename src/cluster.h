@@ -108,6 +108,12 @@ dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *
  * makes the map stale. */
 void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn);
 
+/* conn, a connection to a master, failed before anything was sent on it:
+ * learn the map again now, that master asked last. DLOCK_OK if some node
+ * answered (the cluster is up), else the failure's code. */
+int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                           const dlock__conn *conn);
+
 /* The map is out of date: learn it again before the next route. */
 void dlock__cluster_stale(dlock__cluster *c);
 

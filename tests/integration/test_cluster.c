@@ -611,6 +611,41 @@ static void stalled_master_leaves_the_healthy_masters_alone(void **state)
     assert_int_equal(test_cluster_wait_ok(&C, 30000), 0);
 }
 
+/* `dlock run -w` with one live seed while the master of the lock's slot
+ * is dead: the first try finds the cluster answering and the slot's
+ * master gone (a failover in flight), and the command waits it out
+ * instead of exiting 69 at once. The dead master then comes back as a
+ * replica, for the tests after this one. */
+static void cli_wait_rides_out_a_master_failover(void **state)
+{
+    (void)state;
+#ifndef DLOCK_CLI_PATH
+    skip();
+#else
+    const char *name = "cli-failover";
+    int slot = server_keyslot(name, strlen(name));
+    int m = test_cluster_master_of(&C, slot);
+    assert_true(m >= 0);
+    int seed = (m + 1) % TEST_CLUSTER_NODES;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' --cluster -r %s run -w 15s %s -- true", DLOCK_CLI_PATH,
+             C.urls[seed], name);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    test_redis_kill9(&C.node[m]);
+    int64_t t0 = test_now_ms();
+    st = system(cmd);
+    int64_t took = test_now_ms() - t0;
+    print_message("cluster failover: dlock run -w 15s exited %d after %lld ms\n",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, (long long)took);
+    assert_int_equal(test_redis_restart(&C.node[m]), 0);
+    assert_int_equal(test_cluster_wait_ok(&C, 30000), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+#endif
+}
+
 /* The master of name's slot is killed; its replica takes over; a waiting
  * acquire rides it out. */
 static void master_killed_lock_usable_after_failover(void **state)
@@ -654,6 +689,7 @@ int main(void)
         cmocka_unit_test(ask_and_moved_are_followed),
         cmocka_unit_test(cli_runs_a_program_under_a_cluster_lock),
         cmocka_unit_test(stalled_master_leaves_the_healthy_masters_alone),
+        cmocka_unit_test(cli_wait_rides_out_a_master_failover),
         /* Last: it kills a master. */
         cmocka_unit_test(master_killed_lock_usable_after_failover),
     };
