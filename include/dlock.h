@@ -339,8 +339,9 @@ typedef struct dlock_client_options {
      *  learned again after a redirect or a failed connection, so a waiting
      *  acquire rides out a failover. A master that stalls does not hold up
      *  the others: the map is asked of healthy nodes first, and the
-     *  watchdog renews each master's locks in a round of its own, all at
-     *  once (docs/deployment.md). A lock's helper keys are kept in its
+     *  watchdog renews each master's locks in rounds of their own, on a
+     *  thread per master, none waiting for another (docs/deployment.md).
+     *  A lock's helper keys are kept in its
      *  key's slot (layout in docs/deployment.md); wake-ups use sharded
      *  pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7). Default 0. */
     int cluster;
@@ -593,9 +594,11 @@ typedef enum dlock_lost_reason {
 
 /**
  * Called once when the watchdog finds an auto-renewed lock lost. Runs on the
- * client's watchdog thread, after the handle's state became
- * DLOCK_STATE_LOST; renewals of every other lock wait while it runs, so it
- * must not block for long.
+ * client's watchdog thread (with the cluster option: on the thread of the
+ * renewal round of the lock's master, one per master, all started by the
+ * watchdog thread), after the handle's state became DLOCK_STATE_LOST;
+ * renewals of every other lock (on a cluster: of that master) wait while
+ * it runs, so it must not block for long.
  *
  * It may call, on this lock: dlock_lock_release() (returns DLOCK_ELOST and
  * leaves the handle unlocked; a later release from the owner's thread then
@@ -633,7 +636,8 @@ typedef struct dlock_lock_options {
      *  dlock_client_options.wakeups). Defaults 10 and 200; 1..60000. */
     int64_t retry_min_ms;
     int64_t retry_max_ms;
-    /** Called, on the client's watchdog thread, when an auto-renewed lock
+    /** Called, on the client's watchdog thread (a cluster client: on its
+     *  master's renewal-round thread, see dlock_lost_fn), when an auto-renewed lock
      *  is lost, or a DLOCK_FAIR lock whose hand-over the watchdog could
      *  not confirm before its claim ended (DLOCK_LOST_NOT_OWNER: the claim
      *  was gone; DLOCK_LOST_NO_QUORUM: no answer in time); may be NULL. */
