@@ -180,8 +180,9 @@ static int live_section(worker *w, int64_t left_ms)
     int64_t t0 = chaos_now_ns();
     int rc = dlock_lock_acquire(w->lock, 0);
     /* As the dlock command does: a node that answered "not now" (a
-     * cluster failing over the lock's slot) is waited for too. */
-    if ((rc == DLOCK_ENOTACQUIRED || rc == DLOCK_EBUSY) && wait > 0)
+     * cluster failing over the lock's slot), or that took the attempt and
+     * went away before answering, is waited for too. */
+    if ((rc == DLOCK_ENOTACQUIRED || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN) && wait > 0)
         rc = dlock_lock_acquire(w->lock, wait);
     int64_t waited = chaos_now_ns() - t0;
     int64_t max = atomic_load(&w->sh->live_max_wait_ns);
