@@ -210,9 +210,16 @@ int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock, const cl
 
     /* Try once first: a node that is down or refuses us now is reported at
      * once (exit 69) instead of being waited out. Once the lock was seen
-     * held, waiting rides out node outages until WAIT ends. */
+     * held, waiting rides out node outages until WAIT ends. A node that
+     * answered "not now" (DLOCK_EBUSY: loading after a restart, a Redis
+     * Cluster failing over the lock's slot, whose other nodes answer) is
+     * up: that is waited for as a held lock is; so is a node that took
+     * the attempt and failed before it answered (DLOCK_EUNKNOWN: it was
+     * reached a moment ago, and went away mid-command, as a master killed
+     * with the attempt in flight does; dlock has sent the undo). */
     int rc = dlock_lock_acquire(lock, 0);
-    if (rc == DLOCK_ENOTACQUIRED && o->wait_ms != 0) {
+    if ((rc == DLOCK_ENOTACQUIRED || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN) &&
+        o->wait_ms != 0) {
         int64_t wait = o->wait_ms;
         if (wait > 0) {
             wait -= cli_now_ms() - start;

@@ -113,6 +113,9 @@ extern "C" {
  *   - a new connection refused at once ("ERR max number of clients
  *     reached", DENIED in protected mode): nothing ran -> DLOCK_EREFUSED
  *   - LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN -> DLOCK_EBUSY
+ *   - Redis Cluster: the master of the key's slot unreachable (nothing
+ *     sent) while another cluster node answers CLUSTER SLOTS (a failover
+ *     in flight, before the cluster says CLUSTERDOWN)  -> DLOCK_EBUSY
  *   - a reply of a shape dlock never produces          -> DLOCK_EPROTO
  */
 typedef enum dlock_error {
@@ -334,7 +337,11 @@ typedef struct dlock_client_options {
      *  masters): each command goes to the master of its key's hash slot,
      *  MOVED and ASK are followed, and the slot map (CLUSTER SLOTS) is
      *  learned again after a redirect or a failed connection, so a waiting
-     *  acquire rides out a failover. A lock's helper keys are kept in its
+     *  acquire rides out a failover. A master that stalls does not hold up
+     *  the others: the map is asked of healthy nodes first, and the
+     *  watchdog renews each master's locks in rounds of their own, on a
+     *  thread per master, none waiting for another (docs/deployment.md).
+     *  A lock's helper keys are kept in its
      *  key's slot (layout in docs/deployment.md); wake-ups use sharded
      *  pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7). Default 0. */
     int cluster;
@@ -608,9 +615,11 @@ typedef enum dlock_lost_reason {
 
 /**
  * Called once when the watchdog finds an auto-renewed lock lost. Runs on the
- * client's watchdog thread, after the handle's state became
- * DLOCK_STATE_LOST; renewals of every other lock wait while it runs, so it
- * must not block for long.
+ * client's watchdog thread (with the cluster option: on the thread of the
+ * renewal round of the lock's master, one per master, all started by the
+ * watchdog thread), after the handle's state became DLOCK_STATE_LOST;
+ * renewals of every other lock (on a cluster: of that master) wait while
+ * it runs, so it must not block for long.
  *
  * It may call, on this lock: dlock_lock_release() (returns DLOCK_ELOST and
  * leaves the handle unlocked; a later release from the owner's thread then
@@ -648,7 +657,8 @@ typedef struct dlock_lock_options {
      *  dlock_client_options.wakeups). Defaults 10 and 200; 1..60000. */
     int64_t retry_min_ms;
     int64_t retry_max_ms;
-    /** Called, on the client's watchdog thread, when an auto-renewed lock
+    /** Called, on the client's watchdog thread (a cluster client: on its
+     *  master's renewal-round thread, see dlock_lost_fn), when an auto-renewed lock
      *  is lost, or a DLOCK_FAIR lock whose hand-over the watchdog could
      *  not confirm before its claim ended (DLOCK_LOST_NOT_OWNER: the claim
      *  was gone; DLOCK_LOST_NO_QUORUM: no answer in time); may be NULL. */

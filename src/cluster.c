@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "common.h"
 #include "error.h"
 #include "roundtrip.h"
@@ -217,6 +218,7 @@ static int master_index(dlock__cluster *c, const char *host, int port, const uin
     }
     m->n_idle = 0;
     m->gen++;
+    m->failed_ns = 0;
     snprintf(m->host, sizeof m->host, "%s", host);
     m->port = port;
     return idx;
@@ -293,32 +295,108 @@ static int apply_slots(dlock__cluster *c, const redisReply *r, const char *asked
     return rc;
 }
 
-/* Learn the slot map from the masters known, then the seeds, the first
- * that answers. */
+/* One node that may be asked for the map: a master known or a seed. */
+typedef struct candidate {
+    char host[256];
+    int port;
+    int master; /* master index, or -1 */
+    int seed;   /* seed index, or -1 */
+    int64_t failed_ns;
+} candidate;
+
+/* The nodes to ask, each address once: masters known and seeds, starting
+ * at a place that moves on with every relearn (so no one node takes every
+ * question), those that failed last (a stalled or dead master) at the end.
+ * Under c->mu. Returns how many. */
+static size_t candidates(dlock__cluster *c, candidate *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_masters; i++) {
+        candidate *k = &out[n++];
+        memcpy(k->host, c->master[i].host, sizeof k->host);
+        k->port = c->master[i].port;
+        k->master = (int)i;
+        k->seed = -1;
+        k->failed_ns = c->master[i].failed_ns;
+    }
+    for (size_t j = 0; j < c->n_seeds; j++) {
+        size_t i = 0;
+        while (i < n && !(out[i].port == c->seed[j].port && !strcmp(out[i].host, c->seed[j].host)))
+            i++;
+        if (i < n) { /* a seed that is a known master: asked once */
+            out[i].seed = (int)j;
+            if (c->seed_failed_ns[j] > out[i].failed_ns)
+                out[i].failed_ns = c->seed_failed_ns[j];
+            continue;
+        }
+        if (strlen(c->seed[j].host) >= sizeof out[n].host)
+            continue;
+        candidate *k = &out[n++];
+        snprintf(k->host, sizeof k->host, "%s", c->seed[j].host);
+        k->port = c->seed[j].port;
+        k->master = -1;
+        k->seed = (int)j;
+        k->failed_ns = c->seed_failed_ns[j];
+    }
+    if (n == 0)
+        return 0;
+    /* Rotate, then move the failed ones to the end, keeping the order. */
+    size_t first = c->next_ask++ % n;
+    candidate *tmp = dlock__malloc(n * sizeof *tmp);
+    if (!tmp)
+        return n; /* unrotated: still every node, healthy or not */
+    size_t m = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++) {
+            const candidate *k = &out[(first + i) % n];
+            if ((k->failed_ns != 0) == pass)
+                tmp[m++] = *k;
+        }
+    memcpy(out, tmp, n * sizeof *tmp);
+    dlock__free(tmp);
+    return n;
+}
+
+/* Note how a node asked for the map did: failed_ns set or cleared. */
+static void note_asked(dlock__cluster *c, const candidate *k, int answered)
+{
+    int64_t t = answered ? 0 : dlock__now_ns();
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    /* The entry may have been reused for another address meanwhile. */
+    if (k->master >= 0 && c->master[k->master].port == k->port &&
+        !strcmp(c->master[k->master].host, k->host))
+        c->master[k->master].failed_ns = t;
+    if (k->seed >= 0)
+        c->seed_failed_ns[k->seed] = t;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+}
+
+/* Learn the slot map from the first node that answers: masters known and
+ * seeds, healthy ones first, in a rotating order, each given a short time
+ * (DLOCK__CLUSTER_ASK_MS). A stalled master asked first would make every
+ * relearn, and with it every command that needs one (on any master), wait
+ * out the whole connect timeout. */
 static int learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls, char *err,
                  size_t err_len)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->refresh_mu));
+    candidate *cand = dlock__malloc((DLOCK__CLUSTER_MAX_MASTERS + DLOCK__CLUSTER_MAX_SEEDS) *
+                                    sizeof *cand);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
     int stale = c->stale;
-    size_t n_masters = c->n_masters;
-    char (*hosts)[256] = dlock__malloc((n_masters + 1) * sizeof *hosts);
-    int *ports = dlock__malloc((n_masters + 1) * sizeof *ports);
-    for (size_t i = 0; hosts && ports && i < n_masters; i++) {
-        memcpy(hosts[i], c->master[i].host, sizeof hosts[i]);
-        ports[i] = c->master[i].port;
-    }
+    size_t n = cand && stale ? candidates(c, cand) : 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    int ask_ms = DLOCK__MIN(c->timeout_ms, DLOCK__CLUSTER_ASK_MS);
     int rc = DLOCK_OK;
-    if (!hosts || !ports) {
+    if (!cand) {
         rc = DLOCK_ENOMEM;
         snprintf(err, err_len, "out of memory");
     } else if (stale) {
         rc = DLOCK_EIO;
         snprintf(err, err_len, "no cluster node answered CLUSTER SLOTS");
-        for (size_t k = 0; k < n_masters + c->n_seeds; k++) {
-            const char *host = k < n_masters ? hosts[k] : c->seed[k - n_masters].host;
-            int port = k < n_masters ? ports[k] : c->seed[k - n_masters].port;
+        for (size_t k = 0; k < n; k++) {
+            const char *host = cand[k].host;
+            int port = cand[k].port;
             dlock__conn *conn = connect_to(tmpl, tls, host, port, 0, 0);
             if (!conn) {
                 rc = DLOCK_ENOMEM;
@@ -328,7 +406,7 @@ static int learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
             redisReply *r = NULL;
             int got = conn->state == DLOCK__CS_BROKEN
                           ? DLOCK_EIO
-                          : dlock__conn_roundtrip(conn, 2, argv, c->timeout_ms, &r);
+                          : dlock__conn_roundtrip(conn, 2, argv, ask_ms, &r);
             if (got < 0) {
                 snprintf(err, err_len, "%s:%d: %s", host, port, conn->err);
                 rc = got == DLOCK_EAUTH || got == DLOCK_ETLS ? got : DLOCK_EIO;
@@ -339,6 +417,8 @@ static int learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
             } else if ((rc = apply_slots(c, r, host)) != DLOCK_OK) {
                 snprintf(err, err_len, "%s:%d: unexpected CLUSTER SLOTS reply", host, port);
             }
+            if (rc != DLOCK_ENOMEM)
+                note_asked(c, &cand[k], got >= 0);
             if (r)
                 freeReplyObject(r);
             dlock__conn_free(conn);
@@ -346,8 +426,7 @@ static int learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
                 break;
         }
     }
-    dlock__free(hosts);
-    dlock__free(ports);
+    dlock__free(cand);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->refresh_mu));
     return rc;
 }
@@ -467,6 +546,19 @@ dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *t
     return checkout_index(c, tmpl, tls, idx, load_scripts, ask_uptime);
 }
 
+int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                           const dlock__conn *conn)
+{
+    int idx = (conn->route & 0xff) - 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    c->stale = 1;
+    if (idx >= 0 && route_of(idx, c->master[idx].gen) == conn->route)
+        c->master[idx].failed_ns = dlock__now_ns();
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    char err[300];
+    return learn(c, tmpl, tls, err, sizeof err);
+}
+
 void dlock__cluster_stale(dlock__cluster *c)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
@@ -480,14 +572,22 @@ void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn)
         return;
     int idx = (conn->route & 0xff) - 1;
     if (conn->state != DLOCK__CS_OPEN || dlock__conn_pending(conn) > 64 || idx < 0) {
-        /* A failed connection may mean a failover: learn the map again. */
-        if (conn->state == DLOCK__CS_BROKEN && conn->err_code != DLOCK_ENOMEM)
-            dlock__cluster_stale(c);
+        /* A failed connection may mean a failover: learn the map again,
+         * asking this master last. */
+        if (conn->state == DLOCK__CS_BROKEN && conn->err_code != DLOCK_ENOMEM) {
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+            c->stale = 1;
+            if (idx >= 0 && route_of(idx, c->master[idx].gen) == conn->route)
+                c->master[idx].failed_ns = dlock__now_ns();
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+        }
         dlock__conn_free(conn);
         return;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
     dlock__cmaster *m = &c->master[idx];
+    if (route_of(idx, m->gen) == conn->route)
+        m->failed_ns = 0; /* it answers again */
     /* Not into the pool of an entry reused for another address. */
     if (route_of(idx, m->gen) == conn->route && m->n_idle < c->max_idle) {
         conn->next = m->idle;

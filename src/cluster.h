@@ -29,6 +29,10 @@
 #define DLOCK__CLUSTER_SLOTS 16384
 #define DLOCK__CLUSTER_MAX_MASTERS 64
 #define DLOCK__CLUSTER_MAX_SEEDS 64
+/* How long one node gets to answer CLUSTER SLOTS before the next is asked
+ * (capped by the connect timeout): the answer is small and comes at once
+ * from a live node, and a stalled one must not hold up the relearn. */
+#define DLOCK__CLUSTER_ASK_MS 250
 
 typedef struct dlock__cmaster {
     char host[256];
@@ -39,19 +43,27 @@ typedef struct dlock__cmaster {
      * full and this master serves no slot any more): connections carry the
      * generation they were made for, and older ones are not pooled. */
     unsigned gen;
+    /* When a connection to it last failed or it did not answer CLUSTER
+     * SLOTS (0: not since it last answered). A map is learned from the
+     * other nodes first: a stalled master must not hold up every
+     * relearn. */
+    int64_t failed_ns;
 } dlock__cmaster;
 
 typedef struct dlock__cluster {
     pthread_mutex_t mu;         /* the map, the masters and their pools */
     pthread_mutex_t refresh_mu; /* one CLUSTER SLOTS at a time */
     dlock__url seed[DLOCK__CLUSTER_MAX_SEEDS];
+    int64_t seed_failed_ns[DLOCK__CLUSTER_MAX_SEEDS]; /* as failed_ns */
     size_t n_seeds;
+    unsigned next_ask; /* where the next relearn starts (rotates) */
     dlock__cmaster master[DLOCK__CLUSTER_MAX_MASTERS];
     size_t n_masters;
     uint8_t slot_master[DLOCK__CLUSTER_SLOTS]; /* 1 + master index; 0 unknown */
     int stale;          /* learn the map again before the next route */
     unsigned refreshes; /* maps learned (for tests and messages) */
-    int timeout_ms;     /* per seed asked: the connect timeout */
+    int timeout_ms;     /* the connect timeout; a node asked for the map
+                           gets at most DLOCK__CLUSTER_ASK_MS of it */
     size_t max_idle;
 } dlock__cluster;
 
@@ -95,6 +107,12 @@ dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *
 /* Give a connection back to its master's pool (or free it); a broken one
  * makes the map stale. */
 void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn);
+
+/* conn, a connection to a master, failed before anything was sent on it:
+ * learn the map again now, that master asked last. DLOCK_OK if some node
+ * answered (the cluster is up), else the failure's code. */
+int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                           const dlock__conn *conn);
 
 /* The map is out of date: learn it again before the next route. */
 void dlock__cluster_stale(dlock__cluster *c);

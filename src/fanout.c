@@ -23,6 +23,7 @@ typedef struct slot {
     redisReply *held;
     uint32_t drop_acks;
     int redirects; /* Cluster: MOVED/ASK followed in this run */
+    unsigned cslot; /* Cluster: the hash slot of the run's keys */
 } slot;
 
 /* A request's WAIT goes back to the caller as its own index with this bit
@@ -125,6 +126,29 @@ static int begin_grace(slot *slots, size_t n, const dlock__fanout_opts *o, int64
         if (slots[j].active)
             slots[j].deadline_ns = DLOCK__MIN(slots[j].deadline_ns, *cap_ns);
     return 0;
+}
+
+/* Cluster: the slot's master could not be reached and nothing was sent
+ * (refused, reset, or silent before the first command). The map is learned
+ * again now from the other nodes, this master asked last; if one answers,
+ * the cluster is up and the slot is between masters (a failover in
+ * flight, which the cluster itself will report as CLUSTERDOWN once it
+ * notices): DLOCK_EBUSY, like CLUSTERDOWN, which a wait rides out and the
+ * dlock command waits for (issue 19 item 3). If no node answers, the
+ * cluster is unreachable: DLOCK_EIO stays. */
+static int cluster_failure(struct dlock_client *client, size_t i, slot *s, int code)
+{
+    dlock__node *n = &client->nodes[i];
+    dlock__conn *c = s->conn;
+    if (!n->cluster || code != DLOCK_EIO || !c || c->caller_sent || !c->route ||
+        c->state != DLOCK__CS_BROKEN)
+        return code;
+    if (dlock__cluster_relearn(n->cluster, &n->url, n->tls_ctx, c) != DLOCK_OK)
+        return code;
+    size_t len = strlen(c->err);
+    snprintf(c->err + len, sizeof c->err - len,
+             "; the cluster answers: slot %u's master is failing over", s->cslot);
+    return DLOCK_EBUSY;
 }
 
 /* Report every unanswered request of node i as failed with err. */
@@ -262,11 +286,10 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
         /* A cluster routes by the first key: the keys of one run (one
          * lock's, with its helper keys) share a hash slot. Only a cluster
          * needs the slot (its CRC16 is no cost to put on every call). */
-        s->conn = dlock__node_checkout_slot(
-            &client->nodes[i],
-            nreqs && client->nodes[i].cluster
-                ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
-                : 0);
+        s->cslot = nreqs && client->nodes[i].cluster
+                       ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
+                       : 0;
+        s->conn = dlock__node_checkout_slot(&client->nodes[i], s->cslot);
         if (!s->conn) {
             stop = fail_node(s, i, nreqs, DLOCK_ENOMEM, cb, arg);
             continue;
@@ -280,9 +303,16 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
              * (Sentinel: no sentinel knows the master, say). */
             if (rc != DLOCK_ENOMEM && s->conn->err_code)
                 rc = s->conn->err_code;
-            stop = fail_node(s, i, nreqs, rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc, cb, arg);
+            rc = rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc;
+            stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc), cb, arg);
             continue;
         }
+        /* The clock starts after the checkout: a checkout may learn a
+         * Cluster's slot map or ask Sentinels first, which can take a
+         * timeout of its own when a node stalls, and a deadline taken
+         * before it would expire a healthy node's reply before it could
+         * come (issue 19, a stalled master breaking the healthy ones). */
+        now = dlock__now_ns();
         s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
                              ? after_ms(now, connect_ms, o->deadline_ns)
                              : after_ms(now, io_ms, o->deadline_ns);
@@ -291,7 +321,7 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
          * round parallel. */
         if (s->conn->state == DLOCK__CS_OPEN &&
             (rc = dlock__conn_io(s->conn, POLLOUT)) < 0)
-            stop = fail_node(s, i, nreqs, rc, cb, arg);
+            stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc), cb, arg);
     }
 
     int canceled = 0;
@@ -465,7 +495,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                     stop = begin_grace(slots, n, o, now, &cap_ns, &graced);
             }
             if (rc < 0 && s->active && !stop) {
-                stop = fail_node(s, i, nreqs, rc, cb, arg) && !graced;
+                stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc), cb, arg) &&
+                       !graced;
             } else if (s->active && !stop && now >= s->deadline_ns) {
                 int code = c->state == DLOCK__CS_CONNECTING || !c->caller_sent
                                ? DLOCK_EIO
@@ -479,7 +510,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                 } else {
                     dlock__conn_fail(c, code, "%s timed out", dlock__conn_phase(c));
                 }
-                stop = fail_node(s, i, nreqs, code, cb, arg) && !graced;
+                stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, code), cb, arg) &&
+                       !graced;
             }
             if (stop)
                 stop = begin_grace(slots, n, o, now, &cap_ns, &graced);

@@ -11,7 +11,10 @@
  * within half of its interval, so rounds merge instead of multiplying with
  * the number of locks. A round is one pipelined
  * batch of renew_batch.lua calls per node, RENEW_CHUNK locks per call,
- * contacted in parallel through the fan-out.
+ * contacted in parallel through the fan-out. On a Cluster (one node of
+ * ours, many masters) each master's locks make a round of their own, on a
+ * thread of its own that the watchdog thread does not wait for
+ * (run_jobs()): a stalled master's round must not hold back the others.
  *
  * Safety of release against a round in flight: a lock taking part in a
  * round is flagged in_round; dlock__watchdog_remove() waits for the round
@@ -34,6 +37,19 @@
 
 #define RENEW_CHUNK 1000
 
+struct item;
+
+/* Cluster: one master's round, on a thread of its own (see run_jobs()). */
+typedef struct job {
+    pthread_t thread;
+    int active; /* started and not joined yet */
+    int done;   /* finished: the watchdog thread joins it */
+    dlock_client *c;
+    struct item *items;
+    uint8_t *lost;
+    size_t n;
+} job;
+
 typedef struct dlock__watchdog {
     pthread_t thread;
     pthread_mutex_t mu;
@@ -44,6 +60,7 @@ typedef struct dlock__watchdog {
     size_t count;
     int64_t wake_at_ns;        /* when the sleeping thread plans to look */
     dlock__watchdog_stats stats;
+    job jobs[DLOCK__CLUSTER_MAX_MASTERS]; /* cluster: rounds in flight */
 } dlock__watchdog;
 
 /* Per-lock result of one round. */
@@ -315,26 +332,21 @@ static int by_master_then_slot(const void *a, const void *b)
     return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
-/* One round, or on a cluster one round per master (in turn), each with its
- * locks grouped by slot. */
-static void run_rounds(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
+/* Cluster: sort a round's items by master (then slot) and return how many
+ * masters they name; each master's run is items[first..] with one master. */
+static size_t group_by_master(dlock_client *c, item *items, size_t n)
 {
     dlock__cluster *cl = dlock__client_cluster(c);
-    if (!cl) {
-        run_round(c, wd, items, n);
-        return;
-    }
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *l = items[i].rec;
         items[i].slot = dlock__cluster_keyslot(l->key, l->key_len);
         items[i].master = dlock__cluster_master_of(cl, items[i].slot);
     }
     qsort(items, n, sizeof *items, by_master_then_slot);
-    for (size_t a = 0, b; a < n; a = b) {
-        for (b = a + 1; b < n && items[b].master == items[a].master; b++)
-            ;
-        run_round(c, wd, items + a, b - a);
-    }
+    size_t groups = 0;
+    for (size_t i = 0; i < n; i++)
+        groups += i == 0 || items[i].master != items[i - 1].master;
+    return groups;
 }
 
 static void unlink_rec(dlock__watchdog *wd, dlock__renewal *l)
@@ -364,6 +376,123 @@ static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
     }
 }
 
+/* After a round's answers: the owners are told (settle, then on_lost
+ * before in_round is cleared: a concurrent release or free waits for the
+ * callbacks), then the records are rescheduled. Called without wd->mu;
+ * returns with it held. */
+static void finish_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t n, int64_t t0,
+                         uint8_t *lost)
+{
+    settle(c, items, n, t0, lost);
+    for (size_t i = 0; i < n; i++)
+        if (lost[i])
+            items[i].rec->ops->lost(items[i].rec->owner, lost[i]);
+
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    int64_t done = dlock__now_ns();
+    for (size_t i = 0; i < n; i++) {
+        dlock__renewal *l = items[i].rec;
+        l->in_round = 0;
+        if (lost[i]) {
+            wd->stats.lost++;
+            if (l->registered)
+                unlink_rec(wd, l);
+        } else if (items[i].yes >= (l->ops->renew ? 1 : c->quorum)) {
+            wd->stats.renewed++;
+            l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
+            if (l->once && l->registered)
+                unlink_rec(wd, l);
+        } else {
+            /* No verdict yet (nodes unreachable): try again soon, while
+             * the lease lasts. */
+            l->next_ns = done + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
+        }
+    }
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+}
+
+static void *job_main(void *arg)
+{
+    job *j = arg;
+    dlock_client *c = j->c;
+    dlock__watchdog *wd = c->watchdog;
+    int64_t t0 = dlock__now_ns();
+    run_round(c, wd, j->items, j->n);
+    finish_round(c, wd, j->items, j->n, t0, j->lost);
+    j->done = 1;
+    /* The watchdog thread joins it, and looks again at the locks this
+     * round held back. */
+    DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    return NULL;
+}
+
+/* Join the finished jobs. Under wd->mu (a finished job no longer takes
+ * it). */
+static void reap_jobs(dlock__watchdog *wd)
+{
+    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++) {
+        job *j = &wd->jobs[k];
+        if (!j->active || !j->done)
+            continue;
+        DLOCK__CHECK_PTHREAD(pthread_join(j->thread, NULL));
+        dlock__free(j->items);
+        dlock__free(j->lost);
+        memset(j, 0, sizeof *j);
+    }
+}
+
+/* Cluster: each master's locks make a round of their own, on a thread of
+ * their own, and the watchdog thread does not wait for them: a round that
+ * waits out a stalled master (its I/O timeout) must hold back neither the
+ * renewals of the healthy masters nor their next rounds, or their leases
+ * run out behind it (issue 19 item 4). A lock stays in_round, and out of
+ * the next rounds, until its master's round is over. A group whose thread
+ * cannot start (no memory, no thread) runs here, in turn. Called without
+ * wd->mu; returns with it held. */
+static void run_jobs(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
+{
+    group_by_master(c, items, n);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && items[b].master == items[a].master; b++)
+            ;
+        job *j = NULL;
+        for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS && !j; k++)
+            if (!wd->jobs[k].active)
+                j = &wd->jobs[k];
+        item *ji = j ? dlock__malloc((b - a) * sizeof *ji) : NULL;
+        uint8_t *jl = ji ? dlock__calloc(b - a, 1) : NULL;
+        if (jl) {
+            memcpy(ji, items + a, (b - a) * sizeof *ji);
+            *j = (job){.active = 1, .c = c, .items = ji, .lost = jl, .n = b - a};
+            /* Started under wd->mu: its thread id is set before the job
+             * can reach the callbacks (dlock__watchdog_remove reads it). */
+            if (pthread_create(&j->thread, NULL, job_main, j) == 0)
+                continue;
+            memset(j, 0, sizeof *j);
+        }
+        dlock__free(ji);
+        dlock__free(jl);
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+        uint8_t *lost = dlock__calloc(b - a, 1);
+        if (!lost) {
+            /* Not even that: these locks are tried again shortly. */
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+            for (size_t i = a; i < b; i++) {
+                items[i].rec->in_round = 0;
+                items[i].rec->next_ns = dlock__now_ns() + 10 * DLOCK__NS_PER_MS;
+            }
+            DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+            continue;
+        }
+        int64_t t0 = dlock__now_ns();
+        run_round(c, wd, items + a, b - a);
+        finish_round(c, wd, items + a, b - a, t0, lost);
+        dlock__free(lost);
+    }
+}
+
 static void *watchdog_main(void *arg)
 {
     dlock_client *c = arg;
@@ -371,18 +500,23 @@ static void *watchdog_main(void *arg)
     item *items = NULL;
     uint8_t *lost = NULL;
     size_t cap = 0;
+    int cluster = dlock__client_cluster(c) != NULL;
 
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     while (!wd->stop) {
+        reap_jobs(wd);
         /* A round starts when some lock is due within a tenth of its
          * interval; it then takes along every lock due within half of its
          * interval. Renewing a lock a little early costs nothing, and the
          * locks of one round share their schedule from then on, so locks
          * taken at different times merge into a few groups instead of each
-         * keeping a round of its own. */
+         * keeping a round of its own. A lock in a round still in flight
+         * (a cluster master's, run_jobs()) waits for it. */
         int64_t now = dlock__now_ns(), next = INT64_MAX;
         size_t due = 0, trigger = 0;
         for (dlock__renewal *l = wd->head; l; l = l->next) {
+            if (l->in_round)
+                continue;
             int64_t iv = interval_ms(l) * DLOCK__NS_PER_MS;
             if (l->next_ns - iv / 10 <= now)
                 trigger++;
@@ -420,7 +554,7 @@ static void *watchdog_main(void *arg)
         }
         size_t n = 0;
         for (dlock__renewal *l = wd->head; l && n < due; l = l->next) {
-            if (l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
+            if (l->in_round || l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
                 continue;
             item *it = &items[n++];
             memset(it, 0, sizeof *it);
@@ -431,41 +565,44 @@ static void *watchdog_main(void *arg)
         }
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 
-        int64_t t0 = dlock__now_ns();
-        run_rounds(c, wd, items, n);
-        settle(c, items, n, t0, lost);
-        /* Callbacks run before in_round is cleared: a concurrent release or
-         * free waits for them. */
-        for (size_t i = 0; i < n; i++)
-            if (lost[i])
-                items[i].rec->ops->lost(items[i].rec->owner, lost[i]);
-
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-        int64_t done = dlock__now_ns();
-        for (size_t i = 0; i < n; i++) {
-            dlock__renewal *l = items[i].rec;
-            l->in_round = 0;
-            if (lost[i]) {
-                wd->stats.lost++;
-                if (l->registered)
-                    unlink_rec(wd, l);
-            } else if (items[i].yes >= (l->ops->renew ? 1 : c->quorum)) {
-                wd->stats.renewed++;
-                l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
-                if (l->once && l->registered)
-                    unlink_rec(wd, l);
-            } else {
-                /* No verdict yet (nodes unreachable): try again soon, while
-                 * the lease lasts. */
-                l->next_ns = done + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
-            }
+        if (cluster) {
+            run_jobs(c, wd, items, n);
+            continue;
         }
-        DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+        int64_t t0 = dlock__now_ns();
+        run_round(c, wd, items, n);
+        finish_round(c, wd, items, n, t0, lost);
+    }
+    /* Stopping: the rounds in flight finish first (they need wd->mu). */
+    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++) {
+        job *j = &wd->jobs[k];
+        if (!j->active)
+            continue;
+        pthread_t t = j->thread;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+        DLOCK__CHECK_PTHREAD(pthread_join(t, NULL));
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+        dlock__free(j->items);
+        dlock__free(j->lost);
+        memset(j, 0, sizeof *j);
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     dlock__free(items);
     dlock__free(lost);
     return NULL;
+}
+
+/* Whether the caller is a thread of the watchdog's (the watchdog thread,
+ * or a cluster master's round). Under wd->mu. */
+static int on_watchdog_thread(dlock__watchdog *wd)
+{
+    pthread_t self = pthread_self();
+    if (pthread_equal(self, wd->thread))
+        return 1;
+    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++)
+        if (wd->jobs[k].active && pthread_equal(self, wd->jobs[k].thread))
+            return 1;
+    return 0;
 }
 
 /* The client's watchdog, or NULL if none was started (read under bg_mu,
@@ -550,7 +687,7 @@ int dlock__watchdog_remove(dlock_client *c, dlock__renewal *l)
     /* On the watchdog thread (an on_lost callback releasing its own lock)
      * the round in flight is this thread's own, which is past sending and
      * waits for the callback: waiting for it would never end. */
-    if (!pthread_equal(pthread_self(), wd->thread))
+    if (!on_watchdog_thread(wd))
         while (l->in_round)
             DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));

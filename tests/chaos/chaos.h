@@ -70,6 +70,13 @@ typedef struct chaos_run {
     unsigned seed;
     int probe_failed;
     char note[256];
+    /* Cluster rows (cluster_rows.c): the contended lock's name, the
+     * master faults go to, and the tags of the workers' auto-renewed
+     * locks on every master (stalled_bg: the one on the stalled master). */
+    char lock_name[64];
+    int target;
+    char bg_tags[3][32];
+    int stalled_bg;
 } chaos_run;
 
 /* Liveness rows (issue 15): the workers run each section as `dlock run -w`
@@ -137,6 +144,14 @@ int chaos_inject_conn_faults(chaos_run *run, int round);
 int chaos_etcd_setup(chaos_run *run);
 void chaos_etcd_teardown(chaos_run *run);
 int chaos_inject_etcd_member(chaos_run *run, int round);
+
+/* cluster_rows.c: a 3-master/3-replica Redis Cluster in place of the
+ * nodes (scenarios named cluster_*), and its faults. */
+int chaos_is_cluster(const chaos_scenario *sc);
+int chaos_cluster_setup(chaos_run *run);
+void chaos_cluster_teardown(chaos_run *run);
+int chaos_inject_cluster_stall(chaos_run *run, int round);
+int chaos_inject_cluster_failover(chaos_run *run, int round);
 
 /* checks.c: single-call checks of how refusals surface */
 int chaos_run_checks(chaos_result *out, int max);

@@ -101,6 +101,21 @@ static const chaos_scenario scenarios[] = {
     S("fair_node_stalls", "fair mode, TTL 1 s; SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of the node, 1.5 x TTL",
       1, 4, 25, 1000, 10, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300,
       chaos_inject_node_stall, 0),
+    /* Redis Cluster (issue 19 items 3, 4): 3 masters + 3 replicas, the
+     * workers' client has the six seeds and the cluster option. Stalled:
+     * the master of slot 0 (the first a map names) stopped for 2 x TTL
+     * while every worker also holds an auto-renewed lock on each master;
+     * none on a healthy master may be lost, no section of the contended
+     * lock (on a healthy master, held past its TTL) may fail. Failover:
+     * the master of the contended lock's slot killed (writes paused until
+     * its replica caught up, so the failover keeps every grant). */
+    S("cluster_master_stalled",
+      "cluster 3+3: master SIGSTOPped 2 x TTL; auto-renewed locks on every master, hold 1.2 x TTL",
+      6, 3, 2, 2000, 2400, DLOCK_AUTO_RENEW, CHAOS_MODE_DLOCK, 1, 0, 0, 0, CLAIM_SAFE, 2, 500,
+      chaos_inject_cluster_stall, 0),
+    S("cluster_master_failover", "cluster 3+3: kill -9 of the contended lock's master, replica takes over",
+      6, 6, 15, 1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 1, 800,
+      chaos_inject_cluster_failover, 0),
 #ifdef CHAOS_WITH_ETCD
     /* The etcd backend (issue 21): a 3-member cluster; the leader killed
      * and restarted, or a member stopped, while 4 workers contend. */
@@ -159,13 +174,21 @@ static const chaos_liveness liveness[] = {
     {"fair_workers_stopped", 5000, 5, 4000, 0},
     /* A stall lasts 1.5 s; a look cut off by it, and its cleanup, wait an
      * I/O timeout (1 s) each at most before the line goes on. A section
-     * starts with a try-once, as `dlock run -w` does, which fails on a
-     * node that does not answer (4 % of sections in the first runs): the
-     * share is 15 %, but a waiting acquire must never fail (strict). */
-    {"fair_node_stalls", 8000, 15, 6000, 1},
+     * starts with a try-once and waits after "held", "not now" and an
+     * unknown outcome, as `dlock run -w` does: no waiting acquire may
+     * fail (strict); 5 % for a try-once the node refused outright. */
+    {"fair_node_stalls", 8000, 5, 6000, 1},
     /* etcd: an election takes about a second here (500 ms timeout); a
      * killed leader's clients fail over within an I/O timeout. */
     {"etcd3_member_faults", 10000, 10, 10000, 0},
+    /* Cluster (issue 19): no section may fail. Stalled: default mode is
+     * not fair, so a worker may wait for every section of the other two
+     * (2 x 2 x 2.4 s = 9.6 s; 9.9 s seen) and nothing for the stall (its
+     * lock is on a healthy master): that plus a loaded machine. Failover:
+     * the failover (about 2-3 s with cluster-node-timeout 1000) plus a
+     * loaded machine. */
+    {"cluster_master_stalled", 15000, 0, 14000, 0},
+    {"cluster_master_failover", 15000, 0, 10000, 0},
 };
 
 int chaos_is_etcd(const chaos_scenario *sc)

@@ -101,10 +101,12 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     run->sc = sc;
     run->scale = scale;
     run->seed = (unsigned)getpid() ^ (unsigned)chaos_now_ns();
-    if (chaos_is_etcd(sc) ? chaos_etcd_setup(run) != 0
-                 : test_redis_start_many(run->nodes, sc->nodes, NULL) != 0)
+    int own = chaos_is_etcd(sc) || chaos_is_cluster(sc); /* nodes of their own */
+    if (chaos_is_etcd(sc)           ? chaos_etcd_setup(run) != 0
+        : chaos_is_cluster(sc)      ? chaos_cluster_setup(run) != 0
+                                    : test_redis_start_many(run->nodes, sc->nodes, NULL) != 0)
         return -1;
-    for (int i = 0; i < sc->nodes && !chaos_is_etcd(sc); i++) {
+    for (int i = 0; i < sc->nodes && !own; i++) {
         run->proxies[i].pid = -1;
         int port = run->nodes[i].port;
         if (sc->proxied) {
@@ -123,8 +125,9 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     if (!run->sh || run->hist_fd < 0)
         return -1;
     chaos_worker_cfg *w = &run->wcfg;
-    w->n_urls = chaos_is_etcd(sc) ? 1 : (size_t)sc->nodes;
-    w->lock_name = "chaos:lock";
+    if (!chaos_is_cluster(sc))
+        w->n_urls = chaos_is_etcd(sc) ? 1 : (size_t)sc->nodes;
+    w->lock_name = chaos_is_cluster(sc) ? run->lock_name : "chaos:lock";
     w->ttl_ms = sc->ttl_ms;
     w->hold_ms = sc->hold_ms;
     w->flags = sc->flags;
@@ -141,11 +144,13 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
 
 static void teardown(chaos_run *run)
 {
-    for (int i = 0; i < run->sc->nodes; i++)
+    for (int i = 0; i < run->sc->nodes && i < CHAOS_MAX_NODES; i++)
         if (run->proxies[i].pid > 0)
             chaos_proxy_stop(&run->proxies[i]);
     if (chaos_is_etcd(run->sc))
         chaos_etcd_teardown(run);
+    else if (chaos_is_cluster(run->sc))
+        chaos_cluster_teardown(run);
     else
         test_redis_stop_many(run->nodes, run->sc->nodes);
     if (run->hist_fd >= 0)
@@ -235,7 +240,7 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
     for (int i = 0; i < sc->workers; i++)
         kill_and_log(&run, i); /* stragglers: a hang is a failure below */
 
-    for (int i = 0; i < sc->nodes && !chaos_is_etcd(sc); i++)
+    for (int i = 0; i < sc->nodes && !chaos_is_etcd(sc) && !chaos_is_cluster(sc); i++)
         test_redis_resume(&run.nodes[i]);
     int checked = chaos_history_check(hist, &out->v);
     out->faults = run.faults;
@@ -279,6 +284,23 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
         snprintf(run.note + o, sizeof run.note - o, "; forks %ld, child misbehaved %ld", forks,
                  fork_bad);
     }
+    /* Cluster stall row: each worker's auto-renewed lock on every master;
+     * none on a healthy master may be lost (the stalled one's may). */
+    int bg_ok = 1;
+    if (run.wcfg.n_bg > 0) {
+        long held = 0, lost_healthy = 0;
+        for (int k = 0; k < run.wcfg.n_bg; k++) {
+            held += atomic_load(&run.sh->bg_held[k]);
+            if (k != run.stalled_bg)
+                lost_healthy += atomic_load(&run.sh->bg_lost[k]);
+        }
+        bg_ok = lost_healthy == 0 && held == (long)run.wcfg.n_bg * sc->workers;
+        size_t o = strlen(run.note);
+        snprintf(run.note + o, sizeof run.note - o,
+                 "%sbackground locks held %ld, lost on healthy masters %ld, on the stalled one %ld%s",
+                 o ? "; " : "", held, lost_healthy,
+                 atomic_load(&run.sh->bg_lost[run.stalled_bg]), bg_ok ? "" : " (FAIL)");
+    }
     snprintf(out->note, sizeof out->note, "%s", run.note);
     /* Fair mode under lost replies: a lost acquire or release must not
      * keep the line waiting for the 10 s TTL. The faults stall the node
@@ -289,7 +311,8 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
         snprintf(run.note + o, sizeof run.note - o, "; LIVENESS: longest wait over 3.5 s");
     }
     out->pass = checked == 0 && judge(sc, &out->v, clean || sc->claim == CLAIM_CONTROL) &&
-                fork_bad == 0 && (sc->mode != CHAOS_MODE_FORK || forks > 0) && own_live_ok;
+                fork_bad == 0 && (sc->mode != CHAOS_MODE_FORK || forks > 0) && own_live_ok &&
+                bg_ok;
     out->live = chaos_liveness_of(sc->name);
     if (out->live) {
         /* Sections left early (validity ran short) failed too. */

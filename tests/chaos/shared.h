@@ -57,6 +57,10 @@ typedef struct chaos_shared {
     _Atomic int64_t max_wait_ns;
     _Atomic long forks;
     _Atomic long fork_bad;
+    /* Cluster rows: background locks held (one per worker per master) and
+     * those reported lost (on_lost), by master tag. */
+    _Atomic long bg_held[3];
+    _Atomic long bg_lost[3];
 } chaos_shared;
 
 /* Map and initialise; NULL on failure. */

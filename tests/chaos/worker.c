@@ -179,7 +179,10 @@ static int live_section(worker *w, int64_t left_ms)
     int64_t wait = cfg->section_wait_ms < left_ms ? cfg->section_wait_ms : left_ms;
     int64_t t0 = chaos_now_ns();
     int rc = dlock_lock_acquire(w->lock, 0);
-    int waited = rc == DLOCK_ENOTACQUIRED && wait > 0;
+    /* As the dlock command does: a node that answered "not now" (a
+     * cluster failing over the lock's slot), or that took the attempt and
+     * went away before answering, is waited for too. */
+    int waited = (rc == DLOCK_ENOTACQUIRED || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN) && wait > 0;
     if (waited)
         rc = dlock_lock_acquire(w->lock, wait);
     int64_t took = chaos_now_ns() - t0;
@@ -204,11 +207,40 @@ static int live_section(worker *w, int64_t left_ms)
     return 1;
 }
 
+static void bg_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
+{
+    (void)lock;
+    (void)reason;
+    _Atomic long *counter = arg;
+    atomic_fetch_add(counter, 1);
+}
+
+/* Cluster rows: an auto-renewed lock of this worker's own on every master,
+ * held for the worker's life (its watchdog renews them beside the
+ * contended lock's). */
+static void take_background(worker *w, dlock_client *c, dlock_lock **bg)
+{
+    const chaos_worker_cfg *cfg = w->cfg;
+    for (int k = 0; k < cfg->n_bg; k++) {
+        char name[96];
+        snprintf(name, sizeof name, "{%s}-w%d-p%u", cfg->bg_tags[k], w->slot, w->proc);
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.ttl_ms = cfg->ttl_ms;
+        o.flags = DLOCK_AUTO_RENEW;
+        o.on_lost = bg_lost;
+        o.on_lost_arg = &w->sh->bg_lost[k];
+        if (dlock_lock_new(&bg[k], c, name, &o) == DLOCK_OK &&
+            dlock_lock_acquire(bg[k], 5000) == DLOCK_OK)
+            atomic_fetch_add(&w->sh->bg_held[k], 1);
+    }
+}
+
 static int run_dlock(worker *w, long todo)
 {
     const chaos_worker_cfg *cfg = w->cfg;
     dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
     co.min_node_uptime_ms = cfg->min_uptime_ms;
+    co.cluster = cfg->cluster;
     if (cfg->io_timeout_ms > 0)
         co.io_timeout_ms = cfg->io_timeout_ms;
     dlock_client *c = NULL;
@@ -242,6 +274,8 @@ static int run_dlock(worker *w, long todo)
     for (int i = 0; i < n_more; i++)
         if (dlock_lock_new(&w->more[i], c, cfg->lock_name, &lo) != DLOCK_OK)
             return 1;
+    dlock_lock *bg[3] = {NULL, NULL, NULL};
+    take_background(w, c, bg);
     int64_t want_since = chaos_now_ns();
     for (long done = 0; more_work(w, done, todo);) {
         int64_t left_ms = (cfg->deadline_ns - chaos_now_ns()) / 1000000;
@@ -293,6 +327,8 @@ static int run_dlock(worker *w, long todo)
     note_wait(w, want_since);
     for (int i = 0; i < n_more; i++)
         dlock_lock_free(w->more[i]);
+    for (int k = 0; k < cfg->n_bg; k++)
+        dlock_lock_free(bg[k]);
     dlock_lock_free(w->lock);
     dlock_client_free(c);
     return 0;

@@ -54,6 +54,13 @@ typedef struct chaos_worker_cfg {
      * not get the lock counts as failed (and is not retried). */
     int64_t section_wait_ms;
     int64_t deadline_ns;    /* hard stop, monotonic */
+    /* Cluster rows: the URLs are seeds of one Redis Cluster; and, with
+     * n_bg > 0, each worker holds an auto-renewed lock "{tag}-wSLOT-pPROC"
+     * per tag for its whole life (a tag per master): one reported lost
+     * counts in chaos_shared.bg_lost[tag]. */
+    int cluster;
+    const char *bg_tags[3];
+    int n_bg;
     char history_path[512];
 } chaos_worker_cfg;
 

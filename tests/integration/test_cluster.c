@@ -18,6 +18,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -512,6 +513,139 @@ static void cli_runs_a_program_under_a_cluster_lock(void **state)
 #endif
 }
 
+/* on_lost of the stall test: when each lock was reported lost. */
+static _Atomic int64_t lost_at_ms[3];
+
+static void note_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
+{
+    (void)lock;
+    (void)reason;
+    atomic_store(&lost_at_ms[(intptr_t)arg], test_now_ms());
+}
+
+/* One master stalls (SIGSTOP) for 6 s, shorter than the cluster's node
+ * timeout (15 s in production; set to 20 s here, so the cluster sees no
+ * failure and fails nothing over): auto-renewed 2 s leases on the two
+ * healthy masters stay held, and try-once acquires on them succeed. The
+ * stalled one is the master of slot 0, the first the client's map names
+ * (once it was asked first by every relearn). */
+static void stalled_master_leaves_the_healthy_masters_alone(void **state)
+{
+    (void)state;
+    assert_int_equal(test_cluster_set_node_timeout(&C, 20000), 0);
+    int sm = test_cluster_master_of(&C, 0);
+    assert_true(sm >= 0);
+    char nm[3][32];
+    pick_names_on_three_masters(nm);
+    dlock_client *c = cluster_client(NULL);
+    dlock_lock *l[3];
+    int stalled = -1;
+    for (int i = 0; i < 3; i++) {
+        atomic_store(&lost_at_ms[i], 0);
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.ttl_ms = 2000;
+        o.flags = DLOCK_AUTO_RENEW;
+        o.on_lost = note_lost;
+        o.on_lost_arg = (void *)(intptr_t)i;
+        l[i] = test_lock_with(c, nm[i], &o);
+        assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
+        if (test_cluster_master_of(&C, server_keyslot(nm[i], strlen(nm[i]))) == sm)
+            stalled = i;
+    }
+    assert_true(stalled >= 0);
+    test_redis_pause(&C.node[sm]);
+    int64_t t0 = test_now_ms();
+    int probes = 0, probe_fail = 0, probe_rc = DLOCK_OK;
+    int64_t probe_max_ms = 0;
+    char probe_msg[300] = "";
+    while (test_now_ms() - t0 < 6000) {
+        test_sleep_ms(500);
+        for (int i = 0; i < 3; i++) {
+            if (i == stalled)
+                continue;
+            /* A try-once on a healthy master, in the lock's slot. */
+            char pn[48];
+            snprintf(pn, sizeof pn, "{%s}probe", nm[i]);
+            dlock_lock *p = test_lock_new(c, pn, 5000, 0, 10, 100);
+            int64_t ta = test_now_ms();
+            int rc = dlock_lock_acquire(p, 0);
+            int64_t took = test_now_ms() - ta;
+            probe_max_ms = took > probe_max_ms ? took : probe_max_ms;
+            probes++;
+            if (rc != DLOCK_OK) {
+                probe_fail++;
+                probe_rc = rc;
+                snprintf(probe_msg, sizeof probe_msg, "%s", dlock_lock_errmsg(p));
+            } else {
+                dlock_lock_release(p);
+            }
+            dlock_lock_free(p);
+        }
+    }
+    test_redis_resume(&C.node[sm]);
+    assert_int_equal(test_cluster_set_node_timeout(&C, 1000), 0);
+    int64_t lost_ms[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t at = atomic_load(&lost_at_ms[i]);
+        lost_ms[i] = at ? at - t0 : -1;
+    }
+    print_message("master stalled 6 s: on_lost after %lld / %lld / %lld ms (-1: never; lock %d "
+                  "on the stalled master); try-once on the healthy masters: %d of %d failed "
+                  "(last %s: %s), slowest %lld ms\n",
+                  (long long)lost_ms[0], (long long)lost_ms[1], (long long)lost_ms[2], stalled,
+                  probe_fail, probes, dlock_errname(probe_rc), probe_msg,
+                  (long long)probe_max_ms);
+    for (int i = 0; i < 3; i++) {
+        if (i != stalled) {
+            assert_int_equal(lost_ms[i], -1);
+            assert_int_equal(dlock_lock_state_get(l[i]), DLOCK_STATE_HELD);
+            assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        }
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_free(c);
+    assert_int_equal(probe_fail, 0);
+    /* Not a speed bound: a try-once on a healthy master must not wait out
+     * the stalled one's timeouts (it took 2.6 s before the fix). */
+    assert_true(probe_max_ms < 1000);
+    assert_int_equal(test_cluster_wait_ok(&C, 30000), 0);
+}
+
+/* `dlock run -w` with one live seed while the master of the lock's slot
+ * is dead: the first try finds the cluster answering and the slot's
+ * master gone (a failover in flight), and the command waits it out
+ * instead of exiting 69 at once. The dead master then comes back as a
+ * replica, for the tests after this one. */
+static void cli_wait_rides_out_a_master_failover(void **state)
+{
+    (void)state;
+#ifndef DLOCK_CLI_PATH
+    skip();
+#else
+    const char *name = "cli-failover";
+    int slot = server_keyslot(name, strlen(name));
+    int m = test_cluster_master_of(&C, slot);
+    assert_true(m >= 0);
+    int seed = (m + 1) % TEST_CLUSTER_NODES;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' --cluster -r %s run -w 15s %s -- true", DLOCK_CLI_PATH,
+             C.urls[seed], name);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    test_redis_kill9(&C.node[m]);
+    int64_t t0 = test_now_ms();
+    st = system(cmd);
+    int64_t took = test_now_ms() - t0;
+    print_message("cluster failover: dlock run -w 15s exited %d after %lld ms\n",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, (long long)took);
+    assert_int_equal(test_redis_restart(&C.node[m]), 0);
+    assert_int_equal(test_cluster_wait_ok(&C, 30000), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+#endif
+}
+
 /* The master of name's slot is killed; its replica takes over; a waiting
  * acquire rides it out. */
 static void master_killed_lock_usable_after_failover(void **state)
@@ -532,7 +666,9 @@ static void master_killed_lock_usable_after_failover(void **state)
     print_message("cluster failover: acquire after %lld ms: %s (%s)\n", (long long)took,
                   dlock_errname(rc), dlock_lock_errmsg(l));
     assert_int_equal(rc, DLOCK_OK);
-    int nm = test_cluster_master_of(&C, slot);
+    /* Every live node agrees on the new master (the node asked may not
+     * have heard of the failover yet when the acquire got through). */
+    int nm = test_cluster_wait_failover(&C, slot, m, 10000);
     assert_true(nm >= 0 && nm != m);
     assert_int_equal(test_key_exists(&C.node[nm], name), 1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -554,6 +690,8 @@ int main(void)
         cmocka_unit_test(cluster_option_rejects_bad_seeds),
         cmocka_unit_test(ask_and_moved_are_followed),
         cmocka_unit_test(cli_runs_a_program_under_a_cluster_lock),
+        cmocka_unit_test(stalled_master_leaves_the_healthy_masters_alone),
+        cmocka_unit_test(cli_wait_rides_out_a_master_failover),
         /* Last: it kills a master. */
         cmocka_unit_test(master_killed_lock_usable_after_failover),
     };

@@ -166,6 +166,32 @@ int test_cluster_wait_failover(test_cluster *c, int slot, int dead, int timeout_
     return -1;
 }
 
+int test_cluster_wait_ok(test_cluster *c, int timeout_ms)
+{
+    int64_t end = test_now_ms() + timeout_ms;
+    while (test_now_ms() < end) {
+        if (cluster_ok(c))
+            return 0;
+        test_sleep_ms(100);
+    }
+    return -1;
+}
+
+int test_cluster_set_node_timeout(test_cluster *c, int ms)
+{
+    int rc = 0;
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++) {
+        if (c->node[i].pid <= 0)
+            continue;
+        redisReply *rep = test_redis_cmd(&c->node[i], "CONFIG SET cluster-node-timeout %d", ms);
+        if (!rep || rep->type != REDIS_REPLY_STATUS)
+            rc = -1;
+        if (rep)
+            freeReplyObject(rep);
+    }
+    return rc;
+}
+
 /* ---- sentinel ----------------------------------------------------------- */
 
 /* Sentinels rewrite their config file, so each gets its own dir. */

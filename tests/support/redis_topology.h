@@ -34,6 +34,15 @@ int test_cluster_master_of(test_cluster *c, int slot);
  * master's index or -1. */
 int test_cluster_wait_failover(test_cluster *c, int slot, int dead, int timeout_ms);
 
+/* Wait until every live node says cluster_state:ok, agrees on a full slot
+ * map and every replica is in sync; up to timeout_ms. 0 or -1. */
+int test_cluster_wait_ok(test_cluster *c, int timeout_ms);
+
+/* CONFIG SET cluster-node-timeout ms on every live node (a stall shorter
+ * than it is then no failure to the cluster, as in production, where it
+ * is 15 s). 0 or -1. */
+int test_cluster_set_node_timeout(test_cluster *c, int ms);
+
 #define TEST_SENTINELS 3
 
 typedef struct test_sentinel_set {
