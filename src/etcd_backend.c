@@ -21,7 +21,7 @@
 typedef struct shared_hold {
     dlock__etcd_hold h;
     unsigned holds; /* counted over the handles (under the client's mu) */
-    pthread_t tid;
+    unsigned long thread_no; /* reentrant: the owner's thread (dlock__thread_no) */
     int listed; /* in the client's reentrant list */
     struct shared_hold *next;
 } shared_hold;
@@ -166,7 +166,7 @@ static shared_hold *reentrant_find(dlock_lock *l)
     shared_hold *found = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     for (shared_hold *s = ec->reentrant; s; s = s->next)
-        if (pthread_equal(s->tid, pthread_self()) && s->h.key_len == l->etcd->range.len + 16 &&
+        if (s->thread_no == dlock__thread_no() && s->h.key_len == l->etcd->range.len + 16 &&
             memcmp(s->h.key, l->etcd->range.begin, l->etcd->range.len) == 0) {
             s->holds++;
             found = s;
@@ -258,7 +258,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
     }
     s->holds = 1;
     if (is_reentrant(l)) {
-        s->tid = pthread_self();
+        s->thread_no = dlock__thread_no();
         s->listed = 1;
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
         s->next = ec->reentrant;

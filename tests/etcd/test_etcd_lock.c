@@ -163,6 +163,56 @@ static void reentrant_holds_count_per_handle_and_thread(void **state)
     dlock_lock_free(other);
 }
 
+/* The owner of a counted hold is client x thread, and a thread's identity
+ * must never pass to another thread: a thread that ends while its handle
+ * holds leaves the hold to that handle (handed to whoever releases it),
+ * not to the next thread, which glibc often gives the same pthread_t. */
+typedef struct reent_try {
+    dlock_lock *l;
+    int rc;
+    uint64_t fence;
+} reent_try;
+
+static void *acquire_once(void *arg)
+{
+    reent_try *t = arg;
+    t->rc = dlock_lock_acquire(t->l, 0);
+    t->fence = dlock_lock_fence(t->l);
+    return NULL;
+}
+
+static int acquire_in_new_thread(dlock_lock *l, uint64_t *fence)
+{
+    reent_try t = {l, -99, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, acquire_once, &t), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    *fence = t.fence;
+    return t.rc;
+}
+
+static void a_reentrant_hold_is_not_inherited_by_the_next_thread(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-reent-thread", 10000, DLOCK_REENTRANT);
+    dlock_lock *b = lock_of(cl, "api-reent-thread", 10000, DLOCK_REENTRANT);
+    uint64_t fa = 0, fb = 0;
+    assert_int_equal(acquire_in_new_thread(a, &fa), DLOCK_OK); /* T1 holds, ends */
+    assert_true(fa > 0);
+    for (int i = 0; i < 3; i++) { /* T2, T3, T4: each a new owner */
+        int rc = acquire_in_new_thread(b, &fb);
+        if (rc != DLOCK_ENOTACQUIRED)
+            fail_msg("a new thread got %s (fence %llu; the holder's is %llu)",
+                     dlock_errname(rc), (unsigned long long)fb, (unsigned long long)fa);
+    }
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK); /* handed over: released here */
+    assert_int_equal(acquire_in_new_thread(b, &fb), DLOCK_OK);
+    assert_true(fb > fa);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
 /* forget drops the handle's hold but leaves the lease in etcd: the lock
  * stays busy until someone releases it by its token. */
 static void forget_leaves_the_lock_for_another_handle(void **state)
@@ -453,6 +503,7 @@ int main(void)
         cmocka_unit_test(try_once_then_release_and_fences_grow),
         cmocka_unit_test(waiter_wakes_on_release_times_out_and_cancels),
         cmocka_unit_test(reentrant_holds_count_per_handle_and_thread),
+        cmocka_unit_test(a_reentrant_hold_is_not_inherited_by_the_next_thread),
         cmocka_unit_test(forget_leaves_the_lock_for_another_handle),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
         cmocka_unit_test(a_revoked_lease_is_reported_lost),
