@@ -803,9 +803,11 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  *         DLOCK_ENOTOWNER and DLOCK_EEXPIRED (after which the handle holds
  *         nothing) need a majority saying so; short of a majority either
  *         way it is DLOCK_ENOQUORUM and the handle keeps its lease.
- *         etcd: a lease keeps the TTL it was granted (whole seconds), so
- *         @p ttl_ms must round up to that TTL (0 does): another one is
- *         DLOCK_ENOTSUP and nothing is sent.
+ *         etcd: a lease keeps the TTL it was granted (whole seconds, and
+ *         at least etcd's minimum lease, 2 s by default, to which etcd
+ *         raises a shorter one): 0 always renews it to that TTL; another
+ *         @p ttl_ms must round up to it, or, when etcd raised the grant,
+ *         be at most it; any other is DLOCK_ENOTSUP and nothing is sent.
  */
 DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
 

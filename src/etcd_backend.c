@@ -321,6 +321,17 @@ int dlock__etcd_lock_release(dlock_lock *l)
     return rc;
 }
 
+/* Would etcd grant a lease of ttl_ms the TTL this one has? Its TTL in
+ * whole seconds does; when etcd raised our grant to its minimum lease, any
+ * TTL up to that minimum does too (it would be raised the same way). */
+static int same_lease_ttl(const dlock__etcd_hold *h, int64_t ttl_ms)
+{
+    int64_t want_s = dlock__etcd_ttl_s(ttl_ms);
+    int raised = h->asked_s > 0 && h->ttl_s > h->asked_s;
+    return want_s == h->ttl_s || (raised && want_s < h->ttl_s);
+}
+
+/* ttl_ms 0: renew to the granted TTL, whatever etcd made of ours. */
 int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
 {
     dlock_lock_state st = get_state(l);
@@ -343,7 +354,7 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
             return rc;
         s->h.ttl_s = granted; /* 0 if the lease is gone: the renewal says so */
     }
-    if (s->h.ttl_s > 0 && dlock__etcd_ttl_s(ttl_ms) != s->h.ttl_s) {
+    if (ttl_ms != 0 && s->h.ttl_s > 0 && !same_lease_ttl(&s->h, ttl_ms)) {
         dlock__err_set(&l->err, "etcd: a lease keeps the TTL it was granted (%" PRId64
                        " s); extend renews it to that (ttl_ms 0)", s->h.ttl_s);
         return DLOCK_ENOTSUP;

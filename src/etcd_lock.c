@@ -132,7 +132,8 @@ static int enter(dlock__etcd *e, const dlock__etcd_name *name, int64_t ttl_ms,
     if (rc != DLOCK_OK || (rc = hold_init(h, name, lease)) != DLOCK_OK)
         return rc;
     int64_t sent_ns = dlock__now_ns();
-    rc = dlock__etcd_lease_grant(e, lease, dlock__etcd_ttl_s(ttl_ms), &h->ttl_s,
+    h->asked_s = dlock__etcd_ttl_s(ttl_ms);
+    rc = dlock__etcd_lease_grant(e, lease, h->asked_s, &h->ttl_s,
                                  deadline_ns, cancel_fd, err);
     if (rc != DLOCK_OK)
         return rc;

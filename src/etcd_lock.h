@@ -29,6 +29,7 @@ typedef struct dlock__etcd_hold {
     int64_t lease;          /* 0: none */
     int64_t rev;            /* our key's create revision: the fence */
     int64_t ttl_s;          /* the lease's granted TTL */
+    int64_t asked_s;        /* the TTL asked for (0: unknown, adopted) */
     char token[17];         /* the lease ID in hex: the owner token */
     char *key;              /* KEY NUL token */
     size_t key_len;

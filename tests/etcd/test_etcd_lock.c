@@ -257,6 +257,35 @@ static void auto_renew_keeps_a_short_lease_and_extend_refreshes_it(void **state)
     dlock_lock_free(b);
 }
 
+/* etcd raises a lease below its minimum to that minimum (2 s with etcd's
+ * default timing, which this test's own member keeps): extend(0) still
+ * means "renew to the granted TTL", and so does the handle's own TTL,
+ * which etcd would raise the same way. */
+static void extend_zero_renews_a_lease_etcd_raised(void **state)
+{
+    (void)state;
+    test_etcd slow;
+    assert_int_equal(test_etcd_start_timed(&slow, 1, 100, 1000), 0);
+    const char *url = slow.url;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&c, &url, 1, NULL, NULL, 0), DLOCK_OK);
+    dlock_lock *a = lock_of(c, "api-extend-raised", 1000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_true(dlock_lock_validity_ms(a) > 1500); /* 1 s asked, 2 s granted */
+    test_sleep_ms(600);
+    int rc = dlock_lock_extend(a, 0);
+    if (rc != DLOCK_OK)
+        fail_msg("extend(0): %s (%s)", dlock_errname(rc), dlock_lock_errmsg(a));
+    assert_true(dlock_lock_validity_ms(a) > 1500);
+    assert_int_equal(dlock_lock_extend(a, 1000), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(a, 2000), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(a, 9000), DLOCK_ENOTSUP);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_client_free(c);
+    test_etcd_stop(&slow);
+}
+
 static atomic_int lost_calls, lost_reason;
 
 static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
@@ -506,6 +535,7 @@ int main(void)
         cmocka_unit_test(a_reentrant_hold_is_not_inherited_by_the_next_thread),
         cmocka_unit_test(forget_leaves_the_lock_for_another_handle),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
+        cmocka_unit_test(extend_zero_renews_a_lease_etcd_raised),
         cmocka_unit_test(a_revoked_lease_is_reported_lost),
         cmocka_unit_test(on_lost_may_release_its_lock),
         cmocka_unit_test(status_shows_holder_fence_and_ttl),
