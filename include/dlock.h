@@ -531,7 +531,11 @@ enum dlock_lock_flags {
      *  handles share one key, so a re-entry, release, renewal or extend
      *  through one handle never shortens the key's TTL (another handle
      *  may count on a longer lease); each handle's validity still counts
-     *  from its own operations. */
+     *  from its own operations. The thread of "client x thread" is never
+     *  another thread's: a thread that ends leaves its holds to their
+     *  handles, not to the next thread. A hold whose lease ended is not
+     *  re-entered: the owner's next acquire gets a new hold (on etcd too,
+     *  where the lease is the hold). */
     DLOCK_REENTRANT = 1u << 0,
     /** The client's watchdog renews the lease every renew_interval_ms
      *  until release; on_lost is called if a renewal fails. */

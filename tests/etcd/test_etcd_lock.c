@@ -213,6 +213,51 @@ static void a_reentrant_hold_is_not_inherited_by_the_next_thread(void **state)
     dlock_lock_free(b);
 }
 
+/* A reentrant hold whose lease ended (revoked here by its token, as
+ * `dlock release --token` would) is no hold to re-enter: the owner's next
+ * acquire, through another handle or through the dead one, gets a new
+ * hold, as on Redis, where the acquire finds the key gone and makes a new
+ * one. */
+static void a_reentrant_hold_whose_lease_ended_is_not_reentered(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-reent-dead", 10000, DLOCK_REENTRANT);
+    dlock_lock *b = lock_of(cl, "api-reent-dead", 10000, DLOCK_REENTRANT);
+    dlock_lock *c = lock_of(cl, "api-reent-dead", 10000, DLOCK_REENTRANT);
+    dlock_lock *thief = lock_of(cl, "api-reent-dead", 10000, 0);
+    dlock_lock *other = lock_of(cl, "api-reent-dead", 10000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    uint64_t fa = dlock_lock_fence(a);
+    assert_int_equal(dlock_lock_adopt(thief, dlock_lock_token(a)), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(thief), DLOCK_OK); /* a's lease is gone */
+    int rc = dlock_lock_acquire(b, 0);
+    if (rc != DLOCK_OK)
+        fail_msg("try-once after the hold ended: %s (%s)", dlock_errname(rc),
+                 dlock_lock_errmsg(b));
+    uint64_t fb = dlock_lock_fence(b);
+    assert_true(fb > fa);
+    assert_int_equal(dlock_lock_hold_count(b), 1);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    /* the same with a wait, which used to fail at once as well */
+    assert_int_equal(dlock_lock_acquire(c, DLOCK_WAIT_FOREVER), DLOCK_OK);
+    uint64_t fc = dlock_lock_fence(c);
+    assert_true(fc > fb);
+    /* the dead handle itself: its hold is dropped, it enters c's live one */
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(a), 1);
+    assert_int_equal(dlock_lock_fence(a), fc);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED); /* c holds */
+    assert_int_equal(dlock_lock_release(c), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(c);
+    dlock_lock_free(thief);
+    dlock_lock_free(other);
+}
+
 /* forget drops the handle's hold but leaves the lease in etcd: the lock
  * stays busy until someone releases it by its token. */
 static void forget_leaves_the_lock_for_another_handle(void **state)
@@ -533,6 +578,7 @@ int main(void)
         cmocka_unit_test(waiter_wakes_on_release_times_out_and_cancels),
         cmocka_unit_test(reentrant_holds_count_per_handle_and_thread),
         cmocka_unit_test(a_reentrant_hold_is_not_inherited_by_the_next_thread),
+        cmocka_unit_test(a_reentrant_hold_whose_lease_ended_is_not_reentered),
         cmocka_unit_test(forget_leaves_the_lock_for_another_handle),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
         cmocka_unit_test(extend_zero_renews_a_lease_etcd_raised),
