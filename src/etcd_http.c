@@ -138,37 +138,6 @@ static void handle_put(dlock__etcd *e, handle *h)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
 }
 
-/* ---- error mapping ------------------------------------------------------ */
-
-int dlock__etcd_map_error(long code, const char *msg)
-{
-    if (!msg)
-        msg = "";
-    switch (code) {
-    case 16: /* UNAUTHENTICATED */
-    case 7:  /* PERMISSION_DENIED */
-        return DLOCK_EAUTH;
-    case 3: /* INVALID_ARGUMENT: authentication failures come as this */
-        if (strstr(msg, "authentication") || strstr(msg, "user name") ||
-            strstr(msg, "auth token") || strstr(msg, "password"))
-            return DLOCK_EAUTH;
-        return DLOCK_EREFUSED;
-    case 5: /* NOT_FOUND */
-        return strstr(msg, "lease not found") ? DLOCK_EEXPIRED : DLOCK_EREFUSED;
-    case 14: /* UNAVAILABLE: a proposal that timed out may still commit */
-        if (strstr(msg, "timed out") || strstr(msg, "leader changed"))
-            return DLOCK_EUNKNOWN;
-        return DLOCK_EBUSY;
-    case 4: /* DEADLINE_EXCEEDED */
-    case 1: /* CANCELED */
-        return DLOCK_EUNKNOWN;
-    case 8: /* RESOURCE_EXHAUSTED */
-        return strstr(msg, "too many requests") ? DLOCK_EBUSY : DLOCK_EREFUSED;
-    default:
-        return DLOCK_EREFUSED;
-    }
-}
-
 static int retryable(int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;
