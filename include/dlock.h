@@ -853,8 +853,13 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  it returns DLOCK_ECANCELED within milliseconds, also when an attempt is
  *  on the wire to a stalled node (the attempt's undo is then queued behind
  *  it on the same connection and not waited for, so the node runs it right
- *  after the attempt when it answers again). A cancel with no acquire in
- *  progress makes the next waiting acquire return at once. Thread-safe;
+ *  after the attempt when it answers again). On etcd every exchange of
+ *  the acquire watches the cancel, and the lease revoke that undoes the
+ *  attempt then takes at most 0.1 s, shared by the members; a revoke that
+ *  does not make it leaves the waiter's lease to end with its TTL (its
+ *  key never holds the lock for anyone). A cancel with no acquire in
+ *  progress makes the next waiting acquire return at once; a cancel that
+ *  ended a wait is used up by it. Thread-safe;
  *  async-signal-safe it is not. */
 DLOCK_EXTERN(void) dlock_lock_cancel(dlock_lock *lock);
 

@@ -62,11 +62,11 @@ static int renew_vote(void *owner, int64_t deadline_ns)
     dlock_lock *l = owner;
     /* the hold is stable while the record is registered */
     dlock__etcd_hold copy = l->etcd->sh->h;
-    if (deadline_ns == INT64_MAX)
-        deadline_ns = dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms);
+    if (deadline_ns == INT64_MAX) /* validity unknown (adopted) */
+        deadline_ns = dlock__etcd_call_deadline(l->etcd->ec->e);
     if (dlock__now_ns() >= deadline_ns)
         return -1; /* a confirmation after the lease ended proves nothing */
-    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline_ns, NULL);
+    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline_ns, -1, NULL);
     if (rc == DLOCK_OK)
         return 1;
     return rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1;
@@ -228,7 +228,7 @@ static void hold_abandon(dlock_lock *l)
  * when the owner's key is gone. *fresh is also set when there is nothing
  * to re-enter. A handle whose own hold ended looks for another live hold
  * of the owner. */
-static int reenter(dlock_lock *l, int *fresh)
+static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
 {
     struct dlock__etcd_client *ec = l->etcd->ec;
     int own = l->etcd->sh != NULL; /* HELD through this handle */
@@ -244,7 +244,7 @@ static int reenter(dlock_lock *l, int *fresh)
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
     }
     dlock__etcd_hold copy = s->h; /* its fields change only while unshared */
-    int rc = dlock__etcd_renew(ec->e, &copy, dlock__deadline_after_ms(ec->io_timeout_ms),
+    int rc = dlock__etcd_renew(ec->e, &copy, dlock__etcd_call_deadline(ec->e), cancel_fd,
                                &l->err);
     if (rc == DLOCK_OK) {
         if (own) {
@@ -275,7 +275,7 @@ static int reenter(dlock_lock *l, int *fresh)
         return rc;
     dlock__err_clear(&l->err);
     if (own) /* the owner may hold it anew through another handle */
-        return reenter(l, fresh);
+        return reenter(l, cancel_fd, fresh);
     *fresh = 1;
     return DLOCK_OK;
 }
@@ -296,20 +296,27 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
     int rc = dlock__lock_begin_acquire(l, wait_ms);
     if (rc != DLOCK_OK)
         return rc;
-    if (is_reentrant(l)) {
-        int fresh;
-        rc = reenter(l, &fresh);
-        if (!fresh)
-            return rc;
-    }
-    shared_hold *s = dlock__calloc(1, sizeof *s);
-    if (!s)
-        return DLOCK_ENOMEM;
+    /* Every exchange of this acquire, a re-entry's included, ends at once on
+     * dlock_lock_cancel(). */
     int cancel_fd = dlock__lock_open_cancel(l, wait_ms);
+    int fresh = 1;
+    if (is_reentrant(l))
+        rc = reenter(l, cancel_fd, &fresh);
+    shared_hold *s = NULL;
     int64_t holder_ttl = -1;
-    rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
+    if (fresh && !(s = dlock__calloc(1, sizeof *s)))
+        rc = DLOCK_ENOMEM;
+    if (s)
+        rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
                                  l->opts.retry_max_ms, cancel_fd, &s->h, &holder_ttl, &l->err);
+    if (rc == DLOCK_ECANCELED) /* that cancel is used up: not the next wait's */
+        dlock__lock_take_cancel(l);
     dlock__lock_close_cancel(l);
+    if (!fresh || !s) { /* re-entered (or refused), or out of memory */
+        if (rc == DLOCK_ECANCELED)
+            dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+        return rc;
+    }
     atomic_store(&l->holder_ttl_ms, holder_ttl);
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_ETIMEDOUT)
@@ -411,7 +418,7 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
         /* adopted: learn the TTL the lease was granted */
         int64_t left, granted = 0;
         int rc = dlock__etcd_lease_ttl_ms(l->etcd->ec->e, s->h.lease, &left, &granted,
-                                          dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms),
+                                          dlock__etcd_call_deadline(l->etcd->ec->e), -1,
                                           &l->err);
         if (rc != DLOCK_OK)
             return rc;
@@ -422,14 +429,15 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
                        " s); extend renews it to that (ttl_ms 0)", s->h.ttl_s);
         return DLOCK_ENOTSUP;
     }
+    /* Each member gets its io_timeout_ms, also near the end of our
+     * validity: etcd, not our estimate, says whether the lease lives (the
+     * keep-alive of a lease that ended is "not found", and an ended lease
+     * never comes back), so a late answer is still true. Cutting the call
+     * at the estimate's end kept it from failing over past a silent
+     * member. */
     dlock__etcd_hold copy = s->h;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int64_t old = l->valid_until_ns;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    int64_t deadline = old == INT64_MIN ? INT64_MAX : old;
-    if (deadline <= dlock__now_ns())
-        deadline = dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms);
-    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline, &l->err);
+    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy,
+                               dlock__etcd_call_deadline(l->etcd->ec->e), -1, &l->err);
     if (rc == DLOCK_OK) {
         set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
         dlock__err_clear(&l->err);
