@@ -559,7 +559,11 @@ enum dlock_lock_flags {
      *  handles share one key, so a re-entry, release, renewal or extend
      *  through one handle never shortens the key's TTL (another handle
      *  may count on a longer lease); each handle's validity still counts
-     *  from its own operations. */
+     *  from its own operations. The thread of "client x thread" is never
+     *  another thread's: a thread that ends leaves its holds to their
+     *  handles, not to the next thread. A hold whose lease ended is not
+     *  re-entered: the owner's next acquire gets a new hold (on etcd too,
+     *  where the lease is the hold). */
     DLOCK_REENTRANT = 1u << 0,
     /** The client's watchdog renews the lease every renew_interval_ms
      *  until release; on_lost is called if a renewal fails. */
@@ -851,9 +855,11 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  *         DLOCK_ENOTOWNER and DLOCK_EEXPIRED (after which the handle holds
  *         nothing) need a majority saying so; short of a majority either
  *         way it is DLOCK_ENOQUORUM and the handle keeps its lease.
- *         etcd: a lease keeps the TTL it was granted (whole seconds), so
- *         @p ttl_ms must round up to that TTL (0 does): another one is
- *         DLOCK_ENOTSUP and nothing is sent.
+ *         etcd: a lease keeps the TTL it was granted (whole seconds, and
+ *         at least etcd's minimum lease, 2 s by default, to which etcd
+ *         raises a shorter one): 0 always renews it to that TTL; another
+ *         @p ttl_ms must round up to it, or, when etcd raised the grant,
+ *         be at most it; any other is DLOCK_ENOTSUP and nothing is sent.
  */
 DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
 
@@ -898,8 +904,13 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  after the attempt when it answers again), or a resend of an earlier
  *  release or undo whose outcome was unknown (it stays pending for the
  *  next acquire or free). In fair mode, leaving the line after a cancel
- *  waits 100 ms at most (the handle's next acquire or free finishes it). A cancel with no acquire in
- *  progress makes the next waiting acquire return at once. Thread-safe;
+ *  waits 100 ms at most (the handle's next acquire or free finishes it).
+ *  On etcd every exchange of the acquire watches the cancel, and the lease
+ *  revoke that undoes the attempt then takes at most 0.1 s, shared by the
+ *  members; a revoke that does not make it leaves the waiter's lease to
+ *  end with its TTL (its key never holds the lock for anyone). A cancel
+ *  with no acquire in progress makes the next waiting acquire return at
+ *  once; a cancel that ended a wait is used up by it. Thread-safe;
  *  async-signal-safe it is not. */
 DLOCK_EXTERN(void) dlock_lock_cancel(dlock_lock *lock);
 

@@ -21,7 +21,7 @@
 typedef struct shared_hold {
     dlock__etcd_hold h;
     unsigned holds; /* counted over the handles (under the client's mu) */
-    pthread_t tid;
+    unsigned long thread_no; /* reentrant: the owner's thread (dlock__thread_no) */
     int listed; /* in the client's reentrant list */
     struct shared_hold *next;
 } shared_hold;
@@ -62,11 +62,11 @@ static int renew_vote(void *owner, int64_t deadline_ns)
     dlock_lock *l = owner;
     /* the hold is stable while the record is registered */
     dlock__etcd_hold copy = l->etcd->sh->h;
-    if (deadline_ns == INT64_MAX)
-        deadline_ns = dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms);
+    if (deadline_ns == INT64_MAX) /* validity unknown (adopted) */
+        deadline_ns = dlock__etcd_call_deadline(l->etcd->ec->e);
     if (dlock__now_ns() >= deadline_ns)
         return -1; /* a confirmation after the lease ended proves nothing */
-    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline_ns, NULL);
+    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline_ns, -1, NULL);
     if (rc == DLOCK_OK)
         return 1;
     return rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1;
@@ -133,24 +133,43 @@ static void hold_taken(dlock_lock *l, shared_hold *s)
     set_state(l, DLOCK_STATE_HELD, s->h.valid_until_ns);
 }
 
-/* Drop the handle's share of its hold; 1 if it was the last (the caller
- * then revokes the lease or lets it run out, and frees). */
-static int hold_drop(dlock_lock *l, unsigned n)
+/* Take s off the client's reentrant list (under ec->mu): nobody enters
+ * it any more. */
+static void unlist_locked(struct dlock__etcd_client *ec, shared_hold *s)
 {
-    struct dlock__etcd_client *ec = l->etcd->ec;
-    shared_hold *s = l->etcd->sh;
+    if (!s->listed)
+        return;
+    shared_hold **p = (shared_hold **)&ec->reentrant;
+    while (*p != s)
+        p = &(*p)->next;
+    *p = s->next;
+    s->listed = 0;
+}
+
+static void unlist(struct dlock__etcd_client *ec, shared_hold *s)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    unlist_locked(ec, s);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+}
+
+/* Drop n holds of s; 1 if they were the last (the caller then revokes the
+ * lease or lets it run out, and frees). */
+static int drop_of(struct dlock__etcd_client *ec, shared_hold *s, unsigned n)
+{
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     s->holds = s->holds > n ? s->holds - n : 0;
     int last = s->holds == 0;
-    if (last && s->listed) {
-        shared_hold **p = (shared_hold **)&ec->reentrant;
-        while (*p != s)
-            p = &(*p)->next;
-        *p = s->next;
-        s->listed = 0;
-    }
+    if (last)
+        unlist_locked(ec, s);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
     return last;
+}
+
+/* Drop the handle's share of its hold. */
+static int hold_drop(dlock_lock *l, unsigned n)
+{
+    return drop_of(l->etcd->ec, l->etcd->sh, n);
 }
 
 static void hold_free(shared_hold *s)
@@ -159,14 +178,15 @@ static void hold_free(shared_hold *s)
     dlock__free(s);
 }
 
-/* Reentrant: another handle of this owner (client x thread) holds it. */
+/* Reentrant: another handle of this owner (client x thread) holds it;
+ * counted as one more hold of it. */
 static shared_hold *reentrant_find(dlock_lock *l)
 {
     struct dlock__etcd_client *ec = l->etcd->ec;
     shared_hold *found = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     for (shared_hold *s = ec->reentrant; s; s = s->next)
-        if (pthread_equal(s->tid, pthread_self()) && s->h.key_len == l->etcd->range.len + 16 &&
+        if (s->thread_no == dlock__thread_no() && s->h.key_len == l->etcd->range.len + 16 &&
             memcmp(s->h.key, l->etcd->range.begin, l->etcd->range.len) == 0) {
             s->holds++;
             found = s;
@@ -185,6 +205,81 @@ static void renew_start(dlock_lock *l)
     dlock__watchdog_add(l->client, &l->renewal, DLOCK__RENEW_INTERVAL);
 }
 
+/* Let go of the handle's hold without a word to etcd (its lease is gone
+ * or going): the handle holds nothing after. */
+static void hold_abandon(dlock_lock *l)
+{
+    renew_stop(l);
+    if (hold_drop(l, l->holds))
+        hold_free(l->etcd->sh);
+    l->etcd->sh = NULL;
+    l->holds = 0;
+    set_state(l, DLOCK_STATE_UNLOCKED, 0);
+}
+
+/* A re-entry: one more hold of the owner's live hold, through this handle
+ * (it holds already) or through another handle of the owner. One
+ * keep-alive of the lease and a read of our key, so that the handle's
+ * validity counts from its own operation and a hold that ended is not
+ * re-entered: when the lease is gone or the key was deleted, that hold is
+ * taken off the owner's list (the handles that share it learn at their
+ * release or extend), this handle drops its holds of it, and *fresh is
+ * set: the caller gets in line for a new hold, as Redis's acquire does
+ * when the owner's key is gone. *fresh is also set when there is nothing
+ * to re-enter. A handle whose own hold ended looks for another live hold
+ * of the owner. */
+static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
+{
+    struct dlock__etcd_client *ec = l->etcd->ec;
+    int own = l->etcd->sh != NULL; /* HELD through this handle */
+    shared_hold *s = own ? l->etcd->sh : reentrant_find(l);
+    *fresh = 0;
+    if (!s) {
+        *fresh = 1;
+        return DLOCK_OK;
+    }
+    if (own) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+        s->holds++;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    }
+    dlock__etcd_hold copy = s->h; /* its fields change only while unshared */
+    int rc = dlock__etcd_renew(ec->e, &copy, dlock__etcd_call_deadline(ec->e), cancel_fd,
+                               &l->err);
+    if (rc == DLOCK_OK) {
+        if (own) {
+            l->holds++;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+            if (l->state == DLOCK_STATE_HELD) /* not found lost meanwhile */
+                l->valid_until_ns = copy.valid_until_ns;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        } else {
+            hold_taken(l, s);
+            set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
+            if (l->opts.flags & DLOCK_AUTO_RENEW)
+                renew_start(l);
+        }
+        return DLOCK_OK;
+    }
+    int ended = rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER;
+    if (ended)
+        unlist(ec, s); /* that hold has ended: not one to enter */
+    if (own) {
+        (void)drop_of(ec, s, 1); /* the hold counted above; ours remain */
+        if (ended)
+            hold_abandon(l);
+    } else if (drop_of(ec, s, 1)) { /* its other handles let go meanwhile */
+        hold_free(s);
+    }
+    if (!ended)
+        return rc;
+    dlock__err_clear(&l->err);
+    if (own) /* the owner may hold it anew through another handle */
+        return reenter(l, cancel_fd, fresh);
+    *fresh = 1;
+    return DLOCK_OK;
+}
+
 int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
 {
     struct dlock__etcd_client *ec = l->etcd->ec;
@@ -193,60 +288,35 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
     if (st == DLOCK_STATE_LOST) {
         /* The loss was reported; the handle starts over (the lease is
          * gone or going: nothing to release). */
-        renew_stop(l);
-        if (hold_drop(l, l->holds))
-            hold_free(l->etcd->sh);
-        l->etcd->sh = NULL;
-        l->holds = 0;
-        set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    } else if (st == DLOCK_STATE_HELD) {
-        if (!is_reentrant(l)) {
-            dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
-            return DLOCK_EINVAL;
-        }
-        /* Re-entry: counted here; the lease is the one already held. */
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
-        l->etcd->sh->holds++;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
-        l->holds++;
-        return DLOCK_OK;
-    }
-    if (is_reentrant(l)) {
-        shared_hold *s = reentrant_find(l);
-        if (s) {
-            /* This handle's validity counts from its own operation: one
-             * keep-alive of the shared lease. */
-            dlock__etcd_hold copy = s->h;
-            int rc = dlock__etcd_renew(ec->e, &copy,
-                                       dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms),
-                                       &l->err);
-            if (rc != DLOCK_OK) {
-                l->etcd->sh = s;
-                if (hold_drop(l, 1))
-                    hold_free(s);
-                l->etcd->sh = NULL;
-                return rc;
-            }
-            hold_taken(l, s);
-            set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
-            if (l->opts.flags & DLOCK_AUTO_RENEW) {
-                if (dlock__watchdog_start(l->client) == DLOCK_OK)
-                    renew_start(l);
-            }
-            return DLOCK_OK;
-        }
+        hold_abandon(l);
+    } else if (st == DLOCK_STATE_HELD && !is_reentrant(l)) {
+        dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
+        return DLOCK_EINVAL;
     }
     int rc = dlock__lock_begin_acquire(l, wait_ms);
     if (rc != DLOCK_OK)
         return rc;
-    shared_hold *s = dlock__calloc(1, sizeof *s);
-    if (!s)
-        return DLOCK_ENOMEM;
+    /* Every exchange of this acquire, a re-entry's included, ends at once on
+     * dlock_lock_cancel(). */
     int cancel_fd = dlock__lock_open_cancel(l, wait_ms);
+    int fresh = 1;
+    if (is_reentrant(l))
+        rc = reenter(l, cancel_fd, &fresh);
+    shared_hold *s = NULL;
     int64_t holder_ttl = -1;
-    rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
+    if (fresh && !(s = dlock__calloc(1, sizeof *s)))
+        rc = DLOCK_ENOMEM;
+    if (s)
+        rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
                                  l->opts.retry_max_ms, cancel_fd, &s->h, &holder_ttl, &l->err);
+    if (rc == DLOCK_ECANCELED) /* that cancel is used up: not the next wait's */
+        dlock__lock_take_cancel(l);
     dlock__lock_close_cancel(l);
+    if (!fresh || !s) { /* re-entered (or refused), or out of memory */
+        if (rc == DLOCK_ECANCELED)
+            dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+        return rc;
+    }
     atomic_store(&l->holder_ttl_ms, holder_ttl);
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_ETIMEDOUT)
@@ -258,7 +328,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
     }
     s->holds = 1;
     if (is_reentrant(l)) {
-        s->tid = pthread_self();
+        s->thread_no = dlock__thread_no();
         s->listed = 1;
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
         s->next = ec->reentrant;
@@ -321,6 +391,17 @@ int dlock__etcd_lock_release(dlock_lock *l)
     return rc;
 }
 
+/* Would etcd grant a lease of ttl_ms the TTL this one has? Its TTL in
+ * whole seconds does; when etcd raised our grant to its minimum lease, any
+ * TTL up to that minimum does too (it would be raised the same way). */
+static int same_lease_ttl(const dlock__etcd_hold *h, int64_t ttl_ms)
+{
+    int64_t want_s = dlock__etcd_ttl_s(ttl_ms);
+    int raised = h->asked_s > 0 && h->ttl_s > h->asked_s;
+    return want_s == h->ttl_s || (raised && want_s < h->ttl_s);
+}
+
+/* ttl_ms 0: renew to the granted TTL, whatever etcd made of ours. */
 int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
 {
     dlock_lock_state st = get_state(l);
@@ -337,38 +418,36 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
         /* adopted: learn the TTL the lease was granted */
         int64_t left, granted = 0;
         int rc = dlock__etcd_lease_ttl_ms(l->etcd->ec->e, s->h.lease, &left, &granted,
-                                          dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms),
+                                          dlock__etcd_call_deadline(l->etcd->ec->e), -1,
                                           &l->err);
         if (rc != DLOCK_OK)
             return rc;
         s->h.ttl_s = granted; /* 0 if the lease is gone: the renewal says so */
     }
-    if (s->h.ttl_s > 0 && dlock__etcd_ttl_s(ttl_ms) != s->h.ttl_s) {
+    if (ttl_ms != 0 && s->h.ttl_s > 0 && !same_lease_ttl(&s->h, ttl_ms)) {
         dlock__err_set(&l->err, "etcd: a lease keeps the TTL it was granted (%" PRId64
                        " s); extend renews it to that (ttl_ms 0)", s->h.ttl_s);
         return DLOCK_ENOTSUP;
     }
+    /* Each member gets its io_timeout_ms, also near the end of our
+     * validity: etcd, not our estimate, says whether the lease lives (the
+     * keep-alive of a lease that ended is "not found", and an ended lease
+     * never comes back), so a late answer is still true. Cutting the call
+     * at the estimate's end kept it from failing over past a silent
+     * member. */
     dlock__etcd_hold copy = s->h;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int64_t old = l->valid_until_ns;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    int64_t deadline = old == INT64_MIN ? INT64_MAX : old;
-    if (deadline <= dlock__now_ns())
-        deadline = dlock__deadline_after_ms(l->etcd->ec->io_timeout_ms);
-    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline, &l->err);
+    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy,
+                               dlock__etcd_call_deadline(l->etcd->ec->e), -1, &l->err);
     if (rc == DLOCK_OK) {
         set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
         dlock__err_clear(&l->err);
         return DLOCK_OK;
     }
     if (rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER) {
-        /* gone: the handle holds nothing any more */
-        renew_stop(l);
-        if (hold_drop(l, l->holds))
-            hold_free(s);
-        l->etcd->sh = NULL;
-        l->holds = 0;
-        set_state(l, DLOCK_STATE_UNLOCKED, 0);
+        /* gone: the handle holds nothing any more, and the owner's other
+         * handles do not re-enter it */
+        unlist(l->etcd->ec, s);
+        hold_abandon(l);
     }
     return rc;
 }

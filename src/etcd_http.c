@@ -138,37 +138,6 @@ static void handle_put(dlock__etcd *e, handle *h)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
 }
 
-/* ---- error mapping ------------------------------------------------------ */
-
-int dlock__etcd_map_error(long code, const char *msg)
-{
-    if (!msg)
-        msg = "";
-    switch (code) {
-    case 16: /* UNAUTHENTICATED */
-    case 7:  /* PERMISSION_DENIED */
-        return DLOCK_EAUTH;
-    case 3: /* INVALID_ARGUMENT: authentication failures come as this */
-        if (strstr(msg, "authentication") || strstr(msg, "user name") ||
-            strstr(msg, "auth token") || strstr(msg, "password"))
-            return DLOCK_EAUTH;
-        return DLOCK_EREFUSED;
-    case 5: /* NOT_FOUND */
-        return strstr(msg, "lease not found") ? DLOCK_EEXPIRED : DLOCK_EREFUSED;
-    case 14: /* UNAVAILABLE: a proposal that timed out may still commit */
-        if (strstr(msg, "timed out") || strstr(msg, "leader changed"))
-            return DLOCK_EUNKNOWN;
-        return DLOCK_EBUSY;
-    case 4: /* DEADLINE_EXCEEDED */
-    case 1: /* CANCELED */
-        return DLOCK_EUNKNOWN;
-    case 8: /* RESOURCE_EXHAUSTED */
-        return strstr(msg, "too many requests") ? DLOCK_EBUSY : DLOCK_EREFUSED;
-    default:
-        return DLOCK_EREFUSED;
-    }
-}
-
 static int retryable(int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;
@@ -501,9 +470,15 @@ static int attempt(dlock__etcd *e, handle *h, size_t ep, const char *path,
     }
 }
 
-int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
-                     json_t **out, int64_t deadline_ns, int cancel_fd,
-                     dlock__errbuf *err, long *server_code, int *unknown_before)
+int64_t dlock__etcd_call_deadline(const dlock__etcd *e)
+{
+    return dlock__deadline_after_ms((int64_t)e->io_timeout_ms * (int64_t)e->url.n);
+}
+
+/* dlock__etcd_post() with each endpoint's try cut at try_ms. */
+static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **out,
+                      int64_t deadline_ns, int64_t try_ms, int cancel_fd,
+                      dlock__errbuf *err, long *server_code, int *unknown_before)
 {
     *out = NULL;
     if (server_code)
@@ -519,7 +494,7 @@ int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
     char why[300] = "";
     for (size_t i = 0; i < e->url.n; i++) {
         size_t ep = (start + i) % e->url.n;
-        int64_t until = dlock__deadline_after_ms(e->io_timeout_ms);
+        int64_t until = dlock__deadline_after_ms(try_ms);
         sink s = {0};
         rc = attempt(e, h, ep, path, text, &s, out, server_code,
                      DLOCK__MIN(until, deadline_ns), cancel_fd, why, sizeof why);
@@ -545,6 +520,22 @@ int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
     handle_put(e, h);
     free(text);
     return rc;
+}
+
+int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
+                     json_t **out, int64_t deadline_ns, int cancel_fd,
+                     dlock__errbuf *err, long *server_code, int *unknown_before)
+{
+    return post_tries(e, path, body, out, deadline_ns, e->io_timeout_ms, cancel_fd, err,
+                      server_code, unknown_before);
+}
+
+int dlock__etcd_post_brief(dlock__etcd *e, const char *path, json_t *body, json_t **out,
+                           int64_t budget_ms, dlock__errbuf *err)
+{
+    int64_t try_ms = DLOCK__MAX(budget_ms / (int64_t)e->url.n, 1);
+    return post_tries(e, path, body, out, dlock__deadline_after_ms(budget_ms), try_ms, -1,
+                      err, NULL, NULL);
 }
 
 int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,

@@ -49,6 +49,10 @@ void dlock__etcd_free_inherited(dlock__etcd *e);
 size_t dlock__etcd_endpoint_count(const dlock__etcd *e);
 const char *dlock__etcd_endpoint_name(const dlock__etcd *e, size_t i);
 int dlock__etcd_io_timeout_ms(const dlock__etcd *e);
+/* The deadline of a call that may try every endpoint once: io_timeout_ms
+ * per endpoint from now. A shorter one leaves the members after a silent
+ * one untried. */
+int64_t dlock__etcd_call_deadline(const dlock__etcd *e);
 
 /* Map a gateway error (gRPC code, message) to a dlock code (never OK). */
 int dlock__etcd_map_error(long grpc_code, const char *msg);
@@ -63,6 +67,13 @@ int dlock__etcd_map_error(long grpc_code, const char *msg);
 int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
                      json_t **out, int64_t deadline_ns, int cancel_fd,
                      dlock__errbuf *err, long *server_code, int *unknown_before);
+
+/* dlock__etcd_post() for a request nobody may wait for (the undo of a
+ * cancelled acquire): the call takes at most budget_ms, shared equally by
+ * the endpoints so that one member that does not answer leaves time for
+ * the others; no cancel (it runs after one). Thread-safe. */
+int dlock__etcd_post_brief(dlock__etcd *e, const char *path, json_t *body, json_t **out,
+                           int64_t budget_ms, dlock__errbuf *err);
 
 /* A streamed call (/v3/watch): POST body, then hand every message (the
  * "result" object of each line) to on_msg until it returns non-zero (then

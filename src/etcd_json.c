@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The etcd gateway's JSON encoding (proto3 JSON): int64 as decimal
- * strings, bytes as base64. jansson builds and reads the JSON; OpenSSL's
- * EVP_EncodeBlock/EVP_DecodeBlock do the base64. */
+ * strings, bytes as base64, and what the gRPC codes of its error replies
+ * mean to dlock (etcd_http.h). jansson builds and reads the JSON;
+ * OpenSSL's EVP_EncodeBlock/EVP_DecodeBlock do the base64. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -13,6 +14,34 @@
 #include "common.h"
 #include "etcd_http.h"
 
+int dlock__etcd_map_error(long code, const char *msg)
+{
+    if (!msg)
+        msg = "";
+    switch (code) {
+    case 16: /* UNAUTHENTICATED */
+    case 7:  /* PERMISSION_DENIED */
+        return DLOCK_EAUTH;
+    case 3: /* INVALID_ARGUMENT: authentication failures come as this */
+        if (strstr(msg, "authentication") || strstr(msg, "user name") ||
+            strstr(msg, "auth token") || strstr(msg, "password"))
+            return DLOCK_EAUTH;
+        return DLOCK_EREFUSED;
+    case 5: /* NOT_FOUND */
+        return strstr(msg, "lease not found") ? DLOCK_EEXPIRED : DLOCK_EREFUSED;
+    case 14: /* UNAVAILABLE: a proposal that timed out may still commit */
+        if (strstr(msg, "timed out") || strstr(msg, "leader changed"))
+            return DLOCK_EUNKNOWN;
+        return DLOCK_EBUSY;
+    case 4: /* DEADLINE_EXCEEDED */
+    case 1: /* CANCELED */
+        return DLOCK_EUNKNOWN;
+    case 8: /* RESOURCE_EXHAUSTED */
+        return strstr(msg, "too many requests") ? DLOCK_EBUSY : DLOCK_EREFUSED;
+    default:
+        return DLOCK_EREFUSED;
+    }
+}
 
 int dlock__etcd_json_i64(json_t *obj, const char *field, int64_t *out)
 {

@@ -106,11 +106,11 @@ int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
 }
 
 int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
-                                int64_t deadline_ns, dlock__errbuf *err)
+                                int64_t deadline_ns, int cancel_fd, dlock__errbuf *err)
 {
     json_t *rep = NULL;
     int rc = post(e, "/v3/lease/keepalive", json_pack("{s:o}", "ID", i64(id)),
-                  &rep, deadline_ns, -1, err, NULL);
+                  &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
     /* A stream of one: {"result":{"ID":..,"TTL":..}}; no TTL: gone. */
@@ -129,22 +129,34 @@ int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
 }
 
 int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
-                             dlock__errbuf *err, int *unknown_before)
+                             int cancel_fd, dlock__errbuf *err, int *unknown_before)
 {
     json_t *rep = NULL;
     int rc = post_ub(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", i64(id)), &rep,
-                     deadline_ns, -1, err, NULL, unknown_before);
+                     deadline_ns, cancel_fd, err, NULL, unknown_before);
+    json_decref(rep);
+    return rc;
+}
+
+int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms)
+{
+    json_t *req = json_pack("{s:o}", "ID", i64(id)), *rep = NULL;
+    if (!req)
+        return DLOCK_ENOMEM;
+    int rc = dlock__etcd_post_brief(e, "/v3/lease/revoke", req, &rep, budget_ms, NULL);
+    json_decref(req);
     json_decref(rep);
     return rc;
 }
 
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
-                             int64_t *granted_s, int64_t deadline_ns, dlock__errbuf *err)
+                             int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
+                             dlock__errbuf *err)
 {
     json_t *rep = NULL;
     *ttl_ms = -1;
     int rc = post(e, "/v3/lease/timetolive", json_pack("{s:o}", "ID", i64(id)),
-                  &rep, deadline_ns, -1, err, NULL);
+                  &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
     int64_t ttl, granted;
@@ -278,13 +290,14 @@ int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
 }
 
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
-                    dlock__etcd_kv *kv, int64_t deadline_ns, dlock__errbuf *err)
+                    dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
+                    dlock__errbuf *err)
 {
     memset(kv, 0, sizeof *kv);
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/range",
                   json_pack("{s:o, s:b}", "key", b64(key, key_len), "keys_only", 1),
-                  &rep, deadline_ns, -1, err, NULL);
+                  &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
     rc = first_kv(rep, kv);

@@ -28,20 +28,29 @@ int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
                             int cancel_fd, dlock__errbuf *err);
 
 /* Refresh the lease to its granted TTL. *ttl_s: that TTL. DLOCK_EEXPIRED
- * when the lease is gone. */
+ * when the lease is gone.
+ *
+ * Every call here that takes cancel_fd (-1: none) ends with
+ * DLOCK_ECANCELED as soon as it is readable (dlock__etcd_post()). */
 int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
-                                int64_t deadline_ns, dlock__errbuf *err);
+                                int64_t deadline_ns, int cancel_fd, dlock__errbuf *err);
 
 /* Revoke the lease, deleting every key attached. DLOCK_EEXPIRED when it
  * was gone already; *unknown_before (may be NULL) as dlock__etcd_post()'s:
  * then "gone" may be the work of our own earlier copy. */
 int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
-                             dlock__errbuf *err, int *unknown_before);
+                             int cancel_fd, dlock__errbuf *err, int *unknown_before);
+
+/* Revoke, taking at most budget_ms in all (dlock__etcd_post_brief()):
+ * the undo of a cancelled acquire. A revoke that does not make it leaves
+ * the lease to its TTL. */
+int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms);
 
 /* Remaining TTL of a lease in ms; -1 when it is gone. *granted_s (may be
  * NULL): the TTL it was granted. */
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
-                             int64_t *granted_s, int64_t deadline_ns, dlock__errbuf *err);
+                             int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
+                             dlock__errbuf *err);
 
 /* Create `key` (value = itself, lease attached) if it does not exist, and
  * read the first key of [begin, end) by create revision, in one
@@ -69,7 +78,8 @@ int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
 
 /* Read one key (no key when absent). */
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
-                    dlock__etcd_kv *kv, int64_t deadline_ns, dlock__errbuf *err);
+                    dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
+                    dlock__errbuf *err);
 
 /* Wait until `key` is deleted at or after revision from_rev: DLOCK_OK,
  * DLOCK_ETIMEDOUT at deadline_ns, DLOCK_ECANCELED, or an error. */

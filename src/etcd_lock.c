@@ -13,6 +13,15 @@
  * says nothing: a watch on a member cut off from the others stays silent. */
 #define RECHECK_MS 2000
 
+/* After a cancel, the revoke that undoes the attempt gets this long in all
+ * (shared by the members): dlock_lock_cancel() promises the wait ends at
+ * once, and a member that does not answer must not hold it for
+ * io_timeout_ms. A revoke that does not make it is safe: the lease ends
+ * with its TTL and etcd deletes our key then; until that, a key that
+ * became first makes the lock look held by nobody who uses it (a cost
+ * in liveness of one TTL at most, never a second holder). */
+#define CANCEL_UNDO_MS 100
+
 void dlock__etcd_hold_clear(dlock__etcd_hold *h)
 {
     dlock__free(h->key);
@@ -81,14 +90,18 @@ static int hold_init(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t 
  * endpoint, so that a try-once still fails over across the members. */
 static int64_t step_deadline(dlock__etcd *e, int64_t wait_deadline_ns)
 {
-    int64_t d = dlock__deadline_after_ms(
-        (int64_t)dlock__etcd_io_timeout_ms(e) * (int64_t)dlock__etcd_endpoint_count(e));
-    return DLOCK__MAX(d, wait_deadline_ns);
+    return DLOCK__MAX(dlock__etcd_call_deadline(e), wait_deadline_ns);
 }
 
 static int transient(int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;
+}
+
+static int cancel_seen(int cancel_fd)
+{
+    struct pollfd p = {cancel_fd, POLLIN, 0};
+    return cancel_fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
 /* Sleep up to ms, or until cancel_fd is readable (1). */
@@ -100,23 +113,27 @@ static int nap(int64_t ms, int cancel_fd)
     return poll(&p, cancel_fd >= 0 ? 1 : 0, (int)DLOCK__MIN(ms, 60000)) > 0;
 }
 
-/* Undo an attempt: revoking the lease deletes the waiter key with it. */
-static void undo(dlock__etcd *e, dlock__etcd_hold *h)
+/* Undo an attempt: revoking the lease deletes the waiter key with it.
+ * Best effort, and once the acquire is cancelled (before or during the
+ * revoke) bounded by CANCEL_UNDO_MS, never io_timeout_ms per member. */
+static void undo(dlock__etcd *e, dlock__etcd_hold *h, int cancel_fd)
 {
-    if (h->lease)
-        dlock__etcd_lease_revoke(e, h->lease,
-                                 dlock__deadline_after_ms(dlock__etcd_io_timeout_ms(e)),
-                                 NULL, NULL);
+    if (h->lease) {
+        int rc = cancel_seen(cancel_fd)
+                     ? DLOCK_ECANCELED
+                     : dlock__etcd_lease_revoke(e, h->lease, dlock__etcd_call_deadline(e),
+                                                cancel_fd, NULL, NULL);
+        if (rc == DLOCK_ECANCELED)
+            (void)dlock__etcd_lease_revoke_brief(e, h->lease, CANCEL_UNDO_MS);
+    }
     dlock__etcd_hold_clear(h);
 }
 
-static void holder_ttl(dlock__etcd *e, int64_t lease, int64_t *out)
+static void holder_ttl(dlock__etcd *e, int64_t lease, int cancel_fd, int64_t *out)
 {
     int64_t ttl = -1;
-    if (lease &&
-        dlock__etcd_lease_ttl_ms(e, lease, &ttl, NULL,
-                                 dlock__deadline_after_ms(dlock__etcd_io_timeout_ms(e)),
-                                 NULL) != DLOCK_OK)
+    if (lease && dlock__etcd_lease_ttl_ms(e, lease, &ttl, NULL, dlock__etcd_call_deadline(e),
+                                          cancel_fd, NULL) != DLOCK_OK)
         ttl = -1;
     *out = ttl;
 }
@@ -132,7 +149,8 @@ static int enter(dlock__etcd *e, const dlock__etcd_name *name, int64_t ttl_ms,
     if (rc != DLOCK_OK || (rc = hold_init(h, name, lease)) != DLOCK_OK)
         return rc;
     int64_t sent_ns = dlock__now_ns();
-    rc = dlock__etcd_lease_grant(e, lease, dlock__etcd_ttl_s(ttl_ms), &h->ttl_s,
+    h->asked_s = dlock__etcd_ttl_s(ttl_ms);
+    rc = dlock__etcd_lease_grant(e, lease, h->asked_s, &h->ttl_s,
                                  deadline_ns, cancel_fd, err);
     if (rc != DLOCK_OK)
         return rc;
@@ -167,7 +185,7 @@ static int wait_turn(dlock__etcd *e, const dlock__etcd_name *name,
         int rc = DLOCK_OK;
         if (now >= next_renew_ns) {
             int64_t ttl_s;
-            rc = dlock__etcd_lease_keepalive(e, h->lease, &ttl_s, step, err);
+            rc = dlock__etcd_lease_keepalive(e, h->lease, &ttl_s, step, cancel_fd, err);
             if (rc == DLOCK_OK) {
                 h->valid_until_ns = now + ttl_s * 1000 * DLOCK__NS_PER_MS;
                 next_renew_ns = dlock__deadline_after_ms(renew_every_ms);
@@ -232,9 +250,9 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
             return DLOCK_OK;
         }
         if (rc == DLOCK_OK) {
-            holder_ttl(e, first_lease, holder_ttl_ms);
+            holder_ttl(e, first_lease, cancel_fd, holder_ttl_ms);
             if (wait_ms == 0) {
-                undo(e, &h);
+                undo(e, &h, cancel_fd);
                 if (err)
                     dlock__err_set(err, "held by another owner");
                 return DLOCK_ENOTACQUIRED;
@@ -254,7 +272,8 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
                     *out = h;
                     return DLOCK_OK;
                 }
-                krc = dlock__etcd_lease_keepalive(e, h.lease, &ttl_s, step_deadline(e, 0), NULL);
+                krc = dlock__etcd_lease_keepalive(e, h.lease, &ttl_s, step_deadline(e, 0),
+                                                  cancel_fd, NULL);
                 if (krc == DLOCK_OK)
                     h.valid_until_ns = sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
                 if (krc == DLOCK_OK ||
@@ -267,7 +286,7 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
                 rc = krc;
             }
         }
-        undo(e, &h);
+        undo(e, &h, cancel_fd);
         int64_t now = dlock__now_ns();
         if (rc == DLOCK_ECANCELED || rc == DLOCK_ETIMEDOUT)
             return rc;
@@ -289,7 +308,8 @@ int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err)
 {
     int64_t sent_ns = dlock__now_ns();
     int unknown_before = 0;
-    int rc = dlock__etcd_lease_revoke(e, h->lease, step_deadline(e, 0), err, &unknown_before);
+    int rc = dlock__etcd_lease_revoke(e, h->lease, step_deadline(e, 0), -1, err,
+                                      &unknown_before);
     /* "Not found" after a copy of this revoke went unanswered: the lease
      * cannot have ended by itself while it was valid when we sent, so that
      * copy revoked it (it reached a member that answered too late). */
@@ -304,16 +324,16 @@ int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err)
 }
 
 int dlock__etcd_renew(dlock__etcd *e, dlock__etcd_hold *h, int64_t deadline_ns,
-                      dlock__errbuf *err)
+                      int cancel_fd, dlock__errbuf *err)
 {
     int64_t sent_ns = dlock__now_ns(), ttl_s;
-    int rc = dlock__etcd_lease_keepalive(e, h->lease, &ttl_s, deadline_ns, err);
+    int rc = dlock__etcd_lease_keepalive(e, h->lease, &ttl_s, deadline_ns, cancel_fd, err);
     if (rc != DLOCK_OK)
         return rc;
     int64_t until = sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
     /* The lease lives; is our key still there (nobody deleted it)? */
     dlock__etcd_kv kv;
-    rc = dlock__etcd_get(e, h->key, h->key_len, &kv, deadline_ns, err);
+    rc = dlock__etcd_get(e, h->key, h->key_len, &kv, deadline_ns, cancel_fd, err);
     /* rev 0: adopted, its revision unknown; the key must be there */
     if (rc == DLOCK_OK && (h->rev ? kv.create_rev != h->rev : !kv.key)) {
         rc = DLOCK_ENOTOWNER;
@@ -340,7 +360,8 @@ int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
     if (first.key) {
         *held = 1;
         *fence = (uint64_t)first.create_rev;
-        rc = dlock__etcd_lease_ttl_ms(e, first.lease, ttl_ms, NULL, step_deadline(e, 0), err);
+        rc = dlock__etcd_lease_ttl_ms(e, first.lease, ttl_ms, NULL, step_deadline(e, 0), -1,
+                                      err);
     }
     dlock__etcd_kv_clear(&first);
     return rc;

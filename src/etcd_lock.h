@@ -29,6 +29,7 @@ typedef struct dlock__etcd_hold {
     int64_t lease;          /* 0: none */
     int64_t rev;            /* our key's create revision: the fence */
     int64_t ttl_s;          /* the lease's granted TTL */
+    int64_t asked_s;        /* the TTL asked for (0: unknown, adopted) */
     char token[17];         /* the lease ID in hex: the owner token */
     char *key;              /* KEY NUL token */
     size_t key_len;
@@ -51,7 +52,10 @@ void dlock__etcd_name_clear(dlock__etcd_name *n);
  * until granted or cancelled (cancel_fd readable: DLOCK_ECANCELED). On
  * anything but DLOCK_OK the lease is revoked (best effort), so nothing of
  * the attempt is left waiting. *holder_ttl_ms: remaining TTL of the owner
- * seen (-1 if unknown). Errors as in etcd_http.h; during a wait, DLOCK_EIO,
+ * seen (-1 if unknown). Every exchange of the attempt, its undo included,
+ * watches cancel_fd: after a cancel the undo's revoke is bounded (a short
+ * budget shared by the members), and a revoke that does not make it leaves
+ * the lease to its TTL. Errors as in etcd_http.h; during a wait, DLOCK_EIO,
  * DLOCK_EUNKNOWN and DLOCK_EBUSY are retried until the deadline. */
 int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
                         int64_t ttl_ms, int64_t wait_ms, int64_t retry_max_ms,
@@ -65,9 +69,10 @@ int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err)
 /* Renew (keep-alive) and check that our key is still there with our
  * create revision: DLOCK_OK (valid_until_ns moved), DLOCK_EEXPIRED (the
  * lease is gone), DLOCK_ENOTOWNER (the key was deleted or replaced while
- * the lease lived), or an error. */
+ * the lease lived), DLOCK_ECANCELED (cancel_fd readable; -1: none), or an
+ * error. */
 int dlock__etcd_renew(dlock__etcd *e, dlock__etcd_hold *h, int64_t deadline_ns,
-                      dlock__errbuf *err);
+                      int cancel_fd, dlock__errbuf *err);
 
 /* Status: the current owner's key, if any. */
 int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,

@@ -142,7 +142,7 @@ int dlock__lock_new_token(dlock_lock *l)
     return rc;
 }
 
-/* Owner id of the calling thread for counted locks. */
+/* The calling thread's number (handle.h): the owner of counted holds. */
 static _Atomic unsigned long next_thread_no = 1;
 static _Thread_local unsigned long thread_no;
 
@@ -150,13 +150,18 @@ static _Thread_local unsigned long thread_no;
  * thread, hence per owner (client x thread). */
 static _Thread_local uint64_t op_no;
 
-void dlock__lock_owner_id(dlock_lock *l)
+unsigned long dlock__thread_no(void)
 {
     if (thread_no == 0)
         thread_no = atomic_fetch_add(&next_thread_no, 1);
+    return thread_no;
+}
+
+void dlock__lock_owner_id(dlock_lock *l)
+{
     dlock__lock_inline_token(l);
     l->token_len = (size_t)snprintf(l->token, sizeof l->token_inline, "%s:%lu",
-                                    l->client->id, thread_no);
+                                    l->client->id, dlock__thread_no());
 }
 
 int dlock__lock_owner_token(dlock_lock *l)

@@ -179,6 +179,12 @@ void dlock__lock_close_cancel(dlock_lock *l);
 void dlock__lock_inline_token(dlock_lock *l);
 /* A fresh random token (plain and fair kinds). */
 int dlock__lock_new_token(dlock_lock *l);
+/* The calling thread's number, given on its first call and never given
+ * to another thread of the process: the thread half of a counted hold's
+ * owner (client x thread), on every backend. Not pthread_self(): glibc
+ * hands a finished thread's pthread_t to the next thread, which would then
+ * re-enter holds it never took. */
+unsigned long dlock__thread_no(void);
 /* Counted kinds: the owner id of the calling thread (client x thread). */
 void dlock__lock_owner_id(dlock_lock *l);
 /* A reentrant reader's token (kinds.h, reenter): OWNER#RANDOM. */

@@ -375,15 +375,17 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
     if (!l || forked(l))
         return DLOCK_EINVAL;
     dlock__err_clear(&l->err);
-    if (ttl_ms == 0)
-        ttl_ms = l->opts.ttl_ms;
     if (ttl_ms < 0 || ttl_ms > DLOCK_TTL_MAX_MS) {
         dlock__err_set(&l->err, "ttl_ms must be 1..%" PRId64 " (or 0 for the lock's TTL)",
                        DLOCK_TTL_MAX_MS);
         return DLOCK_EINVAL;
     }
+    /* etcd gets 0 as 0: the TTL its lease was granted, which etcd may have
+     * raised above the handle's (its minimum lease). */
     if (l->etcd)
         return dlock__etcd_lock_extend(l, ttl_ms);
+    if (ttl_ms == 0)
+        ttl_ms = l->opts.ttl_ms;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     dlock_lock_state st = l->state;
     int64_t old_end = l->valid_until_ns;

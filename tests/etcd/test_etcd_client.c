@@ -63,18 +63,18 @@ static void lease_grant_keepalive_revoke_round_trip(void **state)
     assert_int_equal(ttl, 5);
     /* the same grant again (a reply lost in between) is the same lease */
     assert_int_equal(dlock__etcd_lease_grant(e, 0x1234, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
-    assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), -1, NULL), DLOCK_OK);
     assert_int_equal(ttl, 5);
-    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, NULL, soon(), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, NULL, soon(), -1, NULL), DLOCK_OK);
     assert_true(ms > 0 && ms <= 5000);
-    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1234, soon(), NULL, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1234, soon(), -1, NULL, NULL), DLOCK_OK);
     /* gone: revoke and keep-alive both say expired */
     dlock__errbuf err = {0};
-    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1234, soon(), &err, NULL), DLOCK_EEXPIRED);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1234, soon(), -1, &err, NULL), DLOCK_EEXPIRED);
     assert_non_null(strstr(dlock__err_str(&err), "lease not found"));
-    assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), NULL),
+    assert_int_equal(dlock__etcd_lease_keepalive(e, 0x1234, &ttl, soon(), -1, NULL),
                      DLOCK_EEXPIRED);
-    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, NULL, soon(), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_ttl_ms(e, 0x1234, &ms, NULL, soon(), -1, NULL), DLOCK_OK);
     assert_int_equal(ms, -1);
     dlock__err_free(&err);
     dlock__etcd_free(e);
@@ -87,7 +87,7 @@ static void lease_too_short_is_raised_to_the_minimum(void **state)
     int64_t ttl = 0;
     assert_int_equal(dlock__etcd_lease_grant(e, 0x99, 1, &ttl, soon(), -1, NULL), DLOCK_OK);
     assert_true(ttl >= 1);
-    dlock__etcd_lease_revoke(e, 0x99, soon(), NULL, NULL);
+    dlock__etcd_lease_revoke(e, 0x99, soon(), -1, NULL, NULL);
     dlock__etcd_free(e);
 }
 
@@ -128,14 +128,14 @@ static void create_is_idempotent_and_first_is_the_oldest(void **state)
                                              soon(), -1, NULL), DLOCK_OK);
     assert_null(pred.key);
     /* revoking a's lease deletes a: b's key is then first */
-    assert_int_equal(dlock__etcd_lease_revoke(e, 0x51, soon(), NULL, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x51, soon(), -1, NULL, NULL), DLOCK_OK);
     assert_int_equal(dlock__etcd_first(e, begin, 3, end, 3, &first, soon(), NULL), DLOCK_OK);
     assert_int_equal(first.create_rev, rb);
     dlock__etcd_kv_clear(&first);
     /* a's predecessor check now says its key is gone */
     assert_int_equal(dlock__etcd_predecessor(e, ka, 4, ra, begin, 3, end, 3, &pred, &rev,
                                              soon(), -1, NULL), DLOCK_EEXPIRED);
-    dlock__etcd_lease_revoke(e, 0x52, soon(), NULL, NULL);
+    dlock__etcd_lease_revoke(e, 0x52, soon(), -1, NULL, NULL);
     dlock__etcd_free(e);
 }
 
@@ -150,7 +150,7 @@ static void *revoke_later(void *arg)
     revoker *r = arg;
     struct timespec ts = {0, (long)r->delay_ms * 1000000L};
     nanosleep(&ts, NULL);
-    dlock__etcd_lease_revoke(r->e, r->lease, dlock__deadline_after_ms(3000), NULL, NULL);
+    dlock__etcd_lease_revoke(r->e, r->lease, dlock__deadline_after_ms(3000), -1, NULL, NULL);
     return NULL;
 }
 
@@ -229,7 +229,7 @@ static void a_dead_member_is_skipped(void **state)
     dlock__etcd *e = client_for(url, 500);
     int64_t ttl;
     assert_int_equal(dlock__etcd_lease_grant(e, 0x72, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
-    assert_int_equal(dlock__etcd_lease_revoke(e, 0x72, soon(), NULL, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x72, soon(), -1, NULL, NULL), DLOCK_OK);
     dlock__etcd_free(e);
 }
 
@@ -242,14 +242,14 @@ static void a_paused_member_leaves_the_outcome_unknown(void **state)
     assert_int_equal(dlock__etcd_lease_grant(e, 0x73, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
     test_etcd_pause(&srv, 0);
     dlock__errbuf err = {0};
-    int rc = dlock__etcd_lease_keepalive(e, 0x73, &ttl, soon(), &err);
+    int rc = dlock__etcd_lease_keepalive(e, 0x73, &ttl, soon(), -1, &err);
     test_etcd_resume(&srv, 0);
     assert_int_equal(rc, DLOCK_EUNKNOWN);
     assert_non_null(strstr(dlock__err_str(&err), "no reply in time"));
     /* The member answers again once resumed. */
     int64_t t0 = dlock__now_ns();
     dlock__errbuf rerr = {0};
-    rc = dlock__etcd_lease_revoke(e, 0x73, soon(), &rerr, NULL);
+    rc = dlock__etcd_lease_revoke(e, 0x73, soon(), -1, &rerr, NULL);
     if (rc != DLOCK_OK)
         fail_msg("revoke after the resume: %s after %lld ms: %s", dlock_errname(rc),
                  (long long)((dlock__now_ns() - t0) / 1000000), dlock__err_str(&rerr));
@@ -304,7 +304,7 @@ static void auth_refused_is_eauth_and_accepted_works(void **state)
     /* no credentials: etcd 3.4 grants leases to anyone, but keys are
      * guarded */
     dlock__etcd_kv kv;
-    assert_int_equal(dlock__etcd_get(e, "a", 1, &kv, soon(), &err), DLOCK_EAUTH);
+    assert_int_equal(dlock__etcd_get(e, "a", 1, &kv, soon(), -1, &err), DLOCK_EAUTH);
     assert_non_null(strstr(dlock__err_str(&err), "user name is empty"));
     dlock__etcd_free(e);
     /* wrong password */
@@ -319,9 +319,9 @@ static void auth_refused_is_eauth_and_accepted_works(void **state)
     snprintf(url, sizeof url, "etcd://root:pw@127.0.0.1:%d", a.m[0].client_port);
     e = client_for(url, 2000);
     assert_int_equal(dlock__etcd_lease_grant(e, 0x81, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
-    assert_int_equal(dlock__etcd_get(e, "a", 1, &kv, soon(), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_get(e, "a", 1, &kv, soon(), -1, NULL), DLOCK_OK);
     assert_null(kv.key);
-    assert_int_equal(dlock__etcd_lease_revoke(e, 0x81, soon(), NULL, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x81, soon(), -1, NULL, NULL), DLOCK_OK);
     dlock__etcd_free(e);
     dlock__err_free(&err);
     test_etcd_stop(&a);

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
@@ -145,12 +146,120 @@ static void an_auto_renewed_lock_outlives_a_leader_kill(void **state)
     dlock_client_free(c);
 }
 
+/* dlock_lock_cancel() ends a wait at once, also with a member stalled
+ * (SIGSTOP) that the waiter was talking to: undoing the attempt (revoking
+ * its lease) must not wait io_timeout_ms for that member. If the revoke
+ * cannot be done at once the lease ends with its TTL, which is safe. */
+typedef struct cancel_waiter {
+    dlock_lock *l;
+    int rc;
+    int64_t done_ms;
+} cancel_waiter;
+
+static void *wait_forever(void *arg)
+{
+    cancel_waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, DLOCK_WAIT_FOREVER);
+    w->done_ms = etcd_now_ms();
+    return NULL;
+}
+
+static void cancel_ends_a_wait_at_once_with_a_member_stalled(void **state)
+{
+    (void)state;
+    const char *url = cluster.url;
+    dlock_client_options co;
+    dlock_client_options_init(&co, DLOCK_CLIENT_OPTIONS_VERSION);
+    co.io_timeout_ms = 3000; /* what a stalled member would cost, per call */
+    dlock_client *c, *other;
+    assert_int_equal(dlock_client_new(&c, &url, 1, &co, NULL, 0), DLOCK_OK);
+    assert_int_equal(dlock_client_new(&other, &url, 1, &co, NULL, 0), DLOCK_OK);
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = 3000;
+    dlock_lock *holder, *w;
+    assert_int_equal(dlock_lock_new(&holder, other, "cluster-cancel", &lo), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&w, c, "cluster-cancel", &lo), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    cancel_waiter cw = {w, -99, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_forever, &cw), 0);
+    test_sleep_ms(500); /* in line, watching on m0, the first in the URL */
+    test_etcd_pause(&cluster, 0);
+    test_sleep_ms(200);
+    int64_t t0 = etcd_now_ms();
+    dlock_lock_cancel(w);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    int64_t took = cw.done_ms - t0;
+    test_etcd_resume(&cluster, 0);
+    printf("# cancel with m0 stalled: %s after %lld ms (io_timeout 3000 ms)\n",
+           dlock_errname(cw.rc), (long long)took);
+    assert_int_equal(cw.rc, DLOCK_ECANCELED);
+    assert_true(took < 1000);
+    assert_int_equal(test_etcd_wait_leader(&cluster, 10000), 0);
+    /* the cancel was used up by the wait it ended: the next one waits */
+    int rc = dlock_lock_acquire(w, 300);
+    if (rc != DLOCK_ETIMEDOUT)
+        fail_msg("the next wait: %s (%s)", dlock_errname(rc), dlock_lock_errmsg(w));
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(w);
+    dlock_lock_free(holder);
+    dlock_client_free(other);
+    dlock_client_free(c);
+}
+
+/* A call that is not a wait still gets io_timeout_ms per member: a
+ * re-entry's keep-alive whose first member (the one that answered last)
+ * is stalled fails over to the next, as a release does, instead of
+ * spending its one io_timeout_ms there and failing DLOCK_EUNKNOWN. */
+static void a_reentry_fails_over_past_a_stalled_member(void **state)
+{
+    (void)state;
+    int leader = test_etcd_leader(&cluster, 10000);
+    assert_true(leader >= 0);
+    int f = (leader + 1) % cluster.n; /* a follower, first in the URL */
+    char url[400];
+    int n = snprintf(url, sizeof url, "%s", cluster.m[f].url);
+    for (int i = 0; i < cluster.n; i++)
+        if (i != f)
+            n += snprintf(url + n, sizeof url - (size_t)n, ",%s", cluster.m[i].url + 7);
+    const char *u = url;
+    dlock_client_options co;
+    dlock_client_options_init(&co, DLOCK_CLIENT_OPTIONS_VERSION);
+    co.io_timeout_ms = 500;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&c, &u, 1, &co, NULL, 0), DLOCK_OK);
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = 10000;
+    lo.flags = DLOCK_REENTRANT;
+    dlock_lock *a, *b;
+    assert_int_equal(dlock_lock_new(&a, c, "cluster-reenter", &lo), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&b, c, "cluster-reenter", &lo), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK); /* answered by m[f] */
+    test_etcd_pause(&cluster, f);
+    int64_t t0 = etcd_now_ms();
+    int rc = dlock_lock_acquire(b, 0);
+    int64_t took = etcd_now_ms() - t0;
+    printf("# re-entry with m%d stalled: %s after %lld ms (io_timeout 500 ms)\n", f,
+           dlock_errname(rc), (long long)took);
+    if (rc != DLOCK_OK)
+        fail_msg("re-entry: %s (%s)", dlock_errname(rc), dlock_lock_errmsg(b));
+    assert_int_equal(dlock_lock_fence(b), dlock_lock_fence(a));
+    test_etcd_resume(&cluster, f);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(leader_killed_while_processes_contend),
         cmocka_unit_test(a_paused_member_is_ridden_out),
         cmocka_unit_test(an_auto_renewed_lock_outlives_a_leader_kill),
+        cmocka_unit_test(cancel_ends_a_wait_at_once_with_a_member_stalled),
+        cmocka_unit_test(a_reentry_fails_over_past_a_stalled_member),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -163,6 +163,101 @@ static void reentrant_holds_count_per_handle_and_thread(void **state)
     dlock_lock_free(other);
 }
 
+/* The owner of a counted hold is client x thread, and a thread's identity
+ * must never pass to another thread: a thread that ends while its handle
+ * holds leaves the hold to that handle (handed to whoever releases it),
+ * not to the next thread, which glibc often gives the same pthread_t. */
+typedef struct reent_try {
+    dlock_lock *l;
+    int rc;
+    uint64_t fence;
+} reent_try;
+
+static void *acquire_once(void *arg)
+{
+    reent_try *t = arg;
+    t->rc = dlock_lock_acquire(t->l, 0);
+    t->fence = dlock_lock_fence(t->l);
+    return NULL;
+}
+
+static int acquire_in_new_thread(dlock_lock *l, uint64_t *fence)
+{
+    reent_try t = {l, -99, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, acquire_once, &t), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    *fence = t.fence;
+    return t.rc;
+}
+
+static void a_reentrant_hold_is_not_inherited_by_the_next_thread(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-reent-thread", 10000, DLOCK_REENTRANT);
+    dlock_lock *b = lock_of(cl, "api-reent-thread", 10000, DLOCK_REENTRANT);
+    uint64_t fa = 0, fb = 0;
+    assert_int_equal(acquire_in_new_thread(a, &fa), DLOCK_OK); /* T1 holds, ends */
+    assert_true(fa > 0);
+    for (int i = 0; i < 3; i++) { /* T2, T3, T4: each a new owner */
+        int rc = acquire_in_new_thread(b, &fb);
+        if (rc != DLOCK_ENOTACQUIRED)
+            fail_msg("a new thread got %s (fence %llu; the holder's is %llu)",
+                     dlock_errname(rc), (unsigned long long)fb, (unsigned long long)fa);
+    }
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK); /* handed over: released here */
+    assert_int_equal(acquire_in_new_thread(b, &fb), DLOCK_OK);
+    assert_true(fb > fa);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
+/* A reentrant hold whose lease ended (revoked here by its token, as
+ * `dlock release --token` would) is no hold to re-enter: the owner's next
+ * acquire, through another handle or through the dead one, gets a new
+ * hold, as on Redis, where the acquire finds the key gone and makes a new
+ * one. */
+static void a_reentrant_hold_whose_lease_ended_is_not_reentered(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-reent-dead", 10000, DLOCK_REENTRANT);
+    dlock_lock *b = lock_of(cl, "api-reent-dead", 10000, DLOCK_REENTRANT);
+    dlock_lock *c = lock_of(cl, "api-reent-dead", 10000, DLOCK_REENTRANT);
+    dlock_lock *thief = lock_of(cl, "api-reent-dead", 10000, 0);
+    dlock_lock *other = lock_of(cl, "api-reent-dead", 10000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    uint64_t fa = dlock_lock_fence(a);
+    assert_int_equal(dlock_lock_adopt(thief, dlock_lock_token(a)), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(thief), DLOCK_OK); /* a's lease is gone */
+    int rc = dlock_lock_acquire(b, 0);
+    if (rc != DLOCK_OK)
+        fail_msg("try-once after the hold ended: %s (%s)", dlock_errname(rc),
+                 dlock_lock_errmsg(b));
+    uint64_t fb = dlock_lock_fence(b);
+    assert_true(fb > fa);
+    assert_int_equal(dlock_lock_hold_count(b), 1);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    /* the same with a wait, which used to fail at once as well */
+    assert_int_equal(dlock_lock_acquire(c, DLOCK_WAIT_FOREVER), DLOCK_OK);
+    uint64_t fc = dlock_lock_fence(c);
+    assert_true(fc > fb);
+    /* the dead handle itself: its hold is dropped, it enters c's live one */
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(a), 1);
+    assert_int_equal(dlock_lock_fence(a), fc);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED); /* c holds */
+    assert_int_equal(dlock_lock_release(c), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(c);
+    dlock_lock_free(thief);
+    dlock_lock_free(other);
+}
+
 /* forget drops the handle's hold but leaves the lease in etcd: the lock
  * stays busy until someone releases it by its token. */
 static void forget_leaves_the_lock_for_another_handle(void **state)
@@ -205,6 +300,35 @@ static void auto_renew_keeps_a_short_lease_and_extend_refreshes_it(void **state)
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
     dlock_lock_free(a);
     dlock_lock_free(b);
+}
+
+/* etcd raises a lease below its minimum to that minimum (2 s with etcd's
+ * default timing, which this test's own member keeps): extend(0) still
+ * means "renew to the granted TTL", and so does the handle's own TTL,
+ * which etcd would raise the same way. */
+static void extend_zero_renews_a_lease_etcd_raised(void **state)
+{
+    (void)state;
+    test_etcd slow;
+    assert_int_equal(test_etcd_start_timed(&slow, 1, 100, 1000), 0);
+    const char *url = slow.url;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&c, &url, 1, NULL, NULL, 0), DLOCK_OK);
+    dlock_lock *a = lock_of(c, "api-extend-raised", 1000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_true(dlock_lock_validity_ms(a) > 1500); /* 1 s asked, 2 s granted */
+    test_sleep_ms(600);
+    int rc = dlock_lock_extend(a, 0);
+    if (rc != DLOCK_OK)
+        fail_msg("extend(0): %s (%s)", dlock_errname(rc), dlock_lock_errmsg(a));
+    assert_true(dlock_lock_validity_ms(a) > 1500);
+    assert_int_equal(dlock_lock_extend(a, 1000), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(a, 2000), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(a, 9000), DLOCK_ENOTSUP);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_client_free(c);
+    test_etcd_stop(&slow);
 }
 
 static atomic_int lost_calls, lost_reason;
@@ -453,8 +577,11 @@ int main(void)
         cmocka_unit_test(try_once_then_release_and_fences_grow),
         cmocka_unit_test(waiter_wakes_on_release_times_out_and_cancels),
         cmocka_unit_test(reentrant_holds_count_per_handle_and_thread),
+        cmocka_unit_test(a_reentrant_hold_is_not_inherited_by_the_next_thread),
+        cmocka_unit_test(a_reentrant_hold_whose_lease_ended_is_not_reentered),
         cmocka_unit_test(forget_leaves_the_lock_for_another_handle),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
+        cmocka_unit_test(extend_zero_renews_a_lease_etcd_raised),
         cmocka_unit_test(a_revoked_lease_is_reported_lost),
         cmocka_unit_test(on_lost_may_release_its_lock),
         cmocka_unit_test(status_shows_holder_fence_and_ttl),

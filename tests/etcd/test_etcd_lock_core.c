@@ -236,7 +236,7 @@ static void renewal_finds_a_deleted_key_and_an_ended_lease(void **state)
     assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
     int64_t before = a.valid_until_ns;
     usleep(20000);
-    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), -1, NULL), DLOCK_OK);
     assert_true(a.valid_until_ns > before);
     /* someone deletes the key (etcdctl del) while the lease lives */
     json_t *req = json_pack("{s:o}", "key", dlock__etcd_json_b64(a.key, a.key_len));
@@ -246,11 +246,11 @@ static void renewal_finds_a_deleted_key_and_an_ended_lease(void **state)
                      DLOCK_OK);
     json_decref(req);
     json_decref(rep);
-    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL),
+    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), -1, NULL),
                      DLOCK_ENOTOWNER);
-    assert_int_equal(dlock__etcd_lease_revoke(cl, a.lease, dlock__deadline_after_ms(3000), NULL, NULL),
+    assert_int_equal(dlock__etcd_lease_revoke(cl, a.lease, dlock__deadline_after_ms(3000), -1, NULL, NULL),
                      DLOCK_OK);
-    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), NULL),
+    assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), -1, NULL),
                      DLOCK_EEXPIRED);
     dlock__etcd_hold_clear(&a);
     dlock__etcd_name_clear(&n);

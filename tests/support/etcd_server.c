@@ -42,12 +42,15 @@ static int spawn(test_etcd *c, int i, int existing)
     snprintf(client, sizeof client, "http://127.0.0.1:%d", m->client_port);
     snprintf(peer, sizeof peer, "http://127.0.0.1:%d", m->peer_port);
     snprintf(log, sizeof log, "%s.log", m->dir);
+    char heartbeat[16], election[16];
+    snprintf(heartbeat, sizeof heartbeat, "%d", c->heartbeat_ms);
+    snprintf(election, sizeof election, "%d", c->election_ms);
     const char *argv[] = {"etcd", "--name", m->name, "--data-dir", m->dir,
                           "--listen-client-urls", client, "--advertise-client-urls", client,
                           "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                           "--initial-cluster", c->initial_cluster, "--initial-cluster-state",
                           existing ? "existing" : "new", "--initial-cluster-token", c->dir,
-                          "--heartbeat-interval", "50", "--election-timeout", "500",
+                          "--heartbeat-interval", heartbeat, "--election-timeout", election,
                           "--logger", "zap", "--log-level", "warn", NULL};
     pid_t pid = test_spawn_server(argv, log);
     if (pid < 0)
@@ -145,9 +148,16 @@ static int wait_member(test_etcd_member *m, int max_ms)
 
 int test_etcd_start(test_etcd *c, int n)
 {
+    return test_etcd_start_timed(c, n, 50, 500);
+}
+
+int test_etcd_start_timed(test_etcd *c, int n, int heartbeat_ms, int election_ms)
+{
     memset(c, 0, sizeof *c);
     if (n < 1 || n > TEST_ETCD_MAX)
         return -1;
+    c->heartbeat_ms = heartbeat_ms;
+    c->election_ms = election_ms;
     curl_global_init(CURL_GLOBAL_ALL);
     if (test_make_dir(c->dir, sizeof c->dir, "etcd") != 0)
         return -1;
