@@ -137,6 +137,7 @@ dpkg -s $PKGS >/dev/null
 dlock --version
 dlock --version | grep -q "dlock $CMAKE_VER" || { echo "packages: dlock --version is not $CMAKE_VER" >&2; exit 1; }
 man -w dlock
+dlock doctor --help >/dev/null
 if readelf -d /usr/bin/dlock | grep -Eq 'RUNPATH|RPATH'; then
   echo "packages: /usr/bin/dlock has a RUNPATH" >&2
   exit 1
