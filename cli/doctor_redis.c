@@ -479,7 +479,9 @@ void doc_redis_across(doc_node **nodes, size_t count, const doc_settings *s)
         doc_add(NULL, "round-trip", DOC_OK, NULL, NULL, "slowest round trip %.2fms (%s); a "
                 "%" PRId64 "ms lock keeps about %.0fms of validity after acquiring",
                 rtt_ms, slow_url, s->ttl_ms, (double)s->ttl_ms - rtt_ms - drift_ms);
-    if (s->n_redis < 2 || with_time < 2)
+    /* Cluster seeds and a Sentinel's primary are one deployment, not
+     * independent Redlock masters: no vote, no clock comparison. */
+    if (s->n_redis < 2 || with_time < 2 || s->g->copts.cluster)
         return;
     double skew_ms = (double)(hi - lo) / 1000.0;
     if (skew_ms > drift_ms)
