@@ -96,6 +96,10 @@ class Redis(DoctorTest):
         self.assertEqual(t.returncode, 0)
         self.assertRegex(t.stdout, r"(?m)^  ok    eviction ")
         self.assertIn("0 failed, 0 warnings", t.stdout)
+        # the nodes come as for every command: DLOCK_REDIS when no -r
+        e = self.doctor(env=self.env(DLOCK_REDIS=s.url))
+        self.assertEqual(e.returncode, 0, e.stdout + e.stderr)
+        self.assertEqual(findings(e.json, "connect")[0]["node"], s.url)
 
     def test_evicting_policy_fails_and_noeviction_passes(self):
         s = self.server()
