@@ -58,12 +58,24 @@ static const command_help commands[] = {
      "Exits 0 when held, 1 when free (or held on too few nodes), 69 when too few\n"
      "nodes answered.\n\n"
      "      --json           print one JSON object\n"},
+    {"doctor", "dlock [GLOBAL] doctor [--json] [--ttl D] [URL]...\n",
+     "Check a deployment (the -r URLs, DLOCK_REDIS, or the URLs given here) and\n"
+     "say what is unsafe or slow, each finding with why and how to fix it: server\n"
+     "and version, scripting, the user's ACL rights, eviction policy, persistence\n"
+     "and the restart rule, replicas and WAIT, Cluster slots (--cluster), clocks\n"
+     "and round trips across Redlock nodes, TLS certificate expiry, etcd members\n"
+     "and the lease minimum. Exits 0 all ok, 1 warnings only, 2 a check failed,\n"
+     "69 no node answered.\n\n"
+     "      --ttl=D          the longest lease you use (default 30s): the drift\n"
+     "                       allowance, per-node timeout and lease checks use it\n"
+     "      --json           print one JSON object\n"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const char global_help[] =
     "Distributed locks on Redis (Redlock with several nodes).\n\n"
-    "Commands: run, acquire, release, extend, status ('dlock COMMAND --help').\n\n"
+    "Commands: run, acquire, release, extend, status ('dlock COMMAND --help').\n"
+    "Check a deployment: dlock doctor ('dlock doctor --help').\n\n"
     "Global options:\n"
     "  -r, --redis=URL          a Redis node; repeat for Redlock over several nodes;\n"
     "                           or etcd://HOST:PORT[,HOST:PORT...] for an etcd cluster\n"

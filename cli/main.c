@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "doctor.h"
 
 /* The commands (their help lives in help.c). */
 typedef struct command {
@@ -22,6 +23,7 @@ typedef struct command {
 static const command commands[] = {
     {"run", cli_cmd_run},         {"acquire", cli_cmd_acquire}, {"release", cli_cmd_release},
     {"extend", cli_cmd_extend},   {"status", cli_cmd_status},
+    {"doctor", cli_cmd_doctor},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -29,6 +29,15 @@ echo "== install: pkg-config and find_package(dlock) consumers"
 tests/install/check.sh build
 summary+=("install: ok")
 
+echo "== Debian packages: dpkg-buildpackage, install, consumers, purge"
+if [ "$(id -u)" -eq 0 ]; then
+  tests/packages/check.sh
+  summary+=("packages: ok")
+else
+  echo "packages: SKIPPED: needs root (apt-get install, dpkg -i); CI runs it as root"
+  summary+=("packages: skipped (not root)")
+fi
+
 echo "== ASan+UBSan build: all tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
       -DDLOCK_SANITIZE=address,undefined -DDLOCK_BUILD_TESTS=ON -DDLOCK_BUILD_BENCH=OFF >/dev/null

@@ -59,7 +59,7 @@ _dlock()
         return 0
         ;;
     -r | --redis)
-        mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix:// redis-sentinel://" -- "$cur")
+        mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix:// redis-sentinel:// etcd://" -- "$cur")
         compopt -o nospace 2>/dev/null
         return 0
         ;;
@@ -77,12 +77,20 @@ _dlock()
 
     local opts
     case $cmd in
-    "") opts="$global_opts run acquire release extend status" ;;
+    "") opts="$global_opts run acquire release extend status doctor" ;;
     run) opts="$lock_opts -s --shared -x --exclusive --permits -c --command --on-lost --grace --" ;;
     acquire) opts="$lock_opts --print-fence" ;;
     release) opts="-v --verbose -h --help" ;;
     extend) opts="-t --ttl -v --verbose -h --help" ;;
     status) opts="--json -v --verbose -h --help" ;;
+    doctor) # options, or the URLs to check
+        opts="--json -t --ttl -h --help"
+        if [[ $cur != -* ]]; then
+            mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix:// redis-sentinel:// etcd://" -- "$cur")
+            compopt -o nospace 2>/dev/null
+            return 0
+        fi
+        ;;
     *) return 0 ;;
     esac
     if [ -z "$cmd" ] || [[ $cur == -* ]]; then

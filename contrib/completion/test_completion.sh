@@ -32,6 +32,11 @@ expect "--shared" dlock run --sh
 expect "--print-fence" dlock acquire --pr
 expect "--pass --password-file" dlock --pas
 expect "--json" dlock status --js
+expect "doctor" dlock doc
+expect "--json" dlock -r redis://h:1 doctor --js
+expect "--ttl" dlock doctor --tt
+expect "redis-sentinel://" dlock doctor rediss://h:1 redis-s
+expect "etcd://" dlock doctor et
 expect "term kill ignore" dlock run --on-lost ""
 expect "--no-auth-warning" dlock --no
 expect "--nonblock --no-fence" dlock run --no
