@@ -170,10 +170,12 @@ typedef struct cli_lock_opts {
     int print_fence; /* acquire --print-fence: print "TOKEN FENCE" */
     int shared;       /* -s: the shared side of a read-write lock (-x: not) */
     unsigned permits; /* --permits N: a semaphore of N permits (0: none) */
+    const char *const *names; /* run: the names taken together (busy messages) */
+    size_t n_names;
 } cli_lock_opts;
 
 /* The defaults of the lock options; extend waits for nothing. */
-#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0}
+#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0, NULL, 0}
 
 /* common.c */
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -140,6 +140,8 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
     if (!o->prog)
         return cli_usage_error(cmd, "missing '-- PROGRAM' or -c 'COMMAND'");
     o->name = o->names[0];
+    o->lk.names = o->names;
+    o->lk.n_names = o->n_names;
     for (size_t i = 0; i < o->n_names; i++)
         for (size_t j = i + 1; j < o->n_names; j++)
             if (!strcmp(o->names[i], o->names[j]))

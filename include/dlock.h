@@ -566,7 +566,8 @@ enum dlock_lock_flags {
     /** Read-write lock, exclusive side: held exactly like a plain lock
      *  (same value, fencing, renewal), but shared holders keep it out, and
      *  while it waits for them it leaves a short "writer waiting" mark
-     *  that new shared holders respect. A plain lock (no mode flag) on a
+     *  that new shared holders respect (a try-once acquire, wait_ms 0,
+     *  does not wait and leaves none). A plain lock (no mode flag) on a
      *  name with shared holders fails with DLOCK_EWRONGTYPE: writers of a
      *  read-write lock use this flag (`dlock run` does by default). With
      *  DLOCK_REENTRANT the owner (client x thread) re-enters through its
@@ -883,9 +884,12 @@ DLOCK_EXTERN(const char *) dlock_lock_name(const dlock_lock *lock);
 /** Hold count in reentrant mode (1 in plain mode when held, else 0). */
 DLOCK_EXTERN(unsigned) dlock_lock_hold_count(const dlock_lock *lock);
 
-/** Remaining TTL of the other owner seen by the last acquire that found the
- *  lock taken (during a wait: the latest look), in ms; -1 if unknown. Lets
- *  a caller report "held by another owner (ttl 27.3s)". Thread-safe: a
+/** Remaining TTL of what kept the last acquire out (during a wait: the
+ *  latest look), in ms; -1 if unknown: the other owner's lease; for a
+ *  shared request a waiting writer's mark; for a writer kept out by
+ *  shared holders the last share's lease; for a full semaphore the time
+ *  until its first lease ends. dlock_client_holders() tells which of
+ *  these it is (the dlock command names it). Thread-safe: a
  *  progress reporter may read it while another thread waits. */
 DLOCK_EXTERN(int64_t) dlock_lock_holder_ttl_ms(const dlock_lock *lock);
 

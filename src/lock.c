@@ -293,6 +293,7 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
     if (rc != DLOCK_OK)
         return rc;
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
+    l->try_once = wait_ms == 0;
     dlock__lock_open_cancel(l, wait_ms);
     rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
     dlock__lock_close_cancel(l);

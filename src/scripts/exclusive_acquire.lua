@@ -12,7 +12,8 @@
 -- ARGV[1]  our owner token
 -- ARGV[2]  TTL in ms, > 0
 -- ARGV[3]  how long the mark lasts, ms (longer than a waiter's longest
---          sleep between two attempts, which refresh it)
+--          sleep between two attempts, which refresh it); 0 for a writer
+--          that tries once and does not wait: it leaves no mark
 -- ARGV[4]  (reentrant writers only) OWNER#: the prefix of every token of
 --          this owner (client x thread). The owner already holding the
 --          name through another handle (writer, or a share: an upgrade)
@@ -73,7 +74,7 @@ if t == 'string' then
   return {0, redis.call('pttl', key), redis.call('get', key)}
 end
 if t == 'zset' and #redis.call('zrangebyscore', key, '+inf', '+inf', 'LIMIT', 0, 1) == 0 then
-  redis.call('set', mark, ARGV[1], 'PX', ARGV[3])
+  if tonumber(ARGV[3]) > 0 then redis.call('set', mark, ARGV[1], 'PX', ARGV[3]) end
   if id then wq_note(wq, id, ARGV[#ARGV]) end
   return {0, redis.call('pttl', key), ''}
 end
