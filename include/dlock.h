@@ -485,7 +485,13 @@ typedef enum dlock_hold_mode {
     DLOCK_HOLD_EXCLUSIVE = 1, /**< one holder: a plain or exclusive lock */
     DLOCK_HOLD_SHARED = 2,    /**< shared holders (DLOCK_SHARED) */
     DLOCK_HOLD_SEMAPHORE = 3, /**< permit holders (dlock_semaphore_new()) */
-    DLOCK_HOLD_OTHER = 4      /**< a reentrant lock (holders not listed) */
+    DLOCK_HOLD_OTHER = 4,     /**< a reentrant lock (holders not listed) */
+    /** Not a lock dlock writes: a list, set or stream, or a hash or sorted
+     *  set without a TTL (every dlock hash and sorted set has one). An
+     *  acquire on it fails with DLOCK_EWRONGTYPE. count is 0; out[0] (when
+     *  max_out >= 1) holds the key's Redis type ("list", ...) as its token
+     *  and the key's TTL in ms (-1: none) as its ttl_ms. */
+    DLOCK_HOLD_FOREIGN = 5
 } dlock_hold_mode;
 
 /** One holder listed by dlock_client_holders(). */

@@ -28,7 +28,8 @@
 --                             or by shared holders (holder '', the TTL of
 --                             the last lease)
 --          {-2, 0}            (with ARGV[4]) the owner holds it already
---          error WRONGTYPE    another type, a semaphore, or a bad counter
+--          error WRONGTYPE    another type, a semaphore, a sorted set without
+--                             a TTL (not ours), or a bad counter
 --
 -- Invariant: as acquire.lua, and never granted while a live shared lease
 -- exists (the key exists as long as its last lease). Checks before writes.
@@ -42,6 +43,11 @@ local wq = id and KEYS[#KEYS]
 local key, mark = KEYS[1], KEYS[nk]
 local own = (#ARGV == 4 or #ARGV == 6) and ARGV[4] or nil
 local t = redis.call('type', key).ok
+-- Every sorted set dlock writes has a TTL (its last lease's end): one
+-- without is not a lock of ours, and waiting for it would never end.
+if t == 'zset' and redis.call('pttl', key) < 0 then
+  return redis.error_reply('WRONGTYPE lock key holds a sorted set without a TTL, not a lock')
+end
 -- A plain holder's run ended with this waiter's turn (lib/waitq.lua): the
 -- string is a reservation for us, not a holder (no share can exist).
 if id and t == 'string' and redis.call('get', key) == 'turn:' .. id then t = 'none' end
