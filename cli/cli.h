@@ -85,6 +85,7 @@ enum cli_long_opt {
 #define CLI_LOCK_LONGOPTS                                                      \
     {"ttl", required_argument, NULL, 't'},                                     \
     {"wait", required_argument, NULL, 'w'},                                    \
+    {"timeout", required_argument, NULL, 'w'}, /* flock(1)'s name for -w */  \
     {"nonblock", no_argument, NULL, 'n'},                                      \
     {"conflict-exit-code", required_argument, NULL, 'E'},                      \
     {"fair", no_argument, NULL, CLI_OPT_FAIR},                                 \

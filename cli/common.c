@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -151,10 +152,14 @@ int cli_parse_duration(const char *cmd, const char *opt, const char *text, int64
 int cli_parse_ttl(const char *cmd, const char *text, int64_t *out_ms)
 {
     int rc = cli_parse_duration(cmd, "-t", text, out_ms);
-    if (rc == 0 && (*out_ms < CLI_MIN_TTL_MS || *out_ms > DLOCK_TTL_MAX_MS))
-        return cli_usage_error(cmd, "-t: the lease must be between %dms and %" PRId64 "ms, not '%s' "
+    if (rc == 0 && *out_ms < CLI_MIN_TTL_MS)
+        return cli_usage_error(cmd, "-t: the lease must be at least %dms, not '%s' "
                                "(a shorter lease would be lost before its first renewal)",
-                               CLI_MIN_TTL_MS, DLOCK_TTL_MAX_MS, text);
+                               CLI_MIN_TTL_MS, text);
+    if (rc == 0 && *out_ms > DLOCK_TTL_MAX_MS)
+        return cli_usage_error(cmd, "-t: the lease must be at most %" PRId64 "ms (about 24.8 "
+                               "days: 32-bit milliseconds), not '%s'",
+                               DLOCK_TTL_MAX_MS, text);
     return rc;
 }
 
@@ -286,17 +291,25 @@ static int read_password_file(cli_global *g)
 {
     FILE *f = fopen(g->pass_file, "r");
     char buf[4096];
+    struct stat sb;
     if (!f) {
         cli_msg("--password-file %s: %s", g->pass_file, strerror(errno));
         return CLI_EXIT_NOINPUT;
     }
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        cli_msg("--password-file %s: %s (give the file that holds the password)", g->pass_file,
+                strerror(EISDIR));
+        return CLI_EXIT_NOINPUT;
+    }
     size_t n = fread(buf, 1, sizeof buf - 1, f);
-    int err = ferror(f);
+    int err = ferror(f) ? errno : 0;
     fclose(f);
     buf[n] = '\0';
     buf[strcspn(buf, "\r\n")] = '\0';
     if (err || !buf[0]) {
-        cli_msg("--password-file %s: %s", g->pass_file, err ? "read error" : "no password in it");
+        cli_msg("--password-file %s: %s", g->pass_file,
+                err ? strerror(err) : "no password in it (its first line is empty)");
         return err ? CLI_EXIT_NOINPUT : CLI_EXIT_USAGE;
     }
     g->file_pass = strdup(buf);
@@ -308,12 +321,26 @@ static int read_password_file(cli_global *g)
     return 0;
 }
 
+/* What the URLs are, for messages: etcd (modes it lacks), and plain TCP
+ * without --tls (a TLS port answers such a client with silence). */
+static int client_etcd, client_plain_tcp;
+
 int cli_open_client(cli_global *g, dlock_client **out)
 {
     char err[256] = "", red[1024];
     int rc = collect_urls(g);
     if (rc)
         return rc;
+    for (size_t i = 0; i < g->n_urls; i++) {
+        client_etcd |= !strncmp(g->urls[i], "etcd://", 7);
+        client_plain_tcp |= !g->copts.tls && (!strncmp(g->urls[i], "redis://", 8) ||
+                                               !strncmp(g->urls[i], "redis-sentinel://", 17));
+    }
+    /* Said here in the options' words; the library would name its fields. */
+    if (!g->copts.tls_cert_file != !g->copts.tls_key_file)
+        return cli_usage_error(NULL, "%s: a client certificate needs both --cert and --key "
+                               "(or DLOCK_CERT and DLOCK_KEY): the certificate and its "
+                               "private key", g->copts.tls_cert_file ? "--cert" : "--key");
     /* -a, else --password-file, else DLOCK_PASSWORD, else the URLs'. */
     if (g->pass) {
         g->copts.password = g->pass_copy;
@@ -329,8 +356,9 @@ int cli_open_client(cli_global *g, dlock_client **out)
         return 0;
     if (rc == DLOCK_EINVAL)
         return cli_usage_error(NULL, "%s", *err ? err : "invalid Redis URL");
-    cli_msg("cannot use %s%s: %s", cli_redact_url(g->urls[0], red, sizeof red),
-            g->n_urls > 1 ? " (and others)" : "", *err ? err : dlock_strerror(rc));
+    cli_msg("cannot use %s%s: %s (%s)", cli_redact_url(g->urls[0], red, sizeof red),
+            g->n_urls > 1 ? " (and others)" : "", *err ? err : dlock_strerror(rc),
+            dlock_errname(rc));
     return cli_exit_for(rc, NULL, 0);
 }
 
@@ -347,8 +375,15 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
     if (rc == DLOCK_OK)
         return 0;
     if (rc == DLOCK_ENOTSUP && lo && (lo->flags & DLOCK_FAIR)) {
-        cli_msg("\"%s\": --fair is not supported by this libdlock%s", name,
-                dlock_client_node_count(c) > 1 ? " with several Redis nodes" : "");
+        cli_msg("\"%s\": --fair is not supported %s (DLOCK_ENOTSUP)", name,
+                client_etcd ? "on etcd (its waiters queue in order anyway: docs/backends.md)"
+                : dlock_client_node_count(c) > 1 ? "with several Redis nodes"
+                                                 : "by this libdlock");
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    if (rc == DLOCK_ENOTSUP && client_etcd && lo && (lo->flags & DLOCK_SHARED)) {
+        cli_msg("\"%s\": -s (shared) is not supported on etcd: its locks are exclusive only "
+                "(DLOCK_ENOTSUP)", name);
         return CLI_EXIT_UNAVAILABLE;
     }
     if (rc == DLOCK_EINVAL) {
@@ -356,7 +391,7 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
             return cli_usage_error(NULL, "the lock name must be 1..%d bytes", DLOCK_NAME_MAX);
         return cli_usage_error(NULL, "\"%s\": invalid lock options", name);
     }
-    cli_msg("\"%s\": %s", name, dlock_strerror(rc));
+    cli_msg("\"%s\": %s (%s)", name, dlock_strerror(rc), dlock_errname(rc));
     return cli_exit_for(rc, NULL, 0);
 }
 
@@ -406,6 +441,11 @@ int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
         rc = dlock_lock_new_multi(out, c, names, n, lo);
     if (rc == DLOCK_OK)
         return 0;
+    if (rc == DLOCK_ENOTSUP && client_etcd) {
+        cli_msg("\"%s\": %s is not supported on etcd: its locks are exclusive, one name at a "
+                "time (DLOCK_ENOTSUP)", names[0], o->permits ? "--permits" : "several names");
+        return CLI_EXIT_UNAVAILABLE;
+    }
     if (rc == DLOCK_ENOTSUP && o->permits)
         return cli_usage_error(NULL, "--permits works with one Redis node only, not %zu (permits "
                                "counted per node do not add up over a majority)",
@@ -418,7 +458,7 @@ int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
     }
     if (rc == DLOCK_EINVAL)
         return cli_usage_error(NULL, "every lock name must be 1..%d bytes", DLOCK_NAME_MAX);
-    cli_msg("\"%s\": %s", names[0], dlock_strerror(rc));
+    cli_msg("\"%s\": %s (%s)", names[0], dlock_strerror(rc), dlock_errname(rc));
     return cli_exit_for(rc, NULL, 0);
 }
 
@@ -462,9 +502,15 @@ void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing)
     const char *detail = lock ? dlock_lock_errmsg(lock) : "";
     const char *name = lock ? dlock_lock_name(lock) : "?";
     char nodes[512];
+    /* A TLS port answers a plain client with silence, then closes: the
+     * outcome is unknown, and nothing says why. */
+    const char *hint = client_plain_tcp && (rc == DLOCK_EUNKNOWN || rc == DLOCK_EIO ||
+                                            rc == DLOCK_ENOQUORUM)
+                           ? "; if the server speaks TLS, use rediss:// or --tls"
+                           : "";
     if (*detail)
-        cli_msg("\"%s\": %s failed: %s (%s)", name, doing, detail, dlock_errname(rc));
+        cli_msg("\"%s\": %s failed: %s (%s)%s", name, doing, detail, dlock_errname(rc), hint);
     else
-        cli_msg("\"%s\": %s failed on %s: %s (%s)", name, doing, cli_nodes(c, nodes, sizeof nodes),
-                dlock_strerror(rc), dlock_errname(rc));
+        cli_msg("\"%s\": %s failed on %s: %s (%s)%s", name, doing,
+                cli_nodes(c, nodes, sizeof nodes), dlock_strerror(rc), dlock_errname(rc), hint);
 }

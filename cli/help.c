@@ -15,7 +15,8 @@ typedef struct command_help {
 
 #define LOCK_OPTS_HELP                                                         \
     "  -t, --ttl=D          lease length (default 30s)\n"                      \
-    "  -w, --wait=D         give up after D (default: wait forever)\n"         \
+    "  -w, --wait=D         give up after D (default: wait forever); also\n"  \
+    "                       --timeout=D, as flock(1) spells it\n"              \
     "  -n, --nonblock       do not wait (same as -w 0)\n"                      \
     "  -E, --conflict-exit-code=N\n"                                           \
     "                       exit status when the lock is not acquired (1)\n"   \
@@ -28,7 +29,8 @@ typedef struct command_help {
 static const command_help commands[] = {
     {"run",
      "dlock [GLOBAL] run [OPTIONS] NAME... -- PROGRAM [ARG]...\n"
-     "dlock [GLOBAL] run [OPTIONS] NAME... -c 'SHELL COMMAND'\n",
+     "dlock [GLOBAL] run [OPTIONS] NAME... -c 'SHELL COMMAND'\n"
+     "dlock [GLOBAL] run [OPTIONS] -- NAME... -- PROGRAM [ARG]...  (NAME may start with -)\n",
      "Take the lock NAME, run PROGRAM while renewing the lease, release it when\n"
      "PROGRAM ends, and exit with PROGRAM's status. PROGRAM gets DLOCK_NAME,\n"
      "DLOCK_TOKEN and DLOCK_FENCE (0 without --fence) and never a password.\n"

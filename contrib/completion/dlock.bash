@@ -14,7 +14,7 @@ _dlock()
         -v --verbose -h --help -V --version
         --tls --cacert --cacertdir --cert --key --sni --insecure
         --min-replicas --min-replicas-timeout --cluster"
-    local lock_opts="-t --ttl -w --wait -n --nonblock -E --conflict-exit-code
+    local lock_opts="-t --ttl -w --wait --timeout -n --nonblock -E --conflict-exit-code
         --fair --fence --no-fence -q --quiet -v --verbose -h --help"
 
     # The command is the first word after the global options and their values.
@@ -59,7 +59,7 @@ _dlock()
         return 0
         ;;
     -r | --redis)
-        mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix:// redis-sentinel://" -- "$cur")
+        mapfile -t COMPREPLY < <(compgen -W "redis:// rediss:// unix:// redis-sentinel:// etcd://" -- "$cur")
         compopt -o nospace 2>/dev/null
         return 0
         ;;
@@ -67,7 +67,7 @@ _dlock()
         mapfile -t COMPREPLY < <(compgen -W "term kill ignore" -- "$cur")
         return 0
         ;;
-    -t | --ttl | -w | --wait | --grace | --connect-timeout | --io-timeout | \
+    -t | --ttl | -w | --wait | --timeout | --grace | --connect-timeout | --io-timeout | \
         --min-node-uptime | -E | --conflict-exit-code | --user | -a | --pass | \
         --prefix | -c | --command | --sni | --min-replicas | --min-replicas-timeout | \
         --permits)

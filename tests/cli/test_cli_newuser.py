@@ -101,6 +101,99 @@ class StatusModes(DlockTest):
         self.assertTrue(j["name"].endswith(":\u00e9\ufffd\ufffd\ufffd"))
 
 
+class Messages(DlockTest):
+    """Item 4: every refusal gives the right reason in the user's words."""
+
+    def test_a_lease_too_long_is_not_called_too_short(self):
+        r = self.dlock("run", "-t", "30d", self.name, "--", "true")
+        self.assertUsage(r)
+        self.assertIn("at most", r.stderr)
+        self.assertNotIn("shorter", r.stderr)
+        r = self.dlock("run", "-t", "50ms", self.name, "--", "true")
+        self.assertUsage(r)
+        self.assertIn("shorter lease would be lost", r.stderr)
+
+    def test_too_many_names_says_so(self):
+        names = [f"{self.name}:{i}" for i in range(1025)]
+        r = self.dlock("run", *names, "--", "true")
+        self.assertUsage(r)
+        self.assertIn("at most 1024 names", r.stderr)
+        self.assertNotIn("expected '--'", r.stderr)
+
+    def test_an_unknown_scheme_lists_every_scheme(self):
+        r = self.dlock("run", self.name, "--", "true", urls=["foo://h:1"])
+        self.assertUsage(r)
+        for scheme in ("redis://", "rediss://", "unix://", "redis-sentinel://", "etcd://"):
+            self.assertIn(scheme, r.stderr)
+
+    def test_a_password_file_that_is_a_directory(self):
+        r = self.dlock("--password-file", self.dir, "run", self.name, "--", "true")
+        self.assertEqual(r.returncode, 66, r.stderr)
+        self.assertIn("Is a directory", r.stderr)
+        self.assertNotIn("read error", r.stderr)
+
+    def test_cert_without_key_names_the_options(self):
+        cert = self.path("c.pem")
+        open(cert, "w").close()
+        r = self.dlock("--tls", "--cert", cert, "run", self.name, "--", "true")
+        self.assertUsage(r)
+        self.assertIn("--cert and --key", r.stderr)
+        self.assertNotIn("tls_cert_file", r.stderr)
+
+
+class Names(DlockTest):
+    """Item 6: run takes a NAME that starts with '-', as acquire does."""
+
+    def test_run_takes_names_that_start_with_a_dash(self):
+        r = self.dlock("run", "-n", "--", "-x", "--", "sh", "-c", 'echo "$DLOCK_NAME"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "-x\n")
+        r = self.dlock("run", "--", "-x", "-y", "--", "sh", "-c", 'echo "$DLOCK_NAME"')
+        self.assertEqual((r.returncode, r.stdout), (0, "-x -y\n"), r.stderr)
+        r = self.dlock("run", "-c", 'echo "$DLOCK_NAME"', "--", "-z")
+        self.assertEqual((r.returncode, r.stdout), (0, "-z\n"), r.stderr)
+        tok = self.dlock("acquire", "--", "-x").stdout.strip()
+        r = self.dlock("run", "-n", "--", "-x", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)  # the same lock as acquire's
+        self.assertEqual(self.dlock("release", "--", "-x", tok).returncode, 0)
+        r = self.dlock("run", "--", "-x")
+        self.assertUsage(r)
+        self.assertIn("second '--'", r.stderr)
+
+
+class Flock(DlockTest):
+    """Item 7: flock(1)'s long name for -w."""
+
+    def test_timeout_is_flocks_name_for_w(self):
+        self.acquire()
+        r = self.dlock("run", "--timeout", "0.3", self.name, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("gave up after", r.stderr)
+        r = self.dlock("acquire", "--timeout=300ms", "-E", "9", self.name)
+        self.assertEqual(r.returncode, 9, r.stderr)
+
+
+class PlainOnTls(DlockTest):
+    """Item 4: a plain URL on a TLS port hints at --tls."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.certs = test_cli.make_certs(cls.tmp)
+        cls.tls = test_cli.TlsRedisServer(cls.tmp, cls.certs)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tls.stop()
+        super().tearDownClass()
+
+    def test_a_plain_url_on_a_tls_port_hints_at_tls(self):
+        r = self.dlock("--io-timeout", "500ms", "run", "-n", self.name, "--", "true",
+                       urls=[f"redis://127.0.0.1:{self.tls.port}"])
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("use rediss:// or --tls", r.stderr)
+
+
 class Etcd(unittest.TestCase):
     """What differs on etcd:// (with --etcd)."""
 
@@ -122,6 +215,17 @@ class Etcd(unittest.TestCase):
         e.update(env or {})
         return subprocess.run([test_cli.DLOCK, "-r", self.etcd.url, *args], capture_output=True,
                               text=True, timeout=30, env=e)
+
+    def test_what_etcd_lacks_is_said_with_its_code(self):
+        r = self.dlock("run", "--permits", "2", self.name, "--", "true")
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("--permits is not supported on etcd", r.stderr)
+        self.assertNotIn("Redis node", r.stderr)
+        self.assertIn("DLOCK_ENOTSUP", r.stderr)
+        r = self.dlock("run", "-s", self.name, "--", "true")
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("-s (shared) is not supported on etcd", r.stderr)
+        self.assertIn("DLOCK_ENOTSUP", r.stderr)
 
     def test_status_of_a_held_lock_says_exclusive(self):
         p = subprocess.Popen([test_cli.DLOCK, "-r", self.etcd.url, "run", self.name, "--",
