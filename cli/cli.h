@@ -157,6 +157,9 @@ typedef struct cli_global {
     const char *pass_file; /* --password-file */
     char *file_pass;       /* owned: what --password-file held */
     int no_auth_warning;
+    char *url_copies[CLI_MAX_URLS]; /* owned copies of -r URLs with a password */
+    size_t n_url_copies;
+    int url_pass_in_argv; /* a -r URL had a password (now out of argv) */
 } cli_global;
 
 /* Options shared by `run` and `acquire`. */
@@ -210,10 +213,13 @@ int cli_exit_for(int rc, const cli_lock_opts *o, int sig);
 void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing);
 /* `text` with control characters as \xNN, for human-readable output. */
 const char *cli_escape(const char *text, char *buf, size_t len);
+/* Where the password of `url` starts (*start) and its length; 0: none. */
+size_t cli_password_span(const char *url, size_t *start);
 /* `url` with its password replaced by "***". */
 const char *cli_redact_url(const char *url, char *buf, size_t len);
 /* Whether environment entry `e` ("NAME=value") may reach the program run
- * under the lock: never DLOCK_PASSWORD, nor a DLOCK_REDIS with a password. */
+ * under the lock: never DLOCK_PASSWORD or REDISCLI_AUTH, nor a DLOCK_REDIS
+ * with a password. */
 int cli_env_passes(const char *e);
 
 /* tls.c: DLOCK_TLS & co. into g->copts, then the options over them.

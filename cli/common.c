@@ -43,7 +43,7 @@ const char *cli_escape(const char *text, char *buf, size_t len)
 /* Where the password of `url` starts and how long it is; 0 if none.
  * redis://[user[:password]@]host... (no colon: all of it is the password)
  * and unix:///path?...password=P... */
-static size_t password_span(const char *url, size_t *start)
+size_t cli_password_span(const char *url, size_t *start)
 {
     if (!strncmp(url, "unix://", 7)) {
         const char *q = strchr(url, '?');
@@ -76,7 +76,7 @@ static size_t password_span(const char *url, size_t *start)
 
 const char *cli_redact_url(const char *url, char *buf, size_t len)
 {
-    size_t start = 0, n = password_span(url, &start);
+    size_t start = 0, n = cli_password_span(url, &start);
     if (n == 0)
         snprintf(buf, len, "%s", url);
     else
@@ -86,7 +86,7 @@ const char *cli_redact_url(const char *url, char *buf, size_t len)
 
 int cli_env_passes(const char *e)
 {
-    if (!strncmp(e, "DLOCK_PASSWORD=", 15))
+    if (!strncmp(e, "DLOCK_PASSWORD=", 15) || !strncmp(e, "REDISCLI_AUTH=", 14))
         return 0;
     if (!strncmp(e, "DLOCK_REDIS=", 12)) {
         /* Each comma-separated URL; any with a password keeps the whole
@@ -96,7 +96,7 @@ int cli_env_passes(const char *e)
         for (;;) {
             size_t n = strcspn(s, ","), start;
             snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), s);
-            if (password_span(one, &start) > 0)
+            if (cli_password_span(one, &start) > 0)
                 return 0;
             if (!s[n])
                 break;
@@ -341,15 +341,30 @@ int cli_open_client(cli_global *g, dlock_client **out)
         return cli_usage_error(NULL, "%s: a client certificate needs both --cert and --key "
                                "(or DLOCK_CERT and DLOCK_KEY): the certificate and its "
                                "private key", g->copts.tls_cert_file ? "--cert" : "--key");
-    /* -a, else --password-file, else DLOCK_PASSWORD, else the URLs'. */
+    /* -a, else --password-file, else DLOCK_PASSWORD, else REDISCLI_AUTH
+     * (as redis-cli reads it), else the URLs'. The variables are a Redis
+     * AUTH password: etcd takes user and password in its URL (etcd://
+     * user:password@host), so there they are ignored rather than make
+     * every etcd:// call fail (dlock(1), ENVIRONMENT). */
+    const char *env_pass = getenv("DLOCK_PASSWORD"), *env_name = "DLOCK_PASSWORD";
+    if (!env_pass || !*env_pass) {
+        env_pass = getenv("REDISCLI_AUTH");
+        env_name = "REDISCLI_AUTH";
+    }
+    if (env_pass && !*env_pass)
+        env_pass = NULL;
     if (g->pass) {
         g->copts.password = g->pass_copy;
     } else if (g->pass_file) {
         if ((rc = read_password_file(g)) != 0)
             return rc;
         g->copts.password = g->file_pass;
-    } else if (getenv("DLOCK_PASSWORD") && *getenv("DLOCK_PASSWORD")) {
-        g->copts.password = getenv("DLOCK_PASSWORD");
+    } else if (env_pass && client_etcd) {
+        if (g->verbose)
+            cli_msg("%s ignored: etcd:// URLs carry their own credentials "
+                    "(etcd://user:password@host:port)", env_name);
+    } else if (env_pass) {
+        g->copts.password = env_pass;
     }
     rc = dlock_client_new(out, g->urls, g->n_urls, &g->copts, err, sizeof err);
     if (rc == DLOCK_OK)

@@ -15,7 +15,7 @@ import unittest
 
 import test_cli
 import test_cli_etcd
-from cli_support import wait_until
+from cli_support import RedisServer, wait_until
 from test_cli import DlockTest
 
 WITH_ETCD = False
@@ -194,6 +194,56 @@ class PlainOnTls(DlockTest):
         self.assertIn("use rediss:// or --tls", r.stderr)
 
 
+PW = "sekrit-pass-word"
+SHOW_ARGV = 'tr "\\0" "\\n" < /proc/$PPID/cmdline; env'
+
+
+class Credentials(DlockTest):
+    """Item 8: passwords out of ps, REDISCLI_AUTH as redis-cli reads it."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.auth = RedisServer(cls.tmp, conf=f"requirepass {PW}\n", auth=PW)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.auth.stop()
+        super().tearDownClass()
+
+    def argv_seen(self, *global_opts, url=None, env=None):
+        """What ps shows of dlock's argv while it runs, the program's
+        environment, and the warning on stderr."""
+        r = subprocess.run([test_cli.DLOCK, "-r", url or f"redis://127.0.0.1:{self.auth.port}",
+                            *global_opts, "run", self.name, "--", "sh", "-c", SHOW_ARGV],
+                           capture_output=True, text=True, timeout=30, env=env or self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        argv, _, environ = r.stdout.partition("\n\n")  # argv ends in NULs
+        return [a for a in argv.split("\n") if a], environ, r.stderr
+
+    def test_a_password_in_a_url_is_hidden_from_ps_with_a_warning(self):
+        argv, _, err = self.argv_seen(url=f"redis://:{PW}@127.0.0.1:{self.auth.port}")
+        self.assertNotIn(PW, "\n".join(argv))
+        self.assertIn(f"redis://:***@127.0.0.1:{self.auth.port}", argv)
+        self.assertIn("Warning: Using a password", err)
+
+    def test_the_starred_out_password_does_not_show_its_length(self):
+        for opts in (["-a", PW], [f"-a{PW}"], [f"--pass={PW}"]):
+            with self.subTest(opts=opts):
+                argv, _, _ = self.argv_seen(*opts, "--no-auth-warning")
+                self.assertNotIn(PW, "\n".join(argv))
+                self.assertNotIn("*" * len(PW), "\n".join(argv))
+                self.assertIn(opts[0].replace(PW, "***") if len(opts) == 1 else "***", argv)
+                self.assertEqual(argv[-4:], ["--", "sh", "-c", SHOW_ARGV])  # args intact
+
+    def test_rediscli_auth_is_honoured_and_not_passed_on(self):
+        argv, environ, _ = self.argv_seen(env=self.env(REDISCLI_AUTH=PW))
+        self.assertNotIn("REDISCLI_AUTH", environ)
+        r = self.dlock("run", self.name, "--", "true", urls=[self.auth.url],
+                       env=self.env(REDISCLI_AUTH="wrong", DLOCK_PASSWORD=PW))
+        self.assertEqual(r.returncode, 0, r.stderr)  # DLOCK_PASSWORD first
+
+
 class Etcd(unittest.TestCase):
     """What differs on etcd:// (with --etcd)."""
 
@@ -226,6 +276,14 @@ class Etcd(unittest.TestCase):
         self.assertEqual(r.returncode, 69, r.stderr)
         self.assertIn("-s (shared) is not supported on etcd", r.stderr)
         self.assertIn("DLOCK_ENOTSUP", r.stderr)
+
+    def test_an_exported_redis_password_does_not_break_etcd(self):
+        for var in ("DLOCK_PASSWORD", "REDISCLI_AUTH"):
+            r = self.dlock("run", self.name, "--", "true", env={var: "x"})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.dlock("-v", "status", self.name, env={var: "x"})
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"{var} ignored: etcd:// URLs carry their own credentials", r.stderr)
 
     def test_status_of_a_held_lock_says_exclusive(self):
         p = subprocess.Popen([test_cli.DLOCK, "-r", self.etcd.url, "run", self.name, "--",
