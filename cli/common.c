@@ -522,6 +522,9 @@ void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing)
     const char *hint = client_plain_tcp && (rc == DLOCK_EUNKNOWN || rc == DLOCK_EIO ||
                                             rc == DLOCK_ENOQUORUM)
                            ? "; if the server speaks TLS, use rediss:// or --tls"
+                       : strstr(detail, "TLS handshake timed out")
+                           ? "; a plain (non-TLS) port answers a handshake with silence: "
+                             "use redis:// without --tls there"
                            : "";
     if (*detail)
         cli_msg("\"%s\": %s failed: %s (%s)%s", name, doing, detail, dlock_errname(rc), hint);

@@ -160,10 +160,12 @@ typedef enum dlock_error {
     DLOCK_EPROTO = -18,
     /** TLS handshake or certificate verification failed: the server's
      *  certificate does not chain to the trusted CAs or does not name the
-     *  host, the server refused our client certificate, or the server does
-     *  not speak TLS. The detail message says which (for verification:
-     *  "TLS certificate verification failed: " and OpenSSL's reason).
-     *  Nothing was sent to Redis. */
+     *  host, the server refused our client certificate, or it closed the
+     *  connection during the handshake. The detail message says which (for
+     *  verification: "TLS certificate verification failed: " and OpenSSL's
+     *  reason). Nothing was sent to Redis. A plain (non-TLS) Redis port
+     *  usually answers a handshake with silence: that is DLOCK_EIO, "TLS
+     *  handshake timed out", after connect_timeout_ms. */
     DLOCK_ETLS = -19,
     /** dlock_client_options.min_replicas: fewer replicas than asked
      *  acknowledged the acquire or extend within min_replicas_timeout_ms
@@ -221,7 +223,11 @@ typedef enum dlock_log_level {
  * waiters of that client then poll with backoff up to retry_max_ms for the
  * rest of its life. Runs on whichever library thread noticed (the wake-up
  * thread for pub/sub), possibly with internal locks held: it must not block
- * and must not call into dlock. dlock never writes to stderr itself.
+ * and must not call into dlock. dlock writes to stderr only just before it
+ * aborts, one line starting "dlock: ": on a bug (a failed pthread call) or
+ * on misuse it detects and cannot survive (dlock_client_free() while lock
+ * handles of the client exist). Everything else goes to a dlock_log_fn or
+ * to the handles' detail messages.
  */
 typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
@@ -406,7 +412,11 @@ dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                  size_t errbuf_len);
 
 /** Stop background threads (watchdog, subscriber), close every connection
- *  and free the client. Free every lock handle first. NULL is accepted.
+ *  and free the client. Free every lock handle first: a client freed while
+ *  handles of it exist (their watchdog records and connections would be
+ *  freed under them) is misuse, and dlock prints "dlock:
+ *  dlock_client_free() called while N lock handles of this client are not
+ *  freed; ...; aborting" on stderr and calls abort(). NULL is accepted.
  *
  *  fork(): a client and its handles belong to the process that made them.
  *  In a child they are inert: every call returns DLOCK_EINVAL (the handle's
@@ -684,7 +694,8 @@ dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
  *
  * Every user of a name must give the same @p permits: the first holder
  * stores N with the holders, and an acquire that finds another N stored is
- * refused with DLOCK_EINVAL ("the semaphore has N permits") while any
+ * refused with DLOCK_EINVAL ("the semaphore's stored number of permits
+ * differs from this handle's") while any
  * permit is held (the key, N with it, goes with the last lease).
  *
  * @param permits 1..DLOCK_PERMITS_MAX.

@@ -190,6 +190,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if (!l)
         return DLOCK_ENOMEM;
     l->client = client;
+    atomic_fetch_add(&client->live_handles, 1); /* dlock_lock_free() takes it back */
     l->opts = *opts;
     l->kind = kind;
     l->backend = &dlock__redis_backend;
@@ -235,6 +236,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         dlock__free(l->wq_key);
         dlock__free(l->wr_key);
         dlock__free(l->aux_key);
+        atomic_fetch_sub(&client->live_handles, 1);
         dlock__free(l);
         return DLOCK_ENOMEM;
     }
@@ -541,6 +543,7 @@ free_memory: /* in a child of fork(), the mutex may be held by a thread not copi
     if (l->token != l->token_inline)
         dlock__free(l->token);
     dlock__err_free(&l->err);
+    atomic_fetch_sub(&l->client->live_handles, 1);
     dlock__free(l);
 }
 

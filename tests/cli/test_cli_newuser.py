@@ -193,6 +193,13 @@ class PlainOnTls(DlockTest):
         self.assertEqual(r.returncode, 69, r.stderr)
         self.assertIn("use rediss:// or --tls", r.stderr)
 
+    def test_tls_to_a_plain_port_hints_at_plain(self):
+        r = self.dlock("--insecure", "--connect-timeout", "300ms", "run", "-n", self.name, "--",
+                       "true", urls=[f"rediss://127.0.0.1:{self.redis.port}"])
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("TLS handshake timed out (DLOCK_EIO)", r.stderr)  # as dlock.h says
+        self.assertIn("use redis:// without --tls", r.stderr)
+
 
 PW = "sekrit-pass-word"
 SHOW_ARGV = 'tr "\\0" "\\n" < /proc/$PPID/cmdline; env'
@@ -284,6 +291,21 @@ class Etcd(unittest.TestCase):
             r = self.dlock("-v", "status", self.name, env={var: "x"})
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn(f"{var} ignored: etcd:// URLs carry their own credentials", r.stderr)
+
+    def test_etcdctl_lock_and_dlock_run_hold_one_name_at_once(self):
+        """docs/primitives.md says so until interop lands: when this test
+        fails, interop came, and that sentence must go."""
+        p = subprocess.Popen(["etcdctl", f"--endpoints=127.0.0.1:{self.etcd.port}", "lock",
+                              self.name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True, env=dict(os.environ, ETCDCTL_API="3"))
+        try:
+            self.assertTrue(p.stdout.readline().startswith(self.name))  # etcdctl holds it
+            r = self.dlock("run", "-n", self.name, "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
 
     def test_status_of_a_held_lock_says_exclusive(self):
         p = subprocess.Popen([test_cli.DLOCK, "-r", self.etcd.url, "run", self.name, "--",
