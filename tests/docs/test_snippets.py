@@ -3,7 +3,7 @@
 """Every C snippet in README.md and docs/*.md is compiled against the
 library and run against a real redis-server (ctest docs_snippets).
 
-Usage: test_snippets.py --cc CC --include DIR --lib LIBDLOCK.so SRC_DIR
+Usage: test_snippets.py --cc CC --include DIR --lib LIBDLOCK.so [--cflags=F] SRC_DIR
 
 A ```c block is compiled as it stands when it has a main(); otherwise it is
 a fragment, put in the body of main() after <dlock.h> and the standard
@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--cc", default="cc")
     ap.add_argument("--include", required=True)
     ap.add_argument("--lib", required=True)
+    ap.add_argument("--cflags", default="", help="more flags (a sanitizer the library has)")
     ap.add_argument("src")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="dlock-snippets-")
@@ -90,7 +91,8 @@ def main():
             with open(c, "w") as f:
                 f.write(program(code, how, server.url))
             libdir = os.path.dirname(os.path.abspath(a.lib))
-            cc = subprocess.run([a.cc, "-std=c11", "-Wall", "-Werror", "-Wno-unused-variable",
+            cc = subprocess.run([a.cc, *a.cflags.split(), "-std=c11", "-Wall", "-Werror",
+                                 "-Wno-unused-variable",
                                  "-Wno-unused-but-set-variable", f"-I{a.include}", c, "-o", exe,
                                  f"-L{libdir}", "-ldlock", f"-Wl,-rpath,{libdir}"],
                                 capture_output=True, text=True)
