@@ -274,6 +274,10 @@ static int collect_urls(cli_global *g)
         char *comma = strchr(s, ',');
         if (comma)
             *comma = '\0';
+        /* "URL1, URL2" as people write lists: the spaces are not the URL's. */
+        s += strspn(s, " \t");
+        for (char *e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t');)
+            *--e = '\0';
         if (!*s)
             return cli_usage_error(NULL, "DLOCK_REDIS has an empty URL: '%s'",
                                    cli_redact_url(env, red, sizeof red));
@@ -517,10 +521,10 @@ void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing)
     const char *detail = lock ? dlock_lock_errmsg(lock) : "";
     const char *name = lock ? dlock_lock_name(lock) : "?";
     char nodes[512];
-    /* A TLS port answers a plain client with silence, then closes: the
-     * outcome is unknown, and nothing says why. */
-    const char *hint = client_plain_tcp && (rc == DLOCK_EUNKNOWN || rc == DLOCK_EIO ||
-                                            rc == DLOCK_ENOQUORUM)
+    /* A TLS port resets a plain client's connection once it sees the
+     * command: the outcome is unknown, and nothing says why. (Not for a
+     * refused connection: nothing listens there at all.) */
+    const char *hint = client_plain_tcp && rc == DLOCK_EUNKNOWN
                            ? "; if the server speaks TLS, use rediss:// or --tls"
                        : strstr(detail, "TLS handshake timed out")
                            ? "; a plain (non-TLS) port answers a handshake with silence: "

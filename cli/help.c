@@ -67,8 +67,10 @@ static const char global_help[] =
     "Distributed locks on Redis (Redlock with several nodes).\n\n"
     "Commands: run, acquire, release, extend, status ('dlock COMMAND --help').\n\n"
     "Global options:\n"
-    "  -r, --redis=URL          a Redis node; repeat for Redlock over several nodes;\n"
-    "                           or etcd://HOST:PORT[,HOST:PORT...] for an etcd cluster\n"
+    "  -r, --redis=URL          a Redis node: redis://, rediss:// (TLS), unix:// or\n"
+    "                           redis-sentinel://HOST:PORT[,...]/MASTER; repeat for\n"
+    "                           Redlock over several nodes; or etcd://HOST:PORT[,...]\n"
+    "                           for an etcd cluster\n"
     "                           (default: $DLOCK_REDIS, else redis://127.0.0.1:6379)\n"
     CLI_TLS_HELP
     CLI_DEPLOY_HELP

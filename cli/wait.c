@@ -157,6 +157,11 @@ static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, co
             if (h.count > 0 && first[0].ttl_ms >= 0)
                 snprintf(buf, len, "\"%s\" is held by another owner on %s (ttl %.1fs)", esc,
                          on, (double)first[0].ttl_ms / 1000.0);
+            else if (h.count > 0 && h.mode == DLOCK_HOLD_EXCLUSIVE)
+                /* Not a key dlock wrote (every dlock lock has a lease). */
+                snprintf(buf, len, "\"%s\" is held by another owner on %s, with no TTL: it "
+                         "does not expire by itself (only its owner, or DEL, frees it)",
+                         esc, on);
             else
                 snprintf(buf, len, "\"%s\" is held by another owner on %s", esc, on);
             return 1;

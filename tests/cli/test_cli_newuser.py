@@ -141,6 +141,32 @@ class Messages(DlockTest):
         self.assertNotIn("tls_cert_file", r.stderr)
 
 
+class SecondReading(DlockTest):
+    """What a second read of the CLI as a new user found."""
+
+    def test_the_tls_hint_is_not_given_for_a_refused_connection(self):
+        r = self.dlock("run", self.name, "--", "true", urls=["redis://127.0.0.1:1"])
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("Connection refused", r.stderr)
+        self.assertNotIn("TLS", r.stderr)
+
+    def test_spaces_around_commas_in_dlock_redis_are_forgiven(self):
+        r = subprocess.run([test_cli.DLOCK, "status", self.name], capture_output=True, text=True,
+                           env=self.env(DLOCK_REDIS=f" {self.redis.url} "), timeout=30)
+        self.assertEqual(r.returncode, 1, r.stderr)  # free, not "URL contains a space"
+
+    def test_a_holder_without_a_ttl_is_said_to_never_expire(self):
+        self.redis.cli("SET", self.name, "someone")
+        r = self.dlock("run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("no TTL", r.stderr)
+
+    def test_help_names_every_url_scheme(self):
+        r = subprocess.run([test_cli.DLOCK, "--help"], capture_output=True, text=True)
+        for scheme in ("redis://", "rediss://", "unix://", "redis-sentinel://", "etcd://"):
+            self.assertIn(scheme, r.stdout)
+
+
 class Names(DlockTest):
     """Item 6: run takes a NAME that starts with '-', as acquire does."""
 
