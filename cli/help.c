@@ -58,7 +58,7 @@ static const command_help commands[] = {
     {"status", "dlock [GLOBAL] status [--json] NAME\n",
      "Show whether NAME is held, its remaining TTL and fencing token, per node.\n"
      "Exits 0 when held, 1 when free (or held on too few nodes), 69 when too few\n"
-     "nodes answered.\n\n"
+     "nodes answered, 76 when the key is not a lock (a list, ...: as run on it).\n\n"
      "      --json           print one JSON object\n"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -48,6 +48,18 @@ class WriterMark(DlockTest):
         self.assertIn(f'a writer waits for "{self.name}"', r.stderr)
         self.assertNotIn("another owner", r.stderr)
 
+    def test_progress_does_not_call_a_mark_a_holder(self):
+        self.reader("8")
+        self.spawn("run", "-w", "6s", self.name, "--", "true")  # a waiting writer: its mark
+        self.assertTrue(wait_until(
+            lambda: self.dlock("status", "--json", self.name).stdout.find(
+                '"writer_waiting_ms":-1') < 0, 5))
+        r = self.dlock("-v", "run", "-s", "-w", "1.6s", self.name, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("waiting for", r.stderr)
+        self.assertIn("next change in", r.stderr)
+        self.assertNotIn("holder's ttl", r.stderr)
+
     def test_a_full_semaphore_is_named_as_such(self):
         self.spawn("run", "--permits", "1", self.name, "--", "sleep", "6")
         self.assertTrue(wait_until(lambda: self.redis.cli("ZCARD", self.name) == "2", 5))
