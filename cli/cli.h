@@ -211,6 +211,9 @@ int cli_check_lock_mode(const char *cmd, const cli_lock_opts *o, size_t n_names)
  * exits 128 + sig, as a shell reports it. */
 int cli_exit_for(int rc, const cli_lock_opts *o, int sig);
 void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing);
+/* What to add to the message of a failure rc (detail: the library's
+ * message, may be ""): a hint at the likely cause, or "". */
+const char *cli_hint(int rc, const char *detail);
 /* `text` with control characters as \xNN, for human-readable output. */
 const char *cli_escape(const char *text, char *buf, size_t len);
 /* Where the password of `url` starts (*start) and its length; 0: none. */

@@ -252,6 +252,11 @@ const char *cli_nodes(const dlock_client *c, char *buf, size_t len)
     return buf;
 }
 
+/* What the URLs are, for messages: etcd (modes it lacks), plain TCP
+ * without --tls (a TLS port answers such a client with silence), and the
+ * default URL (no -r, no DLOCK_REDIS). */
+static int client_etcd, client_plain_tcp, client_default_url;
+
 /* URLs come from -r, else from DLOCK_REDIS (comma-separated), else the
  * local default. */
 static int collect_urls(cli_global *g)
@@ -261,6 +266,7 @@ static int collect_urls(cli_global *g)
     const char *env = getenv("DLOCK_REDIS");
     if (!env || !*env) {
         g->urls[g->n_urls++] = CLI_DEFAULT_URL;
+        client_default_url = 1;
         return 0;
     }
     char red[1024];
@@ -324,10 +330,6 @@ static int read_password_file(cli_global *g)
     }
     return 0;
 }
-
-/* What the URLs are, for messages: etcd (modes it lacks), and plain TCP
- * without --tls (a TLS port answers such a client with silence). */
-static int client_etcd, client_plain_tcp;
 
 int cli_open_client(cli_global *g, dlock_client **out)
 {
@@ -516,20 +518,30 @@ int cli_exit_for(int rc, const cli_lock_opts *o, int sig)
     }
 }
 
+const char *cli_hint(int rc, const char *detail)
+{
+    /* A first run with no server configured reaches for the default. */
+    if (client_default_url && rc == DLOCK_EIO)
+        return "; no -r and no DLOCK_REDIS: dlock tried the default, " CLI_DEFAULT_URL
+               " (is a redis-server running there?)";
+    /* A TLS port resets a plain client's connection once it sees the
+     * command: the outcome is unknown, and nothing says why. (Not for a
+     * refused connection: nothing listens there at all.) */
+    if (client_plain_tcp && rc == DLOCK_EUNKNOWN)
+        return "; if the server speaks TLS, use rediss:// or --tls";
+    /* A plain port answers a TLS handshake with silence (dlock.h). */
+    if (strstr(detail, "TLS handshake timed out"))
+        return "; a plain (non-TLS) port answers a handshake with silence: use redis:// "
+               "without --tls there";
+    return "";
+}
+
 void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing)
 {
     const char *detail = lock ? dlock_lock_errmsg(lock) : "";
     const char *name = lock ? dlock_lock_name(lock) : "?";
     char nodes[512];
-    /* A TLS port resets a plain client's connection once it sees the
-     * command: the outcome is unknown, and nothing says why. (Not for a
-     * refused connection: nothing listens there at all.) */
-    const char *hint = client_plain_tcp && rc == DLOCK_EUNKNOWN
-                           ? "; if the server speaks TLS, use rediss:// or --tls"
-                       : strstr(detail, "TLS handshake timed out")
-                           ? "; a plain (non-TLS) port answers a handshake with silence: "
-                             "use redis:// without --tls there"
-                           : "";
+    const char *hint = cli_hint(rc, detail);
     if (*detail)
         cli_msg("\"%s\": %s failed: %s (%s)%s", name, doing, detail, dlock_errname(rc), hint);
     else

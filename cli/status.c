@@ -259,8 +259,9 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         rc = CLI_EXIT_OSERR;
     if (src != DLOCK_OK) {
         char nodes[512];
-        cli_msg("\"%s\": no node answered (%s): %s (%s)", name,
-                cli_nodes(c, nodes, sizeof nodes), dlock_strerror(src), dlock_errname(src));
+        cli_msg("\"%s\": no node answered (%s): %s (%s)%s", name,
+                cli_nodes(c, nodes, sizeof nodes), dlock_strerror(src), dlock_errname(src),
+                cli_hint(src, ""));
         rc = cli_exit_for(src, NULL, 0);
     }
     dlock_client_free(c);

@@ -173,6 +173,16 @@ class SecondReading(DlockTest):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("no TTL", r.stderr)
 
+    @unittest.skipIf(os.system("redis-cli -p 6379 ping >/dev/null 2>&1") == 0,
+                     "something answers on the default port 6379")
+    def test_no_server_configured_names_the_default_it_tried(self):
+        for cmd in (["run", self.name, "--", "true"], ["status", self.name]):
+            r = subprocess.run([test_cli.DLOCK, *cmd], capture_output=True, text=True,
+                               env=self.env(), timeout=30)
+            self.assertEqual(r.returncode, 69, r.stderr)
+            self.assertIn("no -r and no DLOCK_REDIS: dlock tried the default, "
+                          "redis://127.0.0.1:6379", r.stderr)
+
     def test_help_names_every_url_scheme(self):
         r = subprocess.run([test_cli.DLOCK, "--help"], capture_output=True, text=True)
         for scheme in ("redis://", "rediss://", "unix://", "redis-sentinel://", "etcd://"):
