@@ -64,7 +64,7 @@ static const command_help commands[] = {
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const char global_help[] =
-    "Distributed locks on Redis (Redlock with several nodes).\n\n"
+    "Distributed locks on Redis (Redlock with several nodes) or etcd.\n\n"
     "Commands: run, acquire, release, extend, status ('dlock COMMAND --help').\n\n"
     "Global options:\n"
     "  -r, --redis=URL          a Redis node: redis://, rediss:// (TLS), unix:// or\n"
