@@ -37,7 +37,7 @@ static const command_help commands[] = {
      "Several NAMEs are taken together, all or none, in sorted order.\n\n" LOCK_OPTS_HELP
      "  -s, --shared         shared: many -s holders at once, none beside a writer;\n"
      "                       a waiting writer keeps new readers back\n"
-     "  -x, --exclusive      exclusive (the default)\n"
+     "  -x, -e, --exclusive  exclusive (the default; -e as in flock(1))\n"
      "      --permits=N      a semaphore: at most N holders of NAME at once (every\n"
      "                       user of NAME gives the same N; one node only)\n"
      "  -c, --command=CMD    run CMD with /bin/sh -c instead of PROGRAM\n"

@@ -89,7 +89,9 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
      * start with '-': `run [OPTIONS] -- NAME... -- PROGRAM`. */
     for (;;) {
         int before = optind ? optind : 1;
-        int c = getopt_long(argc, argv, "+:t:w:nE:c:sxqvh", longopts, NULL);
+        int c = getopt_long(argc, argv, "+:t:w:nE:c:sxeqvh", longopts, NULL);
+        if (c == 'e') /* flock(1)'s other letter for -x */
+            c = 'x';
         if (c == -1) {
             if (optind == before + 1 && !strcmp(argv[before], "--")) {
                 if (o->n_names == 0)

@@ -78,7 +78,7 @@ _dlock()
     local opts
     case $cmd in
     "") opts="$global_opts run acquire release extend status" ;;
-    run) opts="$lock_opts -s --shared -x --exclusive --permits -c --command --on-lost --grace --" ;;
+    run) opts="$lock_opts -s --shared -x -e --exclusive --permits -c --command --on-lost --grace --" ;;
     acquire) opts="$lock_opts --print-fence" ;;
     release) opts="-v --verbose -h --help" ;;
     extend) opts="-t --ttl -v --verbose -h --help" ;;

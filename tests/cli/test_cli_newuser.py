@@ -220,6 +220,10 @@ class Flock(DlockTest):
         r = self.dlock("acquire", "--timeout=300ms", "-E", "9", self.name)
         self.assertEqual(r.returncode, 9, r.stderr)
 
+    def test_e_is_flocks_other_letter_for_x(self):
+        r = self.dlock("run", "-e", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
 
 class PlainOnTls(DlockTest):
     """Item 4: a plain URL on a TLS port hints at --tls."""
