@@ -87,6 +87,7 @@ enum cli_long_opt {
 #define CLI_LOCK_LONGOPTS                                                      \
     {"ttl", required_argument, NULL, 't'},                                     \
     {"wait", required_argument, NULL, 'w'},                                    \
+    {"timeout", required_argument, NULL, 'w'}, /* flock(1)'s name for -w */  \
     {"nonblock", no_argument, NULL, 'n'},                                      \
     {"conflict-exit-code", required_argument, NULL, 'E'},                      \
     {"fair", no_argument, NULL, CLI_OPT_FAIR},                                 \
@@ -158,6 +159,9 @@ typedef struct cli_global {
     const char *pass_file; /* --password-file */
     char *file_pass;       /* owned: what --password-file held */
     int no_auth_warning;
+    char *url_copies[CLI_MAX_URLS]; /* owned copies of -r URLs with a password */
+    size_t n_url_copies;
+    int url_pass_in_argv; /* a -r URL had a password (now out of argv) */
 } cli_global;
 
 /* Options shared by `run` and `acquire`. */
@@ -172,10 +176,12 @@ typedef struct cli_lock_opts {
     int print_fence; /* acquire --print-fence: print "TOKEN FENCE" */
     int shared;       /* -s: the shared side of a read-write lock (-x: not) */
     unsigned permits; /* --permits N: a semaphore of N permits (0: none) */
+    const char *const *names; /* run: the names taken together (busy messages) */
+    size_t n_names;
 } cli_lock_opts;
 
 /* The defaults of the lock options; extend waits for nothing. */
-#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0}
+#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0, NULL, 0}
 
 /* common.c */
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -207,12 +213,18 @@ int cli_check_lock_mode(const char *cmd, const cli_lock_opts *o, size_t n_names)
  * exits 128 + sig, as a shell reports it. */
 int cli_exit_for(int rc, const cli_lock_opts *o, int sig);
 void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing);
+/* What to add to the message of a failure rc (detail: the library's
+ * message, may be ""): a hint at the likely cause, or "". */
+const char *cli_hint(int rc, const char *detail);
 /* `text` with control characters as \xNN, for human-readable output. */
 const char *cli_escape(const char *text, char *buf, size_t len);
+/* Where the password of `url` starts (*start) and its length; 0: none. */
+size_t cli_password_span(const char *url, size_t *start);
 /* `url` with its password replaced by "***". */
 const char *cli_redact_url(const char *url, char *buf, size_t len);
 /* Whether environment entry `e` ("NAME=value") may reach the program run
- * under the lock: never DLOCK_PASSWORD, nor a DLOCK_REDIS with a password. */
+ * under the lock: never DLOCK_PASSWORD or REDISCLI_AUTH, nor a DLOCK_REDIS
+ * with a password. */
 int cli_env_passes(const char *e);
 
 /* tls.c: DLOCK_TLS & co. into g->copts, then the options over them.

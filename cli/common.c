@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -42,7 +43,7 @@ const char *cli_escape(const char *text, char *buf, size_t len)
 /* Where the password of `url` starts and how long it is; 0 if none.
  * redis://[user[:password]@]host... (no colon: all of it is the password)
  * and unix:///path?...password=P... */
-static size_t password_span(const char *url, size_t *start)
+size_t cli_password_span(const char *url, size_t *start)
 {
     if (!strncmp(url, "unix://", 7)) {
         const char *q = strchr(url, '?');
@@ -75,7 +76,7 @@ static size_t password_span(const char *url, size_t *start)
 
 const char *cli_redact_url(const char *url, char *buf, size_t len)
 {
-    size_t start = 0, n = password_span(url, &start);
+    size_t start = 0, n = cli_password_span(url, &start);
     if (n == 0)
         snprintf(buf, len, "%s", url);
     else
@@ -85,7 +86,7 @@ const char *cli_redact_url(const char *url, char *buf, size_t len)
 
 int cli_env_passes(const char *e)
 {
-    if (!strncmp(e, "DLOCK_PASSWORD=", 15))
+    if (!strncmp(e, "DLOCK_PASSWORD=", 15) || !strncmp(e, "REDISCLI_AUTH=", 14))
         return 0;
     if (!strncmp(e, "DLOCK_REDIS=", 12)) {
         /* Each comma-separated URL; any with a password keeps the whole
@@ -95,7 +96,7 @@ int cli_env_passes(const char *e)
         for (;;) {
             size_t n = strcspn(s, ","), start;
             snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), s);
-            if (password_span(one, &start) > 0)
+            if (cli_password_span(one, &start) > 0)
                 return 0;
             if (!s[n])
                 break;
@@ -151,10 +152,14 @@ int cli_parse_duration(const char *cmd, const char *opt, const char *text, int64
 int cli_parse_ttl(const char *cmd, const char *text, int64_t *out_ms)
 {
     int rc = cli_parse_duration(cmd, "-t", text, out_ms);
-    if (rc == 0 && (*out_ms < CLI_MIN_TTL_MS || *out_ms > DLOCK_TTL_MAX_MS))
-        return cli_usage_error(cmd, "-t: the lease must be between %dms and %" PRId64 "ms, not '%s' "
+    if (rc == 0 && *out_ms < CLI_MIN_TTL_MS)
+        return cli_usage_error(cmd, "-t: the lease must be at least %dms, not '%s' "
                                "(a shorter lease would be lost before its first renewal)",
-                               CLI_MIN_TTL_MS, DLOCK_TTL_MAX_MS, text);
+                               CLI_MIN_TTL_MS, text);
+    if (rc == 0 && *out_ms > DLOCK_TTL_MAX_MS)
+        return cli_usage_error(cmd, "-t: the lease must be at most %" PRId64 "ms (about 24.8 "
+                               "days: 32-bit milliseconds), not '%s'",
+                               DLOCK_TTL_MAX_MS, text);
     return rc;
 }
 
@@ -247,6 +252,11 @@ const char *cli_nodes(const dlock_client *c, char *buf, size_t len)
     return buf;
 }
 
+/* What the URLs are, for messages: etcd (modes it lacks), plain TCP
+ * without --tls (a TLS port answers such a client with silence), and the
+ * default URL (no -r, no DLOCK_REDIS). */
+static int client_etcd, client_plain_tcp, client_default_url;
+
 /* URLs come from -r, else from DLOCK_REDIS (comma-separated), else the
  * local default. */
 static int collect_urls(cli_global *g)
@@ -256,6 +266,7 @@ static int collect_urls(cli_global *g)
     const char *env = getenv("DLOCK_REDIS");
     if (!env || !*env) {
         g->urls[g->n_urls++] = CLI_DEFAULT_URL;
+        client_default_url = 1;
         return 0;
     }
     char red[1024];
@@ -269,6 +280,10 @@ static int collect_urls(cli_global *g)
         char *comma = strchr(s, ',');
         if (comma)
             *comma = '\0';
+        /* "URL1, URL2" as people write lists: the spaces are not the URL's. */
+        s += strspn(s, " \t");
+        for (char *e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t');)
+            *--e = '\0';
         if (!*s)
             return cli_usage_error(NULL, "DLOCK_REDIS has an empty URL: '%s'",
                                    cli_redact_url(env, red, sizeof red));
@@ -286,17 +301,25 @@ static int read_password_file(cli_global *g)
 {
     FILE *f = fopen(g->pass_file, "r");
     char buf[4096];
+    struct stat sb;
     if (!f) {
         cli_msg("--password-file %s: %s", g->pass_file, strerror(errno));
         return CLI_EXIT_NOINPUT;
     }
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        cli_msg("--password-file %s: %s (give the file that holds the password)", g->pass_file,
+                strerror(EISDIR));
+        return CLI_EXIT_NOINPUT;
+    }
     size_t n = fread(buf, 1, sizeof buf - 1, f);
-    int err = ferror(f);
+    int err = ferror(f) ? errno : 0;
     fclose(f);
     buf[n] = '\0';
     buf[strcspn(buf, "\r\n")] = '\0';
     if (err || !buf[0]) {
-        cli_msg("--password-file %s: %s", g->pass_file, err ? "read error" : "no password in it");
+        cli_msg("--password-file %s: %s", g->pass_file,
+                err ? strerror(err) : "no password in it (its first line is empty)");
         return err ? CLI_EXIT_NOINPUT : CLI_EXIT_USAGE;
     }
     g->file_pass = strdup(buf);
@@ -314,23 +337,49 @@ int cli_open_client(cli_global *g, dlock_client **out)
     int rc = collect_urls(g);
     if (rc)
         return rc;
-    /* -a, else --password-file, else DLOCK_PASSWORD, else the URLs'. */
+    for (size_t i = 0; i < g->n_urls; i++) {
+        client_etcd |= !strncmp(g->urls[i], "etcd://", 7);
+        client_plain_tcp |= !g->copts.tls && (!strncmp(g->urls[i], "redis://", 8) ||
+                                               !strncmp(g->urls[i], "redis-sentinel://", 17));
+    }
+    /* Said here in the options' words; the library would name its fields. */
+    if (!g->copts.tls_cert_file != !g->copts.tls_key_file)
+        return cli_usage_error(NULL, "%s: a client certificate needs both --cert and --key "
+                               "(or DLOCK_CERT and DLOCK_KEY): the certificate and its "
+                               "private key", g->copts.tls_cert_file ? "--cert" : "--key");
+    /* -a, else --password-file, else DLOCK_PASSWORD, else REDISCLI_AUTH
+     * (as redis-cli reads it), else the URLs'. The variables are a Redis
+     * AUTH password: etcd takes user and password in its URL (etcd://
+     * user:password@host), so there they are ignored rather than make
+     * every etcd:// call fail (dlock(1), ENVIRONMENT). */
+    const char *env_pass = getenv("DLOCK_PASSWORD"), *env_name = "DLOCK_PASSWORD";
+    if (!env_pass || !*env_pass) {
+        env_pass = getenv("REDISCLI_AUTH");
+        env_name = "REDISCLI_AUTH";
+    }
+    if (env_pass && !*env_pass)
+        env_pass = NULL;
     if (g->pass) {
         g->copts.password = g->pass_copy;
     } else if (g->pass_file) {
         if ((rc = read_password_file(g)) != 0)
             return rc;
         g->copts.password = g->file_pass;
-    } else if (getenv("DLOCK_PASSWORD") && *getenv("DLOCK_PASSWORD")) {
-        g->copts.password = getenv("DLOCK_PASSWORD");
+    } else if (env_pass && client_etcd) {
+        if (g->verbose)
+            cli_msg("%s ignored: etcd:// URLs carry their own credentials "
+                    "(etcd://user:password@host:port)", env_name);
+    } else if (env_pass) {
+        g->copts.password = env_pass;
     }
     rc = dlock_client_new(out, g->urls, g->n_urls, &g->copts, err, sizeof err);
     if (rc == DLOCK_OK)
         return 0;
     if (rc == DLOCK_EINVAL)
         return cli_usage_error(NULL, "%s", *err ? err : "invalid Redis URL");
-    cli_msg("cannot use %s%s: %s", cli_redact_url(g->urls[0], red, sizeof red),
-            g->n_urls > 1 ? " (and others)" : "", *err ? err : dlock_strerror(rc));
+    cli_msg("cannot use %s%s: %s (%s)", cli_redact_url(g->urls[0], red, sizeof red),
+            g->n_urls > 1 ? " (and others)" : "", *err ? err : dlock_strerror(rc),
+            dlock_errname(rc));
     return cli_exit_for(rc, NULL, 0);
 }
 
@@ -347,8 +396,15 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
     if (rc == DLOCK_OK)
         return 0;
     if (rc == DLOCK_ENOTSUP && lo && (lo->flags & DLOCK_FAIR)) {
-        cli_msg("\"%s\": --fair is not supported by this libdlock%s", name,
-                dlock_client_node_count(c) > 1 ? " with several Redis nodes" : "");
+        cli_msg("\"%s\": --fair is not supported %s (DLOCK_ENOTSUP)", name,
+                client_etcd ? "on etcd (its waiters queue in order anyway: docs/backends.md)"
+                : dlock_client_node_count(c) > 1 ? "with several Redis nodes"
+                                                 : "by this libdlock");
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    if (rc == DLOCK_ENOTSUP && client_etcd && lo && (lo->flags & DLOCK_SHARED)) {
+        cli_msg("\"%s\": -s (shared) is not supported on etcd: its locks are exclusive only "
+                "(DLOCK_ENOTSUP)", name);
         return CLI_EXIT_UNAVAILABLE;
     }
     if (rc == DLOCK_EINVAL) {
@@ -356,7 +412,7 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
             return cli_usage_error(NULL, "the lock name must be 1..%d bytes", DLOCK_NAME_MAX);
         return cli_usage_error(NULL, "\"%s\": invalid lock options", name);
     }
-    cli_msg("\"%s\": %s", name, dlock_strerror(rc));
+    cli_msg("\"%s\": %s (%s)", name, dlock_strerror(rc), dlock_errname(rc));
     return cli_exit_for(rc, NULL, 0);
 }
 
@@ -406,6 +462,11 @@ int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
         rc = dlock_lock_new_multi(out, c, names, n, lo);
     if (rc == DLOCK_OK)
         return 0;
+    if (rc == DLOCK_ENOTSUP && client_etcd) {
+        cli_msg("\"%s\": %s is not supported on etcd: its locks are exclusive, one name at a "
+                "time (DLOCK_ENOTSUP)", names[0], o->permits ? "--permits" : "several names");
+        return CLI_EXIT_UNAVAILABLE;
+    }
     if (rc == DLOCK_ENOTSUP && o->permits)
         return cli_usage_error(NULL, "--permits works with one Redis node only, not %zu (permits "
                                "counted per node do not add up over a majority)",
@@ -418,7 +479,7 @@ int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
     }
     if (rc == DLOCK_EINVAL)
         return cli_usage_error(NULL, "every lock name must be 1..%d bytes", DLOCK_NAME_MAX);
-    cli_msg("\"%s\": %s", names[0], dlock_strerror(rc));
+    cli_msg("\"%s\": %s (%s)", names[0], dlock_strerror(rc), dlock_errname(rc));
     return cli_exit_for(rc, NULL, 0);
 }
 
@@ -457,14 +518,33 @@ int cli_exit_for(int rc, const cli_lock_opts *o, int sig)
     }
 }
 
+const char *cli_hint(int rc, const char *detail)
+{
+    /* A first run with no server configured reaches for the default. */
+    if (client_default_url && rc == DLOCK_EIO)
+        return "; no -r and no DLOCK_REDIS: dlock tried the default, " CLI_DEFAULT_URL
+               " (is a redis-server running there?)";
+    /* A TLS port resets a plain client's connection once it sees the
+     * command: the outcome is unknown, and nothing says why. (Not for a
+     * refused connection: nothing listens there at all.) */
+    if (client_plain_tcp && rc == DLOCK_EUNKNOWN)
+        return "; if the server speaks TLS, use rediss:// or --tls";
+    /* A plain port answers a TLS handshake with silence (dlock.h). */
+    if (strstr(detail, "TLS handshake timed out"))
+        return "; a plain (non-TLS) port answers a handshake with silence: use redis:// "
+               "without --tls there";
+    return "";
+}
+
 void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing)
 {
     const char *detail = lock ? dlock_lock_errmsg(lock) : "";
     const char *name = lock ? dlock_lock_name(lock) : "?";
     char nodes[512];
+    const char *hint = cli_hint(rc, detail);
     if (*detail)
-        cli_msg("\"%s\": %s failed: %s (%s)", name, doing, detail, dlock_errname(rc));
+        cli_msg("\"%s\": %s failed: %s (%s)%s", name, doing, detail, dlock_errname(rc), hint);
     else
-        cli_msg("\"%s\": %s failed on %s: %s (%s)", name, doing, cli_nodes(c, nodes, sizeof nodes),
-                dlock_strerror(rc), dlock_errname(rc));
+        cli_msg("\"%s\": %s failed on %s: %s (%s)%s", name, doing,
+                cli_nodes(c, nodes, sizeof nodes), dlock_strerror(rc), dlock_errname(rc), hint);
 }

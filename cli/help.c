@@ -15,7 +15,8 @@ typedef struct command_help {
 
 #define LOCK_OPTS_HELP                                                         \
     "  -t, --ttl=D          lease length (default 30s)\n"                      \
-    "  -w, --wait=D         give up after D (default: wait forever)\n"         \
+    "  -w, --wait=D         give up after D (default: wait forever); also\n"  \
+    "                       --timeout=D, as flock(1) spells it\n"              \
     "  -n, --nonblock       do not wait (same as -w 0)\n"                      \
     "  -E, --conflict-exit-code=N\n"                                           \
     "                       exit status when the lock is not acquired (1)\n"   \
@@ -28,14 +29,15 @@ typedef struct command_help {
 static const command_help commands[] = {
     {"run",
      "dlock [GLOBAL] run [OPTIONS] NAME... -- PROGRAM [ARG]...\n"
-     "dlock [GLOBAL] run [OPTIONS] NAME... -c 'SHELL COMMAND'\n",
+     "dlock [GLOBAL] run [OPTIONS] NAME... -c 'SHELL COMMAND'\n"
+     "dlock [GLOBAL] run [OPTIONS] -- NAME... -- PROGRAM [ARG]...  (NAME may start with -)\n",
      "Take the lock NAME, run PROGRAM while renewing the lease, release it when\n"
      "PROGRAM ends, and exit with PROGRAM's status. PROGRAM gets DLOCK_NAME,\n"
      "DLOCK_TOKEN and DLOCK_FENCE (0 without --fence) and never a password.\n"
      "Several NAMEs are taken together, all or none, in sorted order.\n\n" LOCK_OPTS_HELP
      "  -s, --shared         shared: many -s holders at once, none beside a writer;\n"
      "                       a waiting writer keeps new readers back\n"
-     "  -x, --exclusive      exclusive (the default)\n"
+     "  -x, -e, --exclusive  exclusive (the default; -e as in flock(1))\n"
      "      --permits=N      a semaphore: at most N holders of NAME at once (every\n"
      "                       user of NAME gives the same N; one node only)\n"
      "  -c, --command=CMD    run CMD with /bin/sh -c instead of PROGRAM\n"
@@ -56,7 +58,7 @@ static const command_help commands[] = {
     {"status", "dlock [GLOBAL] status [--json] NAME\n",
      "Show whether NAME is held, its remaining TTL and fencing token, per node.\n"
      "Exits 0 when held, 1 when free (or held on too few nodes), 69 when too few\n"
-     "nodes answered.\n\n"
+     "nodes answered, 76 when the key is not a lock (a list, ...: as run on it).\n\n"
      "      --json           print one JSON object\n"},
     {"doctor", "dlock [GLOBAL] doctor [--json] [--ttl D] [URL]...\n",
      "Check a deployment (the -r URLs, DLOCK_REDIS, or the URLs given here) and\n"
@@ -73,12 +75,14 @@ static const command_help commands[] = {
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const char global_help[] =
-    "Distributed locks on Redis (Redlock with several nodes).\n\n"
+    "Distributed locks on Redis (Redlock with several nodes) or etcd.\n\n"
     "Commands: run, acquire, release, extend, status ('dlock COMMAND --help').\n"
     "Check a deployment: dlock doctor ('dlock doctor --help').\n\n"
     "Global options:\n"
-    "  -r, --redis=URL          a Redis node; repeat for Redlock over several nodes;\n"
-    "                           or etcd://HOST:PORT[,HOST:PORT...] for an etcd cluster\n"
+    "  -r, --redis=URL          a Redis node: redis://, rediss:// (TLS), unix:// or\n"
+    "                           redis-sentinel://HOST:PORT[,...]/MASTER; repeat for\n"
+    "                           Redlock over several nodes; or etcd://HOST:PORT[,...]\n"
+    "                           for an etcd cluster\n"
     "                           (default: $DLOCK_REDIS, else redis://127.0.0.1:6379)\n"
     CLI_TLS_HELP
     CLI_DEPLOY_HELP
@@ -87,8 +91,8 @@ static const char global_help[] =
     "      --min-node-uptime=D  Redlock restart rule: ignore nodes up for less\n"
     "                           than D (set to your longest TTL; default off)\n"
     "      --user=USER          ACL user for every node (overrides the URLs')\n"
-    "  -a, --pass=PASSWORD      password for every node (visible in ps: prefer\n"
-    "                           DLOCK_PASSWORD or --password-file)\n"
+    "  -a, --pass=PASSWORD      password for every node (visible in ps until read:\n"
+    "                           prefer DLOCK_PASSWORD or --password-file)\n"
     "      --password-file=FILE read the password from the first line of FILE\n"
     "      --no-auth-warning    no warning for -a\n"
     "      --prefix=PREFIX      key namespace: lock NAME is the key PREFIX+NAME\n"
@@ -96,7 +100,8 @@ static const char global_help[] =
     "  -v, --verbose            report progress on stderr\n"
     "  -h, --help               show this help\n"
     "  -V, --version            show the version\n\n"
-    "Environment: DLOCK_REDIS (URLs, comma-separated), DLOCK_PASSWORD,\n"
+    "Environment: DLOCK_REDIS (URLs, comma-separated), DLOCK_PASSWORD (else\n"
+    "REDISCLI_AUTH; Redis only: etcd:// URLs carry their own credentials),\n"
     "DLOCK_TLS, DLOCK_CACERT, DLOCK_CACERTDIR, DLOCK_CERT, DLOCK_KEY, DLOCK_SNI,\n"
     "DLOCK_INSECURE.\n"
     "Durations: 250ms, 30s, 5m, 1h, 1d, or seconds (1.5).\n"

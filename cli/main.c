@@ -46,6 +46,32 @@ static int timeout_option(const char *opt, const char *arg, int *out_ms)
     return 0;
 }
 
+/* Take the secret at argv[i] + start (len bytes) out of what ps shows:
+ * it becomes "***" (or "*"), and the rest of the argument area moves left
+ * over what is left of it, so that not even its length shows. The
+ * strings of argv lie end to end in one area on Linux; where they do not,
+ * the secret is starred out in place instead. Arguments before i keep
+ * their addresses; argv[] is updated for those after it. */
+static void hide_secret(int argc, char **argv, int i, size_t start, size_t len)
+{
+    const char *stars = len >= 3 ? "***" : "*";
+    size_t keep = strlen(stars), cut = len - keep;
+    int contiguous = 1;
+    for (int k = i; k + 1 < argc && contiguous; k++)
+        contiguous = argv[k + 1] == argv[k] + strlen(argv[k]) + 1;
+    char *s = argv[i] + start;
+    if (!contiguous || cut == 0) {
+        memset(s, '*', len);
+        return;
+    }
+    char *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1; /* the area's end */
+    memcpy(s, stars, keep);
+    memmove(s + keep, s + len, (size_t)(end - (s + len)));
+    memset(end - cut, '\0', cut);
+    for (int k = i + 1; k < argc; k++)
+        argv[k] -= cut;
+}
+
 static int parse_global(cli_global *g, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -71,11 +97,27 @@ static int parse_global(cli_global *g, int argc, char **argv)
     /* '+': stop at the command; its options are its own. */
     while (rc == 0 && (c = getopt_long(argc, argv, "+:r:a:qvhV", longopts, NULL)) != -1) {
         switch (c) {
-        case 'r':
+        case 'r': {
             if (g->n_urls == CLI_MAX_URLS)
                 return cli_usage_error(NULL, "at most %d -r options", CLI_MAX_URLS);
+            /* A password in the URL: keep a copy, take it out of argv as
+             * for -a (and warn as for -a, below). */
+            size_t start = 0, n = cli_password_span(optarg, &start);
+            if (n > 0) {
+                char *copy = strdup(optarg);
+                if (!copy || g->n_url_copies == CLI_MAX_URLS) {
+                    free(copy);
+                    cli_msg("out of memory");
+                    return CLI_EXIT_OSERR;
+                }
+                g->url_copies[g->n_url_copies++] = copy;
+                hide_secret(argc, argv, optind - 1, (size_t)(optarg - argv[optind - 1]) + start, n);
+                g->url_pass_in_argv = 1;
+                optarg = copy;
+            }
             g->urls[g->n_urls++] = optarg;
             break;
+        }
         case CLI_OPT_CONNECT_TIMEOUT:
             rc = timeout_option("--connect-timeout", optarg, &g->copts.connect_timeout_ms);
             break;
@@ -100,7 +142,9 @@ static int parse_global(cli_global *g, int argc, char **argv)
                 cli_msg("out of memory");
                 return CLI_EXIT_OSERR;
             }
-            memset(optarg, '*', strlen(optarg));
+            if (*optarg)
+                hide_secret(argc, argv, optind - 1, (size_t)(optarg - argv[optind - 1]),
+                            strlen(optarg));
             g->pass = g->pass_copy;
             break;
         case CLI_OPT_PASSWORD_FILE:
@@ -183,7 +227,7 @@ int main(int argc, char **argv)
     rc = parse_global(&g, argc, argv);
     if (rc)
         return rc;
-    if (g.pass && !g.no_auth_warning) /* the words redis-cli uses */
+    if ((g.pass || g.url_pass_in_argv) && !g.no_auth_warning) /* redis-cli's words */
         fprintf(stderr, "Warning: Using a password with '-a' or '-u' option on the command line "
                         "interface may not be safe.\n");
     if (optind >= argc)
@@ -198,6 +242,10 @@ int main(int argc, char **argv)
     optind = 0;
     rc = cmd->fn(&g, argc, argv);
     free(g.env_urls);
+    for (size_t i = 0; i < g.n_url_copies; i++) {
+        memset(g.url_copies[i], 0, strlen(g.url_copies[i]));
+        free(g.url_copies[i]);
+    }
     if (g.pass_copy)
         memset(g.pass_copy, 0, strlen(g.pass_copy));
     free(g.pass_copy);

@@ -52,6 +52,28 @@ typedef struct run_state {
     int64_t kill_at;        /* SIGKILL the group then (ms), or -1 */
 } run_state;
 
+static int finish_run(const char *cmd, run_opts *o);
+
+/* `run [OPTIONS] -- NAME... -- PROGRAM [ARG]...`: every word up to the
+ * second "--" is a NAME, whatever it starts with. */
+static int names_after_dashdash(const char *cmd, int argc, char **argv, run_opts *o)
+{
+    while (optind < argc && strcmp(argv[optind], "--") != 0) {
+        if (o->n_names == DLOCK_MULTI_MAX)
+            return cli_usage_error(cmd, "at most %d names at once", DLOCK_MULTI_MAX);
+        o->names[o->n_names++] = argv[optind++];
+    }
+    if (!o->n_names)
+        return cli_usage_error(cmd, "missing lock NAME after '--'");
+    if (optind == argc)
+        return cli_usage_error(cmd, "missing '-- PROGRAM' after 'run -- NAME...' (a NAME "
+                               "after '--' needs a second '--' before the program)");
+    if (++optind == argc)
+        return cli_usage_error(cmd, "missing PROGRAM after '--'");
+    o->prog = argv + optind;
+    return finish_run(cmd, o);
+}
+
 static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_global *g)
 {
     static const struct option longopts[] = {
@@ -66,17 +88,27 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
     int dashdash = 0;
 
     /* '+': stop at NAME, then go on after it, until "--" or -c: what
-     * follows those belongs to the program. */
+     * follows those belongs to the program. A "--" before any NAME ends
+     * the options instead, as for the other commands, so that a NAME may
+     * start with '-': `run [OPTIONS] -- NAME... -- PROGRAM`. */
     for (;;) {
         int before = optind ? optind : 1;
-        int c = getopt_long(argc, argv, "+:t:w:nE:c:sxqvh", longopts, NULL);
+        int c = getopt_long(argc, argv, "+:t:w:nE:c:sxeqvh", longopts, NULL);
+        if (c == 'e') /* flock(1)'s other letter for -x */
+            c = 'x';
         if (c == -1) {
             if (optind == before + 1 && !strcmp(argv[before], "--")) {
+                if (o->n_names == 0)
+                    return names_after_dashdash(cmd, argc, argv, o);
                 dashdash = 1;
                 break;
             }
             /* NAME, or several: all of them are taken together. */
-            if (optind < argc && o->n_names < DLOCK_MULTI_MAX) {
+            if (optind < argc && o->n_names == DLOCK_MULTI_MAX)
+                return cli_usage_error(cmd, "at most %d names at once, not more ('%s' would "
+                                       "be name %d)", DLOCK_MULTI_MAX, argv[optind],
+                                       DLOCK_MULTI_MAX + 1);
+            if (optind < argc) {
                 o->names[o->n_names++] = argv[optind++];
                 continue;
             }
@@ -118,6 +150,8 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
             break;
     }
     if (shell_cmd) {
+        if (!o->n_names && optind + 1 < argc && !strcmp(argv[optind], "--"))
+            optind++; /* -c CMD -- NAME: a NAME that starts with '-' */
         if (!o->n_names && optind < argc)
             o->names[o->n_names++] = argv[optind++];
         if (optind < argc)
@@ -143,7 +177,15 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
                                "NAME? then add '-- PROGRAM')", o->names[1]);
     if (!o->prog)
         return cli_usage_error(cmd, "missing '-- PROGRAM' or -c 'COMMAND'");
+    return finish_run(cmd, o);
+}
+
+/* What every form of run checks once NAMEs and PROGRAM are known. */
+static int finish_run(const char *cmd, run_opts *o)
+{
     o->name = o->names[0];
+    o->lk.names = o->names;
+    o->lk.n_names = o->n_names;
     for (size_t i = 0; i < o->n_names; i++)
         for (size_t j = i + 1; j < o->n_names; j++)
             if (!strcmp(o->names[i], o->names[j]))

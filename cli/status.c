@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock status: a read-only look at a lock on every node. Exit status:
  * 0 held (on a majority), 1 free or held on too few nodes, 69 too few
- * nodes answered. */
+ * nodes answered, 76 the key is not a lock (as `run` on it). */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -21,19 +21,61 @@ static const char *state_name(dlock_status_state st)
     }
 }
 
-/* JSON string: the lock name is arbitrary bytes; control characters are
- * escaped, other bytes pass through (valid JSON for UTF-8 names). */
+/* The length of the well-formed UTF-8 sequence at s (1..4), or 0 if the
+ * bytes there are not one (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF). */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    size_t n;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
+        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+static int is_utf8(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_len(p);
+        if (!n)
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
+/* JSON string: the lock name is arbitrary bytes. Control characters are
+ * escaped; a byte that is not part of well-formed UTF-8 becomes U+FFFD, so
+ * that the output always parses (print_json adds the exact bytes as
+ * "name_hex" then). */
 static void json_string(const char *s, FILE *f)
 {
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_len(p);
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else if (n == 0)
+            fputs("\\ufffd", f);
         else
-            fputc(ch, f);
+            fwrite(p, 1, n, f);
+        p += n ? n : 1;
     }
     fputc('"', f);
 }
@@ -49,7 +91,10 @@ typedef struct node_holders {
 
 static void holders_of(dlock_client *c, const char *name, size_t i, node_holders *h)
 {
-    if (dlock_client_holders(c, name, i, &h->info, h->list, MAX_LISTED) != DLOCK_OK)
+    int rc = dlock_client_holders(c, name, i, &h->info, h->list, MAX_LISTED);
+    if (rc == DLOCK_ENOTSUP) /* etcd: exclusive locks only, holders not listed */
+        h->info = (dlock_holders_info){DLOCK_HOLD_EXCLUSIVE, 0, 1, -1};
+    else if (rc != DLOCK_OK)
         h->info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
 }
 
@@ -58,6 +103,9 @@ static const char *mode_name(dlock_hold_mode m)
     static const char *const names[] = {"free", "exclusive", "shared", "semaphore", "reentrant"};
     return (unsigned)m < 5 ? names[m] : "?";
 }
+
+/* A node whose key is not a lock (DLOCK_HOLD_FOREIGN): its Redis type. */
+static const char *foreign_type(size_t i);
 
 static void json_holders(const node_holders *h, FILE *f)
 {
@@ -96,19 +144,39 @@ static void text_holders(const node_holders *h, FILE *f)
 }
 
 static node_holders holders[CLI_MAX_URLS];
+static size_t n_foreign; /* nodes whose key is not a lock */
+
+static const char *foreign_type(size_t i)
+{
+    return holders[i].info.mode == DLOCK_HOLD_FOREIGN ? holders[i].list[0].token : NULL;
+}
 
 static void print_json(dlock_client *c, const char *name, const dlock_node_status *st,
                        const dlock_lock_status *s, FILE *f)
 {
     fputs("{\"name\":", f);
     json_string(name, f);
+    if (!is_utf8(name)) {
+        fputs(",\"name_hex\":\"", f);
+        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+            fprintf(f, "%02x", *p);
+        fputc('"', f);
+    }
     fprintf(f, ",\"state\":\"%s\",\"held\":%s,\"nodes_held\":%zu,\"quorum\":%zu,\"nodes\":[",
-            state_name(s->state), s->state == DLOCK_STATUS_HELD ? "true" : "false", s->held_on,
-            s->quorum);
+            n_foreign ? "wrongtype" : state_name(s->state),
+            s->state == DLOCK_STATUS_HELD && !n_foreign ? "true" : "false",
+            s->held_on - n_foreign, s->quorum);
     for (size_t i = 0; i < s->nodes; i++) {
         fputs(i ? ",{\"node\":" : "{\"node\":", f);
         json_string(dlock_client_node_name(c, i), f);
-        if (st[i].error != DLOCK_OK)
+        if (foreign_type(i)) {
+            fputs(",\"error\":\"DLOCK_EWRONGTYPE\",\"message\":\"not a lock: the key holds a "
+                  "Redis ", f);
+            fputs(foreign_type(i), f);
+            fputs("\",\"type\":", f);
+            json_string(foreign_type(i), f);
+            fputc('}', f);
+        } else if (st[i].error != DLOCK_OK)
             fprintf(f, ",\"error\":\"%s\",\"message\":\"%s\"}", dlock_errname(st[i].error),
                     dlock_strerror(st[i].error));
         else
@@ -126,13 +194,17 @@ static void print_text(dlock_client *c, const char *name, const dlock_node_statu
                        const dlock_lock_status *s, FILE *f)
 {
     char esc[4096];
-    fprintf(f, "\"%s\": %s", cli_escape(name, esc, sizeof esc), state_name(s->state));
-    if (s->nodes > 1)
+    fprintf(f, "\"%s\": %s", cli_escape(name, esc, sizeof esc),
+            n_foreign ? "not a lock" : state_name(s->state));
+    if (s->nodes > 1 && !n_foreign)
         fprintf(f, " (held on %zu of %zu nodes, %zu needed)", s->held_on, s->nodes, s->quorum);
     fputc('\n', f);
     for (size_t i = 0; i < s->nodes; i++) {
         fprintf(f, "  %-24s ", dlock_client_node_name(c, i));
-        if (st[i].error != DLOCK_OK)
+        if (foreign_type(i))
+            fprintf(f, "error: not a lock: the key holds a Redis %s (DLOCK_EWRONGTYPE)\n",
+                    foreign_type(i));
+        else if (st[i].error != DLOCK_OK)
             fprintf(f, "error: %s (%s)\n", dlock_strerror(st[i].error),
                     dlock_errname(st[i].error));
         else if (st[i].held && st[i].ttl_ms >= 0)
@@ -142,7 +214,7 @@ static void print_text(dlock_client *c, const char *name, const dlock_node_statu
             fprintf(f, "held  no ttl  fence %" PRIu64 "\n", st[i].fence);
         else
             fprintf(f, "free  fence %" PRIu64 "\n", st[i].fence);
-        if (st[i].error == DLOCK_OK)
+        if (st[i].error == DLOCK_OK && !foreign_type(i))
             text_holders(&holders[i], f);
     }
 }
@@ -167,6 +239,7 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         holders[i].info.mode = DLOCK_HOLD_FREE;
         if (st[i].error == DLOCK_OK && st[i].held)
             holders_of(c, name, i, &holders[i]);
+        n_foreign += foreign_type(i) != NULL;
     }
     if (json)
         print_json(c, name, st, &s, stdout);
@@ -174,7 +247,9 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         print_text(c, name, st, &s, stdout);
     /* As test(1) and flock(1): 0 "yes, held", 1 "no"; 69 when too few
      * nodes answered to tell. */
-    if (s.state == DLOCK_STATUS_HELD)
+    if (n_foreign) /* as `run` on it: DLOCK_EWRONGTYPE */
+        rc = cli_exit_for(DLOCK_EWRONGTYPE, NULL, 0);
+    else if (s.state == DLOCK_STATUS_HELD)
         rc = 0;
     else if (s.state != DLOCK_STATUS_UNKNOWN)
         rc = CLI_EXIT_CONFLICT;
@@ -184,8 +259,9 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         rc = CLI_EXIT_OSERR;
     if (src != DLOCK_OK) {
         char nodes[512];
-        cli_msg("\"%s\": no node answered (%s): %s", name, cli_nodes(c, nodes, sizeof nodes),
-                dlock_strerror(src));
+        cli_msg("\"%s\": no node answered (%s): %s (%s)%s", name,
+                cli_nodes(c, nodes, sizeof nodes), dlock_strerror(src), dlock_errname(src),
+                cli_hint(src, ""));
         rc = cli_exit_for(src, NULL, 0);
     }
     dlock_client_free(c);

@@ -129,14 +129,97 @@ void cli_sigwatch_stop(cli_sigwatch *sw)
     CLI_CHECK(pthread_mutex_destroy(&sw->mu));
 }
 
-static void report_busy(dlock_client *c, dlock_lock *lock, const char *tail)
+/* Why `name` keeps us out, from the first node that shows a holder:
+ * another owner (with its lease), shared holders (an exclusive request),
+ * a waiting writer's mark (a shared request), or every permit taken. 1 and
+ * the text in buf if the name keeps us out; 0 if no node shows that (free
+ * by now, or the backend lists no holders: etcd). */
+static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, const char *on,
+                   char *buf, size_t len)
 {
-    char nodes[512], ttl[48] = "";
+    char esc[600];
+    cli_escape(name, esc, sizeof esc);
+    for (size_t i = 0; i < dlock_client_node_count(c); i++) {
+        dlock_holders_info h;
+        dlock_holder first[64];
+        if (dlock_client_holders(c, name, i, &h, first, 64) != DLOCK_OK)
+            continue;
+        int64_t soonest = -1, last = -1;
+        for (size_t k = 0; k < h.count && k < 64; k++) {
+            if (soonest < 0 || first[k].ttl_ms < soonest)
+                soonest = first[k].ttl_ms;
+            if (first[k].ttl_ms > last)
+                last = first[k].ttl_ms;
+        }
+        switch (h.mode) {
+        case DLOCK_HOLD_EXCLUSIVE:
+        case DLOCK_HOLD_OTHER:
+            if (h.count > 0 && first[0].ttl_ms >= 0)
+                snprintf(buf, len, "\"%s\" is held by another owner on %s (ttl %.1fs)", esc,
+                         on, (double)first[0].ttl_ms / 1000.0);
+            else if (h.count > 0 && h.mode == DLOCK_HOLD_EXCLUSIVE)
+                /* Not a key dlock wrote (every dlock lock has a lease). */
+                snprintf(buf, len, "\"%s\" is held by another owner on %s, with no TTL: it "
+                         "does not expire by itself (only its owner, or DEL, frees it)",
+                         esc, on);
+            else
+                snprintf(buf, len, "\"%s\" is held by another owner on %s", esc, on);
+            return 1;
+        case DLOCK_HOLD_SHARED:
+            if (o->shared && h.writer_waiting_ms >= 0) {
+                snprintf(buf, len, "a writer waits for \"%s\" on %s: new shared holders are "
+                         "held back while it waits (its mark lasts %.1fs more, "
+                         "renewed while it waits)",
+                         esc, on, (double)h.writer_waiting_ms / 1000.0);
+                return 1;
+            }
+            if (!o->shared && h.count > 0) {
+                snprintf(buf, len, "\"%s\" is held shared by %zu holder%s on %s (the last "
+                         "lease ends in %.1fs)", esc, h.count, h.count == 1 ? "" : "s", on,
+                         (double)last / 1000.0);
+                return 1;
+            }
+            break;
+        case DLOCK_HOLD_SEMAPHORE:
+            if (o->permits && h.count >= h.permits) {
+                snprintf(buf, len, "every permit of \"%s\" is in use (%zu of %u) on %s (the "
+                         "first lease ends in %.1fs)", esc, h.count, h.permits, on, (double)soonest / 1000.0);
+                return 1;
+            }
+            if (!o->permits && h.count > 0) {
+                snprintf(buf, len, "\"%s\" is a semaphore on %s (%zu of %u permits in "
+                         "use), not a lock", esc, on, h.count, h.permits);
+                return 1;
+            }
+            break;
+        default: /* free on this node */
+            break;
+        }
+    }
+    return 0;
+}
+
+static void report_busy(dlock_client *c, dlock_lock *lock, const cli_lock_opts *o,
+                        const char *tail)
+{
+    char nodes[512], ttl[48] = "", why[1024];
+    /* Several names: say which one keeps us out. */
+    cli_nodes(c, nodes, sizeof nodes);
+    for (size_t i = 0; o->n_names > 1 && i < o->n_names; i++) {
+        if (blocker(c, o->names[i], o, nodes, why, sizeof why)) {
+            cli_msg("\"%s\": %s%s", dlock_lock_name(lock), why, tail);
+            return;
+        }
+    }
+    if (o->n_names <= 1 && blocker(c, dlock_lock_name(lock), o, nodes, why, sizeof why)) {
+        cli_msg("%s%s", why, tail);
+        return;
+    }
     int64_t holder = dlock_lock_holder_ttl_ms(lock);
     if (holder >= 0)
         snprintf(ttl, sizeof ttl, " (ttl %.1fs)", (double)holder / 1000.0);
-    cli_msg("\"%s\" is held by another owner on %s%s%s", dlock_lock_name(lock),
-            cli_nodes(c, nodes, sizeof nodes), ttl, tail);
+    cli_msg("\"%s\" is held by another owner on %s%s%s", dlock_lock_name(lock), nodes, ttl,
+            tail);
 }
 
 /* -v progress: a thread prints a line every PROGRESS_SLICE_MS while the
@@ -149,6 +232,9 @@ typedef struct progress {
     int done;
     dlock_lock *lock;
     int64_t start_ms;
+    /* A shared or permit request is kept out by a writer's mark or by the
+     * first lease to end as often as by a holder: not "holder's ttl". */
+    int not_a_holder;
 } progress;
 
 static void *progress_main(void *arg)
@@ -168,7 +254,9 @@ static void *progress_main(void *arg)
         int64_t holder = dlock_lock_holder_ttl_ms(p->lock); /* thread-safe */
         char note[64] = "";
         if (holder >= 0)
-            snprintf(note, sizeof note, "; holder's ttl %.1fs", (double)holder / 1000.0);
+            snprintf(note, sizeof note, p->not_a_holder ? "; next change in %.1fs at most"
+                                                        : "; holder's ttl %.1fs",
+                     (double)holder / 1000.0);
         cli_msg("waiting for \"%s\" (%.1fs elapsed%s)", dlock_lock_name(p->lock),
                 (double)(now - p->start_ms) / 1000.0, note);
     }
@@ -177,12 +265,13 @@ static void *progress_main(void *arg)
 }
 
 /* dlock_lock_acquire(lock, wait_ms), with progress lines if verbose. */
-static int acquire_reporting(const cli_global *g, dlock_lock *lock, int64_t wait_ms,
-                             int64_t start_ms)
+static int acquire_reporting(const cli_global *g, dlock_lock *lock, const cli_lock_opts *o,
+                             int64_t wait_ms, int64_t start_ms)
 {
     if (!g->verbose)
         return dlock_lock_acquire(lock, wait_ms);
-    progress p = {.done = 0, .lock = lock, .start_ms = start_ms};
+    progress p = {.done = 0, .lock = lock, .start_ms = start_ms,
+                  .not_a_holder = o->shared || o->permits};
     pthread_condattr_t ca;
     pthread_t th;
     CLI_CHECK(pthread_mutex_init(&p.mu, NULL));
@@ -226,7 +315,7 @@ int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock, const cl
             if (wait <= 0)
                 wait = 1;
         }
-        rc = acquire_reporting(g, lock, wait, start);
+        rc = acquire_reporting(g, lock, o, wait, start);
     }
 
     double took = (double)(cli_now_ms() - start) / 1000.0;
@@ -239,12 +328,12 @@ int cli_acquire(const cli_global *g, dlock_client *c, dlock_lock *lock, const cl
         break;
     case DLOCK_ENOTACQUIRED: /* expected with -n: silent under -q, as flock -n */
         if (!g->quiet && !o->quiet)
-            report_busy(c, lock, "");
+            report_busy(c, lock, o, "");
         break;
     case DLOCK_ETIMEDOUT:
         snprintf(tail, sizeof tail, "; gave up after %.1fs", took);
         if (!g->quiet && !o->quiet)
-            report_busy(c, lock, tail);
+            report_busy(c, lock, o, tail);
         break;
     case DLOCK_ECANCELED:
         if (g->verbose)

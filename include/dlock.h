@@ -163,10 +163,12 @@ typedef enum dlock_error {
     DLOCK_EPROTO = -18,
     /** TLS handshake or certificate verification failed: the server's
      *  certificate does not chain to the trusted CAs or does not name the
-     *  host, the server refused our client certificate, or the server does
-     *  not speak TLS. The detail message says which (for verification:
-     *  "TLS certificate verification failed: " and OpenSSL's reason).
-     *  Nothing was sent to Redis. */
+     *  host, the server refused our client certificate, or it closed the
+     *  connection during the handshake. The detail message says which (for
+     *  verification: "TLS certificate verification failed: " and OpenSSL's
+     *  reason). Nothing was sent to Redis. A plain (non-TLS) Redis port
+     *  usually answers a handshake with silence: that is DLOCK_EIO, "TLS
+     *  handshake timed out", after connect_timeout_ms. */
     DLOCK_ETLS = -19,
     /** dlock_client_options.min_replicas: fewer replicas than asked
      *  acknowledged the acquire or extend within min_replicas_timeout_ms
@@ -224,7 +226,11 @@ typedef enum dlock_log_level {
  * waiters of that client then poll with backoff up to retry_max_ms for the
  * rest of its life. Runs on whichever library thread noticed (the wake-up
  * thread for pub/sub), possibly with internal locks held: it must not block
- * and must not call into dlock. dlock never writes to stderr itself.
+ * and must not call into dlock. dlock writes to stderr only just before it
+ * aborts, one line starting "dlock: ": on a bug (a failed pthread call) or
+ * on misuse it detects and cannot survive (dlock_client_free() while lock
+ * handles of the client exist). Everything else goes to a dlock_log_fn or
+ * to the handles' detail messages.
  */
 typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
@@ -434,7 +440,11 @@ dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                  size_t errbuf_len);
 
 /** Stop background threads (watchdog, subscriber), close every connection
- *  and free the client. Free every lock handle first. NULL is accepted.
+ *  and free the client. Free every lock handle first: a client freed while
+ *  handles of it exist (their watchdog records and connections would be
+ *  freed under them) is misuse, and dlock prints "dlock:
+ *  dlock_client_free() called while N lock handles of this client are not
+ *  freed; ...; aborting" on stderr and calls abort(). NULL is accepted.
  *
  *  fork(): a client and its handles belong to the process that made them.
  *  In a child they are inert: every call returns DLOCK_EINVAL (the handle's
@@ -513,7 +523,13 @@ typedef enum dlock_hold_mode {
     DLOCK_HOLD_EXCLUSIVE = 1, /**< one holder: a plain or exclusive lock */
     DLOCK_HOLD_SHARED = 2,    /**< shared holders (DLOCK_SHARED) */
     DLOCK_HOLD_SEMAPHORE = 3, /**< permit holders (dlock_semaphore_new()) */
-    DLOCK_HOLD_OTHER = 4      /**< a reentrant lock (holders not listed) */
+    DLOCK_HOLD_OTHER = 4,     /**< a reentrant lock (holders not listed) */
+    /** Not a lock dlock writes: a list, set or stream, or a hash or sorted
+     *  set without a TTL (every dlock hash and sorted set has one). An
+     *  acquire on it fails with DLOCK_EWRONGTYPE. count is 0; out[0] (when
+     *  max_out >= 1) holds the key's Redis type ("list", ...) as its token
+     *  and the key's TTL in ms (-1: none) as its ttl_ms. */
+    DLOCK_HOLD_FOREIGN = 5
 } dlock_hold_mode;
 
 /** One holder listed by dlock_client_holders(). */
@@ -598,7 +614,8 @@ enum dlock_lock_flags {
     /** Read-write lock, exclusive side: held exactly like a plain lock
      *  (same value, fencing, renewal), but shared holders keep it out, and
      *  while it waits for them it leaves a short "writer waiting" mark
-     *  that new shared holders respect. A plain lock (no mode flag) on a
+     *  that new shared holders respect (a try-once acquire, wait_ms 0,
+     *  does not wait and leaves none). A plain lock (no mode flag) on a
      *  name with shared holders fails with DLOCK_EWRONGTYPE: writers of a
      *  read-write lock use this flag (`dlock run` does by default). With
      *  DLOCK_REENTRANT the owner (client x thread) re-enters through its
@@ -729,7 +746,8 @@ dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
  *
  * Every user of a name must give the same @p permits: the first holder
  * stores N with the holders, and an acquire that finds another N stored is
- * refused with DLOCK_EINVAL ("the semaphore has N permits") while any
+ * refused with DLOCK_EINVAL ("the semaphore's stored number of permits
+ * differs from this handle's") while any
  * permit is held (the key, N with it, goes with the last lease).
  *
  * @param permits 1..DLOCK_PERMITS_MAX.
@@ -945,9 +963,12 @@ DLOCK_EXTERN(const char *) dlock_lock_name(const dlock_lock *lock);
 /** Hold count in reentrant mode (1 in plain mode when held, else 0). */
 DLOCK_EXTERN(unsigned) dlock_lock_hold_count(const dlock_lock *lock);
 
-/** Remaining TTL of the other owner seen by the last acquire that found the
- *  lock taken (during a wait: the latest look), in ms; -1 if unknown. Lets
- *  a caller report "held by another owner (ttl 27.3s)". Thread-safe: a
+/** Remaining TTL of what kept the last acquire out (during a wait: the
+ *  latest look), in ms; -1 if unknown: the other owner's lease; for a
+ *  shared request a waiting writer's mark; for a writer kept out by
+ *  shared holders the last share's lease; for a full semaphore the time
+ *  until its first lease ends. dlock_client_holders() tells which of
+ *  these it is (the dlock command names it). Thread-safe: a
  *  progress reporter may read it while another thread waits. */
 DLOCK_EXTERN(int64_t) dlock_lock_holder_ttl_ms(const dlock_lock *lock);
 

@@ -279,7 +279,13 @@ int dlock__attempt(dlock_lock *l, int *retry)
     lens[nargs++] = l->token_len;
     args[nargs] = l->ttl_s;
     lens[nargs++] = l->ttl_s_len;
-    if (l->aux_arg_len) {
+    if (l->aux_arg_len && l->try_once && l->kind->aux_arg == DLOCK__AUX_MARK_MS) {
+        /* A writer that tries once does not wait: it leaves no mark
+         * (exclusive_acquire.lua, mark lifetime 0), or it would keep new
+         * readers out for the mark's life while nobody waits (dlock(1)). */
+        args[nargs] = "0";
+        lens[nargs++] = 1;
+    } else if (l->aux_arg_len) {
         args[nargs] = l->aux_arg;
         lens[nargs++] = l->aux_arg_len;
     }

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -401,6 +402,13 @@ void dlock_client_free(dlock_client *c)
         free_inherited(c);
         return;
     }
+    /* Its handles would use freed memory (the watchdog's, the nodes'):
+     * say so and stop here, rather than fail later somewhere else. */
+    size_t live = atomic_load(&c->live_handles);
+    if (live > 0)
+        dlock__misuse("dlock_client_free() called while %zu lock handle%s of this client "
+                      "%s not freed; call dlock_lock_free() on every handle first",
+                      live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
     if (c->watchdog_ops)
         c->watchdog_ops->stop(c);
     if (c->wakeup_ops)

@@ -38,6 +38,9 @@ struct dlock_client {
     struct dlock__etcd_client *etcd;
     /* dlock__fork_generation() of the process that made the client. */
     unsigned long fork_gen;
+    /* Lock handles made on this client and not freed yet (any thread):
+     * dlock_client_free() with some left is misuse, a documented abort. */
+    _Atomic size_t live_handles;
 };
 
 /* True in a child of fork(): it inherited the client's sockets, shared

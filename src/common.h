@@ -37,6 +37,9 @@ long dlock__alloc_fail_after(long n);
         if (dlock__rc_ != 0)                                                   \
             dlock__pthread_abort(#call, dlock__rc_, __FILE__, __LINE__);       \
     } while (0)
+/* Misuse the library detects and cannot survive (dlock.h lists it): one
+ * line on stderr, "dlock: " and the message, then abort(). */
+void dlock__misuse(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void dlock__pthread_abort(const char *what, int rc, const char *file,
                           int line);
 

@@ -183,6 +183,17 @@ void dlock__copy_msg(char *dst, size_t len, const char *src)
     snprintf(dst, len, "%s", src ? src : "");
 }
 
+void dlock__misuse(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dlock: %s; aborting\n", line);
+    abort();
+}
+
 void dlock__pthread_abort(const char *what, int rc, const char *file, int line)
 {
     fprintf(stderr, "dlock: %s failed with %d at %s:%d; aborting\n", what, rc,

@@ -120,6 +120,9 @@ struct dlock_lock {
     int64_t confirm_ms;
     _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
+    /* The acquire in progress tries once (wait_ms 0): a writer that does
+     * not wait leaves no writer-waiting mark (kinds.h, DLOCK__AUX_MARK_MS). */
+    int try_once;
     int64_t look_ms; /* the last attempt's look hint (acquire.lua), -1 none */
     /* A subscribed waiting acquire's id in the waiter list (wait.c); its
      * attempts note it there. Empty (length 0) otherwise. 32 random hex

@@ -30,9 +30,10 @@ static int holders_cb(void *arg, size_t node, uint32_t idx, int err, const redis
     h->err = d.err;
     if (d.err != DLOCK_OK)
         return 0;
+    /* A foreign key (mode 5) has no holders: its one pair is its type. */
     *h->info = (dlock_holders_info){(dlock_hold_mode)d.mode,
-                                    d.permits > 0 ? (unsigned)d.permits : 0, d.count,
-                                    d.mark_ms};
+                                    d.permits > 0 ? (unsigned)d.permits : 0,
+                                    d.mode == DLOCK_HOLD_FOREIGN ? 0 : d.count, d.mark_ms};
     for (size_t i = 0; i < d.count && i < h->max_out; i++) {
         const redisReply *t = dlock__holders_token(r, i);
         size_t n = t->len < DLOCK_TOKEN_MAX ? t->len : DLOCK_TOKEN_MAX;

@@ -190,6 +190,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if (!l)
         return DLOCK_ENOMEM;
     l->client = client;
+    atomic_fetch_add(&client->live_handles, 1); /* dlock_lock_free() takes it back */
     l->opts = *opts;
     l->kind = kind;
     l->backend = &dlock__redis_backend;
@@ -235,6 +236,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         dlock__free(l->wq_key);
         dlock__free(l->wr_key);
         dlock__free(l->aux_key);
+        atomic_fetch_sub(&client->live_handles, 1);
         dlock__free(l);
         return DLOCK_ENOMEM;
     }
@@ -293,6 +295,7 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
     if (rc != DLOCK_OK)
         return rc;
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
+    l->try_once = wait_ms == 0;
     dlock__lock_open_cancel(l, wait_ms);
     rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
     dlock__lock_close_cancel(l);
@@ -542,6 +545,7 @@ free_memory: /* in a child of fork(), the mutex may be held by a thread not copi
     if (l->token != l->token_inline)
         dlock__free(l->token);
     dlock__err_free(&l->err);
+    atomic_fetch_sub(&l->client->live_handles, 1);
     dlock__free(l);
 }
 

@@ -162,7 +162,7 @@ void dlock__decode_holders(int err, const redisReply *r, dlock__holders_reply *o
         return;
     int ok = 1;
     int64_t mode = int_elem(r, 0, &ok), permits = int_elem(r, 1, &ok), mark = int_elem(r, 2, &ok);
-    if (ok && ((r->elements - 3) % 2 != 0 || mode < 0 || mode > 4))
+    if (ok && ((r->elements - 3) % 2 != 0 || mode < 0 || mode > 5))
         ok = 0;
     for (size_t i = 3; ok && i + 1 < r->elements; i += 2)
         ok = r->element[i]->type == REDIS_REPLY_STRING &&

@@ -271,9 +271,11 @@ int dlock__url_parse(dlock__url *out, const char *text, char *err,
     }
     const char *colon = strstr(text, "://");
     if (colon)
-        snprintf(err, err_len, "unknown URL scheme '%.*s' (use redis://, rediss:// or unix://)",
+        snprintf(err, err_len, "unknown URL scheme '%.*s' (use redis://, rediss://, unix://, "
+                 "redis-sentinel:// or etcd://)",
                  (int)((colon - text) > 16 ? 16 : (colon - text)), text);
     else
-        snprintf(err, err_len, "not a URL: expected redis://host[:port] or unix:///path");
+        snprintf(err, err_len, "not a URL: expected redis://host[:port], unix:///path, "
+                 "redis-sentinel://host:port/MASTER or etcd://host:port");
     return DLOCK_EINVAL;
 }

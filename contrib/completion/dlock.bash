@@ -14,7 +14,7 @@ _dlock()
         -v --verbose -h --help -V --version
         --tls --cacert --cacertdir --cert --key --sni --insecure
         --min-replicas --min-replicas-timeout --cluster"
-    local lock_opts="-t --ttl -w --wait -n --nonblock -E --conflict-exit-code
+    local lock_opts="-t --ttl -w --wait --timeout -n --nonblock -E --conflict-exit-code
         --fair --fence --no-fence -q --quiet -v --verbose -h --help"
 
     # The command is the first word after the global options and their values.
@@ -67,7 +67,7 @@ _dlock()
         mapfile -t COMPREPLY < <(compgen -W "term kill ignore" -- "$cur")
         return 0
         ;;
-    -t | --ttl | -w | --wait | --grace | --connect-timeout | --io-timeout | \
+    -t | --ttl | -w | --wait | --timeout | --grace | --connect-timeout | --io-timeout | \
         --min-node-uptime | -E | --conflict-exit-code | --user | -a | --pass | \
         --prefix | -c | --command | --sni | --min-replicas | --min-replicas-timeout | \
         --permits)
@@ -78,7 +78,7 @@ _dlock()
     local opts
     case $cmd in
     "") opts="$global_opts run acquire release extend status doctor" ;;
-    run) opts="$lock_opts -s --shared -x --exclusive --permits -c --command --on-lost --grace --" ;;
+    run) opts="$lock_opts -s --shared -x -e --exclusive --permits -c --command --on-lost --grace --" ;;
     acquire) opts="$lock_opts --print-fence" ;;
     release) opts="-v --verbose -h --help" ;;
     extend) opts="-t --ttl -v --verbose -h --help" ;;

@@ -41,6 +41,9 @@ expect "term kill ignore" dlock run --on-lost ""
 expect "--no-auth-warning" dlock --no
 expect "--nonblock --no-fence" dlock run --no
 expect "--cacert --cacertdir" dlock --cac
+expect "etcd://" dlock -r e
+expect "redis:// rediss:// redis-sentinel://" dlock --redis re
+expect "--ttl --timeout" dlock run --t
 expect "run" dlock --tls --cacert /tmp/ca.crt --sni h ru
 # after "--", the program is completed as a command
 got=$(complete_words dlock run x -- bas)

@@ -12,7 +12,8 @@
 -- ARGV[1]  our owner token
 -- ARGV[2]  TTL in ms, > 0
 -- ARGV[3]  how long the mark lasts, ms (longer than a waiter's longest
---          sleep between two attempts, which refresh it)
+--          sleep between two attempts, which refresh it); 0 for a writer
+--          that tries once and does not wait: it leaves no mark
 -- ARGV[4]  (reentrant writers only) OWNER#: the prefix of every token of
 --          this owner (client x thread). The owner already holding the
 --          name through another handle (writer, or a share: an upgrade)
@@ -27,7 +28,8 @@
 --                             or by shared holders (holder '', the TTL of
 --                             the last lease)
 --          {-2, 0}            (with ARGV[4]) the owner holds it already
---          error WRONGTYPE    another type, a semaphore, or a bad counter
+--          error WRONGTYPE    another type, a semaphore, a sorted set without
+--                             a TTL (not ours), or a bad counter
 --
 -- Invariant: as acquire.lua, and never granted while a live shared lease
 -- exists (the key exists as long as its last lease). Checks before writes.
@@ -41,6 +43,11 @@ local wq = id and KEYS[#KEYS]
 local key, mark = KEYS[1], KEYS[nk]
 local own = (#ARGV == 4 or #ARGV == 6) and ARGV[4] or nil
 local t = redis.call('type', key).ok
+-- Every sorted set dlock writes has a TTL (its last lease's end): one
+-- without is not a lock of ours, and waiting for it would never end.
+if t == 'zset' and redis.call('pttl', key) < 0 then
+  return redis.error_reply('WRONGTYPE lock key holds a sorted set without a TTL, not a lock')
+end
 -- A plain holder's run ended with this waiter's turn (lib/waitq.lua): the
 -- string is a reservation for us, not a holder (no share can exist).
 if id and t == 'string' and redis.call('get', key) == 'turn:' .. id then t = 'none' end
@@ -73,7 +80,7 @@ if t == 'string' then
   return {0, redis.call('pttl', key), redis.call('get', key)}
 end
 if t == 'zset' and #redis.call('zrangebyscore', key, '+inf', '+inf', 'LIMIT', 0, 1) == 0 then
-  redis.call('set', mark, ARGV[1], 'PX', ARGV[3])
+  if tonumber(ARGV[3]) > 0 then redis.call('set', mark, ARGV[1], 'PX', ARGV[3]) end
   if id then wq_note(wq, id, ARGV[#ARGV]) end
   return {0, redis.call('pttl', key), ''}
 end

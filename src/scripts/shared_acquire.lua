@@ -20,7 +20,8 @@
 --                             until the first lease ends)
 --          {-1, stored}       a semaphore whose key stores another N
 --          {-2, 0}            (with ARGV[4]) the owner is the writer
---          error WRONGTYPE    the key holds another kind of lock
+--          error WRONGTYPE    the key holds another kind of lock, or is not a
+--                             lock (a sorted set without a TTL)
 --
 -- Invariant: a shared holder is never granted beside an exclusive one, nor
 -- while a writer waits (writer preference) unless its owner holds a share
@@ -30,6 +31,11 @@
 --#include zlease.lua
 local key, tok, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('type', key).ok
+-- Every sorted set dlock writes has a TTL (its last lease's end): one
+-- without is not a lock of ours (holders.lua says so too).
+if t == 'zset' and redis.call('pttl', key) < 0 then
+  return redis.error_reply('WRONGTYPE lock key holds a sorted set without a TTL, not a lock')
+end
 if t == 'string' and ARGV[4] and string.sub(redis.call('get', key), 1, #ARGV[4]) == ARGV[4] then
   return {-2, 0} -- the owner is the writer: a downgrade, not offered
 end

@@ -964,8 +964,11 @@ class Credentials(DlockTest):
         r = self.dlock("--password-file", self.path("missing"), "run", self.name, "--", "true")
         self.assertEqual(r.returncode, 66, r.stderr)
         url = f"redis://:{SECRET}@127.0.0.1:{self.redis.port}"
-        r = self.dlock("run", self.name, "--", "true", urls=[url])
+        r = self.dlock("--no-auth-warning", "run", self.name, "--", "true", urls=[url])
         self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = self.dlock("run", self.name, "--", "true", urls=[url])  # in argv: -a's warning
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Warning: Using a password", r.stderr)
         # --user with a password: an ACL user
         r = self.dlock("--user", "alice", "run", self.name, "--", "true",
                        env=self.env(DLOCK_PASSWORD=SECRET))

@@ -21,13 +21,27 @@ done
 MAJOR_MINOR=$(sed -n 's/^project(dlock VERSION \([0-9]*\.[0-9]*\)\..*/\1/p' "$HERE/../../CMakeLists.txt")
 SONAME=$(readelf -d "$LIBDIR"libdlock.so | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [ "$SONAME" = "libdlock.so.$MAJOR_MINOR" ] || { echo "install: soname $SONAME, want libdlock.so.$MAJOR_MINOR" >&2; exit 1; }
-ls "$LIBDIR"libdlock.so.* "$LIBDIR"libdlock.a "$LIBDIR"pkgconfig/dlock.pc \
+ls "$LIBDIR"libdlock.so.* "$LIBDIR"libdlock.a "$LIBDIR"pkgconfig/dlock.pc "$LIBDIR"pkgconfig/dlock-static.pc \
    "$LIBDIR"cmake/dlock/dlockConfig.cmake >/dev/null
 
 # pkg-config
 PKG_CONFIG_PATH="$LIBDIR/pkgconfig" cc -o "$TMP/consumer_pc" "$HERE/consumer.c" \
   $(PKG_CONFIG_PATH="$LIBDIR/pkgconfig" pkg-config --cflags --libs dlock)
 LD_LIBRARY_PATH="$LIBDIR" "$TMP/consumer_pc"
+
+# pkg-config --static: the line links on a fresh Debian, which has no -dev
+# package (nor static archive) of libcurl's own private libraries.
+STATIC_FLAGS=$(PKG_CONFIG_PATH="$LIBDIR/pkgconfig" pkg-config --static --cflags --libs dlock)
+cc -o "$TMP/consumer_pc_static_flags" "$HERE/consumer.c" $STATIC_FLAGS
+LD_LIBRARY_PATH="$LIBDIR" "$TMP/consumer_pc_static_flags"
+# dlock-static.pc: libdlock.a in the program, its dependencies shared.
+cc -o "$TMP/consumer_pc_static" "$HERE/consumer.c" \
+  $(PKG_CONFIG_PATH="$LIBDIR/pkgconfig" pkg-config --cflags --libs dlock-static)
+if ldd "$TMP/consumer_pc_static" | grep libdlock; then
+  echo "install: dlock-static.pc linked libdlock dynamically (above)" >&2
+  exit 1
+fi
+"$TMP/consumer_pc_static"
 
 # CMake package
 cmake -S "$HERE" -B "$TMP/cbuild" -DCMAKE_PREFIX_PATH="$TMP/prefix" >"$TMP/configure.log"

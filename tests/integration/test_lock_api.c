@@ -9,9 +9,12 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dlock.h"
 #include "redis_server.h"
@@ -348,6 +351,47 @@ static void forget_keeps_the_lock_in_redis_for_another_process(void **state)
     dlock_lock_free(other);
 }
 
+/* Freeing a client whose lock handles still exist is misuse the library
+ * detects: one clear line on stderr, then abort() (dlock.h), instead of a
+ * use of freed memory failing later somewhere else. */
+static void freeing_the_client_before_its_locks_aborts_with_a_clear_message(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = test_fork_child();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        const char *url = test_srv.url;
+        dlock_client *c = NULL;
+        dlock_lock *l = NULL;
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.flags = DLOCK_AUTO_RENEW;
+        if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) != DLOCK_OK ||
+            dlock_lock_new(&l, c, "api:misuse", &o) != DLOCK_OK ||
+            dlock_lock_acquire(l, 0) != DLOCK_OK)
+            _exit(2);
+        dlock_client_free(c); /* misuse: l is still alive */
+        dlock_lock_free(l);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512] = "";
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = '\0';
+    close(fds[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+    assert_non_null(strstr(buf, "dlock: dlock_client_free() called while 1 lock handle of this "
+                                "client is not freed"));
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -366,6 +410,7 @@ int main(void)
         T(unix_socket_url_locks_the_same_keys),
         T(db_in_url_selects_the_database),
         T(forget_keeps_the_lock_in_redis_for_another_process),
+        T(freeing_the_client_before_its_locks_aborts_with_a_clear_message),
     };
     return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
 }
