@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A lock handle's state and owner token (handle.h). */
+/* A lock handle's state and owner token (handle.h), and the public
+ * getters that read them. */
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 #include "handle.h"
 #include "rand.h"
 #include "watchdog.h"
@@ -186,4 +188,57 @@ int dlock__lock_owner_token(dlock_lock *l)
 uint64_t dlock__lock_next_op_no(void)
 {
     return ++op_no;
+}
+
+/* ---- the public getters (dlock.h) ---------------------------------------- */
+
+dlock_lock_state dlock_lock_state_get(dlock_lock *l)
+{
+    return l && !dlock__client_forked(l->client) ? dlock__lock_get_state(l) : DLOCK_STATE_UNLOCKED;
+}
+
+int64_t dlock_lock_validity_ms(dlock_lock *l)
+{
+    if (!l || dlock__client_forked(l->client))
+        return 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    dlock_lock_state st = l->state;
+    int64_t end = l->valid_until_ns;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (st != DLOCK_STATE_HELD)
+        return 0;
+    if (end == INT64_MIN)
+        return -1;
+    int64_t left = end - dlock__now_ns();
+    return left > 0 ? left / DLOCK__NS_PER_MS : 0;
+}
+
+const char *dlock_lock_token(const dlock_lock *l)
+{
+    return l && l->holds > 0 && !dlock__client_forked(l->client) ? l->token : NULL;
+}
+
+uint64_t dlock_lock_fence(const dlock_lock *l)
+{
+    return l && l->holds > 0 && !dlock__client_forked(l->client) ? l->fence : 0;
+}
+
+const char *dlock_lock_name(const dlock_lock *l)
+{
+    return l ? l->name + l->prefix_len : NULL;
+}
+
+unsigned dlock_lock_hold_count(const dlock_lock *l)
+{
+    return l && !dlock__client_forked(l->client) ? l->holds : 0;
+}
+
+int64_t dlock_lock_holder_ttl_ms(const dlock_lock *l)
+{
+    return l ? l->holder_ttl_ms : -1;
+}
+
+const char *dlock_lock_errmsg(const dlock_lock *l)
+{
+    return l ? dlock__err_str(&l->err) : "NULL lock handle";
 }
