@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Turns every src/scripts/NAME.lua into a C string plus its SHA1 digest.
-# Invoked at build time: cmake -DOUT=file.c -DDIR=src/scripts -P embed_scripts.cmake
-# A line "--#include FILE.lua" is replaced by src/scripts/lib/FILE.lua (a
+# Turns every src/redis/scripts/NAME.lua into a C string plus its SHA1 digest.
+# Invoked at build time: cmake -DOUT=file.c -DDIR=src/redis/scripts -P embed_scripts.cmake
+# A line "--#include FILE.lua" is replaced by src/redis/scripts/lib/FILE.lua (a
 # prelude shared by several scripts); the digest is that of the joined body,
 # the text EVAL sends, so it is what Redis computes too.
 file(GLOB files "${DIR}/*.lua")
 list(SORT files)
-set(body "/* Generated from the Lua files in src/scripts by cmake/embed_scripts.cmake. Do not edit. */\n#include \"scripts.h\"\n\n")
+set(body "/* Generated from the Lua files in src/redis/scripts by cmake/embed_scripts.cmake. Do not edit. */\n#include \"scripts.h\"\n\n")
 set(table "")
 foreach(f ${files})
   get_filename_component(name ${f} NAME_WE)

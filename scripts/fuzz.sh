@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # libFuzzer targets for the parsers and the reply handling, built with clang
-# straight from src/*.c (the CMake build uses gcc) into build-fuzz/.
+# straight from src/*/*.c (the CMake build uses gcc) into build-fuzz/.
 #
 #   scripts/fuzz.sh short    each fuzzer ~20 s (make check runs this)
 #   scripts/fuzz.sh long     each fuzzer 10 min (before a release)
@@ -33,15 +33,15 @@ fi
 
 mkdir -p "$OUT"
 # The embedded Lua scripts, generated the way the CMake build does it.
-cmake -DOUT="$PWD/$OUT/scripts_gen.c" -DDIR="$PWD/src/scripts" -P cmake/embed_scripts.cmake
+cmake -DOUT="$PWD/$OUT/scripts_gen.c" -DDIR="$PWD/src/redis/scripts" -P cmake/embed_scripts.cmake
 
-CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(pkg-config --cflags hiredis)
+CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/engine -Isrc/redis -Isrc/etcd $(pkg-config --cflags hiredis)
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
         -Wall -Wextra"
 LIBS="$(pkg-config --libs hiredis libssl libcrypto) -lpthread"
-srcs_url="src/url.c src/alloc.c src/error.c"
-srcs_duration="src/duration.c"
-srcs_reply="src/conn.c src/tls.c src/clock.c src/error.c src/alloc.c $OUT/scripts_gen.c"
+srcs_url="src/redis/url.c src/util/alloc.c src/util/error.c"
+srcs_duration="src/util/duration.c"
+srcs_reply="src/redis/conn.c src/redis/tls.c src/util/clock.c src/util/error.c src/util/alloc.c $OUT/scripts_gen.c"
 
 for f in $FUZZERS; do
   srcs_var="srcs_$f"

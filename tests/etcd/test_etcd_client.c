@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The etcd v3 client under the etcd backend (src/etcd_http.c,
- * src/etcd_kv.c) against a real etcd member: leases, the lock's
+/* The etcd v3 client under the etcd backend (src/etcd/etcd_http.c,
+ * src/etcd/etcd_kv.c) against a real etcd member: leases, the lock's
  * transactions, the watch, endpoint failover and the mapping of every
  * failure class to a dlock code. */
 #include <setjmp.h>

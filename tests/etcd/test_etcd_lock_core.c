@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The etcd lock algorithm (src/etcd_lock.c) on a real etcd member, below
+/* The etcd lock algorithm (src/etcd/etcd_lock.c) on a real etcd member, below
  * the public API: getting in line, the owner being the oldest key, each
  * waiter watching its predecessor, fencing by create revision, the lease
  * kept alive during a wait, and what renewal finds. */

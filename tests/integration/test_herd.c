@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* No thundering herd in default mode (issue 20): a release wakes one listed
- * waiter (src/scripts/lib/waitq.lua), not every subscribed process, so the
+ * waiter (src/redis/scripts/lib/waitq.lua), not every subscribed process, so the
  * commands per critical section stay flat as waiters grow; a woken waiter
  * that died costs the others one look at most; the waiter list goes away
  * when the waiters leave. On main every release woke all W waiters: about

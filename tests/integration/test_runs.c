@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Runs and turns of a contended plain lock (issue 20; src/scripts/lib/
+/* Runs and turns of a contended plain lock (issue 20; src/redis/scripts/lib/
  * waitq.lua, docs/waiting.md "Runs and turns"), step by step through the
  * embedded acquire.lua and release.lua against a real redis-server:
  *   - a holder that releases within its run wakes nobody (no PUBLISH), and

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The embedded Lua scripts against a real redis-server: the SHA1 the build
  * computed for each script (cmake/embed_scripts.cmake, after joining the
- * shared preludes of src/scripts/lib) is the one Redis computes for the
+ * shared preludes of src/redis/scripts/lib) is the one Redis computes for the
  * body (SCRIPT LOAD), so EVALSHA finds what dlock loaded and no call falls
  * back to EVAL for good; no body still names a prelude instead of holding
  * it; and every script id resolves. */

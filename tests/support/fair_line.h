@@ -4,7 +4,7 @@
  * server (test_srv), the line's keys as the server sees them, a fair
  * waiter on a thread, and one in a forked process.
  *
- * Keys (src/lock.c, dlock__derived_key): the line is "NAME\0q", each
+ * Keys (src/engine/lock.c, dlock__derived_key): the line is "NAME\0q", each
  * waiter's liveness key "NAME\0w\0TOKEN". Waiter threads never call cmocka
  * asserts; the main thread checks what they recorded. */
 #ifndef DLOCK_TEST_FAIR_LINE_H

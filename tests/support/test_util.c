@@ -357,7 +357,7 @@ int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms)
 
 size_t test_helper_key(char *out, size_t cap, const char *key, const char *kind)
 {
-    /* key NUL kind, as src/lock.c's dlock__derived_key() makes it. */
+    /* key NUL kind, as src/engine/lock.c's dlock__derived_key() makes it. */
     size_t kl = strlen(key), hl = strlen(kind);
     assert_true(kl + 1 + hl < cap);
     memcpy(out, key, kl);

@@ -56,7 +56,7 @@ static void subscriber_that_never_confirms_is_made_again(void **state)
     o.io_timeout_ms = TIMEOUT_MS;
     const char *urls[] = {url};
     dlock_client *c = test_client_new(urls, 1, &o);
-    /* A waiter record as the waiting acquire makes one (src/wait.c). */
+    /* A waiter record as the waiting acquire makes one (src/redis/wait.c). */
     static const char channel[] = "dlock:wake:sub:blackholed";
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cond = PTHREAD_COND_INITIALIZER;

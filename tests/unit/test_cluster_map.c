@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The pure parts of Redis Cluster support (src/cluster.c), without a
+/* The pure parts of Redis Cluster support (src/redis/cluster.c), without a
  * server: the key slot (CRC16/XMODEM and hash tags, from the Cluster
  * specification), MOVED/ASK parsing, and the master table, which must keep
  * working after more failovers than it has entries. (The slot against a

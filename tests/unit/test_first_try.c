@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* DLOCK_NO_FENCE's first try (src/first_try.c): its replies, fed one by one
+/* DLOCK_NO_FENCE's first try (src/redis/first_try.c): its replies, fed one by one
  * to its fan-out callback in both forms (SET ... NX GET and PTTL on Redis
  * 7; SET NX, GET and PTTL before), including what no server here sends:
  * a server that calls itself 7 and refuses NX with GET, and replies lost

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The kind table (src/kinds.c): which kind each combination of flags,
+/* The kind table (src/engine/kinds.c): which kind each combination of flags,
  * permits and names gets, that combinations no kind serves get none, and
  * that every kind names a script for each step it takes. */
 #include <setjmp.h>

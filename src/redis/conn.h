@@ -12,7 +12,7 @@
  * A connection that saw any error is never reused (hiredis contexts are not
  * reusable after an error).
  *
- * TLS (src/tls.c) sits between the socket and hiredis: hiredis still formats
+ * TLS (src/redis/tls.c) sits between the socket and hiredis: hiredis still formats
  * the commands and parses the replies, but the bytes go through SSL_write
  * and come back through SSL_read into the hiredis reader (redisReaderFeed).
  * The TLS handshake is part of CONNECTING, so the connect timeout bounds it
@@ -96,7 +96,7 @@ typedef struct dlock__conn {
     struct dlock__conn *next; /* pool link */
     char err[160];            /* why it broke */
     int err_code;             /* and the code it broke with (0: none) */
-    int route;                /* Cluster: its master (src/cluster.c); 0: none */
+    int route;                /* Cluster: its master (src/redis/cluster.c); 0: none */
 } dlock__conn;
 
 typedef struct dlock__conn_config {
@@ -153,7 +153,7 @@ int dlock__conn_io(dlock__conn *c, short revents);
  * connection is BROKEN (DLOCK_EUNKNOWN once a caller command went out). */
 int dlock__conn_recv(dlock__conn *c, int flags);
 
-/* Wait in one blocking recv() (src/conn_wait.c) of at most io_timeout_ms for bytes from an
+/* Wait in one blocking recv() (src/redis/conn_wait.c) of at most io_timeout_ms for bytes from an
  * open plain (not TLS) connection whose output is all written, and feed
  * them to the reader. The first call turns the socket blocking and sets
  * its receive timeout; every other read and write passes MSG_DONTWAIT.

@@ -389,7 +389,7 @@ static void free_inherited(dlock_client *c)
     dlock__free(c->nodes);
     dlock__free(c->key_prefix);
     /* SSL_free() of the connections above sends nothing (no close_notify:
-     * src/tls.c), so the parent's TLS sessions go on undisturbed. */
+     * src/redis/tls.c), so the parent's TLS sessions go on undisturbed. */
     dlock__tls_ctx_free(c->tls_ctx);
     dlock__free(c);
 }

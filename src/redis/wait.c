@@ -64,7 +64,7 @@ static const char *inbox_tag(dlock_lock *l)
 int dlock__wait_watch(dlock_lock *l, int fair)
 {
     /* An id or fair token that ends with the inbox's tag is woken there
-     * (src/scripts/lib/wake_to.lua): a release's addressed wake-up reaches
+     * (src/redis/scripts/lib/wake_to.lua): a release's addressed wake-up reaches
      * this process alone, not every process waiting on the name. */
     const char *tag = inbox_tag(l);
     if (fair && tag && l->token == l->token_inline && l->token_len == DLOCK_TOKEN_HEX_LEN) {

@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 -- waitq.lua: shared prelude, joined at build time (cmake/embed_scripts.cmake)
 -- into the scripts that keep or read a lock's waiter list (KEY NUL "wq",
--- src/keys.c; docs/waiting.md, "Who is woken").
+-- src/redis/keys.c; docs/waiting.md, "Who is woken").
 --
 -- The list is a sorted set: member = a waiting acquire's wait id, score =
 -- the server time (us) at which it first found the lock held. A later look

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The Lua scripts in src/scripts/, embedded at build time with their SHA1.
+/* The Lua scripts in src/redis/scripts/, embedded at build time with their SHA1.
  * Each .lua file's header comment states its KEYS, ARGV, replies and the
  * invariant it keeps. */
 #ifndef DLOCK_SCRIPTS_H

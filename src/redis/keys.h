@@ -18,7 +18,7 @@
 char *dlock__derived_key(const char *key, size_t len, const char *kind,
                          size_t kind_len, size_t *out_len);
 /* dlock__derived_key(), or on a cluster client the layout that keeps the
- * helper key in the lock key's hash slot (src/cluster.h,
+ * helper key in the lock key's hash slot (src/redis/cluster.h,
  * docs/deployment.md). */
 char *dlock__helper_key(const dlock_client *client, const char *key, size_t len,
                         const char *kind, size_t kind_len, size_t *out_len);
@@ -30,7 +30,7 @@ char *dlock__lock_key(const dlock_client *client, const char *name, size_t len,
 /* The wake-up channel of lock key `key`: DLOCK__WAKE_PREFIX + key. */
 char *dlock__wake_channel(const char *key, size_t len, size_t *out_len);
 /* The same for a client: on a cluster, the byte 1 (which tells the
- * release scripts to SPUBLISH; src/scripts/lib/wake.lua) then
+ * release scripts to SPUBLISH; src/redis/scripts/lib/wake.lua) then
  * DLOCK__WAKE_PREFIX + the key's helper form for "wake", a name in the
  * key's hash slot (a script's shard channel must share its keys' slot). */
 char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_t len,
@@ -40,7 +40,7 @@ char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_
  * lock is the lock's channel, NUL, then the tag: the first
  * DLOCK__INBOX_TAG_LEN hex digits of the client id. A wait id or fair
  * token of 32 + DLOCK__INBOX_TAG_LEN hex digits ends with the tag of the
- * inbox it is woken on (src/scripts/lib/wake.lua, wake_to): the channel
+ * inbox it is woken on (src/redis/scripts/lib/wake.lua, wake_to): the channel
  * is under the lock's own, so an ACL channel pattern that covers the lock
  * covers it too. */
 #define DLOCK__INBOX_TAG_LEN 16

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 -- restore_batch.lua: put back plain locks that a node lost while a
--- majority kept them (Redlock; the watchdog's round, src/watchdog.c).
+-- majority kept them (Redlock; the watchdog's round, src/engine/watchdog.c).
 --
 -- KEYS[i]      lock key i
 -- ARGV[2i-1]   owner token of lock i

@@ -4,7 +4,7 @@
  * get-master-addr-by-name), remembered, and asked again after a connection
  * to it failed or it answered READONLY (a failover moved the primary).
  * Every new connection to the primary checks ROLE in its handshake before
- * any command of the caller's is sent (src/conn.c), so a stale answer or a
+ * any command of the caller's is sent (src/redis/conn.c), so a stale answer or a
  * demoted primary is never written to.
  *
  * URL: redis-sentinel://[user[:password]@]host:port[,host:port...]/MASTER

@@ -8,7 +8,7 @@
 -- "w ID" of a listed waiter, or a fair hand-over. An id (wait id or fair
 -- token) of 48 hex digits ends with the 16 of its client's inbox tag: the
 -- message goes to that client's inbox for the lock, the channel ch NUL
--- tag (src/keys.h), which only the process waiting with that id has
+-- tag (src/redis/keys.h), which only the process waiting with that id has
 -- subscribed, instead of to every process waiting on the lock. Any other
 -- id (32 digits: a waiter of an older dlock) is woken on ch, as before.
 -- So is one whose inbox nobody listens to, or this user may not publish

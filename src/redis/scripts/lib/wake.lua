@@ -4,7 +4,7 @@
 --
 -- wake(ch, msg) publishes a wake-up, best effort (pcall: a refused
 -- PUBLISH must not fail a release that already wrote). A channel that
--- starts with the byte 1 is a Redis Cluster lock's (src/keys.c): it goes
+-- starts with the byte 1 is a Redis Cluster lock's (src/redis/keys.c): it goes
 -- out with SPUBLISH (sharded pub/sub, Redis 7) on the rest of the name,
 -- which is in the lock key's slot, so the message stays on the lock's
 -- shard instead of being broadcast to every node.

@@ -9,7 +9,7 @@
 --
 -- A hand-over (fair_release.lua) gives the next waiter only a short claim
 -- lease. The waiter takes the lock on the release's message and its
--- watchdog sets the full TTL later (src/fair.c); a waiter that looks
+-- watchdog sets the full TTL later (src/redis/fair.c); a waiter that looks
 -- before it took the message confirms the claim here instead. A waiter
 -- killed after its last refresh therefore holds the line up for its
 -- liveness TTL plus one refresh period at most, never a full TTL.

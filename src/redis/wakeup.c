@@ -83,7 +83,7 @@ static size_t n_subs(const dlock_client *c)
 }
 
 /* The channel a waiter names, without the byte that tells the scripts to
- * SPUBLISH on a cluster (src/keys.c): the name Redis knows. */
+ * SPUBLISH on a cluster (src/redis/keys.c): the name Redis knows. */
 static void chan_name(const dlock_client *c, const dlock__waiter *l, const char **name,
                       size_t *len)
 {

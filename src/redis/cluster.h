@@ -3,7 +3,7 @@
  * URLs as seed nodes of one cluster, which acts as one node of dlock's
  * (quorum 1). Each command goes to the master serving its key's hash slot,
  * found in a slot map learned with CLUSTER SLOTS; MOVED and ASK redirect
- * it (src/fanout.c), and the map is learned again after a redirect or a
+ * it (src/redis/fanout.c), and the map is learned again after a redirect or a
  * failed connection, so a failover is ridden out by a waiting acquire.
  * Connections are pooled per master.
  *
