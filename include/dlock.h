@@ -922,7 +922,10 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  after the attempt when it answers again), or a resend of an earlier
  *  release or undo whose outcome was unknown (it stays pending for the
  *  next acquire or free). In fair mode, leaving the line after a cancel
- *  waits 100 ms at most (the handle's next acquire or free finishes it).
+ *  waits 100 ms at most; if the node has not answered by then, the release
+ *  by the handle's token is queued behind the leave, so a lock handed to
+ *  the waiter meanwhile is passed on as soon as the node answers (the
+ *  handle's next acquire or free repeats both).
  *  On etcd every exchange of the acquire watches the cancel, and the lease
  *  revoke that undoes the attempt then takes at most 0.1 s, shared by the
  *  members; a revoke that does not make it leaves the waiter's lease to

@@ -174,9 +174,13 @@ static int settle_pending(dlock_lock *l, int *retry)
              * the token changes; if the node still does not answer, the
              * key ends with its TTL, as before. */
             dlock__flush_release(l, timeout_ms, cancel_fd);
+            /* Cut short by a cancel: still pending, for the next acquire
+             * or free (before the token changes). */
+            if (settle_canceled(l, cancel_fd) != DLOCK_OK)
+                return DLOCK_ECANCELED;
             l->rel_pending = 0;
         }
-        return settle_canceled(l, cancel_fd);
+        return DLOCK_OK;
     }
     if (l->rel_pending && dlock__flush_release(l, timeout_ms, cancel_fd)) {
         if (settle_canceled(l, cancel_fd) != DLOCK_OK)

@@ -20,11 +20,30 @@
 #include "wait.h"
 #include "watchdog.h"
 
+/* What a fair call the caller gave up on may have done (joined the line,
+ * been handed the lock, confirmed a hand-over) is undone behind it, on the
+ * same connections: leave the line (with_leave) and release by our token,
+ * which hands the lock on if it is ours. Written at once, never waited
+ * for: the node runs it right after the call (issue 22 item 8). */
+static void undo_behind(dlock_lock *l, dlock__conn **kept, const char **args, size_t *lens,
+                        int nkeys, int with_leave)
+{
+    const char *rargs[6];
+    size_t rlens[6];
+    dlock__req undo[2] = {
+        {dlock__script_get(l->kind->leave), nkeys, nkeys + 2, args, lens},
+        dlock__fair_release_req(l, rargs, rlens)};
+    dlock__fanout_send_behind(l->client, kept, with_leave ? undo : undo + 1, with_leave ? 2 : 1);
+}
+
 /* One call of a fair script. "Held": *out_pttl, and *out_joined (may be
- * NULL) says whether the call put us in the line. */
+ * NULL) says whether the call put us in the line. With release_behind, a
+ * node that does not answer within timeout_ms gets the release by our
+ * token queued behind the call (a leave after a cancel: the leave confirms
+ * a hand-over, which must not stay ours). */
 static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_ttl,
-                     int64_t timeout_ms, int cancel_fd, int64_t *out_pttl, uint64_t *out_fence,
-                     int *out_joined)
+                     int64_t timeout_ms, int cancel_fd, int release_behind, int64_t *out_pttl,
+                     uint64_t *out_fence, int *out_joined)
 {
     const char *args[8];
     size_t lens[8];
@@ -55,19 +74,15 @@ static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_tt
     dlock__tally_init(&t, l->client, &l->err);
     dlock__err_clear(&l->err);
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
-    int rc = dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, kept,
-                                       dlock__acquire_cb, &t);
+    int rc = release_behind ? dlock__fanout_attempt(l->client, &req, 1, &fo, cancel_fd, kept,
+                                                    dlock__acquire_cb, &t)
+                            : dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, kept,
+                                                        dlock__acquire_cb, &t);
+    if (rc != DLOCK_ECANCELED && release_behind)
+        undo_behind(l, kept, args, lens, nkeys, 0); /* the nodes that timed out */
     if (rc == DLOCK_ECANCELED) {
-        /* Cancelled in flight (a look, or a leave): behind the call, on the
-         * same connection, leave the line and release the lock if the call
-         * took it (handing it on), without waiting for any of it (issue 22
-         * item 8). */
-        const char *rargs[6];
-        size_t rlens[6];
-        dlock__req undo[2] = {
-            {dlock__script_get(l->kind->leave), nkeys, nkeys + 2, args, lens},
-            dlock__fair_release_req(l, rargs, rlens)};
-        dlock__fanout_send_behind(l->client, kept, undo, 2);
+        /* Cancelled in flight (a look, or a leave). */
+        undo_behind(l, kept, args, lens, nkeys, 1);
         dlock__lock_take_cancel(l);
         dlock__free(me);
         dlock__err_set(&l->err, "cancelled while waiting in line for \"%s\"", l->name);
@@ -99,8 +114,8 @@ int dlock__fair_cleanup(dlock_lock *l, int cancel_fd)
     uint64_t fence;
     dlock__errbuf keep = l->err; /* the caller's message stays */
     l->err = (dlock__errbuf){0};
-    int rc = fair_call(l, l->kind->leave, NULL, l->client->opts.io_timeout_ms, cancel_fd, &dummy,
-                       &fence, NULL);
+    int rc = fair_call(l, l->kind->leave, NULL, l->client->opts.io_timeout_ms, cancel_fd, 0,
+                       &dummy, &fence, NULL);
     if (rc == DLOCK_ECANCELED) { /* the leave and release went out behind */
         dlock__err_free(&l->err);
         l->err = keep;
@@ -202,12 +217,12 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         return rc;
     if (l->rel_pending) { /* as in an attempt: the old token's release again */
         dlock__flush_release(l, l->client->opts.io_timeout_ms, wait_ms ? l->cancel_fd[0] : -1);
-        l->rel_pending = 0;
-        if (wait_ms && dlock__lock_use_cancel(l)) {
+        if (wait_ms && dlock__lock_use_cancel(l)) { /* still pending, as in an attempt */
             dlock__err_set(&l->err, "cancelled while an earlier release of \"%s\" was resent",
                            l->name);
             return DLOCK_ECANCELED;
         }
+        l->rel_pending = 0;
     }
     /* One token for the whole wait: it is our place in the line. */
     rc = dlock__lock_new_token(l);
@@ -239,7 +254,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         int64_t t_sent = dlock__now_ns(), pttl = -1;
         int joined = 0;
         rc = fair_call(l, l->kind->acquire, live_ttl, l->client->opts.io_timeout_ms,
-                       wait_ms ? l->cancel_fd[0] : -1, &pttl, &fence, &joined);
+                       wait_ms ? l->cancel_fd[0] : -1, 0, &pttl, &fence, &joined);
         if (rc == DLOCK_OK) {
             /* Taken now, or a hand-over confirmed: either way the script
              * set the full TTL after t_sent. */
@@ -278,14 +293,16 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         /* Deadline or cancel: leave the line, unless it was handed to us
          * (then fair_leave.lua confirms the claim). A cancel must end the
          * wait at once (issue 34 item 5): the leave gets CANCEL_LEAVE_MS,
-         * as the default mode's, and one that goes unanswered is cleaned
-         * up by the handle's next acquire or free, not now. */
+         * as the default mode's. One that goes unanswered may still run and
+         * confirm a hand-over, so the release by our token is queued behind
+         * it and the node hands the lock on right after; the handle's next
+         * acquire or free does it again (by token: harmless). */
         int64_t dummy, t_leave = dlock__now_ns();
         int lrc = fair_call(l, l->kind->leave, NULL,
                             canceled ? DLOCK__MIN(DLOCK__CANCEL_LEAVE_MS,
                                                   l->client->opts.io_timeout_ms)
                                      : l->client->opts.io_timeout_ms,
-                            -1, &dummy, &fence, NULL);
+                            -1, canceled, &dummy, &fence, NULL);
         leave_unknown = lrc == DLOCK_EUNKNOWN;
         deferred = canceled && leave_unknown;
         if (lrc == DLOCK_OK) {

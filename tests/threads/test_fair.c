@@ -28,6 +28,7 @@
 #include "proc.h"
 #include "redis_server.h"
 #include "fair_line.h"
+#include "test_delayed.h"
 #include "test_util.h"
 
 /* ---- tests -------------------------------------------------------------- */
@@ -381,6 +382,63 @@ static void fair_wait_rides_out_a_stall_with_an_earlier_cleanup_pending(void **s
     dlock_client_free(c);
 }
 
+/* A cancel that comes just after the lock was handed to the waiter, with
+ * the server slow for a moment: the leave (which confirms a hand-over by
+ * setting the full TTL) goes unanswered within the cancel's 100 ms, so the
+ * release by token is queued behind it on the same connection. The cancel
+ * returns DLOCK_ECANCELED at once, and once the server answers nobody
+ * holds the lock in the cancelled waiter's name: it was not left held for
+ * the whole TTL (the review of issue 34's fix). No wake-ups: the waiter
+ * is asleep between looks when the hand-over comes. */
+static long long lock_key_exists(const char *name)
+{
+    return test_key_exists(&test_srv, name);
+}
+
+static void cancel_right_after_a_hand_over_leaves_no_lock_behind(void **state)
+{
+    (void)state;
+    const char *name = "fair:cancel-handed";
+    dlock_client *c = fair_client(0);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {0};
+    pthread_t t;
+    fair_start_waiter(&t, &w, new_fair(c, name, 30000), DLOCK_WAIT_FOREVER, 0);
+    assert_true(test_wait_for_count(fair_queue_len, name, 1, 3000));
+    test_sleep_ms(50);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK); /* handed to w */
+    test_delayed slow;
+    test_delayed_start(&slow, &test_srv, 0, "DEBUG SLEEP 0.6");
+    test_sleep_ms(60);
+    int64_t t0 = test_now_us();
+    dlock_lock_cancel(w.lock);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    int64_t took_us = w.done_us - t0;
+    test_delayed_join(&slow);
+    printf("# cancel right after a hand-over, server asleep: %s after %.3f ms\n",
+           dlock_errname(w.rc), (double)took_us / 1000.0);
+    assert_true(took_us < 600000);
+    if (w.rc == DLOCK_OK) { /* the leave was answered in time: ours */
+        assert_int_equal(dlock_lock_release(w.lock), DLOCK_OK);
+    } else {
+        assert_int_equal(w.rc, DLOCK_ECANCELED);
+        assert_int_equal(dlock_lock_state_get(w.lock), DLOCK_STATE_UNLOCKED);
+    }
+    /* Either way the lock is free within moments, not after 30 s. */
+    assert_true(test_wait_for_count(lock_key_exists, name, 0, 3000));
+    dlock_node_status st;
+    assert_int_equal(dlock_client_status(c, name, 1, &st, NULL), DLOCK_OK);
+    assert_int_equal(st.held, 0);
+    dlock_lock *next = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(next, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    dlock_lock_free(next);
+    dlock_lock_free(w.lock);
+    dlock_lock_free(holder);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -397,6 +455,7 @@ int main(void)
         T(fair_waiting_works_by_polling_when_wakeups_are_off),
         T(cancel_of_a_fair_waiter_is_prompt_while_the_server_is_stalled),
         T(fair_wait_rides_out_a_stall_with_an_earlier_cleanup_pending),
+        T(cancel_right_after_a_hand_over_leaves_no_lock_behind),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
