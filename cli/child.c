@@ -55,9 +55,13 @@ static void close_opened_fds(int keep1, int keep2, int keep3)
  * safe until exec. execvpe() is not on POSIX's list, but glibc builds the
  * candidate paths on the stack, and its fork() leaves malloc usable in the
  * child anyway. Errors go back through report_fd: stdio is off limits. */
-static void exec_child(pid_t guardian, int tty_fd, int report_fd, char *const argv[],
-                       char *const envp[], const sigset_t *mask)
+static void exec_child(pid_t guardian, int tty_fd, int report_fd, const int guard_fds[2],
+                       char *const argv[], char *const envp[], const sigset_t *mask)
 {
+    /* The guardian's ends of the ctl and status pipes are close-on-exec
+     * too; closed here by number all the same, whatever their numbers. */
+    close(guard_fds[0]);
+    close(guard_fds[1]);
     close_opened_fds(report_fd, -1, -1);
     /* If the guardian is killed, the program dies with it (dlock, if it
      * lives, then kills the rest): checked after the call, in case the
@@ -80,16 +84,26 @@ static void exec_child(pid_t guardian, int tty_fd, int report_fd, char *const ar
 /* The guardian, just forked: its own process group, so that a signal to
  * dlock's job (kill -9 %1) does not take it along; a subreaper, so that
  * the program's orphaned descendants stay its descendants. Then the
- * program, which it reports to dlock before it starts watching. */
-static void guardian(int tty_fd, int report_fd, int ctl_fd, int status_fd, char *const argv[],
-                     char *const envp[], const sigset_t *mask)
+ * program, which it reports to dlock before it starts watching.
+ *
+ * It sees dlock die only if dlock holds the only write end of the ctl
+ * pipe, so it closes dlock's ends of its pipes (dlock_fds) by number first
+ * thing: close_opened_fds() looks only below FD_TRACKED, and dlock's pipes
+ * land above it when dlock inherited some thousand descriptors. Once the
+ * program is forked, it keeps only its two pipe ends. */
+static void guardian(int tty_fd, int report_fd, int ctl_fd, int status_fd,
+                     const int dlock_fds[3], char *const argv[], char *const envp[],
+                     const sigset_t *mask)
 {
+    for (int i = 0; i < 3; i++)
+        close(dlock_fds[i]);
     close_opened_fds(report_fd, ctl_fd, status_fd);
     setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    int guard_fds[2] = {ctl_fd, status_fd};
     pid_t self = getpid(), pid = fork();
     if (pid == 0)
-        exec_child(self, tty_fd, report_fd, argv, envp, mask);
+        exec_child(self, tty_fd, report_fd, guard_fds, argv, envp, mask);
     int e = errno;
     close(report_fd);
     if (pid > 0) {
@@ -113,6 +127,8 @@ static void guardian(int tty_fd, int report_fd, int ctl_fd, int status_fd, char 
         if (null > 2)
             close(null);
     }
+    /* Whatever else it inherited (the program has it now), at any number. */
+    cli_guard_close_fds_except(guard_fds, 2);
     cli_guard_run(pid, ctl_fd, status_fd);
 }
 
@@ -148,9 +164,10 @@ int cli_child_start(cli_child *ch, char *const argv[], char *const envp[], const
         close_pair(ctl);
         return e;
     }
+    int dlock_fds[3] = {rep[0], ctl[1], st[0]};
     pid_t pid = fork();
     if (pid == 0)
-        guardian(ch->tty_fd, rep[1], ctl[0], st[1], argv, envp, mask);
+        guardian(ch->tty_fd, rep[1], ctl[0], st[1], dlock_fds, argv, envp, mask);
     e = errno;
     close(rep[1]);
     close(ctl[0]);

@@ -307,6 +307,11 @@ void cli_child_reclaim_tty(cli_child *ch);
  * to status_fd, and kill its group and every descendant when ctl_fd
  * reaches end of file without a 'Q' (dlock died). Never returns. */
 void cli_guard_run(pid_t program, int ctl_fd, int status_fd) __attribute__((noreturn));
+/* Close every descriptor above 2 but the n_keep in keep (at most 8), whatever
+ * their numbers: close_range(2), else a /proc/self/fd scan, else
+ * every number below the RLIMIT_NOFILE soft limit. Async-signal-safe: for
+ * a process forked from a threaded one. */
+void cli_guard_close_fds_except(const int *keep, int n_keep);
 
 /* proc.c */
 /* Whether a process of group pgid still runs: zombies do not (/proc;

@@ -27,14 +27,100 @@
  * still signal it. Forked from a threaded process, it calls only system
  * calls and string functions (proc.c too): no malloc, no stdio. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
+
+/* close_range(2) (Linux 5.9) through syscall(): glibc has a wrapper only
+ * from 2.34. 0, or -1 where the kernel lacks it. */
+static int close_from_to(unsigned lo, unsigned hi)
+{
+#ifdef SYS_close_range
+    if (lo > hi)
+        return 0;
+    return (int)syscall(SYS_close_range, lo, hi, 0);
+#else
+    (void)lo;
+    (void)hi;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+static int kept(int fd, const int *keep, int n_keep)
+{
+    for (int i = 0; i < n_keep; i++)
+        if (fd == keep[i])
+            return 1;
+    return 0;
+}
+
+/* Without close_range: read /proc/self/fd with getdents64 (opendir()
+ * allocates). /proc lists the descriptors in order of number, and an
+ * entry's offset is its number, so closing what was read does not make the
+ * next read skip any. -1 if /proc cannot be read. */
+static int close_listed(const int *keep, int n_keep)
+{
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return -1;
+    char buf[4096] __attribute__((aligned(8)));
+    long n;
+    while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            /* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name */
+            unsigned short reclen;
+            memcpy(&reclen, buf + off + 16, sizeof reclen);
+            const char *name = buf + off + 19;
+            off += reclen;
+            int fd = 0, digits = 0;
+            for (; *name >= '0' && *name <= '9'; name++, digits++)
+                fd = fd * 10 + (*name - '0');
+            if (digits && !*name && fd > 2 && fd != dir && !kept(fd, keep, n_keep))
+                close(fd);
+        }
+    }
+    close(dir);
+    return n < 0 ? -1 : 0;
+}
+
+void cli_guard_close_fds_except(const int *keep, int n_keep)
+{
+    /* close_range() between the kept descriptors, in increasing order. */
+    int sorted[8], n = 0;
+    for (int i = 0; i < n_keep && n < 8; i++)
+        if (keep[i] > 2) {
+            int j = n++;
+            for (; j > 0 && sorted[j - 1] > keep[i]; j--)
+                sorted[j] = sorted[j - 1];
+            sorted[j] = keep[i];
+        }
+    unsigned from = 3;
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        ok = close_from_to(from, (unsigned)sorted[i] - 1) == 0;
+        from = (unsigned)sorted[i] + 1;
+    }
+    if (ok && close_from_to(from, ~0U) == 0)
+        return;
+    if (close_listed(keep, n_keep) == 0)
+        return;
+    struct rlimit rl;
+    int max = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        max = rl.rlim_cur < (rlim_t)(1 << 20) ? (int)rl.rlim_cur : 1 << 20;
+    for (int fd = 3; fd < max; fd++)
+        if (!kept(fd, keep, n_keep))
+            close(fd);
+}
 
 static void report(int fd, int kind, int value)
 {

@@ -506,6 +506,36 @@ class Run(DlockTest):
         with open(out) as f:
             self.assertEqual(f.read(), "", "the second holder ran beside the first program")
 
+    def test_sigkill_of_dlock_with_1100_inherited_descriptors_kills_the_program(self):
+        # dlock's pipes then get numbers above 1024: the guardian must not
+        # keep the ctl pipe's write end whatever its number, or it never
+        # sees dlock die (review 34, finding 3).
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+        if want < 1200:
+            self.skipTest(f"RLIMIT_NOFILE hard limit {hard} is below 1200")
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        try:
+            p = self.spawn("run", "-t", "3s", self.name, "--", "sh", "-c",
+                           "echo $$ > prog; exec sleep 60", cwd=self.dir, pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        pids = self.read_pids("prog")
+        self.addCleanup(self.kill_by_pid, pids)
+        self.assertTrue(pid_alive(pids[0]))
+        t0 = time.monotonic()
+        p.kill()
+        p.wait()
+        gone = wait_until(lambda: not pid_alive(pids[0]), 5, 0.005)
+        took = time.monotonic() - t0
+        self.assertTrue(gone, "the program outlived dlock's SIGKILL")
+        self.assertLess(took, 2.0)  # the lease (3 s) still runs
+
     def test_sigkill_of_dlocks_whole_job_kills_the_program(self):
         # `kill -9 %1` signals dlock's process group: the guardian is not
         # in it, and must survive to do its work.
