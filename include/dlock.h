@@ -579,7 +579,12 @@ enum dlock_lock_flags {
      *  another thread's: a thread that ends leaves its holds to their
      *  handles, not to the next thread. A hold whose lease ended is not
      *  re-entered: the owner's next acquire gets a new hold (on etcd too,
-     *  where the lease is the hold). */
+     *  where the lease is the hold). On etcd every re-entry sends one
+     *  keep-alive of the lease to find that out; with a wait it rides out
+     *  DLOCK_EBUSY, DLOCK_EIO and DLOCK_EUNKNOWN like any waiting acquire
+     *  (retried with retry_min_ms..retry_max_ms backoff until the
+     *  deadline or a cancel), and a try-once re-entry returns them at
+     *  once. */
     DLOCK_REENTRANT = 1u << 0,
     /** The client's watchdog renews the lease every renew_interval_ms
      *  until release; on_lost is called if a renewal fails. */

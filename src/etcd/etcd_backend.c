@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "etcd_lock.h"
 #include "etcd_url.h"
 #include "handle.h"
+#include "rand.h"
 #include "watchdog.h"
 
 /* One hold of the lock in etcd (one lease, one key), shared by the
@@ -280,6 +282,35 @@ static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
     return DLOCK_OK;
 }
 
+/* A re-entry inside a wait rides out what the wait for a new hold rides
+ * out (dlock.h): a keep-alive that fails with EBUSY, EIO or EUNKNOWN is
+ * tried again with the lock's backoff until the deadline, or until a
+ * cancel. A try-once re-entry returns the error at once. A hold found
+ * ended sets *fresh as before (reenter()); one the watchdog found lost
+ * while we retried was reported, and the handle starts over as an
+ * acquire of a lost handle does. */
+static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *fresh)
+{
+    int64_t deadline_ns = wait_ms < 0 ? INT64_MAX : dlock__deadline_after_ms(wait_ms);
+    for (unsigned failures = 0;; failures++) {
+        int rc = reenter(l, cancel_fd, fresh);
+        if (wait_ms == 0 || !(rc == DLOCK_EBUSY || rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN))
+            return rc;
+        int64_t left = dlock__ms_until(deadline_ns);
+        if (left <= 0) {
+            dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
+            return rc;
+        }
+        int64_t pause = DLOCK__MIN(
+            dlock__backoff_ms(failures, l->opts.retry_min_ms, l->opts.retry_max_ms), left);
+        struct pollfd p = {cancel_fd, POLLIN, 0};
+        if (poll(&p, cancel_fd >= 0 ? 1 : 0, (int)pause) > 0)
+            return DLOCK_ECANCELED;
+        if (get_state(l) == DLOCK_STATE_LOST)
+            hold_abandon(l);
+    }
+}
+
 int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
 {
     struct dlock__etcd_client *ec = l->etcd->ec;
@@ -301,7 +332,7 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
     int cancel_fd = dlock__lock_open_cancel(l, wait_ms);
     int fresh = 1;
     if (is_reentrant(l))
-        rc = reenter(l, cancel_fd, &fresh);
+        rc = reenter_waiting(l, wait_ms, cancel_fd, &fresh);
     shared_hold *s = NULL;
     int64_t holder_ttl = -1;
     if (fresh && !(s = dlock__calloc(1, sizeof *s)))

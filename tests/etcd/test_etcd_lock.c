@@ -258,6 +258,55 @@ static void a_reentrant_hold_whose_lease_ended_is_not_reentered(void **state)
     dlock_lock_free(other);
 }
 
+/* A re-entry with a wait rides out a member that does not answer, as
+ * every waiting acquire does (dlock.h): its keep-alive is tried again
+ * until the deadline, and a cancel ends it at once. A try-once re-entry
+ * still reports the fault at once. (Review 34, finding 4: the re-entry
+ * gave up with DLOCK_EUNKNOWN after one keep-alive.) */
+static void a_waiting_reentry_rides_out_a_paused_member(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_of(cl, "api-reent-stall", 10000, DLOCK_REENTRANT);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    uint64_t f = dlock_lock_fence(a);
+    test_etcd_pause(&srv, 0);
+    int rc = dlock_lock_acquire(a, 0);
+    assert_true(rc == DLOCK_EUNKNOWN || rc == DLOCK_EIO);
+    assert_int_equal(dlock_lock_hold_count(a), 1);
+    /* paused for 2.5 s under a re-entry that may wait 8 s */
+    waiter w = {a, 8000, -99, 0};
+    pthread_t t;
+    int64_t t0 = etcd_now_ms(), t_pause = t0;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(2500);
+    test_etcd_resume(&srv, 0);
+    pthread_join(t, NULL);
+    if (w.rc != DLOCK_OK)
+        fail_msg("re-entry during a 2.5 s pause: %s after %lld ms (%s)", dlock_errname(w.rc),
+                 (long long)(w.done_ms - t0), dlock_lock_errmsg(a));
+    assert_true(w.done_ms - t0 >= 2400 && w.done_ms - t0 < 8000);
+    assert_int_equal(dlock_lock_hold_count(a), 2);
+    assert_int_equal(dlock_lock_fence(a), f);
+    /* cancelled while it retries: at once, and the holds are as before */
+    test_etcd_pause(&srv, 0);
+    waiter wc = {a, 8000, -99, 0};
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &wc), 0);
+    test_sleep_ms(1500);
+    t0 = etcd_now_ms();
+    dlock_lock_cancel(a);
+    pthread_join(t, NULL);
+    test_etcd_resume(&srv, 0);
+    assert_int_equal(wc.rc, DLOCK_ECANCELED);
+    assert_true(wc.done_ms - t0 < 500);
+    printf("# re-entry held %lld ms into a 2.5 s pause; cancelled in %lld ms\n",
+           (long long)(w.done_ms - t_pause), (long long)(wc.done_ms - t0));
+    assert_int_equal(dlock_lock_hold_count(a), 2);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(a), 0);
+    dlock_lock_free(a);
+}
+
 /* forget drops the handle's hold but leaves the lease in etcd: the lock
  * stays busy until someone releases it by its token. */
 static void forget_leaves_the_lock_for_another_handle(void **state)
@@ -579,6 +628,7 @@ int main(void)
         cmocka_unit_test(reentrant_holds_count_per_handle_and_thread),
         cmocka_unit_test(a_reentrant_hold_is_not_inherited_by_the_next_thread),
         cmocka_unit_test(a_reentrant_hold_whose_lease_ended_is_not_reentered),
+        cmocka_unit_test(a_waiting_reentry_rides_out_a_paused_member),
         cmocka_unit_test(forget_leaves_the_lock_for_another_handle),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
         cmocka_unit_test(extend_zero_renews_a_lease_etcd_raised),
