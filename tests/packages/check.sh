@@ -146,6 +146,14 @@ fi
 # A consumer through pkg-config (shared) ...
 cc -o "$TMP/consumer_pc" "$SRC/tests/install/consumer.c" $(pkg-config --cflags --libs dlock)
 "$TMP/consumer_pc"
+# ... and static, through dlock-static.pc (libdlock.a in the program).
+cc -o "$TMP/consumer_pc_static" "$SRC/tests/install/consumer.c" \
+  $(pkg-config --cflags --libs dlock-static)
+if readelf -d "$TMP/consumer_pc_static" | grep -q 'libdlock\.so'; then
+  echo "packages: dlock-static.pc linked libdlock dynamically" >&2
+  exit 1
+fi
+"$TMP/consumer_pc_static"
 # ... and through find_package(dlock), shared and static.
 cmake -S "$SRC/tests/install" -B "$TMP/cbuild" >/dev/null
 cmake --build "$TMP/cbuild" >/dev/null
