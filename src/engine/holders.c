@@ -65,7 +65,8 @@ int dlock_client_holders(dlock_client *c, const char *name, size_t node,
     }
     const char *args[2] = {key, mark};
     size_t lens[2] = {klen, mlen};
-    dlock__req req = {dlock__script_get(DLOCK__S_HOLDERS), 2, 2, args, lens};
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_HOLDERS), .numkeys = 2, .nargs = 2,
+                      .args = args, .arglens = lens};
     uint8_t only[DLOCK__MAX_NODES] = {0};
     only[node] = 1;
     dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, only, 0};

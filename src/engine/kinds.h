@@ -81,11 +81,28 @@ typedef struct dlock__kind {
      * which wait unlisted on the lock's channel, share their names, and
      * must see the release that wakes a writer. */
     int inbox;
+    /* With the client option min_replicas, which steps wait for replica
+     * acknowledgement (WAIT behind the script): the acquire and the
+     * extend. A fair acquire does not (its hand-over is confirmed by the
+     * extend that follows). */
+    int acks_acquire, acks_extend;
+    /* DLOCK_NO_FENCE's first try may be a bare SET NX PX (first_try.c):
+     * the kind's lock key is a plain string its acquire script alone sets. */
+    int raw_first_try;
+    /* The kind the etcd backend serves for it (etcd has a lock of its own
+     * and none of the read-write or semaphore kinds: a writer there has no
+     * readers to wait for, so it is the plain or counted lock), or
+     * DLOCK__KIND_COUNT: not on etcd. */
+    dlock__kind_id on_etcd;
 } dlock__kind;
 
 /* The kind for a lock's flags (flags no kind combines give NULL), for a
  * semaphore (permits > 0) or a multi-name lock. */
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi);
+
+/* The kind the etcd backend serves for `kind` (kinds.h, on_etcd), or NULL
+ * if etcd has none. */
+const dlock__kind *dlock__kind_on_etcd(const dlock__kind *kind);
 
 /* The kind's extra acquire argument (kinds.h, aux_arg) into buf; its
  * length (0: none). */

@@ -178,13 +178,9 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if ((opts->flags & DLOCK_SHARED) && (opts->flags & DLOCK_EXCLUSIVE))
         return DLOCK_EINVAL; /* one side or the other */
     const dlock__kind *kind = dlock__kind_of(opts->flags, permits, multi);
-    /* etcd has a lock of its own and none of issue 17's kinds: a writer
-     * there has no readers to wait for, so it is the plain lock. */
-    if (kind && client->etcd &&
-        (kind->id == DLOCK__KIND_EXCLUSIVE || kind->id == DLOCK__KIND_EXCLUSIVE_COUNTED))
-        kind = dlock__kind_of(opts->flags & ~(unsigned)DLOCK_EXCLUSIVE, 0, 0);
-    if (!kind || (client->n_nodes > 1 && !kind->multi_node) ||
-        (client->etcd && kind->id >= DLOCK__KIND_SHARED))
+    if (kind && client->etcd) /* what etcd serves for it (kinds.h, on_etcd) */
+        kind = dlock__kind_on_etcd(kind);
+    if (!kind || (client->n_nodes > 1 && !kind->multi_node))
         return DLOCK_ENOTSUP;
 
     dlock_lock *l = dlock__calloc(1, sizeof *l);

@@ -85,7 +85,8 @@ int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
     }
     const char *args[2] = {key, fkey};
     size_t lens[2] = {klen, flen};
-    dlock__req req = {dlock__script_get(DLOCK__S_STATUS), 2, 2, args, lens};
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_STATUS), .numkeys = 2, .nargs = 2,
+                      .args = args, .arglens = lens};
     dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     status_ctx ctx = {out, 0};
     for (size_t i = 0; i < c->n_nodes; i++)

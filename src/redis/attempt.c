@@ -54,7 +54,8 @@ static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
     snprintf(v, sizeof v, "%" PRIu64, fence);
     const char *args[2] = {l->fence_key, v};
     size_t lens[2] = {l->fence_len, strlen(v)};
-    dlock__req req = {dlock__script_get(DLOCK__S_FENCE_SYNC), 1, 2, args, lens};
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_FENCE_SYNC), .numkeys = 1, .nargs = 2,
+                      .args = args, .arglens = lens};
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, l->opts.ttl_ms), deadline_ns,
                              NULL, 0};
     dlock__tally t;
@@ -89,7 +90,8 @@ static dlock__req undo_req(dlock_lock *l, char seq[24], uint64_t seq_no, const c
     args[2] = seq, lens[2] = (size_t)snprintf(seq, 24, "%" PRIu64, seq_no);
     args[3] = wake ? l->channel : "", lens[3] = wake ? l->channel_len : 0;
     args[4] = l->hid, lens[4] = l->hid_len;
-    return (dlock__req){dlock__script_get(l->kind->undo), 1, 5, args, lens};
+    return (dlock__req){.script = dlock__script_get(l->kind->undo), .numkeys = 1, .nargs = 5,
+                        .args = args, .arglens = lens};
 }
 
 int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
@@ -140,7 +142,8 @@ static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dl
         args[0] = l->name, lens[0] = l->name_len;
         args[1] = l->token, lens[1] = l->token_len;
         args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
-        req = (dlock__req){dlock__script_get(l->kind->undo), 1, 3, args, lens};
+        req = (dlock__req){.script = dlock__script_get(l->kind->undo), .numkeys = 1, .nargs = 3,
+                           .args = args, .arglens = lens};
     }
     dlock__fanout_send_behind(l->client, kept, &req, 1);
     if (canceled)
@@ -320,7 +323,9 @@ int dlock__attempt(dlock_lock *l, int *retry)
             lens[nargs++] = l->channel_len;
         }
     }
-    dlock__req req = {dlock__script_get(l->kind->acquire), nkeys, nargs, args, lens};
+    dlock__req req = {.script = dlock__script_get(l->kind->acquire), .numkeys = nkeys,
+                      .nargs = nargs, .args = args, .arglens = lens,
+                      .acks = l->kind->acks_acquire};
     dlock__tally_init(&t, l->client, &l->err);
     dlock__err_clear(&l->err);
 

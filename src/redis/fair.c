@@ -31,7 +31,8 @@ static void undo_behind(dlock_lock *l, dlock__conn **kept, const char **args, si
     const char *rargs[6];
     size_t rlens[6];
     dlock__req undo[2] = {
-        {dlock__script_get(l->kind->leave), nkeys, nkeys + 2, args, lens},
+        {.script = dlock__script_get(l->kind->leave), .numkeys = nkeys, .nargs = nkeys + 2,
+         .args = args, .arglens = lens},
         dlock__fair_release_req(l, rargs, rlens)};
     dlock__fanout_send_behind(l->client, kept, with_leave ? undo : undo + 1, with_leave ? 2 : 1);
 }
@@ -67,7 +68,8 @@ static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_tt
         args[k] = live_ttl, lens[k++] = strlen(live_ttl);
         args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
     }
-    dlock__req req = {dlock__script_get(script), nkeys, k, args, lens};
+    dlock__req req = {.script = dlock__script_get(script), .numkeys = nkeys, .nargs = k,
+                      .args = args, .arglens = lens};
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, NULL, 0};
     /* The fair scripts answer in the acquire shape (replies.h). */
     dlock__tally t;

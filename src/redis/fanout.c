@@ -44,22 +44,14 @@ static int64_t after_ms(int64_t now, int64_t ms, int64_t cap)
 }
 
 /* Replica acknowledgement (dlock_client_options.min_replicas) applies to
- * the scripts that grant or lengthen a lease: acquire and extend, plain and
- * reentrant, the exclusive side of a read-write lock, and shares and
- * permits (issue 17). Releases need no acknowledgement (a lost release
- * only leaves a key to expire); renewals and fair mode are left out
+ * the requests that grant or lengthen a lease, as the kind's row says
+ * (kinds.h, acks_acquire and acks_extend): every kind's acquire but fair
+ * mode's, and every extend. Releases need no acknowledgement (a lost
+ * release only leaves a key to expire); renewals are left out
  * (docs/deployment.md). */
 static int wants_acks(const struct dlock_client *client, const dlock__req *r)
 {
-    if (client->opts.min_replicas <= 0 || !r->script)
-        return 0;
-    return r->script == dlock__script_get(DLOCK__S_ACQUIRE) ||
-           r->script == dlock__script_get(DLOCK__S_RACQUIRE) ||
-           r->script == dlock__script_get(DLOCK__S_EXTEND) ||
-           r->script == dlock__script_get(DLOCK__S_REXTEND) ||
-           r->script == dlock__script_get(DLOCK__S_X_ACQUIRE) ||
-           r->script == dlock__script_get(DLOCK__S_Z_ACQUIRE) ||
-           r->script == dlock__script_get(DLOCK__S_Z_EXTEND);
+    return client->opts.min_replicas > 0 && r->script && r->acks;
 }
 
 /* WAIT right behind the request on the same connection: it waits for the

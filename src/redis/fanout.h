@@ -23,6 +23,7 @@ typedef struct dlock__req {
     int nargs;
     const char **args;
     const size_t *arglens; /* NULL: strlen() of each */
+    int acks;              /* with min_replicas: WAIT behind it (kinds.h, acks_*) */
 } dlock__req;
 
 /* Called once per (node, request): with reply != NULL and err == DLOCK_OK

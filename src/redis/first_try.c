@@ -126,7 +126,7 @@ int dlock__first_try_reply(void *arg, size_t node, uint32_t idx, int err, const 
  * scripts' keys, nor with min_replicas, whose WAIT follows scripts. */
 int dlock__first_try_is_raw(const dlock_lock *l)
 {
-    return l->kind->id == DLOCK__KIND_PLAIN && !l->fence_key && !l->aux_key &&
+    return l->kind->raw_first_try && !l->fence_key && !l->aux_key &&
            !l->wait_id_len && !dlock__client_cluster(l->client) &&
            l->client->opts.min_replicas <= 0;
 }
@@ -142,9 +142,12 @@ int dlock__first_try_send(dlock_lock *l, dlock__tally *t, const dlock__fanout_op
     size_t set_lens[7] = {3, l->name_len, l->token_len, 2, 2, l->ttl_s_len, 3};
     const char *get[2] = {"GET", l->name}, *pttl[2] = {"PTTL", l->name};
     size_t get_lens[2] = {3, l->name_len}, pttl_lens[2] = {4, l->name_len};
-    dlock__req raw[3] = {{NULL, 0, rt.set_get ? 7 : 6, set, set_lens},
-                         {NULL, 0, 2, get, get_lens},
-                         {NULL, 0, 2, pttl, pttl_lens}};
+    dlock__req raw[3] = {{.script = NULL, .numkeys = 0, .nargs = rt.set_get ? 7 : 6, .args = set,
+                          .arglens = set_lens},
+                         {.script = NULL, .numkeys = 0, .nargs = 2, .args = get,
+                          .arglens = get_lens},
+                         {.script = NULL, .numkeys = 0, .nargs = 2, .args = pttl,
+                          .arglens = pttl_lens}};
     if (rt.set_get)
         raw[1] = raw[2];
     return dlock__fanout_attempt(l->client, raw, rt.set_get ? 2 : 3, fo, l->cancel_fd[0], kept,

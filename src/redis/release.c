@@ -61,7 +61,8 @@ dlock__req dlock__fair_release_req(dlock_lock *l, const char **args, size_t *len
     args[k] = l->token, lens[k++] = l->token_len;
     args[k] = l->channel, lens[k++] = l->channel_len;
     args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
-    return (dlock__req){dlock__script_get(l->kind->release), nkeys, k, args, lens};
+    return (dlock__req){.script = dlock__script_get(l->kind->release), .numkeys = nkeys, .nargs = k,
+                        .args = args, .arglens = lens};
 }
 
 static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
@@ -105,7 +106,8 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
             args[k] = rel_n, lens[k++] = (size_t)snprintf(rel_n, sizeof rel_n, "%u", l->rel_n);
             args[k] = l->hid, lens[k++] = l->hid_len;
         }
-        req = (dlock__req){dlock__script_get(kind->release), nkeys, k, args, lens};
+        req = (dlock__req){.script = dlock__script_get(kind->release), .numkeys = nkeys, .nargs = k,
+                           .args = args, .arglens = lens};
     }
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);
@@ -186,7 +188,8 @@ int dlock__extend_hold(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns)
     snprintf(ttl_s, sizeof ttl_s, "%" PRId64, ttl_ms);
     const char *args[3] = {l->name, l->token, ttl_s};
     size_t lens[3] = {l->name_len, l->token_len, strlen(ttl_s)};
-    dlock__req req = {dlock__script_get(l->kind->extend), 1, 3, args, lens};
+    dlock__req req = {.script = dlock__script_get(l->kind->extend), .numkeys = 1, .nargs = 3,
+                      .args = args, .arglens = lens, .acks = l->kind->acks_extend};
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl_ms), deadline_ns, NULL,
                              DLOCK__DECIDED_GRACE_MS};
     dlock__tally t;
@@ -200,7 +203,8 @@ void dlock__forget_hold(dlock_lock *l)
 {
     const char *args[3] = {l->name, l->token, l->hid};
     size_t lens[3] = {l->name_len, l->token_len, l->hid_len};
-    dlock__req req = {dlock__script_get(l->kind->forget), 1, 3, args, lens};
+    dlock__req req = {.script = dlock__script_get(l->kind->forget), .numkeys = 1, .nargs = 3,
+                      .args = args, .arglens = lens};
     dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);

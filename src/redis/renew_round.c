@@ -160,7 +160,8 @@ static void restore_gone(dlock_client *c, dlock__round_counts *counts, item *ite
         }
         uint8_t only[DLOCK__MAX_NODES] = {0};
         only[node] = 1;
-        dlock__req req = {dlock__script_get(DLOCK__S_RESTORE), (int)m, (int)(3 * m), args, lens};
+        dlock__req req = {.script = dlock__script_get(DLOCK__S_RESTORE), .numkeys = (int)m,
+                          .nargs = (int)(3 * m), .args = args, .arglens = lens};
         dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, only, 0};
         restore_ctx rc = {items, sel, m};
         if (dlock__fanout(c, &req, 1, &fo, restore_cb, &rc) != DLOCK_OK)
@@ -230,7 +231,8 @@ void dlock__renew_round(dlock_client *c, item *items, size_t n, dlock__round_cou
             a[m + 3 * i + 2] = l->mode;
             al[m + 3 * i + 2] = 1;
         }
-        reqs[k] = (dlock__req){dlock__script_get(DLOCK__S_RENEW), (int)m, (int)(4 * m), a, al};
+        reqs[k] = (dlock__req){.script = dlock__script_get(DLOCK__S_RENEW), .numkeys = (int)m,
+                               .nargs = (int)(4 * m), .args = a, .arglens = al};
     }
     dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, DLOCK__DECIDED_GRACE_MS};
     if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)

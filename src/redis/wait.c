@@ -134,7 +134,8 @@ static void leave_list(dlock_lock *l, int64_t timeout_ms)
     int nkeys = k;
     args[k] = l->wait_id, lens[k++] = l->wait_id_len;
     args[k] = l->channel, lens[k++] = l->channel_len;
-    dlock__req req = {dlock__script_get(DLOCK__S_WQ_LEAVE), nkeys, k, args, lens};
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_WQ_LEAVE), .numkeys = nkeys, .nargs = k,
+                      .args = args, .arglens = lens};
     dlock__fanout_opts fo = {DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms), INT64_MAX,
                              NULL, 0};
     (void)dlock__fanout(l->client, &req, 1, &fo, ignore_reply, NULL);

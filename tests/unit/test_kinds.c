@@ -98,12 +98,50 @@ static void every_kind_has_its_scripts(void **state)
     assert_null(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 2, 0));
 }
 
+/* Each kind's capabilities are in its row (issue 36: nothing outside the
+ * row tests kind ids). These are the decisions the code made before they
+ * moved there: the fan-out asked for replica acks by script id, the first
+ * try tested for the plain kind, and dlock_lock_new() mapped or refused
+ * kinds on etcd by their position in the enum. */
+static void capabilities_in_the_row_are_the_old_decisions(void **state)
+{
+    (void)state;
+    const dlock__kind *k[] = {dlock__kind_of(0, 0, 0),
+                              dlock__kind_of(DLOCK_REENTRANT, 0, 0),
+                              dlock__kind_of(DLOCK_FAIR, 0, 0),
+                              dlock__kind_of(DLOCK_SHARED, 0, 0),
+                              dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0),
+                              dlock__kind_of(0, 2, 0),
+                              dlock__kind_of(0, 0, 1),
+                              dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0, 0),
+                              dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0, 0)};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const dlock__kind *x = k[i];
+        dlock__script_id a = x->acquire, e = x->extend;
+        int old_acks_acquire = a == DLOCK__S_ACQUIRE || a == DLOCK__S_RACQUIRE ||
+                               a == DLOCK__S_X_ACQUIRE || a == DLOCK__S_Z_ACQUIRE;
+        int old_acks_extend = e == DLOCK__S_EXTEND || e == DLOCK__S_REXTEND || e == DLOCK__S_Z_EXTEND;
+        assert_int_equal(x->acks_acquire, old_acks_acquire);
+        assert_int_equal(x->acks_extend, old_acks_extend);
+        assert_int_equal(x->raw_first_try, x->id == DLOCK__KIND_PLAIN);
+        const dlock__kind *old_etcd = x;
+        if (x->id == DLOCK__KIND_EXCLUSIVE)
+            old_etcd = dlock__kind_of(0, 0, 0);
+        else if (x->id == DLOCK__KIND_EXCLUSIVE_COUNTED)
+            old_etcd = dlock__kind_of(DLOCK_REENTRANT, 0, 0);
+        if (old_etcd->id >= DLOCK__KIND_SHARED)
+            old_etcd = NULL;
+        assert_ptr_equal(dlock__kind_on_etcd(x), old_etcd);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flags_pick_one_kind),
         cmocka_unit_test(combinations_no_kind_serves),
         cmocka_unit_test(every_kind_has_its_scripts),
+        cmocka_unit_test(capabilities_in_the_row_are_the_old_decisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
