@@ -344,7 +344,9 @@ typedef struct dlock_client_options {
      *  MOVED and ASK are followed, and the slot map (CLUSTER SLOTS) is
      *  learned again after a redirect or a failed connection, so a waiting
      *  acquire rides out a failover. A master that stalls does not hold up
-     *  the others: the map is asked of healthy nodes first, and the
+     *  the others: the map is asked of healthy nodes first (a node
+     *  that has not answered in 250 ms gets company, not a failure: each
+     *  node asked keeps the whole connect_timeout_ms), and the
      *  watchdog renews each master's locks in rounds of their own, on a
      *  thread per master, none waiting for another (docs/deployment.md).
      *  A lock's helper keys are kept in its
