@@ -651,7 +651,11 @@ typedef enum dlock_lost_reason {
  * dlock_lock_cancel() on any lock. It must not call dlock_lock_free() or
  * dlock_client_free() (the watchdog still uses the handle and would wait for
  * itself), nor acquire or extend the lock, and it must not release the lock
- * while another thread is inside a call on the same handle.
+ * while another thread is inside a call on the same handle. On a cluster, a
+ * release here of a multi-name set waits until the rounds of the other
+ * masters have settled its names there (answered, or their I/O timeout),
+ * as a release on any other thread does: when it returns, no renewal of
+ * them is in flight.
  */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
                               void *arg);
