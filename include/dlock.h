@@ -344,7 +344,9 @@ typedef struct dlock_client_options {
      *  MOVED and ASK are followed, and the slot map (CLUSTER SLOTS) is
      *  learned again after a redirect or a failed connection, so a waiting
      *  acquire rides out a failover. A master that stalls does not hold up
-     *  the others: the map is asked of healthy nodes first, and the
+     *  the others: the map is asked of healthy nodes first (a node
+     *  that has not answered in 250 ms gets company, not a failure: each
+     *  node asked keeps the whole connect_timeout_ms), and the
      *  watchdog renews each master's locks in rounds of their own, on a
      *  thread per master, none waiting for another (docs/deployment.md).
      *  A lock's helper keys are kept in its
@@ -654,7 +656,11 @@ typedef enum dlock_lost_reason {
  * dlock_lock_cancel() on any lock. It must not call dlock_lock_free() or
  * dlock_client_free() (the watchdog still uses the handle and would wait for
  * itself), nor acquire or extend the lock, and it must not release the lock
- * while another thread is inside a call on the same handle.
+ * while another thread is inside a call on the same handle. On a cluster, a
+ * release here of a multi-name set waits until the rounds of the other
+ * masters have settled its names there (answered, or their I/O timeout),
+ * as a release on any other thread does: when it returns, no renewal of
+ * them is in flight.
  */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
                               void *arg);

@@ -7,6 +7,7 @@
 #ifndef DLOCK_RENEWAL_H
 #define DLOCK_RENEWAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,13 @@ typedef struct dlock__renewal {
     /* The watchdog's, under its mutex. */
     int registered;
     int in_round;
+    /* While in_round: 1 until the round has settled it (its renewal is
+     * on the wire or its verdict not applied yet), and the thread running
+     * that round (dlock__watchdog_remove() waits for other rounds). */
+    int unsettled;
+    pthread_t round_thread;
+    unsigned hold; /* bumped by each registration: a round of an earlier
+                      hold leaves a later one alone */
     int64_t next_ns;
     struct dlock__renewal *prev, *next;
 } dlock__renewal;

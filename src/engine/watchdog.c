@@ -136,22 +136,39 @@ static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
 
 /* After a round's answers: the owners are told (settle, then on_lost
  * before in_round is cleared: a concurrent release or free waits for the
- * callbacks), then the records are rescheduled. Called without wd->mu;
- * returns with it held. */
+ * callbacks), then the records are rescheduled. Between the two the
+ * records are settled: an on_lost of another master's round may release
+ * them then (dlock__watchdog_remove()) and even take them again, which
+ * bumps their hold, and this round then leaves them alone. Called without
+ * wd->mu; returns with it held. */
 static void finish_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t n, int64_t t0,
                          uint8_t *lost)
 {
     settle(c, items, n, t0, lost);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     for (size_t i = 0; i < n; i++)
-        if (lost[i])
+        items[i].rec->unsettled = 0;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    for (size_t i = 0; i < n; i++) {
+        if (!lost[i])
+            continue;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+        int same = items[i].rec->hold == items[i].hold;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+        if (same)
             items[i].rec->ops->lost(items[i].rec->owner, lost[i]);
+    }
 
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     int64_t done = dlock__now_ns();
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *l = items[i].rec;
         l->in_round = 0;
-        if (lost[i]) {
+        if (l->hold != items[i].hold) {
+            /* Released and taken again meanwhile: the new hold is
+             * registered with a schedule of its own. */
+        } else if (lost[i]) {
             wd->stats.lost++;
             if (l->registered)
                 unlink_rec(wd, l);
@@ -226,8 +243,11 @@ static void run_jobs(dlock_client *c, dlock__watchdog *wd, item *items, size_t n
             *j = (job){.active = 1, .c = c, .items = ji, .lost = jl, .n = b - a};
             /* Started under wd->mu: its thread id is set before the job
              * can reach the callbacks (dlock__watchdog_remove reads it). */
-            if (pthread_create(&j->thread, NULL, job_main, j) == 0)
+            if (pthread_create(&j->thread, NULL, job_main, j) == 0) {
+                for (size_t i = a; i < b; i++)
+                    items[i].rec->round_thread = j->thread;
                 continue;
+            }
             memset(j, 0, sizeof *j);
         }
         dlock__free(ji);
@@ -239,6 +259,7 @@ static void run_jobs(dlock_client *c, dlock__watchdog *wd, item *items, size_t n
             DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
             for (size_t i = a; i < b; i++) {
                 items[i].rec->in_round = 0;
+                items[i].rec->unsettled = 0;
                 items[i].rec->next_ns = dlock__now_ns() + 10 * DLOCK__NS_PER_MS;
             }
             DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
@@ -319,7 +340,10 @@ static void *watchdog_main(void *arg)
             it->rec = l;
             it->ttl_ms = l->ttl_ms;
             it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, it->ttl_ms);
+            it->hold = l->hold;
             l->in_round = 1;
+            l->unsettled = 1;
+            l->round_thread = pthread_self(); /* run_jobs() may hand it on */
         }
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
 
@@ -414,6 +438,7 @@ void dlock__watchdog_add(dlock_client *c, dlock__renewal *l, int64_t first_ms)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     if (!l->registered) {
         l->registered = 1;
+        l->hold++;
         l->prev = NULL;
         l->next = wd->head;
         if (wd->head)
@@ -442,12 +467,19 @@ int dlock__watchdog_remove(dlock_client *c, dlock__renewal *l)
     int was = l->registered;
     if (was)
         unlink_rec(wd, l);
-    /* On the watchdog thread (an on_lost callback releasing its own lock)
-     * the round in flight is this thread's own, which is past sending and
-     * waits for the callback: waiting for it would never end. */
-    if (!on_watchdog_thread(wd))
-        while (l->in_round)
-            DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
+    /* On the thread running the record's round (an on_lost callback
+     * releasing its own lock) that round is past sending and waits for
+     * the callback: waiting for it would never end. Another round's thread
+     * (an on_lost of a set whose names are on several masters) waits until
+     * this record's round has settled it: its renewal is then off the wire
+     * and its verdict applied, and the rest of that round leaves a record
+     * released (and taken again) alone. It does not wait for that round's
+     * callbacks, which may be waiting for its own round in turn. */
+    pthread_t self = pthread_self();
+    int other_round = on_watchdog_thread(wd);
+    while (l->in_round && !pthread_equal(l->round_thread, self) &&
+           (l->unsettled || !other_round))
+        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     return was;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Redis Cluster (cluster.h): the slot map, learned from the masters and
- * seeds healthy-first, and the connections to the masters; key slots are in
+/* Redis Cluster (cluster.h): the slot map and the connections to the
+ * masters; the map is learned in cluster_learn.c, key slots are in
  * cluster_slot.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,8 +142,9 @@ static dlock__conn *broken_conn(int code, const char *msg)
     return conn;
 }
 
-static dlock__conn *connect_to(const dlock__url *tmpl, dlock__tls_ctx *tls, const char *host,
-                               int port, int load_scripts, int ask_uptime)
+dlock__conn *dlock__cluster_connect_to(const dlock__url *tmpl, dlock__tls_ctx *tls,
+                                       const char *host, int port, int load_scripts,
+                                       int ask_uptime)
 {
     dlock__url u = *tmpl;
     u.host = (char *)host;
@@ -153,9 +154,7 @@ static dlock__conn *connect_to(const dlock__url *tmpl, dlock__tls_ctx *tls, cons
     return dlock__conn_new(&cfg);
 }
 
-/* Apply one CLUSTER SLOTS reply got from `asked`. DLOCK_OK or
- * DLOCK_EPROTO. */
-static int apply_slots(dlock__cluster *c, const redisReply *r, const char *asked)
+int dlock__cluster_apply_slots(dlock__cluster *c, const redisReply *r, const char *asked)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0)
         return DLOCK_EPROTO;
@@ -196,142 +195,6 @@ static int apply_slots(dlock__cluster *c, const redisReply *r, const char *asked
     return rc;
 }
 
-/* One node that may be asked for the map: a master known or a seed. */
-typedef struct candidate {
-    char host[256];
-    int port;
-    int master; /* master index, or -1 */
-    int seed;   /* seed index, or -1 */
-    int64_t failed_ns;
-} candidate;
-
-/* The nodes to ask, each address once: masters known and seeds, starting
- * at a place that moves on with every relearn (so no one node takes every
- * question), those that failed last (a stalled or dead master) at the end.
- * Under c->mu. Returns how many. */
-static size_t candidates(dlock__cluster *c, candidate *out)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < c->n_masters; i++) {
-        candidate *k = &out[n++];
-        memcpy(k->host, c->master[i].host, sizeof k->host);
-        k->port = c->master[i].port;
-        k->master = (int)i;
-        k->seed = -1;
-        k->failed_ns = c->master[i].failed_ns;
-    }
-    for (size_t j = 0; j < c->n_seeds; j++) {
-        size_t i = 0;
-        while (i < n && !(out[i].port == c->seed[j].port && !strcmp(out[i].host, c->seed[j].host)))
-            i++;
-        if (i < n) { /* a seed that is a known master: asked once */
-            out[i].seed = (int)j;
-            if (c->seed_failed_ns[j] > out[i].failed_ns)
-                out[i].failed_ns = c->seed_failed_ns[j];
-            continue;
-        }
-        if (strlen(c->seed[j].host) >= sizeof out[n].host)
-            continue;
-        candidate *k = &out[n++];
-        snprintf(k->host, sizeof k->host, "%s", c->seed[j].host);
-        k->port = c->seed[j].port;
-        k->master = -1;
-        k->seed = (int)j;
-        k->failed_ns = c->seed_failed_ns[j];
-    }
-    if (n == 0)
-        return 0;
-    /* Rotate, then move the failed ones to the end, keeping the order. */
-    size_t first = c->next_ask++ % n;
-    candidate *tmp = dlock__malloc(n * sizeof *tmp);
-    if (!tmp)
-        return n; /* unrotated: still every node, healthy or not */
-    size_t m = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++) {
-            const candidate *k = &out[(first + i) % n];
-            if ((k->failed_ns != 0) == pass)
-                tmp[m++] = *k;
-        }
-    memcpy(out, tmp, n * sizeof *tmp);
-    dlock__free(tmp);
-    return n;
-}
-
-/* Note how a node asked for the map did: failed_ns set or cleared. */
-static void note_asked(dlock__cluster *c, const candidate *k, int answered)
-{
-    int64_t t = answered ? 0 : dlock__now_ns();
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-    /* The entry may have been reused for another address meanwhile. */
-    if (k->master >= 0 && c->master[k->master].port == k->port &&
-        !strcmp(c->master[k->master].host, k->host))
-        c->master[k->master].failed_ns = t;
-    if (k->seed >= 0)
-        c->seed_failed_ns[k->seed] = t;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-}
-
-/* Learn the slot map from the first node that answers: masters known and
- * seeds, healthy ones first, in a rotating order, each given a short time
- * (DLOCK__CLUSTER_ASK_MS). A stalled master asked first would make every
- * relearn, and with it every command that needs one (on any master), wait
- * out the whole connect timeout. */
-static int learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls, char *err,
-                 size_t err_len)
-{
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->refresh_mu));
-    candidate *cand = dlock__malloc((DLOCK__CLUSTER_MAX_MASTERS + DLOCK__CLUSTER_MAX_SEEDS) *
-                                    sizeof *cand);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-    int stale = c->stale;
-    size_t n = cand && stale ? candidates(c, cand) : 0;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-    int ask_ms = DLOCK__MIN(c->timeout_ms, DLOCK__CLUSTER_ASK_MS);
-    int rc = DLOCK_OK;
-    if (!cand) {
-        rc = DLOCK_ENOMEM;
-        snprintf(err, err_len, "out of memory");
-    } else if (stale) {
-        rc = DLOCK_EIO;
-        snprintf(err, err_len, "no cluster node answered CLUSTER SLOTS");
-        for (size_t k = 0; k < n; k++) {
-            const char *host = cand[k].host;
-            int port = cand[k].port;
-            dlock__conn *conn = connect_to(tmpl, tls, host, port, 0, 0);
-            if (!conn) {
-                rc = DLOCK_ENOMEM;
-                break;
-            }
-            const char *argv[2] = {"CLUSTER", "SLOTS"};
-            redisReply *r = NULL;
-            int got = conn->state == DLOCK__CS_BROKEN
-                          ? DLOCK_EIO
-                          : dlock__conn_roundtrip(conn, 2, argv, ask_ms, &r);
-            if (got < 0) {
-                snprintf(err, err_len, "%s:%d: %s", host, port, conn->err);
-                rc = got == DLOCK_EAUTH || got == DLOCK_ETLS ? got : DLOCK_EIO;
-            } else if (r->type == REDIS_REPLY_ERROR) {
-                /* "ERR This instance has cluster support disabled" */
-                snprintf(err, err_len, "%s:%d: CLUSTER SLOTS: %.120s", host, port, r->str);
-                rc = dlock__map_redis_error(r->str, r->len);
-            } else if ((rc = apply_slots(c, r, host)) != DLOCK_OK) {
-                snprintf(err, err_len, "%s:%d: unexpected CLUSTER SLOTS reply", host, port);
-            }
-            if (rc != DLOCK_ENOMEM)
-                note_asked(c, &cand[k], got >= 0);
-            if (r)
-                freeReplyObject(r);
-            dlock__conn_free(conn);
-            if (rc == DLOCK_OK || rc == DLOCK_ENOMEM)
-                break;
-        }
-    }
-    dlock__free(cand);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->refresh_mu));
-    return rc;
-}
-
 /* A pooled connection of master idx, or a new one. */
 static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
                                    int idx, int load_scripts, int ask_uptime)
@@ -358,7 +221,7 @@ static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dl
             return conn;
         dlock__conn_free(conn);
     }
-    dlock__conn *conn = connect_to(tmpl, tls, host, port, load_scripts, ask_uptime);
+    dlock__conn *conn = dlock__cluster_connect_to(tmpl, tls, host, port, load_scripts, ask_uptime);
     if (conn)
         conn->route = route_of(idx, gen);
     return conn;
@@ -372,21 +235,24 @@ int dlock__cluster_prepare(dlock__cluster *c, const dlock__url *tmpl, dlock__tls
     int need = c->stale || !c->slot_master[slot];
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     char err[300];
-    return need ? learn(c, tmpl, tls, err, sizeof err) : DLOCK_OK;
+    return need ? dlock__cluster_learn(c, tmpl, tls, -1, INT64_MAX, err, sizeof err) : DLOCK_OK;
 }
 
 dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
                                      dlock__tls_ctx *tls, unsigned slot, int load_scripts,
-                                     int ask_uptime)
+                                     int ask_uptime, int cancel_fd, int64_t deadline_ns)
 {
     slot &= DLOCK__CLUSTER_SLOTS - 1;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
     int need = c->stale || !c->slot_master[slot];
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     char err[300] = "";
-    int rc = need ? learn(c, tmpl, tls, err, sizeof err) : DLOCK_OK;
+    int rc = need ? dlock__cluster_learn(c, tmpl, tls, cancel_fd, deadline_ns, err, sizeof err)
+                  : DLOCK_OK;
     if (rc == DLOCK_ENOMEM)
         return NULL;
+    if (rc == DLOCK_ECANCELED)
+        return broken_conn(DLOCK_EIO, err);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
     int idx = (int)c->slot_master[slot] - 1;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
@@ -402,7 +268,7 @@ dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
 dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
                                     dlock__tls_ctx *tls, unsigned slot)
 {
-    dlock__conn *conn = dlock__cluster_checkout(c, tmpl, tls, slot, 0, 0);
+    dlock__conn *conn = dlock__cluster_checkout(c, tmpl, tls, slot, 0, 0, -1, INT64_MAX);
     if (conn && conn->route && conn->q_len > 0) {
         /* A pooled one may owe stale replies, which a subscriber would
          * read as messages: give it back and make a new one. */
@@ -413,7 +279,7 @@ dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
         memcpy(host, c->master[idx].host, sizeof host);
         int port = c->master[idx].port;
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-        conn = connect_to(tmpl, tls, host, port, 0, 0);
+        conn = dlock__cluster_connect_to(tmpl, tls, host, port, 0, 0);
     }
     if (conn)
         conn->route = 0; /* never pooled */
@@ -432,7 +298,7 @@ dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     if (!known)
         return broken_conn(DLOCK_EIO, "no such cluster master");
-    return connect_to(tmpl, tls, host, port, 0, 0); /* route 0: never pooled */
+    return dlock__cluster_connect_to(tmpl, tls, host, port, 0, 0); /* route 0: never pooled */
 }
 
 dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
@@ -448,7 +314,7 @@ dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *t
 }
 
 int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                           const dlock__conn *conn)
+                           const dlock__conn *conn, int cancel_fd, int64_t deadline_ns)
 {
     int idx = (conn->route & 0xff) - 1;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
@@ -457,7 +323,7 @@ int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls
         c->master[idx].failed_ns = dlock__now_ns();
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     char err[300];
-    return learn(c, tmpl, tls, err, sizeof err);
+    return dlock__cluster_learn(c, tmpl, tls, cancel_fd, deadline_ns, err, sizeof err);
 }
 
 void dlock__cluster_stale(dlock__cluster *c)

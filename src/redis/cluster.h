@@ -29,9 +29,11 @@
 #define DLOCK__CLUSTER_SLOTS 16384
 #define DLOCK__CLUSTER_MAX_MASTERS 64
 #define DLOCK__CLUSTER_MAX_SEEDS 64
-/* How long one node gets to answer CLUSTER SLOTS before the next is asked
- * (capped by the connect timeout): the answer is small and comes at once
- * from a live node, and a stalled one must not hold up the relearn. */
+/* How long one node asked for the map answers alone before the next is
+ * asked too (src/redis/cluster_learn.c): the answer is small and comes at
+ * once from a live node, so a stalled one must not hold up the relearn.
+ * Each node asked keeps the whole connect timeout: a slow node (a distant
+ * or busy one) still answers. */
 #define DLOCK__CLUSTER_ASK_MS 250
 
 typedef struct dlock__cmaster {
@@ -62,10 +64,24 @@ typedef struct dlock__cluster {
     uint8_t slot_master[DLOCK__CLUSTER_SLOTS]; /* 1 + master index; 0 unknown */
     int stale;          /* learn the map again before the next route */
     unsigned refreshes; /* maps learned (for tests and messages) */
-    int timeout_ms;     /* the connect timeout; a node asked for the map
-                           gets at most DLOCK__CLUSTER_ASK_MS of it */
+    int timeout_ms;     /* the connect timeout: how long a node asked for
+                           the map gets to answer */
     size_t max_idle;
 } dlock__cluster;
+
+/* Learn the slot map if it is stale (src/redis/cluster_learn.c): ask the
+ * masters known and the seeds, healthy ones first, until one answers, a
+ * byte is readable on cancel_fd (-1: none; DLOCK_ECANCELED) or deadline_ns
+ * passes (INT64_MAX: none). DLOCK_OK, or a code with the reason in err. */
+int dlock__cluster_learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
+                         int cancel_fd, int64_t deadline_ns, char *err, size_t err_len);
+
+/* For cluster_learn.c: a new connection to host:port, and the map from a
+ * CLUSTER SLOTS reply got from `asked` (DLOCK_OK or DLOCK_EPROTO). */
+dlock__conn *dlock__cluster_connect_to(const dlock__url *tmpl, dlock__tls_ctx *tls,
+                                       const char *host, int port, int load_scripts,
+                                       int ask_uptime);
+int dlock__cluster_apply_slots(dlock__cluster *c, const redisReply *r, const char *asked);
 
 /* The hash slot of a key (CRC16/XMODEM of the key or its {tag}, mod
  * 16384), as the Cluster specification defines it. */
@@ -85,11 +101,13 @@ void dlock__cluster_free(dlock__cluster *c);
 void dlock__cluster_forget(dlock__cluster *c);
 
 /* A connection to the master of `slot`, pooled or new (learning the map
- * first if needed). tmpl gives the credentials, db and TLS. Never NULL but
- * out of memory; a failure gives a BROKEN connection with err_code set. */
+ * first if needed, which stops at a byte on cancel_fd (-1: none) or at
+ * deadline_ns (INT64_MAX: none)). tmpl gives the credentials, db and TLS.
+ * Never NULL but out of memory; a failure gives a BROKEN connection with
+ * err_code set. */
 dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
                                      dlock__tls_ctx *tls, unsigned slot, int load_scripts,
-                                     int ask_uptime);
+                                     int ask_uptime, int cancel_fd, int64_t deadline_ns);
 /* A connection to host:port (an ASK or MOVED target). */
 dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
                                           dlock__tls_ctx *tls, const char *host, int port,
@@ -109,10 +127,12 @@ dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *
 void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn);
 
 /* conn, a connection to a master, failed before anything was sent on it:
- * learn the map again now, that master asked last. DLOCK_OK if some node
- * answered (the cluster is up), else the failure's code. */
+ * learn the map again now, that master asked last, until cancel_fd is
+ * readable (-1: never) or deadline_ns (INT64_MAX: none). DLOCK_OK if some
+ * node answered (the cluster is up), DLOCK_ECANCELED, else the failure's
+ * code. */
 int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                           const dlock__conn *conn);
+                           const dlock__conn *conn, int cancel_fd, int64_t deadline_ns);
 
 /* The map is out of date: learn it again before the next route. */
 void dlock__cluster_stale(dlock__cluster *c);

@@ -128,14 +128,16 @@ static int begin_grace(slot *slots, size_t n, const dlock__fanout_opts *o, int64
  * notices): DLOCK_EBUSY, like CLUSTERDOWN, which a wait rides out and the
  * dlock command waits for (issue 19 item 3). If no node answers, the
  * cluster is unreachable: DLOCK_EIO stays. */
-static int cluster_failure(struct dlock_client *client, size_t i, slot *s, int code)
+static int cluster_failure(struct dlock_client *client, size_t i, slot *s, int code, int cancel_fd,
+                           int64_t deadline_ns)
 {
     dlock__node *n = &client->nodes[i];
     dlock__conn *c = s->conn;
     if (!n->cluster || code != DLOCK_EIO || !c || c->caller_sent || !c->route ||
         c->state != DLOCK__CS_BROKEN)
         return code;
-    if (dlock__cluster_relearn(n->cluster, &n->url, n->tls_ctx, c) != DLOCK_OK)
+    if (dlock__cluster_relearn(n->cluster, &n->url, n->tls_ctx, c, cancel_fd, deadline_ns) !=
+        DLOCK_OK)
         return code;
     size_t len = strlen(c->err);
     snprintf(c->err + len, sizeof c->err - len,
@@ -281,7 +283,7 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
         s->cslot = nreqs && client->nodes[i].cluster
                        ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
                        : 0;
-        s->conn = dlock__node_checkout_slot(&client->nodes[i], s->cslot);
+        s->conn = dlock__node_checkout_slot(&client->nodes[i], s->cslot, cancel_fd, cap_ns);
         if (!s->conn) {
             stop = fail_node(s, i, nreqs, DLOCK_ENOMEM, cb, arg);
             continue;
@@ -296,7 +298,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
             if (rc != DLOCK_ENOMEM && s->conn->err_code)
                 rc = s->conn->err_code;
             rc = rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc;
-            stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc), cb, arg);
+            stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc, cancel_fd, cap_ns),
+                             cb, arg);
             continue;
         }
         /* The clock starts after the checkout: a checkout may learn a
@@ -313,7 +316,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
          * round parallel. */
         if (s->conn->state == DLOCK__CS_OPEN &&
             (rc = dlock__conn_io(s->conn, POLLOUT)) < 0)
-            stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc), cb, arg);
+            stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc, cancel_fd, cap_ns),
+                             cb, arg);
     }
 
     int canceled = 0;
@@ -487,7 +491,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                     stop = begin_grace(slots, n, o, now, &cap_ns, &graced);
             }
             if (rc < 0 && s->active && !stop) {
-                stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, rc), cb, arg) &&
+                stop = fail_node(s, i, nreqs,
+                                 cluster_failure(client, i, s, rc, cancel_fd, cap_ns), cb, arg) &&
                        !graced;
             } else if (s->active && !stop && now >= s->deadline_ns) {
                 int code = c->state == DLOCK__CS_CONNECTING || !c->caller_sent
@@ -502,7 +507,8 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
                 } else {
                     dlock__conn_fail(c, code, "%s timed out", dlock__conn_phase(c));
                 }
-                stop = fail_node(s, i, nreqs, cluster_failure(client, i, s, code), cb, arg) &&
+                stop = fail_node(s, i, nreqs,
+                                 cluster_failure(client, i, s, code, cancel_fd, cap_ns), cb, arg) &&
                        !graced;
             }
             if (stop)

@@ -133,17 +133,19 @@ void dlock__node_stale(dlock__node *n)
     }
 }
 
-dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot)
+dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot, int cancel_fd,
+                                       int64_t deadline_ns)
 {
     if (n->cluster)
-        return dlock__cluster_checkout(n->cluster, &n->url, n->tls_ctx, slot, 1, 0);
+        return dlock__cluster_checkout(n->cluster, &n->url, n->tls_ctx, slot, 1, 0, cancel_fd,
+                                       deadline_ns);
     return dlock__node_checkout(n);
 }
 
 dlock__conn *dlock__node_checkout(dlock__node *n)
 {
     if (n->cluster)
-        return dlock__node_checkout_slot(n, 0);
+        return dlock__node_checkout_slot(n, 0, -1, INT64_MAX);
     for (;;) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
         dlock__conn *c = n->idle;

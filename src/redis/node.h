@@ -54,8 +54,10 @@ void dlock__node_destroy(dlock__node *n);
 dlock__conn *dlock__node_checkout(dlock__node *n);
 
 /* dlock__node_checkout() for a command on hash slot `slot` (which matters
- * only for a cluster: the slot's master). */
-dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot);
+ * only for a cluster: the slot's master; a slot map learned first stops at
+ * a byte on cancel_fd (-1: none) or at deadline_ns (INT64_MAX: none)). */
+dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot, int cancel_fd,
+                                       int64_t deadline_ns);
 
 /* A new connection to the node (dlock__node_checkout() without the pool;
  * the wake-up thread's subscriber uses it). With Sentinel, asks the

@@ -25,6 +25,7 @@ typedef struct item {
     int restorable;  /* a gone key may be put back (restore_batch.lua) */
     unsigned slot; /* cluster: the lock key's hash slot */
     int master;    /* cluster: its master in the client's slot map */
+    unsigned hold; /* rec->hold when the round took it (watchdog.c) */
 } item;
 
 /* What a round cost, for the watchdog's statistics. */

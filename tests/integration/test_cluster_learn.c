@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Learning a Redis Cluster's slot map when nodes are slow or silent
+ * (review 34 items 1 and 6), on a real cluster of three masters with a
+ * replica each: a seed that answers only after several hundred ms (behind
+ * the chaos suite's delaying proxy) still gives the map when the connect
+ * timeout allows it; and a relearn that no node answers stops at once on a
+ * cancel. (A stalled master not slowing the healthy ones is in
+ * test_cluster.c.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "proxy.h"
+#include "redis_topology.h"
+#include "test_util.h"
+
+static test_cluster C;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return test_cluster_start(&C);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    test_cluster_stop(&C);
+    return 0;
+}
+
+/* Every exchange with the only seed takes over 300 ms (150 ms each way),
+ * more than the time a node answers alone before the next is asked
+ * (DLOCK__CLUSTER_ASK_MS), but well within the connect timeout: the map is
+ * learned and the lock taken. It failed with DLOCK_EIO "reply timed out"
+ * when each node had at most 250 ms. */
+static void slow_seed_within_the_connect_timeout_gives_the_map(void **state)
+{
+    (void)state;
+    chaos_proxy p;
+    assert_int_equal(chaos_proxy_start(&p, C.node[0].port), 0);
+    assert_int_equal(chaos_proxy_set(&p, CHAOS_PROXY_DELAY, 150), 0);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", p.port);
+    const char *urls[1] = {url};
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    o.connect_timeout_ms = 5000;
+    o.io_timeout_ms = 5000;
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, c, "slow-seed", NULL), DLOCK_OK);
+    int rc = dlock_lock_acquire(l, 0);
+    if (rc != DLOCK_OK)
+        fprintf(stderr, "acquire: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    chaos_proxy_stop(&p);
+}
+
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+    int64_t done_ms;
+} waiter;
+
+static void *wait_for(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 20000);
+    w->done_ms = test_now_ms();
+    return NULL;
+}
+
+/* Every node stopped: the slot map is being learned (each node asked may
+ * take the whole connect timeout) when the waiter is cancelled. The cancel
+ * ends the wait within milliseconds; it used to wait for the relearn to
+ * give up (over a second here). */
+static void cancel_stops_a_relearn_no_node_answers(void **state)
+{
+    (void)state;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    o.connect_timeout_ms = 3000;
+    dlock_client *c = test_client_new(C.urls, TEST_CLUSTER_NODES, &o);
+    waiter w = {0};
+    assert_int_equal(dlock_lock_new(&w.l, c, "cancel-relearn", NULL), DLOCK_OK);
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
+        assert_int_equal(kill(C.node[i].pid, SIGSTOP), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    usleep(400 * 1000);
+    int64_t t0 = test_now_ms();
+    dlock_lock_cancel(w.l);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
+        assert_int_equal(kill(C.node[i].pid, SIGCONT), 0);
+    fprintf(stderr, "cancel answered after %lld ms: %s (%s)\n", (long long)(w.done_ms - t0),
+            dlock_errname(w.rc), dlock_lock_errmsg(w.l));
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true(w.done_ms - t0 < 150);
+    assert_int_equal(test_cluster_wait_ok(&C, 20000), 0);
+    dlock_lock_free(w.l);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(slow_seed_within_the_connect_timeout_gives_the_map),
+        cmocka_unit_test(cancel_stops_a_relearn_no_node_answers),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
