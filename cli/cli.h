@@ -9,6 +9,8 @@
  *               thread that lets SIGINT/SIGTERM/SIGHUP cancel a wait
  *   commands.c  acquire, release, extend (and their option parsing)
  *   status.c    status, as text or JSON
+ *   list.c      list: the held names, as text or JSON
+ *   json.c      JSON strings of arbitrary bytes (status, list)
  *   run.c       run: hold the lock while a program runs
  *   child.c     starting the program in its own process group
  *   guard.c     the guardian: stops the program when dlock dies
@@ -333,6 +335,16 @@ int cli_cmd_acquire(cli_global *g, int argc, char **argv);
 int cli_cmd_release(cli_global *g, int argc, char **argv);
 int cli_cmd_extend(cli_global *g, int argc, char **argv);
 int cli_cmd_status(cli_global *g, int argc, char **argv);
+
+int cli_cmd_list(cli_global *g, int argc, char **argv);
+
+/* json.c: whether s is well-formed UTF-8; s as a JSON string (control
+ * characters escaped, bytes that are not UTF-8 as U+FFFD); and
+ * "name":NAME, plus "name_hex" with the exact bytes when NAME is not
+ * UTF-8. */
+int cli_is_utf8(const char *s);
+void cli_json_string(const char *s, FILE *f);
+void cli_json_name(const char *name, FILE *f);
 
 /* help.c: help text; cmd NULL means the tool as a whole. */
 void cli_synopsis(const char *cmd, FILE *f);

@@ -60,6 +60,14 @@ static const command_help commands[] = {
      "Exits 0 when held, 1 when free (or held on too few nodes), 69 when too few\n"
      "nodes answered, 76 when the key is not a lock (a list, ...: as run on it).\n\n"
      "      --json           print one JSON object\n"},
+    {"list", "dlock [GLOBAL] list [--json] [PATTERN]\n",
+     "List the held lock names that match PATTERN (a Redis glob on the name,\n"
+     "default *), one line each: mode, holders, TTL, waiters, fencing token.\n"
+     "Read-only; SCAN in batches of 1000 keys, so cheap on a big keyspace. With\n"
+     "several nodes, says on how many each name is held. Not yet on a Redis\n"
+     "Cluster or etcd (exit 69). Exits 0 (even if nothing matched), 64 bad\n"
+     "pattern, 69 too few nodes answered.\n\n"
+     "      --json           print one JSON array\n"},
     {"doctor", "dlock [GLOBAL] doctor [--json] [--ttl D] [URL]...\n",
      "Check a deployment (the -r URLs, DLOCK_REDIS, or the URLs given here) and\n"
      "say what is unsafe or slow, each finding with why and how to fix it: server\n"
@@ -76,7 +84,7 @@ static const command_help commands[] = {
 
 static const char global_help[] =
     "Distributed locks on Redis (Redlock with several nodes) or etcd.\n\n"
-    "Commands: run, acquire, release, extend, status ('dlock COMMAND --help').\n"
+    "Commands: run, acquire, release, extend, status, list ('dlock COMMAND --help').\n"
     "Check a deployment: dlock doctor ('dlock doctor --help').\n\n"
     "Global options:\n"
     "  -r, --redis=URL          a Redis node: redis://, rediss:// (TLS), unix:// or\n"

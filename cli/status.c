@@ -21,65 +21,6 @@ static const char *state_name(dlock_status_state st)
     }
 }
 
-/* The length of the well-formed UTF-8 sequence at s (1..4), or 0 if the
- * bytes there are not one (RFC 3629: no overlong forms, no surrogates,
- * nothing above U+10FFFF). */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned char c = s[0];
-    size_t n;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4;
-    else
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
-        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
-        return 0;
-    return n;
-}
-
-static int is_utf8(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = utf8_len(p);
-        if (!n)
-            return 0;
-        p += n;
-    }
-    return 1;
-}
-
-/* JSON string: the lock name is arbitrary bytes. Control characters are
- * escaped; a byte that is not part of well-formed UTF-8 becomes U+FFFD, so
- * that the output always parses (print_json adds the exact bytes as
- * "name_hex" then). */
-static void json_string(const char *s, FILE *f)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = utf8_len(p);
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\u%04x", *p);
-        else if (n == 0)
-            fputs("\\ufffd", f);
-        else
-            fwrite(p, 1, n, f);
-        p += n ? n : 1;
-    }
-    fputc('"', f);
-}
-
 #define MAX_LISTED 64
 
 /* Who holds the name on one node (shared holders, permits): what
@@ -118,7 +59,7 @@ static void json_holders(const node_holders *h, FILE *f)
             h->info.writer_waiting_ms, h->info.count);
     for (size_t k = 0; k < h->info.count && k < MAX_LISTED; k++) {
         fputs(k ? ",{\"token\":" : "{\"token\":", f);
-        json_string(h->list[k].token, f);
+        cli_json_string(h->list[k].token, f);
         fprintf(f, ",\"ttl_ms\":%" PRId64 "}", h->list[k].ttl_ms);
     }
     fputc(']', f);
@@ -154,27 +95,21 @@ static const char *foreign_type(size_t i)
 static void print_json(dlock_client *c, const char *name, const dlock_node_status *st,
                        const dlock_lock_status *s, FILE *f)
 {
-    fputs("{\"name\":", f);
-    json_string(name, f);
-    if (!is_utf8(name)) {
-        fputs(",\"name_hex\":\"", f);
-        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-            fprintf(f, "%02x", *p);
-        fputc('"', f);
-    }
+    fputc('{', f);
+    cli_json_name(name, f);
     fprintf(f, ",\"state\":\"%s\",\"held\":%s,\"nodes_held\":%zu,\"quorum\":%zu,\"nodes\":[",
             n_foreign ? "wrongtype" : state_name(s->state),
             s->state == DLOCK_STATUS_HELD && !n_foreign ? "true" : "false",
             s->held_on - n_foreign, s->quorum);
     for (size_t i = 0; i < s->nodes; i++) {
         fputs(i ? ",{\"node\":" : "{\"node\":", f);
-        json_string(dlock_client_node_name(c, i), f);
+        cli_json_string(dlock_client_node_name(c, i), f);
         if (foreign_type(i)) {
             fputs(",\"error\":\"DLOCK_EWRONGTYPE\",\"message\":\"not a lock: the key holds a "
                   "Redis ", f);
             fputs(foreign_type(i), f);
             fputs("\",\"type\":", f);
-            json_string(foreign_type(i), f);
+            cli_json_string(foreign_type(i), f);
             fputc('}', f);
         } else if (st[i].error != DLOCK_OK)
             fprintf(f, ",\"error\":\"%s\",\"message\":\"%s\"}", dlock_errname(st[i].error),

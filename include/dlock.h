@@ -562,6 +562,71 @@ DLOCK_EXTERN(int)
 dlock_client_holders(dlock_client *client, const char *name, size_t node,
                      dlock_holders_info *info, dlock_holder *out, size_t max_out);
 
+/** The version of dlock_list_entry this header describes. */
+#define DLOCK_LIST_ENTRY_VERSION 1
+
+/** One lock name found by dlock_client_list(). The library owns the entry
+ *  and fills it for the length of one callback: fields may be added at the
+ *  end in a later version (with a new DLOCK_LIST_ENTRY_VERSION), so a
+ *  caller reads the fields its version has and never copies the struct by
+ *  value into storage of its own size. */
+typedef struct dlock_list_entry {
+    unsigned version;      /**< DLOCK_LIST_ENTRY_VERSION of the library */
+    const char *name;      /**< the lock name, without the key_prefix */
+    /** DLOCK_STATUS_HELD on a majority of the nodes, else
+     *  DLOCK_STATUS_PARTIAL (held on some nodes only). */
+    dlock_status_state state;
+    dlock_hold_mode mode;  /**< as dlock_client_holders() says */
+    unsigned permits;      /**< a semaphore's N, else 0 */
+    size_t holders;        /**< live holders (1 for a plain or reentrant lock) */
+    /** The shortest remaining TTL in ms among the nodes holding it; -1
+     *  when it has none. */
+    int64_t ttl_ms;
+    /** Waiters known to the servers: the waiter list plus the fair queue
+     *  (the most over the nodes). */
+    size_t waiters;
+    uint64_t fence;        /**< last fencing token granted (the highest) */
+    size_t held_on;        /**< nodes where the name is held */
+    size_t nodes;          /**< nodes of the client */
+    size_t quorum;         /**< nodes needed for a majority */
+} dlock_list_entry;
+
+/** Called by dlock_client_list() once per lock name, on the calling
+ *  thread; return 0 to go on, nonzero to stop the listing. */
+typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
+
+/**
+ * List the held lock names that match @p pattern, read-only, calling
+ * @p cb once per name in byte order of the name. The pattern is a Redis
+ * glob (`*`, `?`, `[...]`, `\` escapes) on the name; the client's
+ * key_prefix is put before it (escaped), so only the client's locks are
+ * seen. On Redis each node is walked with `SCAN MATCH ... COUNT 1000`;
+ * each batch of keys is then read in one pipelined round trip (status.lua,
+ * holders.lua and the length of the waiter list and fair queue per name),
+ * so the cost is O(keys under the prefix) with about 2 round trips per
+ * 1,000 keys, and never a round trip per key. A lock's helper keys
+ * (`KEY` NUL `fence`, `q`, `wq`, ...) are not listed as names: what they
+ * hold (fence, waiters) is reported with their lock. Keys that are not
+ * locks dlock writes (DLOCK_HOLD_FOREIGN) are skipped, but a plain string
+ * under the prefix looks like an exclusive lock and is listed. With
+ * several nodes (Redlock) every node is listed and the names are merged:
+ * entry->state says whether a majority holds the name. The names are
+ * gathered before the first callback (memory O(names)); a lock taken or
+ * released during the walk may or may not be seen, as with SCAN.
+ *
+ * @param pattern the glob on names; NULL or "*" for every name.
+ * @param cb      called once per name (not while any lock is held by the
+ *                call: it may call any function of this client).
+ * @return DLOCK_OK; DLOCK_EINVAL (NULL client or callback, an empty
+ *         pattern or one longer than DLOCK_NAME_MAX, a forked child's
+ *         client); DLOCK_ENOTSUP (a Redis Cluster or etcd:// client: not
+ *         yet); DLOCK_ENOMEM; DLOCK_ECANCELED when @p cb stopped it; the
+ *         error of the only node; or DLOCK_ENOQUORUM when fewer than a
+ *         majority of several nodes could be listed (no callback then).
+ */
+DLOCK_EXTERN(int)
+dlock_client_list(dlock_client *client, const char *pattern, dlock_list_fn cb, void *arg);
+
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

@@ -77,12 +77,13 @@ _dlock()
 
     local opts
     case $cmd in
-    "") opts="$global_opts run acquire release extend status doctor" ;;
+    "") opts="$global_opts run acquire release extend status list doctor" ;;
     run) opts="$lock_opts -s --shared -x -e --exclusive --permits -c --command --on-lost --grace --" ;;
     acquire) opts="$lock_opts --print-fence" ;;
     release) opts="-v --verbose -h --help" ;;
     extend) opts="-t --ttl -v --verbose -h --help" ;;
     status) opts="--json -v --verbose -h --help" ;;
+    list) opts="--json -v --verbose -h --help" ;;
     doctor) # options, or the URLs to check
         opts="--json -t --ttl -h --help"
         if [[ $cur != -* ]]; then

@@ -32,6 +32,8 @@ expect "--shared" dlock run --sh
 expect "--print-fence" dlock acquire --pr
 expect "--pass --password-file" dlock --pas
 expect "--json" dlock status --js
+expect "list" dlock li
+expect "--json" dlock list --js
 expect "doctor" dlock doc
 expect "--json" dlock -r redis://h:1 doctor --js
 expect "--ttl" dlock doctor --tt
