@@ -207,10 +207,11 @@ static int read_batch(dlock_client *cl, list_state *st, size_t node, const scan_
             alens[2 * j] = k < 2 ? s->lens[i] : strlen(args[2 * j]);
             args[2 * j + 1] = helpers[j];
             alens[2 * j + 1] = hlens[j];
-            reqs[j] = (dlock__req){k == 0   ? dlock__script_get(DLOCK__S_STATUS)
-                                   : k == 1 ? dlock__script_get(DLOCK__S_HOLDERS)
-                                            : NULL,
-                                   k < 2 ? 2 : 0, 2, &args[2 * j], &alens[2 * j]};
+            reqs[j] = (dlock__req){.script = k == 0   ? dlock__script_get(DLOCK__S_STATUS)
+                                             : k == 1 ? dlock__script_get(DLOCK__S_HOLDERS)
+                                                      : NULL,
+                                   .numkeys = k < 2 ? 2 : 0, .nargs = 2, .args = &args[2 * j],
+                                   .arglens = &alens[2 * j]};
         }
         cur[i] = (rec){NULL, node, 0, 0, 0, -1, 0, 0};
     }
@@ -259,7 +260,7 @@ static int list_node(dlock_client *cl, list_state *st, size_t node, const char *
         char cursor[32];
         memcpy(cursor, s.cursor, sizeof cursor);
         args[1] = cursor;
-        dlock__req req = {NULL, 0, 6, args, lens};
+        dlock__req req = {.script = NULL, .numkeys = 0, .nargs = 6, .args = args, .arglens = lens};
         s.err = DLOCK_EIO;
         int rc = dlock__fanout(cl, &req, 1, &fo, scan_cb, &s);
         if (rc == DLOCK_OK)
