@@ -21,7 +21,6 @@ The lock TTL is 10 s in both, as in the peers contract.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,9 +28,11 @@ import time
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port below the ephemeral range (scripts/free-port)."""
+    out = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                       "..", "scripts", "free-port")],
+                         check=True, capture_output=True, text=True)
+    return int(out.stdout)
 
 
 def wait_until(cond, timeout=20.0):

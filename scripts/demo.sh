@@ -42,17 +42,18 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# A free port: let the kernel pick one for a socket bound to 127.0.0.1:0.
-# Between closing that socket and redis-server binding it another program
-# could take it; the start is retried with a fresh port if so.
+# A free port below the ephemeral range (10000-22767, as the tests'
+# servers: scripts/free-port). Between the probe and redis-server binding
+# it another program could take it; the start is retried with a fresh
+# port if so.
 free_port() {
   if command -v python3 >/dev/null; then
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    python3 "$(dirname "$0")/free-port"
     return
   fi
   local p
   for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % 12768))
     # Without ss, a taken port shows when redis-server fails to start.
     if ! command -v ss >/dev/null || ! ss -Htln "sport = :$p" | grep -q .; then
       echo "$p"
