@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* One lock's state machine, below the public verbs (engine.c). lock.c
+ * checks a verb's arguments and that the process is the client's own (not
+ * a fork child), then calls the verb here; a set of names calls these for
+ * each of its names, never the public verbs. Same contracts, return codes
+ * and handle messages as the public verbs in dlock.h. */
+#ifndef DLOCK_ENGINE_H
+#define DLOCK_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "watchdog.h"
+
+int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms);
+int dlock__engine_release(dlock_lock *l);
+/* ttl_ms: 1..DLOCK_TTL_MAX_MS, or 0 for the lock's TTL. */
+int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms);
+int dlock__engine_adopt(dlock_lock *l, const char *token);
+int dlock__engine_forget(dlock_lock *l);
+/* Any thread. */
+void dlock__engine_cancel(dlock_lock *l);
+/* dlock_lock_free()'s store side: out of the watchdog, then everything
+ * the handle owes or holds in the store let go, best effort. Not in a fork
+ * child. The memory is the caller's. */
+void dlock__engine_let_go(dlock_lock *l);
+
+/* The handle's renewal record hands the watchdog's rounds back to the
+ * engine through these (watchdog.h). */
+extern const dlock__renewal_ops dlock__engine_renewal_ops;
+
+#endif
