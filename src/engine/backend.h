@@ -1,48 +1,95 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The seam between the public face (lock.c) and the store the locks live
- * in. lock.c keeps a handle's state machine (unlocked / held / lost), the
- * watchdog registration, cancel and the getters; every round trip goes
- * through a backend's operations. Redis (scripts, fan-out, Redlock
- * majorities, EVALSHA replies) is one table (redis_backend.c with
- * attempt.c, release.c, fair.c); several names at once are another
- * (multi.c). etcd (issue 21) waits in a line, not by attempts, so lock.c
- * calls etcd_backend.c beside the table, not through it (docs/design.md,
- * "Modules"). */
+/* The seam between the engine (engine.c: one lock's state machine, the
+ * same for every store) and the store the locks live in. A backend is one
+ * table of operations, chosen once when the client is created (client.c,
+ * by the URL scheme) and copied into each of its handles: Redis (one node,
+ * Redlock, Cluster, Sentinel, TLS: redis_backend.c) and etcd
+ * (etcd_backend.c). The engine decides every state change (unlocked /
+ * held / lost), the watchdog registration, the lost path and cancel; a
+ * backend takes and gives back holds in its store and reports what
+ * happened. docs/design.md, "Engine", draws the states. */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common.h"
+#include "renewal.h"
+
+struct dlock__kind;
 
 typedef struct dlock__backend {
     const char *name;
-    /* One acquire attempt, undoing whatever part of it may have been
-     * granted when it failed. On DLOCK_OK the handle is held (state set);
-     * *retry says whether waiting longer could help. */
-    int (*attempt)(dlock_lock *l, int *retry);
-    /* Give back one hold of the current owner (all of a plain lock);
-     * returns DLOCK_OK or why not (DLOCK_ENOTOWNER, DLOCK_EEXPIRED, ...).
-     * The state change is the caller's. */
-    int (*release)(dlock_lock *l);
-    /* Push the expiry out to ttl_ms from now; a confirmation after
-     * deadline_ns proves nothing. Returns a code as release does. */
-    int (*extend)(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns);
+
+    /* ---- facts -------------------------------------------------------- */
+    /* An extend asked after the handle's own estimate of the lease ran out
+     * is still sent, and its answer believed: etcd (a keep-alive of an
+     * ended lease is refused, and an ended lease never comes back). 0 for
+     * Redis: a key that expired may have been taken and given back since,
+     * so a late confirmation proves nothing. */
+    int late_answer_counts;
+    /* The renewal record's operations: the engine's lease_end, settle and
+     * lost hooks, with this backend's renew (NULL: the watchdog's batched
+     * Redis rounds). */
+    const dlock__renewal_ops *renewal;
+
+    /* ---- handles ------------------------------------------------------ */
+    /* The kind this store serves for the kind asked for (etcd: plain,
+     * counted and fair; exclusive as plain), or NULL: DLOCK_ENOTSUP. */
+    const struct dlock__kind *(*kind_for)(const dlock_client *c, const struct dlock__kind *k);
+    /* The backend's part of a new handle (its keys, its record);
+     * DLOCK_OK or DLOCK_ENOMEM. lock_clear frees it: in a fork child
+     * (forked) memory only. */
+    int (*lock_init)(dlock_lock *l);
+    void (*lock_clear)(dlock_lock *l, int forked);
+
+    /* ---- the operations the engine drives ------------------------------ */
+    /* Take a hold, waiting until deadline_ns (wait_ms 0: try once) the way
+     * the kind waits in this store. A counted kind's handle that holds
+     * already takes one more hold of the owner. On DLOCK_OK the hold, its
+     * token, fence and validity are the handle's (state HELD); on an error
+     * the handle holds what it held before, and its message says why. */
+    int (*acquire)(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
+    /* Give back one hold of the handle's owner; last: the handle's last
+     * one (a plain lock's only one). DLOCK_OK or why not (DLOCK_ENOTOWNER,
+     * DLOCK_EEXPIRED, ...). The state change is the engine's. */
+    int (*release)(dlock_lock *l, int last);
+    /* Push the lease out: ttl_ms, or 0 for the lease's own TTL. A
+     * confirmation after deadline_ns proves nothing (INT64_MAX: unknown).
+     * On DLOCK_OK *until_ns is the new end of the lease (drift taken off)
+     * and *renew_ttl_ms the TTL that renewals keep up. */
+    int (*extend)(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
+                  int64_t *renew_ttl_ms);
+    /* The TTL the renewals of a new hold keep up (etcd: the lease's). */
+    int64_t (*lease_ttl_ms)(dlock_lock *l);
+    /* How much of a lease of ttl_ms a renewal round's start may be off by
+     * (Redlock's clock drift; 0 for etcd). */
+    int64_t (*drift_ns)(dlock_lock *l, int64_t ttl_ms);
+    /* Adopt: is token a holder's token of this store? DLOCK_OK, or
+     * DLOCK_EINVAL with the handle's message. adopt then makes the
+     * backend's record of a hold by it (DLOCK_OK or DLOCK_ENOMEM). */
+    int (*adopt_check)(dlock_lock *l, const char *token, size_t len);
+    int (*adopt)(dlock_lock *l, const char *token, size_t len);
     /* Before the token changes outside an acquire (adopt): settle what an
      * earlier operation left with an unknown outcome, best effort. */
     void (*settle)(dlock_lock *l);
-    /* dlock_lock_free(): best-effort cleanup of everything the handle
-     * left in the store (pending undos and releases, bookkeeping, holds). */
-    void (*cleanup)(dlock_lock *l);
-    /* The handle was found lost, and its holder lets go (release, free,
-     * or the handle's next acquire): take its token out of the store
-     * should it still be there, best effort, without waiting long. A
-     * renewal the watchdog gave up on may reach a stalled node late and
-     * keep the token there for a whole TTL. */
+    /* The handle was found lost, and its holder lets go (release, or the
+     * handle's next acquire): take its token out of the store should it
+     * still be there, best effort, without waiting long. */
     void (*release_lost)(dlock_lock *l);
+    /* The handle lets go of its hold without a word to the store (lost,
+     * ended, forgotten): drop the backend's record of it. */
+    void (*drop)(dlock_lock *l);
+    /* dlock_lock_free(): best-effort cleanup of everything the handle
+     * left in the store (pending undos and releases, bookkeeping, holds).
+     * The renewal is stopped already. */
+    void (*cleanup)(dlock_lock *l);
 } dlock__backend;
 
-/* Redis and Redlock (redis_backend.c). */
+/* Redis, Redlock, Cluster, Sentinel (redis_backend.c). */
 extern const dlock__backend dlock__redis_backend;
+/* etcd (etcd_backend.c; etcd_none.c refuses it in a build without). */
+extern const dlock__backend dlock__etcd_backend;
 
 #endif

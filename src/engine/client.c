@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "backend.h"
 #include "client.h"
 #include "error.h"
 #include "etcd_client.h"
@@ -274,6 +275,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
+    c->backend = &dlock__redis_backend;
     if (dlock__etcd_wanted(urls, n_seeds)) { /* the etcd backend, no nodes */
         if (opts->cluster) {
             snprintf(err, sizeof err, "the cluster option is for Redis Cluster, not etcd:// URLs");
@@ -285,6 +287,7 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
             (rc = dlock__token_hex(c->id)) != DLOCK_OK)
             goto fail;
         c->quorum = 1;
+        c->backend = &dlock__etcd_backend;
         *out = c;
         return DLOCK_OK;
     }

@@ -33,6 +33,9 @@ struct dlock_client {
     struct dlock__wakeup *wakeup;
     const dlock__bg_ops *watchdog_ops; /* set with watchdog */
     const dlock__bg_ops *wakeup_ops;   /* set with wakeup */
+    /* The store every lock of the client lives in (backend.h), chosen
+     * here once by the URLs' scheme. */
+    const struct dlock__backend *backend;
     /* The etcd backend (etcd_backend.c) when opened on etcd:// URLs:
      * then there are no nodes, and every lock of the client is on etcd. */
     struct dlock__etcd_client *etcd;

@@ -15,42 +15,36 @@
 
 #include "backend.h"
 #include "engine.h"
-#include "etcd_backend.h"
 #include "client.h"
 #include "clock.h"
 #include "error.h"
-#include "fair.h"
 #include "handle.h"
 #include "keys.h"
 #include "kinds.h"
 #include "multi.h"
-#include "quorum.h"
-#include "wait.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
-/* The acquire loop of each wait style (kinds.h). */
-static int (*const acquire_loop[DLOCK__WAIT_COUNT])(dlock_lock *, int64_t, int64_t) = {
-    [DLOCK__WAIT_RETRY] = dlock__wait_acquire,
-    [DLOCK__WAIT_QUEUE] = dlock__fair_acquire,
-    [DLOCK__WAIT_MULTI] = dlock__multi_acquire,
-};
-
 /* The handle's renewal record hands the watchdog's rounds back here
- * (watchdog.h): only this module changes the handle's state. */
-static int renew_settle(void *owner, const dlock__renew_votes *v)
+ * (watchdog.h): only the engine changes the handle's state. A round
+ * confirmed by a majority before the lease ran out moves the lease's end
+ * to the round's start + its TTL - drift; not ours on more nodes than a
+ * majority can spare, or no majority by the end, and it is lost. The same
+ * for every backend (etcd: a majority of one, no drift). */
+int dlock__engine_renew_settle(void *owner, const dlock__renew_votes *v)
 {
     dlock_lock *l = owner;
-    int64_t drift = dlock__drift_ns(l->client, v->ttl_ms);
+    int64_t drift = l->backend->drift_ns(l, v->ttl_ms);
     int64_t now = dlock__now_ns();
     int lost = 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     if (l->state == DLOCK_STATE_HELD) {
-        if (v->yes >= v->quorum && now < l->valid_until_ns) {
+        int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
+        if (v->yes >= v->quorum && now < end) {
             l->valid_until_ns = v->t0_ns + v->ttl_ms * DLOCK__NS_PER_MS - drift;
         } else if (v->no > v->n - v->quorum) {
             lost = DLOCK_LOST_NOT_OWNER;
-        } else if (now >= l->valid_until_ns || v->yes >= v->quorum) {
+        } else if (now >= end || v->yes >= v->quorum) {
             /* Not confirmed by a majority before the lease ran out. */
             lost = DLOCK_LOST_NO_QUORUM;
         }
@@ -60,9 +54,6 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
         dlock__multi_sync(l->parent);
     return lost;
 }
-
-const dlock__renewal_ops dlock__engine_renewal_ops = {dlock__lock_renew_lease_end, renew_settle,
-                                               dlock__lock_renew_lost, NULL};
 
 /* Register the held lock with the watchdog, renewing to ttl_ms, the first
  * time first_ms from now (watchdog.h). */
@@ -87,27 +78,40 @@ static void release_names(dlock_lock *l)
             (void)dlock_lock_release(l->subs[i]);
 }
 
-/* The handle lets go of every hold (the store's side is the caller's; a
- * set gives back the names it still holds, or its next acquire would find
- * them held). */
+/* The handle lets go of every hold without a word to the store (the
+ * store's side is the caller's; a set gives back the names it still
+ * holds, or its next acquire would find them held). */
 static void drop_holds(dlock_lock *l)
 {
+    l->backend->drop(l);
     release_names(l);
     l->holds = 0;
     dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
 }
 
+/* A lost handle's holder lets go (its release, or its next acquire):
+ * the loss was reported; its token goes out of the store should it still
+ * be there (a renewal the watchdog gave up on may still reach a stalled
+ * node and keep it there for a whole TTL: the next owner would wait). */
+static void let_go_of_lost(dlock_lock *l)
+{
+    l->backend->release_lost(l);
+    drop_holds(l);
+}
+
+static int not_held(dlock_lock *l)
+{
+    dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+    return DLOCK_ENOTHELD;
+}
+
 int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
 {
-    if (l->etcd) /* the etcd backend: a line, not attempts (etcd_backend.c) */
-        return dlock__etcd_lock_acquire(l, wait_ms);
     dlock_lock_state st = dlock__lock_get_state(l);
     if (st == DLOCK_STATE_LOST) {
-        /* The loss was reported; the handle starts over, without its old
-         * token in the store (see dlock_lock_release()). */
+        /* The handle starts over, without its old token in the store. */
         renew_stop(l);
-        l->backend->release_lost(l);
-        drop_holds(l);
+        let_go_of_lost(l);
     } else if (st == DLOCK_STATE_HELD && l->kind->reenter) {
         /* A re-entry (kinds.h, reenter): the share is the handle's already,
          * so it is renewed, never asked for again (a writer's mark would
@@ -125,8 +129,9 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
         return rc;
     int64_t deadline = dlock__deadline_after_ms(wait_ms);
     l->try_once = wait_ms == 0;
+    /* Every exchange of this acquire ends at once on dlock_lock_cancel(). */
     dlock__lock_open_cancel(l, wait_ms);
-    rc = acquire_loop[l->kind->wait](l, wait_ms, deadline);
+    rc = l->backend->acquire(l, wait_ms, deadline);
     dlock__lock_close_cancel(l);
     if (rc == DLOCK_OK && l->holds == 1 && ((l->opts.flags & DLOCK_AUTO_RENEW) || l->confirm_ms)) {
         /* A new hold: no extend yet. A fair hand-over taken on its message
@@ -135,7 +140,8 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
         /* The confirmation's schedule (its look-ahead, its retries when a
          * round gets no answer) is the claim's, not the TTL's. */
         l->renewal.interval_ms = l->renewal.once ? l->confirm_ms : l->opts.renew_interval_ms;
-        renew_start(l, l->opts.ttl_ms, l->confirm_ms ? l->confirm_ms : DLOCK__RENEW_INTERVAL);
+        renew_start(l, l->backend->lease_ttl_ms(l),
+                    l->confirm_ms ? l->confirm_ms : DLOCK__RENEW_INTERVAL);
     }
     l->confirm_ms = 0;
     return rc;
@@ -143,15 +149,11 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
 
 int dlock__engine_release(dlock_lock *l)
 {
-    if (l->etcd)
-        return dlock__etcd_lock_release(l);
     dlock_lock_state st = dlock__lock_get_state(l);
     dlock__err_clear(&l->err);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    int last_hold = !(l->kind->counted || l->kind->reenter) || l->holds <= 1;
+    if (st == DLOCK_STATE_UNLOCKED)
+        return not_held(l);
+    int last_hold = !l->kind->counted && !l->kind->reenter ? 1 : l->holds <= 1;
     if (last_hold) {
         renew_stop(l);
         /* A round in flight may have found the lock lost (and run on_lost)
@@ -159,27 +161,14 @@ int dlock__engine_release(dlock_lock *l)
         st = dlock__lock_get_state(l);
     }
     if (st == DLOCK_STATE_LOST) {
-        /* A renewal the watchdog gave up on may still reach the node and
-         * keep our token there for a whole TTL (a fair hand-over's
-         * confirmation, an auto-renewal, sent to a stalled node): the next
-         * owner would wait for it. Clean up by our token. */
-        l->backend->release_lost(l);
-        release_names(l);
-        l->holds = 0;
-        dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
+        let_go_of_lost(l);
         dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
         return DLOCK_ELOST;
     }
-    if (st == DLOCK_STATE_UNLOCKED) { /* on_lost released it meanwhile */
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    if (!last_hold && l->kind->reenter) { /* the member stays until the last */
-        l->holds--;
-        return DLOCK_OK;
-    }
-    int rc = l->backend->release(l);
-    if (rc == DLOCK_OK && l->kind->counted && l->holds > 1) {
+    if (st == DLOCK_STATE_UNLOCKED) /* on_lost released it meanwhile */
+        return not_held(l);
+    int rc = l->backend->release(l, last_hold);
+    if (rc == DLOCK_OK && !last_hold) {
         l->holds--;
         return DLOCK_OK;
     }
@@ -193,8 +182,7 @@ int dlock__engine_release(dlock_lock *l)
          * that holds nothing must never have anything renewed, or the key
          * would outlive the handle for as long as the process runs. */
         renew_stop(l);
-    l->holds = 0;
-    dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    drop_holds(l);
     if (rc == DLOCK_OK)
         dlock__err_clear(&l->err);
     return rc;
@@ -202,12 +190,6 @@ int dlock__engine_release(dlock_lock *l)
 
 int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
 {
-    /* etcd gets 0 as 0: the TTL its lease was granted, which etcd may have
-     * raised above the handle's (its minimum lease). */
-    if (l->etcd)
-        return dlock__etcd_lock_extend(l, ttl_ms);
-    if (ttl_ms == 0)
-        ttl_ms = l->opts.ttl_ms;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     dlock_lock_state st = l->state;
     int64_t old_end = l->valid_until_ns;
@@ -216,11 +198,10 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
         dlock__err_set(&l->err, "\"%s\" was lost", l->name);
         return DLOCK_ELOST;
     }
-    if (st != DLOCK_STATE_HELD) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    if (old_end != INT64_MIN && dlock__now_ns() >= old_end) {
+    if (st != DLOCK_STATE_HELD)
+        return not_held(l);
+    int late_counts = l->backend->late_answer_counts;
+    if (old_end != INT64_MIN && dlock__now_ns() >= old_end && !late_counts) {
         /* Too late: whatever the server says now proves nothing about the
          * time in between, so nothing is sent and the handle lets go. */
         renew_stop(l);
@@ -234,25 +215,24 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
      * hand-over's pending confirmation is taken out too; a successful
      * extend does its work. */
     int renewed = renew_stop(l);
-    if (renewed) {
-        if (dlock__lock_get_state(l) == DLOCK_STATE_LOST) { /* that round found it lost */
-            dlock__err_set(&l->err, "\"%s\" was lost", l->name);
-            return DLOCK_ELOST;
-        }
+    if (renewed && dlock__lock_get_state(l) == DLOCK_STATE_LOST) { /* that round found it lost */
+        dlock__err_set(&l->err, "\"%s\" was lost", l->name);
+        return DLOCK_ELOST;
     }
-    int64_t t0 = dlock__now_ns();
-    /* A confirmation after the current lease ended proves nothing: the key
-     * may have expired and been taken in between. */
-    int rc = l->backend->extend(l, ttl_ms, old_end == INT64_MIN ? INT64_MAX : old_end);
-    if (rc == DLOCK_OK && old_end != INT64_MIN && dlock__now_ns() >= old_end) {
+    /* A confirmation after the current lease ended proves nothing (unless
+     * the store's answer does, late_answer_counts): the key may have
+     * expired and been taken in between. */
+    int64_t deadline = old_end == INT64_MIN || late_counts ? INT64_MAX : old_end;
+    int64_t until = 0, renew_ttl = 0;
+    int rc = l->backend->extend(l, ttl_ms, deadline, &until, &renew_ttl);
+    if (rc == DLOCK_OK && deadline != INT64_MAX && dlock__now_ns() >= deadline) {
         dlock__err_set(&l->err, "majority confirmed only after the lease had ended");
         rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EEXPIRED;
     }
     if (rc == DLOCK_OK) {
-        dlock__lock_set_state(l, DLOCK_STATE_HELD,
-                              t0 + ttl_ms * DLOCK__NS_PER_MS - dlock__drift_ns(l->client, ttl_ms));
+        dlock__lock_set_state(l, DLOCK_STATE_HELD, until);
         dlock__err_clear(&l->err);
-        l->renewal.ttl_ms = ttl_ms;
+        l->renewal.ttl_ms = renew_ttl;
     }
     if (renewed && !(rc == DLOCK_OK && l->renewal.once) &&
         (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED)))
@@ -270,20 +250,15 @@ int dlock__engine_adopt(dlock_lock *l, const char *token)
 {
     l->backend->settle(l);
     size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
-    if (n == 0 || n > DLOCK_TOKEN_MAX || !l->kind->adopt || dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
+    if (n == 0 || n > DLOCK_TOKEN_MAX || !l->kind->adopt ||
+        dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
         dlock__err_set(&l->err, "adopt needs a 1..%d byte token, a handle of a single name that "
                        "is not reentrant and holds nothing", DLOCK_TOKEN_MAX);
         return DLOCK_EINVAL;
     }
-    if (!l->etcd && strncmp(token, "turn:", 5) == 0) {
-        /* A waiter's turn (docs/waiting.md, "Runs and turns"), not a
-         * holder's token: extending it would keep everyone out. */
-        dlock__err_set(&l->err, "\"%.40s\" is a waiting acquire's turn, not a holder's token",
-                       token);
-        return DLOCK_EINVAL;
-    }
-    if (l->etcd)
-        return dlock__etcd_lock_adopt(l, token, n);
+    int rc = l->backend->adopt_check(l, token, n);
+    if (rc != DLOCK_OK)
+        return rc;
     dlock__lock_inline_token(l);
     if (n >= sizeof l->token_inline) {
         char *t = dlock__malloc(n + 1);
@@ -293,23 +268,28 @@ int dlock__engine_adopt(dlock_lock *l, const char *token)
         }
         l->token = t;
     }
+    if ((rc = l->backend->adopt(l, token, n)) != DLOCK_OK) {
+        dlock__lock_inline_token(l);
+        dlock__err_set(&l->err, "out of memory");
+        return rc;
+    }
     memcpy(l->token, token, n + 1);
     l->token_len = n;
     l->holds = 1;
-    l->fence = 0;
-    dlock__lock_set_state(l, DLOCK_STATE_HELD, INT64_MIN);
+    l->fence = 0; /* the grant's fence is not known here */
+    dlock__lock_set_state(l, DLOCK_STATE_HELD, INT64_MIN); /* validity unknown */
     dlock__err_clear(&l->err);
     return DLOCK_OK;
 }
 
 int dlock__engine_forget(dlock_lock *l)
 {
-    if (l->etcd)
-        return dlock__etcd_lock_forget(l);
     renew_stop(l);
     for (size_t i = 0; i < l->n_subs; i++) /* every name of a set */
         (void)dlock_lock_forget(l->subs[i]);
-    return dlock__lock_forget_local(l, dlock__lock_get_state(l));
+    dlock_lock_state st = dlock__lock_get_state(l);
+    l->backend->drop(l);
+    return dlock__lock_forget_local(l, st);
 }
 
 void dlock__engine_cancel(dlock_lock *l)
@@ -333,8 +313,5 @@ void dlock__engine_cancel(dlock_lock *l)
 void dlock__engine_let_go(dlock_lock *l)
 {
     renew_stop(l);
-    if (l->etcd)
-        dlock__etcd_lock_free(l, 0); /* releases what it holds */
-    else
-        l->backend->cleanup(l);
+    l->backend->cleanup(l);
 }

@@ -26,8 +26,8 @@ void dlock__engine_cancel(dlock_lock *l);
  * child. The memory is the caller's. */
 void dlock__engine_let_go(dlock_lock *l);
 
-/* The handle's renewal record hands the watchdog's rounds back to the
- * engine through these (watchdog.h). */
-extern const dlock__renewal_ops dlock__engine_renewal_ops;
+/* The settle hook of every backend's renewal records (renewal.h): a
+ * round's votes judged, the same way for every store. */
+int dlock__engine_renew_settle(void *owner, const dlock__renew_votes *v);
 
 #endif

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "etcd_backend.h"
 #include "client.h"
 #include "clock.h"
 #include "engine.h"
@@ -27,7 +26,6 @@
 #include "kinds.h"
 #include "multi.h"
 #include "quorum.h"
-#include "wait.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
@@ -112,8 +110,8 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if ((opts->flags & DLOCK_SHARED) && (opts->flags & DLOCK_EXCLUSIVE))
         return DLOCK_EINVAL; /* one side or the other */
     const dlock__kind *kind = dlock__kind_of(opts->flags, permits, multi);
-    if (kind && client->etcd) /* what etcd serves for it (kinds.h, on_etcd) */
-        kind = dlock__kind_on_etcd(kind);
+    if (kind) /* what the store serves for it (etcd: kinds.h, on_etcd) */
+        kind = client->backend->kind_for(client, kind);
     if (!kind || (client->n_nodes > 1 && !kind->multi_node))
         return DLOCK_ENOTSUP;
 
@@ -124,7 +122,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     atomic_fetch_add(&client->live_handles, 1); /* dlock_lock_free() takes it back */
     l->opts = *opts;
     l->kind = kind;
-    l->backend = &dlock__redis_backend;
+    l->backend = client->backend;
     l->ttl_s_len = (size_t)snprintf(l->ttl_s, sizeof l->ttl_s, "%" PRId64, opts->ttl_ms);
     /* l->name is the Redis key: the client's key_prefix + the name. */
     l->name = dlock__lock_key(client, name, len, &l->name_len);
@@ -146,7 +144,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
                                            &l->live_prefix_len);
         ok = l->queue_key && l->live_prefix;
-    } else if (ok && kind->wake_one && client->n_nodes == 1 && !client->etcd &&
+    } else if (ok && kind->wake_one && client->n_nodes == 1 &&
                !dlock__client_cluster(client)) {
         /* One waiter woken per release (docs/waiting.md, "Who is woken").
          * Not on Redlock: nodes that wake different waiters split the
@@ -180,12 +178,12 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     l->run_id_len = (size_t)snprintf(l->run_id, sizeof l->run_id, "%s.%s", client->id, l->hid);
     l->look_ms = -1;
     l->token = l->token_inline;
-    l->renewal = (dlock__renewal){.ops = &dlock__engine_renewal_ops, .owner = l, .key = l->name,
+    l->renewal = (dlock__renewal){.ops = l->backend->renewal, .owner = l, .key = l->name,
                                   .key_len = l->name_len, .mode = kind->renew_mode,
                                   .ttl_ms = opts->ttl_ms,
                                   .interval_ms = opts->renew_interval_ms};
     l->waiter = (dlock__waiter){.mu = &l->mu, .cond = &l->cond, .canceled = &l->canceled};
-    if (client->etcd && dlock__etcd_lock_init(l, client->etcd) != DLOCK_OK) {
+    if (l->backend->lock_init(l) != DLOCK_OK) {
         dlock_lock_free(l);
         return DLOCK_ENOMEM;
     }
@@ -255,8 +253,7 @@ void dlock_lock_free(dlock_lock *l)
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&l->cond));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));
 free_memory: /* in a child of fork(), the mutex may be held by a thread not copied */
-    if (l->etcd)
-        dlock__etcd_lock_free(l, 1); /* memory only */
+    l->backend->lock_clear(l, dlock__client_forked(l->client));
     dlock__free(l->name);
     dlock__free(l->fence_key);
     dlock__free(l->channel);

@@ -136,21 +136,17 @@ int dlock__multi_acquire(dlock_lock *set, int64_t wait_ms, int64_t deadline_ns)
     }
 }
 
-static int multi_attempt(dlock_lock *set, int *retry)
+static int multi_release(dlock_lock *set, int last)
 {
-    *retry = 1;
-    return dlock__multi_acquire(set, 0, 0);
+    (void)last; /* a set is held once */
+    return give_back(set, set->n_subs);
 }
 
-static int multi_release(dlock_lock *set)
-{
-    int rc = give_back(set, set->n_subs);
-    return rc;
-}
-
-static int multi_extend(dlock_lock *set, int64_t ttl_ms, int64_t deadline_ns)
+static int multi_extend(dlock_lock *set, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
+                        int64_t *renew_ttl_ms)
 {
     (void)deadline_ns; /* each name checks its own lease */
+    *renew_ttl_ms = ttl_ms ? ttl_ms : set->opts.ttl_ms; /* a set is never renewed itself */
     for (size_t i = 0; i < set->n_subs; i++) {
         int rc = dlock_lock_extend(set->subs[i], ttl_ms);
         if (rc != DLOCK_OK) {
@@ -163,12 +159,15 @@ static int multi_extend(dlock_lock *set, int64_t ttl_ms, int64_t deadline_ns)
             return rc;
         }
     }
+    *until_ns = set_end_ns(set);
     return DLOCK_OK;
 }
 
-static void multi_settle(dlock_lock *set)
+/* Nothing of the set's own: every name settles, drops and cleans up
+ * its own, and dlock_lock_release() gives back each name it still holds. */
+static void multi_nothing(dlock_lock *set)
 {
-    (void)set; /* each name settles its own */
+    (void)set;
 }
 
 static void multi_cleanup(dlock_lock *set)
@@ -184,16 +183,42 @@ static void multi_cleanup(dlock_lock *set)
     set->n_subs = 0;
 }
 
-/* Nothing of the set's own: dlock_lock_release() gives back each name it
- * still holds, and a lost name's release takes its token out. */
-static void multi_release_lost(dlock_lock *set)
+static int64_t multi_ttl(dlock_lock *set)
 {
-    (void)set;
+    return set->opts.ttl_ms;
+}
+
+static int64_t multi_drift(dlock_lock *set, int64_t ttl_ms)
+{
+    (void)set, (void)ttl_ms;
+    return 0; /* never renewed itself */
+}
+
+static int multi_no_adopt(dlock_lock *set, const char *token, size_t len)
+{
+    (void)set, (void)token, (void)len;
+    return DLOCK_EINVAL; /* kinds.h: a set is not adopted */
+}
+
+static void multi_clear(dlock_lock *set, int forked)
+{
+    (void)set, (void)forked;
 }
 
 const dlock__backend dlock__multi_backend = {
-    "multi", multi_attempt, multi_release, multi_extend, multi_settle, multi_cleanup,
-    multi_release_lost,
+    .name = "multi",
+    .acquire = dlock__multi_acquire,
+    .release = multi_release,
+    .extend = multi_extend,
+    .lease_ttl_ms = multi_ttl,
+    .drift_ns = multi_drift,
+    .adopt_check = multi_no_adopt,
+    .adopt = multi_no_adopt,
+    .settle = multi_nothing,
+    .release_lost = multi_nothing,
+    .drop = multi_nothing,
+    .cleanup = multi_cleanup,
+    .lock_clear = multi_clear,
 };
 
 static int by_name(const void *a, const void *b)

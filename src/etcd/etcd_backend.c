@@ -8,13 +8,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
+#include "client.h"
 #include "clock.h"
+#include "engine.h"
 #include "etcd_backend.h"
 #include "etcd_client.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
 #include "etcd_url.h"
 #include "handle.h"
+#include "kinds.h"
 #include "rand.h"
 #include "watchdog.h"
 
@@ -74,31 +78,12 @@ static int renew_vote(void *owner, int64_t deadline_ns)
     return rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1;
 }
 
-static int renew_settle(void *owner, const dlock__renew_votes *v)
-{
-    dlock_lock *l = owner;
-    int64_t now = dlock__now_ns();
-    int lost = 0;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    if (l->state == DLOCK_STATE_HELD) {
-        int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
-        if (v->yes && now < end)
-            l->valid_until_ns = v->t0_ns + v->ttl_ms * DLOCK__NS_PER_MS;
-        else if (v->no)
-            lost = DLOCK_LOST_NOT_OWNER;
-        else if (now >= end)
-            lost = DLOCK_LOST_NO_QUORUM; /* no member confirmed within the lease */
-    }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    return lost;
-}
+static const dlock__renewal_ops etcd_renewal_ops = {
+    dlock__lock_renew_lease_end, dlock__engine_renew_settle, dlock__lock_renew_lost, renew_vote};
 
-static const dlock__renewal_ops etcd_renewal_ops = {dlock__lock_renew_lease_end,
-                                                    renew_settle, dlock__lock_renew_lost,
-                                                    renew_vote};
-
-int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
+static int lock_init(dlock_lock *l)
 {
+    struct dlock__etcd_client *ec = l->client->etcd;
     struct dlock__etcd_lockdata *d = dlock__calloc(1, sizeof *d);
     if (!d || dlock__etcd_name_init(&d->range, l->name, l->name_len) != DLOCK_OK) {
         dlock__free(d);
@@ -106,7 +91,6 @@ int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec)
     }
     d->ec = ec;
     l->etcd = d;
-    l->renewal.ops = &etcd_renewal_ops; /* lock.c set the rest */
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     ec->lock_side_free = lock_side_free;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
@@ -198,15 +182,6 @@ static shared_hold *reentrant_find(dlock_lock *l)
     return found;
 }
 
-/* Register the held lock with the watchdog: its lease's TTL, every
- * renew_interval_ms or a third of it. */
-static void renew_start(dlock_lock *l)
-{
-    l->renewal.ttl_ms = l->etcd->sh->h.ttl_s * 1000;
-    l->renewal.interval_ms = l->opts.renew_interval_ms;
-    dlock__watchdog_add(l->client, &l->renewal, DLOCK__RENEW_INTERVAL);
-}
-
 /* Let go of the handle's hold without a word to etcd (its lease is gone
  * or going): the handle holds nothing after. */
 static void hold_abandon(dlock_lock *l)
@@ -258,8 +233,6 @@ static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
         } else {
             hold_taken(l, s);
             set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
-            if (l->opts.flags & DLOCK_AUTO_RENEW)
-                renew_start(l);
         }
         return DLOCK_OK;
     }
@@ -311,25 +284,15 @@ static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *f
     }
 }
 
-int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
+/* A new hold: a place in line (etcd_lock.c), first key owns. A reentrant
+ * handle first tries to re-enter a live hold of its owner. */
+static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
 {
+    (void)deadline_ns; /* etcd_lock.c counts wait_ms itself */
     struct dlock__etcd_client *ec = l->etcd->ec;
+    int cancel_fd = l->cancel_fd[0];
+    int rc = DLOCK_OK;
     dlock__err_clear(&l->err);
-    dlock_lock_state st = get_state(l);
-    if (st == DLOCK_STATE_LOST) {
-        /* The loss was reported; the handle starts over (the lease is
-         * gone or going: nothing to release). */
-        hold_abandon(l);
-    } else if (st == DLOCK_STATE_HELD && !is_reentrant(l)) {
-        dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
-        return DLOCK_EINVAL;
-    }
-    int rc = dlock__lock_begin_acquire(l, wait_ms);
-    if (rc != DLOCK_OK)
-        return rc;
-    /* Every exchange of this acquire, a re-entry's included, ends at once on
-     * dlock_lock_cancel(). */
-    int cancel_fd = dlock__lock_open_cancel(l, wait_ms);
     int fresh = 1;
     if (is_reentrant(l))
         rc = reenter_waiting(l, wait_ms, cancel_fd, &fresh);
@@ -342,7 +305,6 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
                                  l->opts.retry_max_ms, cancel_fd, &s->h, &holder_ttl, &l->err);
     if (rc == DLOCK_ECANCELED) /* that cancel is used up: not the next wait's */
         dlock__lock_take_cancel(l);
-    dlock__lock_close_cancel(l);
     if (!fresh || !s) { /* re-entered (or refused), or out of memory */
         if (rc == DLOCK_ECANCELED)
             dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
@@ -368,8 +330,6 @@ int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms)
     }
     hold_taken(l, s);
     dlock__err_clear(&l->err);
-    if (l->opts.flags & DLOCK_AUTO_RENEW)
-        renew_start(l);
     return DLOCK_OK;
 }
 
@@ -388,38 +348,15 @@ static int let_go(dlock_lock *l, unsigned n)
     return rc;
 }
 
-int dlock__etcd_lock_release(dlock_lock *l)
+/* The last hold revokes the lease when no other handle of the owner shares
+ * it; another is only counted down (the lease is the owner's). */
+static int release(dlock_lock *l, int last)
 {
-    dlock__err_clear(&l->err);
-    dlock_lock_state st = get_state(l);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    if (is_reentrant(l) && l->holds > 1 && st == DLOCK_STATE_HELD) {
+    if (!last) {
         hold_drop(l, 1); /* others remain: never the last */
-        l->holds--;
         return DLOCK_OK;
     }
-    renew_stop(l);
-    st = get_state(l); /* a round in flight may have found it lost */
-    if (st == DLOCK_STATE_UNLOCKED) { /* on_lost released it meanwhile */
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    if (st == DLOCK_STATE_LOST) {
-        if (hold_drop(l, l->holds))
-            hold_free(l->etcd->sh);
-        l->etcd->sh = NULL;
-        l->holds = 0;
-        set_state(l, DLOCK_STATE_UNLOCKED, 0);
-        dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
-        return DLOCK_ELOST;
-    }
-    int rc = let_go(l, l->holds);
-    if (rc == DLOCK_OK)
-        dlock__err_clear(&l->err);
-    return rc;
+    return let_go(l, l->holds);
 }
 
 /* Would etcd grant a lease of ttl_ms the TTL this one has? Its TTL in
@@ -433,17 +370,10 @@ static int same_lease_ttl(const dlock__etcd_hold *h, int64_t ttl_ms)
 }
 
 /* ttl_ms 0: renew to the granted TTL, whatever etcd made of ours. */
-int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
+static int extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
+                  int64_t *renew_ttl_ms)
 {
-    dlock_lock_state st = get_state(l);
-    if (st == DLOCK_STATE_LOST) {
-        dlock__err_set(&l->err, "\"%s\" was lost", l->name);
-        return DLOCK_ELOST;
-    }
-    if (st != DLOCK_STATE_HELD) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
+    (void)deadline_ns; /* late_answer_counts: etcd's answer is the truth */
     shared_hold *s = l->etcd->sh;
     if (s->h.ttl_s == 0) {
         /* adopted: learn the TTL the lease was granted */
@@ -470,20 +400,18 @@ int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms)
     int rc = dlock__etcd_renew(l->etcd->ec->e, &copy,
                                dlock__etcd_call_deadline(l->etcd->ec->e), -1, &l->err);
     if (rc == DLOCK_OK) {
-        set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
-        dlock__err_clear(&l->err);
+        *until_ns = copy.valid_until_ns;
+        *renew_ttl_ms = s->h.ttl_s * 1000;
         return DLOCK_OK;
     }
-    if (rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER) {
-        /* gone: the handle holds nothing any more, and the owner's other
-         * handles do not re-enter it */
+    if (rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER)
+        /* gone: the owner's other handles do not re-enter it (the engine
+         * lets this handle's holds go) */
         unlist(l->etcd->ec, s);
-        hold_abandon(l);
-    }
     return rc;
 }
 
-int dlock__etcd_lock_adopt(dlock_lock *l, const char *token, size_t len)
+static int adopt_check(dlock_lock *l, const char *token, size_t len)
 {
     if (len != 16 || strspn(token, "0123456789abcdef") != 16) {
         dlock__err_set(&l->err, "etcd: a token is the lease ID in 16 hex digits");
@@ -494,10 +422,17 @@ int dlock__etcd_lock_adopt(dlock_lock *l, const char *token, size_t len)
         dlock__err_set(&l->err, "etcd: a token is the lease ID in 16 hex digits");
         return DLOCK_EINVAL;
     }
+    return DLOCK_OK;
+}
+
+/* The hold an adopted token names: its lease, TTL unknown (extend asks). */
+static int adopt(dlock_lock *l, const char *token, size_t len)
+{
+    (void)len;
     shared_hold *s = dlock__calloc(1, sizeof *s);
     if (!s)
         return DLOCK_ENOMEM;
-    s->h.lease = (int64_t)id;
+    s->h.lease = (int64_t)strtoull(token, NULL, 16); /* checked by adopt_check */
     memcpy(s->h.token, token, 17);
     s->h.ttl_s = 0; /* unknown: extend asks etcd */
     s->h.key_len = l->etcd->range.len + 16;
@@ -509,42 +444,84 @@ int dlock__etcd_lock_adopt(dlock_lock *l, const char *token, size_t len)
     memcpy(s->h.key + l->etcd->range.len, token, 17);
     s->h.valid_until_ns = INT64_MIN; /* unknown until an extend */
     s->holds = 1;
-    hold_taken(l, s);
-    l->fence = 0; /* the grant's revision is not known here */
-    dlock__err_clear(&l->err);
+    l->etcd->sh = s; /* the engine takes the token, fence 0, holds and state */
     return DLOCK_OK;
 }
 
-int dlock__etcd_lock_forget(dlock_lock *l)
+/* The handle lets go of its share of the hold without a word to etcd
+ * (lost, ended, forgotten): the lease runs on until its TTL, or the owner's
+ * other handles keep it. */
+static void drop(dlock_lock *l)
 {
-    renew_stop(l);
-    dlock_lock_state st = get_state(l);
-    if (l->etcd->sh) {
-        if (hold_drop(l, l->holds))
-            hold_free(l->etcd->sh); /* the lease runs on until its TTL */
-        l->etcd->sh = NULL;
-    }
-    return dlock__lock_forget_local(l, st);
+    if (!l->etcd || !l->etcd->sh)
+        return;
+    if (hold_drop(l, l->holds))
+        hold_free(l->etcd->sh);
+    l->etcd->sh = NULL;
 }
 
-void dlock__etcd_lock_free(dlock_lock *l, int forked)
+/* Before the token changes (adopt) and after a loss: nothing is owed to
+ * etcd; a lost lease is gone or going by itself. */
+static void nothing_owed(dlock_lock *l)
 {
+    (void)l;
+}
+
+/* dlock_lock_free(): a held lock is released, best effort. */
+static void cleanup(dlock_lock *l)
+{
+    if (l->etcd && l->etcd->sh && get_state(l) == DLOCK_STATE_HELD)
+        (void)let_go(l, l->holds);
+    drop(l);
+}
+
+static void lock_clear(dlock_lock *l, int forked)
+{
+    (void)forked; /* the store's side is cleanup()'s */
     struct dlock__etcd_lockdata *d = l->etcd;
     if (!d)
         return;
-    if (!forked) {
-        renew_stop(l);
-        if (d->sh) {
-            if (get_state(l) == DLOCK_STATE_HELD)
-                (void)let_go(l, l->holds); /* best effort */
-            else if (hold_drop(l, l->holds))
-                hold_free(d->sh);
-        }
-    }
     dlock__etcd_name_clear(&d->range);
     dlock__free(d);
     l->etcd = NULL;
 }
+
+static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
+{
+    (void)c;
+    return dlock__kind_on_etcd(k);
+}
+
+static int64_t lease_ttl_ms(dlock_lock *l)
+{
+    return l->etcd->sh->h.ttl_s * 1000;
+}
+
+static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
+{
+    (void)l, (void)ttl_ms;
+    return 0; /* etcd's lease is counted by etcd, from our keep-alive's send */
+}
+
+const dlock__backend dlock__etcd_backend = {
+    .name = "etcd",
+    .late_answer_counts = 1,
+    .renewal = &etcd_renewal_ops,
+    .kind_for = kind_for,
+    .lock_init = lock_init,
+    .lock_clear = lock_clear,
+    .acquire = acquire,
+    .release = release,
+    .extend = extend,
+    .lease_ttl_ms = lease_ttl_ms,
+    .drift_ns = no_drift,
+    .adopt_check = adopt_check,
+    .adopt = adopt,
+    .settle = nothing_owed,
+    .release_lost = nothing_owed,
+    .drop = drop,
+    .cleanup = cleanup,
+};
 
 int dlock__etcd_status(struct dlock__etcd_client *ec, const char *key, size_t len,
                        dlock_node_status *out)

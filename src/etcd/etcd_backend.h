@@ -22,18 +22,6 @@ struct dlock__etcd_client;
 
 /* dlock_lock_new()'s etcd part, once the handle's common fields are set
  * (l->name is the key): DLOCK_OK or DLOCK_ENOMEM. */
-int dlock__etcd_lock_init(dlock_lock *l, struct dlock__etcd_client *ec);
-/* Release what the handle holds (best effort) and free its etcd part;
- * forked: free memory only. */
-void dlock__etcd_lock_free(dlock_lock *l, int forked);
-
-/* The public functions' etcd bodies (argument checks done by the caller). */
-int dlock__etcd_lock_acquire(dlock_lock *l, int64_t wait_ms);
-int dlock__etcd_lock_release(dlock_lock *l);
-int dlock__etcd_lock_extend(dlock_lock *l, int64_t ttl_ms);
-int dlock__etcd_lock_adopt(dlock_lock *l, const char *token, size_t len);
-int dlock__etcd_lock_forget(dlock_lock *l);
-/* The owner of the lock whose key is key[0..len). */
 int dlock__etcd_status(struct dlock__etcd_client *ec, const char *key, size_t len,
                        dlock_node_status *out);
 

@@ -18,7 +18,7 @@
 #include "quorum.h"
 #include "release.h"
 #include "replies.h"
-#include "wait.h"
+#include "waitq.h"
 
 int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
                      const struct redisReply *r, const char *detail, int64_t start_ns)

@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The Redis backend's operations table (backend.h), and what a handle
- * leaves to settle in Redis before its token changes or it is freed. */
+ * leaves to settle in Redis before its token changes or it is freed. One
+ * table for one node, Redlock, Cluster and Sentinel, over TCP or TLS: the
+ * topology is the client's (node.c, cluster.c, sentinel.c), the fan-out
+ * and the majorities are fanout.c's and quorum.c's. */
+#include <string.h>
+
 #include "attempt.h"
 #include "backend.h"
 #include "client.h"
+#include "clock.h"
+#include "engine.h"
 #include "fair.h"
 #include "handle.h"
 #include "kinds.h"
+#include "quorum.h"
 #include "release.h"
+#include "wait.h"
 
 static void settle(dlock_lock *l)
 {
@@ -80,7 +89,114 @@ static void cleanup(dlock_lock *l)
     }
 }
 
+/* A kind waits its way (kinds.h): attempts with a backoff and wake-ups,
+ * or a place in a fair line. */
+static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
+{
+    switch (l->kind->wait) {
+    case DLOCK__WAIT_QUEUE:
+        return dlock__fair_acquire(l, wait_ms, deadline_ns);
+    case DLOCK__WAIT_RETRY:
+    default:
+        return dlock__wait_acquire(l, wait_ms, deadline_ns);
+    }
+}
+
+/* A reentrant reader's holds below the last are the handle's own count:
+ * its member in the key stays until the last. A counted kind's every hold
+ * is the script's. */
+static int release(dlock_lock *l, int last)
+{
+    if (!last && l->kind->reenter)
+        return DLOCK_OK;
+    return dlock__release_hold(l);
+}
+
+static int extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
+                  int64_t *renew_ttl_ms)
+{
+    if (ttl_ms == 0)
+        ttl_ms = l->opts.ttl_ms;
+    int64_t t0 = dlock__now_ns(); /* the lease counts from before the send */
+    int rc = dlock__extend_hold(l, ttl_ms, deadline_ns);
+    *until_ns = t0 + ttl_ms * DLOCK__NS_PER_MS - dlock__drift_ns(l->client, ttl_ms);
+    *renew_ttl_ms = ttl_ms;
+    return rc;
+}
+
+static int64_t lease_ttl_ms(dlock_lock *l)
+{
+    return l->opts.ttl_ms;
+}
+
+static int64_t drift_ns(dlock_lock *l, int64_t ttl_ms)
+{
+    return dlock__drift_ns(l->client, ttl_ms);
+}
+
+static int adopt_check(dlock_lock *l, const char *token, size_t len)
+{
+    (void)len;
+    if (strncmp(token, "turn:", 5) == 0) {
+        /* A waiter's turn (docs/waiting.md, "Runs and turns"), not a
+         * holder's token: extending it would keep everyone out. */
+        dlock__err_set(&l->err, "\"%.40s\" is a waiting acquire's turn, not a holder's token",
+                       token);
+        return DLOCK_EINVAL;
+    }
+    return DLOCK_OK;
+}
+
+/* The token is the whole record (the engine keeps it). */
+static int adopt(dlock_lock *l, const char *token, size_t len)
+{
+    (void)l, (void)token, (void)len;
+    return DLOCK_OK;
+}
+
+static void no_record(dlock_lock *l)
+{
+    (void)l; /* the handle's fields are the whole record */
+}
+
+static int no_record_init(dlock_lock *l)
+{
+    (void)l; /* the keys are made by dlock_lock_new() (lock.c) */
+    return DLOCK_OK;
+}
+
+static void no_record_clear(dlock_lock *l, int forked)
+{
+    (void)l, (void)forked;
+}
+
+static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
+{
+    (void)c;
+    return k; /* every kind; several masters are checked by the caller */
+}
+
+/* Renewals are the watchdog's batched rounds (renew_round.c). */
+static const dlock__renewal_ops renewal_ops = {dlock__lock_renew_lease_end,
+                                               dlock__engine_renew_settle,
+                                               dlock__lock_renew_lost, NULL};
+
 const dlock__backend dlock__redis_backend = {
-    "redis", dlock__attempt, dlock__release_hold, dlock__extend_hold, settle, cleanup,
-    release_lost,
+    .name = "redis",
+    .late_answer_counts = 0,
+    .renewal = &renewal_ops,
+    .kind_for = kind_for,
+    .lock_init = no_record_init,
+    .lock_clear = no_record_clear,
+    .acquire = acquire,
+    .release = release,
+    .extend = extend,
+    .lease_ttl_ms = lease_ttl_ms,
+    .drift_ns = drift_ns,
+    .adopt_check = adopt_check,
+    .adopt = adopt,
+    .settle = settle,
+    .release_lost = release_lost,
+    .drop = no_record,
+    .cleanup = cleanup,
 };

@@ -10,7 +10,7 @@
 #include "kinds.h"
 #include "release.h"
 #include "replies.h"
-#include "wait.h"
+#include "waitq.h"
 
 
 /* Release, extend and forget replies, typed (replies.h), counted. */

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "attempt.h"
 #include "backend.h"
 #include "client.h"
 #include "clock.h"
@@ -53,7 +54,7 @@ unsigned dlock__wait_woken(dlock_lock *l)
 static const char *inbox_tag(dlock_lock *l)
 {
     const dlock_client *c = l->client;
-    if (!l->kind->inbox || c->n_nodes != 1 || c->etcd || dlock__client_cluster(c) ||
+    if (!l->kind->inbox || c->n_nodes != 1 || dlock__client_cluster(c) ||
         dlock__wakeup_inbox_off(l->client))
         return NULL;
     if (!l->inbox)
@@ -149,7 +150,7 @@ int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
     for (;;) {
         unsigned woken = dlock__wait_woken(l);
         int retry;
-        rc = l->backend->attempt(l, &retry);
+        rc = dlock__attempt(l, &retry);
         if (rc == DLOCK_OK || wait_ms == 0 || !retry)
             break;
         int64_t now = dlock__now_ns();
