@@ -22,6 +22,29 @@ struct dlock__kind;
 typedef struct dlock__backend {
     const char *name;
 
+    /* ---- clients ------------------------------------------------------ */
+    /* Does this store serve these URLs (its scheme)? backends.c asks each
+     * backend in turn; Redis, the last, serves the rest (and its URL
+     * parser says what is wrong with them). */
+    int (*wants)(const char *const *urls, size_t n_urls);
+    /* The store's part of a new client (its nodes, its transport): the
+     * URLs, and the options that are this store's (checked here, with a
+     * message in err). c->quorum is set. close() frees it, also after a
+     * failed open; forked: in a child of fork(), memory and descriptors
+     * only, sending nothing. */
+    int (*open)(dlock_client *c, const char *const *urls, size_t n_urls,
+                const dlock_client_options *opts, char *err, size_t err_len);
+    void (*close)(dlock_client *c, int forked);
+    size_t (*node_count)(const dlock_client *c);
+    const char *(*node_name)(const dlock_client *c, size_t i);
+    /* Read-only looks (key: the client's prefix + the name). n_out >=
+     * node_count. holders and list may be NULL: DLOCK_ENOTSUP. */
+    int (*status)(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
+                  dlock_lock_status *summary);
+    int (*holders)(dlock_client *c, const char *key, size_t klen, size_t node,
+                   dlock_holders_info *info, dlock_holder *out, size_t max_out);
+    int (*list)(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
+
     /* ---- facts -------------------------------------------------------- */
     /* An extend asked after the handle's own estimate of the lease ran out
      * is still sent, and its answer believed: etcd (a keep-alive of an
@@ -86,6 +109,9 @@ typedef struct dlock__backend {
      * The renewal is stopped already. */
     void (*cleanup)(dlock_lock *l);
 } dlock__backend;
+
+/* The backend that serves these URLs (backends.c: the only list). */
+const dlock__backend *dlock__backend_for(const char *const *urls, size_t n_urls);
 
 /* Redis, Redlock, Cluster, Sentinel (redis_backend.c). */
 extern const dlock__backend dlock__redis_backend;

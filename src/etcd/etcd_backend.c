@@ -12,7 +12,6 @@
 #include "client.h"
 #include "clock.h"
 #include "engine.h"
-#include "etcd_backend.h"
 #include "etcd_client.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
@@ -503,8 +502,75 @@ static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
     return 0; /* etcd's lease is counted by etcd, from our keep-alive's send */
 }
 
+
+
+/* ---- the client --------------------------------------------------------- */
+
+static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
+                       const dlock_client_options *opts, char *err, size_t err_len)
+{
+    if (opts->cluster) {
+        snprintf(err, err_len, "the cluster option is for Redis Cluster, not etcd:// URLs");
+        return DLOCK_EINVAL;
+    }
+    c->quorum = 1;
+    return dlock__etcd_client_open(&c->etcd, urls, n_urls, opts, err, err_len);
+}
+
+static void close_client(dlock_client *c, int forked)
+{
+    dlock__etcd_client_close(c->etcd, forked);
+    c->etcd = NULL;
+}
+
+static size_t one_node(const dlock_client *c)
+{
+    (void)c;
+    return 1; /* the cluster is one node to the caller */
+}
+
+static const char *node_name(const dlock_client *c, size_t i)
+{
+    return i == 0 && c->etcd ? c->etcd->name : NULL;
+}
+
+static int node_status(struct dlock__etcd_client *ec, const char *key, size_t len,
+                       dlock_node_status *out)
+{
+    dlock__etcd_name range;
+    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    int held = 0;
+    int64_t ttl = -1;
+    uint64_t fence = 0;
+    int rc = dlock__etcd_peek(ec->e, &range, &held, &ttl, &fence, NULL);
+    dlock__etcd_name_clear(&range);
+    *out = (dlock_node_status){rc, rc == DLOCK_OK && held, rc == DLOCK_OK ? ttl : -1,
+                               rc == DLOCK_OK ? fence : 0};
+    return rc;
+}
+
+static int status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
+                  dlock_lock_status *summary)
+{
+    int rc = node_status(c->etcd, key, klen, out);
+    if (summary)
+        *summary = (dlock_lock_status){rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
+                                       : out->held    ? DLOCK_STATUS_HELD
+                                                      : DLOCK_STATUS_FREE,
+                                       1, rc == DLOCK_OK, (size_t)(rc == DLOCK_OK && out->held),
+                                       1};
+    return rc;
+}
+
 const dlock__backend dlock__etcd_backend = {
     .name = "etcd",
+    .wants = dlock__etcd_wanted,
+    .open = open_client,
+    .close = close_client,
+    .node_count = one_node,
+    .node_name = node_name,
+    .status = status,
     .late_answer_counts = 1,
     .renewal = &etcd_renewal_ops,
     .kind_for = kind_for,
@@ -522,19 +588,3 @@ const dlock__backend dlock__etcd_backend = {
     .drop = drop,
     .cleanup = cleanup,
 };
-
-int dlock__etcd_status(struct dlock__etcd_client *ec, const char *key, size_t len,
-                       dlock_node_status *out)
-{
-    dlock__etcd_name range;
-    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int held = 0;
-    int64_t ttl = -1;
-    uint64_t fence = 0;
-    int rc = dlock__etcd_peek(ec->e, &range, &held, &ttl, &fence, NULL);
-    dlock__etcd_name_clear(&range);
-    *out = (dlock_node_status){rc, rc == DLOCK_OK && held, rc == DLOCK_OK ? ttl : -1,
-                               rc == DLOCK_OK ? fence : 0};
-    return rc;
-}

@@ -6,7 +6,6 @@
 #include <stdio.h>
 
 #include "backend.h"
-#include "etcd_backend.h"
 #include "etcd_client.h"
 #include "etcd_url.h"
 
@@ -15,34 +14,20 @@ int dlock__etcd_wanted(const char *const *urls, size_t n_urls)
     return urls && n_urls > 0 && dlock__etcd_url_is(urls[0]);
 }
 
-int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *urls,
-                            size_t n_urls, const dlock_client_options *opts, char *err,
-                            size_t err_len)
+static int refuse(dlock_client *c, const char *const *urls, size_t n_urls,
+                  const dlock_client_options *opts, char *err, size_t err_len)
 {
-    (void)out;
-    (void)opts;
-    (void)urls;
-    (void)n_urls;
+    (void)c, (void)urls, (void)n_urls, (void)opts;
     snprintf(err, err_len, "etcd:// URLs: this dlock was built without etcd support "
              "(DLOCK_WITH_ETCD=OFF)");
     return DLOCK_ENOTSUP;
 }
 
-void dlock__etcd_client_close(struct dlock__etcd_client *ec, int forked)
+static void nothing(dlock_client *c, int forked)
 {
-    (void)ec;
-    (void)forked;
+    (void)c, (void)forked;
 }
 
-/* Never used: no client opens on etcd in this build (above). */
-const dlock__backend dlock__etcd_backend = {.name = "etcd"};
-
-int dlock__etcd_status(struct dlock__etcd_client *ec, const char *key, size_t len,
-                       dlock_node_status *out)
-{
-    (void)ec;
-    (void)key;
-    (void)len;
-    (void)out;
-    return DLOCK_ENOTSUP;
-}
+/* Only wants, open and close are used: no client opens on etcd here. */
+const dlock__backend dlock__etcd_backend = {
+    .name = "etcd", .wants = dlock__etcd_wanted, .open = refuse, .close = nothing};

@@ -15,6 +15,7 @@
 #include "handle.h"
 #include "kinds.h"
 #include "quorum.h"
+#include "redis_backend.h"
 #include "release.h"
 #include "wait.h"
 
@@ -181,8 +182,23 @@ static const dlock__renewal_ops renewal_ops = {dlock__lock_renew_lease_end,
                                                dlock__engine_renew_settle,
                                                dlock__lock_renew_lost, NULL};
 
+/* Whatever no other backend claims (backends.c asks it last). */
+static int wants_the_rest(const char *const *urls, size_t n_urls)
+{
+    (void)urls, (void)n_urls;
+    return 1;
+}
+
 const dlock__backend dlock__redis_backend = {
     .name = "redis",
+    .wants = wants_the_rest,
+    .open = dlock__redis_open,
+    .close = dlock__redis_close,
+    .node_count = dlock__redis_node_count,
+    .node_name = dlock__redis_node_name,
+    .status = dlock__redis_status,
+    .holders = dlock__redis_holders,
+    .list = dlock__redis_list,
     .late_answer_counts = 0,
     .renewal = &renewal_ops,
     .kind_for = kind_for,

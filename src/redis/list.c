@@ -12,6 +12,7 @@
 #include "error.h"
 #include "fanout.h"
 #include "keys.h"
+#include "redis_backend.h"
 #include "replies.h"
 #include "scripts.h"
 
@@ -324,19 +325,11 @@ static int report(const dlock_client *cl, const rec *v, size_t n, dlock_list_fn 
     return cb(arg, &e) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 
-int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
+int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
 {
-    if (!c || !cb || dlock__client_forked(c))
-        return DLOCK_EINVAL;
-    if (!pattern)
-        pattern = "*";
-    size_t plen = strnlen(pattern, DLOCK_NAME_MAX + 1);
-    if (plen == 0 || plen > DLOCK_NAME_MAX)
-        return DLOCK_EINVAL;
-    /* etcd needs a range read grouped by name, and a Cluster a SCAN of
-     * every master with its batches routed slot by slot: neither is here
-     * yet (docs/dlock.1, "list"). */
-    if (c->etcd || dlock__client_cluster(c))
+    /* A Cluster needs a SCAN of every master with its batches routed slot
+     * by slot: not here yet (docs/dlock.1, "list"). */
+    if (dlock__client_cluster(c))
         return DLOCK_ENOTSUP;
     const char *pfx = c->opts.key_prefix ? c->opts.key_prefix : "";
     size_t mlen = 0;

@@ -7,6 +7,7 @@
 #include "client.h"
 #include "fanout.h"
 #include "keys.h"
+#include "redis_backend.h"
 #include "replies.h"
 #include "scripts.h"
 
@@ -44,25 +45,13 @@ static int holders_cb(void *arg, size_t node, uint32_t idx, int err, const redis
     return 0;
 }
 
-int dlock_client_holders(dlock_client *c, const char *name, size_t node,
+int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out)
 {
-    if (!c || !name || !info || (max_out && !out) || dlock__client_forked(c))
-        return DLOCK_EINVAL;
-    if (c->etcd)
-        return DLOCK_ENOTSUP; /* no shares nor permits there (docs/primitives.md) */
-    if (node >= c->n_nodes)
-        return DLOCK_EINVAL;
-    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (len == 0 || len > DLOCK_NAME_MAX)
-        return DLOCK_EINVAL;
-    size_t klen = 0, mlen = 0;
-    char *key = dlock__lock_key(c, name, len, &klen);
-    char *mark = key ? dlock__helper_key(c, key, klen, "ww", 2, &mlen) : NULL;
-    if (!mark) {
-        dlock__free(key);
+    size_t mlen = 0;
+    char *mark = dlock__helper_key(c, key, klen, "ww", 2, &mlen);
+    if (!mark)
         return DLOCK_ENOMEM;
-    }
     const char *args[2] = {key, mark};
     size_t lens[2] = {klen, mlen};
     dlock__req req = {.script = dlock__script_get(DLOCK__S_HOLDERS), .numkeys = 2, .nargs = 2,
@@ -74,6 +63,5 @@ int dlock_client_holders(dlock_client *c, const char *name, size_t node,
     *info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
     int rc = dlock__fanout(c, &req, 1, &fo, holders_cb, &h);
     dlock__free(mark);
-    dlock__free(key);
     return rc != DLOCK_OK ? rc : h.err;
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* dlock_client_status(): read-only look at a lock on every node. */
+/* dlock_client_status() on Redis: a read-only look at a lock on every
+ * node (the public checks are inspect.c's). */
 #include <string.h>
 
 #include "client.h"
 #include "error.h"
-#include "etcd_backend.h"
+#include "redis_backend.h"
 #include "fanout.h"
 #include "keys.h"
 #include "replies.h"
@@ -51,38 +52,13 @@ static void summarize(const dlock_client *c, const dlock_node_status *st, dlock_
         s->state = s->held_on ? DLOCK_STATUS_PARTIAL : DLOCK_STATUS_FREE;
 }
 
-int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
-                        dlock_node_status *out, dlock_lock_status *summary)
+int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
+                        dlock_lock_status *summary)
 {
-    if (!c || !name || !out || n_out < c->n_nodes || dlock__client_forked(c))
-        return DLOCK_EINVAL;
-    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (len == 0 || len > DLOCK_NAME_MAX)
-        return DLOCK_EINVAL;
-    if (c->etcd) { /* the cluster is one node */
-        if (n_out < 1)
-            return DLOCK_EINVAL;
-        size_t klen = 0;
-        char *key = dlock__lock_key(c, name, len, &klen);
-        if (!key)
-            return DLOCK_ENOMEM;
-        int rc = dlock__etcd_status(c->etcd, key, klen, out);
-        dlock__free(key);
-        if (summary)
-            *summary = (dlock_lock_status){
-                rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
-                : out->held    ? DLOCK_STATUS_HELD
-                               : DLOCK_STATUS_FREE,
-                1, rc == DLOCK_OK, (size_t)(rc == DLOCK_OK && out->held), 1};
-        return rc;
-    }
-    size_t klen = 0, flen = 0;
-    char *key = dlock__lock_key(c, name, len, &klen);
-    char *fkey = key ? dlock__helper_key(c, key, klen, "fence", 5, &flen) : NULL;
-    if (!fkey) {
-        dlock__free(key);
+    size_t flen = 0;
+    char *fkey = dlock__helper_key(c, key, klen, "fence", 5, &flen);
+    if (!fkey)
         return DLOCK_ENOMEM;
-    }
     const char *args[2] = {key, fkey};
     size_t lens[2] = {klen, flen};
     dlock__req req = {.script = dlock__script_get(DLOCK__S_STATUS), .numkeys = 2, .nargs = 2,
@@ -93,7 +69,6 @@ int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
         out[i] = (dlock_node_status){DLOCK_EIO, 0, -1, 0};
     int rc = dlock__fanout(c, &req, 1, &fo, status_cb, &ctx);
     dlock__free(fkey);
-    dlock__free(key);
     if (rc != DLOCK_OK)
         return rc;
     if (summary)

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The stores dlock knows, asked in order which one serves a client's
+ * URLs. A new backend is its folder (its table, backend.h) and one line
+ * here. Redis comes last: it serves whatever no other backend claims, and
+ * its URL parser says what is wrong with a URL nobody serves. */
+#include "backend.h"
+
+static const dlock__backend *const backends[] = {
+    &dlock__etcd_backend, /* etcd:// (etcd_none.c refuses it without etcd) */
+    &dlock__redis_backend,
+};
+
+const dlock__backend *dlock__backend_for(const char *const *urls, size_t n_urls)
+{
+    size_t n = sizeof backends / sizeof backends[0];
+    for (size_t i = 0; i + 1 < n; i++)
+        if (backends[i]->wants(urls, n_urls))
+            return backends[i];
+    return backends[n - 1];
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The read-only looks of a client (dlock_client_status, _holders, _list):
+ * their arguments checked once here, then the client's backend. */
+#include <string.h>
+
+#include "backend.h"
+#include "client.h"
+#include "keys.h"
+
+int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
+                        dlock_node_status *out, dlock_lock_status *summary)
+{
+    if (!c || !name || !out || dlock__client_forked(c) || n_out < c->backend->node_count(c))
+        return DLOCK_EINVAL;
+    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (len == 0 || len > DLOCK_NAME_MAX)
+        return DLOCK_EINVAL;
+    size_t klen = 0;
+    char *key = dlock__lock_key(c, name, len, &klen);
+    if (!key)
+        return DLOCK_ENOMEM;
+    int rc = c->backend->status(c, key, klen, out, summary);
+    dlock__free(key);
+    return rc;
+}
+
+int dlock_client_holders(dlock_client *c, const char *name, size_t node,
+                         dlock_holders_info *info, dlock_holder *out, size_t max_out)
+{
+    if (!c || !name || !info || (max_out && !out) || dlock__client_forked(c))
+        return DLOCK_EINVAL;
+    if (!c->backend->holders)
+        return DLOCK_ENOTSUP; /* etcd: no shares nor permits there (docs/primitives.md) */
+    if (node >= c->backend->node_count(c))
+        return DLOCK_EINVAL;
+    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (len == 0 || len > DLOCK_NAME_MAX)
+        return DLOCK_EINVAL;
+    size_t klen = 0;
+    char *key = dlock__lock_key(c, name, len, &klen);
+    if (!key)
+        return DLOCK_ENOMEM;
+    int rc = c->backend->holders(c, key, klen, node, info, out, max_out);
+    dlock__free(key);
+    return rc;
+}
+
+int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
+{
+    if (!c || !cb || dlock__client_forked(c))
+        return DLOCK_EINVAL;
+    if (!pattern)
+        pattern = "*";
+    size_t plen = strnlen(pattern, DLOCK_NAME_MAX + 1);
+    if (plen == 0 || plen > DLOCK_NAME_MAX)
+        return DLOCK_EINVAL;
+    if (!c->backend->list) /* etcd: not yet (docs/dlock.1, "list") */
+        return DLOCK_ENOTSUP;
+    return c->backend->list(c, pattern, cb, arg);
+}

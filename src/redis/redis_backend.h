@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The Redis backend's client-level operations (backend.h), for its table
+ * in redis_backend.c: the nodes of a client (redis_client.c) and the
+ * read-only looks (status.c, holders.c, list.c). */
+#ifndef DLOCK_REDIS_BACKEND_H
+#define DLOCK_REDIS_BACKEND_H
+
+#include <stddef.h>
+
+#include "common.h"
+
+int dlock__redis_open(dlock_client *c, const char *const *urls, size_t n_urls,
+                      const dlock_client_options *opts, char *err, size_t err_len);
+void dlock__redis_close(dlock_client *c, int forked);
+size_t dlock__redis_node_count(const dlock_client *c);
+const char *dlock__redis_node_name(const dlock_client *c, size_t i);
+
+/* key: the lock's key (the client's prefix + the name), klen bytes. */
+int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
+                        dlock_lock_status *summary);
+int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t node,
+                         dlock_holders_info *info, dlock_holder *out, size_t max_out);
+int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
+
+#endif
