@@ -54,6 +54,15 @@ if [ -n "$bad" ]; then
   status=1
 fi
 
+# Only the engine changes a handle's state (src/engine/fsm.h): a backend
+# reports a grant's lease end (dlock__lock_granted) and the engine fires.
+bad=$(grep -nE 'dlock__fsm_fire|->state = DLOCK_STATE_' src/redis/*.c src/etcd/*.c 2>/dev/null || true)
+if [ -n "$bad" ]; then
+  echo "modules: a backend writes a handle's state (only src/engine may, through fsm.h):" >&2
+  echo "$bad" | sed 's/^/  /' >&2
+  status=1
+fi
+
 # tsort(1) names the modules of each circle it meets on stderr.
 if ! out=$(tsort "$edges" 2>&1 >/dev/null) || [ -n "$out" ]; then
   echo "modules: the include graph has a circle; tsort says:" >&2

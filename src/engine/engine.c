@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "fsm.h"
 #include "client.h"
 #include "clock.h"
 #include "error.h"
@@ -86,7 +87,13 @@ static void drop_holds(dlock_lock *l)
     l->backend->drop(l);
     release_names(l);
     l->holds = 0;
-    dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0);
+}
+
+void dlock__engine_ended(dlock_lock *l)
+{
+    renew_stop(l);
+    drop_holds(l);
 }
 
 /* A lost handle's holder lets go (its release, or its next acquire):
@@ -131,8 +138,11 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
     l->try_once = wait_ms == 0;
     /* Every exchange of this acquire ends at once on dlock_lock_cancel(). */
     dlock__lock_open_cancel(l, wait_ms);
+    l->granted_until_ns = 0; /* a grant that forgot its lease end has none */
     rc = l->backend->acquire(l, wait_ms, deadline);
     dlock__lock_close_cancel(l);
+    if (rc == DLOCK_OK)
+        dlock__fsm_fire(l, DLOCK__EV_GRANTED, l->granted_until_ns);
     if (rc == DLOCK_OK && l->holds == 1 && ((l->opts.flags & DLOCK_AUTO_RENEW) || l->confirm_ms)) {
         /* A new hold: no extend yet. A fair hand-over taken on its message
          * has a claim lease, which one renewal makes the full TTL. */
@@ -230,7 +240,7 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
         rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EEXPIRED;
     }
     if (rc == DLOCK_OK) {
-        dlock__lock_set_state(l, DLOCK_STATE_HELD, until);
+        dlock__fsm_fire(l, DLOCK__EV_RENEWED, until);
         dlock__err_clear(&l->err);
         l->renewal.ttl_ms = renew_ttl;
     }
@@ -277,7 +287,29 @@ int dlock__engine_adopt(dlock_lock *l, const char *token)
     l->token_len = n;
     l->holds = 1;
     l->fence = 0; /* the grant's fence is not known here */
-    dlock__lock_set_state(l, DLOCK_STATE_HELD, INT64_MIN); /* validity unknown */
+    dlock__fsm_fire(l, DLOCK__EV_GRANTED, INT64_MIN); /* validity unknown */
+    dlock__err_clear(&l->err);
+    return DLOCK_OK;
+}
+
+void dlock__engine_renew_lost(void *owner, int reason)
+{
+    dlock_lock *l = owner;
+    int was_held = dlock__fsm_fire(l, DLOCK__EV_LOST, 0) == DLOCK_STATE_HELD;
+    if (was_held && l->opts.on_lost)
+        l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
+}
+
+/* dlock_lock_forget()'s end, once the backend dropped its record: no
+ * holds, UNLOCKED; DLOCK_ENOTHELD if the handle held nothing before. */
+static int forget_local(dlock_lock *l, dlock_lock_state prior_state)
+{
+    l->holds = 0;
+    dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0);
+    if (prior_state == DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
+        return DLOCK_ENOTHELD;
+    }
     dlock__err_clear(&l->err);
     return DLOCK_OK;
 }
@@ -289,7 +321,7 @@ int dlock__engine_forget(dlock_lock *l)
         (void)dlock_lock_forget(l->subs[i]);
     dlock_lock_state st = dlock__lock_get_state(l);
     l->backend->drop(l);
-    return dlock__lock_forget_local(l, st);
+    return forget_local(l, st);
 }
 
 void dlock__engine_cancel(dlock_lock *l)

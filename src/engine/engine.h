@@ -26,6 +26,17 @@ void dlock__engine_cancel(dlock_lock *l);
  * child. The memory is the caller's. */
 void dlock__engine_let_go(dlock_lock *l);
 
+/* A backend found, inside an operation, that the handle's hold ended (or
+ * was reported lost): renewal off, the backend's record dropped (its
+ * drop()), holds 0, UNLOCKED. The handle's thread. */
+void dlock__engine_ended(dlock_lock *l);
+
+/* The lost hook of every backend's renewal records (renewal.h): the
+ * watchdog's verdict that a held lock is gone. The state becomes LOST and
+ * on_lost is called once, outside the handle's mutex. `owner` is the
+ * dlock_lock. */
+void dlock__engine_renew_lost(void *owner, int reason);
+
 /* The settle hook of every backend's renewal records (renewal.h): a
  * round's votes judged, the same way for every store. */
 int dlock__engine_renew_settle(void *owner, const dlock__renew_votes *v);

@@ -12,12 +12,9 @@
 #include "rand.h"
 #include "watchdog.h"
 
-void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until)
+void dlock__lock_granted(dlock_lock *l, int64_t until_ns)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->state = st;
-    l->valid_until_ns = valid_until;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    l->granted_until_ns = until_ns;
 }
 
 dlock_lock_state dlock__lock_get_state(dlock_lock *l)
@@ -54,30 +51,6 @@ int64_t dlock__lock_renew_lease_end(void *owner)
     int64_t end = l->valid_until_ns == INT64_MIN ? INT64_MAX : l->valid_until_ns;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     return end;
-}
-
-void dlock__lock_renew_lost(void *owner, int reason)
-{
-    dlock_lock *l = owner;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int was_held = l->state == DLOCK_STATE_HELD;
-    if (was_held)
-        l->state = DLOCK_STATE_LOST;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    if (was_held && l->opts.on_lost)
-        l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
-}
-
-int dlock__lock_forget_local(dlock_lock *l, dlock_lock_state prior_state)
-{
-    l->holds = 0;
-    dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
-    if (prior_state == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
-        return DLOCK_ENOTHELD;
-    }
-    dlock__err_clear(&l->err);
-    return DLOCK_OK;
 }
 
 int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms)

@@ -73,6 +73,8 @@ struct dlock_lock {
      * is used under mu. */
     int cancel_fd[2];
     int64_t valid_until_ns; /* INT64_MIN: unknown (adopted) */
+    /* The lease end of the hold the running acquire took (dlock__lock_granted). */
+    int64_t granted_until_ns;
     /* What the wake-up thread hands back to a waiting acquire (woken, and
      * in fair mode a hand-over to our token); its mu is ours. */
     dlock__waiter waiter;
@@ -146,9 +148,12 @@ struct dlock_lock {
 int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
                        const dlock_lock_options *opts, unsigned permits, int multi);
 
-/* State, under l->mu (the one place a handle's state is written). */
-void dlock__lock_set_state(dlock_lock *l, dlock_lock_state st, int64_t valid_until_ns);
+/* State, under l->mu; the engine writes it (fsm.h). */
 dlock_lock_state dlock__lock_get_state(dlock_lock *l);
+/* A backend's acquire took a hold whose lease ends at until_ns (the
+ * monotonic clock; INT64_MIN unknown): the engine makes the handle HELD
+ * with it when the acquire returns DLOCK_OK. The handle's thread only. */
+void dlock__lock_granted(dlock_lock *l, int64_t until_ns);
 /* The cancel that stopped a round trip in flight is used up. */
 void dlock__lock_take_cancel(dlock_lock *l);
 /* 1 if a dlock_lock_cancel() came that no wait has used yet: it is used up
@@ -163,15 +168,6 @@ int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
  * record's `lease_end` hook, for every backend): INT64_MAX while it is
  * unknown (after an adopt, until an extend). `owner` is the dlock_lock. */
 int64_t dlock__lock_renew_lease_end(void *owner);
-/* The watchdog's verdict that a held lock is gone (a renewal record's
- * `lost` hook, for every backend): the state becomes LOST and on_lost is
- * called once, outside the handle's mutex. `owner` is the dlock_lock. */
-void dlock__lock_renew_lost(void *owner, int reason);
-/* dlock_lock_forget()'s end for every backend, once the backend has let go
- * of its own record of the hold: no holds, state UNLOCKED; DLOCK_ENOTHELD
- * (with the handle's message) if prior_state, the state before the forget,
- * was UNLOCKED, else DLOCK_OK. */
-int dlock__lock_forget_local(dlock_lock *l, dlock_lock_state prior_state);
 /* A waiting acquire's cancel pipe: dlock_lock_cancel() writes a byte into
  * cancel_fd[1], the wait polls cancel_fd[0]. Returns the read end, or -1
  * for a try-once or when out of descriptors (a cancel then still ends the

@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "client.h"
 #include "clock.h"
+#include "fsm.h"
 #include "handle.h"
 #include "multi.h"
 
@@ -52,11 +53,7 @@ static void name_lost(dlock_lock *name, dlock_lost_reason reason, void *arg)
 {
     dlock_lock *set = arg;
     (void)name;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&set->mu));
-    int was_held = set->state == DLOCK_STATE_HELD;
-    if (was_held)
-        set->state = DLOCK_STATE_LOST;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&set->mu));
+    int was_held = dlock__fsm_fire(set, DLOCK__EV_LOST, 0) == DLOCK_STATE_HELD;
     if (was_held && set->opts.on_lost)
         set->opts.on_lost(set, reason, set->opts.on_lost_arg);
 }
@@ -122,7 +119,7 @@ int dlock__multi_acquire(dlock_lock *set, int64_t wait_ms, int64_t deadline_ns)
             memcpy(set->token_inline, tok, len < sizeof set->token_inline ? len + 1 : 1);
             set->token = set->token_inline;
             set->token_len = len < sizeof set->token_inline ? len : 0;
-            dlock__lock_set_state(set, DLOCK_STATE_HELD, end);
+            dlock__lock_granted(set, end);
             dlock__err_clear(&set->err);
             return DLOCK_OK;
         }

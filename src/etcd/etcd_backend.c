@@ -53,7 +53,6 @@ static void lock_side_free(struct dlock__etcd_client *ec, int forked)
 
 /* ---- handles (state and validity under the handle's mutex: handle.c) ------- */
 
-#define set_state dlock__lock_set_state
 #define get_state dlock__lock_get_state
 
 /* ---- auto-renew: the client's watchdog keeps the lease alive --------------
@@ -78,7 +77,7 @@ static int renew_vote(void *owner, int64_t deadline_ns)
 }
 
 static const dlock__renewal_ops etcd_renewal_ops = {
-    dlock__lock_renew_lease_end, dlock__engine_renew_settle, dlock__lock_renew_lost, renew_vote};
+    dlock__lock_renew_lease_end, dlock__engine_renew_settle, dlock__engine_renew_lost, renew_vote};
 
 static int lock_init(dlock_lock *l)
 {
@@ -101,12 +100,8 @@ static int is_reentrant(const dlock_lock *l)
     return (l->opts.flags & DLOCK_REENTRANT) != 0;
 }
 
-static void renew_stop(dlock_lock *l)
-{
-    dlock__watchdog_remove(l->client, &l->renewal);
-}
-
-/* Take the handle's hold over: token, fence, state. */
+/* Take the handle's hold over: token, fence, its lease end for the
+ * engine (which makes the handle HELD). */
 static void hold_taken(dlock_lock *l, shared_hold *s)
 {
     l->etcd->sh = s;
@@ -115,7 +110,7 @@ static void hold_taken(dlock_lock *l, shared_hold *s)
     l->token_len = strlen(s->h.token);
     l->fence = (l->opts.flags & DLOCK_NO_FENCE) ? 0 : (uint64_t)s->h.rev;
     l->holds = 1;
-    set_state(l, DLOCK_STATE_HELD, s->h.valid_until_ns);
+    dlock__lock_granted(l, s->h.valid_until_ns);
 }
 
 /* Take s off the client's reentrant list (under ec->mu): nobody enters
@@ -181,18 +176,6 @@ static shared_hold *reentrant_find(dlock_lock *l)
     return found;
 }
 
-/* Let go of the handle's hold without a word to etcd (its lease is gone
- * or going): the handle holds nothing after. */
-static void hold_abandon(dlock_lock *l)
-{
-    renew_stop(l);
-    if (hold_drop(l, l->holds))
-        hold_free(l->etcd->sh);
-    l->etcd->sh = NULL;
-    l->holds = 0;
-    set_state(l, DLOCK_STATE_UNLOCKED, 0);
-}
-
 /* A re-entry: one more hold of the owner's live hold, through this handle
  * (it holds already) or through another handle of the owner. One
  * keep-alive of the lease and a read of our key, so that the handle's
@@ -223,16 +206,11 @@ static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
     int rc = dlock__etcd_renew(ec->e, &copy, dlock__etcd_call_deadline(ec->e), cancel_fd,
                                &l->err);
     if (rc == DLOCK_OK) {
-        if (own) {
-            l->holds++;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-            if (l->state == DLOCK_STATE_HELD) /* not found lost meanwhile */
-                l->valid_until_ns = copy.valid_until_ns;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        } else {
+        if (own)
+            l->holds++; /* (a handle found lost meanwhile stays LOST: fsm.c) */
+        else
             hold_taken(l, s);
-            set_state(l, DLOCK_STATE_HELD, copy.valid_until_ns);
-        }
+        dlock__lock_granted(l, copy.valid_until_ns);
         return DLOCK_OK;
     }
     int ended = rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER;
@@ -240,8 +218,8 @@ static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
         unlist(ec, s); /* that hold has ended: not one to enter */
     if (own) {
         (void)drop_of(ec, s, 1); /* the hold counted above; ours remain */
-        if (ended)
-            hold_abandon(l);
+        if (ended) /* the lease is gone or going: nothing to tell etcd */
+            dlock__engine_ended(l);
     } else if (drop_of(ec, s, 1)) { /* its other handles let go meanwhile */
         hold_free(s);
     }
@@ -279,7 +257,7 @@ static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *f
         if (poll(&p, cancel_fd >= 0 ? 1 : 0, (int)pause) > 0)
             return DLOCK_ECANCELED;
         if (get_state(l) == DLOCK_STATE_LOST)
-            hold_abandon(l);
+            dlock__engine_ended(l); /* reported: start over, as a lost handle's acquire */
     }
 }
 
@@ -341,9 +319,7 @@ static int let_go(dlock_lock *l, unsigned n)
         rc = dlock__etcd_release(l->etcd->ec->e, &s->h, &l->err);
         dlock__free(s);
     }
-    l->etcd->sh = NULL;
-    l->holds = 0;
-    set_state(l, DLOCK_STATE_UNLOCKED, 0);
+    l->etcd->sh = NULL; /* the engine lets the holds go */
     return rc;
 }
 

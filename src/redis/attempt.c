@@ -394,7 +394,7 @@ int dlock__attempt(dlock_lock *l, int *retry)
                 l->fence = fence;
             l->holds = counted ? l->holds + 1 : 1;
             dlock__fanout_send_behind(l->client, kept, NULL, 0); /* timed out: closed */
-            dlock__lock_set_state(l, DLOCK_STATE_HELD, lease_end);
+            dlock__lock_granted(l, lease_end);
             dlock__err_clear(&l->err);
             return DLOCK_OK;
         }

@@ -206,7 +206,7 @@ static int take_handed(dlock_lock *l, int64_t t_look, int64_t refresh_ms, uint64
     int64_t left_ms = (until - dlock__now_ns()) / DLOCK__NS_PER_MS;
     if (left_ms < 2 * refresh_ms || dlock__watchdog_start(l->client) != DLOCK_OK)
         return 0;
-    dlock__lock_set_state(l, DLOCK_STATE_HELD, until);
+    dlock__lock_granted(l, until);
     l->confirm_ms = DLOCK__MAX(1, left_ms / 3);
     *fence = f;
     return 1;
@@ -260,7 +260,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         if (rc == DLOCK_OK) {
             /* Taken now, or a hand-over confirmed: either way the script
              * set the full TTL after t_sent. */
-            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            dlock__lock_granted(l, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             break;
         }
         if (rc != DLOCK_ENOTACQUIRED || (joined && t_look != 0))
@@ -308,7 +308,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         leave_unknown = lrc == DLOCK_EUNKNOWN;
         deferred = canceled && leave_unknown;
         if (lrc == DLOCK_OK) {
-            dlock__lock_set_state(l, DLOCK_STATE_HELD, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            dlock__lock_granted(l, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
             rc = DLOCK_OK;
         } else {
             rc = canceled ? DLOCK_ECANCELED : (rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);

@@ -180,7 +180,7 @@ static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
 /* Renewals are the watchdog's batched rounds (renew_round.c). */
 static const dlock__renewal_ops renewal_ops = {dlock__lock_renew_lease_end,
                                                dlock__engine_renew_settle,
-                                               dlock__lock_renew_lost, NULL};
+                                               dlock__engine_renew_lost, NULL};
 
 /* Whatever no other backend claims (backends.c asks it last). */
 static int wants_the_rest(const char *const *urls, size_t n_urls)
