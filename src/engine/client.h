@@ -36,9 +36,9 @@ struct dlock_client {
     /* The store every lock of the client lives in (backend.h), chosen
      * here once by the URLs' scheme. */
     const struct dlock__backend *backend;
-    /* The etcd backend (etcd_backend.c) when opened on etcd:// URLs:
-     * then there are no nodes, and every lock of the client is on etcd. */
-    struct dlock__etcd_client *etcd;
+    /* The backend's own part of the client, which only it reads (etcd's
+     * transport; NULL for Redis, whose nodes are above). */
+    void *store;
     /* dlock__fork_generation() of the process that made the client. */
     unsigned long fork_gen;
     /* Lock handles made on this client and not freed yet (any thread):

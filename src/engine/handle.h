@@ -132,8 +132,9 @@ struct dlock_lock {
     char wait_id[DLOCK_TOKEN_HEX_LEN + DLOCK__INBOX_TAG_LEN + 1];
     size_t wait_id_len;
     dlock__errbuf err;
-    /* The etcd backend's part (etcd_backend.c); NULL on Redis. */
-    struct dlock__etcd_lockdata *etcd;
+    /* The backend's own part of the handle, which only it reads (etcd's
+     * range and shared hold; NULL for Redis, whose fields are above). */
+    void *store;
 
     /* The watchdog's record of this lock (auto-renew). Its ttl_ms is the
      * TTL the watchdog renews to: opts.ttl_ms, or the TTL of the last

@@ -38,6 +38,11 @@ struct dlock__etcd_lockdata {
     shared_hold *sh;        /* while held */
 };
 
+/* The etcd parts of a client and of a handle: their `store` (client.h,
+ * handle.h), which only this backend reads. */
+#define EC(c) ((struct dlock__etcd_client *)(c)->store)
+#define LD(l) ((struct dlock__etcd_lockdata *)(l)->store)
+
 /* The lock side's part of the client: made on first use, freed by the
  * client's close through ec->lock_side_free. */
 static void lock_side_free(struct dlock__etcd_client *ec, int forked)
@@ -65,12 +70,12 @@ static int renew_vote(void *owner, int64_t deadline_ns)
 {
     dlock_lock *l = owner;
     /* the hold is stable while the record is registered */
-    dlock__etcd_hold copy = l->etcd->sh->h;
+    dlock__etcd_hold copy = LD(l)->sh->h;
     if (deadline_ns == INT64_MAX) /* validity unknown (adopted) */
-        deadline_ns = dlock__etcd_call_deadline(l->etcd->ec->e);
+        deadline_ns = dlock__etcd_call_deadline(LD(l)->ec->e);
     if (dlock__now_ns() >= deadline_ns)
         return -1; /* a confirmation after the lease ended proves nothing */
-    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy, deadline_ns, -1, NULL);
+    int rc = dlock__etcd_renew(LD(l)->ec->e, &copy, deadline_ns, -1, NULL);
     if (rc == DLOCK_OK)
         return 1;
     return rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1;
@@ -81,14 +86,14 @@ static const dlock__renewal_ops etcd_renewal_ops = {
 
 static int lock_init(dlock_lock *l)
 {
-    struct dlock__etcd_client *ec = l->client->etcd;
+    struct dlock__etcd_client *ec = EC(l->client);
     struct dlock__etcd_lockdata *d = dlock__calloc(1, sizeof *d);
     if (!d || dlock__etcd_name_init(&d->range, l->name, l->name_len) != DLOCK_OK) {
         dlock__free(d);
         return DLOCK_ENOMEM;
     }
     d->ec = ec;
-    l->etcd = d;
+    l->store = d;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     ec->lock_side_free = lock_side_free;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
@@ -104,7 +109,7 @@ static int is_reentrant(const dlock_lock *l)
  * engine (which makes the handle HELD). */
 static void hold_taken(dlock_lock *l, shared_hold *s)
 {
-    l->etcd->sh = s;
+    LD(l)->sh = s;
     memcpy(l->token_inline, s->h.token, sizeof s->h.token);
     l->token = l->token_inline;
     l->token_len = strlen(s->h.token);
@@ -149,7 +154,7 @@ static int drop_of(struct dlock__etcd_client *ec, shared_hold *s, unsigned n)
 /* Drop the handle's share of its hold. */
 static int hold_drop(dlock_lock *l, unsigned n)
 {
-    return drop_of(l->etcd->ec, l->etcd->sh, n);
+    return drop_of(LD(l)->ec, LD(l)->sh, n);
 }
 
 static void hold_free(shared_hold *s)
@@ -162,12 +167,12 @@ static void hold_free(shared_hold *s)
  * counted as one more hold of it. */
 static shared_hold *reentrant_find(dlock_lock *l)
 {
-    struct dlock__etcd_client *ec = l->etcd->ec;
+    struct dlock__etcd_client *ec = LD(l)->ec;
     shared_hold *found = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     for (shared_hold *s = ec->reentrant; s; s = s->next)
-        if (s->thread_no == dlock__thread_no() && s->h.key_len == l->etcd->range.len + 16 &&
-            memcmp(s->h.key, l->etcd->range.begin, l->etcd->range.len) == 0) {
+        if (s->thread_no == dlock__thread_no() && s->h.key_len == LD(l)->range.len + 16 &&
+            memcmp(s->h.key, LD(l)->range.begin, LD(l)->range.len) == 0) {
             s->holds++;
             found = s;
             break;
@@ -189,9 +194,9 @@ static shared_hold *reentrant_find(dlock_lock *l)
  * of the owner. */
 static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
 {
-    struct dlock__etcd_client *ec = l->etcd->ec;
-    int own = l->etcd->sh != NULL; /* HELD through this handle */
-    shared_hold *s = own ? l->etcd->sh : reentrant_find(l);
+    struct dlock__etcd_client *ec = LD(l)->ec;
+    int own = LD(l)->sh != NULL; /* HELD through this handle */
+    shared_hold *s = own ? LD(l)->sh : reentrant_find(l);
     *fresh = 0;
     if (!s) {
         *fresh = 1;
@@ -266,7 +271,7 @@ static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *f
 static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
 {
     (void)deadline_ns; /* etcd_lock.c counts wait_ms itself */
-    struct dlock__etcd_client *ec = l->etcd->ec;
+    struct dlock__etcd_client *ec = LD(l)->ec;
     int cancel_fd = l->cancel_fd[0];
     int rc = DLOCK_OK;
     dlock__err_clear(&l->err);
@@ -278,7 +283,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
     if (fresh && !(s = dlock__calloc(1, sizeof *s)))
         rc = DLOCK_ENOMEM;
     if (s)
-        rc = dlock__etcd_acquire(ec->e, &l->etcd->range, l->opts.ttl_ms, wait_ms,
+        rc = dlock__etcd_acquire(ec->e, &LD(l)->range, l->opts.ttl_ms, wait_ms,
                                  l->opts.retry_max_ms, cancel_fd, &s->h, &holder_ttl, &l->err);
     if (rc == DLOCK_ECANCELED) /* that cancel is used up: not the next wait's */
         dlock__lock_take_cancel(l);
@@ -313,13 +318,13 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
 /* Let the handle's hold go: revoke the lease when nobody else shares it. */
 static int let_go(dlock_lock *l, unsigned n)
 {
-    shared_hold *s = l->etcd->sh;
+    shared_hold *s = LD(l)->sh;
     int rc = DLOCK_OK;
     if (hold_drop(l, n)) {
-        rc = dlock__etcd_release(l->etcd->ec->e, &s->h, &l->err);
+        rc = dlock__etcd_release(LD(l)->ec->e, &s->h, &l->err);
         dlock__free(s);
     }
-    l->etcd->sh = NULL; /* the engine lets the holds go */
+    LD(l)->sh = NULL; /* the engine lets the holds go */
     return rc;
 }
 
@@ -349,12 +354,12 @@ static int extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *u
                   int64_t *renew_ttl_ms)
 {
     (void)deadline_ns; /* late_answer_counts: etcd's answer is the truth */
-    shared_hold *s = l->etcd->sh;
+    shared_hold *s = LD(l)->sh;
     if (s->h.ttl_s == 0) {
         /* adopted: learn the TTL the lease was granted */
         int64_t left, granted = 0;
-        int rc = dlock__etcd_lease_ttl_ms(l->etcd->ec->e, s->h.lease, &left, &granted,
-                                          dlock__etcd_call_deadline(l->etcd->ec->e), -1,
+        int rc = dlock__etcd_lease_ttl_ms(LD(l)->ec->e, s->h.lease, &left, &granted,
+                                          dlock__etcd_call_deadline(LD(l)->ec->e), -1,
                                           &l->err);
         if (rc != DLOCK_OK)
             return rc;
@@ -372,8 +377,8 @@ static int extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *u
      * at the estimate's end kept it from failing over past a silent
      * member. */
     dlock__etcd_hold copy = s->h;
-    int rc = dlock__etcd_renew(l->etcd->ec->e, &copy,
-                               dlock__etcd_call_deadline(l->etcd->ec->e), -1, &l->err);
+    int rc = dlock__etcd_renew(LD(l)->ec->e, &copy,
+                               dlock__etcd_call_deadline(LD(l)->ec->e), -1, &l->err);
     if (rc == DLOCK_OK) {
         *until_ns = copy.valid_until_ns;
         *renew_ttl_ms = s->h.ttl_s * 1000;
@@ -382,7 +387,7 @@ static int extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *u
     if (rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER)
         /* gone: the owner's other handles do not re-enter it (the engine
          * lets this handle's holds go) */
-        unlist(l->etcd->ec, s);
+        unlist(LD(l)->ec, s);
     return rc;
 }
 
@@ -410,16 +415,16 @@ static int adopt(dlock_lock *l, const char *token, size_t len)
     s->h.lease = (int64_t)strtoull(token, NULL, 16); /* checked by adopt_check */
     memcpy(s->h.token, token, 17);
     s->h.ttl_s = 0; /* unknown: extend asks etcd */
-    s->h.key_len = l->etcd->range.len + 16;
+    s->h.key_len = LD(l)->range.len + 16;
     if (!(s->h.key = dlock__malloc(s->h.key_len + 1))) {
         dlock__free(s);
         return DLOCK_ENOMEM;
     }
-    memcpy(s->h.key, l->etcd->range.begin, l->etcd->range.len);
-    memcpy(s->h.key + l->etcd->range.len, token, 17);
+    memcpy(s->h.key, LD(l)->range.begin, LD(l)->range.len);
+    memcpy(s->h.key + LD(l)->range.len, token, 17);
     s->h.valid_until_ns = INT64_MIN; /* unknown until an extend */
     s->holds = 1;
-    l->etcd->sh = s; /* the engine takes the token, fence 0, holds and state */
+    LD(l)->sh = s; /* the engine takes the token, fence 0, holds and state */
     return DLOCK_OK;
 }
 
@@ -428,11 +433,11 @@ static int adopt(dlock_lock *l, const char *token, size_t len)
  * other handles keep it. */
 static void drop(dlock_lock *l)
 {
-    if (!l->etcd || !l->etcd->sh)
+    if (!LD(l) || !LD(l)->sh)
         return;
     if (hold_drop(l, l->holds))
-        hold_free(l->etcd->sh);
-    l->etcd->sh = NULL;
+        hold_free(LD(l)->sh);
+    LD(l)->sh = NULL;
 }
 
 /* Before the token changes (adopt) and after a loss: nothing is owed to
@@ -445,7 +450,7 @@ static void nothing_owed(dlock_lock *l)
 /* dlock_lock_free(): a held lock is released, best effort. */
 static void cleanup(dlock_lock *l)
 {
-    if (l->etcd && l->etcd->sh && get_state(l) == DLOCK_STATE_HELD)
+    if (LD(l) && LD(l)->sh && get_state(l) == DLOCK_STATE_HELD)
         (void)let_go(l, l->holds);
     drop(l);
 }
@@ -453,12 +458,12 @@ static void cleanup(dlock_lock *l)
 static void lock_clear(dlock_lock *l, int forked)
 {
     (void)forked; /* the store's side is cleanup()'s */
-    struct dlock__etcd_lockdata *d = l->etcd;
+    struct dlock__etcd_lockdata *d = LD(l);
     if (!d)
         return;
     dlock__etcd_name_clear(&d->range);
     dlock__free(d);
-    l->etcd = NULL;
+    l->store = NULL;
 }
 
 static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
@@ -469,7 +474,7 @@ static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
 
 static int64_t lease_ttl_ms(dlock_lock *l)
 {
-    return l->etcd->sh->h.ttl_s * 1000;
+    return LD(l)->sh->h.ttl_s * 1000;
 }
 
 static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
@@ -490,13 +495,16 @@ static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
         return DLOCK_EINVAL;
     }
     c->quorum = 1;
-    return dlock__etcd_client_open(&c->etcd, urls, n_urls, opts, err, err_len);
+    struct dlock__etcd_client *ec = NULL;
+    int rc = dlock__etcd_client_open(&ec, urls, n_urls, opts, err, err_len);
+    c->store = ec;
+    return rc;
 }
 
 static void close_client(dlock_client *c, int forked)
 {
-    dlock__etcd_client_close(c->etcd, forked);
-    c->etcd = NULL;
+    dlock__etcd_client_close(EC(c), forked);
+    c->store = NULL;
 }
 
 static size_t one_node(const dlock_client *c)
@@ -507,7 +515,7 @@ static size_t one_node(const dlock_client *c)
 
 static const char *node_name(const dlock_client *c, size_t i)
 {
-    return i == 0 && c->etcd ? c->etcd->name : NULL;
+    return i == 0 && EC(c) ? EC(c)->name : NULL;
 }
 
 static int node_status(struct dlock__etcd_client *ec, const char *key, size_t len,
@@ -529,7 +537,7 @@ static int node_status(struct dlock__etcd_client *ec, const char *key, size_t le
 static int status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
                   dlock_lock_status *summary)
 {
-    int rc = node_status(c->etcd, key, klen, out);
+    int rc = node_status(EC(c), key, klen, out);
     if (summary)
         *summary = (dlock_lock_status){rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
                                        : out->held    ? DLOCK_STATUS_HELD
