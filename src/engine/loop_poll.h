@@ -4,7 +4,9 @@
  * made only for a call that another thread may need to wake (a waiting
  * call that can be cancelled). It lives on the caller's stack and
  * allocates nothing; it is driven by one thread, the caller's, through
- * dlock__loop_poll_run(). Its hooks (loop.h) are lp->loop. */
+ * dlock__loop_poll_run(), which a callback must not call again for the
+ * loop it runs on (a nested blocking call makes a loop of its own). Its
+ * hooks (loop.h) are lp->loop. */
 #ifndef DLOCK_LOOP_POLL_H
 #define DLOCK_LOOP_POLL_H
 

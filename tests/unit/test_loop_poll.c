@@ -232,6 +232,15 @@ static int reader_has_two(void *arg)
     return ((reader *)arg)->n >= 2;
 }
 
+static void reader_init(reader *r, dlock__loop_poll *lp, int fd, unsigned want)
+{
+    memset(r, 0, sizeof *r);
+    r->loop = &lp->loop;
+    r->io.fd = fd;
+    r->io.want = want;
+    r->io.ready = reader_ready;
+}
+
 static int reader_saw_events(void *arg)
 {
     return ((reader *)arg)->events != 0;
@@ -245,11 +254,7 @@ static void io_readiness_on_a_socketpair_and_clearing_inside_the_callback(void *
     dlock__loop_poll lp;
     dlock__loop_poll_init(&lp);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.loop = &lp.loop;
-    r.io.fd = sv[0];
-    r.io.want = DLOCK__IO_READ | DLOCK__IO_WRITE;
-    r.io.ready = reader_ready;
+    reader_init(&r, &lp, sv[0], DLOCK__IO_READ | DLOCK__IO_WRITE);
     r.clear_after = 2;
     assert_int_equal(dlock__io_set(&lp.loop, &r.io), DLOCK_OK);
     /* writable at once; nothing to read yet */
@@ -269,13 +274,8 @@ static void io_readiness_on_a_socketpair_and_clearing_inside_the_callback(void *
     int sw[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sw), 0);
     reader first, second;
-    memset(&first, 0, sizeof first);
-    memset(&second, 0, sizeof second);
-    first.loop = second.loop = &lp.loop;
-    first.io.fd = sv[0];
-    second.io.fd = sw[0];
-    first.io.want = second.io.want = DLOCK__IO_READ;
-    first.io.ready = second.io.ready = reader_ready;
+    reader_init(&first, &lp, sv[0], DLOCK__IO_READ);
+    reader_init(&second, &lp, sw[0], DLOCK__IO_READ);
     first.other = &second.io;
     first.clear_after = 1;
     assert_int_equal(dlock__io_set(&lp.loop, &first.io), DLOCK_OK);
@@ -300,12 +300,7 @@ static void a_hang_up_is_reported_to_a_reader(void **state)
     dlock__loop_poll lp;
     dlock__loop_poll_init(&lp);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.loop = &lp.loop;
-    r.io.fd = sv[0];
-    r.io.want = DLOCK__IO_READ;
-    r.io.ready = reader_ready;
-    r.clear_after = 0;
+    reader_init(&r, &lp, sv[0], DLOCK__IO_READ);
     r.other = &r.io; /* one event is enough */
     dlock__io_set(&lp.loop, &r.io);
     close(sv[1]);
