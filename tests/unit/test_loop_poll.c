@@ -65,6 +65,13 @@ static void rec_init(rec_timer *r, dlock__loop_poll *lp, tlog *l, char tag, int6
     r->t.fire = rec_fire;
 }
 
+/* rec_init(), then set it: the order of the calls is the order set. */
+static void rec_arm(rec_timer *r, dlock__loop_poll *lp, tlog *l, char tag, int64_t due_ns)
+{
+    rec_init(r, lp, l, tag, due_ns);
+    assert_int_equal(dlock__timer_set(&lp->loop, &r->t), DLOCK_OK);
+}
+
 static void timers_fire_in_due_order_whatever_the_order_they_were_set(void **state)
 {
     (void)state;
@@ -73,14 +80,10 @@ static void timers_fire_in_due_order_whatever_the_order_they_were_set(void **sta
     tlog l = {.want = 4};
     rec_timer a, b, c, d;
     int64_t now = dlock__now_ns();
-    rec_init(&c, &lp, &l, 'c', now + 30 * MS);
-    rec_init(&a, &lp, &l, 'a', now + 5 * MS);
-    rec_init(&d, &lp, &l, 'd', now + 30 * MS); /* same due as c, set after it */
-    rec_init(&b, &lp, &l, 'b', now + 10 * MS);
-    dlock__timer_set(&lp.loop, &c.t);
-    dlock__timer_set(&lp.loop, &a.t);
-    dlock__timer_set(&lp.loop, &d.t);
-    dlock__timer_set(&lp.loop, &b.t);
+    rec_arm(&c, &lp, &l, 'c', now + 30 * MS);
+    rec_arm(&a, &lp, &l, 'a', now + 5 * MS);
+    rec_arm(&d, &lp, &l, 'd', now + 30 * MS); /* same due as c, set after it */
+    rec_arm(&b, &lp, &l, 'b', now + 10 * MS);
     assert_int_equal(dlock__loop_poll_run(&lp, log_full, &l, now + 5000 * MS), 1);
     assert_string_equal(l.seq, "abcd");
     /* none fired early */
@@ -96,10 +99,8 @@ static void a_timer_set_again_moves_and_one_rearmed_in_its_callback_fires_next_t
     tlog l = {.want = 5};
     rec_timer a, b;
     int64_t now = dlock__now_ns();
-    rec_init(&a, &lp, &l, 'a', now + 5 * MS);
-    rec_init(&b, &lp, &l, 'b', now + 10 * MS);
-    dlock__timer_set(&lp.loop, &a.t);
-    dlock__timer_set(&lp.loop, &b.t);
+    rec_arm(&a, &lp, &l, 'a', now + 5 * MS);
+    rec_arm(&b, &lp, &l, 'b', now + 10 * MS);
     a.t.due_ns = now + 20 * MS; /* re-arm later: b goes first now */
     dlock__timer_set(&lp.loop, &a.t);
     a.rearm_left = 3; /* then due "now" three times from inside its callback */
@@ -116,16 +117,12 @@ static void a_callback_may_clear_a_due_timer_and_its_own(void **state)
     tlog l = {.want = 2};
     rec_timer a, b, c, d;
     int64_t now = dlock__now_ns();
-    rec_init(&a, &lp, &l, 'a', now);
-    rec_init(&b, &lp, &l, 'b', now); /* due with a, cleared by a */
-    rec_init(&c, &lp, &l, 'c', now + 1 * MS);
-    rec_init(&d, &lp, &l, 'd', now + 1 * MS);
+    rec_arm(&a, &lp, &l, 'a', now);
+    rec_arm(&b, &lp, &l, 'b', now); /* due with a, cleared by a */
+    rec_arm(&c, &lp, &l, 'c', now + 1 * MS);
+    rec_arm(&d, &lp, &l, 'd', now + 1 * MS);
     a.clear_me = &b.t;
     c.clear_me = &c.t; /* its own record: already off every list */
-    dlock__timer_set(&lp.loop, &a.t);
-    dlock__timer_set(&lp.loop, &b.t);
-    dlock__timer_set(&lp.loop, &c.t);
-    dlock__timer_set(&lp.loop, &d.t);
     dlock__timer_clear(&lp.loop, &d.t);
     dlock__timer_clear(&lp.loop, &d.t); /* clearing twice is harmless */
     assert_int_equal(dlock__loop_poll_run(&lp, log_full, &l, now + 5000 * MS), 1);
