@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,15 +9,12 @@
 #include "clock.h"
 #include "common.h"
 #include "etcd_http.h"
+#include "etcd_transfer.h"
 
 /* A reply body larger than this is not something etcd sends us. */
 #define BODY_MAX (16u << 20)
 
-typedef struct handle {
-    CURL *easy;
-    CURLM *multi;
-    struct handle *next;
-} handle;
+typedef dlock__etcd_transfer handle;
 
 struct dlock__etcd {
     dlock__etcd_url url;
@@ -56,15 +52,6 @@ int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
     return DLOCK_OK;
 }
 
-static void handle_free(handle *h)
-{
-    if (h->multi)
-        curl_multi_cleanup(h->multi);
-    if (h->easy)
-        curl_easy_cleanup(h->easy);
-    dlock__free(h);
-}
-
 static void free_all(dlock__etcd *e, int forked);
 
 void dlock__etcd_free(dlock__etcd *e)
@@ -84,7 +71,7 @@ static void free_all(dlock__etcd *e, int forked)
     while (e->idle) {
         handle *h = e->idle;
         e->idle = h->next;
-        handle_free(h);
+        dlock__etcd_transfer_free(h);
     }
     if (e->token)
         memset(e->token, 0, strlen(e->token));
@@ -117,15 +104,7 @@ static handle *handle_get(dlock__etcd *e)
     if (h)
         e->idle = h->next;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
-    if (h)
-        return h;
-    if (!(h = dlock__calloc(1, sizeof *h)))
-        return NULL;
-    if (!(h->easy = curl_easy_init()) || !(h->multi = curl_multi_init())) {
-        handle_free(h);
-        return NULL;
-    }
-    return h;
+    return h ? h : dlock__etcd_transfer_new();
 }
 
 /* Pooled handles keep their connection (curl reuses it); a handle whose
@@ -233,21 +212,38 @@ static size_t on_write(char *p, size_t size, size_t n, void *arg)
     return total;
 }
 
-static int cancel_seen(int fd)
+/* One call: a private loop that the pooled transfer is bound to, with
+ * the caller's cancel fd as one more record on it. Each exchange of the
+ * call (authentication, the request, on each endpoint) runs on it. */
+typedef struct call {
+    dlock__loop_poll lp;
+    dlock__fd_flag cancel;
+    handle *h;
+} call;
+
+static void call_open(call *c, handle *h, int cancel_fd)
 {
-    if (fd < 0)
-        return 0;
-    struct pollfd p = {fd, POLLIN, 0};
-    return poll(&p, 1, 0) > 0;
+    dlock__loop_poll_init(&c->lp);
+    /* The first record on an empty loop: there is room. */
+    (void)dlock__fd_flag_watch(&c->lp.loop, &c->cancel, cancel_fd);
+    c->h = h;
+    dlock__etcd_transfer_bind(h, &c->lp);
+}
+
+static void call_close(call *c)
+{
+    dlock__etcd_transfer_unbind(c->h);
+    dlock__fd_flag_clear(&c->lp.loop, &c->cancel);
+    dlock__loop_poll_close(&c->lp);
 }
 
 /* Run one HTTP exchange. Returns DLOCK_OK with the transfer complete (or
  * stopped by the stream callback), DLOCK_ECANCELED, DLOCK_ETIMEDOUT (the
  * deadline passed; *sent says whether any of the request went out), or a
  * transport error: DLOCK_EIO (nothing sent), DLOCK_EUNKNOWN. */
-static int perform(dlock__etcd *e, handle *h, size_t ep, const char *path,
+static int perform(dlock__etcd *e, call *k, size_t ep, const char *path,
                    const char *body, size_t body_len, const char *token,
-                   sink *s, int64_t deadline_ns, int cancel_fd, int *sent,
+                   sink *s, int64_t deadline_ns, int *sent,
                    long *http_code, char *why, size_t why_len)
 {
     char url[600];
@@ -267,7 +263,7 @@ static int perform(dlock__etcd *e, handle *h, size_t ep, const char *path,
             goto oom;
         hdrs = t;
     }
-    CURL *c = h->easy;
+    CURL *c = k->h->easy;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
@@ -285,41 +281,13 @@ static int perform(dlock__etcd *e, handle *h, size_t ep, const char *path,
 #endif
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
     *sent = 0;
-    if (curl_multi_add_handle(h->multi, c) != CURLM_OK) {
-        curl_slist_free_all(hdrs);
-        return DLOCK_ENOMEM;
-    }
-    int rc = DLOCK_OK, done = 0;
     CURLcode res = CURLE_OK;
-    for (;;) {
-        int running = 0, left;
-        curl_multi_perform(h->multi, &running);
-        CURLMsg *m;
-        while ((m = curl_multi_info_read(h->multi, &left)))
-            if (m->msg == CURLMSG_DONE) {
-                done = 1;
-                res = m->data.result;
-            }
-        if (done || s->stop)
-            break;
-        if (cancel_seen(cancel_fd)) {
-            rc = DLOCK_ECANCELED;
-            break;
-        }
-        int ms = dlock__ms_until(deadline_ns);
-        if (ms == 0) {
-            rc = DLOCK_ETIMEDOUT;
-            break;
-        }
-        struct curl_waitfd w = {cancel_fd, CURL_WAIT_POLLIN, 0};
-        curl_multi_wait(h->multi, cancel_fd >= 0 ? &w : NULL,
-                        cancel_fd >= 0 ? 1u : 0u, ms, NULL);
-    }
+    int rc = dlock__etcd_transfer_run(k->h, &s->stop, &k->cancel, deadline_ns, &res);
     long req_size = 0;
     curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &req_size);
     *sent = req_size > 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, http_code);
-    curl_multi_remove_handle(h->multi, c);
+    dlock__etcd_transfer_end(k->h);
     curl_slist_free_all(hdrs);
     if (rc != DLOCK_OK || s->stop)
         return rc;
@@ -370,8 +338,8 @@ static int decode(sink *s, long http_code, json_t **out, long *server_code,
 
 /* ---- authentication ------------------------------------------------------- */
 
-static int authenticate(dlock__etcd *e, handle *h, size_t ep, int64_t deadline_ns,
-                        int cancel_fd, char *why, size_t why_len)
+static int authenticate(dlock__etcd *e, call *k, size_t ep, int64_t deadline_ns,
+                        char *why, size_t why_len)
 {
     json_t *req = json_pack("{s:s, s:s}", "name", e->url.user, "password",
                             e->url.password);
@@ -382,8 +350,8 @@ static int authenticate(dlock__etcd *e, handle *h, size_t ep, int64_t deadline_n
     sink s = {0};
     int sent;
     long http = 0;
-    int rc = perform(e, h, ep, "/v3/auth/authenticate", body, strlen(body), NULL,
-                     &s, deadline_ns, cancel_fd, &sent, &http, why, why_len);
+    int rc = perform(e, k, ep, "/v3/auth/authenticate", body, strlen(body), NULL,
+                     &s, deadline_ns, &sent, &http, why, why_len);
     memset(body, 0, strlen(body));
     free(body);
     json_t *rep = NULL;
@@ -431,9 +399,9 @@ static void token_drop(dlock__etcd *e)
 
 /* One attempt on endpoint ep, authenticating first when needed (and once
  * more when the member says our token is no longer valid). */
-static int attempt(dlock__etcd *e, handle *h, size_t ep, const char *path,
+static int attempt(dlock__etcd *e, call *k, size_t ep, const char *path,
                    const char *body, sink *s, json_t **out, long *server_code,
-                   int64_t deadline_ns, int cancel_fd, char *why, size_t why_len)
+                   int64_t deadline_ns, char *why, size_t why_len)
 {
     char token[1024];
     for (int pass = 0;; pass++) {
@@ -441,7 +409,7 @@ static int attempt(dlock__etcd *e, handle *h, size_t ep, const char *path,
         if (e->url.user) {
             token_copy(e, token, sizeof token);
             if (!token[0]) {
-                int rc = authenticate(e, h, ep, deadline_ns, cancel_fd, why, why_len);
+                int rc = authenticate(e, k, ep, deadline_ns, why, why_len);
                 if (rc != DLOCK_OK)
                     return rc;
                 token_copy(e, token, sizeof token);
@@ -450,8 +418,8 @@ static int attempt(dlock__etcd *e, handle *h, size_t ep, const char *path,
         int sent;
         long http = 0;
         s->len = 0;
-        int rc = perform(e, h, ep, path, body, strlen(body), token[0] ? token : NULL,
-                         s, deadline_ns, cancel_fd, &sent, &http, why, why_len);
+        int rc = perform(e, k, ep, path, body, strlen(body), token[0] ? token : NULL,
+                         s, deadline_ns, &sent, &http, why, why_len);
         if (rc == DLOCK_ETIMEDOUT) {
             snprintf(why, why_len, "no reply in time");
             rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
@@ -489,6 +457,8 @@ static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **o
         free(text);
         return DLOCK_ENOMEM;
     }
+    call k;
+    call_open(&k, h, cancel_fd);
     size_t start = atomic_load(&e->current) % e->url.n;
     int rc = DLOCK_EIO, any_sent = 0;
     char why[300] = "";
@@ -496,8 +466,8 @@ static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **o
         size_t ep = (start + i) % e->url.n;
         int64_t until = dlock__deadline_after_ms(try_ms);
         sink s = {0};
-        rc = attempt(e, h, ep, path, text, &s, out, server_code,
-                     DLOCK__MIN(until, deadline_ns), cancel_fd, why, sizeof why);
+        rc = attempt(e, &k, ep, path, text, &s, out, server_code,
+                     DLOCK__MIN(until, deadline_ns), why, sizeof why);
         dlock__free(s.buf);
         if (rc == DLOCK_OK) {
             atomic_store(&e->current, ep);
@@ -517,6 +487,7 @@ static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **o
         rc = DLOCK_EUNKNOWN;
     if (unknown_before)
         *unknown_before = any_sent;
+    call_close(&k);
     handle_put(e, h);
     free(text);
     return rc;
@@ -548,6 +519,8 @@ int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
         free(text);
         return DLOCK_ENOMEM;
     }
+    call k;
+    call_open(&k, h, cancel_fd);
     size_t ep = atomic_load(&e->current) % e->url.n;
     sink s = {0};
     s.on_msg = on_msg;
@@ -559,13 +532,13 @@ int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
     int rc = DLOCK_OK;
     if (e->url.user) {
         token_copy(e, token, sizeof token);
-        if (!token[0] && (rc = authenticate(e, h, ep, deadline_ns, cancel_fd,
-                                            why, sizeof why)) == DLOCK_OK)
+        if (!token[0] && (rc = authenticate(e, &k, ep, deadline_ns, why, sizeof why)) ==
+                             DLOCK_OK)
             token_copy(e, token, sizeof token);
     }
     if (rc == DLOCK_OK)
-        rc = perform(e, h, ep, path, text, strlen(text), token[0] ? token : NULL,
-                     &s, deadline_ns, cancel_fd, &sent, &http, why, sizeof why);
+        rc = perform(e, &k, ep, path, text, strlen(text), token[0] ? token : NULL,
+                     &s, deadline_ns, &sent, &http, why, sizeof why);
     if (rc == DLOCK_OK && !s.stop) {
         /* the member ended the stream without an answer */
         snprintf(why, sizeof why, "watch stream ended (HTTP %ld)", http);
@@ -584,6 +557,7 @@ int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
             atomic_store(&e->current, (ep + 1) % e->url.n);
     }
     dlock__free(s.buf);
+    call_close(&k);
     handle_put(e, h);
     free(text);
     return rc;

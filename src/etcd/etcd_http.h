@@ -4,6 +4,11 @@
  * endpoints, a pool of reusable curl handles (each keeps its keep-alive
  * connection) and the authentication token.
  *
+ * A call runs on a private loop of its own (loop_poll.h): the pooled
+ * transfer's sockets and curl's timeout are records on it, through curl's
+ * multi_socket interface (etcd_transfer.c), and so are the call's
+ * deadline and its cancel fd. Nothing waits inside curl.
+ *
  * Every request is a POST of a JSON body to one path. A call fails over
  * across the endpoints, starting with the last one that answered, until it
  * has an answer, has tried each endpoint once, or its deadline passes.

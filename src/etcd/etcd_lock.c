@@ -7,6 +7,7 @@
 #include "common.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
+#include "loop_poll.h"
 #include "rand.h"
 
 /* A waiter reads the line again at least this often even when its watch
@@ -104,13 +105,13 @@ static int cancel_seen(int cancel_fd)
     return cancel_fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
-/* Sleep up to ms, or until cancel_fd is readable (1). */
+/* Sleep up to ms (a minute at most, the callers loop), or until cancel_fd
+ * is readable (1): a timer and the cancel fd's record on a private loop. */
 static int nap(int64_t ms, int cancel_fd)
 {
-    struct pollfd p = {cancel_fd, POLLIN, 0};
     if (ms <= 0)
         return 0;
-    return poll(&p, cancel_fd >= 0 ? 1 : 0, (int)DLOCK__MIN(ms, 60000)) > 0;
+    return dlock__loop_poll_sleep(dlock__deadline_after_ms(DLOCK__MIN(ms, 60000)), cancel_fd);
 }
 
 /* Undo an attempt: revoking the lease deletes the waiter key with it.

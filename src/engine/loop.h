@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Loop hooks (docs/dev/engine-plan.md §4.1). The library never owns the
+ * loop it runs on: it asks for an fd to be watched or a timer to be set,
+ * through six hooks, and is called back. A blocking call fills them with
+ * its private poll() loop (loop_poll.h); an application's libuv or
+ * libevent loop can fill the same six later. The shape is hiredis's `ev`
+ * hooks plus a timer, which is also what libcurl's multi_socket interface
+ * (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION) and ZooKeeper's
+ * zookeeper_interest() ask of a loop.
+ *
+ * Records are embedded in their owners (a connection embeds its dlock__io,
+ * a request its timers), so a loop allocates nothing per request. An owner
+ * finds itself from the record it is called with (offsetof).
+ *
+ * Rules every loop keeps:
+ *   - Callbacks run on the loop's thread, from the loop, never inside the
+ *     hook call that set the record up.
+ *   - A callback may set, change or clear any record, its own included,
+ *     and may free the owner of a record after clearing it: the loop
+ *     touches no record after a callback cleared it.
+ *   - A record is registered with one loop at a time; clear it before
+ *     handing it to another. Clearing a record that is not set does
+ *     nothing.
+ *   - Only wake() may be called from another thread. */
+#ifndef DLOCK_LOOP_H
+#define DLOCK_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    DLOCK__IO_READ = 1,
+    DLOCK__IO_WRITE = 2,
+    /* In `events` only: the fd failed or hung up (a reader still sees
+     * READ, and reads the end of the stream). */
+    DLOCK__IO_ERROR = 4
+};
+
+/* Belongs to the loop a record is registered with: the poll loop links
+ * its lists through it; an adapter may keep its own watcher's address in
+ * `next`. All zero while the record is not registered (set it so with
+ * memset or a `{0}` initializer before first use). */
+typedef struct dlock__loop_link {
+    struct dlock__loop_link *next, *prev;
+} dlock__loop_link;
+
+typedef struct dlock__io {
+    int fd;
+    unsigned want; /* DLOCK__IO_READ | DLOCK__IO_WRITE: what the owner waits for now */
+    /* events: the wanted ones that happened, and DLOCK__IO_ERROR */
+    void (*ready)(struct dlock__io *io, unsigned events);
+    dlock__loop_link link;
+} dlock__io;
+
+typedef struct dlock__timer {
+    int64_t due_ns; /* clock.h: the monotonic clock */
+    void (*fire)(struct dlock__timer *t);
+    dlock__loop_link link;
+} dlock__timer;
+
+/* Every hook takes dlock__loop.data first. io_set and timer_set return
+ * DLOCK_OK or a negative dlock_error (an adapter may have to allocate a
+ * watcher; the poll loop has a fixed number of fd slots). */
+typedef struct dlock__loop_ops {
+    int (*io_set)(void *loop, dlock__io *io);      /* start, or io->fd/want changed */
+    void (*io_clear)(void *loop, dlock__io *io);
+    int (*timer_set)(void *loop, dlock__timer *t); /* arm or re-arm at t->due_ns */
+    void (*timer_clear)(void *loop, dlock__timer *t);
+    /* Run t->fire at the loop's next turn (t->due_ns is not read): never
+     * inside the call that deferred it. timer_clear() takes it back. */
+    void (*defer)(void *loop, dlock__timer *t);
+    /* Any thread: make the loop turn now (its wait ends). */
+    void (*wake)(void *loop);
+} dlock__loop_ops;
+
+typedef struct dlock__loop {
+    const dlock__loop_ops *ops;
+    void *data;
+} dlock__loop;
+
+/* The owner of an embedded record: DLOCK__OWNER(io, struct conn, io). */
+#define DLOCK__OWNER(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+static inline int dlock__io_set(dlock__loop *l, dlock__io *io)
+{
+    return l->ops->io_set(l->data, io);
+}
+
+static inline void dlock__io_clear(dlock__loop *l, dlock__io *io)
+{
+    l->ops->io_clear(l->data, io);
+}
+
+static inline int dlock__timer_set(dlock__loop *l, dlock__timer *t)
+{
+    return l->ops->timer_set(l->data, t);
+}
+
+static inline void dlock__timer_clear(dlock__loop *l, dlock__timer *t)
+{
+    l->ops->timer_clear(l->data, t);
+}
+
+static inline void dlock__defer(dlock__loop *l, dlock__timer *t)
+{
+    l->ops->defer(l->data, t);
+}
+
+static inline void dlock__wake(dlock__loop *l)
+{
+    l->ops->wake(l->data);
+}
+
+#endif

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* One reusable curl transfer (an easy handle and its own multi handle)
+ * driven through libcurl's multi_socket interface on a loop (loop.h):
+ * curl's sockets are io records (curl_multi_assign maps a socket to its
+ * record), curl's timeout is a timer, and so is the deadline of each
+ * exchange. Nothing here waits except the loop.
+ *
+ * A transfer is pooled by etcd_http.c and keeps its connection between
+ * calls (curl reuses it). It is bound to the loop of one call at a time:
+ * dlock__etcd_transfer_bind() moves the records of the sockets curl still
+ * watches onto that loop, dlock__etcd_transfer_unbind() takes them off
+ * again, keeping what curl asked for. */
+#ifndef DLOCK_ETCD_TRANSFER_H
+#define DLOCK_ETCD_TRANSFER_H
+
+#include <curl/curl.h>
+
+#include "loop_poll.h"
+
+/* Sockets one transfer may have open at once: curl uses one, two while
+ * it tries an IPv6 and an IPv4 address side by side. */
+#define DLOCK__ETCD_SOCKETS 8
+
+struct dlock__etcd_transfer;
+
+typedef struct dlock__etcd_socket {
+    dlock__io io;
+    struct dlock__etcd_transfer *t;
+    int used; /* curl watches io.fd */
+} dlock__etcd_socket;
+
+typedef struct dlock__etcd_transfer {
+    CURL *easy;
+    CURLM *multi;
+    dlock__loop_poll *lp; /* the call's loop, NULL between calls */
+    dlock__etcd_socket sockets[DLOCK__ETCD_SOCKETS];
+    dlock__timer curl_timer; /* CURLMOPT_TIMERFUNCTION's */
+    int curl_timer_on;
+    dlock__timer deadline; /* this exchange's */
+    /* this exchange */
+    const int *stop;
+    const dlock__fd_flag *cancel;
+    int done, over, failed;
+    CURLcode res;
+    struct dlock__etcd_transfer *next; /* the idle pool (etcd_http.c) */
+} dlock__etcd_transfer;
+
+/* NULL when out of memory. */
+dlock__etcd_transfer *dlock__etcd_transfer_new(void);
+/* Unbound transfers only. In a forked child too: curl closes this
+ * process's copies of the sockets (plain HTTP: nothing is sent). */
+void dlock__etcd_transfer_free(dlock__etcd_transfer *t);
+
+void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop_poll *lp);
+void dlock__etcd_transfer_unbind(dlock__etcd_transfer *t);
+
+/* Run the exchange set up on t->easy on the bound loop until curl
+ * completes it (DLOCK_OK, curl's result in *res), *stop turns non-zero
+ * (DLOCK_OK: the caller's write callback ended it), cancel is raised
+ * (DLOCK_ECANCELED) or deadline_ns passes (DLOCK_ETIMEDOUT); in that
+ * order when several hold. DLOCK_ENOMEM when curl cannot start it. The
+ * easy handle is still in the multi afterwards, for curl_easy_getinfo():
+ * dlock__etcd_transfer_end() takes it out. */
+int dlock__etcd_transfer_run(dlock__etcd_transfer *t, const int *stop,
+                             const dlock__fd_flag *cancel, int64_t deadline_ns, CURLcode *res);
+void dlock__etcd_transfer_end(dlock__etcd_transfer *t);
+
+#endif
