@@ -36,6 +36,7 @@
 #include "fair.h"
 #include "fanout.h"
 #include "handle.h"
+#include "kind_steps.h"
 #include "kinds.h"
 #include "release.h"
 #include "wait.h"
@@ -243,7 +244,7 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
 {
     int retry;
     dlock__tally t;
-    int queued = l->kind->leave != DLOCK__S_NONE;
+    int queued = l->kind->wait == DLOCK__WAIT_QUEUE;
     if (waiter)
         l->wait_id_len = (size_t)snprintf(l->wait_id, sizeof l->wait_id, "%s%s",
                                           "0123456789abcdef0123456789abcdef",
@@ -301,7 +302,7 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
     step("extend", TAKEN);
     (void)dlock__extend_hold(l, 12345, INT64_MAX);
     settle(l);
-    if (l->kind->forget != DLOCK__S_NONE) {
+    if (dlock__kind_step(l->kind, DLOCK__STEP_FORGET)->script != DLOCK__S_NONE) {
         step("forget", TAKEN);
         dlock__forget_hold(l);
         settle(l);
@@ -433,9 +434,57 @@ static void every_step_sends_the_golden_arguments(void **state)
     free(want);
 }
 
+/* Every step a kind has a script for has a builder and a decoder; the
+ * steps every kind that takes locks must have are there; and the replica
+ * acks are the fan-out's rule before they moved to the table: WAIT behind
+ * the acquire and extend scripts of the retrying kinds (acquire, reentrant,
+ * exclusive and shared acquire; extend, reentrant and shared extend). */
+static void every_step_is_complete_and_acks_are_the_old_rule(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof kinds_ / sizeof kinds_[0]; i++) {
+        const dlock__kind *kind = dlock__kind_of(kinds_[i].flags, kinds_[i].permits, 0);
+        for (int st = 0; st < DLOCK__STEP_COUNT; st++) {
+            const dlock__step_row *s = dlock__kind_step(kind, (dlock__step_id)st);
+            dlock__script_id id = s->script;
+            int old_acks = id == DLOCK__S_ACQUIRE || id == DLOCK__S_RACQUIRE ||
+                           id == DLOCK__S_X_ACQUIRE || id == DLOCK__S_Z_ACQUIRE ||
+                           id == DLOCK__S_EXTEND || id == DLOCK__S_REXTEND ||
+                           id == DLOCK__S_Z_EXTEND;
+            if (id == DLOCK__S_NONE) {
+                assert_null(s->build);
+                assert_int_equal(s->acks, 0);
+                continue;
+            }
+            assert_true(id < DLOCK__S_COUNT);
+            assert_non_null(dlock__script_get(id));
+            assert_non_null(s->build);
+            assert_non_null(s->decode);
+            assert_int_equal(s->acks, old_acks);
+        }
+        for (int st = DLOCK__STEP_ACQUIRE; st <= DLOCK__STEP_UNDO; st++)
+            assert_int_not_equal(dlock__kind_step(kind, (dlock__step_id)st)->script,
+                                 DLOCK__S_NONE);
+        /* Counted kinds forget their handle's bookkeeping; queued kinds
+         * leave the line (and the row says so); wake-one kinds leave the
+         * waiter list; fenced kinds on several masters sync the counter. */
+        assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_FORGET)->script != DLOCK__S_NONE,
+                         kind->counted);
+        assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_LEAVE)->script, kind->leave);
+        assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_LEAVE_LIST)->script != DLOCK__S_NONE,
+                         kind->wake_one);
+        assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_FENCE_SYNC)->script != DLOCK__S_NONE,
+                         kind->fenced && kind->wait != DLOCK__WAIT_QUEUE);
+    }
+    const dlock__kind *multi = dlock__kind_of(0, 0, 1);
+    for (int st = 0; st < DLOCK__STEP_COUNT; st++)
+        assert_int_equal(dlock__kind_step(multi, (dlock__step_id)st)->script, DLOCK__S_NONE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_step_is_complete_and_acks_are_the_old_rule),
         cmocka_unit_test(every_step_sends_the_golden_arguments),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
