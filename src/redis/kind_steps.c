@@ -398,6 +398,10 @@ int dlock__step_req(dlock_lock *l, dlock__step_id step, const dlock__step_in *in
     const dlock__step_row *s = &steps[l->kind->id][step];
     int nargs = 0;
     a->me = NULL;
+    if (!s->build) { /* a step the kind does not take: a caller's bug */
+        *req = (dlock__req){0};
+        return DLOCK_ENOTSUP;
+    }
     int nkeys = s->build(l, in, a, &nargs);
     if (nkeys < 0)
         return nkeys;

@@ -63,8 +63,9 @@ typedef struct dlock__step_row {
 /* The kind's step (script DLOCK__S_NONE: none). */
 const dlock__step_row *dlock__kind_step(const struct dlock__kind *kind, dlock__step_id step);
 
-/* The request for l's kind's `step` into *req, pointing into *a; DLOCK_OK
- * or DLOCK_ENOMEM. Call dlock__step_args_free(a) once it is sent. */
+/* The request for l's kind's `step` into *req, pointing into *a; DLOCK_OK,
+ * DLOCK_ENOMEM (only the fair steps allocate) or DLOCK_ENOTSUP (the kind
+ * has no such step). Call dlock__step_args_free(a) once it is sent. */
 int dlock__step_req(dlock_lock *l, dlock__step_id step, const dlock__step_in *in,
                     dlock__step_args *a, dlock__req *req);
 void dlock__step_args_free(dlock__step_args *a);
