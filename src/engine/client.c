@@ -14,33 +14,27 @@
 #include "etcd_client.h"
 #include "rand.h"
 #include "scripts.h"
+#include "versioned.h"
 
-/* Bytes of a dlock_client_options of the given version (0: unknown):
- * callers built against an older header pass a shorter struct. Version 1
- * (dlock 0.1.0) ended at wakeups. */
+/* Bytes of each dlock_client_options version (versioned.h): version 1
+ * (dlock 0.1.0) ended at wakeups, version 2 at the TLS options. */
+static const size_t options_sizes[] = {
+    offsetof(dlock_client_options, key_prefix),
+    offsetof(dlock_client_options, min_replicas),
+    sizeof(dlock_client_options),
+};
+DLOCK__VERSIONED_CHECK(dlock_client_options, options_sizes, DLOCK_CLIENT_OPTIONS_VERSION);
+
 static size_t options_size(unsigned int version)
 {
-    switch (version) {
-    case 1: /* dlock 0.1.0 */
-        return offsetof(dlock_client_options, key_prefix);
-    case 2: /* up to the TLS options */
-        return offsetof(dlock_client_options, min_replicas);
-    case DLOCK_CLIENT_OPTIONS_VERSION:
-        return sizeof(dlock_client_options);
-    default:
-        return 0;
-    }
+    return dlock__versioned_size(options_sizes, DLOCK__ARRAY_LEN(options_sizes), version);
 }
 
 int dlock_client_options_init(dlock_client_options *opts, unsigned int version)
 {
-    size_t size = options_size(version);
-    if (!opts || !size)
-        return DLOCK_EINVAL;
-    dlock_client_options d = DLOCK_CLIENT_OPTIONS_INIT;
-    d.version = version;
-    memcpy(opts, &d, size);
-    return DLOCK_OK;
+    const dlock_client_options defaults = DLOCK_CLIENT_OPTIONS_INIT;
+    return dlock__versioned_init(opts, &defaults, options_sizes,
+                                 DLOCK__ARRAY_LEN(options_sizes), version);
 }
 
 void dlock__client_log(dlock_client *c, dlock_log_level level, const char *fmt, ...)

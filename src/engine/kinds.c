@@ -5,32 +5,24 @@
 
 #include "kinds.h"
 
+/* Which script each step runs, with its arguments and decoder, is the
+ * backend's (src/redis/kind_steps.c); a row here holds what every backend
+ * and the engine may ask of a kind. */
 static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
     [DLOCK__KIND_PLAIN] = {.id = DLOCK__KIND_PLAIN, .name = "plain", .multi_node = 1,
-                           .acquire = DLOCK__S_ACQUIRE, .release = DLOCK__S_RELEASE,
-                           .extend = DLOCK__S_EXTEND, .undo = DLOCK__S_RELEASE,
-                           .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "p",
-                           .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1, .wake_one = 1,
-                           .runs = 1, .inbox = 1,
-                           .acks_acquire = 1, .acks_extend = 1,
+                           .leave = DLOCK__S_NONE, .renew_mode = "p", .wait = DLOCK__WAIT_RETRY,
+                           .fenced = 1, .adopt = 1, .wake_one = 1, .runs = 1, .inbox = 1,
                            .raw_first_try = 1, .on_etcd = DLOCK__KIND_PLAIN},
     [DLOCK__KIND_COUNTED] = {.id = DLOCK__KIND_COUNTED, .name = "counted", .counted = 1,
-                             .multi_node = 1, .acquire = DLOCK__S_RACQUIRE,
-                             .release = DLOCK__S_RRELEASE, .extend = DLOCK__S_REXTEND,
-                             .undo = DLOCK__S_RUNDO, .forget = DLOCK__S_RFORGET,
-                             .leave = DLOCK__S_NONE, .renew_mode = "r",
-                             .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1,
-                             .inbox = 1,
-                             .acks_acquire = 1, .acks_extend = 1, .on_etcd = DLOCK__KIND_COUNTED},
+                             .multi_node = 1, .leave = DLOCK__S_NONE, .renew_mode = "r",
+                             .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1, .inbox = 1,
+                             .on_etcd = DLOCK__KIND_COUNTED},
     /* Fair mode keeps its queue in one node's memory; a queue shared by
      * independent masters would need an agreement protocol of its own
      * (docs/waiting.md). */
-    [DLOCK__KIND_FAIR] = {.id = DLOCK__KIND_FAIR, .name = "fair", .acquire = DLOCK__S_FAIR_ACQUIRE,
-                          .release = DLOCK__S_FAIR_RELEASE, .extend = DLOCK__S_EXTEND,
-                          .undo = DLOCK__S_FAIR_RELEASE, .forget = DLOCK__S_NONE,
-                          .leave = DLOCK__S_FAIR_LEAVE, .renew_mode = "p",
-                          .wait = DLOCK__WAIT_QUEUE, .fenced = 1, .adopt = 1, .inbox = 1,
-                          .acks_acquire = 0, .acks_extend = 1, .on_etcd = DLOCK__KIND_FAIR},
+    [DLOCK__KIND_FAIR] = {.id = DLOCK__KIND_FAIR, .name = "fair", .leave = DLOCK__S_FAIR_LEAVE,
+                          .renew_mode = "p", .wait = DLOCK__WAIT_QUEUE, .fenced = 1, .adopt = 1,
+                          .inbox = 1, .on_etcd = DLOCK__KIND_FAIR},
     /* The writer of a read-write lock holds exactly a plain lock (so plain
      * release, extend, renewal and fencing serve it); only its acquire
      * differs: shared holders keep it out, and it leaves the
@@ -38,51 +30,34 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
      * excluded node by node, and any two majorities share a node, so it
      * works on several masters. */
     [DLOCK__KIND_EXCLUSIVE] = {.id = DLOCK__KIND_EXCLUSIVE, .name = "exclusive", .multi_node = 1,
-                               .acquire = DLOCK__S_X_ACQUIRE, .release = DLOCK__S_RELEASE,
-                               .extend = DLOCK__S_EXTEND, .undo = DLOCK__S_RELEASE,
-                               .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE,
-                               .renew_mode = "p", .wait = DLOCK__WAIT_RETRY, .fenced = 1,
-                               .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS,
-                               .wake_one = 1,
-                               .acks_acquire = 1, .acks_extend = 1, .on_etcd = DLOCK__KIND_PLAIN},
+                               .leave = DLOCK__S_NONE, .renew_mode = "p",
+                               .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1,
+                               .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS, .wake_one = 1,
+                               .on_etcd = DLOCK__KIND_PLAIN},
     /* Readers hold no fencing token: they do not write (docs/fencing.md). */
     [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
-                            .acquire = DLOCK__S_Z_ACQUIRE, .release = DLOCK__S_Z_RELEASE,
-                            .extend = DLOCK__S_Z_EXTEND, .undo = DLOCK__S_Z_RELEASE,
-                            .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "z",
-                            .wait = DLOCK__WAIT_RETRY, .adopt = 1, .aux_key = "ww",
-                            .aux_arg = DLOCK__AUX_ZERO,
-                            .acks_acquire = 1, .acks_extend = 1, .on_etcd = DLOCK__KIND_COUNT},
+                            .leave = DLOCK__S_NONE, .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
+                            .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
+                            .on_etcd = DLOCK__KIND_COUNT},
     /* N permits counted per node do not add up over several masters: with
      * N = 2 and three nodes, three holders can each win a different pair
      * of nodes while no node sees more than two (docs/primitives.md). */
     [DLOCK__KIND_SEMAPHORE] = {.id = DLOCK__KIND_SEMAPHORE, .name = "semaphore",
-                               .acquire = DLOCK__S_Z_ACQUIRE, .release = DLOCK__S_Z_RELEASE,
-                               .extend = DLOCK__S_Z_EXTEND, .undo = DLOCK__S_Z_RELEASE,
-                               .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE,
-                               .renew_mode = "z", .wait = DLOCK__WAIT_RETRY, .adopt = 1,
-                               .aux_arg = DLOCK__AUX_PERMITS,
-                               .acks_acquire = 1, .acks_extend = 1, .on_etcd = DLOCK__KIND_COUNT},
+                               .leave = DLOCK__S_NONE, .renew_mode = "z",
+                               .wait = DLOCK__WAIT_RETRY, .adopt = 1,
+                               .aux_arg = DLOCK__AUX_PERMITS, .on_etcd = DLOCK__KIND_COUNT},
     /* No script of its own: one handle per name (any other kind) does the
      * work; multi.c takes them in order and gives them back together. */
     [DLOCK__KIND_MULTI] = {.id = DLOCK__KIND_MULTI, .name = "multi", .multi_node = 1,
-                           .acquire = DLOCK__S_NONE, .release = DLOCK__S_NONE,
-                           .extend = DLOCK__S_NONE, .undo = DLOCK__S_NONE,
-                           .forget = DLOCK__S_NONE, .leave = DLOCK__S_NONE, .renew_mode = "p",
-                           .wait = DLOCK__WAIT_MULTI,
-                           .acks_acquire = 0, .acks_extend = 0, .on_etcd = DLOCK__KIND_COUNT},
+                           .leave = DLOCK__S_NONE, .renew_mode = "p", .wait = DLOCK__WAIT_MULTI,
+                           .on_etcd = DLOCK__KIND_COUNT},
     /* A reentrant reader: the shared kind's scripts, with re-entry counted
      * in the handle (kinds.h, reenter; docs/primitives.md). No adopt: an
      * adopted token would not carry the owner id. */
     [DLOCK__KIND_SHARED_COUNTED] = {.id = DLOCK__KIND_SHARED_COUNTED, .name = "shared-counted",
-                                    .reenter = 1, .multi_node = 1,
-                                    .acquire = DLOCK__S_Z_ACQUIRE,
-                                    .release = DLOCK__S_Z_RELEASE, .extend = DLOCK__S_Z_EXTEND,
-                                    .undo = DLOCK__S_Z_RELEASE, .forget = DLOCK__S_NONE,
-                                    .leave = DLOCK__S_NONE, .renew_mode = "z",
-                                    .wait = DLOCK__WAIT_RETRY, .aux_key = "ww",
-                                    .aux_arg = DLOCK__AUX_ZERO,
-                                    .acks_acquire = 1, .acks_extend = 1,
+                                    .reenter = 1, .multi_node = 1, .leave = DLOCK__S_NONE,
+                                    .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
+                                    .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
                                     .on_etcd = DLOCK__KIND_COUNT},
     /* A reentrant writer: still a plain string (readers see a writer, and
      * plain release, extend, renewal and fencing serve it), its token
@@ -90,14 +65,10 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
      * fencing token is the first hold's. */
     [DLOCK__KIND_EXCLUSIVE_COUNTED] = {.id = DLOCK__KIND_EXCLUSIVE_COUNTED,
                                        .name = "exclusive-counted", .reenter = 1,
-                                       .multi_node = 1, .acquire = DLOCK__S_X_ACQUIRE,
-                                       .release = DLOCK__S_RELEASE, .extend = DLOCK__S_EXTEND,
-                                       .undo = DLOCK__S_RELEASE, .forget = DLOCK__S_NONE,
-                                       .leave = DLOCK__S_NONE, .renew_mode = "p",
-                                       .wait = DLOCK__WAIT_RETRY, .fenced = 1, .aux_key = "ww",
-                                       .aux_arg = DLOCK__AUX_MARK_MS, .wake_one = 1,
-                                       .acks_acquire = 1, .acks_extend = 1,
-                                       .on_etcd = DLOCK__KIND_COUNTED},
+                                       .multi_node = 1, .leave = DLOCK__S_NONE,
+                                       .renew_mode = "p", .wait = DLOCK__WAIT_RETRY, .fenced = 1,
+                                       .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS,
+                                       .wake_one = 1, .on_etcd = DLOCK__KIND_COUNTED},
 };
 
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)

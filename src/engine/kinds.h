@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Lock kinds. A handle's kind is fixed at dlock_lock_new() from its flags;
- * one const table says, per kind, which script does each step and how a
- * waiting acquire goes. The lock path reads the table instead of testing
- * flags, so a new kind (shared, semaphore, multi-name: issue 17) is a new
- * row plus its scripts and, if it waits differently, a wait style of its
- * own (a loop in its own file). */
+ * one const table says, per kind, what it is (counted, fenced, queued, its
+ * helper key, how it wakes) and how a waiting acquire goes. The lock path
+ * reads the table instead of testing flags, so a new kind (shared,
+ * semaphore, multi-name: issue 17) is a new row here, its row of Redis
+ * steps (src/redis/kind_steps.c) and its scripts, and, if it waits
+ * differently, a wait style of its own (a loop in its own file). */
 #ifndef DLOCK_KINDS_H
 #define DLOCK_KINDS_H
 
@@ -48,12 +49,10 @@ typedef struct dlock__kind {
      * an owner that holds through another handle passes a writer's mark. */
     int reenter;
     int multi_node;            /* may span several masters (Redlock) */
-    dlock__script_id acquire;  /* one attempt */
-    dlock__script_id release;  /* give one hold back (publishes the wake-up) */
-    dlock__script_id extend;   /* push the expiry out */
-    dlock__script_id undo;     /* take back an attempt of unknown outcome */
-    dlock__script_id forget;   /* drop the handle's bookkeeping on free */
-    dlock__script_id leave;    /* leave the line (queued kinds) */
+    /* The queued kinds' leave-the-line script (DLOCK__S_NONE: not
+     * queued), which lock.c reads to make the line's keys. The other steps'
+     * scripts are the backend's: src/redis/kind_steps.c. */
+    dlock__script_id leave;
     const char *renew_mode;    /* renew_batch.lua's mode argument */
     dlock__wait_style wait;    /* how a waiting acquire goes */
     int fenced;                /* keeps a fencing counter (unless DLOCK_NO_FENCE) */
@@ -81,11 +80,6 @@ typedef struct dlock__kind {
      * which wait unlisted on the lock's channel, share their names, and
      * must see the release that wakes a writer. */
     int inbox;
-    /* With the client option min_replicas, which steps wait for replica
-     * acknowledgement (WAIT behind the script): the acquire and the
-     * extend. A fair acquire does not (its hand-over is confirmed by the
-     * extend that follows). */
-    int acks_acquire, acks_extend;
     /* DLOCK_NO_FENCE's first try may be a bare SET NX PX (first_try.c):
      * the kind's lock key is a plain string its acquire script alone sets. */
     int raw_first_try;

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "kinds.h"
 #include "multi.h"
 #include "quorum.h"
+#include "versioned.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
@@ -33,31 +35,25 @@
     (DLOCK_REENTRANT | DLOCK_AUTO_RENEW | DLOCK_FAIR | DLOCK_NO_FENCE | DLOCK_SHARED |        \
      DLOCK_EXCLUSIVE)
 
-/* Bytes of a dlock_lock_options of the given version (0: unknown): a
- * program built against an older header passes a shorter struct, so the
- * library copies only the fields its version had and keeps the defaults
- * for the rest (tests/integration/test_options_abi.c). When a field is
- * added, version 1 becomes offsetof(dlock_lock_options, <first new
- * field>) and the new version sizeof. */
+/* Bytes of each dlock_lock_options version (versioned.h): a program built
+ * against an older header passes a shorter struct, so the library copies
+ * only the fields its version had and keeps the defaults for the rest
+ * (tests/integration/test_options_abi.c). */
+static const size_t options_sizes[] = {
+    sizeof(dlock_lock_options), /* 1: dlock 0.1.0 */
+};
+DLOCK__VERSIONED_CHECK(dlock_lock_options, options_sizes, DLOCK_LOCK_OPTIONS_VERSION);
+
 static size_t options_size(unsigned int version)
 {
-    switch (version) {
-    case 1: /* dlock 0.1.0 */
-        return sizeof(dlock_lock_options);
-    default:
-        return 0;
-    }
+    return dlock__versioned_size(options_sizes, DLOCK__ARRAY_LEN(options_sizes), version);
 }
 
 int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
 {
-    size_t size = options_size(version);
-    if (!opts || !size)
-        return DLOCK_EINVAL;
-    dlock_lock_options d = DLOCK_LOCK_OPTIONS_INIT;
-    d.version = version;
-    memcpy(opts, &d, size);
-    return DLOCK_OK;
+    const dlock_lock_options defaults = DLOCK_LOCK_OPTIONS_INIT;
+    return dlock__versioned_init(opts, &defaults, options_sizes,
+                                 DLOCK__ARRAY_LEN(options_sizes), version);
 }
 
 

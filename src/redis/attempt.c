@@ -4,8 +4,6 @@
  * One code path serves one node and N nodes: the attempt is a fan-out
  * (fanout.c) of the kind's acquire script to all nodes, and the outcome is
  * decided by majority (a majority of one is that node). */
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "attempt.h"
@@ -14,97 +12,48 @@
 #include "fanout.h"
 #include "first_try.h"
 #include "handle.h"
+#include "kind_steps.h"
 #include "kinds.h"
 #include "quorum.h"
 #include "release.h"
 #include "replies.h"
-#include "waitq.h"
-
-int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
-                     const struct redisReply *r, const char *detail, int64_t start_ns)
-{
-    dlock__acquire_reply a;
-    (void)idx;
-    dlock__decode_acquire(err, r, detail, &a);
-    return dlock__tally_answer(arg, node, err, &a, start_ns);
-}
-
-static int fence_cb(void *arg, size_t node, uint32_t idx, int err,
-                    const redisReply *r, const char *detail, int64_t start_ns)
-{
-    dlock__tally *t = arg;
-    int code;
-    const char *why;
-    (void)idx;
-    (void)start_ns;
-    dlock__decode_fence_sync(err, r, detail, t->max_fence, &code, &why);
-    if (code != DLOCK_OK)
-        dlock__tally_error(t, node, code, why);
-    else
-        t->yes++;
-    return dlock__tally_decided(t);
-}
 
 /* Redlock fencing: raise the counter to `fence` on a majority before the
  * grant is reported, so every later majority sees at least this value
  * (docs/fencing.md). */
 static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
 {
-    char v[24];
-    snprintf(v, sizeof v, "%" PRIu64, fence);
-    const char *args[2] = {l->fence_key, v};
-    size_t lens[2] = {l->fence_len, strlen(v)};
-    dlock__req req = {.script = dlock__script_get(DLOCK__S_FENCE_SYNC), .numkeys = 1, .nargs = 2,
-                      .args = args, .arglens = lens};
+    dlock__step_args a;
+    dlock__req req;
+    (void)dlock__step_req(l, DLOCK__STEP_FENCE_SYNC, &(dlock__step_in){.fence = fence}, &a, &req);
     dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, l->opts.ttl_ms), deadline_ns,
                              NULL, 0};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     t.max_fence = fence;
-    if (dlock__fanout(l->client, &req, 1, &fo, fence_cb, &t) != DLOCK_OK)
+    if (dlock__fanout(l->client, &req, 1, &fo, dlock__fence_cb, &t) != DLOCK_OK)
         return DLOCK_ENOMEM;
     return t.yes >= t.quorum ? DLOCK_OK : DLOCK_ENOQUORUM;
 }
 
-static int undo_cb(void *arg, size_t node, uint32_t idx, int err,
-                   const redisReply *r, const char *detail, int64_t start_ns)
+/* The undo request of counted attempt `seq_no` (kind_steps.c). */
+static dlock__req undo_req(dlock_lock *l, uint64_t seq_no, dlock__step_args *a)
 {
-    uint8_t *left = arg;
-    (void)idx;
-    (void)detail;
-    (void)start_ns;
-    /* Taken back or nothing to take back settle the attempt there; no
-     * answer or an error leaves it pending. */
-    if (dlock__decode_undo(err, r))
-        left[node] = 0;
-    return 0;
-}
-
-/* The undo request of counted attempt `seq` (args/lens: 5 entries). */
-static dlock__req undo_req(dlock_lock *l, char seq[24], uint64_t seq_no, const char **args,
-                           size_t *lens)
-{
-    int wake = l->client->opts.wakeups;
-    args[0] = l->name, lens[0] = l->name_len;
-    args[1] = l->token, lens[1] = l->token_len;
-    args[2] = seq, lens[2] = (size_t)snprintf(seq, 24, "%" PRIu64, seq_no);
-    args[3] = wake ? l->channel : "", lens[3] = wake ? l->channel_len : 0;
-    args[4] = l->hid, lens[4] = l->hid_len;
-    return (dlock__req){.script = dlock__script_get(l->kind->undo), .numkeys = 1, .nargs = 5,
-                        .args = args, .arglens = lens};
+    dlock__req req;
+    dlock__step_in in = {.op_no = seq_no, .wake = l->client->opts.wakeups};
+    (void)dlock__step_req(l, DLOCK__STEP_UNDO, &in, a, &req); /* allocates nothing */
+    return req;
 }
 
 int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
 {
-    char seq[24];
-    const char *args[5];
-    size_t lens[5];
-    dlock__req req = undo_req(l, seq, l->undo_seq, args, lens);
+    dlock__step_args a;
+    dlock__req req = undo_req(l, l->undo_seq, &a);
     uint8_t mask[DLOCK__MAX_NODES];
     memcpy(mask, l->undo_nodes, sizeof mask);
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, 0};
-    (void)dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL, undo_cb,
-                                    l->undo_nodes);
+    (void)dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL,
+                                    dlock__undo_cb, l->undo_nodes);
     l->undo_pending = 0;
     for (size_t i = 0; i < l->client->n_nodes; i++)
         l->undo_pending |= l->undo_nodes[i];
@@ -120,15 +69,11 @@ int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
 static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dlock__tally *t,
                           int canceled)
 {
-    int wake = l->client->opts.wakeups;
-    char seq[24];
-    const char *args[5];
-    size_t lens[5];
-    dlock__req req;
+    dlock__step_args a;
+    dlock__req req = undo_req(l, seq_no, &a);
     if (canceled)
         dlock__lock_take_cancel(l);
     if (l->kind->counted) {
-        req = undo_req(l, seq, seq_no, args, lens);
         l->in_doubt = 1;
         /* The queued undo's answer is never read: the next attempt sends
          * it again (a no-op if it ran) before anything else. */
@@ -138,12 +83,6 @@ static void cancel_behind(dlock_lock *l, dlock__conn **kept, uint64_t seq_no, dl
                                               t->node_err[i] != 0
                                         : (l->undo_pending && l->undo_nodes[i]) || kept[i];
         l->undo_pending = 1;
-    } else {
-        args[0] = l->name, lens[0] = l->name_len;
-        args[1] = l->token, lens[1] = l->token_len;
-        args[2] = wake ? l->channel : "", lens[2] = wake ? l->channel_len : 0;
-        req = (dlock__req){.script = dlock__script_get(l->kind->undo), .numkeys = 1, .nargs = 3,
-                           .args = args, .arglens = lens};
     }
     dlock__fanout_send_behind(l->client, kept, &req, 1);
     if (canceled)
@@ -245,7 +184,6 @@ int dlock__attempt(dlock_lock *l, int *retry)
     int fresh = !counted || l->holds == 0;
     int64_t ttl = l->opts.ttl_ms;
     dlock__tally t;
-    char seq[24];
 
     *retry = 0;
     int rc = settle_pending(l, retry);
@@ -260,72 +198,14 @@ int dlock__attempt(dlock_lock *l, int *retry)
         dlock__err_set(&l->err, "getrandom failed");
         return rc;
     }
-    const char *args[14];
-    size_t lens[14];
-    int nkeys = 0, nargs;
-    args[nkeys] = l->name;
-    lens[nkeys++] = l->name_len;
-    if (l->fence_key) {
-        args[nkeys] = l->fence_key;
-        lens[nkeys++] = l->fence_len;
-    }
-    if (l->aux_key) { /* the kind's helper key (kinds.h) */
-        args[nkeys] = l->aux_key;
-        lens[nkeys++] = l->aux_len;
-    }
-    if (l->wait_id_len) { /* a subscribed waiter: noted in the waiter list */
-        args[nkeys] = l->wq_key;
-        lens[nkeys++] = l->wq_len;
-        if (l->wr_key) { /* and told when the holder's run ends */
-            args[nkeys] = l->wr_key;
-            lens[nkeys++] = l->wr_len;
-        }
-    }
-    nargs = nkeys;
-    args[nargs] = l->token;
-    lens[nargs++] = l->token_len;
-    args[nargs] = l->ttl_s;
-    lens[nargs++] = l->ttl_s_len;
-    if (l->aux_arg_len && l->try_once && l->kind->aux_arg == DLOCK__AUX_MARK_MS) {
-        /* A writer that tries once does not wait: it leaves no mark
-         * (exclusive_acquire.lua, mark lifetime 0), or it would keep new
-         * readers out for the mark's life while nobody waits (dlock(1)). */
-        args[nargs] = "0";
-        lens[nargs++] = 1;
-    } else if (l->aux_arg_len) {
-        args[nargs] = l->aux_arg;
-        lens[nargs++] = l->aux_arg_len;
-    }
-    if (l->kind->reenter) { /* OWNER#: shared_acquire.lua's re-entry test */
-        args[nargs] = l->token;
-        lens[nargs++] = (size_t)((const char *)memchr(l->token, '#', l->token_len) - l->token) + 1;
-    }
     uint64_t seq_no = 0;
     if (counted) {
         seq_no = dlock__lock_next_op_no();
-        args[nargs] = seq;
-        lens[nargs++] = (size_t)snprintf(seq, sizeof seq, "%" PRIu64, seq_no);
-        args[nargs] = l->hid;
-        lens[nargs++] = l->hid_len;
         l->touched = 1;
     }
-    if (l->wait_id_len) {
-        args[nargs] = l->wait_id;
-        lens[nargs++] = l->wait_id_len;
-        args[nargs] = DLOCK__WAIT_ENTRY_MS_S;
-        lens[nargs++] = sizeof DLOCK__WAIT_ENTRY_MS_S - 1;
-        if (l->wr_key) { /* a turn's grant starts this handle's run */
-            args[nargs] = l->run_id;
-            lens[nargs++] = l->run_id_len;
-            args[nargs] = DLOCK__RUN_US_S;
-            lens[nargs++] = sizeof DLOCK__RUN_US_S - 1;
-            args[nargs] = l->channel;
-            lens[nargs++] = l->channel_len;
-        }
-    }
-    dlock__req req = {.script = dlock__script_get(l->kind->acquire), .numkeys = nkeys,
-                      .nargs = nargs, .args = args, .arglens = lens,
-                      .acks = l->kind->acks_acquire};
+    dlock__step_args a;
+    dlock__req req;
+    (void)dlock__step_req(l, DLOCK__STEP_ACQUIRE, &(dlock__step_in){.op_no = seq_no}, &a, &req);
     dlock__tally_init(&t, l->client, &l->err);
     dlock__err_clear(&l->err);
 
@@ -344,7 +224,7 @@ int dlock__attempt(dlock_lock *l, int *retry)
         frc = dlock__first_try_send(l, &t, &fo, kept);
     } else {
         frc = dlock__fanout_attempt(l->client, &req, 1, &fo, l->cancel_fd[0], kept,
-                                    dlock__acquire_cb, &t);
+                                    dlock__kind_step(l->kind, DLOCK__STEP_ACQUIRE)->decode, &t);
     }
     if (frc == DLOCK_ECANCELED) {
         cancel_behind(l, kept, seq_no, &t, 1);

@@ -18,10 +18,4 @@ int dlock__attempt(dlock_lock *l, int *retry);
  * readable first: the undo then runs unheard. */
 int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
 
-/* The fan-out callback counting acquire-shaped replies (acquire, counted
- * and fair scripts) into a dlock__tally (quorum.h), with the restart rule. */
-struct redisReply;
-int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
-                      const struct redisReply *r, const char *detail, int64_t start_ns);
-
 #endif

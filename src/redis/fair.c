@@ -13,6 +13,7 @@
 #include "fair.h"
 #include "fanout.h"
 #include "handle.h"
+#include "kind_steps.h"
 #include "kinds.h"
 #include "quorum.h"
 #include "rand.h"
@@ -25,16 +26,19 @@
  * same connections: leave the line (with_leave) and release by our token,
  * which hands the lock on if it is ours. Written at once, never waited
  * for: the node runs it right after the call (issue 22 item 8). */
-static void undo_behind(dlock_lock *l, dlock__conn **kept, const char **args, size_t *lens,
-                        int nkeys, int with_leave)
+static void undo_behind(dlock_lock *l, dlock__conn **kept, int with_leave)
 {
-    const char *rargs[6];
-    size_t rlens[6];
-    dlock__req undo[2] = {
-        {.script = dlock__script_get(l->kind->leave), .numkeys = nkeys, .nargs = nkeys + 2,
-         .args = args, .arglens = lens},
-        dlock__fair_release_req(l, rargs, rlens)};
+    dlock__step_args la, ra;
+    dlock__req undo[2];
+    dlock__step_in in = {0};
+    (void)dlock__step_req(l, DLOCK__STEP_RELEASE, &in, &ra, &undo[1]); /* allocates nothing */
+    /* Out of memory for the leave: the release alone (it hands the lock
+     * on if it was ours; the line drops a waiter whose liveness lapses). */
+    if (with_leave && dlock__step_req(l, DLOCK__STEP_LEAVE, &in, &la, &undo[0]) != DLOCK_OK)
+        with_leave = 0;
     dlock__fanout_send_behind(l->client, kept, with_leave ? undo : undo + 1, with_leave ? 2 : 1);
+    if (with_leave)
+        dlock__step_args_free(&la);
 }
 
 /* One call of a fair script. "Held": *out_pttl, and *out_joined (may be
@@ -42,55 +46,36 @@ static void undo_behind(dlock_lock *l, dlock__conn **kept, const char **args, si
  * node that does not answer within timeout_ms gets the release by our
  * token queued behind the call (a leave after a cancel: the leave confirms
  * a hand-over, which must not stay ours). */
-static int fair_call(dlock_lock *l, dlock__script_id script, const char *live_ttl,
+static int fair_call(dlock_lock *l, dlock__step_id step, const char *live_ttl,
                      int64_t timeout_ms, int cancel_fd, int release_behind, int64_t *out_pttl,
                      uint64_t *out_fence, int *out_joined)
 {
-    const char *args[8];
-    size_t lens[8];
-    size_t me_len = l->live_prefix_len + l->token_len;
-    char *me = dlock__malloc(me_len + 1);
-    if (!me)
+    dlock__step_args a;
+    dlock__req req;
+    if (dlock__step_req(l, step, &(dlock__step_in){.live_ttl = live_ttl}, &a, &req) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    memcpy(me, l->live_prefix, l->live_prefix_len);
-    memcpy(me + l->live_prefix_len, l->token, l->token_len + 1);
-    int k = 0;
-    args[k] = l->name, lens[k++] = l->name_len;
-    args[k] = l->queue_key, lens[k++] = l->queue_len;
-    args[k] = me, lens[k++] = me_len;
-    if (l->fence_key)
-        args[k] = l->fence_key, lens[k++] = l->fence_len;
-    int nkeys = k;
-    args[k] = l->token, lens[k++] = l->token_len;
-    args[k] = l->ttl_s, lens[k++] = l->ttl_s_len;
-    int acquiring = script == l->kind->acquire;
-    if (acquiring) {
-        args[k] = live_ttl, lens[k++] = strlen(live_ttl);
-        args[k] = l->live_prefix, lens[k++] = l->live_prefix_len;
-    }
-    dlock__req req = {.script = dlock__script_get(script), .numkeys = nkeys, .nargs = k,
-                      .args = args, .arglens = lens};
     dlock__fanout_opts fo = {timeout_ms, INT64_MAX, NULL, 0};
     /* The fair scripts answer in the acquire shape (replies.h). */
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     dlock__err_clear(&l->err);
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
+    dlock__on_reply decode = dlock__kind_step(l->kind, step)->decode;
     int rc = release_behind ? dlock__fanout_attempt(l->client, &req, 1, &fo, cancel_fd, kept,
-                                                    dlock__acquire_cb, &t)
+                                                    decode, &t)
                             : dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, kept,
-                                                        dlock__acquire_cb, &t);
+                                                        decode, &t);
     if (rc != DLOCK_ECANCELED && release_behind)
-        undo_behind(l, kept, args, lens, nkeys, 0); /* the nodes that timed out */
+        undo_behind(l, kept, 0); /* the nodes that timed out */
     if (rc == DLOCK_ECANCELED) {
         /* Cancelled in flight (a look, or a leave). */
-        undo_behind(l, kept, args, lens, nkeys, 1);
+        undo_behind(l, kept, 1);
         dlock__lock_take_cancel(l);
-        dlock__free(me);
+        dlock__step_args_free(&a);
         dlock__err_set(&l->err, "cancelled while waiting in line for \"%s\"", l->name);
         return DLOCK_ECANCELED;
     }
-    dlock__free(me);
+    dlock__step_args_free(&a);
     if (rc != DLOCK_OK)
         return rc;
     if (t.yes) {
@@ -116,7 +101,7 @@ int dlock__fair_cleanup(dlock_lock *l, int cancel_fd)
     uint64_t fence;
     dlock__errbuf keep = l->err; /* the caller's message stays */
     l->err = (dlock__errbuf){0};
-    int rc = fair_call(l, l->kind->leave, NULL, l->client->opts.io_timeout_ms, cancel_fd, 0,
+    int rc = fair_call(l, DLOCK__STEP_LEAVE, NULL, l->client->opts.io_timeout_ms, cancel_fd, 0,
                        &dummy, &fence, NULL);
     if (rc == DLOCK_ECANCELED) { /* the leave and release went out behind */
         dlock__err_free(&l->err);
@@ -255,7 +240,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         unsigned woken = dlock__wait_woken(l);
         int64_t t_sent = dlock__now_ns(), pttl = -1;
         int joined = 0;
-        rc = fair_call(l, l->kind->acquire, live_ttl, l->client->opts.io_timeout_ms,
+        rc = fair_call(l, DLOCK__STEP_ACQUIRE, live_ttl, l->client->opts.io_timeout_ms,
                        wait_ms ? l->cancel_fd[0] : -1, 0, &pttl, &fence, &joined);
         if (rc == DLOCK_OK) {
             /* Taken now, or a hand-over confirmed: either way the script
@@ -300,7 +285,7 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
          * it and the node hands the lock on right after; the handle's next
          * acquire or free does it again (by token: harmless). */
         int64_t dummy, t_leave = dlock__now_ns();
-        int lrc = fair_call(l, l->kind->leave, NULL,
+        int lrc = fair_call(l, DLOCK__STEP_LEAVE, NULL,
                             canceled ? DLOCK__MIN(DLOCK__CANCEL_LEAVE_MS,
                                                   l->client->opts.io_timeout_ms)
                                      : l->client->opts.io_timeout_ms,

@@ -44,8 +44,8 @@ static int64_t after_ms(int64_t now, int64_t ms, int64_t cap)
 }
 
 /* Replica acknowledgement (dlock_client_options.min_replicas) applies to
- * the requests that grant or lengthen a lease, as the kind's row says
- * (kinds.h, acks_acquire and acks_extend): every kind's acquire but fair
+ * the requests that grant or lengthen a lease, as the kind's steps say
+ * (kind_steps.c, acks): every kind's acquire but fair
  * mode's, and every extend. Releases need no acknowledgement (a lost
  * release only leaves a key to expire); renewals are left out
  * (docs/deployment.md). */

@@ -17,11 +17,6 @@
 void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
                          dlock__tally *t);
 
-/* The queued kind's release request for the current token (KEYS lock,
- * queue[, fence]; ARGV token, channel, liveness prefix) in args/lens (6
- * entries). */
-dlock__req dlock__fair_release_req(dlock_lock *l, const char **args, size_t *lens);
-
 /* Note which nodes have not answered the release just sent. */
 void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
 

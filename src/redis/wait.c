@@ -11,9 +11,9 @@
 #include "fanout.h"
 #include "handle.h"
 #include "keys.h"
+#include "kind_steps.h"
 #include "kinds.h"
 #include "rand.h"
-#include "scripts.h"
 #include "wait.h"
 #include "wakeup.h"
 
@@ -109,13 +109,6 @@ void dlock__wait_unwatch(dlock_lock *l)
     l->wait_id_len = 0;
 }
 
-static int ignore_reply(void *arg, size_t node, uint32_t idx, int err,
-                        const struct redisReply *r, const char *detail, int64_t start_ns)
-{
-    (void)arg, (void)node, (void)idx, (void)err, (void)r, (void)detail, (void)start_ns;
-    return 0;
-}
-
 /* A listed waiter that gives up behind a holder leaves the list at once,
  * so no release wakes it in vain (the others would then sleep until their
  * next look), and passes on a turn it was handed meanwhile (wq_leave.lua).
@@ -125,21 +118,12 @@ static void leave_list(dlock_lock *l, int64_t timeout_ms)
 {
     if (!l->wait_id_len)
         return;
-    const char *args[5];
-    size_t lens[5];
-    int k = 0;
-    args[k] = l->name, lens[k++] = l->name_len;
-    args[k] = l->wq_key, lens[k++] = l->wq_len;
-    if (l->wr_key)
-        args[k] = l->wr_key, lens[k++] = l->wr_len;
-    int nkeys = k;
-    args[k] = l->wait_id, lens[k++] = l->wait_id_len;
-    args[k] = l->channel, lens[k++] = l->channel_len;
-    dlock__req req = {.script = dlock__script_get(DLOCK__S_WQ_LEAVE), .numkeys = nkeys, .nargs = k,
-                      .args = args, .arglens = lens};
+    dlock__step_args a;
+    dlock__req req;
+    (void)dlock__step_req(l, DLOCK__STEP_LEAVE_LIST, &(dlock__step_in){0}, &a, &req);
     dlock__fanout_opts fo = {DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms), INT64_MAX,
                              NULL, 0};
-    (void)dlock__fanout(l->client, &req, 1, &fo, ignore_reply, NULL);
+    (void)dlock__fanout(l->client, &req, 1, &fo, dlock__ignore_cb, NULL);
 }
 
 int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)

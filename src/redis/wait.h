@@ -8,7 +8,11 @@
 
 #include "common.h"
 
-#include "waitq.h"
+/* A cancel must end a wait at once: the best-effort step that takes a
+ * cancelled waiter out of a list or line (wq_leave.lua, fair_leave.lua)
+ * gets this long, in ms, and otherwise its entry lapses by itself or, in
+ * fair mode, the handle's next acquire or free cleans up. */
+#define DLOCK__CANCEL_LEAVE_MS 100
 
 /* The acquire loop of the plain and counted kinds (kinds.h). */
 int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);

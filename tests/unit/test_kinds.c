@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The kind table (src/engine/kinds.c): which kind each combination of flags,
  * permits and names gets, that combinations no kind serves get none, and
- * that every kind names a script for each step it takes. */
+ * what each row says of its kind. Its Redis steps (scripts, arguments,
+ * replica acks) are test_kind_steps.c's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,24 +43,12 @@ static void combinations_no_kind_serves(void **state)
     }
 }
 
-static void every_kind_has_its_scripts(void **state)
+static void every_kind_row_says_what_it_is(void **state)
 {
     (void)state;
-    const dlock__kind *k[] = {dlock__kind_of(0, 0, 0),
-                              dlock__kind_of(DLOCK_REENTRANT, 0, 0),
-                              dlock__kind_of(DLOCK_FAIR, 0, 0),
-                              dlock__kind_of(DLOCK_SHARED, 0, 0),
-                              dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0),
-                              dlock__kind_of(0, 2, 0),
-                              dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0, 0),
-                              dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0, 0)};
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        assert_true(k[i]->acquire < DLOCK__S_COUNT);
-        assert_true(k[i]->release < DLOCK__S_COUNT);
-        assert_true(k[i]->extend < DLOCK__S_COUNT);
-        assert_true(k[i]->undo < DLOCK__S_COUNT);
-        assert_non_null(dlock__script_get(k[i]->acquire));
-    }
+    /* Only the fair kind waits in line. */
+    assert_int_equal(dlock__kind_of(DLOCK_FAIR, 0, 0)->leave, DLOCK__S_FAIR_LEAVE);
+    assert_int_equal(dlock__kind_of(0, 0, 0)->leave, DLOCK__S_NONE);
     /* Readers and permits keep no fencing counter and renew their member;
      * a semaphore refuses several masters, a read-write lock does not. */
     assert_false(dlock__kind_of(DLOCK_SHARED, 0, 0)->fenced);
@@ -76,7 +65,6 @@ static void every_kind_has_its_scripts(void **state)
     const dlock__kind *rs = dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0, 0);
     assert_true(rs->reenter);
     assert_false(rs->counted);
-    assert_int_equal(rs->acquire, dlock__kind_of(DLOCK_SHARED, 0, 0)->acquire);
     assert_string_equal(rs->renew_mode, "z");
     assert_true(rs->multi_node);
     assert_false(rs->fenced);
@@ -87,8 +75,6 @@ static void every_kind_has_its_scripts(void **state)
     assert_int_equal(rx->id, DLOCK__KIND_EXCLUSIVE_COUNTED);
     assert_true(rx->reenter);
     assert_false(rx->counted);
-    assert_int_equal(rx->acquire, dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->acquire);
-    assert_int_equal(rx->release, dlock__kind_of(0, 0, 0)->release);
     assert_string_equal(rx->renew_mode, "p");
     assert_true(rx->fenced);
     assert_true(rx->multi_node);
@@ -100,8 +86,7 @@ static void every_kind_has_its_scripts(void **state)
 
 /* Each kind's capabilities are in its row (issue 36: nothing outside the
  * row tests kind ids). These are the decisions the code made before they
- * moved there: the fan-out asked for replica acks by script id, the first
- * try tested for the plain kind, and dlock_lock_new() mapped or refused
+ * moved there: the first try tested for the plain kind, and dlock_lock_new() mapped or refused
  * kinds on etcd by their position in the enum. */
 static void capabilities_in_the_row_are_the_old_decisions(void **state)
 {
@@ -117,12 +102,6 @@ static void capabilities_in_the_row_are_the_old_decisions(void **state)
                               dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0, 0)};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const dlock__kind *x = k[i];
-        dlock__script_id a = x->acquire, e = x->extend;
-        int old_acks_acquire = a == DLOCK__S_ACQUIRE || a == DLOCK__S_RACQUIRE ||
-                               a == DLOCK__S_X_ACQUIRE || a == DLOCK__S_Z_ACQUIRE;
-        int old_acks_extend = e == DLOCK__S_EXTEND || e == DLOCK__S_REXTEND || e == DLOCK__S_Z_EXTEND;
-        assert_int_equal(x->acks_acquire, old_acks_acquire);
-        assert_int_equal(x->acks_extend, old_acks_extend);
         assert_int_equal(x->raw_first_try, x->id == DLOCK__KIND_PLAIN);
         const dlock__kind *old_etcd = x;
         if (x->id == DLOCK__KIND_EXCLUSIVE)
@@ -140,7 +119,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flags_pick_one_kind),
         cmocka_unit_test(combinations_no_kind_serves),
-        cmocka_unit_test(every_kind_has_its_scripts),
+        cmocka_unit_test(every_kind_row_says_what_it_is),
         cmocka_unit_test(capabilities_in_the_row_are_the_old_decisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
