@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* One lock's state machine (unlocked / held / lost), below the public
  * face: lock.c checks each verb's arguments and calls in here; a set of
- * names (multi.c) drives its names through here too. Watchdog
+ * names (set.c) drives its names through here too. Watchdog
  * registration, the lost path and cancel live here; every round trip goes
  * through the handle's backend (backend.h). */
 #include <errno.h>
@@ -23,7 +23,6 @@
 #include "handle.h"
 #include "keys.h"
 #include "kinds.h"
-#include "multi.h"
 #include "quorum.h"
 #include "wait.h"
 #include "wakeup.h"
@@ -33,7 +32,6 @@
 static int (*const acquire_loop[DLOCK__WAIT_COUNT])(dlock_lock *, int64_t, int64_t) = {
     [DLOCK__WAIT_RETRY] = dlock__wait_acquire,
     [DLOCK__WAIT_QUEUE] = dlock__fair_acquire,
-    [DLOCK__WAIT_MULTI] = dlock__multi_acquire,
 };
 
 /* The handle's renewal record hands the watchdog's rounds back here
@@ -56,8 +54,8 @@ static int renew_settle(void *owner, const dlock__renew_votes *v)
         }
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    if (l->parent && !lost) /* one name of a set: the set's validity moves */
-        dlock__multi_sync(l->parent);
+    if (l->watch.moved && !lost) /* one name of a set: the set's validity moves */
+        l->watch.moved(l->watch.arg, 0);
     return lost;
 }
 
@@ -79,20 +77,9 @@ static int renew_stop(dlock_lock *l)
     return dlock__watchdog_remove(l->client, &l->renewal);
 }
 
-/* A lost set gives back the names it still holds (multi.c). */
-static void release_names(dlock_lock *l)
-{
-    for (size_t i = 0; i < l->n_subs; i++)
-        if (dlock__lock_get_state(l->subs[i]) != DLOCK_STATE_UNLOCKED)
-            (void)dlock_lock_release(l->subs[i]);
-}
-
-/* The handle lets go of every hold (the store's side is the caller's; a
- * set gives back the names it still holds, or its next acquire would find
- * them held). */
+/* The handle lets go of every hold (the store's side is the caller's). */
 static void drop_holds(dlock_lock *l)
 {
-    release_names(l);
     l->holds = 0;
     dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
 }
@@ -164,7 +151,6 @@ int dlock__engine_release(dlock_lock *l)
          * confirmation, an auto-renewal, sent to a stalled node): the next
          * owner would wait for it. Clean up by our token. */
         l->backend->release_lost(l);
-        release_names(l);
         l->holds = 0;
         dlock__lock_set_state(l, DLOCK_STATE_UNLOCKED, 0);
         dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
@@ -307,8 +293,6 @@ int dlock__engine_forget(dlock_lock *l)
     if (l->etcd)
         return dlock__etcd_lock_forget(l);
     renew_stop(l);
-    for (size_t i = 0; i < l->n_subs; i++) /* every name of a set */
-        (void)dlock_lock_forget(l->subs[i]);
     return dlock__lock_forget_local(l, dlock__lock_get_state(l));
 }
 
@@ -324,8 +308,6 @@ void dlock__engine_cancel(dlock_lock *l)
             ;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    for (size_t i = 0; i < l->n_subs; i++) /* the name a set waits for */
-        dlock_lock_cancel(l->subs[i]);
     /* ...and a wait for a silent node to confirm our subscription. */
     dlock__wakeup_kick(l->client);
 }

@@ -66,6 +66,8 @@ void dlock__lock_renew_lost(void *owner, int reason)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     if (was_held && l->opts.on_lost)
         l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
+    if (was_held && l->watch.moved) /* a name of a set: the set is lost */
+        l->watch.moved(l->watch.arg, reason);
 }
 
 int dlock__lock_forget_local(dlock_lock *l, dlock_lock_state prior_state)

@@ -2,7 +2,7 @@
 /* Lock kinds. A handle's kind is fixed at dlock_lock_new() from its flags;
  * one const table says, per kind, which script does each step and how a
  * waiting acquire goes. The lock path reads the table instead of testing
- * flags, so a new kind (shared, semaphore, multi-name: issue 17) is a new
+ * flags, so a new kind (shared, semaphore: issue 17) is a new
  * row plus its scripts and, if it waits differently, a wait style of its
  * own (a loop in its own file). */
 #ifndef DLOCK_KINDS_H
@@ -23,7 +23,6 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_EXCLUSIVE, /* DLOCK_EXCLUSIVE: writer of a read-write lock */
     DLOCK__KIND_SHARED,    /* DLOCK_SHARED: one of many readers, own lease */
     DLOCK__KIND_SEMAPHORE, /* dlock_semaphore_new(): N leased permits */
-    DLOCK__KIND_MULTI,     /* dlock_lock_new_multi(): several names at once */
     DLOCK__KIND_SHARED_COUNTED, /* DLOCK_SHARED | DLOCK_REENTRANT */
     DLOCK__KIND_EXCLUSIVE_COUNTED, /* DLOCK_EXCLUSIVE | DLOCK_REENTRANT */
     DLOCK__KIND_COUNT
@@ -34,7 +33,6 @@ typedef enum dlock__kind_id {
 typedef enum dlock__wait_style {
     DLOCK__WAIT_RETRY, /* attempts with backoff, woken by release messages */
     DLOCK__WAIT_QUEUE, /* a place in line, handed the lock in turn */
-    DLOCK__WAIT_MULTI, /* each name in sorted order, all or none (multi.c) */
     DLOCK__WAIT_COUNT
 } dlock__wait_style;
 
@@ -96,9 +94,10 @@ typedef struct dlock__kind {
     dlock__kind_id on_etcd;
 } dlock__kind;
 
-/* The kind for a lock's flags (flags no kind combines give NULL), for a
- * semaphore (permits > 0) or a multi-name lock. */
-const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi);
+/* The kind for a lock's flags (flags no kind combines give NULL), or for
+ * a semaphore (permits > 0). A set of names has no kind: each of its names
+ * has its own (set.c). */
+const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits);
 
 /* The kind the etcd backend serves for `kind` (kinds.h, on_etcd), or NULL
  * if etcd has none. */
