@@ -4,8 +4,8 @@
  * watchdog registration, cancel and the getters; every round trip goes
  * through a backend's operations. Redis (scripts, fan-out, Redlock
  * majorities, EVALSHA replies) is one table (redis_backend.c with
- * attempt.c, release.c, fair.c); several names at once are another
- * (multi.c). etcd (issue 21) waits in a line, not by attempts, so lock.c
+ * attempt.c, release.c, fair.c); a set of names has none (set.c drives
+ * its names' handles). etcd (issue 21) waits in a line, not by attempts, so lock.c
  * calls etcd_backend.c beside the table, not through it (docs/design.md,
  * "Modules"). */
 #ifndef DLOCK_BACKEND_H
