@@ -52,6 +52,9 @@ typedef struct dlock__backend {
      * Redis: a key that expired may have been taken and given back since,
      * so a late confirmation proves nothing. */
     int late_answer_counts;
+    /* A set of names (set.c) may be made on this store: Redis 1; etcd 0
+     * (docs/primitives.md). */
+    int sets;
     /* The renewal record's operations: the engine's lease_end, settle and
      * lost hooks, with this backend's renew (NULL: the watchdog's batched
      * Redis rounds). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* One lock's state machine (unlocked / held / lost), below the public
  * face: lock.c checks each verb's arguments and calls in here; a set of
- * names (multi.c) drives its names through here too. Watchdog
+ * names (set.c) drives its names through here too. Watchdog
  * registration, the lost path and cancel live here; every round trip goes
  * through the handle's backend (backend.h). */
 #include <errno.h>
@@ -22,7 +22,6 @@
 #include "handle.h"
 #include "keys.h"
 #include "kinds.h"
-#include "multi.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
@@ -51,8 +50,8 @@ int dlock__engine_renew_settle(void *owner, const dlock__renew_votes *v)
         }
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    if (l->parent && !lost) /* one name of a set: the set's validity moves */
-        dlock__multi_sync(l->parent);
+    if (l->watch.moved && !lost) /* one name of a set: the set's validity moves */
+        l->watch.moved(l->watch.arg, 0);
     return lost;
 }
 
@@ -71,21 +70,11 @@ static int renew_stop(dlock_lock *l)
     return dlock__watchdog_remove(l->client, &l->renewal);
 }
 
-/* A lost set gives back the names it still holds (multi.c). */
-static void release_names(dlock_lock *l)
-{
-    for (size_t i = 0; i < l->n_subs; i++)
-        if (dlock__lock_get_state(l->subs[i]) != DLOCK_STATE_UNLOCKED)
-            (void)dlock_lock_release(l->subs[i]);
-}
-
 /* The handle lets go of every hold without a word to the store (the
- * store's side is the caller's; a set gives back the names it still
- * holds, or its next acquire would find them held). */
+ * store's side is the caller's). */
 static void drop_holds(dlock_lock *l)
 {
     l->backend->drop(l);
-    release_names(l);
     l->holds = 0;
     dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0);
 }
@@ -298,11 +287,11 @@ void dlock__engine_renew_lost(void *owner, int reason)
     int was_held = dlock__fsm_fire(l, DLOCK__EV_LOST, 0) == DLOCK_STATE_HELD;
     if (was_held && l->opts.on_lost)
         l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
+    if (was_held && l->watch.moved) /* a name of a set: the set is lost */
+        l->watch.moved(l->watch.arg, reason);
 }
 
-/* dlock_lock_forget()'s end, once the backend dropped its record: no
- * holds, UNLOCKED; DLOCK_ENOTHELD if the handle held nothing before. */
-static int forget_local(dlock_lock *l, dlock_lock_state prior_state)
+int dlock__engine_forget_local(dlock_lock *l, dlock_lock_state prior_state)
 {
     l->holds = 0;
     dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0);
@@ -317,11 +306,9 @@ static int forget_local(dlock_lock *l, dlock_lock_state prior_state)
 int dlock__engine_forget(dlock_lock *l)
 {
     renew_stop(l);
-    for (size_t i = 0; i < l->n_subs; i++) /* every name of a set */
-        (void)dlock_lock_forget(l->subs[i]);
     dlock_lock_state st = dlock__lock_get_state(l);
     l->backend->drop(l);
-    return forget_local(l, st);
+    return dlock__engine_forget_local(l, st);
 }
 
 void dlock__engine_cancel(dlock_lock *l)
@@ -336,8 +323,6 @@ void dlock__engine_cancel(dlock_lock *l)
             ;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    for (size_t i = 0; i < l->n_subs; i++) /* the name a set waits for */
-        dlock_lock_cancel(l->subs[i]);
     /* ...and a wait for a silent node to confirm our subscription. */
     dlock__wakeup_kick(l->client);
 }

@@ -37,6 +37,11 @@ void dlock__engine_ended(dlock_lock *l);
  * dlock_lock. */
 void dlock__engine_renew_lost(void *owner, int reason);
 
+/* dlock_lock_forget()'s end, once the backend (or a set's names) let go of
+ * its record: no holds, UNLOCKED; DLOCK_ENOTHELD with the handle's message
+ * if prior_state was UNLOCKED, else DLOCK_OK. */
+int dlock__engine_forget_local(dlock_lock *l, dlock_lock_state prior_state);
+
 /* The settle hook of every backend's renewal records (renewal.h): a
  * round's votes judged, the same way for every store. */
 int dlock__engine_renew_settle(void *owner, const dlock__renew_votes *v);

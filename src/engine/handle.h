@@ -18,6 +18,18 @@
 
 struct dlock__kind;
 struct dlock__backend;
+struct dlock__set;
+
+/* Someone above a handle that follows it: a set of names follows each of
+ * its names (set.c). `moved` is called on the watchdog's thread, outside
+ * the handle's mutex, when a renewal round moved the handle's validity
+ * (lost 0, from engine.c) or found it lost (lost: its dlock_lost_reason,
+ * from dlock__lock_renew_lost()). It may take its own mutex and then the
+ * handle's (that order, never the other). fn NULL: nobody. */
+typedef struct dlock__watch {
+    void (*moved)(void *arg, int lost);
+    void *arg;
+} dlock__watch;
 
 struct dlock_lock {
     dlock_client *client;
@@ -55,11 +67,11 @@ struct dlock_lock {
     char aux_arg[24]; /* the kind's extra acquire argument ("" none) */
     size_t aux_arg_len;
     unsigned permits; /* semaphore: N */
-    /* A multi-name lock (multi.c): one handle per name, in the order they
-     * are taken; each name handle points back at the set. NULL/0 else. */
-    struct dlock_lock **subs;
-    size_t n_subs;
-    struct dlock_lock *parent;
+    /* The handle of a set of names (dlock_lock_new_multi()): its names'
+     * handles (set.c), to which the public verbs hand it; NULL for a
+     * handle of one name. Such a handle has no kind and no backend. */
+    struct dlock__set *set;
+    dlock__watch watch; /* who follows this handle (a name's set), if any */
 
     /* mu guards everything below that another thread may touch: state,
      * valid_until_ns, canceled, and the waiter record's thread fields. */
@@ -144,10 +156,13 @@ struct dlock_lock {
 };
 
 /* dlock_lock_new() for a kind chosen by the caller: a semaphore of
- * `permits` (> 0) or the handle of a multi-name lock (multi != 0, name is
- * the names for display). Options are checked here, once for every kind. */
+ * `permits` (> 0) or, with 0, the kind the flags say (create.c). Options
+ * are checked here, once for every kind. */
 int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
-                       const dlock_lock_options *opts, unsigned permits, int multi);
+                       const dlock_lock_options *opts, unsigned permits);
+/* dlock_lock_free()'s memory side (the store's is dlock__engine_let_go()'s,
+ * not in a fork child): the handle and all it owns. */
+void dlock__lock_destroy(dlock_lock *l);
 
 /* State, under l->mu; the engine writes it (fsm.h). */
 dlock_lock_state dlock__lock_get_state(dlock_lock *l);

@@ -46,11 +46,6 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                .leave = DLOCK__S_NONE, .renew_mode = "z",
                                .wait = DLOCK__WAIT_RETRY, .adopt = 1,
                                .aux_arg = DLOCK__AUX_PERMITS, .on_etcd = DLOCK__KIND_COUNT},
-    /* No script of its own: one handle per name (any other kind) does the
-     * work; multi.c takes them in order and gives them back together. */
-    [DLOCK__KIND_MULTI] = {.id = DLOCK__KIND_MULTI, .name = "multi", .multi_node = 1,
-                           .leave = DLOCK__S_NONE, .renew_mode = "p", .wait = DLOCK__WAIT_MULTI,
-                           .on_etcd = DLOCK__KIND_COUNT},
     /* A reentrant reader: the shared kind's scripts, with re-entry counted
      * in the handle (kinds.h, reenter; docs/primitives.md). No adopt: an
      * adopted token would not carry the owner id. */
@@ -71,11 +66,9 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                        .wake_one = 1, .on_etcd = DLOCK__KIND_COUNTED},
 };
 
-const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi)
+const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits)
 {
     unsigned modes = flags & (DLOCK_FAIR | DLOCK_REENTRANT | DLOCK_SHARED | DLOCK_EXCLUSIVE);
-    if (multi)
-        return &kinds[DLOCK__KIND_MULTI];
     if (permits)
         return modes ? NULL : &kinds[DLOCK__KIND_SEMAPHORE];
     if (modes == (DLOCK_SHARED | DLOCK_REENTRANT))

@@ -3,7 +3,7 @@
  * one const table says, per kind, what it is (counted, fenced, queued, its
  * helper key, how it wakes) and how a waiting acquire goes. The lock path
  * reads the table instead of testing flags, so a new kind (shared,
- * semaphore, multi-name: issue 17) is a new row here, its row of Redis
+ * semaphore: issue 17) is a new row here, its row of Redis
  * steps (src/redis/kind_steps.c) and its scripts, and, if it waits
  * differently, a wait style of its own (a loop in its own file). */
 #ifndef DLOCK_KINDS_H
@@ -24,7 +24,6 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_EXCLUSIVE, /* DLOCK_EXCLUSIVE: writer of a read-write lock */
     DLOCK__KIND_SHARED,    /* DLOCK_SHARED: one of many readers, own lease */
     DLOCK__KIND_SEMAPHORE, /* dlock_semaphore_new(): N leased permits */
-    DLOCK__KIND_MULTI,     /* dlock_lock_new_multi(): several names at once */
     DLOCK__KIND_SHARED_COUNTED, /* DLOCK_SHARED | DLOCK_REENTRANT */
     DLOCK__KIND_EXCLUSIVE_COUNTED, /* DLOCK_EXCLUSIVE | DLOCK_REENTRANT */
     DLOCK__KIND_COUNT
@@ -35,7 +34,6 @@ typedef enum dlock__kind_id {
 typedef enum dlock__wait_style {
     DLOCK__WAIT_RETRY, /* attempts with backoff, woken by release messages */
     DLOCK__WAIT_QUEUE, /* a place in line, handed the lock in turn */
-    DLOCK__WAIT_MULTI, /* each name in sorted order, all or none (multi.c) */
     DLOCK__WAIT_COUNT
 } dlock__wait_style;
 
@@ -90,9 +88,10 @@ typedef struct dlock__kind {
     dlock__kind_id on_etcd;
 } dlock__kind;
 
-/* The kind for a lock's flags (flags no kind combines give NULL), for a
- * semaphore (permits > 0) or a multi-name lock. */
-const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits, int multi);
+/* The kind for a lock's flags (flags no kind combines give NULL), or for
+ * a semaphore (permits > 0). A set of names has no kind: each of its names
+ * has its own (set.c). */
+const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits);
 
 /* The kind the etcd backend serves for `kind` (kinds.h, on_etcd), or NULL
  * if etcd has none. */

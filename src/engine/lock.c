@@ -1,61 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The lock handle's public face: options, dlock_lock_new() and the
- * public verbs, which check their arguments and the process (a fork
- * child's handle refuses) and call the engine (engine.h), where the state
- * machine is. The getters, which only read the handle, are in handle.c.
- *
- * Everything kind-specific comes from the handle's kind (kinds.h), fixed
- * at dlock_lock_new(). */
-#include <errno.h>
-#include <fcntl.h>
+/* The lock handle's public verbs: each checks its arguments and the
+ * process (a fork child's handle refuses), then goes by the handle's type,
+ * as libuv's uv_close() does: a set of names (dlock_lock_new_multi()) to
+ * set.c, one name to the engine (engine.h), where the state machine is.
+ * Making a handle is create.c's; the getters, which only read it, are in
+ * handle.c. This is the only module that calls these verbs: everything
+ * below calls the engine (scripts/check-modules.sh checks it). */
 #include <inttypes.h>
-#include <limits.h>
-#include <stdatomic.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
+#include <stdint.h>
 
-#include "backend.h"
 #include "client.h"
-#include "clock.h"
 #include "engine.h"
 #include "error.h"
-#include "fair.h"
 #include "handle.h"
-#include "keys.h"
-#include "kinds.h"
-#include "multi.h"
-#include "quorum.h"
-#include "versioned.h"
-#include "wakeup.h"
-#include "watchdog.h"
-
-#define KNOWN_FLAGS                                                                         \
-    (DLOCK_REENTRANT | DLOCK_AUTO_RENEW | DLOCK_FAIR | DLOCK_NO_FENCE | DLOCK_SHARED |        \
-     DLOCK_EXCLUSIVE)
-
-/* Bytes of each dlock_lock_options version (versioned.h): a program built
- * against an older header passes a shorter struct, so the library copies
- * only the fields its version had and keeps the defaults for the rest
- * (tests/integration/test_options_abi.c). */
-static const size_t options_sizes[] = {
-    sizeof(dlock_lock_options), /* 1: dlock 0.1.0 */
-};
-DLOCK__VERSIONED_CHECK(dlock_lock_options, options_sizes, DLOCK_LOCK_OPTIONS_VERSION);
-
-static size_t options_size(unsigned int version)
-{
-    return dlock__versioned_size(options_sizes, DLOCK__ARRAY_LEN(options_sizes), version);
-}
-
-int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
-{
-    const dlock_lock_options defaults = DLOCK_LOCK_OPTIONS_INIT;
-    return dlock__versioned_init(opts, &defaults, options_sizes,
-                                 DLOCK__ARRAY_LEN(options_sizes), version);
-}
-
+#include "set.h"
 
 /* A handle inherited across fork() refuses every call (see
  * dlock__client_forked()). */
@@ -68,125 +26,6 @@ static int forked(dlock_lock *l)
     return 1;
 }
 
-int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
-                   const dlock_lock_options *opts)
-{
-    return dlock__lock_create(out, client, name, opts, 0, 0);
-}
-
-int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
-                       const dlock_lock_options *opts, unsigned permits, int multi)
-{
-    dlock_lock_options defaults = DLOCK_LOCK_OPTIONS_INIT;
-    if (out)
-        *out = NULL;
-    if (!out || !client || !name || dlock__client_forked(client))
-        return DLOCK_EINVAL;
-    /* A set's name is its names joined, for display (checked one by one). */
-    size_t len = multi ? strlen(name) : strnlen(name, DLOCK_NAME_MAX + 1);
-    if (len == 0 || (len > DLOCK_NAME_MAX && !multi))
-        return DLOCK_EINVAL;
-    if (opts) {
-        /* An older caller's struct is shorter: read only what it has. */
-        size_t n = options_size(opts->version);
-        if (n == 0)
-            return DLOCK_EINVAL;
-        memcpy(&defaults, opts, n);
-        defaults.version = DLOCK_LOCK_OPTIONS_VERSION;
-    }
-    opts = &defaults;
-    if (opts->ttl_ms <= 0 ||
-        opts->ttl_ms > DLOCK_TTL_MAX_MS || (opts->flags & ~(unsigned)KNOWN_FLAGS) ||
-        opts->renew_interval_ms < 0 || opts->renew_interval_ms >= opts->ttl_ms ||
-        opts->retry_min_ms < 1 || opts->retry_min_ms > 60000 ||
-        opts->retry_max_ms < opts->retry_min_ms || opts->retry_max_ms > 60000)
-        return DLOCK_EINVAL;
-    /* Fair counted locks are not offered; a single-node kind (fair mode
-     * keeps its queue in one node's memory) refuses several masters. */
-    if ((opts->flags & DLOCK_SHARED) && (opts->flags & DLOCK_EXCLUSIVE))
-        return DLOCK_EINVAL; /* one side or the other */
-    const dlock__kind *kind = dlock__kind_of(opts->flags, permits, multi);
-    if (kind) /* what the store serves for it (etcd: kinds.h, on_etcd) */
-        kind = client->backend->kind_for(client, kind);
-    if (!kind || (client->n_nodes > 1 && !kind->multi_node))
-        return DLOCK_ENOTSUP;
-
-    dlock_lock *l = dlock__calloc(1, sizeof *l);
-    if (!l)
-        return DLOCK_ENOMEM;
-    l->client = client;
-    atomic_fetch_add(&client->live_handles, 1); /* dlock_lock_free() takes it back */
-    l->opts = *opts;
-    l->kind = kind;
-    l->backend = client->backend;
-    l->ttl_s_len = (size_t)snprintf(l->ttl_s, sizeof l->ttl_s, "%" PRId64, opts->ttl_ms);
-    /* l->name is the Redis key: the client's key_prefix + the name. */
-    l->name = dlock__lock_key(client, name, len, &l->name_len);
-    l->prefix_len = l->name ? l->name_len - len : 0;
-    if (l->name)
-        l->channel = dlock__wake_channel_for(client, l->name, l->name_len, &l->channel_len);
-    int ok = l->name && l->channel;
-    if (ok && kind->fenced && !(opts->flags & DLOCK_NO_FENCE))
-        ok = (l->fence_key = dlock__helper_key(client, l->name, l->name_len, "fence", 5,
-                                               &l->fence_len)) != NULL;
-    if (ok && kind->aux_key)
-        ok = (l->aux_key = dlock__helper_key(client, l->name, l->name_len, kind->aux_key,
-                                             strlen(kind->aux_key), &l->aux_len)) != NULL;
-    l->permits = permits;
-    l->aux_arg_len = dlock__kind_aux_arg(kind, opts->retry_max_ms, permits, l->aux_arg,
-                                         sizeof l->aux_arg);
-    if (ok && kind->leave != DLOCK__S_NONE) { /* queued: the line and liveness keys */
-        l->queue_key = dlock__helper_key(client, l->name, l->name_len, "q", 1, &l->queue_len);
-        l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
-                                           &l->live_prefix_len);
-        ok = l->queue_key && l->live_prefix;
-    } else if (ok && kind->wake_one && client->n_nodes == 1 &&
-               !dlock__client_cluster(client)) {
-        /* One waiter woken per release (docs/waiting.md, "Who is woken").
-         * Not on Redlock: nodes that wake different waiters split the
-         * vote. Not on a cluster: a script with keys that come and go gets
-         * TRYAGAIN while its slot migrates. */
-        ok = (l->wq_key = dlock__helper_key(client, l->name, l->name_len, "wq", 2,
-                                            &l->wq_len)) != NULL;
-        if (ok && kind->runs)
-            ok = (l->wr_key = dlock__helper_key(client, l->name, l->name_len, "wr", 2,
-                                                &l->wr_len)) != NULL;
-    }
-    if (!ok) {
-        dlock__free(l->name);
-        dlock__free(l->channel);
-        dlock__free(l->fence_key);
-        dlock__free(l->queue_key);
-        dlock__free(l->live_prefix);
-        dlock__free(l->wq_key);
-        dlock__free(l->wr_key);
-        dlock__free(l->aux_key);
-        atomic_fetch_sub(&client->live_handles, 1);
-        dlock__free(l);
-        return DLOCK_ENOMEM;
-    }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&l->mu, NULL));
-    dlock__cond_init_monotonic(&l->cond);
-    l->holder_ttl_ms = -1;
-    l->cancel_fd[0] = l->cancel_fd[1] = -1;
-    static _Atomic unsigned long long next_hid = 1;
-    l->hid_len = (size_t)snprintf(l->hid, sizeof l->hid, "%llx", atomic_fetch_add(&next_hid, 1));
-    l->run_id_len = (size_t)snprintf(l->run_id, sizeof l->run_id, "%s.%s", client->id, l->hid);
-    l->look_ms = -1;
-    l->token = l->token_inline;
-    l->renewal = (dlock__renewal){.ops = l->backend->renewal, .owner = l, .key = l->name,
-                                  .key_len = l->name_len, .mode = kind->renew_mode,
-                                  .ttl_ms = opts->ttl_ms,
-                                  .interval_ms = opts->renew_interval_ms};
-    l->waiter = (dlock__waiter){.mu = &l->mu, .cond = &l->cond, .canceled = &l->canceled};
-    if (l->backend->lock_init(l) != DLOCK_OK) {
-        dlock_lock_free(l);
-        return DLOCK_ENOMEM;
-    }
-    *out = l;
-    return DLOCK_OK;
-}
-
 int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
 {
     if (!l || forked(l))
@@ -195,6 +34,8 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
         dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
         return DLOCK_EINVAL;
     }
+    if (l->set)
+        return dlock__set_acquire(l, wait_ms);
     return dlock__engine_acquire(l, wait_ms);
 }
 
@@ -202,6 +43,8 @@ int dlock_lock_release(dlock_lock *l)
 {
     if (!l || forked(l))
         return DLOCK_EINVAL;
+    if (l->set)
+        return dlock__set_release(l);
     return dlock__engine_release(l);
 }
 
@@ -215,6 +58,8 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
                        DLOCK_TTL_MAX_MS);
         return DLOCK_EINVAL;
     }
+    if (l->set)
+        return dlock__set_extend(l, ttl_ms);
     return dlock__engine_extend(l, ttl_ms);
 }
 
@@ -222,6 +67,8 @@ int dlock_lock_adopt(dlock_lock *l, const char *token)
 {
     if (!l || !token || forked(l))
         return DLOCK_EINVAL;
+    if (l->set)
+        return dlock__set_adopt(l);
     return dlock__engine_adopt(l, token);
 }
 
@@ -229,6 +76,8 @@ int dlock_lock_forget(dlock_lock *l)
 {
     if (!l || forked(l))
         return DLOCK_EINVAL;
+    if (l->set)
+        return dlock__set_forget(l);
     return dlock__engine_forget(l);
 }
 
@@ -236,32 +85,22 @@ void dlock_lock_cancel(dlock_lock *l)
 {
     if (!l || dlock__client_forked(l->client))
         return;
-    dlock__engine_cancel(l);
+    if (l->set)
+        dlock__set_cancel(l);
+    else
+        dlock__engine_cancel(l);
 }
 
 void dlock_lock_free(dlock_lock *l)
 {
     if (!l)
         return;
-    if (dlock__client_forked(l->client))
-        goto free_memory; /* release nothing: the parent's lock is the parent's */
-    dlock__engine_let_go(l);
-    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&l->cond));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));
-free_memory: /* in a child of fork(), the mutex may be held by a thread not copied */
-    l->backend->lock_clear(l, dlock__client_forked(l->client));
-    dlock__free(l->name);
-    dlock__free(l->fence_key);
-    dlock__free(l->channel);
-    dlock__free(l->inbox);
-    dlock__free(l->queue_key);
-    dlock__free(l->live_prefix);
-    dlock__free(l->wq_key);
-    dlock__free(l->wr_key);
-    dlock__free(l->aux_key);
-    if (l->token != l->token_inline)
-        dlock__free(l->token);
-    dlock__err_free(&l->err);
-    atomic_fetch_sub(&l->client->live_handles, 1);
-    dlock__free(l);
+    if (l->set) {
+        dlock__set_free(l);
+        return;
+    }
+    /* In a fork child nothing is let go: the parent's lock is the parent's. */
+    if (!dlock__client_forked(l->client))
+        dlock__engine_let_go(l);
+    dlock__lock_destroy(l);
 }

@@ -13,5 +13,5 @@ int dlock_semaphore_new(dlock_lock **out, dlock_client *client, const char *name
     if (permits == 0 || permits > DLOCK_PERMITS_MAX ||
         (opts && (opts->flags & (DLOCK_FAIR | DLOCK_REENTRANT | DLOCK_SHARED | DLOCK_EXCLUSIVE))))
         return DLOCK_EINVAL;
-    return dlock__lock_create(out, client, name, opts, permits, 0);
+    return dlock__lock_create(out, client, name, opts, permits);
 }

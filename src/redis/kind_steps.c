@@ -377,8 +377,6 @@ static const dlock__step_row steps[DLOCK__KIND_COUNT][DLOCK__STEP_COUNT] = {
     [DLOCK__KIND_SEMAPHORE] = {ACQUIRE(DLOCK__S_Z_ACQUIRE), RELEASE(DLOCK__S_Z_RELEASE),
                                EXTEND(DLOCK__S_Z_EXTEND), UNDO(DLOCK__S_Z_RELEASE), NONE, NONE,
                                NONE, NONE},
-    /* No step of its own: each name's handle takes its kind's (multi.c). */
-    [DLOCK__KIND_MULTI] = {NONE, NONE, NONE, NONE, NONE, NONE, NONE, NONE},
     [DLOCK__KIND_SHARED_COUNTED] = {ACQUIRE(DLOCK__S_Z_ACQUIRE), RELEASE(DLOCK__S_Z_RELEASE),
                                     EXTEND(DLOCK__S_Z_EXTEND), UNDO(DLOCK__S_Z_RELEASE), NONE,
                                     NONE, NONE, NONE},

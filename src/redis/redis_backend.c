@@ -200,6 +200,7 @@ const dlock__backend dlock__redis_backend = {
     .holders = dlock__redis_holders,
     .list = dlock__redis_list,
     .late_answer_counts = 0,
+    .sets = 1,
     .renewal = &renewal_ops,
     .kind_for = kind_for,
     .lock_init = no_record_init,

@@ -520,6 +520,11 @@ static void what_does_not_apply_is_refused(void **state)
     assert_int_equal(dlock_lock_adopt(p, "0000000000000000"), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_state_get(p), DLOCK_STATE_UNLOCKED);
     dlock_lock_free(p);
+    /* a set of names: Redis only (docs/primitives.md), and no handle made */
+    const char *ab[] = {"api-set-b", "api-set-a"};
+    dlock_lock *set = (dlock_lock *)1;
+    assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, NULL), DLOCK_ENOTSUP);
+    assert_null(set);
     /* a Redis URL and an etcd URL in one client */
     const char *mixed[] = {srv.url, "redis://127.0.0.1:6379"};
     dlock_client *c = NULL;

@@ -374,38 +374,43 @@ P(watchdog_round_fresh, 1, 0, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_roun
 P(watchdog_round_pooled, N_NODES, 4, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_round,
   verify_round)
 
-/* Creation: client_new (with_lock 0) or lock_new on a client (1) with
- * allocation k failing (k < 0: none). Returns the allocations made. */
-static long create_once(int with_lock, long k)
+/* Creation: client_new (what 0), lock_new on a client (1) or a set of
+ * three names on a client (2, dlock_lock_new_multi()) with allocation k
+ * failing (k < 0: none). Returns the allocations made. */
+static long create_once(int what, long k)
 {
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
     dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
     co.tls_ca_file = tls_ca;
-    dlock__alloc_fail_after(with_lock ? -1 : k);
+    const char *names[] = {KEY ":c", KEY ":a", KEY ":b"};
+    dlock__alloc_fail_after(what ? -1 : k);
     int rc = dlock_client_new(&c, urls, N_NODES, &co, NULL, 0);
-    if (with_lock) {
+    if (what) {
         assert_int_equal(rc, DLOCK_OK);
         dlock__alloc_fail_after(k);
-        rc = dlock_lock_new(&l, c, KEY, NULL);
+        rc = what == 1 ? dlock_lock_new(&l, c, KEY, NULL)
+                       : dlock_lock_new_multi(&l, c, names, 3, NULL);
     }
     long made = dlock__alloc_fail_after(-1);
     assert_true(rc == DLOCK_OK || (k >= 0 && rc == DLOCK_ENOMEM));
-    assert_true(rc == DLOCK_OK || (with_lock ? l == NULL : c == NULL));
+    assert_true(rc == DLOCK_OK || (what ? l == NULL : c == NULL));
     dlock_lock_free(l);
     dlock_client_free(c);
     return made;
 }
 
-/* Creation paths: a clean DLOCK_ENOMEM and nothing leaked. */
+/* Creation paths: a clean DLOCK_ENOMEM and nothing leaked (a handle left
+ * over makes dlock_client_free() abort; ASan finds the rest). */
 static void client_and_lock_creation(void **state)
 {
     (void)state;
-    for (int with_lock = 0; with_lock < 2; with_lock++) {
-        long count = create_once(with_lock, -1);
-        print_message("%-32s %3ld allocations\n", with_lock ? "lock_new" : "client_new", count);
+    static const char *const what_name[] = {"client_new", "lock_new", "lock_new_multi"};
+    for (int what = 0; what < 3; what++) {
+        long count = create_once(what, -1);
+        print_message("%-32s %3ld allocations\n", what_name[what], count);
         for (long k = 0; k < count; k++)
-            create_once(with_lock, k);
+            create_once(what, k);
     }
 }
 

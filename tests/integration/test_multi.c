@@ -2,8 +2,9 @@
 /* Several names at once (dlock_lock_new_multi()) against real
  * redis-servers: all or nothing, no deadlock between {a, b} and {b, a}
  * (processes counting themselves in and out), one validity, renewal and
- * loss of the set, cancel, sets of shared locks, bad arguments, and three
- * nodes. */
+ * loss of the set (and its start over), cancel (used once), extend when a
+ * name was taken, the first name's token, forget, sets of shared locks,
+ * bad arguments, and three nodes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -227,6 +228,112 @@ static void cancel_and_shared_sets(void **state)
     dlock_lock_free(w);
 }
 
+/* The cancel that ended a set's wait (on its second name) was that wait's:
+ * the next waiting acquire is not cancelled by it. A cancel that came
+ * before a waiting acquire still stops it, once. */
+static void a_cancel_is_used_once(void **state)
+{
+    (void)state;
+    const char *ab[] = {"m:c1", "m:c2"};
+    dlock_lock *other = test_lock_new(test_cl, "m:c2", 10000, 0, 1, 20);
+    dlock_lock *set = multi(test_cl, ab, 2, 10000, 0);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_later, set);
+    assert_int_equal(dlock_lock_acquire(set, DLOCK_WAIT_FOREVER), DLOCK_ECANCELED);
+    pthread_join(th, NULL);
+    assert_non_null(strstr(dlock_lock_errmsg(set), "m:c2"));
+    assert_int_equal(test_key_exists(&test_srv, "m:c1"), 0);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set, 2000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    dlock_lock_cancel(set);
+    assert_int_equal(dlock_lock_acquire(set, 2000), DLOCK_ECANCELED);
+    assert_int_equal(dlock_lock_acquire(set, 2000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    dlock_lock_free(set);
+    dlock_lock_free(other);
+}
+
+/* One name taken by someone else: the set's extend says which, and the
+ * set lets go of every name. */
+static void extend_when_a_name_was_taken(void **state)
+{
+    (void)state;
+    const char *ab[] = {"m:t1", "m:t2"};
+    dlock_lock *set = multi(test_cl, ab, 2, 10000, 0);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    test_cmd_status(&test_srv, "SET m:t2 thief PX 10000");
+    assert_int_equal(dlock_lock_extend(set, 20000), DLOCK_ENOTOWNER);
+    assert_non_null(strstr(dlock_lock_errmsg(set), "m:t2"));
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_hold_count(set), 0);
+    assert_int_equal(test_key_exists(&test_srv, "m:t1"), 0); /* given back */
+    char *v = test_cmd_str(&test_srv, "GET m:t2");
+    assert_string_equal(v, "thief");
+    free(v);
+    assert_int_equal(dlock_lock_release(set), DLOCK_ENOTHELD);
+    dlock_lock_free(set);
+}
+
+/* The set's token and fence are its first name's (sorted); forget drops
+ * every name and sends nothing. */
+static void token_of_the_first_name_and_forget(void **state)
+{
+    (void)state;
+    const char *ba[] = {"m:k2", "m:k1"};
+    dlock_lock *set = multi(test_cl, ba, 2, 10000, 0);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(set), 1);
+    assert_true(dlock_lock_fence(set) > 0);
+    char *v = test_cmd_str(&test_srv, "GET m:k1");
+    assert_non_null(dlock_lock_token(set));
+    assert_string_equal(v, dlock_lock_token(set));
+    free(v);
+    assert_int_equal(dlock_lock_forget(set), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_UNLOCKED);
+    assert_null(dlock_lock_token(set));
+    assert_int_equal(test_key_exists(&test_srv, "m:k1") + test_key_exists(&test_srv, "m:k2"), 2);
+    assert_int_equal(dlock_lock_forget(set), DLOCK_ENOTHELD);
+    /* The names forgot their holds too: theirs are someone else's now. */
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_ENOTACQUIRED);
+    assert_non_null(strstr(dlock_lock_errmsg(set), "m:k1"));
+    assert_int_equal(test_cmd_int(&test_srv, "DEL m:k1 m:k2"), 2);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    dlock_lock_free(set);
+}
+
+/* A set lost through one name: on_lost once, no validity; its next
+ * acquire starts over, and gives back what it took when the taken name is
+ * still someone else's. */
+static void a_lost_set_starts_over(void **state)
+{
+    (void)state;
+    const char *ab[] = {"m:l1", "m:l2"};
+    dlock_lock *set = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 1500;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.on_lost = on_lost;
+    atomic_store(&lost_calls, 0);
+    assert_int_equal(dlock_lock_new_multi(&set, test_cl, ab, 2, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    test_cmd_status(&test_srv, "SET m:l2 thief PX 10000");
+    assert_true(test_wait_for_state(set, DLOCK_STATE_LOST, 5000));
+    assert_int_equal(dlock_lock_validity_ms(set), 0);
+    assert_int_equal(dlock_lock_extend(set, 0), DLOCK_ELOST);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(test_key_exists(&test_srv, "m:l1"), 0);
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(test_cmd_int(&test_srv, "DEL m:l2"), 1);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_ptr_equal(lost_handle, set);
+    dlock_lock_free(set);
+}
+
 static void bad_arguments(void **state)
 {
     (void)state;
@@ -295,6 +402,10 @@ int main(void)
         cmocka_unit_test_teardown(extend_after_the_lease_ended_lets_every_name_go,
                                   test_srv_flush),
         cmocka_unit_test_teardown(free_while_renewing, test_srv_flush),
+        cmocka_unit_test_teardown(a_cancel_is_used_once, test_srv_flush),
+        cmocka_unit_test_teardown(extend_when_a_name_was_taken, test_srv_flush),
+        cmocka_unit_test_teardown(token_of_the_first_name_and_forget, test_srv_flush),
+        cmocka_unit_test_teardown(a_lost_set_starts_over, test_srv_flush),
         cmocka_unit_test_teardown(bad_arguments, test_srv_flush),
     };
     const struct CMUnitTest three[] = {

@@ -360,7 +360,7 @@ static void all_scenarios(void)
         ;
     for (size_t i = 0; i < sizeof kinds_ / sizeof kinds_[0]; i++) {
         const kind_case *k = &kinds_[i];
-        const dlock__kind *kind = dlock__kind_of(k->flags, k->permits, 0);
+        const dlock__kind *kind = dlock__kind_of(k->flags, k->permits);
         for (size_t nodes = 1; nodes <= 3; nodes += 2)
             for (int fenced = 1; fenced >= 0; fenced--)
                 for (int wakeups = 1; wakeups >= 0; wakeups--)
@@ -444,7 +444,7 @@ static void every_step_is_complete_and_acks_are_the_old_rule(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof kinds_ / sizeof kinds_[0]; i++) {
-        const dlock__kind *kind = dlock__kind_of(kinds_[i].flags, kinds_[i].permits, 0);
+        const dlock__kind *kind = dlock__kind_of(kinds_[i].flags, kinds_[i].permits);
         for (int st = 0; st < DLOCK__STEP_COUNT; st++) {
             const dlock__step_row *s = dlock__kind_step(kind, (dlock__step_id)st);
             dlock__script_id id = s->script;
@@ -477,9 +477,6 @@ static void every_step_is_complete_and_acks_are_the_old_rule(void **state)
         assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_FENCE_SYNC)->script != DLOCK__S_NONE,
                          kind->fenced && kind->wait != DLOCK__WAIT_QUEUE);
     }
-    const dlock__kind *multi = dlock__kind_of(0, 0, 1);
-    for (int st = 0; st < DLOCK__STEP_COUNT; st++)
-        assert_int_equal(dlock__kind_step(multi, (dlock__step_id)st)->script, DLOCK__S_NONE);
 }
 
 int main(void)

@@ -16,17 +16,16 @@
 static void flags_pick_one_kind(void **state)
 {
     (void)state;
-    assert_int_equal(dlock__kind_of(0, 0, 0)->id, DLOCK__KIND_PLAIN);
-    assert_int_equal(dlock__kind_of(DLOCK_AUTO_RENEW | DLOCK_NO_FENCE, 0, 0)->id,
+    assert_int_equal(dlock__kind_of(0, 0)->id, DLOCK__KIND_PLAIN);
+    assert_int_equal(dlock__kind_of(DLOCK_AUTO_RENEW | DLOCK_NO_FENCE, 0)->id,
                      DLOCK__KIND_PLAIN);
-    assert_int_equal(dlock__kind_of(DLOCK_REENTRANT, 0, 0)->id, DLOCK__KIND_COUNTED);
-    assert_int_equal(dlock__kind_of(DLOCK_FAIR, 0, 0)->id, DLOCK__KIND_FAIR);
-    assert_int_equal(dlock__kind_of(DLOCK_SHARED | DLOCK_AUTO_RENEW, 0, 0)->id,
+    assert_int_equal(dlock__kind_of(DLOCK_REENTRANT, 0)->id, DLOCK__KIND_COUNTED);
+    assert_int_equal(dlock__kind_of(DLOCK_FAIR, 0)->id, DLOCK__KIND_FAIR);
+    assert_int_equal(dlock__kind_of(DLOCK_SHARED | DLOCK_AUTO_RENEW, 0)->id,
                      DLOCK__KIND_SHARED);
-    assert_int_equal(dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->id, DLOCK__KIND_EXCLUSIVE);
-    assert_int_equal(dlock__kind_of(DLOCK_AUTO_RENEW, 3, 0)->id, DLOCK__KIND_SEMAPHORE);
-    assert_int_equal(dlock__kind_of(DLOCK_SHARED, 0, 1)->id, DLOCK__KIND_MULTI);
-    assert_int_equal(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT | DLOCK_AUTO_RENEW, 0, 0)->id,
+    assert_int_equal(dlock__kind_of(DLOCK_EXCLUSIVE, 0)->id, DLOCK__KIND_EXCLUSIVE);
+    assert_int_equal(dlock__kind_of(DLOCK_AUTO_RENEW, 3)->id, DLOCK__KIND_SEMAPHORE);
+    assert_int_equal(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT | DLOCK_AUTO_RENEW, 0)->id,
                      DLOCK__KIND_SHARED_COUNTED);
 }
 
@@ -35,11 +34,11 @@ static void combinations_no_kind_serves(void **state)
     (void)state;
     unsigned modes[] = {DLOCK_FAIR, DLOCK_REENTRANT, DLOCK_SHARED, DLOCK_EXCLUSIVE};
     for (int i = 0; i < 4; i++) {
-        assert_null(dlock__kind_of(modes[i], 2, 0)); /* a semaphore takes no mode */
+        assert_null(dlock__kind_of(modes[i], 2)); /* a semaphore takes no mode */
         for (int j = i + 1; j < 4; j++)
             if ((modes[i] | modes[j]) != (DLOCK_SHARED | DLOCK_REENTRANT) &&
                 (modes[i] | modes[j]) != (DLOCK_EXCLUSIVE | DLOCK_REENTRANT)) /* reentrant r/w */
-                assert_null(dlock__kind_of(modes[i] | modes[j], 0, 0));
+                assert_null(dlock__kind_of(modes[i] | modes[j], 0));
     }
 }
 
@@ -47,22 +46,21 @@ static void every_kind_row_says_what_it_is(void **state)
 {
     (void)state;
     /* Only the fair kind waits in line. */
-    assert_int_equal(dlock__kind_of(DLOCK_FAIR, 0, 0)->leave, DLOCK__S_FAIR_LEAVE);
-    assert_int_equal(dlock__kind_of(0, 0, 0)->leave, DLOCK__S_NONE);
+    assert_int_equal(dlock__kind_of(DLOCK_FAIR, 0)->leave, DLOCK__S_FAIR_LEAVE);
+    assert_int_equal(dlock__kind_of(0, 0)->leave, DLOCK__S_NONE);
     /* Readers and permits keep no fencing counter and renew their member;
      * a semaphore refuses several masters, a read-write lock does not. */
-    assert_false(dlock__kind_of(DLOCK_SHARED, 0, 0)->fenced);
-    assert_false(dlock__kind_of(0, 2, 0)->fenced);
-    assert_string_equal(dlock__kind_of(DLOCK_SHARED, 0, 0)->renew_mode, "z");
-    assert_string_equal(dlock__kind_of(0, 2, 0)->renew_mode, "z");
-    assert_false(dlock__kind_of(0, 2, 0)->multi_node);
-    assert_true(dlock__kind_of(DLOCK_SHARED, 0, 0)->multi_node);
-    assert_true(dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0)->multi_node);
-    assert_false(dlock__kind_of(0, 0, 1)->adopt);
+    assert_false(dlock__kind_of(DLOCK_SHARED, 0)->fenced);
+    assert_false(dlock__kind_of(0, 2)->fenced);
+    assert_string_equal(dlock__kind_of(DLOCK_SHARED, 0)->renew_mode, "z");
+    assert_string_equal(dlock__kind_of(0, 2)->renew_mode, "z");
+    assert_false(dlock__kind_of(0, 2)->multi_node);
+    assert_true(dlock__kind_of(DLOCK_SHARED, 0)->multi_node);
+    assert_true(dlock__kind_of(DLOCK_EXCLUSIVE, 0)->multi_node);
     /* The reentrant reader: the shared scripts and renewal, re-entry
      * counted in the handle (not the server's counted protocol), several
      * masters, no fencing, no adopt. */
-    const dlock__kind *rs = dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0, 0);
+    const dlock__kind *rs = dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0);
     assert_true(rs->reenter);
     assert_false(rs->counted);
     assert_string_equal(rs->renew_mode, "z");
@@ -71,7 +69,7 @@ static void every_kind_row_says_what_it_is(void **state)
     assert_false(rs->adopt);
     /* The reentrant writer: the exclusive acquire, plain release, extend,
      * renewal and fencing; re-entry counted in the handle. */
-    const dlock__kind *rx = dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0, 0);
+    const dlock__kind *rx = dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0);
     assert_int_equal(rx->id, DLOCK__KIND_EXCLUSIVE_COUNTED);
     assert_true(rx->reenter);
     assert_false(rx->counted);
@@ -79,9 +77,9 @@ static void every_kind_row_says_what_it_is(void **state)
     assert_true(rx->fenced);
     assert_true(rx->multi_node);
     assert_false(rx->adopt);
-    assert_null(dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT | DLOCK_FAIR, 0, 0));
-    assert_null(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT | DLOCK_FAIR, 0, 0));
-    assert_null(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 2, 0));
+    assert_null(dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT | DLOCK_FAIR, 0));
+    assert_null(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT | DLOCK_FAIR, 0));
+    assert_null(dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 2));
 }
 
 /* Each kind's capabilities are in its row (issue 36: nothing outside the
@@ -91,23 +89,22 @@ static void every_kind_row_says_what_it_is(void **state)
 static void capabilities_in_the_row_are_the_old_decisions(void **state)
 {
     (void)state;
-    const dlock__kind *k[] = {dlock__kind_of(0, 0, 0),
-                              dlock__kind_of(DLOCK_REENTRANT, 0, 0),
-                              dlock__kind_of(DLOCK_FAIR, 0, 0),
-                              dlock__kind_of(DLOCK_SHARED, 0, 0),
-                              dlock__kind_of(DLOCK_EXCLUSIVE, 0, 0),
-                              dlock__kind_of(0, 2, 0),
-                              dlock__kind_of(0, 0, 1),
-                              dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0, 0),
-                              dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0, 0)};
+    const dlock__kind *k[] = {dlock__kind_of(0, 0),
+                              dlock__kind_of(DLOCK_REENTRANT, 0),
+                              dlock__kind_of(DLOCK_FAIR, 0),
+                              dlock__kind_of(DLOCK_SHARED, 0),
+                              dlock__kind_of(DLOCK_EXCLUSIVE, 0),
+                              dlock__kind_of(0, 2),
+                              dlock__kind_of(DLOCK_SHARED | DLOCK_REENTRANT, 0),
+                              dlock__kind_of(DLOCK_EXCLUSIVE | DLOCK_REENTRANT, 0)};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const dlock__kind *x = k[i];
         assert_int_equal(x->raw_first_try, x->id == DLOCK__KIND_PLAIN);
         const dlock__kind *old_etcd = x;
         if (x->id == DLOCK__KIND_EXCLUSIVE)
-            old_etcd = dlock__kind_of(0, 0, 0);
+            old_etcd = dlock__kind_of(0, 0);
         else if (x->id == DLOCK__KIND_EXCLUSIVE_COUNTED)
-            old_etcd = dlock__kind_of(DLOCK_REENTRANT, 0, 0);
+            old_etcd = dlock__kind_of(DLOCK_REENTRANT, 0);
         if (old_etcd->id >= DLOCK__KIND_SHARED)
             old_etcd = NULL;
         assert_ptr_equal(dlock__kind_on_etcd(x), old_etcd);
