@@ -153,7 +153,11 @@ int dlock__engine_release(dlock_lock *l)
     if (st == DLOCK_STATE_UNLOCKED)
         return not_held(l);
     int last_hold = !l->kind->counted && !l->kind->reenter ? 1 : l->holds <= 1;
-    if (last_hold) {
+    if (last_hold || st == DLOCK_STATE_LOST) {
+        /* A lost handle's record may still be registered: the round that
+         * found it lost takes it out only after its on_lost returns. Left
+         * there, a hold taken again meanwhile (in on_lost) would not be
+         * registered, and that round would then take out its renewal. */
         renew_stop(l);
         /* A round in flight may have found the lock lost (and run on_lost)
          * while we waited for it: read the state it left. */

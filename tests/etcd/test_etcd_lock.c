@@ -459,6 +459,53 @@ static void on_lost_may_release_its_lock(void **state)
     dlock_lock_free(a);
 }
 
+/* A reentrant handle lost with two holds: its on_lost gives them back
+ * (the first release is not the last, and says DLOCK_ELOST) and takes the
+ * lock again. The new hold is auto-renewed like any other: the watchdog
+ * record of the lost one is taken out by that release, not left for the
+ * round to take out after the callback, which would drop the new hold's
+ * registration with it and let its lease run out unseen. */
+static atomic_int reacquire_in_callback_rc;
+
+static void on_lost_release_and_take_again(dlock_lock *l, dlock_lost_reason reason, void *arg)
+{
+    (void)reason;
+    (void)arg;
+    atomic_store(&release_in_callback_rc, dlock_lock_release(l));
+    atomic_store(&reacquire_in_callback_rc, dlock_lock_acquire(l, 0));
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+static void a_hold_taken_again_in_on_lost_after_a_non_last_release_is_renewed(void **state)
+{
+    (void)state;
+    const char *name = "api-lost-reent-again";
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 2000;
+    o.flags = DLOCK_AUTO_RENEW | DLOCK_REENTRANT;
+    o.on_lost = on_lost_release_and_take_again;
+    dlock_lock *a;
+    assert_int_equal(dlock_lock_new(&a, cl, name, &o), DLOCK_OK);
+    atomic_store(&lost_calls, 0);
+    atomic_store(&release_in_callback_rc, 1);
+    atomic_store(&reacquire_in_callback_rc, 1);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(a), 2);
+    dlock_lock *thief = steal_by_token(a, name);
+    assert_int_equal(atomic_load(&release_in_callback_rc), DLOCK_ELOST);
+    assert_int_equal(atomic_load(&reacquire_in_callback_rc), DLOCK_OK);
+    test_sleep_ms(5000); /* over twice the lease: only renewals keep it */
+    dlock_lock *other = lock_of(cl, name, 2000, 0);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_true(dlock_lock_validity_ms(a) > 0);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(thief);
+    dlock_lock_free(a);
+}
+
 static void status_shows_holder_fence_and_ttl(void **state)
 {
     (void)state;
@@ -650,6 +697,7 @@ int main(void)
         cmocka_unit_test(extend_zero_renews_a_lease_etcd_raised),
         cmocka_unit_test(a_revoked_lease_is_reported_lost),
         cmocka_unit_test(on_lost_may_release_its_lock),
+        cmocka_unit_test(a_hold_taken_again_in_on_lost_after_a_non_last_release_is_renewed),
         cmocka_unit_test(status_shows_holder_fence_and_ttl),
         cmocka_unit_test(what_does_not_apply_is_refused),
         cmocka_unit_test(many_processes_exclude_each_other_exactly),
