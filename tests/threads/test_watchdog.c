@@ -251,6 +251,59 @@ static void overwritten_key_is_reported_lost_once_within_a_renewal_period(void *
     check_lost_after("wd:overwritten", "another-owners-token");
 }
 
+/* A counted handle lost with two holds, whose on_lost gives them back
+ * (the first release is not the last one, and says DLOCK_ELOST) and
+ * takes the lock again: the new hold is renewed. The lost hold's record
+ * must leave the watchdog at that release; the round that found it lost
+ * takes it out only after on_lost, and took the new hold's renewal with
+ * it. */
+typedef struct take_again {
+    atomic_int calls, release_rc, acquire_rc;
+} take_again;
+
+static void release_and_take_again(dlock_lock *lock, dlock_lost_reason reason, void *arg)
+{
+    take_again *t = arg;
+    (void)reason;
+    atomic_store(&t->release_rc, dlock_lock_release(lock));
+    atomic_store(&t->acquire_rc, dlock_lock_acquire(lock, 0));
+    atomic_fetch_add(&t->calls, 1);
+}
+
+static int taken_again(void *arg)
+{
+    return atomic_load(&((take_again *)arg)->calls) > 0;
+}
+
+static void a_counted_hold_taken_again_in_on_lost_is_renewed(void **state)
+{
+    (void)state;
+    const char *name = "wd:counted-again";
+    const int64_t ttl = 1000;
+    take_again t = {0};
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = ttl;
+    o.flags = DLOCK_AUTO_RENEW | DLOCK_REENTRANT;
+    o.on_lost = release_and_take_again;
+    o.on_lost_arg = &t;
+    dlock_lock *l = test_lock_with(c, name, &o);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_hold_count(l), 2);
+    key_del(name);
+    assert_true(test_wait_until(taken_again, &t, 5000, 5));
+    assert_int_equal(atomic_load(&t.release_rc), DLOCK_ELOST);
+    assert_int_equal(atomic_load(&t.acquire_rc), DLOCK_OK);
+    test_sleep_ms((int)(2 * ttl + ttl / 2)); /* only renewals keep it */
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_true(test_key_pttl(&test_srv, name) > 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(atomic_load(&t.calls), 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 /* A lost handle taken again without a release first: the acquire starts
  * over, and takes the lost hold's token out of the key should it still be
  * there (put there by hand, as in check_lost_after()), rather than wait
@@ -552,6 +605,7 @@ int main(void)
         T(deleted_key_is_reported_lost_once_within_a_renewal_period),
         T(overwritten_key_is_reported_lost_once_within_a_renewal_period),
         T(a_lost_handle_taken_again_clears_its_old_token_first),
+        T(a_counted_hold_taken_again_in_on_lost_is_renewed),
         T(a_lost_handle_s_release_does_not_wait_out_a_stalled_node),
         T(released_lock_is_never_renewed_again),
         T(freeing_a_held_auto_renewed_lock_stops_its_renewal_at_once),
