@@ -218,6 +218,8 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
      * hand-over's pending confirmation is taken out too; a successful
      * extend does its work. */
     int renewed = renew_stop(l);
+    /* When it was due (out of the watchdog now, and no round has it). */
+    int64_t due_ns = l->renewal.next_ns;
     if (renewed && dlock__lock_get_state(l) == DLOCK_STATE_LOST) { /* that round found it lost */
         dlock__err_set(&l->err, "\"%s\" was lost", l->name);
         return DLOCK_ELOST;
@@ -238,9 +240,18 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
         l->renewal.ttl_ms = renew_ttl;
     }
     if (renewed && !(rc == DLOCK_OK && l->renewal.once) &&
-        (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED)))
-        /* Renewal goes on (a failed extend leaves the lease as it was). */
-        renew_start(l, l->renewal.ttl_ms, rc != DLOCK_OK ? 0 : DLOCK__RENEW_INTERVAL);
+        (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED))) {
+        /* Renewal goes on (a failed extend leaves the lease as it was, so
+         * it is renewed at once). An extend the backend refused sent
+         * nothing (etcd: another TTL than the lease's): the renewal keeps
+         * the schedule it had. */
+        int64_t first_ms = rc == DLOCK_OK ? DLOCK__RENEW_INTERVAL : 0;
+        if (rc == DLOCK_ENOTSUP) {
+            int64_t left_ms = (due_ns - dlock__now_ns()) / DLOCK__NS_PER_MS;
+            first_ms = left_ms > 0 ? left_ms : 0;
+        }
+        renew_start(l, l->renewal.ttl_ms, first_ms);
+    }
     if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
         /* Not ours any more: the handle lets go. */
         renew_stop(l);

@@ -24,6 +24,7 @@
 #include "etcd_procs.h"
 #include "etcd_server.h"
 #include "proc.h"
+#include "watchdog.h"
 
 static test_etcd srv;
 static dlock_client *cl;
@@ -380,6 +381,31 @@ static void extend_zero_renews_a_lease_etcd_raised(void **state)
     test_etcd_stop(&slow);
 }
 
+/* An extend to another TTL than the lease's is refused and sends nothing
+ * (dlock.h): an auto-renewed lock's renewal keeps its schedule. It used
+ * to be taken out of the watchdog for the extend and put back due at
+ * once: a keep-alive per refused extend. */
+static void a_refused_extend_sends_no_keep_alive(void **state)
+{
+    (void)state;
+    dlock_client *c;
+    const char *url = srv.url;
+    assert_int_equal(dlock_client_new(&c, &url, 1, NULL, NULL, 0), DLOCK_OK);
+    dlock_lock *a = lock_of(c, "api-refused-extend", 30000, DLOCK_AUTO_RENEW);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    dlock__watchdog_stats before, after;
+    dlock__watchdog_get_stats(c, &before);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(dlock_lock_extend(a, 120000), DLOCK_ENOTSUP);
+    test_sleep_ms(1000); /* renewals are due every 10 s */
+    dlock__watchdog_get_stats(c, &after);
+    assert_int_equal(after.rounds, before.rounds);
+    assert_int_equal(after.renewed, before.renewed);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_client_free(c);
+}
+
 static atomic_int lost_calls, lost_reason;
 
 static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
@@ -695,6 +721,7 @@ int main(void)
         cmocka_unit_test(forget_leaves_the_lock_for_another_handle),
         cmocka_unit_test(auto_renew_keeps_a_short_lease_and_extend_refreshes_it),
         cmocka_unit_test(extend_zero_renews_a_lease_etcd_raised),
+        cmocka_unit_test(a_refused_extend_sends_no_keep_alive),
         cmocka_unit_test(a_revoked_lease_is_reported_lost),
         cmocka_unit_test(on_lost_may_release_its_lock),
         cmocka_unit_test(a_hold_taken_again_in_on_lost_after_a_non_last_release_is_renewed),
