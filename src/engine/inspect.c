@@ -7,19 +7,30 @@
 #include "client.h"
 #include "keys.h"
 
+/* The lock's key for a name (the client's prefix + name): NULL with *rc
+ * DLOCK_EINVAL for a name of 0 or more than DLOCK_NAME_MAX bytes, or
+ * DLOCK_ENOMEM. */
+static char *key_of(dlock_client *c, const char *name, size_t *klen, int *rc)
+{
+    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
+    *rc = len == 0 || len > DLOCK_NAME_MAX ? DLOCK_EINVAL : DLOCK_OK;
+    char *key = *rc == DLOCK_OK ? dlock__lock_key(c, name, len, klen) : NULL;
+    if (*rc == DLOCK_OK && !key)
+        *rc = DLOCK_ENOMEM;
+    return key;
+}
+
 int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
                         dlock_node_status *out, dlock_lock_status *summary)
 {
     if (!c || !name || !out || dlock__client_forked(c) || n_out < c->backend->node_count(c))
         return DLOCK_EINVAL;
-    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (len == 0 || len > DLOCK_NAME_MAX)
-        return DLOCK_EINVAL;
     size_t klen = 0;
-    char *key = dlock__lock_key(c, name, len, &klen);
+    int rc;
+    char *key = key_of(c, name, &klen, &rc);
     if (!key)
-        return DLOCK_ENOMEM;
-    int rc = c->backend->status(c, key, klen, out, summary);
+        return rc;
+    rc = c->backend->status(c, key, klen, out, summary);
     dlock__free(key);
     return rc;
 }
@@ -33,14 +44,12 @@ int dlock_client_holders(dlock_client *c, const char *name, size_t node,
         return DLOCK_ENOTSUP; /* etcd: no shares nor permits there (docs/primitives.md) */
     if (node >= c->backend->node_count(c))
         return DLOCK_EINVAL;
-    size_t len = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (len == 0 || len > DLOCK_NAME_MAX)
-        return DLOCK_EINVAL;
     size_t klen = 0;
-    char *key = dlock__lock_key(c, name, len, &klen);
+    int rc;
+    char *key = key_of(c, name, &klen, &rc);
     if (!key)
-        return DLOCK_ENOMEM;
-    int rc = c->backend->holders(c, key, klen, node, info, out, max_out);
+        return rc;
+    rc = c->backend->holders(c, key, klen, node, info, out, max_out);
     dlock__free(key);
     return rc;
 }
