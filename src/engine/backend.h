@@ -116,9 +116,4 @@ typedef struct dlock__backend {
 /* The backend that serves these URLs (backends.c: the only list). */
 const dlock__backend *dlock__backend_for(const char *const *urls, size_t n_urls);
 
-/* Redis, Redlock, Cluster, Sentinel (redis_backend.c). */
-extern const dlock__backend dlock__redis_backend;
-/* etcd (etcd_backend.c; etcd_none.c refuses it in a build without). */
-extern const dlock__backend dlock__etcd_backend;
-
 #endif

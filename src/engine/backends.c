@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The stores dlock knows, asked in order which one serves a client's
- * URLs. A new backend is its folder (its table, backend.h) and one line
- * here. Redis comes last: it serves whatever no other backend claims, and
- * its URL parser says what is wrong with a URL nobody serves. */
+ * URLs. A new backend is its folder (its table, backend.h), its line
+ * here and its CMake block. Redis comes last: it serves whatever no other
+ * backend claims, and its URL parser says what is wrong with a URL nobody
+ * serves. */
 #include "backend.h"
+
+extern const dlock__backend dlock__etcd_backend;  /* src/etcd/etcd_backend.c (etcd_none.c) */
+extern const dlock__backend dlock__redis_backend; /* src/redis/redis_backend.c */
 
 static const dlock__backend *const backends[] = {
     &dlock__etcd_backend, /* etcd:// (etcd_none.c refuses it without etcd) */
