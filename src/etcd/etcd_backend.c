@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "etcd_url.h"
 #include "handle.h"
 #include "kinds.h"
+#include "loop_poll.h"
 #include "rand.h"
 #include "watchdog.h"
 
@@ -258,8 +258,7 @@ static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *f
         }
         int64_t pause = DLOCK__MIN(
             dlock__backoff_ms(failures, l->opts.retry_min_ms, l->opts.retry_max_ms), left);
-        struct pollfd p = {cancel_fd, POLLIN, 0};
-        if (poll(&p, cancel_fd >= 0 ? 1 : 0, (int)pause) > 0)
+        if (dlock__loop_poll_sleep(dlock__deadline_after_ms(pause), cancel_fd))
             return DLOCK_ECANCELED;
         if (get_state(l) == DLOCK_STATE_LOST)
             dlock__engine_ended(l); /* reported: start over, as a lost handle's acquire */
