@@ -53,6 +53,20 @@ def wait_until(cond, timeout=10.0, step=0.02):
     return cond()
 
 
+def blocks_signal(pid, signo):
+    """True once process pid's main thread blocks signo: the dlock command
+    blocks the signals it handles before it starts any work, so a signal
+    sent after that is handled, never the default action."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigBlk:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signo - 1)))
+    except OSError:
+        pass
+    return False
+
+
 def stop_process(proc, timeout=5):
     """SIGTERM, then SIGKILL after timeout seconds: exactly this process."""
     if proc.poll() is None:

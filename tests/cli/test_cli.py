@@ -21,7 +21,7 @@ import tempfile
 import time
 import unittest
 
-from cli_support import MoreRedisServers, RedisServer, free_port, wait_until
+from cli_support import MoreRedisServers, RedisServer, blocks_signal, free_port, wait_until
 
 DLOCK = None  # set from argv[1]
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -316,6 +316,7 @@ class Run(DlockTest):
         self.acquire("2s")
         ran = self.path("ran")
         p = self.spawn("--io-timeout", "3s", "run", "-w", "20s", self.name, "--", "touch", ran)
+        self.assertTrue(wait_until(lambda: blocks_signal(p.pid, signal.SIGTERM)))
         time.sleep(0.5)  # waiting by now
         os.kill(self.redis.proc.pid, signal.SIGSTOP)
         try:
@@ -339,6 +340,9 @@ class Run(DlockTest):
         token = self.acquire("30s")
         ran = self.path("ran")
         p = self.spawn("run", self.name, "--", "touch", ran)
+        # Handled from here on (a slow start under a sanitizer on a busy
+        # machine could otherwise still meet the default action).
+        self.assertTrue(wait_until(lambda: blocks_signal(p.pid, signal.SIGINT)))
         time.sleep(0.5)  # waiting by now
         self.assertIsNone(p.poll())
         p.send_signal(signal.SIGINT)
@@ -353,6 +357,7 @@ class Run(DlockTest):
     def test_sighup_while_acquire_waits_exits_129(self):
         token = self.acquire("30s")
         p = self.spawn("acquire", "-w", "20s", self.name)
+        self.assertTrue(wait_until(lambda: blocks_signal(p.pid, signal.SIGHUP)))
         time.sleep(0.5)
         p.send_signal(signal.SIGHUP)
         out, err = p.communicate(timeout=5)

@@ -104,7 +104,9 @@ class EtcdCli(unittest.TestCase):
         self.assertIn("free", s.stdout)
 
     def test_busy_lock_exits_1_and_waiting_gets_it_after_release(self):
-        p = self.spawn("run", self.name, "--", "sleep", "1.5")
+        # Long enough for two more dlock starts under a sanitizer on a busy
+        # machine (the try-once below must still find it held).
+        p = self.spawn("run", self.name, "--", "sleep", "5")
         self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
         r = self.dlock("run", "-n", self.name, "--", "true")
         self.assertEqual(r.returncode, 1, r.stderr)
