@@ -199,17 +199,21 @@ static int on_reply(fan *f, slot *s, redisReply *r, uint32_t idx, int64_t now)
  * bytes it still buffers (SSL_pending), which the loop cannot see. */
 int dlock__fan_drain(fan *f, slot *s, int rc, int64_t now)
 {
-    for (;;) {
+    /* A TLS read stops once nothing is buffered, so one more round is
+     * rare; the bound only keeps a misbehaving session from spinning. */
+    for (int round = 0;; round++) {
         while (rc == DLOCK_OK && s->state == SLOT_LIVE && !f->stop) {
             redisReply *r = NULL;
             uint32_t idx = 0;
             int got = dlock__conn_take(s->conn, &r, &idx);
-            if (got <= 0)
+            if (got < 0)
                 return got;
+            if (got == 0)
+                break;
             rc = on_reply(f, s, r, idx, now);
         }
         dlock__conn *c = s->conn;
-        if (rc != DLOCK_OK || s->state != SLOT_LIVE || f->stop || !c->tls ||
+        if (rc != DLOCK_OK || s->state != SLOT_LIVE || f->stop || round == 8 || !c->tls ||
             c->state != DLOCK__CS_OPEN || !dlock__tls_buffered(c->tls))
             return rc;
         rc = dlock__conn_io(c, POLLIN);
