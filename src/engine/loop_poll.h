@@ -13,11 +13,13 @@
 #include <poll.h>
 #include <stdint.h>
 
+#include "common.h"
 #include "loop.h"
 
 /* fds one private loop watches at most: a call watches its cancel fd and
- * the sockets of one request (curl opens one or two per transfer). */
-#define DLOCK__LOOP_POLL_FDS 16
+ * the sockets of one request (curl opens one or two per transfer, a Redis
+ * fan-out one per node, DLOCK__MAX_NODES at most). */
+#define DLOCK__LOOP_POLL_FDS (DLOCK__MAX_NODES + 2)
 
 typedef struct dlock__loop_poll {
     dlock__loop loop; /* the hooks, with data = this */

@@ -26,8 +26,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "cluster.h"
 #include "dlock.h"
+#include "fanout.h"
 #include "proc.h"
 #include "redis_topology.h"
 #include "test_util.h"
@@ -489,6 +491,76 @@ static void ask_and_moved_are_followed(void **state)
     dlock_client_free(c);
 }
 
+typedef struct gets_heard {
+    int nil, other;
+} gets_heard;
+
+static int count_gets(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                      const char *detail, int64_t start_ns)
+{
+    (void)node, (void)idx, (void)detail, (void)start_ns;
+    gets_heard *h = arg;
+    if (err == DLOCK_OK && r && r->type == REDIS_REPLY_NIL)
+        h->nil++;
+    else
+        h->other++;
+    return 0;
+}
+
+/* A pipeline whose slot moved: the first MOVED moves the fan-out's slot to
+ * the new master and sends the whole pipeline there again; the MOVED
+ * replies still owed on the old connection go with it. Once with one
+ * blocking read (nothing to cancel), once on the run's loop (a cancel fd
+ * to watch). */
+static void moved_in_the_middle_of_a_pipeline_resends_it_all(void **state)
+{
+    (void)state;
+    char key[32];
+    int k = 0;
+    do
+        snprintf(key, sizeof key, "pipe-%d", k++);
+    while (server_keyslot(key, strlen(key)) != 0);
+    int src = test_cluster_master_of(&C, 0), dst = -1;
+    for (int j = 0; j < 1000 && dst < 0; j++) {
+        char other[32];
+        snprintf(other, sizeof other, "probe-%d", j);
+        int m = test_cluster_master_of(&C, server_keyslot(other, strlen(other)));
+        if (m >= 0 && m != src)
+            dst = m;
+    }
+    assert_true(src >= 0 && dst >= 0);
+    char *src_id = node_id(&C.node[src]), *dst_id = node_id(&C.node[dst]);
+    const char *get[2] = {"GET", key};
+    /* numkeys 0: a plain command routes by slot 0, where the key is. */
+    dlock__req reqs[3];
+    for (int j = 0; j < 3; j++)
+        reqs[j] = (dlock__req){NULL, 0, 2, get, NULL, 0};
+    dlock__fanout_opts o = {2000, INT64_MAX, NULL, 0};
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    for (int loop = 0; loop < 2; loop++) {
+        dlock_client *c = cluster_client(NULL);
+        gets_heard h = {0, 0};
+        assert_int_equal(dlock__fanout(c, reqs, 3, &o, count_gets, &h), DLOCK_OK); /* the map */
+        assert_int_equal(h.nil, 3);
+        set_slot_everywhere(0, dst_id);
+        memset(&h, 0, sizeof h);
+        assert_int_equal(dlock__fanout_cancellable(c, reqs, 3, &o, loop ? pfd[0] : -1, NULL,
+                                                   count_gets, &h),
+                         DLOCK_OK);
+        set_slot_everywhere(0, src_id);
+        print_message("%s: %d nil replies, %d others\n", loop ? "on the loop" : "blocking read",
+                      h.nil, h.other);
+        assert_int_equal(h.nil, 3);
+        assert_int_equal(h.other, 0);
+        dlock_client_free(c);
+    }
+    close(pfd[0]);
+    close(pfd[1]);
+    free(src_id);
+    free(dst_id);
+}
+
 static void cli_runs_a_program_under_a_cluster_lock(void **state)
 {
     (void)state;
@@ -689,6 +761,7 @@ int main(void)
         cmocka_unit_test(short_lease_is_renewed_for_seconds),
         cmocka_unit_test(cluster_option_rejects_bad_seeds),
         cmocka_unit_test(ask_and_moved_are_followed),
+        cmocka_unit_test(moved_in_the_middle_of_a_pipeline_resends_it_all),
         cmocka_unit_test(cli_runs_a_program_under_a_cluster_lock),
         cmocka_unit_test(stalled_master_leaves_the_healthy_masters_alone),
         cmocka_unit_test(cli_wait_rides_out_a_master_failover),

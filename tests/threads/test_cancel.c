@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Threads: dlock_lock_cancel() interrupting a waiting acquire, a cancel that
- * comes before the wait, and one client shared by two threads. */
+/* Threads: dlock_lock_cancel() interrupting a waiting acquire (also in the
+ * middle of a round whose nodes are still connecting), a cancel that comes
+ * before the wait, and one client shared by two threads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +11,11 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "dlock.h"
 #include "proc.h"
@@ -190,6 +195,74 @@ static void cancel_is_prompt_while_an_earlier_outcome_is_settled(void **state)
     dlock_lock_free(warm);
 }
 
+/* A loopback listener whose accept queue is full: a connect() to it stays
+ * in SYN_SENT (Linux drops the SYNs), a node that never finishes
+ * connecting. fds[0] is the listener, fds[1..2] fill its queue. */
+static int blackhole(int fds[3])
+{
+    struct sockaddr_in a = {0};
+    socklen_t len = sizeof a;
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fds[0] >= 0);
+    assert_int_equal(bind(fds[0], (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fds[0], 0), 0);
+    assert_int_equal(getsockname(fds[0], (struct sockaddr *)&a, &len), 0);
+    for (int i = 1; i < 3; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(fds[i] >= 0);
+        (void)connect(fds[i], (struct sockaddr *)&a, sizeof a);
+    }
+    /* A third connect stays unanswered: the queue is full. */
+    int probe = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    assert_true(probe >= 0);
+    (void)connect(probe, (struct sockaddr *)&a, sizeof a);
+    struct pollfd p = {probe, POLLOUT, 0};
+    assert_int_equal(poll(&p, 1, 200), 0);
+    close(probe);
+    return ntohs(a.sin_port);
+}
+
+/* The fan-out's slots of two nodes still connecting (a majority of three
+ * out of reach), the cancel fd one more record on the same loop: a cancel
+ * ends the round at once, not at the connect timeout. */
+static void cancel_stops_a_round_whose_nodes_are_still_connecting(void **state)
+{
+    (void)state;
+    int h1[3], h2[3];
+    char u1[64], u2[64];
+    snprintf(u1, sizeof u1, "redis://127.0.0.1:%d", blackhole(h1));
+    snprintf(u2, sizeof u2, "redis://127.0.0.1:%d", blackhole(h2));
+    const char *urls[3] = {test_srv.url, u1, u2};
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.connect_timeout_ms = 10000;
+    co.io_timeout_ms = 10000;
+    dlock_client *cl = test_client_new(urls, 3, &co);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    dlock_lock *l = test_lock_with(cl, "cancel:connecting", &o);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, l, DLOCK_WAIT_FOREVER, TEST_WAITER_KEEP), 0);
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&w.done), 0); /* two nodes still connecting */
+    int64_t t0 = test_now_ms();
+    dlock_lock_cancel(l);
+    int rc = test_waiter_join(&w);
+    int64_t took = atomic_load(&w.done_ms) - t0;
+    printf("# cancel while connecting returned %s after %lld ms\n", dlock_errname(rc),
+           (long long)took);
+    assert_int_equal(rc, DLOCK_ECANCELED);
+    assert_true(took < 500);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(l);
+    dlock_client_free(cl);
+    for (int i = 0; i < 3; i++) {
+        close(h1[i]);
+        close(h2[i]);
+    }
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -200,6 +273,7 @@ int main(void)
         T(cancel_is_kept_for_the_next_waiting_acquire_not_a_try),
         T(two_threads_share_one_client_for_different_locks),
         T(cancel_is_prompt_while_an_earlier_outcome_is_settled),
+        T(cancel_stops_a_round_whose_nodes_are_still_connecting),
     };
     return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
 }

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A fan-out run: one slot per selected node, each a small state machine
+ * driven by the run's private loop (loop_poll.h), never by a wait of its
+ * own:
+ *
+ *   ROUTING --checkout, requests queued--> LIVE --every reply--> ANSWERED
+ *                                          LIVE --MOVED/ASK--> LIVE (another connection)
+ *                                          LIVE --failure--> FAILED
+ *                                          LIVE --deadline--> TIMED_OUT
+ *
+ * A LIVE slot's connection is connecting (TCP, then TLS) or open with its
+ * requests queued or sent; its io record asks the loop for what the
+ * connection waits for (dlock__conn_events) and its timer is the slot's
+ * deadline: the connect or I/O timeout, capped by the run's deadline and,
+ * once the callback decided, by the grace. The cancel fd is one more io
+ * record, set first so that a cancel is seen before any reply of the same
+ * turn. One node with one plain socket and nothing to cancel skips the
+ * loop: one blocking recv() (conn_wait.c). */
+#ifndef DLOCK_FANOUT_RUN_H
+#define DLOCK_FANOUT_RUN_H
+
+#include <stdint.h>
+
+#include "client.h"
+#include "clock.h"
+#include "conn.h"
+#include "fanout.h"
+#include "loop_poll.h"
+
+typedef enum {
+    SLOT_IDLE = 0, /* not selected (opts.only) */
+    SLOT_ROUTING,  /* its connection is being checked out */
+    SLOT_LIVE,     /* connecting, or waiting for replies */
+    SLOT_ANSWERED, /* every request reported */
+    SLOT_FAILED,   /* its unanswered requests reported failed */
+    SLOT_TIMED_OUT
+} dlock__fan_slot_state;
+
+struct dlock__fan;
+
+typedef struct dlock__fan_slot {
+    dlock__conn *conn;
+    struct dlock__fan *fan;
+    size_t node;
+    uint32_t answered;
+    dlock__fan_slot_state state;
+    int kept; /* timed out with requests sent: handed back (keep_timed_out) */
+    int64_t deadline_ns;
+    /* Replica acknowledgement: the reply of a request that waits for its
+     * WAIT, and WAIT replies to drop (the WAIT behind an EVALSHA that
+     * came back NOSCRIPT; the EVAL sent instead has its own). */
+    redisReply *held;
+    uint32_t drop_acks;
+    int redirects; /* Cluster: MOVED/ASK followed in this run */
+    unsigned cslot; /* Cluster: the hash slot of the run's keys */
+    dlock__io io;       /* the connection's socket */
+    dlock__timer timer; /* at deadline_ns */
+} dlock__fan_slot;
+
+typedef struct dlock__fan {
+    struct dlock_client *client;
+    const dlock__req *reqs;
+    uint32_t nreqs;
+    const dlock__fanout_opts *o;
+    int cancel_fd;
+    dlock__conn **kept;
+    int keep_timed_out;
+    dlock__on_reply cb;
+    void *arg;
+    size_t n;
+    int stop;   /* the callback (or a failure) ended the run */
+    int graced; /* the callback decided; the grace runs */
+    int64_t cap_ns; /* no slot waits past this */
+    int64_t connect_ms, io_ms;
+    dlock__loop_poll lp;
+    dlock__fd_flag cancel;
+    dlock__fan_slot slots[DLOCK__MAX_NODES]; /* only the first n are used */
+} dlock__fan;
+
+static inline int64_t dlock__fan_after_ms(int64_t now, int64_t ms, int64_t cap)
+{
+    int64_t d = (ms > (INT64_MAX - now) / DLOCK__NS_PER_MS)
+                    ? INT64_MAX
+                    : now + ms * DLOCK__NS_PER_MS;
+    return d < cap ? d : cap;
+}
+
+/* fanout.c: the callback decided the run; start the grace (if the run
+ * has one). Returns the run's new "stop". */
+int dlock__fan_begin_grace(dlock__fan *f, int64_t now);
+
+/* fanout_reply.c: hand every reply the slot's connection holds to the
+ * callback, rc being what its I/O gave. Returns DLOCK_OK, or the code of a
+ * failure of the slot (not yet reported). */
+int dlock__fan_drain(dlock__fan *f, dlock__fan_slot *s, int rc, int64_t now);
+
+#endif
