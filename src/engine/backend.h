@@ -74,8 +74,11 @@ typedef struct dlock__backend {
     /* Take a hold, waiting until deadline_ns (wait_ms 0: try once) the way
      * the kind waits in this store. A counted kind's handle that holds
      * already takes one more hold of the owner. On DLOCK_OK the hold, its
-     * token, fence and validity are the handle's (state HELD); on an error
-     * the handle holds what it held before, and its message says why. */
+     * token and fence are the handle's and its lease end was reported
+     * (dlock__lock_granted()): the engine then makes the handle HELD. On
+     * an error the handle holds what it held before, unless the backend
+     * found that hold ended and let it go (dlock__engine_ended()); its
+     * message says why. */
     int (*acquire)(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
     /* Give back one hold of the handle's owner; last: the handle's last
      * one (a plain lock's only one). DLOCK_OK or why not (DLOCK_ENOTOWNER,

@@ -11,7 +11,6 @@
 #include "backend.h"
 #include "client.h"
 #include "error.h"
-#include "etcd_client.h"
 #include "rand.h"
 #include "scripts.h"
 #include "versioned.h"

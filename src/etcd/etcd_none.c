@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A build without the etcd backend (DLOCK_WITH_ETCD=OFF): etcd:// URLs are
  * recognised and refused with DLOCK_ENOTSUP; no client is ever opened on
- * etcd, so the other entry points (etcd_client.h, etcd_backend.h) are
+ * etcd, so the other entry points (etcd_client.h, the lock operations) are
  * never reached. */
 #include <stdio.h>
 
