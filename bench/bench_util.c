@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "bench_util.h"
@@ -159,6 +160,46 @@ double bench_cycle_rate(bench *b, dlock_lock *const *l, int n_locks, double secs
         n++;
     }
     return (double)n / ((double)(now - t0) / 1e9);
+}
+
+void bench_token(char tok[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        bench_die("getrandom failed");
+    for (int i = 0; i < 16; i++) {
+        tok[2 * i] = hex[r[i] >> 4];
+        tok[2 * i + 1] = hex[r[i] & 15];
+    }
+    tok[32] = '\0';
+}
+
+int bench_wire_append(redisContext *c, const char *key, const char *tok, int set_get)
+{
+    if (set_get) {
+        redisAppendCommand(c, "SET %s %s NX PX 10000 GET", key, tok);
+        redisAppendCommand(c, "PTTL %s", key);
+        return 2;
+    }
+    redisAppendCommand(c, "SET %s %s NX PX 10000", key, tok);
+    redisAppendCommand(c, "GET %s", key);
+    redisAppendCommand(c, "PTTL %s", key);
+    return 3;
+}
+
+int bench_wire_take(redisContext *c, int replies, int set_get)
+{
+    int ok = 1;
+    for (int i = 0; i < replies; i++) {
+        redisReply *x = NULL;
+        if (redisGetReply(c, (void **)&x) != REDIS_OK)
+            return 0;
+        /* A grant: OK, or nil from SET ... GET (no earlier value). */
+        ok &= i > 0 || x->type == (set_get ? REDIS_REPLY_NIL : REDIS_REPLY_STATUS);
+        freeReplyObject(x);
+    }
+    return ok;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -69,6 +69,17 @@ void bench_tsv_close(bench *b, FILE *f, const char *name);
  * on a failed cycle. */
 double bench_cycle_rate(bench *b, dlock_lock *const *l, int n_locks, double secs,
                         const char *what);
+/* A lock token as the peers' baseline makes it: 16 bytes from getrandom,
+ * in hex (exits on a getrandom failure). */
+void bench_token(char tok[33]);
+/* The acquire that dlock's plain lock sends on one node with DLOCK_NO_FENCE
+ * and wake-ups off, by hand: SET key tok NX PX 10000 GET and PTTL
+ * (set_get: Redis 7), else SET NX PX, GET and PTTL. Appended, not sent;
+ * returns the number of replies to read. bench_wire_take() reads them:
+ * 1 if the first says the lock was granted. */
+int bench_wire_append(redisContext *c, const char *key, const char *tok, int set_get);
+int bench_wire_take(redisContext *c, int replies, int set_get);
+
 /* The median of x[0..n), n > 0 (sorts x). */
 double bench_median(double *x, int n);
 

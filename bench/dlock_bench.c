@@ -18,7 +18,11 @@
  *             semaphore, multi-name) beside the plain lock's, interleaved
  *             (dlock_bench_kinds.c)
  *
- *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds]
+ *   threads   T = 1, 8, 64 threads of one process on names of their own:
+ *             dlock on 1 and 3 nodes beside raw hiredis connections and one
+ *             pipelined connection, interleaved (dlock_bench_threads.c)
+ *
+ *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds,threads]
  *               [--out DIR] [--locks 1000,10000,100000] [--hold S] [--budget S]
  *               [--threads N] [--mem-locks N] [--redlock-time S] [--hist-time S]
  *
@@ -49,11 +53,12 @@
 /* ---- driver --------------------------------------------------------------- */
 
 enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16, S_TLS = 32, S_CLUSTER = 64,
-       S_KINDS = 128 };
+       S_KINDS = 128, S_THREADS = 256 };
 
 static void usage(FILE *out)
 {
-    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds] [--out DIR]\n"
+    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds,threads]\n"
+          "       [--out DIR]\n"
           "       [--locks 1000,10000,100000] [--hold S] [--budget S] [--threads N]\n"
           "       [--mem-locks N] [--redlock-time S] [--hist-time S]\n",
           out);
@@ -92,9 +97,11 @@ static unsigned parse_only(const char *list)
             mask |= S_CLUSTER;
         else if (!strcmp(p, "kinds"))
             mask |= S_KINDS;
+        else if (!strcmp(p, "threads"))
+            mask |= S_THREADS;
         else
             bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab, tls, "
-                      "cluster, kinds)", p);
+                      "cluster, kinds, threads)", p);
     }
     if (!mask)
         bench_die("--only: no section given");
@@ -118,7 +125,8 @@ static void parse_counts(bench *b, const char *list)
 
 static unsigned parse_args(bench *b, int argc, char **argv)
 {
-    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS | S_CLUSTER | S_KINDS;
+    unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS | S_CLUSTER | S_KINDS |
+                    S_THREADS;
     b->wd_counts[0] = 1000, b->wd_counts[1] = 10000, b->wd_counts[2] = 100000;
     b->n_wd_counts = 3;
     b->hold_s = 5, b->budget_s = 40, b->threads = 4, b->mem_locks = 10000;
@@ -191,7 +199,7 @@ int main(int argc, char **argv)
 
     /* Servers are started from the main thread: the harness ties each to
      * the life of the thread that forked it (PR_SET_PDEATHSIG). */
-    b.n_srv = (only & S_REDLOCK) ? BENCH_MAX_NODES : 1;
+    b.n_srv = (only & (S_REDLOCK | S_THREADS)) ? BENCH_MAX_NODES : 1;
     if (test_redis_start_many(b.srv, b.n_srv, NULL) != 0)
         bench_die("could not start %d redis-server process(es)", b.n_srv);
     char host[256] = "?";
@@ -219,6 +227,8 @@ int main(int argc, char **argv)
         bench_cluster(&b);
     if ((only & S_KINDS) && !bench_stop && bench_flush(&b) == 0)
         bench_kinds(&b);
+    if ((only & S_THREADS) && !bench_stop && bench_flush(&b) == 0)
+        bench_threads(&b);
 
     test_redis_stop_many(b.srv, b.n_srv);
     printf("\n# load %.2f at end; %s\n", bench_load1(),

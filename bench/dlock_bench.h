@@ -20,5 +20,8 @@ void bench_tls(bench *b);
 void bench_cluster(bench *b);
 /* dlock_bench_kinds.c: cycles/s of each lock kind beside the plain lock's. */
 void bench_kinds(bench *b);
+/* dlock_bench_threads.c: T threads on names of their own, beside raw
+ * connections and one pipelined connection (issue 36, M2). */
+void bench_threads(bench *b);
 
 #endif

@@ -24,7 +24,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "dlock_bench.h"
 #include "scripts.h"
@@ -48,47 +47,19 @@ typedef struct ab {
     dlock_lock *l[SIDES];
 } ab;
 
-static void token(char tok[33])
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char r[16];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-        bench_die("getrandom failed");
-    for (int i = 0; i < 16; i++) {
-        tok[2 * i] = hex[r[i] >> 4];
-        tok[2 * i + 1] = hex[r[i] & 15];
-    }
-    tok[32] = '\0';
-}
-
 /* One hiredis cycle: the acquire's replies (the first says OK), then the
  * release script's (1). */
 static int hand_cycle(ab *a, int wire)
 {
     char tok[33];
-    token(tok);
+    bench_token(tok);
     const char *key = wire ? "bench:ab:wire" : "bench:ab:raw";
-    int replies = 1;
-    if (wire && a->set_get) {
-        redisAppendCommand(a->c, "SET %s %s NX PX 10000 GET", key, tok);
-        redisAppendCommand(a->c, "PTTL %s", key);
-        replies = 2;
-    } else if (wire) {
-        redisAppendCommand(a->c, "SET %s %s NX PX 10000", key, tok);
-        redisAppendCommand(a->c, "GET %s", key);
-        redisAppendCommand(a->c, "PTTL %s", key);
-        replies = 3;
+    int ok;
+    if (wire) {
+        ok = bench_wire_take(a->c, bench_wire_append(a->c, key, tok, a->set_get), a->set_get);
     } else {
         redisAppendCommand(a->c, "SET %s %s NX PX 10000", key, tok);
-    }
-    int ok = 1;
-    for (int i = 0; i < replies; i++) {
-        redisReply *x = NULL;
-        if (redisGetReply(a->c, (void **)&x) != REDIS_OK)
-            return 0;
-        /* A grant: OK, or nil from SET ... GET (no earlier value). */
-        ok &= i > 0 || x->type == (wire && a->set_get ? REDIS_REPLY_NIL : REDIS_REPLY_STATUS);
-        freeReplyObject(x);
+        ok = bench_wire_take(a->c, 1, 0);
     }
     redisReply *y = wire ? redisCommand(a->c, "EVALSHA %s 1 %s %s %s", a->rel_sha, key, tok, "")
                          : redisCommand(a->c, "EVALSHA %s 1 %s %s", a->cas_sha, key, tok);
