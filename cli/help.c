@@ -64,9 +64,9 @@ static const command_help commands[] = {
      "List the held lock names that match PATTERN (a Redis glob on the name,\n"
      "default *), one line each: mode, holders, TTL, waiters, fencing token.\n"
      "Read-only; SCAN in batches of 1000 keys, so cheap on a big keyspace. With\n"
-     "several nodes, says on how many each name is held. Not yet on a Redis\n"
-     "Cluster or etcd (exit 69). Exits 0 (even if nothing matched), 64 bad\n"
-     "pattern, 69 too few nodes answered.\n\n"
+     "several nodes, says on how many each name is held; on etcd, ranges of\n"
+     "1000 keys. Not yet on a Redis Cluster (exit 69). Exits 0 (even if\n"
+     "nothing matched), 64 bad pattern, 69 too few nodes answered.\n\n"
      "      --json           print one JSON array\n"},
     {"doctor", "dlock [GLOBAL] doctor [--json] [--ttl D] [URL]...\n",
      "Check a deployment (the -r URLs, DLOCK_REDIS, or the URLs given here) and\n"

@@ -610,17 +610,23 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  * locks dlock writes (DLOCK_HOLD_FOREIGN) are skipped, but a plain string
  * under the prefix looks like an exclusive lock and is listed. With
  * several nodes (Redlock) every node is listed and the names are merged:
- * entry->state says whether a majority holds the name. The names are
- * gathered before the first callback (memory O(names)); a lock taken or
- * released during the walk may or may not be seen, as with SCAN.
+ * entry->state says whether a majority holds the name. On etcd the keys
+ * under the prefix are read in ranges of 1,000 (keys only) from the
+ * pattern's literal start (its bytes before the first wildcard) and each
+ * name is matched with fnmatch(3); the oldest key of a name is its holder
+ * (mode DLOCK_HOLD_EXCLUSIVE, one holder, its create revision the fence),
+ * the others its waiters, and one lease look per name gives ttl_ms; keys
+ * that are not dlock's (`etcdctl lock`'s NAME/LEASE) are skipped. The
+ * names are gathered before the first callback (memory O(names)); a lock
+ * taken or released during the walk may or may not be seen, as with SCAN.
  *
  * @param pattern the glob on names; NULL or "*" for every name.
  * @param cb      called once per name (not while any lock is held by the
  *                call: it may call any function of this client).
  * @return DLOCK_OK; DLOCK_EINVAL (NULL client or callback, an empty
  *         pattern or one longer than DLOCK_NAME_MAX, a forked child's
- *         client); DLOCK_ENOTSUP (a Redis Cluster or etcd:// client: not
- *         yet); DLOCK_ENOMEM; DLOCK_ECANCELED when @p cb stopped it; the
+ *         client); DLOCK_ENOTSUP (a Redis Cluster client: not yet);
+ *         DLOCK_ENOMEM; DLOCK_ECANCELED when @p cb stopped it; the
  *         error of the only node; or DLOCK_ENOQUORUM when fewer than a
  *         majority of several nodes could be listed (no callback then).
  */

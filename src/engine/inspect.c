@@ -63,7 +63,7 @@ int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
     size_t plen = strnlen(pattern, DLOCK_NAME_MAX + 1);
     if (plen == 0 || plen > DLOCK_NAME_MAX)
         return DLOCK_EINVAL;
-    if (!c->backend->list) /* etcd: not yet (docs/dlock.1, "list") */
+    if (!c->backend->list) /* a backend without a listing */
         return DLOCK_ENOTSUP;
     return c->backend->list(c, pattern, cb, arg);
 }

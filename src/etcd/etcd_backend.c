@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "etcd_client.h"
 #include "etcd_kv.h"
+#include "etcd_list.h"
 #include "etcd_lock.h"
 #include "etcd_url.h"
 #include "handle.h"
@@ -546,6 +547,11 @@ static int status(dlock_client *c, const char *key, size_t klen, dlock_node_stat
     return rc;
 }
 
+static int list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
+{
+    return dlock__etcd_list(c, EC(c)->e, pattern, cb, arg);
+}
+
 const dlock__backend dlock__etcd_backend = {
     .name = "etcd",
     .wants = dlock__etcd_wanted,
@@ -554,6 +560,7 @@ const dlock__backend dlock__etcd_backend = {
     .node_count = one_node,
     .node_name = node_name,
     .status = status,
+    .list = list,
     .late_answer_counts = 1,
     .renewal = &etcd_renewal_ops,
     .kind_for = kind_for,

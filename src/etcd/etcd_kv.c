@@ -289,6 +289,42 @@ int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
     return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
 }
 
+int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
+                           const char *end, size_t end_len, int64_t limit,
+                           dlock__etcd_kv **out, size_t *n, int *more, int64_t deadline_ns,
+                           dlock__errbuf *err)
+{
+    *out = NULL;
+    *n = 0;
+    *more = 0;
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/range",
+                  json_pack("{s:o, s:o, s:o, s:b}", "key", b64(begin, begin_len), "range_end",
+                            b64(end, end_len), "limit", i64(limit), "keys_only", 1),
+                  &rep, deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    json_t *kvs = json_object_get(rep, "kvs");
+    size_t m = json_array_size(kvs);
+    if (m > 0 && !(*out = dlock__calloc(m, sizeof **out)))
+        rc = DLOCK_ENOMEM;
+    for (size_t i = 0; i < m && rc == DLOCK_OK; i++) {
+        if ((rc = read_kv(json_array_get(kvs, i), &(*out)[i])) == DLOCK_OK)
+            (*n)++;
+    }
+    /* "more" is left out when false (proto3 JSON). */
+    *more = json_is_true(json_object_get(rep, "more"));
+    json_decref(rep);
+    if (rc != DLOCK_OK) {
+        for (size_t i = 0; i < *n; i++)
+            dlock__etcd_kv_clear(&(*out)[i]);
+        dlock__free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
+}
+
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
                     dlock__errbuf *err)

@@ -76,6 +76,14 @@ int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
                       const char *end, size_t end_len, dlock__etcd_kv *first,
                       int64_t deadline_ns, dlock__errbuf *err);
 
+/* One page of the keys of [begin, end) in key order (keys only): at most
+ * limit kvs in *out (*n of them; free each with dlock__etcd_kv_clear and
+ * the array with dlock__free), *more set when keys follow the last one. */
+int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
+                           const char *end, size_t end_len, int64_t limit,
+                           dlock__etcd_kv **out, size_t *n, int *more, int64_t deadline_ns,
+                           dlock__errbuf *err);
+
 /* Read one key (no key when absent). */
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,

@@ -9,6 +9,7 @@ temporary directory and stops exactly that process at the end. The same
 commands, options and exit statuses as on Redis: run, busy (1), acquire /
 status / release by token, a lost lock (75), an unreachable cluster (69).
 """
+import json
 import os
 import re
 import shutil
@@ -132,6 +133,23 @@ class EtcdCli(unittest.TestCase):
         r = self.dlock("release", self.name, token)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.dlock("status", self.name).returncode, 1)
+
+    def test_list_shows_held_names_with_fence_and_waiter(self):
+        r = self.dlock("acquire", "-t", "10s", self.name + "-a")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        r = self.dlock("list", "--json", self.name + "-*")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.assertEqual([e["name"] for e in got], [self.name + "-a"])
+        self.assertEqual((got[0]["held"], got[0]["mode"], got[0]["holders"]),
+                         (True, "exclusive", 1))
+        self.assertGreater(got[0]["fence"], 0)
+        r = self.dlock("list", self.name + "-*")
+        self.assertIn(f'"{self.name}-a" exclusive', r.stdout)
+        self.assertEqual(self.dlock("release", self.name + "-a", token).returncode, 0)
+        r = self.dlock("list", "--json", self.name + "-*")
+        self.assertEqual((r.returncode, json.loads(r.stdout)), (0, []), r.stderr)
 
     def test_lost_lock_exits_75(self):
         p = self.spawn("run", "-t", "3s", self.name, "--", "sleep", "30")

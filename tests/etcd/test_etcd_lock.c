@@ -555,20 +555,9 @@ static void status_shows_holder_fence_and_ttl(void **state)
     assert_int_equal(st[0].held, 0);
 }
 
-static int list_entry(void *arg, const dlock_list_entry *e)
-{
-    (void)e;
-    ++*(int *)arg;
-    return 0;
-}
-
 static void what_does_not_apply_is_refused(void **state)
 {
     (void)state;
-    /* dlock_client_list(): no range read grouped by name yet */
-    int listed = 0;
-    assert_int_equal(dlock_client_list(cl, "*", list_entry, &listed), DLOCK_ENOTSUP);
-    assert_int_equal(listed, 0);
     /* extending to another TTL than the lease's: etcd leases keep theirs */
     dlock_lock *a = lock_of(cl, "api-enotsup", 5000, 0);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);

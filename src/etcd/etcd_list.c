@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_client_list() on etcd: the lock names under the client's prefix
+ * whose keys (KEY NUL <lease>, etcd_lock.h) exist now, read-only. The
+ * keys are read in pages of LIST_PAGE, keys only, from the literal start
+ * of the pattern on (a range needs a prefix, not a glob); each key's name
+ * (the bytes before its NUL) is matched against the glob with fnmatch(3),
+ * which reads `*`, `?`, `[...]` and `\` as Redis's MATCH does. A name's
+ * keys sort together and in name order (NUL sorts before every other byte
+ * a name can hold), so a page boundary inside a name is the only thing to
+ * carry over. Per held name one more request reads its owner's lease TTL:
+ * a listing costs one range per LIST_PAGE keys and one lease look per
+ * name. Keys that are not dlock's (no NUL: `etcdctl lock`'s NAME/<lease>)
+ * are skipped. */
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "client.h"
+#include "error.h"
+#include "etcd_client.h"
+#include "etcd_kv.h"
+#include "etcd_list.h"
+
+#define LIST_PAGE 1000
+
+/* One held name, gathered before the first callback. */
+typedef struct rec {
+    char *name;      /* without the prefix */
+    int64_t first_rev, lease; /* the owner: the lowest create revision */
+    size_t keys;     /* the owner and its waiters */
+} rec;
+
+typedef struct list_state {
+    rec *v;
+    size_t n, cap;
+    const char *glob;
+    size_t plen; /* the prefix's length */
+} list_state;
+
+/* The literal start of a glob: its bytes up to the first unescaped
+ * wildcard, escapes undone. Into out (at least strlen(glob) + 1). */
+static size_t literal_start(const char *glob, char *out)
+{
+    size_t n = 0;
+    for (const char *p = glob; *p && !strchr("*?[", *p); p++) {
+        if (*p == '\\' && p[1])
+            p++;
+        out[n++] = *p;
+    }
+    return n;
+}
+
+/* Add the key's name (or count the key into the last record). */
+static int take_key(list_state *st, const dlock__etcd_kv *kv)
+{
+    const char *nul = memchr(kv->key, '\0', kv->key_len);
+    if (!nul || (size_t)(nul - kv->key) < st->plen)
+        return DLOCK_OK; /* not a dlock lock key */
+    const char *name = kv->key + st->plen;
+    size_t len = (size_t)(nul - name);
+    rec *last = st->n ? &st->v[st->n - 1] : NULL;
+    if (last && strlen(last->name) == len && memcmp(last->name, name, len) == 0) {
+        last->keys++;
+        if (kv->create_rev < last->first_rev) {
+            last->first_rev = kv->create_rev;
+            last->lease = kv->lease;
+        }
+        return DLOCK_OK;
+    }
+    char *copy = dlock__malloc(len + 1);
+    if (!copy)
+        return DLOCK_ENOMEM;
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    if (fnmatch(st->glob, copy, 0) != 0) {
+        dlock__free(copy);
+        return DLOCK_OK;
+    }
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 256;
+        rec *v = dlock__realloc(st->v, cap * sizeof *v);
+        if (!v) {
+            dlock__free(copy);
+            return DLOCK_ENOMEM;
+        }
+        st->v = v;
+        st->cap = cap;
+    }
+    st->v[st->n++] = (rec){copy, kv->create_rev, kv->lease, 1};
+    return DLOCK_OK;
+}
+
+/* Walk [begin, end) page by page into st. */
+static int walk(dlock__etcd *e, list_state *st, char *begin, size_t blen, const char *end,
+                size_t elen)
+{
+    for (;;) {
+        dlock__etcd_kv *kvs = NULL;
+        size_t n = 0;
+        int more = 0;
+        int rc = dlock__etcd_range_page(e, begin, blen, end, elen, LIST_PAGE, &kvs, &n, &more,
+                                        dlock__etcd_call_deadline(e), NULL);
+        for (size_t i = 0; i < n; i++) {
+            if (rc == DLOCK_OK)
+                rc = take_key(st, &kvs[i]);
+        }
+        /* The next page starts just after the last key: KEY NUL. */
+        if (rc == DLOCK_OK && more && n > 0) {
+            const dlock__etcd_kv *lastkv = &kvs[n - 1];
+            char *next = dlock__realloc(begin, lastkv->key_len + 1);
+            if (!next) {
+                rc = DLOCK_ENOMEM;
+            } else {
+                begin = next;
+                memcpy(begin, lastkv->key, lastkv->key_len);
+                begin[lastkv->key_len] = '\0';
+                blen = lastkv->key_len + 1;
+            }
+        }
+        for (size_t i = 0; i < n; i++)
+            dlock__etcd_kv_clear(&kvs[i]);
+        dlock__free(kvs);
+        if (rc != DLOCK_OK || !more || n == 0) {
+            dlock__free(begin);
+            return rc;
+        }
+    }
+}
+
+static int report(dlock__etcd *e, const rec *r, dlock_list_fn cb, void *arg)
+{
+    int64_t ttl = -1;
+    /* A lease gone since the range: -1 (the name may be free by now). */
+    (void)dlock__etcd_lease_ttl_ms(e, r->lease, &ttl, NULL, dlock__etcd_call_deadline(e), -1,
+                                   NULL);
+    dlock_list_entry en = {DLOCK_LIST_ENTRY_VERSION, r->name, DLOCK_STATUS_HELD,
+                           DLOCK_HOLD_EXCLUSIVE, 0, 1, ttl, r->keys - 1,
+                           (uint64_t)r->first_rev, 1, 1, 1};
+    return cb(arg, &en) ? DLOCK_ECANCELED : DLOCK_OK;
+}
+
+int dlock__etcd_list(dlock_client *c, dlock__etcd *e, const char *pattern, dlock_list_fn cb,
+                     void *arg)
+{
+    const char *pfx = c->opts.key_prefix ? c->opts.key_prefix : "";
+    size_t plen = strlen(pfx), glen = strlen(pattern);
+    /* [prefix + the pattern's literal start, the same + 1 in its last
+     * byte): every key whose name can match. An empty start is the whole
+     * keyspace ("\0" as range_end: every key from begin on). */
+    char *begin = dlock__malloc(plen + glen + 1);
+    char *end = dlock__malloc(plen + glen + 1);
+    if (!begin || !end) {
+        dlock__free(begin);
+        dlock__free(end);
+        return DLOCK_ENOMEM;
+    }
+    memcpy(begin, pfx, plen);
+    size_t blen = plen + literal_start(pattern, begin + plen);
+    size_t elen = blen;
+    memcpy(end, begin, blen);
+    if (blen == 0) /* etcd wants a key: "\0" is below every key there is */
+        begin[blen++] = '\0';
+    while (elen > 0 && (unsigned char)end[elen - 1] == 0xff)
+        elen--; /* 0xff cannot be incremented: the range ends one byte earlier */
+    if (elen > 0)
+        end[elen - 1]++;
+    else
+        end[elen++] = '\0';
+    list_state st = {NULL, 0, 0, pattern, plen};
+    int rc = walk(e, &st, begin, blen, end, elen); /* frees begin */
+    dlock__free(end);
+    for (size_t i = 0; rc == DLOCK_OK && i < st.n; i++)
+        rc = report(e, &st.v[i], cb, arg);
+    for (size_t i = 0; i < st.n; i++)
+        dlock__free(st.v[i].name);
+    dlock__free(st.v);
+    return rc;
+}

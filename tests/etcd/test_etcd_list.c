@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_client_list() on an etcd:// client against a real etcd member:
+ * names under the client's prefix in name order, each with its fence,
+ * TTL and waiters; the glob narrowing the names; keys that are not dlock's
+ * skipped; a name whose keys span two range pages counted once; a
+ * callback that stops the listing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "dlock.h"
+#include "error.h"
+#include "etcd_kv.h"
+#include "etcd_server.h"
+
+static test_etcd srv;
+static dlock_client *cl;
+
+#define MAX_SEEN 16
+
+typedef struct seen {
+    size_t n;
+    char name[MAX_SEEN][64];
+    dlock_list_entry e[MAX_SEEN];
+    size_t stop_after; /* 0: never stop */
+} seen;
+
+static int on_entry(void *arg, const dlock_list_entry *e)
+{
+    seen *s = arg;
+    if (s->n < MAX_SEEN) {
+        snprintf(s->name[s->n], sizeof s->name[s->n], "%s", e->name);
+        s->e[s->n] = *e;
+        s->e[s->n].name = s->name[s->n];
+    }
+    s->n++;
+    return s->stop_after && s->n >= s->stop_after;
+}
+
+static dlock_client *client_with_prefix(const char *prefix)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.key_prefix = prefix;
+    const char *url = srv.url;
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_new(&c, &url, 1, &o, NULL, 0), DLOCK_OK);
+    return c;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_etcd_start(&srv, 1) != 0)
+        return -1;
+    cl = client_with_prefix("app:");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cl);
+    test_etcd_stop(&srv);
+    return 0;
+}
+
+static dlock_lock *held(dlock_client *c, const char *name)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 20000;
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    return l;
+}
+
+static dlock__etcd *raw_client(void)
+{
+    dlock__etcd_url u;
+    const char *url = srv.url;
+    char err[256];
+    if (dlock__etcd_url_parse(&u, &url, 1, err, sizeof err) != DLOCK_OK)
+        fail_msg("%s", err);
+    dlock__etcd *e = NULL;
+    assert_int_equal(dlock__etcd_new(&e, &u, 500, 2000), DLOCK_OK);
+    return e;
+}
+
+/* Put key (of len bytes) with lease `lease` attached, as a waiter's key. */
+static void put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease)
+{
+    int64_t rev = 0;
+    dlock__etcd_kv first;
+    dlock__errbuf err = {0};
+    /* The transaction reads the first key of a range that must hold the
+     * new key: [key, key NUL) holds it alone. */
+    char end[80];
+    assert_true(len + 1 <= sizeof end);
+    memcpy(end, key, len);
+    end[len] = '\0';
+    int rc = dlock__etcd_create_and_first(e, key, len, lease, key, len, end, len + 1, &rev,
+                                                  &first, dlock__deadline_after_ms(3000), -1,
+                                                  &err);
+    if (rc != DLOCK_OK)
+        fail_msg("create: %s: %s", dlock_errname(rc), dlock__err_str(&err));
+    dlock__etcd_kv_clear(&first);
+    dlock__err_free(&err);
+}
+
+static void names_come_in_order_with_fence_ttl_and_waiters(void **state)
+{
+    (void)state;
+    dlock_lock *a = held(cl, "a"), *ab = held(cl, "a/b"), *j1 = held(cl, "job:1"),
+               *j2 = held(cl, "job:2");
+    /* Another prefix's lock, and a key that is not dlock's (etcdctl
+     * lock's NAME/<lease>), are not names of this client. */
+    dlock_client *other = client_with_prefix("zzz:");
+    dlock_lock *z = held(other, "a");
+    dlock__etcd *e = raw_client();
+    int64_t granted = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x5eed, 30, &granted,
+                                             dlock__deadline_after_ms(3000), -1, NULL),
+                     DLOCK_OK);
+    put_key(e, "app:foreign/694d", strlen("app:foreign/694d"), 0x5eed);
+    /* A waiter behind job:1's holder: KEY NUL <lease>, created later. */
+    char wkey[64];
+    size_t wlen = (size_t)snprintf(wkey, sizeof wkey, "app:job:1%c%016llx", '\0',
+                                   (unsigned long long)0x5eed);
+    put_key(e, wkey, wlen, 0x5eed);
+
+    seen s = {0};
+    assert_int_equal(dlock_client_list(cl, "*", on_entry, &s), DLOCK_OK);
+    assert_int_equal(s.n, 4);
+    const char *want[] = {"a", "a/b", "job:1", "job:2"};
+    dlock_lock *ls[] = {a, ab, j1, j2};
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(s.name[i], want[i]);
+        assert_int_equal(s.e[i].state, DLOCK_STATUS_HELD);
+        assert_int_equal(s.e[i].mode, DLOCK_HOLD_EXCLUSIVE);
+        assert_int_equal(s.e[i].holders, 1);
+        assert_int_equal(s.e[i].fence, dlock_lock_fence(ls[i]));
+        assert_true(s.e[i].ttl_ms > 0 && s.e[i].ttl_ms <= 20000);
+        assert_int_equal(s.e[i].waiters, i == 2 ? 1 : 0);
+        assert_int_equal(s.e[i].nodes, 1);
+        assert_int_equal(s.e[i].held_on, 1);
+    }
+
+    /* The glob narrows the names (a range from its literal start). */
+    seen g = {0};
+    assert_int_equal(dlock_client_list(cl, "job:*", on_entry, &g), DLOCK_OK);
+    assert_int_equal(g.n, 2);
+    assert_string_equal(g.name[0], "job:1");
+    seen one = {0};
+    assert_int_equal(dlock_client_list(cl, "a", on_entry, &one), DLOCK_OK);
+    assert_int_equal(one.n, 1);
+    assert_string_equal(one.name[0], "a");
+    seen cls = {0};
+    assert_int_equal(dlock_client_list(cl, "j?b:[2]", on_entry, &cls), DLOCK_OK);
+    assert_int_equal(cls.n, 1);
+    assert_string_equal(cls.name[0], "job:2");
+    seen esc = {0}; /* an escaped wildcard is a literal byte */
+    assert_int_equal(dlock_client_list(cl, "a\\*", on_entry, &esc), DLOCK_OK);
+    assert_int_equal(esc.n, 0);
+
+    /* A callback that says stop. */
+    seen stop = {.stop_after = 2};
+    assert_int_equal(dlock_client_list(cl, NULL, on_entry, &stop), DLOCK_ECANCELED);
+    assert_int_equal(stop.n, 2);
+
+    /* Released names are gone from the listing. */
+    assert_int_equal(dlock_lock_release(j2), DLOCK_OK);
+    seen after = {0};
+    assert_int_equal(dlock_client_list(cl, "job:*", on_entry, &after), DLOCK_OK);
+    assert_int_equal(after.n, 1);
+
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x5eed, dlock__deadline_after_ms(3000), -1,
+                                              NULL, NULL),
+                     DLOCK_OK);
+    dlock__etcd_free(e);
+    dlock_lock *all[] = {a, ab, j1, j2, z};
+    for (size_t i = 0; i < 5; i++) {
+        (void)dlock_lock_release(all[i]);
+        dlock_lock_free(all[i]);
+    }
+    dlock_client_free(other);
+}
+
+/* 1,500 waiter keys under one name and 600 names after it: the range
+ * takes pages of 1,000, so "p"'s keys span a page boundary and it is still
+ * one name, with every key after its first counted as a waiter. */
+static void a_name_across_range_pages_is_listed_once(void **state)
+{
+    (void)state;
+    dlock__etcd *e = raw_client();
+    int64_t granted = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0xfeed, 60, &granted,
+                                             dlock__deadline_after_ms(3000), -1, NULL),
+                     DLOCK_OK);
+    char key[64];
+    for (int i = 0; i < 1500; i++) {
+        size_t len = (size_t)snprintf(key, sizeof key, "app:p%c%016x", '\0', i);
+        put_key(e, key, len, 0xfeed);
+    }
+    for (int i = 0; i < 600; i++) {
+        size_t len = (size_t)snprintf(key, sizeof key, "app:q%04d%c%016x", i, '\0', i);
+        put_key(e, key, len, 0xfeed);
+    }
+    seen s = {0};
+    assert_int_equal(dlock_client_list(cl, "p", on_entry, &s), DLOCK_OK);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.e[0].waiters, 1499);
+    assert_true(s.e[0].ttl_ms > 0);
+    seen q = {0};
+    assert_int_equal(dlock_client_list(cl, "[pq]*", on_entry, &q), DLOCK_OK);
+    assert_int_equal(q.n, 601);
+    assert_string_equal(q.name[0], "p");
+    assert_string_equal(q.name[1], "q0000");
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0xfeed, dlock__deadline_after_ms(3000), -1,
+                                              NULL, NULL),
+                     DLOCK_OK);
+    dlock__etcd_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(names_come_in_order_with_fence_ttl_and_waiters),
+        cmocka_unit_test(a_name_across_range_pages_is_listed_once),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
