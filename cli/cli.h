@@ -10,6 +10,7 @@
  *   commands.c  acquire, release, extend (and their option parsing)
  *   status.c    status, as text or JSON
  *   list.c      list: the held names, as text or JSON
+ *   break.c     break: remove every hold of a stuck lock, after asking
  *   json.c      JSON strings of arbitrary bytes (status, list)
  *   run.c       run: hold the lock while a program runs
  *   child.c     starting the program in its own process group
@@ -218,6 +219,8 @@ void cli_report(dlock_client *c, dlock_lock *lock, int rc, const char *doing);
 /* What to add to the message of a failure rc (detail: the library's
  * message, may be ""): a hint at the likely cause, or "". */
 const char *cli_hint(int rc, const char *detail);
+/* How a name is held, as status, list and break print it. */
+const char *cli_mode_name(dlock_hold_mode m);
 /* `text` with control characters as \xNN, for human-readable output. */
 const char *cli_escape(const char *text, char *buf, size_t len);
 /* Where the password of `url` starts (*start) and its length; 0: none. */
@@ -337,6 +340,7 @@ int cli_cmd_extend(cli_global *g, int argc, char **argv);
 int cli_cmd_status(cli_global *g, int argc, char **argv);
 
 int cli_cmd_list(cli_global *g, int argc, char **argv);
+int cli_cmd_break(cli_global *g, int argc, char **argv);
 
 /* json.c: whether s is well-formed UTF-8; s as a JSON string (control
  * characters escaped, bytes that are not UTF-8 as U+FFFD); and

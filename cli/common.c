@@ -27,6 +27,12 @@ static void vmsg(const char *prefix, const char *fmt, va_list ap)
     fprintf(stderr, "%s\n", cli_escape(line, out, sizeof out));
 }
 
+const char *cli_mode_name(dlock_hold_mode m)
+{
+    static const char *const names[] = {"free", "exclusive", "shared", "semaphore", "reentrant"};
+    return (unsigned)m < 5 ? names[m] : "?";
+}
+
 const char *cli_escape(const char *text, char *buf, size_t len)
 {
     size_t o = 0;

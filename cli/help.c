@@ -68,6 +68,16 @@ static const command_help commands[] = {
      "1000 keys. Not yet on a Redis Cluster (exit 69). Exits 0 (even if\n"
      "nothing matched), 64 bad pattern, 69 too few nodes answered.\n\n"
      "      --json           print one JSON array\n"},
+    {"break", "dlock [GLOBAL] break [--force] [--json] NAME\n",
+     "Remove every hold of NAME, whoever holds it: for a holder that is gone for\n"
+     "good. Shows what holds it and asks on the terminal first. The fencing\n"
+     "counter stays (the next holder's token is larger) and waiters keep their\n"
+     "places and are woken; a broken holder loses the lock at its next renewal\n"
+     "('dlock run' then exits 75). Exits 0 broken (or free), 1 not confirmed,\n"
+     "64 usage (also without --force when stdin is not a terminal), 69 too few\n"
+     "nodes answered, 76 the key is not a lock.\n\n"
+     "  -f, --force          do not ask\n"
+     "      --json           print one JSON object\n"},
     {"doctor", "dlock [GLOBAL] doctor [--json] [--ttl D] [URL]...\n",
      "Check a deployment (the -r URLs, DLOCK_REDIS, or the URLs given here) and\n"
      "say what is unsafe or slow, each finding with why and how to fix it: server\n"
@@ -84,7 +94,8 @@ static const command_help commands[] = {
 
 static const char global_help[] =
     "Distributed locks on Redis (Redlock with several nodes) or etcd.\n\n"
-    "Commands: run, acquire, release, extend, status, list ('dlock COMMAND --help').\n"
+    "Commands: run, acquire, release, extend, status, list, break, doctor\n"
+    "('dlock COMMAND --help').\n"
     "Check a deployment: dlock doctor ('dlock doctor --help').\n\n"
     "Global options:\n"
     "  -r, --redis=URL          a Redis node: redis://, rediss:// (TLS), unix:// or\n"

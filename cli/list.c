@@ -9,12 +9,6 @@
 
 #include "cli.h"
 
-static const char *mode_name(dlock_hold_mode m)
-{
-    static const char *const names[] = {"free", "exclusive", "shared", "semaphore", "reentrant"};
-    return (unsigned)m < 5 ? names[m] : "?";
-}
-
 typedef struct list_out {
     int json;
     size_t count;
@@ -31,7 +25,7 @@ static int print_entry(void *arg, const dlock_list_entry *e)
         fprintf(f,
                 ",\"held\":%s,\"mode\":\"%s\",\"holders\":%zu,\"ttl_ms\":%" PRId64
                 ",\"waiters\":%zu,\"fence\":%" PRIu64 ",\"nodes_held\":%zu,\"quorum\":%zu",
-                e->state == DLOCK_STATUS_HELD ? "true" : "false", mode_name(e->mode),
+                e->state == DLOCK_STATUS_HELD ? "true" : "false", cli_mode_name(e->mode),
                 e->holders, e->ttl_ms, e->waiters, e->fence, e->held_on, e->quorum);
         if (e->mode == DLOCK_HOLD_SEMAPHORE)
             fprintf(f, ",\"permits\":%u", e->permits);
@@ -42,7 +36,7 @@ static int print_entry(void *arg, const dlock_list_entry *e)
             snprintf(ttl, sizeof ttl, "%.1fs", (double)e->ttl_ms / 1000.0);
         else
             snprintf(ttl, sizeof ttl, "none");
-        fprintf(f, "\"%s\" %s", cli_escape(e->name, esc, sizeof esc), mode_name(e->mode));
+        fprintf(f, "\"%s\" %s", cli_escape(e->name, esc, sizeof esc), cli_mode_name(e->mode));
         if (e->mode == DLOCK_HOLD_SEMAPHORE)
             fprintf(f, " %zu/%u", e->holders, e->permits);
         fprintf(f, "  holders %zu  ttl %s  waiters %zu  fence %" PRIu64, e->holders, ttl,

@@ -23,7 +23,7 @@ typedef struct command {
 static const command commands[] = {
     {"run", cli_cmd_run},         {"acquire", cli_cmd_acquire}, {"release", cli_cmd_release},
     {"extend", cli_cmd_extend},   {"status", cli_cmd_status},   {"list", cli_cmd_list},
-    {"doctor", cli_cmd_doctor},
+    {"break", cli_cmd_break},     {"doctor", cli_cmd_doctor},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -231,7 +231,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "Warning: Using a password with '-a' or '-u' option on the command line "
                         "interface may not be safe.\n");
     if (optind >= argc)
-        return cli_usage_error(NULL, "missing command (run, acquire, release, extend, status, list)");
+        return cli_usage_error(NULL, "missing command (run, acquire, release, extend, status, list, break, doctor)");
     const command *cmd = find_command(argv[optind]);
     if (!cmd)
         return cli_usage_error(NULL, "unknown command '%s'", argv[optind]);

@@ -39,18 +39,12 @@ static void holders_of(dlock_client *c, const char *name, size_t i, node_holders
         h->info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
 }
 
-static const char *mode_name(dlock_hold_mode m)
-{
-    static const char *const names[] = {"free", "exclusive", "shared", "semaphore", "reentrant"};
-    return (unsigned)m < 5 ? names[m] : "?";
-}
-
 /* A node whose key is not a lock (DLOCK_HOLD_FOREIGN): its Redis type. */
 static const char *foreign_type(size_t i);
 
 static void json_holders(const node_holders *h, FILE *f)
 {
-    fprintf(f, ",\"mode\":\"%s\"", mode_name(h->info.mode));
+    fprintf(f, ",\"mode\":\"%s\"", cli_mode_name(h->info.mode));
     if (h->info.mode != DLOCK_HOLD_SHARED && h->info.mode != DLOCK_HOLD_SEMAPHORE)
         return;
     if (h->info.mode == DLOCK_HOLD_SEMAPHORE)

@@ -562,6 +562,53 @@ DLOCK_EXTERN(int)
 dlock_client_holders(dlock_client *client, const char *name, size_t node,
                      dlock_holders_info *info, dlock_holder *out, size_t max_out);
 
+/** What dlock_client_break() did. */
+typedef struct dlock_break_result {
+    /** Holds removed: the most on any node (1 for a plain, fair,
+     *  exclusive or reentrant lock; the live holders of a shared lock or a
+     *  semaphore; 0 when the name was free). */
+    size_t removed;
+    dlock_hold_mode mode;  /**< what the name was (DLOCK_HOLD_FREE: free) */
+    /** The highest fencing token given for the name so far (0: none).
+     *  Every later grant's is larger: breaking never moves it back. */
+    uint64_t fence;
+    size_t removed_on;     /**< nodes where a hold was removed */
+    size_t answered;       /**< nodes that answered */
+    size_t nodes;          /**< nodes asked */
+    size_t quorum;         /**< nodes needed for a majority */
+} dlock_break_result;
+
+/**
+ * Break a lock: remove every hold of @p name, whoever holds it, for a
+ * holder that is gone for good (a host that will not come back, a process
+ * stuck past its TTL with auto-renew). An administrator's call: the
+ * holder is not asked, so use it only when no holder may still be working
+ * on what the lock protects (docs/deployment.md, "Breaking a stuck lock").
+ *
+ * Only the holds go. The fencing counter stays (the next holder's fence is
+ * larger than every one given before), and the waiters keep their places
+ * (the waiter list, the fair queue, a waiting writer's mark); every waiter
+ * is woken to look at once. A broken holder finds its hold gone at its
+ * next renewal, extend or release: its handle turns DLOCK_STATE_LOST and
+ * its on_lost runs (DLOCK_LOST_NOT_OWNER). On Redis one script per node
+ * (break.lua: TYPE, ZCOUNT, DEL, PUBLISH), on every node of a Redlock; on
+ * etcd the owner's key (the oldest under the name) is deleted if it is
+ * still the owner's, so the next waiter in line takes the lock.
+ *
+ * @param result receives what was removed; may be NULL. Filled whenever
+ *               the nodes were asked.
+ * @return DLOCK_OK when the only node, or a majority of several, answered
+ *         (also when the name was free: result->removed is 0);
+ *         DLOCK_EINVAL (NULL client or name, a name of 0 or more than
+ *         DLOCK_NAME_MAX bytes, a forked child's client); DLOCK_ENOMEM;
+ *         DLOCK_EWRONGTYPE when the key is not a lock dlock writes (a list,
+ *         a set, ...: nothing removed); the error of the only node; or
+ *         DLOCK_ENOQUORUM when fewer than a majority of several nodes
+ *         answered (holds may have been removed from those that did).
+ */
+DLOCK_EXTERN(int)
+dlock_client_break(dlock_client *client, const char *name, dlock_break_result *result);
+
 /** The version of dlock_list_entry this header describes. */
 #define DLOCK_LIST_ENTRY_VERSION 1
 

@@ -77,13 +77,14 @@ _dlock()
 
     local opts
     case $cmd in
-    "") opts="$global_opts run acquire release extend status list doctor" ;;
+    "") opts="$global_opts run acquire release extend status list break doctor" ;;
     run) opts="$lock_opts -s --shared -x -e --exclusive --permits -c --command --on-lost --grace --" ;;
     acquire) opts="$lock_opts --print-fence" ;;
     release) opts="-v --verbose -h --help" ;;
     extend) opts="-t --ttl -v --verbose -h --help" ;;
     status) opts="--json -v --verbose -h --help" ;;
     list) opts="--json -v --verbose -h --help" ;;
+    break) opts="-f --force --json -v --verbose -h --help" ;;
     doctor) # options, or the URLs to check
         opts="--json -t --ttl -h --help"
         if [[ $cur != -* ]]; then

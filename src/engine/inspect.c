@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The read-only looks of a client (dlock_client_status, _holders, _list):
- * their arguments checked once here, then the client's backend. */
+/* A client's calls on a name rather than a handle: the read-only looks
+ * (dlock_client_status, _holders, _list) and breaking a stuck lock
+ * (dlock_client_break): their arguments checked once here, then the
+ * client's backend. */
 #include <string.h>
 
 #include "backend.h"
@@ -66,4 +68,21 @@ int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
     if (!c->backend->list) /* a backend without a listing */
         return DLOCK_ENOTSUP;
     return c->backend->list(c, pattern, cb, arg);
+}
+
+int dlock_client_break(dlock_client *c, const char *name, dlock_break_result *result)
+{
+    if (!c || !name || dlock__client_forked(c))
+        return DLOCK_EINVAL;
+    if (!c->backend->break_holds)
+        return DLOCK_ENOTSUP;
+    dlock_break_result scratch;
+    size_t klen = 0;
+    int rc;
+    char *key = key_of(c, name, &klen, &rc);
+    if (!key)
+        return rc;
+    rc = c->backend->break_holds(c, key, klen, result ? result : &scratch);
+    dlock__free(key);
+    return rc;
 }

@@ -547,6 +547,23 @@ static int status(dlock_client *c, const char *key, size_t klen, dlock_node_stat
     return rc;
 }
 
+static int break_holds(dlock_client *c, const char *key, size_t klen, dlock_break_result *out)
+{
+    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, 1, 1};
+    dlock__etcd_name range;
+    if (dlock__etcd_name_init(&range, key, klen) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    int removed = 0;
+    uint64_t fence = 0;
+    int rc = dlock__etcd_break(EC(c)->e, &range, &removed, &fence, NULL);
+    dlock__etcd_name_clear(&range);
+    if (rc == DLOCK_OK)
+        *out = (dlock_break_result){(size_t)removed,
+                                    removed ? DLOCK_HOLD_EXCLUSIVE : DLOCK_HOLD_FREE, fence,
+                                    (size_t)removed, 1, 1, 1};
+    return rc;
+}
+
 static int list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
 {
     return dlock__etcd_list(c, EC(c)->e, pattern, cb, arg);
@@ -561,6 +578,7 @@ const dlock__backend dlock__etcd_backend = {
     .node_name = node_name,
     .status = status,
     .list = list,
+    .break_holds = break_holds,
     .late_answer_counts = 1,
     .renewal = &etcd_renewal_ops,
     .kind_for = kind_for,

@@ -325,6 +325,22 @@ int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
     return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
 }
 
+int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_len, int64_t rev,
+                                  int64_t deadline_ns, dlock__errbuf *err)
+{
+    json_t *req = json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o}}], s:[]}", "compare", "key",
+                            b64(key, key_len), "target", "CREATE", "result", "EQUAL",
+                            "create_revision", i64(rev), "success", "request_delete_range",
+                            "key", b64(key, key_len), "failure");
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = json_is_true(json_object_get(rep, "succeeded")) ? DLOCK_OK : DLOCK_ENOTOWNER;
+    json_decref(rep);
+    return rc;
+}
+
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
                     dlock__errbuf *err)

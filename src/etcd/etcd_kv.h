@@ -84,6 +84,11 @@ int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
                            dlock__etcd_kv **out, size_t *n, int *more, int64_t deadline_ns,
                            dlock__errbuf *err);
 
+/* Delete key if its create revision is still rev (the same owner's key):
+ * DLOCK_OK, or DLOCK_ENOTOWNER when it is gone or was made again. */
+int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_len, int64_t rev,
+                                  int64_t deadline_ns, dlock__errbuf *err);
+
 /* Read one key (no key when absent). */
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,

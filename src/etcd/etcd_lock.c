@@ -367,3 +367,34 @@ int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
     dlock__etcd_kv_clear(&first);
     return rc;
 }
+
+int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, int *removed,
+                      uint64_t *fence, dlock__errbuf *err)
+{
+    *removed = 0;
+    *fence = 0;
+    /* The owner may change between the read and the delete (it released,
+     * its lease ended): then the new owner is read and broken, a few times
+     * at most. */
+    for (int tries = 0; tries < 3; tries++) {
+        dlock__etcd_kv first;
+        int rc = dlock__etcd_first(e, name->begin, name->len, name->end, name->len, &first,
+                                   step_deadline(e, 0), err);
+        if (rc != DLOCK_OK || !first.key) {
+            dlock__etcd_kv_clear(&first);
+            return rc;
+        }
+        rc = dlock__etcd_delete_if_created(e, first.key, first.key_len, first.create_rev,
+                                           step_deadline(e, 0), err);
+        if (rc != DLOCK_ENOTOWNER) {
+            *removed = rc == DLOCK_OK;
+            *fence = (uint64_t)first.create_rev;
+            dlock__etcd_kv_clear(&first);
+            return rc;
+        }
+        dlock__etcd_kv_clear(&first);
+    }
+    if (err)
+        dlock__err_set(err, "etcd: the owner kept changing; try again");
+    return DLOCK_EBUSY;
+}

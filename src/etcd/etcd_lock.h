@@ -81,4 +81,11 @@ int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
 /* Seconds of lease for a TTL in ms (rounded up; at least 1). */
 int64_t dlock__etcd_ttl_s(int64_t ttl_ms);
 
+/* dlock_client_break(): delete the owner's key (the oldest under the
+ * name) if it is still that owner's, so the next waiter takes the lock.
+ * *removed 1 and *fence its create revision when one was deleted; 0 when
+ * the name was free. DLOCK_EBUSY if the owner changed at every try. */
+int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, int *removed,
+                      uint64_t *fence, dlock__errbuf *err);
+
 #endif

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The Redis backend's client-level operations (backend.h), for its table
  * in redis_backend.c: the nodes of a client (redis_client.c) and the
- * read-only looks (status.c, holders.c, list.c). */
+ * read-only looks (status.c, holders.c, list.c) and the breaking of a
+ * stuck lock (break.c). */
 #ifndef DLOCK_REDIS_BACKEND_H
 #define DLOCK_REDIS_BACKEND_H
 
@@ -21,5 +22,7 @@ int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_nod
 int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out);
 int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
+/* break.c: break.lua on every node. */
+int dlock__redis_break(dlock_client *c, const char *key, size_t klen, dlock_break_result *out);
 
 #endif

@@ -27,6 +27,7 @@ static const char *const names[DLOCK__S_COUNT] = {
     [DLOCK__S_HOLDERS] = "holders",
     [DLOCK__S_RESTORE] = "restore_batch",
     [DLOCK__S_WQ_LEAVE] = "wq_leave",
+    [DLOCK__S_BREAK] = "break",
 };
 
 static const dlock__script *by_id[DLOCK__S_COUNT];

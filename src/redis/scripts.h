@@ -39,6 +39,7 @@ typedef enum dlock__script_id {
     DLOCK__S_HOLDERS,      /* holders.lua */
     DLOCK__S_RESTORE,      /* restore_batch.lua */
     DLOCK__S_WQ_LEAVE,     /* wq_leave.lua */
+    DLOCK__S_BREAK,        /* break.lua */
     DLOCK__S_COUNT
 } dlock__script_id;
 

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_client_break() on Redis: break.lua on every node (the public
+ * checks are inspect.c's). */
+#include <string.h>
+
+#include "client.h"
+#include "error.h"
+#include "fanout.h"
+#include "keys.h"
+#include "redis_backend.h"
+#include "scripts.h"
+
+typedef struct break_ctx {
+    dlock_break_result *out;
+    int err;      /* the last node's error */
+    int wrongtype; /* a node said the key is not a lock */
+} break_ctx;
+
+static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                    const char *detail, int64_t start_ns)
+{
+    break_ctx *b = arg;
+    (void)node;
+    (void)idx;
+    (void)detail;
+    (void)start_ns;
+    if (err == DLOCK_OK && r->type == REDIS_REPLY_ERROR)
+        err = dlock__map_redis_error(r->str, r->len);
+    if (err == DLOCK_OK &&
+        (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
+         r->element[2]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0))
+        err = DLOCK_EPROTO;
+    if (err != DLOCK_OK) {
+        b->err = err;
+        b->wrongtype |= err == DLOCK_EWRONGTYPE;
+        return 0;
+    }
+    dlock_break_result *o = b->out;
+    size_t removed = (size_t)r->element[0]->integer;
+    uint64_t fence = r->element[2]->integer > 0 ? (uint64_t)r->element[2]->integer : 0;
+    o->answered++;
+    if (removed > 0) {
+        o->removed_on++;
+        o->mode = (dlock_hold_mode)r->element[1]->integer;
+    }
+    if (removed > o->removed)
+        o->removed = removed;
+    if (fence > o->fence)
+        o->fence = fence;
+    return 0;
+}
+
+int dlock__redis_break(dlock_client *c, const char *key, size_t klen, dlock_break_result *out)
+{
+    size_t flen = 0, chlen = 0;
+    char *fkey = dlock__helper_key(c, key, klen, "fence", 5, &flen);
+    char *ch = dlock__wake_channel_for(c, key, klen, &chlen);
+    if (!fkey || !ch) {
+        dlock__free(fkey);
+        dlock__free(ch);
+        return DLOCK_ENOMEM;
+    }
+    const char *args[3] = {key, fkey, ch};
+    size_t lens[3] = {klen, flen, chlen};
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_BREAK), .numkeys = 2, .nargs = 3,
+                      .args = args, .arglens = lens};
+    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, c->n_nodes, c->quorum};
+    break_ctx ctx = {out, DLOCK_EIO, 0};
+    int rc = dlock__fanout(c, &req, 1, &fo, break_cb, &ctx);
+    dlock__free(fkey);
+    dlock__free(ch);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (out->answered >= c->quorum)
+        return DLOCK_OK;
+    if (ctx.wrongtype)
+        return DLOCK_EWRONGTYPE;
+    return c->n_nodes == 1 ? ctx.err : DLOCK_ENOQUORUM;
+}

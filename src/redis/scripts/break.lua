@@ -1,0 +1,46 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- break.lua: remove every hold of a lock, whoever holds it (dlock break,
+-- dlock_client_break()), for a holder that is gone for good.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the fencing counter of this lock name
+-- ARGV[1]  the lock's wake-up channel, or '' for none
+--
+-- Replies  {removed, mode, fence}: removed the holds taken away (0: the
+--          lock was free; 1 for a plain, fair, exclusive or reentrant lock;
+--          the live holders of a shared lock or a semaphore); mode as
+--          holders.lua's (0 free, 1 a string, 2 shared, 3 semaphore, 4
+--          reentrant); fence the counter (0 if none yet)
+--          error WRONGTYPE when the key is not a lock dlock writes (a
+--          list, a set, a stream, or a hash or sorted set without a TTL):
+--          nothing is removed
+--
+-- Invariant: only the holds go. The fencing counter stays, so the next
+-- grant's fence is larger than every fence given before; the waiter list,
+-- the fair queue and a waiting writer's mark stay, so waiters keep their
+-- places. Every waiter is woken ('r', as a release with nobody listed) to
+-- look at once. A broken holder finds its token gone at its next renewal,
+-- extend or release, and its handle reports the lock lost.
+--#include wake.lua
+local key = KEYS[1]
+local fence = tonumber(redis.call('get', KEYS[2]) or '0')
+local t = redis.call('type', key).ok
+if t == 'none' then return {0, 0, fence} end
+local removed, mode = 1, 1
+if t ~= 'string' then
+  if (t ~= 'zset' and t ~= 'hash') or redis.call('pttl', key) < 0 then
+    return redis.error_reply('WRONGTYPE the lock key holds a ' .. t .. ', not a dlock lock')
+  end
+  if t == 'hash' then
+    mode = 4
+  else
+    mode = 2
+    if #redis.call('zrangebyscore', key, '+inf', '+inf', 'LIMIT', 0, 1) > 0 then mode = 3 end
+    local tm = redis.call('time')
+    local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+    removed = redis.call('zcount', key, '(' .. now, '(inf')
+  end
+end
+redis.call('del', key)
+if ARGV[1] ~= '' then wake(ARGV[1], 'r') end
+return {removed, mode, fence}

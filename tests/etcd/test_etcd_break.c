@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_client_break() on an etcd:// client against a real etcd member:
+ * the owner's key goes, the next waiter in line takes the lock with a
+ * larger fence, the broken holder is told at its next renewal (on_lost,
+ * DLOCK_LOST_NOT_OWNER), and a free name is left as it is. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "etcd_server.h"
+#include "proc.h"
+#include "test_util.h"
+
+static test_etcd srv;
+static dlock_client *cl;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_etcd_start(&srv, 1) != 0)
+        return -1;
+    const char *url = srv.url;
+    return dlock_client_new(&cl, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cl);
+    test_etcd_stop(&srv);
+    return 0;
+}
+
+static atomic_int lost_calls, lost_reason;
+
+static void on_lost(dlock_lock *l, dlock_lost_reason why, void *arg)
+{
+    (void)l;
+    (void)arg;
+    atomic_store(&lost_reason, (int)why);
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+} waiter;
+
+static void *wait_for_it(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 20000);
+    return NULL;
+}
+
+static void the_next_in_line_takes_the_broken_lock(void **state)
+{
+    (void)state;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.renew_interval_ms = 100;
+    o.on_lost = on_lost;
+    dlock_lock *holder = test_lock_with(cl, "stuck", &o);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {test_lock_new(cl, "stuck", 30000, 0, 10, 50), -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
+    test_sleep_ms(300); /* in line behind the holder */
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, "stuck", &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    assert_int_equal(res.mode, DLOCK_HOLD_EXCLUSIVE);
+    assert_int_equal(res.fence, dlock_lock_fence(holder));
+    assert_int_equal(res.answered, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK); /* long before the 30 s lease ended */
+    assert_true(dlock_lock_fence(w.l) > res.fence);
+    assert_true(test_wait_for_state(holder, DLOCK_STATE_LOST, 3000));
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_NOT_OWNER);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_ELOST);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
+static void a_free_name_is_left_alone(void **state)
+{
+    (void)state;
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, "nobody", &res), DLOCK_OK);
+    assert_int_equal(res.removed, 0);
+    assert_int_equal(res.mode, DLOCK_HOLD_FREE);
+    assert_int_equal(res.fence, 0);
+    assert_int_equal(dlock_client_break(cl, "", &res), DLOCK_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_next_in_line_takes_the_broken_lock),
+        cmocka_unit_test(a_free_name_is_left_alone),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock_client_break() against real redis-servers: every kind broken, its
+ * auto-renewed holders told (on_lost, DLOCK_LOST_NOT_OWNER; their release
+ * DLOCK_ELOST), the next grant's fence larger than every one before; a
+ * waiter, plain and fair, taking the broken lock long before the broken
+ * lease would have ended; a free name; a key that is not a lock left as
+ * it is; a Redlock of three with a node down and with two down; bad
+ * inputs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+#include "test_util.h"
+
+#define N 3
+static test_redis srv[N];
+
+static int setup(void **state)
+{
+    (void)state;
+    return test_redis_start_many(srv, N, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_redis_stop_many(srv, N);
+    return 0;
+}
+
+static atomic_int lost_calls;
+static atomic_int lost_reason;
+
+static void on_lost(dlock_lock *l, dlock_lost_reason why, void *arg)
+{
+    (void)l;
+    (void)arg;
+    atomic_store(&lost_reason, (int)why);
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+/* A holder renewed every 50 ms, so that it learns of the break soon. */
+static dlock_lock *renewed(dlock_client *c, const char *name, unsigned flags, unsigned permits)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 3000;
+    o.flags = flags | DLOCK_AUTO_RENEW;
+    o.renew_interval_ms = 50;
+    o.on_lost = on_lost;
+    dlock_lock *l = NULL;
+    if (permits)
+        assert_int_equal(dlock_semaphore_new(&l, c, name, permits, &o), DLOCK_OK);
+    else
+        assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    return l;
+}
+
+typedef struct kind_case {
+    const char *name;
+    unsigned flags, permits;
+    int holders;
+    dlock_hold_mode mode;
+} kind_case;
+
+static void every_kind_is_broken_and_its_holders_learn_it(void **state)
+{
+    (void)state;
+    test_flushall(&srv[0]);
+    dlock_client *c = test_client_for(&srv[0], NULL);
+    const kind_case cases[] = {
+        {"plain", 0, 0, 1, DLOCK_HOLD_EXCLUSIVE},
+        {"fair", DLOCK_FAIR, 0, 1, DLOCK_HOLD_EXCLUSIVE},
+        {"reent", DLOCK_REENTRANT, 0, 1, DLOCK_HOLD_OTHER},
+        {"writer", DLOCK_EXCLUSIVE, 0, 1, DLOCK_HOLD_EXCLUSIVE},
+        {"readers", DLOCK_SHARED, 0, 2, DLOCK_HOLD_SHARED},
+        {"sem", 0, 3, 2, DLOCK_HOLD_SEMAPHORE},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const kind_case *kc = &cases[k];
+        atomic_store(&lost_calls, 0);
+        dlock_lock *h[2] = {NULL, NULL};
+        uint64_t top = 0;
+        for (int i = 0; i < kc->holders; i++) {
+            h[i] = renewed(c, kc->name, kc->flags, kc->permits);
+            if (dlock_lock_fence(h[i]) > top)
+                top = dlock_lock_fence(h[i]);
+        }
+        dlock_break_result res;
+        assert_int_equal(dlock_client_break(c, kc->name, &res), DLOCK_OK);
+        if (res.removed != (size_t)kc->holders || res.mode != kc->mode)
+            fail_msg("%s: removed %zu (want %d), mode %d (want %d)", kc->name, res.removed,
+                     kc->holders, (int)res.mode, (int)kc->mode);
+        assert_int_equal(res.fence, top);
+        assert_int_equal(res.removed_on, 1);
+        assert_int_equal(res.answered, 1);
+        assert_int_equal(res.nodes, 1);
+        assert_int_equal(res.quorum, 1);
+        /* Each holder learns it at its next renewal. */
+        for (int i = 0; i < kc->holders; i++) {
+            if (!test_wait_for_state(h[i], DLOCK_STATE_LOST, 2000))
+                fail_msg("%s: holder %d not told of the break", kc->name, i);
+        }
+        assert_int_equal(atomic_load(&lost_calls), kc->holders);
+        assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_NOT_OWNER);
+        for (int i = 0; i < kc->holders; i++) {
+            assert_int_equal(dlock_lock_release(h[i]), DLOCK_ELOST);
+            dlock_lock_free(h[i]);
+        }
+        /* The next holder's fence is larger than every one before. */
+        dlock_lock *next = renewed(c, kc->name, kc->flags, kc->permits);
+        if (top > 0 && dlock_lock_fence(next) <= top)
+            fail_msg("%s: fence %llu after a break of %llu", kc->name,
+                     (unsigned long long)dlock_lock_fence(next), (unsigned long long)top);
+        assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+        dlock_lock_free(next);
+    }
+    dlock_client_free(c);
+}
+
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+} waiter;
+
+static void *wait_for_it(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 20000);
+    return NULL;
+}
+
+/* The holder's lease has 60 s left and it never releases: only the break
+ * can give the waiter the lock within its 20 s wait. */
+static void a_waiter_takes_the_broken_lock(unsigned flags)
+{
+    test_flushall(&srv[0]);
+    dlock_client *c = test_client_for(&srv[0], NULL);
+    dlock_lock *holder = test_lock_new(c, "stuck", 60000, flags, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {test_lock_new(c, "stuck", 60000, flags, 10, 50), -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
+    test_sleep_ms(200); /* in line (fair) or on the waiter list */
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(c, "stuck", &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(dlock_lock_fence(w.l) > dlock_lock_fence(holder));
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_EEXPIRED);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+    dlock_client_free(c);
+}
+
+static void a_waiter_takes_a_broken_plain_lock(void **state)
+{
+    (void)state;
+    a_waiter_takes_the_broken_lock(0);
+}
+
+static void a_waiter_takes_a_broken_fair_lock(void **state)
+{
+    (void)state;
+    a_waiter_takes_the_broken_lock(DLOCK_FAIR);
+}
+
+static void a_free_name_and_a_key_that_is_not_a_lock(void **state)
+{
+    (void)state;
+    test_flushall(&srv[0]);
+    dlock_client *c = test_client_for(&srv[0], NULL);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(c, "nobody", &res), DLOCK_OK);
+    assert_int_equal(res.removed, 0);
+    assert_int_equal(res.mode, DLOCK_HOLD_FREE);
+    assert_int_equal(res.answered, 1);
+    assert_int_equal(dlock_client_break(c, "nobody", NULL), DLOCK_OK);
+    test_cmd_int(&srv[0], "RPUSH alist a");
+    assert_int_equal(dlock_client_break(c, "alist", &res), DLOCK_EWRONGTYPE);
+    assert_int_equal(test_cmd_int(&srv[0], "LLEN alist"), 1);
+    dlock_client_free(c);
+}
+
+static void bad_inputs_are_einval(void **state)
+{
+    (void)state;
+    dlock_client *c = test_client_for(&srv[0], NULL);
+    dlock_break_result res;
+    char longname[DLOCK_NAME_MAX + 2];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_int_equal(dlock_client_break(NULL, "x", &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(c, NULL, &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(c, "", &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(c, longname, &res), DLOCK_EINVAL);
+    dlock_client_free(c);
+}
+
+static void a_redlock_is_broken_on_a_majority(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N; i++)
+        test_flushall(&srv[i]);
+    dlock_client *c = test_client_timeouts(srv, N, 300, 300);
+    dlock_lock *h = test_lock_new(c, "red", 60000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
+    /* The same three nodes, the third one's port replaced by a closed one. */
+    char down[64];
+    snprintf(down, sizeof down, "redis://127.0.0.1:%d", test_free_port());
+    const char *two_up[N] = {srv[0].url, srv[1].url, down};
+    dlock_client *c2 = test_client_new(two_up, N, NULL);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(c2, "red", &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    assert_int_equal(res.removed_on, 2);
+    assert_int_equal(res.answered, 2);
+    assert_int_equal(res.nodes, 3);
+    assert_int_equal(res.quorum, 2);
+    assert_int_equal(res.fence, dlock_lock_fence(h));
+    assert_int_equal(test_key_exists(&srv[2], "red"), 1); /* the node it did not reach */
+    char down2[64];
+    snprintf(down2, sizeof down2, "redis://127.0.0.1:%d", test_free_port());
+    const char *one_up[N] = {srv[0].url, down, down2};
+    dlock_client *c1 = test_client_new(one_up, N, NULL);
+    assert_int_equal(dlock_client_break(c1, "red", &res), DLOCK_ENOQUORUM);
+    assert_int_equal(res.answered, 1);
+    dlock_client_free(c1);
+    dlock_client_free(c2);
+    dlock_lock_free(h);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_kind_is_broken_and_its_holders_learn_it),
+        cmocka_unit_test(a_waiter_takes_a_broken_plain_lock),
+        cmocka_unit_test(a_waiter_takes_a_broken_fair_lock),
+        cmocka_unit_test(a_free_name_and_a_key_that_is_not_a_lock),
+        cmocka_unit_test(bad_inputs_are_einval),
+        cmocka_unit_test(a_redlock_is_broken_on_a_majority),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
