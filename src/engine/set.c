@@ -132,10 +132,16 @@ static void hold(dlock_lock *set, int64_t end)
     dlock_lock *first = set->set->names[0];
     set->holds = 1;
     set->fence = first->fence;
+    /* The set's token is its first name's; one too long for the inline
+     * buffer (none is today: 32 hex digits and an inbox tag) reads as
+     * empty rather than as a cut one. */
     size_t len = first->token_len;
-    memcpy(set->token_inline, first->token, len < sizeof set->token_inline ? len + 1 : 1);
+    if (len >= sizeof set->token_inline)
+        len = 0;
+    memcpy(set->token_inline, first->token, len);
+    set->token_inline[len] = '\0';
     set->token = set->token_inline;
-    set->token_len = len < sizeof set->token_inline ? len : 0;
+    set->token_len = len;
     dlock__fsm_fire(set, DLOCK__EV_GRANTED, end);
     dlock__err_clear(&set->err);
 }
