@@ -111,11 +111,15 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
     } else if (st == DLOCK_STATE_HELD && l->kind->reenter) {
         /* A re-entry (kinds.h, reenter): the share is the handle's already,
          * so it is renewed, never asked for again (a writer's mark would
-         * keep its own holder waiting). */
+         * keep its own holder waiting). A share whose lease ended (or that
+         * is not ours any more) is not re-entered: the extend let it go,
+         * and a new one is asked for below (dlock.h, DLOCK_REENTRANT). */
         int rc = dlock__engine_extend(l, 0);
         if (rc == DLOCK_OK)
             l->holds++;
-        return rc;
+        if (rc != DLOCK_EEXPIRED && rc != DLOCK_ENOTOWNER)
+            return rc;
+        dlock__err_clear(&l->err);
     } else if (st == DLOCK_STATE_HELD && !l->kind->counted) {
         dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
         return DLOCK_EINVAL;

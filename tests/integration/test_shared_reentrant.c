@@ -57,6 +57,28 @@ static void n_acquires_need_n_releases(void **state)
     dlock_lock_free(w);
 }
 
+/* dlock.h, DLOCK_REENTRANT: "A hold whose lease ended is not re-entered:
+ * the owner's next acquire gets a new hold". For the reader's and the
+ * writer's reentrant kinds too, not DLOCK_EEXPIRED. */
+static void a_share_whose_lease_ended_is_taken_anew(void **state)
+{
+    (void)state;
+    const unsigned kinds[] = {RS, RX};
+    for (size_t k = 0; k < 2; k++) {
+        dlock_lock *r = test_lock_new(test_cl, "rr:ended", 100, kinds[k], 1, 20);
+        assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+        uint64_t fence = dlock_lock_fence(r);
+        test_sleep_ms(250);
+        assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+        assert_int_equal(dlock_lock_state_get(r), DLOCK_STATE_HELD);
+        if (kinds[k] == RX)
+            assert_true(dlock_lock_fence(r) > fence);
+        assert_int_equal(dlock_lock_release(r), DLOCK_OK); /* one hold: the new one */
+        assert_int_equal(dlock_lock_release(r), DLOCK_ENOTHELD);
+        dlock_lock_free(r);
+    }
+}
+
 typedef struct try_arg {
     dlock_client *c;
     int rc;
@@ -378,6 +400,7 @@ int main(void)
         cmocka_unit_test_teardown(waiting_writer_gets_in_after_the_last_release, test_srv_flush),
         cmocka_unit_test_teardown(auto_renew_keeps_a_reentered_share, test_srv_flush),
         cmocka_unit_test_teardown(combinations_still_refused, test_srv_flush),
+        cmocka_unit_test_teardown(a_share_whose_lease_ended_is_taken_anew, test_srv_flush),
         cmocka_unit_test_teardown(reentrant_writer_counts_and_keeps_its_fence, test_srv_flush),
         cmocka_unit_test_teardown(auto_renew_keeps_a_reentered_writer, test_srv_flush),
     };
