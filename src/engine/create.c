@@ -95,38 +95,12 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     l->kind = kind;
     l->backend = client->backend;
     l->ttl_s_len = (size_t)snprintf(l->ttl_s, sizeof l->ttl_s, "%" PRId64, opts->ttl_ms);
-    /* l->name is the Redis key: the client's key_prefix + the name. */
+    /* l->name is the key every store names the lock by: the client's
+     * key_prefix + the name. The backend's own keys come in lock_init. */
     l->name = dlock__lock_key(client, name, len, &l->name_len);
     l->prefix_len = l->name ? l->name_len - len : 0;
-    if (l->name)
-        l->channel = dlock__wake_channel_for(client, l->name, l->name_len, &l->channel_len);
-    int ok = l->name && l->channel;
-    if (ok && kind->fenced && !(opts->flags & DLOCK_NO_FENCE))
-        ok = (l->fence_key = dlock__helper_key(client, l->name, l->name_len, "fence", 5,
-                                               &l->fence_len)) != NULL;
-    if (ok && kind->aux_key)
-        ok = (l->aux_key = dlock__helper_key(client, l->name, l->name_len, kind->aux_key,
-                                             strlen(kind->aux_key), &l->aux_len)) != NULL;
+    int ok = l->name != NULL;
     l->permits = permits;
-    l->aux_arg_len = dlock__kind_aux_arg(kind, opts->retry_max_ms, permits, l->aux_arg,
-                                         sizeof l->aux_arg);
-    if (ok && kind->leave != DLOCK__S_NONE) { /* queued: the line and liveness keys */
-        l->queue_key = dlock__helper_key(client, l->name, l->name_len, "q", 1, &l->queue_len);
-        l->live_prefix = dlock__helper_key(client, l->name, l->name_len, "w\0", 2,
-                                           &l->live_prefix_len);
-        ok = l->queue_key && l->live_prefix;
-    } else if (ok && kind->wake_one && client->n_nodes == 1 &&
-               !dlock__client_cluster(client)) {
-        /* One waiter woken per release (docs/waiting.md, "Who is woken").
-         * Not on Redlock: nodes that wake different waiters split the
-         * vote. Not on a cluster: a script with keys that come and go gets
-         * TRYAGAIN while its slot migrates. */
-        ok = (l->wq_key = dlock__helper_key(client, l->name, l->name_len, "wq", 2,
-                                            &l->wq_len)) != NULL;
-        if (ok && kind->runs)
-            ok = (l->wr_key = dlock__helper_key(client, l->name, l->name_len, "wr", 2,
-                                                &l->wr_len)) != NULL;
-    }
     l->token = l->token_inline;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&l->mu, NULL));
     dlock__cond_init_monotonic(&l->cond);
@@ -146,7 +120,8 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
                                   .interval_ms = opts->renew_interval_ms};
     l->waiter = (dlock__waiter){.mu = &l->mu, .cond = &l->cond, .canceled = &l->canceled};
     if (l->backend->lock_init(l) != DLOCK_OK) {
-        dlock__lock_destroy(l); /* nothing taken yet: memory only */
+        dlock__lock_destroy(l); /* nothing taken yet: memory only (lock_clear takes
+                                   what lock_init made of it) */
         return DLOCK_ENOMEM;
     }
     *out = l;
@@ -162,14 +137,6 @@ void dlock__lock_destroy(dlock_lock *l)
     }
     l->backend->lock_clear(l, dlock__client_forked(l->client));
     dlock__free(l->name);
-    dlock__free(l->fence_key);
-    dlock__free(l->channel);
-    dlock__free(l->inbox);
-    dlock__free(l->queue_key);
-    dlock__free(l->live_prefix);
-    dlock__free(l->wq_key);
-    dlock__free(l->wr_key);
-    dlock__free(l->aux_key);
     if (l->token != l->token_inline)
         dlock__free(l->token);
     dlock__err_free(&l->err);

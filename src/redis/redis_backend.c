@@ -160,17 +160,6 @@ static void no_record(dlock_lock *l)
     (void)l; /* the handle's fields are the whole record */
 }
 
-static int no_record_init(dlock_lock *l)
-{
-    (void)l; /* the keys are made by dlock_lock_new() (lock.c) */
-    return DLOCK_OK;
-}
-
-static void no_record_clear(dlock_lock *l, int forked)
-{
-    (void)l, (void)forked;
-}
-
 static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
 {
     (void)c;
@@ -204,8 +193,8 @@ const dlock__backend dlock__redis_backend = {
     .sets = 1,
     .renewal = &renewal_ops,
     .kind_for = kind_for,
-    .lock_init = no_record_init,
-    .lock_clear = no_record_clear,
+    .lock_init = dlock__redis_lock_init,
+    .lock_clear = dlock__redis_lock_clear,
     .acquire = acquire,
     .release = release,
     .extend = extend,

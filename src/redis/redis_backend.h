@@ -22,6 +22,9 @@ int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_nod
 int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out);
 int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
+/* redis_lock.c: the keys of a new handle's kind, and their release. */
+int dlock__redis_lock_init(dlock_lock *l);
+void dlock__redis_lock_clear(dlock_lock *l, int forked);
 /* break.c: break.lua on every node. */
 int dlock__redis_break(dlock_client *c, const char *key, size_t klen, dlock_break_result *out);
 

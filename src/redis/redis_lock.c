@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The Redis part of a new handle (backend.h, lock_init and lock_clear):
+ * the keys and arguments its kind's scripts take besides the lock key
+ * (docs/design.md, "Key layout"), made once here. The engine makes the
+ * lock key itself (the client's prefix + the name), which every store
+ * names the lock by. */
+#include <string.h>
+
+#include "client.h"
+#include "handle.h"
+#include "keys.h"
+#include "kinds.h"
+#include "redis_backend.h"
+
+static char *helper(dlock_lock *l, const char *kind, size_t kind_len, size_t *out_len)
+{
+    return dlock__helper_key(l->client, l->name, l->name_len, kind, kind_len, out_len);
+}
+
+int dlock__redis_lock_init(dlock_lock *l)
+{
+    const dlock__kind *kind = l->kind;
+    dlock_client *client = l->client;
+    l->channel = dlock__wake_channel_for(client, l->name, l->name_len, &l->channel_len);
+    int ok = l->channel != NULL;
+    if (ok && kind->fenced && !(l->opts.flags & DLOCK_NO_FENCE))
+        ok = (l->fence_key = helper(l, "fence", 5, &l->fence_len)) != NULL;
+    if (ok && kind->aux_key)
+        ok = (l->aux_key = helper(l, kind->aux_key, strlen(kind->aux_key), &l->aux_len)) != NULL;
+    l->aux_arg_len = dlock__kind_aux_arg(kind, l->opts.retry_max_ms, l->permits, l->aux_arg,
+                                         sizeof l->aux_arg);
+    if (ok && kind->leave != DLOCK__S_NONE) { /* queued: the line and liveness keys */
+        l->queue_key = helper(l, "q", 1, &l->queue_len);
+        l->live_prefix = helper(l, "w\0", 2, &l->live_prefix_len);
+        ok = l->queue_key && l->live_prefix;
+    } else if (ok && kind->wake_one && client->n_nodes == 1 && !dlock__client_cluster(client)) {
+        /* One waiter woken per release (docs/waiting.md, "Who is woken").
+         * Not on Redlock: nodes that wake different waiters split the
+         * vote. Not on a cluster: a script with keys that come and go gets
+         * TRYAGAIN while its slot migrates. */
+        ok = (l->wq_key = helper(l, "wq", 2, &l->wq_len)) != NULL;
+        if (ok && kind->runs)
+            ok = (l->wr_key = helper(l, "wr", 2, &l->wr_len)) != NULL;
+    }
+    return ok ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+void dlock__redis_lock_clear(dlock_lock *l, int forked)
+{
+    (void)forked; /* memory only either way */
+    dlock__free(l->channel);
+    dlock__free(l->fence_key);
+    dlock__free(l->aux_key);
+    dlock__free(l->inbox);
+    dlock__free(l->queue_key);
+    dlock__free(l->live_prefix);
+    dlock__free(l->wq_key);
+    dlock__free(l->wr_key);
+}
