@@ -178,6 +178,91 @@ static void undo_attempt(dlock_lock *l, dlock__tally *t, uint64_t seq_no, int fr
         cancel_behind(l, kept, seq_no, t, 0);
 }
 
+/* The token (or, counted, the owner id) this attempt asks with. */
+static int prepare_token(dlock_lock *l, int counted, int fresh)
+{
+    if (counted) {
+        /* A re-entry through this handle keeps the owner id it holds with. */
+        if (fresh)
+            dlock__lock_owner_id(l);
+        return DLOCK_OK;
+    }
+    int rc = l->kind->reenter ? dlock__lock_owner_token(l) : dlock__lock_new_token(l);
+    if (rc != DLOCK_OK)
+        dlock__err_set(&l->err, "getrandom failed");
+    return rc;
+}
+
+/* A majority granted before the lease's end: make the hold the handle's
+ * (DLOCK_OK), unless the fence's write-back or the clock says otherwise. */
+static int take_grant(dlock_lock *l, const dlock__tally *t, int fresh, int64_t lease_end,
+                      dlock__conn **kept, int *retry)
+{
+    int counted = l->kind->counted;
+    int rc = DLOCK_OK;
+    uint64_t fence = t->max_fence;
+    /* A re-entry that found the key gone made a new hold (count 1): the
+     * earlier holds ended with the lease, and this is a new grant with a
+     * new fencing token. */
+    if (counted && !fresh && t->count == 1) {
+        fresh = 1;
+        l->holds = 0;
+    }
+    if (counted && t->count == 1 && !l->undo_pending && !l->rel_pending)
+        l->in_doubt = 0; /* a new key: none of our old operations is in it */
+    /* The write-back only has to leave a majority with a counter >=
+     * fence; when a majority returned fence itself (counters in step, the
+     * usual case) that is already so, and the round trip is skipped
+     * (docs/fencing.md). */
+    if (l->client->n_nodes > 1 && l->fence_key && fresh && t->at_max < t->quorum)
+        rc = sync_fence(l, fence, lease_end);
+    if (rc == DLOCK_OK && dlock__now_ns() < lease_end) {
+        if (fresh)
+            l->fence = fence;
+        l->holds = counted ? l->holds + 1 : 1;
+        dlock__fanout_send_behind(l->client, kept, NULL, 0); /* timed out: closed */
+        dlock__lock_granted(l, lease_end);
+        dlock__err_clear(&l->err);
+        return DLOCK_OK;
+    }
+    dlock__err_append(&l->err, "fencing token not confirmed by a majority in time");
+    *retry = 1;
+    return DLOCK_ENOQUORUM;
+}
+
+/* What the votes say when they are not a grant in time. */
+static int refusal(dlock_lock *l, const dlock__tally *t, int *retry)
+{
+    if (t->yes >= t->quorum) {
+        dlock__err_append(&l->err, "the lease ran out before a majority answered");
+        *retry = 1;
+        return l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EUNKNOWN;
+    }
+    if (t->no > 0 && t->errs <= t->n - t->quorum) {
+        /* Some node said "held by another" and the failed or silent nodes
+         * are a minority: a majority is there, the lock is busy or being
+         * fought over. A missing vote is not a verdict; DLOCK_ENOQUORUM is
+         * for when no majority can be reached at all (issue 15). */
+        *retry = 1;
+        return DLOCK_ENOTACQUIRED;
+    }
+    *retry = !t->fatal_err;
+    return dlock__tally_failure_code(t);
+}
+
+/* Two URLs reach one server (its run_id, learned on connecting): its
+ * votes counted twice. 1 with the handle's message set, else 0. */
+static int same_server(dlock_lock *l, const dlock__tally *t)
+{
+    char same[300];
+    if (!t->same_server && (l->client->n_nodes <= 1 ||
+                            dlock__client_check_distinct(l->client, same, sizeof same) == DLOCK_OK))
+        return 0;
+    dlock__client_check_distinct(l->client, same, sizeof same);
+    dlock__err_set(&l->err, "%s", same);
+    return 1;
+}
+
 int dlock__attempt(dlock_lock *l, int *retry)
 {
     int counted = l->kind->counted;
@@ -187,17 +272,8 @@ int dlock__attempt(dlock_lock *l, int *retry)
 
     *retry = 0;
     int rc = settle_pending(l, retry);
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK || (rc = prepare_token(l, counted, fresh)) != DLOCK_OK)
         return rc;
-    if (counted) {
-        /* A re-entry through this handle keeps the owner id it holds with. */
-        if (fresh)
-            dlock__lock_owner_id(l);
-    } else if ((rc = l->kind->reenter ? dlock__lock_owner_token(l) : dlock__lock_new_token(l)) !=
-               DLOCK_OK) {
-        dlock__err_set(&l->err, "getrandom failed");
-        return rc;
-    }
     uint64_t seq_no = 0;
     if (counted) {
         seq_no = dlock__lock_next_op_no();
@@ -242,59 +318,18 @@ int dlock__attempt(dlock_lock *l, int *retry)
      * rather than the holder's TTL. */
     l->split_vote = t.yes > 0 && dlock__tally_max_same_holder(&t) < t.quorum;
 
-    char same[300];
-    if (t.same_server || (l->client->n_nodes > 1 &&
-                          dlock__client_check_distinct(l->client, same, sizeof same) != DLOCK_OK)) {
-        dlock__client_check_distinct(l->client, same, sizeof same);
-        /* Two URLs reach one server (its run_id, learned on connecting):
-         * its votes counted twice. Nothing here is a grant; undo all. */
-        dlock__err_set(&l->err, "%s", same);
+    if (same_server(l, &t)) {
+        /* Nothing here is a grant; undo all. */
         rc = DLOCK_EINVAL;
         for (size_t i = 0; i < t.n; i++)
             t.maybe_ours[i] = 1;
     } else if (t.yes >= t.quorum && dlock__now_ns() < lease_end) {
-        uint64_t fence = t.max_fence;
-        /* A re-entry that found the key gone made a new hold (count 1):
-         * the earlier holds ended with the lease, and this is a new grant
-         * with a new fencing token. */
-        if (counted && !fresh && t.count == 1) {
-            fresh = 1;
-            l->holds = 0;
-        }
-        if (counted && t.count == 1 && !l->undo_pending && !l->rel_pending)
-            l->in_doubt = 0; /* a new key: none of our old operations is in it */
-        /* The write-back only has to leave a majority with a counter >=
-         * fence; when a majority returned fence itself (counters in step,
-         * the usual case) that is already so, and the round trip is
-         * skipped (docs/fencing.md). */
-        if (l->client->n_nodes > 1 && l->fence_key && fresh && t.at_max < t.quorum)
-            rc = sync_fence(l, fence, lease_end);
-        if (rc == DLOCK_OK && dlock__now_ns() < lease_end) {
-            if (fresh)
-                l->fence = fence;
-            l->holds = counted ? l->holds + 1 : 1;
-            dlock__fanout_send_behind(l->client, kept, NULL, 0); /* timed out: closed */
-            dlock__lock_granted(l, lease_end);
-            dlock__err_clear(&l->err);
+        rc = take_grant(l, &t, fresh, lease_end, kept, retry);
+        if (rc == DLOCK_OK)
             return DLOCK_OK;
-        }
-        dlock__err_append(&l->err, "fencing token not confirmed by a majority in time");
-        rc = DLOCK_ENOQUORUM;
-        *retry = 1;
-    } else if (t.yes >= t.quorum) {
-        dlock__err_append(&l->err, "the lease ran out before a majority answered");
-        rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EUNKNOWN;
-        *retry = 1;
-    } else if (t.no > 0 && t.errs <= t.n - t.quorum) {
-        /* Some node said "held by another" and the failed or silent nodes
-         * are a minority: a majority is there, the lock is busy or being
-         * fought over. A missing vote is not a verdict; DLOCK_ENOQUORUM is
-         * for when no majority can be reached at all (issue 15). */
-        rc = DLOCK_ENOTACQUIRED;
-        *retry = 1;
+        fresh = fresh || (counted && t.count == 1);
     } else {
-        rc = dlock__tally_failure_code(&t);
-        *retry = !t.fatal_err;
+        rc = refusal(l, &t, retry);
     }
 
     undo_attempt(l, &t, seq_no, fresh, kept);
