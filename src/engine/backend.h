@@ -15,9 +15,16 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "op.h"
 #include "renewal.h"
 
 struct dlock__kind;
+
+/* A cancel must end a wait at once: the best-effort step that takes a
+ * cancelled waiter out of a list or line (leave below: wq_leave.lua;
+ * fair_leave.lua) gets this long, in ms, and otherwise its entry lapses by
+ * itself or, in fair mode, the handle's next acquire or free cleans up. */
+#define DLOCK__CANCEL_LEAVE_MS 100
 
 typedef struct dlock__backend {
     const char *name;
@@ -75,6 +82,24 @@ typedef struct dlock__backend {
     void (*lock_clear)(dlock_lock *l, int forked);
 
     /* ---- the operations the engine drives ------------------------------ */
+    /* The engine's wait (acquire.c) for the kinds that wait by retrying
+     * (kinds.h, DLOCK__WAIT_RETRY): try is one attempt as a request
+     * (op.h): DLOCK_OK and op->done() later, exactly once, from op->loop,
+     * with op->v filled (the code and message as acquire's would be, V_RETRY
+     * when waiting could help, V_SPLIT, the holder's TTL, the look hint);
+     * or an error, and done() never comes. Its hold, token and lease end
+     * are then as acquire's below. watch: be woken by a release
+     * (the waiter record's wake hook, waiter.h): DLOCK_OK if watched, and
+     * unwatch ends it (Redis's watch still blocks until the node confirms
+     * the subscription, as its try still blocks for the attempt: stage
+     * 4a). leave: a waiter that gives up leaves the store's
+     * waiter list, best effort, within timeout_ms. try NULL: the backend
+     * waits its own way in acquire (etcd, and Redis's fair kinds for
+     * now). */
+    int (*try)(dlock_lock *l, dlock__op *op);
+    int (*watch)(dlock_lock *l);
+    void (*unwatch)(dlock_lock *l);
+    void (*leave)(dlock_lock *l, int64_t timeout_ms);
     /* Take a hold, waiting until deadline_ns (wait_ms 0: try once) the way
      * the kind waits in this store. A counted kind's handle that holds
      * already takes one more hold of the owner. On DLOCK_OK the hold, its

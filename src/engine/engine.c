@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "call.h"
 #include "engine.h"
 #include "fsm.h"
 #include "client.h"
@@ -132,7 +133,10 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
     /* Every exchange of this acquire ends at once on dlock_lock_cancel(). */
     dlock__lock_open_cancel(l, wait_ms);
     l->granted_until_ns = 0; /* a grant that forgot its lease end has none */
-    rc = l->backend->acquire(l, wait_ms, deadline);
+    if (l->backend->try && l->kind->wait == DLOCK__WAIT_RETRY)
+        rc = dlock__call_acquire(l, wait_ms, deadline); /* the engine's wait (acquire.c) */
+    else
+        rc = l->backend->acquire(l, wait_ms, deadline); /* still the backend's own */
     dlock__lock_close_cancel(l);
     if (rc == DLOCK_OK)
         dlock__fsm_fire(l, DLOCK__EV_GRANTED, l->granted_until_ns);
@@ -335,6 +339,8 @@ void dlock__engine_cancel(dlock_lock *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     l->canceled = 1;
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
+    if (l->waiter.wake) /* the engine's wait, asleep on its loop */
+        l->waiter.wake(l->waiter.wake_arg);
     if (l->cancel_fd[1] >= 0) {
         /* Wake a round trip in flight (a full pipe already will). */
         char b = 1;

@@ -29,8 +29,8 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_COUNT
 } dlock__kind_id;
 
-/* How a waiting acquire of the kind goes (lock.c maps it to the loop:
- * wait.c's or fair.c's). */
+/* How a waiting acquire of the kind goes (engine.c maps it to the wait:
+ * the engine's, acquire.c, or the backend's own, fair.c's). */
 typedef enum dlock__wait_style {
     DLOCK__WAIT_RETRY, /* attempts with backoff, woken by release messages */
     DLOCK__WAIT_QUEUE, /* a place in line, handed the lock in turn */

@@ -14,7 +14,7 @@
 
 /* How long a subscribed waiter's entry in the lock's waiter list lives
  * unless it looks again (lib/waitq.lua), in ms, as the string the acquire
- * scripts get: two looks (wait.c, SAFETY_POLL_MS), so a live waiter that
+ * scripts get: two looks (src/engine/acquire.c, SAFETY_POLL_MS), so a live waiter that
  * looks on time stays listed, and a dead one drops out soon. */
 #define DLOCK__WAIT_ENTRY_MS_S "400"
 

@@ -90,17 +90,12 @@ static void cleanup(dlock_lock *l)
     }
 }
 
-/* A kind waits its way (kinds.h): attempts with a backoff and wake-ups,
- * or a place in a fair line. */
+/* The kinds that wait by retrying wait in the engine (src/engine/acquire.c,
+ * through try, watch and leave below); the fair kinds still wait here, in
+ * their line (fair.c). */
 static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
 {
-    switch (l->kind->wait) {
-    case DLOCK__WAIT_QUEUE:
-        return dlock__fair_acquire(l, wait_ms, deadline_ns);
-    case DLOCK__WAIT_RETRY:
-    default:
-        return dlock__wait_acquire(l, wait_ms, deadline_ns);
-    }
+    return dlock__fair_acquire(l, wait_ms, deadline_ns);
 }
 
 /* A reentrant reader's holds below the last are the handle's own count:
@@ -195,6 +190,10 @@ const dlock__backend dlock__redis_backend = {
     .kind_for = kind_for,
     .lock_init = dlock__redis_lock_init,
     .lock_clear = dlock__redis_lock_clear,
+    .try = dlock__wait_try,
+    .watch = dlock__wait_watch_release,
+    .unwatch = dlock__wait_unwatch,
+    .leave = dlock__wait_leave,
     .acquire = acquire,
     .release = release,
     .extend = extend,

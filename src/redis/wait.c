@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The waiting acquire of the plain and counted kinds (wait.h). */
+/* Redis's part of waiting (wait.h): the try, the watch and the leave of
+ * the engine's wait (src/engine/acquire.c), and fair mode's sleep. */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
@@ -16,13 +17,6 @@
 #include "rand.h"
 #include "wait.h"
 #include "wakeup.h"
-
-/* A waiter still gets a look at least this often: its subscription may
- * have broken without a message, or the holder is another library's lock
- * on the same key (a plain SET NX PX), which publishes nothing on release.
- * 200 ms: such a release is seen within 250 ms, for 5 looks a second per
- * waiter (issue 20; it was 1 s). */
-#define SAFETY_POLL_MS 200
 
 int dlock__wait_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at)
 {
@@ -114,7 +108,7 @@ void dlock__wait_unwatch(dlock_lock *l)
  * next look), and passes on a turn it was handed meanwhile (wq_leave.lua).
  * Best effort, one script call: otherwise the entry goes with the list, and
  * a turn lapses. A grant took the entry off already. */
-static void leave_list(dlock_lock *l, int64_t timeout_ms)
+void dlock__wait_leave(dlock_lock *l, int64_t timeout_ms)
 {
     if (!l->wait_id_len)
         return;
@@ -126,64 +120,28 @@ static void leave_list(dlock_lock *l, int64_t timeout_ms)
     (void)dlock__fanout(l->client, &req, 1, &fo, dlock__ignore_cb, NULL);
 }
 
-int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
+static void try_answered(dlock__timer *t)
 {
-    int watching = 0;
-    unsigned attempts = 0;
-    int rc;
-    for (;;) {
-        unsigned woken = dlock__wait_woken(l);
-        int retry;
-        rc = dlock__attempt(l, &retry);
-        if (rc == DLOCK_OK || wait_ms == 0 || !retry)
-            break;
-        int64_t now = dlock__now_ns();
-        if (now >= deadline) {
-            if (rc == DLOCK_ENOTACQUIRED) {
-                /* The node answered just now: worth one ZREM (not after
-                 * a failure: it could cost an I/O timeout). */
-                leave_list(l, l->client->opts.io_timeout_ms);
-                rc = DLOCK_ETIMEDOUT;
-                dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
-            }
-            break;
-        }
-        /* Subscribe before the next attempt, so that a release between
-         * that attempt and the sleep still wakes us. */
-        if (!watching && l->client->opts.wakeups && rc == DLOCK_ENOTACQUIRED) {
-            watching = dlock__wait_watch(l, 0) == DLOCK_OK;
-            if (watching)
-                continue;
-        }
-        int64_t sleep_ms;
-        if (rc == DLOCK_ENOTACQUIRED && l->split_vote)
-            sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
-        else if (watching && l->holder_ttl_ms >= 0) {
-            /* The release message comes first; the holder's expiry is the
-             * latest we need to look (a crashed holder never publishes).
-             * The head of the line looks when the holder's run ends too:
-             * releases within a run wake nobody (docs/waiting.md). */
-            sleep_ms = DLOCK__MIN(l->holder_ttl_ms + 1, SAFETY_POLL_MS);
-            if (l->look_ms >= 0)
-                sleep_ms = DLOCK__MIN(sleep_ms, l->look_ms + 1);
-        }
-        else {
-            sleep_ms = dlock__backoff_ms(attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
-            if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < sleep_ms)
-                sleep_ms = l->holder_ttl_ms + 1;
-        }
-        if (dlock__wait_sleep_until(l, woken,
-                                    DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS))) {
-            rc = DLOCK_ECANCELED;
-            dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
-            /* Leave the list too (a cancel is a give-up), but a cancel
-             * must end the wait at once: 100 ms at most for the ZREM,
-             * else the entry lapses by itself. */
-            leave_list(l, DLOCK__CANCEL_LEAVE_MS);
-            break;
-        }
-    }
-    if (watching)
-        dlock__wait_unwatch(l);
-    return rc;
+    dlock__op_complete(DLOCK__OWNER(t, dlock__op, defer));
+}
+
+int dlock__wait_try(dlock_lock *l, dlock__op *op)
+{
+    /* Stage 4a of docs/dev/engine-plan.md: the attempt is still one
+     * blocking exchange inside (the fan-out turns a private loop of its
+     * own; a cancel stops it through the cancel pipe), and its verdict
+     * completes through the op's loop at its next turn. */
+    int retry = 0;
+    op->v.code = dlock__attempt(l, &retry);
+    op->v.flags = (retry ? DLOCK__V_RETRY : 0u) | (l->split_vote ? DLOCK__V_SPLIT : 0u);
+    op->v.holder_ttl_ms = l->holder_ttl_ms;
+    op->v.look_ms = l->look_ms;
+    op->defer.fire = try_answered;
+    dlock__defer(op->loop, &op->defer);
+    return DLOCK_OK;
+}
+
+int dlock__wait_watch_release(dlock_lock *l)
+{
+    return dlock__wait_watch(l, 0);
 }

@@ -1,21 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Waiting for a lock: attempts with backoff, woken early by release
- * messages (wakeup.c), until the deadline or a cancel. */
+/* Redis's part of waiting for a lock: the engine's wait
+ * (src/engine/acquire.c) tries (dlock__wait_try), watches the release
+ * channel (woken early by release messages, wakeup.c) and leaves the
+ * waiter list through these; fair mode (fair.c) sleeps here too. */
 #ifndef DLOCK_WAIT_H
 #define DLOCK_WAIT_H
 
 #include <stdint.h>
 
+#include "backend.h"
 #include "common.h"
+#include "op.h"
 
-/* A cancel must end a wait at once: the best-effort step that takes a
- * cancelled waiter out of a list or line (wq_leave.lua, fair_leave.lua)
- * gets this long, in ms, and otherwise its entry lapses by itself or, in
- * fair mode, the handle's next acquire or free cleans up. */
-#define DLOCK__CANCEL_LEAVE_MS 100
-
-/* The acquire loop of the plain and counted kinds (kinds.h). */
-int dlock__wait_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
+/* The backend's try (backend.h): one attempt (attempt.c), its verdict
+ * completed through op->loop. Always DLOCK_OK. */
+int dlock__wait_try(dlock_lock *l, dlock__op *op);
+/* The backend's leave (backend.h): a listed waiter that gives up leaves
+ * the waiter list (wq_leave.lua), best effort, within timeout_ms. */
+void dlock__wait_leave(dlock_lock *l, int64_t timeout_ms);
 
 /* Sleep until wake_at, a cancel, a release message (woken moves on), or a
  * hand-over to us. Returns 1 if cancelled (and clears the cancel). */
@@ -28,5 +30,7 @@ unsigned dlock__wait_woken(dlock_lock *l);
  * (fair kinds also name their token for hand-overs). DLOCK_OK if watched. */
 int dlock__wait_watch(dlock_lock *l, int fair);
 void dlock__wait_unwatch(dlock_lock *l);
+/* The backend's watch (backend.h): dlock__wait_watch(l, 0). */
+int dlock__wait_watch_release(dlock_lock *l);
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The waiter record that a waiting acquire (wait.c, fair.c) hands to the
+/* The waiter record that a waiting acquire (wait.c for the engine's wait, fair.c) hands to the
  * wake-up thread (wakeup.h) and its channel table (wakeup_chan.h). */
 #ifndef DLOCK_WAITER_H
 #define DLOCK_WAITER_H
@@ -10,8 +10,10 @@
 
 /* A waiter record: what the wake-up thread knows of one waiting acquire.
  * The thread never sees the lock handle; it bumps `woken` (and, for a
- * hand-over to `token`, sets handed_over and handed_fence) under *mu and
- * broadcasts *cond, and the waiting thread reads them back. */
+ * hand-over to `token`, sets handed_over and handed_fence) under *mu,
+ * broadcasts *cond (fair mode still sleeps on it) and calls `wake` (the
+ * engine's wait sleeps on its loop), and the waiting thread reads them
+ * back. */
 typedef struct dlock__waiter {
     /* The owner's, constant while watched. */
     const char *channel;
@@ -34,6 +36,11 @@ typedef struct dlock__waiter {
     unsigned woken;       /* bumped on a release message or a lost link */
     int handed_over;      /* a release handed the lock to `token` ... */
     uint64_t handed_fence; /* ... with this fencing token */
+    /* The engine's wait (src/engine/acquire.c) while it sleeps, else NULL:
+     * called under *mu after every wake-up above and on a cancel, to make
+     * the waiting call's loop turn (any thread; it must not block). */
+    void (*wake)(void *arg);
+    void *wake_arg;
 } dlock__waiter;
 
 #endif

@@ -65,6 +65,8 @@ static void wake_lock(dlock__waiter *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(l->mu));
     l->woken++;
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(l->cond));
+    if (l->wake)
+        l->wake(l->wake_arg);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
 }
 

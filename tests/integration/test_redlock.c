@@ -549,7 +549,7 @@ static long long grants_on_node4_while_waiting(dlock_client *c, const char *key)
  * (two holders on two nodes each) may face nobody who will ever release:
  * it retries on a short random backoff (5-50 ms here). Behind one owner on
  * a majority it waits for that owner's release message and looks again
- * only at the safety poll (200 ms, src/redis/wait.c). Both decided from the
+ * only at the safety poll (200 ms, src/engine/acquire.c). Both decided from the
  * holders the busy nodes named (dlock__tally_max_same_holder). */
 static void split_vote_retries_soon_and_a_majority_holder_is_waited_for(void **state)
 {

@@ -310,6 +310,71 @@ static void waiting_works_by_polling_when_wakeups_are_off(void **state)
     dlock_client_free(c);
 }
 
+/* The waiter's sleep is a 5 s backoff here, not the 200 ms look of a
+ * watcher: the holder's key has no TTL (PERSIST), so the waiter knows no
+ * expiry to look at. Only the release message, through the waiter
+ * record's wake hook, ends that sleep early (the engine's wait sleeps on
+ * its call's loop, not on a condition variable). */
+static void release_by_another_handle_ends_the_waiters_backoff_sleep(void **state)
+{
+    (void)state;
+    const char *name = "wk:backoff-sleep";
+    dlock_client *c = new_client(1);
+    dlock_lock *holder = new_lock(c, name, 30000, 5000, 5000);
+    dlock_lock *l = new_lock(c, name, 30000, 5000, 5000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    freeReplyObject(test_cmd(&test_srv, "PERSIST %s", name));
+    waiter w = {0};
+    pthread_t t;
+    start_waiter(&t, &w, l, 20000, -1);
+    assert_true(test_wait_for_count(subscribers, name, 1, 3000));
+    test_sleep_ms(300); /* past the try after subscribing: asleep now */
+    assert_int_equal(atomic_load(&w.rc), 99);
+    int64_t t0 = test_now_us();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+    int64_t took_us = atomic_load(&w.done_us) - t0;
+    printf("# woken out of a 5 s backoff %.3f ms after the release\n", (double)took_us / 1000.0);
+    assert_true(took_us < 1000000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* Without wake-ups a waiter sleeps its whole backoff (5 s here) between
+ * looks: a cancel from another thread must still end that sleep at once
+ * (it wakes the call's loop). */
+static void cancel_ends_a_backoff_sleep_at_once(void **state)
+{
+    (void)state;
+    const char *name = "wk:cancel-backoff";
+    dlock_client *c = new_client(0);
+    dlock_lock *holder = new_lock(c, name, 30000, 5000, 5000);
+    dlock_lock *l = new_lock(c, name, 30000, 5000, 5000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {0};
+    pthread_t t;
+    start_waiter(&t, &w, l, 20000, -1);
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&w.rc), 99);
+    int64_t t0 = test_now_us();
+    dlock_lock_cancel(l);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&w.rc), DLOCK_ECANCELED);
+    int64_t took_us = atomic_load(&w.done_us) - t0;
+    printf("# cancel ended a 5 s backoff after %.3f ms\n", (double)took_us / 1000.0);
+    assert_true(took_us < 1000000);
+    assert_string_equal(dlock_lock_errmsg(l), "cancelled while waiting for \"wk:cancel-backoff\"");
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 1000), DLOCK_OK); /* the cancel was used up */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -320,6 +385,8 @@ int main(void)
         T(each_release_wakes_the_waiters_and_they_take_turns),
         T(cancelled_waiter_returns_ecanceled_promptly),
         T(waiting_works_by_polling_when_wakeups_are_off),
+        T(release_by_another_handle_ends_the_waiters_backoff_sleep),
+        T(cancel_ends_a_backoff_sleep_at_once),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }

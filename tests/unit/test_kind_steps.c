@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "attempt.h"
+#include "call.h"
 #include "client.h"
 #include "dlock.h"
 #include "fair.h"
@@ -288,7 +289,7 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
         }
         if (waiter) {
             step("wait past its deadline (leave the list)", TAKEN);
-            (void)dlock__wait_acquire(l, 1, 0);
+            (void)dlock__call_acquire(l, 1, 0);
             settle(l);
             if (reentry)
                 l->holds = 1;

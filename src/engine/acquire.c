@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The engine's wait (acquire.h). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "acquire.h"
+#include "backend.h"
+#include "client.h"
+#include "clock.h"
+#include "handle.h"
+#include "rand.h"
+
+/* A waiter still gets a look at least this often: its subscription may
+ * have broken without a message, or the holder is another library's lock
+ * on the same key (a plain SET NX PX), which publishes nothing on release.
+ * 200 ms: such a release is seen within 250 ms, for 5 looks a second per
+ * waiter (issue 20; it was 1 s). */
+#define SAFETY_POLL_MS 200
+
+static void try_start(dlock__acq *a);
+
+static void finish(dlock__acq *a, int rc)
+{
+    dlock_lock *l = a->l;
+    if (a->watching)
+        l->backend->unwatch(l);
+    a->watching = 0;
+    if (a->hooked) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        l->waiter.wake = NULL;
+        l->waiter.wake_arg = NULL;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        a->hooked = 0;
+    }
+    a->rc = rc;
+    a->done(a);
+}
+
+/* A try the backend could not start ends the acquire at the loop's next
+ * turn, not inside the call that started it. */
+static void finish_deferred(dlock__timer *t)
+{
+    dlock__acq *a = DLOCK__OWNER(t, dlock__acq, timer);
+    finish(a, a->rc);
+}
+
+/* The sleep ends on the first of: a cancel, a wake-up message since the
+ * try began (the waiter record's count moved) or a hand-over, the
+ * sleep's end. Asked when the sleep starts, when its timer fires, and
+ * whenever the driver is poked. */
+static void check_sleep(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    if (!a->sleeping)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int canceled = l->canceled;
+    int over = canceled || l->waiter.handed_over || l->waiter.woken != a->woken ||
+               dlock__now_ns() >= a->wake_at_ns;
+    if (over)
+        l->canceled = 0; /* a cancel is used up by the wait it ends */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (!over)
+        return;
+    a->sleeping = 0;
+    dlock__timer_clear(a->loop, &a->timer);
+    if (!canceled) {
+        try_start(a);
+        return;
+    }
+    dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+    /* Leave the list too (a cancel is a give-up), but a cancel must end
+     * the wait at once: 100 ms at most, else the entry lapses by itself. */
+    l->backend->leave(l, DLOCK__CANCEL_LEAVE_MS);
+    finish(a, DLOCK_ECANCELED);
+}
+
+static void sleep_over(dlock__timer *t)
+{
+    check_sleep(DLOCK__OWNER(t, dlock__acq, timer));
+}
+
+static void sleep_until(dlock__acq *a, int64_t wake_at_ns)
+{
+    dlock_lock *l = a->l;
+    if (!a->hooked && a->wake && a->wakeable(a->wake_arg) == DLOCK_OK) {
+        /* From now on a wake-up message (wakeup_chan.c) and a cancel
+         * (dlock__engine_cancel) make the loop turn. */
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+        l->waiter.wake = a->wake;
+        l->waiter.wake_arg = a->wake_arg;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+        a->hooked = 1;
+    }
+    a->wake_at_ns = wake_at_ns;
+    a->sleeping = 1;
+    a->timer.due_ns = wake_at_ns;
+    a->timer.fire = sleep_over;
+    (void)dlock__timer_set(a->loop, &a->timer); /* the poll loop's never fails */
+    check_sleep(a);                             /* woken or cancelled during the try */
+}
+
+/* How long to sleep after a refused try: a split vote backs off (nobody
+ * publishes its end); a watcher sleeps until the holder's expiry at most
+ * (a crashed holder never publishes), SAFETY_POLL_MS at most, and until
+ * the head of the line's look (releases within a run wake nobody:
+ * docs/waiting.md); otherwise a backoff, no longer than the holder's TTL. */
+static int64_t sleep_ms_after(dlock__acq *a, const dlock__verdict *v)
+{
+    const dlock_lock *l = a->l;
+    int64_t ms;
+    if (v->code == DLOCK_ENOTACQUIRED && (v->flags & DLOCK__V_SPLIT)) {
+        ms = dlock__backoff_ms(a->attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
+    } else if (a->watching && v->holder_ttl_ms >= 0) {
+        ms = DLOCK__MIN(v->holder_ttl_ms + 1, SAFETY_POLL_MS);
+        if (v->look_ms >= 0)
+            ms = DLOCK__MIN(ms, v->look_ms + 1);
+    } else {
+        ms = dlock__backoff_ms(a->attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
+        if (v->holder_ttl_ms >= 0 && v->holder_ttl_ms + 1 < ms)
+            ms = v->holder_ttl_ms + 1;
+    }
+    return ms;
+}
+
+static void try_done(dlock__op *op)
+{
+    dlock__acq *a = DLOCK__OWNER(op, dlock__acq, op);
+    dlock_lock *l = a->l;
+    int rc = op->v.code;
+    if (rc == DLOCK_OK || a->wait_ms == 0 || !(op->v.flags & DLOCK__V_RETRY)) {
+        finish(a, rc);
+        return;
+    }
+    int64_t now = dlock__now_ns();
+    if (now >= a->deadline_ns) {
+        if (rc == DLOCK_ENOTACQUIRED) {
+            /* The node answered just now: worth one ZREM (not after a
+             * failure: it could cost an I/O timeout). */
+            l->backend->leave(l, l->client->opts.io_timeout_ms);
+            rc = DLOCK_ETIMEDOUT;
+            dlock__err_append(&l->err, "gave up after %" PRId64 " ms", a->wait_ms);
+        }
+        finish(a, rc);
+        return;
+    }
+    /* Subscribe before the next try, so that a release between that try
+     * and the sleep still wakes us. */
+    if (!a->watching && l->client->opts.wakeups && rc == DLOCK_ENOTACQUIRED) {
+        a->watching = l->backend->watch(l) == DLOCK_OK;
+        if (a->watching) {
+            try_start(a);
+            return;
+        }
+    }
+    int64_t sleep_ms = sleep_ms_after(a, &op->v);
+    sleep_until(a, DLOCK__MIN(a->deadline_ns, now + sleep_ms * DLOCK__NS_PER_MS));
+}
+
+static void try_start(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    a->woken = l->waiter.woken;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    a->op.state = DLOCK__OP_NEW;
+    a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1};
+    dlock__op_start(&a->op);
+    int rc = l->backend->try(l, &a->op);
+    if (rc != DLOCK_OK) {
+        a->op.state = DLOCK__OP_DONE; /* the backend's rule: no done() for a refused start */
+        a->rc = rc;
+        a->timer.fire = finish_deferred;
+        dlock__defer(a->loop, &a->timer);
+    }
+}
+
+void dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t deadline_ns,
+                     dlock__loop *loop, void (*done)(dlock__acq *a))
+{
+    memset(a, 0, sizeof *a);
+    a->l = l;
+    a->wait_ms = wait_ms;
+    a->deadline_ns = deadline_ns;
+    a->loop = loop;
+    a->done = done;
+    a->op.l = l;
+    a->op.loop = loop;
+    a->op.done = try_done;
+}
+
+void dlock__acq_start(dlock__acq *a)
+{
+    try_start(a);
+}
+
+void dlock__acq_poked(dlock__acq *a)
+{
+    check_sleep(a);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The engine's wait (docs/dev/engine-plan.md §3, E9-E13): an acquire of a
+ * kind that waits by retrying (kinds.h, DLOCK__WAIT_RETRY) on a backend
+ * that tries once as a request (backend.h, try). A state machine driven
+ * by callbacks on one loop, never blocking in itself: TRY (the backend's
+ * request), then granted or given up, or a sleep on a loop timer that a
+ * wake-up message or a cancel ends early. The blocking API drives it on
+ * a private loop (call.c); the async API will drive the same machine on
+ * an application's loop. */
+#ifndef DLOCK_ACQUIRE_H
+#define DLOCK_ACQUIRE_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "loop.h"
+#include "op.h"
+
+typedef struct dlock__acq {
+    dlock_lock *l;
+    int64_t wait_ms, deadline_ns;
+    dlock__loop *loop;
+    void (*done)(struct dlock__acq *a); /* once, on loop; rc is the acquire's result */
+    int rc;
+    /* The driver's, for a wait that sleeps: wakeable(wake_arg) before the
+     * first sleep lets wake(wake_arg) be called from any thread, which
+     * must then get dlock__acq_poked() run on loop. wake NULL: the sleep
+     * ends at its timer only. */
+    int (*wakeable)(void *wake_arg);
+    void (*wake)(void *wake_arg);
+    void *wake_arg;
+
+    /* The machine's own. */
+    dlock__op op;
+    dlock__timer timer;
+    int64_t wake_at_ns;
+    unsigned woken;   /* the waiter record's wake-up count before the try */
+    unsigned attempts; /* backoff steps taken */
+    int watching, hooked, sleeping;
+} dlock__acq;
+
+void dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t deadline_ns,
+                     dlock__loop *loop, void (*done)(dlock__acq *a));
+/* The first try. done() runs later, from the loop. */
+void dlock__acq_start(dlock__acq *a);
+/* On the loop: a wake-up or a cancel may have come. */
+void dlock__acq_poked(dlock__acq *a);
+
+#endif

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The blocking call over the engine (call.h). */
+#include <string.h>
+
+#include "acquire.h"
+#include "call.h"
+
+void dlock__call_init(dlock__call *c)
+{
+    dlock__loop_poll_init(&c->lp);
+    c->done = 0;
+    atomic_init(&c->poked, 0);
+    c->on_poke = NULL;
+    c->poke_arg = NULL;
+}
+
+int dlock__call_wakeable(dlock__call *c)
+{
+    return dlock__loop_poll_wakeable(&c->lp);
+}
+
+void dlock__call_poke(void *arg)
+{
+    dlock__call *c = arg;
+    atomic_store(&c->poked, 1);
+    dlock__wake(&c->lp.loop);
+}
+
+static int call_turned(void *arg)
+{
+    dlock__call *c = arg;
+    return c->done || atomic_load(&c->poked);
+}
+
+void dlock__call_run(dlock__call *c)
+{
+    while (!c->done) {
+        dlock__loop_poll_run(&c->lp, call_turned, c, INT64_MAX);
+        if (!c->done && atomic_exchange(&c->poked, 0) && c->on_poke)
+            c->on_poke(c->poke_arg);
+    }
+}
+
+void dlock__call_close(dlock__call *c)
+{
+    dlock__loop_poll_close(&c->lp);
+}
+
+typedef struct blocking_acquire {
+    dlock__call call;
+    dlock__acq acq;
+} blocking_acquire;
+
+static void acquired(dlock__acq *a)
+{
+    DLOCK__OWNER(a, blocking_acquire, acq)->call.done = 1;
+}
+
+static int call_wakeable(void *arg)
+{
+    return dlock__call_wakeable(arg);
+}
+
+static void acq_poked(void *arg)
+{
+    dlock__acq_poked(arg);
+}
+
+int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
+{
+    blocking_acquire b;
+    dlock__call_init(&b.call);
+    dlock__acq_init(&b.acq, l, wait_ms, deadline_ns, &b.call.lp.loop, acquired);
+    b.acq.wakeable = call_wakeable;
+    b.acq.wake = dlock__call_poke;
+    b.acq.wake_arg = &b.call;
+    b.call.on_poke = acq_poked;
+    b.call.poke_arg = &b.acq;
+    dlock__acq_start(&b.acq);
+    dlock__call_run(&b.call);
+    dlock__call_close(&b.call);
+    return b.acq.rc;
+}

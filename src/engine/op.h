@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A request to a backend (docs/dev/engine-plan.md §4.2): started by the
+ * engine, answered by the backend with a verdict, completed exactly once
+ * through done(), from the loop the request runs on, never inside the call
+ * that started it. So far only the try of the engine's wait (acquire.c)
+ * is a request; the plan's other kinds (look, leave, release, extend,
+ * undo) and the verdict's lease, fence and count come with the stages
+ * that need them. */
+#ifndef DLOCK_OP_H
+#define DLOCK_OP_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "loop.h"
+
+/* verdict flags */
+enum {
+    DLOCK__V_RETRY = 1,  /* waiting longer could help (busy, no majority, an I/O error) */
+    DLOCK__V_SPLIT = 2,  /* a split vote, not one holder: back off, nobody will publish */
+    DLOCK__V_QUEUED = 4  /* we hold a place in line */
+};
+
+typedef struct dlock__verdict {
+    int code;              /* DLOCK_OK or the public dlock_error; the handle's message says why */
+    unsigned flags;        /* DLOCK__V_* */
+    int64_t holder_ttl_ms; /* the holder's TTL left, -1 unknown */
+    int64_t look_ms;       /* when the head of the line should look again (its run's end), -1 none */
+} dlock__verdict;
+
+enum { DLOCK__OP_NEW, DLOCK__OP_STARTED, DLOCK__OP_DONE };
+
+typedef struct dlock__op {
+    dlock_lock *l;
+    dlock__verdict v;                   /* filled by the backend before done() */
+    void (*done)(struct dlock__op *op); /* exactly once, from *loop */
+    dlock__loop *loop;
+    /* The backend's: a request answered inside its start completes
+     * through dlock__defer(loop, &defer) (the loop's next turn). */
+    dlock__timer defer;
+    unsigned char state; /* DLOCK__OP_*: a second completion is a bug */
+} dlock__op;
+
+/* The engine, before it hands op to the backend. */
+static inline void dlock__op_start(dlock__op *op)
+{
+    if (op->state == DLOCK__OP_STARTED)
+        dlock__misuse("a request started twice");
+    op->state = DLOCK__OP_STARTED;
+}
+
+/* The backend, on op->loop, with op->v filled: done() runs now. */
+static inline void dlock__op_complete(dlock__op *op)
+{
+    if (op->state != DLOCK__OP_STARTED)
+        dlock__misuse("a request completed twice, or before it started");
+    op->state = DLOCK__OP_DONE;
+    op->done(op);
+}
+
+#endif
