@@ -36,6 +36,10 @@ static int turn_done(void *arg)
 static void *loop_thread_main(void *arg)
 {
     dlock__loop_thread *lt = arg;
+    /* start() holds mu until pthread_create() stored lt->thread, which
+     * dlock__loop_thread_on_thread() reads here. */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
     dlock__loop_poll_run(&lt->lp, turn_done, lt, INT64_MAX);
     return NULL;
 }
@@ -48,7 +52,9 @@ int dlock__loop_thread_start(dlock__loop_thread *lt)
         return DLOCK_EIO;
     lt->posted_end = &lt->posted;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&lt->mu, NULL));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
     int rc = pthread_create(&lt->thread, NULL, loop_thread_main, lt);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
     if (rc == EAGAIN) {
         /* Out of threads is a resource limit, not a bug. */
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&lt->mu));
