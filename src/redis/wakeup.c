@@ -39,6 +39,9 @@
 #include "wakeup_chan.h"
 
 #define LINGER_MS 2000
+/* The loop has a slot for each subscriber: one per node, or per master. */
+_Static_assert(DLOCK__LOOP_POLL_FDS >= DLOCK__MAX_NODES &&
+               DLOCK__MAX_NODES >= DLOCK__CLUSTER_MAX_MASTERS, "a loop slot per subscriber");
 
 /* A subscriber connection's io record. */
 typedef struct sub_io {
@@ -349,13 +352,11 @@ static void watch_subs(dlock__wakeup *wk)
         }
         if (!s)
             continue;
-        /* Always read: pub/sub messages come unasked. */
-        short ev = POLLIN | dlock__conn_events(s);
         r->conn = s;
         r->io.fd = s->ctx->fd;
-        r->io.want = ((ev & POLLIN) ? DLOCK__IO_READ : 0u) | ((ev & POLLOUT) ? DLOCK__IO_WRITE : 0u);
-        /* cannot fail: the loop has a slot per node and then some */
-        (void)dlock__io_set(loop, &r->io);
+        /* Always read: pub/sub messages come unasked. */
+        r->io.want = DLOCK__IO_READ | ((dlock__conn_events(s) & POLLOUT) ? DLOCK__IO_WRITE : 0u);
+        (void)dlock__io_set(loop, &r->io); /* cannot fail: see the assertion above */
     }
 }
 
