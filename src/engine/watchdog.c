@@ -5,11 +5,17 @@
  * hand-over's one confirming renewal) has a next-renewal time (acquire
  * time + interval, interval = renew_interval_ms or ttl/3, where ttl is the
  * lock's renewal TTL: the lock's ttl_ms, or the TTL of the last successful
- * dlock_lock_extend() of this hold). The thread sleeps on a
- * CLOCK_MONOTONIC condition variable until the earliest one is nearly due
- * (a tenth of its interval ahead), then renews in one round every lock due
- * within half of its interval, so rounds merge instead of multiplying with
- * the number of locks. A round is one pipelined
+ * dlock_lock_extend() of this hold). The thread is a client loop thread
+ * (loop_thread.h): a loop timer fires when the earliest record is nearly
+ * due (a tenth of its interval ahead), and the thread then renews in one
+ * round every lock due within half of its interval, so rounds merge
+ * instead of multiplying with the number of locks. dlock__watchdog_add()
+ * and a finished cluster round post a look at the schedule to the thread
+ * (a post wakes its loop); the timer is set and cleared there only. A
+ * round still blocks the thread while it runs (the fan-out's private loop
+ * inside renew_round.c); making it a request with a completion on this
+ * loop is left to the engine's requests (engine-plan.md §4.2). A round is
+ * one pipelined
  * batch of renew_batch.lua calls per node, RENEW_CHUNK locks per call,
  * contacted in parallel through the fan-out. On a Cluster (one node of
  * ours, many masters) each master's locks make a round of their own, on a
@@ -21,7 +27,6 @@
  * to finish, so when release or free goes on, no renewal of the lock is on
  * the wire and none will be sent. Callbacks run at the end of the round,
  * before in_round is cleared, so a lock is never freed under its callback. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +35,7 @@
 #include "client.h"
 #include "clock.h"
 #include "fanout.h"
+#include "loop_thread.h"
 #include "quorum.h"
 #include "replies.h"
 #include "scripts.h"
@@ -50,16 +56,21 @@ typedef struct job {
 } job;
 
 typedef struct dlock__watchdog {
-    pthread_t thread;
+    dlock__loop_thread lt;
+    dlock_client *c;
     pthread_mutex_t mu;
-    pthread_cond_t cond;       /* new work, stop */
     pthread_cond_t round_done; /* a round finished */
-    int stop;
     dlock__renewal *head;      /* registered records */
     size_t count;
-    int64_t wake_at_ns;        /* when the sleeping thread plans to look */
+    int64_t wake_at_ns;        /* when the thread plans to look */
     dlock__watchdog_stats stats;
     job jobs[DLOCK__CLUSTER_MAX_MASTERS]; /* cluster: rounds in flight */
+    /* The thread's own. */
+    dlock__post look_post; /* posted by add() and a finished job: look now */
+    dlock__timer tick;     /* the next look */
+    item *items;           /* a round's items and verdicts, reused */
+    uint8_t *lost;
+    size_t cap;
 } dlock__watchdog;
 
 static int64_t interval_ms(const dlock__renewal *l)
@@ -196,8 +207,8 @@ static void *job_main(void *arg)
     finish_round(c, wd, j->items, j->n, t0, j->lost);
     j->done = 1;
     /* The watchdog thread joins it, and looks again at the locks this
-     * round held back. */
-    DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+     * round held back (wd->mu before the loop thread's mutex). */
+    dlock__loop_thread_post(&wd->lt, &wd->look_post);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     return NULL;
 }
@@ -272,106 +283,111 @@ static void run_jobs(dlock_client *c, dlock__watchdog *wd, item *items, size_t n
     }
 }
 
-static void *watchdog_main(void *arg)
+/* Arm the next look at `at` (INT64_MAX: none). On the thread. */
+static void look_at(dlock__watchdog *wd, int64_t at)
 {
-    dlock_client *c = arg;
-    dlock__watchdog *wd = c->watchdog;
-    item *items = NULL;
-    uint8_t *lost = NULL;
-    size_t cap = 0;
-    int cluster = dlock__client_cluster(c) != NULL;
-
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    while (!wd->stop) {
-        reap_jobs(wd);
-        /* A round starts when some lock is due within a tenth of its
-         * interval; it then takes along every lock due within half of its
-         * interval. Renewing a lock a little early costs nothing, and the
-         * locks of one round share their schedule from then on, so locks
-         * taken at different times merge into a few groups instead of each
-         * keeping a round of its own. A lock in a round still in flight
-         * (a cluster master's, run_jobs()) waits for it. */
-        int64_t now = dlock__now_ns(), next = INT64_MAX;
-        size_t due = 0, trigger = 0;
-        for (dlock__renewal *l = wd->head; l; l = l->next) {
-            if (l->in_round)
-                continue;
-            int64_t iv = interval_ms(l) * DLOCK__NS_PER_MS;
-            if (l->next_ns - iv / 10 <= now)
-                trigger++;
-            else if (l->next_ns - iv / 10 < next)
-                next = l->next_ns - iv / 10;
-            if (l->next_ns - iv / 2 <= now)
-                due++;
-        }
-        if (trigger == 0)
-            due = 0;
-        if (due == 0) {
-            wd->wake_at_ns = next;
-            struct timespec ts = dlock__timespec_of(next);
-            int w = pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
-            if (w != 0 && w != ETIMEDOUT)
-                DLOCK__CHECK_PTHREAD(w);
-            continue;
-        }
-        if (due > cap) {
-            item *ni = dlock__realloc(items, due * sizeof *ni);
-            uint8_t *nl = ni ? dlock__realloc(lost, due) : NULL;
-            if (ni)
-                items = ni;
-            if (nl)
-                lost = nl;
-            if (!ni || !nl) {
-                /* Try again shortly; the leases still have 2/3 to run. */
-                struct timespec ts = dlock__timespec_of(now + 10 * DLOCK__NS_PER_MS);
-                int w = pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
-                if (w != 0 && w != ETIMEDOUT)
-                    DLOCK__CHECK_PTHREAD(w);
-                continue;
-            }
-            cap = due;
-        }
-        size_t n = 0;
-        for (dlock__renewal *l = wd->head; l && n < due; l = l->next) {
-            if (l->in_round || l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
-                continue;
-            item *it = &items[n++];
-            memset(it, 0, sizeof *it);
-            it->rec = l;
-            it->ttl_ms = l->ttl_ms;
-            it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, it->ttl_ms);
-            it->hold = l->hold;
-            l->in_round = 1;
-            l->unsettled = 1;
-            l->round_thread = pthread_self(); /* run_jobs() may hand it on */
-        }
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-
-        if (cluster) {
-            run_jobs(c, wd, items, n);
-            continue;
-        }
-        int64_t t0 = dlock__now_ns();
-        run_round(c, wd, items, n);
-        finish_round(c, wd, items, n, t0, lost);
+    dlock__loop *loop = dlock__loop_thread_loop(&wd->lt);
+    if (at == INT64_MAX) {
+        dlock__timer_clear(loop, &wd->tick);
+        return;
     }
-    /* Stopping: the rounds in flight finish first (they need wd->mu). */
-    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++) {
-        job *j = &wd->jobs[k];
-        if (!j->active)
+    wd->tick.due_ns = at;
+    (void)dlock__timer_set(loop, &wd->tick); /* a poll loop's timers cannot fail */
+}
+
+/* Make room for n items. Under wd->mu, on the thread. */
+static int reserve(dlock__watchdog *wd, size_t n)
+{
+    if (n <= wd->cap)
+        return 1;
+    item *ni = dlock__realloc(wd->items, n * sizeof *ni);
+    if (ni)
+        wd->items = ni;
+    uint8_t *nl = ni ? dlock__realloc(wd->lost, n) : NULL;
+    if (nl)
+        wd->lost = nl;
+    if (!ni || !nl)
+        return 0;
+    wd->cap = n;
+    return 1;
+}
+
+/* The schedule, on the thread: run a round if one is due, else arm the
+ * timer for the next look. After a round the thread looks again at its
+ * next turn (the loop's stop is asked in between). */
+static void look(dlock__watchdog *wd)
+{
+    dlock_client *c = wd->c;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    reap_jobs(wd);
+    /* A round starts when some lock is due within a tenth of its
+     * interval; it then takes along every lock due within half of its
+     * interval. Renewing a lock a little early costs nothing, and the
+     * locks of one round share their schedule from then on, so locks
+     * taken at different times merge into a few groups instead of each
+     * keeping a round of its own. A lock in a round still in flight (a
+     * cluster master's, run_jobs()) waits for it. */
+    int64_t now = dlock__now_ns(), next = INT64_MAX;
+    size_t due = 0, trigger = 0;
+    for (dlock__renewal *l = wd->head; l; l = l->next) {
+        if (l->in_round)
             continue;
-        pthread_t t = j->thread;
+        int64_t iv = interval_ms(l) * DLOCK__NS_PER_MS;
+        if (l->next_ns - iv / 10 <= now)
+            trigger++;
+        else if (l->next_ns - iv / 10 < next)
+            next = l->next_ns - iv / 10;
+        if (l->next_ns - iv / 2 <= now)
+            due++;
+    }
+    if (trigger == 0 || due == 0) {
+        wd->wake_at_ns = next;
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-        DLOCK__CHECK_PTHREAD(pthread_join(t, NULL));
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-        dlock__free(j->items);
-        dlock__free(j->lost);
-        memset(j, 0, sizeof *j);
+        look_at(wd, next);
+        return;
+    }
+    if (!reserve(wd, due)) {
+        /* Try again shortly; the leases still have 2/3 to run. */
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+        look_at(wd, now + 10 * DLOCK__NS_PER_MS);
+        return;
+    }
+    item *items = wd->items;
+    size_t n = 0;
+    for (dlock__renewal *l = wd->head; l && n < due; l = l->next) {
+        if (l->in_round || l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
+            continue;
+        item *it = &items[n++];
+        memset(it, 0, sizeof *it);
+        it->rec = l;
+        it->ttl_ms = l->ttl_ms;
+        it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, it->ttl_ms);
+        it->hold = l->hold;
+        l->in_round = 1;
+        l->unsettled = 1;
+        l->round_thread = pthread_self(); /* run_jobs() may hand it on */
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    dlock__free(items);
-    dlock__free(lost);
-    return NULL;
+
+    if (dlock__client_cluster(c)) {
+        run_jobs(c, wd, items, n);
+    } else {
+        int64_t t0 = dlock__now_ns();
+        run_round(c, wd, items, n);
+        finish_round(c, wd, items, n, t0, wd->lost);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    look_at(wd, dlock__now_ns());
+}
+
+static void tick_fire(dlock__timer *t)
+{
+    look(DLOCK__OWNER(t, dlock__watchdog, tick));
+}
+
+static void look_posted(dlock__post *p)
+{
+    look(DLOCK__OWNER(p, dlock__watchdog, look_post));
 }
 
 /* Whether the caller is a thread of the watchdog's (the watchdog thread,
@@ -379,7 +395,7 @@ static void *watchdog_main(void *arg)
 static int on_watchdog_thread(dlock__watchdog *wd)
 {
     pthread_t self = pthread_self();
-    if (pthread_equal(self, wd->thread))
+    if (dlock__loop_thread_on_thread(&wd->lt))
         return 1;
     for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++)
         if (wd->jobs[k].active && pthread_equal(self, wd->jobs[k].thread))
@@ -409,23 +425,22 @@ int dlock__watchdog_start(dlock_client *c)
             return DLOCK_ENOMEM;
         }
         DLOCK__CHECK_PTHREAD(pthread_mutex_init(&wd->mu, NULL));
-        wd->wake_at_ns = INT64_MAX;
-        dlock__cond_init_monotonic(&wd->cond);
         dlock__cond_init_monotonic(&wd->round_done);
+        wd->c = c;
+        wd->wake_at_ns = INT64_MAX;
+        wd->look_post.run = look_posted;
+        wd->tick.fire = tick_fire;
         c->watchdog = wd;
         c->watchdog_ops = &bg_ops;
-        int rc = pthread_create(&wd->thread, NULL, watchdog_main, c);
-        if (rc == EAGAIN) {
-            /* Out of threads is a resource limit, not a bug. */
+        /* Out of threads or fds is a resource limit, not a bug. */
+        if (dlock__loop_thread_start(&wd->lt) != DLOCK_OK) {
             c->watchdog = NULL;
-            DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->cond));
             DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->round_done));
             DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wd->mu));
             dlock__free(wd);
             DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
             return DLOCK_ENOMEM;
         }
-        DLOCK__CHECK_PTHREAD(rc);
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
     return DLOCK_OK;
@@ -449,10 +464,10 @@ void dlock__watchdog_add(dlock_client *c, dlock__renewal *l, int64_t first_ms)
         /* Wake the thread only if this lock is due before it would look
          * anyway: with many locks held, waking it on every add made it walk
          * the whole list once per acquire. */
-        int64_t look_at = l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 10;
-        if (look_at < wd->wake_at_ns) {
-            wd->wake_at_ns = look_at;
-            DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+        int64_t at = l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 10;
+        if (at < wd->wake_at_ns) {
+            wd->wake_at_ns = at;
+            dlock__loop_thread_post(&wd->lt, &wd->look_post);
         }
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
@@ -489,21 +504,42 @@ void dlock__watchdog_stop(dlock_client *c)
     dlock__watchdog *wd = c->watchdog;
     if (!wd)
         return;
+    if (dlock__loop_thread_stop(&wd->lt) != DLOCK_OK)
+        dlock__misuse("dlock_client_free() on the client's own watchdog thread");
+    /* The cluster rounds in flight finish (they need wd->mu, and may post
+     * to the stopped loop, which does nothing). */
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    wd->stop = 1;
-    DLOCK__CHECK_PTHREAD(pthread_cond_signal(&wd->cond));
+    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++) {
+        job *j = &wd->jobs[k];
+        if (!j->active)
+            continue;
+        pthread_t t = j->thread;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+        DLOCK__CHECK_PTHREAD(pthread_join(t, NULL));
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+        dlock__free(j->items);
+        dlock__free(j->lost);
+        memset(j, 0, sizeof *j);
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    DLOCK__CHECK_PTHREAD(pthread_join(wd->thread, NULL));
-    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->cond));
+    dlock__loop_thread_free(&wd->lt);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->round_done));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wd->mu));
+    dlock__free(wd->items);
+    dlock__free(wd->lost);
     dlock__free(wd);
     c->watchdog = NULL;
 }
 
 void dlock__watchdog_forget(dlock_client *c)
 {
-    dlock__free(c->watchdog);
+    dlock__watchdog *wd = c->watchdog;
+    if (!wd)
+        return;
+    dlock__loop_thread_forget(&wd->lt);
+    dlock__free(wd->items);
+    dlock__free(wd->lost);
+    dlock__free(wd);
     c->watchdog = NULL;
 }
 

@@ -20,29 +20,45 @@
  * When a subscriber connection breaks, every watcher is woken (it may have
  * missed a message) and the thread reconnects with backoff and subscribes
  * again. All channel state is under wk->mu; the connections are touched by
- * the thread only. */
+ * the thread only.
+ *
+ * The thread is a client loop thread (loop_thread.h): a subscriber is an
+ * io record, reconnects, lingers and confirmation deadlines are one loop
+ * timer at the earliest, and watch/unwatch post a look at the channels. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "client.h"
 #include "clock.h"
 #include "conn.h"
+#include "loop_thread.h"
 #include "rand.h"
 #include "wakeup.h"
 #include "wakeup_chan.h"
 
 #define LINGER_MS 2000
+/* The loop has a slot for each subscriber: one per node, or per master. */
+_Static_assert(DLOCK__LOOP_POLL_FDS >= DLOCK__MAX_NODES &&
+               DLOCK__MAX_NODES >= DLOCK__CLUSTER_MAX_MASTERS, "a loop slot per subscriber");
+
+/* A subscriber connection's io record. */
+typedef struct sub_io {
+    dlock__io io;
+    struct dlock__wakeup *wk;
+    dlock__conn *conn; /* the connection it watches (NULL: not set) */
+} sub_io;
 
 typedef struct dlock__wakeup {
-    pthread_t thread;
+    dlock__loop_thread lt;
+    dlock_client *c;
     pthread_mutex_t mu;
     pthread_cond_t confirmed; /* some channel got confirmed */
-    int ctl[2];               /* self-pipe: wake the thread */
-    int stop;
+    /* The thread's own. */
+    dlock__post look_post; /* the channel table changed: look at it */
+    dlock__timer tick;     /* the next reconnect, linger end or deadline */
+    sub_io io[DLOCK__MAX_NODES];
     dlock__chan *chans;
     dlock__conn *sub[DLOCK__MAX_NODES];
     /* By then sub[i] must have connected and confirmed every SUBSCRIBE
@@ -67,11 +83,10 @@ typedef struct dlock__wakeup {
     int refused;
 } dlock__wakeup;
 
+/* Another thread changed the channel table: the loop thread looks. */
 static void poke(dlock__wakeup *wk)
 {
-    char b = 1;
-    while (write(wk->ctl[1], &b, 1) < 0 && errno == EINTR)
-        ;
+    dlock__loop_thread_post(&wk->lt, &wk->look_post);
 }
 
 /* Subscriber connections: one per node, or on a cluster one per master
@@ -94,6 +109,8 @@ static void chan_name(const dlock_client *c, const dlock__waiter *l, const char 
 
 static void node_down(dlock__wakeup *wk, size_t i)
 {
+    dlock__io_clear(dlock__loop_thread_loop(&wk->lt), &wk->io[i].io);
+    wk->io[i].conn = NULL;
     dlock__conn_free(wk->sub[i]);
     wk->sub[i] = NULL;
     wk->due_ns[i] = 0;
@@ -321,53 +338,65 @@ static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
     }
 }
 
-static void *wakeup_main(void *arg)
+/* Watch each subscriber for what it waits for now. wk->mu held, on the
+ * thread. */
+static void watch_subs(dlock__wakeup *wk)
 {
-    dlock_client *c = arg;
-    dlock__wakeup *wk = c->wakeup;
-    struct pollfd pfd[DLOCK__MAX_NODES + 1];
-    size_t who[DLOCK__MAX_NODES + 1];
-
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
-    while (!wk->stop) {
-        drop_overdue(c, wk);
-        int64_t next = reconcile(c, wk);
-        size_t k = 0;
-        pfd[k] = (struct pollfd){wk->ctl[0], POLLIN, 0};
-        who[k++] = SIZE_MAX;
-        for (size_t i = 0; i < n_subs(c); i++) {
-            dlock__conn *s = wk->sub[i];
-            if (!s)
-                continue;
-            /* Always POLLIN: pub/sub messages come unasked. */
-            short ev = POLLIN | dlock__conn_events(s);
-            pfd[k] = (struct pollfd){s->ctx->fd, ev, 0};
-            who[k++] = i;
+    dlock__loop *loop = dlock__loop_thread_loop(&wk->lt);
+    for (size_t i = 0; i < n_subs(wk->c); i++) {
+        sub_io *r = &wk->io[i];
+        dlock__conn *s = wk->sub[i];
+        if (r->conn != s) {
+            dlock__io_clear(loop, &r->io);
+            r->conn = NULL;
         }
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
-        int pr = poll(pfd, (nfds_t)k, dlock__ms_until(next));
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
-        if (pr <= 0)
+        if (!s)
             continue;
-        if (pfd[0].revents) {
-            char buf[64];
-            while (read(wk->ctl[0], buf, sizeof buf) > 0)
-                ;
-        }
-        for (size_t m = 1; m < k; m++) {
-            size_t i = who[m];
-            if (!pfd[m].revents || !wk->sub[i])
-                continue;
-            int rc = dlock__conn_io(wk->sub[i], pfd[m].revents);
-            if (rc == DLOCK_OK)
-                rc = read_frames(c, wk, i);
-            if (rc != DLOCK_OK || wk->sub[i]->state == DLOCK__CS_BROKEN)
-                node_down(wk, i);
-        }
+        r->conn = s;
+        r->io.fd = s->ctx->fd;
+        /* Always read: pub/sub messages come unasked. */
+        r->io.want = DLOCK__IO_READ | ((dlock__conn_events(s) & POLLOUT) ? DLOCK__IO_WRITE : 0u);
+        (void)dlock__io_set(loop, &r->io); /* cannot fail: see the assertion above */
     }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
-    return NULL;
 }
+
+/* Bring connections, subscriptions and the io records in line with the
+ * channel table, and set the timer for the next look. On the thread. */
+static void look(dlock__wakeup *wk)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    drop_overdue(wk->c, wk);
+    int64_t next = reconcile(wk->c, wk);
+    watch_subs(wk);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    wk->tick.due_ns = next;
+    if (next == INT64_MAX)
+        dlock__timer_clear(dlock__loop_thread_loop(&wk->lt), &wk->tick);
+    else /* a poll loop's timers cannot fail */
+        (void)dlock__timer_set(dlock__loop_thread_loop(&wk->lt), &wk->tick);
+}
+
+static void sub_ready(dlock__io *io, unsigned events)
+{
+    sub_io *r = DLOCK__OWNER(io, sub_io, io);
+    dlock__wakeup *wk = r->wk;
+    size_t i = (size_t)(r - wk->io);
+    short revents = (short)(((events & DLOCK__IO_READ) ? POLLIN : 0) |
+                            ((events & DLOCK__IO_WRITE) ? POLLOUT : 0) |
+                            ((events & DLOCK__IO_ERROR) ? POLLERR : 0));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    int rc = dlock__conn_io(wk->sub[i], revents);
+    if (rc == DLOCK_OK)
+        rc = read_frames(wk->c, wk, i);
+    if (rc != DLOCK_OK || wk->sub[i]->state == DLOCK__CS_BROKEN)
+        node_down(wk, i);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    look(wk);
+}
+
+static void tick_fire(dlock__timer *t) { look(DLOCK__OWNER(t, dlock__wakeup, tick)); }
+
+static void look_posted(dlock__post *p) { look(DLOCK__OWNER(p, dlock__wakeup, look_post)); }
 
 /* The client's wake-up thread, or NULL if none was started. */
 static dlock__wakeup *started(dlock_client *c)
@@ -385,26 +414,25 @@ static dlock__wakeup *get_or_start(dlock_client *c)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->bg_mu));
     dlock__wakeup *wk = c->wakeup;
     if (!wk && (wk = dlock__calloc(1, sizeof *wk))) {
-        if (pipe2(wk->ctl, O_NONBLOCK | O_CLOEXEC) != 0) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_init(&wk->mu, NULL));
+        dlock__cond_init_monotonic(&wk->confirmed);
+        wk->c = c;
+        wk->look_post.run = look_posted;
+        wk->tick.fire = tick_fire;
+        for (size_t i = 0; i < DLOCK__MAX_NODES; i++) {
+            wk->io[i].wk = wk;
+            wk->io[i].io.fd = -1;
+            wk->io[i].io.ready = sub_ready;
+        }
+        c->wakeup = wk;
+        c->wakeup_ops = &bg_ops;
+        /* Out of threads or fds is a resource limit, not a bug. */
+        if (dlock__loop_thread_start(&wk->lt) != DLOCK_OK) {
+            c->wakeup = NULL;
+            DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
+            DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
             dlock__free(wk);
             wk = NULL;
-        } else {
-            DLOCK__CHECK_PTHREAD(pthread_mutex_init(&wk->mu, NULL));
-            dlock__cond_init_monotonic(&wk->confirmed);
-            c->wakeup = wk;
-            c->wakeup_ops = &bg_ops;
-            int rc = pthread_create(&wk->thread, NULL, wakeup_main, c);
-            if (rc == EAGAIN) {
-                c->wakeup = NULL;
-                close(wk->ctl[0]);
-                close(wk->ctl[1]);
-                DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
-                DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
-                dlock__free(wk);
-                wk = NULL;
-            } else {
-                DLOCK__CHECK_PTHREAD(rc);
-            }
         }
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->bg_mu));
@@ -542,11 +570,9 @@ void dlock__wakeup_stop(dlock_client *c)
     dlock__wakeup *wk = c->wakeup;
     if (!wk)
         return;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
-    wk->stop = 1;
-    poke(wk);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
-    DLOCK__CHECK_PTHREAD(pthread_join(wk->thread, NULL));
+    if (dlock__loop_thread_stop(&wk->lt) != DLOCK_OK)
+        dlock__misuse("dlock_client_free() on the client's own wake-up thread");
+    dlock__loop_thread_free(&wk->lt);
     free_wakeup(c, wk);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
@@ -558,17 +584,16 @@ void dlock__wakeup_forget(dlock_client *c)
 {
     if (!c->wakeup)
         return;
+    dlock__loop_thread_forget(&c->wakeup->lt);
     free_wakeup(c, c->wakeup);
     dlock__free(c->wakeup);
     c->wakeup = NULL;
 }
 
-/* Close the subscriber connections and the self-pipe; free the channels. */
+/* Close the subscriber connections; free the channels. */
 static void free_wakeup(dlock_client *c, dlock__wakeup *wk)
 {
     for (size_t i = 0; i < n_subs(c); i++)
         dlock__conn_free(wk->sub[i]);
     dlock__chan_free_all(&wk->chans);
-    close(wk->ctl[0]);
-    close(wk->ctl[1]);
 }

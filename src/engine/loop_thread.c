@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "loop_thread.h"
+
+/* Asked by the loop before each turn and after each callback: run what
+ * other threads posted since, then say whether to stop. The posts queued
+ * now run now; one posted again by its own run waits for the next ask. */
+static int turn_done(void *arg)
+{
+    dlock__loop_thread *lt = arg;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
+    dlock__post *batch = lt->stop ? NULL : lt->posted;
+    if (batch) {
+        lt->posted = NULL;
+        lt->posted_end = &lt->posted;
+        for (dlock__post *p = batch; p; p = p->next)
+            p->queued = 0;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    while (batch) {
+        dlock__post *p = batch;
+        /* next is read before run: run may post p again, which relinks it */
+        batch = p->next;
+        p->run(p);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
+    int stop = lt->stop;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    return stop;
+}
+
+static void *loop_thread_main(void *arg)
+{
+    dlock__loop_thread *lt = arg;
+    /* start() holds mu until pthread_create() stored lt->thread, which
+     * dlock__loop_thread_on_thread() reads here. */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    dlock__loop_poll_run(&lt->lp, turn_done, lt, INT64_MAX);
+    return NULL;
+}
+
+int dlock__loop_thread_start(dlock__loop_thread *lt)
+{
+    memset(lt, 0, sizeof *lt);
+    dlock__loop_poll_init(&lt->lp);
+    if (dlock__loop_poll_wakeable(&lt->lp) != DLOCK_OK)
+        return DLOCK_EIO;
+    lt->posted_end = &lt->posted;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&lt->mu, NULL));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
+    int rc = pthread_create(&lt->thread, NULL, loop_thread_main, lt);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    if (rc == EAGAIN) {
+        /* Out of threads is a resource limit, not a bug. */
+        DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&lt->mu));
+        dlock__loop_poll_close(&lt->lp);
+        return DLOCK_ENOMEM;
+    }
+    DLOCK__CHECK_PTHREAD(rc);
+    return DLOCK_OK;
+}
+
+void dlock__loop_thread_post(dlock__loop_thread *lt, dlock__post *p)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
+    if (!p->queued && !lt->stop) {
+        p->queued = 1;
+        p->next = NULL;
+        *lt->posted_end = p;
+        lt->posted_end = &p->next;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    /* The eventfd outlives the thread until dlock__loop_thread_free(). */
+    dlock__wake(&lt->lp.loop);
+}
+
+int dlock__loop_thread_on_thread(const dlock__loop_thread *lt)
+{
+    return pthread_equal(pthread_self(), lt->thread);
+}
+
+int dlock__loop_thread_stop(dlock__loop_thread *lt)
+{
+    if (dlock__loop_thread_on_thread(lt))
+        return DLOCK_EINVAL;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
+    lt->stop = 1;
+    for (dlock__post *p = lt->posted; p; p = p->next)
+        p->queued = 0;
+    lt->posted = NULL;
+    lt->posted_end = &lt->posted;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    dlock__wake(&lt->lp.loop);
+    DLOCK__CHECK_PTHREAD(pthread_join(lt->thread, NULL));
+    return DLOCK_OK;
+}
+
+void dlock__loop_thread_free(dlock__loop_thread *lt)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&lt->mu));
+    dlock__loop_poll_close(&lt->lp);
+}
+
+void dlock__loop_thread_forget(dlock__loop_thread *lt)
+{
+    if (lt->lp.wake_fd >= 0)
+        close(lt->lp.wake_fd);
+    lt->lp.wake_fd = -1;
+}
