@@ -215,8 +215,7 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
     if (old_end != INT64_MIN && dlock__now_ns() >= old_end && !late_counts) {
         /* Too late: whatever the server says now proves nothing about the
          * time in between, so nothing is sent and the handle lets go. */
-        renew_stop(l);
-        drop_holds(l);
+        dlock__engine_ended(l);
         dlock__err_set(&l->err, "the lease on \"%s\" had already ended", l->name);
         return DLOCK_EEXPIRED;
     }
@@ -262,8 +261,7 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
     }
     if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
         /* Not ours any more: the handle lets go. */
-        renew_stop(l);
-        drop_holds(l);
+        dlock__engine_ended(l);
     }
     return rc;
 }
