@@ -5,7 +5,7 @@
  * waiter, plain and fair, taking the broken lock long before the broken
  * lease would have ended; a free name; a key that is not a lock left as
  * it is; a Redlock of three with a node down and with two down; bad
- * inputs. */
+ * inputs; a Cluster lock broken on its slot's master. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +21,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "redis_topology.h"
 #include "test_util.h"
 
 #define N 3
@@ -244,6 +245,36 @@ static void a_redlock_is_broken_on_a_majority(void **state)
     dlock_client_free(c);
 }
 
+/* On a Cluster the script goes to the master of the lock key's slot (its
+ * fencing counter is in that slot too: docs/deployment.md), for a name
+ * with a hash tag and one without. */
+static void a_cluster_lock_is_broken_on_its_master(void **state)
+{
+    (void)state;
+    static test_cluster cluster;
+    assert_int_equal(test_cluster_start(&cluster), 0);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    dlock_client *c = test_client_new(cluster.urls, TEST_CLUSTER_NODES, &o);
+    const char *names[] = {"job:7", "{tag}job"};
+    for (size_t i = 0; i < 2; i++) {
+        dlock_lock *h = renewed(c, names[i], 0, 0);
+        atomic_store(&lost_calls, 0);
+        dlock_break_result res;
+        assert_int_equal(dlock_client_break(c, names[i], &res), DLOCK_OK);
+        assert_int_equal(res.removed, 1);
+        assert_int_equal(res.fence, dlock_lock_fence(h));
+        assert_true(test_wait_for_state(h, DLOCK_STATE_LOST, 2000));
+        dlock_lock *next = renewed(c, names[i], 0, 0);
+        assert_true(dlock_lock_fence(next) > res.fence);
+        assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+        dlock_lock_free(next);
+        dlock_lock_free(h);
+    }
+    dlock_client_free(c);
+    test_cluster_stop(&cluster);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +284,7 @@ int main(void)
         cmocka_unit_test(a_free_name_and_a_key_that_is_not_a_lock),
         cmocka_unit_test(bad_inputs_are_einval),
         cmocka_unit_test(a_redlock_is_broken_on_a_majority),
+        cmocka_unit_test(a_cluster_lock_is_broken_on_its_master),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
