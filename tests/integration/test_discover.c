@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,8 +44,8 @@ static int silent_listener(int *port)
 /* A listener that accepts and counts connections, answering nothing. */
 typedef struct counter {
     int fd;
-    volatile int stop;
-    volatile int accepted;
+    atomic_int stop;
+    atomic_int accepted; /* written by its thread only */
     int held[64];
     pthread_t thread;
 } counter;
@@ -52,14 +53,17 @@ typedef struct counter {
 static void *count_main(void *arg)
 {
     counter *k = arg;
-    while (!k->stop) {
+    while (!atomic_load(&k->stop)) {
         struct pollfd p = {k->fd, POLLIN, 0};
         if (poll(&p, 1, 20) > 0) {
             int c = accept(k->fd, NULL, NULL);
-            if (c >= 0 && k->accepted < 64)
-                k->held[k->accepted++] = c;
-            else if (c >= 0)
+            int n = atomic_load(&k->accepted);
+            if (c >= 0 && n < 64) {
+                k->held[n] = c;
+                atomic_store(&k->accepted, n + 1);
+            } else if (c >= 0) {
                 close(c);
+            }
         }
     }
     return NULL;
@@ -67,7 +71,7 @@ static void *count_main(void *arg)
 
 static void counter_stop(counter *k)
 {
-    k->stop = 1;
+    atomic_store(&k->stop, 1);
     assert_int_equal(pthread_join(k->thread, NULL), 0);
     for (int i = 0; i < k->accepted; i++)
         close(k->held[i]);
@@ -179,7 +183,7 @@ static void one_question_in_flight_and_no_observer_stranded(void **state)
     usleep(200 * 1000);
     assert_int_equal(pthread_create(&tb, NULL, wait_for, &b), 0);
     usleep(300 * 1000);
-    assert_int_equal(k.accepted, 1);
+    assert_int_equal(atomic_load(&k.accepted), 1);
     int64_t t0 = test_now_ms();
     dlock_lock_cancel(a.l);
     assert_int_equal(pthread_join(ta, NULL), 0);
@@ -187,9 +191,9 @@ static void one_question_in_flight_and_no_observer_stranded(void **state)
             dlock_errname(a.rc));
     assert_int_equal(a.rc, DLOCK_ECANCELED);
     assert_true(a.done_ms - t0 < 150);
-    for (int i = 0; i < 100 && k.accepted < 2; i++)
+    for (int i = 0; i < 100 && atomic_load(&k.accepted) < 2; i++)
         usleep(10 * 1000);
-    assert_int_equal(k.accepted, 2); /* b asks now */
+    assert_int_equal(atomic_load(&k.accepted), 2); /* b asks now */
     t0 = test_now_ms();
     dlock_lock_cancel(b.l);
     assert_int_equal(pthread_join(tb, NULL), 0);
