@@ -3,7 +3,7 @@
  * URLs as seed nodes of one cluster, which acts as one node of dlock's
  * (quorum 1). Each command goes to the master serving its key's hash slot,
  * found in a slot map learned with CLUSTER SLOTS; MOVED and ASK redirect
- * it (src/redis/fanout.c), and the map is learned again after a redirect or a
+ * it (src/redis/fanout_reply.c), and the map is learned again after a redirect or a
  * failed connection, so a failover is ridden out by a waiting acquire.
  * Connections are pooled per master.
  *
@@ -117,8 +117,8 @@ void dlock__cluster_forget(dlock__cluster *c);
  * is: never waits. learn_rc and learn_err are what learning the map gave
  * just before (DLOCK_OK, ""). tmpl gives the credentials, db and TLS.
  * Never NULL but out of memory; a failure gives a BROKEN connection with
- * err_code set. (The blocking checkout, which learns the map first, is
- * dlock__node_checkout_slot.) */
+ * err_code set. (The map is learned first, when needed, by a discovery:
+ * src/redis/discover.h.) */
 dlock__conn *dlock__cluster_checkout_known(dlock__cluster *c, const dlock__url *tmpl,
                                            dlock__tls_ctx *tls, unsigned slot, int load_scripts,
                                            int ask_uptime, int learn_rc, const char *learn_err);
