@@ -9,7 +9,6 @@
 #include "clock.h"
 #include "common.h"
 #include "error.h"
-#include "roundtrip.h"
 #include "cluster.h"
 
 int dlock__cluster_new(dlock__cluster **out, const char *const *urls, size_t n, size_t max_idle,
@@ -26,7 +25,6 @@ int dlock__cluster_new(dlock__cluster **out, const char *const *urls, size_t n, 
         return DLOCK_ENOMEM;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->mu, NULL));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->refresh_mu, NULL));
     c->stale = 1;
     c->max_idle = max_idle;
     c->timeout_ms = timeout_ms;
@@ -74,7 +72,6 @@ void dlock__cluster_free(dlock__cluster *c)
     if (!c)
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->mu));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->refresh_mu));
     dlock__cluster_forget(c);
 }
 
@@ -227,63 +224,37 @@ static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dl
     return conn;
 }
 
-int dlock__cluster_prepare(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                           unsigned slot)
+int dlock__cluster_needs_map(dlock__cluster *c, unsigned slot)
 {
     slot &= DLOCK__CLUSTER_SLOTS - 1;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
     int need = c->stale || !c->slot_master[slot];
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-    char err[300];
-    return need ? dlock__cluster_learn(c, tmpl, tls, -1, INT64_MAX, err, sizeof err) : DLOCK_OK;
+    return need;
 }
 
-dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
-                                     dlock__tls_ctx *tls, unsigned slot, int load_scripts,
-                                     int ask_uptime, int cancel_fd, int64_t deadline_ns)
+dlock__conn *dlock__cluster_checkout_known(dlock__cluster *c, const dlock__url *tmpl,
+                                           dlock__tls_ctx *tls, unsigned slot, int load_scripts,
+                                           int ask_uptime, int learn_rc, const char *learn_err)
 {
     slot &= DLOCK__CLUSTER_SLOTS - 1;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-    int need = c->stale || !c->slot_master[slot];
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-    char err[300] = "";
-    int rc = need ? dlock__cluster_learn(c, tmpl, tls, cancel_fd, deadline_ns, err, sizeof err)
-                  : DLOCK_OK;
-    if (rc == DLOCK_ENOMEM)
+    if (learn_rc == DLOCK_ENOMEM)
         return NULL;
-    if (rc == DLOCK_ECANCELED)
-        return broken_conn(DLOCK_EIO, err);
+    if (learn_rc == DLOCK_ECANCELED)
+        return broken_conn(DLOCK_EIO, learn_err);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
     int idx = (int)c->slot_master[slot] - 1;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     if (idx < 0) {
-        if (rc == DLOCK_OK)
+        char err[300];
+        if (learn_rc == DLOCK_OK)
             snprintf(err, sizeof err, "no master serves hash slot %u", slot);
-        return broken_conn(rc == DLOCK_OK ? DLOCK_EBUSY : rc, err);
+        else
+            snprintf(err, sizeof err, "%s", learn_err);
+        return broken_conn(learn_rc == DLOCK_OK ? DLOCK_EBUSY : learn_rc, err);
     }
     /* A map that could not be learned again is still the best guess. */
     return checkout_index(c, tmpl, tls, idx, load_scripts, ask_uptime);
-}
-
-dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
-                                    dlock__tls_ctx *tls, unsigned slot)
-{
-    dlock__conn *conn = dlock__cluster_checkout(c, tmpl, tls, slot, 0, 0, -1, INT64_MAX);
-    if (conn && conn->route && conn->q_len > 0) {
-        /* A pooled one may owe stale replies, which a subscriber would
-         * read as messages: give it back and make a new one. */
-        int idx = (conn->route & 0xff) - 1;
-        dlock__cluster_checkin(c, conn);
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-        char host[256];
-        memcpy(host, c->master[idx].host, sizeof host);
-        int port = c->master[idx].port;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-        conn = dlock__cluster_connect_to(tmpl, tls, host, port, 0, 0);
-    }
-    if (conn)
-        conn->route = 0; /* never pooled */
-    return conn;
 }
 
 dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *tmpl,
@@ -313,8 +284,7 @@ dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *t
     return checkout_index(c, tmpl, tls, idx, load_scripts, ask_uptime);
 }
 
-int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                           const dlock__conn *conn, int cancel_fd, int64_t deadline_ns)
+void dlock__cluster_failed(dlock__cluster *c, const dlock__conn *conn)
 {
     int idx = (conn->route & 0xff) - 1;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
@@ -322,8 +292,6 @@ int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls
     if (idx >= 0 && route_of(idx, c->master[idx].gen) == conn->route)
         c->master[idx].failed_ns = dlock__now_ns();
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-    char err[300];
-    return dlock__cluster_learn(c, tmpl, tls, cancel_fd, deadline_ns, err, sizeof err);
 }
 
 void dlock__cluster_stale(dlock__cluster *c)

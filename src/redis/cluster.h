@@ -3,7 +3,7 @@
  * URLs as seed nodes of one cluster, which acts as one node of dlock's
  * (quorum 1). Each command goes to the master serving its key's hash slot,
  * found in a slot map learned with CLUSTER SLOTS; MOVED and ASK redirect
- * it (src/redis/fanout.c), and the map is learned again after a redirect or a
+ * it (src/redis/fanout_reply.c), and the map is learned again after a redirect or a
  * failed connection, so a failover is ridden out by a waiting acquire.
  * Connections are pooled per master.
  *
@@ -23,6 +23,8 @@
 #include <hiredis/hiredis.h>
 
 #include "conn.h"
+#include "flight.h"
+#include "loop.h"
 #include "tls.h"
 #include "url.h"
 
@@ -53,8 +55,8 @@ typedef struct dlock__cmaster {
 } dlock__cmaster;
 
 typedef struct dlock__cluster {
-    pthread_mutex_t mu;         /* the map, the masters and their pools */
-    pthread_mutex_t refresh_mu; /* one CLUSTER SLOTS at a time */
+    pthread_mutex_t mu; /* the map, the masters and their pools, the flight */
+    dlock__flight flight; /* one CLUSTER SLOTS learn at a time (flight.h) */
     dlock__url seed[DLOCK__CLUSTER_MAX_SEEDS];
     int64_t seed_failed_ns[DLOCK__CLUSTER_MAX_SEEDS]; /* as failed_ns */
     size_t n_seeds;
@@ -69,12 +71,23 @@ typedef struct dlock__cluster {
     size_t max_idle;
 } dlock__cluster;
 
-/* Learn the slot map if it is stale (src/redis/cluster_learn.c): ask the
- * masters known and the seeds, healthy ones first, until one answers, a
- * byte is readable on cancel_fd (-1: none; DLOCK_ECANCELED) or deadline_ns
- * passes (INT64_MAX: none). DLOCK_OK, or a code with the reason in err. */
-int dlock__cluster_learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                         int cancel_fd, int64_t deadline_ns, char *err, size_t err_len);
+/* Learning the slot map (src/redis/cluster_learn.c), a sub-request on
+ * loop l: the masters known and the seeds are asked, healthy ones first,
+ * until one answers or deadline_ns passes (INT64_MAX: none). The caller
+ * holds the cluster's flight (flight.h). DLOCK_OK with *out set: done is
+ * called from the loop once, with DLOCK_OK or a code and the reason,
+ * unless dlock__cluster_learn_stop comes first. Else DLOCK_ENOMEM. */
+typedef struct dlock__cluster_learning dlock__cluster_learning;
+int dlock__cluster_learn_start(dlock__cluster_learning **out, dlock__cluster *c,
+                               const dlock__url *tmpl, dlock__tls_ctx *tls, dlock__loop *l,
+                               int64_t deadline_ns,
+                               void (*done)(void *arg, int rc, const char *err), void *arg);
+/* Stop (finished or not) and free; NULL does nothing. */
+void dlock__cluster_learn_stop(dlock__cluster_learning *L);
+
+/* Whether the map must be learned before slot is routed: stale, or it
+ * names no master for slot. */
+int dlock__cluster_needs_map(dlock__cluster *c, unsigned slot);
 
 /* For cluster_learn.c: a new connection to host:port, and the map from a
  * CLUSTER SLOTS reply got from `asked` (DLOCK_OK or DLOCK_EPROTO). */
@@ -100,20 +113,22 @@ void dlock__cluster_free(dlock__cluster *c);
 /* In a child of fork(): close and free without touching the mutexes. */
 void dlock__cluster_forget(dlock__cluster *c);
 
-/* A connection to the master of `slot`, pooled or new (learning the map
- * first if needed, which stops at a byte on cancel_fd (-1: none) or at
- * deadline_ns (INT64_MAX: none)). tmpl gives the credentials, db and TLS.
+/* A connection to the master of `slot`, pooled or new, by the map as it
+ * is: never waits. learn_rc and learn_err are what learning the map gave
+ * just before (DLOCK_OK, ""). tmpl gives the credentials, db and TLS.
  * Never NULL but out of memory; a failure gives a BROKEN connection with
- * err_code set. */
-dlock__conn *dlock__cluster_checkout(dlock__cluster *c, const dlock__url *tmpl,
-                                     dlock__tls_ctx *tls, unsigned slot, int load_scripts,
-                                     int ask_uptime, int cancel_fd, int64_t deadline_ns);
+ * err_code set. (The map is learned first, when needed, by a discovery:
+ * src/redis/discover.h.) */
+dlock__conn *dlock__cluster_checkout_known(dlock__cluster *c, const dlock__url *tmpl,
+                                           dlock__tls_ctx *tls, unsigned slot, int load_scripts,
+                                           int ask_uptime, int learn_rc, const char *learn_err);
 /* A connection to host:port (an ASK or MOVED target). */
 dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
                                           dlock__tls_ctx *tls, const char *host, int port,
                                           int load_scripts, int ask_uptime);
 /* A new connection to the master of `slot`, never pooled (the wake-up
- * thread's subscriber). */
+ * thread's subscriber): learns the map first if needed, on a private loop
+ * (src/redis/discover.c). */
 dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
                                     dlock__tls_ctx *tls, unsigned slot);
 
@@ -127,12 +142,9 @@ dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *
 void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn);
 
 /* conn, a connection to a master, failed before anything was sent on it:
- * learn the map again now, that master asked last, until cancel_fd is
- * readable (-1: never) or deadline_ns (INT64_MAX: none). DLOCK_OK if some
- * node answered (the cluster is up), DLOCK_ECANCELED, else the failure's
- * code. */
-int dlock__cluster_relearn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                           const dlock__conn *conn, int cancel_fd, int64_t deadline_ns);
+ * the map is stale, and that master is asked last when it is learned
+ * again (which the caller does next, src/redis/discover.c). */
+void dlock__cluster_failed(dlock__cluster *c, const dlock__conn *conn);
 
 /* The map is out of date: learn it again before the next route. */
 void dlock__cluster_stale(dlock__cluster *c);
@@ -148,7 +160,8 @@ void dlock__cluster_moved(dlock__cluster *c, unsigned slot, const char *host, in
 
 /* Learn the slot map now if it is stale or says nothing of slot (the
  * wake-up thread routes channels by it; a fair waiter subscribes before
- * its first command). DLOCK_OK or the failure's code. */
+ * its first command), on a private loop (src/redis/discover.c). DLOCK_OK
+ * or the failure's code. */
 int dlock__cluster_prepare(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
                            unsigned slot);
 

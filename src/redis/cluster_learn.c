@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Redis Cluster (cluster.h): learning the slot map. The masters known and
+/* Redis Cluster (cluster.h): learning the slot map, a sub-request on the
+ * loop of the request that needs it. The masters known and
  * the seeds are asked for CLUSTER SLOTS healthy ones first, in an order that
  * rotates, and staggered: the first node asked answers alone for
  * DLOCK__CLUSTER_ASK_MS, then the next is asked as well, and so on, each
@@ -8,14 +9,13 @@
  * and a cluster whose every node is slower than that (a distant or busy
  * one) still answers (review 34 item 1: a hard per-node cap of
  * DLOCK__CLUSTER_ASK_MS made such a cluster unusable). */
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
 #include "common.h"
 #include "error.h"
+#include "exchange.h"
 #include "cluster.h"
 
 #define MAX_CANDIDATES (DLOCK__CLUSTER_MAX_MASTERS + DLOCK__CLUSTER_MAX_SEEDS)
@@ -28,8 +28,10 @@ typedef struct candidate {
     int seed;   /* seed index, or -1 */
     int64_t failed_ns;
     /* While asked: */
-    dlock__conn *conn;
-    int64_t asked_ns, until_ns;
+    int asking;
+    int64_t asked_ns;
+    dlock__exchange x; /* CLUSTER SLOTS, on the learning's loop */
+    struct dlock__cluster_learning *learning;
 } candidate;
 
 /* The nodes to ask, each address once: masters known and seeds, starting
@@ -100,202 +102,217 @@ static void note_asked(dlock__cluster *c, const candidate *k, int answered)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
 }
 
+
+struct dlock__cluster_learning {
+    dlock__cluster *c;
+    const dlock__url *tmpl;
+    dlock__tls_ctx *tls;
+    dlock__loop *loop;
+    int64_t stagger_ns;
+    int64_t next_ns; /* when the next node is asked */
+    size_t n, next;  /* candidates, and the next one to ask */
+    size_t asking;   /* asked and not done */
+    int rc;          /* what is reported if no node answers */
+    int finished;
+    char err[512];
+    dlock__timer kick;     /* the first ask (deferred), then the stagger */
+    dlock__timer deadline; /* the request's deadline */
+    void (*done)(void *arg, int rc, const char *err);
+    void *arg;
+    candidate cand[MAX_CANDIDATES];
+};
+
+typedef struct dlock__cluster_learning learning;
+
 /* Done with node k (answered or not). */
 static void drop(candidate *k)
 {
-    dlock__conn_free(k->conn);
-    k->conn = NULL;
+    if (!k->asking)
+        return;
+    k->asking = 0;
+    k->learning->asking--;
+    dlock__exchange_stop(&k->x);
 }
 
-/* Node k failed to answer (why in k->conn->err): the reason into err,
- * and it is asked last next time. Returns the code learn() reports if no
- * node answers. */
-static int failed(dlock__cluster *c, candidate *k, int got, char *err, size_t err_len)
+/* Node k failed to answer (why in its connection's err): the reason into
+ * err, and it is asked last next time. Returns the code the learning
+ * reports if no node answers. */
+static int failed(learning *L, candidate *k, int got)
 {
-    snprintf(err, err_len, "%s:%d: %s", k->host, k->port, k->conn->err);
-    note_asked(c, k, 0);
+    snprintf(L->err, sizeof L->err, "%s:%d: %s", k->host, k->port, k->x.conn->err);
+    note_asked(L->c, k, 0);
     drop(k);
     return got == DLOCK_EAUTH || got == DLOCK_ETLS ? got : DLOCK_EIO;
 }
 
 /* Node k answered r: the map, or why not. */
-static int answered(dlock__cluster *c, candidate *k, redisReply *r, char *err, size_t err_len)
+static int answered(learning *L, candidate *k, redisReply *r)
 {
     int rc;
     if (r->type == REDIS_REPLY_ERROR) {
         /* "ERR This instance has cluster support disabled" */
-        snprintf(err, err_len, "%s:%d: CLUSTER SLOTS: %.120s", k->host, k->port, r->str);
+        snprintf(L->err, sizeof L->err, "%s:%d: CLUSTER SLOTS: %.120s", k->host, k->port, r->str);
         rc = dlock__map_redis_error(r->str, r->len);
-    } else if ((rc = dlock__cluster_apply_slots(c, r, k->host)) != DLOCK_OK) {
-        snprintf(err, err_len, "%s:%d: unexpected CLUSTER SLOTS reply", k->host, k->port);
+    } else if ((rc = dlock__cluster_apply_slots(L->c, r, k->host)) != DLOCK_OK) {
+        snprintf(L->err, sizeof L->err, "%s:%d: unexpected CLUSTER SLOTS reply", k->host,
+                 k->port);
     }
     if (rc != DLOCK_ENOMEM)
-        note_asked(c, k, 1);
+        note_asked(L->c, k, 1);
     freeReplyObject(r);
     drop(k);
     return rc;
 }
 
-/* Ask node k: connect and queue CLUSTER SLOTS. DLOCK_OK (asked), or the
- * code of a failure (DLOCK_ENOMEM, or the node failed at once). */
-static int ask(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls, candidate *k,
-               int64_t now, char *err, size_t err_len)
+/* The learning ends with rc: the nodes still asked are dropped, then the
+ * callback (from the loop: every caller is a loop callback). */
+static void finish(learning *L, int rc)
 {
-    k->conn = dlock__cluster_connect_to(tmpl, tls, k->host, k->port, 0, 0);
-    if (!k->conn)
+    int64_t now = dlock__now_ns();
+    L->finished = 1;
+    dlock__timer_clear(L->loop, &L->kick);
+    dlock__timer_clear(L->loop, &L->deadline);
+    if (rc == DLOCK_ENOMEM)
+        snprintf(L->err, sizeof L->err, "out of memory");
+    for (size_t i = 0; i < L->next; i++) {
+        candidate *k = &L->cand[i];
+        /* Still silent after its time alone while another node answered:
+         * asked after the quicker ones next time. A node cut short by a
+         * failure or the deadline is not judged. */
+        if (k->asking && rc == DLOCK_OK && now - k->asked_ns >= L->stagger_ns)
+            note_asked(L->c, k, 0);
+        drop(k);
+    }
+    L->done(L->arg, rc, L->err);
+}
+
+static void on_answer(dlock__exchange *x, int got, redisReply *r);
+
+/* Ask node k: connect and send CLUSTER SLOTS. 1 when asked, 0 when the
+ * node failed at once (L->rc set), -1 when the loop has no room now (ask
+ * it later), or DLOCK_ENOMEM. */
+static int ask(learning *L, candidate *k, int64_t now)
+{
+    dlock__conn *conn = dlock__cluster_connect_to(L->tmpl, L->tls, k->host, k->port, 0, 0);
+    if (!conn)
         return DLOCK_ENOMEM;
-    k->asked_ns = now;
-    k->until_ns = now + (int64_t)c->timeout_ms * DLOCK__NS_PER_MS;
     const char *argv[2] = {"CLUSTER", "SLOTS"};
-    int rc = k->conn->state == DLOCK__CS_BROKEN ? DLOCK_EIO
-                                                  : dlock__conn_append(k->conn, 2, argv, NULL, 0);
+    k->learning = L;
+    k->asked_ns = now;
+    k->asking = 1;
+    L->asking++;
+    k->x.done = on_answer;
+    int64_t until = now + (int64_t)L->c->timeout_ms * DLOCK__NS_PER_MS;
+    int rc = dlock__exchange_start(&k->x, L->loop, conn, 2, argv, until);
+    if (rc == DLOCK_OK)
+        return 1;
     if (rc == DLOCK_ENOMEM) {
         drop(k);
-        return rc;
+        return L->asking > 0 ? -1 : DLOCK_ENOMEM;
     }
-    return rc == DLOCK_OK ? DLOCK_OK : failed(c, k, rc, err, err_len);
+    L->rc = failed(L, k, rc);
+    return 0;
 }
 
-/* Node k's socket is ready (revents) or its time is up: 1 when it is done
- * with *rc set (DLOCK_OK: the map is learned), else 0. */
-static int step(dlock__cluster *c, candidate *k, short revents, int64_t now, int *rc, char *err,
-                size_t err_len)
+/* Ask the nodes whose turn came, or the next at once when every node
+ * asked so far has failed; then the learning waits, or fails if nobody is
+ * left to ask. */
+static void ask_due(learning *L)
 {
-    int got = revents ? dlock__conn_io(k->conn, revents) : DLOCK_OK;
-    if (got == DLOCK_OK) {
-        redisReply *r = NULL;
-        uint32_t idx;
-        got = dlock__conn_take(k->conn, &r, &idx);
-        if (got > 0) {
-            *rc = answered(c, k, r, err, err_len);
-            return 1;
-        }
-        if (got == 0 && k->conn->state != DLOCK__CS_BROKEN && !dlock__conn_events(k->conn))
-            got = dlock__conn_fail(k->conn, DLOCK_EIO, "connection failed");
-        else if (got == 0 && now >= k->until_ns)
-            got = dlock__conn_fail(k->conn, DLOCK_EIO, "%s timed out", dlock__conn_phase(k->conn));
+    int64_t now = dlock__now_ns();
+    if (now >= L->deadline.due_ns) {
+        snprintf(L->err, sizeof L->err, "no cluster node answered CLUSTER SLOTS in time");
+        finish(L, DLOCK_EIO);
+        return;
     }
-    if (got >= 0 && k->conn->state != DLOCK__CS_BROKEN)
-        return 0;
-    *rc = failed(c, k, got < 0 ? got : DLOCK_EIO, err, err_len);
-    return 1;
-}
-
-/* Whether a byte is waiting on fd (a cancel). */
-static int readable(int fd)
-{
-    struct pollfd p = {fd, POLLIN, 0};
-    return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
-}
-
-/* Ask cand[0..n) staggered until one answers (the comment at the top). */
-static int ask_all(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                   candidate *cand, size_t n, int cancel_fd, int64_t deadline_ns, char *err,
-                   size_t err_len)
-{
-    int64_t stagger_ns = (int64_t)DLOCK__MIN(c->timeout_ms, DLOCK__CLUSTER_ASK_MS) *
-                         DLOCK__NS_PER_MS;
-    struct pollfd pfd[MAX_CANDIDATES + 1];
-    size_t pidx[MAX_CANDIDATES];
-    size_t next = 0; /* the next node to ask */
-    int64_t next_ns = dlock__now_ns();
-    int rc = DLOCK_EIO;
-    snprintf(err, err_len, "no cluster node answered CLUSTER SLOTS");
-    for (;;) {
-        int64_t now = dlock__now_ns();
-        if (now >= deadline_ns) {
-            snprintf(err, err_len, "no cluster node answered CLUSTER SLOTS in time");
-            return DLOCK_EIO;
+    while (L->next < L->n && (now >= L->next_ns || L->asking == 0)) {
+        int got = ask(L, &L->cand[L->next], now);
+        if (got == DLOCK_ENOMEM) {
+            finish(L, got);
+            return;
         }
-        size_t k = 0;
-        for (size_t i = 0; i < next; i++)
-            k += cand[i].conn != NULL;
-        /* The next node is asked when its turn comes, or at once when
-         * every node asked so far has failed. */
-        while (next < n && (now >= next_ns || k == 0)) {
-            int got = ask(c, tmpl, tls, &cand[next], now, err, err_len);
-            if (got == DLOCK_ENOMEM)
-                return got;
-            if (got == DLOCK_OK) {
-                k++;
-                next_ns = now + stagger_ns;
-            } else {
-                rc = got;
-            }
-            next++;
+        if (got < 0) { /* no room in the loop: when the next is due */
+            L->next_ns = now + L->stagger_ns;
+            break;
         }
-        if (k == 0)
-            return rc; /* every node failed */
-        int64_t wake = next < n ? next_ns : INT64_MAX;
-        k = 0;
-        for (size_t i = 0; i < next; i++) {
-            if (!cand[i].conn)
-                continue;
-            pfd[k] = (struct pollfd){cand[i].conn->ctx->fd, dlock__conn_events(cand[i].conn), 0};
-            pidx[k++] = i;
-            wake = DLOCK__MIN(wake, cand[i].until_ns);
-        }
-        wake = DLOCK__MIN(wake, deadline_ns);
-        size_t kc = k;
-        if (cancel_fd >= 0)
-            pfd[kc++] = (struct pollfd){cancel_fd, POLLIN, 0};
-        int pr = poll(pfd, (nfds_t)kc, dlock__ms_until(wake));
-        if (pr < 0 && errno != EINTR) {
-            snprintf(err, err_len, "poll: %s", strerror(errno));
-            return DLOCK_EIO;
-        }
-        if (pr > 0 && kc > k && pfd[k].revents) {
-            snprintf(err, err_len, "cancelled while learning the cluster's slot map");
-            return DLOCK_ECANCELED;
-        }
-        now = dlock__now_ns();
-        for (size_t m = 0; m < k; m++) {
-            short rev = pr > 0 ? pfd[m].revents : 0;
-            if (!step(c, &cand[pidx[m]], rev, now, &rc, err, err_len))
-                continue;
-            if (rc == DLOCK_OK || rc == DLOCK_ENOMEM)
-                return rc;
-        }
+        if (got == 1)
+            L->next_ns = now + L->stagger_ns;
+        L->next++;
+    }
+    if (L->asking == 0) {
+        finish(L, L->rc); /* every node failed */
+        return;
+    }
+    if (L->next < L->n) {
+        L->kick.due_ns = L->next_ns;
+        (void)dlock__timer_set(L->loop, &L->kick);
     }
 }
 
-int dlock__cluster_learn(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
-                         int cancel_fd, int64_t deadline_ns, char *err, size_t err_len)
+static void on_answer(dlock__exchange *x, int got, redisReply *r)
 {
-    if (readable(cancel_fd)) {
-        snprintf(err, err_len, "cancelled before the cluster's slot map was learned");
-        return DLOCK_ECANCELED;
+    candidate *k = DLOCK__OWNER(x, candidate, x);
+    learning *L = k->learning;
+    int rc = got > 0 ? answered(L, k, r) : failed(L, k, got);
+    if (rc == DLOCK_OK || rc == DLOCK_ENOMEM) {
+        finish(L, rc);
+        return;
     }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->refresh_mu));
-    candidate *cand = dlock__calloc(MAX_CANDIDATES, sizeof *cand);
+    L->rc = rc;
+    ask_due(L);
+}
+
+static void kick(dlock__timer *t)
+{
+    ask_due(DLOCK__OWNER(t, learning, kick));
+}
+
+static void deadline(dlock__timer *t)
+{
+    learning *L = DLOCK__OWNER(t, learning, deadline);
+    snprintf(L->err, sizeof L->err, "no cluster node answered CLUSTER SLOTS in time");
+    finish(L, DLOCK_EIO);
+}
+
+int dlock__cluster_learn_start(dlock__cluster_learning **out, dlock__cluster *c,
+                               const dlock__url *tmpl, dlock__tls_ctx *tls, dlock__loop *l,
+                               int64_t deadline_ns,
+                               void (*done)(void *arg, int rc, const char *err), void *arg)
+{
+    learning *L = dlock__calloc(1, sizeof *L);
+    *out = L;
+    if (!L)
+        return DLOCK_ENOMEM;
+    L->c = c;
+    L->tmpl = tmpl;
+    L->tls = tls;
+    L->loop = l;
+    L->done = done;
+    L->arg = arg;
+    L->rc = DLOCK_EIO;
+    L->stagger_ns = (int64_t)DLOCK__MIN(c->timeout_ms, DLOCK__CLUSTER_ASK_MS) * DLOCK__NS_PER_MS;
+    snprintf(L->err, sizeof L->err, "no cluster node answered CLUSTER SLOTS");
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-    int stale = c->stale; /* another thread may have learned it meanwhile */
-    size_t n = cand && stale ? candidates(c, cand) : 0;
+    L->n = candidates(c, L->cand);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
-    int rc = DLOCK_OK;
-    if (!cand) {
-        rc = DLOCK_ENOMEM;
-        snprintf(err, err_len, "out of memory");
-    } else if (stale) {
-        rc = ask_all(c, tmpl, tls, cand, n, cancel_fd, deadline_ns, err, err_len);
-        if (rc == DLOCK_ENOMEM)
-            snprintf(err, err_len, "out of memory");
-        int64_t now = dlock__now_ns();
-        for (size_t i = 0; i < n; i++) {
-            if (!cand[i].conn)
-                continue;
-            /* Still silent after its time alone while another node
-             * answered: asked after the quicker ones next time. A node cut
-             * short by a cancel or the deadline is not judged. */
-            if (rc == DLOCK_OK && now - cand[i].asked_ns >= (int64_t)DLOCK__MIN(
-                                                               c->timeout_ms,
-                                                               DLOCK__CLUSTER_ASK_MS) *
-                                                               DLOCK__NS_PER_MS)
-                note_asked(c, &cand[i], 0);
-            drop(&cand[i]);
-        }
+    L->kick.fire = kick;
+    L->deadline.fire = deadline;
+    L->deadline.due_ns = deadline_ns;
+    if (deadline_ns != INT64_MAX)
+        (void)dlock__timer_set(l, &L->deadline);
+    dlock__defer(l, &L->kick); /* the first question, from the loop */
+    return DLOCK_OK;
+}
+
+void dlock__cluster_learn_stop(dlock__cluster_learning *L)
+{
+    if (!L)
+        return;
+    if (!L->finished) {
+        dlock__timer_clear(L->loop, &L->kick);
+        dlock__timer_clear(L->loop, &L->deadline);
+        for (size_t i = 0; i < L->next; i++)
+            drop(&L->cand[i]);
     }
-    dlock__free(cand);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->refresh_mu));
-    return rc;
+    dlock__free(L);
 }

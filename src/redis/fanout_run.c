@@ -31,6 +31,8 @@ static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
     return cap_ns - now >= io_ns && s->deadline_ns - now >= io_ns - 2 * DLOCK__NS_PER_MS;
 }
 
+static void slot_due(dlock__timer *t);
+
 /* The slot's io record and timer follow its connection and deadline; a
  * slot that is no longer LIVE leaves the loop. Only a record's first
  * io_set can fail (the poll loop's fixed fd slots), which run_setup
@@ -38,6 +40,13 @@ static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
 static int slot_arm(fan *f, slot *s)
 {
     dlock__loop *l = &f->lp.loop;
+    if (s->state == SLOT_DISCOVERING && f->graced) {
+        /* A discovery is not waited for past the grace (slot_due). */
+        dlock__io_clear(l, &s->io);
+        s->timer.fire = slot_due;
+        s->timer.due_ns = f->cap_ns;
+        return dlock__timer_set(l, &s->timer);
+    }
     if (s->state != SLOT_LIVE) {
         dlock__io_clear(l, &s->io);
         dlock__timer_clear(l, &s->timer);
@@ -67,43 +76,21 @@ int dlock__fan_begin_grace(fan *f, int64_t now)
     f->cap_ns = after_ms(now, f->o->grace_ms, f->cap_ns);
     for (size_t j = 0; j < f->n; j++) {
         slot *s = &f->slots[j];
-        if (s->state == SLOT_LIVE) {
+        if (s->state == SLOT_LIVE)
             s->deadline_ns = DLOCK__MIN(s->deadline_ns, f->cap_ns);
+        if (s->state == SLOT_LIVE || s->state == SLOT_DISCOVERING)
             (void)slot_arm(f, s);
-        }
     }
     return 0;
-}
-
-/* Cluster: the slot's master could not be reached and nothing was sent
- * (refused, reset, or silent before the first command). The map is learned
- * again now from the other nodes, this master asked last; if one answers,
- * the cluster is up and the slot is between masters (a failover in
- * flight, which the cluster itself will report as CLUSTERDOWN once it
- * notices): DLOCK_EBUSY, like CLUSTERDOWN, which a wait rides out and the
- * dlock command waits for (issue 19 item 3). If no node answers, the
- * cluster is unreachable: DLOCK_EIO stays. */
-static int cluster_failure(fan *f, slot *s, int code)
-{
-    dlock__node *n = &f->client->nodes[s->node];
-    dlock__conn *c = s->conn;
-    if (!n->cluster || code != DLOCK_EIO || !c || c->caller_sent || !c->route ||
-        c->state != DLOCK__CS_BROKEN)
-        return code;
-    if (dlock__cluster_relearn(n->cluster, &n->url, n->tls_ctx, c, f->cancel_fd, f->cap_ns) !=
-        DLOCK_OK)
-        return code;
-    size_t len = strlen(c->err);
-    snprintf(c->err + len, sizeof c->err - len,
-             "; the cluster answers: slot %u's master is failing over", s->cslot);
-    return DLOCK_EBUSY;
 }
 
 /* Report every unanswered request of the slot as failed with err. */
 static int fail_node(fan *f, slot *s, int err, slot_state to)
 {
     int stop = 0;
-    const char *detail = s->conn ? s->conn->err : "out of memory";
+    const char *detail = s->conn                      ? s->conn->err
+                         : s->disc && s->disc->err[0] ? s->disc->err
+                                                      : "out of memory";
     s->state = to;
     /* Replies arrive in request order, so the unanswered ones are the tail. */
     for (uint32_t j = s->answered; j < f->nreqs && !stop; j++)
@@ -112,6 +99,65 @@ static int fail_node(fan *f, slot *s, int err, slot_state to)
     return stop;
 }
 
+
+static void discovered(dlock__discover *d);
+
+/* The relearn after a master failed is over (rc): the failure's code. */
+static int relearned(slot *s, int rc)
+{
+    if (rc != DLOCK_OK)
+        return s->fail_code;
+    size_t len = strlen(s->conn->err);
+    snprintf(s->conn->err + len, sizeof s->conn->err - len,
+             "; the cluster answers: slot %u's master is failing over", s->cslot);
+    return DLOCK_EBUSY;
+}
+
+/* Start (or restart) the slot's discovery: 1 when it waits for it, else
+ * the code of a failure to start it (DLOCK_ENOMEM, DLOCK_EIO), or 0 when
+ * nothing is left to learn. */
+static int discover(fan *f, slot *s)
+{
+    if (!s->disc && !(s->disc = dlock__calloc(1, sizeof *s->disc)))
+        return DLOCK_ENOMEM;
+    s->disc->arg = s;
+    int r = dlock__discover_start(s->disc, &f->client->nodes[s->node], s->cslot, &f->lp.loop,
+                                  f->cap_ns, discovered);
+    if (r == 1)
+        s->state = SLOT_DISCOVERING;
+    else if (r < 0)
+        snprintf(s->disc->err, sizeof s->disc->err, "%s",
+                 r == DLOCK_ENOMEM ? "out of memory" : "cannot wait for another thread's discovery");
+    return r;
+}
+
+/* Cluster: the slot's master could not be reached and nothing was sent
+ * (refused, reset, or silent before the first command). The map is learned
+ * again now from the other nodes, this master asked last (the slot waits
+ * in DISCOVERING); if one answers, the cluster is up and the slot is
+ * between masters (a failover in flight, which the cluster itself will
+ * report as CLUSTERDOWN once it notices): DLOCK_EBUSY, like CLUSTERDOWN,
+ * which a wait rides out and the dlock command waits for (issue 19 item
+ * 3). If no node answers, the cluster is unreachable: DLOCK_EIO stays.
+ * Any other failure is reported now. Returns the run's new "stop" as
+ * fail_node does (0 while the relearn runs). */
+static int fail_slot(fan *f, slot *s, int code, slot_state to)
+{
+    dlock__node *n = &f->client->nodes[s->node];
+    dlock__conn *c = s->conn;
+    if (!n->cluster || code != DLOCK_EIO || !c || c->caller_sent || !c->route ||
+        c->state != DLOCK__CS_BROKEN)
+        return fail_node(f, s, code, to);
+    dlock__cluster_failed(n->cluster, c);
+    s->relearn = 1;
+    s->fail_code = code;
+    s->fail_to = to;
+    int r = discover(f, s);
+    if (r == 1)
+        return 0;
+    s->relearn = 0;
+    return fail_node(f, s, r == 0 ? relearned(s, DLOCK_OK) : code, to);
+}
 
 /* The slot's deadline passed: the connection is closed (a node that
  * answers late must not answer the next command), or, for an attempt whose
@@ -129,7 +175,7 @@ static int time_out(fan *f, slot *s)
     } else {
         dlock__conn_fail(c, code, "%s timed out", dlock__conn_phase(c));
     }
-    return fail_node(f, s, cluster_failure(f, s, code), SLOT_TIMED_OUT) && !f->graced;
+    return fail_slot(f, s, code, SLOT_TIMED_OUT) && !f->graced;
 }
 
 /* A step of a LIVE slot: rc is what its I/O gave (DLOCK_OK when its timer
@@ -142,7 +188,7 @@ static void slot_step(fan *f, slot *s, int rc, int was_connecting)
         s->deadline_ns = after_ms(now, f->io_ms, f->cap_ns);
     rc = dlock__fan_drain(f, s, rc, now);
     if (rc < 0 && s->state == SLOT_LIVE && !f->stop)
-        f->stop = fail_node(f, s, cluster_failure(f, s, rc), SLOT_FAILED) && !f->graced;
+        f->stop = fail_slot(f, s, rc, SLOT_FAILED) && !f->graced;
     else if (s->state == SLOT_LIVE && !f->stop && now >= s->deadline_ns)
         f->stop = time_out(f, s);
     if (f->stop)
@@ -163,16 +209,104 @@ static void slot_ready(dlock__io *io, unsigned events)
 static void slot_due(dlock__timer *t)
 {
     slot *s = DLOCK__OWNER(t, slot, timer);
-    slot_step(s->fan, s, DLOCK_OK, 0);
+    fan *f = s->fan;
+    if (s->state != SLOT_DISCOVERING) {
+        slot_step(f, s, DLOCK_OK, 0);
+        return;
+    }
+    /* The grace ended before the node's map or primary was learned. */
+    dlock__discover_stop(s->disc);
+    snprintf(s->disc->err, sizeof s->disc->err, "%s timed out",
+             f->client->nodes[s->node].cluster ? "learning the cluster's slot map"
+                                               : "asking the sentinels for the primary");
+    if (s->relearn)
+        (void)fail_node(f, s, s->fail_code, s->fail_to);
+    else
+        (void)fail_node(f, s, DLOCK_EIO, SLOT_TIMED_OUT);
+    (void)slot_arm(f, s);
 }
 
-/* ROUTING: check the node's connection out, queue the requests and push
- * them out now (a pooled connection is writable, and starting every
- * node's write before any wait is what makes the round parallel). */
-static void slot_route(fan *f, slot *s)
+/* The slot has its connection (s->conn): queue the requests and push them
+ * out now (a pooled connection is writable, and starting every node's
+ * write before any wait is what makes the round parallel). */
+static void slot_send(fan *f, slot *s)
 {
     struct dlock_client *client = f->client;
-    dlock__node *node = &client->nodes[s->node];
+    if (!s->conn) {
+        f->stop = fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED) && !f->graced;
+        return;
+    }
+    s->state = SLOT_LIVE;
+    int rc = DLOCK_OK;
+    for (uint32_t j = 0; j < f->nreqs && rc == DLOCK_OK; j++)
+        rc = dlock__fanout_append(client, s->conn, &f->reqs[j], j, 0);
+    if (rc != DLOCK_OK) {
+        /* A connection that failed before sending keeps its reason
+         * (Sentinel: no sentinel knows the master, say). */
+        if (rc != DLOCK_ENOMEM && s->conn->err_code)
+            rc = s->conn->err_code;
+        rc = rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc;
+        f->stop = fail_slot(f, s, rc, SLOT_FAILED) && !f->graced;
+        return;
+    }
+    /* The clock starts after the checkout: a checkout may have waited for
+     * a Cluster's slot map or the Sentinels' answer, which can take a
+     * timeout of its own when a node stalls, and a deadline taken before
+     * it would expire a healthy node's reply before it could come (issue
+     * 19, a stalled master breaking the healthy ones). */
+    int64_t now = dlock__now_ns();
+    s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
+                         ? after_ms(now, f->connect_ms, f->o->deadline_ns)
+                         : after_ms(now, f->io_ms, f->o->deadline_ns);
+    if (f->graced)
+        s->deadline_ns = DLOCK__MIN(s->deadline_ns, f->cap_ns);
+    if (s->conn->state == DLOCK__CS_OPEN && (rc = dlock__conn_io(s->conn, POLLOUT)) < 0) {
+        f->stop = fail_slot(f, s, rc, SLOT_FAILED) && !f->graced;
+        return;
+    }
+    s->io.ready = slot_ready;
+    s->timer.fire = slot_due;
+    if (slot_arm(f, s) != DLOCK_OK) {
+        dlock__conn_fail(s->conn, DLOCK_ENOMEM, "out of memory");
+        f->stop = fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED) && !f->graced;
+        (void)slot_arm(f, s);
+    }
+}
+
+/* The slot's discovery is over (from the run's loop): a relearn gives the
+ * failure it waited for its code; otherwise the slot checks its
+ * connection out with what was learned and goes on. */
+static void discovered(dlock__discover *d)
+{
+    slot *s = d->arg;
+    fan *f = s->fan;
+    if (s->relearn) {
+        s->relearn = 0;
+        f->stop = fail_node(f, s, relearned(s, d->rc), s->fail_to) && !f->graced;
+    } else if (!dlock__discover_checkout(d, &s->conn)) {
+        /* Forgotten again meanwhile (a failover): learn it again. */
+        int r = discover(f, s);
+        if (r == 0 && !dlock__discover_checkout(d, &s->conn))
+            r = DLOCK_EIO;
+        if (r < 0) {
+            snprintf(d->err, sizeof d->err, "the primary moved while it was being asked for");
+            f->stop = fail_node(f, s, r, SLOT_FAILED) && !f->graced;
+        } else if (r == 0) {
+            slot_send(f, s);
+        }
+    } else {
+        slot_send(f, s);
+    }
+    if (f->stop)
+        f->stop = dlock__fan_begin_grace(f, dlock__now_ns());
+    (void)slot_arm(f, s);
+}
+
+/* ROUTING: check the node's connection out, or learn its Cluster map or
+ * Sentinel primary first (DISCOVERING). */
+static void slot_route(fan *f, slot *s)
+{
+    dlock__node *node = &f->client->nodes[s->node];
     const dlock__req *reqs = f->reqs;
     s->state = SLOT_ROUTING;
     /* A cluster routes by the first key: the keys of one run (one lock's,
@@ -181,44 +315,21 @@ static void slot_route(fan *f, slot *s)
     s->cslot = f->nreqs && node->cluster
                    ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
                    : 0;
-    s->conn = dlock__node_checkout_slot(node, s->cslot, f->cancel_fd, f->cap_ns);
-    if (!s->conn) {
-        f->stop = fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED);
-        return;
+    if (!dlock__node_checkout_ready(node, s->cslot, &s->conn)) {
+        int r = discover(f, s);
+        if (r == 1)
+            return;
+        if (r < 0) {
+            f->stop = fail_node(f, s, r, SLOT_FAILED);
+            return;
+        }
+        /* Learned by another thread meanwhile. */
+        if (!dlock__node_checkout_ready(node, s->cslot, &s->conn)) {
+            f->stop = fail_node(f, s, DLOCK_EIO, SLOT_FAILED);
+            return;
+        }
     }
-    s->state = SLOT_LIVE;
-    int rc = DLOCK_OK;
-    for (uint32_t j = 0; j < f->nreqs && rc == DLOCK_OK; j++)
-        rc = dlock__fanout_append(client, s->conn, &reqs[j], j, 0);
-    if (rc != DLOCK_OK) {
-        /* A connection that failed before sending keeps its reason
-         * (Sentinel: no sentinel knows the master, say). */
-        if (rc != DLOCK_ENOMEM && s->conn->err_code)
-            rc = s->conn->err_code;
-        rc = rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc;
-        f->stop = fail_node(f, s, cluster_failure(f, s, rc), SLOT_FAILED);
-        return;
-    }
-    /* The clock starts after the checkout: a checkout may learn a
-     * Cluster's slot map or ask Sentinels first, which can take a timeout
-     * of its own when a node stalls, and a deadline taken before it would
-     * expire a healthy node's reply before it could come (issue 19, a
-     * stalled master breaking the healthy ones). */
-    int64_t now = dlock__now_ns();
-    s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
-                         ? after_ms(now, f->connect_ms, f->o->deadline_ns)
-                         : after_ms(now, f->io_ms, f->o->deadline_ns);
-    if (s->conn->state == DLOCK__CS_OPEN && (rc = dlock__conn_io(s->conn, POLLOUT)) < 0) {
-        f->stop = fail_node(f, s, cluster_failure(f, s, rc), SLOT_FAILED);
-        return;
-    }
-    s->io.ready = slot_ready;
-    s->timer.fire = slot_due;
-    if (slot_arm(f, s) != DLOCK_OK) {
-        dlock__conn_fail(s->conn, DLOCK_ENOMEM, "out of memory");
-        f->stop = fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED);
-        (void)slot_arm(f, s);
-    }
+    slot_send(f, s);
 }
 
 /* The single LIVE slot, when it is the only thing to wait for and may be
@@ -227,6 +338,8 @@ static slot *lone_slot(const fan *f)
 {
     slot *one = NULL;
     for (size_t i = 0; i < f->n; i++) {
+        if (f->slots[i].state == SLOT_DISCOVERING)
+            return NULL;
         if (f->slots[i].state != SLOT_LIVE)
             continue;
         if (one)
@@ -236,10 +349,11 @@ static slot *lone_slot(const fan *f)
     return one && f->cancel_fd < 0 && can_read_blocking(one, f->io_ms, f->cap_ns) ? one : NULL;
 }
 
+/* A slot still waits: for replies, or for its discovery. */
 static int any_live(const fan *f)
 {
     for (size_t i = 0; i < f->n; i++)
-        if (f->slots[i].state == SLOT_LIVE)
+        if (f->slots[i].state == SLOT_LIVE || f->slots[i].state == SLOT_DISCOVERING)
             return 1;
     return 0;
 }
@@ -270,20 +384,41 @@ static void run_drive(fan *f)
         return;
     /* Cancelled: stop waiting now. What was sent may still run; the caller
      * queues its undo behind it on the same connections
-     * (dlock__fanout_send_behind). */
+     * (dlock__fanout_send_behind). A discovery is stopped (a flight of
+     * ours lands for its observers). */
+    for (size_t i = 0; i < f->n; i++)
+        f->cut_live |= f->slots[i].state == SLOT_LIVE;
     for (size_t i = 0; i < f->n && !f->stop; i++) {
         slot *s = &f->slots[i];
-        if (s->state == SLOT_LIVE)
+        if (s->state == SLOT_DISCOVERING) {
+            /* Nothing was sent; a relearn's failure keeps its code. */
+            dlock__discover_stop(s->disc);
+            snprintf(s->disc->err, sizeof s->disc->err, "%s",
+                     f->client->nodes[s->node].cluster
+                         ? "cancelled while learning the cluster's slot map"
+                         : "cancelled while asking the sentinels for the primary");
+            f->stop = fail_node(f, s, s->relearn ? s->fail_code : DLOCK_EIO, SLOT_FAILED);
+        } else if (s->state == SLOT_LIVE) {
             f->stop = fail_node(f, s, s->conn->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
                                 SLOT_FAILED);
+        }
     }
 }
 
 /* Every connection goes back to its node's pool, or to the caller (kept). */
 static void run_finish(fan *f)
 {
-    int canceled = f->cancel.raised;
+    int canceled = f->cancel.raised && f->cut_live;
     dlock__fd_flag_clear(&f->lp.loop, &f->cancel);
+    for (size_t i = 0; i < f->n; i++) {
+        slot *s = &f->slots[i];
+        if (s->disc) {
+            /* Stopped before the loop goes: a flight of ours lands. */
+            dlock__discover_stop(s->disc);
+            dlock__free(s->disc);
+            s->disc = NULL;
+        }
+    }
     dlock__loop_poll_close(&f->lp);
     for (size_t i = 0; i < f->n; i++) {
         slot *s = &f->slots[i];
@@ -346,7 +481,10 @@ static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nre
     if (!f.stop)
         run_drive(&f);
     run_finish(&f);
-    return f.cancel.raised ? DLOCK_ECANCELED : DLOCK_OK;
+    /* A cancel that found only discoveries cut nothing in flight: their
+     * slots failed (DLOCK_EIO, nothing sent), and the caller's wait
+     * consumes the cancel as it did when discovery came first. */
+    return f.cancel.raised && f.cut_live ? DLOCK_ECANCELED : DLOCK_OK;
 }
 
 int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,

@@ -4,10 +4,19 @@
  * own:
  *
  *   ROUTING --checkout, requests queued--> LIVE --every reply--> ANSWERED
+ *   ROUTING --map or primary unknown--> DISCOVERING --learned--> LIVE
  *                                          LIVE --MOVED/ASK--> LIVE (another connection)
  *                                          LIVE --failure--> FAILED
  *                                          LIVE --deadline--> TIMED_OUT
+ *   LIVE --Cluster master unreachable, nothing sent--> DISCOVERING (relearn)
+ *        --learned--> FAILED (DLOCK_EBUSY if a node answered)
  *
+ * DISCOVERING: the node's Cluster slot map or Sentinel primary is being
+ * learned (discover.h), as a sub-request on the run's loop: its
+ * connections are more io records and timers there, bounded by the run's
+ * deadline and the cancel, so the other slots' replies go on being read
+ * meanwhile. One learn per client is in flight at a time; a slot that
+ * finds another thread's in flight waits for it on the same loop.
  * A LIVE slot's connection is connecting (TCP, then TLS) or open with its
  * requests queued or sent; its io record asks the loop for what the
  * connection waits for (dlock__conn_events) and its timer is the slot's
@@ -24,12 +33,14 @@
 #include "client.h"
 #include "clock.h"
 #include "conn.h"
+#include "discover.h"
 #include "fanout.h"
 #include "loop_poll.h"
 
 typedef enum {
     SLOT_IDLE = 0, /* not selected (opts.only) */
     SLOT_ROUTING,  /* its connection is being checked out */
+    SLOT_DISCOVERING, /* its node's map or primary is being learned first */
     SLOT_LIVE,     /* connecting, or waiting for replies */
     SLOT_ANSWERED, /* every request reported */
     SLOT_FAILED,   /* its unanswered requests reported failed */
@@ -53,6 +64,11 @@ typedef struct dlock__fan_slot {
     uint32_t drop_acks;
     int redirects; /* Cluster: MOVED/ASK followed in this run */
     unsigned cslot; /* Cluster: the hash slot of the run's keys */
+    /* DISCOVERING (allocated at the first need): the sub-request; with
+     * relearn set, a failure waits for it (fail_code, fail_to). */
+    dlock__discover *disc;
+    int relearn, fail_code;
+    dlock__fan_slot_state fail_to;
     dlock__io io;       /* the connection's socket */
     dlock__timer timer; /* at deadline_ns */
 } dlock__fan_slot;
@@ -70,6 +86,7 @@ typedef struct dlock__fan {
     size_t n;
     int stop;   /* the callback (or a failure) ended the run */
     int graced; /* the callback decided; the grace runs */
+    int cut_live; /* the cancel cut a LIVE slot short (else only discoveries) */
     int64_t cap_ns; /* no slot waits past this */
     int64_t connect_ms, io_ms;
     dlock__loop_poll lp;

@@ -47,8 +47,7 @@ void dlock__node_destroy(dlock__node *n)
     n->cluster = NULL;
 }
 
-/* A connection that failed before it started, carrying why. */
-static dlock__conn *broken_conn(int code, const char *msg)
+dlock__conn *dlock__node_broken_conn(int code, const char *msg)
 {
     dlock__conn *c = dlock__calloc(1, sizeof *c);
     if (c)
@@ -56,52 +55,19 @@ static dlock__conn *broken_conn(int code, const char *msg)
     return c;
 }
 
-/* Sentinel: the primary's address, asking the sentinels when it is not
- * known. One thread asks at a time; the others wait and use its answer. */
-static int primary_address(dlock__node *n, char *host, size_t host_len, int *port, char *err,
-                           size_t err_len)
+int dlock__node_connect_known(dlock__node *n, int load_scripts, int ask_uptime,
+                              dlock__conn **out)
 {
     dlock__sentinel *s = n->sentinel;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&s->ask_mu));
+    char host[256];
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
     int known = s->known;
-    if (known) {
-        snprintf(host, host_len, "%s", s->host);
-        *port = s->port;
-    }
+    int port = s->port;
+    if (known)
+        snprintf(host, sizeof host, "%s", s->host);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
-    int rc = DLOCK_OK;
-    if (!known) {
-        rc = dlock__sentinel_ask(s, n->tls_ctx, host, host_len, port, err, err_len);
-        if (rc == DLOCK_OK) {
-            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
-            snprintf(s->host, sizeof s->host, "%s", host);
-            s->port = *port;
-            s->known = 1;
-            s->generation++;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
-        }
-    }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&s->ask_mu));
-    return rc;
-}
-
-dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptime)
-{
-    if (n->cluster)
-        return dlock__cluster_connect(n->cluster, &n->url, n->tls_ctx, 0);
-    if (!n->sentinel) {
-        /* A plain node resumes its newest TLS session; a Sentinel
-         * primary or a Cluster master may be another server each time. */
-        dlock__conn_config cfg = {&n->url, load_scripts, ask_uptime, n->tls_ctx, 0,
-                                  n->tls_cache};
-        return dlock__conn_new(&cfg);
-    }
-    char host[256], err[200];
-    int port = 0;
-    int rc = primary_address(n, host, sizeof host, &port, err, sizeof err);
-    if (rc != DLOCK_OK)
-        return rc == DLOCK_ENOMEM ? NULL : broken_conn(rc, err);
+    if (!known)
+        return 0;
     /* The primary's credentials with the address the sentinels gave. */
     dlock__url u = n->url;
     u.host = host;
@@ -110,7 +76,8 @@ dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptim
     dlock__conn *c = dlock__conn_new(&cfg);
     if (c && c->state == DLOCK__CS_BROKEN)
         dlock__node_stale(n);
-    return c;
+    *out = c;
+    return 1;
 }
 
 void dlock__node_stale(dlock__node *n)
@@ -133,19 +100,15 @@ void dlock__node_stale(dlock__node *n)
     }
 }
 
-dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot, int cancel_fd,
-                                       int64_t deadline_ns)
+int dlock__node_checkout_ready(dlock__node *n, unsigned slot, dlock__conn **out)
 {
-    if (n->cluster)
-        return dlock__cluster_checkout(n->cluster, &n->url, n->tls_ctx, slot, 1, 0, cancel_fd,
-                                       deadline_ns);
-    return dlock__node_checkout(n);
-}
-
-dlock__conn *dlock__node_checkout(dlock__node *n)
-{
-    if (n->cluster)
-        return dlock__node_checkout_slot(n, 0, -1, INT64_MAX);
+    if (n->cluster) {
+        if (dlock__cluster_needs_map(n->cluster, slot))
+            return 0;
+        *out = dlock__cluster_checkout_known(n->cluster, &n->url, n->tls_ctx, slot, 1, 0,
+                                             DLOCK_OK, "");
+        return 1;
+    }
     for (;;) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
         dlock__conn *c = n->idle;
@@ -166,14 +129,20 @@ dlock__conn *dlock__node_checkout(dlock__node *n)
          * and the send always could: never "not sent" for a command that
          * may have run. */
         if (dlock__now_ns() - c->checkin_ns < DLOCK__PROBE_IDLE_MS * DLOCK__NS_PER_MS ||
-            dlock__conn_probe(c) == 0)
-            return c;
+            dlock__conn_probe(c) == 0) {
+            *out = c;
+            return 1;
+        }
         dlock__conn_free(c);
     }
     /* Pooled connections load the scripts and ask INFO server: its uptime
      * (the restart rule), run_id (one server behind two URLs) and version
      * (SET ... NX GET, first_try.c). */
-    return dlock__node_connect(n, 1, 1);
+    if (n->sentinel)
+        return dlock__node_connect_known(n, 1, 1, out);
+    dlock__conn_config cfg = {&n->url, 1, 1, n->tls_ctx, 0, n->tls_cache};
+    *out = dlock__conn_new(&cfg);
+    return 1;
 }
 
 void dlock__node_checkin(dlock__node *n, dlock__conn *c)

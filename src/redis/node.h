@@ -49,20 +49,30 @@ int dlock__node_init(dlock__node *n, const char *url, size_t max_idle, char *err
                      size_t err_len);
 void dlock__node_destroy(dlock__node *n);
 
-/* An idle connection if a live one is pooled, else a new one that is
- * connecting. NULL only when out of memory. */
-dlock__conn *dlock__node_checkout(dlock__node *n);
+/* The connection for a command on hash slot `slot` (which matters only
+ * for a cluster: the slot's master) when nothing must be discovered first:
+ * an idle one if a live one is pooled, else a new one that is connecting.
+ * Never waits. 1 with *out set (NULL only when out of memory), or 0 when
+ * the Cluster's slot map or the Sentinel primary's address must be learned
+ * first (src/redis/discover.h). */
+int dlock__node_checkout_ready(dlock__node *n, unsigned slot, dlock__conn **out);
 
-/* dlock__node_checkout() for a command on hash slot `slot` (which matters
- * only for a cluster: the slot's master; a slot map learned first stops at
- * a byte on cancel_fd (-1: none) or at deadline_ns (INT64_MAX: none)). */
-dlock__conn *dlock__node_checkout_slot(dlock__node *n, unsigned slot, int cancel_fd,
-                                       int64_t deadline_ns);
+/* Sentinel: a new connection to the primary at the address the sentinels
+ * last gave, if they gave one (else 0). 1 with *out set (NULL: out of
+ * memory). */
+int dlock__node_connect_known(dlock__node *n, int load_scripts, int ask_uptime,
+                              dlock__conn **out);
 
-/* A new connection to the node (dlock__node_checkout() without the pool;
- * the wake-up thread's subscriber uses it). With Sentinel, asks the
- * sentinels for the primary first if its address is not known. */
+/* A new connection to the node (without the pool; the wake-up thread's
+ * subscriber uses it). With Sentinel, asks the sentinels for the primary
+ * first if its address is not known; with Cluster, learns the map first if
+ * needed: on a private loop (src/redis/discover.c), the caller's thread
+ * waiting. */
 dlock__conn *dlock__node_connect(dlock__node *n, int load_scripts, int ask_uptime);
+
+/* A connection that failed before it started, carrying why (NULL: out of
+ * memory). */
+dlock__conn *dlock__node_broken_conn(int code, const char *msg);
 
 /* The node's primary may have moved (a failover): forget its address and
  * the pooled connections to it, so the next connection asks the sentinels

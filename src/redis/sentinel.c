@@ -8,7 +8,6 @@
 #include "common.h"
 #include "conn.h"
 #include "error.h"
-#include "roundtrip.h"
 #include "sentinel.h"
 
 int dlock__sentinel_is_url(const char *text)
@@ -123,57 +122,115 @@ fail_keep_err:
     return rc;
 }
 
-int dlock__sentinel_ask(dlock__sentinel *s, dlock__tls_ctx *tls, char *host, size_t host_len,
-                        int *port, char *err, size_t err_len)
+static void ask_next(dlock__timer *t);
+
+/* Sentinel i answered r (got 1) or failed (got < 0): 1 when the asking
+ * is over (a->rc set), else 0 (the next is asked). */
+static int judge(dlock__sentinel_asking *a, size_t i, int got, redisReply *r)
 {
-    int rc = DLOCK_EIO;
-    snprintf(err, err_len, "no sentinel configured");
-    for (size_t k = 0; k < s->n; k++) {
-        size_t i = (s->good + k) % s->n;
-        dlock__conn_config cfg = {&s->addr[i], 0, 0, tls, 0, NULL};
+    dlock__sentinel *s = a->s;
+    const char *h = s->addr[i].host;
+    int p = s->addr[i].port;
+    int over = 0;
+    if (got < 0) {
+        snprintf(a->err, sizeof a->err, "sentinel %s:%d: %s", h, p, a->x.conn->err);
+        a->rc = got == DLOCK_ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
+    } else if (r->type == REDIS_REPLY_NIL) {
+        /* A sentinel that knows no such master: a configuration error,
+         * not an outage. Another sentinel may still know it (a sentinel
+         * set being reconfigured), so ask on. */
+        snprintf(a->err, sizeof a->err, "sentinel %s:%d knows no master named \"%.100s\"", h, p,
+                 s->master_name);
+        a->rc = DLOCK_EREFUSED;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(a->err, sizeof a->err, "sentinel %s:%d: %.120s", h, p, r->str);
+        a->rc = dlock__map_redis_error(r->str, r->len);
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+               r->element[0]->type == REDIS_REPLY_STRING &&
+               r->element[1]->type == REDIS_REPLY_STRING &&
+               r->element[0]->len < sizeof a->host && atoi(r->element[1]->str) > 0 &&
+               atoi(r->element[1]->str) < 65536) {
+        memcpy(a->host, r->element[0]->str, r->element[0]->len);
+        a->host[r->element[0]->len] = '\0';
+        a->port = atoi(r->element[1]->str);
+        s->good = i; /* the caller holds the flight */
+        a->rc = DLOCK_OK;
+        over = 1;
+    } else {
+        snprintf(a->err, sizeof a->err,
+                 "sentinel %s:%d: unexpected reply to get-master-addr-by-name", h, p);
+        a->rc = DLOCK_EPROTO;
+    }
+    if (r)
+        freeReplyObject(r);
+    dlock__exchange_stop(&a->x);
+    return over;
+}
+
+static void answered(dlock__exchange *x, int got, redisReply *r)
+{
+    dlock__sentinel_asking *a = DLOCK__OWNER(x, dlock__sentinel_asking, x);
+    if (judge(a, (a->s->good + a->k - 1) % a->s->n, got, r))
+        a->done(a);
+    else
+        ask_next(&a->kick);
+}
+
+/* Ask the next sentinel; the asking is over when none is left, or the
+ * deadline passed. */
+static void ask_next(dlock__timer *t)
+{
+    dlock__sentinel_asking *a = DLOCK__OWNER(t, dlock__sentinel_asking, kick);
+    dlock__sentinel *s = a->s;
+    while (a->k < s->n) {
+        int64_t now = dlock__now_ns();
+        if (now >= a->deadline_ns) {
+            if (a->k == 0)
+                snprintf(a->err, sizeof a->err, "no sentinel asked in time");
+            a->rc = DLOCK_EIO;
+            break;
+        }
+        size_t i = (s->good + a->k++) % s->n;
+        dlock__conn_config cfg = {&s->addr[i], 0, 0, a->tls, 0, NULL};
         dlock__conn *c = dlock__conn_new(&cfg);
         if (!c) {
-            snprintf(err, err_len, "out of memory");
-            return DLOCK_ENOMEM;
+            snprintf(a->err, sizeof a->err, "out of memory");
+            a->rc = DLOCK_ENOMEM;
+            break;
         }
         const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->master_name};
-        redisReply *r = NULL;
-        int got = c->state == DLOCK__CS_BROKEN ? DLOCK_EIO
-                                                : dlock__conn_roundtrip(c, 3, argv, s->timeout_ms, &r);
-        if (got < 0) {
-            snprintf(err, err_len, "sentinel %s:%d: %s", s->addr[i].host, s->addr[i].port, c->err);
-            rc = got == DLOCK_ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
-        } else if (r->type == REDIS_REPLY_NIL) {
-            /* A sentinel that knows no such master: a configuration
-             * error, not an outage. Another sentinel may still know it
-             * (a sentinel set being reconfigured), so ask on. */
-            snprintf(err, err_len, "sentinel %s:%d knows no master named \"%.100s\"",
-                     s->addr[i].host, s->addr[i].port, s->master_name);
-            rc = DLOCK_EREFUSED;
-        } else if (r->type == REDIS_REPLY_ERROR) {
-            snprintf(err, err_len, "sentinel %s:%d: %.120s", s->addr[i].host, s->addr[i].port,
-                     r->str);
-            rc = dlock__map_redis_error(r->str, r->len);
-        } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                   r->element[0]->type == REDIS_REPLY_STRING &&
-                   r->element[1]->type == REDIS_REPLY_STRING &&
-                   r->element[0]->len < host_len && atoi(r->element[1]->str) > 0 &&
-                   atoi(r->element[1]->str) < 65536) {
-            memcpy(host, r->element[0]->str, r->element[0]->len);
-            host[r->element[0]->len] = '\0';
-            *port = atoi(r->element[1]->str);
-            s->good = i;
-            freeReplyObject(r);
-            dlock__conn_free(c);
-            return DLOCK_OK;
-        } else {
-            snprintf(err, err_len, "sentinel %s:%d: unexpected reply to get-master-addr-by-name",
-                     s->addr[i].host, s->addr[i].port);
-            rc = DLOCK_EPROTO;
-        }
-        if (r)
-            freeReplyObject(r);
-        dlock__conn_free(c);
+        int64_t until = now + (int64_t)s->timeout_ms * DLOCK__NS_PER_MS;
+        a->x.done = answered;
+        int got = dlock__exchange_start(&a->x, a->loop, c, 3, argv,
+                                        DLOCK__MIN(until, a->deadline_ns));
+        if (got == DLOCK_OK)
+            return; /* answered() goes on */
+        if (judge(a, i, got, NULL))
+            break;
     }
-    return rc;
+    a->done(a);
+}
+
+void dlock__sentinel_ask_start(dlock__sentinel_asking *a, dlock__sentinel *s,
+                               dlock__tls_ctx *tls, dlock__loop *l, int64_t deadline_ns,
+                               void (*done)(dlock__sentinel_asking *a))
+{
+    memset(a, 0, sizeof *a);
+    a->s = s;
+    a->tls = tls;
+    a->loop = l;
+    a->deadline_ns = deadline_ns;
+    a->done = done;
+    a->rc = DLOCK_EIO;
+    snprintf(a->err, sizeof a->err, "no sentinel configured");
+    a->kick.fire = ask_next;
+    dlock__defer(l, &a->kick);
+}
+
+void dlock__sentinel_ask_stop(dlock__sentinel_asking *a)
+{
+    if (!a->loop)
+        return;
+    dlock__timer_clear(a->loop, &a->kick);
+    dlock__exchange_stop(&a->x);
 }

@@ -17,6 +17,9 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "exchange.h"
+#include "flight.h"
+#include "loop.h"
 #include "tls.h"
 #include "url.h"
 
@@ -28,8 +31,10 @@ typedef struct dlock__sentinel {
     size_t n;
     dlock__url addr[DLOCK__SENTINEL_MAX];
     int timeout_ms; /* per sentinel asked (the client's connect timeout) */
-    /* Serialises asking: one thread asks, the others use its answer. */
+    /* Guards the flight: one thread asks, the others observe it and use
+     * its answer (flight.h). Never held across I/O. */
     pthread_mutex_t ask_mu;
+    dlock__flight flight;
     /* The primary's address, under the owning node's mutex. */
     char host[256];
     int port;
@@ -51,12 +56,34 @@ void dlock__sentinel_free(dlock__sentinel *s);
  * not exist here may hold it). */
 void dlock__sentinel_forget(dlock__sentinel *s);
 
-/* Ask the sentinels, in turn, for the primary's address. DLOCK_OK with
- * host/port set; DLOCK_EIO when none answered (err names the last
- * failure); DLOCK_EREFUSED when a sentinel answered that it knows no
- * master of that name; DLOCK_ENOMEM. Blocks up to timeout_ms per
- * sentinel. Thread-safe (no shared state touched). */
-int dlock__sentinel_ask(dlock__sentinel *s, dlock__tls_ctx *tls, char *host, size_t host_len,
-                        int *port, char *err, size_t err_len);
+/* Asking the sentinels, in turn, for the primary's address: a chain of
+ * exchanges (exchange.h) on the loop of the request that needs it, each
+ * sentinel given up to timeout_ms, the whole within the request's
+ * deadline. */
+typedef struct dlock__sentinel_asking {
+    dlock__sentinel *s;
+    dlock__tls_ctx *tls;
+    dlock__loop *loop;
+    int64_t deadline_ns;
+    size_t k; /* sentinels asked so far */
+    int rc;   /* DLOCK_OK with host and port set, or why not (err) */
+    char host[256];
+    int port;
+    char err[200];
+    dlock__exchange x;
+    dlock__timer kick; /* the next sentinel, from the loop */
+    void (*done)(struct dlock__sentinel_asking *a);
+} dlock__sentinel_asking;
+
+/* Start asking on loop l; done is called from the loop once (never
+ * inside this call), unless dlock__sentinel_ask_stop comes first. rc
+ * then: DLOCK_OK with host/port set; DLOCK_EIO when none answered (err
+ * names the last failure); DLOCK_EREFUSED when a sentinel answered that
+ * it knows no master of that name; DLOCK_EPROTO; DLOCK_ENOMEM. The caller
+ * holds the sentinel's flight. */
+void dlock__sentinel_ask_start(dlock__sentinel_asking *a, dlock__sentinel *s,
+                               dlock__tls_ctx *tls, dlock__loop *l, int64_t deadline_ns,
+                               void (*done)(dlock__sentinel_asking *a));
+void dlock__sentinel_ask_stop(dlock__sentinel_asking *a);
 
 #endif
