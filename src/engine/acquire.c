@@ -83,14 +83,27 @@ static void sleep_over(dlock__timer *t)
 static void sleep_until(dlock__acq *a, int64_t wake_at_ns)
 {
     dlock_lock *l = a->l;
-    if (!a->hooked && a->wake && a->wakeable(a->wake_arg) == DLOCK_OK) {
-        /* From now on a wake-up message (wakeup_chan.c) and a cancel
-         * (dlock__engine_cancel) make the loop turn. */
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-        l->waiter.wake = a->wake;
-        l->waiter.wake_arg = a->wake_arg;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-        a->hooked = 1;
+    if (!a->hooked && a->wake) {
+        if (a->wakeable(a->wake_arg) == DLOCK_OK) {
+            /* From now on a wake-up message (wakeup_chan.c) and a cancel
+             * (dlock__engine_cancel) make the loop turn. */
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+            l->waiter.wake = a->wake;
+            l->waiter.wake_arg = a->wake_arg;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+            a->hooked = 1;
+        } else if (a->sleep_blocking) {
+            /* No eventfd (no fd to spare): nothing could make the loop
+             * turn on a cancel or a wake-up, so the blocking driver sleeps
+             * on the handle's condition variable instead, as the wait did
+             * before it was the engine's. It returns on one of the ends
+             * check_sleep() looks for, which then ends the sleep. */
+            a->sleep_blocking(l, a->woken, wake_at_ns);
+            a->wake_at_ns = wake_at_ns;
+            a->sleeping = 1;
+            check_sleep(a);
+            return;
+        }
     }
     a->wake_at_ns = wake_at_ns;
     a->sleeping = 1;

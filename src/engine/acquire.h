@@ -29,6 +29,11 @@ typedef struct dlock__acq {
     int (*wakeable)(void *wake_arg);
     void (*wake)(void *wake_arg);
     void *wake_arg;
+    /* The blocking driver's fallback when wakeable() fails (no fd to
+     * spare for its eventfd): sleep on the handle's condition variable,
+     * which a cancel and a wake-up broadcast, until one of them or
+     * wake_at_ns. NULL: the sleep ends at its timer only. */
+    void (*sleep_blocking)(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
 
     /* The machine's own. */
     dlock__op op;
