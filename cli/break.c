@@ -3,7 +3,8 @@
  * after showing what holds it and asking on the terminal, or at once with
  * --force. Exit status: 0 broken (or nothing held), 1 not confirmed, 64
  * usage (also: no --force and no terminal to ask on), 69 too few nodes
- * answered, 76 the key is not a lock, 77 refused. */
+ * answered, 76 the key is not a lock, 77 refused; 1 also when the lock
+ * was taken again after it was shown (nothing broken). */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,8 +15,11 @@
 
 #define SHOW_HOLDERS 8
 
-/* What holds the name now, on stderr: the question's context. */
-static void show(dlock_client *cl, const char *name)
+/* What holds the name now, on stderr: the question's context. Returns
+ * the fence shown (the highest over the nodes; 0: none), which the break
+ * then takes as its guard: a holder that took the lock while the operator
+ * read the question is not broken. */
+static uint64_t show(dlock_client *cl, const char *name)
 {
     char esc[4096];
     dlock_node_status st[64];
@@ -23,8 +27,12 @@ static void show(dlock_client *cl, const char *name)
     size_t n = dlock_client_node_count(cl);
     if (n > 64 || dlock_client_status(cl, name, n, st, &sum) != DLOCK_OK) {
         fprintf(stderr, "\"%s\": its status could not be read\n", cli_escape(name, esc, sizeof esc));
-        return;
+        return 0;
     }
+    uint64_t fence = 0;
+    for (size_t i = 0; i < n; i++)
+        if (st[i].error == DLOCK_OK && st[i].fence > fence)
+            fence = st[i].fence;
     fprintf(stderr, "\"%s\" is %s on %zu of %zu node(s)", cli_escape(name, esc, sizeof esc),
             sum.held_on ? "held" : "free", sum.held_on, sum.nodes);
     for (size_t i = 0; i < n; i++) {
@@ -38,12 +46,13 @@ static void show(dlock_client *cl, const char *name)
     dlock_holders_info info;
     dlock_holder h[SHOW_HOLDERS];
     if (dlock_client_holders(cl, name, 0, &info, h, SHOW_HOLDERS) != DLOCK_OK)
-        return;
+        return fence;
     fprintf(stderr, "  %s, %zu holder(s)%s\n", cli_mode_name(info.mode), info.count,
             info.count > SHOW_HOLDERS ? " (the first shown)" : "");
     for (size_t i = 0; i < info.count && i < SHOW_HOLDERS; i++)
         fprintf(stderr, "  token %s  ttl %.1fs\n", cli_escape(h[i].token, esc, sizeof esc),
                 (double)h[i].ttl_ms / 1000.0);
+    return fence;
 }
 
 static int confirmed(void)
@@ -109,8 +118,9 @@ int cli_cmd_break(cli_global *g, int argc, char **argv)
     int rc = cli_open_client(g, &cl);
     if (rc)
         return rc;
+    uint64_t seen = 0; /* --force: whoever holds it */
     if (!force) {
-        show(cl, name);
+        seen = show(cl, name);
         if (!confirmed()) {
             fputs("not broken\n", stderr);
             dlock_client_free(cl);
@@ -118,7 +128,7 @@ int cli_cmd_break(cli_global *g, int argc, char **argv)
         }
     }
     dlock_break_result r;
-    int brc = dlock_client_break(cl, name, &r);
+    int brc = dlock_client_break(cl, name, seen, &r);
     rc = 0;
     if (brc == DLOCK_OK) {
         print_result(name, &r, json);
@@ -128,6 +138,9 @@ int cli_cmd_break(cli_global *g, int argc, char **argv)
         char nodes[512];
         cli_msg("break: %s (%s)%s; nodes: %s", dlock_strerror(brc), dlock_errname(brc),
                 cli_hint(brc, ""), cli_nodes(cl, nodes, sizeof nodes));
+        if (brc == DLOCK_ENOTOWNER)
+            cli_msg("break: \"%s\" was taken again since it was shown (fence %" PRIu64
+                    " now): nothing broken; look again", name, r.fence);
         if (brc == DLOCK_ENOQUORUM)
             cli_msg("break: holds may be gone from the %zu node(s) that answered; run it again "
                     "once a majority is up", r.answered);

@@ -64,18 +64,19 @@ static const command_help commands[] = {
      "List the held lock names that match PATTERN (a Redis glob on the name,\n"
      "default *), one line each: mode, holders, TTL, waiters, fencing token.\n"
      "Read-only; SCAN in batches of 1000 keys, so cheap on a big keyspace. With\n"
-     "several nodes, says on how many each name is held; on etcd, ranges of\n"
-     "1000 keys. Not yet on a Redis Cluster (exit 69). Exits 0 (even if\n"
-     "nothing matched), 64 bad pattern, 69 too few nodes answered.\n\n"
+     "several nodes, says on how many each name is held; on a Cluster, walks\n"
+     "every master; on etcd, ranges of 1000 keys. Exits 0 (even if nothing\n"
+     "matched), 64 bad pattern, 69 too few nodes answered.\n\n"
      "      --json           print one JSON array\n"},
     {"break", "dlock [GLOBAL] break [--force] [--json] NAME\n",
      "Remove every hold of NAME, whoever holds it: for a holder that is gone for\n"
      "good. Shows what holds it and asks on the terminal first. The fencing\n"
      "counter stays (the next holder's token is larger) and waiters keep their\n"
      "places and are woken; a broken holder loses the lock at its next renewal\n"
-     "('dlock run' then exits 75). Exits 0 broken (or free), 1 not confirmed,\n"
-     "64 usage (also without --force when stdin is not a terminal), 69 too few\n"
-     "nodes answered, 76 the key is not a lock.\n\n"
+     "('dlock run' then exits 75). A holder that took the lock after it was\n"
+     "shown is not broken. Exits 0 broken (or free), 1 not confirmed (or taken\n"
+     "again since), 64 usage (also without --force when stdin is not a\n"
+     "terminal), 69 too few nodes answered, 76 the key is not a lock.\n\n"
      "  -f, --force          do not ask\n"
      "      --json           print one JSON object\n"},
     {"doctor", "dlock [GLOBAL] doctor [--json] [--ttl D] [URL]...\n",

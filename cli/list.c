@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock list: the held lock names matching a pattern, one line (or one
  * JSON object) per name, from dlock_client_list(). Exit status: 0 (even
- * when nothing matched), 64 a bad pattern, 69 too few nodes answered or
- * the deployment is not supported (a Cluster), 76/77 as elsewhere. */
+ * when nothing matched), 64 a bad pattern, 69 too few nodes answered,
+ * 76/77 as elsewhere. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -85,11 +85,7 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
         fputs(out.count ? "]\n" : "[]\n", stdout);
     if (fflush(stdout) != 0)
         rc = CLI_EXIT_OSERR;
-    if (lrc == DLOCK_ENOTSUP) {
-        cli_msg("list: not supported on a Redis Cluster yet (DLOCK_ENOTSUP); "
-                "use 'dlock status NAME' for one name");
-        rc = cli_exit_for(lrc, NULL, 0);
-    } else if (lrc != DLOCK_OK) {
+    if (lrc != DLOCK_OK) {
         char nodes[512];
         cli_msg("list: too few nodes could be listed (%s): %s (%s)%s",
                 cli_nodes(cl, nodes, sizeof nodes), dlock_strerror(lrc), dlock_errname(lrc),

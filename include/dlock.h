@@ -591,10 +591,18 @@ typedef struct dlock_break_result {
  * is woken to look at once. A broken holder finds its hold gone at its
  * next renewal, extend or release: its handle turns DLOCK_STATE_LOST and
  * its on_lost runs (DLOCK_LOST_NOT_OWNER). On Redis one script per node
- * (break.lua: TYPE, ZCOUNT, DEL, PUBLISH), on every node of a Redlock; on
+ * (break.lua: TYPE, ZCOUNT, DEL, PUBLISH; a waiter's turn, the lock handed
+ * to the head of the line and not yet taken, is not a hold and stays), on
+ * every node of a Redlock; on
  * etcd the owner's key (the oldest under the name) is deleted if it is
  * still the owner's, so the next waiter in line takes the lock.
  *
+ * @param fence  0: break whoever holds the name. Else the fencing token
+ *               of the holder the caller looked at (dlock_client_status()'s
+ *               fence): break only if no grant came since, so that a holder
+ *               that took the lock meanwhile is not broken by mistake. A
+ *               lock without a fencing counter (DLOCK_NO_FENCE) has fence 0
+ *               and cannot be guarded this way.
  * @param result receives what was removed; may be NULL. Filled whenever
  *               the nodes were asked.
  * @return DLOCK_OK when the only node, or a majority of several, answered
@@ -602,12 +610,16 @@ typedef struct dlock_break_result {
  *         DLOCK_EINVAL (NULL client or name, a name of 0 or more than
  *         DLOCK_NAME_MAX bytes, a forked child's client); DLOCK_ENOMEM;
  *         DLOCK_EWRONGTYPE when the key is not a lock dlock writes (a list,
- *         a set, ...: nothing removed); the error of the only node; or
+ *         a set, ...: nothing removed); DLOCK_ENOTOWNER when @p fence is
+ *         not 0 and a grant came since (on a Redlock, on some node:
+ *         result->removed_on says where holds were still removed); the
+ *         error of the only node; or
  *         DLOCK_ENOQUORUM when fewer than a majority of several nodes
  *         answered (holds may have been removed from those that did).
  */
 DLOCK_EXTERN(int)
-dlock_client_break(dlock_client *client, const char *name, dlock_break_result *result);
+dlock_client_break(dlock_client *client, const char *name, uint64_t fence,
+                   dlock_break_result *result);
 
 /** The version of dlock_list_entry this header describes. */
 #define DLOCK_LIST_ENTRY_VERSION 1
@@ -657,7 +669,10 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  * locks dlock writes (DLOCK_HOLD_FOREIGN) are skipped, but a plain string
  * under the prefix looks like an exclusive lock and is listed. With
  * several nodes (Redlock) every node is listed and the names are merged:
- * entry->state says whether a majority holds the name. On etcd the keys
+ * entry->state says whether a majority holds the name. On a Redis
+ * Cluster every master is walked in turn (each SCAN and its batches go to
+ * that master; a key whose slot moves during the walk may be missed or
+ * seen twice). On etcd the keys
  * under the prefix are read in ranges of 1,000 (keys only) from the
  * pattern's literal start (its bytes before the first wildcard) and each
  * name is matched with fnmatch(3); the oldest key of a name is its holder
@@ -672,8 +687,7 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  *                call: it may call any function of this client).
  * @return DLOCK_OK; DLOCK_EINVAL (NULL client or callback, an empty
  *         pattern or one longer than DLOCK_NAME_MAX, a forked child's
- *         client); DLOCK_ENOTSUP (a Redis Cluster client: not yet);
- *         DLOCK_ENOMEM; DLOCK_ECANCELED when @p cb stopped it; the
+ *         client); DLOCK_ENOMEM; DLOCK_ECANCELED when @p cb stopped it; the
  *         error of the only node; or DLOCK_ENOQUORUM when fewer than a
  *         majority of several nodes could be listed (no callback then).
  */

@@ -54,7 +54,8 @@ typedef struct dlock__backend {
     /* dlock_client_break(): remove every hold of the lock at key, leaving
      * its fence and its waiters, and wake them; out filled whenever the
      * nodes were asked (dlock.h says what it holds and returns). */
-    int (*break_holds)(dlock_client *c, const char *key, size_t klen, dlock_break_result *out);
+    int (*break_holds)(dlock_client *c, const char *key, size_t klen, uint64_t fence,
+                       dlock_break_result *out);
 
     /* ---- facts -------------------------------------------------------- */
     /* An extend asked after the handle's own estimate of the lease ran out

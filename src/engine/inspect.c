@@ -70,7 +70,8 @@ int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
     return c->backend->list(c, pattern, cb, arg);
 }
 
-int dlock_client_break(dlock_client *c, const char *name, dlock_break_result *result)
+int dlock_client_break(dlock_client *c, const char *name, uint64_t fence,
+                       dlock_break_result *result)
 {
     if (!c || !name || dlock__client_forked(c))
         return DLOCK_EINVAL;
@@ -82,7 +83,7 @@ int dlock_client_break(dlock_client *c, const char *name, dlock_break_result *re
     char *key = key_of(c, name, &klen, &rc);
     if (!key)
         return rc;
-    rc = c->backend->break_holds(c, key, klen, result ? result : &scratch);
+    rc = c->backend->break_holds(c, key, klen, fence, result ? result : &scratch);
     dlock__free(key);
     return rc;
 }

@@ -547,19 +547,20 @@ static int status(dlock_client *c, const char *key, size_t klen, dlock_node_stat
     return rc;
 }
 
-static int break_holds(dlock_client *c, const char *key, size_t klen, dlock_break_result *out)
+static int break_holds(dlock_client *c, const char *key, size_t klen, uint64_t fence,
+                       dlock_break_result *out)
 {
     *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, 1, 1};
     dlock__etcd_name range;
     if (dlock__etcd_name_init(&range, key, klen) != DLOCK_OK)
         return DLOCK_ENOMEM;
     int removed = 0;
-    uint64_t fence = 0;
-    int rc = dlock__etcd_break(EC(c)->e, &range, &removed, &fence, NULL);
+    uint64_t owner_fence = 0;
+    int rc = dlock__etcd_break(EC(c)->e, &range, fence, &removed, &owner_fence, NULL);
     dlock__etcd_name_clear(&range);
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_OK || rc == DLOCK_ENOTOWNER)
         *out = (dlock_break_result){(size_t)removed,
-                                    removed ? DLOCK_HOLD_EXCLUSIVE : DLOCK_HOLD_FREE, fence,
+                                    removed ? DLOCK_HOLD_EXCLUSIVE : DLOCK_HOLD_FREE, owner_fence,
                                     (size_t)removed, 1, 1, 1};
     return rc;
 }

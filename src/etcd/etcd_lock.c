@@ -368,8 +368,8 @@ int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
     return rc;
 }
 
-int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, int *removed,
-                      uint64_t *fence, dlock__errbuf *err)
+int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, uint64_t if_fence,
+                      int *removed, uint64_t *fence, dlock__errbuf *err)
 {
     *removed = 0;
     *fence = 0;
@@ -384,13 +384,18 @@ int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, int *removed
             dlock__etcd_kv_clear(&first);
             return rc;
         }
+        if (if_fence && (uint64_t)first.create_rev != if_fence) {
+            *fence = (uint64_t)first.create_rev; /* another owner than the one asked for */
+            dlock__etcd_kv_clear(&first);
+            return DLOCK_ENOTOWNER;
+        }
         rc = dlock__etcd_delete_if_created(e, first.key, first.key_len, first.create_rev,
                                            step_deadline(e, 0), err);
-        if (rc != DLOCK_ENOTOWNER) {
+        if (rc != DLOCK_ENOTOWNER || if_fence) { /* that owner's key, or gone: done */
             *removed = rc == DLOCK_OK;
             *fence = (uint64_t)first.create_rev;
             dlock__etcd_kv_clear(&first);
-            return rc;
+            return rc == DLOCK_ENOTOWNER ? DLOCK_OK : rc;
         }
         dlock__etcd_kv_clear(&first);
     }

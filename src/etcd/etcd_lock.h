@@ -84,8 +84,10 @@ int64_t dlock__etcd_ttl_s(int64_t ttl_ms);
 /* dlock_client_break(): delete the owner's key (the oldest under the
  * name) if it is still that owner's, so the next waiter takes the lock.
  * *removed 1 and *fence its create revision when one was deleted; 0 when
- * the name was free. DLOCK_EBUSY if the owner changed at every try. */
-int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, int *removed,
-                      uint64_t *fence, dlock__errbuf *err);
+ * the name was free. if_fence not 0: only the owner whose key has that
+ * create revision, else DLOCK_ENOTOWNER (*fence: the owner's) and nothing
+ * is deleted. DLOCK_EBUSY if the owner changed at every try. */
+int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, uint64_t if_fence,
+                      int *removed, uint64_t *fence, dlock__errbuf *err);
 
 #endif

@@ -26,8 +26,8 @@ static int sync_fence(dlock_lock *l, uint64_t fence, int64_t deadline_ns)
     dlock__step_args a;
     dlock__req req;
     (void)dlock__step_req(l, DLOCK__STEP_FENCE_SYNC, &(dlock__step_in){.fence = fence}, &a, &req);
-    dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, l->opts.ttl_ms), deadline_ns,
-                             NULL, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = dlock__node_timeout_ms(l->client, l->opts.ttl_ms),
+                             .deadline_ns = deadline_ns};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     t.max_fence = fence;
@@ -51,7 +51,7 @@ int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
     dlock__req req = undo_req(l, l->undo_seq, &a);
     uint8_t mask[DLOCK__MAX_NODES];
     memcpy(mask, l->undo_nodes, sizeof mask);
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX, .only = mask};
     (void)dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL,
                                     dlock__undo_cb, l->undo_nodes);
     l->undo_pending = 0;
@@ -292,8 +292,8 @@ int dlock__attempt(dlock_lock *l, int *retry)
      * the other nodes: a node whose first answer is NOSCRIPT (restarted,
      * SCRIPT FLUSH) then gets the body, instead of the lock running on a
      * bare majority from the start. */
-    dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl), lease_end, NULL,
-                             DLOCK__DECIDED_GRACE_MS};
+    dlock__fanout_opts fo = {.io_timeout_ms = dlock__node_timeout_ms(l->client, ttl),
+                             .deadline_ns = lease_end, .grace_ms = DLOCK__DECIDED_GRACE_MS};
     dlock__conn *kept[DLOCK__MAX_NODES] = {0};
     int frc;
     if (dlock__first_try_is_raw(l)) {

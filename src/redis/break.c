@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock_client_break() on Redis: break.lua on every node (the public
  * checks are inspect.c's). */
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "client.h"
@@ -12,8 +14,9 @@
 
 typedef struct break_ctx {
     dlock_break_result *out;
-    int err;      /* the last node's error */
+    int err;       /* the last node's error */
     int wrongtype; /* a node said the key is not a lock */
+    int refused;   /* a node's counter was above the fence asked for */
 } break_ctx;
 
 static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
@@ -29,7 +32,7 @@ static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
     if (err == DLOCK_OK &&
         (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
          r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
-         r->element[2]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0))
+         r->element[2]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < -1))
         err = DLOCK_EPROTO;
     if (err != DLOCK_OK) {
         b->err = err;
@@ -37,22 +40,29 @@ static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
         return 0;
     }
     dlock_break_result *o = b->out;
-    size_t removed = (size_t)r->element[0]->integer;
     uint64_t fence = r->element[2]->integer > 0 ? (uint64_t)r->element[2]->integer : 0;
     o->answered++;
+    if (fence > o->fence)
+        o->fence = fence;
+    if (r->element[0]->integer < 0) { /* a grant came since the fence asked for */
+        b->refused = 1;
+        return 0;
+    }
+    size_t removed = (size_t)r->element[0]->integer;
     if (removed > 0) {
         o->removed_on++;
         o->mode = (dlock_hold_mode)r->element[1]->integer;
     }
     if (removed > o->removed)
         o->removed = removed;
-    if (fence > o->fence)
-        o->fence = fence;
     return 0;
 }
 
-int dlock__redis_break(dlock_client *c, const char *key, size_t klen, dlock_break_result *out)
+int dlock__redis_break(dlock_client *c, const char *key, size_t klen, uint64_t fence,
+                       dlock_break_result *out)
 {
+    char want[24];
+    size_t wlen = (size_t)snprintf(want, sizeof want, "%" PRIu64, fence);
     size_t flen = 0, chlen = 0;
     char *fkey = dlock__helper_key(c, key, klen, "fence", 5, &flen);
     char *ch = dlock__wake_channel_for(c, key, klen, &chlen);
@@ -61,18 +71,20 @@ int dlock__redis_break(dlock_client *c, const char *key, size_t klen, dlock_brea
         dlock__free(ch);
         return DLOCK_ENOMEM;
     }
-    const char *args[3] = {key, fkey, ch};
-    size_t lens[3] = {klen, flen, chlen};
-    dlock__req req = {.script = dlock__script_get(DLOCK__S_BREAK), .numkeys = 2, .nargs = 3,
+    const char *args[4] = {key, fkey, ch, want};
+    size_t lens[4] = {klen, flen, chlen, wlen};
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_BREAK), .numkeys = 2, .nargs = 4,
                       .args = args, .arglens = lens};
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX};
     *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, c->n_nodes, c->quorum};
-    break_ctx ctx = {out, DLOCK_EIO, 0};
+    break_ctx ctx = {out, DLOCK_EIO, 0, 0};
     int rc = dlock__fanout(c, &req, 1, &fo, break_cb, &ctx);
     dlock__free(fkey);
     dlock__free(ch);
     if (rc != DLOCK_OK)
         return rc;
+    if (ctx.refused)
+        return DLOCK_ENOTOWNER;
     if (out->answered >= c->quorum)
         return DLOCK_OK;
     if (ctx.wrongtype)

@@ -54,7 +54,7 @@ static int fair_call(dlock_lock *l, dlock__step_id step, const char *live_ttl,
     dlock__req req;
     if (dlock__step_req(l, step, &(dlock__step_in){.live_ttl = live_ttl}, &a, &req) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, NULL, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX};
     /* The fair scripts answer in the acquire shape (replies.h). */
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);

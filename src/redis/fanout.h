@@ -52,6 +52,10 @@ typedef struct dlock__fanout_opts {
                                still to answer get this much longer (their
                                replies still reach the callback, whose
                                verdict then no longer matters); 0: none */
+    unsigned cluster_slot;  /* Cluster: 1 + the hash slot whose master the
+                               run goes to (a SCAN has no key; a listing's
+                               reads go to the master the SCAN walked);
+                               0: the first request's key's slot */
 } dlock__fanout_opts;
 
 /* Returns DLOCK_OK once every node answered or failed, or the callback

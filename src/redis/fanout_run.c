@@ -312,9 +312,10 @@ static void slot_route(fan *f, slot *s)
     /* A cluster routes by the first key: the keys of one run (one lock's,
      * with its helper keys) share a hash slot. Only a cluster needs the
      * slot (its CRC16 is no cost to put on every call). */
-    s->cslot = f->nreqs && node->cluster
-                   ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
-                   : 0;
+    s->cslot = !node->cluster       ? 0
+               : f->o->cluster_slot ? f->o->cluster_slot - 1
+               : f->nreqs ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
+                          : 0;
     if (!dlock__node_checkout_ready(node, s->cslot, &s->conn)) {
         int r = discover(f, s);
         if (r == 1)

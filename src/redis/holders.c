@@ -58,7 +58,8 @@ int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t n
                       .args = args, .arglens = lens};
     uint8_t only[DLOCK__MAX_NODES] = {0};
     only[node] = 1;
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, only, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX,
+                             .only = only};
     holders_ctx h = {info, out, max_out, DLOCK_EIO};
     *info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
     int rc = dlock__fanout(c, &req, 1, &fo, holders_cb, &h);

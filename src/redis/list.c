@@ -4,14 +4,17 @@
  * in one pipelined round trip with the scripts `status` and `holders` use
  * (status.lua, holders.lua) and the lengths of the waiter list and fair
  * queue, so a listing costs O(keys) commands and about two round trips per
- * SCAN batch. With several nodes the names are merged by name. */
+ * SCAN batch. With several nodes the names are merged by name; on a
+ * Cluster each master is walked in turn. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+#include "cluster.h"
 #include "error.h"
 #include "fanout.h"
 #include "keys.h"
+#include "node.h"
 #include "redis_backend.h"
 #include "replies.h"
 #include "scripts.h"
@@ -247,13 +250,15 @@ static int read_batch(dlock_client *cl, list_state *st, size_t node, const scan_
     return rc;
 }
 
-/* Walk one node with SCAN to the end. */
-static int list_node(dlock_client *cl, list_state *st, size_t node, const char *match,
-                     size_t mlen)
+/* Walk one node with SCAN to the end; on a Cluster, the master of slot
+ * cslot - 1 (cslot 0: not a Cluster). */
+static int list_node(dlock_client *cl, list_state *st, size_t node, unsigned cslot,
+                     const char *match, size_t mlen)
 {
     uint8_t only[DLOCK__MAX_NODES] = {0};
     only[node] = 1;
-    dlock__fanout_opts fo = {cl->opts.io_timeout_ms, INT64_MAX, only, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = cl->opts.io_timeout_ms, .deadline_ns = INT64_MAX,
+                             .only = only, .grace_ms = 0, .cluster_slot = cslot};
     scan_ctx s = {DLOCK_EIO, "0", NULL, NULL, 0};
     do {
         const char *args[6] = {"SCAN", s.cursor, "MATCH", match, "COUNT", SCAN_COUNT};
@@ -325,12 +330,51 @@ static int report(const dlock_client *cl, const rec *v, size_t n, dlock_list_fn 
     return cb(arg, &e) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 
+/* Call back once per name (st sorted and merged by name) if rc is
+ * DLOCK_OK, then free st. */
+static int report_all(dlock_client *c, list_state *st, int rc, dlock_list_fn cb, void *arg)
+{
+    if (rc == DLOCK_OK && st->n > 0)
+        qsort(st->v, st->n, sizeof *st->v, by_name_then_node);
+    for (size_t i = 0; rc == DLOCK_OK && i < st->n;) {
+        size_t j = i + 1;
+        while (j < st->n && strcmp(st->v[j].name, st->v[i].name) == 0)
+            j++;
+        rc = report(c, &st->v[i], j - i, cb, arg);
+        i = j;
+    }
+    for (size_t i = 0; i < st->n; i++)
+        dlock__free(st->v[i].name);
+    dlock__free(st->v);
+    return rc;
+}
+
+/* A Cluster: every master that serves a slot is walked with SCAN, the
+ * run routed to it by one of its slots, and each batch is read from it
+ * too (its keys are its slots'). A key whose slot moves during the walk
+ * may be missed or seen twice, as with SCAN across a resharding. Every
+ * master must answer: a name is on one master only. */
+static int list_cluster(dlock_client *c, struct dlock__cluster *cluster, list_state *st,
+                        const char *match, size_t mlen)
+{
+    const dlock__node *node = &c->nodes[0];
+    int rc = dlock__cluster_prepare(cluster, &node->url, node->tls_ctx, 0);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* Each master once, by its first slot. */
+    uint8_t seen[DLOCK__CLUSTER_MAX_MASTERS] = {0};
+    for (unsigned slot = 0; slot < DLOCK__CLUSTER_SLOTS && rc == DLOCK_OK; slot++) {
+        int m = dlock__cluster_master_of(cluster, slot);
+        if (m < 0 || m >= DLOCK__CLUSTER_MAX_MASTERS || seen[m])
+            continue;
+        seen[m] = 1;
+        rc = list_node(c, st, 0, slot + 1, match, mlen);
+    }
+    return rc;
+}
+
 int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
 {
-    /* A Cluster needs a SCAN of every master with its batches routed slot
-     * by slot: not here yet (docs/dlock.1, "list"). */
-    if (dlock__client_cluster(c))
-        return DLOCK_ENOTSUP;
     const char *pfx = c->opts.key_prefix ? c->opts.key_prefix : "";
     size_t mlen = 0;
     char *match = match_pattern(pfx, pattern, &mlen);
@@ -339,9 +383,15 @@ int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
     list_state st = {NULL, 0, 0, strlen(pfx)};
     size_t listed = 0;
     int last = DLOCK_EIO;
+    struct dlock__cluster *cluster = dlock__client_cluster(c);
+    if (cluster) { /* one node of dlock's: its masters, one after another */
+        int rc = list_cluster(c, cluster, &st, match, mlen);
+        dlock__free(match);
+        return report_all(c, &st, rc, cb, arg);
+    }
     for (size_t i = 0; i < c->n_nodes; i++) {
         size_t before = st.n;
-        int rc = list_node(c, &st, i, match, mlen);
+        int rc = list_node(c, &st, i, 0, match, mlen);
         if (rc == DLOCK_ENOMEM) {
             last = rc;
             listed = 0;
@@ -360,17 +410,5 @@ int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
     int rc = DLOCK_OK;
     if (listed < c->quorum)
         rc = c->n_nodes == 1 || last == DLOCK_ENOMEM ? last : DLOCK_ENOQUORUM;
-    if (rc == DLOCK_OK && st.n > 0)
-        qsort(st.v, st.n, sizeof *st.v, by_name_then_node);
-    for (size_t i = 0; rc == DLOCK_OK && i < st.n;) {
-        size_t j = i + 1;
-        while (j < st.n && strcmp(st.v[j].name, st.v[i].name) == 0)
-            j++;
-        rc = report(c, &st.v[i], j - i, cb, arg);
-        i = j;
-    }
-    for (size_t i = 0; i < st.n; i++)
-        dlock__free(st.v[i].name);
-    dlock__free(st.v);
-    return rc;
+    return report_all(c, &st, rc, cb, arg);
 }

@@ -26,6 +26,7 @@ int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
 int dlock__redis_lock_init(dlock_lock *l);
 void dlock__redis_lock_clear(dlock_lock *l, int forked);
 /* break.c: break.lua on every node. */
-int dlock__redis_break(dlock_client *c, const char *key, size_t klen, dlock_break_result *out);
+int dlock__redis_break(dlock_client *c, const char *key, size_t klen, uint64_t fence,
+                       dlock_break_result *out);
 
 #endif

@@ -24,7 +24,8 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
     dlock__req req;
     dlock__step_in in = {.wake = !undo && (l->client->opts.wakeups || queued)};
     (void)dlock__step_req(l, DLOCK__STEP_RELEASE, &in, &a, &req); /* allocates nothing */
-    dlock__fanout_opts fo = {timeout_ms, INT64_MAX, mask, DLOCK__DECIDED_GRACE_MS};
+    dlock__fanout_opts fo = {.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX, .only = mask,
+                             .grace_ms = DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);
     t->quiet = undo;
     /* A cancel leaves what was sent to run unheard: it stays pending. */
@@ -102,8 +103,8 @@ int dlock__extend_hold(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns)
     dlock__step_args a;
     dlock__req req;
     (void)dlock__step_req(l, DLOCK__STEP_EXTEND, &(dlock__step_in){.ttl_ms = ttl_ms}, &a, &req);
-    dlock__fanout_opts fo = {dlock__node_timeout_ms(l->client, ttl_ms), deadline_ns, NULL,
-                             DLOCK__DECIDED_GRACE_MS};
+    dlock__fanout_opts fo = {.io_timeout_ms = dlock__node_timeout_ms(l->client, ttl_ms),
+                             .deadline_ns = deadline_ns, .grace_ms = DLOCK__DECIDED_GRACE_MS};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     return dlock__fanout(l->client, &req, 1, &fo, dlock__owner_cb, &t) != DLOCK_OK
@@ -116,7 +117,8 @@ void dlock__forget_hold(dlock_lock *l)
     dlock__step_args a;
     dlock__req req;
     (void)dlock__step_req(l, DLOCK__STEP_FORGET, &(dlock__step_in){0}, &a, &req);
-    dlock__fanout_opts fo = {l->client->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = l->client->opts.io_timeout_ms,
+                             .deadline_ns = INT64_MAX};
     dlock__tally t;
     dlock__tally_init(&t, l->client, &l->err);
     (void)dlock__fanout(l->client, &req, 1, &fo, dlock__owner_cb, &t);

@@ -162,7 +162,8 @@ static void restore_gone(dlock_client *c, dlock__round_counts *counts, item *ite
         only[node] = 1;
         dlock__req req = {.script = dlock__script_get(DLOCK__S_RESTORE), .numkeys = (int)m,
                           .nargs = (int)(3 * m), .args = args, .arglens = lens};
-        dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, only, 0};
+        dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = deadline,
+                                 .only = only};
         restore_ctx rc = {items, sel, m};
         if (dlock__fanout(c, &req, 1, &fo, restore_cb, &rc) != DLOCK_OK)
             for (size_t k = 0; k < m; k++) {
@@ -234,7 +235,8 @@ void dlock__renew_round(dlock_client *c, item *items, size_t n, dlock__round_cou
         reqs[k] = (dlock__req){.script = dlock__script_get(DLOCK__S_RENEW), .numkeys = (int)m,
                                .nargs = (int)(4 * m), .args = a, .arglens = al};
     }
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, deadline, NULL, DLOCK__DECIDED_GRACE_MS};
+    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = deadline,
+                             .grace_ms = DLOCK__DECIDED_GRACE_MS};
     if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)
         for (size_t i = 0; i < n; i++)
             items[i].err = c->n_nodes;

@@ -63,7 +63,7 @@ int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_nod
     size_t lens[2] = {klen, flen};
     dlock__req req = {.script = dlock__script_get(DLOCK__S_STATUS), .numkeys = 2, .nargs = 2,
                       .args = args, .arglens = lens};
-    dlock__fanout_opts fo = {c->opts.io_timeout_ms, INT64_MAX, NULL, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX};
     status_ctx ctx = {out, 0};
     for (size_t i = 0; i < c->n_nodes; i++)
         out[i] = (dlock_node_status){DLOCK_EIO, 0, -1, 0};

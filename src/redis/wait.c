@@ -115,8 +115,8 @@ void dlock__wait_leave(dlock_lock *l, int64_t timeout_ms)
     dlock__step_args a;
     dlock__req req;
     (void)dlock__step_req(l, DLOCK__STEP_LEAVE_LIST, &(dlock__step_in){0}, &a, &req);
-    dlock__fanout_opts fo = {DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms), INT64_MAX,
-                             NULL, 0};
+    dlock__fanout_opts fo = {.io_timeout_ms = DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms),
+                             .deadline_ns = INT64_MAX};
     (void)dlock__fanout(l->client, &req, 1, &fo, dlock__ignore_cb, NULL);
 }
 

@@ -76,7 +76,7 @@ static void the_next_in_line_takes_the_broken_lock(void **state)
     assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
     test_sleep_ms(300); /* in line behind the holder */
     dlock_break_result res;
-    assert_int_equal(dlock_client_break(cl, "stuck", &res), DLOCK_OK);
+    assert_int_equal(dlock_client_break(cl, "stuck", 0, &res), DLOCK_OK);
     assert_int_equal(res.removed, 1);
     assert_int_equal(res.mode, DLOCK_HOLD_EXCLUSIVE);
     assert_int_equal(res.fence, dlock_lock_fence(holder));
@@ -93,21 +93,42 @@ static void the_next_in_line_takes_the_broken_lock(void **state)
     dlock_lock_free(holder);
 }
 
+/* With the fence the caller looked at, a newer owner is not broken. */
+static void a_fence_guards_a_newer_owner(void **state)
+{
+    (void)state;
+    dlock_lock *old = test_lock_new(cl, "guarded", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(old, 0), DLOCK_OK);
+    uint64_t seen = dlock_lock_fence(old);
+    assert_int_equal(dlock_lock_release(old), DLOCK_OK);
+    dlock_lock *newer = test_lock_new(cl, "guarded", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(newer, 0), DLOCK_OK);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, "guarded", seen, &res), DLOCK_ENOTOWNER);
+    assert_int_equal(res.removed, 0);
+    assert_int_equal(res.fence, dlock_lock_fence(newer));
+    assert_int_equal(dlock_client_break(cl, "guarded", dlock_lock_fence(newer), &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    dlock_lock_free(newer);
+    dlock_lock_free(old);
+}
+
 static void a_free_name_is_left_alone(void **state)
 {
     (void)state;
     dlock_break_result res;
-    assert_int_equal(dlock_client_break(cl, "nobody", &res), DLOCK_OK);
+    assert_int_equal(dlock_client_break(cl, "nobody", 0, &res), DLOCK_OK);
     assert_int_equal(res.removed, 0);
     assert_int_equal(res.mode, DLOCK_HOLD_FREE);
     assert_int_equal(res.fence, 0);
-    assert_int_equal(dlock_client_break(cl, "", &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(cl, "", 0, &res), DLOCK_EINVAL);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_next_in_line_takes_the_broken_lock),
+        cmocka_unit_test(a_fence_guards_a_newer_owner),
         cmocka_unit_test(a_free_name_is_left_alone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -4,7 +4,8 @@
  * DLOCK_ELOST), the next grant's fence larger than every one before; a
  * waiter, plain and fair, taking the broken lock long before the broken
  * lease would have ended; a free name; a key that is not a lock left as
- * it is; a Redlock of three with a node down and with two down; bad
+ * it is; a waiter's turn left alone; a fence guarding a newer holder; a
+ * Redlock of three with a node down and with two down; bad
  * inputs; a Cluster lock broken on its slot's master. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,7 +100,7 @@ static void every_kind_is_broken_and_its_holders_learn_it(void **state)
                 top = dlock_lock_fence(h[i]);
         }
         dlock_break_result res;
-        assert_int_equal(dlock_client_break(c, kc->name, &res), DLOCK_OK);
+        assert_int_equal(dlock_client_break(c, kc->name, 0, &res), DLOCK_OK);
         if (res.removed != (size_t)kc->holders || res.mode != kc->mode)
             fail_msg("%s: removed %zu (want %d), mode %d (want %d)", kc->name, res.removed,
                      kc->holders, (int)res.mode, (int)kc->mode);
@@ -155,7 +156,7 @@ static void a_waiter_takes_the_broken_lock(unsigned flags)
     assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
     test_sleep_ms(200); /* in line (fair) or on the waiter list */
     dlock_break_result res;
-    assert_int_equal(dlock_client_break(c, "stuck", &res), DLOCK_OK);
+    assert_int_equal(dlock_client_break(c, "stuck", 0, &res), DLOCK_OK);
     assert_int_equal(res.removed, 1);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
@@ -185,14 +186,55 @@ static void a_free_name_and_a_key_that_is_not_a_lock(void **state)
     test_flushall(&srv[0]);
     dlock_client *c = test_client_for(&srv[0], NULL);
     dlock_break_result res;
-    assert_int_equal(dlock_client_break(c, "nobody", &res), DLOCK_OK);
+    assert_int_equal(dlock_client_break(c, "nobody", 0, &res), DLOCK_OK);
     assert_int_equal(res.removed, 0);
     assert_int_equal(res.mode, DLOCK_HOLD_FREE);
     assert_int_equal(res.answered, 1);
-    assert_int_equal(dlock_client_break(c, "nobody", NULL), DLOCK_OK);
+    assert_int_equal(dlock_client_break(c, "nobody", 0, NULL), DLOCK_OK);
     test_cmd_int(&srv[0], "RPUSH alist a");
-    assert_int_equal(dlock_client_break(c, "alist", &res), DLOCK_EWRONGTYPE);
+    assert_int_equal(dlock_client_break(c, "alist", 0, &res), DLOCK_EWRONGTYPE);
     assert_int_equal(test_cmd_int(&srv[0], "LLEN alist"), 1);
+    dlock_client_free(c);
+}
+
+/* A waiter's turn (release.lua at a run's end: the lock handed to the head
+ * of the line as "turn:ID", not taken yet) is not a hold: it stays. */
+static void a_waiters_turn_is_not_broken(void **state)
+{
+    (void)state;
+    test_flushall(&srv[0]);
+    dlock_client *c = test_client_for(&srv[0], NULL);
+    test_cmd_status(&srv[0], "SET turnlock turn:0123456789abcdef0123456789abcdef PX 5000");
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(c, "turnlock", 0, &res), DLOCK_OK);
+    assert_int_equal(res.removed, 0);
+    assert_int_equal(test_key_exists(&srv[0], "turnlock"), 1);
+    dlock_client_free(c);
+}
+
+/* With the fence the caller looked at, a holder that took the lock since
+ * is not broken by mistake. */
+static void a_fence_guards_a_newer_holder(void **state)
+{
+    (void)state;
+    test_flushall(&srv[0]);
+    dlock_client *c = test_client_for(&srv[0], NULL);
+    dlock_lock *old = test_lock_new(c, "guarded", 60000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(old, 0), DLOCK_OK);
+    uint64_t seen = dlock_lock_fence(old);
+    assert_int_equal(dlock_lock_release(old), DLOCK_OK); /* gone before the break */
+    dlock_lock *newer = test_lock_new(c, "guarded", 60000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(newer, 0), DLOCK_OK);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(c, "guarded", seen, &res), DLOCK_ENOTOWNER);
+    assert_int_equal(res.removed, 0);
+    assert_int_equal(res.fence, dlock_lock_fence(newer));
+    assert_int_equal(test_key_exists(&srv[0], "guarded"), 1);
+    assert_int_equal(dlock_client_break(c, "guarded", dlock_lock_fence(newer), &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    assert_int_equal(dlock_lock_release(newer), DLOCK_EEXPIRED);
+    dlock_lock_free(newer);
+    dlock_lock_free(old);
     dlock_client_free(c);
 }
 
@@ -204,10 +246,10 @@ static void bad_inputs_are_einval(void **state)
     char longname[DLOCK_NAME_MAX + 2];
     memset(longname, 'n', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    assert_int_equal(dlock_client_break(NULL, "x", &res), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_break(c, NULL, &res), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_break(c, "", &res), DLOCK_EINVAL);
-    assert_int_equal(dlock_client_break(c, longname, &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(NULL, "x", 0, &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(c, NULL, 0, &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(c, "", 0, &res), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_break(c, longname, 0, &res), DLOCK_EINVAL);
     dlock_client_free(c);
 }
 
@@ -225,7 +267,7 @@ static void a_redlock_is_broken_on_a_majority(void **state)
     const char *two_up[N] = {srv[0].url, srv[1].url, down};
     dlock_client *c2 = test_client_new(two_up, N, NULL);
     dlock_break_result res;
-    assert_int_equal(dlock_client_break(c2, "red", &res), DLOCK_OK);
+    assert_int_equal(dlock_client_break(c2, "red", 0, &res), DLOCK_OK);
     assert_int_equal(res.removed, 1);
     assert_int_equal(res.removed_on, 2);
     assert_int_equal(res.answered, 2);
@@ -237,7 +279,7 @@ static void a_redlock_is_broken_on_a_majority(void **state)
     snprintf(down2, sizeof down2, "redis://127.0.0.1:%d", test_free_port());
     const char *one_up[N] = {srv[0].url, down, down2};
     dlock_client *c1 = test_client_new(one_up, N, NULL);
-    assert_int_equal(dlock_client_break(c1, "red", &res), DLOCK_ENOQUORUM);
+    assert_int_equal(dlock_client_break(c1, "red", 0, &res), DLOCK_ENOQUORUM);
     assert_int_equal(res.answered, 1);
     dlock_client_free(c1);
     dlock_client_free(c2);
@@ -261,7 +303,7 @@ static void a_cluster_lock_is_broken_on_its_master(void **state)
         dlock_lock *h = renewed(c, names[i], 0, 0);
         atomic_store(&lost_calls, 0);
         dlock_break_result res;
-        assert_int_equal(dlock_client_break(c, names[i], &res), DLOCK_OK);
+        assert_int_equal(dlock_client_break(c, names[i], 0, &res), DLOCK_OK);
         assert_int_equal(res.removed, 1);
         assert_int_equal(res.fence, dlock_lock_fence(h));
         assert_true(test_wait_for_state(h, DLOCK_STATE_LOST, 2000));
@@ -282,6 +324,8 @@ int main(void)
         cmocka_unit_test(a_waiter_takes_a_broken_plain_lock),
         cmocka_unit_test(a_waiter_takes_a_broken_fair_lock),
         cmocka_unit_test(a_free_name_and_a_key_that_is_not_a_lock),
+        cmocka_unit_test(a_waiters_turn_is_not_broken),
+        cmocka_unit_test(a_fence_guards_a_newer_holder),
         cmocka_unit_test(bad_inputs_are_einval),
         cmocka_unit_test(a_redlock_is_broken_on_a_majority),
         cmocka_unit_test(a_cluster_lock_is_broken_on_its_master),

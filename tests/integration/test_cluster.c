@@ -535,7 +535,7 @@ static void moved_in_the_middle_of_a_pipeline_resends_it_all(void **state)
     dlock__req reqs[3];
     for (int j = 0; j < 3; j++)
         reqs[j] = (dlock__req){NULL, 0, 2, get, NULL, 0};
-    dlock__fanout_opts o = {2000, INT64_MAX, NULL, 0};
+    dlock__fanout_opts o = {.io_timeout_ms = 2000, .deadline_ns = INT64_MAX};
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
     for (int loop = 0; loop < 2; loop++) {

@@ -53,7 +53,7 @@ static void run_pings(dlock_client *c, int64_t grace_ms, heard *h)
     dlock__req reqs[PIPE];
     for (int j = 0; j < PIPE; j++)
         reqs[j] = (dlock__req){NULL, 0, 1, ping, NULL, 0};
-    dlock__fanout_opts o = {5000, INT64_MAX, NULL, grace_ms};
+    dlock__fanout_opts o = {.io_timeout_ms = 5000, .deadline_ns = INT64_MAX, .grace_ms = grace_ms};
     memset(h, 0, sizeof *h);
     assert_int_equal(dlock__fanout(c, reqs, PIPE, &o, decide_at_once, h), DLOCK_OK);
 }

@@ -2,8 +2,8 @@
 /* dlock_client_list() against real redis-servers: every kind listed with
  * its mode, holders, TTL, waiters and fence; helper keys reported with
  * their lock, never as names; the pattern and the key_prefix; a Redlock of
- * three merged by name; bad inputs; a Cluster client refused (not yet
- * supported); and a measurement (printed, never
+ * three merged by name; bad inputs; a Cluster's masters walked one by
+ * one; and a measurement (printed, never
  * asserted) of a listing over 100,000 locks with the commands it cost. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -312,19 +312,60 @@ static void hundred_thousand_locks_measured(void **state)
     test_flushall(&srv[0]);
 }
 
-/* Not yet on a Cluster: a fanout routes its run by the first key's slot,
- * so SCAN batches would need splitting by slot. Refused, not half-done. */
-static void a_cluster_client_is_refused_for_now(void **state)
+/* A Cluster: every master is walked (the names land on different
+ * masters by their slots), each with its fence and mode; a hash-tagged
+ * name's helper keys stay with it and are never names. */
+static void a_cluster_lists_every_master(void **state)
 {
     (void)state;
     static test_cluster cluster;
     assert_int_equal(test_cluster_start(&cluster), 0);
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.cluster = 1;
+    o.key_prefix = "cl:";
     dlock_client *c = test_client_new(cluster.urls, TEST_CLUSTER_NODES, &o);
+    enum { NAMES = 12 };
+    dlock_lock *h[NAMES];
+    char name[NAMES][16];
+    for (int i = 0; i < NAMES; i++) {
+        snprintf(name[i], sizeof name[i], i == 0 ? "{t}n%02d" : "n%02d", i);
+        h[i] = held(c, name[i], i % 3 == 1 ? DLOCK_REENTRANT : 0);
+    }
+    dlock_lock *s1 = held(c, "shr", DLOCK_SHARED), *s2 = held(c, "shr", DLOCK_SHARED);
     seen_list s = {0};
-    assert_int_equal(dlock_client_list(c, "*", collect, &s), DLOCK_ENOTSUP);
-    assert_int_equal(s.total, 0);
+    assert_int_equal(dlock_client_list(c, NULL, collect, &s), DLOCK_OK);
+    assert_int_equal(s.n, NAMES + 1);
+    for (int i = 0; i < NAMES; i++) {
+        const dlock_list_entry *e = find(&s, name[i]);
+        if (!e)
+            fail_msg("%s not listed", name[i]);
+        assert_int_equal(e->state, DLOCK_STATUS_HELD);
+        assert_int_equal(e->mode, i % 3 == 1 ? DLOCK_HOLD_OTHER : DLOCK_HOLD_EXCLUSIVE);
+        assert_int_equal(e->holders, 1);
+        assert_int_equal(e->fence, dlock_lock_fence(h[i]));
+        assert_int_equal(e->nodes, 1);
+    }
+    const dlock_list_entry *e = find(&s, "shr");
+    assert_non_null(e);
+    assert_int_equal(e->mode, DLOCK_HOLD_SHARED);
+    assert_int_equal(e->holders, 2);
+    /* Names on more than one master (12 names hash to several of 3). */
+    int masters[TEST_CLUSTER_NODES] = {0}, n_masters = 0;
+    for (int i = 0; i < NAMES; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "cl:%s", name[i]);
+        int m = test_cluster_master_of(&cluster, test_cluster_keyslot(&cluster, key));
+        if (m >= 0 && m < TEST_CLUSTER_NODES && !masters[m]++)
+            n_masters++;
+    }
+    assert_true(n_masters >= 2);
+    seen_list p = {0};
+    assert_int_equal(dlock_client_list(c, "n0*", collect, &p), DLOCK_OK);
+    assert_int_equal(p.n, 9); /* n01..n09 */
+    for (int i = 0; i < NAMES; i++)
+        dlock_lock_free(h[i]);
+    dlock_lock_free(s1);
+    dlock_lock_free(s2);
     dlock_client_free(c);
     test_cluster_stop(&cluster);
 }
@@ -337,7 +378,7 @@ int main(void)
         cmocka_unit_test(bad_inputs_are_einval),
         cmocka_unit_test(redlock_of_three_merges_by_name),
         cmocka_unit_test(hundred_thousand_locks_measured),
-        cmocka_unit_test(a_cluster_client_is_refused_for_now),
+        cmocka_unit_test(a_cluster_lists_every_master),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
