@@ -197,20 +197,77 @@ static int take_handed(dlock_lock *l, int64_t t_look, int64_t refresh_ms, uint64
     return 1;
 }
 
+/* As in an attempt: the old token's release of unknown outcome again,
+ * before the token changes. DLOCK_OK or DLOCK_ECANCELED. */
+static int resend_release(dlock_lock *l, int64_t wait_ms)
+{
+    if (!l->rel_pending)
+        return DLOCK_OK;
+    dlock__flush_release(l, l->client->opts.io_timeout_ms, wait_ms ? l->cancel_fd[0] : -1);
+    if (wait_ms && dlock__lock_use_cancel(l)) { /* still pending, as in an attempt */
+        dlock__err_set(&l->err, "cancelled while an earlier release of \"%s\" was resent",
+                       l->name);
+        return DLOCK_ECANCELED;
+    }
+    l->rel_pending = 0;
+    return DLOCK_OK;
+}
+
+/* Deadline or cancel: leave the line, unless it was handed to us (then
+ * fair_leave.lua confirms the claim). A cancel must end the wait at once
+ * (issue 34 item 5): the leave gets CANCEL_LEAVE_MS, as the default
+ * mode's. One that goes unanswered may still run and confirm a hand-over,
+ * so the release by our token is queued behind it and the node hands the
+ * lock on right after; the handle's next acquire or free does it again
+ * (by token: harmless). rc: the last look's code. Returns the acquire's;
+ * *leave_unknown: the leave's outcome is unknown. */
+static int leave_line(dlock_lock *l, int rc, int canceled, uint64_t *fence, int *leave_unknown)
+{
+    int64_t dummy, t_leave = dlock__now_ns();
+    int lrc = fair_call(l, DLOCK__STEP_LEAVE, NULL,
+                        canceled ? DLOCK__MIN(DLOCK__CANCEL_LEAVE_MS,
+                                              l->client->opts.io_timeout_ms)
+                                 : l->client->opts.io_timeout_ms,
+                        -1, canceled, &dummy, fence, NULL);
+    *leave_unknown = lrc == DLOCK_EUNKNOWN;
+    if (lrc == DLOCK_OK) {
+        dlock__lock_granted(l, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+        return DLOCK_OK;
+    }
+    dlock__err_set(&l->err, canceled ? "cancelled while waiting in line for \"%s\""
+                                     : "\"%s\": gave up waiting in line", l->name);
+    return canceled ? DLOCK_ECANCELED : (rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
+}
+
+/* The end of a fair acquire: what an unknown outcome owes, and the hold
+ * or the message. */
+static int fair_end(dlock_lock *l, int rc, uint64_t fence, int deferred, int leave_unknown)
+{
+    if (deferred)
+        l->fair_cleanup_pending = 1;
+    else if (rc == DLOCK_EUNKNOWN || (rc != DLOCK_OK && leave_unknown)) {
+        /* The outcome of the last call is unknown: clean up by our token
+         * now rather than leave the next waiter a lock nobody holds for
+         * the whole TTL (issue 15 item 7). */
+        dlock__fair_cleanup(l, -1);
+    }
+    if (rc == DLOCK_OK) {
+        l->fence = fence;
+        l->holds = 1;
+        dlock__err_clear(&l->err);
+    } else if (rc == DLOCK_ENOTACQUIRED) {
+        dlock__err_set(&l->err, "\"%s\" is held by another owner", l->name);
+        if (l->holder_ttl_ms >= 0)
+            dlock__err_append(&l->err, "ttl %.1fs", (double)l->holder_ttl_ms / 1000.0);
+    }
+    return rc;
+}
+
 int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
 {
     int rc = settle_cleanup(l, wait_ms, deadline);
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK || (rc = resend_release(l, wait_ms)) != DLOCK_OK)
         return rc;
-    if (l->rel_pending) { /* as in an attempt: the old token's release again */
-        dlock__flush_release(l, l->client->opts.io_timeout_ms, wait_ms ? l->cancel_fd[0] : -1);
-        if (wait_ms && dlock__lock_use_cancel(l)) { /* still pending, as in an attempt */
-            dlock__err_set(&l->err, "cancelled while an earlier release of \"%s\" was resent",
-                           l->name);
-            return DLOCK_ECANCELED;
-        }
-        l->rel_pending = 0;
-    }
     /* One token for the whole wait: it is our place in the line. */
     rc = dlock__lock_new_token(l);
     if (rc != DLOCK_OK)
@@ -277,49 +334,11 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
         }
         if (wait_ms == 0)
             break;
-        /* Deadline or cancel: leave the line, unless it was handed to us
-         * (then fair_leave.lua confirms the claim). A cancel must end the
-         * wait at once (issue 34 item 5): the leave gets CANCEL_LEAVE_MS,
-         * as the default mode's. One that goes unanswered may still run and
-         * confirm a hand-over, so the release by our token is queued behind
-         * it and the node hands the lock on right after; the handle's next
-         * acquire or free does it again (by token: harmless). */
-        int64_t dummy, t_leave = dlock__now_ns();
-        int lrc = fair_call(l, DLOCK__STEP_LEAVE, NULL,
-                            canceled ? DLOCK__MIN(DLOCK__CANCEL_LEAVE_MS,
-                                                  l->client->opts.io_timeout_ms)
-                                     : l->client->opts.io_timeout_ms,
-                            -1, canceled, &dummy, &fence, NULL);
-        leave_unknown = lrc == DLOCK_EUNKNOWN;
+        rc = leave_line(l, rc, canceled, &fence, &leave_unknown);
         deferred = canceled && leave_unknown;
-        if (lrc == DLOCK_OK) {
-            dlock__lock_granted(l, t_leave + l->opts.ttl_ms * DLOCK__NS_PER_MS);
-            rc = DLOCK_OK;
-        } else {
-            rc = canceled ? DLOCK_ECANCELED : (rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
-            dlock__err_set(&l->err, canceled ? "cancelled while waiting in line for \"%s\""
-                                             : "\"%s\": gave up waiting in line", l->name);
-        }
         break;
     }
     if (watching)
         dlock__wait_unwatch(l);
-    if (deferred)
-        l->fair_cleanup_pending = 1;
-    else if (rc == DLOCK_EUNKNOWN || (rc != DLOCK_OK && leave_unknown)) {
-        /* The outcome of the last call is unknown: clean up by our token
-         * now rather than leave the next waiter a lock nobody holds for
-         * the whole TTL (issue 15 item 7). */
-        dlock__fair_cleanup(l, -1);
-    }
-    if (rc == DLOCK_OK) {
-        l->fence = fence;
-        l->holds = 1;
-        dlock__err_clear(&l->err);
-    } else if (rc == DLOCK_ENOTACQUIRED) {
-        dlock__err_set(&l->err, "\"%s\" is held by another owner", l->name);
-        if (l->holder_ttl_ms >= 0)
-            dlock__err_append(&l->err, "ttl %.1fs", (double)l->holder_ttl_ms / 1000.0);
-    }
-    return rc;
+    return fair_end(l, rc, fence, deferred, leave_unknown);
 }
