@@ -207,12 +207,76 @@ static void one_question_in_flight_and_no_observer_stranded(void **state)
     counter_stop(&k);
 }
 
+typedef struct looker {
+    dlock_client *c;
+    int rc;
+    int64_t done_ms;
+} looker;
+
+static void *look(void *arg)
+{
+    looker *k = arg;
+    dlock_node_status st[1];
+    dlock_lock_status sum;
+    k->rc = dlock_client_status(k->c, "discover-deadline-look", 1, st, &sum);
+    k->done_ms = test_now_ms();
+    return NULL;
+}
+
+/* Review 2: a try's deadline (its lease, 500 ms here) bounds the
+ * discovery it needs (discover.h: "The request's deadline bounds the
+ * discovery"). Alone it does: the silent sentinel is given up at the
+ * lease's end. But when another thread's discovery is in flight (a status,
+ * which has no deadline: the sentinel keeps its whole connect timeout,
+ * 3 s), the try only observes that flight, and an observing slot has no
+ * timer (fanout_run.c slot_arm: only once graced): the try returns when
+ * the other thread's flight lands, seconds past its own deadline. */
+static void an_observer_keeps_its_own_deadline(void **state)
+{
+    (void)state;
+    int port = 0, fd = silent_listener(&port);
+    char url[128];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d/mymaster", port);
+    const char *urls[1] = {url};
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = 3000;
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_lock *l = test_lock_new(c, "discover-deadline", 500, 0, 10, 50);
+    /* Alone: the try ends at its lease's end. */
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(l, 0);
+    int64_t alone = test_now_ms() - t0;
+    fprintf(stderr, "try alone: %s after %lld ms (%s)\n", dlock_errname(rc), (long long)alone,
+            dlock_lock_errmsg(l));
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_true(alone < 1500);
+    /* Beside a status whose discovery is in flight. */
+    looker k = {c, 0, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, look, &k), 0);
+    usleep(200 * 1000);
+    t0 = test_now_ms();
+    rc = dlock_lock_acquire(l, 0);
+    int64_t observed = test_now_ms() - t0;
+    fprintf(stderr, "try beside a flight: %s after %lld ms (%s)\n", dlock_errname(rc),
+            (long long)observed, dlock_lock_errmsg(l));
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_not_equal(rc, DLOCK_OK);
+    if (observed >= 1500)
+        fail_msg("a try with a 500 ms lease waited %lld ms for another thread's discovery",
+                 (long long)observed);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cancel_stops_asking_silent_sentinels),
         cmocka_unit_test(silent_sentinels_hold_up_no_other_node),
         cmocka_unit_test(one_question_in_flight_and_no_observer_stranded),
+        cmocka_unit_test(an_observer_keeps_its_own_deadline),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
