@@ -76,11 +76,24 @@ static void asked(dlock__sentinel_asking *a)
     finish(d, a->rc, a->rc == DLOCK_OK ? "" : a->err);
 }
 
+/* The request's deadline passed while it observed another's flight: it
+ * ends as its own discovery would have at that deadline. */
+static void observe_due(dlock__timer *t)
+{
+    dlock__discover *d = DLOCK__OWNER(t, dlock__discover, fin);
+    dlock__flight_unobserve(&d->obs, flight_mu(d));
+    d->phase = IDLE;
+    finish(d, DLOCK_EIO,
+           d->node->cluster ? "no cluster node answered CLUSTER SLOTS in time"
+                            : "no sentinel asked in time");
+}
+
 /* Another request's flight landed: look again. */
 static void observed(dlock__io *io, unsigned events)
 {
     (void)events;
     dlock__discover *d = DLOCK__OWNER(io, dlock__discover, obs.io);
+    dlock__timer_clear(d->loop, &d->fin);
     dlock__flight_unobserve(&d->obs, flight_mu(d));
     d->phase = IDLE;
     int r = begin(d);
@@ -125,6 +138,12 @@ static int begin(dlock__discover *d)
         d->phase = FLYING;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(mu));
+    if (d->phase == OBSERVING && d->deadline_ns != INT64_MAX) {
+        /* The other flight may run past this request's deadline. */
+        d->fin.fire = observe_due;
+        d->fin.due_ns = d->deadline_ns;
+        (void)dlock__timer_set(d->loop, &d->fin);
+    }
     if (d->phase != FLYING)
         return rc;
     if (!n->cluster) {
