@@ -238,6 +238,40 @@ static void a_fence_guards_a_newer_holder(void **state)
     dlock_client_free(c);
 }
 
+/* Review 2: on a Redlock the fence guard is per node. A node whose counter
+ * is above the fence (a contender's grant there: the holder's key had
+ * ended on that node, say) refuses, but the others still remove the
+ * holder's holds: DLOCK_ENOTOWNER with removed_on 2 of 3, the holder
+ * broken on a majority. The CLI prints "was taken again since it was
+ * shown ...: nothing broken; look again" for every DLOCK_ENOTOWNER
+ * (cli/break.c), so the operator is told nothing was broken. This test
+ * asserts the all-or-nothing the CLI's message assumes, and fails. */
+static void a_refusal_on_one_redlock_node_breaks_nothing(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N; i++)
+        test_flushall(&srv[i]);
+    dlock_client *c = test_client_timeouts(srv, N, 300, 300);
+    dlock_lock *h = test_lock_new(c, "red2", 60000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
+    uint64_t seen = dlock_lock_fence(h);
+    /* A contender's grant on node 0 only: its token, the counter one up. */
+    static const char fk[] = "red2\0fence";
+    freeReplyObject(test_cmd_bin(&srv[0], "SET %b contender PX 60000", "red2", (size_t)4));
+    freeReplyObject(test_cmd_bin(&srv[0], "INCR %b", fk, sizeof fk - 1));
+    dlock_break_result res;
+    int rc = dlock_client_break(c, "red2", seen, &res);
+    fprintf(stderr, "break(fence %llu): %s, removed_on %zu, answered %zu; key on nodes 1, 2: %lld %lld\n",
+            (unsigned long long)seen, dlock_errname(rc), res.removed_on, res.answered,
+            test_key_exists(&srv[1], "red2"), test_key_exists(&srv[2], "red2"));
+    assert_int_equal(rc, DLOCK_ENOTOWNER);
+    if (res.removed_on != 0)
+        fail_msg("DLOCK_ENOTOWNER (the CLI: \"nothing broken\") but the holder's holds were "
+                 "removed on %zu of %zu nodes", res.removed_on, res.nodes);
+    dlock_lock_free(h);
+    dlock_client_free(c);
+}
+
 static void bad_inputs_are_einval(void **state)
 {
     (void)state;
@@ -326,6 +360,7 @@ int main(void)
         cmocka_unit_test(a_free_name_and_a_key_that_is_not_a_lock),
         cmocka_unit_test(a_waiters_turn_is_not_broken),
         cmocka_unit_test(a_fence_guards_a_newer_holder),
+        cmocka_unit_test(a_refusal_on_one_redlock_node_breaks_nothing),
         cmocka_unit_test(bad_inputs_are_einval),
         cmocka_unit_test(a_redlock_is_broken_on_a_majority),
         cmocka_unit_test(a_cluster_lock_is_broken_on_its_master),
