@@ -138,9 +138,13 @@ int cli_cmd_break(cli_global *g, int argc, char **argv)
         char nodes[512];
         cli_msg("break: %s (%s)%s; nodes: %s", dlock_strerror(brc), dlock_errname(brc),
                 cli_hint(brc, ""), cli_nodes(cl, nodes, sizeof nodes));
-        if (brc == DLOCK_ENOTOWNER)
+        if (brc == DLOCK_ENOTOWNER && r.removed_on == 0)
             cli_msg("break: \"%s\" was taken again since it was shown (fence %" PRIu64
                     " now): nothing broken; look again", name, r.fence);
+        else if (brc == DLOCK_ENOTOWNER)
+            cli_msg("break: \"%s\" was taken again on some node while it was broken: holds "
+                    "were removed on %zu of %zu node(s); look again", name, r.removed_on,
+                    r.nodes);
         if (brc == DLOCK_ENOQUORUM)
             cli_msg("break: holds may be gone from the %zu node(s) that answered; run it again "
                     "once a majority is up", r.answered);

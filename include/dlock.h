@@ -611,8 +611,10 @@ typedef struct dlock_break_result {
  *         DLOCK_NAME_MAX bytes, a forked child's client); DLOCK_ENOMEM;
  *         DLOCK_EWRONGTYPE when the key is not a lock dlock writes (a list,
  *         a set, ...: nothing removed); DLOCK_ENOTOWNER when @p fence is
- *         not 0 and a grant came since (on a Redlock, on some node:
- *         result->removed_on says where holds were still removed); the
+ *         not 0 and a grant came since (on a Redlock every node's counter
+ *         is looked at first, and a grant seen on any node breaks
+ *         nothing; only one that lands between that look and the break
+ *         leaves result->removed_on > 0); the
  *         error of the only node; or
  *         DLOCK_ENOQUORUM when fewer than a majority of several nodes
  *         answered (holds may have been removed from those that did).

@@ -58,6 +58,20 @@ static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
     return 0;
 }
 
+/* One round of break.lua on every node; check: remove nothing. */
+static int break_round(dlock_client *c, const char **args, size_t *lens, int check,
+                 dlock_break_result *out, break_ctx *ctx)
+{
+    args[4] = "check";
+    lens[4] = 5;
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_BREAK), .numkeys = 2,
+                      .nargs = check ? 5 : 4, .args = args, .arglens = lens};
+    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX};
+    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, c->n_nodes, c->quorum};
+    *ctx = (break_ctx){out, DLOCK_EIO, 0, 0};
+    return dlock__fanout(c, &req, 1, &fo, break_cb, ctx);
+}
+
 int dlock__redis_break(dlock_client *c, const char *key, size_t klen, uint64_t fence,
                        dlock_break_result *out)
 {
@@ -71,14 +85,20 @@ int dlock__redis_break(dlock_client *c, const char *key, size_t klen, uint64_t f
         dlock__free(ch);
         return DLOCK_ENOMEM;
     }
-    const char *args[4] = {key, fkey, ch, want};
-    size_t lens[4] = {klen, flen, chlen, wlen};
-    dlock__req req = {.script = dlock__script_get(DLOCK__S_BREAK), .numkeys = 2, .nargs = 4,
-                      .args = args, .arglens = lens};
-    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX};
-    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, c->n_nodes, c->quorum};
-    break_ctx ctx = {out, DLOCK_EIO, 0, 0};
-    int rc = dlock__fanout(c, &req, 1, &fo, break_cb, &ctx);
+    const char *args[5] = {key, fkey, ch, want, NULL};
+    size_t lens[5] = {klen, flen, chlen, wlen, 0};
+    break_ctx ctx;
+    int rc = DLOCK_OK;
+    /* Guarded on several nodes: every node's counter first, so that a
+     * grant seen on one node breaks nothing anywhere (the delete round
+     * below still checks each node, for a grant in between). */
+    if (fence && c->n_nodes > 1 && (rc = break_round(c, args, lens, 1, out, &ctx)) == DLOCK_OK &&
+        ctx.refused) {
+        out->removed = out->removed_on = 0;
+        rc = DLOCK_ENOTOWNER;
+    }
+    if (rc == DLOCK_OK)
+        rc = break_round(c, args, lens, 0, out, &ctx);
     dlock__free(fkey);
     dlock__free(ch);
     if (rc != DLOCK_OK)

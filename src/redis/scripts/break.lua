@@ -7,6 +7,7 @@
 -- ARGV[1]  the lock's wake-up channel, or '' for none
 -- ARGV[2]  the fence the caller looked at, or '0': break only if no grant
 --          came since (the counter is not above it)
+-- ARGV[3]  (optional) 'check': say what would be removed, remove nothing
 --
 -- Replies  {removed, mode, fence}: removed the holds taken away (0: no
 --          hold was there; 1 for a plain, fair, exclusive or reentrant
@@ -52,6 +53,7 @@ else
 end
 local want = tonumber(ARGV[2]) or 0
 if want > 0 and fence > want then return {-1, mode, fence} end
+if ARGV[3] == 'check' then return {removed, mode, fence} end
 redis.call('del', key)
 if ARGV[1] ~= '' then wake(ARGV[1], 'r') end
 return {removed, mode, fence}
