@@ -674,7 +674,8 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  * entry->state says whether a majority holds the name. On a Redis
  * Cluster every master is walked in turn (each SCAN and its batches go to
  * that master; a key whose slot moves during the walk may be missed or
- * seen twice). On etcd the keys
+ * seen twice, and a walk whose master lost the slot it was routed by
+ * ends with DLOCK_EBUSY). On etcd the keys
  * under the prefix are read in ranges of 1,000 (keys only) from the
  * pattern's literal start (its bytes before the first wildcard) and each
  * name is matched with fnmatch(3); the oldest key of a name is its holder
@@ -689,7 +690,9 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  *                call: it may call any function of this client).
  * @return DLOCK_OK; DLOCK_EINVAL (NULL client or callback, an empty
  *         pattern or one longer than DLOCK_NAME_MAX, a forked child's
- *         client); DLOCK_ENOMEM; DLOCK_ECANCELED when @p cb stopped it; the
+ *         client); DLOCK_ENOMEM; DLOCK_ECANCELED when @p cb stopped it;
+ *         DLOCK_EBUSY when a Cluster's slot map moved the master being
+ *         walked meanwhile (list again; no callback then); the
  *         error of the only node; or DLOCK_ENOQUORUM when fewer than a
  *         majority of several nodes could be listed (no callback then).
  */

@@ -250,9 +250,17 @@ static int read_batch(dlock_client *cl, list_state *st, size_t node, const scan_
     return rc;
 }
 
-/* Walk one node with SCAN to the end; on a Cluster, the master of slot
- * cslot - 1 (cslot 0: not a Cluster). */
-static int list_node(dlock_client *cl, list_state *st, size_t node, unsigned cslot,
+/* On a Cluster, is slot cslot - 1 still served by master m (the one the
+ * walk started on)? A SCAN cursor means nothing on another node. */
+static int same_master(dlock_client *cl, unsigned cslot, int m)
+{
+    return !cslot || dlock__cluster_master_of(dlock__client_cluster(cl), cslot - 1) == m;
+}
+
+/* Walk one node with SCAN to the end; on a Cluster, master m, by its slot
+ * cslot - 1 (cslot 0: not a Cluster), DLOCK_EBUSY if the map moves that
+ * slot to another master during the walk. */
+static int list_node(dlock_client *cl, list_state *st, size_t node, unsigned cslot, int m,
                      const char *match, size_t mlen)
 {
     uint8_t only[DLOCK__MAX_NODES] = {0};
@@ -274,6 +282,8 @@ static int list_node(dlock_client *cl, list_state *st, size_t node, unsigned csl
         if (rc == DLOCK_OK)
             rc = read_batch(cl, st, node, &s, &fo);
         free_keys(&s);
+        if (rc == DLOCK_OK && !same_master(cl, cslot, m))
+            rc = DLOCK_EBUSY; /* the cursor went on, or would go on, elsewhere */
         if (rc != DLOCK_OK)
             return rc;
     } while (strcmp(s.cursor, "0") != 0);
@@ -352,8 +362,10 @@ static int report_all(dlock_client *c, list_state *st, int rc, dlock_list_fn cb,
 /* A Cluster: every master that serves a slot is walked with SCAN, the
  * run routed to it by one of its slots, and each batch is read from it
  * too (its keys are its slots'). A key whose slot moves during the walk
- * may be missed or seen twice, as with SCAN across a resharding. Every
- * master must answer: a name is on one master only. */
+ * may be missed or seen twice, as with SCAN across a resharding; a walk
+ * whose slot moved to another master (its cursor means nothing there)
+ * ends with DLOCK_EBUSY. Every master must answer: a name is on one
+ * master only. */
 static int list_cluster(dlock_client *c, struct dlock__cluster *cluster, list_state *st,
                         const char *match, size_t mlen)
 {
@@ -368,7 +380,7 @@ static int list_cluster(dlock_client *c, struct dlock__cluster *cluster, list_st
         if (m < 0 || m >= DLOCK__CLUSTER_MAX_MASTERS || seen[m])
             continue;
         seen[m] = 1;
-        rc = list_node(c, st, 0, slot + 1, match, mlen);
+        rc = list_node(c, st, 0, slot + 1, m, match, mlen);
     }
     return rc;
 }
@@ -391,7 +403,7 @@ int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
     }
     for (size_t i = 0; i < c->n_nodes; i++) {
         size_t before = st.n;
-        int rc = list_node(c, &st, i, 0, match, mlen);
+        int rc = list_node(c, &st, i, 0, -1, match, mlen);
         if (rc == DLOCK_ENOMEM) {
             last = rc;
             listed = 0;
