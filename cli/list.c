@@ -85,7 +85,11 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
         fputs(out.count ? "]\n" : "[]\n", stdout);
     if (fflush(stdout) != 0)
         rc = CLI_EXIT_OSERR;
-    if (lrc != DLOCK_OK) {
+    if (lrc == DLOCK_EBUSY) {
+        cli_msg("list: the cluster's slot map moved a master during the listing (%s); "
+                "list again", dlock_errname(lrc));
+        rc = cli_exit_for(lrc, NULL, 0);
+    } else if (lrc != DLOCK_OK) {
         char nodes[512];
         cli_msg("list: too few nodes could be listed (%s): %s (%s)%s",
                 cli_nodes(cl, nodes, sizeof nodes), dlock_strerror(lrc), dlock_errname(lrc),

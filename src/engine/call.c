@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The blocking call over the engine (call.h). */
-#include <errno.h>
 #include <string.h>
 
 #include "acquire.h"
 #include "call.h"
-#include "clock.h"
 #include "handle.h"
 
 void dlock__call_init(dlock__call *c)
@@ -64,23 +62,6 @@ static int call_wakeable(void *arg)
     return dlock__call_wakeable(arg);
 }
 
-/* acquire.h, sleep_blocking: the wait's sleep when its loop cannot be
- * woken. Returns on a cancel, a hand-over, a wake-up message (the waiter
- * record's count moved past `woken`) or at wake_at_ns; consumes nothing
- * (acquire.c's check_sleep() does). */
-static void sleep_on_cond(dlock_lock *l, unsigned woken, int64_t wake_at_ns)
-{
-    struct timespec ts = dlock__timespec_of(wake_at_ns);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    while (!l->canceled && !l->waiter.handed_over && l->waiter.woken == woken &&
-           dlock__now_ns() < wake_at_ns) {
-        int w = pthread_cond_timedwait(&l->cond, &l->mu, &ts);
-        if (w != 0 && w != ETIMEDOUT)
-            DLOCK__CHECK_PTHREAD(w);
-    }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-}
-
 static void acq_poked(void *arg)
 {
     dlock__acq_poked(arg);
@@ -94,7 +75,7 @@ int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
     b.acq.wakeable = call_wakeable;
     b.acq.wake = dlock__call_poke;
     b.acq.wake_arg = &b.call;
-    b.acq.sleep_blocking = sleep_on_cond;
+    b.acq.sleep_blocking = dlock__lock_sleep_until; /* when its loop cannot be woken */
     b.call.on_poke = acq_poked;
     b.call.poke_arg = &b.acq;
     dlock__acq_start(&b.acq);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A lock handle's state and owner token (handle.h), and the public
  * getters that read them. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +24,19 @@ dlock_lock_state dlock__lock_get_state(dlock_lock *l)
     dlock_lock_state st = l->state;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     return st;
+}
+
+void dlock__lock_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at_ns)
+{
+    struct timespec ts = dlock__timespec_of(wake_at_ns);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    while (!l->canceled && !l->waiter.handed_over && l->waiter.woken == woken &&
+           dlock__now_ns() < wake_at_ns) {
+        int w = pthread_cond_timedwait(&l->cond, &l->mu, &ts);
+        if (w != 0 && w != ETIMEDOUT)
+            DLOCK__CHECK_PTHREAD(w);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
 }
 
 int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms)

@@ -180,6 +180,10 @@ int dlock__lock_use_cancel(dlock_lock *l);
  * and start the client's watchdog for an auto-renewed lock (DLOCK_ENOMEM if
  * its thread cannot be had). Sets the handle's message on failure. */
 int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
+/* Sleep on the handle's condition variable until a cancel, a hand-over,
+ * a wake-up message (the waiter record's count moved past `woken`) or
+ * wake_at_ns; consumes nothing (the caller reads and clears the cancel). */
+void dlock__lock_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
 /* The end of the handle's lease for the watchdog's schedule (a renewal
  * record's `lease_end` hook, for every backend): INT64_MAX while it is
  * unknown (after an adopt, until an extend). `owner` is the dlock_lock. */

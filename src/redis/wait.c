@@ -20,14 +20,8 @@
 
 int dlock__wait_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at)
 {
-    struct timespec ts = dlock__timespec_of(wake_at);
+    dlock__lock_sleep_until(l, woken, wake_at);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    while (!l->canceled && !l->waiter.handed_over && l->waiter.woken == woken &&
-           dlock__now_ns() < wake_at) {
-        int w = pthread_cond_timedwait(&l->cond, &l->mu, &ts);
-        if (w != 0 && w != ETIMEDOUT)
-            DLOCK__CHECK_PTHREAD(w);
-    }
     int canceled = l->canceled;
     l->canceled = 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
