@@ -23,7 +23,6 @@
 #include "cluster.h"
 #include "dlock.h"
 #include "fanout.h"
-#include "redis_topology.h"
 #include "test_util.h"
 
 int __real_dlock__fanout(struct dlock_client *client, const dlock__req *reqs, uint32_t nreqs,
@@ -72,10 +71,7 @@ static void a_walk_whose_slot_moves_is_ebusy_and_a_new_list_sees_all(void **stat
 {
     (void)state;
     static test_cluster cluster;
-    assert_int_equal(test_cluster_start(&cluster), 0);
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.cluster = 1;
-    dlock_client *c = test_client_new(cluster.urls, TEST_CLUSTER_NODES, &o);
+    dlock_client *c = test_cluster_client(&cluster, NULL);
     enum { NAMES = 12 }; /* on every master, by their slots */
     dlock_lock *h[NAMES];
     for (int i = 0; i < NAMES; i++) {
