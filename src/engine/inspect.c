@@ -22,38 +22,87 @@ static char *key_of(dlock_client *c, const char *name, size_t *klen, int *rc)
     return key;
 }
 
-int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
-                        dlock_node_status *out, dlock_lock_status *summary)
+/* A call on one name: its own argument checks, then the backend's
+ * operation on the name's key. */
+typedef struct name_call {
+    /* c is given and not a fork child's: DLOCK_OK, or the code to return
+     * (NULL: nothing more to check). */
+    int (*check)(dlock_client *c, const void *args);
+    int (*run)(dlock_client *c, const char *key, size_t klen, const void *args);
+} name_call;
+
+/* The checks every call on a name makes (a client not a fork child's, a
+ * name), then the call's own, then the key: the name's length is checked
+ * there. Returns the first refusal, DLOCK_ENOMEM or what run returns. */
+static int on_name(dlock_client *c, const char *name, const name_call *how, const void *args)
 {
-    if (!c || !name || !out || dlock__client_forked(c) || n_out < c->backend->node_count(c))
+    if (!c || !name || dlock__client_forked(c))
         return DLOCK_EINVAL;
+    int rc = how->check ? how->check(c, args) : DLOCK_OK;
+    if (rc != DLOCK_OK)
+        return rc;
     size_t klen = 0;
-    int rc;
     char *key = key_of(c, name, &klen, &rc);
     if (!key)
         return rc;
-    rc = c->backend->status(c, key, klen, out, summary);
+    rc = how->run(c, key, klen, args);
     dlock__free(key);
     return rc;
+}
+
+typedef struct status_args {
+    size_t n_out;
+    dlock_node_status *out;
+    dlock_lock_status *summary;
+} status_args;
+
+static int status_check(dlock_client *c, const void *args)
+{
+    const status_args *a = args;
+    return !a->out || a->n_out < c->backend->node_count(c) ? DLOCK_EINVAL : DLOCK_OK;
+}
+
+static int status_run(dlock_client *c, const char *key, size_t klen, const void *args)
+{
+    const status_args *a = args;
+    return c->backend->status(c, key, klen, a->out, a->summary);
+}
+
+int dlock_client_status(dlock_client *c, const char *name, size_t n_out,
+                        dlock_node_status *out, dlock_lock_status *summary)
+{
+    static const name_call how = {status_check, status_run};
+    return on_name(c, name, &how, &(status_args){n_out, out, summary});
+}
+
+typedef struct holders_args {
+    size_t node;
+    dlock_holders_info *info;
+    dlock_holder *out;
+    size_t max_out;
+} holders_args;
+
+static int holders_check(dlock_client *c, const void *args)
+{
+    const holders_args *a = args;
+    if (!a->info || (a->max_out && !a->out))
+        return DLOCK_EINVAL;
+    if (!c->backend->holders)
+        return DLOCK_ENOTSUP; /* etcd: no shares nor permits there (docs/primitives.md) */
+    return a->node >= c->backend->node_count(c) ? DLOCK_EINVAL : DLOCK_OK;
+}
+
+static int holders_run(dlock_client *c, const char *key, size_t klen, const void *args)
+{
+    const holders_args *a = args;
+    return c->backend->holders(c, key, klen, a->node, a->info, a->out, a->max_out);
 }
 
 int dlock_client_holders(dlock_client *c, const char *name, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out)
 {
-    if (!c || !name || !info || (max_out && !out) || dlock__client_forked(c))
-        return DLOCK_EINVAL;
-    if (!c->backend->holders)
-        return DLOCK_ENOTSUP; /* etcd: no shares nor permits there (docs/primitives.md) */
-    if (node >= c->backend->node_count(c))
-        return DLOCK_EINVAL;
-    size_t klen = 0;
-    int rc;
-    char *key = key_of(c, name, &klen, &rc);
-    if (!key)
-        return rc;
-    rc = c->backend->holders(c, key, klen, node, info, out, max_out);
-    dlock__free(key);
-    return rc;
+    static const name_call how = {holders_check, holders_run};
+    return on_name(c, name, &how, &(holders_args){node, info, out, max_out});
 }
 
 int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
@@ -70,20 +119,27 @@ int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
     return c->backend->list(c, pattern, cb, arg);
 }
 
+typedef struct break_args {
+    uint64_t fence;
+    dlock_break_result *result;
+} break_args;
+
+static int break_check(dlock_client *c, const void *args)
+{
+    (void)args;
+    return c->backend->break_holds ? DLOCK_OK : DLOCK_ENOTSUP;
+}
+
+static int break_run(dlock_client *c, const char *key, size_t klen, const void *args)
+{
+    const break_args *a = args;
+    dlock_break_result scratch;
+    return c->backend->break_holds(c, key, klen, a->fence, a->result ? a->result : &scratch);
+}
+
 int dlock_client_break(dlock_client *c, const char *name, uint64_t fence,
                        dlock_break_result *result)
 {
-    if (!c || !name || dlock__client_forked(c))
-        return DLOCK_EINVAL;
-    if (!c->backend->break_holds)
-        return DLOCK_ENOTSUP;
-    dlock_break_result scratch;
-    size_t klen = 0;
-    int rc;
-    char *key = key_of(c, name, &klen, &rc);
-    if (!key)
-        return rc;
-    rc = c->backend->break_holds(c, key, klen, fence, result ? result : &scratch);
-    dlock__free(key);
-    return rc;
+    static const name_call how = {break_check, break_run};
+    return on_name(c, name, &how, &(break_args){fence, result});
 }

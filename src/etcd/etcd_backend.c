@@ -1,4 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The etcd backend (backend.h): its operations table, a handle's hold of
+ * an etcd lock (one lease and key, shared by an owner's handles in
+ * reentrant mode; acquire, release, extend, adopt, the watchdog's
+ * renewal), and opening and closing a client's etcd side. What a client
+ * asks about a name without a handle (status, break, list) is
+ * etcd_inspect.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,8 +18,8 @@
 #include "clock.h"
 #include "engine.h"
 #include "etcd_client.h"
+#include "etcd_inspect.h"
 #include "etcd_kv.h"
-#include "etcd_list.h"
 #include "etcd_lock.h"
 #include "etcd_url.h"
 #include "handle.h"
@@ -482,9 +488,6 @@ static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
     (void)l, (void)ttl_ms;
     return 0; /* etcd's lease is counted by etcd, from our keep-alive's send */
 }
-
-
-
 /* ---- the client --------------------------------------------------------- */
 
 static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
@@ -518,58 +521,6 @@ static const char *node_name(const dlock_client *c, size_t i)
     return i == 0 && EC(c) ? EC(c)->name : NULL;
 }
 
-static int node_status(struct dlock__etcd_client *ec, const char *key, size_t len,
-                       dlock_node_status *out)
-{
-    dlock__etcd_name range;
-    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int held = 0;
-    int64_t ttl = -1;
-    uint64_t fence = 0;
-    int rc = dlock__etcd_peek(ec->e, &range, &held, &ttl, &fence, NULL);
-    dlock__etcd_name_clear(&range);
-    *out = (dlock_node_status){rc, rc == DLOCK_OK && held, rc == DLOCK_OK ? ttl : -1,
-                               rc == DLOCK_OK ? fence : 0};
-    return rc;
-}
-
-static int status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
-                  dlock_lock_status *summary)
-{
-    int rc = node_status(EC(c), key, klen, out);
-    if (summary)
-        *summary = (dlock_lock_status){rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
-                                       : out->held    ? DLOCK_STATUS_HELD
-                                                      : DLOCK_STATUS_FREE,
-                                       1, rc == DLOCK_OK, (size_t)(rc == DLOCK_OK && out->held),
-                                       1};
-    return rc;
-}
-
-static int break_holds(dlock_client *c, const char *key, size_t klen, uint64_t fence,
-                       dlock_break_result *out)
-{
-    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, 1, 1};
-    dlock__etcd_name range;
-    if (dlock__etcd_name_init(&range, key, klen) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int removed = 0;
-    uint64_t owner_fence = 0;
-    int rc = dlock__etcd_break(EC(c)->e, &range, fence, &removed, &owner_fence, NULL);
-    dlock__etcd_name_clear(&range);
-    if (rc == DLOCK_OK || rc == DLOCK_ENOTOWNER)
-        *out = (dlock_break_result){(size_t)removed,
-                                    removed ? DLOCK_HOLD_EXCLUSIVE : DLOCK_HOLD_FREE, owner_fence,
-                                    (size_t)removed, 1, 1, 1};
-    return rc;
-}
-
-static int list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)
-{
-    return dlock__etcd_list(c, EC(c)->e, pattern, cb, arg);
-}
-
 const dlock__backend dlock__etcd_backend = {
     .name = "etcd",
     .wants = dlock__etcd_wanted,
@@ -577,9 +528,9 @@ const dlock__backend dlock__etcd_backend = {
     .close = close_client,
     .node_count = one_node,
     .node_name = node_name,
-    .status = status,
-    .list = list,
-    .break_holds = break_holds,
+    .status = dlock__etcd_status,
+    .list = dlock__etcd_list_names,
+    .break_holds = dlock__etcd_break_holds,
     .late_answer_counts = 1,
     .renewal = &etcd_renewal_ops,
     .kind_for = kind_for,

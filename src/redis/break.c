@@ -17,6 +17,7 @@ typedef struct break_ctx {
     int err;       /* the last node's error */
     int wrongtype; /* a node said the key is not a lock */
     int refused;   /* a node's counter was above the fence asked for */
+    int check;     /* a check round: it removes nothing, so counts no removal */
 } break_ctx;
 
 static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
@@ -49,10 +50,12 @@ static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
         return 0;
     }
     size_t removed = (size_t)r->element[0]->integer;
-    if (removed > 0) {
+    if (removed > 0)
+        o->mode = (dlock_hold_mode)r->element[1]->integer; /* what the name was */
+    if (b->check)
+        return 0; /* it would be removed, but this round removes nothing */
+    if (removed > 0)
         o->removed_on++;
-        o->mode = (dlock_hold_mode)r->element[1]->integer;
-    }
     if (removed > o->removed)
         o->removed = removed;
     return 0;
@@ -60,7 +63,7 @@ static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
 
 /* One round of break.lua on every node; check: remove nothing. */
 static int break_round(dlock_client *c, const char **args, size_t *lens, int check,
-                 dlock_break_result *out, break_ctx *ctx)
+                       dlock_break_result *out, break_ctx *ctx)
 {
     args[4] = "check";
     lens[4] = 5;
@@ -68,7 +71,7 @@ static int break_round(dlock_client *c, const char **args, size_t *lens, int che
                       .nargs = check ? 5 : 4, .args = args, .arglens = lens};
     dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX};
     *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, c->n_nodes, c->quorum};
-    *ctx = (break_ctx){out, DLOCK_EIO, 0, 0};
+    *ctx = (break_ctx){out, DLOCK_EIO, 0, 0, check};
     return dlock__fanout(c, &req, 1, &fo, break_cb, ctx);
 }
 
@@ -93,10 +96,8 @@ int dlock__redis_break(dlock_client *c, const char *key, size_t klen, uint64_t f
      * grant seen on one node breaks nothing anywhere (the delete round
      * below still checks each node, for a grant in between). */
     if (fence && c->n_nodes > 1 && (rc = break_round(c, args, lens, 1, out, &ctx)) == DLOCK_OK &&
-        ctx.refused) {
-        out->removed = out->removed_on = 0;
+        ctx.refused)
         rc = DLOCK_ENOTOWNER;
-    }
     if (rc == DLOCK_OK)
         rc = break_round(c, args, lens, 0, out, &ctx);
     dlock__free(fkey);

@@ -387,3 +387,20 @@ int dlock__cluster_master_of(dlock__cluster *c, unsigned slot)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     return idx;
 }
+
+size_t dlock__cluster_masters(dlock__cluster *c, int *masters, unsigned *slots)
+{
+    uint8_t seen[DLOCK__CLUSTER_MAX_MASTERS] = {0};
+    size_t n = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    for (unsigned slot = 0; slot < DLOCK__CLUSTER_SLOTS; slot++) {
+        int m = (int)c->slot_master[slot] - 1;
+        if (m < 0 || m >= DLOCK__CLUSTER_MAX_MASTERS || seen[m])
+            continue;
+        seen[m] = 1;
+        masters[n] = m;
+        slots[n++] = slot;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+    return n;
+}

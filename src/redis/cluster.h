@@ -171,6 +171,12 @@ unsigned dlock__cluster_master_gen(dlock__cluster *c, int idx);
 /* The master index the map names for slot now (-1: unknown). */
 int dlock__cluster_master_of(dlock__cluster *c, unsigned slot);
 
+/* Each master the map names now, once, with the first slot it serves, in
+ * slot order: masters[i] and slots[i] for i below the count returned
+ * (arrays of DLOCK__CLUSTER_MAX_MASTERS). One pass over the map, under
+ * the mutex once, rather than a master_of() per slot. */
+size_t dlock__cluster_masters(dlock__cluster *c, int *masters, unsigned *slots);
+
 /* The slot of the first key of a request (0 without keys). */
 unsigned dlock__cluster_req_slot(int numkeys, const char **args, const size_t *arglens);
 

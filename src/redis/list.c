@@ -373,15 +373,13 @@ static int list_cluster(dlock_client *c, struct dlock__cluster *cluster, list_st
     int rc = dlock__cluster_prepare(cluster, &node->url, node->tls_ctx, 0);
     if (rc != DLOCK_OK)
         return rc;
-    /* Each master once, by its first slot. */
-    uint8_t seen[DLOCK__CLUSTER_MAX_MASTERS] = {0};
-    for (unsigned slot = 0; slot < DLOCK__CLUSTER_SLOTS && rc == DLOCK_OK; slot++) {
-        int m = dlock__cluster_master_of(cluster, slot);
-        if (m < 0 || m >= DLOCK__CLUSTER_MAX_MASTERS || seen[m])
-            continue;
-        seen[m] = 1;
-        rc = list_node(c, st, 0, slot + 1, m, match, mlen);
-    }
+    /* Each master once, by its first slot, as the map was when the walk
+     * began: a master's slot moving later ends its walk (list_node). */
+    int masters[DLOCK__CLUSTER_MAX_MASTERS];
+    unsigned slots[DLOCK__CLUSTER_MAX_MASTERS];
+    size_t n = dlock__cluster_masters(cluster, masters, slots);
+    for (size_t i = 0; i < n && rc == DLOCK_OK; i++)
+        rc = list_node(c, st, 0, slots[i] + 1, masters[i], match, mlen);
     return rc;
 }
 

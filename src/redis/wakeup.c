@@ -24,7 +24,11 @@
  *
  * The thread is a client loop thread (loop_thread.h): a subscriber is an
  * io record, reconnects, lingers and confirmation deadlines are one loop
- * timer at the earliest, and watch/unwatch post a look at the channels. */
+ * timer at the earliest, and watch/unwatch post a look at the channels.
+ * This file owns the thread and its subscriber connections (connect,
+ * subscribe, linger, reconnect) and the watch API; what each frame read
+ * on a subscriber does is wakeup_frames.c's, and the record both share is
+ * wakeup_thread.h. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -37,51 +41,13 @@
 #include "rand.h"
 #include "wakeup.h"
 #include "wakeup_chan.h"
+#include "wakeup_frames.h"
+#include "wakeup_thread.h"
 
 #define LINGER_MS 2000
 /* The loop has a slot for each subscriber: one per node, or per master. */
 _Static_assert(DLOCK__LOOP_POLL_FDS >= DLOCK__MAX_NODES &&
                DLOCK__MAX_NODES >= DLOCK__CLUSTER_MAX_MASTERS, "a loop slot per subscriber");
-
-/* A subscriber connection's io record. */
-typedef struct sub_io {
-    dlock__io io;
-    struct dlock__wakeup *wk;
-    dlock__conn *conn; /* the connection it watches (NULL: not set) */
-} sub_io;
-
-typedef struct dlock__wakeup {
-    dlock__loop_thread lt;
-    dlock_client *c;
-    pthread_mutex_t mu;
-    pthread_cond_t confirmed; /* some channel got confirmed */
-    /* The thread's own. */
-    dlock__post look_post; /* the channel table changed: look at it */
-    dlock__timer tick;     /* the next reconnect, linger end or deadline */
-    sub_io io[DLOCK__MAX_NODES];
-    dlock__chan *chans;
-    dlock__conn *sub[DLOCK__MAX_NODES];
-    /* By then sub[i] must have connected and confirmed every SUBSCRIBE
-     * sent on it (0: nothing awaited); past it the connection is dropped
-     * and made again. A connect, TLS handshake or AUTH that hangs, or a
-     * connection that went silent, must not leave the node's waiters
-     * without wake-ups for good. */
-    int64_t due_ns[DLOCK__MAX_NODES];
-    int64_t retry_at[DLOCK__MAX_NODES];
-    unsigned sub_gen[DLOCK__MAX_NODES]; /* cluster: the master entry's generation */
-    unsigned failures[DLOCK__MAX_NODES];
-    /* A node refused the SUBSCRIBE of an inbox (an ACL that grants the
-     * lock channels by their exact names): from then on the client's
-     * waiters have none, and are woken on the lock's channel. */
-    int no_inbox;
-    /* The refusal that dropped the inboxes, until it is said (on_log):
-     * once a lock's channel is confirmed, so that a user with no channel
-     * rights at all is told once, by the refusal of that channel. */
-    char inbox_why[200];
-    /* A node refused SUBSCRIBE (an ACL user without channel rights): from
-     * then on waiters of this client poll instead of subscribing. */
-    int refused;
-} dlock__wakeup;
 
 /* Another thread changed the channel table: the loop thread looks. */
 static void poke(dlock__wakeup *wk)
@@ -212,16 +178,6 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
     return next;
 }
 
-/* Node i's subscriber confirmed a SUBSCRIBE: it answers, so what is still
- * unconfirmed gets another I/O timeout from now. wk->mu held. */
-static void note_progress(dlock_client *c, dlock__wakeup *wk, size_t i)
-{
-    wk->due_ns[i] = 0;
-    for (dlock__chan *ch = wk->chans; ch; ch = ch->next)
-        if (ch->sent[i] && !ch->confirmed[i])
-            wk->due_ns[i] = dlock__now_ns() + (int64_t)c->opts.io_timeout_ms * DLOCK__NS_PER_MS;
-}
-
 /* Drop the subscribers that missed their due time. wk->mu held. */
 static void drop_overdue(dlock_client *c, dlock__wakeup *wk)
 {
@@ -231,120 +187,13 @@ static void drop_overdue(dlock_client *c, dlock__wakeup *wk)
             node_down(wk, i); /* (a refusal is not mended by reconnecting) */
 }
 
-/* Tell the user, once, that the inboxes went (drop_inboxes). wk->mu held. */
-static void say_no_inbox(dlock_client *c, dlock__wakeup *wk, size_t i)
-{
-    dlock__client_log(c, DLOCK_LOG_WARN,
-                      "%s refused SUBSCRIBE to a waiter's own channel (%s); waiters are woken on "
-                      "the lock's channel instead",
-                      c->nodes[i].name, wk->inbox_why);
-    wk->inbox_why[0] = '\0';
-}
-
-/* A refused SUBSCRIBE while an inbox waits for its confirmation on node
- * i: the refusal names no channel, so it is taken for the inbox's. An ACL
- * that grants the lock's channel by its exact name refuses the inbox (a
- * longer name) and nothing else: the inboxes go, for good, and the
- * waiters of this client are woken on the lock's channel, as the release
- * scripts do when they may not publish to an inbox (wake_to.lua). Should
- * the lock's channel be refused too, its own refusal comes next and finds
- * no inbox waiting: every waiter polls (wk->refused). Returns 1 if it
- * dropped the inboxes. wk->mu held. */
-static int drop_inboxes(dlock_client *c, dlock__wakeup *wk, size_t i, const char *why)
-{
-    int waiting = 0, lock_pending = 0;
-    for (dlock__chan *ch = wk->chans; ch; ch = ch->next) {
-        waiting |= ch->inbox && ch->sent[i] && !ch->confirmed[i];
-        lock_pending |= !ch->inbox && ch->sent[i] && !ch->confirmed[i];
-    }
-    if (!waiting || wk->no_inbox)
-        return 0;
-    wk->no_inbox = 1;
-    for (dlock__chan *ch = wk->chans; ch; ch = ch->next)
-        if (ch->inbox)
-            memset(ch->sent, 0, sizeof ch->sent), memset(ch->confirmed, 0, sizeof ch->confirmed);
-    note_progress(c, wk, i);
-    snprintf(wk->inbox_why, sizeof wk->inbox_why, "%s", why);
-    if (!lock_pending)
-        say_no_inbox(c, wk, i);
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
-    return 1;
-}
-
-/* Handle the frames buffered on node i's subscriber. wk->mu held. */
-static int read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
-{
-    dlock__conn *c = wk->sub[i];
-    /* Handshake replies (AUTH, SELECT) come first, through the queue. */
-    if (dlock__conn_pending(c) > 0) {
-        redisReply *r;
-        uint32_t idx;
-        int rc = dlock__conn_take(c, &r, &idx);
-        if (rc < 0)
-            return rc;
-        if (dlock__conn_pending(c) > 0)
-            return 0;
-    }
-    for (;;) {
-        void *v = NULL;
-        if (redisGetReply(c->ctx, &v) != REDIS_OK)
-            return DLOCK_EPROTO;
-        if (!v)
-            return 0;
-        redisReply *r = v;
-        if (r->type == REDIS_REPLY_ERROR && drop_inboxes(cl, wk, i, r->str)) {
-            /* said by drop_inboxes() or at the next confirmation */
-        } else if (r->type == REDIS_REPLY_ERROR && !wk->refused) {
-            wk->inbox_why[0] = '\0'; /* this refusal says it all */
-            /* The only commands here are SUBSCRIBE and UNSUBSCRIBE: an
-             * error is a refusal (NOPERM), which retrying will not mend. */
-            wk->refused = 1;
-            dlock__client_log(cl, DLOCK_LOG_WARN,
-                              "%s refused SUBSCRIBE (%.200s); waiters poll with backoff up to "
-                              "retry_max_ms instead of being woken on release",
-                              cl->nodes[i].name, r->str);
-            DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
-        }
-        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
-            r->element[1]->type == REDIS_REPLY_STRING) {
-            const redisReply *kind = r->element[0], *name = r->element[1];
-            dlock__chan *ch = dlock__chan_find(wk->chans, name->str, name->len);
-            /* Sharded frames (Cluster) are the same with an 's' first. */
-            int sh = (kind->len == 10 && !memcmp(kind->str, "ssubscribe", 10)) ||
-                     (kind->len == 8 && !memcmp(kind->str, "smessage", 8)) ||
-                     (kind->len == 12 && !memcmp(kind->str, "sunsubscribe", 12));
-            const char *k = kind->str + sh;
-            size_t klen = kind->len - (size_t)sh;
-            if (ch && sh && klen == 11 && !memcmp(k, "unsubscribe", 11)) {
-                /* The server dropped it (the slot moved away): look again,
-                 * and subscribe where the slot is now. */
-                ch->sent[i] = ch->confirmed[i] = 0;
-                ch->master = -1;
-                dlock__chan_wake_all(ch);
-            } else if (ch && klen == 9 && !memcmp(k, "subscribe", 9)) {
-                ch->confirmed[i] = 1;
-                if (wk->inbox_why[0] && !ch->inbox)
-                    say_no_inbox(cl, wk, i);
-                wk->failures[i] = 0;
-                note_progress(cl, wk, i);
-                DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
-            } else if (ch && klen == 7 && !memcmp(k, "message", 7) &&
-                       r->element[2]->type == REDIS_REPLY_STRING) {
-                dlock__chan_deliver(ch, r->element[2]->str, r->element[2]->len);
-            }
-        }
-        freeReplyObject(r);
-    }
-}
-
 /* Watch each subscriber for what it waits for now. wk->mu held, on the
  * thread. */
 static void watch_subs(dlock__wakeup *wk)
 {
     dlock__loop *loop = dlock__loop_thread_loop(&wk->lt);
     for (size_t i = 0; i < n_subs(wk->c); i++) {
-        sub_io *r = &wk->io[i];
+        dlock__sub_io *r = &wk->io[i];
         dlock__conn *s = wk->sub[i];
         if (r->conn != s) {
             dlock__io_clear(loop, &r->io);
@@ -378,7 +227,7 @@ static void look(dlock__wakeup *wk)
 
 static void sub_ready(dlock__io *io, unsigned events)
 {
-    sub_io *r = DLOCK__OWNER(io, sub_io, io);
+    dlock__sub_io *r = DLOCK__OWNER(io, dlock__sub_io, io);
     dlock__wakeup *wk = r->wk;
     size_t i = (size_t)(r - wk->io);
     short revents = (short)(((events & DLOCK__IO_READ) ? POLLIN : 0) |
@@ -387,7 +236,7 @@ static void sub_ready(dlock__io *io, unsigned events)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
     int rc = dlock__conn_io(wk->sub[i], revents);
     if (rc == DLOCK_OK)
-        rc = read_frames(wk->c, wk, i);
+        rc = dlock__wakeup_read_frames(wk->c, wk, i);
     if (rc != DLOCK_OK || wk->sub[i]->state == DLOCK__CS_BROKEN)
         node_down(wk, i);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));

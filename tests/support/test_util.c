@@ -262,6 +262,22 @@ dlock_client *test_client_for(const test_redis *r, const dlock_client_options *o
     return test_client_new(urls, 1, o);
 }
 
+dlock_client *test_client_flushed(const test_redis *rs, size_t n, int timeout_ms)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(test_flushall(&rs[i]), 0);
+    return test_client_timeouts(rs, n, timeout_ms, timeout_ms);
+}
+
+dlock_client *test_cluster_client(test_cluster *cl, const char *key_prefix)
+{
+    assert_int_equal(test_cluster_start(cl), 0);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    o.key_prefix = key_prefix;
+    return test_client_new(cl->urls, TEST_CLUSTER_NODES, &o);
+}
+
 dlock_client *test_client_timeouts(const test_redis *rs, size_t n, int connect_timeout_ms,
                                    int io_timeout_ms)
 {

@@ -23,6 +23,7 @@
 
 #include "dlock.h"
 #include "redis_server.h"
+#include "redis_topology.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TEST_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -119,10 +120,18 @@ dlock_client *test_client_new(const char *const *urls, size_t n,
 /* The same for the one server r. */
 dlock_client *test_client_for(const test_redis *r, const dlock_client_options *o);
 
+/* Start a Redis Cluster into *cl (the test fails if it cannot) and return
+ * a client of it (the cluster option set), with key_prefix (may be NULL). */
+dlock_client *test_cluster_client(test_cluster *cl, const char *key_prefix);
+
 /* A client of the servers rs[0..n) with these timeouts (0: the default),
  * the other options at their defaults. */
 dlock_client *test_client_timeouts(const test_redis *rs, size_t n, int connect_timeout_ms,
                                    int io_timeout_ms);
+
+/* FLUSHALL on each of rs[0..n), then test_client_timeouts() with both
+ * timeouts timeout_ms: a Redlock of n fresh nodes. */
+dlock_client *test_client_flushed(const test_redis *rs, size_t n, int timeout_ms);
 
 /* Start r and make *cl, a client of it with both the connect and the I/O
  * timeout set to timeout_ms; returns 0 or -1 (for a cmocka setup, which
