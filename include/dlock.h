@@ -269,7 +269,8 @@ typedef enum dlock_node_what {
      *  (READONLY, OOM, NOSCRIPT left over, LOADING, BUSY, ...). */
     DLOCK_NODE_REFUSED = 3,
     /** The Cluster slot map was learned again (after a redirect or a
-     *  failed master); node is the node that answered. */
+     *  failed master; the client's first map is no change); node is the
+     *  node that answered. */
     DLOCK_NODE_SLOTS_RELEARNED = 4,
     /** Sentinel named another master than the one the client used, and
      *  the client now talks to it; node is the new master. */
