@@ -266,7 +266,8 @@ typedef enum dlock_node_what {
      *  timeout): a stalled or partitioned node. */
     DLOCK_NODE_TIMEOUT = 2,
     /** The node answered with an error reply that refuses the command
-     *  (READONLY, OOM, NOSCRIPT left over, LOADING, BUSY, ...). */
+     *  (OOM, READONLY, LOADING, BUSY, an ACL's NOPERM, ...); error is
+     *  DLOCK_EREFUSED, DLOCK_EBUSY or DLOCK_EAUTH. */
     DLOCK_NODE_REFUSED = 3,
     /** The Cluster slot map was learned again (after a redirect or a
      *  failed master; the client's first map is no change); node is the

@@ -81,6 +81,11 @@ void dlock__stats_node_error(dlock__obs *o, const char *node, int code)
     node_event(o, what, node, code);
 }
 
+void dlock__stats_node_refused(dlock__obs *o, const char *node, int code)
+{
+    node_event(o, DLOCK_NODE_REFUSED, node, code);
+}
+
 void dlock__stats_topology(dlock__obs *o, dlock_node_what what, const char *node)
 {
     node_event(o, what, node, 0);

@@ -65,6 +65,9 @@ void dlock__stats_record(dlock__hist *h, int64_t ns);
 void dlock__stats_renewal(dlock__obs *o, dlock_renewal_event *ev);
 /* A request to the node called `node` failed with error code `code`. */
 void dlock__stats_node_error(dlock__obs *o, const char *node, int code);
+/* The node called `node` answered a request with an error reply that
+ * refuses it (code: DLOCK_EREFUSED, DLOCK_EBUSY or DLOCK_EAUTH). */
+void dlock__stats_node_refused(dlock__obs *o, const char *node, int code);
 /* The topology moved (what: DLOCK_NODE_SLOTS_RELEARNED, ...). */
 void dlock__stats_topology(dlock__obs *o, dlock_node_what what, const char *node);
 

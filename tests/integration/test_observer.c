@@ -4,8 +4,8 @@
  * granted acquire, a try that finds the lock busy, a wait that takes
  * several tries and is woken by a message or finds the lock free by a
  * look, a release, a forget, a renewal round, a lease lost behind the
- * holder's back, and a stalled node; dlock_client_stats() counts the
- * same events.
+ * holder's back, a stalled node, a refused connection and a server out of
+ * memory; dlock_client_stats() counts the same events.
  *
  * Hooks run on the caller's thread and on the watchdog's, so the recorder
  * takes a mutex; cmocka asserts run on the main thread only. */
@@ -399,6 +399,51 @@ static void a_stalled_node_is_one_timeout_event(void **state)
     dlock_client_free(c);
 }
 
+static void a_node_that_refuses_the_connection_is_one_connect_failure(void **state)
+{
+    (void)state;
+    /* Port 1 on loopback: nothing listens, the connect is refused. */
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.observer = &observer;
+    const char *urls[] = {"redis://127.0.0.1:1"};
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_lock *l = test_lock_new(c, "obs:refused", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EIO);
+    recorder r = seen();
+    assert_int_equal(r.n_node, 1);
+    assert_int_equal(r.node[0].what, DLOCK_NODE_CONNECT_FAILED);
+    assert_int_equal(r.node[0].error, DLOCK_EIO);
+    assert_string_equal(r.node_name[0], "127.0.0.1:1");
+    assert_int_equal(r.n_end, 1);
+    assert_int_equal(r.end[0].result, DLOCK_EIO);
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.node_errors, 1);
+    assert_int_equal(s.acquires_failed, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_server_out_of_memory_is_one_refusal(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:oom", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* scripts loaded */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory-policy noeviction");
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory 1");
+    int rc = dlock_lock_acquire(l, 0);
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory 0");
+    assert_int_equal(rc, DLOCK_EREFUSED);
+    recorder r = seen();
+    assert_int_equal(r.n_node, 1);
+    assert_int_equal(r.node[0].what, DLOCK_NODE_REFUSED);
+    assert_int_equal(r.node[0].error, DLOCK_EREFUSED);
+    assert_int_equal(stats_of(c).node_errors, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void an_unknown_observer_version_is_refused(void **state)
 {
     (void)state;
@@ -438,6 +483,9 @@ int main(void)
         cmocka_unit_test_teardown(a_lease_lost_behind_the_holders_back_ends_its_hold_once,
                                   reset),
         cmocka_unit_test_teardown(a_stalled_node_is_one_timeout_event, reset),
+        cmocka_unit_test_teardown(a_node_that_refuses_the_connection_is_one_connect_failure,
+                                  reset),
+        cmocka_unit_test_teardown(a_server_out_of_memory_is_one_refusal, reset),
         cmocka_unit_test_teardown(an_unknown_observer_version_is_refused, reset),
         cmocka_unit_test_teardown(stats_refuse_a_short_struct, reset),
     };
