@@ -332,7 +332,8 @@ typedef struct dlock_node_event {
     int error;        /**< the dlock error code, 0 for a topology change */
 } dlock_node_event;
 
-/** A waiting acquire woke up (dlock_observer.wakeup). */
+/** A waiting acquire woke up (dlock_observer.wakeup). Reported by the
+ *  waits the engine drives (not yet fair mode's or etcd's). */
 typedef struct dlock_wakeup_event {
     size_t size;
     const char *name;
