@@ -399,6 +399,50 @@ static void a_stalled_node_is_one_timeout_event(void **state)
     dlock_client_free(c);
 }
 
+static int failed_round_seen(void *arg)
+{
+    (void)arg;
+    recorder r = seen();
+    for (int i = 0; i < r.n_round; i++)
+        if (r.round[i].failed == 1)
+            return 1;
+    return 0;
+}
+
+static void a_round_on_a_stalled_node_reports_its_failure_and_the_timeout(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(100);
+    dlock_lock *l = test_lock_new(c, "obs:stalled-round", 1500, DLOCK_AUTO_RENEW, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_redis_pause(&test_srv);
+    int seen_failure = test_wait_until(failed_round_seen, NULL, 1200, 5);
+    test_redis_resume(&test_srv);
+    assert_true(seen_failure);
+    recorder r = seen();
+    int i = 0;
+    while (r.round[i].failed != 1)
+        i++;
+    assert_int_equal(r.round[i].locks, 1);
+    assert_int_equal(r.round[i].renewed, 0);
+    assert_int_equal(r.round[i].lost, 0); /* the lease still runs */
+    assert_true(r.round[i].duration_ns >= 90 * 1000000LL); /* waited its I/O timeout */
+    /* Every node error the stall caused is a timeout of this node. */
+    assert_true(r.n_node >= 1);
+    for (int k = 0; k < r.n_node; k++) {
+        assert_int_equal(r.node[k].what, DLOCK_NODE_TIMEOUT);
+        assert_int_equal(r.node[k].error, DLOCK_EUNKNOWN);
+    }
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.node_errors, (uint64_t)r.n_node);
+    assert_true(s.renewal_failures >= 1);
+    /* Renewed again once the node answers: still held. */
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void a_node_that_refuses_the_connection_is_one_connect_failure(void **state)
 {
     (void)state;
@@ -483,6 +527,8 @@ int main(void)
         cmocka_unit_test_teardown(a_lease_lost_behind_the_holders_back_ends_its_hold_once,
                                   reset),
         cmocka_unit_test_teardown(a_stalled_node_is_one_timeout_event, reset),
+        cmocka_unit_test_teardown(a_round_on_a_stalled_node_reports_its_failure_and_the_timeout,
+                                  reset),
         cmocka_unit_test_teardown(a_node_that_refuses_the_connection_is_one_connect_failure,
                                   reset),
         cmocka_unit_test_teardown(a_server_out_of_memory_is_one_refusal, reset),
