@@ -73,11 +73,11 @@ void dlock__stats_node_error(dlock__obs *o, const char *node, int code)
     /* DLOCK_EUNKNOWN: sent, no reply in time. The server's own refusals
      * (and a server not ready) are refusals; the rest (I/O, TLS,
      * credentials) failed to connect or lost the connection. */
-    dlock_node_what what = code == DLOCK_EUNKNOWN ? DLOCK_NODE_TIMEOUT
-                           : code == DLOCK_EREFUSED || code == DLOCK_EBUSY ||
-                                   code == DLOCK_ENOREPLICAS
-                               ? DLOCK_NODE_REFUSED
-                               : DLOCK_NODE_CONNECT_FAILED;
+    dlock_node_what what = DLOCK_NODE_CONNECT_FAILED;
+    if (code == DLOCK_EUNKNOWN)
+        what = DLOCK_NODE_TIMEOUT;
+    else if (code == DLOCK_EREFUSED || code == DLOCK_EBUSY)
+        what = DLOCK_NODE_REFUSED;
     node_event(o, what, node, code);
 }
 
