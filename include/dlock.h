@@ -582,8 +582,8 @@ typedef struct dlock_client_options {
 
 /** Fill @p opts with the defaults for @p version (1 to 4: only the fields
  *  that version has are written; version 1, dlock 0.1.0's, ends at
- *  wakeups; version 2 at tls_insecure; version 3 at cluster). Returns DLOCK_EINVAL for a NULL pointer or an unknown
- *  version. */
+ *  wakeups; version 2 at tls_insecure; version 3 at cluster). Returns
+ *  DLOCK_EINVAL for a NULL pointer or an unknown version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
 
