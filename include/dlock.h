@@ -234,11 +234,212 @@ typedef enum dlock_log_level {
  */
 typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
+/* ------------------------------------------------------------------------ */
+/** @name Observing a client
+ *  Hooks that report each event as it happens (dlock_observer) and a
+ *  snapshot of counters and latency histograms (dlock_client_stats()).
+ *  docs/observing.md names each quantity after OpenTelemetry's
+ *  conventions and says how to export them. */
+/**@{*/
+
+/** How a hold ended (dlock_hold_event.how). */
+typedef enum dlock_hold_end {
+    /** dlock_lock_release() let go of the last hold; reason is 0. */
+    DLOCK_HOLD_RELEASED = 1,
+    /** The watchdog found the lock lost (on_lost runs next); reason is
+     *  the dlock_lost_reason. */
+    DLOCK_HOLD_LOST = 2,
+    /** The store said the hold was gone when the handle next asked (an
+     *  extend or a re-entry: not ours any more, or its lease had ended,
+     *  a release that failed); reason is the dlock error code. */
+    DLOCK_HOLD_ENDED = 3,
+    /** dlock_lock_forget() dropped it without a word to the store. */
+    DLOCK_HOLD_FORGOTTEN = 4
+} dlock_hold_end;
+
+/** What a node or the topology did (dlock_node_event.what). */
+typedef enum dlock_node_what {
+    /** A connection to the node could not be made (refused, unreachable,
+     *  TLS or authentication failed); error says which. */
+    DLOCK_NODE_CONNECT_FAILED = 1,
+    /** The node did not answer within the I/O timeout (or the connect
+     *  timeout): a stalled or partitioned node. */
+    DLOCK_NODE_TIMEOUT = 2,
+    /** The node answered with an error reply that refuses the command
+     *  (OOM, READONLY, LOADING, BUSY, an ACL's NOPERM, ...); error is
+     *  DLOCK_EREFUSED, DLOCK_EBUSY or DLOCK_EAUTH. */
+    DLOCK_NODE_REFUSED = 3,
+    /** The Cluster slot map was learned again (after a redirect or a
+     *  failed master; the client's first map is no change); node is the
+     *  node that answered. */
+    DLOCK_NODE_SLOTS_RELEARNED = 4,
+    /** Sentinel named another master than the one the client used, and
+     *  the client now talks to it; node is the new master. */
+    DLOCK_NODE_FAILOVER_FOLLOWED = 5
+} dlock_node_what;
+
+/** An acquire, as dlock_observer.acquire_start and .acquire_end see it.
+ *  Every event struct starts with its size: fields are only ever added at
+ *  the end, and an observer reads a field only if size says it is there. */
+typedef struct dlock_acquire_event {
+    size_t size;         /**< sizeof the struct the library filled */
+    const char *name;    /**< the lock's name, as given (no key_prefix) */
+    const char *kind;    /**< "plain", "counted", "fair", "shared", ... */
+    const char *backend; /**< "redis" or "etcd" */
+    int64_t wait_ms;     /**< the wait asked for: 0 a try, -1 for ever */
+    /** From acquire_start to acquire_end (0 in acquire_start). */
+    int64_t duration_ns;
+    /** Tries sent, 1 or more, where the engine drives the wait (plain,
+     *  counted, shared, semaphore, reentrant kinds); 0 where the store's
+     *  own wait does (fair mode, etcd) and does not count them. */
+    unsigned attempts;
+    /** DLOCK_OK, or the code the acquire returns (0 in acquire_start). */
+    int result;
+} dlock_acquire_event;
+
+/** The end of a hold (dlock_observer.hold_end): once per hold, when the
+ *  handle stops holding (not at each release of a counted lock that
+ *  still holds). */
+typedef struct dlock_hold_event {
+    size_t size;
+    const char *name;
+    const char *kind;
+    const char *backend;
+    int64_t hold_ns;     /**< from the grant to this end */
+    dlock_hold_end how;  /**< released, lost, ended or forgotten */
+    int reason;          /**< see dlock_hold_end */
+} dlock_hold_event;
+
+/** One watchdog renewal round (dlock_observer.renewal_round). */
+typedef struct dlock_renewal_event {
+    size_t size;
+    size_t locks;        /**< locks the round renewed */
+    size_t renewed;      /**< confirmed (by a majority on Redlock) */
+    size_t failed;       /**< not confirmed this round (no answer, or not ours) */
+    size_t lost;         /**< found lost by this round (on_lost follows) */
+    int64_t duration_ns; /**< from sending to the last answer */
+    /** The least lease left among the round's locks when it was sent:
+     *  how close renewal came to the lease's end (negative: past it;
+     *  INT64_MAX when no lock's lease end is known). */
+    int64_t lease_left_ns;
+} dlock_renewal_event;
+
+/** A node error or a topology change (dlock_observer.node_event). */
+typedef struct dlock_node_event {
+    size_t size;
+    dlock_node_what what;
+    const char *node; /**< "host:port" (or the unix socket path) */
+    int error;        /**< the dlock error code, 0 for a topology change */
+} dlock_node_event;
+
+/** A waiting acquire woke up (dlock_observer.wakeup). Reported by the
+ *  waits the engine drives (not yet fair mode's or etcd's). */
+typedef struct dlock_wakeup_event {
+    size_t size;
+    const char *name;
+    /** 1: a wake-up message ended its sleep (pushed); 0: a look after a
+     *  sleep that no message ended found the lock free. */
+    int pushed;
+} dlock_wakeup_event;
+
+/** Version 1 has every hook below. */
+#define DLOCK_OBSERVER_VERSION 1
+
+/**
+ * Callbacks a client calls on each event (dlock_client_options.observer).
+ * Any of them may be NULL. The struct is copied by dlock_client_new().
+ * With no observer each event costs one NULL test.
+ *
+ * Threads: acquire_start, acquire_end and wakeup run on the thread that
+ * called the acquire; hold_end on the thread of the call that ended the
+ * hold, or, for DLOCK_HOLD_LOST, on the watchdog's thread just before
+ * on_lost; renewal_round on the watchdog's thread (on a Cluster, on the
+ * thread of the master's round); node_event on whichever thread met the
+ * node (a caller's, the watchdog's, the wake-up thread). Callbacks may run
+ * on several threads at once and must be thread-safe. They run with
+ * library mutexes held in some places: a callback must return quickly,
+ * must not block, and must not call dlock functions that act on a lock or
+ * a client (dlock_client_stats() is allowed). The event and its strings
+ * live only for the call.
+ */
+typedef struct dlock_observer {
+    unsigned int version; /**< DLOCK_OBSERVER_VERSION */
+    void *arg;            /**< passed to every callback */
+    void (*acquire_start)(void *arg, const dlock_acquire_event *ev);
+    void (*acquire_end)(void *arg, const dlock_acquire_event *ev);
+    void (*hold_end)(void *arg, const dlock_hold_event *ev);
+    void (*renewal_round)(void *arg, const dlock_renewal_event *ev);
+    void (*node_event)(void *arg, const dlock_node_event *ev);
+    void (*wakeup)(void *arg, const dlock_wakeup_event *ev);
+} dlock_observer;
+
+/** Buckets of every dlock_histogram. */
+#define DLOCK_STATS_BUCKETS 16
+/** Their upper bounds in ms, inclusive (the last is +Inf): an initialiser
+ *  for `static const double bounds[DLOCK_STATS_BUCKETS - 1]`. */
+#define DLOCK_STATS_BOUNDS_MS                                                  \
+    {                                                                          \
+        1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000 \
+    }
+
+/** A latency histogram: bucket[i] counts values <= bound i of
+ *  DLOCK_STATS_BOUNDS_MS and above bound i-1 (not cumulative); the last
+ *  bucket counts the rest. */
+typedef struct dlock_histogram {
+    uint64_t count;
+    uint64_t sum_us; /**< sum of the values, in microseconds */
+    uint64_t bucket[DLOCK_STATS_BUCKETS];
+} dlock_histogram;
+
+/** What dlock_client_stats() fills: totals since the client was made. */
+typedef struct dlock_stats {
+    size_t size;                 /**< bytes the library filled */
+    uint64_t acquires;           /**< acquires ended (dlock.acquires) */
+    uint64_t acquires_granted;   /**< of them: DLOCK_OK */
+    uint64_t acquires_busy;      /**< of them: DLOCK_ENOTACQUIRED or DLOCK_ETIMEDOUT */
+    uint64_t acquires_failed;    /**< of them: any other error */
+    uint64_t acquire_attempts;   /**< tries counted (dlock_acquire_event.attempts) */
+    uint64_t holds_released;     /**< holds ended: DLOCK_HOLD_RELEASED */
+    uint64_t holds_lost;         /**< DLOCK_HOLD_LOST */
+    uint64_t holds_ended;        /**< DLOCK_HOLD_ENDED */
+    uint64_t holds_forgotten;    /**< DLOCK_HOLD_FORGOTTEN */
+    uint64_t renewal_rounds;     /**< watchdog rounds */
+    uint64_t renewals;           /**< lock renewals confirmed */
+    uint64_t renewal_failures;   /**< lock renewals not confirmed in a round */
+    uint64_t node_errors;        /**< connect failures, timeouts, refusals */
+    uint64_t topology_changes;   /**< slot maps relearned, failovers followed */
+    uint64_t wakeups_pushed;     /**< dlock_wakeup_event with pushed 1 */
+    uint64_t wakeups_looked;     /**< pushed 0 */
+    dlock_histogram acquire_duration; /**< dlock.acquire.duration, every acquire */
+    dlock_histogram hold_duration;    /**< dlock.hold.duration, every hold ended */
+    dlock_histogram renewal_duration; /**< dlock.renewal.duration, every round */
+} dlock_stats;
+
+/**
+ * A snapshot of the client's counters and histograms, kept always (each
+ * event costs a few relaxed atomic additions). Each figure is exact, but
+ * the snapshot is not taken at one instant: events that end while it is
+ * read may be counted in some figures and not yet in others.
+ *
+ * @param client the client.
+ * @param out    receives the figures; out->size is set to the bytes
+ *               written.
+ * @param size   sizeof(dlock_stats) as the caller knows it: a program
+ *               built against an older header gets the fields it knows.
+ * @return DLOCK_OK, or DLOCK_EINVAL for a NULL pointer or a size smaller
+ *         than the first version's. Thread-safe; may be called from an
+ *         observer callback.
+ */
+DLOCK_EXTERN(int)
+dlock_client_stats(const dlock_client *client, dlock_stats *out, size_t size);
+
+/**@}*/
+
 /** Version 1 is dlock 0.1.0's struct (up to wakeups); version 2 added
  *  key_prefix, username, password, on_log, log_arg and the tls* fields;
- *  version 3 min_replicas, min_replicas_timeout_ms and cluster. Versions 1 and 2
- *  are still accepted. */
-#define DLOCK_CLIENT_OPTIONS_VERSION 3
+ *  version 3 min_replicas, min_replicas_timeout_ms and cluster; version 4
+ *  observer. Versions 1 to 3 are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 4
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
  *  dlock_client_options_init()) and change what you need.
@@ -353,6 +554,11 @@ typedef struct dlock_client_options {
      *  key's slot (layout in docs/deployment.md); wake-ups use sharded
      *  pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7). Default 0. */
     int cluster;
+    /* --- version 4 --- */
+    /** Callbacks for each event (dlock_observer), copied by
+     *  dlock_client_new(); NULL (the default): none, at the cost of one
+     *  NULL test per event. */
+    const dlock_observer *observer;
 } dlock_client_options;
 
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
@@ -374,10 +580,10 @@ typedef struct dlock_client_options {
     }
 #endif
 
-/** Fill @p opts with the defaults for @p version (1 to 3: only the fields
+/** Fill @p opts with the defaults for @p version (1 to 4: only the fields
  *  that version has are written; version 1, dlock 0.1.0's, ends at
- *  wakeups; version 2 at tls_insecure). Returns DLOCK_EINVAL for a NULL pointer or an unknown
- *  version. */
+ *  wakeups; version 2 at tls_insecure; version 3 at cluster). Returns
+ *  DLOCK_EINVAL for a NULL pointer or an unknown version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
 

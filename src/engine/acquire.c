@@ -8,6 +8,7 @@
 #include "client.h"
 #include "clock.h"
 #include "handle.h"
+#include "observe.h"
 #include "rand.h"
 
 /* A waiter still gets a look at least this often: its subscription may
@@ -55,8 +56,8 @@ static void check_sleep(dlock__acq *a)
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     int canceled = l->canceled;
-    int over = canceled || l->waiter.handed_over || l->waiter.woken != a->woken ||
-               dlock__now_ns() >= a->wake_at_ns;
+    int pushed = l->waiter.handed_over || l->waiter.woken != a->woken;
+    int over = canceled || pushed || dlock__now_ns() >= a->wake_at_ns;
     if (over)
         l->canceled = 0; /* a cancel is used up by the wait it ends */
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
@@ -65,6 +66,9 @@ static void check_sleep(dlock__acq *a)
     a->sleeping = 0;
     dlock__timer_clear(a->loop, &a->timer);
     if (!canceled) {
+        a->slept_out = !pushed;
+        if (pushed)
+            dlock__obs_wakeup(l, 1);
         try_start(a);
         return;
     }
@@ -141,6 +145,8 @@ static void try_done(dlock__op *op)
     dlock__acq *a = DLOCK__OWNER(op, dlock__acq, op);
     dlock_lock *l = a->l;
     int rc = op->v.code;
+    if (rc == DLOCK_OK && a->slept_out)
+        dlock__obs_wakeup(l, 0); /* no message: this look found it free */
     if (rc == DLOCK_OK || a->wait_ms == 0 || !(op->v.flags & DLOCK__V_RETRY)) {
         finish(a, rc);
         return;
@@ -178,6 +184,7 @@ static void try_start(dlock__acq *a)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     a->op.state = DLOCK__OP_NEW;
     a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1};
+    l->obs_attempts++;
     dlock__op_start(&a->op);
     int rc = l->backend->try(l, &a->op);
     if (rc != DLOCK_OK) {

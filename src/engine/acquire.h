@@ -42,6 +42,9 @@ typedef struct dlock__acq {
     unsigned woken;   /* the waiter record's wake-up count before the try */
     unsigned attempts; /* backoff steps taken */
     int watching, hooked, sleeping;
+    /* The last sleep ended by its timer, not by a message: a grant after
+     * it was found by a look (observe.h's wake-ups). */
+    int slept_out;
 } dlock__acq;
 
 void dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t deadline_ns,

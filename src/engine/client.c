@@ -16,10 +16,12 @@
 #include "versioned.h"
 
 /* Bytes of each dlock_client_options version (versioned.h): version 1
- * (dlock 0.1.0) ended at wakeups, version 2 at the TLS options. */
+ * (dlock 0.1.0) ended at wakeups, version 2 at the TLS options, version 3
+ * at cluster. */
 static const size_t options_sizes[] = {
     offsetof(dlock_client_options, key_prefix),
     offsetof(dlock_client_options, min_replicas),
+    offsetof(dlock_client_options, observer),
     sizeof(dlock_client_options),
 };
 DLOCK__VERSIONED_CHECK(dlock_client_options, options_sizes, DLOCK_CLIENT_OPTIONS_VERSION);
@@ -142,6 +144,9 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
     c->fork_gen = dlock__fork_watch();
     c->opts.username = c->opts.password = NULL; /* copied into each node */
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&c->bg_mu, NULL));
+    c->opts.observer = NULL; /* copied: the caller's need not outlive us */
+    if ((rc = dlock__stats_init(&c->obs, opts->observer, err, sizeof err)) != DLOCK_OK)
+        goto fail;
     c->opts.key_prefix = NULL;
     if (opts->key_prefix && opts->key_prefix[0] &&
         !(c->opts.key_prefix = c->key_prefix = dlock__strdup(opts->key_prefix))) {

@@ -5,6 +5,7 @@
 #include "common.h"
 #include "fork.h"
 #include "node.h"
+#include "stats.h"
 
 struct dlock__watchdog;
 struct dlock__wakeup;
@@ -44,6 +45,8 @@ struct dlock_client {
     /* Lock handles made on this client and not freed yet (any thread):
      * dlock_client_free() with some left is misuse, a documented abort. */
     _Atomic size_t live_handles;
+    /* The observer's hooks and the statistics (stats.h). */
+    dlock__obs obs;
 };
 
 /* True in a child of fork(): it inherited the client's sockets, shared

@@ -23,6 +23,7 @@
 #include "handle.h"
 #include "keys.h"
 #include "kinds.h"
+#include "observe.h"
 #include "wakeup.h"
 #include "watchdog.h"
 
@@ -72,18 +73,33 @@ static int renew_stop(dlock_lock *l)
 }
 
 /* The handle lets go of every hold without a word to the store (the
- * store's side is the caller's). */
-static void drop_holds(dlock_lock *l)
+ * store's side is the caller's). A hold that was HELD ends here, `how`
+ * and `reason` say why (observe.h); a lost one was told at its loss. */
+static void drop_holds(dlock_lock *l, dlock_hold_end how, int reason)
 {
     l->backend->drop(l);
     l->holds = 0;
-    dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0);
+    if (dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0) == DLOCK_STATE_HELD)
+        dlock__obs_hold_end(l, how, reason);
+}
+
+/* The store says the hold is gone (reason: its code, 0 not known). */
+static void end_hold(dlock_lock *l, int reason)
+{
+    renew_stop(l);
+    drop_holds(l, DLOCK_HOLD_ENDED, reason);
 }
 
 void dlock__engine_ended(dlock_lock *l)
 {
-    renew_stop(l);
-    drop_holds(l);
+    end_hold(l, 0);
+}
+
+/* A grant: a handle that did not hold starts its hold's clock. */
+static void granted(dlock_lock *l, int64_t until_ns)
+{
+    if (dlock__fsm_fire(l, DLOCK__EV_GRANTED, until_ns) != DLOCK_STATE_HELD)
+        atomic_store_explicit(&l->obs_held_ns, dlock__now_ns(), memory_order_relaxed);
 }
 
 /* A lost handle's holder lets go (its release, or its next acquire):
@@ -93,7 +109,7 @@ void dlock__engine_ended(dlock_lock *l)
 static void let_go_of_lost(dlock_lock *l)
 {
     l->backend->release_lost(l);
-    drop_holds(l);
+    drop_holds(l, DLOCK_HOLD_LOST, 0); /* not HELD: told at the loss */
 }
 
 static int not_held(dlock_lock *l)
@@ -102,7 +118,7 @@ static int not_held(dlock_lock *l)
     return DLOCK_ENOTHELD;
 }
 
-int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
+static int acquire(dlock_lock *l, int64_t wait_ms)
 {
     dlock_lock_state st = dlock__lock_get_state(l);
     if (st == DLOCK_STATE_LOST) {
@@ -139,7 +155,7 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
         rc = l->backend->acquire(l, wait_ms, deadline); /* still the backend's own */
     dlock__lock_close_cancel(l);
     if (rc == DLOCK_OK)
-        dlock__fsm_fire(l, DLOCK__EV_GRANTED, l->granted_until_ns);
+        granted(l, l->granted_until_ns);
     if (rc == DLOCK_OK && l->holds == 1 && ((l->opts.flags & DLOCK_AUTO_RENEW) || l->confirm_ms)) {
         /* A new hold: no extend yet. A fair hand-over taken on its message
          * has a claim lease, which one renewal makes the full TTL. */
@@ -151,6 +167,14 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
                     l->confirm_ms ? l->confirm_ms : DLOCK__RENEW_INTERVAL);
     }
     l->confirm_ms = 0;
+    return rc;
+}
+
+int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
+{
+    dlock__obs_acquire_start(l, wait_ms);
+    int rc = acquire(l, wait_ms);
+    dlock__obs_acquire_end(l, wait_ms, rc);
     return rc;
 }
 
@@ -193,7 +217,7 @@ int dlock__engine_release(dlock_lock *l)
          * that holds nothing must never have anything renewed, or the key
          * would outlive the handle for as long as the process runs. */
         renew_stop(l);
-    drop_holds(l);
+    drop_holds(l, rc == DLOCK_OK ? DLOCK_HOLD_RELEASED : DLOCK_HOLD_ENDED, rc);
     if (rc == DLOCK_OK)
         dlock__err_clear(&l->err);
     return rc;
@@ -215,7 +239,7 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
     if (old_end != INT64_MIN && dlock__now_ns() >= old_end && !late_counts) {
         /* Too late: whatever the server says now proves nothing about the
          * time in between, so nothing is sent and the handle lets go. */
-        dlock__engine_ended(l);
+        end_hold(l, DLOCK_EEXPIRED);
         dlock__err_set(&l->err, "the lease on \"%s\" had already ended", l->name);
         return DLOCK_EEXPIRED;
     }
@@ -261,7 +285,7 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
     }
     if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
         /* Not ours any more: the handle lets go. */
-        dlock__engine_ended(l);
+        end_hold(l, rc);
     }
     return rc;
 }
@@ -297,7 +321,7 @@ int dlock__engine_adopt(dlock_lock *l, const char *token)
     l->token_len = n;
     l->holds = 1;
     l->fence = 0; /* the grant's fence is not known here */
-    dlock__fsm_fire(l, DLOCK__EV_GRANTED, INT64_MIN); /* validity unknown */
+    granted(l, INT64_MIN); /* validity unknown */
     dlock__err_clear(&l->err);
     return DLOCK_OK;
 }
@@ -306,6 +330,8 @@ void dlock__engine_renew_lost(void *owner, int reason)
 {
     dlock_lock *l = owner;
     int was_held = dlock__fsm_fire(l, DLOCK__EV_LOST, 0) == DLOCK_STATE_HELD;
+    if (was_held)
+        dlock__obs_hold_end(l, DLOCK_HOLD_LOST, reason);
     if (was_held && l->opts.on_lost)
         l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
     if (was_held && l->watch.moved) /* a name of a set: the set is lost */
@@ -315,7 +341,9 @@ void dlock__engine_renew_lost(void *owner, int reason)
 int dlock__engine_forget_local(dlock_lock *l, dlock_lock_state prior_state)
 {
     l->holds = 0;
-    dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0);
+    /* A set's own handle tells nothing: each of its names did. */
+    if (dlock__fsm_fire(l, DLOCK__EV_LET_GO, 0) == DLOCK_STATE_HELD && !l->set)
+        dlock__obs_hold_end(l, DLOCK_HOLD_FORGOTTEN, 0);
     if (prior_state == DLOCK_STATE_UNLOCKED) {
         dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
         return DLOCK_ENOTHELD;

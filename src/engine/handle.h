@@ -144,6 +144,11 @@ struct dlock_lock {
     char wait_id[DLOCK_TOKEN_HEX_LEN + DLOCK__INBOX_TAG_LEN + 1];
     size_t wait_id_len;
     dlock__errbuf err;
+    /* Observing (observe.h): the running acquire's start and tries, the
+     * hold's grant (read by the watchdog's thread when it is lost). */
+    int64_t obs_start_ns;
+    unsigned obs_attempts;
+    _Atomic int64_t obs_held_ns;
     /* The backend's own part of the handle, which only it reads (etcd's
      * range and shared hold; NULL for Redis, whose fields are above). */
     void *store;

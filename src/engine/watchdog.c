@@ -145,6 +145,28 @@ static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
     }
 }
 
+/* The round's figures for the observer and the statistics (stats.h),
+ * once its verdicts are known and before on_lost runs. */
+static void report_round(dlock_client *c, const item *items, size_t n, int64_t t0,
+                         const uint8_t *lost)
+{
+    dlock_renewal_event ev = {0};
+    ev.locks = n;
+    ev.duration_ns = dlock__now_ns() - t0;
+    ev.lease_left_ns = INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const item *it = &items[i];
+        if (lost[i])
+            ev.lost++;
+        else if (it->yes >= (it->rec->ops->renew ? 1 : c->quorum))
+            ev.renewed++;
+        if (it->lease_end_ns != INT64_MAX)
+            ev.lease_left_ns = DLOCK__MIN(ev.lease_left_ns, it->lease_end_ns - t0);
+    }
+    ev.failed = n - ev.renewed;
+    dlock__stats_renewal(&c->obs, &ev);
+}
+
 /* After a round's answers: the owners are told (settle, then on_lost
  * before in_round is cleared: a concurrent release or free waits for the
  * callbacks), then the records are rescheduled. Between the two the
@@ -156,6 +178,7 @@ static void finish_round(dlock_client *c, dlock__watchdog *wd, item *items, size
                          uint8_t *lost)
 {
     settle(c, items, n, t0, lost);
+    report_round(c, items, n, t0, lost);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     for (size_t i = 0; i < n; i++)
         items[i].rec->unsettled = 0;

@@ -69,6 +69,9 @@ typedef struct dlock__cluster {
     int timeout_ms;     /* the connect timeout: how long a node asked for
                            the map gets to answer */
     size_t max_idle;
+    /* The client's observer and statistics (stats.h), told of each map
+     * learned again; set by the client once, read-only after. */
+    struct dlock__obs *obs;
 } dlock__cluster;
 
 /* Learning the slot map (src/redis/cluster_learn.c), a sub-request on

@@ -17,6 +17,7 @@
 #include "error.h"
 #include "exchange.h"
 #include "cluster.h"
+#include "stats.h"
 
 #define MAX_CANDIDATES (DLOCK__CLUSTER_MAX_MASTERS + DLOCK__CLUSTER_MAX_SEEDS)
 
@@ -145,6 +146,20 @@ static int failed(learning *L, candidate *k, int got)
     return got == DLOCK_EAUTH || got == DLOCK_ETLS ? got : DLOCK_EIO;
 }
 
+/* A map learned again (not the client's first): a topology change for the
+ * observer, named by the node that answered. */
+static void relearned(learning *L, const candidate *k)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&L->c->mu));
+    int again = L->c->refreshes > 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&L->c->mu));
+    if (!again || !L->c->obs)
+        return;
+    char name[300];
+    snprintf(name, sizeof name, "%s:%d", k->host, k->port);
+    dlock__stats_topology(L->c->obs, DLOCK_NODE_SLOTS_RELEARNED, name);
+}
+
 /* Node k answered r: the map, or why not. */
 static int answered(learning *L, candidate *k, redisReply *r)
 {
@@ -156,6 +171,8 @@ static int answered(learning *L, candidate *k, redisReply *r)
     } else if ((rc = dlock__cluster_apply_slots(L->c, r, k->host)) != DLOCK_OK) {
         snprintf(L->err, sizeof L->err, "%s:%d: unexpected CLUSTER SLOTS reply", k->host,
                  k->port);
+    } else {
+        relearned(L, k);
     }
     if (rc != DLOCK_ENOMEM)
         note_asked(L->c, k, 1);

@@ -8,6 +8,7 @@
 #include "common.h"
 #include "discover.h"
 #include "loop_poll.h"
+#include "stats.h"
 
 enum { IDLE = 0, FLYING = 1, OBSERVING = 2 };
 
@@ -63,13 +64,22 @@ static void asked(dlock__sentinel_asking *a)
 {
     dlock__discover *d = DLOCK__OWNER(a, dlock__discover, asking);
     dlock__node *n = d->node;
+    int moved = 0;
     if (a->rc == DLOCK_OK) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
+        /* A primary known before and another one now: a failover. */
+        moved = n->sentinel->generation > 0 &&
+                (strcmp(n->sentinel->host, a->host) || n->sentinel->port != a->port);
         snprintf(n->sentinel->host, sizeof n->sentinel->host, "%s", a->host);
         n->sentinel->port = a->port;
         n->sentinel->known = 1;
         n->sentinel->generation++;
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&n->mu));
+    }
+    if (moved && n->obs) {
+        char name[300];
+        snprintf(name, sizeof name, "%s:%d", a->host, a->port);
+        dlock__stats_topology(n->obs, DLOCK_NODE_FAILOVER_FOLLOWED, name);
     }
     dlock__sentinel_ask_stop(a);
     land(d);

@@ -10,6 +10,7 @@
 #include "error.h"
 #include "fanout_req.h"
 #include "fanout_run.h"
+#include "stats.h"
 
 #define ACK_BIT DLOCK__FANOUT_ACK_BIT
 #define ASKING_BIT DLOCK__FANOUT_ASKING_BIT
@@ -42,6 +43,16 @@ static int is_noscript(const redisReply *r)
 static int is_readonly(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && r->len >= 8 && !memcmp(r->str, "READONLY", 8);
+}
+
+/* The server refused a request (OOM, a replica's READONLY, LOADING,
+ * BUSY, an ACL's NOPERM): a node error for the observer. A script's own
+ * answer (WRONGTYPE: another kind's key) is the lock's, not the node's. */
+static void note_refusal(fan *f, const slot *s, const redisReply *r)
+{
+    int code = dlock__map_redis_error(r->str, r->len);
+    if (code == DLOCK_EREFUSED || code == DLOCK_EBUSY || code == DLOCK_EAUTH)
+        dlock__stats_node_refused(&f->client->obs, f->client->nodes[s->node].name, code);
 }
 
 /* Cluster: if r is MOVED or ASK, move the slot to the connection of the
@@ -180,6 +191,8 @@ static int on_reply(fan *f, slot *s, redisReply *r, uint32_t idx, int64_t now)
         return DLOCK_EIO;
     }
     count_answer(f, s, now);
+    if (r->type == REDIS_REPLY_ERROR)
+        note_refusal(f, s, r);
     /* The handshake's INFO came before this reply: let the callback see
      * which server answered (Redlock counts each server once). */
     dlock__node_note_run_id(node, s->conn);

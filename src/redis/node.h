@@ -43,6 +43,9 @@ typedef struct dlock__node {
     /* Cluster: the node is a whole Redis Cluster (url: the first seed, for
      * credentials and TLS); NULL otherwise. */
     dlock__cluster *cluster;
+    /* The client's observer and statistics (stats.h), for a failover
+     * followed; set by the client once, read-only after. */
+    struct dlock__obs *obs;
 } dlock__node;
 
 int dlock__node_init(dlock__node *n, const char *url, size_t max_idle, char *err,

@@ -157,6 +157,7 @@ int dlock__redis_open(dlock_client *c, const char *const *urls, size_t n_urls,
             return rc;
         }
         c->n_nodes++;
+        c->nodes[i].obs = &c->obs;
         if (opts->cluster && (c->nodes[i].sentinel || c->nodes[i].url.is_unix)) {
             snprintf(err, err_len, "URL %zu: a cluster seed must be redis:// or rediss://", i + 1);
             return DLOCK_EINVAL;
@@ -170,6 +171,7 @@ int dlock__redis_open(dlock_client *c, const char *const *urls, size_t n_urls,
             }
             snprintf(c->nodes[i].name, sizeof c->nodes[i].name, "cluster (seed %.200s:%d)",
                      c->nodes[i].url.host, c->nodes[i].url.port);
+            c->nodes[i].cluster->obs = &c->obs;
         }
         if (c->nodes[i].sentinel)
             c->nodes[i].sentinel->timeout_ms = opts->connect_timeout_ms;

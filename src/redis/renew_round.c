@@ -69,6 +69,7 @@ static void run_own_round(item *items, size_t n, dlock__round_counts *counts)
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *l = items[i].rec;
         int64_t end = l->ops->lease_end_ns(l->owner);
+        items[i].lease_end_ns = end;
         int v = l->ops->renew(l->owner, end);
         items[i].yes = v == 1;
         items[i].no = v == 0;

@@ -438,10 +438,28 @@ static void set_slot_everywhere(int slot, const char *id)
         }
 }
 
+/* The observer's topology events (dlock_observer.node_event), counted on
+ * whichever thread met them. */
+static atomic_int relearns, other_node_events;
+
+static void count_topology(void *arg, const dlock_node_event *ev)
+{
+    (void)arg;
+    if (ev->what == DLOCK_NODE_SLOTS_RELEARNED && ev->error == 0 &&
+        !strncmp(ev->node, "127.0.0.1:", 10))
+        atomic_fetch_add(&relearns, 1);
+    else
+        atomic_fetch_add(&other_node_events, 1);
+}
+
 static void ask_and_moved_are_followed(void **state)
 {
     (void)state;
-    dlock_client *c = cluster_client(NULL);
+    static const dlock_observer obs = {.version = DLOCK_OBSERVER_VERSION,
+                                       .node_event = count_topology};
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.observer = &obs;
+    dlock_client *c = cluster_client(&co);
     const char *name = "migrating{m1}";
     int slot = server_keyslot(name, strlen(name));
     int src = test_cluster_master_of(&C, slot);
@@ -457,6 +475,7 @@ static void ask_and_moved_are_followed(void **state)
     dlock_lock *l = test_lock_new(c, name, 30000, DLOCK_NO_FENCE, 10, 100);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* learns the map */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(atomic_load(&relearns), 0); /* the first map is no change */
     char *src_id = node_id(&C.node[src]), *dst_id = node_id(&C.node[dst]);
     test_cmd_status(&C.node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id);
     test_cmd_status(&C.node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id);
@@ -480,6 +499,13 @@ static void ask_and_moved_are_followed(void **state)
     assert_int_equal(test_key_exists(&C.node[dst], name), 0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    /* The map was learned again after the MOVED, each time one event. */
+    dlock_stats st;
+    assert_int_equal(dlock_client_stats(c, &st, sizeof st), DLOCK_OK);
+    print_message("slot moved: %d slot map relearn(s) observed\n", atomic_load(&relearns));
+    assert_true(atomic_load(&relearns) >= 1);
+    assert_int_equal(atomic_load(&other_node_events), 0);
+    assert_int_equal(st.topology_changes, (uint64_t)atomic_load(&relearns));
     /* And back, so the failover test below finds the usual layout. */
     set_slot_everywhere(slot, src_id);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);

@@ -80,6 +80,30 @@ static void init_of_version_1_writes_only_a_version_1_struct(void **state)
         assert_int_equal(m.bytes[i], GARBAGE);
 }
 
+/* Version 3 ended at cluster: its struct followed by garbage where the
+ * version 4 observer pointer would be must not be called through. */
+static void version_3_options_take_no_observer_from_the_bytes_after_them(void **state)
+{
+    (void)state;
+    union {
+        unsigned char bytes[sizeof(dlock_client_options) + 64];
+        dlock_client_options o;
+    } m;
+    memset(m.bytes, GARBAGE, sizeof m.bytes);
+    assert_int_equal(dlock_client_options_init(&m.o, 3), DLOCK_OK);
+    for (size_t i = offsetof(dlock_client_options, observer); i < sizeof m.bytes; i++)
+        assert_int_equal(m.bytes[i], GARBAGE);
+    const char *urls[] = {test_srv.url};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    assert_int_equal(dlock_client_new(&c, urls, 1, &m.o, err, sizeof err), DLOCK_OK);
+    dlock_lock *l = test_lock_new(c, "abi:v3", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* no hook called */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void unknown_option_versions_are_refused(void **state)
 {
     (void)state;
@@ -174,6 +198,8 @@ int main(void)
         cmocka_unit_test_teardown(version_1_options_are_read_without_the_fields_added_later,
                                   test_srv_flush),
         cmocka_unit_test(init_of_version_1_writes_only_a_version_1_struct),
+        cmocka_unit_test_teardown(version_3_options_take_no_observer_from_the_bytes_after_them,
+                                  test_srv_flush),
         cmocka_unit_test(unknown_option_versions_are_refused),
         cmocka_unit_test_teardown(version_1_lock_options_are_read_without_the_fields_added_later,
                                   test_srv_flush),

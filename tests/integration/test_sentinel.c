@@ -12,7 +12,9 @@
 
 #include <cmocka.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -367,10 +369,25 @@ static void min_replicas_options_are_checked(void **state)
 /* SENTINEL FAILOVER demotes the primary gracefully: a pooled connection to
  * it stays open and now gets READONLY. The client must go back to the
  * sentinels rather than fail with DLOCK_EREFUSED. */
+static atomic_int failovers_followed, followed_port;
+
+static void note_failover(void *arg, const dlock_node_event *ev)
+{
+    (void)arg;
+    if (ev->what == DLOCK_NODE_FAILOVER_FOLLOWED && !strncmp(ev->node, "127.0.0.1:", 10)) {
+        atomic_store(&followed_port, atoi(ev->node + 10));
+        atomic_fetch_add(&failovers_followed, 1);
+    }
+}
+
 static void switch_over_is_followed(void **state)
 {
     (void)state;
-    dlock_client *c = sentinel_client(S.url, NULL);
+    static const dlock_observer obs = {.version = DLOCK_OBSERVER_VERSION,
+                                       .node_event = note_failover};
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.observer = &obs;
+    dlock_client *c = sentinel_client(S.url, &co);
     dlock_lock *l = test_lock_new(c, "sentinel-d", 30000, 0, 10, 100);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* pools a connection */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -400,6 +417,12 @@ static void switch_over_is_followed(void **state)
                   (long long)(test_now_ms() - t0));
     assert_int_equal(test_key_exists(test_sentinel_node(&S, new_port), "sentinel-d"), 1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    /* The observer heard of it once, naming the new primary. */
+    assert_int_equal(atomic_load(&failovers_followed), 1);
+    assert_int_equal(atomic_load(&followed_port), new_port);
+    dlock_stats st;
+    assert_int_equal(dlock_client_stats(c, &st, sizeof st), DLOCK_OK);
+    assert_int_equal(st.topology_changes, 1);
     dlock_lock_free(l);
     dlock_client_free(c);
 }

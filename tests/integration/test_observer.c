@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The observer hooks (dlock.h, dlock_observer) against a real
+ * redis-server: each fires once per event with the right figures, on a
+ * granted acquire, a try that finds the lock busy, a wait that takes
+ * several tries and is woken by a message or finds the lock free by a
+ * look, a release, a forget, a renewal round, a lease lost behind the
+ * holder's back, a stalled node, a refused connection and a server out of
+ * memory; dlock_client_stats() counts the same events.
+ *
+ * Hooks run on the caller's thread and on the watchdog's, so the recorder
+ * takes a mutex; cmocka asserts run on the main thread only. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "redis_server.h"
+#include "test_util.h"
+
+#define MAX_EV 64
+#define PREFIX "obs-prefix:"
+
+/* Everything the hooks saw, copied (the events live only for the call). */
+typedef struct recorder {
+    pthread_mutex_t mu;
+    int n_start, n_end, n_hold, n_round, n_node, n_wake;
+    dlock_acquire_event start[MAX_EV], end[MAX_EV];
+    char start_name[MAX_EV][64], end_name[MAX_EV][64], end_kind[MAX_EV][32],
+        end_backend[MAX_EV][16], hold_name[MAX_EV][64], node_name[MAX_EV][300];
+    dlock_hold_event hold[MAX_EV];
+    dlock_renewal_event round[MAX_EV];
+    dlock_node_event node[MAX_EV];
+    dlock_wakeup_event wake[MAX_EV];
+} recorder;
+
+static recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void copy_str(char *dst, size_t len, const char *s)
+{
+    snprintf(dst, len, "%s", s ? s : "(null)");
+}
+
+static void on_start(void *arg, const dlock_acquire_event *ev)
+{
+    recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_start < MAX_EV) {
+        r->start[r->n_start] = *ev;
+        copy_str(r->start_name[r->n_start], 64, ev->name);
+        r->n_start++;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void on_end(void *arg, const dlock_acquire_event *ev)
+{
+    recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_end < MAX_EV) {
+        int i = r->n_end++;
+        r->end[i] = *ev;
+        copy_str(r->end_name[i], 64, ev->name);
+        copy_str(r->end_kind[i], 32, ev->kind);
+        copy_str(r->end_backend[i], 16, ev->backend);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void on_hold(void *arg, const dlock_hold_event *ev)
+{
+    recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_hold < MAX_EV) {
+        r->hold[r->n_hold] = *ev;
+        copy_str(r->hold_name[r->n_hold], 64, ev->name);
+        r->n_hold++;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void on_round(void *arg, const dlock_renewal_event *ev)
+{
+    recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_round < MAX_EV)
+        r->round[r->n_round++] = *ev;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void on_node(void *arg, const dlock_node_event *ev)
+{
+    recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_node < MAX_EV) {
+        r->node[r->n_node] = *ev;
+        copy_str(r->node_name[r->n_node], 300, ev->node);
+        r->n_node++;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void on_wake(void *arg, const dlock_wakeup_event *ev)
+{
+    recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_wake < MAX_EV)
+        r->wake[r->n_wake++] = *ev;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static const dlock_observer observer = {
+    .version = DLOCK_OBSERVER_VERSION, .arg = &rec, .acquire_start = on_start,
+    .acquire_end = on_end, .hold_end = on_hold, .renewal_round = on_round,
+    .node_event = on_node, .wakeup = on_wake,
+};
+
+static dlock_client *obs_client(int io_timeout_ms)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.key_prefix = PREFIX;
+    o.observer = &observer;
+    if (io_timeout_ms)
+        o.io_timeout_ms = o.connect_timeout_ms = io_timeout_ms;
+    return test_client_for(&test_srv, &o);
+}
+
+static int reset(void **state)
+{
+    (void)state;
+    pthread_mutex_lock(&rec.mu);
+    rec.n_start = rec.n_end = rec.n_hold = rec.n_round = rec.n_node = rec.n_wake = 0;
+    pthread_mutex_unlock(&rec.mu);
+    return test_srv_flush(state);
+}
+
+/* A copy of the recorder, taken under its mutex. */
+static recorder seen(void)
+{
+    static recorder copy;
+    pthread_mutex_lock(&rec.mu);
+    memcpy((char *)&copy + sizeof copy.mu, (char *)&rec + sizeof rec.mu,
+           sizeof rec - sizeof rec.mu);
+    pthread_mutex_unlock(&rec.mu);
+    return copy;
+}
+
+static dlock_stats stats_of(dlock_client *c)
+{
+    dlock_stats s;
+    assert_int_equal(dlock_client_stats(c, &s, sizeof s), DLOCK_OK);
+    assert_int_equal(s.size, sizeof s);
+    return s;
+}
+
+static void granted_acquire_and_release_fire_once_each(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:a", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    recorder r = seen();
+    assert_int_equal(r.n_start, 1);
+    assert_int_equal(r.n_end, 1);
+    assert_string_equal(r.start_name[0], "obs:a"); /* as given: no key_prefix */
+    assert_int_equal(r.start[0].wait_ms, 0);
+    assert_int_equal(r.start[0].result, 0);
+    assert_int_equal(r.start[0].size, sizeof(dlock_acquire_event));
+    assert_string_equal(r.end_name[0], "obs:a");
+    assert_string_equal(r.end_kind[0], "plain");
+    assert_string_equal(r.end_backend[0], "redis");
+    assert_int_equal(r.end[0].result, DLOCK_OK);
+    assert_int_equal(r.end[0].attempts, 1);
+    assert_true(r.end[0].duration_ns > 0 && r.end[0].duration_ns < 1000 * 1000000LL);
+    assert_int_equal(r.n_hold, 0);
+
+    usleep(60 * 1000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    r = seen();
+    assert_int_equal(r.n_hold, 1);
+    assert_string_equal(r.hold_name[0], "obs:a");
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_RELEASED);
+    assert_int_equal(r.hold[0].reason, 0);
+    assert_true(r.hold[0].hold_ns >= 60 * 1000000LL && r.hold[0].hold_ns < 2000 * 1000000LL);
+    assert_int_equal(r.n_start, 1);
+    assert_int_equal(r.n_node, 0);
+
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.acquires, 1);
+    assert_int_equal(s.acquires_granted, 1);
+    assert_int_equal(s.acquire_attempts, 1);
+    assert_int_equal(s.holds_released, 1);
+    assert_int_equal(s.acquire_duration.count, 1);
+    assert_int_equal(s.hold_duration.count, 1);
+    assert_true(s.hold_duration.sum_us >= 60000);
+    /* 60 ms and more: not in the buckets up to 50 ms. */
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(s.hold_duration.bucket[i], 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_busy_try_ends_once_with_its_answer(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *holder = test_lock_new(c, "obs:busy", 5000, 0, 10, 200);
+    dlock_lock *l = test_lock_new(c, "obs:busy", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    recorder r = seen();
+    assert_int_equal(r.n_start, 2);
+    assert_int_equal(r.n_end, 2);
+    assert_int_equal(r.end[1].result, DLOCK_ENOTACQUIRED);
+    assert_int_equal(r.end[1].attempts, 1);
+    assert_int_equal(r.n_hold, 0); /* nothing held, nothing ended */
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.acquires, 2);
+    assert_int_equal(s.acquires_busy, 1);
+    assert_int_equal(s.acquires_failed, 0);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+    dlock_client_free(c);
+}
+
+static void *release_later(void *arg)
+{
+    usleep(150 * 1000);
+    assert_int_equal(dlock_lock_release(arg), DLOCK_OK);
+    return NULL;
+}
+
+static void a_wait_woken_by_a_release_counts_its_tries_and_one_push(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_client *other = test_client_for(&test_srv, NULL);
+    dlock_lock *holder = test_lock_new(other, PREFIX "obs:wait", 10000, 0, 10, 200);
+    dlock_lock *l = test_lock_new(c, "obs:wait", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, holder), 0);
+    assert_int_equal(dlock_lock_acquire(l, 3000), DLOCK_OK);
+    pthread_join(t, NULL);
+    recorder r = seen();
+    assert_int_equal(r.n_start, 1);
+    assert_int_equal(r.n_end, 1);
+    assert_int_equal(r.start[0].wait_ms, 3000);
+    assert_int_equal(r.end[0].result, DLOCK_OK);
+    assert_true(r.end[0].attempts >= 2);
+    assert_true(r.end[0].duration_ns >= 140 * 1000000LL);
+    assert_int_equal(r.n_wake, 1);
+    assert_int_equal(r.wake[0].pushed, 1);
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.acquire_attempts, r.end[0].attempts);
+    assert_int_equal(s.wakeups_pushed, 1);
+    assert_int_equal(s.wakeups_looked, 0);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+    dlock_client_free(other);
+    dlock_client_free(c);
+}
+
+static void a_wait_that_finds_the_lock_free_by_a_look_says_so(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    /* Another library's lock: a plain key that expires, publishing nothing. */
+    test_cmd_status(&test_srv, "SET %s x PX 150", PREFIX "obs:look");
+    dlock_lock *l = test_lock_new(c, "obs:look", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 3000), DLOCK_OK);
+    recorder r = seen();
+    assert_int_equal(r.n_end, 1);
+    assert_true(r.end[0].attempts >= 2);
+    assert_int_equal(r.n_wake, 1);
+    assert_int_equal(r.wake[0].pushed, 0);
+    assert_int_equal(stats_of(c).wakeups_looked, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void forget_ends_the_hold_once(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:forget", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_forget(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_forget(l), DLOCK_ENOTHELD);
+    recorder r = seen();
+    assert_int_equal(r.n_hold, 1);
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_FORGOTTEN);
+    assert_int_equal(stats_of(c).holds_forgotten, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static int rounds_seen(void *arg)
+{
+    (void)arg;
+    return seen().n_round >= 2;
+}
+
+static void a_renewal_round_reports_its_locks_and_the_lease_left(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:renew", 600, DLOCK_AUTO_RENEW, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_true(test_wait_until(rounds_seen, NULL, 3000, 10));
+    recorder r = seen();
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r.round[i].size, sizeof(dlock_renewal_event));
+        assert_int_equal(r.round[i].locks, 1);
+        assert_int_equal(r.round[i].renewed, 1);
+        assert_int_equal(r.round[i].failed, 0);
+        assert_int_equal(r.round[i].lost, 0);
+        assert_true(r.round[i].duration_ns > 0);
+        /* Sent a third of the TTL (200 ms) into a 600 ms lease, less drift. */
+        assert_true(r.round[i].lease_left_ns > 200 * 1000000LL);
+        assert_true(r.round[i].lease_left_ns < 600 * 1000000LL);
+    }
+    dlock_stats s = stats_of(c);
+    assert_true(s.renewal_rounds >= 2);
+    assert_int_equal(s.renewal_rounds, s.renewal_duration.count);
+    assert_int_equal(s.renewals, s.renewal_rounds);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static int hold_seen(void *arg)
+{
+    (void)arg;
+    return seen().n_hold >= 1;
+}
+
+static void a_lease_lost_behind_the_holders_back_ends_its_hold_once(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:lost", 600, DLOCK_AUTO_RENEW, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    (void)test_cmd_int(&test_srv, "DEL %s", PREFIX "obs:lost");
+    assert_true(test_wait_until(hold_seen, NULL, 3000, 10));
+    assert_true(test_wait_for_state(l, DLOCK_STATE_LOST, 1000));
+    recorder r = seen();
+    assert_int_equal(r.n_hold, 1);
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_LOST);
+    assert_int_equal(r.hold[0].reason, DLOCK_LOST_NOT_OWNER);
+    assert_true(r.n_round >= 1);
+    assert_int_equal(r.round[r.n_round - 1].lost, 1);
+    assert_int_equal(r.round[r.n_round - 1].failed, 1);
+    /* The release that learns of the loss ends no second hold. */
+    assert_int_equal(dlock_lock_release(l), DLOCK_ELOST);
+    assert_int_equal(seen().n_hold, 1);
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.holds_lost, 1);
+    assert_int_equal(s.holds_released, 0);
+    assert_int_equal(s.renewal_failures, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_stalled_node_is_one_timeout_event(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(200);
+    dlock_lock *l = test_lock_new(c, "obs:stall", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* a pooled connection */
+    test_redis_pause(&test_srv);
+    int rc = dlock_lock_release(l);
+    test_redis_resume(&test_srv);
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    recorder r = seen();
+    assert_int_equal(r.n_node, 1);
+    assert_int_equal(r.node[0].what, DLOCK_NODE_TIMEOUT);
+    assert_int_equal(r.node[0].error, DLOCK_EUNKNOWN);
+    char want[300];
+    snprintf(want, sizeof want, "127.0.0.1:%d", test_srv.port);
+    assert_string_equal(r.node_name[0], want);
+    /* The release's answer never came: its hold ended with that code. */
+    assert_int_equal(r.n_hold, 1);
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_ENDED);
+    assert_int_equal(r.hold[0].reason, DLOCK_EUNKNOWN);
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.node_errors, 1);
+    assert_int_equal(s.holds_ended, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static int failed_round_seen(void *arg)
+{
+    (void)arg;
+    recorder r = seen();
+    for (int i = 0; i < r.n_round; i++)
+        if (r.round[i].failed == 1)
+            return 1;
+    return 0;
+}
+
+static void a_round_on_a_stalled_node_reports_its_failure_and_the_timeout(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(100);
+    dlock_lock *l = test_lock_new(c, "obs:stalled-round", 1500, DLOCK_AUTO_RENEW, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_redis_pause(&test_srv);
+    int seen_failure = test_wait_until(failed_round_seen, NULL, 1200, 5);
+    test_redis_resume(&test_srv);
+    assert_true(seen_failure);
+    recorder r = seen();
+    int i = 0;
+    while (r.round[i].failed != 1)
+        i++;
+    assert_int_equal(r.round[i].locks, 1);
+    assert_int_equal(r.round[i].renewed, 0);
+    assert_int_equal(r.round[i].lost, 0); /* the lease still runs */
+    assert_true(r.round[i].duration_ns >= 90 * 1000000LL); /* waited its I/O timeout */
+    /* Every node error the stall caused is a timeout of this node. */
+    assert_true(r.n_node >= 1);
+    for (int k = 0; k < r.n_node; k++) {
+        assert_int_equal(r.node[k].what, DLOCK_NODE_TIMEOUT);
+        assert_int_equal(r.node[k].error, DLOCK_EUNKNOWN);
+    }
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.node_errors, (uint64_t)r.n_node);
+    assert_true(s.renewal_failures >= 1);
+    /* Renewed again once the node answers: still held. */
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_node_that_refuses_the_connection_is_one_connect_failure(void **state)
+{
+    (void)state;
+    /* Port 1 on loopback: nothing listens, the connect is refused. */
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.observer = &observer;
+    const char *urls[] = {"redis://127.0.0.1:1"};
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_lock *l = test_lock_new(c, "obs:refused", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EIO);
+    recorder r = seen();
+    assert_int_equal(r.n_node, 1);
+    assert_int_equal(r.node[0].what, DLOCK_NODE_CONNECT_FAILED);
+    assert_int_equal(r.node[0].error, DLOCK_EIO);
+    assert_string_equal(r.node_name[0], "127.0.0.1:1");
+    assert_int_equal(r.n_end, 1);
+    assert_int_equal(r.end[0].result, DLOCK_EIO);
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.node_errors, 1);
+    assert_int_equal(s.acquires_failed, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_server_out_of_memory_is_one_refusal(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:oom", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* scripts loaded */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory-policy noeviction");
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory 1");
+    int rc = dlock_lock_acquire(l, 0);
+    test_cmd_status(&test_srv, "CONFIG SET maxmemory 0");
+    assert_int_equal(rc, DLOCK_EREFUSED);
+    recorder r = seen();
+    assert_int_equal(r.n_node, 1);
+    assert_int_equal(r.node[0].what, DLOCK_NODE_REFUSED);
+    assert_int_equal(r.node[0].error, DLOCK_EREFUSED);
+    assert_int_equal(stats_of(c).node_errors, 1);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void an_unknown_observer_version_is_refused(void **state)
+{
+    (void)state;
+    dlock_observer bad = observer;
+    bad.version = DLOCK_OBSERVER_VERSION + 1;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.observer = &bad;
+    const char *urls[] = {test_srv.url};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    assert_int_equal(dlock_client_new(&c, urls, 1, &o, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "dlock_observer version"));
+    assert_null(c);
+}
+
+static void stats_refuse_a_short_struct(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_stats s;
+    assert_int_equal(dlock_client_stats(c, &s, sizeof s - 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_stats(NULL, &s, sizeof s), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_stats(c, NULL, sizeof s), DLOCK_EINVAL);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(granted_acquire_and_release_fire_once_each, reset),
+        cmocka_unit_test_teardown(a_busy_try_ends_once_with_its_answer, reset),
+        cmocka_unit_test_teardown(a_wait_woken_by_a_release_counts_its_tries_and_one_push,
+                                  reset),
+        cmocka_unit_test_teardown(a_wait_that_finds_the_lock_free_by_a_look_says_so, reset),
+        cmocka_unit_test_teardown(forget_ends_the_hold_once, reset),
+        cmocka_unit_test_teardown(a_renewal_round_reports_its_locks_and_the_lease_left, reset),
+        cmocka_unit_test_teardown(a_lease_lost_behind_the_holders_back_ends_its_hold_once,
+                                  reset),
+        cmocka_unit_test_teardown(a_stalled_node_is_one_timeout_event, reset),
+        cmocka_unit_test_teardown(a_round_on_a_stalled_node_reports_its_failure_and_the_timeout,
+                                  reset),
+        cmocka_unit_test_teardown(a_node_that_refuses_the_connection_is_one_connect_failure,
+                                  reset),
+        cmocka_unit_test_teardown(a_server_out_of_memory_is_one_refusal, reset),
+        cmocka_unit_test_teardown(an_unknown_observer_version_is_refused, reset),
+        cmocka_unit_test_teardown(stats_refuse_a_short_struct, reset),
+    };
+    return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
+}
