@@ -92,8 +92,8 @@ typedef struct dlock__backend {
      * are then as acquire's below. watch: be woken by a release
      * (the waiter record's wake hook, waiter.h): DLOCK_OK if watched, and
      * unwatch ends it (Redis's watch still blocks until the node confirms
-     * the subscription, as its try still blocks for the attempt: stage
-     * 4a). leave: a waiter that gives up leaves the store's
+     * the subscription: stage 4a; its try is a chain of fan-outs on
+     * op->loop, attempt.h). leave: a waiter that gives up leaves the store's
      * waiter list, best effort, within timeout_ms. try NULL: the backend
      * waits its own way in acquire (etcd, and Redis's fair kinds for
      * now). */

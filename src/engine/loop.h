@@ -21,7 +21,22 @@
  *   - A record is registered with one loop at a time; clear it before
  *     handing it to another. Clearing a record that is not set does
  *     nothing.
- *   - Only wake() may be called from another thread. */
+ *   - Only wake() may be called from another thread.
+ *
+ * One optional capability, on the record's side: an io record may offer
+ * `alone`, a way to wait for its fd without the loop's poll(). A loop
+ * that can (the poll loop) calls it instead of poll() when that record
+ * is the only one it watches, nothing is deferred, no other thread can
+ * wake it, and until_ns is when the loop next has to run something else
+ * (its first timer, or its run's end). The owner then either declines
+ * (0: the loop polls as usual) or waits itself, in one blocking system
+ * call that ends by until_ns, runs what its ready() would have run, and
+ * returns 1. A loop that cannot (an application's libuv or libevent
+ * adapter) never calls it: leaving it NULL, or ignoring it, changes no
+ * outcome, only the number of system calls. The Redis fan-out offers it
+ * for one plain socket awaiting one reply: one recv() with the socket's
+ * receive timeout instead of poll() + recv() (S1's 5 system calls,
+ * docs/design.md). */
 #ifndef DLOCK_LOOP_H
 #define DLOCK_LOOP_H
 
@@ -49,6 +64,9 @@ typedef struct dlock__io {
     unsigned want; /* DLOCK__IO_READ | DLOCK__IO_WRITE: what the owner waits for now */
     /* events: the wanted ones that happened, and DLOCK__IO_ERROR */
     void (*ready)(struct dlock__io *io, unsigned events);
+    /* Optional (above): 1 if it waited and ran its step itself, 0 to be
+     * polled. NULL: never. */
+    int (*alone)(struct dlock__io *io, int64_t until_ns);
     dlock__loop_link link;
 } dlock__io;
 

@@ -226,6 +226,9 @@ static int poll_and_dispatch(dlock__loop_poll *lp, int64_t deadline_ns, int (*do
     if (!list_empty(&lp->timers))
         until = DLOCK__MIN(until, TIMER_OF(lp->timers.next)->due_ns);
     int ms = list_empty(&lp->deferred) ? dlock__ms_until(until) : 0;
+    if (n == 1 && lp->n_ios == 1 && nfds == 1 && ms != 0 && lp->turn[0]->alone &&
+        lp->turn[0]->alone(lp->turn[0], until))
+        return done(arg); /* the record waited by itself (loop.h) */
     lp->n_turn = n;
     int got = poll(lp->pfd, nfds, ms);
     if (got < 0 && errno != EINTR)
@@ -291,6 +294,8 @@ static void flag_ready(dlock__io *io, unsigned events)
     dlock__fd_flag *f = DLOCK__OWNER(io, dlock__fd_flag, io);
     f->raised = 1;
     dlock__io_clear(f->loop, io);
+    if (f->on_raise)
+        f->on_raise(f);
 }
 
 int dlock__fd_flag_watch(dlock__loop *l, dlock__fd_flag *f, int fd)

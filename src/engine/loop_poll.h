@@ -47,19 +47,24 @@ void dlock__loop_poll_close(dlock__loop_poll *lp);
  * callback. INT64_MAX: no deadline. A turn runs the callbacks deferred
  * before it, waits in poll() until an fd is ready, the first timer is due
  * or the deadline, then runs the ready fds' callbacks and the due timers'
- * in due order. */
+ * in due order. The poll() is left to a lone io record that offers to
+ * wait by itself (loop.h, `alone`). */
 int dlock__loop_poll_run(dlock__loop_poll *lp, int (*done)(void *arg), void *arg,
                          int64_t deadline_ns);
 
 /* A flag raised when an fd turns readable: the cancel pipe of a waiting
- * call, as an io record. Once raised it stops watching. */
+ * call, as an io record. Once raised it stops watching, then calls
+ * on_raise if set (a request on a loop it does not turn learns of the
+ * cancel that way). */
 typedef struct dlock__fd_flag {
     dlock__io io;
     dlock__loop *loop;
     int raised;
+    void (*on_raise)(struct dlock__fd_flag *f);
 } dlock__fd_flag;
 
-/* Watch fd (< 0: never raised). Returns as io_set does. */
+/* Watch fd (< 0: never raised); on_raise starts NULL. Returns as io_set
+ * does. */
 int dlock__fd_flag_watch(dlock__loop *l, dlock__fd_flag *f, int fd);
 void dlock__fd_flag_clear(dlock__loop *l, dlock__fd_flag *f);
 

@@ -7,9 +7,57 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "fanout_run.h"
+#include "first_try.h"
+#include "kind_steps.h"
+#include "loop.h"
+#include "quorum.h"
+#include "release.h"
 
-/* One attempt (backend.h, attempt). *retry is set when waiting longer
- * could help. */
+/* One attempt as a request on a loop: a chain of fan-outs on that loop,
+ * each step started from the one before's completion:
+ *
+ *   settle (resend a pending release; counted: send a pending undo)
+ *     --> the attempt (the kind's script, or the raw first try)
+ *     --> grant: fence sync (Redlock, counters out of step) --> done
+ *     --> refused, lost or cancelled: undo (send the undo or release;
+ *         queue it behind a timed-out or cancelled node: sent, not
+ *         waited for) --> done
+ *
+ * The verdict is what dlock__attempt() returns (rc, retry), with the
+ * handle's holder_ttl_ms, look_ms and split_vote as it leaves them. A
+ * waiting acquire's cancel (the handle's cancel pipe, watched by each
+ * fan-out on the loop) ends it at once, as there. */
+typedef struct dlock__attempt_req {
+    dlock_lock *l;
+    dlock__loop *loop;
+    void (*done)(struct dlock__attempt_req *r); /* once, from the loop */
+    int rc, retry;
+    /* the chain's own */
+    int starting, counted, fresh, behind;
+    uint64_t seq_no;
+    int64_t lease_end;
+    dlock__tally t;  /* the attempt's votes */
+    dlock__tally t2; /* a step's after it: a resend, the fence sync, an undo */
+    dlock__step_args a;
+    dlock__req req;
+    dlock__fanout_opts fo;
+    dlock__release_run rel;
+    dlock__first_try_reqs raw;
+    uint8_t mask[DLOCK__MAX_NODES];
+    dlock__conn *kept[DLOCK__MAX_NODES];
+    void (*next)(struct dlock__attempt_req *r); /* after an undo's run */
+    dlock__timer defer; /* a verdict reached inside the start */
+    dlock__fan fan;     /* one step's run at a time */
+} dlock__attempt_req;
+
+/* Start an attempt of l on loop; done(r) follows from the loop, exactly
+ * once, never inside this call. r must stay put until then. */
+void dlock__attempt_start(dlock__attempt_req *r, dlock_lock *l, dlock__loop *loop,
+                          void (*done)(dlock__attempt_req *r));
+
+/* One attempt (backend.h, attempt): dlock__attempt_start on a private
+ * loop. *retry is set when waiting longer could help. */
 int dlock__attempt(dlock_lock *l, int *retry);
 
 /* Counted kinds: send the undo of the pending attempt to the nodes that
@@ -17,5 +65,16 @@ int dlock__attempt(dlock_lock *l, int *retry);
  * when cancel_fd (a waiting acquire's cancel pipe; -1: none) became
  * readable first: the undo then runs unheard. */
 int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
+
+/* The chain's steps across files (attempt.c, attempt_settle.c). */
+void dlock__attempt_settle(dlock__attempt_req *r);
+void dlock__attempt_try(dlock__attempt_req *r);
+void dlock__attempt_end(dlock__attempt_req *r, int rc);
+/* The undo request of counted attempt seq_no (allocates nothing). */
+dlock__req dlock__attempt_undo_req(dlock_lock *l, uint64_t seq_no, dlock__step_args *a);
+/* Start an undo of l->undo_seq to the nodes in l->undo_nodes on r's fan;
+ * then(r) follows with l->undo_pending updated. */
+void dlock__attempt_send_undo(dlock__attempt_req *r, int64_t timeout_ms, int cancel_fd,
+                              void (*then)(dlock__attempt_req *r));
 
 #endif

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Send the same pipelined commands to every node of a client in parallel and
  * collect the replies as they arrive, from the calling thread (non-blocking
- * sockets on a private loop per call, fanout_run.h; no helper threads). The caller decides from each reply
+ * sockets on a loop; no helper threads). These blocking calls turn a private
+ * loop per call; a request starts the same run on its own loop
+ * (dlock__fan_start, fanout_run.h). The caller decides from each reply
  * whether it has heard enough (a Redlock majority, say) and can stop early;
  * slow nodes are not waited for, their late replies are discarded when their
  * connection is next used. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The fan-out run (fanout_run.h): its slots' routing, steps, deadlines,
- * grace and cancel, on the run's private loop. */
+ * grace and cancel, on the loop it is started on, and its end. */
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +32,8 @@ static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
 }
 
 static void slot_due(dlock__timer *t);
+static void run_check(fan *f);
+static int slot_alone(dlock__io *io, int64_t until_ns);
 
 /* The slot's io record and timer follow its connection and deadline; a
  * slot that is no longer LIVE leaves the loop. Only a record's first
@@ -39,7 +41,7 @@ static void slot_due(dlock__timer *t);
  * handles. */
 static int slot_arm(fan *f, slot *s)
 {
-    dlock__loop *l = &f->lp.loop;
+    dlock__loop *l = f->loop;
     if (s->state == SLOT_DISCOVERING && f->graced) {
         /* A discovery is not waited for past the grace (slot_due). */
         dlock__io_clear(l, &s->io);
@@ -122,7 +124,7 @@ static int discover(fan *f, slot *s)
     if (!s->disc && !(s->disc = dlock__calloc(1, sizeof *s->disc)))
         return DLOCK_ENOMEM;
     s->disc->arg = s;
-    int r = dlock__discover_start(s->disc, &f->client->nodes[s->node], s->cslot, &f->lp.loop,
+    int r = dlock__discover_start(s->disc, &f->client->nodes[s->node], s->cslot, f->loop,
                                   f->cap_ns, discovered);
     if (r == 1)
         s->state = SLOT_DISCOVERING;
@@ -200,19 +202,25 @@ static void slot_step(fan *f, slot *s, int rc, int was_connecting)
 static void slot_ready(dlock__io *io, unsigned events)
 {
     slot *s = DLOCK__OWNER(io, slot, io);
+    if (s->fan->ending) /* over at this turn: the rest is not heard */
+        return;
     int was_connecting = s->conn->state == DLOCK__CS_CONNECTING;
     short revents = (short)(((events & DLOCK__IO_READ) ? POLLIN : 0) |
                             ((events & DLOCK__IO_WRITE) ? POLLOUT : 0) |
                             ((events & DLOCK__IO_ERROR) ? POLLERR : 0));
     slot_step(s->fan, s, dlock__conn_io(s->conn, revents), was_connecting);
+    run_check(s->fan);
 }
 
 static void slot_due(dlock__timer *t)
 {
     slot *s = DLOCK__OWNER(t, slot, timer);
     fan *f = s->fan;
+    if (f->ending)
+        return;
     if (s->state != SLOT_DISCOVERING) {
         slot_step(f, s, DLOCK_OK, 0);
+        run_check(f);
         return;
     }
     /* The grace ended before the node's map or primary was learned. */
@@ -225,6 +233,7 @@ static void slot_due(dlock__timer *t)
     else
         (void)fail_node(f, s, DLOCK_EIO, SLOT_TIMED_OUT);
     (void)slot_arm(f, s);
+    run_check(f);
 }
 
 /* The slot has its connection (s->conn): queue the requests and push them
@@ -266,6 +275,7 @@ static void slot_send(fan *f, slot *s)
         return;
     }
     s->io.ready = slot_ready;
+    s->io.alone = slot_alone;
     s->timer.fire = slot_due;
     if (slot_arm(f, s) != DLOCK_OK) {
         dlock__conn_fail(s->conn, DLOCK_ENOMEM, "out of memory");
@@ -281,6 +291,8 @@ static void discovered(dlock__discover *d)
 {
     slot *s = d->arg;
     fan *f = s->fan;
+    if (f->ending)
+        return;
     if (s->relearn) {
         s->relearn = 0;
         f->stop = fail_node(f, s, relearned(s, d->rc), s->fail_to) && !f->graced;
@@ -301,6 +313,7 @@ static void discovered(dlock__discover *d)
     if (f->stop)
         f->stop = dlock__fan_begin_grace(f, dlock__now_ns());
     (void)slot_arm(f, s);
+    run_check(f);
 }
 
 /* ROUTING: check the node's connection out, or learn its Cluster map or
@@ -360,34 +373,26 @@ static int any_live(const fan *f)
     return 0;
 }
 
-/* The loop returns to run_drive when the run is over, cancelled, or down
- * to one slot that a blocking read serves. */
-static int loop_done(void *arg)
+/* The loop offers the slot's socket to wait alone (loop.h): one node, one
+ * socket, nothing to cancel and nothing else due before the slot's
+ * deadline take one blocking recv() instead of poll() + read(). */
+static int slot_alone(dlock__io *io, int64_t until_ns)
 {
-    const fan *f = arg;
-    return f->stop || f->cancel.raised || !any_live(f) || lone_slot(f);
+    slot *s = DLOCK__OWNER(io, slot, io);
+    fan *f = s->fan;
+    if (f->ending || until_ns < s->deadline_ns || lone_slot(f) != s)
+        return 0;
+    slot_step(f, s, dlock__conn_read_blocking(s->conn, (int)f->io_ms), 0);
+    run_check(f);
+    return 1;
 }
 
-static void run_drive(fan *f)
+/* Cancelled: stop waiting now. What was sent may still run; the caller
+ * queues its undo behind it on the same connections
+ * (dlock__fanout_send_behind). A discovery is stopped (a flight of ours
+ * lands for its observers). */
+static void run_cancel(fan *f)
 {
-    while (!f->stop && !f->cancel.raised) {
-        slot *one = lone_slot(f);
-        if (one) {
-            /* One node, one socket, nothing to cancel: one blocking recv()
-             * instead of poll() + read(). */
-            slot_step(f, one, dlock__conn_read_blocking(one->conn, (int)f->io_ms), 0);
-            continue;
-        }
-        if (!any_live(f))
-            return;
-        dlock__loop_poll_run(&f->lp, loop_done, f, INT64_MAX);
-    }
-    if (!f->cancel.raised)
-        return;
-    /* Cancelled: stop waiting now. What was sent may still run; the caller
-     * queues its undo behind it on the same connections
-     * (dlock__fanout_send_behind). A discovery is stopped (a flight of
-     * ours lands for its observers). */
     for (size_t i = 0; i < f->n; i++)
         f->cut_live |= f->slots[i].state == SLOT_LIVE;
     for (size_t i = 0; i < f->n && !f->stop; i++) {
@@ -411,17 +416,18 @@ static void run_drive(fan *f)
 static void run_finish(fan *f)
 {
     int canceled = f->cancel.raised && f->cut_live;
-    dlock__fd_flag_clear(&f->lp.loop, &f->cancel);
+    dlock__fd_flag_clear(f->loop, &f->cancel);
     for (size_t i = 0; i < f->n; i++) {
         slot *s = &f->slots[i];
         if (s->disc) {
-            /* Stopped before the loop goes: a flight of ours lands. */
+            /* Stopped, off the loop: a flight of ours lands. */
             dlock__discover_stop(s->disc);
             dlock__free(s->disc);
             s->disc = NULL;
         }
+        dlock__io_clear(f->loop, &s->io);
+        dlock__timer_clear(f->loop, &s->timer);
     }
-    dlock__loop_poll_close(&f->lp);
     for (size_t i = 0; i < f->n; i++) {
         slot *s = &f->slots[i];
         dlock__conn *c = s->conn;
@@ -443,50 +449,118 @@ static void run_finish(fan *f)
     }
 }
 
+/* The run is over (fanout_run.h): after the cancel's reports, every
+ * connection is handed back, then done() runs. Always from the loop's
+ * next turn: a run that ends inside its start, or inside a discovery's
+ * callback (whose sub-request is freed here), ends after it returned. */
+static void run_end(dlock__timer *t)
+{
+    fan *f = DLOCK__OWNER(t, fan, fin);
+    if (f->cancel.raised)
+        run_cancel(f);
+    run_finish(f);
+    /* A cancel that found only discoveries cut nothing in flight: their
+     * slots failed (DLOCK_EIO, nothing sent), and the caller's wait
+     * consumes the cancel as it did when discovery came first. */
+    f->rc = f->cancel.raised && f->cut_live ? DLOCK_ECANCELED : DLOCK_OK;
+    f->done(f);
+}
+
+/* After every step: a run that is over (stopped, cancelled, or nothing
+ * left to wait for) ends at the loop's next turn, and hears nothing more
+ * meanwhile (f->ending). */
+static void run_check(fan *f)
+{
+    if (f->ending || !(f->stop || f->cancel.raised || !any_live(f)))
+        return;
+    f->ending = 1;
+    f->fin.fire = run_end;
+    dlock__defer(f->loop, &f->fin);
+}
+
+static void cancel_raised(dlock__fd_flag *flag)
+{
+    run_check(DLOCK__OWNER(flag, fan, cancel));
+}
+
+void dlock__fan_init(fan *f, struct dlock_client *client, const dlock__req *reqs,
+                     uint32_t nreqs, const dlock__fanout_opts *o, dlock__on_reply cb, void *arg)
+{
+    memset(f, 0, offsetof(fan, slots)); /* only the first n slots are used */
+    f->client = client;
+    f->reqs = reqs;
+    f->nreqs = nreqs;
+    f->o = o;
+    f->cancel_fd = -1;
+    f->cb = cb;
+    f->arg = arg;
+    f->n = client->n_nodes;
+    memset(f->slots, 0, f->n * sizeof *f->slots);
+}
+
+void dlock__fan_start(fan *f, dlock__loop *l, void (*done)(fan *f))
+{
+    struct dlock_client *client = f->client;
+    const dlock__fanout_opts *o = f->o;
+    f->loop = l;
+    f->done = done;
+    f->cap_ns = o->deadline_ns;
+    f->connect_ms = client->opts.connect_timeout_ms;
+    /* A WAIT may hold the reply back for its whole timeout. */
+    f->io_ms = o->io_timeout_ms;
+    for (uint32_t j = 0; j < f->nreqs; j++)
+        if (dlock__fanout_wants_acks(client, &f->reqs[j])) {
+            f->io_ms += client->opts.min_replicas_timeout_ms;
+            break;
+        }
+    /* Before the slots' records: on a loop that turns records in the
+     * order they were set (the poll loop), a cancel is seen before the
+     * replies of the same turn. An empty private loop has room for it. */
+    (void)dlock__fd_flag_watch(l, &f->cancel, f->cancel_fd);
+    f->cancel.on_raise = cancel_raised;
+    for (size_t i = 0; i < f->n && !f->stop; i++) {
+        f->slots[i].fan = f;
+        f->slots[i].node = i;
+        if (!o->only || o->only[i])
+            slot_route(f, &f->slots[i]);
+    }
+    /* A failure while routing that stops the run stops it at once. */
+    run_check(f);
+}
+
+/* ---- the blocking calls: a private loop turned until the run is done ---- */
+
+typedef struct blocking_run {
+    fan f;
+    int over;
+} blocking_run;
+
+static void blocking_done(fan *f)
+{
+    DLOCK__OWNER(f, blocking_run, f)->over = 1;
+}
+
+static int blocking_over(void *arg)
+{
+    return ((blocking_run *)arg)->over;
+}
+
 static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nreqs,
                const dlock__fanout_opts *o, int cancel_fd, dlock__conn **kept,
                int keep_timed_out, dlock__on_reply cb, void *arg)
 {
-    fan f;
-    memset(&f, 0, offsetof(fan, slots)); /* only the first n slots are used */
-    f.client = client;
-    f.reqs = reqs;
-    f.nreqs = nreqs;
-    f.o = o;
-    f.cancel_fd = cancel_fd;
-    f.kept = kept;
-    f.keep_timed_out = keep_timed_out;
-    f.cb = cb;
-    f.arg = arg;
-    f.n = client->n_nodes;
-    f.cap_ns = o->deadline_ns;
-    f.connect_ms = client->opts.connect_timeout_ms;
-    /* A WAIT may hold the reply back for its whole timeout. */
-    f.io_ms = o->io_timeout_ms;
-    for (uint32_t j = 0; j < nreqs; j++)
-        if (dlock__fanout_wants_acks(client, &reqs[j])) {
-            f.io_ms += client->opts.min_replicas_timeout_ms;
-            break;
-        }
-    memset(f.slots, 0, f.n * sizeof *f.slots);
-    dlock__loop_poll_init(&f.lp);
-    /* First in the loop's list: a cancel is seen before the replies of the
-     * same turn. An empty loop has room for it. */
-    (void)dlock__fd_flag_watch(&f.lp.loop, &f.cancel, cancel_fd);
-    for (size_t i = 0; i < f.n && !f.stop; i++) {
-        f.slots[i].fan = &f;
-        f.slots[i].node = i;
-        if (!o->only || o->only[i])
-            slot_route(&f, &f.slots[i]);
-    }
-    /* A failure while routing that stops the run stops it at once. */
-    if (!f.stop)
-        run_drive(&f);
-    run_finish(&f);
-    /* A cancel that found only discoveries cut nothing in flight: their
-     * slots failed (DLOCK_EIO, nothing sent), and the caller's wait
-     * consumes the cancel as it did when discovery came first. */
-    return f.cancel.raised && f.cut_live ? DLOCK_ECANCELED : DLOCK_OK;
+    blocking_run b;
+    dlock__loop_poll lp;
+    dlock__loop_poll_init(&lp);
+    dlock__fan_init(&b.f, client, reqs, nreqs, o, cb, arg);
+    b.f.cancel_fd = cancel_fd;
+    b.f.kept = kept;
+    b.f.keep_timed_out = keep_timed_out;
+    b.over = 0;
+    dlock__fan_start(&b.f, &lp.loop, blocking_done);
+    dlock__loop_poll_run(&lp, blocking_over, &b, INT64_MAX);
+    dlock__loop_poll_close(&lp);
+    return b.f.rc;
 }
 
 int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A fan-out run: one slot per selected node, each a small state machine
- * driven by the run's private loop (loop_poll.h), never by a wait of its
- * own:
+/* A fan-out run: a request on a loop (loop.h) that the caller owns, the
+ * blocking dlock__fanout*() calls' private loop (loop_poll.h) or a
+ * request's: dlock__fan_start() routes the slots, and done() is called
+ * once, from the loop, never inside the start, when the run is over (the
+ * callback stopped it, the cancel fd turned readable, or no slot waits
+ * any more), after every connection went back to its pool or to kept[].
+ * One slot per selected node, each a small state machine driven by the
+ * loop, never by a wait of its own:
  *
  *   ROUTING --checkout, requests queued--> LIVE --every reply--> ANSWERED
  *   ROUTING --map or primary unknown--> DISCOVERING --learned--> LIVE
@@ -23,8 +28,9 @@
  * deadline: the connect or I/O timeout, capped by the run's deadline and,
  * once the callback decided, by the grace. The cancel fd is one more io
  * record, set first so that a cancel is seen before any reply of the same
- * turn. One node with one plain socket and nothing to cancel skips the
- * loop: one blocking recv() (conn_wait.c). */
+ * turn. One node with one plain socket and nothing to cancel offers its
+ * io record to wait alone (loop.h): on a poll loop with nothing else to
+ * do it is one blocking recv() (conn_wait.c) instead of poll() + recv(). */
 #ifndef DLOCK_FANOUT_RUN_H
 #define DLOCK_FANOUT_RUN_H
 
@@ -35,6 +41,7 @@
 #include "conn.h"
 #include "discover.h"
 #include "fanout.h"
+#include "loop.h"
 #include "loop_poll.h"
 
 typedef enum {
@@ -83,16 +90,34 @@ typedef struct dlock__fan {
     int keep_timed_out;
     dlock__on_reply cb;
     void *arg;
+    void (*done)(struct dlock__fan *f); /* once, from the loop; rc set */
+    int rc;     /* DLOCK_OK, or DLOCK_ECANCELED (dlock__fanout_cancellable) */
     size_t n;
     int stop;   /* the callback (or a failure) ended the run */
     int graced; /* the callback decided; the grace runs */
     int cut_live; /* the cancel cut a LIVE slot short (else only discoveries) */
+    int ending;   /* over: done() is deferred to the loop's next turn */
     int64_t cap_ns; /* no slot waits past this */
     int64_t connect_ms, io_ms;
-    dlock__loop_poll lp;
+    dlock__loop *loop;
+    dlock__timer fin; /* the deferred end */
     dlock__fd_flag cancel;
     dlock__fan_slot slots[DLOCK__MAX_NODES]; /* only the first n are used */
 } dlock__fan;
+
+/* Set up a run of reqs with opts (both must outlive it) to the client's
+ * nodes, replies to cb. Then, before the start, the caller may set
+ * cancel_fd (default -1: none), kept (client->n_nodes entries, zeroed)
+ * and keep_timed_out, as dlock__fanout_cancellable and
+ * dlock__fanout_attempt describe them. */
+void dlock__fan_init(dlock__fan *f, struct dlock_client *client, const dlock__req *reqs,
+                     uint32_t nreqs, const dlock__fanout_opts *opts, dlock__on_reply cb,
+                     void *arg);
+
+/* Start the run on loop l; done(f) follows from the loop, exactly once,
+ * with f->rc as the blocking calls return it. f stays the caller's and
+ * must stay put until then; it may be freed or started again from done. */
+void dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__fan *f));
 
 static inline int64_t dlock__fan_after_ms(int64_t now, int64_t ms, int64_t cap)
 {

@@ -131,25 +131,30 @@ int dlock__first_try_is_raw(const dlock_lock *l)
            l->client->opts.min_replicas <= 0;
 }
 
-/* Send the first try's commands; SET ... GET only when every node takes it. */
-int dlock__first_try_send(dlock_lock *l, dlock__tally *t, const dlock__fanout_opts *fo,
-                          dlock__conn **kept)
+/* The first try's commands; SET ... GET only when every node takes it. */
+void dlock__first_try_prepare(dlock_lock *l, dlock__tally *t, dlock__first_try_reqs *q)
 {
-    dlock__first_try rt = {.t = t, .set_get = 1};
+    memset(&q->rt, 0, sizeof q->rt);
+    q->rt.t = t;
+    q->rt.set_get = 1;
     for (size_t i = 0; i < l->client->n_nodes; i++)
-        rt.set_get &= dlock__node_set_get(&l->client->nodes[i]);
+        q->rt.set_get &= dlock__node_set_get(&l->client->nodes[i]);
     const char *set[7] = {"SET", l->name, l->token, "NX", "PX", l->ttl_s, "GET"};
     size_t set_lens[7] = {3, l->name_len, l->token_len, 2, 2, l->ttl_s_len, 3};
-    const char *get[2] = {"GET", l->name}, *pttl[2] = {"PTTL", l->name};
-    size_t get_lens[2] = {3, l->name_len}, pttl_lens[2] = {4, l->name_len};
-    dlock__req raw[3] = {{.script = NULL, .numkeys = 0, .nargs = rt.set_get ? 7 : 6, .args = set,
-                          .arglens = set_lens},
-                         {.script = NULL, .numkeys = 0, .nargs = 2, .args = get,
-                          .arglens = get_lens},
-                         {.script = NULL, .numkeys = 0, .nargs = 2, .args = pttl,
-                          .arglens = pttl_lens}};
-    if (rt.set_get)
-        raw[1] = raw[2];
-    return dlock__fanout_attempt(l->client, raw, rt.set_get ? 2 : 3, fo, l->cancel_fd[0], kept,
-                                 dlock__first_try_reply, &rt);
+    memcpy(q->set, set, sizeof set);
+    memcpy(q->set_lens, set_lens, sizeof set_lens);
+    q->get[0] = "GET", q->pttl[0] = "PTTL";
+    q->get[1] = q->pttl[1] = l->name;
+    q->get_lens[0] = 3, q->pttl_lens[0] = 4;
+    q->get_lens[1] = q->pttl_lens[1] = l->name_len;
+    int sg = q->rt.set_get;
+    q->raw[0] = (dlock__req){.script = NULL, .numkeys = 0, .nargs = sg ? 7 : 6, .args = q->set,
+                             .arglens = q->set_lens};
+    q->raw[1] = (dlock__req){.script = NULL, .numkeys = 0, .nargs = 2, .args = q->get,
+                             .arglens = q->get_lens};
+    q->raw[2] = (dlock__req){.script = NULL, .numkeys = 0, .nargs = 2, .args = q->pttl,
+                             .arglens = q->pttl_lens};
+    if (sg)
+        q->raw[1] = q->raw[2];
+    q->n = sg ? 2 : 3;
 }

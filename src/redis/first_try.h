@@ -8,7 +8,7 @@
 #include "fanout.h"
 #include "quorum.h"
 
-/* One first try's state (dlock__first_try_send() keeps it on its stack). */
+/* One first try's state (in dlock__first_try_reqs). */
 enum { DLOCK__FT_DONE, DLOCK__FT_BUSY, DLOCK__FT_REFUSED };
 
 typedef struct dlock__first_try {
@@ -36,9 +36,19 @@ int dlock__first_try_reply(void *arg, size_t node, uint32_t idx, int err,
  * Cluster and without min_replicas. */
 int dlock__first_try_is_raw(const dlock_lock *l);
 
-/* Send it to every node and count the answers into t (the attempt's
- * tally, dlock__tally_answer()); what dlock__fanout_attempt() returns. */
-int dlock__first_try_send(dlock_lock *l, dlock__tally *t, const dlock__fanout_opts *fo,
-                          dlock__conn **kept);
+/* The first try's commands and state, for a fan-out with
+ * dlock__first_try_reply and &rt: they must outlive the run. */
+typedef struct dlock__first_try_reqs {
+    dlock__first_try rt;
+    const char *set[7], *get[2], *pttl[2];
+    size_t set_lens[7], get_lens[2], pttl_lens[2];
+    dlock__req raw[3];
+    uint32_t n;
+} dlock__first_try_reqs;
+
+/* Fill q for a try of l that counts its answers into t (the attempt's
+ * tally, dlock__tally_answer()); SET ... GET only when every node takes
+ * it. */
+void dlock__first_try_prepare(dlock_lock *l, dlock__tally *t, dlock__first_try_reqs *q);
 
 #endif

@@ -11,8 +11,8 @@
 #include "replies.h"
 
 
-static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
-                         int cancel_fd, dlock__tally *t)
+void dlock__release_prepare(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
+                            dlock__release_run *r, dlock__tally *t)
 {
     /* An undo publishes no wake-up: it frees only keys of this attempt,
      * which no waiter counts on, and its message would wake this very
@@ -20,17 +20,22 @@ static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms,
      * storm while the lock is held on a majority but not on every node
      * (issue 15). */
     int queued = l->kind->wait == DLOCK__WAIT_QUEUE;
-    dlock__step_args a;
-    dlock__req req;
     dlock__step_in in = {.wake = !undo && (l->client->opts.wakeups || queued)};
-    (void)dlock__step_req(l, DLOCK__STEP_RELEASE, &in, &a, &req); /* allocates nothing */
-    dlock__fanout_opts fo = {.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX, .only = mask,
-                             .grace_ms = DLOCK__DECIDED_GRACE_MS};
+    (void)dlock__step_req(l, DLOCK__STEP_RELEASE, &in, &r->a, &r->req); /* allocates nothing */
+    r->fo = (dlock__fanout_opts){.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX,
+                                 .only = mask, .grace_ms = DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);
     t->quiet = undo;
+}
+
+static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
+                         int cancel_fd, dlock__tally *t)
+{
+    dlock__release_run r;
+    dlock__release_prepare(l, mask, timeout_ms, undo, &r, t);
     /* A cancel leaves what was sent to run unheard: it stays pending. */
-    if (dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL, dlock__owner_cb, t) ==
-        DLOCK_ENOMEM)
+    if (dlock__fanout_cancellable(l->client, &r.req, 1, &r.fo, cancel_fd, NULL, dlock__owner_cb,
+                                  t) == DLOCK_ENOMEM)
         dlock__tally_error(t, 0, DLOCK_ENOMEM, "");
 }
 
@@ -51,6 +56,21 @@ void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uin
     }
 }
 
+int dlock__flush_release_next(dlock_lock *l, const dlock__tally *t, const uint8_t *mask)
+{
+    dlock__note_release_pending(l, t, mask);
+    if (l->rel_pending)
+        return 0;
+    if (l->rel_extra) {
+        l->rel_seq = dlock__lock_next_op_no();
+        l->rel_n = l->rel_extra;
+        l->rel_extra = 0;
+        memset(l->rel_nodes, 1, sizeof l->rel_nodes);
+        l->rel_pending = 1;
+    }
+    return l->rel_pending;
+}
+
 int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
 {
     while (l->rel_pending) {
@@ -58,18 +78,10 @@ int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
         memcpy(mask, l->rel_nodes, sizeof mask);
         dlock__tally t;
         send_release(l, mask, timeout_ms, 1, cancel_fd, &t);
-        dlock__note_release_pending(l, &t, mask);
-        if (l->rel_pending)
-            return 1;
-        if (l->rel_extra) {
-            l->rel_seq = dlock__lock_next_op_no();
-            l->rel_n = l->rel_extra;
-            l->rel_extra = 0;
-            memset(l->rel_nodes, 1, sizeof l->rel_nodes);
-            l->rel_pending = 1;
-        }
+        if (!dlock__flush_release_next(l, &t, mask))
+            break;
     }
-    return 0;
+    return l->rel_pending;
 }
 
 int dlock__release_hold(dlock_lock *l)

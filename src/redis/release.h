@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "fanout.h"
+#include "kind_steps.h"
 #include "quorum.h"
 
 /* Send the kind's release script for the current token to the nodes in
@@ -17,6 +18,18 @@
 void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
                          dlock__tally *t);
 
+/* A release request's parts, for a fan-out with dlock__owner_cb and t
+ * (they must outlive the run). */
+typedef struct dlock__release_run {
+    dlock__step_args a;
+    dlock__req req;
+    dlock__fanout_opts fo;
+} dlock__release_run;
+
+/* Fill r and init t as dlock__send_release() sends its request. */
+void dlock__release_prepare(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
+                            dlock__release_run *r, dlock__tally *t);
+
 /* Note which nodes have not answered the release just sent. */
 void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
 
@@ -25,6 +38,10 @@ void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uin
  * not answered, also when cancel_fd (a waiting acquire's cancel pipe; -1:
  * none) became readable first: the resend then runs unheard. */
 int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
+/* One resend of the pending release (to mask, answered in t) is over:
+ * note it; 1 when another is to be sent (the holds dropped after it), 0
+ * when nothing is pending or some node has not answered. */
+int dlock__flush_release_next(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
 
 /* Backend operations (backend.h). */
 int dlock__release_hold(dlock_lock *l);

@@ -114,24 +114,39 @@ void dlock__wait_leave(dlock_lock *l, int64_t timeout_ms)
     (void)dlock__fanout(l->client, &req, 1, &fo, dlock__ignore_cb, NULL);
 }
 
-static void try_answered(dlock__timer *t)
+/* A try in flight: the attempt's chain and the op it answers. Made for
+ * the try and freed when it answers, not kept with the handle: it holds a
+ * fan-out's slots for every node. */
+typedef struct try_req {
+    dlock__attempt_req r;
+    dlock__op *op;
+} try_req;
+
+static void try_answered(dlock__attempt_req *r)
 {
-    dlock__op_complete(DLOCK__OWNER(t, dlock__op, defer));
+    try_req *q = DLOCK__OWNER(r, try_req, r);
+    dlock__op *op = q->op;
+    dlock_lock *l = r->l;
+    op->v.code = r->rc;
+    op->v.flags = (r->retry ? DLOCK__V_RETRY : 0u) | (l->split_vote ? DLOCK__V_SPLIT : 0u);
+    op->v.holder_ttl_ms = l->holder_ttl_ms;
+    op->v.look_ms = l->look_ms;
+    dlock__free(q);
+    dlock__op_complete(op);
 }
 
 int dlock__wait_try(dlock_lock *l, dlock__op *op)
 {
-    /* Stage 4a of docs/dev/engine-plan.md: the attempt is still one
-     * blocking exchange inside (the fan-out turns a private loop of its
-     * own; a cancel stops it through the cancel pipe), and its verdict
-     * completes through the op's loop at its next turn. */
-    int retry = 0;
-    op->v.code = dlock__attempt(l, &retry);
-    op->v.flags = (retry ? DLOCK__V_RETRY : 0u) | (l->split_vote ? DLOCK__V_SPLIT : 0u);
-    op->v.holder_ttl_ms = l->holder_ttl_ms;
-    op->v.look_ms = l->look_ms;
-    op->defer.fire = try_answered;
-    dlock__defer(op->loop, &op->defer);
+    /* The attempt is a chain of fan-outs on op->loop (attempt.h): the
+     * engine's wait no longer blocks inside its try. A cancel ends it at
+     * once: each fan-out watches the handle's cancel pipe on that loop. */
+    try_req *q = dlock__malloc(sizeof *q);
+    if (!q) {
+        dlock__err_set(&l->err, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    q->op = op;
+    dlock__attempt_start(&q->r, l, op->loop, try_answered);
     return DLOCK_OK;
 }
 

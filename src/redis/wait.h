@@ -12,8 +12,9 @@
 #include "common.h"
 #include "op.h"
 
-/* The backend's try (backend.h): one attempt (attempt.c), its verdict
- * completed through op->loop. Always DLOCK_OK. */
+/* The backend's try (backend.h): one attempt (attempt.h's chain) on
+ * op->loop, its verdict completed from that loop. DLOCK_OK, or
+ * DLOCK_ENOMEM (the handle's message set) and no completion. */
 int dlock__wait_try(dlock_lock *l, dlock__op *op);
 /* The backend's leave (backend.h): a listed waiter that gives up leaves
  * the waiter list (wq_leave.lua), best effort, within timeout_ms. */

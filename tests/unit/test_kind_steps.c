@@ -36,6 +36,8 @@
 #include "dlock.h"
 #include "fair.h"
 #include "fanout.h"
+#include "fanout_run.h"
+#include "kind_steps.h"
 #include "fsm.h"
 #include "handle.h"
 #include "kind_steps.h"
@@ -196,6 +198,33 @@ int __wrap_dlock__fanout_attempt(struct dlock_client *client, const dlock__req *
         return DLOCK_ECANCELED;
     answer(client, nreqs, opts->only, cb, arg);
     return DLOCK_OK;
+}
+
+/* A run started on a loop (the attempt's chain, attempt.h) is recorded
+ * under the name of the blocking call that sent it before the chain:
+ * the attempt's own as "attempt", the fence sync as "fanout", a release
+ * or undo as "cancellable". It completes at the loop's next turn. */
+static void fan_answered(dlock__timer *t)
+{
+    dlock__fan *f = DLOCK__OWNER(t, dlock__fan, fin);
+    f->done(f);
+}
+
+void __wrap_dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__fan *f));
+void __wrap_dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__fan *f))
+{
+    const char *via = f->keep_timed_out          ? "attempt"
+                      : f->cb == dlock__fence_cb ? "fanout"
+                                                 : "cancellable";
+    record(via, f->reqs, f->nreqs);
+    f->rc = DLOCK_OK;
+    if (mode == CANCEL && strcmp(via, "fanout") != 0)
+        f->rc = DLOCK_ECANCELED;
+    else
+        answer(f->client, f->nreqs, f->o->only, f->cb, f->arg);
+    f->done = done;
+    f->fin.fire = fan_answered;
+    dlock__defer(l, &f->fin);
 }
 
 void __wrap_dlock__fanout_send_behind(struct dlock_client *client, struct dlock__conn **kept,

@@ -289,6 +289,90 @@ static void io_readiness_on_a_socketpair_and_clearing_inside_the_callback(void *
     close(sw[1]);
 }
 
+/* A reader that offers to wait alone (loop.h): it records what it was
+ * offered and, when it accepts, reads its byte with a blocking read. */
+typedef struct loner {
+    reader r;
+    int offers, accept;
+    int64_t until_ns;
+} loner;
+
+static int loner_alone(dlock__io *io, int64_t until_ns)
+{
+    loner *o = DLOCK__OWNER(io, loner, r.io);
+    o->offers++;
+    o->until_ns = until_ns;
+    if (!o->accept)
+        return 0;
+    ssize_t k = read(io->fd, o->r.got + o->r.n, 1); /* blocks: the fd is blocking */
+    if (k > 0)
+        o->r.n += (size_t)k;
+    return 1;
+}
+
+static int reader_has_one(void *arg)
+{
+    return ((reader *)arg)->n >= 1;
+}
+
+static void a_lone_record_that_offers_waits_alone_and_only_then(void **state)
+{
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    dlock__loop_poll lp;
+    dlock__loop_poll_init(&lp);
+    loner o;
+    memset(&o, 0, sizeof o);
+    reader_init(&o.r, &lp, sv[0], DLOCK__IO_READ);
+    o.r.io.alone = loner_alone;
+    o.accept = 1;
+    assert_int_equal(dlock__io_set(&lp.loop, &o.r.io), DLOCK_OK);
+    assert_int_equal(write(sv[1], "a", 1), 1);
+    /* the only record: offered, with the run's end as the next thing due */
+    int64_t end = dlock__now_ns() + 5000 * MS;
+    assert_int_equal(dlock__loop_poll_run(&lp, reader_has_one, &o.r, end), 1);
+    assert_int_equal(o.offers, 1);
+    assert_int_equal(o.until_ns, end);
+    assert_int_equal(o.r.events, 0); /* ready() never ran: it read by itself */
+
+    /* A timer due earlier is what until_ns says. */
+    rec_timer t;
+    tlog tl = {.want = 1};
+    rec_arm(&t, &lp, &tl, 'T', dlock__now_ns() + 1000 * MS);
+    o.r.n = 0;
+    assert_int_equal(write(sv[1], "b", 1), 1);
+    assert_int_equal(dlock__loop_poll_run(&lp, reader_has_one, &o.r, INT64_MAX), 1);
+    assert_int_equal(o.offers, 2);
+    assert_int_equal(o.until_ns, t.t.due_ns);
+    dlock__timer_clear(&lp.loop, &t.t);
+
+    /* Declined: polled as usual, ready() runs. */
+    o.accept = 0;
+    o.r.n = 0;
+    assert_int_equal(write(sv[1], "c", 1), 1);
+    assert_int_equal(dlock__loop_poll_run(&lp, reader_has_one, &o.r, INT64_MAX), 1);
+    assert_int_equal(o.offers, 3);
+    assert_int_equal(o.r.events, DLOCK__IO_READ);
+
+    /* With a second record (a cancel fd, say) it is never offered. */
+    int sw[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sw), 0);
+    reader other;
+    reader_init(&other, &lp, sw[0], DLOCK__IO_READ);
+    assert_int_equal(dlock__io_set(&lp.loop, &other.io), DLOCK_OK);
+    o.accept = 1;
+    o.r.n = 0;
+    assert_int_equal(write(sv[1], "d", 1), 1);
+    assert_int_equal(dlock__loop_poll_run(&lp, reader_has_one, &o.r, INT64_MAX), 1);
+    assert_int_equal(o.offers, 3);
+    dlock__loop_poll_close(&lp);
+    close(sv[0]);
+    close(sv[1]);
+    close(sw[0]);
+    close(sw[1]);
+}
+
 static void a_hang_up_is_reported_to_a_reader(void **state)
 {
     (void)state;
@@ -402,6 +486,7 @@ int main(void)
         cmocka_unit_test(a_callback_may_clear_a_due_timer_and_its_own),
         cmocka_unit_test(a_deferred_callback_never_runs_inside_the_call_that_deferred_it),
         cmocka_unit_test(io_readiness_on_a_socketpair_and_clearing_inside_the_callback),
+        cmocka_unit_test(a_lone_record_that_offers_waits_alone_and_only_then),
         cmocka_unit_test(a_hang_up_is_reported_to_a_reader),
         cmocka_unit_test(wake_from_another_thread_ends_the_wait),
         cmocka_unit_test(run_until_returns_at_the_deadline),

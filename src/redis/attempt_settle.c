@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The attempt's first step (attempt.h): what the handle's earlier
+ * operations left with an unknown outcome is settled before a new
+ * attempt; and the counted kinds' undo, blocking or as a step. */
+#include <string.h>
+
+#include "attempt.h"
+#include "client.h"
+#include "handle.h"
+#include "kinds.h"
+#include "release.h"
+#include "replies.h"
+
+typedef dlock__attempt_req att;
+#define ATT_OF(f) DLOCK__OWNER(f, att, fan)
+
+dlock__req dlock__attempt_undo_req(dlock_lock *l, uint64_t seq_no, dlock__step_args *a)
+{
+    dlock__req req;
+    dlock__step_in in = {.op_no = seq_no, .wake = l->client->opts.wakeups};
+    (void)dlock__step_req(l, DLOCK__STEP_UNDO, &in, a, &req); /* allocates nothing */
+    return req;
+}
+
+/* The undo was sent: pending while some node has not answered it. */
+static int undo_noted(dlock_lock *l)
+{
+    l->undo_pending = 0;
+    for (size_t i = 0; i < l->client->n_nodes; i++)
+        l->undo_pending |= l->undo_nodes[i];
+    return l->undo_pending;
+}
+
+int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
+{
+    dlock__step_args a;
+    dlock__req req = dlock__attempt_undo_req(l, l->undo_seq, &a);
+    uint8_t mask[DLOCK__MAX_NODES];
+    memcpy(mask, l->undo_nodes, sizeof mask);
+    dlock__fanout_opts fo = {.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX, .only = mask};
+    (void)dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL,
+                                    dlock__undo_cb, l->undo_nodes);
+    return undo_noted(l);
+}
+
+static void undo_sent(dlock__fan *f)
+{
+    att *r = ATT_OF(f);
+    undo_noted(r->l);
+    r->next(r);
+}
+
+void dlock__attempt_send_undo(att *r, int64_t timeout_ms, int cancel_fd, void (*then)(att *r))
+{
+    dlock_lock *l = r->l;
+    r->req = dlock__attempt_undo_req(l, l->undo_seq, &r->a);
+    memcpy(r->mask, l->undo_nodes, sizeof r->mask);
+    r->fo = (dlock__fanout_opts){.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX,
+                                 .only = r->mask};
+    r->next = then;
+    dlock__fan_init(&r->fan, l->client, &r->req, 1, &r->fo, dlock__undo_cb, l->undo_nodes);
+    r->fan.cancel_fd = cancel_fd;
+    dlock__fan_start(&r->fan, r->loop, undo_sent);
+}
+
+static int64_t settle_timeout_ms(const dlock_lock *l)
+{
+    return dlock__node_timeout_ms(l->client, l->opts.ttl_ms);
+}
+
+/* A cancel that came while a waiting acquire settled: used up, and the
+ * wait ends. A try (no cancel pipe) leaves it for the next wait. */
+static int settle_canceled(dlock_lock *l)
+{
+    if (l->cancel_fd[0] < 0 || !dlock__lock_use_cancel(l))
+        return DLOCK_OK;
+    dlock__err_set(&l->err, "cancelled while an earlier operation on \"%s\" was settled",
+                   l->name);
+    return DLOCK_ECANCELED;
+}
+
+/* Counted: the nodes have answered the pending undo, or not (then no new
+ * attempt: it could run before the old one's undo and leave the undo
+ * nothing it may take back). */
+static void undo_settled(att *r)
+{
+    dlock_lock *l = r->l;
+    if (!l->undo_pending) {
+        dlock__attempt_try(r);
+        return;
+    }
+    if (settle_canceled(l) != DLOCK_OK) {
+        dlock__attempt_end(r, DLOCK_ECANCELED);
+        return;
+    }
+    dlock__err_set(&l->err, "an earlier attempt on \"%s\" has an unknown outcome and "
+                   "its undo is not answered yet", l->name);
+    r->retry = 1;
+    dlock__attempt_end(r, DLOCK_EUNKNOWN);
+}
+
+static void settle_undo(att *r)
+{
+    dlock_lock *l = r->l;
+    /* A waiting acquire's cancel ends the wait here too, at once (issue
+     * 34): what was resent runs unheard and stays pending. */
+    if (l->undo_pending)
+        dlock__attempt_send_undo(r, settle_timeout_ms(l), l->cancel_fd[0], undo_settled);
+    else
+        dlock__attempt_try(r);
+}
+
+/* The pending release was resent (release.h, dlock__flush_release), and
+ * answered or not. */
+static void release_settled(att *r)
+{
+    dlock_lock *l = r->l;
+    if (!l->kind->counted) {
+        /* Cut short by a cancel: still pending, for the next acquire or
+         * free (before the token changes). Else, if the node still does
+         * not answer, the key ends with its TTL, as before. */
+        if (settle_canceled(l) != DLOCK_OK) {
+            dlock__attempt_end(r, DLOCK_ECANCELED);
+            return;
+        }
+        l->rel_pending = 0;
+        dlock__attempt_try(r);
+        return;
+    }
+    if (!l->rel_pending) {
+        settle_undo(r);
+        return;
+    }
+    if (settle_canceled(l) != DLOCK_OK) {
+        dlock__attempt_end(r, DLOCK_ECANCELED);
+        return;
+    }
+    /* A newer operation would make the old release's resend look stale:
+     * none before the node answered it. */
+    dlock__err_set(&l->err, "an earlier release of \"%s\" has an unknown outcome and "
+                   "is not answered yet", l->name);
+    r->retry = 1;
+    dlock__attempt_end(r, DLOCK_EUNKNOWN);
+}
+
+static void resend_release(att *r);
+
+static void release_resent(dlock__fan *f)
+{
+    att *r = ATT_OF(f);
+    if (dlock__flush_release_next(r->l, &r->t2, r->mask))
+        resend_release(r);
+    else
+        release_settled(r);
+}
+
+/* The last release's outcome was unknown: send it again with its token
+ * (compare-and-delete: harmless if it ran) before the token changes. */
+static void resend_release(att *r)
+{
+    dlock_lock *l = r->l;
+    memcpy(r->mask, l->rel_nodes, sizeof r->mask);
+    dlock__release_prepare(l, r->mask, settle_timeout_ms(l), 1, &r->rel, &r->t2);
+    dlock__fan_init(&r->fan, l->client, &r->rel.req, 1, &r->rel.fo, dlock__owner_cb, &r->t2);
+    /* A cancel leaves what was sent to run unheard: it stays pending. */
+    r->fan.cancel_fd = l->cancel_fd[0];
+    dlock__fan_start(&r->fan, r->loop, release_resent);
+}
+
+void dlock__attempt_settle(att *r)
+{
+    dlock_lock *l = r->l;
+    if (l->rel_pending)
+        resend_release(r);
+    else if (l->kind->counted)
+        settle_undo(r);
+    else
+        dlock__attempt_try(r);
+}
