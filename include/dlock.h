@@ -260,7 +260,8 @@ typedef enum dlock_hold_end {
 /** What a node or the topology did (dlock_node_event.what). */
 typedef enum dlock_node_what {
     /** A connection to the node could not be made (refused, unreachable,
-     *  TLS or authentication failed); error says which. */
+     *  TLS or authentication failed) or broke before the reply; error says
+     *  which. A cancel of the caller's own is no node event. */
     DLOCK_NODE_CONNECT_FAILED = 1,
     /** The node did not answer within the I/O timeout (or the connect
      *  timeout): a stalled or partitioned node. */

@@ -68,13 +68,14 @@ static void node_event(dlock__obs *o, dlock_node_what what, const char *node, in
     }
 }
 
-void dlock__stats_node_error(dlock__obs *o, const char *node, int code)
+void dlock__stats_node_error(dlock__obs *o, const char *node, int code, int timed_out)
 {
-    /* DLOCK_EUNKNOWN: sent, no reply in time. The server's own refusals
-     * (and a server not ready) are refusals; the rest (I/O, TLS,
-     * credentials) failed to connect or lost the connection. */
+    /* A timeout (of the connect or of a reply) says the node is stalled
+     * or cut off; the server's own refusals (and a server not ready) are
+     * refusals; the rest (I/O, TLS, credentials) failed to connect or lost
+     * the connection. */
     dlock_node_what what = DLOCK_NODE_CONNECT_FAILED;
-    if (code == DLOCK_EUNKNOWN)
+    if (timed_out)
         what = DLOCK_NODE_TIMEOUT;
     else if (code == DLOCK_EREFUSED || code == DLOCK_EBUSY)
         what = DLOCK_NODE_REFUSED;

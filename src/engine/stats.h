@@ -63,8 +63,9 @@ void dlock__stats_record(dlock__hist *h, int64_t ns);
 
 /* A watchdog round is over (ev->size is set here). */
 void dlock__stats_renewal(dlock__obs *o, dlock_renewal_event *ev);
-/* A request to the node called `node` failed with error code `code`. */
-void dlock__stats_node_error(dlock__obs *o, const char *node, int code);
+/* A request to the node called `node` failed with error code `code`;
+ * timed_out: its connect or I/O timeout ran out. */
+void dlock__stats_node_error(dlock__obs *o, const char *node, int code, int timed_out);
 /* The node called `node` answered a request with an error reply that
  * refuses it (code: DLOCK_EREFUSED, DLOCK_EBUSY or DLOCK_EAUTH). */
 void dlock__stats_node_refused(dlock__obs *o, const char *node, int code);

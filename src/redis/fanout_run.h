@@ -127,7 +127,7 @@ static inline int64_t dlock__fan_after_ms(int64_t now, int64_t ms, int64_t cap)
     return d < cap ? d : cap;
 }
 
-/* fanout.c: the callback decided the run; start the grace (if the run
+/* fanout_run.c: the callback decided the run; start the grace (if the run
  * has one). Returns the run's new "stop". */
 int dlock__fan_begin_grace(dlock__fan *f, int64_t now);
 

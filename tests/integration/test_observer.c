@@ -467,6 +467,37 @@ static void a_node_that_refuses_the_connection_is_one_connect_failure(void **sta
     dlock_client_free(c);
 }
 
+static void *cancel_later(void *arg)
+{
+    usleep(150 * 1000);
+    dlock_lock_cancel(arg);
+    return NULL;
+}
+
+/* A cancel cuts the acquire's request to a stalled node short: the node
+ * did nothing wrong yet (its I/O timeout has not run out), so no node
+ * event. */
+static void a_cancel_is_no_node_event(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(2000);
+    dlock_lock *l = test_lock_new(c, "obs:cancel", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK); /* a pooled connection */
+    test_redis_pause(&test_srv);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cancel_later, l), 0);
+    int rc = dlock_lock_acquire(l, 10000);
+    pthread_join(t, NULL);
+    test_redis_resume(&test_srv);
+    assert_int_equal(rc, DLOCK_ECANCELED);
+    recorder r = seen();
+    assert_int_equal(r.n_node, 0);
+    assert_int_equal(stats_of(c).node_errors, 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void a_server_out_of_memory_is_one_refusal(void **state)
 {
     (void)state;
@@ -531,6 +562,7 @@ int main(void)
                                   reset),
         cmocka_unit_test_teardown(a_node_that_refuses_the_connection_is_one_connect_failure,
                                   reset),
+        cmocka_unit_test_teardown(a_cancel_is_no_node_event, reset),
         cmocka_unit_test_teardown(a_server_out_of_memory_is_one_refusal, reset),
         cmocka_unit_test_teardown(an_unknown_observer_version_is_refused, reset),
         cmocka_unit_test_teardown(stats_refuse_a_short_struct, reset),
