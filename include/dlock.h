@@ -244,7 +244,8 @@ typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
 /** How a hold ended (dlock_hold_event.how). */
 typedef enum dlock_hold_end {
-    /** dlock_lock_release() let go of the last hold; reason is 0. */
+    /** dlock_lock_release() let go of the last hold, or dlock_lock_free()
+     *  released a held handle (its answer not read); reason is 0. */
     DLOCK_HOLD_RELEASED = 1,
     /** The watchdog found the lock lost (on_lost runs next); reason is
      *  the dlock_lost_reason. */
@@ -299,7 +300,8 @@ typedef struct dlock_acquire_event {
 
 /** The end of a hold (dlock_observer.hold_end): once per hold, when the
  *  handle stops holding (not at each release of a counted lock that
- *  still holds). */
+ *  still holds). A set of names (dlock_lock_new_multi()) reports each of
+ *  its names' holds, never one of its own. */
 typedef struct dlock_hold_event {
     size_t size;
     const char *name;

@@ -371,6 +371,46 @@ static void a_lease_lost_behind_the_holders_back_ends_its_hold_once(void **state
     dlock_client_free(c);
 }
 
+/* A set is its names: the lost name ends its hold, the set adds none (a
+ * second end, with a hold time its handle never started, counted twice). */
+static void a_lost_name_of_a_set_ends_one_hold(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    const char *names[] = {"obs:set1", "obs:set2"};
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 600;
+    o.flags = DLOCK_AUTO_RENEW;
+    dlock_lock *set = NULL;
+    assert_int_equal(dlock_lock_new_multi(&set, c, names, 2, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    (void)test_cmd_int(&test_srv, "DEL %s", PREFIX "obs:set1");
+    assert_true(test_wait_for_state(set, DLOCK_STATE_LOST, 3000));
+    recorder r = seen();
+    assert_int_equal(r.n_hold, 1);
+    assert_string_equal(r.hold_name[0], "obs:set1");
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_LOST);
+    assert_true(r.hold[0].hold_ns < 10 * 1000000000LL);
+    assert_int_equal(stats_of(c).holds_lost, 1);
+    dlock_lock_free(set);
+    dlock_client_free(c);
+}
+
+/* dlock_lock_free() of a held handle releases it: that hold ends too. */
+static void freeing_a_held_handle_ends_its_hold(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:free", 5000, DLOCK_AUTO_RENEW, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    dlock_lock_free(l);
+    recorder r = seen();
+    assert_int_equal(r.n_hold, 1);
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_RELEASED);
+    assert_int_equal(stats_of(c).holds_released, 1);
+    dlock_client_free(c);
+}
+
 static void a_stalled_node_is_one_timeout_event(void **state)
 {
     (void)state;
@@ -526,6 +566,8 @@ int main(void)
         cmocka_unit_test_teardown(a_renewal_round_reports_its_locks_and_the_lease_left, reset),
         cmocka_unit_test_teardown(a_lease_lost_behind_the_holders_back_ends_its_hold_once,
                                   reset),
+        cmocka_unit_test_teardown(a_lost_name_of_a_set_ends_one_hold, reset),
+        cmocka_unit_test_teardown(freeing_a_held_handle_ends_its_hold, reset),
         cmocka_unit_test_teardown(a_stalled_node_is_one_timeout_event, reset),
         cmocka_unit_test_teardown(a_round_on_a_stalled_node_reports_its_failure_and_the_timeout,
                                   reset),
