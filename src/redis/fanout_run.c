@@ -92,7 +92,9 @@ static int fail_node(fan *f, slot *s, int err, slot_state to)
                          : s->disc && s->disc->err[0] ? s->disc->err
                                                       : "out of memory";
     s->state = to;
-    dlock__stats_node_error(&f->client->obs, f->client->nodes[s->node].name, err);
+    /* A cancel's cut is the caller's doing, not a node error. */
+    if (!f->cancel.raised)
+        dlock__stats_node_error(&f->client->obs, f->client->nodes[s->node].name, err);
     /* Replies arrive in request order, so the unanswered ones are the tail. */
     for (uint32_t j = s->answered; j < f->nreqs && !stop; j++)
         stop = f->cb(f->arg, s->node, j, err, NULL, detail, 0);

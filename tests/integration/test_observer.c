@@ -483,6 +483,37 @@ static void a_round_on_a_stalled_node_reports_its_failure_and_the_timeout(void *
     dlock_client_free(c);
 }
 
+static void *acquire_on(void *arg)
+{
+    static int rc;
+    rc = dlock_lock_acquire(arg, 10000);
+    return &rc;
+}
+
+/* A cancel ends the requests in flight: the caller's doing, not the
+ * node's, so no node error (its I/O timeout, 5 s, never came). */
+static void a_cancel_is_no_node_error(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(5000);
+    dlock_lock *l = test_lock_new(c, "obs:cancel", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* a pooled connection */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_redis_pause(&test_srv);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, acquire_on, l), 0);
+    usleep(300 * 1000);
+    dlock_lock_cancel(l);
+    void *rc;
+    assert_int_equal(pthread_join(t, &rc), 0);
+    test_redis_resume(&test_srv);
+    assert_int_equal(*(int *)rc, DLOCK_ECANCELED);
+    assert_int_equal(seen().n_node, 0);
+    assert_int_equal(stats_of(c).node_errors, 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void a_node_that_refuses_the_connection_is_one_connect_failure(void **state)
 {
     (void)state;
@@ -571,6 +602,7 @@ int main(void)
         cmocka_unit_test_teardown(a_stalled_node_is_one_timeout_event, reset),
         cmocka_unit_test_teardown(a_round_on_a_stalled_node_reports_its_failure_and_the_timeout,
                                   reset),
+        cmocka_unit_test_teardown(a_cancel_is_no_node_error, reset),
         cmocka_unit_test_teardown(a_node_that_refuses_the_connection_is_one_connect_failure,
                                   reset),
         cmocka_unit_test_teardown(a_server_out_of_memory_is_one_refusal, reset),
