@@ -74,6 +74,8 @@ void dlock__stats_node_error(dlock__obs *o, const char *node, int code)
      * (and a server not ready) are refusals; the rest (I/O, TLS,
      * credentials) failed to connect or lost the connection. */
     dlock_node_what what = DLOCK_NODE_CONNECT_FAILED;
+    if (code == DLOCK_ENOMEM) /* our memory ran out, not the node */
+        return;
     if (code == DLOCK_EUNKNOWN)
         what = DLOCK_NODE_TIMEOUT;
     else if (code == DLOCK_EREFUSED || code == DLOCK_EBUSY)
