@@ -351,7 +351,9 @@ typedef struct dlock_wakeup_event {
 
 /**
  * Callbacks a client calls on each event (dlock_client_options.observer).
- * Any of them may be NULL. The struct is copied by dlock_client_new().
+ * Any of them may be NULL. The struct is copied by dlock_client_new();
+ * what arg points to is not, and must stay valid until
+ * dlock_client_free() returns (a hook may run until then).
  * With no observer each event costs one NULL test.
  *
  * Threads: acquire_start, acquire_end and wakeup run on the thread that
