@@ -34,9 +34,14 @@ static void histogram(FILE *out, const char *name, const char *help, const dlock
         sum += h->bucket[i];
         fprintf(out, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, bounds_ms[i] / 1000.0, sum);
     }
-    fprintf(out, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
+    /* +Inf and _count from the buckets as well, not h->count: the
+     * snapshot is not taken at one instant, so under load h->count may
+     * lag the buckets, and an +Inf below the 60 s bucket is a histogram
+     * Prometheus cannot read. */
+    sum += h->bucket[DLOCK_STATS_BUCKETS - 1];
+    fprintf(out, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, sum);
     fprintf(out, "%s_sum %.6f\n", name, (double)h->sum_us / 1e6);
-    fprintf(out, "%s_count %" PRIu64 "\n", name, h->count);
+    fprintf(out, "%s_count %" PRIu64 "\n", name, sum);
 }
 
 static void print_metrics(FILE *out, const dlock_stats *s)

@@ -244,7 +244,8 @@ typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *arg);
 
 /** How a hold ended (dlock_hold_event.how). */
 typedef enum dlock_hold_end {
-    /** dlock_lock_release() let go of the last hold; reason is 0. */
+    /** dlock_lock_release() let go of the last hold, or dlock_lock_free()
+     *  released a held handle (its answer not read); reason is 0. */
     DLOCK_HOLD_RELEASED = 1,
     /** The watchdog found the lock lost (on_lost runs next); reason is
      *  the dlock_lost_reason. */
@@ -290,9 +291,11 @@ typedef struct dlock_acquire_event {
     int64_t wait_ms;     /**< the wait asked for: 0 a try, -1 for ever */
     /** From acquire_start to acquire_end (0 in acquire_start). */
     int64_t duration_ns;
-    /** Tries sent, 1 or more, where the engine drives the wait (plain,
-     *  counted, shared, semaphore, reentrant kinds); 0 where the store's
-     *  own wait does (fair mode, etcd) and does not count them. */
+    /** Tries sent where the engine drives the wait (plain, counted,
+     *  shared, semaphore, reentrant kinds): 0 when none was (a re-entry,
+     *  which renews; an acquire refused before its first try); 0 where
+     *  the store's own wait does (fair mode, etcd) and does not count
+     *  them. */
     unsigned attempts;
     /** DLOCK_OK, or the code the acquire returns (0 in acquire_start). */
     int result;
@@ -300,7 +303,8 @@ typedef struct dlock_acquire_event {
 
 /** The end of a hold (dlock_observer.hold_end): once per hold, when the
  *  handle stops holding (not at each release of a counted lock that
- *  still holds). */
+ *  still holds). A set of names (dlock_lock_new_multi()) reports each of
+ *  its names' holds, never one of its own. */
 typedef struct dlock_hold_event {
     size_t size;
     const char *name;
@@ -348,7 +352,9 @@ typedef struct dlock_wakeup_event {
 
 /**
  * Callbacks a client calls on each event (dlock_client_options.observer).
- * Any of them may be NULL. The struct is copied by dlock_client_new().
+ * Any of them may be NULL. The struct is copied by dlock_client_new();
+ * what arg points to is not, and must stay valid until
+ * dlock_client_free() returns (a hook may run until then).
  * With no observer each event costs one NULL test.
  *
  * Threads: acquire_start, acquire_end and wakeup run on the thread that

@@ -330,7 +330,9 @@ void dlock__engine_renew_lost(void *owner, int reason)
 {
     dlock_lock *l = owner;
     int was_held = dlock__fsm_fire(l, DLOCK__EV_LOST, 0) == DLOCK_STATE_HELD;
-    if (was_held)
+    /* A set's own handle tells nothing: its lost name just did, and the
+     * set never started a hold's clock (set.c takes its grants itself). */
+    if (was_held && !l->set)
         dlock__obs_hold_end(l, DLOCK_HOLD_LOST, reason);
     if (was_held && l->opts.on_lost)
         l->opts.on_lost(l, (dlock_lost_reason)reason, l->opts.on_lost_arg);
@@ -381,5 +383,11 @@ void dlock__engine_cancel(dlock_lock *l)
 void dlock__engine_let_go(dlock_lock *l)
 {
     renew_stop(l);
+    /* Read after the renewal stopped: a round in flight may have found it
+     * lost (and told so). A held handle's cleanup releases it: its hold
+     * ends here, as a release (the answer is not read). */
+    int held = dlock__lock_get_state(l) == DLOCK_STATE_HELD;
     l->backend->cleanup(l);
+    if (held)
+        dlock__obs_hold_end(l, DLOCK_HOLD_RELEASED, 0);
 }

@@ -75,6 +75,8 @@ void dlock__stats_node_error(dlock__obs *o, const char *node, int code, int time
      * refusals; the rest (I/O, TLS, credentials) failed to connect or lost
      * the connection. */
     dlock_node_what what = DLOCK_NODE_CONNECT_FAILED;
+    if (code == DLOCK_ENOMEM) /* our memory ran out, not the node */
+        return;
     if (timed_out)
         what = DLOCK_NODE_TIMEOUT;
     else if (code == DLOCK_EREFUSED || code == DLOCK_EBUSY)

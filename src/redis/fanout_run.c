@@ -94,8 +94,9 @@ static int fail_node(fan *f, slot *s, int err, slot_state to)
                          : s->disc && s->disc->err[0] ? s->disc->err
                                                       : "out of memory";
     s->state = to;
-    /* A cancel or our own lack of memory is not the node's doing. */
-    if (!f->cancel.raised && err != DLOCK_ENOMEM)
+    /* A cancel's cut is the caller's doing, not a node error (nor is our
+     * own ENOMEM: stats.c). */
+    if (!f->cancel.raised)
         dlock__stats_node_error(&f->client->obs, f->client->nodes[s->node].name, err,
                                 to == SLOT_TIMED_OUT);
     /* Replies arrive in request order, so the unanswered ones are the tail. */

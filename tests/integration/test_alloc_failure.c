@@ -8,7 +8,8 @@
  * failing. Each run must return a clean code (DLOCK_ENOMEM, or
  * DLOCK_ENOQUORUM when several nodes failed that way), leak nothing (ASan's
  * leak checker runs this in `make check`), and leave Redis consistent with
- * what the handle believes: no lock key behind a failed acquire.
+ * what the handle believes: no lock key behind a failed acquire. No run
+ * reports a node error for it (the memory was ours, not the node's).
  *
  * hiredis' own allocations are not covered: hiredis 0.14 has no allocator
  * hook, so only dlock's allocations (through dlock__malloc and friends)
@@ -24,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -113,9 +115,23 @@ static const char *urls[N_NODES];
 static test_tls_certs certs;
 static const char *tls_ca; /* set while the TLS group runs */
 
+/* Node events that blame a node for our own memory (none may). */
+static _Atomic int enomem_events;
+
+static void on_node(void *arg, const dlock_node_event *ev)
+{
+    (void)arg;
+    if (ev->error == DLOCK_ENOMEM)
+        enomem_events++;
+}
+
+static const dlock_observer observer = {.version = DLOCK_OBSERVER_VERSION, .node_event = on_node};
+
 static void fx_open(fx *f, const path *p)
 {
     dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.observer = &observer;
+    enomem_events = 0;
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     memset(f, 0, sizeof *f);
     f->p = p;
@@ -145,6 +161,7 @@ static void fx_open(fx *f, const path *p)
 static void fx_close(fx *f)
 {
     dlock__alloc_fail_after(-1);
+    assert_int_equal(enomem_events, 0);
     dlock_lock_free(f->l);
     dlock_client_free(f->c);
     f->l = NULL;

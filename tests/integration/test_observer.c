@@ -371,6 +371,47 @@ static void a_lease_lost_behind_the_holders_back_ends_its_hold_once(void **state
     dlock_client_free(c);
 }
 
+/* A set is its names: the lost name ends its hold, the set adds none (a
+ * second end, with a hold time its handle never started, counted twice). */
+static void a_lost_name_of_a_set_ends_one_hold(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    const char *names[] = {"obs:set1", "obs:set2"};
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 600;
+    o.flags = DLOCK_AUTO_RENEW;
+    dlock_lock *set = NULL;
+    assert_int_equal(dlock_lock_new_multi(&set, c, names, 2, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    (void)test_cmd_int(&test_srv, "DEL %s", PREFIX "obs:set1");
+    assert_true(test_wait_for_state(set, DLOCK_STATE_LOST, 3000));
+    usleep(100 * 1000); /* the set's state moves before its hooks would run */
+    recorder r = seen();
+    assert_int_equal(r.n_hold, 1);
+    assert_string_equal(r.hold_name[0], "obs:set1");
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_LOST);
+    assert_true(r.hold[0].hold_ns < 10 * 1000000000LL);
+    assert_int_equal(stats_of(c).holds_lost, 1);
+    dlock_lock_free(set);
+    dlock_client_free(c);
+}
+
+/* dlock_lock_free() of a held handle releases it: that hold ends too. */
+static void freeing_a_held_handle_ends_its_hold(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *l = test_lock_new(c, "obs:free", 5000, DLOCK_AUTO_RENEW, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    dlock_lock_free(l);
+    recorder r = seen();
+    assert_int_equal(r.n_hold, 1);
+    assert_int_equal(r.hold[0].how, DLOCK_HOLD_RELEASED);
+    assert_int_equal(stats_of(c).holds_released, 1);
+    dlock_client_free(c);
+}
+
 static void a_stalled_node_is_one_timeout_event(void **state)
 {
     (void)state;
@@ -443,6 +484,37 @@ static void a_round_on_a_stalled_node_reports_its_failure_and_the_timeout(void *
     dlock_client_free(c);
 }
 
+static void *acquire_on(void *arg)
+{
+    static int rc;
+    rc = dlock_lock_acquire(arg, 10000);
+    return &rc;
+}
+
+/* A cancel ends the requests in flight: the caller's doing, not the
+ * node's, so no node error (its I/O timeout, 5 s, never came). */
+static void a_cancel_is_no_node_error(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(5000);
+    dlock_lock *l = test_lock_new(c, "obs:cancel", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* a pooled connection */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_redis_pause(&test_srv);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, acquire_on, l), 0);
+    usleep(300 * 1000);
+    dlock_lock_cancel(l);
+    void *rc;
+    assert_int_equal(pthread_join(t, &rc), 0);
+    test_redis_resume(&test_srv);
+    assert_int_equal(*(int *)rc, DLOCK_ECANCELED);
+    assert_int_equal(seen().n_node, 0);
+    assert_int_equal(stats_of(c).node_errors, 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void a_node_that_refuses_the_connection_is_one_connect_failure(void **state)
 {
     (void)state;
@@ -463,37 +535,6 @@ static void a_node_that_refuses_the_connection_is_one_connect_failure(void **sta
     dlock_stats s = stats_of(c);
     assert_int_equal(s.node_errors, 1);
     assert_int_equal(s.acquires_failed, 1);
-    dlock_lock_free(l);
-    dlock_client_free(c);
-}
-
-static void *cancel_later(void *arg)
-{
-    usleep(150 * 1000);
-    dlock_lock_cancel(arg);
-    return NULL;
-}
-
-/* A cancel cuts the acquire's request to a stalled node short: the node
- * did nothing wrong yet (its I/O timeout has not run out), so no node
- * event. */
-static void a_cancel_is_no_node_event(void **state)
-{
-    (void)state;
-    dlock_client *c = obs_client(2000);
-    dlock_lock *l = test_lock_new(c, "obs:cancel", 5000, 0, 10, 200);
-    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK); /* a pooled connection */
-    test_redis_pause(&test_srv);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, cancel_later, l), 0);
-    int rc = dlock_lock_acquire(l, 10000);
-    pthread_join(t, NULL);
-    test_redis_resume(&test_srv);
-    assert_int_equal(rc, DLOCK_ECANCELED);
-    recorder r = seen();
-    assert_int_equal(r.n_node, 0);
-    assert_int_equal(stats_of(c).node_errors, 0);
     dlock_lock_free(l);
     dlock_client_free(c);
 }
@@ -557,12 +598,14 @@ int main(void)
         cmocka_unit_test_teardown(a_renewal_round_reports_its_locks_and_the_lease_left, reset),
         cmocka_unit_test_teardown(a_lease_lost_behind_the_holders_back_ends_its_hold_once,
                                   reset),
+        cmocka_unit_test_teardown(a_lost_name_of_a_set_ends_one_hold, reset),
+        cmocka_unit_test_teardown(freeing_a_held_handle_ends_its_hold, reset),
         cmocka_unit_test_teardown(a_stalled_node_is_one_timeout_event, reset),
         cmocka_unit_test_teardown(a_round_on_a_stalled_node_reports_its_failure_and_the_timeout,
                                   reset),
+        cmocka_unit_test_teardown(a_cancel_is_no_node_error, reset),
         cmocka_unit_test_teardown(a_node_that_refuses_the_connection_is_one_connect_failure,
                                   reset),
-        cmocka_unit_test_teardown(a_cancel_is_no_node_event, reset),
         cmocka_unit_test_teardown(a_server_out_of_memory_is_one_refusal, reset),
         cmocka_unit_test_teardown(an_unknown_observer_version_is_refused, reset),
         cmocka_unit_test_teardown(stats_refuse_a_short_struct, reset),
