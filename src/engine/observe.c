@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A lock's events for the observer and the statistics (observe.h). */
+#include <stddef.h>
 #include <string.h>
 
 #include "backend.h"
@@ -94,12 +95,22 @@ void dlock__obs_wakeup(dlock_lock *l, int pushed)
     }
 }
 
+/* dlock_stats as its first version had it: a program built against that
+ * header passes this size for as long as the struct grows at its end. */
+#define STATS_V1_SIZE (offsetof(dlock_stats, renewal_duration) + sizeof(dlock_histogram))
+
 int dlock_client_stats(const dlock_client *client, dlock_stats *out, size_t size)
 {
-    /* A newer caller's larger struct gets what this library has (size says
-     * how much); one smaller than version 1 is not ours. */
-    if (!client || !out || size < sizeof(dlock_stats))
+    /* Each caller gets the fields its header knows and this library has
+     * (out->size says how many bytes); one smaller than version 1 is not
+     * ours. */
+    if (!client || !out || size < STATS_V1_SIZE)
         return DLOCK_EINVAL;
-    dlock__stats_snapshot(&client->obs, out);
+    dlock_stats all;
+    dlock__stats_snapshot(&client->obs, &all);
+    if (size > sizeof all)
+        size = sizeof all;
+    all.size = size;
+    memcpy(out, &all, size);
     return DLOCK_OK;
 }

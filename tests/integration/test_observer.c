@@ -583,6 +583,17 @@ static void stats_refuse_a_short_struct(void **state)
     assert_int_equal(dlock_client_stats(c, &s, sizeof s - 1), DLOCK_EINVAL);
     assert_int_equal(dlock_client_stats(NULL, &s, sizeof s), DLOCK_EINVAL);
     assert_int_equal(dlock_client_stats(c, NULL, sizeof s), DLOCK_EINVAL);
+    /* A caller built against a newer header (a larger struct) gets this
+     * library's fields, out->size says so, and its own tail is untouched. */
+    struct {
+        dlock_stats s;
+        unsigned char newer[32];
+    } big;
+    memset(&big, 0xA5, sizeof big);
+    assert_int_equal(dlock_client_stats(c, &big.s, sizeof big), DLOCK_OK);
+    assert_int_equal(big.s.size, sizeof(dlock_stats));
+    for (size_t i = 0; i < sizeof big.newer; i++)
+        assert_int_equal(big.newer[i], 0xA5);
     dlock_client_free(c);
 }
 
