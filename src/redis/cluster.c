@@ -272,6 +272,16 @@ dlock__conn *dlock__cluster_connect_master(dlock__cluster *c, const dlock__url *
     return dlock__cluster_connect_to(tmpl, tls, host, port, 0, 0); /* route 0: never pooled */
 }
 
+void dlock__cluster_master_name(dlock__cluster *c, int idx, char *buf, size_t len)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
+    if (idx >= 0 && (size_t)idx < c->n_masters)
+        snprintf(buf, len, "%s:%d", c->master[idx].host, c->master[idx].port);
+    else
+        snprintf(buf, len, "cluster master %d", idx);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
+}
+
 dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
                                           dlock__tls_ctx *tls, const char *host, int port,
                                           int load_scripts, int ask_uptime)

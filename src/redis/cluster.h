@@ -126,6 +126,10 @@ dlock__conn *dlock__cluster_checkout_known(dlock__cluster *c, const dlock__url *
                                            dlock__tls_ctx *tls, unsigned slot, int load_scripts,
                                            int ask_uptime, int learn_rc, const char *learn_err);
 /* A connection to host:port (an ASK or MOVED target). */
+/* "host:port" of master idx (the wake-up thread's subscriber's node, for
+ * an observer's node event). */
+void dlock__cluster_master_name(dlock__cluster *c, int idx, char *buf, size_t len);
+
 dlock__conn *dlock__cluster_checkout_addr(dlock__cluster *c, const dlock__url *tmpl,
                                           dlock__tls_ctx *tls, const char *host, int port,
                                           int load_scripts, int ask_uptime);

@@ -36,9 +36,11 @@
 
 #include "client.h"
 #include "clock.h"
+#include "cluster.h"
 #include "conn.h"
 #include "loop_thread.h"
 #include "rand.h"
+#include "stats.h"
 #include "wakeup.h"
 #include "wakeup_chan.h"
 #include "wakeup_frames.h"
@@ -86,6 +88,24 @@ static void node_down(dlock__wakeup *wk, size_t i)
         ch->sent[i] = ch->confirmed[i] = 0;
         dlock__chan_wake_all(ch); /* it may have missed a message: look again */
     }
+}
+
+/* Subscriber i failed (timed_out: its connect or confirmation deadline
+ * passed): an observer's node event, then down. Our own ENOMEM is no
+ * node's doing (stats.c). wk->mu held: hooks may not act on locks
+ * (dlock.h, dlock_observer). */
+static void sub_failed(dlock__wakeup *wk, size_t i, int timed_out)
+{
+    dlock_client *c = wk->c;
+    const dlock__conn *s = wk->sub[i];
+    int code = !s ? DLOCK_ENOMEM : s->err_code ? s->err_code : DLOCK_EIO;
+    char name[300];
+    if (dlock__client_cluster(c))
+        dlock__cluster_master_name(dlock__client_cluster(c), (int)i, name, sizeof name);
+    else
+        snprintf(name, sizeof name, "%s", c->nodes[i].name);
+    dlock__stats_node_error(&c->obs, name, code, timed_out);
+    node_down(wk, i);
 }
 
 static void append_sub(dlock__conn *c, const char *verb, const dlock__chan *ch)
@@ -136,7 +156,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
                 wk->due_ns[i] = now + (int64_t)(c->opts.connect_timeout_ms +
                                                 c->opts.io_timeout_ms) * DLOCK__NS_PER_MS;
                 if (!wk->sub[i] || wk->sub[i]->state == DLOCK__CS_BROKEN)
-                    node_down(wk, i);
+                    sub_failed(wk, i, 0);
             }
             if (!wk->sub[i] && wk->retry_at[i] < next)
                 next = wk->retry_at[i];
@@ -184,7 +204,7 @@ static void drop_overdue(dlock_client *c, dlock__wakeup *wk)
     int64_t now = dlock__now_ns();
     for (size_t i = 0; i < n_subs(c); i++)
         if (wk->sub[i] && wk->due_ns[i] && now >= wk->due_ns[i] && !wk->refused)
-            node_down(wk, i); /* (a refusal is not mended by reconnecting) */
+            sub_failed(wk, i, 1); /* (a refusal is not mended by reconnecting) */
 }
 
 /* Watch each subscriber for what it waits for now. wk->mu held, on the
@@ -238,7 +258,7 @@ static void sub_ready(dlock__io *io, unsigned events)
     if (rc == DLOCK_OK)
         rc = dlock__wakeup_read_frames(wk->c, wk, i);
     if (rc != DLOCK_OK || wk->sub[i]->state == DLOCK__CS_BROKEN)
-        node_down(wk, i);
+        sub_failed(wk, i, 0);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
     look(wk);
 }

@@ -515,6 +515,39 @@ static void a_cancel_is_no_node_error(void **state)
     dlock_client_free(c);
 }
 
+/* The wake-up thread's subscriber is a connection to the node like any
+ * other: killed by the server, it is one node event (on that thread), and
+ * the waiter still gets the lock when the holder lets go. */
+static void a_killed_subscriber_is_one_node_event(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_lock *holder = test_lock_new(c, "obs:sub", 5000, 0, 10, 200);
+    dlock_lock *waiter = test_lock_new(c, "obs:sub", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, acquire_on, waiter), 0);
+    usleep(300 * 1000); /* the waiter subscribed */
+    assert_true(test_cmd_int(&test_srv, "CLIENT KILL TYPE pubsub") >= 1);
+    usleep(300 * 1000);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    void *rc;
+    assert_int_equal(pthread_join(t, &rc), 0);
+    assert_int_equal(*(int *)rc, DLOCK_OK);
+    recorder r = seen();
+    assert_int_equal(r.n_node, 1);
+    assert_int_equal(r.node[0].what, DLOCK_NODE_CONNECT_FAILED);
+    assert_int_equal(r.node[0].error, DLOCK_EIO);
+    char want[300];
+    snprintf(want, sizeof want, "127.0.0.1:%d", test_srv.port);
+    assert_string_equal(r.node_name[0], want);
+    assert_int_equal(stats_of(c).node_errors, 1);
+    assert_int_equal(dlock_lock_release(waiter), DLOCK_OK);
+    dlock_lock_free(waiter);
+    dlock_lock_free(holder);
+    dlock_client_free(c);
+}
+
 static void a_node_that_refuses_the_connection_is_one_connect_failure(void **state)
 {
     (void)state;
@@ -615,6 +648,7 @@ int main(void)
         cmocka_unit_test_teardown(a_round_on_a_stalled_node_reports_its_failure_and_the_timeout,
                                   reset),
         cmocka_unit_test_teardown(a_cancel_is_no_node_error, reset),
+        cmocka_unit_test_teardown(a_killed_subscriber_is_one_node_event, reset),
         cmocka_unit_test_teardown(a_node_that_refuses_the_connection_is_one_connect_failure,
                                   reset),
         cmocka_unit_test_teardown(a_server_out_of_memory_is_one_refusal, reset),
