@@ -90,9 +90,9 @@ static void end_hold(dlock_lock *l, int reason)
     drop_holds(l, DLOCK_HOLD_ENDED, reason);
 }
 
-void dlock__engine_ended(dlock_lock *l)
+void dlock__engine_ended(dlock_lock *l, int why)
 {
-    end_hold(l, 0);
+    end_hold(l, why);
 }
 
 /* A grant: a handle that did not hold starts its hold's clock. */

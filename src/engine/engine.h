@@ -28,8 +28,9 @@ void dlock__engine_let_go(dlock_lock *l);
 
 /* A backend found, inside an operation, that the handle's hold ended (or
  * was reported lost): renewal off, the backend's record dropped (its
- * drop()), holds 0, UNLOCKED. The handle's thread. */
-void dlock__engine_ended(dlock_lock *l);
+ * drop()), holds 0, UNLOCKED; why (the code the store answered) is the
+ * observer's hold_end reason. The handle's thread. */
+void dlock__engine_ended(dlock_lock *l, int why);
 
 /* The lost hook of every backend's renewal records (renewal.h): the
  * watchdog's verdict that a held lock is gone. The state becomes LOST and

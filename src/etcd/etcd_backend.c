@@ -231,7 +231,7 @@ static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
     if (own) {
         (void)drop_of(ec, s, 1); /* the hold counted above; ours remain */
         if (ended) /* the lease is gone or going: nothing to tell etcd */
-            dlock__engine_ended(l);
+            dlock__engine_ended(l, rc);
     } else if (drop_of(ec, s, 1)) { /* its other handles let go meanwhile */
         hold_free(s);
     }
@@ -268,7 +268,8 @@ static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *f
         if (dlock__loop_poll_sleep(dlock__deadline_after_ms(pause), cancel_fd))
             return DLOCK_ECANCELED;
         if (get_state(l) == DLOCK_STATE_LOST)
-            dlock__engine_ended(l); /* reported: start over, as a lost handle's acquire */
+            /* reported: start over, as a lost handle's acquire */
+            dlock__engine_ended(l, DLOCK_ELOST);
     }
 }
 
