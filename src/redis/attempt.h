@@ -56,8 +56,10 @@ typedef struct dlock__attempt_req {
 void dlock__attempt_start(dlock__attempt_req *r, dlock_lock *l, dlock__loop *loop,
                           void (*done)(dlock__attempt_req *r));
 
-/* One attempt (backend.h, attempt): dlock__attempt_start on a private
- * loop. *retry is set when waiting longer could help. */
+/* One attempt, blocking: dlock__attempt_start on a private loop (the
+ * engine's wait runs the chain on its own loop instead, wait.c; this is
+ * what tests/unit/test_kind_steps.c drives). *retry is set when waiting
+ * longer could help. */
 int dlock__attempt(dlock_lock *l, int *retry);
 
 /* Counted kinds: send the undo of the pending attempt to the nodes that

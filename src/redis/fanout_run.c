@@ -37,7 +37,7 @@ static int slot_alone(dlock__io *io, int64_t until_ns);
 
 /* The slot's io record and timer follow its connection and deadline; a
  * slot that is no longer LIVE leaves the loop. Only a record's first
- * io_set can fail (the poll loop's fixed fd slots), which run_setup
+ * io_set can fail (the poll loop's fixed fd slots), which slot_send
  * handles. */
 static int slot_arm(fan *f, slot *s)
 {

@@ -263,6 +263,58 @@ static void cancel_stops_a_round_whose_nodes_are_still_connecting(void **state)
     }
 }
 
+/* The attempt is a chain of requests on the wait's own loop (attempt.h):
+ * a cancel from another thread ends a try stalled on a SIGSTOPped node at
+ * once, whether it is the wait's first try (nothing slept yet: the loop
+ * has no wake eventfd, a lone socket may wait in one blocking recv()) or
+ * a try after a sleep (the loop's wake eventfd set up). */
+static void cancel_ends_a_try_stalled_on_a_stopped_node(void **state)
+{
+    (void)state;
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.io_timeout_ms = 5000;
+    const char *urls[1] = {test_srv.url};
+    dlock_client *cl = test_client_new(urls, 1, &co);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    for (int slept = 0; slept < 2; slept++) {
+        const char *name = slept ? "cancel:stalled-after-sleep" : "cancel:stalled-first";
+        dlock_lock *holder = test_lock_with(cl, name, &o), *l = test_lock_with(cl, name, &o);
+        assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK); /* a pooled connection */
+        if (!slept)
+            assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+        test_waiter w;
+        if (slept) { /* refused, asleep, then its next look stalls */
+            assert_int_equal(test_waiter_start(&w, l, DLOCK_WAIT_FOREVER, TEST_WAITER_KEEP), 0);
+            test_sleep_ms(300);
+            test_redis_pause(&test_srv);
+        } else {
+            test_redis_pause(&test_srv);
+            assert_int_equal(test_waiter_start(&w, l, DLOCK_WAIT_FOREVER, TEST_WAITER_KEEP), 0);
+        }
+        test_sleep_ms(600);
+        assert_int_equal(atomic_load(&w.done), 0);
+        int64_t t0 = test_now_ms();
+        dlock_lock_cancel(l);
+        int rc = test_waiter_join(&w);
+        int64_t took = atomic_load(&w.done_ms) - t0;
+        test_redis_resume(&test_srv);
+        printf("# %s: cancel returned %s after %lld ms\n", name, dlock_errname(rc),
+               (long long)took);
+        assert_int_equal(rc, DLOCK_ECANCELED);
+        assert_true(took < 500);
+        assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+        if (slept)
+            assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+        /* The server is back: the handle settles and takes the lock. */
+        assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        dlock_lock_free(holder);
+        dlock_lock_free(l);
+    }
+    dlock_client_free(cl);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
 
 int main(void)
@@ -274,6 +326,7 @@ int main(void)
         T(two_threads_share_one_client_for_different_locks),
         T(cancel_is_prompt_while_an_earlier_outcome_is_settled),
         T(cancel_stops_a_round_whose_nodes_are_still_connecting),
+        T(cancel_ends_a_try_stalled_on_a_stopped_node),
     };
     return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
 }

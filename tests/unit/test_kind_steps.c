@@ -52,6 +52,7 @@ enum mode {
     CANCEL, /* a cancel stops the run: what goes behind it */
     TAKEN,  /* every node: held by another (5 s left) */
     SPLIT,  /* granted with fences 5, 7, 6: a fence sync follows */
+    FENCE_LOST, /* as SPLIT, but nothing after the attempt is answered */
 };
 
 static enum mode mode;
@@ -137,7 +138,8 @@ static void record(const char *via, const dlock__req *reqs, uint32_t nreqs)
 static void answer(dlock_client *c, uint32_t nreqs, const uint8_t *only, dlock__on_reply cb,
                    void *arg)
 {
-    if (mode != TAKEN && mode != SPLIT)
+    enum mode m = mode == FENCE_LOST ? SPLIT : mode;
+    if (m != TAKEN && m != SPLIT)
         return;
     for (size_t node = 0; node < c->n_nodes; node++) {
         if (only && !only[node])
@@ -147,8 +149,8 @@ static void answer(dlock_client *c, uint32_t nreqs, const uint8_t *only, dlock__
             redisReply *el[2] = {&e0, &e1};
             redisReply r = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = el};
             static const long long fences[3] = {5, 7, 6};
-            e0.integer = mode == SPLIT ? 1 : 0;
-            e1.integer = mode == SPLIT ? fences[node % 3] : 5000;
+            e0.integer = m == SPLIT ? 1 : 0;
+            e1.integer = m == SPLIT ? fences[node % 3] : 5000;
             if (cb(arg, node, idx, 0, &r, NULL, 0))
                 return;
         }
@@ -220,7 +222,7 @@ void __wrap_dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__
     f->rc = DLOCK_OK;
     if (mode == CANCEL && strcmp(via, "fanout") != 0)
         f->rc = DLOCK_ECANCELED;
-    else
+    else if (mode != FENCE_LOST || !strcmp(via, "attempt"))
         answer(f->client, f->nreqs, f->o->only, f->cb, f->arg);
     f->done = done;
     f->fin.fire = fan_answered;
@@ -270,6 +272,24 @@ static void step(const char *what, enum mode m)
     puts_("\n");
 }
 
+/* A grant whose fence sync no node answers: not the handle's
+ * (DLOCK_ENOQUORUM, worth a retry), and what the attempt took is undone. */
+static void fence_lost(dlock_lock *l, int *retry)
+{
+    size_t from = out_len;
+    step("attempt, granted with fences apart, the fence sync unanswered (then its undo)",
+         FENCE_LOST);
+    *retry = 0;
+    int rc = dlock__attempt(l, retry);
+    if (strstr(out + from, "fence_sync")) {
+        assert_int_equal(rc, DLOCK_ENOQUORUM);
+        assert_int_equal(*retry, 1);
+        assert_non_null(strstr(dlock_lock_errmsg(l), "fencing token not confirmed"));
+        assert_int_equal(dlock__lock_get_state(l), DLOCK_STATE_UNLOCKED);
+    }
+    settle(l);
+}
+
 /* waiter: 0 none, 1 a listed waiter's id, 2 one with its inbox tag. */
 static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
 {
@@ -313,6 +333,10 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
             step("attempt, granted with fences apart (fence sync)", SPLIT);
             (void)dlock__attempt(l, &retry);
             settle(l);
+            if (reentry)
+                l->holds = 1;
+            if (l->fence_key)
+                fence_lost(l, &retry);
             if (reentry)
                 l->holds = 1;
         }
