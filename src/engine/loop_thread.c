@@ -17,17 +17,17 @@ static int turn_done(void *arg)
     if (batch) {
         lt->posted = NULL;
         lt->posted_end = &lt->posted;
-        for (dlock__post *p = batch; p; p = p->next)
-            p->queued = 0;
     }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
     while (batch) {
+        /* Under the mutex: a post from another thread may relink p once
+         * it is no longer queued (TSan, test_chain_threads). */
         dlock__post *p = batch;
-        /* next is read before run: run may post p again, which relinks it */
         batch = p->next;
+        p->queued = 0;
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
         p->run(p);
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
     }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
     int stop = lt->stop;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
     return stop;
