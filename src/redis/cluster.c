@@ -186,6 +186,7 @@ int dlock__cluster_apply_slots(dlock__cluster *c, const redisReply *r, const cha
     if (rc == DLOCK_OK) {
         memcpy(c->slot_master, map, sizeof map);
         c->stale = 0;
+        c->learned_ns = dlock__now_ns();
         c->refreshes++;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
@@ -224,11 +225,17 @@ static dlock__conn *checkout_index(dlock__cluster *c, const dlock__url *tmpl, dl
     return conn;
 }
 
+int dlock__cluster_map_wanted(const dlock__cluster *c, unsigned slot, int64_t now_ns)
+{
+    return c->stale || (!c->slot_master[slot & (DLOCK__CLUSTER_SLOTS - 1)] &&
+                        now_ns - c->learned_ns >= DLOCK__CLUSTER_UNCOVERED_MS * DLOCK__NS_PER_MS);
+}
+
 int dlock__cluster_needs_map(dlock__cluster *c, unsigned slot)
 {
-    slot &= DLOCK__CLUSTER_SLOTS - 1;
+    int64_t now = dlock__now_ns();
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
-    int need = c->stale || !c->slot_master[slot];
+    int need = dlock__cluster_map_wanted(c, slot, now);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&c->mu));
     return need;
 }
@@ -318,8 +325,10 @@ void dlock__cluster_checkin(dlock__cluster *c, dlock__conn *conn)
     int idx = (conn->route & 0xff) - 1;
     if (conn->state != DLOCK__CS_OPEN || dlock__conn_pending(conn) > 64 || idx < 0) {
         /* A failed connection may mean a failover: learn the map again,
-         * asking this master last. */
-        if (conn->state == DLOCK__CS_BROKEN && conn->err_code != DLOCK_ENOMEM) {
+         * asking this master last. Not the stand-in of a slot the map has
+         * no master for (idx < 0): its map was just learned, and relearning
+         * it on every request is what DLOCK__CLUSTER_UNCOVERED_MS bounds. */
+        if (conn->state == DLOCK__CS_BROKEN && conn->err_code != DLOCK_ENOMEM && idx >= 0) {
             DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&c->mu));
             c->stale = 1;
             if (idx >= 0 && route_of(idx, c->master[idx].gen) == conn->route)

@@ -65,6 +65,7 @@ typedef struct dlock__cluster {
     size_t n_masters;
     uint8_t slot_master[DLOCK__CLUSTER_SLOTS]; /* 1 + master index; 0 unknown */
     int stale;          /* learn the map again before the next route */
+    int64_t learned_ns; /* when the map was last learned (0: never) */
     unsigned refreshes; /* maps learned (for tests and messages) */
     int timeout_ms;     /* the connect timeout: how long a node asked for
                            the map gets to answer */
@@ -88,9 +89,18 @@ int dlock__cluster_learn_start(dlock__cluster_learning **out, dlock__cluster *c,
 /* Stop (finished or not) and free; NULL does nothing. */
 void dlock__cluster_learn_stop(dlock__cluster_learning *L);
 
+/* A slot the map names no master for (a master failed with no replica to
+ * take over, slots being added) is learned again at most this often: in
+ * between, its requests fail at once with DLOCK_EBUSY ("no master serves
+ * hash slot N"), which a wait rides out, instead of each request asking
+ * the cluster for its map (redis-py waits 250 ms after CLUSTERDOWN). */
+#define DLOCK__CLUSTER_UNCOVERED_MS 100
+
 /* Whether the map must be learned before slot is routed: stale, or it
- * names no master for slot. */
+ * names no master for slot and was learned DLOCK__CLUSTER_UNCOVERED_MS ago
+ * or more. map_wanted: the same with c->mu held. */
 int dlock__cluster_needs_map(dlock__cluster *c, unsigned slot);
+int dlock__cluster_map_wanted(const dlock__cluster *c, unsigned slot, int64_t now_ns);
 
 /* For cluster_learn.c: a new connection to host:port, and the map from a
  * CLUSTER SLOTS reply got from `asked` (DLOCK_OK or DLOCK_EPROTO). */

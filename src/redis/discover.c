@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "common.h"
 #include "discover.h"
 #include "loop_poll.h"
@@ -118,8 +119,7 @@ static int needed(dlock__discover *d)
 {
     dlock__node *n = d->node;
     if (n->cluster) {
-        const dlock__cluster *c = n->cluster;
-        return c->stale || !c->slot_master[d->cslot & (DLOCK__CLUSTER_SLOTS - 1)];
+        return dlock__cluster_map_wanted(n->cluster, d->cslot, dlock__now_ns());
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
     int known = n->sentinel->known;

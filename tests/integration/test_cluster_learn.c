@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "dlock.h"
@@ -23,6 +25,9 @@
 #include "proxy.h"
 #include "redis_topology.h"
 #include "test_util.h"
+
+/* src/redis/cluster.h, DLOCK__CLUSTER_UNCOVERED_MS */
+#define DLOCK__TEST_UNCOVERED_MS 100
 
 static test_cluster C;
 
@@ -116,11 +121,73 @@ static void cancel_stops_a_relearn_no_node_answers(void **state)
     dlock_client_free(c);
 }
 
+/* CLUSTER SLOTS calls every node has answered since its last RESETSTAT. */
+static long long slots_calls(void)
+{
+    long long total = 0;
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++) {
+        char *info = test_cmd_str(&C.node[i], "INFO commandstats");
+        const char *p = strstr(info, "cmdstat_cluster|slots:calls=");
+        if (p)
+            total += atoll(p + strlen("cmdstat_cluster|slots:calls="));
+        free(info);
+    }
+    return total;
+}
+
+/* A slot no master serves (taken from every node's map with DELSLOTS, as
+ * a master lost with no replica leaves it): its requests fail with
+ * DLOCK_EBUSY, and the map is asked for at most once per
+ * DLOCK__CLUSTER_UNCOVERED_MS, not by every request (it was: 200 tries,
+ * 200 CLUSTER SLOTS). */
+static void a_slot_no_master_serves_is_not_relearned_by_every_request(void **state)
+{
+    (void)state;
+    long long slot = test_cmd_int(&C.node[0], "CLUSTER KEYSLOT uncovered");
+    int m = test_cluster_master_of(&C, (int)slot);
+    assert_true(m >= 0);
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
+        test_cmd_status(&C.node[i], "CLUSTER DELSLOTS %lld", slot);
+    /* A new client learns a map without the slot. (One that knew its
+     * master keeps sending there and gets CLUSTERDOWN: no relearn.) */
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    o.key_prefix = "{uncovered}:";
+    dlock_client *c = test_client_new(C.urls, TEST_CLUSTER_NODES, &o);
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, c, "x", NULL), DLOCK_OK);
+    int rc = dlock_lock_acquire(l, 0);
+    assert_int_equal(rc, DLOCK_EBUSY);
+    usleep((DLOCK__TEST_UNCOVERED_MS + 20) * 1000);
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
+        test_cmd_status(&C.node[i], "CONFIG RESETSTAT");
+    int64_t t0 = test_now_ms();
+    int busy = 0;
+    for (int k = 0; k < 200; k++) {
+        rc = dlock_lock_acquire(l, 0);
+        busy += rc == DLOCK_EBUSY;
+        if (rc != DLOCK_EBUSY && k == 0)
+            fprintf(stderr, "acquire: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(l));
+    }
+    int64_t took = test_now_ms() - t0;
+    long long asked = slots_calls();
+    fprintf(stderr, "200 tries in %lld ms, %lld CLUSTER SLOTS, %d DLOCK_EBUSY\n",
+            (long long)took, asked, busy);
+    assert_int_equal(busy, 200);
+    assert_true(asked <= 2 + took / DLOCK__TEST_UNCOVERED_MS);
+    assert_true(asked >= 1); /* the first try found the time passed */
+    test_cmd_status(&C.node[m], "CLUSTER ADDSLOTS %lld", slot);
+    assert_int_equal(test_cluster_wait_ok(&C, 20000), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(slow_seed_within_the_connect_timeout_gives_the_map),
         cmocka_unit_test(cancel_stops_a_relearn_no_node_answers),
+        cmocka_unit_test(a_slot_no_master_serves_is_not_relearned_by_every_request),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
