@@ -291,11 +291,9 @@ typedef struct dlock_acquire_event {
     int64_t wait_ms;     /**< the wait asked for: 0 a try, -1 for ever */
     /** From acquire_start to acquire_end (0 in acquire_start). */
     int64_t duration_ns;
-    /** Tries sent where the engine drives the wait (plain, counted,
-     *  shared, semaphore, reentrant kinds): 0 when none was (a re-entry,
-     *  which renews; an acquire refused before its first try); 0 where
-     *  the store's own wait does (fair mode, etcd) and does not count
-     *  them. */
+    /** Tries sent: on Redis each attempt (fair mode: each look at the
+     *  line), on etcd each read of the line. 0 when none was (a re-entry,
+     *  which renews; an acquire refused before its first try). */
     unsigned attempts;
     /** DLOCK_OK, or the code the acquire returns (0 in acquire_start). */
     int result;

@@ -25,6 +25,7 @@
 #include "handle.h"
 #include "kinds.h"
 #include "loop_poll.h"
+#include "observe.h"
 #include "rand.h"
 #include "watchdog.h"
 
@@ -273,6 +274,17 @@ static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *f
     }
 }
 
+/* The wait's reads of the line and wake-ups, for the observer. */
+static void on_tried(void *arg)
+{
+    ((dlock_lock *)arg)->obs_attempts++;
+}
+
+static void on_woke(void *arg, int pushed)
+{
+    dlock__obs_wakeup(arg, pushed);
+}
+
 /* A new hold: a place in line (etcd_lock.c), first key owns. A reentrant
  * handle first tries to re-enter a live hold of its owner. */
 static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
@@ -291,7 +303,9 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
         rc = DLOCK_ENOMEM;
     if (s)
         rc = dlock__etcd_acquire(ec->e, &LD(l)->range, l->opts.ttl_ms, wait_ms,
-                                 l->opts.retry_max_ms, cancel_fd, &s->h, &holder_ttl, &l->err);
+                                 l->opts.retry_max_ms, cancel_fd,
+                                 &(dlock__etcd_events){on_tried, on_woke, l}, &s->h,
+                                 &holder_ttl, &l->err);
     if (rc == DLOCK_ECANCELED) /* that cancel is used up: not the next wait's */
         dlock__lock_take_cancel(l);
     if (!fresh || !s) { /* re-entered (or refused), or out of memory */

@@ -139,6 +139,18 @@ static void holder_ttl(dlock__etcd *e, int64_t lease, int cancel_fd, int64_t *ou
     *out = ttl;
 }
 
+static void tried(const dlock__etcd_events *ev)
+{
+    if (ev && ev->tried)
+        ev->tried(ev->arg);
+}
+
+static void woke(const dlock__etcd_events *ev, int pushed)
+{
+    if (ev && ev->woke)
+        ev->woke(ev->arg, pushed);
+}
+
 /* Get in line: grant a lease and create our key. *owner: 1 when ours is
  * the first key. */
 static int enter(dlock__etcd *e, const dlock__etcd_name *name, int64_t ttl_ms,
@@ -173,11 +185,12 @@ static int enter(dlock__etcd *e, const dlock__etcd_name *name, int64_t ttl_ms,
  * waiter keeps its own lease alive meanwhile, every third of its TTL. */
 static int wait_turn(dlock__etcd *e, const dlock__etcd_name *name,
                      dlock__etcd_hold *h, int64_t deadline_ns, int64_t retry_max_ms,
-                     int cancel_fd, dlock__errbuf *err)
+                     int cancel_fd, const dlock__etcd_events *ev, dlock__errbuf *err)
 {
     int64_t renew_every_ms = DLOCK__MAX(h->ttl_s * 1000 / 3, 100);
     int64_t next_renew_ns = dlock__deadline_after_ms(renew_every_ms);
     unsigned failures = 0;
+    int watched = 0; /* the last watch ended without an event */
     for (;;) {
         int64_t now = dlock__now_ns();
         if (now >= deadline_ns)
@@ -195,11 +208,16 @@ static int wait_turn(dlock__etcd *e, const dlock__etcd_name *name,
         if (rc == DLOCK_OK) {
             dlock__etcd_kv pred;
             int64_t rev = 0;
+            tried(ev);
             rc = dlock__etcd_predecessor(e, h->key, h->key_len, h->rev, name->begin,
                                          name->len, name->end, name->len, &pred,
                                          &rev, step, cancel_fd, err);
-            if (rc == DLOCK_OK && !pred.key)
+            if (rc == DLOCK_OK && !pred.key) {
+                if (watched)
+                    woke(ev, 0);
                 return DLOCK_OK; /* nobody before us: ours */
+            }
+            watched = 0;
             if (rc == DLOCK_OK) {
                 /* Watch only the key just before ours; when it goes, look
                  * again (the one before it may have gone meanwhile, or be
@@ -209,6 +227,9 @@ static int wait_turn(dlock__etcd *e, const dlock__etcd_name *name,
                     dlock__deadline_after_ms(RECHECK_MS));
                 rc = dlock__etcd_wait_delete(e, pred.key, pred.key_len, rev + 1,
                                              slice, cancel_fd, err);
+                if (rc == DLOCK_OK)
+                    woke(ev, 1);
+                watched = rc == DLOCK_ETIMEDOUT;
                 if (rc == DLOCK_ETIMEDOUT)
                     rc = DLOCK_OK;
             }
@@ -232,7 +253,7 @@ static int wait_turn(dlock__etcd *e, const dlock__etcd_name *name,
 
 int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
                         int64_t ttl_ms, int64_t wait_ms, int64_t retry_max_ms,
-                        int cancel_fd, dlock__etcd_hold *out,
+                        int cancel_fd, const dlock__etcd_events *ev, dlock__etcd_hold *out,
                         int64_t *holder_ttl_ms, dlock__errbuf *err)
 {
     memset(out, 0, sizeof *out);
@@ -244,6 +265,7 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
         int owner = 0;
         int64_t first_lease = 0;
         memset(&h, 0, sizeof h);
+        tried(ev);
         int rc = enter(e, name, ttl_ms, step_deadline(e, deadline_ns), cancel_fd,
                        &h, &owner, &first_lease, err);
         if (rc == DLOCK_OK && owner) {
@@ -258,7 +280,7 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
                     dlock__err_set(err, "held by another owner");
                 return DLOCK_ENOTACQUIRED;
             }
-            rc = wait_turn(e, name, &h, deadline_ns, retry_max_ms, cancel_fd, err);
+            rc = wait_turn(e, name, &h, deadline_ns, retry_max_ms, cancel_fd, ev, err);
             if (rc == DLOCK_OK) {
                 /* Ours. The wait renewed the lease every third of its TTL,
                  * so two thirds of it are normally left, counted from the

@@ -47,6 +47,17 @@ typedef struct dlock__etcd_name {
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);
 void dlock__etcd_name_clear(dlock__etcd_name *n);
 
+/* What a wait tells its caller as it goes (for the observer: observe.h);
+ * any hook may be NULL. tried: a read of the line (getting in line, or a
+ * look at the key before ours); woke: a watch said the key before ours
+ * went (pushed 1), or a look after a watch that said nothing found ours
+ * first (pushed 0). */
+typedef struct dlock__etcd_events {
+    void (*tried)(void *arg);
+    void (*woke)(void *arg, int pushed);
+    void *arg;
+} dlock__etcd_events;
+
 /* Acquire: wait_ms 0 tries once (DLOCK_ENOTACQUIRED when another key is
  * first), > 0 waits that long (DLOCK_ETIMEDOUT), DLOCK_WAIT_FOREVER waits
  * until granted or cancelled (cancel_fd readable: DLOCK_ECANCELED). On
@@ -59,7 +70,7 @@ void dlock__etcd_name_clear(dlock__etcd_name *n);
  * DLOCK_EUNKNOWN and DLOCK_EBUSY are retried until the deadline. */
 int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
                         int64_t ttl_ms, int64_t wait_ms, int64_t retry_max_ms,
-                        int cancel_fd, dlock__etcd_hold *out,
+                        int cancel_fd, const dlock__etcd_events *ev, dlock__etcd_hold *out,
                         int64_t *holder_ttl_ms, dlock__errbuf *err);
 
 /* Release: revoke the lease (deleting the key). DLOCK_OK, DLOCK_EEXPIRED

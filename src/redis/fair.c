@@ -15,6 +15,7 @@
 #include "handle.h"
 #include "kind_steps.h"
 #include "kinds.h"
+#include "observe.h"
 #include "quorum.h"
 #include "rand.h"
 #include "release.h"
@@ -197,6 +198,16 @@ static int take_handed(dlock_lock *l, int64_t t_look, int64_t refresh_ms, uint64
     return 1;
 }
 
+/* Did a message (a release's wake-up, a hand-over) end the sleep that
+ * began with the waiter record's count at woken? */
+static int pushed(dlock_lock *l, unsigned woken)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int p = l->waiter.handed_over || l->waiter.woken != woken;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    return p;
+}
+
 /* As in an attempt: the old token's release of unknown outcome again,
  * before the token changes. DLOCK_OK or DLOCK_ECANCELED. */
 static int resend_release(dlock_lock *l, int64_t wait_ms)
@@ -293,16 +304,20 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
      * every look so far found us in line where the one before put us. */
     int64_t t_look = 0;
     int on_message = 1; /* a hand-over may be taken on its message */
+    int slept_out = 0;  /* the last sleep ended with no message */
     for (;;) {
         unsigned woken = dlock__wait_woken(l);
         int64_t t_sent = dlock__now_ns(), pttl = -1;
         int joined = 0;
+        l->obs_attempts++;
         rc = fair_call(l, DLOCK__STEP_ACQUIRE, live_ttl, l->client->opts.io_timeout_ms,
                        wait_ms ? l->cancel_fd[0] : -1, 0, &pttl, &fence, &joined);
         if (rc == DLOCK_OK) {
             /* Taken now, or a hand-over confirmed: either way the script
              * set the full TTL after t_sent. */
             dlock__lock_granted(l, t_sent + l->opts.ttl_ms * DLOCK__NS_PER_MS);
+            if (slept_out)
+                dlock__obs_wakeup(l, 0); /* no message: this look found it ours */
             break;
         }
         if (rc != DLOCK_ENOTACQUIRED || (joined && t_look != 0))
@@ -323,6 +338,11 @@ int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline)
                 sleep_ms = DLOCK__MIN(sleep_ms, pttl + 1);
             canceled = dlock__wait_sleep_until(
                 l, woken, DLOCK__MIN(deadline, now + sleep_ms * DLOCK__NS_PER_MS));
+            if (!canceled) {
+                slept_out = !pushed(l, woken);
+                if (!slept_out)
+                    dlock__obs_wakeup(l, 1);
+            }
             if (!canceled && take_handed(l, on_message ? t_look : 0, refresh_ms, &fence)) {
                 rc = DLOCK_OK;
                 break;

@@ -80,12 +80,13 @@ static void try_once_on_a_held_lock_leaves_no_key_and_fences_grow(void **state)
     name_of(&n, "core-try");
     dlock__etcd_hold a, b;
     int64_t holder = 0;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
+                                         &a, &holder, NULL), DLOCK_OK);
     assert_true(a.rev > 0);
     assert_int_equal(strlen(a.token), 16);
     assert_true(a.valid_until_ns > dlock__now_ns() + 4000 * DLOCK__NS_PER_MS);
     dlock__errbuf err = {0};
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &b, &holder, &err),
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL, &b, &holder, &err),
                      DLOCK_ENOTACQUIRED);
     assert_true(holder > 0 && holder <= 5000);
     assert_int_equal(b.lease, 0);
@@ -93,7 +94,8 @@ static void try_once_on_a_held_lock_leaves_no_key_and_fences_grow(void **state)
     int64_t first = a.rev;
     assert_int_equal(dlock__etcd_release(cl, &a, NULL), DLOCK_OK);
     assert_int_equal(line_length(&n), 0);
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &b, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
+                                         &b, &holder, NULL), DLOCK_OK);
     assert_true(b.rev > first);
     /* released twice: the lease is gone */
     dlock__etcd_hold copy = b;
@@ -121,7 +123,7 @@ static void *wait_thread(void *arg)
 {
     waiter *w = arg;
     int64_t holder;
-    w->rc = dlock__etcd_acquire(cl, w->n, 5000, w->wait_ms, 200, w->cancel_fd, &w->h,
+    w->rc = dlock__etcd_acquire(cl, w->n, 5000, w->wait_ms, 200, w->cancel_fd, NULL, &w->h,
                                 &holder, NULL);
     w->got_ns = dlock__now_ns();
     pthread_mutex_lock(&order_mu);
@@ -143,7 +145,8 @@ static void waiters_are_served_in_arrival_order(void **state)
     name_of(&n, "core-fifo");
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
+                                         &a, &holder, NULL), DLOCK_OK);
     enum { N = 4 };
     waiter w[N];
     pthread_t t[N];
@@ -173,9 +176,10 @@ static void wait_times_out_and_cancel_ends_it(void **state)
     name_of(&n, "core-timeout");
     dlock__etcd_hold a, b;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
+                                         &a, &holder, NULL), DLOCK_OK);
     int64_t t0 = dlock__now_ns();
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 400, 200, -1, &b, &holder, NULL),
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 400, 200, -1, NULL, &b, &holder, NULL),
                      DLOCK_ETIMEDOUT);
     assert_true(ms_since(t0) >= 390);
     assert_true(ms_since(t0) < 4000);
@@ -209,7 +213,7 @@ static void a_waiter_keeps_its_place_through_a_wait_longer_than_its_ttl(void **s
     int64_t holder;
     /* the holder's lease: 30 s; the waiter's (wait_thread): 5 s, and it
      * waits 6 s: without its own keep-alives its key would go */
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 30000, 0, 200, -1, &a, &holder, NULL),
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 30000, 0, 200, -1, NULL, &a, &holder, NULL),
                      DLOCK_OK);
     waiter w = {&n, 20000, -1, -99, {0}, 0, -1};
     pthread_t t;
@@ -233,7 +237,8 @@ static void renewal_finds_a_deleted_key_and_an_ended_lease(void **state)
     name_of(&n, "core-renew");
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
+                                         &a, &holder, NULL), DLOCK_OK);
     int64_t before = a.valid_until_ns;
     usleep(20000);
     assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), -1, NULL), DLOCK_OK);
@@ -269,7 +274,8 @@ static void peek_reports_owner_fence_and_ttl(void **state)
     assert_int_equal(ttl, -1);
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 9000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n, 9000, 0, 200, -1, NULL,
+                                         &a, &holder, NULL), DLOCK_OK);
     assert_int_equal(dlock__etcd_peek(cl, &n, &held, &ttl, &fence, NULL), DLOCK_OK);
     assert_int_equal(held, 1);
     assert_true(ttl > 0 && ttl <= 9000);
@@ -286,8 +292,10 @@ static void names_that_share_a_prefix_are_separate_locks(void **state)
     name_of(&n2, "core-a/b");
     dlock__etcd_hold a, b;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n2, 5000, 0, 200, -1, &b, &holder, NULL), DLOCK_OK);
-    assert_int_equal(dlock__etcd_acquire(cl, &n1, 5000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n2, 5000, 0, 200, -1, NULL,
+                                         &b, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(cl, &n1, 5000, 0, 200, -1, NULL,
+                                         &a, &holder, NULL), DLOCK_OK);
     dlock__etcd_release(cl, &a, NULL);
     dlock__etcd_release(cl, &b, NULL);
     dlock__etcd_name_clear(&n1);
@@ -315,7 +323,8 @@ static void a_release_whose_reply_was_lost_is_not_called_expired(void **state)
     name_of(&n, "core-deaf");
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(e, &n, 10000, 0, 200, -1, &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(dlock__etcd_acquire(e, &n, 10000, 0, 200, -1, NULL,
+                                         &a, &holder, NULL), DLOCK_OK);
     assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_DEAF, 0), 0);
     dlock__errbuf err = {0};
     int rc = dlock__etcd_release(e, &a, &err);

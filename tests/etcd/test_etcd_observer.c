@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The observer hooks on an etcd:// client against a real etcd member: the
  * engine's events are the same for every store. A grant and a release
- * each fire once (backend "etcd"; etcd's own wait does not count its
- * tries: 0), the watchdog's lease renewals are rounds, and a hold broken
- * behind the holder's back ends once, as lost, before on_lost. */
+ * each fire once (backend "etcd"; each read of the line is an attempt), a
+ * wait woken by the watch on the key before ours is one pushed wake-up,
+ * the watchdog's lease renewals are rounds, and a hold broken behind the
+ * holder's back ends once, as lost, before on_lost. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +28,7 @@ static dlock_client *cl;
  * threads. */
 static atomic_int starts, ends, end_result, end_attempts, end_backend_etcd;
 static atomic_int holds, hold_how, hold_reason, rounds, rounds_renewed_one;
-static atomic_int lost_calls, hold_before_lost;
+static atomic_int lost_calls, hold_before_lost, wakes, wakes_pushed;
 
 static void on_start(void *arg, const dlock_acquire_event *ev)
 {
@@ -61,9 +62,16 @@ static void on_round(void *arg, const dlock_renewal_event *ev)
     atomic_fetch_add(&rounds, 1);
 }
 
+static void on_wake(void *arg, const dlock_wakeup_event *ev)
+{
+    (void)arg;
+    atomic_fetch_add(&wakes_pushed, ev->pushed);
+    atomic_fetch_add(&wakes, 1);
+}
+
 static const dlock_observer observer = {
     .version = DLOCK_OBSERVER_VERSION, .acquire_start = on_start, .acquire_end = on_end,
-    .hold_end = on_hold, .renewal_round = on_round};
+    .hold_end = on_hold, .renewal_round = on_round, .wakeup = on_wake};
 
 static void on_lost(dlock_lock *l, dlock_lost_reason why, void *arg)
 {
@@ -101,6 +109,8 @@ static void reset(void)
     atomic_store(&rounds, 0);
     atomic_store(&rounds_renewed_one, 0);
     atomic_store(&lost_calls, 0);
+    atomic_store(&wakes, 0);
+    atomic_store(&wakes_pushed, 0);
 }
 
 static void a_grant_and_a_release_fire_once_each(void **state)
@@ -112,7 +122,8 @@ static void a_grant_and_a_release_fire_once_each(void **state)
     assert_int_equal(atomic_load(&starts), 1);
     assert_int_equal(atomic_load(&ends), 1);
     assert_int_equal(atomic_load(&end_result), DLOCK_OK);
-    assert_int_equal(atomic_load(&end_attempts), 0);
+    assert_int_equal(atomic_load(&end_attempts), 1); /* in line, and first */
+    assert_int_equal(atomic_load(&wakes), 0);
     assert_int_equal(atomic_load(&end_backend_etcd), 1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(atomic_load(&holds), 1);
@@ -121,6 +132,35 @@ static void a_grant_and_a_release_fire_once_each(void **state)
     assert_int_equal(dlock_client_stats(cl, &s, sizeof s), DLOCK_OK);
     assert_true(s.acquires_granted >= 1 && s.holds_released >= 1);
     dlock_lock_free(l);
+}
+
+static void *release_later(void *arg)
+{
+    test_sleep_ms(200);
+    assert_int_equal(dlock_lock_release(arg), DLOCK_OK);
+    return NULL;
+}
+
+static void a_wait_woken_by_the_watch_counts_its_reads_and_one_push(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "obs-etcd-wait", 30000, 0, 10, 50);
+    dlock_lock *l = test_lock_new(cl, "obs-etcd-wait", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    reset();
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, holder), 0);
+    assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&ends), 1);
+    assert_int_equal(atomic_load(&end_result), DLOCK_OK);
+    /* In line, a look at the key before ours, and the look after it went. */
+    assert_true(atomic_load(&end_attempts) >= 3);
+    assert_int_equal(atomic_load(&wakes), 1);
+    assert_int_equal(atomic_load(&wakes_pushed), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
 }
 
 static int lost_seen(void *arg)
@@ -158,6 +198,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_grant_and_a_release_fire_once_each),
+        cmocka_unit_test(a_wait_woken_by_the_watch_counts_its_reads_and_one_push),
         cmocka_unit_test(renewals_are_rounds_and_a_broken_hold_ends_once_as_lost),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

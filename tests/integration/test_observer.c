@@ -288,6 +288,61 @@ static void a_wait_that_finds_the_lock_free_by_a_look_says_so(void **state)
     dlock_client_free(c);
 }
 
+/* Fair mode waits its own way (fair.c) and reports the same figures: its
+ * looks are the attempts, a hand-over's message is a push. */
+static void a_fair_wait_counts_its_looks_and_the_hand_over(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_client *other = test_client_for(&test_srv, NULL);
+    dlock_lock *holder = test_lock_new(other, PREFIX "obs:fair", 10000, DLOCK_FAIR, 10, 200);
+    dlock_lock *l = test_lock_new(c, "obs:fair", 5000, DLOCK_FAIR, 10, 200);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, holder), 0);
+    assert_int_equal(dlock_lock_acquire(l, 3000), DLOCK_OK);
+    pthread_join(t, NULL);
+    recorder r = seen();
+    assert_int_equal(r.n_end, 1);
+    assert_string_equal(r.end_kind[0], "fair");
+    assert_int_equal(r.end[0].result, DLOCK_OK);
+    assert_true(r.end[0].attempts >= 1);
+    assert_int_equal(r.n_wake, 1);
+    assert_int_equal(r.wake[0].pushed, 1);
+    dlock_stats s = stats_of(c);
+    assert_int_equal(s.acquire_attempts, r.end[0].attempts);
+    assert_int_equal(s.wakeups_pushed, 1);
+    assert_int_equal(s.wakeups_looked, 0);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+    dlock_client_free(other);
+    dlock_client_free(c);
+}
+
+/* A fair holder that goes silent (its key expires, no hand-over): the
+ * waiter's next look finds the lock free, a wake-up found by a look. */
+static void a_fair_wait_that_finds_the_lock_free_by_a_look_says_so(void **state)
+{
+    (void)state;
+    dlock_client *c = obs_client(0);
+    dlock_client *other = test_client_for(&test_srv, NULL);
+    dlock_lock *holder = test_lock_new(other, PREFIX "obs:fairlook", 300, DLOCK_FAIR, 10, 200);
+    dlock_lock *l = test_lock_new(c, "obs:fairlook", 5000, DLOCK_FAIR, 10, 200);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_forget(holder), DLOCK_OK); /* no release, no message */
+    assert_int_equal(dlock_lock_acquire(l, 3000), DLOCK_OK);
+    recorder r = seen();
+    assert_int_equal(r.n_end, 1);
+    assert_true(r.end[0].attempts >= 2);
+    assert_int_equal(r.n_wake, 1);
+    assert_int_equal(r.wake[0].pushed, 0);
+    assert_int_equal(stats_of(c).wakeups_looked, 1);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+    dlock_client_free(other);
+    dlock_client_free(c);
+}
+
 static void forget_ends_the_hold_once(void **state)
 {
     (void)state;
@@ -638,6 +693,9 @@ int main(void)
         cmocka_unit_test_teardown(a_wait_woken_by_a_release_counts_its_tries_and_one_push,
                                   reset),
         cmocka_unit_test_teardown(a_wait_that_finds_the_lock_free_by_a_look_says_so, reset),
+        cmocka_unit_test_teardown(a_fair_wait_counts_its_looks_and_the_hand_over, reset),
+        cmocka_unit_test_teardown(a_fair_wait_that_finds_the_lock_free_by_a_look_says_so,
+                                  reset),
         cmocka_unit_test_teardown(forget_ends_the_hold_once, reset),
         cmocka_unit_test_teardown(a_renewal_round_reports_its_locks_and_the_lease_left, reset),
         cmocka_unit_test_teardown(a_lease_lost_behind_the_holders_back_ends_its_hold_once,
