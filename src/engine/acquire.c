@@ -183,7 +183,7 @@ static void try_start(dlock__acq *a)
     a->woken = l->waiter.woken;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     a->op.state = DLOCK__OP_NEW;
-    a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1};
+    a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
     l->obs_attempts++;
     dlock__op_start(&a->op);
     int rc = l->backend->try(l, &a->op);

@@ -120,6 +120,16 @@ typedef struct dlock__backend {
      * and *renew_ttl_ms the TTL that renewals keep up. */
     int (*extend)(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
                   int64_t *renew_ttl_ms);
+    /* release and extend as requests (op.h), as try above: DLOCK_OK and
+     * op->done() later, exactly once, from op->loop, with op->v.code what
+     * release/extend would return (an extend's v.until_ns and
+     * v.renew_ttl_ms as their *until_ns and *renew_ttl_ms); or an error,
+     * and done() never comes. The engine runs them on its call's loop
+     * (call.c) and uses the blocking release/extend only when these are
+     * NULL (etcd); a backend fills one of each pair (Redis: these, each
+     * a chain of fan-outs on op->loop, release.c). */
+    int (*release_start)(dlock_lock *l, int last, dlock__op *op);
+    int (*extend_start)(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op);
     /* The TTL the renewals of a new hold keep up (etcd: the lease's). */
     int64_t (*lease_ttl_ms)(dlock_lock *l);
     /* How much of a lease of ttl_ms a renewal round's start may be off by

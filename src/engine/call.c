@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "acquire.h"
+#include "backend.h"
 #include "call.h"
 #include "handle.h"
 
@@ -82,4 +83,56 @@ int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
     dlock__call_run(&b.call);
     dlock__call_close(&b.call);
     return b.acq.rc;
+}
+
+typedef struct blocking_op {
+    dlock__call call;
+    dlock__op op;
+} blocking_op;
+
+static void op_done(dlock__op *op)
+{
+    DLOCK__OWNER(op, blocking_op, op)->call.done = 1;
+}
+
+/* Before the backend's start: the request is the call's, on its loop. */
+static void op_begin(blocking_op *b, dlock_lock *l)
+{
+    dlock__call_init(&b->call);
+    memset(&b->op, 0, sizeof b->op);
+    b->op.l = l;
+    b->op.loop = &b->call.lp.loop;
+    b->op.done = op_done;
+    b->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
+    dlock__op_start(&b->op);
+}
+
+/* The backend's start returned rc: a started request is waited for, a
+ * refused one has no done() (its message is the handle's already). */
+static int op_end(blocking_op *b, int rc)
+{
+    if (rc == DLOCK_OK) {
+        dlock__call_run(&b->call);
+        rc = b->op.v.code;
+    }
+    dlock__call_close(&b->call);
+    return rc;
+}
+
+int dlock__call_release(dlock_lock *l, int last)
+{
+    blocking_op b;
+    op_begin(&b, l);
+    return op_end(&b, l->backend->release_start(l, last, &b.op));
+}
+
+int dlock__call_extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
+                       int64_t *renew_ttl_ms)
+{
+    blocking_op b;
+    op_begin(&b, l);
+    int rc = op_end(&b, l->backend->extend_start(l, ttl_ms, deadline_ns, &b.op));
+    *until_ns = b.op.v.until_ns;
+    *renew_ttl_ms = b.op.v.renew_ttl_ms;
+    return rc;
 }

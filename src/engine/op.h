@@ -2,10 +2,10 @@
 /* A request to a backend (docs/dev/engine-plan.md §4.2): started by the
  * engine, answered by the backend with a verdict, completed exactly once
  * through done(), from the loop the request runs on, never inside the call
- * that started it. So far only the try of the engine's wait (acquire.c)
- * is a request; the plan's other kinds (look, leave, release, extend,
- * undo) and the verdict's lease, fence and count come with the stages
- * that need them. */
+ * that started it. So far the try of the engine's wait (acquire.c), and a
+ * release and an extend (call.c) are requests; the plan's other kinds
+ * (look, leave, undo) and the verdict's fence and count come with the
+ * stages that need them. */
 #ifndef DLOCK_OP_H
 #define DLOCK_OP_H
 
@@ -26,6 +26,10 @@ typedef struct dlock__verdict {
     unsigned flags;        /* DLOCK__V_* */
     int64_t holder_ttl_ms; /* the holder's TTL left, -1 unknown */
     int64_t look_ms;       /* when the head of the line should look again (its run's end), -1 none */
+    /* An extend's, on DLOCK_OK: the new end of the lease (drift taken
+     * off) and the TTL that renewals keep up from now on. */
+    int64_t until_ns;
+    int64_t renew_ttl_ms;
 } dlock__verdict;
 
 enum { DLOCK__OP_NEW, DLOCK__OP_STARTED, DLOCK__OP_DONE };

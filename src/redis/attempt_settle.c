@@ -148,7 +148,7 @@ static void resend_release(att *r);
 static void release_resent(dlock__fan *f)
 {
     att *r = ATT_OF(f);
-    if (dlock__flush_release_next(r->l, &r->t2, r->mask))
+    if (dlock__flush_release_next(r->l, &r->t2, r->rel.mask))
         resend_release(r);
     else
         release_settled(r);
@@ -159,12 +159,8 @@ static void release_resent(dlock__fan *f)
 static void resend_release(att *r)
 {
     dlock_lock *l = r->l;
-    memcpy(r->mask, l->rel_nodes, sizeof r->mask);
-    dlock__release_prepare(l, r->mask, settle_timeout_ms(l), 1, &r->rel, &r->t2);
-    dlock__fan_init(&r->fan, l->client, &r->rel.req, 1, &r->rel.fo, dlock__owner_cb, &r->t2);
-    /* A cancel leaves what was sent to run unheard: it stays pending. */
-    r->fan.cancel_fd = l->cancel_fd[0];
-    dlock__fan_start(&r->fan, r->loop, release_resent);
+    dlock__release_resend(l, &r->rel, &r->t2, &r->fan, r->loop, settle_timeout_ms(l),
+                          l->cancel_fd[0], release_resent);
 }
 
 void dlock__attempt_settle(att *r)

@@ -98,28 +98,6 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
     return dlock__fair_acquire(l, wait_ms, deadline_ns);
 }
 
-/* A reentrant reader's holds below the last are the handle's own count:
- * its member in the key stays until the last. A counted kind's every hold
- * is the script's. */
-static int release(dlock_lock *l, int last)
-{
-    if (!last && l->kind->reenter)
-        return DLOCK_OK;
-    return dlock__release_hold(l);
-}
-
-static int extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
-                  int64_t *renew_ttl_ms)
-{
-    if (ttl_ms == 0)
-        ttl_ms = l->opts.ttl_ms;
-    int64_t t0 = dlock__now_ns(); /* the lease counts from before the send */
-    int rc = dlock__extend_hold(l, ttl_ms, deadline_ns);
-    *until_ns = t0 + ttl_ms * DLOCK__NS_PER_MS - dlock__drift_ns(l->client, ttl_ms);
-    *renew_ttl_ms = ttl_ms;
-    return rc;
-}
-
 static int64_t lease_ttl_ms(dlock_lock *l)
 {
     return l->opts.ttl_ms;
@@ -195,8 +173,8 @@ const dlock__backend dlock__redis_backend = {
     .unwatch = dlock__wait_unwatch,
     .leave = dlock__wait_leave,
     .acquire = acquire,
-    .release = release,
-    .extend = extend,
+    .release_start = dlock__release_start,
+    .extend_start = dlock__extend_start,
     .lease_ttl_ms = lease_ttl_ms,
     .drift_ns = drift_ns,
     .adopt_check = adopt_check,

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Release, extend and forget requests (release.h). */
+#include <stddef.h>
 #include <string.h>
 
 #include "client.h"
+#include "clock.h"
 #include "fanout.h"
+#include "fanout_run.h"
 #include "handle.h"
 #include "kind_steps.h"
 #include "kinds.h"
+#include "loop_poll.h"
+#include "quorum.h"
 #include "release.h"
 #include "replies.h"
 
@@ -22,27 +27,13 @@ void dlock__release_prepare(dlock_lock *l, const uint8_t *mask, int64_t timeout_
     int queued = l->kind->wait == DLOCK__WAIT_QUEUE;
     dlock__step_in in = {.wake = !undo && (l->client->opts.wakeups || queued)};
     (void)dlock__step_req(l, DLOCK__STEP_RELEASE, &in, &r->a, &r->req); /* allocates nothing */
+    if (mask && mask != r->mask)
+        memcpy(r->mask, mask, sizeof r->mask);
     r->fo = (dlock__fanout_opts){.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX,
-                                 .only = mask, .grace_ms = DLOCK__DECIDED_GRACE_MS};
+                                 .only = mask ? r->mask : NULL,
+                                 .grace_ms = DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(t, l->client, &l->err);
     t->quiet = undo;
-}
-
-static void send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
-                         int cancel_fd, dlock__tally *t)
-{
-    dlock__release_run r;
-    dlock__release_prepare(l, mask, timeout_ms, undo, &r, t);
-    /* A cancel leaves what was sent to run unheard: it stays pending. */
-    if (dlock__fanout_cancellable(l->client, &r.req, 1, &r.fo, cancel_fd, NULL, dlock__owner_cb,
-                                  t) == DLOCK_ENOMEM)
-        dlock__tally_error(t, 0, DLOCK_ENOMEM, "");
-}
-
-void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
-                         dlock__tally *t)
-{
-    send_release(l, mask, timeout_ms, undo, -1, t);
 }
 
 void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uint8_t *mask)
@@ -71,67 +62,279 @@ int dlock__flush_release_next(dlock_lock *l, const dlock__tally *t, const uint8_
     return l->rel_pending;
 }
 
-int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
+void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t,
+                           dlock__fan *fan, dlock__loop *loop, int64_t timeout_ms, int cancel_fd,
+                           void (*then)(dlock__fan *fan))
 {
-    while (l->rel_pending) {
-        uint8_t mask[DLOCK__MAX_NODES];
-        memcpy(mask, l->rel_nodes, sizeof mask);
-        dlock__tally t;
-        send_release(l, mask, timeout_ms, 1, cancel_fd, &t);
-        if (!dlock__flush_release_next(l, &t, mask))
-            break;
-    }
-    return l->rel_pending;
+    dlock__release_prepare(l, l->rel_nodes, timeout_ms, 1, r, t);
+    dlock__fan_init(fan, l->client, &r->req, 1, &r->fo, dlock__owner_cb, t);
+    /* A cancel leaves what was sent to run unheard: it stays pending. */
+    fan->cancel_fd = cancel_fd;
+    dlock__fan_start(fan, loop, then);
 }
 
-int dlock__release_hold(dlock_lock *l)
-{
+/* ---- the requests: a chain of fan-outs on a loop ---------------------------- */
+
+/* A release, extend, forget or resend in flight: one fan-out at a time
+ * on q->loop, each step started from the last one's done (the attempt's
+ * pattern, attempt.h). The engine's requests (backend.h) allocate it and
+ * answer their op; the blocking calls below keep it on their stack and
+ * turn a private loop until it is done. */
+typedef struct hold_req {
+    dlock_lock *l;
+    dlock__loop *loop;
+    void (*done)(struct hold_req *q); /* once, from the loop; rc set */
+    void (*next)(struct hold_req *q); /* after the pending release's resends */
+    dlock__op *op;                    /* the engine's request it answers, or NULL */
+    int rc, over;
+    int cancel_fd;                    /* the resends' (-1: none) */
+    int64_t timeout_ms;               /* the resends' */
+    int64_t ttl_ms, deadline_ns, t0_ns, until_ns; /* an extend's */
+    dlock__release_run run;
     dlock__tally t;
-    int counted = l->kind->counted;
-    if (counted) {
-        if (l->rel_pending) /* an older release first (best effort) */
-            dlock__flush_release(l, l->client->opts.io_timeout_ms, -1);
+    dlock__fan fan;
+} hold_req;
+
+#define REQ_OF(f) DLOCK__OWNER(f, hold_req, fan)
+
+static void hold_init(hold_req *q, dlock_lock *l)
+{
+    memset(q, 0, offsetof(hold_req, fan)); /* the fan's run sets itself up */
+    q->l = l;
+    q->cancel_fd = -1;
+    q->timeout_ms = l->client->opts.io_timeout_ms;
+}
+
+/* Send q->run (replies counted in q->t); then(f) when its run is over. */
+static void send_run(hold_req *q, int cancel_fd, void (*then)(dlock__fan *f))
+{
+    dlock__fan_init(&q->fan, q->l->client, &q->run.req, 1, &q->run.fo, dlock__owner_cb, &q->t);
+    q->fan.cancel_fd = cancel_fd;
+    dlock__fan_start(&q->fan, q->loop, then);
+}
+
+static void flush_send(hold_req *q);
+
+static void flush_sent(dlock__fan *f)
+{
+    hold_req *q = REQ_OF(f);
+    if (dlock__flush_release_next(q->l, &q->t, q->run.mask))
+        flush_send(q);
+    else
+        q->next(q);
+}
+
+/* Send the pending release again (same number: applied at most once) to
+ * the nodes that have not answered it, then the holds dropped after it
+ * failed, until every node answered or some node does not; then q->next. */
+static void flush_send(hold_req *q)
+{
+    dlock__release_resend(q->l, &q->run, &q->t, &q->fan, q->loop, q->timeout_ms, q->cancel_fd,
+                          flush_sent);
+}
+
+static void released(dlock__fan *f)
+{
+    hold_req *q = REQ_OF(f);
+    dlock_lock *l = q->l;
+    q->rc = dlock__tally_owner_code(&q->t);
+    /* Where it may not have run, it is sent again before the handle's next
+     * acquire, or on free: a lost release no longer keeps the key (and a
+     * fair line) for the whole TTL when the node answers again. */
+    dlock__note_release_pending(l, &q->t, NULL);
+    if (l->kind->counted) {
+        /* ... and with it the holds this handle drops if it failed. */
+        l->in_doubt |= l->rel_pending;
+        if (q->rc != DLOCK_OK && l->rel_pending && l->holds > 1)
+            l->rel_extra = l->holds - 1;
+    }
+    q->done(q);
+}
+
+static void release_send(hold_req *q)
+{
+    dlock_lock *l = q->l;
+    if (l->kind->counted) {
         l->rel_seq = dlock__lock_next_op_no();
         l->rel_n = 1;
         l->rel_extra = 0;
     }
-    dlock__send_release(l, NULL, l->client->opts.io_timeout_ms, 0, &t);
-    int rc = dlock__tally_owner_code(&t);
-    /* Where it may not have run, it is sent again before the handle's next
-     * acquire, or on free: a lost release no longer keeps the key (and a
-     * fair line) for the whole TTL when the node answers again. */
-    dlock__note_release_pending(l, &t, NULL);
-    if (counted) {
-        /* ... and with it the holds this handle drops below if it failed. */
-        l->in_doubt |= l->rel_pending;
-        if (rc != DLOCK_OK && l->rel_pending && l->holds > 1)
-            l->rel_extra = l->holds - 1;
-    }
-    return rc;
+    dlock__release_prepare(l, NULL, l->client->opts.io_timeout_ms, 0, &q->run, &q->t);
+    send_run(q, -1, released);
 }
 
-int dlock__extend_hold(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns)
+/* A counted kind resends an older release first (best effort: whatever
+ * its outcome, this release follows). */
+static void release_begin(hold_req *q)
 {
-    dlock__step_args a;
-    dlock__req req;
-    (void)dlock__step_req(l, DLOCK__STEP_EXTEND, &(dlock__step_in){.ttl_ms = ttl_ms}, &a, &req);
-    dlock__fanout_opts fo = {.io_timeout_ms = dlock__node_timeout_ms(l->client, ttl_ms),
-                             .deadline_ns = deadline_ns, .grace_ms = DLOCK__DECIDED_GRACE_MS};
-    dlock__tally t;
-    dlock__tally_init(&t, l->client, &l->err);
-    return dlock__fanout(l->client, &req, 1, &fo, dlock__owner_cb, &t) != DLOCK_OK
-               ? DLOCK_ENOMEM
-               : dlock__tally_owner_code(&t);
+    q->next = release_send;
+    if (q->l->kind->counted && q->l->rel_pending)
+        flush_send(q);
+    else
+        release_send(q);
+}
+
+static void extended(dlock__fan *f)
+{
+    hold_req *q = REQ_OF(f);
+    q->rc = dlock__tally_owner_code(&q->t);
+    int64_t drift_ns = dlock__drift_ns(q->l->client, q->ttl_ms);
+    q->until_ns = q->t0_ns + q->ttl_ms * DLOCK__NS_PER_MS - drift_ns;
+    q->done(q);
+}
+
+static void extend_begin(hold_req *q)
+{
+    dlock_lock *l = q->l;
+    if (q->ttl_ms == 0)
+        q->ttl_ms = l->opts.ttl_ms;
+    q->t0_ns = dlock__now_ns(); /* the lease counts from before the send */
+    dlock__step_in in = {.ttl_ms = q->ttl_ms};
+    (void)dlock__step_req(l, DLOCK__STEP_EXTEND, &in, &q->run.a, &q->run.req);
+    q->run.fo = (dlock__fanout_opts){.io_timeout_ms = dlock__node_timeout_ms(l->client, q->ttl_ms),
+                                     .deadline_ns = q->deadline_ns,
+                                     .grace_ms = DLOCK__DECIDED_GRACE_MS};
+    dlock__tally_init(&q->t, l->client, &l->err);
+    send_run(q, -1, extended);
+}
+
+/* A step whose replies are all in q->t: the request is over. */
+static void sent(dlock__fan *f)
+{
+    hold_req *q = REQ_OF(f);
+    q->done(q);
+}
+
+static void forget_begin(hold_req *q)
+{
+    dlock_lock *l = q->l;
+    (void)dlock__step_req(l, DLOCK__STEP_FORGET, &(dlock__step_in){0}, &q->run.a, &q->run.req);
+    q->run.fo = (dlock__fanout_opts){.io_timeout_ms = l->client->opts.io_timeout_ms,
+                                     .deadline_ns = INT64_MAX};
+    dlock__tally_init(&q->t, l->client, &l->err);
+    send_run(q, -1, sent);
+}
+
+/* One release as dlock__send_release() prepared it (no cancel). */
+static void send_begin(hold_req *q)
+{
+    send_run(q, -1, sent);
+}
+
+/* ---- on a private loop: the blocking calls ---------------------------------- */
+
+static void blocking_done(hold_req *q)
+{
+    q->over = 1;
+}
+
+static int blocking_over(void *arg)
+{
+    return ((hold_req *)arg)->over;
+}
+
+static void run_blocking(hold_req *q, void (*begin)(hold_req *q))
+{
+    dlock__loop_poll lp;
+    dlock__loop_poll_init(&lp);
+    q->loop = &lp.loop;
+    q->done = blocking_done;
+    begin(q);
+    dlock__loop_poll_run(&lp, blocking_over, q, INT64_MAX);
+    dlock__loop_poll_close(&lp);
+}
+
+static void flush_begin(hold_req *q)
+{
+    q->next = q->done;
+    flush_send(q);
+}
+
+int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
+{
+    if (!l->rel_pending)
+        return 0;
+    hold_req q;
+    hold_init(&q, l);
+    q.timeout_ms = timeout_ms;
+    q.cancel_fd = cancel_fd;
+    run_blocking(&q, flush_begin);
+    return l->rel_pending;
+}
+
+void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
+                         dlock__tally *t)
+{
+    hold_req q;
+    hold_init(&q, l);
+    dlock__release_prepare(l, mask, timeout_ms, undo, &q.run, &q.t);
+    run_blocking(&q, send_begin);
+    *t = q.t;
 }
 
 void dlock__forget_hold(dlock_lock *l)
 {
-    dlock__step_args a;
-    dlock__req req;
-    (void)dlock__step_req(l, DLOCK__STEP_FORGET, &(dlock__step_in){0}, &a, &req);
-    dlock__fanout_opts fo = {.io_timeout_ms = l->client->opts.io_timeout_ms,
-                             .deadline_ns = INT64_MAX};
-    dlock__tally t;
-    dlock__tally_init(&t, l->client, &l->err);
-    (void)dlock__fanout(l->client, &req, 1, &fo, dlock__owner_cb, &t);
+    hold_req q;
+    hold_init(&q, l);
+    run_blocking(&q, forget_begin);
+}
+
+/* ---- the engine's requests (backend.h) ---------------------------------------- */
+
+static void op_answered(hold_req *q)
+{
+    dlock__op *op = q->op;
+    op->v.code = q->rc;
+    op->v.until_ns = q->until_ns;
+    op->v.renew_ttl_ms = q->ttl_ms;
+    dlock__free(q);
+    dlock__op_complete(op);
+}
+
+static void answered_at_once(dlock__timer *t)
+{
+    dlock__op_complete(DLOCK__OWNER(t, dlock__op, defer));
+}
+
+static hold_req *op_req(dlock_lock *l, dlock__op *op)
+{
+    hold_req *q = dlock__malloc(sizeof *q);
+    if (!q) {
+        dlock__err_set(&l->err, "out of memory");
+        return NULL;
+    }
+    hold_init(q, l);
+    q->loop = op->loop;
+    q->done = op_answered;
+    q->op = op;
+    return q;
+}
+
+/* A reentrant reader's holds below the last are the handle's own count:
+ * its member in the key stays until the last. A counted kind's every hold
+ * is the script's. */
+int dlock__release_start(dlock_lock *l, int last, dlock__op *op)
+{
+    if (!last && l->kind->reenter) {
+        op->v.code = DLOCK_OK;
+        op->defer.fire = answered_at_once;
+        dlock__defer(op->loop, &op->defer);
+        return DLOCK_OK;
+    }
+    hold_req *q = op_req(l, op);
+    if (!q)
+        return DLOCK_ENOMEM;
+    release_begin(q);
+    return DLOCK_OK;
+}
+
+int dlock__extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op)
+{
+    hold_req *q = op_req(l, op);
+    if (!q)
+        return DLOCK_ENOMEM;
+    q->ttl_ms = ttl_ms;
+    q->deadline_ns = deadline_ns;
+    extend_begin(q);
+    return DLOCK_OK;
 }

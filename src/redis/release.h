@@ -8,7 +8,9 @@
 
 #include "common.h"
 #include "fanout.h"
+#include "fanout_run.h"
 #include "kind_steps.h"
+#include "op.h"
 #include "quorum.h"
 
 /* Send the kind's release script for the current token to the nodes in
@@ -24,11 +26,20 @@ typedef struct dlock__release_run {
     dlock__step_args a;
     dlock__req req;
     dlock__fanout_opts fo;
+    uint8_t mask[DLOCK__MAX_NODES]; /* fo.only, when a mask was given */
 } dlock__release_run;
 
 /* Fill r and init t as dlock__send_release() sends its request. */
 void dlock__release_prepare(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
                             dlock__release_run *r, dlock__tally *t);
+
+/* Start a resend of the pending release (to the nodes in l->rel_nodes,
+ * r->mask) as fan's run on loop, its parts in r and t; a cancel_fd that
+ * turns readable leaves it to run unheard. then(fan) follows from the
+ * loop; dlock__flush_release_next(l, t, r->mask) then says what is next. */
+void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t,
+                           dlock__fan *fan, dlock__loop *loop, int64_t timeout_ms, int cancel_fd,
+                           void (*then)(dlock__fan *fan));
 
 /* Note which nodes have not answered the release just sent. */
 void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
@@ -43,10 +54,13 @@ int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
  * when nothing is pending or some node has not answered. */
 int dlock__flush_release_next(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
 
-/* Backend operations (backend.h). */
-int dlock__release_hold(dlock_lock *l);
-int dlock__extend_hold(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns);
-/* Counted kinds: take the handle's bookkeeping out of the key. */
+/* Backend operations (backend.h): a release and an extend as requests,
+ * each a chain of fan-outs on op->loop (a counted kind's release resends
+ * an older pending one first). */
+int dlock__release_start(dlock_lock *l, int last, dlock__op *op);
+int dlock__extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op);
+/* Counted kinds: take the handle's bookkeeping out of the key (blocking:
+ * the request on a private loop; only a handle's cleanup asks it). */
 void dlock__forget_hold(dlock_lock *l);
 
 #endif

@@ -42,6 +42,7 @@
 #include "handle.h"
 #include "kind_steps.h"
 #include "kinds.h"
+#include "loop_poll.h"
 #include "release.h"
 #include "wait.h"
 
@@ -56,6 +57,9 @@ enum mode {
 };
 
 static enum mode mode;
+/* The loops the runs were started on, in order. */
+static dlock__loop *fan_loops[8];
+static int fan_starts;
 static dlock_lock *cur;
 static uint64_t op_base;
 static char *out;
@@ -202,10 +206,11 @@ int __wrap_dlock__fanout_attempt(struct dlock_client *client, const dlock__req *
     return DLOCK_OK;
 }
 
-/* A run started on a loop (the attempt's chain, attempt.h) is recorded
- * under the name of the blocking call that sent it before the chain:
- * the attempt's own as "attempt", the fence sync as "fanout", a release
- * or undo as "cancellable". It completes at the loop's next turn. */
+/* A run started on a loop (the attempt's chain, attempt.h; a release,
+ * extend or forget, release.c) is recorded under the name of the blocking
+ * call that sent it before the chain: the attempt's own as "attempt", the
+ * fence sync, an extend and a forget as "fanout", a release or undo as
+ * "cancellable". It completes at the loop's next turn. */
 static void fan_answered(dlock__timer *t)
 {
     dlock__fan *f = DLOCK__OWNER(t, dlock__fan, fin);
@@ -215,10 +220,13 @@ static void fan_answered(dlock__timer *t)
 void __wrap_dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__fan *f));
 void __wrap_dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__fan *f))
 {
-    const char *via = f->keep_timed_out          ? "attempt"
-                      : f->cb == dlock__fence_cb ? "fanout"
-                                                 : "cancellable";
+    const char *name = f->reqs[0].script ? f->reqs[0].script->name : "";
+    int plain = f->cb == dlock__fence_cb || strstr(name, "extend") || strstr(name, "forget");
+    const char *via = f->keep_timed_out ? "attempt" : plain ? "fanout" : "cancellable";
     record(via, f->reqs, f->nreqs);
+    if (fan_starts < (int)(sizeof fan_loops / sizeof fan_loops[0]))
+        fan_loops[fan_starts] = l;
+    fan_starts++;
     f->rc = DLOCK_OK;
     if (mode == CANCEL && strcmp(via, "fanout") != 0)
         f->rc = DLOCK_ECANCELED;
@@ -349,13 +357,14 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
         }
     }
     step("release", TAKEN);
-    (void)dlock__release_hold(l);
+    (void)dlock__call_release(l, 1);
     settle(l);
     step("release as an undo", TAKEN);
     dlock__send_release(l, NULL, 100, 1, &t);
     settle(l);
     step("extend", TAKEN);
-    (void)dlock__extend_hold(l, 12345, INT64_MAX);
+    int64_t until, renew_ttl;
+    (void)dlock__call_extend(l, 12345, INT64_MAX, &until, &renew_ttl);
     settle(l);
     if (dlock__kind_step(l->kind, DLOCK__STEP_FORGET)->script != DLOCK__S_NONE) {
         step("forget", TAKEN);
@@ -533,11 +542,106 @@ static void every_step_is_complete_and_acks_are_the_old_rule(void **state)
     }
 }
 
+/* ---- release and extend as requests ---------------------------------------- */
+
+static int op_dones;
+
+static void op_seen(dlock__op *op)
+{
+    (void)op;
+    op_dones++;
+}
+
+static int op_over(void *arg)
+{
+    (void)arg;
+    return op_dones > 0;
+}
+
+/* The engine's request on a loop of the test's: started, not completed
+ * inside its start; completed once from the loop. */
+static void start_op(dlock__op *op, dlock__loop_poll *lp, dlock_lock *l)
+{
+    dlock__loop_poll_init(lp);
+    *op = (dlock__op){.l = l, .loop = &lp->loop, .done = op_seen};
+    op_dones = 0;
+    fan_starts = 0;
+    dlock__op_start(op);
+}
+
+static void turn_until_done(dlock__op *op, dlock__loop_poll *lp)
+{
+    assert_int_equal(op_dones, 0); /* never inside the start */
+    dlock__loop_poll_run(lp, op_over, NULL, INT64_MAX);
+    assert_int_equal(op_dones, 1);
+    assert_int_equal(op->state, DLOCK__OP_DONE);
+    for (int i = 0; i < fan_starts; i++)
+        assert_ptr_equal(fan_loops[i], &lp->loop); /* each step on the op's loop */
+    dlock__loop_poll_close(lp);
+}
+
+/* A counted kind's release with an older release pending resends that
+ * one first, then sends its own: both steps on the op's loop. Nobody
+ * answers: the new release is pending too, and the handle's other hold
+ * goes with it (rel_extra), as the blocking release left them. */
+static void release_and_extend_complete_on_the_requests_loop(void **state)
+{
+    (void)state;
+    static const char *const urls[] = {"redis://127.0.0.1:1", "redis://127.0.0.1:2",
+                                       "redis://127.0.0.1:3"};
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.io_timeout_ms = 100;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&c, urls, 3, &co, NULL, 0), DLOCK_OK);
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.flags = DLOCK_REENTRANT;
+    lo.ttl_ms = 30000;
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_new(&l, c, "res", &lo), DLOCK_OK);
+    cur = l;
+    mode = SILENT;
+    dlock__op op;
+    dlock__loop_poll lp;
+
+    l->holds = 2;
+    l->rel_seq = dlock__lock_next_op_no();
+    l->rel_n = 1;
+    l->rel_pending = 1;
+    memset(l->rel_nodes, 1, sizeof l->rel_nodes);
+    start_op(&op, &lp, l);
+    assert_int_equal(l->backend->release_start(l, 0, &op), DLOCK_OK);
+    assert_int_equal(fan_starts, 1); /* the resend; the release waits for it */
+    turn_until_done(&op, &lp);
+    assert_int_equal(fan_starts, 2);
+    assert_int_not_equal(op.v.code, DLOCK_OK);
+    assert_int_equal(l->rel_pending, 1);
+    assert_int_equal(l->rel_extra, 1);
+    assert_int_equal(l->in_doubt, 1);
+    settle(l);
+
+    /* An extend: its lease counted from before the send, 0 for the
+     * lock's TTL. */
+    int64_t t0 = dlock__now_ns();
+    start_op(&op, &lp, l);
+    assert_int_equal(l->backend->extend_start(l, 0, INT64_MAX, &op), DLOCK_OK);
+    turn_until_done(&op, &lp);
+    assert_int_equal(fan_starts, 1);
+    assert_int_equal(op.v.renew_ttl_ms, 30000);
+    assert_true(op.v.until_ns > t0 + 29000 * DLOCK__NS_PER_MS);
+    assert_true(op.v.until_ns <= dlock__now_ns() + 30000 * DLOCK__NS_PER_MS);
+
+    l->holds = 0;
+    cur = NULL;
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_step_is_complete_and_acks_are_the_old_rule),
         cmocka_unit_test(every_step_sends_the_golden_arguments),
+        cmocka_unit_test(release_and_extend_complete_on_the_requests_loop),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(out);
