@@ -19,6 +19,7 @@
 #define SAFETY_POLL_MS 200
 
 static void try_start(dlock__acq *a);
+static void sleep_after(dlock__acq *a);
 
 static void finish(dlock__acq *a, int rc)
 {
@@ -84,19 +85,30 @@ static void sleep_over(dlock__timer *t)
     check_sleep(DLOCK__OWNER(t, dlock__acq, timer));
 }
 
+/* Make the loop turn from now on when a wake-up message (wakeup_chan.c),
+ * a watch's confirmation or a cancel (dlock__engine_cancel) comes: 1 if
+ * it will, 0 if the driver cannot be woken (no wake hook, or no fd to
+ * spare for its eventfd). */
+static int hook(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    if (a->hooked)
+        return 1;
+    if (!a->wake || a->wakeable(a->wake_arg) != DLOCK_OK)
+        return 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->waiter.wake = a->wake;
+    l->waiter.wake_arg = a->wake_arg;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    a->hooked = 1;
+    return 1;
+}
+
 static void sleep_until(dlock__acq *a, int64_t wake_at_ns)
 {
     dlock_lock *l = a->l;
-    if (!a->hooked && a->wake) {
-        if (a->wakeable(a->wake_arg) == DLOCK_OK) {
-            /* From now on a wake-up message (wakeup_chan.c) and a cancel
-             * (dlock__engine_cancel) make the loop turn. */
-            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-            l->waiter.wake = a->wake;
-            l->waiter.wake_arg = a->wake_arg;
-            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-            a->hooked = 1;
-        } else if (a->sleep_blocking) {
+    if (!a->hooked && a->wake && !hook(a)) {
+        if (a->sleep_blocking) {
             /* No eventfd (no fd to spare): nothing could make the loop
              * turn on a cancel or a wake-up, so the blocking driver sleeps
              * on the handle's condition variable instead, as the wait did
@@ -140,6 +152,76 @@ static int64_t sleep_ms_after(dlock__acq *a, const dlock__verdict *v)
     return ms;
 }
 
+/* After a refused try: sleep (sleep_ms_after) until the next. */
+static void sleep_after(dlock__acq *a)
+{
+    int64_t sleep_ms = sleep_ms_after(a, &a->op.v);
+    sleep_until(a, DLOCK__MIN(a->deadline_ns, dlock__now_ns() + sleep_ms * DLOCK__NS_PER_MS));
+}
+
+/* The watch's answer (backend.h, watch_ready): confirmed, the next try
+ * goes now; else the wait goes on without it (polling, as a client
+ * without wake-ups), by a sleep, which also ends on a cancel. */
+static void confirm_over(dlock__acq *a, int ready)
+{
+    dlock_lock *l = a->l;
+    if (ready == 1) {
+        try_start(a);
+        return;
+    }
+    l->backend->unwatch(l);
+    a->watching = 0;
+    sleep_after(a);
+}
+
+/* Waiting for the watch's confirmation ends on the first of: confirmed or
+ * refused (the backend pokes the loop), a cancel, its deadline. Asked
+ * when the wait starts, when its timer fires, and whenever the driver is
+ * poked. */
+static void check_confirm(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    if (!a->confirming)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int canceled = l->canceled; /* left for the sleep that follows to use */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    int ready = canceled ? 0 : l->backend->watch_ready(l, 0);
+    if (ready == 0 && !canceled && dlock__now_ns() < a->confirm_by_ns)
+        return;
+    a->confirming = 0;
+    dlock__timer_clear(a->loop, &a->timer);
+    confirm_over(a, ready);
+}
+
+static void confirm_timeout(dlock__timer *t)
+{
+    check_confirm(DLOCK__OWNER(t, dlock__acq, timer));
+}
+
+/* A watch was started: the next try waits until the store confirmed it
+ * (subscribe-before-the-next-try), at most a connect and an I/O timeout
+ * and never past the wait's deadline, on the loop. A driver that cannot
+ * be woken waits for it in the backend (blocking, as the wait did before
+ * it was the engine's). */
+static void confirm_wait(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    const dlock_client_options *o = &l->client->opts;
+    int64_t by = dlock__deadline_after_ms(o->connect_timeout_ms + o->io_timeout_ms);
+    by = DLOCK__MIN(by, a->deadline_ns);
+    if (!hook(a)) {
+        confirm_over(a, l->backend->watch_ready(l, by));
+        return;
+    }
+    a->confirming = 1;
+    a->confirm_by_ns = by;
+    a->timer.due_ns = by;
+    a->timer.fire = confirm_timeout;
+    (void)dlock__timer_set(a->loop, &a->timer); /* the poll loop's never fails */
+    check_confirm(a); /* confirmed already (another waiter's channel) */
+}
+
 static void try_done(dlock__op *op)
 {
     dlock__acq *a = DLOCK__OWNER(op, dlock__acq, op);
@@ -168,12 +250,11 @@ static void try_done(dlock__op *op)
     if (!a->watching && l->client->opts.wakeups && rc == DLOCK_ENOTACQUIRED) {
         a->watching = l->backend->watch(l) == DLOCK_OK;
         if (a->watching) {
-            try_start(a);
+            confirm_wait(a);
             return;
         }
     }
-    int64_t sleep_ms = sleep_ms_after(a, &op->v);
-    sleep_until(a, DLOCK__MIN(a->deadline_ns, now + sleep_ms * DLOCK__NS_PER_MS));
+    sleep_after(a);
 }
 
 static void try_start(dlock__acq *a)
@@ -217,4 +298,5 @@ void dlock__acq_start(dlock__acq *a)
 void dlock__acq_poked(dlock__acq *a)
 {
     check_sleep(a);
+    check_confirm(a);
 }

@@ -3,7 +3,8 @@
  * kind that waits by retrying (kinds.h, DLOCK__WAIT_RETRY) on a backend
  * that tries once as a request (backend.h, try). A state machine driven
  * by callbacks on one loop, never blocking in itself: TRY (the backend's
- * request), then granted or given up, or a sleep on a loop timer that a
+ * request), then granted or given up, or (once) a wait for the watch's
+ * confirmation before the next try, or a sleep on a loop timer that a
  * wake-up message or a cancel ends early. The blocking API drives it on
  * a private loop (call.c); the async API will drive the same machine on
  * an application's loop. */
@@ -42,6 +43,8 @@ typedef struct dlock__acq {
     unsigned woken;   /* the waiter record's wake-up count before the try */
     unsigned attempts; /* backoff steps taken */
     int watching, hooked, sleeping;
+    int confirming;        /* waiting for the watch's confirmation ... */
+    int64_t confirm_by_ns; /* ... until then at most */
     /* The last sleep ended by its timer, not by a message: a grant after
      * it was found by a look (observe.h's wake-ups). */
     int slept_out;

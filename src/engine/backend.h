@@ -89,16 +89,21 @@ typedef struct dlock__backend {
      * with op->v filled (the code and message as acquire's would be, V_RETRY
      * when waiting could help, V_SPLIT, the holder's TTL, the look hint);
      * or an error, and done() never comes. Its hold, token and lease end
-     * are then as acquire's below. watch: be woken by a release
-     * (the waiter record's wake hook, waiter.h): DLOCK_OK if watched, and
-     * unwatch ends it (Redis's watch still blocks until the node confirms
-     * the subscription: stage 4a; its try is a chain of fan-outs on
-     * op->loop, attempt.h). leave: a waiter that gives up leaves the store's
+     * are then as acquire's below. watch: start being woken by a release
+     * (the waiter record's wake hook, waiter.h), without waiting: DLOCK_OK
+     * if watched (unwatch ends it), else an error (not watched).
+     * watch_ready: is the watch confirmed (a release from now on wakes
+     * the waiter)? 1 yes, 0 not yet, -1 never; it may wait for that until
+     * until_ns (0: only look). The backend calls the waiter's wake hook
+     * when the answer changes (Redis: a node confirmed or refused the
+     * subscription). Redis's try is a chain of fan-outs on op->loop
+     * (attempt.h). leave: a waiter that gives up leaves the store's
      * waiter list, best effort, within timeout_ms. try NULL: the backend
      * waits its own way in acquire (etcd, and Redis's fair kinds for
      * now). */
     int (*try)(dlock_lock *l, dlock__op *op);
     int (*watch)(dlock_lock *l);
+    int (*watch_ready)(dlock_lock *l, int64_t until_ns);
     void (*unwatch)(dlock_lock *l);
     void (*leave)(dlock_lock *l, int64_t timeout_ms);
     /* Take a hold, waiting until deadline_ns (wait_ms 0: try once) the way

@@ -170,6 +170,7 @@ const dlock__backend dlock__redis_backend = {
     .lock_clear = dlock__redis_lock_clear,
     .try = dlock__wait_try,
     .watch = dlock__wait_watch_release,
+    .watch_ready = dlock__wait_watch_ready,
     .unwatch = dlock__wait_unwatch,
     .leave = dlock__wait_leave,
     .acquire = acquire,

@@ -50,7 +50,10 @@ static const char *inbox_tag(dlock_lock *l)
     return l->inbox ? l->inbox + l->inbox_len - DLOCK__INBOX_TAG_LEN : NULL;
 }
 
-int dlock__wait_watch(dlock_lock *l, int fair)
+/* Fill the waiter record and subscribe; wait: until confirmed (fair
+ * mode's own wait), else only start (the engine's, which waits for the
+ * confirmation on its loop: dlock__wait_watch_ready). */
+static int watch(dlock_lock *l, int fair, int wait)
 {
     /* An id or fair token that ends with the inbox's tag is woken there
      * (src/redis/scripts/lib/wake_to.lua): a release's addressed wake-up reaches
@@ -85,10 +88,16 @@ int dlock__wait_watch(dlock_lock *l, int fair)
     l->waiter.mu = &l->mu;
     l->waiter.cond = &l->cond;
     l->waiter.canceled = &l->canceled;
-    int rc = dlock__wakeup_watch(l->client, &l->waiter);
+    int rc = wait ? dlock__wakeup_watch(l->client, &l->waiter)
+                  : dlock__wakeup_watch_start(l->client, &l->waiter);
     if (rc != DLOCK_OK)
         l->wait_id_len = 0; /* not woken by messages: not listed either */
     return rc;
+}
+
+int dlock__wait_watch(dlock_lock *l, int fair)
+{
+    return watch(l, fair, 1);
 }
 
 void dlock__wait_unwatch(dlock_lock *l)
@@ -152,5 +161,10 @@ int dlock__wait_try(dlock_lock *l, dlock__op *op)
 
 int dlock__wait_watch_release(dlock_lock *l)
 {
-    return dlock__wait_watch(l, 0);
+    return watch(l, 0, 0);
+}
+
+int dlock__wait_watch_ready(dlock_lock *l, int64_t until_ns)
+{
+    return dlock__wakeup_watch_ready(l->client, &l->waiter, until_ns);
 }

@@ -31,7 +31,9 @@ unsigned dlock__wait_woken(dlock_lock *l);
  * (fair kinds also name their token for hand-overs). DLOCK_OK if watched. */
 int dlock__wait_watch(dlock_lock *l, int fair);
 void dlock__wait_unwatch(dlock_lock *l);
-/* The backend's watch (backend.h): dlock__wait_watch(l, 0). */
+/* The backend's watch and watch_ready (backend.h): the subscription
+ * started, not waited for; its confirmation (wakeup.h). */
 int dlock__wait_watch_release(dlock_lock *l);
+int dlock__wait_watch_ready(dlock_lock *l, int64_t until_ns);
 
 #endif

@@ -318,7 +318,7 @@ static int confirmed_on_a_node(const dlock_client *c, const dlock__chan *ch, con
     return 0;
 }
 
-int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
+int dlock__wakeup_watch_start(dlock_client *c, dlock__waiter *l)
 {
     dlock__wakeup *wk = get_or_start(c);
     dlock__watcher *w = dlock__calloc(1, sizeof *w);
@@ -357,21 +357,46 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
                                : NULL;
     if (made || made_in)
         poke(wk); /* the thread subscribes */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
     if (!ch || (wi && !in)) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
         if (!ch)
             dlock__free(w);
         dlock__free(wi); /* on no channel here: in is NULL */
         dlock__wakeup_unwatch(c, l);
         return DLOCK_ENOMEM;
     }
-    /* Wait until at least one node confirmed the subscription. */
-    int64_t deadline = dlock__deadline_after_ms(c->opts.connect_timeout_ms + c->opts.io_timeout_ms);
-    struct timespec ts = dlock__timespec_of(deadline);
-    int ok = 0;
+    return DLOCK_OK;
+}
+
+/* Is the waiter's subscription confirmed? 1 yes, 0 not yet, -1 never (a
+ * refusal, or its channels gone). wk->mu held. */
+static int confirmed(const dlock_client *c, dlock__wakeup *wk, const dlock__waiter *l)
+{
+    if (wk->refused)
+        return -1;
+    const char *cname;
+    size_t clen;
+    chan_name(c, l, &cname, &clen);
+    const dlock__chan *ch = dlock__chan_find(wk->chans, cname, clen);
+    const dlock__chan *in = l->inbox && !wk->no_inbox
+                                ? dlock__chan_find(wk->chans, l->inbox, l->inbox_len)
+                                : NULL;
+    if (!ch || (l->inbox && !wk->no_inbox && !in))
+        return -1;
+    return confirmed_on_a_node(c, ch, in);
+}
+
+int dlock__wakeup_watch_ready(dlock_client *c, dlock__waiter *l, int64_t until_ns)
+{
+    dlock__wakeup *wk = started(c);
+    if (!wk)
+        return -1;
+    struct timespec ts = dlock__timespec_of(until_ns);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
+    int ok;
     for (;;) {
-        ok = confirmed_on_a_node(c, ch, wk->no_inbox ? NULL : in);
-        if (ok || wk->refused || dlock__now_ns() >= deadline)
+        ok = confirmed(c, wk, l);
+        if (ok || dlock__now_ns() >= until_ns)
             break;
         /* A cancel must not wait for a silent node's confirmation
          * (dlock__wakeup_kick() wakes us). wk->mu before l->mu, as in
@@ -385,13 +410,24 @@ int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
         if (rc != 0 && rc != ETIMEDOUT)
             DLOCK__CHECK_PTHREAD(rc);
     }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    return ok;
+}
+
+int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
+{
+    int rc = dlock__wakeup_watch_start(c, l);
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t until = dlock__deadline_after_ms(c->opts.connect_timeout_ms + c->opts.io_timeout_ms);
+    if (dlock__wakeup_watch_ready(c, l, until) == 1)
+        return DLOCK_OK;
+    dlock__wakeup *wk = started(c);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
     int refused = wk->refused;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
-    if (!ok) {
-        dlock__wakeup_unwatch(c, l);
-        return refused ? DLOCK_EREFUSED : DLOCK_EIO;
-    }
-    return DLOCK_OK;
+    dlock__wakeup_unwatch(c, l);
+    return refused ? DLOCK_EREFUSED : DLOCK_EIO;
 }
 
 int dlock__wakeup_inbox_off(dlock_client *c)

@@ -19,6 +19,17 @@ struct dlock_client;
  * polling. */
 int dlock__wakeup_watch(struct dlock_client *c, dlock__waiter *w);
 
+/* The same in two halves, for a wait that must not block (the engine's,
+ * acquire.c). watch_start subscribes and returns at once: DLOCK_OK (the
+ * waiter is watched; unwatch it in the end), DLOCK_EREFUSED or
+ * DLOCK_ENOMEM (not watched). When a subscription is confirmed or
+ * refused, the wake-up thread calls the wake hook of every watched
+ * waiter (waiter.h). watch_ready: 1 once a node confirmed the waiter's
+ * subscriptions, -1 if none ever will (refused), 0 not yet; it waits for
+ * that until until_ns or the waiter's cancel (0: only looks). */
+int dlock__wakeup_watch_start(struct dlock_client *c, dlock__waiter *w);
+int dlock__wakeup_watch_ready(struct dlock_client *c, dlock__waiter *w, int64_t until_ns);
+
 /* 1 once a node refused the SUBSCRIBE of an inbox (an ACL that grants the
  * lock channels by their exact names): the client's waiters then go
  * without one (wait.c), woken on the lock's channel. */

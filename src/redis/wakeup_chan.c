@@ -76,6 +76,18 @@ void dlock__chan_wake_all(dlock__chan *ch)
         wake_lock(w->lock);
 }
 
+void dlock__chan_poke_all(dlock__chan *list)
+{
+    for (dlock__chan *ch = list; ch; ch = ch->next)
+        for (dlock__watcher *w = ch->watchers; w; w = w->next) {
+            dlock__waiter *l = w->lock;
+            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(l->mu));
+            if (l->wake)
+                l->wake(l->wake_arg);
+            DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(l->mu));
+        }
+}
+
 void dlock__chan_deliver(dlock__chan *ch, const char *msg, size_t len)
 {
     for (dlock__watcher *w = ch->watchers; w; w = w->next) {

@@ -53,6 +53,11 @@ void dlock__chan_deliver(dlock__chan *ch, const char *msg, size_t len);
 /* Wake every watcher of ch: it may have missed a message, it must look. */
 void dlock__chan_wake_all(dlock__chan *ch);
 
+/* Call the wake hook of every watcher of every channel in list, without
+ * a wake-up (their count stays): a subscription was confirmed or refused,
+ * and an engine's wait for that (acquire.c) looks again. */
+void dlock__chan_poke_all(dlock__chan *list);
+
 /* Free every channel of *list and its watchers; *list becomes NULL. */
 void dlock__chan_free_all(dlock__chan **list);
 

@@ -32,6 +32,15 @@ static void say_no_inbox(dlock_client *c, dlock__wakeup *wk, size_t i)
     wk->inbox_why[0] = '\0';
 }
 
+/* A subscription was confirmed, or will never be: wake whoever waits for
+ * it, a blocking watch (the condition) and an engine's wait (its hook).
+ * wk->mu held. */
+static void confirmations_changed(dlock__wakeup *wk)
+{
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+    dlock__chan_poke_all(wk->chans);
+}
+
 /* A refused SUBSCRIBE while an inbox waits for its confirmation on node
  * i: the refusal names no channel, so it is taken for the inbox's. An ACL
  * that grants the lock's channel by its exact name refuses the inbox (a
@@ -58,7 +67,7 @@ static int drop_inboxes(dlock_client *c, dlock__wakeup *wk, size_t i, const char
     snprintf(wk->inbox_why, sizeof wk->inbox_why, "%s", why);
     if (!lock_pending)
         say_no_inbox(c, wk, i);
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+    confirmations_changed(wk);
     return 1;
 }
 
@@ -93,7 +102,7 @@ int dlock__wakeup_read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
                               "%s refused SUBSCRIBE (%.200s); waiters poll with backoff up to "
                               "retry_max_ms instead of being woken on release",
                               cl->nodes[i].name, r->str);
-            DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+            confirmations_changed(wk);
         }
         if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
             r->element[0]->type == REDIS_REPLY_STRING &&
@@ -118,7 +127,7 @@ int dlock__wakeup_read_frames(dlock_client *cl, dlock__wakeup *wk, size_t i)
                     say_no_inbox(cl, wk, i);
                 wk->failures[i] = 0;
                 note_progress(cl, wk, i);
-                DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wk->confirmed));
+                confirmations_changed(wk);
             } else if (ch && klen == 7 && !memcmp(k, "message", 7) &&
                        r->element[2]->type == REDIS_REPLY_STRING) {
                 dlock__chan_deliver(ch, r->element[2]->str, r->element[2]->len);

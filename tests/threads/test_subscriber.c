@@ -90,10 +90,68 @@ static void subscriber_that_never_confirms_is_made_again(void **state)
     dlock_client_free(c);
 }
 
+/* The engine's wait does not block in a watch (issue 36): a subscription
+ * that no node confirms delays the next try until the wait's own
+ * deadline at most, not connect + I/O timeout. Before, a 300 ms wait
+ * returned only after the watch gave up (here 1500 ms). */
+static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **state)
+{
+    (void)state;
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxy.port);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = 750;
+    o.io_timeout_ms = 750;
+    const char *urls[] = {url};
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_client *other = test_client_for(&test_srv, NULL);
+    dlock_lock *holder = test_lock_new(other, "sub:deadline", 10000, 0, 10, 50);
+    dlock_lock *l = test_lock_new(c, "sub:deadline", 10000, 0, 1000, 1000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+
+    /* The client's subscriber connection is made now, and blackholed for
+     * as long as it lives (connect + I/O timeout): its SUBSCRIBE is lost.
+     * (The proxy blackholes every connection open then: the lock's are
+     * made after.) */
+    static const char channel[] = "dlock:wake:sub:other";
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int canceled = 0;
+    dlock__waiter w;
+    memset(&w, 0, sizeof w);
+    w.channel = channel;
+    w.channel_len = strlen(channel);
+    w.mu = &mu;
+    w.cond = &cond;
+    w.canceled = &canceled;
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(dlock__wakeup_watch_start(c, &w), DLOCK_OK);
+    test_sleep_ms(100);
+    assert_int_equal(dlock__wakeup_watch_ready(c, &w, 0), 0);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED); /* the path is clear */
+
+    /* The try goes through the pooled connection; the watch that follows
+     * is never confirmed in time. */
+    int64_t t0 = test_now_ms();
+    int rc = dlock_lock_acquire(l, 300);
+    int64_t took = test_now_ms() - t0;
+    printf("# a 300 ms wait with its watch unconfirmed: %s after %lld ms\n", dlock_errname(rc),
+           (long long)took);
+    assert_int_equal(rc, DLOCK_ETIMEDOUT);
+    assert_true(took < 1000);
+    dlock__wakeup_unwatch(c, &w);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+    dlock_client_free(other);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(subscriber_that_never_confirms_is_made_again),
+        cmocka_unit_test(a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
