@@ -358,8 +358,8 @@ typedef struct dlock_wakeup_event {
  * Threads: acquire_start, acquire_end and wakeup run on the thread that
  * called the acquire; hold_end on the thread of the call that ended the
  * hold, or, for DLOCK_HOLD_LOST, on the watchdog's thread just before
- * on_lost; renewal_round on the watchdog's thread (on a Cluster, on the
- * thread of the master's round); node_event on whichever thread met the
+ * on_lost; renewal_round on the watchdog's thread (on a Cluster, once per
+ * master's round); node_event on whichever thread met the
  * node (a caller's, the watchdog's, the wake-up thread). Callbacks may run
  * on several threads at once and must be thread-safe. They run with
  * library mutexes held in some places: a callback must return quickly,
@@ -991,11 +991,9 @@ typedef enum dlock_lost_reason {
 
 /**
  * Called once when the watchdog finds an auto-renewed lock lost. Runs on the
- * client's watchdog thread (with the cluster option: on the thread of the
- * renewal round of the lock's master, one per master, all started by the
- * watchdog thread), after the handle's state became DLOCK_STATE_LOST;
- * renewals of every other lock (on a cluster: of that master) wait while
- * it runs, so it must not block for long.
+ * client's watchdog thread, after the handle's state became
+ * DLOCK_STATE_LOST; renewals of every other lock wait while it runs, so it
+ * must not block for long.
  *
  * It may call, on this lock: dlock_lock_release() (returns DLOCK_ELOST and
  * leaves the handle unlocked; a later release from the owner's thread then
@@ -1004,11 +1002,15 @@ typedef enum dlock_lost_reason {
  * dlock_lock_cancel() on any lock. It must not call dlock_lock_free() or
  * dlock_client_free() (the watchdog still uses the handle and would wait for
  * itself), nor acquire or extend the lock, and it must not release the lock
- * while another thread is inside a call on the same handle. On a cluster, a
- * release here of a multi-name set waits until the rounds of the other
- * masters have settled its names there (answered, or their I/O timeout),
- * as a release on any other thread does: when it returns, no renewal of
- * them is in flight.
+ * while another thread is inside a call on the same handle. A release here
+ * of another lock, or of a multi-name set, whose renewal is in a round
+ * still in flight (on a cluster: another master's) does not wait for that
+ * round, which runs on this thread: the round lets the lock go and never
+ * reports on it; a renewal of it still on the wire finds the key released
+ * (or another owner's) and changes nothing (a key being put back on a
+ * Redlock node that had lost it, if already sent, stays there until the
+ * lock's TTL ends). A release on any other thread
+ * waits for the round instead.
  */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
                               void *arg);
@@ -1037,8 +1039,7 @@ typedef struct dlock_lock_options {
      *  dlock_client_options.wakeups). Defaults 10 and 200; 1..60000. */
     int64_t retry_min_ms;
     int64_t retry_max_ms;
-    /** Called, on the client's watchdog thread (a cluster client: on its
-     *  master's renewal-round thread, see dlock_lost_fn), when an auto-renewed lock
+    /** Called, on the client's watchdog thread (see dlock_lost_fn), when an auto-renewed lock
      *  is lost, or a DLOCK_FAIR lock whose hand-over the watchdog could
      *  not confirm before its claim ended (DLOCK_LOST_NOT_OWNER: the claim
      *  was gone; DLOCK_LOST_NO_QUORUM: no answer in time); may be NULL. */

@@ -7,7 +7,6 @@
 #ifndef DLOCK_RENEWAL_H
 #define DLOCK_RENEWAL_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,10 +56,11 @@ typedef struct dlock__renewal {
     int registered;
     int in_round;
     /* While in_round: 1 until the round has settled it (its renewal is
-     * on the wire or its verdict not applied yet), and the thread running
-     * that round (dlock__watchdog_remove() waits for other rounds). */
+     * on the wire or its verdict not applied yet), and its item in that
+     * round (dlock__watchdog_remove() on the watchdog's thread lets the
+     * record go from there instead of waiting). */
     int unsettled;
-    pthread_t round_thread;
+    struct item *round_item;
     unsigned hold; /* bumped by each registration: a round of an earlier
                       hold leaves a later one alone */
     int64_t next_ns;

@@ -10,23 +10,42 @@
  * due (a tenth of its interval ahead), and the thread then renews in one
  * round every lock due within half of its interval, so rounds merge
  * instead of multiplying with the number of locks. dlock__watchdog_add()
- * and a finished cluster round post a look at the schedule to the thread
- * (a post wakes its loop); the timer is set and cleared there only. A
- * round still blocks the thread while it runs (the fan-out's private loop
- * inside renew_round.c); making it a request with a completion on this
- * loop is left to the engine's requests (engine-plan.md §4.2). A round is
- * one pipelined
- * batch of renew_batch.lua calls per node, RENEW_CHUNK locks per call,
- * contacted in parallel through the fan-out. On a Cluster (one node of
- * ours, many masters) each master's locks make a round of their own, on a
- * thread of its own that the watchdog thread does not wait for
- * (run_jobs()): a stalled master's round must not hold back the others.
+ * posts a look at the schedule to the thread (a post wakes its loop), and
+ * a round's completion looks again; the timer is set and cleared there
+ * only.
+ *
+ * A round is a request on this loop (renew_round.h): one pipelined batch
+ * of renew_batch.lua calls per node, RENEW_CHUNK locks per call, contacted
+ * in parallel through the fan-out, then the restore step, and a completion
+ * that hands the verdicts to the owners (finish_round()). The thread never
+ * waits for a round: while one is in flight it goes on looking at the
+ * schedule, and a record due meanwhile that is not in a round starts a
+ * round of its own; a record in a round in flight waits for it (in_round).
+ * On a Cluster (one node of ours, many masters) each master's locks make a
+ * round of their own, all in flight at once: a stalled master's round
+ * must not hold back the others. Rounds in flight share the loop's fd
+ * slots (loop_poll.h): one starts only while there is room for a
+ * connection per node it contacts (wd->fds). The etcd backend's records
+ * renew themselves (renewal_ops.renew) one blocking call after the other:
+ * such a round still blocks this thread while it runs.
  *
  * Safety of release against a round in flight: a lock taking part in a
- * round is flagged in_round; dlock__watchdog_remove() waits for the round
- * to finish, so when release or free goes on, no renewal of the lock is on
- * the wire and none will be sent. Callbacks run at the end of the round,
- * before in_round is cleared, so a lock is never freed under its callback. */
+ * round is flagged in_round, and unsettled until the round's completion
+ * has applied its verdict. dlock__watchdog_remove() from another thread
+ * waits until the round lets the record go, so when release or free goes
+ * on, no renewal of the lock is on the wire and none will be sent.
+ * Callbacks (on_lost) run at the end of the round, before in_round is
+ * cleared, so a lock is never freed under its callback. A remove on this
+ * thread (an on_lost releasing its own lock, or a set's names in other
+ * rounds) cannot wait for a round on the loop it would be blocking: it
+ * lets the record go from its round at once (let_go()), which then never
+ * touches it again: a renewal of it still on the wire is harmless
+ * (renew_batch.lua extends only a key holding our token, and a released
+ * key no longer does), and its key is not put back (the restore step
+ * skips it), except by a restore call already sent, which puts back a
+ * key that expires within its TTL. A hold counter (rec->hold, bumped by
+ * each registration) keeps a round of an earlier hold away from a later
+ * one. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,43 +53,44 @@
 
 #include "client.h"
 #include "clock.h"
-#include "fanout.h"
 #include "loop_thread.h"
-#include "quorum.h"
-#include "replies.h"
-#include "scripts.h"
 #include "renew_round.h"
 #include "watchdog.h"
 
-struct item;
+/* One round in flight on the loop (the whole client's, or on a Cluster
+ * one master's); kept when over, with its buffers, for the next. */
+typedef struct wd_round {
+    dlock__renew_round r;
+    struct dlock__watchdog *wd;
+    int64_t t0;
+    size_t fds;                 /* the loop's fd slots it may take */
+    struct wd_round *all_next;  /* every round made (wd->all) */
+    struct wd_round *spare_next; /* an idle one (wd->spare) */
+} wd_round;
 
-/* Cluster: one master's round, on a thread of its own (see run_jobs()). */
-typedef struct job {
-    pthread_t thread;
-    int active; /* started and not joined yet */
-    int done;   /* finished: the watchdog thread joins it */
-    dlock_client *c;
-    struct item *items;
-    uint8_t *lost;
-    size_t n;
-} job;
+/* Room in the loop's fd slots for rounds in flight; the rest is for a
+ * Cluster map's or Sentinel's learning, which opens connections of its
+ * own on the loop. */
+#define ROUND_FDS (DLOCK__LOOP_POLL_FDS - 2)
 
 typedef struct dlock__watchdog {
     dlock__loop_thread lt;
     dlock_client *c;
     pthread_mutex_t mu;
-    pthread_cond_t round_done; /* a round finished */
+    pthread_cond_t round_done; /* a round settled or finished */
     dlock__renewal *head;      /* registered records */
     size_t count;
     int64_t wake_at_ns;        /* when the thread plans to look */
     dlock__watchdog_stats stats;
-    job jobs[DLOCK__CLUSTER_MAX_MASTERS]; /* cluster: rounds in flight */
+    size_t in_flight;          /* rounds in flight */
+    int stopping;              /* no round starts any more */
     /* The thread's own. */
-    dlock__post look_post; /* posted by add() and a finished job: look now */
+    dlock__post look_post; /* posted by add(): look now */
     dlock__timer tick;     /* the next look */
-    item *items;           /* a round's items and verdicts, reused */
-    uint8_t *lost;
-    size_t cap;
+    size_t fds;            /* fd slots the rounds in flight may take */
+    wd_round *all, *spare;
+    item *pick;            /* cluster: the due records, before grouping */
+    size_t pick_cap;
 } dlock__watchdog;
 
 static int64_t interval_ms(const dlock__renewal *l)
@@ -81,18 +101,6 @@ static int64_t interval_ms(const dlock__renewal *l)
     return iv > 0 ? iv : 1;
 }
 
-/* One round (renew_round.c), its cost added to the statistics. */
-static void run_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
-{
-    dlock__round_counts k = {0, 0, 0};
-    dlock__renew_round(c, items, n, &k);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    wd->stats.rounds += k.rounds;
-    wd->stats.calls += k.calls;
-    wd->stats.restores += k.restores;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-}
-
 static int by_master_then_slot(const void *a, const void *b)
 {
     const item *x = a, *y = b;
@@ -101,9 +109,9 @@ static int by_master_then_slot(const void *a, const void *b)
     return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
-/* Cluster: sort a round's items by master (then slot) and return how many
- * masters they name; each master's run is items[first..] with one master. */
-static size_t group_by_master(dlock_client *c, item *items, size_t n)
+/* Cluster: sort the due items by master (then slot); each master's run is
+ * items[first..] with one master. */
+static void group_by_master(dlock_client *c, item *items, size_t n)
 {
     dlock__cluster *cl = dlock__client_cluster(c);
     for (size_t i = 0; i < n; i++) {
@@ -112,10 +120,6 @@ static size_t group_by_master(dlock_client *c, item *items, size_t n)
         items[i].master = dlock__cluster_master_of(cl, items[i].slot);
     }
     qsort(items, n, sizeof *items, by_master_then_slot);
-    size_t groups = 0;
-    for (size_t i = 0; i < n; i++)
-        groups += i == 0 || items[i].master != items[i - 1].master;
-    return groups;
 }
 
 static void unlink_rec(dlock__watchdog *wd, dlock__renewal *l)
@@ -131,24 +135,36 @@ static void unlink_rec(dlock__watchdog *wd, dlock__renewal *l)
     wd->count--;
 }
 
+/* The round lets its item's record go: it never touches it again. Under
+ * wd->mu. */
+static void let_go(dlock__renewal *l)
+{
+    if (l->round_item)
+        l->round_item->rec = NULL;
+    l->round_item = NULL;
+    l->in_round = 0;
+    l->unsettled = 0;
+}
+
 /* Hand the results to the owners: new validity, or lost. Runs without
  * wd->mu. */
-static void settle(dlock_client *c, item *items, size_t n, int64_t t0,
-                   uint8_t *lost_reason)
+static void settle(dlock_client *c, item *items, size_t n, int64_t t0)
 {
     for (size_t i = 0; i < n; i++) {
         item *it = &items[i];
-        int own = it->rec->ops->renew != NULL; /* one vote: see run_own_round() */
+        if (!it->rec)
+            continue;
+        int own = it->rec->ops->renew != NULL; /* one vote each: renew_round.c */
         dlock__renew_votes v = {own ? 1 : c->n_nodes, own ? 1 : c->quorum, it->yes, it->no,
                                 it->err, t0, it->ttl_ms};
-        lost_reason[i] = (uint8_t)it->rec->ops->settle(it->rec->owner, &v);
+        it->lost = (uint8_t)it->rec->ops->settle(it->rec->owner, &v);
     }
 }
 
 /* The round's figures for the observer and the statistics (stats.h),
- * once its verdicts are known and before on_lost runs. */
-static void report_round(dlock_client *c, const item *items, size_t n, int64_t t0,
-                         const uint8_t *lost)
+ * once its verdicts are known and before on_lost runs. A record let go
+ * meanwhile counts as failed. */
+static void report_round(dlock_client *c, const item *items, size_t n, int64_t t0)
 {
     dlock_renewal_event ev = {0};
     ev.locks = n;
@@ -156,7 +172,9 @@ static void report_round(dlock_client *c, const item *items, size_t n, int64_t t
     ev.lease_left_ns = INT64_MAX;
     for (size_t i = 0; i < n; i++) {
         const item *it = &items[i];
-        if (lost[i])
+        if (!it->rec)
+            continue;
+        if (it->lost)
             ev.lost++;
         else if (it->yes >= (it->rec->ops->renew ? 1 : c->quorum))
             ev.renewed++;
@@ -167,143 +185,74 @@ static void report_round(dlock_client *c, const item *items, size_t n, int64_t t
     dlock__stats_renewal(&c->obs, &ev);
 }
 
-/* After a round's answers: the owners are told (settle, then on_lost
- * before in_round is cleared: a concurrent release or free waits for the
- * callbacks), then the records are rescheduled. Between the two the
- * records are settled: an on_lost of another master's round may release
- * them then (dlock__watchdog_remove()) and even take them again, which
- * bumps their hold, and this round then leaves them alone. Called without
- * wd->mu; returns with it held. */
-static void finish_round(dlock_client *c, dlock__watchdog *wd, item *items, size_t n, int64_t t0,
-                         uint8_t *lost)
+/* Reschedule a record the round renewed or could not decide, and let it
+ * go. Under wd->mu. */
+static void reschedule(dlock__watchdog *wd, item *it, int64_t t0, int64_t now)
 {
-    settle(c, items, n, t0, lost);
-    report_round(c, items, n, t0, lost);
+    dlock__renewal *l = it->rec;
+    if (l->hold != it->hold) {
+        /* Registered again meanwhile: the new hold has a schedule of its
+         * own. */
+    } else if (it->yes >= (l->ops->renew ? 1 : wd->c->quorum)) {
+        wd->stats.renewed++;
+        l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
+        if (l->once && l->registered)
+            unlink_rec(wd, l);
+    } else {
+        /* No verdict yet (nodes unreachable): try again soon, while the
+         * lease lasts. */
+        l->next_ns = now + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
+    }
+    let_go(l);
+}
+
+/* After a round's answers: the owners are told (settle, then on_lost
+ * before in_round is cleared: a release or free from another thread waits
+ * for the callbacks), and the records are rescheduled. The records not
+ * lost are let go once settled; an on_lost may release the others and
+ * even take them again, which bumps their hold, and this round then
+ * leaves them alone. Called without wd->mu. */
+static void finish_round(dlock__watchdog *wd, wd_round *w)
+{
+    dlock_client *c = wd->c;
+    item *items = w->r.items;
+    size_t n = w->r.n;
+    settle(c, items, n, w->t0);
+    report_round(c, items, n, w->t0);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    for (size_t i = 0; i < n; i++)
+    wd->stats.rounds += w->r.counts.rounds;
+    wd->stats.calls += w->r.counts.calls;
+    wd->stats.restores += w->r.counts.restores;
+    int64_t now = dlock__now_ns();
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i].rec)
+            continue;
         items[i].rec->unsettled = 0;
+        if (!items[i].lost || items[i].rec->hold != items[i].hold)
+            reschedule(wd, &items[i], w->t0, now);
+        else
+            wd->stats.lost++;
+    }
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    for (size_t i = 0; i < n; i++) {
-        if (!lost[i])
-            continue;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-        int same = items[i].rec->hold == items[i].hold;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-        if (same)
-            items[i].rec->ops->lost(items[i].rec->owner, lost[i]);
-    }
+    /* A callback may let any record go (dlock__watchdog_remove() on this
+     * thread), this round's included: items[i].rec is read again after
+     * each. */
+    for (size_t i = 0; i < n; i++)
+        if (items[i].rec)
+            items[i].rec->ops->lost(items[i].rec->owner, items[i].lost);
 
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    int64_t done = dlock__now_ns();
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *l = items[i].rec;
-        l->in_round = 0;
-        if (l->hold != items[i].hold) {
-            /* Released and taken again meanwhile: the new hold is
-             * registered with a schedule of its own. */
-        } else if (lost[i]) {
-            wd->stats.lost++;
-            if (l->registered)
-                unlink_rec(wd, l);
-        } else if (items[i].yes >= (l->ops->renew ? 1 : c->quorum)) {
-            wd->stats.renewed++;
-            l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
-            if (l->once && l->registered)
-                unlink_rec(wd, l);
-        } else {
-            /* No verdict yet (nodes unreachable): try again soon, while
-             * the lease lasts. */
-            l->next_ns = done + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
-        }
+        if (!l)
+            continue;
+        if (l->registered)
+            unlink_rec(wd, l);
+        let_go(l);
     }
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
-}
-
-static void *job_main(void *arg)
-{
-    job *j = arg;
-    dlock_client *c = j->c;
-    dlock__watchdog *wd = c->watchdog;
-    int64_t t0 = dlock__now_ns();
-    run_round(c, wd, j->items, j->n);
-    finish_round(c, wd, j->items, j->n, t0, j->lost);
-    j->done = 1;
-    /* The watchdog thread joins it, and looks again at the locks this
-     * round held back (wd->mu before the loop thread's mutex). */
-    dlock__loop_thread_post(&wd->lt, &wd->look_post);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    return NULL;
-}
-
-/* Join the finished jobs. Under wd->mu (a finished job no longer takes
- * it). */
-static void reap_jobs(dlock__watchdog *wd)
-{
-    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++) {
-        job *j = &wd->jobs[k];
-        if (!j->active || !j->done)
-            continue;
-        DLOCK__CHECK_PTHREAD(pthread_join(j->thread, NULL));
-        dlock__free(j->items);
-        dlock__free(j->lost);
-        memset(j, 0, sizeof *j);
-    }
-}
-
-/* Cluster: each master's locks make a round of their own, on a thread of
- * their own, and the watchdog thread does not wait for them: a round that
- * waits out a stalled master (its I/O timeout) must hold back neither the
- * renewals of the healthy masters nor their next rounds, or their leases
- * run out behind it (issue 19 item 4). A lock stays in_round, and out of
- * the next rounds, until its master's round is over. A group whose thread
- * cannot start (no memory, no thread) runs here, in turn. Called without
- * wd->mu; returns with it held. */
-static void run_jobs(dlock_client *c, dlock__watchdog *wd, item *items, size_t n)
-{
-    group_by_master(c, items, n);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    for (size_t a = 0, b; a < n; a = b) {
-        for (b = a + 1; b < n && items[b].master == items[a].master; b++)
-            ;
-        job *j = NULL;
-        for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS && !j; k++)
-            if (!wd->jobs[k].active)
-                j = &wd->jobs[k];
-        item *ji = j ? dlock__malloc((b - a) * sizeof *ji) : NULL;
-        uint8_t *jl = ji ? dlock__calloc(b - a, 1) : NULL;
-        if (jl) {
-            memcpy(ji, items + a, (b - a) * sizeof *ji);
-            *j = (job){.active = 1, .c = c, .items = ji, .lost = jl, .n = b - a};
-            /* Started under wd->mu: its thread id is set before the job
-             * can reach the callbacks (dlock__watchdog_remove reads it). */
-            if (pthread_create(&j->thread, NULL, job_main, j) == 0) {
-                for (size_t i = a; i < b; i++)
-                    items[i].rec->round_thread = j->thread;
-                continue;
-            }
-            memset(j, 0, sizeof *j);
-        }
-        dlock__free(ji);
-        dlock__free(jl);
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-        uint8_t *lost = dlock__calloc(b - a, 1);
-        if (!lost) {
-            /* Not even that: these locks are tried again shortly. */
-            DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-            for (size_t i = a; i < b; i++) {
-                items[i].rec->in_round = 0;
-                items[i].rec->unsettled = 0;
-                items[i].rec->next_ns = dlock__now_ns() + 10 * DLOCK__NS_PER_MS;
-            }
-            DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
-            continue;
-        }
-        int64_t t0 = dlock__now_ns();
-        run_round(c, wd, items + a, b - a);
-        finish_round(c, wd, items + a, b - a, t0, lost);
-        dlock__free(lost);
-    }
 }
 
 /* Arm the next look at `at` (INT64_MAX: none). On the thread. */
@@ -318,40 +267,135 @@ static void look_at(dlock__watchdog *wd, int64_t at)
     (void)dlock__timer_set(loop, &wd->tick); /* a poll loop's timers cannot fail */
 }
 
-/* Make room for n items. Under wd->mu, on the thread. */
-static int reserve(dlock__watchdog *wd, size_t n)
+/* An idle round with room for n items, or NULL out of memory. On the
+ * thread. */
+static wd_round *take_round(dlock__watchdog *wd, size_t n)
 {
-    if (n <= wd->cap)
+    wd_round *w = wd->spare;
+    if (w) {
+        wd->spare = w->spare_next;
+    } else {
+        w = dlock__calloc(1, sizeof *w);
+        if (!w)
+            return NULL;
+        w->wd = wd;
+        w->all_next = wd->all;
+        wd->all = w;
+    }
+    if (!dlock__renew_round_reserve(&w->r, n)) {
+        w->spare_next = wd->spare;
+        wd->spare = w;
+        return NULL;
+    }
+    memset(&w->r.counts, 0, sizeof w->r.counts);
+    w->r.n = 0;
+    return w;
+}
+
+static void round_over(dlock__renew_round *r)
+{
+    wd_round *w = DLOCK__OWNER(r, wd_round, r);
+    dlock__watchdog *wd = w->wd;
+    finish_round(wd, w);
+    wd->fds -= w->fds;
+    w->spare_next = wd->spare;
+    wd->spare = w;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    wd->in_flight--;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    /* The records it held may be due by now. */
+    look_at(wd, dlock__now_ns());
+}
+
+/* Round w, its items in place, is in flight from now: queued on *go to
+ * be started once wd->mu is let go. Under wd->mu. */
+static void book(dlock__watchdog *wd, wd_round *w, wd_round **go)
+{
+    for (size_t i = 0; i < w->r.n; i++)
+        w->r.items[i].rec->round_item = &w->r.items[i];
+    w->fds = wd->c->n_nodes;
+    wd->fds += w->fds;
+    wd->in_flight++;
+    w->spare_next = *go;
+    *go = w;
+}
+
+/* Take l into a round: its item it. Under wd->mu. */
+static void take(item *it, dlock__renewal *l)
+{
+    memset(it, 0, sizeof *it);
+    it->rec = l;
+    it->ttl_ms = l->ttl_ms;
+    it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, it->ttl_ms);
+    it->hold = l->hold;
+    l->in_round = 1;
+    l->unsettled = 1;
+}
+
+/* Take the records due by now (below) into items[0..due). Under wd->mu. */
+static size_t take_due(dlock__watchdog *wd, item *items, size_t due, int64_t now)
+{
+    size_t n = 0;
+    for (dlock__renewal *l = wd->head; l && n < due; l = l->next)
+        if (!l->in_round && l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 <= now)
+            take(&items[n++], l);
+    return n;
+}
+
+/* Cluster: a round per master of the n records taken into wd->pick, all
+ * in flight at once, queued on *go; a master's that finds no room
+ * (memory, fd slots) is let go, and looked at again when a round is
+ * over. Without wd->mu: the slot map has a lock of its own. */
+static void split_by_master(dlock__watchdog *wd, size_t n, wd_round **go)
+{
+    group_by_master(wd->c, wd->pick, n);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && wd->pick[b].master == wd->pick[a].master; b++)
+            ;
+        wd_round *w = wd->fds + wd->c->n_nodes <= ROUND_FDS ? take_round(wd, b - a) : NULL;
+        if (!w) {
+            for (size_t i = a; i < b; i++)
+                let_go(wd->pick[i].rec);
+            continue;
+        }
+        memcpy(w->r.items, wd->pick + a, (b - a) * sizeof *w->r.items);
+        w->r.n = b - a;
+        book(wd, w, go);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+}
+
+/* Under wd->mu, on the thread: room in wd->pick for n. */
+static int reserve_pick(dlock__watchdog *wd, size_t n)
+{
+    if (n <= wd->pick_cap)
         return 1;
-    item *ni = dlock__realloc(wd->items, n * sizeof *ni);
-    if (ni)
-        wd->items = ni;
-    uint8_t *nl = ni ? dlock__realloc(wd->lost, n) : NULL;
-    if (nl)
-        wd->lost = nl;
-    if (!ni || !nl)
+    item *p = dlock__realloc(wd->pick, n * sizeof *p);
+    if (!p)
         return 0;
-    wd->cap = n;
+    wd->pick = p;
+    wd->pick_cap = n;
     return 1;
 }
 
-/* The schedule, on the thread: run a round if one is due, else arm the
- * timer for the next look. After a round the thread looks again at its
- * next turn (the loop's stop is asked in between). */
+/* The schedule, on the thread: start the rounds that are due, and arm the
+ * timer for the next look. */
 static void look(dlock__watchdog *wd)
 {
-    dlock_client *c = wd->c;
+    int cluster = dlock__client_cluster(wd->c) != NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    reap_jobs(wd);
     /* A round starts when some lock is due within a tenth of its
      * interval; it then takes along every lock due within half of its
      * interval. Renewing a lock a little early costs nothing, and the
      * locks of one round share their schedule from then on, so locks
      * taken at different times merge into a few groups instead of each
-     * keeping a round of its own. A lock in a round still in flight (a
-     * cluster master's, run_jobs()) waits for it. */
+     * keeping a round of its own. A lock in a round still in flight waits
+     * for it: it is looked at again when that round is over. */
     int64_t now = dlock__now_ns(), next = INT64_MAX;
-    size_t due = 0, trigger = 0;
+    size_t due = 0, trigger = 0, picked = 0;
     for (dlock__renewal *l = wd->head; l; l = l->next) {
         if (l->in_round)
             continue;
@@ -363,44 +407,32 @@ static void look(dlock__watchdog *wd)
         if (l->next_ns - iv / 2 <= now)
             due++;
     }
-    if (trigger == 0 || due == 0) {
-        wd->wake_at_ns = next;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-        look_at(wd, next);
-        return;
+    int want = trigger > 0 && due > 0 && !wd->stopping;
+    int room = wd->fds + wd->c->n_nodes <= ROUND_FDS;
+    wd_round *go = NULL;
+    if (want && cluster && reserve_pick(wd, due)) {
+        picked = take_due(wd, wd->pick, due, now);
+    } else if (want && !cluster && room) {
+        wd_round *w = take_round(wd, due);
+        if (w) {
+            w->r.n = take_due(wd, w->r.items, due, now);
+            book(wd, w, &go);
+        }
     }
-    if (!reserve(wd, due)) {
-        /* Try again shortly; the leases still have 2/3 to run. */
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-        look_at(wd, now + 10 * DLOCK__NS_PER_MS);
-        return;
-    }
-    item *items = wd->items;
-    size_t n = 0;
-    for (dlock__renewal *l = wd->head; l && n < due; l = l->next) {
-        if (l->in_round || l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 > now)
-            continue;
-        item *it = &items[n++];
-        memset(it, 0, sizeof *it);
-        it->rec = l;
-        it->ttl_ms = l->ttl_ms;
-        it->ttl_len = (size_t)snprintf(it->ttl, sizeof it->ttl, "%" PRId64, it->ttl_ms);
-        it->hold = l->hold;
-        l->in_round = 1;
-        l->unsettled = 1;
-        l->round_thread = pthread_self(); /* run_jobs() may hand it on */
-    }
+    wd->wake_at_ns = next;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-
-    if (dlock__client_cluster(c)) {
-        run_jobs(c, wd, items, n);
-    } else {
-        int64_t t0 = dlock__now_ns();
-        run_round(c, wd, items, n);
-        finish_round(c, wd, items, n, t0, wd->lost);
+    if (picked > 0)
+        split_by_master(wd, picked, &go);
+    if (want && !go && room)
+        next = now + 10 * DLOCK__NS_PER_MS; /* out of memory: the leases have 2/3 to run */
+    look_at(wd, next);
+    /* Started without wd->mu: a round's start asks the owners for their
+     * lease ends, and an etcd round renews there. */
+    for (wd_round *w = go, *n; w; w = n) {
+        n = w->spare_next;
+        w->t0 = dlock__now_ns();
+        dlock__renew_round_start(&w->r, wd->c, dlock__loop_thread_loop(&wd->lt), round_over);
     }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    look_at(wd, dlock__now_ns());
 }
 
 static void tick_fire(dlock__timer *t)
@@ -411,19 +443,6 @@ static void tick_fire(dlock__timer *t)
 static void look_posted(dlock__post *p)
 {
     look(DLOCK__OWNER(p, dlock__watchdog, look_post));
-}
-
-/* Whether the caller is a thread of the watchdog's (the watchdog thread,
- * or a cluster master's round). Under wd->mu. */
-static int on_watchdog_thread(dlock__watchdog *wd)
-{
-    pthread_t self = pthread_self();
-    if (dlock__loop_thread_on_thread(&wd->lt))
-        return 1;
-    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++)
-        if (wd->jobs[k].active && pthread_equal(self, wd->jobs[k].thread))
-            return 1;
-    return 0;
 }
 
 /* The client's watchdog, or NULL if none was started (read under bg_mu,
@@ -505,21 +524,32 @@ int dlock__watchdog_remove(dlock_client *c, dlock__renewal *l)
     int was = l->registered;
     if (was)
         unlink_rec(wd, l);
-    /* On the thread running the record's round (an on_lost callback
-     * releasing its own lock) that round is past sending and waits for
-     * the callback: waiting for it would never end. Another round's thread
-     * (an on_lost of a set whose names are on several masters) waits until
-     * this record's round has settled it: its renewal is then off the wire
-     * and its verdict applied, and the rest of that round leaves a record
-     * released (and taken again) alone. It does not wait for that round's
-     * callbacks, which may be waiting for its own round in turn. */
-    pthread_t self = pthread_self();
-    int other_round = on_watchdog_thread(wd);
-    while (l->in_round && !pthread_equal(l->round_thread, self) &&
-           (l->unsettled || !other_round))
-        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
+    if (dlock__loop_thread_on_thread(&wd->lt)) {
+        /* A callback of a round (an on_lost releasing its own lock, or a
+         * set's other names): the round holding the record goes on only
+         * once this returns, on this very loop. Its round lets it go
+         * instead (the header comment says why that is safe). */
+        if (l->in_round)
+            let_go(l);
+    } else {
+        /* Another thread waits until the round has let the record go:
+         * its renewal is then off the wire, its verdict applied and its
+         * callback over. */
+        while (l->in_round)
+            DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     return was;
+}
+
+static void free_rounds(dlock__watchdog *wd)
+{
+    for (wd_round *w = wd->all, *next; w; w = next) {
+        next = w->all_next;
+        dlock__renew_round_free(&w->r);
+        dlock__free(w);
+    }
+    dlock__free(wd->pick);
 }
 
 void dlock__watchdog_stop(dlock_client *c)
@@ -527,29 +557,21 @@ void dlock__watchdog_stop(dlock_client *c)
     dlock__watchdog *wd = c->watchdog;
     if (!wd)
         return;
+    if (dlock__loop_thread_on_thread(&wd->lt))
+        dlock__misuse("dlock_client_free() on the client's own watchdog thread");
+    /* The rounds in flight finish first (their connections go back to the
+     * pools), and no other starts. */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    wd->stopping = 1;
+    while (wd->in_flight > 0)
+        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     if (dlock__loop_thread_stop(&wd->lt) != DLOCK_OK)
         dlock__misuse("dlock_client_free() on the client's own watchdog thread");
-    /* The cluster rounds in flight finish (they need wd->mu, and may post
-     * to the stopped loop, which does nothing). */
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    for (size_t k = 0; k < DLOCK__CLUSTER_MAX_MASTERS; k++) {
-        job *j = &wd->jobs[k];
-        if (!j->active)
-            continue;
-        pthread_t t = j->thread;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-        DLOCK__CHECK_PTHREAD(pthread_join(t, NULL));
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-        dlock__free(j->items);
-        dlock__free(j->lost);
-        memset(j, 0, sizeof *j);
-    }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     dlock__loop_thread_free(&wd->lt);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->round_done));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wd->mu));
-    dlock__free(wd->items);
-    dlock__free(wd->lost);
+    free_rounds(wd);
     dlock__free(wd);
     c->watchdog = NULL;
 }
@@ -560,8 +582,7 @@ void dlock__watchdog_forget(dlock_client *c)
     if (!wd)
         return;
     dlock__loop_thread_forget(&wd->lt);
-    dlock__free(wd->items);
-    dlock__free(wd->lost);
+    free_rounds(wd);
     dlock__free(wd);
     c->watchdog = NULL;
 }

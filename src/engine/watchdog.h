@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog: one background thread per client renews every registered
  * renewal record, batching many locks into one script call per node per
- * round.
+ * round; a round is a request on the thread's loop.
  *
  * The thread knows renewal records, not lock handles: a record names the
  * key and token to renew and how, and hands each round's votes back to its
@@ -31,9 +31,13 @@ int dlock__watchdog_start(dlock_client *c);
 #define DLOCK__RENEW_INTERVAL (-1)
 void dlock__watchdog_add(dlock_client *c, dlock__renewal *r, int64_t first_ms);
 
-/* Stop renewing `r`. When this returns, no renewal of it is in flight and
- * none will be sent. No-op for a record that is not registered. Returns 1
- * if it was registered. */
+/* Stop renewing `r`. When this returns from a thread other than the
+ * watchdog's, no renewal of it is in flight and none will be sent. On the
+ * watchdog's thread (an on_lost callback), where its round cannot go on
+ * while this waits, the round lets it go instead and never touches it
+ * again; a renewal of it already sent may still arrive (watchdog.c says
+ * why that is harmless). No-op for a record that is not registered.
+ * Returns 1 if it was registered. */
 int dlock__watchdog_remove(dlock_client *c, dlock__renewal *r);
 
 /* Stop and join the thread (dlock_client_free). */

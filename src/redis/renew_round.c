@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* One renewal round on the wire (renew_round.h). */
+/* One renewal round on the wire (renew_round.h): a chain of fan-outs on
+ * the watchdog's loop. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,35 +16,30 @@
 
 #define RENEW_CHUNK 1000
 
-typedef struct round_ctx {
-    item *items;
-    size_t n_items;
-    size_t n_nodes, quorum;
-    size_t undecided; /* items without a majority either way yet */
-    const size_t *first; /* call k renews items first[k] .. first[k+1]-1 */
-} round_ctx;
+typedef dlock__renew_round rnd;
+#define RND_OF(f) DLOCK__OWNER(f, rnd, fan)
 
 /* A gone key that will be put back counts as a yes for ending the round
- * early (restore_gone() then settles it), else as a no. */
-static int item_decided(const round_ctx *rc, const item *it)
+ * early (the restore step then settles it), else as a no. */
+static int item_decided(const rnd *r, const item *it)
 {
     size_t yes = it->yes + (it->restorable ? it->n_gone : 0);
     size_t no = it->no + (it->restorable ? 0 : it->n_gone);
-    return dlock__quorum_decided(rc->n_nodes, rc->quorum, yes, no, it->err);
+    return dlock__quorum_decided(r->c->n_nodes, r->c->quorum, yes, no, it->err);
 }
 
 static int round_cb(void *arg, size_t node, uint32_t idx, int err,
-                    const redisReply *r, const char *detail, int64_t start_ns)
+                    const redisReply *reply, const char *detail, int64_t start_ns)
 {
-    round_ctx *rc = arg;
+    rnd *r = arg;
     (void)detail;
     (void)start_ns;
-    size_t first = rc->first[idx];
-    size_t n = rc->first[idx + 1] - first;
+    size_t first = r->first[idx];
+    size_t n = r->first[idx + 1] - first;
     for (size_t i = 0; i < n; i++) {
-        item *it = &rc->items[first + i];
-        int was = item_decided(rc, it);
-        int gone, v = dlock__decode_renew(err, r, n, i, &gone);
+        item *it = &r->items[first + i];
+        int was = item_decided(r, it);
+        int gone, v = dlock__decode_renew(err, reply, n, i, &gone);
         if (v < 0) {
             it->err++;
         } else if (v == 1) {
@@ -54,29 +50,30 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
         } else {
             it->no++;
         }
-        if (!was && item_decided(rc, it))
-            rc->undecided--;
+        if (!was && item_decided(r, it))
+            r->undecided--;
     }
     /* A round is over once a majority decided every lock: a stalled
      * minority must not keep it waiting while the leases run out. */
-    return rc->undecided == 0;
+    return r->undecided == 0;
 }
 
 /* A round of records that renew themselves (renewal_ops.renew): one
- * vote each, a majority of one. */
-static void run_own_round(item *items, size_t n, dlock__round_counts *counts)
+ * vote each, a majority of one. Blocking, one lock after the other (the
+ * etcd backend has no request on a loop for it yet). */
+static void run_own_round(rnd *r)
 {
-    for (size_t i = 0; i < n; i++) {
-        dlock__renewal *l = items[i].rec;
+    for (size_t i = 0; i < r->n; i++) {
+        dlock__renewal *l = r->items[i].rec;
         int64_t end = l->ops->lease_end_ns(l->owner);
-        items[i].lease_end_ns = end;
+        r->items[i].lease_end_ns = end;
         int v = l->ops->renew(l->owner, end);
-        items[i].yes = v == 1;
-        items[i].no = v == 0;
-        items[i].err = v < 0;
+        r->items[i].yes = v == 1;
+        r->items[i].no = v == 0;
+        r->items[i].err = v < 0;
     }
-    counts->rounds++;
-    counts->calls += n;
+    r->counts.rounds++;
+    r->counts.calls += r->n;
 }
 
 /* Whether an item's gone keys may be put back (restore_batch.lua says
@@ -85,34 +82,42 @@ static void run_own_round(item *items, size_t n, dlock__round_counts *counts)
  * round's answers may then end it early counting a gone key as a yes. */
 static int may_restore(const dlock_client *c, const item *it)
 {
-    return c->n_nodes > 1 && !dlock__client_cluster(c) && it->rec->mode[0] == 'p' &&
+    return c->n_nodes > 1 && !dlock__client_cluster(c) && it->mode[0] == 'p' &&
            dlock__now_ns() < it->lease_end_ns;
 }
 
 /* After the round's answers: still held somewhere (a key deleted
  * everywhere is lost, as documented), and either renewed by a majority in
  * this round or still within the lease, during which nobody else can hold
- * a majority. */
+ * a majority. Never for a record its owner has let go of meanwhile (it is
+ * being released). */
 static int can_restore(const dlock_client *c, const item *it)
 {
-    return it->restorable && it->n_gone > 0 && it->yes > 0 &&
+    return it->rec && it->restorable && it->n_gone > 0 && it->yes > 0 &&
            (it->yes >= c->quorum || dlock__now_ns() < it->lease_end_ns);
 }
 
-typedef struct restore_ctx {
-    item *items;
-    const size_t *sel; /* the call's items, in KEYS order */
-    size_t m;
-} restore_ctx;
+static void ended_later(dlock__timer *t)
+{
+    rnd *r = DLOCK__OWNER(t, rnd, defer);
+    r->done(r);
+}
 
-static int restore_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+/* Over inside the start: done() at the loop's next turn. */
+static void end_later(rnd *r)
+{
+    r->defer.fire = ended_later;
+    dlock__defer(r->loop, &r->defer);
+}
+
+static int restore_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *reply,
                       const char *detail, int64_t start_ns)
 {
-    restore_ctx *rc = arg;
+    rnd *r = arg;
     (void)node, (void)idx, (void)detail, (void)start_ns;
-    for (size_t k = 0; k < rc->m; k++) {
-        int gone, v = dlock__decode_renew(err, r, rc->m, k, &gone);
-        item *it = &rc->items[rc->sel[k]];
+    for (size_t k = 0; k < r->m; k++) {
+        int gone, v = dlock__decode_renew(err, reply, r->m, k, &gone);
+        item *it = &r->items[r->first[k]];
         it->n_gone--;
         if (v == 1)
             it->yes++;
@@ -124,129 +129,225 @@ static int restore_cb(void *arg, size_t node, uint32_t idx, int err, const redis
     return 0;
 }
 
-/* Put the gone keys back, node by node, and settle every gone answer as a
- * yes (put back) or a no. Runs inside the round, so a release (which waits
- * for the round) is never overtaken by it, and a yes counts from the
- * round's start like any other (the key put back lives longer). The usual
- * round, nothing gone, costs nothing. */
-static void restore_gone(dlock_client *c, dlock__round_counts *counts, item *items, size_t n,
-                         int64_t deadline)
+static void restore_next(rnd *r);
+
+static void restored(dlock__fan *f)
 {
-    uint64_t nodes = 0;
-    for (size_t i = 0; i < n; i++) {
-        items[i].restorable = can_restore(c, &items[i]);
-        nodes |= items[i].restorable ? items[i].gone : 0;
-    }
-    size_t cap = n < RENEW_CHUNK ? n : RENEW_CHUNK;
-    const char **args = nodes ? dlock__calloc(3 * cap, sizeof *args) : NULL;
-    size_t *lens = nodes ? dlock__calloc(3 * cap, sizeof *lens) : NULL;
-    size_t *sel = nodes ? dlock__calloc(cap, sizeof *sel) : NULL;
-    for (size_t node = 0; args && lens && sel && node < c->n_nodes; node++) {
-        if (!(nodes >> node & 1))
-            continue;
-        /* KEYS first, then the ARGV pairs; past RENEW_CHUNK, the next
-         * round takes the rest. */
-        size_t m = 0;
-        for (size_t i = 0; i < n && m < cap; i++)
-            if (items[i].restorable && (items[i].gone >> node & 1))
-                sel[m++] = i;
-        for (size_t k = 0; k < m; k++) {
-            const item *it = &items[sel[k]];
-            args[k] = it->rec->key;
-            lens[k] = it->rec->key_len;
-            args[m + 2 * k] = it->rec->token;
-            lens[m + 2 * k] = it->rec->token_len;
-            args[m + 2 * k + 1] = it->ttl;
-            lens[m + 2 * k + 1] = it->ttl_len;
+    rnd *r = RND_OF(f);
+    if (f->rc != DLOCK_OK)
+        for (size_t k = 0; k < r->m; k++) {
+            r->items[r->first[k]].n_gone--;
+            r->items[r->first[k]].err++;
         }
-        uint8_t only[DLOCK__MAX_NODES] = {0};
-        only[node] = 1;
-        dlock__req req = {.script = dlock__script_get(DLOCK__S_RESTORE), .numkeys = (int)m,
-                          .nargs = (int)(3 * m), .args = args, .arglens = lens};
-        dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = deadline,
-                                 .only = only};
-        restore_ctx rc = {items, sel, m};
-        if (dlock__fanout(c, &req, 1, &fo, restore_cb, &rc) != DLOCK_OK)
-            for (size_t k = 0; k < m; k++) {
-                items[sel[k]].n_gone--;
-                items[sel[k]].err++;
-            }
-        counts->restores += m;
-    }
-    /* What was not put back is what it said: gone, not ours. */
-    for (size_t i = 0; i < n; i++) {
-        items[i].no += items[i].n_gone;
-        items[i].n_gone = 0;
-    }
-    dlock__free((void *)args);
-    dlock__free(lens);
-    dlock__free(sel);
+    r->counts.restores += r->m;
+    restore_next(r);
 }
 
-void dlock__renew_round(dlock_client *c, item *items, size_t n, dlock__round_counts *counts)
+/* The restore step: put the gone keys back, node by node, and settle
+ * every gone answer as a yes (put back) or a no. Inside the round, so a
+ * release from another thread (which waits for the round) is never
+ * overtaken by it, and a yes counts from the round's start like any other
+ * (the key put back lives longer). The usual round, nothing gone, costs
+ * nothing. */
+static void restore_next(rnd *r)
 {
-    if (n > 0 && items[0].rec->ops->renew) {
-        run_own_round(items, n, counts);
+    dlock_client *c = r->c;
+    item *items = r->items;
+    size_t n = r->n;
+    while (r->node < c->n_nodes && !(r->restore_nodes >> r->node & 1))
+        r->node++;
+    if (r->node >= c->n_nodes) {
+        /* What was not put back is what it said: gone, not ours. */
+        for (size_t i = 0; i < n; i++) {
+            items[i].no += items[i].n_gone;
+            items[i].n_gone = 0;
+        }
+        r->done(r);
         return;
     }
-    /* Calls of up to RENEW_CHUNK locks; on a cluster a call holds one hash
-     * slot's locks (a script's keys must share a slot), and the calls of a
-     * round, all for one master, go out pipelined on one connection. */
-    size_t *first = dlock__calloc(n + 1, sizeof *first);
-    size_t nchunks = 0;
-    for (size_t i = 0; first && i < n; i++)
+    size_t node = r->node++;
+    /* KEYS first, then the ARGV pairs; past RENEW_CHUNK, the next round
+     * takes the rest. */
+    size_t cap = n < RENEW_CHUNK ? n : RENEW_CHUNK, m = 0;
+    size_t *sel = r->first;
+    for (size_t i = 0; i < n && m < cap; i++)
+        if (items[i].restorable && items[i].rec && (items[i].gone >> node & 1))
+            sel[m++] = i;
+    for (size_t k = 0; k < m; k++) {
+        const item *it = &items[sel[k]];
+        r->args[k] = it->key;
+        r->lens[k] = it->key_len;
+        r->args[m + 2 * k] = it->token;
+        r->lens[m + 2 * k] = it->token_len;
+        r->args[m + 2 * k + 1] = it->ttl;
+        r->lens[m + 2 * k + 1] = it->ttl_len;
+    }
+    r->m = m;
+    memset(r->only, 0, sizeof r->only);
+    r->only[node] = 1;
+    r->reqs[0] = (dlock__req){.script = dlock__script_get(DLOCK__S_RESTORE), .numkeys = (int)m,
+                              .nargs = (int)(3 * m), .args = r->args, .arglens = r->lens};
+    r->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
+                                 .deadline_ns = r->deadline_ns, .only = r->only};
+    dlock__fan_init(&r->fan, c, r->reqs, 1, &r->fo, restore_cb, r);
+    dlock__fan_start(&r->fan, r->loop, restored);
+}
+
+/* The renew step is over: on to the restore step, for the items that may
+ * have a key put back. */
+static void renewed(dlock__fan *f)
+{
+    rnd *r = RND_OF(f);
+    uint64_t nodes = 0;
+    if (f->rc != DLOCK_OK)
+        for (size_t i = 0; i < r->n; i++)
+            r->items[i].err = r->c->n_nodes;
+    for (size_t i = 0; i < r->n; i++) {
+        r->items[i].restorable = can_restore(r->c, &r->items[i]);
+        nodes |= r->items[i].restorable ? r->items[i].gone : 0;
+    }
+    r->restore_nodes = nodes;
+    r->node = 0;
+    restore_next(r);
+}
+
+int dlock__renew_round_reserve(rnd *r, size_t n)
+{
+    if (n <= r->cap_items)
+        return 1;
+    item *it = dlock__realloc(r->items, n * sizeof *it);
+    if (it)
+        r->items = it;
+    size_t *first = it ? dlock__realloc(r->first, (n + 1) * sizeof *first) : NULL;
+    if (first)
+        r->first = first;
+    dlock__req *reqs = first ? dlock__realloc(r->reqs, n * sizeof *reqs) : NULL;
+    if (reqs)
+        r->reqs = reqs;
+    const char **args = reqs ? dlock__realloc((void *)r->args, 4 * n * sizeof *args) : NULL;
+    if (args)
+        r->args = args;
+    size_t *lens = args ? dlock__realloc(r->lens, 4 * n * sizeof *lens) : NULL;
+    if (lens)
+        r->lens = lens;
+    if (!lens)
+        return 0;
+    r->cap_items = n;
+    return 1;
+}
+
+void dlock__renew_round_free(rnd *r)
+{
+    dlock__free(r->items);
+    dlock__free(r->first);
+    dlock__free(r->reqs);
+    dlock__free((void *)r->args);
+    dlock__free(r->lens);
+    dlock__free(r->copy);
+}
+
+/* Copy each item's key and token into the round (item.key, item.token):
+ * the watchdog may let a record go while its round is in flight, and the
+ * fan-out resends its requests after a MOVED. 0 out of memory. */
+static int copy_names(rnd *r)
+{
+    size_t need = 0;
+    for (size_t i = 0; i < r->n; i++)
+        need += r->items[i].rec->key_len + r->items[i].rec->token_len;
+    if (need > r->cap_copy) {
+        char *p = dlock__realloc(r->copy, need);
+        if (!p)
+            return 0;
+        r->copy = p;
+        r->cap_copy = need;
+    }
+    char *at = r->copy;
+    for (size_t i = 0; i < r->n; i++) {
+        item *it = &r->items[i];
+        const dlock__renewal *l = it->rec;
+        memcpy(at, l->key, l->key_len);
+        it->key = at;
+        it->key_len = l->key_len;
+        at += l->key_len;
+        memcpy(at, l->token, l->token_len);
+        it->token = at;
+        it->token_len = l->token_len;
+        at += l->token_len;
+        it->mode[0] = l->mode[0];
+        it->mode[1] = '\0';
+        it->lease_end_ns = l->ops->lease_end_ns(l->owner);
+    }
+    return 1;
+}
+
+/* The renew step's calls of up to RENEW_CHUNK locks; on a cluster a call
+ * holds one hash slot's locks (a script's keys must share a slot), and the
+ * calls of a round, all for one master, go out pipelined on one
+ * connection. */
+static void build_calls(rnd *r)
+{
+    dlock_client *c = r->c;
+    item *items = r->items;
+    size_t n = r->n, *first = r->first, nchunks = 0;
+    for (size_t i = 0; i < n; i++)
         if (i == 0 || i - first[nchunks - 1] == RENEW_CHUNK ||
             (dlock__client_cluster(c) && items[i].slot != items[i - 1].slot))
             first[nchunks++] = i;
-    if (first)
-        first[nchunks] = n;
-    dlock__req *reqs = dlock__calloc(nchunks ? nchunks : 1, sizeof *reqs);
-    const char **args = dlock__calloc(n * 4, sizeof *args);
-    size_t *lens = dlock__calloc(n * 4, sizeof *lens);
-    round_ctx ctx = {items, n, c->n_nodes, c->quorum, n, first};
-    /* No answer helps after the last lease in the round has ended. */
-    int64_t deadline = INT64_MIN;
-    for (size_t i = 0; i < n; i++) {
-        dlock__renewal *l = items[i].rec;
-        items[i].lease_end_ns = l->ops->lease_end_ns(l->owner);
-        items[i].restorable = may_restore(c, &items[i]);
-        deadline = DLOCK__MAX(deadline, items[i].lease_end_ns);
-    }
-    if (!reqs || !args || !lens || !first) {
-        for (size_t i = 0; i < n; i++)
-            items[i].err = c->n_nodes;
-        goto out;
-    }
+    first[nchunks] = n;
+    r->nchunks = nchunks;
     for (size_t k = 0; k < nchunks; k++) {
         size_t f = first[k], m = first[k + 1] - f;
-        const char **a = args + f * 4;
-        size_t *al = lens + f * 4;
+        const char **a = r->args + f * 4;
+        size_t *al = r->lens + f * 4;
         /* KEYS first, then the ARGV triples. */
         for (size_t i = 0; i < m; i++) {
-            dlock__renewal *l = items[f + i].rec;
-            a[i] = l->key;
-            al[i] = l->key_len;
-            a[m + 3 * i] = l->token;
-            al[m + 3 * i] = l->token_len;
-            a[m + 3 * i + 1] = items[f + i].ttl;
-            al[m + 3 * i + 1] = items[f + i].ttl_len;
-            a[m + 3 * i + 2] = l->mode;
+            const item *it = &items[f + i];
+            a[i] = it->key;
+            al[i] = it->key_len;
+            a[m + 3 * i] = it->token;
+            al[m + 3 * i] = it->token_len;
+            a[m + 3 * i + 1] = it->ttl;
+            al[m + 3 * i + 1] = it->ttl_len;
+            a[m + 3 * i + 2] = it->mode;
             al[m + 3 * i + 2] = 1;
         }
-        reqs[k] = (dlock__req){.script = dlock__script_get(DLOCK__S_RENEW), .numkeys = (int)m,
-                               .nargs = (int)(4 * m), .args = a, .arglens = al};
+        r->reqs[k] = (dlock__req){.script = dlock__script_get(DLOCK__S_RENEW), .numkeys = (int)m,
+                                  .nargs = (int)(4 * m), .args = a, .arglens = al};
     }
-    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = deadline,
-                             .grace_ms = DLOCK__DECIDED_GRACE_MS};
-    if (dlock__fanout(c, reqs, (uint32_t)nchunks, &fo, round_cb, &ctx) != DLOCK_OK)
-        for (size_t i = 0; i < n; i++)
-            items[i].err = c->n_nodes;
-    counts->rounds++;
-    counts->calls += nchunks * c->n_nodes;
-    restore_gone(c, counts, items, n, deadline);
-out:
-    dlock__free(first);
-    dlock__free(reqs);
-    dlock__free((void *)args);
-    dlock__free(lens);
+}
+
+void dlock__renew_round_start(rnd *r, dlock_client *c, dlock__loop *loop,
+                              void (*done)(rnd *r))
+{
+    r->c = c;
+    r->loop = loop;
+    r->done = done;
+    if (r->n == 0 || r->items[0].rec->ops->renew) {
+        run_own_round(r);
+        end_later(r);
+        return;
+    }
+    if (!copy_names(r)) {
+        for (size_t i = 0; i < r->n; i++) {
+            r->items[i].lease_end_ns = INT64_MAX;
+            r->items[i].err = c->n_nodes;
+        }
+        end_later(r);
+        return;
+    }
+    /* No answer helps after the last lease in the round has ended. */
+    r->deadline_ns = INT64_MIN;
+    for (size_t i = 0; i < r->n; i++) {
+        r->items[i].restorable = may_restore(c, &r->items[i]);
+        r->deadline_ns = DLOCK__MAX(r->deadline_ns, r->items[i].lease_end_ns);
+    }
+    build_calls(r);
+    r->undecided = r->n;
+    r->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
+                                 .deadline_ns = r->deadline_ns,
+                                 .grace_ms = DLOCK__DECIDED_GRACE_MS};
+    r->counts.rounds++;
+    r->counts.calls += r->nchunks * c->n_nodes;
+    dlock__fan_init(&r->fan, c, r->reqs, (uint32_t)r->nchunks, &r->fo, round_cb, r);
+    dlock__fan_start(&r->fan, loop, renewed);
 }

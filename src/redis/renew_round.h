@@ -2,7 +2,17 @@
 /* One renewal round on the wire (renew_round.c): the watchdog (watchdog.c)
  * picks the records that are due and schedules rounds; a round sends one
  * pipelined batch of renew_batch.lua calls per node, decides each lock at
- * a majority, and puts back a key a node lost (restore_batch.lua). */
+ * a majority, and puts back a key a node lost (restore_batch.lua). A round
+ * is a request on the watchdog's loop, a chain of fan-outs
+ * (fanout_run.h), each step started from the one before's completion, as
+ * the acquire attempt is (attempt.h):
+ *
+ *   renew (every node, pipelined) --> restore (a fan-out per node that
+ *   lost a key that may be put back; none: no step) --> done
+ *
+ * The records of an etcd client renew themselves (renewal_ops.renew), one
+ * blocking call each: such a round still runs inside its start, on the
+ * watchdog's thread, and only its completion is deferred. */
 #ifndef DLOCK_RENEW_ROUND_H
 #define DLOCK_RENEW_ROUND_H
 
@@ -10,14 +20,24 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "fanout_run.h"
+#include "loop.h"
 #include "renewal.h"
 
 /* Per-lock input and result of one round. */
 typedef struct item {
+    /* The record; NULL once the watchdog let it go (its owner released it
+     * from the loop thread while the round was in flight, watchdog.c): the
+     * round then never touches it again. */
     dlock__renewal *rec;
     int64_t ttl_ms;
     char ttl[24];
     size_t ttl_len;
+    /* The round's own copies of the record's key and token (the renewal
+     * must be able to be resent, after a MOVED, once rec is let go). */
+    const char *key, *token;
+    size_t key_len, token_len;
+    char mode[2];
     size_t yes, no, err;
     size_t n_gone;   /* answers "the key is gone" (counted in no unless put back) */
     uint64_t gone;   /* their nodes, a bit each */
@@ -26,6 +46,7 @@ typedef struct item {
     unsigned slot; /* cluster: the lock key's hash slot */
     int master;    /* cluster: its master in the client's slot map */
     unsigned hold; /* rec->hold when the round took it (watchdog.c) */
+    uint8_t lost;  /* the owner's verdict: a dlock_lost_reason, or 0 (watchdog.c) */
 } item;
 
 /* What a round cost, for the watchdog's statistics. */
@@ -33,10 +54,49 @@ typedef struct dlock__round_counts {
     uint64_t rounds, calls, restores;
 } dlock__round_counts;
 
-/* Renew items[0..n) (each with rec, ttl and ttl_len set; on a cluster all
- * of one master, sorted by slot): fills yes/no/err/n_gone/gone and adds
- * what it sent to *counts. Blocks for the round (the nodes' I/O timeout at
- * most, never past the last lease's end). */
-void dlock__renew_round(dlock_client *c, item *items, size_t n, dlock__round_counts *counts);
+/* A round as a request. The caller makes room with
+ * dlock__renew_round_reserve(), fills items[0..n) (each with rec, ttl,
+ * ttl_len and hold set; on a cluster all of one master, sorted by slot),
+ * and keeps the struct put until done; its buffers are kept for the next
+ * round started on the same struct, until dlock__renew_round_free(). */
+typedef struct dlock__renew_round {
+    /* the caller's */
+    struct dlock_client *c;
+    item *items;
+    size_t n;
+    dlock__round_counts counts; /* what it sent, added to */
+    void (*done)(struct dlock__renew_round *r); /* once, from the loop */
+    /* the round's own */
+    dlock__loop *loop;
+    size_t undecided; /* items without a majority either way yet */
+    size_t *first;    /* renew: call k renews items first[k] .. first[k+1]-1;
+                       * restore: the call's items, in KEYS order */
+    size_t nchunks, m;
+    dlock__req *reqs;
+    const char **args;
+    size_t *lens;
+    char *copy; /* the items' keys and tokens */
+    size_t cap_items, cap_copy;
+    int64_t deadline_ns;
+    uint64_t restore_nodes; /* nodes still to put keys back on */
+    size_t node;            /* the restore step's node */
+    dlock__fanout_opts fo;
+    uint8_t only[DLOCK__MAX_NODES];
+    dlock__timer defer; /* a round over inside its start */
+    dlock__fan fan;     /* one step's run at a time */
+} dlock__renew_round;
+
+/* Room for n items: 1, or 0 out of memory. Not while in flight. */
+int dlock__renew_round_reserve(dlock__renew_round *r, size_t n);
+
+/* Start renewing r->items[0..r->n) on loop: fills their yes/no/err and
+ * adds what it sent to r->counts; done(r) follows from the loop, exactly
+ * once, never inside this call. The round ends by the nodes' I/O timeout
+ * at most, never past the last lease's end. */
+void dlock__renew_round_start(dlock__renew_round *r, struct dlock_client *c, dlock__loop *loop,
+                              void (*done)(dlock__renew_round *r));
+
+/* Free the buffers of a round that is not in flight (not r itself). */
+void dlock__renew_round_free(dlock__renew_round *r);
 
 #endif
