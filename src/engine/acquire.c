@@ -38,6 +38,27 @@ static void finish(dlock__acq *a, int rc)
     a->done(a);
 }
 
+static void left(dlock__op *op)
+{
+    dlock__acq *a = DLOCK__OWNER(op, dlock__acq, leave_op);
+    finish(a, a->rc);
+}
+
+/* A give-up (rc): leave the store's waiter list first, a request of its
+ * own within timeout_ms (the acquire ends when it answers), or at once
+ * when there is nothing to leave. */
+static void leave_then_finish(dlock__acq *a, int64_t timeout_ms, int rc)
+{
+    dlock_lock *l = a->l;
+    a->rc = rc;
+    a->leave_op = (dlock__op){.l = l, .loop = a->loop, .done = left};
+    dlock__op_start(&a->leave_op);
+    if (l->backend->leave(l, timeout_ms, &a->leave_op) != DLOCK_OK) {
+        a->leave_op.state = DLOCK__OP_DONE; /* the backend's rule: no done() */
+        finish(a, rc);
+    }
+}
+
 /* A try the backend could not start ends the acquire at the loop's next
  * turn, not inside the call that started it. */
 static void finish_deferred(dlock__timer *t)
@@ -76,8 +97,7 @@ static void check_sleep(dlock__acq *a)
     dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
     /* Leave the list too (a cancel is a give-up), but a cancel must end
      * the wait at once: 100 ms at most, else the entry lapses by itself. */
-    l->backend->leave(l, DLOCK__CANCEL_LEAVE_MS);
-    finish(a, DLOCK_ECANCELED);
+    leave_then_finish(a, DLOCK__CANCEL_LEAVE_MS, DLOCK_ECANCELED);
 }
 
 static void sleep_over(dlock__timer *t)
@@ -238,9 +258,9 @@ static void try_done(dlock__op *op)
         if (rc == DLOCK_ENOTACQUIRED) {
             /* The node answered just now: worth one ZREM (not after a
              * failure: it could cost an I/O timeout). */
-            l->backend->leave(l, l->client->opts.io_timeout_ms);
-            rc = DLOCK_ETIMEDOUT;
             dlock__err_append(&l->err, "gave up after %" PRId64 " ms", a->wait_ms);
+            leave_then_finish(a, l->client->opts.io_timeout_ms, DLOCK_ETIMEDOUT);
+            return;
         }
         finish(a, rc);
         return;

@@ -37,7 +37,8 @@ typedef struct dlock__acq {
     void (*sleep_blocking)(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
 
     /* The machine's own. */
-    dlock__op op;
+    dlock__op op;       /* the try */
+    dlock__op leave_op; /* leaving the waiter list on a give-up */
     dlock__timer timer;
     int64_t wake_at_ns;
     unsigned woken;   /* the waiter record's wake-up count before the try */

@@ -98,14 +98,17 @@ typedef struct dlock__backend {
      * when the answer changes (Redis: a node confirmed or refused the
      * subscription). Redis's try is a chain of fan-outs on op->loop
      * (attempt.h). leave: a waiter that gives up leaves the store's
-     * waiter list, best effort, within timeout_ms. try NULL: the backend
+     * waiter list, best effort, within timeout_ms, a request like try
+     * (DLOCK_OK and done() later; any other code: nothing was sent, as
+     * for a waiter not listed, and done() never comes; its verdict is not
+     * read). try NULL: the backend
      * waits its own way in acquire (etcd, and Redis's fair kinds for
      * now). */
     int (*try)(dlock_lock *l, dlock__op *op);
     int (*watch)(dlock_lock *l);
     int (*watch_ready)(dlock_lock *l, int64_t until_ns);
     void (*unwatch)(dlock_lock *l);
-    void (*leave)(dlock_lock *l, int64_t timeout_ms);
+    int (*leave)(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
     /* Take a hold, waiting until deadline_ns (wait_ms 0: try once) the way
      * the kind waits in this store. A counted kind's handle that holds
      * already takes one more hold of the owner. On DLOCK_OK the hold, its

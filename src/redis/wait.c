@@ -109,18 +109,40 @@ void dlock__wait_unwatch(dlock_lock *l)
 /* A listed waiter that gives up behind a holder leaves the list at once,
  * so no release wakes it in vain (the others would then sleep until their
  * next look), and passes on a turn it was handed meanwhile (wq_leave.lua).
- * Best effort, one script call: otherwise the entry goes with the list, and
- * a turn lapses. A grant took the entry off already. */
-void dlock__wait_leave(dlock_lock *l, int64_t timeout_ms)
-{
-    if (!l->wait_id_len)
-        return;
+ * Best effort, one script call, a request on op->loop: otherwise the entry
+ * goes with the list, and a turn lapses. A grant took the entry off
+ * already. */
+typedef struct leave_req {
     dlock__step_args a;
     dlock__req req;
-    (void)dlock__step_req(l, DLOCK__STEP_LEAVE_LIST, &(dlock__step_in){0}, &a, &req);
-    dlock__fanout_opts fo = {.io_timeout_ms = DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms),
-                             .deadline_ns = INT64_MAX};
-    (void)dlock__fanout(l->client, &req, 1, &fo, dlock__ignore_cb, NULL);
+    dlock__fanout_opts fo;
+    dlock__fan fan;
+    dlock__op *op;
+} leave_req;
+
+static void left(dlock__fan *f)
+{
+    leave_req *q = DLOCK__OWNER(f, leave_req, fan);
+    dlock__op *op = q->op;
+    dlock__free(q);
+    dlock__op_complete(op); /* its answer changes nothing: v stays */
+}
+
+int dlock__wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
+{
+    if (!l->wait_id_len)
+        return DLOCK_ENOTHELD; /* not listed: nothing to leave */
+    leave_req *q = dlock__malloc(sizeof *q);
+    if (!q)
+        return DLOCK_ENOMEM; /* the entry lapses by itself */
+    q->op = op;
+    (void)dlock__step_req(l, DLOCK__STEP_LEAVE_LIST, &(dlock__step_in){0}, &q->a, &q->req);
+    q->fo = (dlock__fanout_opts){
+        .io_timeout_ms = DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms),
+        .deadline_ns = INT64_MAX};
+    dlock__fan_init(&q->fan, l->client, &q->req, 1, &q->fo, dlock__ignore_cb, NULL);
+    dlock__fan_start(&q->fan, op->loop, left);
+    return DLOCK_OK;
 }
 
 /* A try in flight: the attempt's chain and the op it answers. Made for

@@ -17,8 +17,9 @@
  * DLOCK_ENOMEM (the handle's message set) and no completion. */
 int dlock__wait_try(dlock_lock *l, dlock__op *op);
 /* The backend's leave (backend.h): a listed waiter that gives up leaves
- * the waiter list (wq_leave.lua), best effort, within timeout_ms. */
-void dlock__wait_leave(dlock_lock *l, int64_t timeout_ms);
+ * the waiter list (wq_leave.lua), best effort, within timeout_ms, as a
+ * request on op->loop; DLOCK_ENOTHELD when it is not listed. */
+int dlock__wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
 
 /* Sleep until wake_at, a cancel, a release message (woken moves on), or a
  * hand-over to us. Returns 1 if cancelled (and clears the cancel). */

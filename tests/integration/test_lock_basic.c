@@ -508,6 +508,47 @@ static void unfenced_waiter_is_listed_and_gets_the_lock_on_release(void **state)
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
 }
 
+typedef struct {
+    dlock_lock *waiter;
+    int64_t wait_ms;
+    int rc;
+} wait_arg;
+
+static void *wait_for(void *arg)
+{
+    wait_arg *w = arg;
+    w->rc = dlock_lock_acquire(w->waiter, w->wait_ms);
+    return NULL;
+}
+
+static int is_listed(void *name)
+{
+    return listed(name) > 0;
+}
+
+/* A waiter that gives up, at its deadline or on a cancel, leaves the
+ * waiter list before its acquire returns (wq_leave.lua, a request on the
+ * wait's loop), so no release wakes it in vain. */
+static void a_waiter_that_gives_up_leaves_the_waiter_list(void **state)
+{
+    (void)state;
+    const char *name = "basic:leave";
+    dlock_lock *a = lock_for(cl, name, 30000), *b = lock_for(cl, name, 30000);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    for (int cancel = 0; cancel < 2; cancel++) {
+        wait_arg w = {b, cancel ? 10000 : 600, -1};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+        assert_true(test_wait_until(is_listed, (void *)name, 3000, 5));
+        if (cancel)
+            dlock_lock_cancel(b);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(w.rc, cancel ? DLOCK_ECANCELED : DLOCK_ETIMEDOUT);
+        assert_int_equal(listed(name), 0);
+    }
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+}
+
 /* Over maxmemory a busy lock is busy (a waiter waits) and a free one is
  * refused, fenced or not: the unfenced SET is refused before NX is looked
  * at, and the GET (or, after SET ... GET, the PTTL) behind it finds the
@@ -608,6 +649,7 @@ int main(void)
         T(key_set_nx_px_by_another_library_excludes_dlock),
         T(unfenced_first_try_runs_no_script),
         T(unfenced_waiter_is_listed_and_gets_the_lock_on_release),
+        T(a_waiter_that_gives_up_leaves_the_waiter_list),
         T(over_maxmemory_a_busy_lock_is_busy_and_a_free_one_refused),
         T(unfenced_key_of_another_type_gives_wrongtype_and_stays_untouched),
         T(unfenced_excludes_and_is_excluded_by_another_library),

@@ -209,8 +209,8 @@ int __wrap_dlock__fanout_attempt(struct dlock_client *client, const dlock__req *
 /* A run started on a loop (the attempt's chain, attempt.h; a release,
  * extend or forget, release.c) is recorded under the name of the blocking
  * call that sent it before the chain: the attempt's own as "attempt", the
- * fence sync, an extend and a forget as "fanout", a release or undo as
- * "cancellable". It completes at the loop's next turn. */
+ * fence sync, an extend, a forget and a waiter's leave as "fanout", a
+ * release or undo as "cancellable". It completes at the loop's next turn. */
 static void fan_answered(dlock__timer *t)
 {
     dlock__fan *f = DLOCK__OWNER(t, dlock__fan, fin);
@@ -221,7 +221,8 @@ void __wrap_dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__
 void __wrap_dlock__fan_start(dlock__fan *f, dlock__loop *l, void (*done)(dlock__fan *f))
 {
     const char *name = f->reqs[0].script ? f->reqs[0].script->name : "";
-    int plain = f->cb == dlock__fence_cb || strstr(name, "extend") || strstr(name, "forget");
+    int plain = f->cb == dlock__fence_cb || strstr(name, "extend") || strstr(name, "forget") ||
+                strstr(name, "wq_leave");
     const char *via = f->keep_timed_out ? "attempt" : plain ? "fanout" : "cancellable";
     record(via, f->reqs, f->nreqs);
     if (fan_starts < (int)(sizeof fan_loops / sizeof fan_loops[0]))
