@@ -231,7 +231,7 @@ void dlock__renew_round(dlock_client *c, item *items, size_t n, dlock__round_cou
             a[m + 3 * i + 1] = items[f + i].ttl;
             al[m + 3 * i + 1] = items[f + i].ttl_len;
             a[m + 3 * i + 2] = l->mode;
-            al[m + 3 * i + 2] = 1;
+            al[m + 3 * i + 2] = l->mode_len ? l->mode_len : 1;
         }
         reqs[k] = (dlock__req){.script = dlock__script_get(DLOCK__S_RENEW), .numkeys = (int)m,
                                .nargs = (int)(4 * m), .args = a, .arglens = al};
