@@ -17,5 +17,7 @@ local p = redis.call('pttl', KEYS[1])
 local f = tonumber(redis.call('get', KEYS[2]) or '0')
 if not KEYS[3] then return {e, p, f} end
 local v = e == 1 and redis.pcall('get', KEYS[1])
-local i = type(v) == 'string' and redis.call('hget', KEYS[3], v) or ''
+-- pcall: a user without HGET reads no identity rather than no status.
+local i = type(v) == 'string' and redis.pcall('hget', KEYS[3], v)
+if type(i) ~= 'string' then i = '' end
 return {e, p, f, i}

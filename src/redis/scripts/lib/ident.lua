@@ -20,7 +20,12 @@
 -- ident_grant(tok, ttl), after a grant of an exclusive hold to token tok
 -- for ttl ms, writes the one holder's identity (an earlier holder's, left
 -- by a lease that ran out, goes first). It is nil without an identity: a
--- closure is made only for a call that needs it (issue 20).
+-- closure is made only for a call that needs it (issue 20). It comes after
+-- the grant's write, so it must never fail the script: every command runs
+-- under pcall, and an ACL user without TIME or HSET (docs/design.md lists
+-- them) still gets the lock, with no "since" or no identity. A hash whose
+-- PEXPIRE was refused is deleted rather than left without a TTL (DEL and
+-- PEXPIRE are the plain lock's own commands: release and extend).
 local ident_key, ident_grant
 if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 then
   local text = string.sub(ARGV[#ARGV], 5)
@@ -28,11 +33,15 @@ if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 then
   ARGV[#ARGV] = nil
   KEYS[#KEYS] = nil
   ident_grant = function(tok, ttl)
-    local t = redis.call('time')
-    local since = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('del', ident_key)
-    redis.call('hset', ident_key, tok, text .. ' since=' .. since)
-    redis.call('pexpire', ident_key, ttl)
+    local t = redis.pcall('time')
+    if type(t) == 'table' and t[1] then
+      text = text .. ' since=' .. (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    end
+    redis.pcall('del', ident_key)
+    if type(redis.pcall('hset', ident_key, tok, text)) == 'number' and
+       redis.pcall('pexpire', ident_key, ttl) ~= 1 then
+      redis.pcall('del', ident_key)
+    end
   end
 end
 
