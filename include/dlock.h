@@ -573,13 +573,14 @@ typedef struct dlock_client_options {
      *  tell who holds it. The identity is identity_text (or, when that is
      *  NULL, "host=HOST pid=PID prog=PROGRAM") followed by the server's
      *  " since=UNIX_MS" of the grant. On Redis it is a field (the holder's
-     *  token) of the hash KEY NUL "id" in the lock's slot, written by the
+     *  token, or a reentrant lock's owner id) of the hash KEY NUL "id"
+     *  in the lock's slot, written by the
      *  acquire script itself and given the lock's TTL, kept by extend and
      *  the watchdog, removed by release and break; the lock key's value
      *  stays the bare token, so other libraries still see an ordinary
-     *  lock. Kept for plain and exclusive locks (reentrant writers too);
-     *  not yet for reentrant (DLOCK_REENTRANT), fair, shared and
-     *  semaphore locks, nor on etcd (docs/observing.md). Costs one more
+     *  lock. Kept for plain, exclusive and reentrant locks (a re-entry
+     *  keeps the first hold's); not yet for fair, shared and semaphore
+     *  locks, nor on etcd (docs/observing.md). Costs one more
      *  key per held lock, and a plain lock's first try becomes a script
      *  instead of a bare SET NX. 0 or 1; default 0 (off). */
     int identity;
@@ -811,7 +812,7 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  * since=UNIX_MS" (or its identity_text, then " since=UNIX_MS"), since
  * being the server's time of the grant. Read-only; the client's
  * key_prefix applies; the calling client need not keep identities
- * itself. Kept for plain and exclusive holds on Redis only
+ * itself. Kept for plain, exclusive and reentrant holds on Redis only
  * (dlock_client_options.identity says which).
  *
  * @param buf receives the identity, NUL-terminated and cut to fit: ""

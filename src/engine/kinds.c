@@ -16,7 +16,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
     [DLOCK__KIND_COUNTED] = {.id = DLOCK__KIND_COUNTED, .name = "counted", .counted = 1,
                              .multi_node = 1, .leave = DLOCK__S_NONE, .renew_mode = "r",
                              .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1, .inbox = 1,
-                             .on_etcd = DLOCK__KIND_COUNTED},
+                             .ident = 1, .on_etcd = DLOCK__KIND_COUNTED},
     /* Fair mode keeps its queue in one node's memory; a queue shared by
      * independent masters would need an agreement protocol of its own
      * (docs/waiting.md). */

@@ -82,8 +82,8 @@ typedef struct dlock__kind {
      * the kind's lock key is a plain string its acquire script alone sets. */
     int raw_first_try;
     /* The holder identity (dlock_client_options.identity) is kept for it:
-     * an exclusive hold whose key is a plain string, acquired, extended,
-     * renewed and released by the plain scripts (lib/ident.lua). */
+     * one holder at a time, a plain string (the plain scripts) or a
+     * reentrant hash (the reentrant_*.lua scripts; lib/ident.lua). */
     int ident;
     /* The kind the etcd backend serves for it (etcd has a lock of its own
      * and none of the read-write or semaphore kinds: a writer there has no

@@ -281,12 +281,15 @@ static int counted_undo_args(dlock_lock *l, const dlock__step_in *in, dlock__ste
 {
     int k = 0;
     ARG(l->name, l->name_len);
+    ID_KEY();
+    int nkeys = k;
     ARG(l->token, l->token_len);
     NUM(0, "%" PRIu64, in->op_no);
     ARG(in->wake ? l->channel : "", in->wake ? l->channel_len : 0);
     ARG(l->hid, l->hid_len);
+    ID_ARG(ID_MARK_LEN);
     *nargs = k;
-    return 1;
+    return nkeys;
 }
 
 int dlock__undo_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,

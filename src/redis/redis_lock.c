@@ -30,7 +30,7 @@ static int ident_init(dlock_lock *l)
     memcpy(l->id_arg, mark, mlen);
     memcpy(l->id_arg + mlen, l->client->identity, tlen + 1);
     l->id_arg_len = mlen + tlen;
-    l->id_mode[0] = 'p';
+    l->id_mode[0] = l->kind->renew_mode[0]; /* 'p' or 'r' (renew_batch.lua) */
     memcpy(l->id_mode + 1, l->id_key, l->id_len + 1);
     l->renewal.mode = l->id_mode;
     l->renewal.mode_len = l->id_len + 1;

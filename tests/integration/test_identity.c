@@ -136,6 +136,35 @@ static void auto_renewal_keeps_the_identity_past_three_ttls(void **state)
     dlock_lock_free(l);
 }
 
+/* A reentrant lock (a hash of owner -> count): the identity is the first
+ * hold's, kept through a re-entry by another handle of the owner, the
+ * watchdog's renewal and an extend, and gone with the last hold. */
+static void a_reentrant_lock_keeps_its_first_holds_identity(void **state)
+{
+    (void)state;
+    dlock_lock *a = test_lock_new(with_txt, "id:re", 300, DLOCK_REENTRANT | DLOCK_AUTO_RENEW,
+                                  10, 200);
+    dlock_lock *b = test_lock_new(with_txt, "id:re", 10000, DLOCK_REENTRANT, 10, 200);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    char first[DLOCK_IDENTITY_READ_MAX + 1];
+    snprintf(first, sizeof first, "%s", seen("id:re"));
+    assert_true(strncmp(first, "job=42 team=x since=", 20) == 0);
+    usleep(1000 * 1000); /* past three TTLs: renewed by the watchdog */
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_string_equal(seen("id:re"), first);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK); /* a re-entry: same owner */
+    assert_string_equal(seen("id:re"), first);
+    assert_int_equal(dlock_lock_extend(b, 60000), DLOCK_OK);
+    assert_true(id_key_cmd("PTTL", "id:re") > 30000);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK); /* b still holds it */
+    assert_string_equal(seen("id:re"), first);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_string_equal(seen("id:re"), "");
+    assert_int_equal(id_key_cmd("EXISTS", "id:re"), 0);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
 static void extend_gives_the_identity_the_new_ttl(void **state)
 {
     (void)state;
@@ -241,6 +270,7 @@ int main(void)
         cmocka_unit_test(an_exclusive_writer_keeps_the_applications_text),
         cmocka_unit_test(an_unfenced_plain_lock_keeps_it_too),
         cmocka_unit_test(auto_renewal_keeps_the_identity_past_three_ttls),
+        cmocka_unit_test(a_reentrant_lock_keeps_its_first_holds_identity),
         cmocka_unit_test(extend_gives_the_identity_the_new_ttl),
         cmocka_unit_test(break_removes_the_identity),
         cmocka_unit_test(a_client_with_identity_off_writes_no_identity_key),

@@ -6,9 +6,9 @@
 -- ARGV[3i-1]   TTL in ms for lock i, > 0
 -- ARGV[3i]     'p' plain (string value), 'r' reentrant (hash) or 'z' a
 --              share or permit (sorted set of leases, zlease.lua); 'p'
---              may be followed by the lock's holder identity key (KEY NUL
---              "id", lib/ident.lua), whose hash then gets the same TTL
---              (a no-op when it is gone)
+--              and 'r' may be followed by the lock's holder identity key
+--              (KEY NUL "id", lib/ident.lua), whose hash then gets the
+--              lock's TTL (a no-op when it is gone)
 --
 -- Replies  an array, one entry per key:
 --          1   renewed
@@ -39,6 +39,7 @@ for i = 1, #KEYS do
       -- Never shorter (as reentrant_extend.lua): other handles of the
       -- owner may count on a longer lease.
       if redis.call('pttl', KEYS[i]) < tonumber(ttl) then redis.call('pexpire', KEYS[i], ttl) end
+      if idk then redis.call('pexpire', idk, redis.call('pttl', KEYS[i])) end
       r = 1
     end
   elseif mode == 'z' and t == 'zset' then
