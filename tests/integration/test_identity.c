@@ -20,6 +20,7 @@
 #include "dlock.h"
 #include "redis_server.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 static dlock_client *with_id;  /* identity on, host/pid/prog */
 static dlock_client *with_txt; /* identity on, identity_text "job=42 team=x" */
@@ -87,6 +88,33 @@ static void identity_is_seen_by_another_client_while_held_and_gone_after_release
     assert_string_equal(seen("id:a"), "");
     assert_int_equal(id_key_cmd("EXISTS", "id:a"), 0);
     dlock_lock_free(l);
+}
+
+/* A release with a waiter listed hands the lock on (a plain lock: a turn,
+ * then the waiter's grant): the identity shown is then the new holder's,
+ * for a plain lock and a writer. (Not a reentrant lock here: its owner is
+ * client x thread, and the waiter's hold, taken on the waiter's thread,
+ * is not this thread's to release.) */
+static void a_waiter_that_takes_the_lock_over_shows_its_own(void **state)
+{
+    (void)state;
+    static const unsigned flags[] = {0, DLOCK_EXCLUSIVE};
+    for (size_t i = 0; i < 2; i++) {
+        dlock_lock *a = test_lock_new(with_id, "id:h", 10000, flags[i], 10, 200);
+        dlock_lock *b = test_lock_new(with_txt, "id:h", 10000, flags[i], 10, 200);
+        assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+        test_waiter w;
+        assert_int_equal(test_waiter_start(&w, b, 5000, TEST_WAITER_KEEP), 0);
+        usleep(300 * 1000); /* listed by now */
+        assert_true(strncmp(seen("id:h"), "host=", 5) == 0);
+        assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+        assert_int_equal(test_waiter_join(&w), DLOCK_OK);
+        assert_true(strncmp(seen("id:h"), "job=42 team=x since=", 20) == 0);
+        assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+        assert_string_equal(seen("id:h"), "");
+        dlock_lock_free(a);
+        dlock_lock_free(b);
+    }
 }
 
 static void an_exclusive_writer_keeps_the_applications_text(void **state)
@@ -268,6 +296,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(identity_is_seen_by_another_client_while_held_and_gone_after_release),
         cmocka_unit_test(an_exclusive_writer_keeps_the_applications_text),
+        cmocka_unit_test(a_waiter_that_takes_the_lock_over_shows_its_own),
         cmocka_unit_test(an_unfenced_plain_lock_keeps_it_too),
         cmocka_unit_test(auto_renewal_keeps_the_identity_past_three_ttls),
         cmocka_unit_test(a_reentrant_lock_keeps_its_first_holds_identity),
