@@ -580,7 +580,10 @@ typedef struct dlock_client_options {
      *  stays the bare token, so other libraries still see an ordinary
      *  lock. Kept for plain, exclusive and reentrant locks (a re-entry
      *  keeps the first hold's); not yet for fair, shared and semaphore
-     *  locks, nor on etcd (docs/observing.md). Costs one more
+     *  locks. On etcd it is the value of the waiter key (the key itself
+     *  without one; etcdctl lock looks at create revisions only), with
+     *  the acquiring host's wall-clock "since" (docs/observing.md). On
+     *  Redis it costs one more
      *  key per held lock, and a plain lock's first try becomes a script
      *  instead of a bare SET NX. 0 or 1; default 0 (off). */
     int identity;
@@ -810,10 +813,11 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  * with a single node), when the holder's client has
  * dlock_client_options.identity on: "host=HOST pid=PID prog=PROGRAM
  * since=UNIX_MS" (or its identity_text, then " since=UNIX_MS"), since
- * being the server's time of the grant. Read-only; the client's
- * key_prefix applies; the calling client need not keep identities
- * itself. Kept for plain, exclusive and reentrant holds on Redis only
- * (dlock_client_options.identity says which).
+ * being the server's time of the grant (on etcd the acquiring host's
+ * clock). Read-only; the client's key_prefix applies; the calling client
+ * need not keep identities itself. Kept for plain, exclusive and
+ * reentrant holds (dlock_client_options.identity says which); on etcd the
+ * cluster is node 0, the owner's key is read.
  *
  * @param buf receives the identity, NUL-terminated and cut to fit: ""
  *            when the name is free on that node or its holder keeps none
@@ -821,8 +825,7 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  * @param len the size of @p buf, at least 1 (DLOCK_IDENTITY_READ_MAX + 1
  *            holds any identity dlock writes).
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range, no
- *         buffer), DLOCK_ENOTSUP (an etcd:// client), or the node's error.
- *         Thread-safe.
+ *         buffer), or the node's error. Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_client_identity(dlock_client *client, const char *name, size_t node, char *buf,

@@ -118,7 +118,7 @@ static int identity_check(dlock_client *c, const void *args)
         return DLOCK_EINVAL;
     a->buf[0] = '\0';
     if (!c->backend->identity)
-        return DLOCK_ENOTSUP; /* etcd: not kept there (docs/observing.md) */
+        return DLOCK_ENOTSUP; /* a backend that keeps no identities */
     return a->node >= c->backend->node_count(c) ? DLOCK_EINVAL : DLOCK_OK;
 }
 
