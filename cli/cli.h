@@ -82,7 +82,9 @@ enum cli_long_opt {
     CLI_OPT_FENCE,
     CLI_OPT_NO_FENCE,
     CLI_OPT_PRINT_FENCE,
-    CLI_OPT_PERMITS
+    CLI_OPT_PERMITS,
+    CLI_OPT_IDENTITY,
+    CLI_OPT_NO_IDENTITY
 };
 
 /* The one table of lock options, shared by `run` and the commands that

@@ -116,6 +116,9 @@ static const char global_help[] =
     "      --password-file=FILE read the password from the first line of FILE\n"
     "      --no-auth-warning    no warning for -a\n"
     "      --prefix=PREFIX      key namespace: lock NAME is the key PREFIX+NAME\n"
+    "      --identity=TEXT      the holder identity kept beside each lock taken\n"
+    "                           (default: host=HOST pid=PID prog=dlock)\n"
+    "      --no-identity        keep none (status and list then show none)\n"
     "  -q, --quiet              no message when the lock is busy\n"
     "  -v, --verbose            report progress on stderr\n"
     "  -h, --help               show this help\n"
@@ -160,7 +163,8 @@ void cli_synopsis(const char *cmd, FILE *f)
         print_synopsis(c->synopsis, f);
         return;
     }
-    print_synopsis("dlock [-r URL]... [--user U] [-a PASS | --password-file F] [--prefix P] [-q] [-v]\n"
+    print_synopsis("dlock [-r URL]... [--user U] [-a PASS | --password-file F] [--prefix P]\n"
+                   "      [--identity T | --no-identity] [-q] [-v]\n"
                    "      [--connect-timeout D] [--io-timeout D] [--min-node-uptime D] COMMAND ...\n", f);
 }
 

@@ -15,6 +15,12 @@ typedef struct list_out {
     FILE *f;
 } list_out;
 
+/* The holder identity of an entry (version 2 and later), or NULL. */
+static const char *identity_of(const dlock_list_entry *e)
+{
+    return e->version >= 2 && e->identity && e->identity[0] ? e->identity : NULL;
+}
+
 static int print_entry(void *arg, const dlock_list_entry *e)
 {
     list_out *o = arg;
@@ -29,6 +35,11 @@ static int print_entry(void *arg, const dlock_list_entry *e)
                 e->holders, e->ttl_ms, e->waiters, e->fence, e->held_on, e->quorum);
         if (e->mode == DLOCK_HOLD_SEMAPHORE)
             fprintf(f, ",\"permits\":%u", e->permits);
+        fputs(",\"identity\":", f);
+        if (identity_of(e))
+            cli_json_string(e->identity, f);
+        else
+            fputs("null", f);
         fputc('}', f);
     } else {
         char esc[4096], ttl[32];
@@ -44,6 +55,8 @@ static int print_entry(void *arg, const dlock_list_entry *e)
         if (e->nodes > 1)
             fprintf(f, "  %s on %zu of %zu nodes", e->state == DLOCK_STATUS_HELD ? "held" : "partial",
                     e->held_on, e->nodes);
+        if (identity_of(e)) /* last: it holds spaces */
+            fprintf(f, "  identity %s", cli_escape(e->identity, esc, sizeof esc));
         fputc('\n', f);
     }
     o->count++;

@@ -86,6 +86,8 @@ static int parse_global(cli_global *g, int argc, char **argv)
         {"password-file", required_argument, NULL, CLI_OPT_PASSWORD_FILE},
         {"no-auth-warning", no_argument, NULL, CLI_OPT_NO_AUTH_WARNING},
         {"prefix", required_argument, NULL, CLI_OPT_PREFIX},
+        {"identity", required_argument, NULL, CLI_OPT_IDENTITY},
+        {"no-identity", no_argument, NULL, CLI_OPT_NO_IDENTITY},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -158,6 +160,14 @@ static int parse_global(cli_global *g, int argc, char **argv)
                 return cli_usage_error(NULL, "--prefix: at most %d bytes", DLOCK_KEY_PREFIX_MAX);
             g->copts.key_prefix = optarg;
             break;
+        case CLI_OPT_IDENTITY: /* the library checks the text */
+            g->copts.identity = 1;
+            g->copts.identity_text = optarg;
+            break;
+        case CLI_OPT_NO_IDENTITY:
+            g->copts.identity = 0;
+            g->copts.identity_text = NULL;
+            break;
         case 'q':
             g->quiet = 1;
             break;
@@ -223,6 +233,9 @@ int main(int argc, char **argv)
         return CLI_EXIT_UNAVAILABLE;
     }
     g.copts.on_log = on_log;
+    /* Who holds what (dlock status, dlock list): the CLI says who it is
+     * unless told not to (--no-identity); the library's default is off. */
+    g.copts.identity = 1;
     cli_tls_env(&g);
     rc = parse_global(&g, argc, argv);
     if (rc)

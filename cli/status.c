@@ -79,6 +79,8 @@ static void text_holders(const node_holders *h, FILE *f)
 }
 
 static node_holders holders[CLI_MAX_URLS];
+/* Each node's holder identity (dlock_client_identity()): "" none. */
+static char identities[CLI_MAX_URLS][DLOCK_IDENTITY_READ_MAX + 1];
 static size_t n_foreign; /* nodes whose key is not a lock */
 
 static const char *foreign_type(size_t i)
@@ -113,6 +115,13 @@ static void print_json(dlock_client *c, const char *name, const dlock_node_statu
             fprintf(f, ",\"held\":%s,\"ttl_ms\":%" PRId64 ",\"fence\":%" PRIu64,
                     st[i].held ? "true" : "false", st[i].ttl_ms, st[i].fence);
             json_holders(&holders[i], f);
+            if (st[i].held) {
+                fputs(",\"identity\":", f);
+                if (identities[i][0])
+                    cli_json_string(identities[i], f);
+                else
+                    fputs("null", f);
+            }
             fputc('}', f);
         }
     }
@@ -145,6 +154,8 @@ static void print_text(dlock_client *c, const char *name, const dlock_node_statu
             fprintf(f, "free  fence %" PRIu64 "\n", st[i].fence);
         if (st[i].error == DLOCK_OK && !foreign_type(i))
             text_holders(&holders[i], f);
+        if (st[i].error == DLOCK_OK && st[i].held && identities[i][0])
+            fprintf(f, "%26sidentity %s\n", "", cli_escape(identities[i], esc, sizeof esc));
     }
 }
 
@@ -166,8 +177,14 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     }
     for (size_t i = 0; i < n; i++) {
         holders[i].info.mode = DLOCK_HOLD_FREE;
-        if (st[i].error == DLOCK_OK && st[i].held)
+        identities[i][0] = '\0';
+        if (st[i].error == DLOCK_OK && st[i].held) {
             holders_of(c, name, i, &holders[i]);
+            /* Best effort: none shown when it cannot be read (etcd). */
+            if (dlock_client_identity(c, name, i, identities[i], sizeof identities[i]) !=
+                DLOCK_OK)
+                identities[i][0] = '\0';
+        }
         n_foreign += foreign_type(i) != NULL;
     }
     if (json)

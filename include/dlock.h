@@ -443,8 +443,9 @@ dlock_client_stats(const dlock_client *client, dlock_stats *out, size_t size);
 /** Version 1 is dlock 0.1.0's struct (up to wakeups); version 2 added
  *  key_prefix, username, password, on_log, log_arg and the tls* fields;
  *  version 3 min_replicas, min_replicas_timeout_ms and cluster; version 4
- *  observer. Versions 1 to 3 are still accepted. */
-#define DLOCK_CLIENT_OPTIONS_VERSION 4
+ *  observer; version 5 identity and identity_text. Versions 1 to 4 are
+ *  still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 5
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
  *  dlock_client_options_init()) and change what you need.
@@ -564,7 +565,38 @@ typedef struct dlock_client_options {
      *  dlock_client_new(); NULL (the default): none, at the cost of one
      *  NULL test per event. */
     const dlock_observer *observer;
+    /* --- version 5 --- */
+    /** 1: keep the holder's identity beside each lock it holds, so that
+     *  dlock_client_identity(), dlock_client_list() and `dlock status`
+     *  tell who holds it. The identity is identity_text (or, when that is
+     *  NULL, "host=HOST pid=PID prog=PROGRAM") followed by the server's
+     *  " since=UNIX_MS" of the grant. On Redis it is a field (the holder's
+     *  token, or a reentrant lock's owner id) of the hash KEY NUL "id"
+     *  in the lock's slot, written by the
+     *  acquire script itself and given the lock's TTL, kept by extend and
+     *  the watchdog, removed by release and break; the lock key's value
+     *  stays the bare token, so other libraries still see an ordinary
+     *  lock. Kept for plain, exclusive and reentrant locks (a re-entry
+     *  keeps the first hold's); not yet for fair, shared and semaphore
+     *  locks. On etcd it is the value of the waiter key (the key itself
+     *  without one; etcdctl lock looks at create revisions only), with
+     *  the acquiring host's wall-clock "since" (docs/observing.md). On
+     *  Redis it costs one more
+     *  key per held lock, and a plain lock's first try becomes a script
+     *  instead of a bare SET NX. 0 or 1; default 0 (off). */
+    int identity;
+    /** The identity text to keep instead of host, pid and program: 1 to
+     *  DLOCK_IDENTITY_MAX bytes of printable ASCII (0x20..0x7e). Copied
+     *  by dlock_client_new(); only with identity 1 (DLOCK_EINVAL
+     *  otherwise). Default NULL. */
+    const char *identity_text;
 } dlock_client_options;
+
+/** Longest dlock_client_options.identity_text, in bytes. */
+#define DLOCK_IDENTITY_MAX 200
+/** Longest identity dlock_client_identity() reports: the text and
+ *  " since=" with the grant's time in ms, without the NUL. */
+#define DLOCK_IDENTITY_READ_MAX (DLOCK_IDENTITY_MAX + 32)
 
 /** Longest dlock_client_options.key_prefix accepted, in bytes. */
 #define DLOCK_KEY_PREFIX_MAX 1024
@@ -585,9 +617,10 @@ typedef struct dlock_client_options {
     }
 #endif
 
-/** Fill @p opts with the defaults for @p version (1 to 4: only the fields
+/** Fill @p opts with the defaults for @p version (1 to 5: only the fields
  *  that version has are written; version 1, dlock 0.1.0's, ends at
- *  wakeups; version 2 at tls_insecure; version 3 at cluster). Returns
+ *  wakeups; version 2 at tls_insecure; version 3 at cluster; version 4 at
+ *  observer). Returns
  *  DLOCK_EINVAL for a NULL pointer or an unknown version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
@@ -773,6 +806,29 @@ DLOCK_EXTERN(int)
 dlock_client_holders(dlock_client *client, const char *name, size_t node,
                      dlock_holders_info *info, dlock_holder *out, size_t max_out);
 
+/**
+ * The identity the holder of @p name keeps beside it on node @p node (0
+ * with a single node), when the holder's client has
+ * dlock_client_options.identity on: "host=HOST pid=PID prog=PROGRAM
+ * since=UNIX_MS" (or its identity_text, then " since=UNIX_MS"), since
+ * being the server's time of the grant (on etcd the acquiring host's
+ * clock). Read-only; the client's key_prefix applies; the calling client
+ * need not keep identities itself. Kept for plain, exclusive and
+ * reentrant holds (dlock_client_options.identity says which); on etcd the
+ * cluster is node 0, the owner's key is read.
+ *
+ * @param buf receives the identity, NUL-terminated and cut to fit: ""
+ *            when the name is free on that node or its holder keeps none
+ *            (identity off, another library, a kind without identity).
+ * @param len the size of @p buf, at least 1 (DLOCK_IDENTITY_READ_MAX + 1
+ *            holds any identity dlock writes).
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range, no
+ *         buffer), or the node's error. Thread-safe.
+ */
+DLOCK_EXTERN(int)
+dlock_client_identity(dlock_client *client, const char *name, size_t node, char *buf,
+                      size_t len);
+
 /** What dlock_client_break() did. */
 typedef struct dlock_break_result {
     /** Holds removed: the most on any node (1 for a plain, fair,
@@ -834,8 +890,9 @@ DLOCK_EXTERN(int)
 dlock_client_break(dlock_client *client, const char *name, uint64_t fence,
                    dlock_break_result *result);
 
-/** The version of dlock_list_entry this header describes. */
-#define DLOCK_LIST_ENTRY_VERSION 1
+/** The version of dlock_list_entry this header describes: 2 added
+ *  identity. */
+#define DLOCK_LIST_ENTRY_VERSION 2
 
 /** One lock name found by dlock_client_list(). The library owns the entry
  *  and fills it for the length of one callback: fields may be added at the
@@ -861,6 +918,11 @@ typedef struct dlock_list_entry {
     size_t held_on;        /**< nodes where the name is held */
     size_t nodes;          /**< nodes of the client */
     size_t quorum;         /**< nodes needed for a majority */
+    /* --- version 2 --- */
+    /** The holder's identity (dlock_client_identity(): the first node's
+     *  that keeps one), or NULL when none is kept; valid for the
+     *  callback only. Read it only when entry->version >= 2. */
+    const char *identity;
 } dlock_list_entry;
 
 /** Called by dlock_client_list() once per lock name, on the calling

@@ -43,6 +43,8 @@ int main()
     SAME(c, cd, min_replicas_timeout_ms);
     SAME(c, cd, cluster);
     SAME(c, cd, observer);
+    SAME(c, cd, identity);
+    SAME(c, cd, identity_text);
     dlock_lock_options l = DLOCK_LOCK_OPTIONS_INIT, ld;
     if (dlock_lock_options_init(&ld, DLOCK_LOCK_OPTIONS_VERSION) != DLOCK_OK)
         return 1;

@@ -51,6 +51,10 @@ typedef struct dlock__backend {
     int (*holders)(dlock_client *c, const char *key, size_t klen, size_t node,
                    dlock_holders_info *info, dlock_holder *out, size_t max_out);
     int (*list)(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
+    /* dlock_client_identity() on one node: buf (len >= 1) gets the
+     * holder's identity or ""; NULL: DLOCK_ENOTSUP. */
+    int (*identity)(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
+                    size_t len);
     /* dlock_client_break(): remove every hold of the lock at key, leaving
      * its fence and its waiters, and wake them; out filled whenever the
      * nodes were asked (dlock.h says what it holds and returns). */

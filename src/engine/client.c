@@ -11,17 +11,19 @@
 #include "backend.h"
 #include "client.h"
 #include "error.h"
+#include "identity.h"
 #include "rand.h"
 #include "scripts.h"
 #include "versioned.h"
 
 /* Bytes of each dlock_client_options version (versioned.h): version 1
  * (dlock 0.1.0) ended at wakeups, version 2 at the TLS options, version 3
- * at cluster. */
+ * at cluster, version 4 at observer. */
 static const size_t options_sizes[] = {
     offsetof(dlock_client_options, key_prefix),
     offsetof(dlock_client_options, min_replicas),
     offsetof(dlock_client_options, observer),
+    offsetof(dlock_client_options, identity),
     sizeof(dlock_client_options),
 };
 DLOCK__VERSIONED_CHECK(dlock_client_options, options_sizes, DLOCK_CLIENT_OPTIONS_VERSION);
@@ -97,7 +99,7 @@ static int check_options(const dlock_client_options *o, char *err, size_t len)
         snprintf(err, len, "min_replicas_timeout_ms must be 1..60000");
         return DLOCK_EINVAL;
     }
-    return DLOCK_OK;
+    return dlock__identity_check(o, err, len);
 }
 
 int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
@@ -147,6 +149,12 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
     c->opts.observer = NULL; /* copied: the caller's need not outlive us */
     if ((rc = dlock__stats_init(&c->obs, opts->observer, err, sizeof err)) != DLOCK_OK)
         goto fail;
+    c->opts.identity_text = NULL; /* made into c->identity */
+    if (opts->identity && !(c->identity = dlock__identity_make(opts))) {
+        rc = DLOCK_ENOMEM;
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
     c->opts.key_prefix = NULL;
     if (opts->key_prefix && opts->key_prefix[0] &&
         !(c->opts.key_prefix = c->key_prefix = dlock__strdup(opts->key_prefix))) {
@@ -188,6 +196,7 @@ static void free_inherited(dlock_client *c)
     if (c->backend)
         c->backend->close(c, 1);
     dlock__free(c->key_prefix);
+    dlock__free(c->identity);
     dlock__free(c);
 }
 
@@ -214,6 +223,7 @@ void dlock_client_free(dlock_client *c)
         c->backend->close(c, 0);
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
     dlock__free(c->key_prefix);
+    dlock__free(c->identity);
     dlock__free(c);
 }
 

@@ -24,6 +24,9 @@ struct dlock_client {
     size_t quorum; /* n/2 + 1 */
     dlock__node *nodes;
     char *key_prefix; /* our copy of opts.key_prefix (opts points here) */
+    /* The holder identity kept beside each lock (identity.h); NULL when
+     * opts.identity is 0. */
+    char *identity;
     /* Shared by the nodes that speak TLS; NULL when none does. */
     dlock__tls_ctx *tls_ctx;
     /* Random id naming this client in reentrant hold counts. */

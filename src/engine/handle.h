@@ -62,6 +62,15 @@ struct dlock_lock {
      * across processes (a forked child makes a client of its own). */
     char run_id[DLOCK_TOKEN_HEX_LEN + 32];
     size_t run_id_len;
+    /* The holder identity (kinds.h, ident): its hash KEY NUL "id", the
+     * argument that goes last (NUL "id:" text; lib/ident.lua), the same
+     * with no text for extend and release, and renew_batch.lua's mode
+     * "p" + id_key; all NULL when the client keeps no identity. */
+    char *id_key;
+    size_t id_len;
+    char *id_arg;
+    size_t id_arg_len;
+    char *id_mode;
     char *aux_key; /* the kind's helper key for its acquire (kinds.h), or NULL */
     size_t aux_len;
     char aux_arg[24]; /* the kind's extra acquire argument ("" none) */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A client's calls on a name rather than a handle: the read-only looks
- * (dlock_client_status, _holders, _list) and breaking a stuck lock
+ * (dlock_client_status, _holders, _identity, _list) and breaking a stuck lock
  * (dlock_client_break): their arguments checked once here, then the
  * client's backend. */
 #include <string.h>
@@ -103,6 +103,35 @@ int dlock_client_holders(dlock_client *c, const char *name, size_t node,
 {
     static const name_call how = {holders_check, holders_run};
     return on_name(c, name, &how, &(holders_args){node, info, out, max_out});
+}
+
+typedef struct identity_args {
+    size_t node;
+    char *buf;
+    size_t len;
+} identity_args;
+
+static int identity_check(dlock_client *c, const void *args)
+{
+    const identity_args *a = args;
+    if (!a->buf || a->len == 0)
+        return DLOCK_EINVAL;
+    a->buf[0] = '\0';
+    if (!c->backend->identity)
+        return DLOCK_ENOTSUP; /* a backend that keeps no identities */
+    return a->node >= c->backend->node_count(c) ? DLOCK_EINVAL : DLOCK_OK;
+}
+
+static int identity_run(dlock_client *c, const char *key, size_t klen, const void *args)
+{
+    const identity_args *a = args;
+    return c->backend->identity(c, key, klen, a->node, a->buf, a->len);
+}
+
+int dlock_client_identity(dlock_client *c, const char *name, size_t node, char *buf, size_t len)
+{
+    static const name_call how = {identity_check, identity_run};
+    return on_name(c, name, &how, &(identity_args){node, buf, len});
 }
 
 int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)

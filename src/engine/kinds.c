@@ -12,11 +12,11 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
     [DLOCK__KIND_PLAIN] = {.id = DLOCK__KIND_PLAIN, .name = "plain", .multi_node = 1,
                            .leave = DLOCK__S_NONE, .renew_mode = "p", .wait = DLOCK__WAIT_RETRY,
                            .fenced = 1, .adopt = 1, .wake_one = 1, .runs = 1, .inbox = 1,
-                           .raw_first_try = 1, .on_etcd = DLOCK__KIND_PLAIN},
+                           .raw_first_try = 1, .ident = 1, .on_etcd = DLOCK__KIND_PLAIN},
     [DLOCK__KIND_COUNTED] = {.id = DLOCK__KIND_COUNTED, .name = "counted", .counted = 1,
                              .multi_node = 1, .leave = DLOCK__S_NONE, .renew_mode = "r",
                              .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1, .inbox = 1,
-                             .on_etcd = DLOCK__KIND_COUNTED},
+                             .ident = 1, .on_etcd = DLOCK__KIND_COUNTED},
     /* Fair mode keeps its queue in one node's memory; a queue shared by
      * independent masters would need an agreement protocol of its own
      * (docs/waiting.md). */
@@ -33,7 +33,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                .leave = DLOCK__S_NONE, .renew_mode = "p",
                                .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1,
                                .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS, .wake_one = 1,
-                               .on_etcd = DLOCK__KIND_PLAIN},
+                               .ident = 1, .on_etcd = DLOCK__KIND_PLAIN},
     /* Readers hold no fencing token: they do not write (docs/fencing.md). */
     [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
                             .leave = DLOCK__S_NONE, .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
@@ -63,7 +63,8 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                        .multi_node = 1, .leave = DLOCK__S_NONE,
                                        .renew_mode = "p", .wait = DLOCK__WAIT_RETRY, .fenced = 1,
                                        .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS,
-                                       .wake_one = 1, .on_etcd = DLOCK__KIND_COUNTED},
+                                       .wake_one = 1, .ident = 1,
+                                       .on_etcd = DLOCK__KIND_COUNTED},
 };
 
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits)

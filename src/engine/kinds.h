@@ -81,6 +81,10 @@ typedef struct dlock__kind {
     /* DLOCK_NO_FENCE's first try may be a bare SET NX PX (first_try.c):
      * the kind's lock key is a plain string its acquire script alone sets. */
     int raw_first_try;
+    /* The holder identity (dlock_client_options.identity) is kept for it:
+     * one holder at a time, a plain string (the plain scripts) or a
+     * reentrant hash (the reentrant_*.lua scripts; lib/ident.lua). */
+    int ident;
     /* The kind the etcd backend serves for it (etcd has a lock of its own
      * and none of the read-write or semaphore kinds: a writer there has no
      * readers to wait for, so it is the plain or counted lock), or

@@ -47,6 +47,7 @@ typedef struct dlock__renewal {
     const char *token;        /* stable while the lock is held */
     size_t token_len;
     const char *mode;         /* renew_batch.lua's mode: "p" or "r" */
+    size_t mode_len;          /* its length when it holds a key (ident.lua); 0: one byte */
     int64_t ttl_ms;           /* the TTL to renew to */
     int64_t interval_ms;      /* explicit interval; 0: a third of ttl_ms */
     int once;                 /* one renewal, then unregistered (a fair

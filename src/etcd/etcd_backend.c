@@ -101,6 +101,7 @@ static int lock_init(dlock_lock *l)
         return DLOCK_ENOMEM;
     }
     d->ec = ec;
+    d->range.identity = l->client->identity; /* the client outlives its handles */
     l->store = d;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     ec->lock_side_free = lock_side_free;
@@ -544,6 +545,7 @@ const dlock__backend dlock__etcd_backend = {
     .node_count = one_node,
     .node_name = node_name,
     .status = dlock__etcd_status,
+    .identity = dlock__etcd_identity,
     .list = dlock__etcd_list_names,
     .break_holds = dlock__etcd_break_holds,
     .late_answer_counts = 1,

@@ -4,9 +4,12 @@
  * holder's key, and the list of held names. Each is one request over the
  * client's transport (etcd_client.h), with no handle and no hold of ours:
  * the handle's side is etcd_backend.c's. */
+#include <string.h>
+
 #include "client.h"
 #include "etcd_client.h"
 #include "etcd_inspect.h"
+#include "etcd_kv.h"
 #include "etcd_list.h"
 #include "etcd_lock.h"
 
@@ -39,6 +42,29 @@ int dlock__etcd_status(dlock_client *c, const char *key, size_t klen, dlock_node
                                                       : DLOCK_STATUS_FREE,
                                        1, rc == DLOCK_OK, (size_t)(rc == DLOCK_OK && out->held),
                                        1};
+    return rc;
+}
+
+int dlock__etcd_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
+                         size_t len)
+{
+    (void)node; /* the cluster is one node */
+    dlock__etcd_name range;
+    if (dlock__etcd_name_init(&range, key, klen) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    dlock__etcd_kv first;
+    int rc = dlock__etcd_first_value(EC(c)->e, range.begin, range.len, range.end, range.len,
+                                     &first, dlock__etcd_call_deadline(EC(c)->e), NULL);
+    /* Our key's value is the key itself without an identity (and so is
+     * an older dlock's); etcdctl lock's is empty. */
+    if (rc == DLOCK_OK && first.key && first.value && first.value_len > 0 &&
+        !(first.value_len == first.key_len && memcmp(first.value, first.key, first.key_len) == 0)) {
+        size_t n = first.value_len < len - 1 ? first.value_len : len - 1;
+        memcpy(buf, first.value, n);
+        buf[n] = '\0';
+    }
+    dlock__etcd_kv_clear(&first);
+    dlock__etcd_name_clear(&range);
     return rc;
 }
 

@@ -22,6 +22,11 @@ int dlock__etcd_break_holds(dlock_client *c, const char *key, size_t klen, uint6
                             dlock_break_result *out);
 
 /* dlock_client_list() on etcd: etcd_list.c over the client's transport. */
+/* dlock_client_identity(): the owner key's value when it is an identity
+ * (a key whose value is itself, an older dlock's or `etcdctl lock`'s,
+ * has none). */
+int dlock__etcd_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
+                         size_t len);
 int dlock__etcd_list_names(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
 
 #endif

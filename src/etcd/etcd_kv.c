@@ -8,6 +8,7 @@
 void dlock__etcd_kv_clear(dlock__etcd_kv *kv)
 {
     dlock__free(kv->key);
+    dlock__free(kv->value);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -65,6 +66,10 @@ static int read_kv(json_t *j, dlock__etcd_kv *kv)
         return DLOCK_EPROTO;
     if (!(kv->key = dlock__etcd_b64_decode(json_string_value(k), &kv->key_len)))
         return DLOCK_ENOMEM; /* or bad base64: both end the call */
+    json_t *v = json_object_get(j, "value"); /* absent with keys_only */
+    if (json_is_string(v) &&
+        !(kv->value = dlock__etcd_b64_decode(json_string_value(v), &kv->value_len)))
+        return DLOCK_ENOMEM;
     return DLOCK_OK;
 }
 
@@ -193,6 +198,7 @@ static json_t *txn_part(json_t *rep, size_t n, const char *kind)
 }
 
 int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len,
+                                 const char *value, size_t value_len,
                                  int64_t lease, const char *begin, size_t begin_len,
                                  const char *end, size_t end_len, int64_t *my_rev,
                                  dlock__etcd_kv *first, int64_t deadline_ns,
@@ -207,7 +213,7 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
         "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
         "create_revision", i64(0),
         "success", "request_put", "key", b64(key, key_len), "value",
-        b64(key, key_len), "lease", i64(lease),
+        value ? b64(value, value_len) : b64(key, key_len), "lease", i64(lease),
         "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0),
         "failure", "request_range", "key", b64(key, key_len),
         "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0));
@@ -282,6 +288,25 @@ int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
     int rc = post(e, "/v3/kv/range",
                   range_req(begin, begin_len, end, end_len, "ASCEND", 0), &rep,
                   deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = first_kv(rep, first);
+    json_decref(rep);
+    return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
+}
+
+int dlock__etcd_first_value(dlock__etcd *e, const char *begin, size_t begin_len,
+                            const char *end, size_t end_len, dlock__etcd_kv *first,
+                            int64_t deadline_ns, dlock__errbuf *err)
+{
+    memset(first, 0, sizeof *first);
+    json_t *req = range_req(begin, begin_len, end, end_len, "ASCEND", 0);
+    if (req && json_object_set_new(req, "keys_only", json_false())) {
+        json_decref(req);
+        req = NULL;
+    }
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/range", req, &rep, deadline_ns, -1, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
     rc = first_kv(rep, first);

@@ -14,6 +14,8 @@
 typedef struct dlock__etcd_kv {
     char *key; /* decoded; NULL when there was none */
     size_t key_len;
+    char *value; /* decoded, NUL-terminated; NULL unless asked for */
+    size_t value_len;
     int64_t create_rev, mod_rev, lease;
 } dlock__etcd_kv;
 
@@ -52,15 +54,22 @@ int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
                              int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
                              dlock__errbuf *err);
 
-/* Create `key` (value = itself, lease attached) if it does not exist, and
- * read the first key of [begin, end) by create revision, in one
- * transaction. *my_rev: the create revision of key (ours now or from an
- * earlier copy of this request); *first: the owner. */
+/* Create `key` (value: `value`, the holder identity, or NULL: the key
+ * itself; lease attached) if it does not exist, and read the first key of
+ * [begin, end) by create revision, in one transaction. *my_rev: the
+ * create revision of key (ours now or from an earlier copy of this
+ * request); *first: the owner. */
 int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len,
+                                 const char *value, size_t value_len,
                                  int64_t lease, const char *begin, size_t begin_len,
                                  const char *end, size_t end_len, int64_t *my_rev,
                                  dlock__etcd_kv *first, int64_t deadline_ns,
                                  int cancel_fd, dlock__errbuf *err);
+
+/* dlock__etcd_first() with the first key's value too (first->value). */
+int dlock__etcd_first_value(dlock__etcd *e, const char *begin, size_t begin_len,
+                            const char *end, size_t end_len, dlock__etcd_kv *first,
+                            int64_t deadline_ns, dlock__errbuf *err);
 
 /* If key still has create revision my_rev, read the key of [begin, end)
  * created last before it (*pred; no key when there is none) and the

@@ -136,7 +136,7 @@ static int report(dlock__etcd *e, const rec *r, dlock_list_fn cb, void *arg)
                                    NULL);
     dlock_list_entry en = {DLOCK_LIST_ENTRY_VERSION, r->name, DLOCK_STATUS_HELD,
                            DLOCK_HOLD_EXCLUSIVE, 0, 1, ttl, r->keys - 1,
-                           (uint64_t)r->first_rev, 1, 1, 1};
+                           (uint64_t)r->first_rev, 1, 1, 1, NULL};
     return cb(arg, &en) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 

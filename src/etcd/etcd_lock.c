@@ -2,6 +2,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "common.h"
@@ -32,6 +33,7 @@ void dlock__etcd_hold_clear(dlock__etcd_hold *h)
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len)
 {
     n->len = key_len + 1;
+    n->identity = NULL; /* the caller's to set */
     n->begin = dlock__malloc(n->len);
     n->end = dlock__malloc(n->len);
     if (!n->begin || !n->end) {
@@ -151,6 +153,18 @@ static void woke(const dlock__etcd_events *ev, int pushed)
         ev->woke(ev->arg, pushed);
 }
 
+/* Our key's value with an identity: the text and " since=" with the
+ * wall-clock time in ms (etcd has no clock a request can read; this is a
+ * stamp for a person, never used in lease arithmetic). Its length. */
+static size_t identity_value(const char *text, char *out, size_t len)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int n = snprintf(out, len, "%s since=%lld", text,
+                     (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
 /* Get in line: grant a lease and create our key. *owner: 1 when ours is
  * the first key. */
 static int enter(dlock__etcd *e, const dlock__etcd_name *name, int64_t ttl_ms,
@@ -169,9 +183,11 @@ static int enter(dlock__etcd *e, const dlock__etcd_name *name, int64_t ttl_ms,
         return rc;
     h->valid_until_ns = sent_ns + h->ttl_s * 1000 * DLOCK__NS_PER_MS;
     dlock__etcd_kv first;
-    rc = dlock__etcd_create_and_first(e, h->key, h->key_len, lease, name->begin,
-                                      name->len, name->end, name->len, &h->rev,
-                                      &first, deadline_ns, cancel_fd, err);
+    char id[DLOCK_IDENTITY_READ_MAX + 1];
+    size_t id_len = name->identity ? identity_value(name->identity, id, sizeof id) : 0;
+    rc = dlock__etcd_create_and_first(e, h->key, h->key_len, name->identity ? id : NULL, id_len,
+                                      lease, name->begin, name->len, name->end, name->len,
+                                      &h->rev, &first, deadline_ns, cancel_fd, err);
     if (rc != DLOCK_OK)
         return rc;
     *owner = first.create_rev == h->rev;

@@ -42,6 +42,9 @@ void dlock__etcd_hold_clear(dlock__etcd_hold *h);
 typedef struct dlock__etcd_name {
     char *begin, *end;
     size_t len; /* of both */
+    /* The holder identity our keys carry as their value (the client's,
+     * dlock_client_options.identity; not owned), or NULL: the key. */
+    const char *identity;
 } dlock__etcd_name;
 
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);

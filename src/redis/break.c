@@ -65,10 +65,10 @@ static int break_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
 static int break_round(dlock_client *c, const char **args, size_t *lens, int check,
                        dlock_break_result *out, break_ctx *ctx)
 {
-    args[4] = "check";
-    lens[4] = 5;
-    dlock__req req = {.script = dlock__script_get(DLOCK__S_BREAK), .numkeys = 2,
-                      .nargs = check ? 5 : 4, .args = args, .arglens = lens};
+    args[5] = "check";
+    lens[5] = 5;
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_BREAK), .numkeys = 3,
+                      .nargs = check ? 6 : 5, .args = args, .arglens = lens};
     dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX};
     *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, c->n_nodes, c->quorum};
     *ctx = (break_ctx){out, DLOCK_EIO, 0, 0, check};
@@ -80,16 +80,20 @@ int dlock__redis_break(dlock_client *c, const char *key, size_t klen, uint64_t f
 {
     char want[24];
     size_t wlen = (size_t)snprintf(want, sizeof want, "%" PRIu64, fence);
-    size_t flen = 0, chlen = 0;
+    size_t flen = 0, chlen = 0, ilen = 0;
     char *fkey = dlock__helper_key(c, key, klen, "fence", 5, &flen);
+    /* The holder identity goes with the holds, whether or not this client
+     * keeps identities (lib/ident.lua). */
+    char *ikey = dlock__helper_key(c, key, klen, "id", 2, &ilen);
     char *ch = dlock__wake_channel_for(c, key, klen, &chlen);
-    if (!fkey || !ch) {
+    if (!fkey || !ikey || !ch) {
         dlock__free(fkey);
+        dlock__free(ikey);
         dlock__free(ch);
         return DLOCK_ENOMEM;
     }
-    const char *args[5] = {key, fkey, ch, want, NULL};
-    size_t lens[5] = {klen, flen, chlen, wlen, 0};
+    const char *args[6] = {key, fkey, ikey, ch, want, NULL};
+    size_t lens[6] = {klen, flen, ilen, chlen, wlen, 0};
     break_ctx ctx;
     int rc = DLOCK_OK;
     /* Guarded on several nodes: every node's counter first, so that a
@@ -101,6 +105,7 @@ int dlock__redis_break(dlock_client *c, const char *key, size_t klen, uint64_t f
     if (rc == DLOCK_OK)
         rc = break_round(c, args, lens, 0, out, &ctx);
     dlock__free(fkey);
+    dlock__free(ikey);
     dlock__free(ch);
     if (rc != DLOCK_OK)
         return rc;

@@ -29,6 +29,14 @@
 #define ARG(p, n) (a->args[k] = (p), a->lens[k++] = (n))
 #define NUM(i, fmt, v) ARG(a->num[i], (size_t)snprintf(a->num[i], sizeof a->num[i], fmt, v))
 
+/* The holder identity (lib/ident.lua), when the client keeps one: its
+ * hash after the script's last key, and its argument after the last
+ * argument: the text on an acquire, none on extend and release (the
+ * four bytes NUL "id:"). */
+#define ID_MARK_LEN 4
+#define ID_KEY() (l->id_key ? ARG(l->id_key, l->id_len) : 0)
+#define ID_ARG(n) (l->id_key ? ARG(l->id_arg, (n)) : 0)
+
 /* ---- acquire: acquire.lua and its kin (KEYS: lock, fence?, aux?, waiter
  * list and run if listed; ARGV: token, ttl, aux arg?, OWNER#?, op number
  * and handle id if counted, waiter id and its entry life if listed, the
@@ -47,6 +55,7 @@ static int acquire_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
         if (l->wr_key) /* and told when the holder's run ends */
             ARG(l->wr_key, l->wr_len);
     }
+    ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
     ARG(l->ttl_s, l->ttl_s_len);
@@ -73,6 +82,7 @@ static int acquire_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
             ARG(l->channel, l->channel_len);
         }
     }
+    ID_ARG(l->id_arg_len);
     *nargs = k;
     return nkeys;
 }
@@ -147,6 +157,8 @@ static int release_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
         ARG(l->wq_key, l->wq_len);
     if (runs)
         ARG(l->wr_key, l->wr_len);
+    ID_KEY();
+    nkeys = k;
     ARG(l->token, l->token_len);
     ARG(wake ? l->channel : "", wake ? l->channel_len : 0);
     if (runs) {
@@ -160,6 +172,7 @@ static int release_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
         NUM(1, "%u", l->rel_n);
         ARG(l->hid, l->hid_len);
     }
+    ID_ARG(ID_MARK_LEN);
     *nargs = k;
     return nkeys;
 }
@@ -188,10 +201,13 @@ static int release_undo_args(dlock_lock *l, const dlock__step_in *in, dlock__ste
 {
     int k = 0;
     ARG(l->name, l->name_len);
+    ID_KEY();
+    int nkeys = k;
     ARG(l->token, l->token_len);
     ARG(in->wake ? l->channel : "", in->wake ? l->channel_len : 0);
+    ID_ARG(ID_MARK_LEN);
     *nargs = k;
-    return 1;
+    return nkeys;
 }
 
 /* ---- extend (KEYS: lock; ARGV: token, ttl) and forget (KEYS: lock;
@@ -201,10 +217,13 @@ static int extend_args(dlock_lock *l, const dlock__step_in *in, dlock__step_args
 {
     int k = 0;
     ARG(l->name, l->name_len);
+    ID_KEY();
+    int nkeys = k;
     ARG(l->token, l->token_len);
     NUM(0, "%" PRId64, in->ttl_ms);
+    ID_ARG(ID_MARK_LEN);
     *nargs = k;
-    return 1;
+    return nkeys;
 }
 
 static int forget_args(dlock_lock *l, const dlock__step_in *in, dlock__step_args *a, int *nargs)
@@ -262,12 +281,15 @@ static int counted_undo_args(dlock_lock *l, const dlock__step_in *in, dlock__ste
 {
     int k = 0;
     ARG(l->name, l->name_len);
+    ID_KEY();
+    int nkeys = k;
     ARG(l->token, l->token_len);
     NUM(0, "%" PRIu64, in->op_no);
     ARG(in->wake ? l->channel : "", in->wake ? l->channel_len : 0);
     ARG(l->hid, l->hid_len);
+    ID_ARG(ID_MARK_LEN);
     *nargs = k;
-    return 1;
+    return nkeys;
 }
 
 int dlock__undo_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,

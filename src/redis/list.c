@@ -21,6 +21,7 @@
 
 #define SCAN_COUNT "1000"
 #define READS_PER_KEY 4 /* status.lua, holders.lua, ZCARD KEY\0wq, LLEN KEY\0q */
+#define HELPERS_PER_KEY 5 /* KEY\0fence, KEY\0ww, KEY\0wq, KEY\0q, KEY\0id */
 
 /* What one node says of one name. */
 typedef struct rec {
@@ -32,6 +33,7 @@ typedef struct rec {
     int64_t ttl_ms;
     size_t waiters;
     uint64_t fence;
+    char *identity; /* the holder's (lib/ident.lua), or NULL */
 } rec;
 
 typedef struct list_state {
@@ -146,6 +148,10 @@ static int read_cb(void *arg, size_t node, uint32_t idx, int err, const redisRep
             o->mode = -1;
         o->ttl_ms = st.ttl_ms;
         o->fence = st.fence;
+        if (st.identity && !(o->identity = dlock__strndup(st.identity, st.identity_len))) {
+            c->err = DLOCK_ENOMEM;
+            return 1;
+        }
         break;
     }
     case 1: {
@@ -189,35 +195,41 @@ static int push_rec(list_state *st, rec *r)
 static int read_batch(dlock_client *cl, list_state *st, size_t node, const scan_ctx *s,
                       const dlock__fanout_opts *fo)
 {
-    static const char *const kinds[] = {"fence", "ww", "wq", "q"};
-    size_t n = s->n, nk = n * 4;
-    char **helpers = dlock__calloc(nk, sizeof *helpers);
-    size_t *hlens = dlock__calloc(nk, sizeof *hlens);
-    const char **args = dlock__calloc(nk * 2, sizeof *args);
-    size_t *alens = dlock__calloc(nk * 2, sizeof *alens);
+    static const char *const kinds[HELPERS_PER_KEY] = {"fence", "ww", "wq", "q", "id"};
+    size_t n = s->n, nk = n * READS_PER_KEY, nh = n * HELPERS_PER_KEY;
+    char **helpers = dlock__calloc(nh, sizeof *helpers);
+    size_t *hlens = dlock__calloc(nh, sizeof *hlens);
+    const char **args = dlock__calloc(nk * 3, sizeof *args);
+    size_t *alens = dlock__calloc(nk * 3, sizeof *alens);
     dlock__req *reqs = dlock__calloc(nk, sizeof *reqs);
     rec *cur = dlock__calloc(n, sizeof *cur);
     int rc = helpers && hlens && args && alens && reqs && cur ? DLOCK_OK : DLOCK_ENOMEM;
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
-        for (size_t k = 0; k < 4 && rc == DLOCK_OK; k++) {
-            size_t j = i * 4 + k;
-            helpers[j] = dlock__helper_key(cl, s->keys[i], s->lens[i], kinds[k],
-                                           strlen(kinds[k]), &hlens[j]);
-            if (!helpers[j])
+        char **h = &helpers[i * HELPERS_PER_KEY];
+        size_t *hl = &hlens[i * HELPERS_PER_KEY];
+        for (size_t k = 0; k < HELPERS_PER_KEY && rc == DLOCK_OK; k++)
+            if (!(h[k] = dlock__helper_key(cl, s->keys[i], s->lens[i], kinds[k],
+                                           strlen(kinds[k]), &hl[k])))
                 rc = DLOCK_ENOMEM;
-            /* status.lua and holders.lua take (KEY, helper); ZCARD and
-             * LLEN take the helper alone. */
-            args[2 * j] = k < 2 ? s->keys[i] : (k == 2 ? "ZCARD" : "LLEN");
-            alens[2 * j] = k < 2 ? s->lens[i] : strlen(args[2 * j]);
-            args[2 * j + 1] = helpers[j];
-            alens[2 * j + 1] = hlens[j];
+        for (size_t k = 0; k < READS_PER_KEY && rc == DLOCK_OK; k++) {
+            size_t j = i * READS_PER_KEY + k;
+            const char **a = &args[3 * j];
+            size_t *al = &alens[3 * j];
+            /* status.lua takes (KEY, fence, id: the holder identity),
+             * holders.lua (KEY, ww); ZCARD and LLEN the helper alone. */
+            a[0] = k < 2 ? s->keys[i] : (k == 2 ? "ZCARD" : "LLEN");
+            al[0] = k < 2 ? s->lens[i] : strlen(a[0]);
+            a[1] = h[k];
+            al[1] = hl[k];
+            a[2] = h[4];
+            al[2] = hl[4];
             reqs[j] = (dlock__req){.script = k == 0   ? dlock__script_get(DLOCK__S_STATUS)
                                              : k == 1 ? dlock__script_get(DLOCK__S_HOLDERS)
                                                       : NULL,
-                                   .numkeys = k < 2 ? 2 : 0, .nargs = 2, .args = &args[2 * j],
-                                   .arglens = &alens[2 * j]};
+                                   .numkeys = k == 0 ? 3 : k == 1 ? 2 : 0,
+                                   .nargs = k == 0 ? 3 : 2, .args = a, .arglens = al};
         }
-        cur[i] = (rec){NULL, node, 0, 0, 0, -1, 0, 0};
+        cur[i] = (rec){NULL, node, 0, 0, 0, -1, 0, 0, NULL};
     }
     read_ctx ctx = {cur, DLOCK_OK};
     if (rc == DLOCK_OK && n > 0) {
@@ -238,8 +250,12 @@ static int read_batch(dlock_client *cl, list_state *st, size_t node, const scan_
         memcpy(cur[i].name, s->keys[i] + st->plen, len + 1);
         if ((rc = push_rec(st, &cur[i])) != DLOCK_OK)
             dlock__free(cur[i].name);
+        else
+            cur[i].identity = NULL; /* st's now */
     }
-    for (size_t j = 0; helpers && j < nk; j++)
+    for (size_t i = 0; cur && i < n; i++)
+        dlock__free(cur[i].identity);
+    for (size_t j = 0; helpers && j < nh; j++)
         dlock__free(helpers[j]);
     dlock__free(helpers);
     dlock__free(hlens);
@@ -321,7 +337,7 @@ static int report(const dlock_client *cl, const rec *v, size_t n, dlock_list_fn 
 {
     dlock_list_entry e = {DLOCK_LIST_ENTRY_VERSION, v[0].name, DLOCK_STATUS_PARTIAL,
                           (dlock_hold_mode)v[0].mode, v[0].permits, 0, -1, 0, 0, 0,
-                          cl->n_nodes, cl->quorum};
+                          cl->n_nodes, cl->quorum, NULL};
     for (size_t i = 0; i < n; i++) {
         /* SCAN may return a key twice: count each node once (v is sorted
          * by node within the name). */
@@ -334,6 +350,8 @@ static int report(const dlock_client *cl, const rec *v, size_t n, dlock_list_fn 
             e.fence = v[i].fence;
         if (v[i].ttl_ms >= 0 && (e.ttl_ms < 0 || v[i].ttl_ms < e.ttl_ms))
             e.ttl_ms = v[i].ttl_ms;
+        if (!e.identity)
+            e.identity = v[i].identity;
     }
     if (e.held_on >= cl->quorum)
         e.state = DLOCK_STATUS_HELD;
@@ -353,8 +371,10 @@ static int report_all(dlock_client *c, list_state *st, int rc, dlock_list_fn cb,
         rc = report(c, &st->v[i], j - i, cb, arg);
         i = j;
     }
-    for (size_t i = 0; i < st->n; i++)
+    for (size_t i = 0; i < st->n; i++) {
         dlock__free(st->v[i].name);
+        dlock__free(st->v[i].identity);
+    }
     dlock__free(st->v);
     return rc;
 }
@@ -408,8 +428,10 @@ int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, vo
             break;
         }
         if (rc != DLOCK_OK) { /* forget that node's partial walk */
-            for (size_t j = before; j < st.n; j++)
+            for (size_t j = before; j < st.n; j++) {
                 dlock__free(st.v[j].name);
+                dlock__free(st.v[j].identity);
+            }
             st.n = before;
             last = rc;
             continue;

@@ -19,6 +19,9 @@ const char *dlock__redis_node_name(const dlock_client *c, size_t i);
 /* key: the lock's key (the client's prefix + the name), klen bytes. */
 int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
                         dlock_lock_status *summary);
+/* dlock_client_identity() (status.c). */
+int dlock__redis_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
+                          size_t len);
 int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out);
 int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);

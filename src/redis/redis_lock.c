@@ -17,6 +17,26 @@ static char *helper(dlock_lock *l, const char *kind, size_t kind_len, size_t *ou
     return dlock__helper_key(l->client, l->name, l->name_len, kind, kind_len, out_len);
 }
 
+/* The holder identity's key and arguments (handle.h, id_*). */
+static int ident_init(dlock_lock *l)
+{
+    static const char mark[] = "\0id:"; /* lib/ident.lua */
+    size_t mlen = sizeof mark - 1, tlen = strlen(l->client->identity);
+    l->id_key = helper(l, "id", 2, &l->id_len);
+    l->id_arg = dlock__malloc(mlen + tlen + 1);
+    l->id_mode = dlock__malloc(l->id_len + 2);
+    if (!l->id_key || !l->id_arg || !l->id_mode)
+        return DLOCK_ENOMEM;
+    memcpy(l->id_arg, mark, mlen);
+    memcpy(l->id_arg + mlen, l->client->identity, tlen + 1);
+    l->id_arg_len = mlen + tlen;
+    l->id_mode[0] = l->kind->renew_mode[0]; /* 'p' or 'r' (renew_batch.lua) */
+    memcpy(l->id_mode + 1, l->id_key, l->id_len + 1);
+    l->renewal.mode = l->id_mode;
+    l->renewal.mode_len = l->id_len + 1;
+    return DLOCK_OK;
+}
+
 int dlock__redis_lock_init(dlock_lock *l)
 {
     const dlock__kind *kind = l->kind;
@@ -27,6 +47,8 @@ int dlock__redis_lock_init(dlock_lock *l)
         ok = (l->fence_key = helper(l, "fence", 5, &l->fence_len)) != NULL;
     if (ok && kind->aux_key)
         ok = (l->aux_key = helper(l, kind->aux_key, strlen(kind->aux_key), &l->aux_len)) != NULL;
+    if (ok && kind->ident && client->identity)
+        ok = ident_init(l) == DLOCK_OK;
     l->aux_arg_len = dlock__kind_aux_arg(kind, l->opts.retry_max_ms, l->permits, l->aux_arg,
                                          sizeof l->aux_arg);
     if (ok && kind->leave != DLOCK__S_NONE) { /* queued: the line and liveness keys */
@@ -51,6 +73,9 @@ void dlock__redis_lock_clear(dlock_lock *l, int forked)
     dlock__free(l->channel);
     dlock__free(l->fence_key);
     dlock__free(l->aux_key);
+    dlock__free(l->id_key);
+    dlock__free(l->id_arg);
+    dlock__free(l->id_mode);
     dlock__free(l->inbox);
     dlock__free(l->queue_key);
     dlock__free(l->live_prefix);

@@ -246,6 +246,13 @@ void dlock__renew_round_free(rnd *r)
     dlock__free(r->copy);
 }
 
+/* renew_batch.lua's mode argument: "p" or "r", then the identity's key
+ * when the lock keeps one (ident.lua). */
+static size_t mode_len(const dlock__renewal *l)
+{
+    return l->mode_len ? l->mode_len : 1;
+}
+
 /* Copy each item's key and token into the round (item.key, item.token):
  * the watchdog may let a record go while its round is in flight, and the
  * fan-out resends its requests after a MOVED. 0 out of memory. */
@@ -253,7 +260,8 @@ static int copy_names(rnd *r)
 {
     size_t need = 0;
     for (size_t i = 0; i < r->n; i++)
-        need += r->items[i].rec->key_len + r->items[i].rec->token_len;
+        need += r->items[i].rec->key_len + r->items[i].rec->token_len +
+                mode_len(r->items[i].rec);
     if (need > r->cap_copy) {
         char *p = dlock__realloc(r->copy, need);
         if (!p)
@@ -273,8 +281,10 @@ static int copy_names(rnd *r)
         it->token = at;
         it->token_len = l->token_len;
         at += l->token_len;
-        it->mode[0] = l->mode[0];
-        it->mode[1] = '\0';
+        memcpy(at, l->mode, mode_len(l));
+        it->mode = at;
+        it->mode_len = mode_len(l);
+        at += it->mode_len;
         it->lease_end_ns = l->ops->lease_end_ns(l->owner);
     }
     return 1;
@@ -309,7 +319,7 @@ static void build_calls(rnd *r)
             a[m + 3 * i + 1] = it->ttl;
             al[m + 3 * i + 1] = it->ttl_len;
             a[m + 3 * i + 2] = it->mode;
-            al[m + 3 * i + 2] = 1;
+            al[m + 3 * i + 2] = it->mode_len;
         }
         r->reqs[k] = (dlock__req){.script = dlock__script_get(DLOCK__S_RENEW), .numkeys = (int)m,
                                   .nargs = (int)(4 * m), .args = a, .arglens = al};

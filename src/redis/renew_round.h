@@ -33,11 +33,11 @@ typedef struct item {
     int64_t ttl_ms;
     char ttl[24];
     size_t ttl_len;
-    /* The round's own copies of the record's key and token (the renewal
-     * must be able to be resent, after a MOVED, once rec is let go). */
-    const char *key, *token;
-    size_t key_len, token_len;
-    char mode[2];
+    /* The round's own copies of the record's key, token and mode (the
+     * renewal must be able to be resent, after a MOVED, once rec is let
+     * go). */
+    const char *key, *token, *mode;
+    size_t key_len, token_len, mode_len;
     size_t yes, no, err;
     size_t n_gone;   /* answers "the key is gone" (counted in no unless put back) */
     uint64_t gone;   /* their nodes, a bit each */

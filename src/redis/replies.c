@@ -142,12 +142,17 @@ void dlock__decode_status(int err, const redisReply *r, dlock__status_reply *out
     const char *detail;
     if (failed(err, r, NULL, &out->err, &detail))
         return;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 4 ||
         r->element[0]->type != REDIS_REPLY_INTEGER ||
         r->element[1]->type != REDIS_REPLY_INTEGER ||
-        r->element[2]->type != REDIS_REPLY_INTEGER) {
+        r->element[2]->type != REDIS_REPLY_INTEGER ||
+        (r->elements == 4 && r->element[3]->type != REDIS_REPLY_STRING)) {
         out->err = DLOCK_EPROTO;
         return;
+    }
+    if (r->elements == 4 && r->element[3]->len > 0) {
+        out->identity = r->element[3]->str;
+        out->identity_len = r->element[3]->len;
     }
     out->held = r->element[0]->integer == 1;
     out->ttl_ms = out->held && r->element[1]->integer >= 0 ? r->element[1]->integer : -1;

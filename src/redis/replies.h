@@ -64,12 +64,15 @@ int dlock__decode_undo(int err, const redisReply *r);
  * key was gone there (reply 0: expired or deleted), else 0. */
 int dlock__decode_renew(int err, const redisReply *r, size_t n, size_t i, int *gone);
 
-/* status.lua: {held, pttl, fence}. */
+/* status.lua: {held, pttl, fence} and, asked with the identity key,
+ * the holder's identity. */
 typedef struct dlock__status_reply {
     int err;
     int held;
     int64_t ttl_ms; /* -1: none or unknown */
     uint64_t fence;
+    const char *identity; /* in the reply (not NUL-terminated); NULL: none */
+    size_t identity_len;
 } dlock__status_reply;
 
 void dlock__decode_status(int err, const redisReply *r, dlock__status_reply *out);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* dlock_client_status() on Redis: a read-only look at a lock on every
- * node (the public checks are inspect.c's). */
+/* dlock_client_status() and dlock_client_identity() on Redis: read-only
+ * looks at a lock (the public checks are inspect.c's). */
 #include <string.h>
 
 #include "client.h"
@@ -76,4 +76,58 @@ int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_nod
     if (ctx.answered > 0)
         return DLOCK_OK;
     return c->n_nodes == 1 ? out[0].error : DLOCK_ENOQUORUM;
+}
+
+/* One node's status.lua with the identity hash (KEYS[3]): the holder's
+ * identity, copied while the reply lives. */
+typedef struct ident_ctx {
+    char *buf;
+    size_t len;
+    int err;
+} ident_ctx;
+
+static int ident_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                    const char *detail, int64_t start_ns)
+{
+    ident_ctx *s = arg;
+    dlock__status_reply st;
+    (void)node;
+    (void)idx;
+    (void)detail;
+    (void)start_ns;
+    dlock__decode_status(err, r, &st);
+    s->err = st.err;
+    if (st.err == DLOCK_OK && st.held && st.identity) {
+        size_t n = st.identity_len < s->len - 1 ? st.identity_len : s->len - 1;
+        memcpy(s->buf, st.identity, n);
+        s->buf[n] = '\0';
+    }
+    return 0;
+}
+
+int dlock__redis_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
+                          size_t len)
+{
+    size_t flen = 0, ilen = 0;
+    char *fkey = dlock__helper_key(c, key, klen, "fence", 5, &flen);
+    char *ikey = dlock__helper_key(c, key, klen, "id", 2, &ilen);
+    int rc = fkey && ikey ? DLOCK_OK : DLOCK_ENOMEM;
+    if (rc == DLOCK_OK) {
+        const char *args[3] = {key, fkey, ikey};
+        size_t lens[3] = {klen, flen, ilen};
+        dlock__req req = {.script = dlock__script_get(DLOCK__S_STATUS), .numkeys = 3,
+                          .nargs = 3, .args = args, .arglens = lens};
+        uint8_t only[DLOCK__MAX_NODES] = {0};
+        only[node] = 1;
+        dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms,
+                                 .deadline_ns = INT64_MAX, .only = only};
+        ident_ctx ctx = {buf, len, DLOCK_EIO};
+        buf[0] = '\0';
+        rc = dlock__fanout(c, &req, 1, &fo, ident_cb, &ctx);
+        if (rc == DLOCK_OK)
+            rc = ctx.err;
+    }
+    dlock__free(fkey);
+    dlock__free(ikey);
+    return rc;
 }

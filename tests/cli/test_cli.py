@@ -352,7 +352,8 @@ class Run(DlockTest):
         self.assertEqual(self.redis.cli("GET", self.name), token)
         self.assertGreater(int(self.redis.cli("PTTL", self.name)), 25000)
         keys = set(self.redis.cli("KEYS", f"*{self.name}*").split())
-        self.assertEqual(keys, {self.name})  # no fencing counter by default
+        # No fencing counter by default; the holder's identity (KEY NUL id).
+        self.assertEqual(keys, {self.name, self.name + "\x00id"})
 
     def test_sighup_while_acquire_waits_exits_129(self):
         token = self.acquire("30s")
@@ -1071,6 +1072,11 @@ class Credentials(DlockTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         token = r.stdout.split()[0]
         self.assertEqual(self.admin("GET", "lock:x"), token)
+        # The holder identity is best effort: this user may HSET and HGET
+        # but not TIME, so it is kept without its "since".
+        r = self.dlock(*base, "status", "--json", "x", env=env)
+        self.assertRegex(json.loads(r.stdout)["nodes"][0]["identity"],
+                         r"^host=\S+ pid=[0-9]+ prog=dlock$")
         w = subprocess.Popen(self.args(*base, "run", "-w", "10s", "x", "--", "true"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.children.append(w)

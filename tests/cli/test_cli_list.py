@@ -9,6 +9,8 @@ Usage: test_cli_list.py PATH_TO_DLOCK [unittest options]
 """
 import json
 import os
+import re
+import signal
 import sys
 import unittest
 
@@ -57,7 +59,8 @@ class List(DlockTest):
         lines = r.stdout.splitlines()
         self.assertEqual(len(lines), 4, r.stdout)
         self.assertRegex(lines[1], r'^"plain" exclusive  holders 1  ttl [0-9.]+s  '
-                                   r'waiters [1-9][0-9]*  fence 1$')
+                                   r'waiters [1-9][0-9]*  fence 1  identity host=\S+ '
+                                   r'pid=[0-9]+ prog=dlock since=[0-9]+$')
         self.assertRegex(lines[2], r'^"sem" semaphore 1/3  holders 1 ')
         for p in held:
             p.kill()
@@ -97,6 +100,57 @@ class List(DlockTest):
         r = self.dlock("list", urls=[f"redis://127.0.0.1:{free_port()}"])
         self.assertEqual(r.returncode, 69, r.stderr)
         self.assertIn("list:", r.stderr)
+
+
+class Identity(DlockTest):
+    """Who holds what (issue 40): the CLI keeps its identity beside each
+    lock it takes (host, pid, program, since) unless told --no-identity;
+    status and list show it; the lock key's value stays the bare token."""
+
+    def pfx(self):
+        return ["--prefix", self.name + "/"]
+
+    def id_key_exists(self, name):
+        return self.redis.cli("EVAL", "return redis.call('exists', KEYS[1] .. '\\0id')", "1",
+                              self.name + "/" + name)
+
+    def status_json(self, name):
+        r = self.dlock(*self.pfx(), "status", "--json", name)
+        return json.loads(r.stdout)["nodes"][0]
+
+    def test_status_and_list_show_who_holds_until_release(self):
+        p = self.spawn(*self.pfx(), "run", "held", "--", "sleep", "60")
+        key = self.name + "/held"
+        self.assertTrue(wait_until(lambda: self.redis.cli("EXISTS", key) == "1", 10))
+        want = rf"host=\S+ pid={p.pid} prog=dlock since=[0-9]+"
+        self.assertRegex(self.status_json("held")["identity"], "^" + want + "$")
+        r = self.dlock(*self.pfx(), "status", "held")
+        self.assertRegex(r.stdout, r"\n +identity " + want + "\n")
+        r = self.dlock(*self.pfx(), "list", "--json")
+        self.assertRegex(json.loads(r.stdout)[0]["identity"], "^" + want + "$")
+        r = self.dlock(*self.pfx(), "list")
+        self.assertRegex(r.stdout, "  identity " + want + "\n$")
+        # The lock key holds the bare token, as other libraries expect.
+        self.assertRegex(self.redis.cli("GET", key), "^[0-9a-f]{32}$")
+        self.assertEqual(self.id_key_exists("held"), "1")
+        p.send_signal(signal.SIGTERM)  # forwarded; dlock releases on the way out
+        p.wait(10)
+        self.assertEqual(self.redis.cli("EXISTS", key), "0")
+        self.assertEqual(self.id_key_exists("held"), "0")
+
+    def test_no_identity_and_a_text_of_ones_own(self):
+        r = self.dlock("--no-identity", *self.pfx(), "acquire", "off")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIsNone(self.status_json("off")["identity"])
+        self.assertEqual(self.id_key_exists("off"), "0")
+        r = self.dlock(*self.pfx(), "list")
+        self.assertNotIn("identity", r.stdout)
+        r = self.dlock("--identity", "deploy #7", *self.pfx(), "acquire", "own")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(self.status_json("own")["identity"], "^deploy #7 since=[0-9]+$")
+        r = self.dlock("--identity", "tab\there", *self.pfx(), "acquire", "bad")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn("identity", r.stderr)
 
 
 class ListThreeNodes(MoreRedisServers, List.__base__):

@@ -102,18 +102,18 @@ static void create_is_idempotent_and_first_is_the_oldest(void **state)
     assert_int_equal(dlock__etcd_lease_grant(e, 0x51, 10, &ttl, soon(), -1, NULL), DLOCK_OK);
     assert_int_equal(dlock__etcd_lease_grant(e, 0x52, 10, &ttl, soon(), -1, NULL), DLOCK_OK);
     dlock__etcd_kv first;
-    assert_int_equal(dlock__etcd_create_and_first(e, ka, 4, 0x51, begin, 3, end, 3, &ra,
+    assert_int_equal(dlock__etcd_create_and_first(e, ka, 4, NULL, 0, 0x51, begin, 3, end, 3, &ra,
                                                   &first, soon(), -1, NULL), DLOCK_OK);
     assert_int_equal(first.create_rev, ra);
     assert_int_equal(first.lease, 0x51);
     assert_memory_equal(first.key, ka, 4);
     dlock__etcd_kv_clear(&first);
     /* again: no new key, the same revision */
-    assert_int_equal(dlock__etcd_create_and_first(e, ka, 4, 0x51, begin, 3, end, 3, &ra2,
+    assert_int_equal(dlock__etcd_create_and_first(e, ka, 4, NULL, 0, 0x51, begin, 3, end, 3, &ra2,
                                                   &first, soon(), -1, NULL), DLOCK_OK);
     assert_int_equal(ra2, ra);
     dlock__etcd_kv_clear(&first);
-    assert_int_equal(dlock__etcd_create_and_first(e, kb, 4, 0x52, begin, 3, end, 3, &rb,
+    assert_int_equal(dlock__etcd_create_and_first(e, kb, 4, NULL, 0, 0x52, begin, 3, end, 3, &rb,
                                                   &first, soon(), -1, NULL), DLOCK_OK);
     assert_true(rb > ra);
     assert_int_equal(first.create_rev, ra); /* a is still first */
@@ -163,7 +163,7 @@ static void watch_returns_when_the_key_is_deleted(void **state)
     int64_t ttl, rev;
     dlock__etcd_kv first;
     assert_int_equal(dlock__etcd_lease_grant(e, 0x61, 10, &ttl, soon(), -1, NULL), DLOCK_OK);
-    assert_int_equal(dlock__etcd_create_and_first(e, k, 4, 0x61, begin, 3, end, 3, &rev,
+    assert_int_equal(dlock__etcd_create_and_first(e, k, 4, NULL, 0, 0x61, begin, 3, end, 3, &rev,
                                                   &first, soon(), -1, NULL), DLOCK_OK);
     dlock__etcd_kv_clear(&first);
     /* nobody deletes it: the watch ends at its deadline */

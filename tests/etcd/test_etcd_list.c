@@ -105,7 +105,7 @@ static void put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease)
     assert_true(len + 1 <= sizeof end);
     memcpy(end, key, len);
     end[len] = '\0';
-    int rc = dlock__etcd_create_and_first(e, key, len, lease, key, len, end, len + 1, &rev,
+    int rc = dlock__etcd_create_and_first(e, key, len, NULL, 0, lease, key, len, end, len + 1, &rev,
                                                   &first, dlock__deadline_after_ms(3000), -1,
                                                   &err);
     if (rc != DLOCK_OK)

@@ -3,13 +3,18 @@
  * writer-waiting mark lives in its lock key's slot (the scripts take both
  * keys, so a mark elsewhere would be refused with CROSSSLOT), readers
  * share and keep a writer out, a semaphore counts its permits, and a set
- * takes names that live on different masters. */
+ * takes names that live on different masters. The holder identity (KEY
+ * NUL "id") lives in its lock's slot too, and the watchdog's renewal
+ * keeps it there (renew_batch.lua names it in its mode argument). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include <string.h>
+#include <unistd.h>
 
 #include "dlock.h"
 #include "redis_topology.h"
@@ -83,10 +88,40 @@ static void readers_writers_permits_and_sets_on_a_cluster(void **state)
     dlock_lock_free(set);
 }
 
+static void the_identity_lives_and_is_renewed_in_its_locks_slot(void **state)
+{
+    (void)state;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    o.identity = 1;
+    o.identity_text = "on-a-cluster";
+    dlock_client *with_id = test_client_new(C.urls, TEST_CLUSTER_NODES, &o);
+    const char *const names[] = {"id:a", "id:{t}b", "id:c"};
+    dlock_lock *l[3];
+    for (int i = 0; i < 3; i++) {
+        l[i] = test_lock_new(with_id, names[i], 300, DLOCK_AUTO_RENEW | (i ? DLOCK_EXCLUSIVE : 0),
+                             1, 20);
+        assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
+    }
+    usleep(1000 * 1000); /* more than three TTLs: renewed, identity and all */
+    char buf[DLOCK_IDENTITY_READ_MAX + 1];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_lock_state_get(l[i]), DLOCK_STATE_HELD);
+        assert_int_equal(dlock_client_identity(cl, names[i], 0, buf, sizeof buf), DLOCK_OK);
+        assert_true(strncmp(buf, "on-a-cluster since=", 19) == 0);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        assert_int_equal(dlock_client_identity(cl, names[i], 0, buf, sizeof buf), DLOCK_OK);
+        assert_string_equal(buf, "");
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_free(with_id);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(readers_writers_permits_and_sets_on_a_cluster),
+        cmocka_unit_test(the_identity_lives_and_is_renewed_in_its_locks_slot),
     };
     return cmocka_run_group_tests_name("kinds on a cluster", tests, group_setup, group_teardown);
 }

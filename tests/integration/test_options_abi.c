@@ -104,6 +104,34 @@ static void version_3_options_take_no_observer_from_the_bytes_after_them(void **
     dlock_client_free(c);
 }
 
+/* Version 4 ended at observer: garbage where the version 5 identity
+ * fields would be is not read (no identity kept, no text copied). */
+static void version_4_options_take_no_identity_from_the_bytes_after_them(void **state)
+{
+    (void)state;
+    union {
+        unsigned char bytes[sizeof(dlock_client_options) + 64];
+        dlock_client_options o;
+    } m;
+    memset(m.bytes, GARBAGE, sizeof m.bytes);
+    assert_int_equal(dlock_client_options_init(&m.o, 4), DLOCK_OK);
+    for (size_t i = offsetof(dlock_client_options, identity); i < sizeof m.bytes; i++)
+        assert_int_equal(m.bytes[i], GARBAGE);
+    const char *urls[] = {test_srv.url};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    assert_int_equal(dlock_client_new(&c, urls, 1, &m.o, err, sizeof err), DLOCK_OK);
+    dlock_lock *l = test_lock_new(c, "abi:v4", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    static const char id_key[] = "abi:v4\0id"; /* KEY NUL "id" */
+    redisReply *r = test_cmd_bin(&test_srv, "EXISTS %b", id_key, sizeof id_key - 1);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void unknown_option_versions_are_refused(void **state)
 {
     (void)state;
@@ -199,6 +227,8 @@ int main(void)
                                   test_srv_flush),
         cmocka_unit_test(init_of_version_1_writes_only_a_version_1_struct),
         cmocka_unit_test_teardown(version_3_options_take_no_observer_from_the_bytes_after_them,
+                                  test_srv_flush),
+        cmocka_unit_test_teardown(version_4_options_take_no_identity_from_the_bytes_after_them,
                                   test_srv_flush),
         cmocka_unit_test(unknown_option_versions_are_refused),
         cmocka_unit_test_teardown(version_1_lock_options_are_read_without_the_fields_added_later,

@@ -383,14 +383,17 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
     l->holds = 0;
 }
 
+/* identity: the client keeps a holder identity (lib/ident.lua). */
 static void scenario(const kind_case *k, size_t nodes, int fenced, int wakeups, int waiter,
-                     int try_once, int reentry)
+                     int try_once, int reentry, int identity)
 {
     static const char *const urls[] = {"redis://127.0.0.1:1", "redis://127.0.0.1:2",
                                        "redis://127.0.0.1:3"};
     dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
     co.wakeups = wakeups;
     co.io_timeout_ms = 100;
+    co.identity = identity;
+    co.identity_text = identity ? "host=h pid=1 prog=t" : NULL;
     dlock_client *c;
     assert_int_equal(dlock_client_new(&c, urls, nodes, &co, NULL, 0), DLOCK_OK);
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
@@ -400,7 +403,8 @@ static void scenario(const kind_case *k, size_t nodes, int fenced, int wakeups, 
                         : dlock_lock_new(&l, c, "res", &lo);
     char head[200];
     snprintf(head, sizeof head, "%s nodes=%zu fenced=%d wakeups=%d waiter=%d try_once=%d "
-             "reentry=%d\n", k->name, nodes, fenced, wakeups, waiter, try_once, reentry);
+             "reentry=%d%s\n", k->name, nodes, fenced, wakeups, waiter, try_once, reentry,
+             identity ? " identity=1" : "");
     puts_(head);
     if (rc != DLOCK_OK) {
         snprintf(head, sizeof head, " refused: %s\n", dlock_strerror(rc));
@@ -438,8 +442,20 @@ static void all_scenarios(void)
                                     continue;
                                 if (waiter == 2 && !kind->inbox)
                                     continue;
-                                scenario(k, nodes, fenced, wakeups, waiter, try_once, reentry);
+                                scenario(k, nodes, fenced, wakeups, waiter, try_once, reentry,
+                                         0);
                             }
+    }
+    /* With a holder identity (after the others, which it leaves as they
+     * were): every kind, so that those that keep none are seen to send
+     * nothing more; a listed waiter where there is one. */
+    for (size_t i = 0; i < sizeof kinds_ / sizeof kinds_[0]; i++) {
+        const kind_case *k = &kinds_[i];
+        const dlock__kind *kind = dlock__kind_of(k->flags, k->permits);
+        for (size_t nodes = 1; nodes <= 3; nodes += 2)
+            for (int fenced = 1; fenced >= 0; fenced--)
+                for (int waiter = 0; waiter <= (kind->wake_one && nodes == 1); waiter++)
+                    scenario(k, nodes, fenced, 1, waiter, 0, 0, 1);
     }
 }
 

@@ -14,6 +14,7 @@
 -- ARGV[5]  (with ARGV[3]) our handle's run id
 -- ARGV[6]  (with ARGV[3]) how long a run lasts, in us
 -- ARGV[7]  (with ARGV[3]) the lock's pub/sub channel
+-- and, last, the holder identity's key and argument (lib/ident.lua)
 --
 -- Replies  fence       granted (an integer reply); fence = the counter after
 --                      INCR (0 if no counter key was given)
@@ -57,6 +58,7 @@
 -- with INFO commandstats); the list's own commands (a subscribed waiter only)
 -- come after the checks, under pcall.
 
+--#include ident.lua
 --#include bad_fence.lua
 
 -- The grant, checks first: the fence (0 without a counter), or nil and the
@@ -67,6 +69,7 @@ local function grant(fk)
     if e then return nil, e end
   end
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if ident_grant then ident_grant(ARGV[1], ARGV[2]) end
   return fk and redis.call('incr', fk) or 0
 end
 

@@ -4,6 +4,8 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter of this lock name
+-- KEYS[3]  (optional) the lock's holder identity hash (lib/ident.lua),
+--          removed with the holds
 -- ARGV[1]  the lock's wake-up channel, or '' for none
 -- ARGV[2]  the fence the caller looked at, or '0': break only if no grant
 --          came since (the counter is not above it)
@@ -55,5 +57,6 @@ local want = tonumber(ARGV[2]) or 0
 if want > 0 and fence > want then return {-1, mode, fence} end
 if ARGV[3] == 'check' then return {removed, mode, fence} end
 redis.call('del', key)
+if KEYS[3] then redis.call('del', KEYS[3]) end
 if ARGV[1] ~= '' then wake(ARGV[1], 'r') end
 return {removed, mode, fence}

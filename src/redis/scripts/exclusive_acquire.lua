@@ -22,6 +22,7 @@
 --          ARGV[4]) its wait id and how long its entry lives, ms; then the
 --          last key is the lock's waiter list (lib/waitq.lua), after the
 --          mark, as in acquire.lua
+-- and, last, the holder identity's key and argument (lib/ident.lua)
 --
 -- Replies  {1, fence}         granted (fence 0 without a counter)
 --          {0, pttl, holder}  held: by another exclusive owner (its token),
@@ -35,6 +36,7 @@
 -- exists (the key exists as long as its last lease). Checks before writes.
 -- A writer waiting on a name that plain locks use too may be handed a turn
 -- ("turn:ID", acquire.lua) and takes it like a free key.
+--#include ident.lua
 --#include bad_fence.lua
 --#include zlease.lua
 local id = #ARGV >= 5 and ARGV[#ARGV - 1] or nil
@@ -65,6 +67,7 @@ if t == 'none' then
     if e then return e end
   end
   redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+  if ident_grant then ident_grant(ARGV[1], ARGV[2]) end
   redis.call('del', mark)
   local fence = 0
   if nk == 3 then fence = redis.call('incr', KEYS[2]) end

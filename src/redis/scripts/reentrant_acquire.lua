@@ -13,6 +13,8 @@
 -- ARGV[5]  (optional) a subscribed waiter's wait id: then the last key is
 --          the lock's waiter list, as in acquire.lua (lib/waitq.lua)
 -- ARGV[6]  (with ARGV[5]) how long the waiter's entry lives, in ms
+-- and, last, the holder identity's key and argument (lib/ident.lua),
+-- written on a first hold (a re-entry keeps the first hold's "since")
 --
 -- Replies  {1, fence, count}  granted; count = holds by this owner now.
 --                             fence: the new counter value on a first hold,
@@ -38,6 +40,7 @@
 -- (the owner's other handles, perhaps with longer TTLs, count on it); an attempt runs at most once and
 -- never after its undo. Every check that can fail runs before the first
 -- write (Redis keeps what a script wrote before an error).
+--#include ident.lua
 local key, owner, ttl, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
 
@@ -60,6 +63,7 @@ if t == 'none' then
   redis.call('pexpire', key, ttl)
   local fence = 0
   if fk then fence = redis.call('incr', fk) end
+  if ident_grant then ident_grant(owner, ttl) end
   if id then redis.pcall('zrem', wq, id) end
   return {1, fence, 1}
 end

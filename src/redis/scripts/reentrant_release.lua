@@ -13,6 +13,8 @@
 -- ARGV[5]  holds to drop, >= 1 (1 for a release; more when a handle that
 --          dropped several holds locally cleans up after a failed release)
 -- ARGV[6]  handle id (see reentrant_acquire.lua)
+-- and, last, the holder identity's key and argument (lib/ident.lua): the hash
+--          keeps the key's TTL while holds remain and goes with the key
 --
 -- Replies  {1, n}  released; n = holds left (0: key deleted). Also the
 --                  reply to a copy of an operation that already ran (a
@@ -27,6 +29,7 @@
 -- key goes away exactly when the last hold is released. The wake-up is
 -- best effort (pcall), as in release.lua: a refused PUBLISH must not turn a
 -- release into an error.
+--#include ident.lua
 --#include wake.lua
 local key, owner, ch, ttl, seq, drop = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local fs = owner .. '#' .. ARGV[6] .. ':s'
@@ -52,6 +55,7 @@ if n > 0 then
   redis.call('hset', key, owner, n, fs, seq)
   -- Never shorter: the holds left may be other handles' with longer TTLs.
   if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
+  if ident_key then redis.call('pexpire', ident_key, redis.call('pttl', key)) end
   return {1, n}
 end
 -- The last hold: the key goes. With nobody listed (no list, or an empty
@@ -59,11 +63,13 @@ end
 -- closure each per call, issue 20).
 if ch == '' or not KEYS[2] or redis.pcall('exists', KEYS[2]) ~= 1 then
   redis.call('del', key)
+  if ident_key then redis.call('del', ident_key) end
   if ch ~= '' then wake(ch, 'r') end
   return {1, 0}
 end
 --#include wake_to.lua
 --#include waitq.lua
 redis.call('del', key)
+if ident_key then redis.call('del', ident_key) end
 wake_next(ch, KEYS[2])
 return {1, 0}

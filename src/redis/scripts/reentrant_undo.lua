@@ -7,6 +7,8 @@
 -- ARGV[2]  the attempt number given to reentrant_acquire.lua
 -- ARGV[3]  pub/sub channel to notify waiters on, or '' for none
 -- ARGV[4]  the handle id given to reentrant_acquire.lua
+-- and, last, the holder identity's key and argument (lib/ident.lua): the
+--          hash goes with the key
 --
 -- Replies  1  the attempt had added a hold; it is taken back (the key is
 --             deleted, and waiters woken, when no hold is left)
@@ -20,6 +22,7 @@
 -- shared owner id alone cannot tell them apart: the attempt number can).
 -- The handle sends no newer operation before an undo has been answered,
 -- so OWNER#HANDLE:u still names the attempt when its undo runs.
+--#include ident.lua
 --#include wake.lua
 local key, owner, seq, ch = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
@@ -39,5 +42,6 @@ if n > 1 then
   return 1
 end
 redis.call('del', key)
+if ident_key then redis.call('del', ident_key) end
 if ch ~= '' then wake(ch, 'r') end
 return 1

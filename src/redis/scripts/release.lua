@@ -10,6 +10,8 @@
 -- ARGV[3]  (plain locks) our handle's run id
 -- ARGV[4]  (with ARGV[3]) how long a run lasts, in us
 -- ARGV[5]  (with ARGV[3]) how long a turn lasts, in ms
+-- and, last, the holder identity's key and argument (lib/ident.lua): the
+-- hash goes with the hold (also when a turn replaces the key)
 --
 -- Replies  1   released (the key held our token and is deleted)
 --          0   the key was gone (the lease had expired or was deleted)
@@ -25,12 +27,14 @@
 -- "r". With a run (plain locks), a release within the releaser's run wakes
 -- nobody, and the one that ends the run leaves the key to the head of the
 -- line as "turn:ID" for ARGV[5] ms and wakes it (lib/waitq.lua).
+--#include ident.lua
 --#include wake.lua
 local v = redis.call('get', KEYS[1])
 if v ~= ARGV[1] then
   if not v then return 0 end
   return -1
 end
+if ident_key then redis.call('del', ident_key) end
 -- Nobody listed (no list, or an empty one): delete, and wake everyone
 -- unless there is no channel. Done before the waiter list's functions are
 -- even made, which costs about 1 us a call in closures (issue 20).

@@ -5,7 +5,10 @@
 -- ARGV[3i-2]   owner token (plain) or owner id (reentrant) of lock i
 -- ARGV[3i-1]   TTL in ms for lock i, > 0
 -- ARGV[3i]     'p' plain (string value), 'r' reentrant (hash) or 'z' a
---              share or permit (sorted set of leases, zlease.lua)
+--              share or permit (sorted set of leases, zlease.lua); 'p'
+--              and 'r' may be followed by the lock's holder identity key
+--              (KEY NUL "id", lib/ident.lua), whose hash then gets the
+--              lock's TTL (a no-op when it is gone)
 --
 -- Replies  an array, one entry per key:
 --          1   renewed
@@ -19,6 +22,8 @@
 local out = {}
 for i = 1, #KEYS do
   local tok, ttl, mode = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local idk
+  if #mode > 1 then idk, mode = string.sub(mode, 2), string.sub(mode, 1, 1) end
   local t = redis.call('type', KEYS[i]).ok
   local r = -1
   if t == 'none' then
@@ -26,6 +31,7 @@ for i = 1, #KEYS do
   elseif mode == 'p' and t == 'string' then
     if redis.call('get', KEYS[i]) == tok then
       redis.call('pexpire', KEYS[i], ttl)
+      if idk then redis.call('pexpire', idk, ttl) end
       r = 1
     end
   elseif mode == 'r' and t == 'hash' then
@@ -33,6 +39,7 @@ for i = 1, #KEYS do
       -- Never shorter (as reentrant_extend.lua): other handles of the
       -- owner may count on a longer lease.
       if redis.call('pttl', KEYS[i]) < tonumber(ttl) then redis.call('pexpire', KEYS[i], ttl) end
+      if idk then redis.call('pexpire', idk, redis.call('pttl', KEYS[i])) end
       r = 1
     end
   elseif mode == 'z' and t == 'zset' then

@@ -1,0 +1,47 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- ident.lua: the holder identity (dlock_client_options.identity,
+-- docs/observing.md), included first by the scripts that keep it.
+--
+-- A client with identity on sends one more key and one more argument, both
+-- last: KEYS[#KEYS] the lock's identity hash (KEY NUL "id", in the lock's
+-- slot) and ARGV[#ARGV] a NUL byte, "id:" and the identity text ("" on
+-- extend and release). They are taken off here, before the script reads
+-- its own layout (which counts #KEYS and #ARGV), so a call without them
+-- is exactly the script's documented call. No other argument of these
+-- scripts starts with a NUL byte (tokens, numbers, channels, ids). A
+-- client with identity off pays one string.byte per call.
+--
+-- The hash holds one field per holder token: the text and " since=" with
+-- the server's time of the grant in ms. It lives as long as the lock (the
+-- same PX, kept by extend.lua and renew_batch.lua), and goes with it on
+-- release and break. The lock key itself is never touched by this: its
+-- value stays the bare token other libraries compare.
+--
+-- ident_grant(tok, ttl), after a grant of an exclusive hold to token tok
+-- for ttl ms, writes the one holder's identity (an earlier holder's, left
+-- by a lease that ran out, goes first). It is nil without an identity: a
+-- closure is made only for a call that needs it (issue 20). It comes after
+-- the grant's write, so it must never fail the script: every command runs
+-- under pcall, and an ACL user without TIME or HSET (docs/design.md lists
+-- them) still gets the lock, with no "since" or no identity. A hash whose
+-- PEXPIRE was refused is deleted rather than left without a TTL (DEL and
+-- PEXPIRE are the plain lock's own commands: release and extend).
+local ident_key, ident_grant
+if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 then
+  local text = string.sub(ARGV[#ARGV], 5)
+  ident_key = KEYS[#KEYS]
+  ARGV[#ARGV] = nil
+  KEYS[#KEYS] = nil
+  ident_grant = function(tok, ttl)
+    local t = redis.pcall('time')
+    if type(t) == 'table' and t[1] then
+      text = text .. ' since=' .. (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    end
+    redis.pcall('del', ident_key)
+    if type(redis.pcall('hset', ident_key, tok, text)) == 'number' and
+       redis.pcall('pexpire', ident_key, ttl) ~= 1 then
+      redis.pcall('del', ident_key)
+    end
+  end
+end
+
