@@ -135,9 +135,13 @@ int dlock__lock_new_token(dlock_lock *l)
 static _Atomic unsigned long next_thread_no = 1;
 static _Thread_local unsigned long thread_no;
 
-/* Counted operations (acquire attempts and releases) are numbered per
- * thread, hence per owner (client x thread). */
-static _Thread_local uint64_t op_no;
+/* Counted operations (acquire attempts and releases) are numbered from
+ * one sequence per process, so each owner's (client x thread) numbers
+ * grow whichever thread sends them: a handle whose hold was taken on one
+ * thread may be released from another (one at a time). Per-thread
+ * numbers let such a release fall below the grant's, and the scripts took
+ * it for a copy already applied (test_reentrant). */
+static _Atomic uint64_t op_no;
 
 unsigned long dlock__thread_no(void)
 {
@@ -174,7 +178,7 @@ int dlock__lock_owner_token(dlock_lock *l)
 
 uint64_t dlock__lock_next_op_no(void)
 {
-    return ++op_no;
+    return atomic_fetch_add_explicit(&op_no, 1, memory_order_relaxed) + 1;
 }
 
 /* ---- the public getters (dlock.h) ---------------------------------------- */

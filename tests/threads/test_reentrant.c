@@ -464,6 +464,60 @@ static void freed_handles_leave_no_bookkeeping_in_a_key_another_handle_holds(voi
     dlock_client_free(c);
 }
 
+/* A handle used by one thread, then by another (joined in between): the
+ * second thread's release ends the hold the first took. Operation numbers
+ * come from one sequence per process; when each thread had its own, the
+ * release's number was below the grant's and the script took it for a
+ * copy of an operation already applied: DLOCK_OK, and the hold stayed
+ * until its TTL. */
+typedef struct handoff {
+    dlock_lock *l, *warm;
+    int rc;
+} handoff;
+
+static void *acquire_after_some_ops(void *arg)
+{
+    handoff *h = arg;
+    h->rc = DLOCK_OK;
+    for (int i = 0; i < 3 && h->rc == DLOCK_OK; i++) /* this thread's numbers move on */
+        if ((h->rc = dlock_lock_acquire(h->warm, 0)) == DLOCK_OK)
+            h->rc = dlock_lock_release(h->warm);
+    if (h->rc == DLOCK_OK)
+        h->rc = dlock_lock_acquire(h->l, 0);
+    return NULL;
+}
+
+static void *release_it(void *arg)
+{
+    handoff *h = arg;
+    h->rc = dlock_lock_release(h->l);
+    return NULL;
+}
+
+static void a_hold_taken_on_one_thread_is_released_from_another(void **state)
+{
+    (void)state;
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    handoff h = {new_lock(c, "re:handoff", DLOCK_REENTRANT, 30000),
+                 new_lock(c, "re:handoff-warm", DLOCK_REENTRANT, 30000), -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, acquire_after_some_ops, &h), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(h.rc, DLOCK_OK);
+    assert_int_equal(owners_in(&test_srv, "re:handoff"), 1);
+    assert_int_equal(pthread_create(&t, NULL, release_it, &h), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(h.rc, DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, "re:handoff"), 0);
+    dlock_lock *other = new_lock(c, "re:handoff", DLOCK_REENTRANT, 30000);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(h.warm);
+    dlock_lock_free(h.l);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -479,6 +533,7 @@ int main(void)
         T(lost_reentrant_lock_reports_elost_once_and_holds_nothing),
         T(reentry_after_the_lease_expired_starts_a_new_hold),
         T(freed_handles_leave_no_bookkeeping_in_a_key_another_handle_holds),
+        T(a_hold_taken_on_one_thread_is_released_from_another),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
