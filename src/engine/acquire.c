@@ -249,6 +249,12 @@ static void try_done(dlock__op *op)
     int rc = op->v.code;
     if (rc == DLOCK_OK && a->slept_out)
         dlock__obs_wakeup(l, 0); /* no message: this look found it free */
+    if (rc == DLOCK_ECANCELED && a->wait_ms != 0) {
+        /* A cancel that cut the try short gives up as one during a sleep
+         * does: it leaves the waiter list (the try may have listed it). */
+        leave_then_finish(a, DLOCK__CANCEL_LEAVE_MS, rc);
+        return;
+    }
     if (rc == DLOCK_OK || a->wait_ms == 0 || !(op->v.flags & DLOCK__V_RETRY)) {
         finish(a, rc);
         return;
