@@ -738,7 +738,7 @@ static void cli_wait_rides_out_a_master_failover(void **state)
     print_message("cluster failover: dlock run -w 15s exited %d after %lld ms\n",
                   WIFEXITED(st) ? WEXITSTATUS(st) : -1, (long long)took);
     assert_int_equal(test_redis_restart(&C.node[m]), 0);
-    assert_int_equal(test_cluster_wait_ok(&C, 30000), 0);
+    assert_int_equal(test_cluster_wait_ok(&C, 60000), 0);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
 #endif
@@ -766,7 +766,7 @@ static void master_killed_lock_usable_after_failover(void **state)
     assert_int_equal(rc, DLOCK_OK);
     /* Every live node agrees on the new master (the node asked may not
      * have heard of the failover yet when the acquire got through). */
-    int nm = test_cluster_wait_failover(&C, slot, m, 10000);
+    int nm = test_cluster_wait_failover(&C, slot, m, 30000);
     assert_true(nm >= 0 && nm != m);
     assert_int_equal(test_key_exists(&C.node[nm], name), 1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);

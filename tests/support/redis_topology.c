@@ -14,15 +14,20 @@
 
 /* ---- cluster ------------------------------------------------------------ */
 
-/* A short node timeout makes failovers quick; validity factor 0 lets a
- * replica take over however long it was cut off (tests kill masters).
- * It also lets a restarted node that never synced take over, empty: a
- * test that restarts a node without its data keeps it from failing over
- * until it has synced (test_failover_contended.c). */
+/* A short node timeout makes failovers quick; so does starting a full
+ * sync at once (Redis 7 waits 5 s by default for more replicas to share a
+ * diskless sync: a restarted master rejoining as a replica sat out of
+ * sync that long, on a loaded machine long enough for the tests' waits
+ * to run out). Validity factor 0 lets a replica take over however long
+ * it was cut off (tests kill masters). It also lets a restarted node that
+ * never synced take over, empty: a test that restarts a node without its
+ * data keeps it from failing over until it has synced
+ * (test_failover_contended.c). */
 static const char cluster_conf[] = "cluster-enabled yes\n"
                                    "cluster-config-file nodes.conf\n"
                                    "cluster-node-timeout 1000\n"
-                                   "cluster-replica-validity-factor 0\n";
+                                   "cluster-replica-validity-factor 0\n"
+                                   "repl-diskless-sync-delay 0\n";
 
 /* Whether the text reply of `cmd sub` (CLUSTER INFO, INFO replication)
  * contains needle. */
@@ -39,18 +44,23 @@ static int info_has(test_redis *r, const char *cmd, const char *sub, const char 
 /* Every live node says cluster_state:ok and its CLUSTER SLOTS covers all
  * 16384 slots with the master named by node `probe` for slot 0...16383 in
  * three ranges. Cheap enough to poll. */
-static int cluster_ok(test_cluster *c)
+static int cluster_ok_why(test_cluster *c, char *why, size_t cap)
 {
     for (int i = 0; i < TEST_CLUSTER_NODES; i++) {
         if (c->node[i].pid <= 0)
             continue;
-        if (!info_has(&c->node[i], "CLUSTER", "INFO", "cluster_state:ok"))
+        if (!info_has(&c->node[i], "CLUSTER", "INFO", "cluster_state:ok")) {
+            snprintf(why, cap, "node %d (port %d): cluster_state not ok", i, c->node[i].port);
             return 0;
+        }
         /* A replica counts once it is in sync: acknowledgements (WAIT)
          * need it. */
         if (info_has(&c->node[i], "INFO", "replication", "role:slave") &&
-            !info_has(&c->node[i], "INFO", "replication", "master_link_status:up"))
+            !info_has(&c->node[i], "INFO", "replication", "master_link_status:up")) {
+            snprintf(why, cap, "node %d (port %d): replica, link to its master not up", i,
+                     c->node[i].port);
             return 0;
+        }
         redisReply *rep = test_redis_cmd(&c->node[i], "CLUSTER SLOTS");
         long long covered = 0;
         if (rep && rep->type == REDIS_REPLY_ARRAY)
@@ -61,10 +71,40 @@ static int cluster_ok(test_cluster *c)
             }
         if (rep)
             freeReplyObject(rep);
-        if (covered != 16384)
+        if (covered != 16384) {
+            snprintf(why, cap, "node %d (port %d): CLUSTER SLOTS covers %lld slots", i,
+                     c->node[i].port, covered);
             return 0;
+        }
     }
     return 1;
+}
+
+static int cluster_ok(test_cluster *c)
+{
+    char why[200];
+    return cluster_ok_why(c, why, sizeof why);
+}
+
+/* After a wait for the cluster timed out: why, and every node's view, on
+ * stderr (a flaky failover is otherwise a bare assertion). */
+static void cluster_tell(test_cluster *c, const char *what)
+{
+    char why[200] = "";
+    if (cluster_ok_why(c, why, sizeof why))
+        snprintf(why, sizeof why, "ok now");
+    fprintf(stderr, "test harness: %s: %s\n", what, why);
+    for (int i = 0; i < TEST_CLUSTER_NODES; i++) {
+        if (c->node[i].pid <= 0) {
+            fprintf(stderr, "  node %d: not running\n", i);
+            continue;
+        }
+        redisReply *rep = test_redis_cmd(&c->node[i], "CLUSTER NODES");
+        fprintf(stderr, "  node %d (port %d) CLUSTER NODES:\n%s", i, c->node[i].port,
+                rep && rep->type == REDIS_REPLY_STRING ? rep->str : "(no reply)\n");
+        if (rep)
+            freeReplyObject(rep);
+    }
 }
 
 int test_cluster_start(test_cluster *c)
@@ -163,6 +203,7 @@ int test_cluster_wait_failover(test_cluster *c, int slot, int dead, int timeout_
         }
         test_sleep_ms(100);
     }
+    cluster_tell(c, "no failover seen");
     return -1;
 }
 
@@ -174,6 +215,7 @@ int test_cluster_wait_ok(test_cluster *c, int timeout_ms)
             return 0;
         test_sleep_ms(100);
     }
+    cluster_tell(c, "cluster not ok");
     return -1;
 }
 
