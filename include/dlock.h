@@ -949,10 +949,11 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  * that master; a key whose slot moves during the walk may be missed or
  * seen twice, and a walk whose master lost the slot it was routed by
  * ends with DLOCK_EBUSY). On etcd the keys
- * under the prefix are read in ranges of 1,000 (keys only) from the
- * pattern's literal start (its bytes before the first wildcard) and each
- * name is matched with fnmatch(3); the oldest key of a name is its holder
- * (mode DLOCK_HOLD_EXCLUSIVE, one holder, its create revision the fence),
+ * under the prefix are read in ranges of 1,000 (with their values) from
+ * the pattern's literal start (its bytes before the first wildcard) and
+ * each name is matched with fnmatch(3); the oldest key of a name is its
+ * holder (mode DLOCK_HOLD_EXCLUSIVE, one holder, its create revision the
+ * fence, its value the identity),
  * the others its waiters, and one lease look per name gives ttl_ms; keys
  * that are not dlock's (`etcdctl lock`'s NAME/LEASE) are skipped. The
  * names are gathered before the first callback (memory O(names)); a lock

@@ -55,12 +55,11 @@ int dlock__etcd_identity(dlock_client *c, const char *key, size_t klen, size_t n
     dlock__etcd_kv first;
     int rc = dlock__etcd_first_value(EC(c)->e, range.begin, range.len, range.end, range.len,
                                      &first, dlock__etcd_call_deadline(EC(c)->e), NULL);
-    /* Our key's value is the key itself without an identity (and so is
-     * an older dlock's); etcdctl lock's is empty. */
-    if (rc == DLOCK_OK && first.key && first.value && first.value_len > 0 &&
-        !(first.value_len == first.key_len && memcmp(first.value, first.key, first.key_len) == 0)) {
-        size_t n = first.value_len < len - 1 ? first.value_len : len - 1;
-        memcpy(buf, first.value, n);
+    size_t idlen = 0;
+    const char *id = rc == DLOCK_OK ? dlock__etcd_kv_identity(&first, &idlen) : NULL;
+    if (id) {
+        size_t n = idlen < len - 1 ? idlen : len - 1;
+        memcpy(buf, id, n);
         buf[n] = '\0';
     }
     dlock__etcd_kv_clear(&first);

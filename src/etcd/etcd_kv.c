@@ -73,6 +73,16 @@ static int read_kv(json_t *j, dlock__etcd_kv *kv)
     return DLOCK_OK;
 }
 
+const char *dlock__etcd_kv_identity(const dlock__etcd_kv *kv, size_t *len)
+{
+    *len = 0;
+    if (!kv->key || !kv->value || kv->value_len == 0 ||
+        (kv->value_len == kv->key_len && memcmp(kv->value, kv->key, kv->key_len) == 0))
+        return NULL;
+    *len = kv->value_len;
+    return kv->value;
+}
+
 /* The first kv of a range response (kv left empty when it has none). */
 static int first_kv(json_t *range, dlock__etcd_kv *kv)
 {
@@ -324,8 +334,8 @@ int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
     *more = 0;
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/range",
-                  json_pack("{s:o, s:o, s:o, s:b}", "key", b64(begin, begin_len), "range_end",
-                            b64(end, end_len), "limit", i64(limit), "keys_only", 1),
+                  json_pack("{s:o, s:o, s:o}", "key", b64(begin, begin_len), "range_end",
+                            b64(end, end_len), "limit", i64(limit)),
                   &rep, deadline_ns, -1, err, NULL);
     if (rc != DLOCK_OK)
         return rc;

@@ -85,7 +85,12 @@ int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
                       const char *end, size_t end_len, dlock__etcd_kv *first,
                       int64_t deadline_ns, dlock__errbuf *err);
 
-/* One page of the keys of [begin, end) in key order (keys only): at most
+/* The holder identity a kv's value carries (etcd_lock.c writes it), or
+ * NULL with *len 0: our key's value is the key itself without an identity
+ * (and so is an older dlock's), `etcdctl lock`'s is empty. */
+const char *dlock__etcd_kv_identity(const dlock__etcd_kv *kv, size_t *len);
+
+/* One page of the keys of [begin, end) in key order, values too: at most
  * limit kvs in *out (*n of them; free each with dlock__etcd_kv_clear and
  * the array with dlock__free), *more set when keys follow the last one. */
 int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock_client_list() on etcd: the lock names under the client's prefix
  * whose keys (KEY NUL <lease>, etcd_lock.h) exist now, read-only. The
- * keys are read in pages of LIST_PAGE, keys only, from the literal start
+ * keys are read in pages of LIST_PAGE (values too: the owner's carries
+ * its identity, etcd_lock.c), from the literal start
  * of the pattern on (a range needs a prefix, not a glob); each key's name
  * (the bytes before its NUL) is matched against the glob with fnmatch(3),
  * which reads `*`, `?`, `[...]` and `\` as Redis's MATCH does. A name's
@@ -28,8 +29,28 @@
 typedef struct rec {
     char *name;      /* without the prefix */
     int64_t first_rev, lease; /* the owner: the lowest create revision */
+    char *identity;  /* the owner's, or NULL */
     size_t keys;     /* the owner and its waiters */
 } rec;
+
+/* r's owner is kv now: take its lease and identity. */
+static int own(rec *r, const dlock__etcd_kv *kv)
+{
+    size_t len = 0;
+    const char *id = dlock__etcd_kv_identity(kv, &len);
+    char *copy = NULL;
+    if (id) {
+        if (!(copy = dlock__malloc(len + 1)))
+            return DLOCK_ENOMEM;
+        memcpy(copy, id, len);
+        copy[len] = '\0';
+    }
+    dlock__free(r->identity);
+    r->identity = copy;
+    r->first_rev = kv->create_rev;
+    r->lease = kv->lease;
+    return DLOCK_OK;
+}
 
 typedef struct list_state {
     rec *v;
@@ -62,11 +83,7 @@ static int take_key(list_state *st, const dlock__etcd_kv *kv)
     rec *last = st->n ? &st->v[st->n - 1] : NULL;
     if (last && strlen(last->name) == len && memcmp(last->name, name, len) == 0) {
         last->keys++;
-        if (kv->create_rev < last->first_rev) {
-            last->first_rev = kv->create_rev;
-            last->lease = kv->lease;
-        }
-        return DLOCK_OK;
+        return kv->create_rev < last->first_rev ? own(last, kv) : DLOCK_OK;
     }
     char *copy = dlock__malloc(len + 1);
     if (!copy)
@@ -87,8 +104,8 @@ static int take_key(list_state *st, const dlock__etcd_kv *kv)
         st->v = v;
         st->cap = cap;
     }
-    st->v[st->n++] = (rec){copy, kv->create_rev, kv->lease, 1};
-    return DLOCK_OK;
+    st->v[st->n] = (rec){copy, 0, 0, NULL, 1};
+    return own(&st->v[st->n++], kv);
 }
 
 /* Walk [begin, end) page by page into st. */
@@ -136,7 +153,7 @@ static int report(dlock__etcd *e, const rec *r, dlock_list_fn cb, void *arg)
                                    NULL);
     dlock_list_entry en = {DLOCK_LIST_ENTRY_VERSION, r->name, DLOCK_STATUS_HELD,
                            DLOCK_HOLD_EXCLUSIVE, 0, 1, ttl, r->keys - 1,
-                           (uint64_t)r->first_rev, 1, 1, 1, NULL};
+                           (uint64_t)r->first_rev, 1, 1, 1, r->identity};
     return cb(arg, &en) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 
@@ -172,8 +189,10 @@ int dlock__etcd_list(dlock_client *c, dlock__etcd *e, const char *pattern, dlock
     dlock__free(end);
     for (size_t i = 0; rc == DLOCK_OK && i < st.n; i++)
         rc = report(e, &st.v[i], cb, arg);
-    for (size_t i = 0; i < st.n; i++)
+    for (size_t i = 0; i < st.n; i++) {
         dlock__free(st.v[i].name);
+        dlock__free(st.v[i].identity);
+    }
     dlock__free(st.v);
     return rc;
 }

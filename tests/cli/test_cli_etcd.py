@@ -145,8 +145,11 @@ class EtcdCli(unittest.TestCase):
         self.assertEqual((got[0]["held"], got[0]["mode"], got[0]["holders"]),
                          (True, "exclusive", 1))
         self.assertGreater(got[0]["fence"], 0)
+        # The command keeps an identity by default: the owner key's value.
+        self.assertRegex(got[0]["identity"] or "", r"^host=\S+ pid=\d+ prog=\S+ since=\d+$")
         r = self.dlock("list", self.name + "-*")
         self.assertIn(f'"{self.name}-a" exclusive', r.stdout)
+        self.assertIn("identity host=", r.stdout)
         self.assertEqual(self.dlock("release", self.name + "-a", token).returncode, 0)
         r = self.dlock("list", "--json", self.name + "-*")
         self.assertEqual((r.returncode, json.loads(r.stdout)), (0, []), r.stderr)

@@ -29,6 +29,7 @@ typedef struct seen {
     size_t n;
     char name[MAX_SEEN][64];
     dlock_list_entry e[MAX_SEEN];
+    char identity[MAX_SEEN][128]; /* e[i].identity points here, or is NULL */
     size_t stop_after; /* 0: never stop */
 } seen;
 
@@ -39,6 +40,10 @@ static int on_entry(void *arg, const dlock_list_entry *e)
         snprintf(s->name[s->n], sizeof s->name[s->n], "%s", e->name);
         s->e[s->n] = *e;
         s->e[s->n].name = s->name[s->n];
+        if (e->identity) {
+            snprintf(s->identity[s->n], sizeof s->identity[s->n], "%s", e->identity);
+            s->e[s->n].identity = s->identity[s->n];
+        }
     }
     s->n++;
     return s->stop_after && s->n >= s->stop_after;
@@ -195,6 +200,50 @@ static void names_come_in_order_with_fence_ttl_and_waiters(void **state)
 /* 1,500 waiter keys under one name and 600 names after it: the range
  * takes pages of 1,000, so "p"'s keys span a page boundary and it is still
  * one name, with every key after its first counted as a waiter. */
+/* The owner's identity (its key's value), not a waiter's: the waiter's
+ * key sorts first in the range (its lease id is smaller), so the listing
+ * meets it before the owner's. A holder without one lists NULL. */
+static void the_owners_identity_is_listed(void **state)
+{
+    (void)state;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.key_prefix = "app:";
+    o.identity = 1;
+    o.identity_text = "lister 1";
+    const char *url = srv.url;
+    dlock_client *ic = NULL;
+    assert_int_equal(dlock_client_new(&ic, &url, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_lock *a = held(ic, "idn:a"), *b = held(cl, "idn:b");
+    dlock__etcd *e = raw_client();
+    int64_t granted = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x1d, 30, &granted,
+                                             dlock__deadline_after_ms(3000), -1, NULL),
+                     DLOCK_OK);
+    char wkey[64];
+    size_t wlen = (size_t)snprintf(wkey, sizeof wkey, "app:idn:a%c%016llx", '\0',
+                                   (unsigned long long)0x1d);
+    put_key(e, wkey, wlen, 0x1d);
+
+    seen s = {0};
+    assert_int_equal(dlock_client_list(cl, "idn:*", on_entry, &s), DLOCK_OK);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.name[0], "idn:a");
+    assert_int_equal(s.e[0].waiters, 1);
+    assert_non_null(s.e[0].identity);
+    assert_true(strncmp(s.e[0].identity, "lister 1 since=", 15) == 0);
+    assert_null(s.e[1].identity);
+
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1d, dlock__deadline_after_ms(3000), -1, NULL,
+                                              NULL),
+                     DLOCK_OK);
+    dlock__etcd_free(e);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_free(ic);
+}
+
 static void a_name_across_range_pages_is_listed_once(void **state)
 {
     (void)state;
@@ -232,6 +281,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names_come_in_order_with_fence_ttl_and_waiters),
+        cmocka_unit_test(the_owners_identity_is_listed),
         cmocka_unit_test(a_name_across_range_pages_is_listed_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
