@@ -46,48 +46,74 @@ static int teardown(void **state)
     return test_srv_teardown(state);
 }
 
-static void subscriber_that_never_confirms_is_made_again(void **state)
+/* A client whose every connection goes through the proxy, with
+ * connect and I/O timeouts of timeout_ms. */
+static dlock_client *proxied_client(int timeout_ms)
 {
-    (void)state;
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxy.port);
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.connect_timeout_ms = TIMEOUT_MS;
-    o.io_timeout_ms = TIMEOUT_MS;
+    o.connect_timeout_ms = timeout_ms;
+    o.io_timeout_ms = timeout_ms;
     const char *urls[] = {url};
-    dlock_client *c = test_client_new(urls, 1, &o);
-    /* A waiter record as the waiting acquire makes one (src/redis/wait.c). */
-    static const char channel[] = "dlock:wake:sub:blackholed";
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-    int canceled = 0;
+    return test_client_new(urls, 1, &o);
+}
+
+/* A waiter record as the waiting acquire makes one (src/redis/wait.c),
+ * with the mutex, condition and cancel flag it points to. */
+typedef struct test_waiter {
     dlock__waiter w;
-    memset(&w, 0, sizeof w);
-    w.channel = channel;
-    w.channel_len = strlen(channel);
-    w.mu = &mu;
-    w.cond = &cond;
-    w.canceled = &canceled;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int canceled;
+} test_waiter;
+
+static void test_waiter_init(test_waiter *t, const char *channel)
+{
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cond, NULL);
+    t->w.channel = channel;
+    t->w.channel_len = strlen(channel);
+    t->w.mu = &t->mu;
+    t->w.cond = &t->cond;
+    t->w.canceled = &t->canceled;
+}
+
+static void test_waiter_clear(test_waiter *t)
+{
+    pthread_cond_destroy(&t->cond);
+    pthread_mutex_destroy(&t->mu);
+}
+
+static void subscriber_that_never_confirms_is_made_again(void **state)
+{
+    (void)state;
+    dlock_client *c = proxied_client(TIMEOUT_MS);
+    test_waiter tw;
+    test_waiter_init(&tw, "dlock:wake:sub:blackholed");
+    dlock__waiter *w = &tw.w;
 
     assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
     /* The subscriber connects (the proxy accepts) and its SUBSCRIBE goes
      * nowhere: no confirmation within connect + I/O timeout. */
-    assert_int_not_equal(dlock__wakeup_watch(c, &w), DLOCK_OK);
+    assert_int_not_equal(dlock__wakeup_watch(c, w), DLOCK_OK);
     assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
 
     /* Healed: a new subscriber connection goes through. The old one stays
      * blackholed for as long as it is kept. */
     int ok = 0;
     for (int i = 0; i < 20 && !ok; i++) {
-        ok = dlock__wakeup_watch(c, &w) == DLOCK_OK;
+        ok = dlock__wakeup_watch(c, w) == DLOCK_OK;
         if (ok)
-            dlock__wakeup_unwatch(c, &w);
+            dlock__wakeup_unwatch(c, w);
         else
             test_sleep_ms(100);
     }
     printf("# watch after the path healed: %s\n", ok ? "confirmed" : "never confirmed");
     assert_true(ok);
     dlock_client_free(c);
+    test_waiter_clear(&tw);
 }
 
 /* The engine's wait does not block in a watch (issue 36): a subscription
@@ -97,13 +123,7 @@ static void subscriber_that_never_confirms_is_made_again(void **state)
 static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **state)
 {
     (void)state;
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxy.port);
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.connect_timeout_ms = 750;
-    o.io_timeout_ms = 750;
-    const char *urls[] = {url};
-    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_client *c = proxied_client(750);
     dlock_client *other = test_client_for(&test_srv, NULL);
     dlock_lock *holder = test_lock_new(other, "sub:deadline", 10000, 0, 10, 50);
     dlock_lock *l = test_lock_new(c, "sub:deadline", 10000, 0, 1000, 1000);
@@ -113,21 +133,13 @@ static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **st
      * as long as it lives (connect + I/O timeout): its SUBSCRIBE is lost.
      * (The proxy blackholes every connection open then: the lock's are
      * made after.) */
-    static const char channel[] = "dlock:wake:sub:other";
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-    int canceled = 0;
-    dlock__waiter w;
-    memset(&w, 0, sizeof w);
-    w.channel = channel;
-    w.channel_len = strlen(channel);
-    w.mu = &mu;
-    w.cond = &cond;
-    w.canceled = &canceled;
+    test_waiter tw;
+    test_waiter_init(&tw, "dlock:wake:sub:other");
+    dlock__waiter *w = &tw.w;
     assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
-    assert_int_equal(dlock__wakeup_watch_start(c, &w), DLOCK_OK);
+    assert_int_equal(dlock__wakeup_watch_start(c, w), DLOCK_OK);
     test_sleep_ms(100);
-    assert_int_equal(dlock__wakeup_watch_ready(c, &w, 0), 0);
+    assert_int_equal(dlock__wakeup_watch_ready(c, w, 0), 0);
     assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED); /* the path is clear */
 
@@ -140,11 +152,12 @@ static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **st
            (long long)took);
     assert_int_equal(rc, DLOCK_ETIMEDOUT);
     assert_true(took < 1000);
-    dlock__wakeup_unwatch(c, &w);
+    dlock__wakeup_unwatch(c, w);
     dlock_lock_free(l);
     dlock_lock_free(holder);
     dlock_client_free(other);
     dlock_client_free(c);
+    test_waiter_clear(&tw);
 }
 
 int main(void)
