@@ -167,12 +167,15 @@ static void grant(att *r)
     const dlock__tally *t = &r->t;
     /* A re-entry that found the key gone made a new hold (count 1): the
      * earlier holds ended with the lease, and this is a new grant with a
-     * new fencing token. */
-    if (r->counted && !r->fresh && t->count == 1) {
+     * new fencing token. Unless a majority still had them: a minority
+     * node that lost the key grants count 1 too, and whichever node
+     * answers last must not decide (the holds would be dropped while the
+     * others keep them). */
+    if (r->counted && !r->fresh && t->count > 0 && t->held_before < t->quorum) {
         r->fresh = 1;
         l->holds = 0;
     }
-    if (r->counted && t->count == 1 && !l->undo_pending && !l->rel_pending)
+    if (r->counted && t->count == 1 && !t->held_before && !l->undo_pending && !l->rel_pending)
         l->in_doubt = 0; /* a new key: none of our old operations is in it */
     /* The write-back only has to leave a majority with a counter >=
      * fence; when a majority returned fence itself (counters in step, the

@@ -165,6 +165,7 @@ int dlock__tally_answer(dlock__tally *t, size_t node, int err, const dlock__acqu
                 t->at_max++;
             if (a->has_count)
                 t->count = a->count;
+            t->held_before += a->has_count && a->count > 1;
         } else {
             dlock__tally_busy(t, node);
         }

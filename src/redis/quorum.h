@@ -59,6 +59,7 @@ typedef struct dlock__tally {
     uint64_t max_fence; /* among grants */
     size_t at_max;      /* grants whose counter returned max_fence */
     long long count;    /* reentrant hold count from a grant */
+    size_t held_before; /* grants whose count says earlier holds were there */
     int all_err;        /* the error code if every failure had the same */
     int fatal_err;      /* some node failed in a way waiting cannot mend */
     int other_owner;    /* release/extend: some node had another token */

@@ -310,6 +310,27 @@ static hold_req *op_req(dlock_lock *l, dlock__op *op)
     return q;
 }
 
+/* A release that could not start sent nothing, and the engine drops the
+ * handle's holds: pending on every node, as one no node answered
+ * (released()), so the next acquire or the free sends it, a counted
+ * kind's every hold with it (after an older pending one, whose number
+ * it keeps), instead of leaving the key to its TTL. */
+static void not_sent(dlock_lock *l)
+{
+    if (l->kind->counted) {
+        l->in_doubt = 1;
+        if (l->rel_pending) {
+            l->rel_extra += l->holds;
+            return;
+        }
+        l->rel_seq = dlock__lock_next_op_no();
+        l->rel_n = l->holds;
+        l->rel_extra = 0;
+    }
+    memset(l->rel_nodes, 1, sizeof l->rel_nodes);
+    l->rel_pending = 1;
+}
+
 /* A reentrant reader's holds below the last are the handle's own count:
  * its member in the key stays until the last. A counted kind's every hold
  * is the script's. */
@@ -322,8 +343,10 @@ int dlock__release_start(dlock_lock *l, int last, dlock__op *op)
         return DLOCK_OK;
     }
     hold_req *q = op_req(l, op);
-    if (!q)
+    if (!q) {
+        not_sent(l);
         return DLOCK_ENOMEM;
+    }
     release_begin(q);
     return DLOCK_OK;
 }

@@ -391,6 +391,39 @@ P(watchdog_round_fresh, 1, 0, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_roun
 P(watchdog_round_pooled, N_NODES, 4, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_round,
   verify_round)
 
+/* A release whose request could not even be made (its first allocation
+ * failed) sent nothing: as for a release no node answered (release.c,
+ * released()), the handle sends it again on free, every hold it dropped
+ * with it, instead of leaving the key (and a counted kind's holds) to the
+ * TTL. Plain, and reentrant with two holds (the first release fails). */
+static void a_release_that_could_not_start_is_sent_on_free(void **state)
+{
+    (void)state;
+    static const path plain = {"release_unsent", 1, 4, 0, 0, 60000, NULL, NULL, NULL};
+    static const path counted = {"release_unsent_reentrant", 1, 4, 0, DLOCK_REENTRANT, 60000,
+                                 NULL, NULL, NULL};
+    const path *ps[] = {&plain, &counted};
+    for (size_t i = 0; i < 2; i++) {
+        fx_open(&f, ps[i]);
+        assert_int_equal(dlock_lock_acquire(f.l, 0), DLOCK_OK);
+        if (ps[i]->flags & DLOCK_REENTRANT)
+            assert_int_equal(dlock_lock_acquire(f.l, 0), DLOCK_OK);
+        dlock__alloc_fail_after(0);
+        int rc = dlock_lock_release(f.l);
+        dlock__alloc_fail_after(-1);
+        assert_int_equal(rc, DLOCK_ENOMEM);
+        assert_int_equal(dlock_lock_state_get(f.l), DLOCK_STATE_UNLOCKED);
+        assert_int_equal(nodes_holding(&f, NULL), 1); /* nothing was sent */
+        dlock_lock_free(f.l);
+        f.l = NULL;
+        if (nodes_holding(&f, NULL))
+            print_message("%s: the key outlived the freed handle (PTTL %lld ms)\n", ps[i]->name,
+                          (long long)max_pttl(&f));
+        assert_int_equal(nodes_holding(&f, NULL), 0);
+        fx_close(&f);
+    }
+}
+
 /* Creation: client_new (what 0), lock_new on a client (1) or a set of
  * three names on a client (2, dlock_lock_new_multi()) with allocation k
  * failing (k < 0: none). Returns the allocations made. */
@@ -494,6 +527,7 @@ int main(void)
         cmocka_unit_test_teardown(acquire_waiting_with_wakeups, teardown),
         cmocka_unit_test_teardown(release_fresh_connection, teardown),
         cmocka_unit_test_teardown(release_redlock_fresh, teardown),
+        cmocka_unit_test_teardown(a_release_that_could_not_start_is_sent_on_free, teardown),
         cmocka_unit_test_teardown(extend_fresh_connection, teardown),
         cmocka_unit_test_teardown(extend_redlock_fresh, teardown),
         cmocka_unit_test_teardown(watchdog_round_fresh, teardown),

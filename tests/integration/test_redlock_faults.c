@@ -490,6 +490,48 @@ static void the_same_server_as_127_0_0_1_and_ipv6_loopback_is_refused_once_conne
     assert_int_equal(rc, DLOCK_EINVAL);
 }
 
+/* A reentrant hold re-entered while one node has lost the key (a node
+ * restarted without persistence, a minority Redlock rides out): the
+ * re-entry is granted with count 2 on the others and count 1 on that
+ * node. It is still a re-entry: the handle holds twice, and its two
+ * releases take both holds out of every node. attempt.c's grant() took the
+ * count of whichever node answered last; count 1 from the node that had
+ * lost the key read as "the key was gone, a new hold": the handle kept
+ * one hold, its first release was its last, and the other nodes kept the
+ * owner's second hold (the lock held by nobody who knows it) until the
+ * TTL. Each node in turn is the one that lost the key, a few rounds. */
+static void a_reentry_with_the_key_lost_on_one_node_keeps_both_holds(void **state)
+{
+    (void)state;
+    const char *name = "rf:reenter-lost";
+    dlock_client *c = client3(2000);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    o.flags = DLOCK_REENTRANT;
+    dlock_lock *l = test_lock_with(c, name, &o);
+    int bad = 0;
+    for (int round = 0; round < 5; round++)
+        for (int lost = 0; lost < N3; lost++) {
+            assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+            freeReplyObject(test_cmd(&test_nodes[lost], "DEL %s", name));
+            assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+            int r2 = dlock_lock_release(l), r1 = dlock_lock_release(l);
+            int left = 0;
+            for (int i = 0; i < N3; i++)
+                left += (int)test_key_exists(&test_nodes[i], name);
+            if (r2 != DLOCK_OK || r1 != DLOCK_OK || left) {
+                print_message("key lost on node %d: releases %s, %s; key left on %d nodes\n",
+                              lost, dlock_errname(r2), dlock_errname(r1), left);
+                bad++;
+            }
+            for (int i = 0; i < N3; i++)
+                freeReplyObject(test_cmd(&test_nodes[i], "DEL %s", name));
+        }
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    assert_int_equal(bad, 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, test_nodes_revive)
 
 int main(void)
@@ -501,6 +543,7 @@ int main(void)
         T(waiter_sleeps_while_the_lock_is_held_on_a_majority_but_not_every_node),
         T(renewed_lease_survives_a_sigstopped_minority_and_extend_release_do_not_wait),
         T(extend_with_the_key_missing_on_one_node_and_another_dead_keeps_the_lock),
+        T(a_reentry_with_the_key_lost_on_one_node_keeps_both_holds),
         T(script_calls_per_critical_section_stay_bounded_under_contention),
         T(the_same_server_as_127_0_0_1_and_localhost_is_refused_at_creation),
         T(the_same_server_over_tcp_and_unix_socket_is_refused_once_connected),
