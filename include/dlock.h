@@ -1354,7 +1354,9 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  members; a revoke that does not make it leaves the waiter's lease to
  *  end with its TTL (its key never holds the lock for anyone). A cancel
  *  with no acquire in progress makes the next waiting acquire return at
- *  once; a cancel that ended a wait is used up by it. Thread-safe;
+ *  once; a cancel that came during a waiting acquire is used up by it,
+ *  also when the acquire ended otherwise (a try answered meanwhile, a
+ *  leave after the deadline). Thread-safe;
  *  async-signal-safe it is not. */
 DLOCK_EXTERN(void) dlock_lock_cancel(dlock_lock *lock);
 

@@ -153,7 +153,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms)
         rc = dlock__call_acquire(l, wait_ms, deadline); /* the engine's wait (acquire.c) */
     else
         rc = l->backend->acquire(l, wait_ms, deadline); /* still the backend's own */
-    dlock__lock_close_cancel(l);
+    dlock__lock_close_cancel(l, wait_ms);
     if (rc == DLOCK_OK)
         granted(l, l->granted_until_ns);
     if (rc == DLOCK_OK && l->holds == 1 && ((l->opts.flags & DLOCK_AUTO_RENEW) || l->confirm_ms)) {

@@ -83,11 +83,13 @@ int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms)
     return pfd[0];
 }
 
-void dlock__lock_close_cancel(dlock_lock *l)
+void dlock__lock_close_cancel(dlock_lock *l, int64_t wait_ms)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     int pfd[2] = {l->cancel_fd[0], l->cancel_fd[1]};
     l->cancel_fd[0] = l->cancel_fd[1] = -1;
+    if (wait_ms != 0)
+        l->canceled = 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     for (int i = 0; i < 2; i++)
         if (pfd[i] >= 0)

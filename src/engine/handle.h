@@ -205,9 +205,12 @@ int64_t dlock__lock_renew_lease_end(void *owner);
 /* A waiting acquire's cancel pipe: dlock_lock_cancel() writes a byte into
  * cancel_fd[1], the wait polls cancel_fd[0]. Returns the read end, or -1
  * for a try-once or when out of descriptors (a cancel then still ends the
- * wait, after the round trip in flight). Closed by close_cancel. */
+ * wait, after the round trip in flight). Closed by close_cancel, which
+ * after a waiting acquire (wait_ms not 0) also uses up a cancel that came
+ * during it but did not end it (a try that was answered, a leave after
+ * the deadline): the cancel was for that acquire, not the next. */
 int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms);
-void dlock__lock_close_cancel(dlock_lock *l);
+void dlock__lock_close_cancel(dlock_lock *l, int64_t wait_ms);
 /* Point the token back at the inline buffer (dropping a long adopted one). */
 void dlock__lock_inline_token(dlock_lock *l);
 /* A fresh random token (plain and fair kinds). */
