@@ -175,10 +175,9 @@ int dlock__cluster_redirect(const redisReply *r, int *ask, unsigned *slot, char 
  * learned again before the next route). */
 void dlock__cluster_moved(dlock__cluster *c, unsigned slot, const char *host, int port);
 
-/* Learn the slot map now if it is stale or says nothing of slot (the
- * wake-up thread routes channels by it; a fair waiter subscribes before
- * its first command), on a private loop (src/redis/discover.c). DLOCK_OK
- * or the failure's code. */
+/* Learn the slot map now if it is stale or says nothing of slot, on a
+ * private loop (src/redis/discover.c), blocking: for `list`. DLOCK_OK or
+ * the failure's code. */
 int dlock__cluster_prepare(dlock__cluster *c, const dlock__url *tmpl, dlock__tls_ctx *tls,
                            unsigned slot);
 

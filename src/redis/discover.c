@@ -255,10 +255,8 @@ static void discover_blocking(dlock__node *n, unsigned slot, blocking *b)
     dlock__loop_poll_close(&lp);
 }
 
-/* A node of its own around a cluster, for the entry points that are given
- * only the cluster (the map is the cluster's; the node is a handle). */
-static void cluster_node(dlock__node *n, dlock__cluster *c, const dlock__url *tmpl,
-                         dlock__tls_ctx *tls)
+void dlock__discover_cluster_node(dlock__node *n, dlock__cluster *c, const dlock__url *tmpl,
+                                  dlock__tls_ctx *tls)
 {
     memset(n, 0, sizeof *n);
     n->url = *tmpl;
@@ -271,7 +269,7 @@ int dlock__cluster_prepare(dlock__cluster *c, const dlock__url *tmpl, dlock__tls
 {
     dlock__node n;
     blocking b;
-    cluster_node(&n, c, tmpl, tls);
+    dlock__discover_cluster_node(&n, c, tmpl, tls);
     discover_blocking(&n, slot, &b);
     return b.d.rc;
 }
@@ -281,7 +279,7 @@ dlock__conn *dlock__cluster_connect(dlock__cluster *c, const dlock__url *tmpl,
 {
     dlock__node n;
     blocking b;
-    cluster_node(&n, c, tmpl, tls);
+    dlock__discover_cluster_node(&n, c, tmpl, tls);
     discover_blocking(&n, slot, &b);
     dlock__conn *conn = dlock__cluster_checkout_known(c, tmpl, tls, slot, 0, 0, b.d.rc, b.d.err);
     if (conn && conn->route && conn->q_len > 0) {

@@ -49,6 +49,12 @@ typedef struct dlock__discover {
 int dlock__discover_start(dlock__discover *d, dlock__node *n, unsigned slot, dlock__loop *l,
                           int64_t deadline_ns, void (*done)(dlock__discover *d));
 
+/* A node of its own around a cluster, for a caller given only the
+ * cluster (the map is the cluster's; the node is a handle to start a
+ * discovery with). */
+void dlock__discover_cluster_node(dlock__node *n, dlock__cluster *c, const dlock__url *tmpl,
+                                  dlock__tls_ctx *tls);
+
 /* Stop (done or not) and let go of everything: the flight lands if it was
  * ours. Safe on a zeroed d. */
 void dlock__discover_stop(dlock__discover *d);

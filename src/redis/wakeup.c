@@ -47,6 +47,10 @@
 #include "wakeup_thread.h"
 
 #define LINGER_MS 2000
+/* After a learning of the slot map that failed or left a watched
+ * channel's slot without a master, the next one waits this long (as the
+ * lock path's relearn of an uncovered slot, cluster.h). */
+#define LEARN_RETRY_MS 100
 /* The loop has a slot for each subscriber: one per node, or per master. */
 _Static_assert(DLOCK__LOOP_POLL_FDS >= DLOCK__MAX_NODES &&
                DLOCK__MAX_NODES >= DLOCK__CLUSTER_MAX_MASTERS, "a loop slot per subscriber");
@@ -127,6 +131,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
     dlock__cluster *cl = dlock__client_cluster(c);
     uint8_t needed[DLOCK__MAX_NODES];
     memset(needed, !cl, sizeof needed);
+    wk->unrouted = 0;
     for (dlock__chan *ch = wk->chans; cl && ch; ch = ch->next) {
         /* Route by the slot map the lock path keeps up to date; a channel
          * whose slot moved (failover, resharding) is subscribed again on
@@ -140,6 +145,10 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
         ch->master = m;
         if (m >= 0)
             needed[m] = 1;
+        else if (ch->watchers && !wk->unrouted) {
+            wk->unrouted = 1; /* look() has the map learned */
+            wk->unrouted_slot = ch->slot;
+        }
     }
     for (size_t i = 0; i < n_subs(c); i++) {
         /* A master entry reused for another address: that subscriber
@@ -229,6 +238,48 @@ static void watch_subs(dlock__wakeup *wk)
     }
 }
 
+static void look(dlock__wakeup *wk);
+
+static void learned(dlock__discover *d)
+{
+    dlock__wakeup *wk = d->arg;
+    wk->learning = 0;
+    if (d->rc != DLOCK_OK)
+        wk->learn_after_ns = dlock__now_ns() + LEARN_RETRY_MS * DLOCK__NS_PER_MS;
+    look(wk);
+}
+
+/* A watched channel's slot has no master in the map: learn the map as a
+ * sub-request on the thread's loop (a watch never blocks for it), unless
+ * one is in flight or failed a moment ago. Returns when to look again
+ * for it (INT64_MAX: its done will). On the thread, wk->mu not held. */
+static int64_t learn_map(dlock__wakeup *wk, unsigned slot)
+{
+    dlock_client *c = wk->c;
+    int64_t now = dlock__now_ns();
+    if (wk->learning)
+        return INT64_MAX;
+    if (now < wk->learn_after_ns)
+        return wk->learn_after_ns;
+    if (!wk->learn_node.cluster)
+        dlock__discover_cluster_node(&wk->learn_node, dlock__client_cluster(c),
+                                     &c->nodes[0].url, c->nodes[0].tls_ctx);
+    wk->learn.arg = wk;
+    int64_t deadline =
+        now + (int64_t)(c->opts.connect_timeout_ms + c->opts.io_timeout_ms) * DLOCK__NS_PER_MS;
+    int r = dlock__discover_start(&wk->learn, &wk->learn_node, slot,
+                                  dlock__loop_thread_loop(&wk->lt), deadline, learned);
+    if (r == 1) {
+        wk->learning = 1;
+        return INT64_MAX;
+    }
+    /* Nothing to learn (the map was learned since, or says the slot has
+     * no master and was relearned a moment ago), or no way to wait for
+     * it: look again a little later. */
+    wk->learn_after_ns = now + LEARN_RETRY_MS * DLOCK__NS_PER_MS;
+    return wk->learn_after_ns;
+}
+
 /* Bring connections, subscriptions and the io records in line with the
  * channel table, and set the timer for the next look. On the thread. */
 static void look(dlock__wakeup *wk)
@@ -237,7 +288,13 @@ static void look(dlock__wakeup *wk)
     drop_overdue(wk->c, wk);
     int64_t next = reconcile(wk->c, wk);
     watch_subs(wk);
+    int unrouted = wk->unrouted;
+    unsigned slot = wk->unrouted_slot;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
+    if (unrouted) {
+        int64_t again = learn_map(wk, slot);
+        next = again < next ? again : next;
+    }
     wk->tick.due_ns = next;
     if (next == INT64_MAX)
         dlock__timer_clear(dlock__loop_thread_loop(&wk->lt), &wk->tick);
@@ -334,9 +391,8 @@ int dlock__wakeup_watch_start(dlock_client *c, dlock__waiter *l)
     const char *cname;
     size_t clen;
     chan_name(c, l, &cname, &clen);
-    if (dlock__client_cluster(c)) /* routed by the slot map: know it first */
-        (void)dlock__cluster_prepare(dlock__client_cluster(c), &c->nodes[0].url, c->nodes[0].tls_ctx,
-                                     dlock__cluster_keyslot(cname, clen));
+    /* On a Cluster the thread routes the channel by the slot map, and
+     * learns the map itself when it names no master for its slot. */
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
     if (wk->refused) {
         /* Pub/sub was refused once: do not wait connect + I/O timeout for
@@ -477,6 +533,7 @@ void dlock__wakeup_stop(dlock_client *c)
         return;
     if (dlock__loop_thread_stop(&wk->lt) != DLOCK_OK)
         dlock__misuse("dlock_client_free() on the client's own wake-up thread");
+    dlock__discover_stop(&wk->learn); /* the thread is gone: its loop is ours */
     dlock__loop_thread_free(&wk->lt);
     free_wakeup(c, wk);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));

@@ -13,6 +13,7 @@
 
 #include "client.h"
 #include "conn.h"
+#include "discover.h"
 #include "loop_thread.h"
 #include "wakeup_chan.h"
 
@@ -34,6 +35,15 @@ typedef struct dlock__wakeup {
     dlock__sub_io io[DLOCK__MAX_NODES];
     dlock__chan *chans;
     dlock__conn *sub[DLOCK__MAX_NODES];
+    /* Cluster: a watched channel whose slot the map names no master for
+     * (a new client's fair waiter, a failover in flight) has the map
+     * learned here, on the loop, one learning at a time (wakeup.c). */
+    dlock__discover learn;
+    dlock__node learn_node;
+    int learning;           /* learn started, its done not yet come */
+    int unrouted;           /* reconcile saw such a channel: its slot */
+    unsigned unrouted_slot;
+    int64_t learn_after_ns; /* no new learning before (after a failed one) */
     /* By then sub[i] must have connected and confirmed every SUBSCRIBE
      * sent on it (0: nothing awaited); past it the connection is dropped
      * and made again. A connect, TLS handshake or AUTH that hangs, or a

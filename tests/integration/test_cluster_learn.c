@@ -20,11 +20,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "dlock.h"
 #include "proc.h"
 #include "proxy.h"
 #include "redis_topology.h"
 #include "test_util.h"
+#include "wakeup.h"
 
 /* src/redis/cluster.h, DLOCK__CLUSTER_UNCOVERED_MS */
 #define DLOCK__TEST_UNCOVERED_MS 100
@@ -182,12 +184,72 @@ static void a_slot_no_master_serves_is_not_relearned_by_every_request(void **sta
     dlock_client_free(c);
 }
 
+/* A watch on a client that has not learned the slot map yet (a fair
+ * waiter watches before its first command) returns at once: the wake-up
+ * thread learns the map on its loop and subscribes. The only seed is
+ * blackholed first, so learning cannot finish until the path heals; the
+ * watch took connect + I/O timeout (2 s here) when it learned the map
+ * itself, blocking the waiter's loop. */
+static void a_watch_never_waits_for_the_slot_map(void **state)
+{
+    (void)state;
+    chaos_proxy p;
+    assert_int_equal(chaos_proxy_start(&p, C.node[0].port), 0);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", p.port);
+    const char *urls[1] = {url};
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    o.connect_timeout_ms = 1000;
+    o.io_timeout_ms = 1000;
+    dlock_client *c = test_client_new(urls, 1, &o);
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int canceled = 0;
+    dlock__waiter w;
+    memset(&w, 0, sizeof w);
+    w.channel = "\1{learnwatch}:wake";
+    w.channel_len = strlen(w.channel);
+    w.mu = &mu;
+    w.cond = &cond;
+    w.canceled = &canceled;
+
+    assert_int_equal(chaos_proxy_set(&p, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock__wakeup_watch_start(c, &w), DLOCK_OK);
+    int64_t took = test_now_ms() - t0;
+    int early = dlock__wakeup_watch_ready(c, &w, 0);
+    test_sleep_ms(300); /* the thread's learning is lost in the blackhole */
+    assert_int_equal(chaos_proxy_set(&p, CHAOS_PROXY_PASS, 0), 0);
+    /* Healed: once that learning times out, the thread's next one goes
+     * through (a new connection to the seed), and the channel's master
+     * confirms the subscription. */
+    int ready = 0;
+    int64_t t1 = test_now_ms();
+    while (ready != 1 && test_now_ms() - t1 < 15000) {
+        ready = dlock__wakeup_watch_ready(c, &w, dlock__deadline_after_ms(200));
+        if (ready < 0)
+            break;
+    }
+    print_message("watch with the seed blackholed: started in %lld ms (ready then: %d); "
+                  "confirmed %lld ms after the path healed\n",
+                  (long long)took, early, (long long)(test_now_ms() - t1));
+    assert_int_equal(early, 0);
+    assert_int_equal(ready, 1);
+    /* Not a speed bound: learning the map in the watch took 2000 ms. */
+    assert_true(took < 1000);
+    dlock__wakeup_unwatch(c, &w);
+    dlock_client_free(c);
+    chaos_proxy_stop(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(slow_seed_within_the_connect_timeout_gives_the_map),
         cmocka_unit_test(cancel_stops_a_relearn_no_node_answers),
         cmocka_unit_test(a_slot_no_master_serves_is_not_relearned_by_every_request),
+        cmocka_unit_test(a_watch_never_waits_for_the_slot_map),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
