@@ -12,8 +12,6 @@
 
 #include <cmocka.h>
 
-#include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +22,7 @@
 #include "dlock.h"
 #include "etcd_server.h"
 #include "proc.h"
+#include "test_holder.h"
 #include "test_util.h"
 
 static test_etcd cluster;
@@ -61,46 +60,11 @@ static dlock_lock *lock_new(dlock_client *c, const char *name, unsigned flags)
     return dlock_lock_new(&l, c, name, &o) == DLOCK_OK ? l : NULL;
 }
 
-/* What the holder process tells the test: its acquire, then the first
- * extend that failed. */
-typedef struct report {
-    int rc;
-    uint64_t fence;
-} report;
-
-/* The holder process (no cmocka here): takes the lock, says so, then
- * extends every 20 ms until an extend fails, and says how. */
+/* The holder process (test_holder.h). */
 static void holder_main(const char *name, unsigned flags, int wr)
 {
     dlock_client *c = client_new();
-    dlock_lock *l = c ? lock_new(c, name, flags) : NULL;
-    report r = {DLOCK_EIO, 0};
-    if (!l)
-        _exit(2);
-    r.rc = dlock_lock_acquire(l, 0);
-    r.fence = dlock_lock_fence(l);
-    if (write(wr, &r, sizeof r) != (ssize_t)sizeof r || r.rc != DLOCK_OK)
-        _exit(2);
-    while ((r.rc = dlock_lock_extend(l, 60000)) == DLOCK_OK)
-        test_sleep_ms(20);
-    if (write(wr, &r, sizeof r) != (ssize_t)sizeof r)
-        _exit(2);
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    _exit(0);
-}
-
-static report read_report(int rd, int max_ms)
-{
-    struct pollfd p = {rd, POLLIN, 0};
-    int n;
-    while ((n = poll(&p, 1, max_ms)) < 0 && errno == EINTR)
-        ;
-    if (n != 1)
-        fail_msg("the holder process said nothing within %d ms", max_ms);
-    report r;
-    assert_int_equal(read(rd, &r, sizeof r), (ssize_t)sizeof r);
-    return r;
+    test_holder_child(c, c ? lock_new(c, name, flags) : NULL, wr);
 }
 
 typedef struct waiter {
@@ -133,7 +97,7 @@ static void broken_under_a_paused_member(const char *name, unsigned flags)
         holder_main(name, flags, fds[1]);
     }
     close(fds[1]);
-    report r = read_report(fds[0], 10000);
+    test_hold_report r = test_holder_read(fds[0], 10000);
     if (r.rc != DLOCK_OK)
         fail_msg("%s: the holder's acquire: %s", name, dlock_strerror(r.rc));
     assert_int_equal(test_proc_stop(pid, 2000), 0);
@@ -175,7 +139,7 @@ static void broken_under_a_paused_member(const char *name, unsigned flags)
 
     /* The holder, continued, learns it at its next extend. */
     assert_int_equal(kill(pid, SIGCONT), 0);
-    report after = read_report(fds[0], 10000);
+    test_hold_report after = test_holder_read(fds[0], 10000);
     if (after.rc != DLOCK_ENOTOWNER && after.rc != DLOCK_EEXPIRED)
         fail_msg("%s: the broken holder's extend gave %s", name, dlock_errname(after.rc));
     int status = 0;

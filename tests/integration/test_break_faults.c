@@ -14,8 +14,6 @@
 
 #include <cmocka.h>
 
-#include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +23,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_holder.h"
 #include "test_util.h"
 #include "test_waiter.h"
 
@@ -53,13 +52,6 @@ static const kind_case kinds[] = {
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 
-/* What the holder process tells the test: its acquire (rc, fence), then
- * the first extend that failed. */
-typedef struct report {
-    int rc;
-    uint64_t fence;
-} report;
-
 static int make_lock(dlock_lock **l, dlock_client *c, const char *name, unsigned flags,
                      unsigned permits, int64_t retry_min_ms, int64_t retry_max_ms)
 {
@@ -72,27 +64,14 @@ static int make_lock(dlock_lock **l, dlock_client *c, const char *name, unsigned
                    : dlock_lock_new(l, c, name, &o);
 }
 
-/* The holder process: no cmocka here. It takes the lock (no auto-renew),
- * says so, then extends every 20 ms until an extend fails and says how. */
+/* The holder process (test_holder.h): no auto-renew. */
 static void holder_main(const char *url, const kind_case *k, int wr)
 {
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
-    report r = {DLOCK_EIO, 0};
-    if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) != DLOCK_OK ||
-        make_lock(&l, c, k->name, k->flags, k->permits, 10, 50) != DLOCK_OK)
-        _exit(2);
-    r.rc = dlock_lock_acquire(l, 0);
-    r.fence = dlock_lock_fence(l);
-    if (write(wr, &r, sizeof r) != (ssize_t)sizeof r || r.rc != DLOCK_OK)
-        _exit(2);
-    while ((r.rc = dlock_lock_extend(l, 60000)) == DLOCK_OK)
-        test_sleep_ms(20);
-    if (write(wr, &r, sizeof r) != (ssize_t)sizeof r)
-        _exit(2);
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    _exit(0);
+    if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) == DLOCK_OK)
+        (void)make_lock(&l, c, k->name, k->flags, k->permits, 10, 50);
+    test_holder_child(c, l, wr);
 }
 
 typedef struct holder_proc {
@@ -100,20 +79,6 @@ typedef struct holder_proc {
     int rd;
     uint64_t fence;
 } holder_proc;
-
-/* One report from the holder within max_ms (the test fails otherwise). */
-static report read_report(const holder_proc *h, int max_ms)
-{
-    struct pollfd p = {h->rd, POLLIN, 0};
-    int n;
-    while ((n = poll(&p, 1, max_ms)) < 0 && errno == EINTR)
-        ;
-    if (n != 1)
-        fail_msg("the holder process said nothing within %d ms", max_ms);
-    report r;
-    assert_int_equal(read(h->rd, &r, sizeof r), (ssize_t)sizeof r);
-    return r;
-}
 
 /* A holder process of kind k on srv[0], holding, then stopped. */
 static holder_proc stopped_holder(const kind_case *k)
@@ -126,7 +91,7 @@ static holder_proc stopped_holder(const kind_case *k)
         holder_main(srv[0].url, k, fds[1]);
     }
     close(fds[1]);
-    report r = read_report(&h, 5000);
+    test_hold_report r = test_holder_read(h.rd, 5000);
     if (r.rc != DLOCK_OK)
         fail_msg("%s: the holder's acquire: %s", k->name, dlock_strerror(r.rc));
     h.fence = r.fence;
@@ -138,7 +103,7 @@ static holder_proc stopped_holder(const kind_case *k)
 static void continued_holder_learns_it(holder_proc *h, const kind_case *k)
 {
     assert_int_equal(kill(h->pid, SIGCONT), 0);
-    report r = read_report(h, 5000);
+    test_hold_report r = test_holder_read(h->rd, 5000);
     if (r.rc != DLOCK_ENOTOWNER && r.rc != DLOCK_EEXPIRED)
         fail_msg("%s: the broken holder's extend gave %s, not DLOCK_ENOTOWNER or "
                  "DLOCK_EEXPIRED", k->name, dlock_errname(r.rc));
