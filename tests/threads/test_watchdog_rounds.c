@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,11 +143,72 @@ static void a_decided_lock_does_not_wait_for_an_undecided_one(void **state)
     dlock_client_free(c);
 }
 
+static atomic_int b_released;
+
+/* A's on_lost forgets B, whose round is still in flight: on the
+ * watchdog's thread the round lets B go instead of being waited for. */
+static void forget_b(dlock_lock *lock, dlock_lost_reason reason, void *arg)
+{
+    (void)lock;
+    (void)reason;
+    (void)dlock_lock_forget(arg);
+    atomic_store(&b_released, 1);
+}
+
+/* The handle of a lock let go from its round in flight is freed from
+ * another thread about 2 s before that round ends: the round never
+ * touches it again (ASan: heap-use-after-free in settle() when let_go()
+ * leaves the item's record), and the client frees after it. B's round
+ * waits for the stopped node 1 (node 0 holds B's key under another
+ * token); A, taken while it is in flight, is lost at its first round
+ * (another token on nodes 0 and 2) and its on_lost forgets B on the
+ * watchdog's thread, which sends nothing and returns at once. */
+static void a_handle_let_go_from_a_round_in_flight_is_freed_safely(void **state)
+{
+    (void)state;
+    atomic_store(&b_released, 0);
+    dlock_client *c = test_client_timeouts(test_nodes, N3, 1000, 3000);
+    dlock_lock_options ob = DLOCK_LOCK_OPTIONS_INIT;
+    ob.ttl_ms = 30000;
+    ob.renew_interval_ms = 1000;
+    ob.flags = DLOCK_AUTO_RENEW;
+    dlock_lock *b = test_lock_with(c, "rounds:b2", &ob);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
+    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", "rounds:b2"), 1);
+    assert_int_equal(test_cmd_int(&test_nodes[0], "SETNX %s %s", "rounds:b2", "someone-else"), 1);
+    test_redis_pause(&test_nodes[1]);
+    test_sleep_ms(1300); /* B's round is in flight */
+    dlock_lock_options oa = ob;
+    oa.renew_interval_ms = 300;
+    oa.on_lost = forget_b;
+    oa.on_lost_arg = b;
+    dlock_lock *a = test_lock_with(c, "rounds:a2", &oa);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    for (int i = 0; i < N3; i += 2) {
+        assert_int_equal(test_cmd_int(&test_nodes[i], "DEL %s", "rounds:a2"), 1);
+        assert_int_equal(test_cmd_int(&test_nodes[i], "SETNX %s %s", "rounds:a2", "x"), 1);
+    }
+    for (int i = 0; i < 400 && !atomic_load(&b_released); i++)
+        test_sleep_ms(10);
+    assert_true(atomic_load(&b_released));
+    dlock_lock_free(b); /* B's round may still be in flight */
+    dlock_lock_free(a);
+    dlock_stats s0, s1;
+    assert_int_equal(dlock_client_stats(c, &s0, sizeof s0), DLOCK_OK);
+    test_sleep_ms(3500); /* B's round is over */
+    assert_int_equal(dlock_client_stats(c, &s1, sizeof s1), DLOCK_OK);
+    test_redis_resume(&test_nodes[1]);
+    print_message("rounds over after B was freed: %llu\n",
+                  (unsigned long long)(s1.renewal_rounds - s0.renewal_rounds));
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(a_stalled_round_does_not_hold_back_another_locks_renewal, setup),
         cmocka_unit_test_setup(a_decided_lock_does_not_wait_for_an_undecided_one, setup),
+        cmocka_unit_test_setup(a_handle_let_go_from_a_round_in_flight_is_freed_safely, setup),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
