@@ -203,12 +203,56 @@ static void a_handle_let_go_from_a_round_in_flight_is_freed_safely(void **state)
     dlock_client_free(c);
 }
 
+static atomic_int in_slow_lost, slow_lost_done;
+
+/* A slow on_lost that reads its handle after a while. */
+static void slow_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
+{
+    (void)reason;
+    (void)arg;
+    atomic_store(&in_slow_lost, 1);
+    test_sleep_ms(300);
+    (void)dlock_lock_state_get(lock);
+    (void)dlock_lock_name(lock);
+    atomic_store(&slow_lost_done, 1);
+}
+
+/* dlock_lock_free() from another thread while the lock's on_lost runs on
+ * the watchdog's: the free waits for the callback (ASan would see the
+ * callback read a freed handle). */
+static void a_free_during_on_lost_waits_for_it(void **state)
+{
+    (void)state;
+    atomic_store(&in_slow_lost, 0);
+    atomic_store(&slow_lost_done, 0);
+    dlock_client *c = test_client_timeouts(test_nodes, N3, 1000, 1000);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 900;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.on_lost = slow_lost;
+    dlock_lock *l = test_lock_with(c, "rounds:slowlost", &o);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    for (int i = 0; i < N3; i++)
+        (void)test_cmd_int(&test_nodes[i], "DEL %s", "rounds:slowlost");
+    for (int i = 0; i < 300 && !atomic_load(&in_slow_lost); i++)
+        test_sleep_ms(10);
+    assert_true(atomic_load(&in_slow_lost));
+    int64_t t = test_now_ms();
+    dlock_lock_free(l);
+    int done = atomic_load(&slow_lost_done);
+    print_message("free during on_lost took %lld ms; callback over: %d\n",
+                  (long long)(test_now_ms() - t), done);
+    assert_true(done);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(a_stalled_round_does_not_hold_back_another_locks_renewal, setup),
         cmocka_unit_test_setup(a_decided_lock_does_not_wait_for_an_undecided_one, setup),
         cmocka_unit_test_setup(a_handle_let_go_from_a_round_in_flight_is_freed_safely, setup),
+        cmocka_unit_test_setup(a_free_during_on_lost_waits_for_it, setup),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
