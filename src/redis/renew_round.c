@@ -50,8 +50,11 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
         } else {
             it->no++;
         }
-        if (!was && item_decided(r, it))
+        if (!was && item_decided(r, it)) {
             r->undecided--;
+            if (r->renewed && it->rec && it->yes >= r->c->quorum && !it->n_gone && r->undecided)
+                r->renewed(r, it);
+        }
     }
     /* A round is over once a majority decided every lock: a stalled
      * minority must not keep it waiting while the leases run out. */
