@@ -68,4 +68,14 @@ typedef struct dlock__renewal {
     struct dlock__renewal *prev, *next;
 } dlock__renewal;
 
+/* The watchdog's counters for tests and dlock-bench (internal; kept by
+ * watchdog_round.c, read with dlock__watchdog_get_stats(), watchdog.h). */
+typedef struct dlock__watchdog_stats {
+    unsigned long rounds;    /* renewal rounds run */
+    unsigned long calls;     /* script calls sent, summed over nodes */
+    unsigned long renewed;   /* lock renewals confirmed */
+    unsigned long lost;      /* locks found lost */
+    unsigned long restores;  /* keys put back on a node that lost them */
+} dlock__watchdog_stats;
+
 #endif

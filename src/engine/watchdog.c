@@ -17,7 +17,9 @@
  * A round is a request on this loop (renew_round.h): one pipelined batch
  * of renew_batch.lua calls per node, RENEW_CHUNK locks per call, contacted
  * in parallel through the fan-out, then the restore step, and a completion
- * that hands the verdicts to the owners (finish_round()). The thread never
+ * that hands the verdicts to the owners (watchdog_round.c; a lock renewed
+ * by a majority gets its verdict as soon as it has it, and is let go of
+ * the round, so its next round never waits for this one). The thread never
  * waits for a round: while one is in flight it goes on looking at the
  * schedule, and a record due meanwhile that is not in a round starts a
  * round of its own; a record in a round in flight waits for it (in_round).
@@ -38,7 +40,7 @@
  * cleared, so a lock is never freed under its callback. A remove on this
  * thread (an on_lost releasing its own lock, or a set's names in other
  * rounds) cannot wait for a round on the loop it would be blocking: it
- * lets the record go from its round at once (let_go()), which then never
+ * lets the record go from its round at once (dlock__wd_let_go()), which then never
  * touches it again: a renewal of it still on the wire is harmless
  * (renew_batch.lua extends only a key holding our token, and a released
  * key no longer does), and its key is not put back (the restore step
@@ -56,50 +58,9 @@
 #include "loop_thread.h"
 #include "renew_round.h"
 #include "watchdog.h"
+#include "watchdog_round.h"
 
-/* One round in flight on the loop (the whole client's, or on a Cluster
- * one master's); kept when over, with its buffers, for the next. */
-typedef struct wd_round {
-    dlock__renew_round r;
-    struct dlock__watchdog *wd;
-    int64_t t0;
-    size_t fds;                 /* the loop's fd slots it may take */
-    struct wd_round *all_next;  /* every round made (wd->all) */
-    struct wd_round *spare_next; /* an idle one (wd->spare) */
-} wd_round;
 
-/* Room in the loop's fd slots for rounds in flight; the rest is for a
- * Cluster map's or Sentinel's learning, which opens connections of its
- * own on the loop. */
-#define ROUND_FDS (DLOCK__LOOP_POLL_FDS - 2)
-
-typedef struct dlock__watchdog {
-    dlock__loop_thread lt;
-    dlock_client *c;
-    pthread_mutex_t mu;
-    pthread_cond_t round_done; /* a round settled or finished */
-    dlock__renewal *head;      /* registered records */
-    size_t count;
-    int64_t wake_at_ns;        /* when the thread plans to look */
-    dlock__watchdog_stats stats;
-    size_t in_flight;          /* rounds in flight */
-    int stopping;              /* no round starts any more */
-    /* The thread's own. */
-    dlock__post look_post; /* posted by add(): look now */
-    dlock__timer tick;     /* the next look */
-    size_t fds;            /* fd slots the rounds in flight may take */
-    wd_round *all, *spare;
-    item *pick;            /* cluster: the due records, before grouping */
-    size_t pick_cap;
-} dlock__watchdog;
-
-static int64_t interval_ms(const dlock__renewal *l)
-{
-    /* An explicit interval that an extend to a shorter TTL outgrew would
-     * let the lease lapse between rounds: a third of the TTL then. */
-    int64_t iv = l->interval_ms && l->interval_ms < l->ttl_ms ? l->interval_ms : l->ttl_ms / 3;
-    return iv > 0 ? iv : 1;
-}
 
 static int by_master_then_slot(const void *a, const void *b)
 {
@@ -120,151 +81,6 @@ static void group_by_master(dlock_client *c, item *items, size_t n)
         items[i].master = dlock__cluster_master_of(cl, items[i].slot);
     }
     qsort(items, n, sizeof *items, by_master_then_slot);
-}
-
-static void unlink_rec(dlock__watchdog *wd, dlock__renewal *l)
-{
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        wd->head = l->next;
-    if (l->next)
-        l->next->prev = l->prev;
-    l->prev = l->next = NULL;
-    l->registered = 0;
-    wd->count--;
-}
-
-/* The round lets its item's record go: it never touches it again. Under
- * wd->mu. */
-static void let_go(dlock__renewal *l)
-{
-    if (l->round_item)
-        l->round_item->rec = NULL;
-    l->round_item = NULL;
-    l->in_round = 0;
-    l->unsettled = 0;
-}
-
-/* Hand the results to the owners: new validity, or lost. Runs without
- * wd->mu. */
-static void settle(dlock_client *c, item *items, size_t n, int64_t t0)
-{
-    for (size_t i = 0; i < n; i++) {
-        item *it = &items[i];
-        if (!it->rec)
-            continue;
-        int own = it->rec->ops->renew != NULL; /* one vote each: renew_round.c */
-        dlock__renew_votes v = {own ? 1 : c->n_nodes, own ? 1 : c->quorum, it->yes, it->no,
-                                it->err, t0, it->ttl_ms};
-        it->lost = (uint8_t)it->rec->ops->settle(it->rec->owner, &v);
-    }
-}
-
-/* The round's figures for the observer and the statistics (stats.h),
- * once its verdicts are known and before on_lost runs. A record let go
- * meanwhile counts as failed. */
-static void report_round(dlock_client *c, const item *items, size_t n, int64_t t0)
-{
-    dlock_renewal_event ev = {0};
-    ev.locks = n;
-    ev.duration_ns = dlock__now_ns() - t0;
-    ev.lease_left_ns = INT64_MAX;
-    for (size_t i = 0; i < n; i++) {
-        const item *it = &items[i];
-        if (!it->rec)
-            continue;
-        if (it->lost)
-            ev.lost++;
-        else if (it->yes >= (it->rec->ops->renew ? 1 : c->quorum))
-            ev.renewed++;
-        if (it->lease_end_ns != INT64_MAX)
-            ev.lease_left_ns = DLOCK__MIN(ev.lease_left_ns, it->lease_end_ns - t0);
-    }
-    ev.failed = n - ev.renewed;
-    dlock__stats_renewal(&c->obs, &ev);
-}
-
-/* Reschedule a record the round renewed or could not decide, and let it
- * go. Under wd->mu. */
-static void reschedule(dlock__watchdog *wd, item *it, int64_t t0, int64_t now)
-{
-    dlock__renewal *l = it->rec;
-    if (l->hold != it->hold) {
-        /* Registered again meanwhile: the new hold has a schedule of its
-         * own. */
-    } else if (it->yes >= (l->ops->renew ? 1 : wd->c->quorum)) {
-        wd->stats.renewed++;
-        l->next_ns = t0 + interval_ms(l) * DLOCK__NS_PER_MS;
-        if (l->once && l->registered)
-            unlink_rec(wd, l);
-    } else {
-        /* No verdict yet (nodes unreachable): try again soon, while the
-         * lease lasts. */
-        l->next_ns = now + DLOCK__MAX(1, interval_ms(l) / 4) * DLOCK__NS_PER_MS;
-    }
-    let_go(l);
-}
-
-/* After a round's answers: the owners are told (settle, then on_lost
- * before in_round is cleared: a release or free from another thread waits
- * for the callbacks), and the records are rescheduled. The records not
- * lost are let go once settled; an on_lost may release the others and
- * even take them again, which bumps their hold, and this round then
- * leaves them alone. Called without wd->mu. */
-static void finish_round(dlock__watchdog *wd, wd_round *w)
-{
-    dlock_client *c = wd->c;
-    item *items = w->r.items;
-    size_t n = w->r.n;
-    settle(c, items, n, w->t0);
-    report_round(c, items, n, w->t0);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    wd->stats.rounds += w->r.counts.rounds;
-    wd->stats.calls += w->r.counts.calls;
-    wd->stats.restores += w->r.counts.restores;
-    int64_t now = dlock__now_ns();
-    for (size_t i = 0; i < n; i++) {
-        if (!items[i].rec)
-            continue;
-        items[i].rec->unsettled = 0;
-        if (!items[i].lost || items[i].rec->hold != items[i].hold)
-            reschedule(wd, &items[i], w->t0, now);
-        else
-            wd->stats.lost++;
-    }
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    /* A callback may let any record go (dlock__watchdog_remove() on this
-     * thread), this round's included: items[i].rec is read again after
-     * each. */
-    for (size_t i = 0; i < n; i++)
-        if (items[i].rec)
-            items[i].rec->ops->lost(items[i].rec->owner, items[i].lost);
-
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    for (size_t i = 0; i < n; i++) {
-        dlock__renewal *l = items[i].rec;
-        if (!l)
-            continue;
-        if (l->registered)
-            unlink_rec(wd, l);
-        let_go(l);
-    }
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-}
-
-/* Arm the next look at `at` (INT64_MAX: none). On the thread. */
-static void look_at(dlock__watchdog *wd, int64_t at)
-{
-    dlock__loop *loop = dlock__loop_thread_loop(&wd->lt);
-    if (at == INT64_MAX) {
-        dlock__timer_clear(loop, &wd->tick);
-        return;
-    }
-    wd->tick.due_ns = at;
-    (void)dlock__timer_set(loop, &wd->tick); /* a poll loop's timers cannot fail */
 }
 
 /* An idle round with room for n items, or NULL out of memory. On the
@@ -296,7 +112,7 @@ static void round_over(dlock__renew_round *r)
 {
     wd_round *w = DLOCK__OWNER(r, wd_round, r);
     dlock__watchdog *wd = w->wd;
-    finish_round(wd, w);
+    dlock__wd_finish_round(wd, w);
     wd->fds -= w->fds;
     w->spare_next = wd->spare;
     wd->spare = w;
@@ -305,7 +121,7 @@ static void round_over(dlock__renew_round *r)
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
     /* The records it held may be due by now. */
-    look_at(wd, dlock__now_ns());
+    dlock__wd_look_at(wd, dlock__now_ns());
 }
 
 /* Round w, its items in place, is in flight from now: queued on *go to
@@ -338,7 +154,7 @@ static size_t take_due(dlock__watchdog *wd, item *items, size_t due, int64_t now
 {
     size_t n = 0;
     for (dlock__renewal *l = wd->head; l && n < due; l = l->next)
-        if (!l->in_round && l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 2 <= now)
+        if (!l->in_round && l->next_ns - dlock__wd_interval_ms(l) * DLOCK__NS_PER_MS / 2 <= now)
             take(&items[n++], l);
     return n;
 }
@@ -357,7 +173,7 @@ static void split_by_master(dlock__watchdog *wd, size_t n, wd_round **go)
         wd_round *w = wd->fds + wd->c->n_nodes <= ROUND_FDS ? take_round(wd, b - a) : NULL;
         if (!w) {
             for (size_t i = a; i < b; i++)
-                let_go(wd->pick[i].rec);
+                dlock__wd_let_go(wd->pick[i].rec);
             continue;
         }
         memcpy(w->r.items, wd->pick + a, (b - a) * sizeof *w->r.items);
@@ -399,7 +215,7 @@ static void look(dlock__watchdog *wd)
     for (dlock__renewal *l = wd->head; l; l = l->next) {
         if (l->in_round)
             continue;
-        int64_t iv = interval_ms(l) * DLOCK__NS_PER_MS;
+        int64_t iv = dlock__wd_interval_ms(l) * DLOCK__NS_PER_MS;
         if (l->next_ns - iv / 10 <= now)
             trigger++;
         else if (l->next_ns - iv / 10 < next)
@@ -425,12 +241,14 @@ static void look(dlock__watchdog *wd)
         split_by_master(wd, picked, &go);
     if (want && !go && room)
         next = now + 10 * DLOCK__NS_PER_MS; /* out of memory: the leases have 2/3 to run */
-    look_at(wd, next);
+    dlock__wd_look_at(wd, next);
     /* Started without wd->mu: a round's start asks the owners for their
      * lease ends, and an etcd round renews there. */
     for (wd_round *w = go, *n; w; w = n) {
         n = w->spare_next;
         w->t0 = dlock__now_ns();
+        w->renewed_early = 0;
+        w->r.renewed = dlock__wd_renewed_early;
         dlock__renew_round_start(&w->r, wd->c, dlock__loop_thread_loop(&wd->lt), round_over);
     }
 }
@@ -502,11 +320,11 @@ void dlock__watchdog_add(dlock_client *c, dlock__renewal *l, int64_t first_ms)
             wd->head->prev = l;
         wd->head = l;
         wd->count++;
-        l->next_ns = dlock__now_ns() + (first_ms < 0 ? interval_ms(l) : first_ms) * DLOCK__NS_PER_MS;
+        l->next_ns = dlock__now_ns() + (first_ms < 0 ? dlock__wd_interval_ms(l) : first_ms) * DLOCK__NS_PER_MS;
         /* Wake the thread only if this lock is due before it would look
          * anyway: with many locks held, waking it on every add made it walk
          * the whole list once per acquire. */
-        int64_t at = l->next_ns - interval_ms(l) * DLOCK__NS_PER_MS / 10;
+        int64_t at = l->next_ns - dlock__wd_interval_ms(l) * DLOCK__NS_PER_MS / 10;
         if (at < wd->wake_at_ns) {
             wd->wake_at_ns = at;
             dlock__loop_thread_post(&wd->lt, &wd->look_post);
@@ -523,14 +341,14 @@ int dlock__watchdog_remove(dlock_client *c, dlock__renewal *l)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     int was = l->registered;
     if (was)
-        unlink_rec(wd, l);
+        dlock__wd_unlink(wd, l);
     if (dlock__loop_thread_on_thread(&wd->lt)) {
         /* A callback of a round (an on_lost releasing its own lock, or a
          * set's other names): the round holding the record goes on only
          * once this returns, on this very loop. Its round lets it go
          * instead (the header comment says why that is safe). */
         if (l->in_round)
-            let_go(l);
+            dlock__wd_let_go(l);
     } else {
         /* Another thread waits until the round has let the record go:
          * its renewal is then off the wire, its verdict applied and its

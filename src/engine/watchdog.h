@@ -47,15 +47,8 @@ void dlock__watchdog_stop(dlock_client *c);
  * be held: free the memory without locking, joining or destroying. */
 void dlock__watchdog_forget(dlock_client *c);
 
-/* Counters for tests and dlock-bench (internal). */
-typedef struct dlock__watchdog_stats {
-    unsigned long rounds;    /* renewal rounds run */
-    unsigned long calls;     /* script calls sent, summed over nodes */
-    unsigned long renewed;   /* lock renewals confirmed */
-    unsigned long lost;      /* locks found lost */
-    unsigned long restores;  /* keys put back on a node that lost them */
-} dlock__watchdog_stats;
-
+/* Counters for tests and dlock-bench (internal): dlock__watchdog_stats,
+ * renewal.h. */
 void dlock__watchdog_get_stats(dlock_client *c, dlock__watchdog_stats *out);
 
 #endif

@@ -50,8 +50,11 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
         } else {
             it->no++;
         }
-        if (!was && item_decided(r, it))
+        if (!was && item_decided(r, it)) {
             r->undecided--;
+            if (r->renewed && it->rec && it->yes >= r->c->quorum && !it->n_gone && r->undecided)
+                r->renewed(r, it);
+        }
     }
     /* A round is over once a majority decided every lock: a stalled
      * minority must not keep it waiting while the leases run out. */
@@ -87,13 +90,17 @@ static int may_restore(const dlock_client *c, const item *it)
 }
 
 /* After the round's answers: still held somewhere (a key deleted
- * everywhere is lost, as documented), and either renewed by a majority in
- * this round or still within the lease, during which nobody else can hold
- * a majority. Never for a record its owner has let go of meanwhile (it is
- * being released). */
+ * everywhere is lost, as documented), gone on fewer nodes than a majority,
+ * and either renewed by a majority in this round or still within the
+ * lease, during which nobody else can hold a majority. Within the lease a
+ * key expires on no node, so a key gone on a majority was deleted there
+ * (dlock break, a flush): anyone may take that majority now, and putting
+ * it back would undo the break. Never for a record its owner has let go
+ * of meanwhile (it is being released). */
 static int can_restore(const dlock_client *c, const item *it)
 {
     return it->rec && it->restorable && it->n_gone > 0 && it->yes > 0 &&
+           it->n_gone < c->quorum &&
            (it->yes >= c->quorum || dlock__now_ns() < it->lease_end_ns);
 }
 

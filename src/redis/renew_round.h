@@ -47,6 +47,7 @@ typedef struct item {
     int master;    /* cluster: its master in the client's slot map */
     unsigned hold; /* rec->hold when the round took it (watchdog.c) */
     uint8_t lost;  /* the owner's verdict: a dlock_lost_reason, or 0 (watchdog.c) */
+    uint8_t settled; /* the owner has its verdict already (watchdog.c) */
 } item;
 
 /* What a round cost, for the watchdog's statistics. */
@@ -66,6 +67,11 @@ typedef struct dlock__renew_round {
     size_t n;
     dlock__round_counts counts; /* what it sent, added to */
     void (*done)(struct dlock__renew_round *r); /* once, from the loop */
+    /* NULL, or called from the loop when an item is renewed by a majority
+     * with no key gone while the round still waits for other answers: the
+     * caller may settle it and let it go (item.rec NULL) at once, so that
+     * its next round does not wait for this one's slowest node. */
+    void (*renewed)(struct dlock__renew_round *r, item *it);
     /* the round's own */
     dlock__loop *loop;
     size_t undecided; /* items without a majority either way yet */

@@ -167,10 +167,59 @@ static void release_on_another_masters_lost_lets_that_round_go_of_it(void **stat
     assert_int_equal(test_cluster_wait_ok(&C, 30000), 0);
 }
 
+/* A stopped master's round waits for it up to the I/O timeout; the other
+ * masters' rounds go on meanwhile. H (1500 ms lease, renewed every 500
+ * ms) on a running master must keep its key while S's master is stopped
+ * for 4 s with a 3 s I/O timeout. */
+static void a_stopped_masters_round_does_not_hold_back_another_masters_locks(void **state)
+{
+    (void)state;
+    assert_int_equal(test_cluster_set_node_timeout(&C, 20000), 0);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    o.io_timeout_ms = 3000;
+    dlock_client *c = test_client_new(C.urls, TEST_CLUSTER_NODES, &o);
+    static char name_s[32], name_h[32];
+    pick_name(name_s, sizeof name_s, -1);
+    int ms = test_cluster_master_of(&C, test_cluster_keyslot(&C, name_s));
+    pick_name(name_h, sizeof name_h, ms);
+    int mh = test_cluster_master_of(&C, test_cluster_keyslot(&C, name_h));
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.flags = DLOCK_AUTO_RENEW;
+    lo.ttl_ms = 1500;
+    lo.renew_interval_ms = 500;
+    dlock_lock *s = test_lock_with(c, name_s, &lo);
+    dlock_lock *h = test_lock_with(c, name_h, &lo);
+    assert_int_equal(dlock_lock_acquire(s, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
+    test_redis_pause(&C.node[ms]);
+    int64_t t0 = test_now_ms();
+    int on = 1;
+    while (test_now_ms() - t0 < 4000 && on) {
+        test_sleep_ms(50);
+        on = test_key_exists(&C.node[mh], name_h) == 1;
+    }
+    int64_t seen = test_now_ms() - t0;
+    dlock_lock_state st = dlock_lock_state_get(h);
+    test_redis_resume(&C.node[ms]);
+    print_message("H after %lld ms with S's master stopped: key %d, %s\n", (long long)seen, on,
+                  st == DLOCK_STATE_HELD ? "held" : "not held");
+    assert_true(on);
+    assert_int_equal(st, DLOCK_STATE_HELD);
+    (void)dlock_lock_release(h);
+    (void)dlock_lock_release(s);
+    dlock_lock_free(h);
+    dlock_lock_free(s);
+    dlock_client_free(c);
+    assert_int_equal(test_cluster_set_node_timeout(&C, 1000), 0);
+    assert_int_equal(test_cluster_wait_ok(&C, 30000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(release_on_another_masters_lost_lets_that_round_go_of_it),
+        cmocka_unit_test(a_stopped_masters_round_does_not_hold_back_another_masters_locks),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

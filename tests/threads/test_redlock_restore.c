@@ -158,6 +158,49 @@ static void a_key_deleted_on_every_node_is_lost_not_put_back(void **state)
     dlock_client_free(c);
 }
 
+/* dlock break that reached a majority (the third node did not answer it)
+ * removed the holds: the holder must find them gone at its next round
+ * and turn lost (dlock.h, dlock_client_break()). The round finds the key
+ * gone on two nodes and still there on the third, with the lease still
+ * running, and puts it back on the two: the break is undone, and the
+ * holder keeps a lock an operator broke. */
+static void a_break_on_a_majority_is_not_undone_by_the_holders_renewal(void **state)
+{
+    (void)state;
+    const char *key = "restore:broken";
+    dlock_client *c = test_client_timeouts(test_nodes, N3, 500, 1000);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 6000;
+    o.renew_interval_ms = 2000;
+    o.flags = DLOCK_AUTO_RENEW;
+    dlock_lock *l = test_lock_with(c, key, &o);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    for (int i = 0; i < N3; i++) {
+        key_on k = {&test_nodes[i], key, dlock_lock_token(l)};
+        assert_true(test_wait_until(key_is, &k, 1000, 5));
+    }
+    /* Within the first interval: the operator's break reaches nodes 0
+     * and 1 (a majority, DLOCK_OK); node 2 is stopped meanwhile. */
+    dlock_client *op = test_client_timeouts(test_nodes, N3, 300, 300);
+    test_redis_pause(&test_nodes[2]);
+    dlock_break_result br;
+    int rc = dlock_client_break(op, key, 0, &br);
+    test_redis_resume(&test_nodes[2]);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(br.removed_on, 2);
+    assert_int_equal(test_key_exists(&test_nodes[0], key), 0);
+    assert_int_equal(test_key_exists(&test_nodes[1], key), 0);
+    /* The first round, about 1.8 s after the grant. */
+    int lost = test_wait_for_state(l, DLOCK_STATE_LOST, 4000);
+    print_message("after the break: holder %s; key on node 0: %lld, node 1: %lld\n",
+                  lost ? "lost" : "still held", test_key_exists(&test_nodes[0], key),
+                  test_key_exists(&test_nodes[1], key));
+    assert_true(lost);
+    dlock_lock_free(l);
+    dlock_client_free(op);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, test_nodes_revive)
 
 int main(void)
@@ -167,6 +210,7 @@ int main(void)
         T(a_key_gone_from_one_node_while_another_stalls_is_put_back_within_the_lease),
         T(another_owners_key_on_a_minority_is_never_overwritten),
         T(a_key_deleted_on_every_node_is_lost_not_put_back),
+        T(a_break_on_a_majority_is_not_undone_by_the_holders_renewal),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }
