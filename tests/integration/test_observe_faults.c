@@ -279,7 +279,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(a_blackholed_command_is_a_timeout_of_that_node, reset),
-        cmocka_unit_test_setup(a_blackholed_handshake_is_a_timeout_after_the_connect_timeout, reset),
+        cmocka_unit_test_setup(a_blackholed_handshake_is_a_timeout_after_the_connect_timeout,
+                               reset),
         cmocka_unit_test_setup(a_redlock_with_a_blackholed_node_reports_its_timeouts_only,
                                reset),
         cmocka_unit_test_setup(a_redlock_with_a_refused_node_reports_its_connect_failures_only,
