@@ -14,6 +14,7 @@ typedef dlock__fan fan;
 typedef dlock__fan_slot slot;
 typedef dlock__fan_slot_state slot_state;
 #define after_ms dlock__fan_after_ms
+#define conn_ready dlock__fan_conn_ready
 
 /* Whether the slot's next read may be one blocking recv() with the I/O
  * timeout as the socket's receive timeout: an open plain connection with
@@ -29,15 +30,6 @@ static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
         return 0;
     int64_t now = dlock__now_ns(), io_ns = io_ms * DLOCK__NS_PER_MS;
     return cap_ns - now >= io_ns && s->deadline_ns - now >= io_ns - 2 * DLOCK__NS_PER_MS;
-}
-
-/* Connected, and the handshake's checks (AUTH, SELECT, ROLE) answered:
- * until then the connect timeout runs, as dlock.h says of
- * connect_timeout_ms ("including AUTH and SELECT"), and only then the
- * I/O timeout. */
-static int conn_ready(const dlock__conn *c)
-{
-    return c->state == DLOCK__CS_OPEN && c->checks_pending == 0;
 }
 
 static void slot_due(dlock__timer *t);
