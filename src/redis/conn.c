@@ -568,7 +568,7 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
 const char *dlock__conn_phase(const dlock__conn *c)
 {
     if (c->state != DLOCK__CS_CONNECTING)
-        return "reply";
+        return c->checks_pending > 0 ? "handshake" : "reply";
     return c->tcp_open ? "TLS handshake" : "connect";
 }
 

@@ -155,8 +155,7 @@ static int on_reply(fan *f, slot *s, redisReply *r, uint32_t idx, int64_t now)
         /* r was a redirect (freed); the slot has another connection. */
         if (rc < 0)
             return rc;
-        s->deadline_ns = after_ms(now, s->conn->state == DLOCK__CS_CONNECTING ? f->connect_ms
-                                                                              : f->io_ms,
+        s->deadline_ns = after_ms(now, dlock__fan_conn_ready(s->conn) ? f->io_ms : f->connect_ms,
                                   f->cap_ns);
         return s->conn->state == DLOCK__CS_OPEN ? dlock__conn_io(s->conn, POLLOUT) : DLOCK_OK;
     }

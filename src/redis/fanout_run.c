@@ -14,6 +14,7 @@ typedef dlock__fan fan;
 typedef dlock__fan_slot slot;
 typedef dlock__fan_slot_state slot_state;
 #define after_ms dlock__fan_after_ms
+#define conn_ready dlock__fan_conn_ready
 
 /* Whether the slot's next read may be one blocking recv() with the I/O
  * timeout as the socket's receive timeout: an open plain connection with
@@ -24,8 +25,8 @@ typedef dlock__fan_slot_state slot_state;
 static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
 {
     const dlock__conn *c = s->conn;
-    if (c->state != DLOCK__CS_OPEN || c->tls || io_ms <= 0 || io_ms > INT32_MAX / 2 ||
-        dlock__conn_events(c) != POLLIN)
+    if (c->state != DLOCK__CS_OPEN || c->checks_pending > 0 || c->tls || io_ms <= 0 ||
+        io_ms > INT32_MAX / 2 || dlock__conn_events(c) != POLLIN)
         return 0;
     int64_t now = dlock__now_ns(), io_ns = io_ms * DLOCK__NS_PER_MS;
     return cap_ns - now >= io_ns && s->deadline_ns - now >= io_ns - 2 * DLOCK__NS_PER_MS;
@@ -188,10 +189,10 @@ static int time_out(fan *f, slot *s)
 /* A step of a LIVE slot: rc is what its I/O gave (DLOCK_OK when its timer
  * fired). Its replies go to the callback, then a failure or its deadline
  * ends it, else it waits on. */
-static void slot_step(fan *f, slot *s, int rc, int was_connecting)
+static void slot_step(fan *f, slot *s, int rc, int was_ready)
 {
     int64_t now = dlock__now_ns();
-    if (rc == DLOCK_OK && was_connecting && s->conn->state == DLOCK__CS_OPEN)
+    if (rc == DLOCK_OK && !was_ready && conn_ready(s->conn))
         s->deadline_ns = after_ms(now, f->io_ms, f->cap_ns);
     rc = dlock__fan_drain(f, s, rc, now);
     if (rc < 0 && s->state == SLOT_LIVE && !f->stop)
@@ -208,11 +209,11 @@ static void slot_ready(dlock__io *io, unsigned events)
     slot *s = DLOCK__OWNER(io, slot, io);
     if (s->fan->ending) /* over at this turn: the rest is not heard */
         return;
-    int was_connecting = s->conn->state == DLOCK__CS_CONNECTING;
+    int was_ready = conn_ready(s->conn);
     short revents = (short)(((events & DLOCK__IO_READ) ? POLLIN : 0) |
                             ((events & DLOCK__IO_WRITE) ? POLLOUT : 0) |
                             ((events & DLOCK__IO_ERROR) ? POLLERR : 0));
-    slot_step(s->fan, s, dlock__conn_io(s->conn, revents), was_connecting);
+    slot_step(s->fan, s, dlock__conn_io(s->conn, revents), was_ready);
     run_check(s->fan);
 }
 
@@ -223,7 +224,7 @@ static void slot_due(dlock__timer *t)
     if (f->ending)
         return;
     if (s->state != SLOT_DISCOVERING) {
-        slot_step(f, s, DLOCK_OK, 0);
+        slot_step(f, s, DLOCK_OK, 1);
         run_check(f);
         return;
     }
@@ -269,9 +270,8 @@ static void slot_send(fan *f, slot *s)
      * it would expire a healthy node's reply before it could come (issue
      * 19, a stalled master breaking the healthy ones). */
     int64_t now = dlock__now_ns();
-    s->deadline_ns = s->conn->state == DLOCK__CS_CONNECTING
-                         ? after_ms(now, f->connect_ms, f->o->deadline_ns)
-                         : after_ms(now, f->io_ms, f->o->deadline_ns);
+    s->deadline_ns = !conn_ready(s->conn) ? after_ms(now, f->connect_ms, f->o->deadline_ns)
+                                          : after_ms(now, f->io_ms, f->o->deadline_ns);
     if (f->graced)
         s->deadline_ns = DLOCK__MIN(s->deadline_ns, f->cap_ns);
     if (s->conn->state == DLOCK__CS_OPEN && (rc = dlock__conn_io(s->conn, POLLOUT)) < 0) {
@@ -386,7 +386,7 @@ static int slot_alone(dlock__io *io, int64_t until_ns)
     fan *f = s->fan;
     if (f->ending || until_ns < s->deadline_ns || lone_slot(f) != s)
         return 0;
-    slot_step(f, s, dlock__conn_read_blocking(s->conn, (int)f->io_ms), 0);
+    slot_step(f, s, dlock__conn_read_blocking(s->conn, (int)f->io_ms), 1);
     run_check(f);
     return 1;
 }

@@ -127,6 +127,15 @@ static inline int64_t dlock__fan_after_ms(int64_t now, int64_t ms, int64_t cap)
     return d < cap ? d : cap;
 }
 
+/* Connected, and the handshake's checks (AUTH, SELECT, ROLE) answered:
+ * until then a slot's deadline is the connect timeout, as dlock.h says of
+ * connect_timeout_ms ("including AUTH and SELECT"), and only then the
+ * I/O timeout. */
+static inline int dlock__fan_conn_ready(const dlock__conn *c)
+{
+    return c->state == DLOCK__CS_OPEN && c->checks_pending == 0;
+}
+
 /* fanout_run.c: the callback decided the run; start the grace (if the run
  * has one). Returns the run's new "stop". */
 int dlock__fan_begin_grace(dlock__fan *f, int64_t now);
