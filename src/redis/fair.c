@@ -365,6 +365,7 @@ int dlock__fair_begin(dlock_lock *l, dlock__op *op)
      * up by that token before a new one joins, or the line would hand the
      * lock to the old token. */
     q->starting = 1;
+    l->fair.in_line = 0; /* the last wait's place is the cleanup's business */
     if (l->fair_cleanup_pending)
         cleanup_start(q, l->cancel_fd[0], begin_cleaned);
     else
