@@ -337,24 +337,33 @@ static void try_done(dlock__op *op)
     sleep_after(a);
 }
 
-static void try_start(dlock__acq *a)
+/* Start the backend's request (its try or begin) as a->op, answered to
+ * done. The waiter record's count is read first: a message from then on
+ * ends the sleep that may follow. */
+static void request(dlock__acq *a, void (*done)(dlock__op *op),
+                    int (*start)(dlock_lock *l, dlock__op *op))
 {
     dlock_lock *l = a->l;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     a->woken = l->waiter.woken;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     a->op.state = DLOCK__OP_NEW;
-    a->op.done = try_done;
+    a->op.done = done;
     a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
-    l->obs_attempts++;
     dlock__op_start(&a->op);
-    int rc = l->backend->try(l, &a->op);
+    int rc = start(l, &a->op);
     if (rc != DLOCK_OK) {
         a->op.state = DLOCK__OP_DONE; /* the backend's rule: no done() for a refused start */
         a->rc = rc;
         a->timer.fire = finish_deferred;
         dlock__defer(a->loop, &a->timer);
     }
+}
+
+static void try_start(dlock__acq *a)
+{
+    a->l->obs_attempts++;
+    request(a, try_done, a->l->backend->try);
 }
 
 /* The wait's begin answered: on to the watch and the first look, or a
@@ -387,21 +396,7 @@ static void begin_done(dlock__op *op)
 
 static void begin_start(dlock__acq *a)
 {
-    dlock_lock *l = a->l;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    a->woken = l->waiter.woken;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    a->op.state = DLOCK__OP_NEW;
-    a->op.done = begin_done;
-    a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
-    dlock__op_start(&a->op);
-    int rc = l->backend->begin(l, &a->op);
-    if (rc != DLOCK_OK) {
-        a->op.state = DLOCK__OP_DONE; /* the backend's rule: no done() for a refused start */
-        a->rc = rc;
-        a->timer.fire = finish_deferred;
-        dlock__defer(a->loop, &a->timer);
-    }
+    request(a, begin_done, a->l->backend->begin);
 }
 
 void dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t deadline_ns,
