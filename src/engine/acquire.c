@@ -8,6 +8,7 @@
 #include "client.h"
 #include "clock.h"
 #include "handle.h"
+#include "kinds.h"
 #include "observe.h"
 #include "rand.h"
 
@@ -19,7 +20,26 @@
 #define SAFETY_POLL_MS 200
 
 static void try_start(dlock__acq *a);
+static void begin_start(dlock__acq *a);
 static void sleep_after(dlock__acq *a);
+
+/* A kind that waits in line (kinds.h, DLOCK__WAIT_QUEUE): its wait
+ * begins (backend.h, begin) and watches before its first look, and a
+ * message may hand it the hold (handed). */
+static int queued(const dlock__acq *a)
+{
+    return a->l->kind->wait == DLOCK__WAIT_QUEUE;
+}
+
+/* The next step after a sleep or the watch's confirmation: the wait's
+ * begin again until it is done, then the next try. */
+static void next_step(dlock__acq *a)
+{
+    if (a->begun)
+        try_start(a);
+    else
+        begin_start(a);
+}
 
 static void finish(dlock__acq *a, int rc)
 {
@@ -41,17 +61,19 @@ static void finish(dlock__acq *a, int rc)
 static void left(dlock__op *op)
 {
     dlock__acq *a = DLOCK__OWNER(op, dlock__acq, leave_op);
-    finish(a, a->rc);
+    finish(a, op->v.code);
 }
 
-/* A give-up (rc): leave the store's waiter list first, a request of its
- * own within timeout_ms (the acquire ends when it answers), or at once
+/* A give-up (rc): leave the store's waiter list or line first, a request
+ * of its own within timeout_ms (the acquire ends when it answers, with
+ * rc, or DLOCK_OK when the leave found the lock handed to us), or at once
  * when there is nothing to leave. */
 static void leave_then_finish(dlock__acq *a, int64_t timeout_ms, int rc)
 {
     dlock_lock *l = a->l;
     a->rc = rc;
     a->leave_op = (dlock__op){.l = l, .loop = a->loop, .done = left};
+    a->leave_op.v = (dlock__verdict){rc, 0, -1, -1, 0, 0};
     dlock__op_start(&a->leave_op);
     if (l->backend->leave(l, timeout_ms, &a->leave_op) != DLOCK_OK) {
         a->leave_op.state = DLOCK__OP_DONE; /* the backend's rule: no done() */
@@ -91,10 +113,18 @@ static void check_sleep(dlock__acq *a)
         a->slept_out = !pushed;
         if (pushed)
             dlock__obs_wakeup(l, 1);
-        try_start(a);
+        if (queued(a) && a->begun && l->backend->handed(l)) {
+            finish(a, DLOCK_OK); /* the hand-over's message was enough */
+            return;
+        }
+        next_step(a);
         return;
     }
-    dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+    if (a->begun)
+        dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+    else
+        dlock__err_set(&l->err, "cancelled while what an earlier acquire of \"%s\" left "
+                       "was not settled", l->name);
     /* Leave the list too (a cancel is a give-up), but a cancel must end
      * the wait at once: 100 ms at most, else the entry lapses by itself. */
     leave_then_finish(a, DLOCK__CANCEL_LEAVE_MS, DLOCK_ECANCELED);
@@ -158,7 +188,13 @@ static int64_t sleep_ms_after(dlock__acq *a, const dlock__verdict *v)
 {
     const dlock_lock *l = a->l;
     int64_t ms;
-    if (v->code == DLOCK_ENOTACQUIRED && (v->flags & DLOCK__V_SPLIT)) {
+    if (v->flags & DLOCK__V_QUEUED) {
+        /* In line: the next look keeps our place (look_ms), and comes
+         * at the holder's expiry at the latest. */
+        ms = v->look_ms;
+        if (v->holder_ttl_ms >= 0)
+            ms = DLOCK__MIN(ms, v->holder_ttl_ms + 1);
+    } else if (v->code == DLOCK_ENOTACQUIRED && (v->flags & DLOCK__V_SPLIT)) {
         ms = dlock__backoff_ms(a->attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
     } else if (a->watching && v->holder_ttl_ms >= 0) {
         ms = DLOCK__MIN(v->holder_ttl_ms + 1, SAFETY_POLL_MS);
@@ -186,12 +222,27 @@ static void confirm_over(dlock__acq *a, int ready)
 {
     dlock_lock *l = a->l;
     if (ready == 1) {
-        try_start(a);
+        next_step(a);
         return;
     }
     l->backend->unwatch(l);
     a->watching = 0;
-    sleep_after(a);
+    if (a->tried) {
+        sleep_after(a);
+        return;
+    }
+    /* A queued kind's watch, before its first look: the wait goes on
+     * without it at once, unless it was cancelled meanwhile. */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    int canceled = l->canceled;
+    l->canceled = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    if (!canceled) {
+        try_start(a);
+        return;
+    }
+    dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
+    leave_then_finish(a, DLOCK__CANCEL_LEAVE_MS, DLOCK_ECANCELED);
 }
 
 /* Waiting for the watch's confirmation ends on the first of: confirmed or
@@ -247,6 +298,7 @@ static void try_done(dlock__op *op)
     dlock__acq *a = DLOCK__OWNER(op, dlock__acq, op);
     dlock_lock *l = a->l;
     int rc = op->v.code;
+    a->tried = 1;
     if (rc == DLOCK_OK && a->slept_out)
         dlock__obs_wakeup(l, 0); /* no message: this look found it free */
     if (rc == DLOCK_ECANCELED && a->wait_ms != 0) {
@@ -261,19 +313,21 @@ static void try_done(dlock__op *op)
     }
     int64_t now = dlock__now_ns();
     if (now >= a->deadline_ns) {
-        if (rc == DLOCK_ENOTACQUIRED) {
+        if (rc == DLOCK_ENOTACQUIRED || (op->v.flags & DLOCK__V_QUEUED)) {
             /* The node answered just now: worth one ZREM (not after a
-             * failure: it could cost an I/O timeout). */
+             * failure: it could cost an I/O timeout). A place in line is
+             * left whatever the look's answer: it may have joined. */
             dlock__err_append(&l->err, "gave up after %" PRId64 " ms", a->wait_ms);
-            leave_then_finish(a, l->client->opts.io_timeout_ms, DLOCK_ETIMEDOUT);
+            leave_then_finish(a, l->client->opts.io_timeout_ms,
+                              rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
             return;
         }
         finish(a, rc);
         return;
     }
     /* Subscribe before the next try, so that a release between that try
-     * and the sleep still wakes us. */
-    if (!a->watching && l->client->opts.wakeups && rc == DLOCK_ENOTACQUIRED) {
+     * and the sleep still wakes us (a queued kind watched at its begin). */
+    if (!a->watching && !queued(a) && l->client->opts.wakeups && rc == DLOCK_ENOTACQUIRED) {
         a->watching = l->backend->watch(l) == DLOCK_OK;
         if (a->watching) {
             confirm_wait(a);
@@ -283,23 +337,66 @@ static void try_done(dlock__op *op)
     sleep_after(a);
 }
 
-static void try_start(dlock__acq *a)
+/* Start the backend's request (its try or begin) as a->op, answered to
+ * done. The waiter record's count is read first: a message from then on
+ * ends the sleep that may follow. */
+static void request(dlock__acq *a, void (*done)(dlock__op *op),
+                    int (*start)(dlock_lock *l, dlock__op *op))
 {
     dlock_lock *l = a->l;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     a->woken = l->waiter.woken;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     a->op.state = DLOCK__OP_NEW;
+    a->op.done = done;
     a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
-    l->obs_attempts++;
     dlock__op_start(&a->op);
-    int rc = l->backend->try(l, &a->op);
+    int rc = start(l, &a->op);
     if (rc != DLOCK_OK) {
         a->op.state = DLOCK__OP_DONE; /* the backend's rule: no done() for a refused start */
         a->rc = rc;
         a->timer.fire = finish_deferred;
         dlock__defer(a->loop, &a->timer);
     }
+}
+
+static void try_start(dlock__acq *a)
+{
+    a->l->obs_attempts++;
+    request(a, try_done, a->l->backend->try);
+}
+
+/* The wait's begin answered: on to the watch and the first look, or a
+ * backoff before the next begin (V_RETRY), or the end. */
+static void begin_done(dlock__op *op)
+{
+    dlock__acq *a = DLOCK__OWNER(op, dlock__acq, op);
+    dlock_lock *l = a->l;
+    int rc = op->v.code;
+    if (rc == DLOCK_OK) {
+        a->begun = 1;
+        /* Watch before the first look: the release that hands the lock
+         * to us may come right after it. */
+        if (a->wait_ms != 0 && l->client->opts.wakeups) {
+            a->watching = l->backend->watch(l) == DLOCK_OK;
+            if (a->watching) {
+                confirm_wait(a);
+                return;
+            }
+        }
+        try_start(a);
+        return;
+    }
+    if (a->wait_ms == 0 || !(op->v.flags & DLOCK__V_RETRY) || dlock__now_ns() >= a->deadline_ns) {
+        finish(a, rc); /* nothing in line yet: nothing to leave */
+        return;
+    }
+    sleep_after(a);
+}
+
+static void begin_start(dlock__acq *a)
+{
+    request(a, begin_done, a->l->backend->begin);
 }
 
 void dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t deadline_ns,
@@ -318,7 +415,11 @@ void dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t dead
 
 void dlock__acq_start(dlock__acq *a)
 {
-    try_start(a);
+    a->begun = !queued(a); /* only a queued kind's wait has a begin */
+    if (queued(a))
+        begin_start(a);
+    else
+        try_start(a);
 }
 
 void dlock__acq_poked(dlock__acq *a)

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The engine's wait (docs/dev/engine-plan.md §3, E9-E13): an acquire of a
- * kind that waits by retrying (kinds.h, DLOCK__WAIT_RETRY) on a backend
- * that tries once as a request (backend.h, try). A state machine driven
- * by callbacks on one loop, never blocking in itself: TRY (the backend's
- * request), then granted or given up, or (once) a wait for the watch's
- * confirmation before the next try, or a sleep on a loop timer that a
- * wake-up message or a cancel ends early. The blocking API drives it on
+/* The engine's wait (docs/dev/engine-plan.md §3, E9-E13): an acquire on
+ * a backend that tries once as a request (backend.h, try), for every
+ * kind. A state machine driven by callbacks on one loop, never blocking
+ * in itself: TRY (the backend's request), then granted or given up, or
+ * (once) a wait for the watch's confirmation before the next try, or a
+ * sleep on a loop timer that a wake-up message or a cancel ends early. A
+ * kind that waits in line (kinds.h, DLOCK__WAIT_QUEUE) first BEGINs (its
+ * token, its place; backed off and asked again while what the last wait
+ * left is unsettled) and watches before its first look; its sleep may
+ * end in a hold handed over by the message alone (handed), and its leave
+ * on a give-up may find the lock handed to it. The blocking API drives it on
  * a private loop (call.c); the async API will drive the same machine on
  * an application's loop. */
 #ifndef DLOCK_ACQUIRE_H
@@ -44,6 +48,8 @@ typedef struct dlock__acq {
     unsigned woken;   /* the waiter record's wake-up count before the try */
     unsigned attempts; /* backoff steps taken */
     int watching, hooked, sleeping;
+    int begun; /* a queued kind's begin answered DLOCK_OK (or none is needed) */
+    int tried; /* a try answered */
     int confirming;        /* waiting for the watch's confirmation ... */
     int64_t confirm_by_ns; /* ... until then at most */
     /* The last sleep ended by its timer, not by a message: a grant after

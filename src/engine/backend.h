@@ -87,13 +87,14 @@ typedef struct dlock__backend {
     void (*lock_clear)(dlock_lock *l, int forked);
 
     /* ---- the operations the engine drives ------------------------------ */
-    /* The engine's wait (acquire.c) for the kinds that wait by retrying
-     * (kinds.h, DLOCK__WAIT_RETRY): try is one attempt as a request
-     * (op.h): DLOCK_OK and op->done() later, exactly once, from op->loop,
-     * with op->v filled (the code and message as acquire's would be, V_RETRY
-     * when waiting could help, V_SPLIT, the holder's TTL, the look hint);
-     * or an error, and done() never comes. Its hold, token and lease end
-     * are then as acquire's below. watch: start being woken by a release
+    /* The engine's wait (acquire.c). try is one attempt (a queued
+     * kind's: one look in line) as a request (op.h): DLOCK_OK and
+     * op->done() later, exactly once, from op->loop, with op->v filled
+     * (the code and message as acquire's would be, V_RETRY when waiting
+     * could help, V_SPLIT, V_QUEUED with look_ms the next look's due when
+     * we may hold a place in line, the holder's TTL, the look hint); or
+     * an error, and done() never comes. Its hold, token and lease end are
+     * then as acquire's below. watch: start being woken by a release
      * (the waiter record's wake hook, waiter.h), without waiting: DLOCK_OK
      * if watched (unwatch ends it), else an error (not watched).
      * watch_ready: is the watch confirmed (a release from now on wakes
@@ -101,20 +102,30 @@ typedef struct dlock__backend {
      * until_ns (0: only look). The backend calls the waiter's wake hook
      * when the answer changes (Redis: a node confirmed or refused the
      * subscription). Redis's try is a chain of fan-outs on op->loop
-     * (attempt.h). leave: a waiter that gives up leaves the store's
-     * waiter list, best effort, within timeout_ms, a request like try
-     * (DLOCK_OK and done() later; any other code: nothing was sent, as
-     * for a waiter not listed, and done() never comes; its verdict is not
-     * read). try NULL: the backend
-     * waits its own way in acquire (etcd, and Redis's fair kinds for
-     * now). */
+     * (attempt.h; fair.c). leave: a waiter that gives up leaves the
+     * store's waiter list or line, best effort, within timeout_ms, a
+     * request like try, op->v.code set by the engine to the acquire's
+     * result, which the backend may turn into DLOCK_OK (a queued kind's
+     * leave that finds the lock handed to it: the hold is then the
+     * handle's, as a try's); any other code: nothing was sent, as for a
+     * waiter not listed, and done() never comes. A queued kind's wait
+     * (kinds.h, DLOCK__WAIT_QUEUE) starts with begin, a request like
+     * try: settle what the last wait left and take the wait's token (its
+     * place in line), answered DLOCK_OK, or why not (V_RETRY: the engine
+     * backs off and begins again); and after a sleep that a message
+     * ended, handed says whether that message handed the hold over (1:
+     * it is the handle's, as a try's grant; 0: look again). try NULL:
+     * the backend waits its own way in acquire (etcd). */
+    int (*begin)(dlock_lock *l, dlock__op *op);
     int (*try)(dlock_lock *l, dlock__op *op);
     int (*watch)(dlock_lock *l);
     int (*watch_ready)(dlock_lock *l, int64_t until_ns);
     void (*unwatch)(dlock_lock *l);
     int (*leave)(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
-    /* Take a hold, waiting until deadline_ns (wait_ms 0: try once) the way
-     * the kind waits in this store. A counted kind's handle that holds
+    int (*handed)(dlock_lock *l);
+    /* A backend without try (etcd): take a hold, waiting until
+     * deadline_ns (wait_ms 0: try once) the way the kind waits in this
+     * store. A counted kind's handle that holds
      * already takes one more hold of the owner. On DLOCK_OK the hold, its
      * token and fence are the handle's and its lease end was reported
      * (dlock__lock_granted()): the engine then makes the handle HELD. On

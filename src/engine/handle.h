@@ -137,6 +137,16 @@ struct dlock_lock {
      * by its token (leave the line; release, handing over, if it was
      * granted) has not been answered yet. The token is kept for it. */
     int fair_cleanup_pending;
+    /* Fair mode's wait (fair.c), from its begin to its end: its liveness
+     * refresh and the liveness key's life its looks ask for; when its
+     * last look was sent and whether a hand-over may still be taken on
+     * its message (dlock__fair_handed); whether a look went out (a line to
+     * leave). */
+    struct {
+        int64_t refresh_ms, t_look;
+        int on_message, in_line;
+        char live_ttl[24];
+    } fair;
     /* Fair mode: the acquire took a hand-over on its message, so the lock
      * has only its claim lease; the watchdog sets the full TTL this many ms
      * from now (one renewal), unless the holder lets go first. 0: none. */

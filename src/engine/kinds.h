@@ -29,8 +29,9 @@ typedef enum dlock__kind_id {
     DLOCK__KIND_COUNT
 } dlock__kind_id;
 
-/* How a waiting acquire of the kind goes (engine.c maps it to the wait:
- * the engine's, acquire.c, or the backend's own, fair.c's). */
+/* How a waiting acquire of the kind goes (the engine's wait, acquire.c,
+ * drives both; a queued kind also begins its wait and may be handed the
+ * hold by a message: backend.h, begin and handed). */
 typedef enum dlock__wait_style {
     DLOCK__WAIT_RETRY, /* attempts with backoff, woken by release messages */
     DLOCK__WAIT_QUEUE, /* a place in line, handed the lock in turn */

@@ -1,21 +1,32 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Fair mode (one node): waiters keep a place in line and the release
- * script hands the lock to the next live one (docs/waiting.md). */
+ * script hands the lock to the next live one (docs/waiting.md). Redis's
+ * part of the engine's wait for a queued kind (kinds.h, DLOCK__WAIT_QUEUE;
+ * backend.h: begin, try, handed, leave), each a request on op->loop. */
 #ifndef DLOCK_FAIR_H
 #define DLOCK_FAIR_H
 
 #include <stdint.h>
 
 #include "common.h"
+#include "op.h"
 
-/* The acquire loop of the fair kind (kinds.h). */
-int dlock__fair_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
+/* The wait's begin: settle what the last wait left (its cleanup by the
+ * old token, a release of unknown outcome), then take the wait's token. */
+int dlock__fair_begin(dlock_lock *l, dlock__op *op);
+/* One look (fair_acquire.lua): held, or our place in line kept. */
+int dlock__fair_try(dlock_lock *l, dlock__op *op);
+/* After a sleep: was the lock handed to us by its message? 1: held. */
+int dlock__fair_handed(dlock_lock *l);
+/* Leave the line (fair_leave.lua), which may find the lock handed to us:
+ * op->v.code DLOCK_OK then. DLOCK_ENOTHELD: no look went out. */
+int dlock__fair_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
 
 /* After an acquire whose last word from the node was lost: leave the line
- * by our token, and if the lock turns out to be ours, release it. Returns
- * DLOCK_OK once done, or while the node has not answered the code that
- * says why (the cleanup stays pending); DLOCK_ECANCELED if cancel_fd (-1:
- * none) stopped it in flight, the leave and release then sent behind. */
-int dlock__fair_cleanup(dlock_lock *l, int cancel_fd);
+ * by our token, and if the lock turns out to be ours, release it
+ * (blocking: a private loop; a handle's free and lost path ask it).
+ * Returns DLOCK_OK once done, or while the node has not answered the code
+ * that says why (the cleanup stays pending). */
+int dlock__fair_cleanup(dlock_lock *l);
 
 #endif

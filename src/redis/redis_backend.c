@@ -44,7 +44,7 @@ static void settle(dlock_lock *l)
 static void release_lost(dlock_lock *l)
 {
     if (l->kind->wait == DLOCK__WAIT_QUEUE) {
-        dlock__fair_cleanup(l, -1);
+        dlock__fair_cleanup(l);
         return;
     }
     if (l->kind->counted || !l->token_len)
@@ -67,7 +67,7 @@ static void cleanup(dlock_lock *l)
          * hold it): take this handle's bookkeeping out of it. */
         dlock__forget_hold(l);
     if (l->fair_cleanup_pending)
-        dlock__fair_cleanup(l, -1);
+        dlock__fair_cleanup(l);
     else if (dlock__lock_get_state(l) == DLOCK_STATE_LOST)
         release_lost(l);
     if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
@@ -90,12 +90,18 @@ static void cleanup(dlock_lock *l)
     }
 }
 
-/* The kinds that wait by retrying wait in the engine (src/engine/acquire.c,
- * through try, watch and leave below); the fair kinds still wait here, in
- * their line (fair.c). */
-static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
+/* Every kind waits in the engine (src/engine/acquire.c): the kinds that
+ * wait by retrying through the attempt (wait.c), the queued ones through
+ * their looks in line (fair.c). */
+static int try(dlock_lock *l, dlock__op *op)
 {
-    return dlock__fair_acquire(l, wait_ms, deadline_ns);
+    return l->kind->wait == DLOCK__WAIT_QUEUE ? dlock__fair_try(l, op) : dlock__wait_try(l, op);
+}
+
+static int leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
+{
+    return l->kind->wait == DLOCK__WAIT_QUEUE ? dlock__fair_leave(l, timeout_ms, op)
+                                              : dlock__wait_leave(l, timeout_ms, op);
 }
 
 static int64_t lease_ttl_ms(dlock_lock *l)
@@ -169,12 +175,13 @@ const dlock__backend dlock__redis_backend = {
     .kind_for = kind_for,
     .lock_init = dlock__redis_lock_init,
     .lock_clear = dlock__redis_lock_clear,
-    .try = dlock__wait_try,
+    .begin = dlock__fair_begin,
+    .try = try,
     .watch = dlock__wait_watch_release,
     .watch_ready = dlock__wait_watch_ready,
     .unwatch = dlock__wait_unwatch,
-    .leave = dlock__wait_leave,
-    .acquire = acquire,
+    .leave = leave,
+    .handed = dlock__fair_handed,
     .release_start = dlock__release_start,
     .extend_start = dlock__extend_start,
     .lease_ttl_ms = lease_ttl_ms,

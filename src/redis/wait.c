@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Redis's part of waiting (wait.h): the try, the watch and the leave of
- * the engine's wait (src/engine/acquire.c), and fair mode's sleep. */
+ * the engine's wait (src/engine/acquire.c) for the kinds that wait by
+ * retrying, and the watch of every kind (fair.c has the queued kinds'
+ * begin, try and leave). */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
@@ -18,24 +20,6 @@
 #include "wait.h"
 #include "wakeup.h"
 
-int dlock__wait_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at)
-{
-    dlock__lock_sleep_until(l, woken, wake_at);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    int canceled = l->canceled;
-    l->canceled = 0;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    return canceled;
-}
-
-unsigned dlock__wait_woken(dlock_lock *l)
-{
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    unsigned w = l->waiter.woken;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-    return w;
-}
-
 /* The tag of the handle's inbox (keys.h), which is made on its first wait;
  * NULL for kinds and clients without one, or when out of memory (then the
  * waiter is woken on the lock's channel, as it was before inboxes). */
@@ -50,10 +34,10 @@ static const char *inbox_tag(dlock_lock *l)
     return l->inbox ? l->inbox + l->inbox_len - DLOCK__INBOX_TAG_LEN : NULL;
 }
 
-/* Fill the waiter record and subscribe; wait: until confirmed (fair
- * mode's own wait), else only start (the engine's, which waits for the
- * confirmation on its loop: dlock__wait_watch_ready). */
-static int watch(dlock_lock *l, int fair, int wait)
+/* Fill the waiter record and start the subscription (the engine waits
+ * for its confirmation on its loop: dlock__wait_watch_ready). fair: a
+ * queued kind, woken by a hand-over to its token too. */
+static int watch(dlock_lock *l, int fair)
 {
     /* An id or fair token that ends with the inbox's tag is woken there
      * (src/redis/scripts/lib/wake_to.lua): a release's addressed wake-up reaches
@@ -88,16 +72,10 @@ static int watch(dlock_lock *l, int fair, int wait)
     l->waiter.mu = &l->mu;
     l->waiter.cond = &l->cond;
     l->waiter.canceled = &l->canceled;
-    int rc = wait ? dlock__wakeup_watch(l->client, &l->waiter)
-                  : dlock__wakeup_watch_start(l->client, &l->waiter);
+    int rc = dlock__wakeup_watch_start(l->client, &l->waiter);
     if (rc != DLOCK_OK)
         l->wait_id_len = 0; /* not woken by messages: not listed either */
     return rc;
-}
-
-int dlock__wait_watch(dlock_lock *l, int fair)
-{
-    return watch(l, fair, 1);
 }
 
 void dlock__wait_unwatch(dlock_lock *l)
@@ -183,7 +161,7 @@ int dlock__wait_try(dlock_lock *l, dlock__op *op)
 
 int dlock__wait_watch_release(dlock_lock *l)
 {
-    return watch(l, 0, 0);
+    return watch(l, l->kind->wait == DLOCK__WAIT_QUEUE);
 }
 
 int dlock__wait_watch_ready(dlock_lock *l, int64_t until_ns)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The waiter record that a waiting acquire (wait.c for the engine's wait, fair.c) hands to the
- * wake-up thread (wakeup.h) and its channel table (wakeup_chan.h). */
+/* The waiter record that a waiting acquire (wait.c, for the engine's wait
+ * of every kind) hands to the wake-up thread (wakeup.h) and its channel
+ * table (wakeup_chan.h). */
 #ifndef DLOCK_WAITER_H
 #define DLOCK_WAITER_H
 

@@ -365,7 +365,7 @@ int chaos_inject_kill_waiter(chaos_run *run, int round)
 }
 
 /* Fair mode takes a hand-over on its message when the claim it implies
- * has time left (src/redis/fair.c, take_handed). Stop a worker outside its
+ * has time left (src/redis/fair.c, dlock__fair_handed). Stop a worker outside its
  * section (a waiter in line, or one between sections) for 0.5 to 1.5 x
  * TTL, so a hand-over's message may be read after its claim lapsed; every
  * other round, stop the holder for 0.3 x TTL, inside the claim lease it

@@ -39,7 +39,7 @@ static long long key_gone(const char *name)
 /* A waiter stopped (SIGSTOP) after its last look is handed the lock; its
  * claim lapses while it is stopped, and another owner takes the lock. When
  * it runs again, the hand-over message it finds must not make it a holder:
- * the claim it implies is over (src/redis/fair.c, take_handed), so it looks,
+ * the claim it implies is over (src/redis/fair.c, dlock__fair_handed), so it looks,
  * finds the lock taken, and times out. */
 static void a_hand_over_found_after_its_claim_lapsed_is_not_taken(void **state)
 {

@@ -120,13 +120,12 @@ static void subscriber_that_never_confirms_is_made_again(void **state)
  * that no node confirms delays the next try until the wait's own
  * deadline at most, not connect + I/O timeout. Before, a 300 ms wait
  * returned only after the watch gave up (here 1500 ms). */
-static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **state)
+static void wait_ends_at_its_deadline(unsigned flags, const char *name)
 {
-    (void)state;
     dlock_client *c = proxied_client(750);
     dlock_client *other = test_client_for(&test_srv, NULL);
-    dlock_lock *holder = test_lock_new(other, "sub:deadline", 10000, 0, 10, 50);
-    dlock_lock *l = test_lock_new(c, "sub:deadline", 10000, 0, 1000, 1000);
+    dlock_lock *holder = test_lock_new(other, name, 10000, flags, 10, 50);
+    dlock_lock *l = test_lock_new(c, name, 10000, flags, 1000, 1000);
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
 
     /* The client's subscriber connection is made now, and blackholed for
@@ -148,8 +147,8 @@ static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **st
     int64_t t0 = test_now_ms();
     int rc = dlock_lock_acquire(l, 300);
     int64_t took = test_now_ms() - t0;
-    printf("# a 300 ms wait with its watch unconfirmed: %s after %lld ms\n", dlock_errname(rc),
-           (long long)took);
+    printf("# a 300 ms %s wait with its watch unconfirmed: %s after %lld ms\n",
+           flags & DLOCK_FAIR ? "fair" : "default", dlock_errname(rc), (long long)took);
     assert_int_equal(rc, DLOCK_ETIMEDOUT);
     assert_true(took < 1000);
     dlock__wakeup_unwatch(c, w);
@@ -160,11 +159,27 @@ static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **st
     test_waiter_clear(&tw);
 }
 
+static void a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **state)
+{
+    (void)state;
+    wait_ends_at_its_deadline(0, "sub:deadline");
+}
+
+/* The same of a fair wait, which watches before its first look (its
+ * hand-over may come right after it): it was the last wait that blocked
+ * in its watch, 1500 ms here, until it moved into the engine. */
+static void a_fair_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed(void **state)
+{
+    (void)state;
+    wait_ends_at_its_deadline(DLOCK_FAIR, "sub:deadline:fair");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(subscriber_that_never_confirms_is_made_again),
         cmocka_unit_test(a_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed),
+        cmocka_unit_test(a_fair_wait_ends_at_its_deadline_while_its_watch_is_unconfirmed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

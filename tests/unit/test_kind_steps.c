@@ -313,14 +313,20 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
     if (reentry) /* a counted re-entry keeps its owner id */
         dlock__lock_owner_id(l), l->holds = 1;
     if (queued) {
+        /* The engine's wait (acquire.c) over fair.c's begin, looks and
+         * leave, on a private loop. */
         step("fair try once, unanswered (then the cleanup)", SILENT);
-        (void)dlock__fair_acquire(l, 0, 0);
+        l->try_once = 1;
+        (void)dlock__call_acquire(l, 0, 0);
+        l->try_once = try_once;
         settle(l);
         step("fair wait past its deadline (look, then leave)", TAKEN);
-        (void)dlock__fair_acquire(l, 1, 0);
+        l->try_once = 0; /* as the engine sets it for a wait */
+        (void)dlock__call_acquire(l, 1, 0);
+        l->try_once = try_once;
         settle(l);
         step("fair cleanup cancelled (leave and release behind)", CANCEL);
-        (void)dlock__fair_cleanup(l, -1);
+        (void)dlock__fair_cleanup(l);
         settle(l);
     } else {
         step("attempt, unanswered (then its undo)", SILENT);
