@@ -81,7 +81,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if ((opts->flags & DLOCK_SHARED) && (opts->flags & DLOCK_EXCLUSIVE))
         return DLOCK_EINVAL; /* one side or the other */
     const dlock__kind *kind = dlock__kind_of(opts->flags, permits);
-    if (kind) /* what the store serves for it (etcd: kinds.h, on_etcd) */
+    if (kind) /* what the store serves for it (etcd: kinds.h, in_line) */
         kind = client->backend->kind_for(client, kind);
     if (!kind || (client->n_nodes > 1 && !kind->multi_node))
         return DLOCK_ENOTSUP;

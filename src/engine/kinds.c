@@ -12,17 +12,17 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
     [DLOCK__KIND_PLAIN] = {.id = DLOCK__KIND_PLAIN, .name = "plain", .multi_node = 1,
                            .leave = DLOCK__S_NONE, .renew_mode = "p", .wait = DLOCK__WAIT_RETRY,
                            .fenced = 1, .adopt = 1, .wake_one = 1, .runs = 1, .inbox = 1,
-                           .raw_first_try = 1, .ident = 1, .on_etcd = DLOCK__KIND_PLAIN},
+                           .raw_first_try = 1, .ident = 1, .in_line = DLOCK__KIND_PLAIN},
     [DLOCK__KIND_COUNTED] = {.id = DLOCK__KIND_COUNTED, .name = "counted", .counted = 1,
                              .multi_node = 1, .leave = DLOCK__S_NONE, .renew_mode = "r",
                              .wait = DLOCK__WAIT_RETRY, .fenced = 1, .wake_one = 1, .inbox = 1,
-                             .ident = 1, .on_etcd = DLOCK__KIND_COUNTED},
+                             .ident = 1, .in_line = DLOCK__KIND_COUNTED},
     /* Fair mode keeps its queue in one node's memory; a queue shared by
      * independent masters would need an agreement protocol of its own
      * (docs/waiting.md). */
     [DLOCK__KIND_FAIR] = {.id = DLOCK__KIND_FAIR, .name = "fair", .leave = DLOCK__S_FAIR_LEAVE,
                           .renew_mode = "p", .wait = DLOCK__WAIT_QUEUE, .fenced = 1, .adopt = 1,
-                          .inbox = 1, .on_etcd = DLOCK__KIND_FAIR},
+                          .inbox = 1, .in_line = DLOCK__KIND_FAIR},
     /* The writer of a read-write lock holds exactly a plain lock (so plain
      * release, extend, renewal and fencing serve it); only its acquire
      * differs: shared holders keep it out, and it leaves the
@@ -33,19 +33,19 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                .leave = DLOCK__S_NONE, .renew_mode = "p",
                                .wait = DLOCK__WAIT_RETRY, .fenced = 1, .adopt = 1,
                                .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS, .wake_one = 1,
-                               .ident = 1, .on_etcd = DLOCK__KIND_PLAIN},
+                               .ident = 1, .in_line = DLOCK__KIND_PLAIN},
     /* Readers hold no fencing token: they do not write (docs/fencing.md). */
     [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
                             .leave = DLOCK__S_NONE, .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
                             .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
-                            .on_etcd = DLOCK__KIND_COUNT},
+                            .in_line = DLOCK__KIND_COUNT},
     /* N permits counted per node do not add up over several masters: with
      * N = 2 and three nodes, three holders can each win a different pair
      * of nodes while no node sees more than two (docs/primitives.md). */
     [DLOCK__KIND_SEMAPHORE] = {.id = DLOCK__KIND_SEMAPHORE, .name = "semaphore",
                                .leave = DLOCK__S_NONE, .renew_mode = "z",
                                .wait = DLOCK__WAIT_RETRY, .adopt = 1,
-                               .aux_arg = DLOCK__AUX_PERMITS, .on_etcd = DLOCK__KIND_COUNT},
+                               .aux_arg = DLOCK__AUX_PERMITS, .in_line = DLOCK__KIND_COUNT},
     /* A reentrant reader: the shared kind's scripts, with re-entry counted
      * in the handle (kinds.h, reenter; docs/primitives.md). No adopt: an
      * adopted token would not carry the owner id. */
@@ -53,7 +53,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                     .reenter = 1, .multi_node = 1, .leave = DLOCK__S_NONE,
                                     .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
                                     .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
-                                    .on_etcd = DLOCK__KIND_COUNT},
+                                    .in_line = DLOCK__KIND_COUNT},
     /* A reentrant writer: still a plain string (readers see a writer, and
      * plain release, extend, renewal and fencing serve it), its token
      * OWNER#RANDOM; re-entry counted in the handle (kinds.h, reenter); the
@@ -64,7 +64,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                        .renew_mode = "p", .wait = DLOCK__WAIT_RETRY, .fenced = 1,
                                        .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS,
                                        .wake_one = 1, .ident = 1,
-                                       .on_etcd = DLOCK__KIND_COUNTED},
+                                       .in_line = DLOCK__KIND_COUNTED},
 };
 
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits)
@@ -92,9 +92,9 @@ const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits)
     }
 }
 
-const dlock__kind *dlock__kind_on_etcd(const dlock__kind *kind)
+const dlock__kind *dlock__kind_in_line(const dlock__kind *kind)
 {
-    return kind->on_etcd == DLOCK__KIND_COUNT ? NULL : &kinds[kind->on_etcd];
+    return kind->in_line == DLOCK__KIND_COUNT ? NULL : &kinds[kind->in_line];
 }
 
 size_t dlock__kind_aux_arg(const dlock__kind *kind, int64_t retry_max_ms, unsigned permits,

@@ -86,11 +86,13 @@ typedef struct dlock__kind {
      * one holder at a time, a plain string (the plain scripts) or a
      * reentrant hash (the reentrant_*.lua scripts; lib/ident.lua). */
     int ident;
-    /* The kind the etcd backend serves for it (etcd has a lock of its own
-     * and none of the read-write or semaphore kinds: a writer there has no
-     * readers to wait for, so it is the plain or counted lock), or
-     * DLOCK__KIND_COUNT: not on etcd. */
-    dlock__kind_id on_etcd;
+    /* The kind a store whose locks are one line of exclusive owners
+     * serves for it (etcd; ZooKeeper's recipe is the same shape): such a
+     * store has a lock of its own and none of the read-write or semaphore
+     * kinds (a writer there has no readers to wait for, so it is the plain
+     * or counted lock), or DLOCK__KIND_COUNT: none. A backend of that
+     * shape answers kind_for (backend.h) with dlock__kind_in_line(). */
+    dlock__kind_id in_line;
 } dlock__kind;
 
 /* The kind for a lock's flags (flags no kind combines give NULL), or for
@@ -98,9 +100,9 @@ typedef struct dlock__kind {
  * has its own (set.c). */
 const dlock__kind *dlock__kind_of(unsigned flags, unsigned permits);
 
-/* The kind the etcd backend serves for `kind` (kinds.h, on_etcd), or NULL
- * if etcd has none. */
-const dlock__kind *dlock__kind_on_etcd(const dlock__kind *kind);
+/* The kind a store of exclusive owners in line serves for `kind`
+ * (kinds.h, in_line), or NULL if it has none. */
+const dlock__kind *dlock__kind_in_line(const dlock__kind *kind);
 
 /* The kind's extra acquire argument (kinds.h, aux_arg) into buf; its
  * length (0: none). */

@@ -107,7 +107,7 @@ static void capabilities_in_the_row_are_the_old_decisions(void **state)
             old_etcd = dlock__kind_of(DLOCK_REENTRANT, 0);
         if (old_etcd->id >= DLOCK__KIND_SHARED)
             old_etcd = NULL;
-        assert_ptr_equal(dlock__kind_on_etcd(x), old_etcd);
+        assert_ptr_equal(dlock__kind_in_line(x), old_etcd);
     }
 }
 
