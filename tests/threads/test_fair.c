@@ -111,6 +111,37 @@ static void fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody(void *
     dlock_client_free(c);
 }
 
+/* A wait whose deadline ends its sleep leaves the line at once: its leave
+ * takes a lock handed to it meanwhile, so one more look would only cost a
+ * round trip (an I/O timeout past the deadline on a stalled node). Its
+ * looks: the first, then none until the deadline (one refresh is 1 s at
+ * this TTL): two script calls in all, the look and the leave. */
+static void fair_wait_at_its_deadline_leaves_without_another_look(void **state)
+{
+    (void)state;
+    const char *name = "fair:deadline-leave";
+    dlock_client *c = fair_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    dlock_lock *w = new_fair(c, name, 30000);
+    long long calls0 = test_script_calls(&test_srv);
+    int64_t t0 = test_now_us();
+    int rc = dlock_lock_acquire(w, 300);
+    int64_t took_us = test_now_us() - t0;
+    long long calls = test_script_calls(&test_srv) - calls0;
+    printf("# a fair wait of 300 ms: %s after %.3f ms, %lld script call(s) (%s)\n",
+           dlock_errname(rc), (double)took_us / 1000.0, calls, dlock_lock_errmsg(w));
+    assert_int_equal(rc, DLOCK_ETIMEDOUT);
+    assert_int_equal(calls, 2);
+    assert_int_equal(fair_queue_len(name), 0);
+    assert_int_equal(fair_live_keys(name), 0);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(w);
+    dlock_lock_free(holder);
+    dlock_client_free(c);
+}
+
 static void cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue(void **state)
 {
     (void)state;
@@ -449,6 +480,7 @@ int main(void)
         T(waiter_killed_just_before_the_release_delays_the_line_by_seconds_not_the_ttl),
         T(fair_waiters_acquire_in_arrival_order),
         T(fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody),
+        T(fair_wait_at_its_deadline_leaves_without_another_look),
         T(cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue),
         T(fair_try_once_does_not_join_the_queue),
         T(fair_mode_over_several_nodes_is_not_supported),
