@@ -89,6 +89,18 @@ static void finish_deferred(dlock__timer *t)
     finish(a, a->rc);
 }
 
+/* The wait's deadline came after a try that may have left a place in
+ * line or a listing (rc: its code): leave it, within an I/O timeout (the
+ * node answered lately), and end with DLOCK_ETIMEDOUT, or rc if that try
+ * failed (a queued kind's leave may find the lock handed to us). */
+static void leave_at_deadline(dlock__acq *a, int rc)
+{
+    dlock_lock *l = a->l;
+    dlock__err_append(&l->err, "gave up after %" PRId64 " ms", a->wait_ms);
+    leave_then_finish(a, l->client->opts.io_timeout_ms,
+                      rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
+}
+
 /* The sleep ends on the first of: a cancel, a wake-up message since the
  * try began (the waiter record's count moved) or a hand-over, the
  * sleep's end. Asked when the sleep starts, when its timer fires, and
@@ -115,6 +127,13 @@ static void check_sleep(dlock__acq *a)
             dlock__obs_wakeup(l, 1);
         if (queued(a) && a->begun && l->backend->handed(l)) {
             finish(a, DLOCK_OK); /* the hand-over's message was enough */
+            return;
+        }
+        if (queued(a) && a->tried && dlock__now_ns() >= a->deadline_ns) {
+            /* In line at the deadline: the leave takes a lock handed to
+             * us meanwhile, so one more look would only cost a round trip
+             * (an I/O timeout past the deadline on a stalled node). */
+            leave_at_deadline(a, a->op.v.code);
             return;
         }
         next_step(a);
@@ -317,9 +336,7 @@ static void try_done(dlock__op *op)
             /* The node answered just now: worth one ZREM (not after a
              * failure: it could cost an I/O timeout). A place in line is
              * left whatever the look's answer: it may have joined. */
-            dlock__err_append(&l->err, "gave up after %" PRId64 " ms", a->wait_ms);
-            leave_then_finish(a, l->client->opts.io_timeout_ms,
-                              rc == DLOCK_ENOTACQUIRED ? DLOCK_ETIMEDOUT : rc);
+            leave_at_deadline(a, rc);
             return;
         }
         finish(a, rc);

@@ -280,9 +280,6 @@ static void begin_take_token(fair_req *q)
         answer(q);
         return;
     }
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->waiter.handed_over = 0;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     /* Refresh our place often enough that the liveness key (3 refreshes
      * long) never lapses while we wait. A hand-over gives us a claim lease
      * of the rest of that key's life plus one refresh, which the full TTL
@@ -366,6 +363,12 @@ int dlock__fair_begin(dlock_lock *l, dlock__op *op)
      * lock to the old token. */
     q->starting = 1;
     l->fair.in_line = 0; /* the last wait's place is the cleanup's business */
+    /* So is a hand-over to the last wait's token whose message that wait
+     * did not take (it came with a cancel, or during its last look or
+     * leave): left set, it would end each backoff sleep below at once. */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->waiter.handed_over = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     if (l->fair_cleanup_pending)
         cleanup_start(q, l->cancel_fd[0], begin_cleaned);
     else

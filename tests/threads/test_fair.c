@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "dlock.h"
+#include "handle.h"
 #include "proc.h"
 #include "redis_server.h"
 #include "fair_line.h"
@@ -108,6 +109,37 @@ static void fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody(void *
     dlock_lock_free(holder);
     dlock_lock_free(a.lock);
     dlock_lock_free(b.lock);
+    dlock_client_free(c);
+}
+
+/* A wait whose deadline ends its sleep leaves the line at once: its leave
+ * takes a lock handed to it meanwhile, so one more look would only cost a
+ * round trip (an I/O timeout past the deadline on a stalled node). Its
+ * looks: the first, then none until the deadline (one refresh is 1 s at
+ * this TTL): two script calls in all, the look and the leave. */
+static void fair_wait_at_its_deadline_leaves_without_another_look(void **state)
+{
+    (void)state;
+    const char *name = "fair:deadline-leave";
+    dlock_client *c = fair_client(1);
+    dlock_lock *holder = new_fair(c, name, 30000);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    dlock_lock *w = new_fair(c, name, 30000);
+    long long calls0 = test_script_calls(&test_srv);
+    int64_t t0 = test_now_us();
+    int rc = dlock_lock_acquire(w, 300);
+    int64_t took_us = test_now_us() - t0;
+    long long calls = test_script_calls(&test_srv) - calls0;
+    printf("# a fair wait of 300 ms: %s after %.3f ms, %lld script call(s) (%s)\n",
+           dlock_errname(rc), (double)took_us / 1000.0, calls, dlock_lock_errmsg(w));
+    assert_int_equal(rc, DLOCK_ETIMEDOUT);
+    assert_int_equal(calls, 2);
+    assert_int_equal(fair_queue_len(name), 0);
+    assert_int_equal(fair_live_keys(name), 0);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    dlock_lock_free(w);
+    dlock_lock_free(holder);
     dlock_client_free(c);
 }
 
@@ -439,6 +471,46 @@ static void cancel_right_after_a_hand_over_leaves_no_lock_behind(void **state)
     dlock_client_free(c);
 }
 
+/* A hand-over message that came while the last wait could not take it
+ * (a cancel seen in the same turn, or during that wait's last look or
+ * leave) is that wait's: the next wait of the handle, while it backs off
+ * on a cleanup the node does not answer, must not take it for a message
+ * of its own. Before the fix each of its backoff sleeps ended at once,
+ * counted as a pushed wake-up: the cleanup was retried every I/O timeout
+ * (every moment on a node that refuses connections) instead of on the
+ * backoff. The state such a wait leaves is set directly (the race that
+ * leaves it is not reproducible on demand). */
+static void a_hand_over_message_of_the_last_wait_does_not_end_the_next_ones_backoff(void **state)
+{
+    (void)state;
+    const char *name = "fair:stale-hand-over";
+    dlock_client *c = test_client_timeouts(&test_srv, 1, 100, 100);
+    dlock_lock *l = test_lock_new(c, name, 30000, DLOCK_FAIR, 700, 700);
+    dlock_lock *warm = new_fair(c, "fair:warm2", 30000);
+    assert_int_equal(dlock_lock_acquire(warm, 0), DLOCK_OK); /* a pooled connection */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->waiter.handed_over = 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    l->fair_cleanup_pending = 1;
+    dlock_stats st0, st1;
+    assert_int_equal(dlock_client_stats(c, &st0, sizeof st0), DLOCK_OK);
+    test_redis_pause(&test_srv);
+    int rc = dlock_lock_acquire(l, 1000);
+    test_redis_resume(&test_srv);
+    assert_int_equal(dlock_client_stats(c, &st1, sizeof st1), DLOCK_OK);
+    unsigned long long pushed = st1.wakeups_pushed - st0.wakeups_pushed;
+    printf("# a wait behind an unanswered cleanup, with a hand-over flag left: %s, %llu pushed "
+           "wake-up(s) (%s)\n", dlock_errname(rc), pushed, dlock_lock_errmsg(l));
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    assert_int_equal(pushed, 0);
+    assert_int_equal(dlock_lock_acquire(l, 2000), DLOCK_OK); /* the cleanup, then the lock */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(warm), DLOCK_OK);
+    dlock_lock_free(warm);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -449,6 +521,7 @@ int main(void)
         T(waiter_killed_just_before_the_release_delays_the_line_by_seconds_not_the_ttl),
         T(fair_waiters_acquire_in_arrival_order),
         T(fair_waiter_that_times_out_leaves_the_queue_and_blocks_nobody),
+        T(fair_wait_at_its_deadline_leaves_without_another_look),
         T(cancelled_fair_waiter_returns_ecanceled_and_leaves_the_queue),
         T(fair_try_once_does_not_join_the_queue),
         T(fair_mode_over_several_nodes_is_not_supported),
@@ -456,6 +529,7 @@ int main(void)
         T(cancel_of_a_fair_waiter_is_prompt_while_the_server_is_stalled),
         T(fair_wait_rides_out_a_stall_with_an_earlier_cleanup_pending),
         T(cancel_right_after_a_hand_over_leaves_no_lock_behind),
+        T(a_hand_over_message_of_the_last_wait_does_not_end_the_next_ones_backoff),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
 }
