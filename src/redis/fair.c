@@ -194,8 +194,9 @@ static void cleaned(fair_req *q)
     if (q->rc == DLOCK_ECANCELED) {
         l->fair_cleanup_pending = 1;
     } else {
-        l->fair_cleanup_pending =
-            q->rc == DLOCK_EUNKNOWN || q->rc == DLOCK_EIO || q->rc == DLOCK_EBUSY;
+        /* Out of memory, nothing was sent: still owed. */
+        l->fair_cleanup_pending = q->rc == DLOCK_EUNKNOWN || q->rc == DLOCK_EIO ||
+                                  q->rc == DLOCK_EBUSY || q->rc == DLOCK_ENOMEM;
         if (!l->fair_cleanup_pending)
             q->rc = DLOCK_OK;
     }

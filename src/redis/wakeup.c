@@ -2,10 +2,10 @@
 /* Waking waiters on release.
  *
  * One background thread per client (started on first use) keeps one
- * subscriber connection per node. A waiting acquire calls
- * dlock__wakeup_watch() for its lock's channel before its next attempt; the
- * call returns once a node confirmed the SUBSCRIBE, so a release published
- * after that attempt cannot be missed. Release scripts PUBLISH on the
+ * subscriber connection per node. A waiting acquire starts a watch of its
+ * lock's channel (dlock__wakeup_watch_start()) and holds its next attempt
+ * until a node confirmed the SUBSCRIBE (dlock__wakeup_watch_ready()), so a
+ * release published after that attempt cannot be missed. Release scripts PUBLISH on the
  * channel: "r" (released: every waiter may try), "w ID" (released: the
  * waiter the lock's waiter list knows as ID may try; the other listed
  * waiters sleep on until their next look, docs/waiting.md) or "g TOKEN
@@ -468,22 +468,6 @@ int dlock__wakeup_watch_ready(dlock_client *c, dlock__waiter *l, int64_t until_n
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
     return ok;
-}
-
-int dlock__wakeup_watch(dlock_client *c, dlock__waiter *l)
-{
-    int rc = dlock__wakeup_watch_start(c, l);
-    if (rc != DLOCK_OK)
-        return rc;
-    int64_t until = dlock__deadline_after_ms(c->opts.connect_timeout_ms + c->opts.io_timeout_ms);
-    if (dlock__wakeup_watch_ready(c, l, until) == 1)
-        return DLOCK_OK;
-    dlock__wakeup *wk = started(c);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wk->mu));
-    int refused = wk->refused;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
-    dlock__wakeup_unwatch(c, l);
-    return refused ? DLOCK_EREFUSED : DLOCK_EIO;
 }
 
 int dlock__wakeup_inbox_off(dlock_client *c)

@@ -13,20 +13,16 @@
 struct dlock_client;
 
 /* Subscribe to the waiter's channel, and its inbox if it has one, on every
- * node and return once one node confirmed both (so a release after this
- * call wakes the waiter: w->woken changes and *w->cond is signalled).
- * Returns DLOCK_OK, or an error after which the caller falls back to
- * polling. */
-int dlock__wakeup_watch(struct dlock_client *c, dlock__waiter *w);
-
-/* The same in two halves, for a wait that must not block (the engine's,
+ * node, in two halves, for a wait that must not block (the engine's,
  * acquire.c). watch_start subscribes and returns at once: DLOCK_OK (the
  * waiter is watched; unwatch it in the end), DLOCK_EREFUSED or
  * DLOCK_ENOMEM (not watched). When a subscription is confirmed or
  * refused, the wake-up thread calls the wake hook of every watched
  * waiter (waiter.h). watch_ready: 1 once a node confirmed the waiter's
- * subscriptions, -1 if none ever will (refused), 0 not yet; it waits for
- * that until until_ns or the waiter's cancel (0: only looks). */
+ * subscriptions (a release from then on wakes the waiter: w->woken
+ * changes, the wake hook is called and *w->cond signalled), -1 if none
+ * ever will (refused), 0 not yet; it waits for that until until_ns or
+ * the waiter's cancel (0: only looks). */
 int dlock__wakeup_watch_start(struct dlock_client *c, dlock__waiter *w);
 int dlock__wakeup_watch_ready(struct dlock_client *c, dlock__waiter *w, int64_t until_ns);
 
@@ -42,8 +38,8 @@ void dlock__wakeup_unwatch(struct dlock_client *c, dlock__waiter *w);
 /* Stop and join the thread, close its connections (dlock_client_free). */
 void dlock__wakeup_stop(struct dlock_client *c);
 
-/* A lock's cancel: wake a dlock__wakeup_watch() waiting for a subscription
- * to be confirmed, so it sees the cancel. Call without the lock's mu. */
+/* A lock's cancel: wake a dlock__wakeup_watch_ready() waiting for a
+ * subscription to be confirmed, so it sees the cancel. Call without the lock's mu. */
 void dlock__wakeup_kick(struct dlock_client *c);
 
 /* In a child of fork(), where the thread does not exist and its mutex may

@@ -383,6 +383,10 @@ P(acquire_reentrant_pooled, 1, 4, 0, DLOCK_REENTRANT, 5000, prep_none, run_acqui
   verify_acquire)
 P(acquire_waiting_with_wakeups, 1, 4, 1, 0, 5000, prep_contended, run_acquire_wait,
   verify_acquire_wait)
+/* Fair mode: the engine's wait over fair.c's begin, looks and leave. */
+P(acquire_fair_pooled, 1, 4, 0, DLOCK_FAIR, 5000, prep_none, run_acquire, verify_acquire)
+P(acquire_fair_waiting_with_wakeups, 1, 4, 1, DLOCK_FAIR, 5000, prep_contended,
+  run_acquire_wait, verify_acquire_wait)
 P(release_fresh_connection, 1, 0, 0, 0, 5000, prep_acquired, run_release, verify_release)
 P(release_redlock_fresh, N_NODES, 0, 0, 0, REDLOCK_TTL_MS, prep_acquired, run_release, verify_release)
 P(extend_fresh_connection, 1, 0, 0, 0, 5000, prep_acquired, run_extend, verify_extend)
@@ -525,6 +529,8 @@ int main(void)
         cmocka_unit_test_teardown(acquire_auto_renew_pooled, teardown),
         cmocka_unit_test_teardown(acquire_reentrant_pooled, teardown),
         cmocka_unit_test_teardown(acquire_waiting_with_wakeups, teardown),
+        cmocka_unit_test_teardown(acquire_fair_pooled, teardown),
+        cmocka_unit_test_teardown(acquire_fair_waiting_with_wakeups, teardown),
         cmocka_unit_test_teardown(release_fresh_connection, teardown),
         cmocka_unit_test_teardown(release_redlock_fresh, teardown),
         cmocka_unit_test_teardown(a_release_that_could_not_start_is_sent_on_free, teardown),
