@@ -115,14 +115,16 @@ struct dlock_lock {
     uint64_t undo_seq;
     int undo_pending;
     uint8_t undo_nodes[DLOCK__MAX_NODES];
-    /* Reentrant mode: the release operation (number rel_seq, dropping
-     * rel_n holds) being sent, and, while rel_pending, the nodes in
-     * rel_nodes that have not answered it: it is sent again (applied at
-     * most once) before this handle's next operation. rel_extra: holds
-     * the handle dropped locally after that release failed, released in
-     * one more operation once it is answered. */
-    uint64_t rel_seq;
-    unsigned rel_n, rel_extra;
+    /* Reentrant mode: the release operation being sent, number rel_seq,
+     * and, while rel_pending, the nodes in rel_nodes that have not
+     * answered it: it is sent again (applied at most once) before this
+     * handle's next acquire. A release started while one is owed carries
+     * it: the releases since the one numbered rel_base (a run, which ends
+     * when no node owes it) drop rel_total holds, as many as the run's
+     * releases, and the holds the handle dropped locally after one of
+     * them failed (reentrant_release.lua; dlock__release_op()). */
+    uint64_t rel_seq, rel_base;
+    unsigned rel_total;
     int rel_pending;
     uint8_t rel_nodes[DLOCK__MAX_NODES];
     /* Reentrant mode: this handle's id among its owner's handles (the

@@ -143,15 +143,11 @@ static void release_settled(att *r)
     dlock__attempt_end(r, DLOCK_EUNKNOWN);
 }
 
-static void resend_release(att *r);
-
 static void release_resent(dlock__fan *f)
 {
     att *r = ATT_OF(f);
-    if (dlock__flush_release_next(r->l, &r->t2, r->rel.mask))
-        resend_release(r);
-    else
-        release_settled(r);
+    dlock__note_release_pending(r->l, &r->t2, r->rel.mask);
+    release_settled(r);
 }
 
 /* The last release's outcome was unknown: send it again with its token

@@ -142,7 +142,8 @@ static int fair_leave_args(dlock_lock *l, const dlock__step_in *in, dlock__step_
 /* ---- release: release.lua and its kin (KEYS: lock, and with a wake-up
  * on one node the waiter list and run; ARGV: token, channel or "" for no
  * wake-up, the run's holder, length and turn if it has one, and if counted
- * the ttl, release number, holds dropped and handle id); fair_release.lua
+ * the ttl, release number, holds its run drops, handle id and the run's
+ * first number); fair_release.lua
  * (KEYS: lock, line, fence?; ARGV: token, channel, liveness prefix). ---- */
 
 static int release_args(dlock_lock *l, const dlock__step_in *in, dlock__step_args *a, int *nargs)
@@ -169,8 +170,9 @@ static int release_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
     if (l->kind->counted) {
         ARG(l->ttl_s, l->ttl_s_len);
         NUM(0, "%" PRIu64, l->rel_seq);
-        NUM(1, "%u", l->rel_n);
+        NUM(1, "%u", l->rel_total);
         ARG(l->hid, l->hid_len);
+        NUM(2, "%" PRIu64, l->rel_base);
     }
     ID_ARG(ID_MARK_LEN);
     *nargs = k;

@@ -48,7 +48,7 @@ typedef struct dlock__step_in {
 typedef struct dlock__step_args {
     const char *args[18];
     size_t lens[18];
-    char num[2][24];
+    char num[3][24];
     char *me; /* fair: the liveness key of our token (heap) */
 } dlock__step_args;
 

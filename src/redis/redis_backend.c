@@ -76,16 +76,20 @@ static void cleanup(dlock_lock *l)
         unsigned n = l->kind->counted ? l->holds : 1, done = 0;
         for (; done < n; done++) {
             dlock__tally t;
-            l->rel_seq = dlock__lock_next_op_no();
-            l->rel_n = 1;
+            if (l->kind->counted)
+                dlock__release_op(l, 1); /* carries what a node still owes */
             dlock__send_release(l, NULL, io, 0, &t);
+            if (l->kind->counted)
+                dlock__note_release_pending(l, &t, NULL);
             if (t.yes < t.quorum)
                 break;
         }
-        /* Every release decided: none of them is in doubt, so this
-         * handle's bookkeeping can go too (other handles of the owner may
-         * keep the key alive). */
-        if (l->kind->counted && done == n)
+        /* Every release decided and answered everywhere: none of them is
+         * in doubt, so this handle's bookkeeping can go too (other handles
+         * of the owner may keep the key alive). Not while a node owes one:
+         * a copy that reached it late would find no bookkeeping and leave
+         * the hold there. */
+        if (l->kind->counted && done == n && !l->rel_pending)
             dlock__forget_hold(l);
     }
 }

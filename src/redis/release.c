@@ -47,19 +47,18 @@ void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uin
     }
 }
 
-int dlock__flush_release_next(dlock_lock *l, const dlock__tally *t, const uint8_t *mask)
+void dlock__release_op(dlock_lock *l, unsigned n)
 {
-    dlock__note_release_pending(l, t, mask);
-    if (l->rel_pending)
-        return 0;
-    if (l->rel_extra) {
-        l->rel_seq = dlock__lock_next_op_no();
-        l->rel_n = l->rel_extra;
-        l->rel_extra = 0;
-        memset(l->rel_nodes, 1, sizeof l->rel_nodes);
-        l->rel_pending = 1;
+    /* A new number, so that a node that ran the last one still runs this
+     * one; counted from the run's first release while a node owes the
+     * run, so that this one carries what that node owes (its number makes
+     * the older copies look already run there). */
+    l->rel_seq = dlock__lock_next_op_no();
+    if (!l->rel_pending) {
+        l->rel_base = l->rel_seq;
+        l->rel_total = 0;
     }
-    return l->rel_pending;
+    l->rel_total += n;
 }
 
 void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t,
@@ -84,7 +83,6 @@ typedef struct hold_req {
     dlock_lock *l;
     dlock__loop *loop;
     void (*done)(struct hold_req *q); /* once, from the loop; rc set */
-    void (*next)(struct hold_req *q); /* after the pending release's resends */
     dlock__op *op;                    /* the engine's request it answers, or NULL */
     int rc, over;
     int cancel_fd;                    /* the resends' (-1: none) */
@@ -113,24 +111,11 @@ static void send_run(hold_req *q, int cancel_fd, void (*then)(dlock__fan *f))
     dlock__fan_start(&q->fan, q->loop, then);
 }
 
-static void flush_send(hold_req *q);
-
 static void flush_sent(dlock__fan *f)
 {
     hold_req *q = REQ_OF(f);
-    if (dlock__flush_release_next(q->l, &q->t, q->run.mask))
-        flush_send(q);
-    else
-        q->next(q);
-}
-
-/* Send the pending release again (same number: applied at most once) to
- * the nodes that have not answered it, then the holds dropped after it
- * failed, until every node answered or some node does not; then q->next. */
-static void flush_send(hold_req *q)
-{
-    dlock__release_resend(q->l, &q->run, &q->t, &q->fan, q->loop, q->timeout_ms, q->cancel_fd,
-                          flush_sent);
+    dlock__note_release_pending(q->l, &q->t, q->run.mask);
+    q->done(q);
 }
 
 static void released(dlock__fan *f)
@@ -143,35 +128,26 @@ static void released(dlock__fan *f)
      * fair line) for the whole TTL when the node answers again. */
     dlock__note_release_pending(l, &q->t, NULL);
     if (l->kind->counted) {
-        /* ... and with it the holds this handle drops if it failed. */
+        /* ... and with it the holds this handle drops if it failed: one
+         * more release of the run, owed by every node. */
         l->in_doubt |= l->rel_pending;
-        if (q->rc != DLOCK_OK && l->rel_pending && l->holds > 1)
-            l->rel_extra = l->holds - 1;
+        if (q->rc != DLOCK_OK && l->rel_pending && l->holds > 1) {
+            dlock__release_op(l, l->holds - 1);
+            memset(l->rel_nodes, 1, sizeof l->rel_nodes);
+        }
     }
     q->done(q);
 }
 
-static void release_send(hold_req *q)
-{
-    dlock_lock *l = q->l;
-    if (l->kind->counted) {
-        l->rel_seq = dlock__lock_next_op_no();
-        l->rel_n = 1;
-        l->rel_extra = 0;
-    }
-    dlock__release_prepare(l, NULL, l->client->opts.io_timeout_ms, 0, &q->run, &q->t);
-    send_run(q, -1, released);
-}
-
-/* A counted kind resends an older release first (best effort: whatever
- * its outcome, this release follows). */
+/* To every node: a counted kind's release carries the older ones a node
+ * still owes (dlock__release_op()), so it needs no resend first. */
 static void release_begin(hold_req *q)
 {
-    q->next = release_send;
-    if (q->l->kind->counted && q->l->rel_pending)
-        flush_send(q);
-    else
-        release_send(q);
+    dlock_lock *l = q->l;
+    if (l->kind->counted)
+        dlock__release_op(l, 1);
+    dlock__release_prepare(l, NULL, l->client->opts.io_timeout_ms, 0, &q->run, &q->t);
+    send_run(q, -1, released);
 }
 
 static void extended(dlock__fan *f)
@@ -244,10 +220,12 @@ static void run_blocking(hold_req *q, void (*begin)(hold_req *q))
     dlock__loop_poll_close(&lp);
 }
 
+/* Send the pending release again (same number: applied at most once) to
+ * the nodes that have not answered it. */
 static void flush_begin(hold_req *q)
 {
-    q->next = q->done;
-    flush_send(q);
+    dlock__release_resend(q->l, &q->run, &q->t, &q->fan, q->loop, q->timeout_ms, q->cancel_fd,
+                          flush_sent);
 }
 
 int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
@@ -313,19 +291,13 @@ static hold_req *op_req(dlock_lock *l, dlock__op *op)
 /* A release that could not start sent nothing, and the engine drops the
  * handle's holds: pending on every node, as one no node answered
  * (released()), so the next acquire or the free sends it, a counted
- * kind's every hold with it (after an older pending one, whose number
- * it keeps), instead of leaving the key to its TTL. */
+ * kind's every hold with it (and an older pending release: one run),
+ * instead of leaving the key to its TTL. */
 static void not_sent(dlock_lock *l)
 {
     if (l->kind->counted) {
         l->in_doubt = 1;
-        if (l->rel_pending) {
-            l->rel_extra += l->holds;
-            return;
-        }
-        l->rel_seq = dlock__lock_next_op_no();
-        l->rel_n = l->holds;
-        l->rel_extra = 0;
+        dlock__release_op(l, l->holds);
     }
     memset(l->rel_nodes, 1, sizeof l->rel_nodes);
     l->rel_pending = 1;

@@ -36,7 +36,8 @@ void dlock__release_prepare(dlock_lock *l, const uint8_t *mask, int64_t timeout_
 /* Start a resend of the pending release (to the nodes in l->rel_nodes,
  * r->mask) as fan's run on loop, its parts in r and t; a cancel_fd that
  * turns readable leaves it to run unheard. then(fan) follows from the
- * loop; dlock__flush_release_next(l, t, r->mask) then says what is next. */
+ * loop, which notes what is still pending with
+ * dlock__note_release_pending(l, t, r->mask). */
 void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t,
                            dlock__fan *fan, dlock__loop *loop, int64_t timeout_ms, int cancel_fd,
                            void (*then)(dlock__fan *fan));
@@ -44,19 +45,21 @@ void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t
 /* Note which nodes have not answered the release just sent. */
 void dlock__note_release_pending(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
 
-/* Send the pending release again (same number: applied at most once),
- * then the holds dropped after it failed. Returns 1 while some node has
- * not answered, also when cancel_fd (a waiting acquire's cancel pipe; -1:
- * none) became readable first: the resend then runs unheard. */
+/* Send the pending release again (same number: applied at most once).
+ * Returns 1 while some node has not answered, also when cancel_fd (a
+ * waiting acquire's cancel pipe; -1: none) became readable first: the
+ * resend then runs unheard. */
 int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
-/* One resend of the pending release (to mask, answered in t) is over:
- * note it; 1 when another is to be sent (the holds dropped after it), 0
- * when nothing is pending or some node has not answered. */
-int dlock__flush_release_next(dlock_lock *l, const dlock__tally *t, const uint8_t *mask);
+
+/* Counted kinds: number the next release, which drops n more holds (1
+ * for a release; more for holds dropped without one). While a node owes
+ * an earlier release, it continues that one's run and carries it (handle.h,
+ * rel_base; reentrant_release.lua); else a run starts. */
+void dlock__release_op(dlock_lock *l, unsigned n);
 
 /* Backend operations (backend.h): a release and an extend as requests,
- * each a chain of fan-outs on op->loop (a counted kind's release resends
- * an older pending one first). */
+ * each a fan-out on op->loop (a counted kind's release carries an older
+ * pending one). */
 int dlock__release_start(dlock_lock *l, int last, dlock__op *op);
 int dlock__extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op);
 /* Counted kinds: take the handle's bookkeeping out of the key (blocking:

@@ -173,8 +173,9 @@ static void restore_next(rnd *r)
         return;
     }
     size_t node = r->node++;
-    /* KEYS first, then the ARGV pairs; past RENEW_CHUNK, the next round
-     * takes the rest. */
+    /* KEYS first, then the ARGV triples (the mode names the identity's
+     * key, as in the renew step) and the identity text; past
+     * RENEW_CHUNK, the next round takes the rest. */
     size_t cap = n < RENEW_CHUNK ? n : RENEW_CHUNK, m = 0;
     size_t *sel = r->first;
     for (size_t i = 0; i < n && m < cap; i++)
@@ -184,16 +185,23 @@ static void restore_next(rnd *r)
         const item *it = &items[sel[k]];
         r->args[k] = it->key;
         r->lens[k] = it->key_len;
-        r->args[m + 2 * k] = it->token;
-        r->lens[m + 2 * k] = it->token_len;
-        r->args[m + 2 * k + 1] = it->ttl;
-        r->lens[m + 2 * k + 1] = it->ttl_len;
+        r->args[m + 3 * k] = it->token;
+        r->lens[m + 3 * k] = it->token_len;
+        r->args[m + 3 * k + 1] = it->ttl;
+        r->lens[m + 3 * k + 1] = it->ttl_len;
+        r->args[m + 3 * k + 2] = it->mode;
+        r->lens[m + 3 * k + 2] = it->mode_len;
+    }
+    size_t nargs = 4 * m;
+    if (c->identity) { /* a key put back names its holder again */
+        r->args[nargs] = c->identity;
+        r->lens[nargs++] = strlen(c->identity);
     }
     r->m = m;
     memset(r->only, 0, sizeof r->only);
     r->only[node] = 1;
     r->reqs[0] = (dlock__req){.script = dlock__script_get(DLOCK__S_RESTORE), .numkeys = (int)m,
-                              .nargs = (int)(3 * m), .args = r->args, .arglens = r->lens};
+                              .nargs = (int)nargs, .args = r->args, .arglens = r->lens};
     r->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
                                  .deadline_ns = r->deadline_ns, .only = r->only};
     dlock__fan_init(&r->fan, c, r->reqs, 1, &r->fo, restore_cb, r);
@@ -231,10 +239,12 @@ int dlock__renew_round_reserve(rnd *r, size_t n)
     dlock__req *reqs = first ? dlock__realloc(r->reqs, n * sizeof *reqs) : NULL;
     if (reqs)
         r->reqs = reqs;
-    const char **args = reqs ? dlock__realloc((void *)r->args, 4 * n * sizeof *args) : NULL;
+    /* Four per lock (a key and three arguments), and the restore step's
+     * identity text. */
+    const char **args = reqs ? dlock__realloc((void *)r->args, (4 * n + 1) * sizeof *args) : NULL;
     if (args)
         r->args = args;
-    size_t *lens = args ? dlock__realloc(r->lens, 4 * n * sizeof *lens) : NULL;
+    size_t *lens = args ? dlock__realloc(r->lens, (4 * n + 1) * sizeof *lens) : NULL;
     if (lens)
         r->lens = lens;
     if (!lens)

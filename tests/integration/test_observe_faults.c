@@ -19,7 +19,6 @@
 
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,56 +26,16 @@
 #include "proc.h"
 #include "proxy.h"
 #include "redis_server.h"
+#include "test_recorder.h"
 #include "test_util.h"
 
 #define N 3
-#define MAX_EV 32
 #define TIMEOUT_MS 300
 /* "Returns instead of hanging": far above every timeout at play. */
 #define HANG_MS 10000
 
 static test_redis nodes[N];
 static chaos_proxy proxy; /* in front of nodes[N - 1] */
-
-/* The node events seen, copied (an event lives only for its call). Hooks
- * may run on several threads, so the recorder takes a mutex. */
-typedef struct recorder {
-    pthread_mutex_t mu;
-    int n;
-    dlock_node_event ev[MAX_EV];
-    char node[MAX_EV][64];
-    int on_caller[MAX_EV]; /* 1: on the thread that made the call */
-    pthread_t caller;
-} recorder;
-
-static recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void on_node(void *arg, const dlock_node_event *ev)
-{
-    recorder *r = arg;
-    pthread_mutex_lock(&r->mu);
-    if (r->n < MAX_EV) {
-        r->ev[r->n] = *ev;
-        snprintf(r->node[r->n], sizeof r->node[r->n], "%s", ev->node ? ev->node : "(null)");
-        r->on_caller[r->n] = pthread_equal(pthread_self(), r->caller);
-        r->n++;
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static const dlock_observer observer = {
-    .version = DLOCK_OBSERVER_VERSION, .arg = &rec, .node_event = on_node,
-};
-
-static recorder seen(void)
-{
-    static recorder copy;
-    pthread_mutex_lock(&rec.mu);
-    memcpy((char *)&copy + sizeof copy.mu, (char *)&rec + sizeof rec.mu,
-           sizeof rec - sizeof rec.mu);
-    pthread_mutex_unlock(&rec.mu);
-    return copy;
-}
 
 static int setup(void **state)
 {
@@ -107,17 +66,14 @@ static int reset(void **state)
     for (int i = 0; i < N; i++)
         if (test_flushall(&nodes[i]) != 0)
             return -1;
-    pthread_mutex_lock(&rec.mu);
-    rec.n = 0;
-    rec.caller = pthread_self();
-    pthread_mutex_unlock(&rec.mu);
+    test_rec_reset();
     return 0;
 }
 
 static dlock_client *client_of(const char *const *urls, size_t n)
 {
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.observer = &observer;
+    o.observer = &test_rec_observer;
     o.connect_timeout_ms = TIMEOUT_MS;
     o.io_timeout_ms = TIMEOUT_MS;
     return test_client_new(urls, n, &o);
@@ -144,18 +100,18 @@ static uint64_t node_errors(dlock_client *c)
  * caller's thread; at least one; the stats counted each. Returns how many. */
 static int all_events_are(dlock_client *c, dlock_node_what what, const char *addr)
 {
-    recorder r = seen();
-    assert_true(r.n >= 1);
-    assert_true(r.n < MAX_EV);
-    for (int i = 0; i < r.n; i++) {
-        assert_int_equal(r.ev[i].size, sizeof(dlock_node_event));
-        assert_int_equal(r.ev[i].what, what);
-        assert_string_equal(r.node[i], addr);
-        assert_true(r.ev[i].error < 0); /* a node error, not a topology change */
-        assert_true(r.on_caller[i]);
+    test_recorder r = test_rec_seen();
+    assert_true(r.n_node >= 1);
+    assert_true(r.n_node < TEST_REC_MAX);
+    for (int i = 0; i < r.n_node; i++) {
+        assert_int_equal(r.node[i].size, sizeof(dlock_node_event));
+        assert_int_equal(r.node[i].what, what);
+        assert_string_equal(r.node_name[i], addr);
+        assert_true(r.node[i].error < 0); /* a node error, not a topology change */
+        assert_true(r.node_on_caller[i]);
     }
-    assert_int_equal(node_errors(c), (uint64_t)r.n);
-    return r.n;
+    assert_int_equal(node_errors(c), (uint64_t)r.n_node);
+    return r.n_node;
 }
 
 /* A node whose connect completes (the proxy accepts) but whose reply
@@ -178,9 +134,9 @@ static void a_blackholed_command_is_a_timeout_of_that_node(void **state)
     assert_true(took >= TIMEOUT_MS - 50); /* it did wait for the answer */
     assert_true(took < HANG_MS);
     int n = all_events_are(c, DLOCK_NODE_TIMEOUT, addr);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     for (int i = 0; i < n; i++)
-        assert_true(r.ev[i].error == DLOCK_EIO || r.ev[i].error == DLOCK_EUNKNOWN);
+        assert_true(r.node[i].error == DLOCK_EIO || r.node[i].error == DLOCK_EUNKNOWN);
     dlock_lock_free(l);
     dlock_client_free(c);
 }
@@ -197,7 +153,7 @@ static void a_blackholed_handshake_is_a_timeout_after_the_connect_timeout(void *
     snprintf(addr, sizeof addr, "127.0.0.1:%d", proxy.port);
     const char *urls[] = {url};
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.observer = &observer;
+    o.observer = &test_rec_observer;
     o.connect_timeout_ms = TIMEOUT_MS;
     o.io_timeout_ms = HANG_MS;
     dlock_client *c = test_client_new(urls, 1, &o);
@@ -254,9 +210,9 @@ static void a_redlock_with_a_refused_node_reports_its_connect_failures_only(void
     (void)state;
     redlock_with_one_bad_node("redis://127.0.0.1:1", "127.0.0.1:1",
                               DLOCK_NODE_CONNECT_FAILED);
-    recorder r = seen();
-    for (int i = 0; i < r.n; i++)
-        assert_int_equal(r.ev[i].error, DLOCK_EIO);
+    test_recorder r = test_rec_seen();
+    for (int i = 0; i < r.n_node; i++)
+        assert_int_equal(r.node[i].error, DLOCK_EIO);
 }
 
 /* The healthy Redlock reports nothing: the events above are the faults'. */
@@ -269,7 +225,7 @@ static void a_healthy_redlock_reports_no_node_event(void **state)
     dlock_lock *l = test_lock_new(c, "obsf:healthy", 10000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(seen().n, 0);
+    assert_int_equal(test_rec_seen().n_node, 0);
     assert_int_equal(node_errors(c), 0);
     dlock_lock_free(l);
     dlock_client_free(c);

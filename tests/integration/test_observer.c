@@ -7,8 +7,9 @@
  * holder's back, a stalled node, a refused connection and a server out of
  * memory; dlock_client_stats() counts the same events.
  *
- * Hooks run on the caller's thread and on the watchdog's, so the recorder
- * takes a mutex; cmocka asserts run on the main thread only. */
+ * The events are recorded by tests/support/test_recorder.c (hooks run on
+ * the caller's thread and on the watchdog's); cmocka asserts run on the
+ * main thread only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,110 +26,16 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "test_recorder.h"
 #include "test_util.h"
 
-#define MAX_EV 64
 #define PREFIX "obs-prefix:"
-
-/* Everything the hooks saw, copied (the events live only for the call). */
-typedef struct recorder {
-    pthread_mutex_t mu;
-    int n_start, n_end, n_hold, n_round, n_node, n_wake;
-    dlock_acquire_event start[MAX_EV], end[MAX_EV];
-    char start_name[MAX_EV][64], end_name[MAX_EV][64], end_kind[MAX_EV][32],
-        end_backend[MAX_EV][16], hold_name[MAX_EV][64], node_name[MAX_EV][300];
-    dlock_hold_event hold[MAX_EV];
-    dlock_renewal_event round[MAX_EV];
-    dlock_node_event node[MAX_EV];
-    dlock_wakeup_event wake[MAX_EV];
-} recorder;
-
-static recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void copy_str(char *dst, size_t len, const char *s)
-{
-    snprintf(dst, len, "%s", s ? s : "(null)");
-}
-
-static void on_start(void *arg, const dlock_acquire_event *ev)
-{
-    recorder *r = arg;
-    pthread_mutex_lock(&r->mu);
-    if (r->n_start < MAX_EV) {
-        r->start[r->n_start] = *ev;
-        copy_str(r->start_name[r->n_start], 64, ev->name);
-        r->n_start++;
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void on_end(void *arg, const dlock_acquire_event *ev)
-{
-    recorder *r = arg;
-    pthread_mutex_lock(&r->mu);
-    if (r->n_end < MAX_EV) {
-        int i = r->n_end++;
-        r->end[i] = *ev;
-        copy_str(r->end_name[i], 64, ev->name);
-        copy_str(r->end_kind[i], 32, ev->kind);
-        copy_str(r->end_backend[i], 16, ev->backend);
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void on_hold(void *arg, const dlock_hold_event *ev)
-{
-    recorder *r = arg;
-    pthread_mutex_lock(&r->mu);
-    if (r->n_hold < MAX_EV) {
-        r->hold[r->n_hold] = *ev;
-        copy_str(r->hold_name[r->n_hold], 64, ev->name);
-        r->n_hold++;
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void on_round(void *arg, const dlock_renewal_event *ev)
-{
-    recorder *r = arg;
-    pthread_mutex_lock(&r->mu);
-    if (r->n_round < MAX_EV)
-        r->round[r->n_round++] = *ev;
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void on_node(void *arg, const dlock_node_event *ev)
-{
-    recorder *r = arg;
-    pthread_mutex_lock(&r->mu);
-    if (r->n_node < MAX_EV) {
-        r->node[r->n_node] = *ev;
-        copy_str(r->node_name[r->n_node], 300, ev->node);
-        r->n_node++;
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void on_wake(void *arg, const dlock_wakeup_event *ev)
-{
-    recorder *r = arg;
-    pthread_mutex_lock(&r->mu);
-    if (r->n_wake < MAX_EV)
-        r->wake[r->n_wake++] = *ev;
-    pthread_mutex_unlock(&r->mu);
-}
-
-static const dlock_observer observer = {
-    .version = DLOCK_OBSERVER_VERSION, .arg = &rec, .acquire_start = on_start,
-    .acquire_end = on_end, .hold_end = on_hold, .renewal_round = on_round,
-    .node_event = on_node, .wakeup = on_wake,
-};
 
 static dlock_client *obs_client(int io_timeout_ms)
 {
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.key_prefix = PREFIX;
-    o.observer = &observer;
+    o.observer = &test_rec_observer;
     if (io_timeout_ms)
         o.io_timeout_ms = o.connect_timeout_ms = io_timeout_ms;
     return test_client_for(&test_srv, &o);
@@ -137,21 +44,8 @@ static dlock_client *obs_client(int io_timeout_ms)
 static int reset(void **state)
 {
     (void)state;
-    pthread_mutex_lock(&rec.mu);
-    rec.n_start = rec.n_end = rec.n_hold = rec.n_round = rec.n_node = rec.n_wake = 0;
-    pthread_mutex_unlock(&rec.mu);
+    test_rec_reset();
     return test_srv_flush(state);
-}
-
-/* A copy of the recorder, taken under its mutex. */
-static recorder seen(void)
-{
-    static recorder copy;
-    pthread_mutex_lock(&rec.mu);
-    memcpy((char *)&copy + sizeof copy.mu, (char *)&rec + sizeof rec.mu,
-           sizeof rec - sizeof rec.mu);
-    pthread_mutex_unlock(&rec.mu);
-    return copy;
 }
 
 static dlock_stats stats_of(dlock_client *c)
@@ -168,7 +62,7 @@ static void granted_acquire_and_release_fire_once_each(void **state)
     dlock_client *c = obs_client(0);
     dlock_lock *l = test_lock_new(c, "obs:a", 5000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_start, 1);
     assert_int_equal(r.n_end, 1);
     assert_string_equal(r.start_name[0], "obs:a"); /* as given: no key_prefix */
@@ -185,7 +79,7 @@ static void granted_acquire_and_release_fire_once_each(void **state)
 
     usleep(60 * 1000);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    r = seen();
+    r = test_rec_seen();
     assert_int_equal(r.n_hold, 1);
     assert_string_equal(r.hold_name[0], "obs:a");
     assert_int_equal(r.hold[0].how, DLOCK_HOLD_RELEASED);
@@ -217,7 +111,7 @@ static void a_busy_try_ends_once_with_its_answer(void **state)
     dlock_lock *l = test_lock_new(c, "obs:busy", 5000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_start, 2);
     assert_int_equal(r.n_end, 2);
     assert_int_equal(r.end[1].result, DLOCK_ENOTACQUIRED);
@@ -256,7 +150,7 @@ static void check_woken_by_a_release(int flags, const char *name, const char *ki
     assert_int_equal(pthread_create(&t, NULL, release_later, holder), 0);
     assert_int_equal(dlock_lock_acquire(l, 3000), DLOCK_OK);
     pthread_join(t, NULL);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_start, 1);
     assert_int_equal(r.n_end, 1);
     assert_int_equal(r.start[0].wait_ms, 3000);
@@ -280,7 +174,7 @@ static void check_woken_by_a_release(int flags, const char *name, const char *ki
 static void check_found_by_a_look(dlock_client *c, dlock_lock *l)
 {
     assert_int_equal(dlock_lock_acquire(l, 3000), DLOCK_OK);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_end, 1);
     assert_true(r.end[0].attempts >= 2);
     assert_int_equal(r.n_wake, 1);
@@ -340,7 +234,7 @@ static void forget_ends_the_hold_once(void **state)
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_forget(l), DLOCK_OK);
     assert_int_equal(dlock_lock_forget(l), DLOCK_ENOTHELD);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_hold, 1);
     assert_int_equal(r.hold[0].how, DLOCK_HOLD_FORGOTTEN);
     assert_int_equal(stats_of(c).holds_forgotten, 1);
@@ -351,7 +245,7 @@ static void forget_ends_the_hold_once(void **state)
 static int rounds_seen(void *arg)
 {
     (void)arg;
-    return seen().n_round >= 2;
+    return test_rec_seen().n_round >= 2;
 }
 
 static void a_renewal_round_reports_its_locks_and_the_lease_left(void **state)
@@ -361,7 +255,7 @@ static void a_renewal_round_reports_its_locks_and_the_lease_left(void **state)
     dlock_lock *l = test_lock_new(c, "obs:renew", 600, DLOCK_AUTO_RENEW, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_true(test_wait_until(rounds_seen, NULL, 3000, 10));
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     for (int i = 0; i < 2; i++) {
         assert_int_equal(r.round[i].size, sizeof(dlock_renewal_event));
         assert_int_equal(r.round[i].locks, 1);
@@ -385,7 +279,7 @@ static void a_renewal_round_reports_its_locks_and_the_lease_left(void **state)
 static int hold_seen(void *arg)
 {
     (void)arg;
-    return seen().n_hold >= 1;
+    return test_rec_seen().n_hold >= 1;
 }
 
 static void a_lease_lost_behind_the_holders_back_ends_its_hold_once(void **state)
@@ -397,7 +291,7 @@ static void a_lease_lost_behind_the_holders_back_ends_its_hold_once(void **state
     (void)test_cmd_int(&test_srv, "DEL %s", PREFIX "obs:lost");
     assert_true(test_wait_until(hold_seen, NULL, 3000, 10));
     assert_true(test_wait_for_state(l, DLOCK_STATE_LOST, 1000));
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_hold, 1);
     assert_int_equal(r.hold[0].how, DLOCK_HOLD_LOST);
     assert_int_equal(r.hold[0].reason, DLOCK_LOST_NOT_OWNER);
@@ -406,7 +300,7 @@ static void a_lease_lost_behind_the_holders_back_ends_its_hold_once(void **state
     assert_int_equal(r.round[r.n_round - 1].failed, 1);
     /* The release that learns of the loss ends no second hold. */
     assert_int_equal(dlock_lock_release(l), DLOCK_ELOST);
-    assert_int_equal(seen().n_hold, 1);
+    assert_int_equal(test_rec_seen().n_hold, 1);
     dlock_stats s = stats_of(c);
     assert_int_equal(s.holds_lost, 1);
     assert_int_equal(s.holds_released, 0);
@@ -431,7 +325,7 @@ static void a_lost_name_of_a_set_ends_one_hold(void **state)
     (void)test_cmd_int(&test_srv, "DEL %s", PREFIX "obs:set1");
     assert_true(test_wait_for_state(set, DLOCK_STATE_LOST, 3000));
     usleep(100 * 1000); /* the set's state moves before its hooks would run */
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_hold, 1);
     assert_string_equal(r.hold_name[0], "obs:set1");
     assert_int_equal(r.hold[0].how, DLOCK_HOLD_LOST);
@@ -449,7 +343,7 @@ static void freeing_a_held_handle_ends_its_hold(void **state)
     dlock_lock *l = test_lock_new(c, "obs:free", 5000, DLOCK_AUTO_RENEW, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     dlock_lock_free(l);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_hold, 1);
     assert_int_equal(r.hold[0].how, DLOCK_HOLD_RELEASED);
     assert_int_equal(stats_of(c).holds_released, 1);
@@ -466,7 +360,7 @@ static void a_stalled_node_is_one_timeout_event(void **state)
     int rc = dlock_lock_release(l);
     test_redis_resume(&test_srv);
     assert_int_equal(rc, DLOCK_EUNKNOWN);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_node, 1);
     assert_int_equal(r.node[0].what, DLOCK_NODE_TIMEOUT);
     assert_int_equal(r.node[0].error, DLOCK_EUNKNOWN);
@@ -487,7 +381,7 @@ static void a_stalled_node_is_one_timeout_event(void **state)
 static int failed_round_seen(void *arg)
 {
     (void)arg;
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     for (int i = 0; i < r.n_round; i++)
         if (r.round[i].failed == 1)
             return 1;
@@ -504,7 +398,7 @@ static void a_round_on_a_stalled_node_reports_its_failure_and_the_timeout(void *
     int seen_failure = test_wait_until(failed_round_seen, NULL, 1200, 5);
     test_redis_resume(&test_srv);
     assert_true(seen_failure);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     int i = 0;
     while (r.round[i].failed != 1)
         i++;
@@ -553,7 +447,7 @@ static void a_cancel_is_no_node_error(void **state)
     assert_int_equal(pthread_join(t, &rc), 0);
     test_redis_resume(&test_srv);
     assert_int_equal(*(int *)rc, DLOCK_ECANCELED);
-    assert_int_equal(seen().n_node, 0);
+    assert_int_equal(test_rec_seen().n_node, 0);
     assert_int_equal(stats_of(c).node_errors, 0);
     dlock_lock_free(l);
     dlock_client_free(c);
@@ -578,7 +472,7 @@ static void a_killed_subscriber_is_one_node_event(void **state)
     void *rc;
     assert_int_equal(pthread_join(t, &rc), 0);
     assert_int_equal(*(int *)rc, DLOCK_OK);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_node, 1);
     assert_int_equal(r.node[0].what, DLOCK_NODE_CONNECT_FAILED);
     assert_int_equal(r.node[0].error, DLOCK_EIO);
@@ -597,12 +491,12 @@ static void a_node_that_refuses_the_connection_is_one_connect_failure(void **sta
     (void)state;
     /* Port 1 on loopback: nothing listens, the connect is refused. */
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.observer = &observer;
+    o.observer = &test_rec_observer;
     const char *urls[] = {"redis://127.0.0.1:1"};
     dlock_client *c = test_client_new(urls, 1, &o);
     dlock_lock *l = test_lock_new(c, "obs:refused", 5000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EIO);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_node, 1);
     assert_int_equal(r.node[0].what, DLOCK_NODE_CONNECT_FAILED);
     assert_int_equal(r.node[0].error, DLOCK_EIO);
@@ -628,7 +522,7 @@ static void a_server_out_of_memory_is_one_refusal(void **state)
     int rc = dlock_lock_acquire(l, 0);
     test_cmd_status(&test_srv, "CONFIG SET maxmemory 0");
     assert_int_equal(rc, DLOCK_EREFUSED);
-    recorder r = seen();
+    test_recorder r = test_rec_seen();
     assert_int_equal(r.n_node, 1);
     assert_int_equal(r.node[0].what, DLOCK_NODE_REFUSED);
     assert_int_equal(r.node[0].error, DLOCK_EREFUSED);
@@ -640,7 +534,7 @@ static void a_server_out_of_memory_is_one_refusal(void **state)
 static void an_unknown_observer_version_is_refused(void **state)
 {
     (void)state;
-    dlock_observer bad = observer;
+    dlock_observer bad = test_rec_observer;
     bad.version = DLOCK_OBSERVER_VERSION + 1;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.observer = &bad;

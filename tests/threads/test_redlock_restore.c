@@ -201,6 +201,61 @@ static void a_break_on_a_majority_is_not_undone_by_the_holders_renewal(void **st
     dlock_client_free(c);
 }
 
+/* A node restarted empty (no persistence) loses the key and the holder
+ * identity's hash beside it (lib/ident.lua): the key put back brings the
+ * identity back too, so dlock_client_identity() and dlock list name the
+ * holder on that node again (without "since": the grant's time is the
+ * granting nodes'). */
+static int identity_back(void *arg)
+{
+    key_on *k = arg;
+    char buf[DLOCK_IDENTITY_MAX + 64];
+    dlock_client *r = test_client_timeouts(k->node, 1, 500, 500);
+    int rc = dlock_client_identity(r, k->key, 0, buf, sizeof buf);
+    dlock_client_free(r);
+    return rc == DLOCK_OK && !strcmp(buf, k->want);
+}
+
+static void a_key_put_back_after_a_node_restart_keeps_its_holders_identity(void **state)
+{
+    (void)state;
+    const char *key = "restore:identity";
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = 500;
+    o.io_timeout_ms = 1000;
+    o.identity = 1;
+    o.identity_text = "job=restore";
+    const char *urls[N3];
+    char bufs[N3][64];
+    for (int i = 0; i < N3; i++) {
+        snprintf(bufs[i], sizeof bufs[i], "redis://127.0.0.1:%d", test_nodes[i].port);
+        urls[i] = bufs[i];
+    }
+    dlock_client *c = test_client_new(urls, N3, &o);
+    dlock_lock *l = test_lock_new(c, key, 1000, DLOCK_AUTO_RENEW, 5, 50);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    key_on k = {&test_nodes[0], key, dlock_lock_token(l)};
+    assert_true(test_wait_until(key_is, &k, 5000, 20));
+    test_redis_kill9(&test_nodes[0]);
+    assert_int_equal(test_redis_restart(&test_nodes[0]), 0);
+    assert_int_equal(test_key_exists(&test_nodes[0], key), 0);
+    assert_true(test_wait_until(key_is, &k, 3000, 20));
+    key_on id = {&test_nodes[0], key, "job=restore"};
+    int back = test_wait_until(identity_back, &id, 1000, 20);
+    print_message("identity on the restarted node: %s\n", back ? "back" : "missing");
+    assert_true(back);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    char ik[128];
+    size_t ik_len = test_helper_key(ik, sizeof ik, key, "id");
+    for (int i = 0; i < N3; i++) {
+        redisReply *r = test_cmd_bin(&test_nodes[i], "EXISTS %b", ik, ik_len);
+        assert_int_equal(r->integer, 0); /* the release took it away there too */
+        freeReplyObject(r);
+    }
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, test_nodes_revive)
 
 int main(void)
@@ -211,6 +266,7 @@ int main(void)
         T(another_owners_key_on_a_minority_is_never_overwritten),
         T(a_key_deleted_on_every_node_is_lost_not_put_back),
         T(a_break_on_a_majority_is_not_undone_by_the_holders_renewal),
+        T(a_key_put_back_after_a_node_restart_keeps_its_holders_identity),
     };
     return cmocka_run_group_tests(tests, test_nodes_setup, test_nodes_teardown);
 }

@@ -32,6 +32,26 @@ static int setup(void **state)
     return 0;
 }
 
+/* A lock renewed every second with a 30 s lease. */
+static dlock_lock_options renewed_opts(void)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    o.renew_interval_ms = 1000;
+    o.flags = DLOCK_AUTO_RENEW;
+    return o;
+}
+
+/* Make key's next rounds undecided: node 0 holds it under another token
+ * (a no), node 1 is stopped (no answer until the I/O timeout), node 2
+ * renews it (a yes). The test resumes node 1. */
+static void undecided(const char *key)
+{
+    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", key), 1);
+    assert_int_equal(test_cmd_int(&test_nodes[0], "SETNX %s %s", key, "someone-else"), 1);
+    test_redis_pause(&test_nodes[1]);
+}
+
 /* Lock A's round cannot decide: node 0 holds A's key under another token
  * (a no), node 1 is stopped (no answer), node 2 renews it (a yes), so the
  * round waits for node 1 until the I/O timeout (3 s). Lock B, taken while
@@ -43,15 +63,10 @@ static void a_stalled_round_does_not_hold_back_another_locks_renewal(void **stat
 {
     (void)state;
     dlock_client *c = test_client_timeouts(test_nodes, N3, 1000, 3000);
-    dlock_lock_options oa = DLOCK_LOCK_OPTIONS_INIT;
-    oa.ttl_ms = 30000;
-    oa.renew_interval_ms = 1000;
-    oa.flags = DLOCK_AUTO_RENEW;
+    dlock_lock_options oa = renewed_opts();
     dlock_lock *a = test_lock_with(c, "rounds:a", &oa);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", "rounds:a"), 1);
-    assert_int_equal(test_cmd_int(&test_nodes[0], "SETNX %s %s", "rounds:a", "someone-else"), 1);
-    test_redis_pause(&test_nodes[1]);
+    undecided("rounds:a");
     /* A's first round goes out about 900 ms after its grant. */
     test_sleep_ms(1300);
     dlock_lock *b = test_lock_new(c, "rounds:b", 900, DLOCK_AUTO_RENEW, 5, 50);
@@ -101,10 +116,7 @@ static void a_decided_lock_does_not_wait_for_an_undecided_one(void **state)
 {
     (void)state;
     dlock_client *c = test_client_timeouts(test_nodes, N3, 1000, 3000);
-    dlock_lock_options oc = DLOCK_LOCK_OPTIONS_INIT;
-    oc.ttl_ms = 30000;
-    oc.renew_interval_ms = 1000;
-    oc.flags = DLOCK_AUTO_RENEW;
+    dlock_lock_options oc = renewed_opts();
     dlock_lock *cl = test_lock_with(c, "rounds:c", &oc);
     dlock_lock_options oa = oc;
     oa.ttl_ms = 1800;
@@ -112,9 +124,7 @@ static void a_decided_lock_does_not_wait_for_an_undecided_one(void **state)
     assert_int_equal(dlock_lock_acquire(cl, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     int64_t t0 = test_now_ms();
-    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", "rounds:c"), 1);
-    assert_int_equal(test_cmd_int(&test_nodes[0], "SETNX %s %s", "rounds:c", "someone-else"), 1);
-    test_redis_pause(&test_nodes[1]);
+    undecided("rounds:c");
     /* The round goes out about 900 ms after the grants and waits for node
      * 1 until about 3.9 s. Watch A until 3.5 s: its keys on nodes 0 and 2
      * must stay (a lease of 1800 ms, renewed every 1000 ms). */
@@ -168,15 +178,10 @@ static void a_handle_let_go_from_a_round_in_flight_is_freed_safely(void **state)
     (void)state;
     atomic_store(&b_released, 0);
     dlock_client *c = test_client_timeouts(test_nodes, N3, 1000, 3000);
-    dlock_lock_options ob = DLOCK_LOCK_OPTIONS_INIT;
-    ob.ttl_ms = 30000;
-    ob.renew_interval_ms = 1000;
-    ob.flags = DLOCK_AUTO_RENEW;
+    dlock_lock_options ob = renewed_opts();
     dlock_lock *b = test_lock_with(c, "rounds:b2", &ob);
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
-    assert_int_equal(test_cmd_int(&test_nodes[0], "DEL %s", "rounds:b2"), 1);
-    assert_int_equal(test_cmd_int(&test_nodes[0], "SETNX %s %s", "rounds:b2", "someone-else"), 1);
-    test_redis_pause(&test_nodes[1]);
+    undecided("rounds:b2");
     test_sleep_ms(1300); /* B's round is in flight */
     dlock_lock_options oa = ob;
     oa.renew_interval_ms = 300;

@@ -27,10 +27,11 @@
 --          error WRONGTYPE    the key exists and is not a hash, or the
 --                             fencing counter is not a counter
 --
--- Besides the owner's count the hash keeps two bookkeeping fields per
--- handle of the owner: OWNER#HANDLE:s, the newest operation number of the
--- handle seen (run or undone), and OWNER#HANDLE:u, its attempt whose
--- increment an undo may still take back. Per handle, because each handle
+-- Besides the owner's count the hash keeps bookkeeping fields per handle
+-- of the owner: OWNER#HANDLE:s, the newest operation number of the
+-- handle seen (run or undone), OWNER#HANDLE:u, its attempt whose
+-- increment an undo may still take back, and OWNER#HANDLE:r, the holds
+-- its current run of releases dropped (reentrant_release.lua). Per handle, because each handle
 -- sends its own operations in order and resends its own: another handle's
 -- newer operation must not make them look stale. They go with the key, or
 -- earlier with reentrant_forget.lua when the handle is freed.

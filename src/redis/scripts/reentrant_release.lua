@@ -10,9 +10,13 @@
 -- ARGV[3]  TTL in ms to refresh while holds remain, > 0 (never shortens)
 -- ARGV[4]  operation number: from the same per-owner sequence as the
 --          attempt numbers of reentrant_acquire.lua (decimal, < 2^53)
--- ARGV[5]  holds to drop, >= 1 (1 for a release; more when a handle that
---          dropped several holds locally cleans up after a failed release)
+-- ARGV[5]  holds to drop, >= 1, counted over the handle's run of releases:
+--          the releases since ARGV[7] (this one included). 1 for a lone
+--          release; more when it carries releases some node has not
+--          answered yet, or holds a handle dropped locally after a failed
+--          release
 -- ARGV[6]  handle id (see reentrant_acquire.lua)
+-- ARGV[7]  the number of the run's first release (ARGV[4] for a lone one)
 -- and, last, the holder identity's key and argument (lib/ident.lua): the hash
 --          keeps the key's TTL while holds remain and goes with the key
 --
@@ -24,6 +28,16 @@
 --          {-1, 0} the key belongs to another owner; left untouched
 --          error WRONGTYPE when the key is not a hash
 --
+-- A run: a handle sends no acquire while a release is owed (release.h),
+-- so its operations from ARGV[7] on are releases, and a node that ran one
+-- of them keeps, with its number (OWNER#HANDLE:s), how many holds of the
+-- run it has dropped (OWNER#HANDLE:r). A release drops the rest: what
+-- a node that heard none of the run owes, as much as one that heard the
+-- run's earlier releases. One copy of the newest release settles every
+-- older one, which its number makes look already run (issue 36: a second
+-- release that replaced a first one still owed by a node left the first
+-- hold in that node's count).
+--
 -- Invariant: only the owner's own count changes; an operation is applied
 -- at most once, so a release whose reply was lost can be sent again; the
 -- key goes away exactly when the last hold is released. The wake-up is
@@ -31,8 +45,8 @@
 -- release into an error.
 --#include ident.lua
 --#include wake.lua
-local key, owner, ch, ttl, seq, drop = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local fs = owner .. '#' .. ARGV[6] .. ':s'
+local key, owner, ch, ttl, seq, total = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local fs, fr = owner .. '#' .. ARGV[6] .. ':s', owner .. '#' .. ARGV[6] .. ':r'
 local t = redis.call('type', key).ok
 if t == 'none' then return {0, 0} end
 if t ~= 'hash' then
@@ -50,9 +64,11 @@ end
 if tonumber(seq) <= seen then
   return {1, n}
 end
-n = n - tonumber(drop)
+local done = 0
+if seen >= tonumber(ARGV[7]) then done = tonumber(redis.call('hget', key, fr)) or 0 end
+n = n - (tonumber(total) - done)
 if n > 0 then
-  redis.call('hset', key, owner, n, fs, seq)
+  redis.call('hset', key, owner, n, fs, seq, fr, total)
   -- Never shorter: the holds left may be other handles' with longer TTLs.
   if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
   if ident_key then redis.call('pexpire', ident_key, redis.call('pttl', key)) end

@@ -3,8 +3,11 @@
 -- majority kept them (Redlock; the watchdog's round, src/engine/watchdog.c).
 --
 -- KEYS[i]      lock key i
--- ARGV[2i-1]   owner token of lock i
--- ARGV[2i]     TTL in ms for lock i, > 0
+-- ARGV[3i-2]   owner token of lock i
+-- ARGV[3i-1]   TTL in ms for lock i, > 0
+-- ARGV[3i]     'p', or 'p' and the lock's holder identity key (KEY NUL
+--              "id", lib/ident.lua), as renew_batch.lua takes it
+-- ARGV[3n+1]   (with an identity key) the client's identity text
 --
 -- Replies  an array, one entry per key:
 --          1   the key holds our token now, with the TTL given
@@ -19,18 +22,36 @@
 -- in which a majority renewed the lock, and before the round ends, so a
 -- release (which waits for the round) can never be overtaken by it.
 --
+-- The identity: a node that lost the key (a restart without persistence)
+-- lost its identity hash too, and `dlock list` or dlock_client_identity()
+-- asking that node would find the lock held by nobody known. It comes
+-- back with the key: the holder's text, without " since=" (the grant's
+-- time is the granting nodes'; ident.lua leaves it out too when TIME is
+-- refused). A hash that already names this token is kept (its "since");
+-- one naming another token is an earlier holder's, left by a lease that
+-- ran out, and goes. Under pcall, as ident_grant: the key is what counts.
+--
 -- Invariant: never touches a key someone else holds (SET NX); a single
 -- node's key never makes a second majority, so putting it back cannot
 -- give anyone the lock, and it expires with its TTL like any other.
+local text = ARGV[3 * #KEYS + 1]
 local out = {}
 for i = 1, #KEYS do
-  local tok, ttl = ARGV[2 * i - 1], ARGV[2 * i]
+  local tok, ttl, mode = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local idk = #mode > 1 and text and string.sub(mode, 2)
   local r = 0
   if redis.call('set', KEYS[i], tok, 'PX', ttl, 'NX') then
     r = 1
   elseif redis.call('type', KEYS[i]).ok == 'string' and redis.call('get', KEYS[i]) == tok then
     redis.call('pexpire', KEYS[i], ttl)
     r = 1
+  end
+  if r == 1 and idk then
+    if redis.pcall('hexists', idk, tok) ~= 1 then
+      redis.pcall('del', idk)
+      redis.pcall('hset', idk, tok, text)
+    end
+    if redis.pcall('pexpire', idk, ttl) ~= 1 then redis.pcall('del', idk) end
   end
   out[i] = r
 end

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A counted (reentrant) lock's releases while one Redlock node hears
+ * nothing (the chaos suite's fault proxy in BLACKHOLE mode in front of the
+ * third node: it reads and discards). Each release succeeds by majority
+ * and stays pending on that node (release.h); the scripts apply a
+ * handle's operations in number order and take an older number for a
+ * copy already run (reentrant_release.lua). A second release sent while
+ * the first is still owed must therefore carry it: one that replaced the
+ * first's bookkeeping with its own left the first hold in the node's count
+ * when it answered again, and the key there until its TTL. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "proxy.h"
+#include "redis_server.h"
+#include "test_util.h"
+
+#define N 3
+
+static test_redis nodes[N];
+static chaos_proxy proxy; /* in front of nodes[N - 1] */
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_redis_start_many(nodes, N, NULL) != 0)
+        return -1;
+    if (chaos_proxy_start(&proxy, nodes[N - 1].port) != 0) {
+        test_redis_stop_many(nodes, N);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    chaos_proxy_stop(&proxy);
+    test_redis_stop_many(nodes, N);
+    return 0;
+}
+
+static dlock_client *redlock(void)
+{
+    char u[N][64];
+    const char *urls[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(u[i], sizeof u[i], "redis://127.0.0.1:%d",
+                 i < N - 1 ? nodes[i].port : proxy.port);
+        urls[i] = u[i];
+    }
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = o.io_timeout_ms = 300;
+    return test_client_new(urls, N, &o);
+}
+
+/* The owner's count on the node behind the proxy (-1: no key). */
+static long long count_on_last(const char *name, const char *owner)
+{
+    if (test_key_exists(&nodes[N - 1], name) != 1)
+        return -1;
+    char *v = test_cmd_str_or_nil(&nodes[N - 1], "HGET %s %s", name, owner);
+    long long n = v ? atoll(v) : -1;
+    free(v);
+    return n;
+}
+
+/* Holds 3; the node hears neither of the first two releases; then it
+ * answers again and hears the last one (with what it owes). */
+static void releases_owed_by_a_silent_node_all_reach_it_when_it_answers(void **state)
+{
+    (void)state;
+    const char *name = "relp:three";
+    dlock_client *c = redlock();
+    dlock_lock *l = test_lock_new(c, name, 60000, DLOCK_REENTRANT, 10, 200);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    char owner[128];
+    snprintf(owner, sizeof owner, "%s", dlock_lock_token(l));
+    assert_int_equal(count_on_last(name, owner), 3);
+
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    int r1 = dlock_lock_release(l), r2 = dlock_lock_release(l);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
+    long long between = count_on_last(name, owner);
+    int r3 = dlock_lock_release(l);
+    long long left = count_on_last(name, owner);
+    print_message("releases %s %s %s; count on the silent node: %lld while silent, "
+                  "%lld after the last release (-1: key gone)\n",
+                  dlock_errname(r1), dlock_errname(r2), dlock_errname(r3), between, left);
+    assert_int_equal(r1, DLOCK_OK);
+    assert_int_equal(r2, DLOCK_OK);
+    assert_int_equal(r3, DLOCK_OK);
+    assert_int_equal(between, 3); /* it heard nothing */
+    for (int i = 0; i < N - 1; i++)
+        assert_int_equal(test_key_exists(&nodes[i], name), 0);
+    assert_int_equal(left, -1); /* every hold out: the key went there too */
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* Holds 2; the first release is owed by the silent node; the second,
+ * the last, is sent while the node still hears nothing, then the node
+ * answers again: the handle's free resends what it owes, both holds. */
+static void the_last_release_sent_while_one_is_owed_carries_it(void **state)
+{
+    (void)state;
+    const char *name = "relp:two";
+    dlock_client *c = redlock();
+    dlock_lock *l = test_lock_new(c, name, 60000, DLOCK_REENTRANT, 10, 200);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    char owner[128];
+    snprintf(owner, sizeof owner, "%s", dlock_lock_token(l));
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(count_on_last(name, owner), 2);
+    dlock_lock_free(l); /* resends what the node owes */
+    long long left = count_on_last(name, owner);
+    print_message("count on the node after the free: %lld (-1: key gone)\n", left);
+    assert_int_equal(left, -1);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(releases_owed_by_a_silent_node_all_reach_it_when_it_answers),
+        cmocka_unit_test(the_last_release_sent_while_one_is_owed_carries_it),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
