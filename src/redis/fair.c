@@ -299,18 +299,13 @@ static void begin_take_token(fair_req *q)
     answer(q);
 }
 
-static void begin_resend(fair_req *q);
-
 /* As in an attempt: the old token's release of unknown outcome again,
- * before the token changes. */
+ * before the token changes (one resend: fair is not a counted kind). */
 static void begin_resent(dlock__fan *f)
 {
     fair_req *q = REQ_OF(f);
     dlock_lock *l = q->l;
-    if (dlock__flush_release_next(l, &q->t, q->rel.mask)) {
-        begin_resend(q);
-        return;
-    }
+    dlock__note_release_pending(l, &q->t, q->rel.mask);
     if (l->cancel_fd[0] >= 0 && dlock__lock_use_cancel(l)) { /* still pending */
         dlock__err_set(&l->err, "cancelled while an earlier release of \"%s\" was resent",
                        l->name);
