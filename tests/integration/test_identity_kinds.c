@@ -345,7 +345,8 @@ static void two_readers_show_two_identities(void **state)
     dlock_lock_free(y);
 }
 
-static dlock_lock *sem(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags)
+static dlock_lock *sem_of(dlock_client *c, const char *name, unsigned permits, int64_t ttl_ms,
+                          unsigned flags)
 {
     dlock_lock *l = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
@@ -353,8 +354,13 @@ static dlock_lock *sem(dlock_client *c, const char *name, int64_t ttl_ms, unsign
     o.flags = flags;
     o.retry_min_ms = 10;
     o.retry_max_ms = 200;
-    assert_int_equal(dlock_semaphore_new(&l, c, name, 2, &o), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_new(&l, c, name, permits, &o), DLOCK_OK);
     return l;
+}
+
+static dlock_lock *sem(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags)
+{
+    return sem_of(c, name, 2, ttl_ms, flags);
 }
 
 static void two_permits_show_two_identities(void **state)
@@ -400,6 +406,30 @@ static void an_ended_lease_takes_its_identity_with_it(void **state)
     dlock_lock_free(r);
 }
 
+/* The joined view names the first 8 holders and counts the rest: a list
+ * reads every lock this way, so it stays short however many hold it. */
+static void many_holders_are_cut_to_eight_and_counted(void **state)
+{
+    (void)state;
+    dlock_lock *l[10];
+    for (size_t i = 0; i < 10; i++) {
+        l[i] = sem_of(i % 2 ? with_b : with_a, "idk:many", 10, 10000, 0);
+        assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
+    }
+    const char *all = seen("idk:many");
+    size_t n = 0;
+    for (const char *p = all; (p = strstr(p, " since=")) != NULL; p++)
+        n++;
+    assert_int_equal(n, 8);
+    size_t len = strlen(all);
+    assert_true(len > 9 && strcmp(all + len - 9, "; +2 more") == 0);
+    for (size_t i = 0; i < 10; i++) {
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        dlock_lock_free(l[i]);
+    }
+    assert_int_equal(id_cmd("EXISTS", "idk:many", NULL), 0);
+}
+
 static void break_removes_every_holders_identity(void **state)
 {
     (void)state;
@@ -443,6 +473,7 @@ int main(void)
         cmocka_unit_test(two_readers_show_two_identities),
         cmocka_unit_test(two_permits_show_two_identities),
         cmocka_unit_test(an_ended_lease_takes_its_identity_with_it),
+        cmocka_unit_test(many_holders_are_cut_to_eight_and_counted),
         cmocka_unit_test(break_removes_every_holders_identity),
         cmocka_unit_test(holder_identity_checks_its_arguments),
     };
