@@ -7,7 +7,8 @@
  * permit of a semaphore, each with its own (dlock_client_holder_identity()
  * per holder, joined by dlock_client_identity() and dlock_client_list()),
  * each gone with its hold: on release, and on a lease that ran out, at the
- * next call that touches the lock. Against a real redis-server. */
+ * next call that touches the lock; all of it through the least-privilege
+ * ACL user of docs/design.md. Against a real redis-server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,10 +37,21 @@ static dlock_client *identity_client(const char *text)
     return test_client_for(&test_srv, &o);
 }
 
+/* The least-privilege user of docs/design.md, for key_prefix "lock:". */
+static const char conf[] =
+    "user locker on >pw resetkeys ~lock:* resetchannels &dlock:wake:lock:* "
+    "-@all +evalsha +eval +script|load +subscribe +unsubscribe "
+    "+set +get +del +exists +type +pttl +pexpire +incr +publish "
+    "+hset +hget +hdel +hexists +hincrby +hkeys +rpush +lpop +lindex +lpos +lrem "
+    "+time +zadd +zrem +zrange +zremrangebyscore +zscore +zcount +zrangebyscore "
+    "+zrevrangebyscore\n";
+
 static int setup(void **state)
 {
-    if (test_srv_client_setup(state) != 0)
+    (void)state;
+    if (test_redis_start(&test_srv, conf) != 0)
         return -1;
+    test_cl = test_client_for(&test_srv, NULL);
     with_a = identity_client("who=a");
     with_b = identity_client("who=b");
     return 0;
@@ -445,6 +457,59 @@ static void break_removes_every_holders_identity(void **state)
     dlock_lock_free(y);
 }
 
+/* The scripts run the identity's commands under pcall: a user that lacks
+ * one would get its locks without identities, silently. The documented
+ * user has them all: each kind's identity is written and removed. */
+static void the_least_privilege_user_keeps_every_kinds_identity(void **state)
+{
+    (void)state;
+    char url[128];
+    snprintf(url, sizeof url, "redis://locker:pw@127.0.0.1:%d", test_srv.port);
+    const char *urls[] = {url};
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.identity = 1;
+    o.identity_text = "who=acl";
+    o.key_prefix = "lock:";
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_lock *f = test_lock_new(c, "f", 10000, DLOCK_FAIR, 10, 200);
+    dlock_lock *fw = test_lock_new(c, "f", 10000, DLOCK_FAIR, 10, 200);
+    dlock_lock *s1 = test_lock_new(c, "s", 10000, DLOCK_SHARED, 10, 200);
+    dlock_lock *s2 = test_lock_new(c, "s", 10000, DLOCK_SHARED, 10, 200);
+    dlock_lock *m = NULL;
+    assert_int_equal(dlock_semaphore_new(&m, c, "m", 2, NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_OK);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, fw, 5000, TEST_WAITER_KEEP), 0);
+    usleep(300 * 1000);
+    assert_int_equal(id_keys("lock:f"), 2); /* the waiter's text: SET */
+    assert_int_equal(dlock_lock_release(f), DLOCK_OK);
+    assert_int_equal(test_waiter_join(&w), DLOCK_OK);
+    assert_true(starts(seen("lock:f"), "who=acl since=")); /* GET, HSET at the hand-over */
+    assert_int_equal(dlock_lock_acquire(s1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(s2, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(s1, 20000), DLOCK_OK);
+    assert_int_equal(id_cmd("HLEN", "lock:s", NULL), 2);
+    assert_true(id_cmd("PTTL", "lock:s", NULL) > 10000); /* ZREVRANGEBYSCORE, PEXPIRE */
+    assert_int_equal(dlock_lock_acquire(m, 0), DLOCK_OK);
+    assert_true(starts(seen("lock:m"), "who=acl since="));
+    char buf[DLOCK_IDENTITY_READ_MAX + 1]; /* and HGET for the reader */
+    assert_int_equal(dlock_client_holder_identity(c, "m", 0, dlock_lock_token(m), buf,
+                                                  sizeof buf), DLOCK_OK);
+    assert_true(starts(buf, "who=acl since="));
+    assert_int_equal(dlock_lock_release(s1), DLOCK_OK);
+    assert_int_equal(id_cmd("HLEN", "lock:s", NULL), 1); /* HDEL */
+    assert_int_equal(dlock_lock_release(s2), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(fw), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(m), DLOCK_OK);
+    assert_int_equal(id_keys("lock:"), 0);
+    dlock_lock_free(f);
+    dlock_lock_free(fw);
+    dlock_lock_free(s1);
+    dlock_lock_free(s2);
+    dlock_lock_free(m);
+    dlock_client_free(c);
+}
+
 static void holder_identity_checks_its_arguments(void **state)
 {
     (void)state;
@@ -475,6 +540,7 @@ int main(void)
         cmocka_unit_test(an_ended_lease_takes_its_identity_with_it),
         cmocka_unit_test(many_holders_are_cut_to_eight_and_counted),
         cmocka_unit_test(break_removes_every_holders_identity),
+        cmocka_unit_test(the_least_privilege_user_keeps_every_kinds_identity),
         cmocka_unit_test(holder_identity_checks_its_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
