@@ -24,11 +24,19 @@ static const char *state_name(dlock_status_state st)
 #define MAX_LISTED 64
 
 /* Who holds the name on one node (shared holders, permits): what
- * dlock_client_holders() says; info->mode DLOCK_HOLD_FREE if it failed. */
+ * dlock_client_holders() says, with each listed holder's identity
+ * (dlock_client_holder_identity(): "" none); info->mode DLOCK_HOLD_FREE if
+ * it failed. */
 typedef struct node_holders {
     dlock_holders_info info;
     dlock_holder list[MAX_LISTED];
+    char ids[MAX_LISTED][DLOCK_IDENTITY_READ_MAX + 1];
 } node_holders;
+
+static int several(const node_holders *h)
+{
+    return h->info.mode == DLOCK_HOLD_SHARED || h->info.mode == DLOCK_HOLD_SEMAPHORE;
+}
 
 static void holders_of(dlock_client *c, const char *name, size_t i, node_holders *h)
 {
@@ -37,6 +45,10 @@ static void holders_of(dlock_client *c, const char *name, size_t i, node_holders
         h->info = (dlock_holders_info){DLOCK_HOLD_EXCLUSIVE, 0, 1, -1};
     else if (rc != DLOCK_OK)
         h->info = (dlock_holders_info){DLOCK_HOLD_FREE, 0, 0, -1};
+    for (size_t k = 0; several(h) && k < h->info.count && k < MAX_LISTED; k++)
+        if (dlock_client_holder_identity(c, name, i, h->list[k].token, h->ids[k],
+                                         sizeof h->ids[k]) != DLOCK_OK)
+            h->ids[k][0] = '\0'; /* best effort, as the node's identity */
 }
 
 /* A node whose key is not a lock (DLOCK_HOLD_FOREIGN): its Redis type. */
@@ -54,14 +66,19 @@ static void json_holders(const node_holders *h, FILE *f)
     for (size_t k = 0; k < h->info.count && k < MAX_LISTED; k++) {
         fputs(k ? ",{\"token\":" : "{\"token\":", f);
         cli_json_string(h->list[k].token, f);
-        fprintf(f, ",\"ttl_ms\":%" PRId64 "}", h->list[k].ttl_ms);
+        fprintf(f, ",\"ttl_ms\":%" PRId64 ",\"identity\":", h->list[k].ttl_ms);
+        if (h->ids[k][0])
+            cli_json_string(h->ids[k], f);
+        else
+            fputs("null", f);
+        fputc('}', f);
     }
     fputc(']', f);
 }
 
 static void text_holders(const node_holders *h, FILE *f)
 {
-    char esc[600];
+    char esc[1024];
     if (h->info.mode == DLOCK_HOLD_SHARED)
         fprintf(f, "%26sshared by %zu", "", h->info.count);
     else if (h->info.mode == DLOCK_HOLD_SEMAPHORE)
@@ -71,9 +88,13 @@ static void text_holders(const node_holders *h, FILE *f)
     if (h->info.writer_waiting_ms >= 0)
         fprintf(f, "  (a writer waits, mark %.1fs)", (double)h->info.writer_waiting_ms / 1000.0);
     fputc('\n', f);
-    for (size_t k = 0; k < h->info.count && k < MAX_LISTED; k++)
-        fprintf(f, "%28s%s  lease %.1fs\n", "", cli_escape(h->list[k].token, esc, sizeof esc),
+    for (size_t k = 0; k < h->info.count && k < MAX_LISTED; k++) {
+        fprintf(f, "%28s%s  lease %.1fs", "", cli_escape(h->list[k].token, esc, sizeof esc),
                 (double)h->list[k].ttl_ms / 1000.0);
+        if (h->ids[k][0]) /* last: it holds spaces */
+            fprintf(f, "  identity %s", cli_escape(h->ids[k], esc, sizeof esc));
+        fputc('\n', f);
+    }
     if (h->info.count > MAX_LISTED)
         fprintf(f, "%28s... and %zu more\n", "", h->info.count - MAX_LISTED);
 }
@@ -154,7 +175,8 @@ static void print_text(dlock_client *c, const char *name, const dlock_node_statu
             fprintf(f, "free  fence %" PRIu64 "\n", st[i].fence);
         if (st[i].error == DLOCK_OK && !foreign_type(i))
             text_holders(&holders[i], f);
-        if (st[i].error == DLOCK_OK && st[i].held && identities[i][0])
+        /* Several holders show theirs on their own lines (text_holders). */
+        if (st[i].error == DLOCK_OK && st[i].held && identities[i][0] && !several(&holders[i]))
             fprintf(f, "%26sidentity %s\n", "", cli_escape(identities[i], esc, sizeof esc));
     }
 }

@@ -576,9 +576,10 @@ typedef struct dlock_client_options {
      *  acquire script itself and given the lock's TTL, kept by extend and
      *  the watchdog, removed by release and break; the lock key's value
      *  stays the bare token, so other libraries still see an ordinary
-     *  lock. Kept for plain, exclusive and reentrant locks (a re-entry
-     *  keeps the first hold's); not yet for fair, shared and semaphore
-     *  locks. On etcd it is the value of the waiter key (the key itself
+     *  lock. Kept for every kind: a re-entry keeps the first hold's; a
+     *  fair hand-over writes the new holder's (its waiter left it in
+     *  line); a shared lock or semaphore keeps one field per holder,
+     *  removed with its hold (dlock_client_holder_identity()). On etcd it is the value of the waiter key (the key itself
      *  without one; etcdctl lock looks at create revisions only), with
      *  the acquiring host's wall-clock "since" (docs/observing.md). On
      *  Redis it costs one more
@@ -813,21 +814,47 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  * since=UNIX_MS" (or its identity_text, then " since=UNIX_MS"), since
  * being the server's time of the grant (on etcd the acquiring host's
  * clock). Read-only; the client's key_prefix applies; the calling client
- * need not keep identities itself. Kept for plain, exclusive and
- * reentrant holds (dlock_client_options.identity says which); on etcd the
- * cluster is node 0, the owner's key is read.
+ * need not keep identities itself. A shared lock's or semaphore's live
+ * holders' identities are joined with "; " in the order their leases end
+ * (the first 8, then "+N more"); dlock_client_holder_identity() reads one
+ * of them. On etcd the cluster is node 0, the owner's key is read.
  *
  * @param buf receives the identity, NUL-terminated and cut to fit: ""
  *            when the name is free on that node or its holder keeps none
- *            (identity off, another library, a kind without identity).
+ *            (identity off, another library).
  * @param len the size of @p buf, at least 1 (DLOCK_IDENTITY_READ_MAX + 1
- *            holds any identity dlock writes).
+ *            holds any one identity dlock writes; several holders' need
+ *            more, or come cut).
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range, no
  *         buffer), or the node's error. Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_client_identity(dlock_client *client, const char *name, size_t node, char *buf,
                       size_t len);
+
+/**
+ * The identity one holder of @p name keeps on node @p node (0 with a
+ * single node): @p token is a holder's token as dlock_client_holders()
+ * lists it (a shared lock's reader, a semaphore's permit, an exclusive or
+ * fair lock's holder) or a reentrant lock's owner id. What
+ * dlock_client_identity() joins for several holders, one at a time. Same
+ * text as dlock_client_identity(); read-only; the client's key_prefix
+ * applies; the calling client need not keep identities itself. One HGET
+ * on Redis.
+ *
+ * @param buf receives the identity, NUL-terminated and cut to fit: "" when
+ *            the token keeps none there (no such holder, identity off, a
+ *            lease that ended).
+ * @param len the size of @p buf, at least 1.
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL or empty token, NULL, bad name, node
+ *         out of range, no buffer), DLOCK_ENOTSUP (an etcd:// client: its
+ *         one holder's is dlock_client_identity()'s), DLOCK_EREFUSED (the
+ *         server refused HGET: an ACL, a foreign key), or the node's
+ *         error. Thread-safe.
+ */
+DLOCK_EXTERN(int)
+dlock_client_holder_identity(dlock_client *client, const char *name, size_t node,
+                             const char *token, char *buf, size_t len);
 
 /** What dlock_client_break() did. */
 typedef struct dlock_break_result {
@@ -920,8 +947,9 @@ typedef struct dlock_list_entry {
     size_t quorum;         /**< nodes needed for a majority */
     /* --- version 2 --- */
     /** The holder's identity (dlock_client_identity(): the first node's
-     *  that keeps one), or NULL when none is kept; valid for the
-     *  callback only. Read it only when entry->version >= 2. */
+     *  that keeps one; several holders' joined with "; "), or NULL when
+     *  none is kept; valid for the callback only. Read it only when
+     *  entry->version >= 2. */
     const char *identity;
 } dlock_list_entry;
 

@@ -55,6 +55,10 @@ typedef struct dlock__backend {
      * holder's identity or ""; NULL: DLOCK_ENOTSUP. */
     int (*identity)(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
                     size_t len);
+    /* dlock_client_holder_identity() on one node: the identity kept for
+     * holder token (tlen bytes), or ""; NULL: DLOCK_ENOTSUP. */
+    int (*holder_identity)(dlock_client *c, const char *key, size_t klen, size_t node,
+                           const char *token, size_t tlen, char *buf, size_t len);
     /* dlock_client_break(): remove every hold of the lock at key, leaving
      * its fence and its waiters, and wake them; out filled whenever the
      * nodes were asked (dlock.h says what it holds and returns). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A client's calls on a name rather than a handle: the read-only looks
- * (dlock_client_status, _holders, _identity, _list) and breaking a stuck lock
+ * (dlock_client_status, _holders, _identity, _holder_identity, _list) and breaking a stuck lock
  * (dlock_client_break): their arguments checked once here, then the
  * client's backend. */
 #include <string.h>
@@ -132,6 +132,40 @@ int dlock_client_identity(dlock_client *c, const char *name, size_t node, char *
 {
     static const name_call how = {identity_check, identity_run};
     return on_name(c, name, &how, &(identity_args){node, buf, len});
+}
+
+typedef struct holder_identity_args {
+    size_t node;
+    const char *token;
+    char *buf;
+    size_t len;
+} holder_identity_args;
+
+static int holder_identity_check(dlock_client *c, const void *args)
+{
+    const holder_identity_args *a = args;
+    if (!a->buf || a->len == 0)
+        return DLOCK_EINVAL;
+    a->buf[0] = '\0';
+    if (!a->token || !a->token[0])
+        return DLOCK_EINVAL;
+    if (!c->backend->holder_identity)
+        return DLOCK_ENOTSUP; /* etcd: one holder, dlock_client_identity() */
+    return a->node >= c->backend->node_count(c) ? DLOCK_EINVAL : DLOCK_OK;
+}
+
+static int holder_identity_run(dlock_client *c, const char *key, size_t klen, const void *args)
+{
+    const holder_identity_args *a = args;
+    return c->backend->holder_identity(c, key, klen, a->node, a->token, strlen(a->token), a->buf,
+                                       a->len);
+}
+
+int dlock_client_holder_identity(dlock_client *c, const char *name, size_t node,
+                                 const char *token, char *buf, size_t len)
+{
+    static const name_call how = {holder_identity_check, holder_identity_run};
+    return on_name(c, name, &how, &(holder_identity_args){node, token, buf, len});
 }
 
 int dlock_client_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg)

@@ -22,7 +22,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
      * (docs/waiting.md). */
     [DLOCK__KIND_FAIR] = {.id = DLOCK__KIND_FAIR, .name = "fair", .leave = DLOCK__S_FAIR_LEAVE,
                           .renew_mode = "p", .wait = DLOCK__WAIT_QUEUE, .fenced = 1, .adopt = 1,
-                          .inbox = 1, .in_line = DLOCK__KIND_FAIR},
+                          .inbox = 1, .ident = 1, .in_line = DLOCK__KIND_FAIR},
     /* The writer of a read-write lock holds exactly a plain lock (so plain
      * release, extend, renewal and fencing serve it); only its acquire
      * differs: shared holders keep it out, and it leaves the
@@ -38,14 +38,15 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
     [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
                             .leave = DLOCK__S_NONE, .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
                             .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
-                            .in_line = DLOCK__KIND_COUNT},
+                            .ident = 1, .in_line = DLOCK__KIND_COUNT},
     /* N permits counted per node do not add up over several masters: with
      * N = 2 and three nodes, three holders can each win a different pair
      * of nodes while no node sees more than two (docs/primitives.md). */
     [DLOCK__KIND_SEMAPHORE] = {.id = DLOCK__KIND_SEMAPHORE, .name = "semaphore",
                                .leave = DLOCK__S_NONE, .renew_mode = "z",
                                .wait = DLOCK__WAIT_RETRY, .adopt = 1,
-                               .aux_arg = DLOCK__AUX_PERMITS, .in_line = DLOCK__KIND_COUNT},
+                               .aux_arg = DLOCK__AUX_PERMITS, .ident = 1,
+                               .in_line = DLOCK__KIND_COUNT},
     /* A reentrant reader: the shared kind's scripts, with re-entry counted
      * in the handle (kinds.h, reenter; docs/primitives.md). No adopt: an
      * adopted token would not carry the owner id. */
@@ -53,7 +54,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                     .reenter = 1, .multi_node = 1, .leave = DLOCK__S_NONE,
                                     .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
                                     .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
-                                    .in_line = DLOCK__KIND_COUNT},
+                                    .ident = 1, .in_line = DLOCK__KIND_COUNT},
     /* A reentrant writer: still a plain string (readers see a writer, and
      * plain release, extend, renewal and fencing serve it), its token
      * OWNER#RANDOM; re-entry counted in the handle (kinds.h, reenter); the

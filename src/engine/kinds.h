@@ -82,9 +82,10 @@ typedef struct dlock__kind {
     /* DLOCK_NO_FENCE's first try may be a bare SET NX PX (first_try.c):
      * the kind's lock key is a plain string its acquire script alone sets. */
     int raw_first_try;
-    /* The holder identity (dlock_client_options.identity) is kept for it:
-     * one holder at a time, a plain string (the plain scripts) or a
-     * reentrant hash (the reentrant_*.lua scripts; lib/ident.lua). */
+    /* The holder identity (dlock_client_options.identity) is kept for it
+     * (lib/ident.lua): one holder at a time, a plain string (the plain and
+     * fair scripts) or a reentrant hash (the reentrant_*.lua scripts), or
+     * one field per lease of a shared lock or semaphore (zlease.lua). */
     int ident;
     /* The kind a store whose locks are one line of exclusive owners
      * serves for it (etcd; ZooKeeper's recipe is the same shape): such a

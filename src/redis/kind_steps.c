@@ -97,8 +97,11 @@ int dlock__acquire_cb(void *arg, size_t node, uint32_t idx, int err,
 }
 
 /* ---- fair: fair_acquire.lua looks, fair_leave.lua leaves (KEYS: lock,
- * line, our liveness key, fence?; ARGV: token, ttl, and for a look the
- * liveness key's life and prefix). Both answer in the acquire shape. ---- */
+ * line, our liveness key, fence?, identity?; ARGV: token, ttl, for a look
+ * the liveness key's life and prefix, then the identity text?). Both
+ * answer in the acquire shape. The text goes with every look, not only a
+ * grant: a waiter leaves it beside its liveness key, for the release that
+ * hands it the lock (fair_release.lua). ---------------------------------- */
 
 static int fair_args(dlock_lock *l, dlock__step_args *a, int *nargs)
 {
@@ -113,6 +116,7 @@ static int fair_args(dlock_lock *l, dlock__step_args *a, int *nargs)
     ARG(a->me, me_len);
     if (l->fence_key)
         ARG(l->fence_key, l->fence_len);
+    ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
     ARG(l->ttl_s, l->ttl_s_len);
@@ -128,15 +132,23 @@ static int fair_look_args(dlock_lock *l, const dlock__step_in *in, dlock__step_a
         return nkeys;
     ARG(in->live_ttl, strlen(in->live_ttl));
     ARG(l->live_prefix, l->live_prefix_len);
+    ID_ARG(l->id_arg_len);
     *nargs = k;
     return nkeys;
 }
 
+/* A leave that finds the lock handed to it confirms the hand-over: the
+ * text, should the release have kept no identity. */
 static int fair_leave_args(dlock_lock *l, const dlock__step_in *in, dlock__step_args *a,
                            int *nargs)
 {
+    int nkeys = fair_args(l, a, nargs), k = *nargs;
     (void)in;
-    return fair_args(l, a, nargs);
+    if (nkeys < 0)
+        return nkeys;
+    ID_ARG(l->id_arg_len);
+    *nargs = k;
+    return nkeys;
 }
 
 /* ---- release: release.lua and its kin (KEYS: lock, and with a wake-up
@@ -144,7 +156,8 @@ static int fair_leave_args(dlock_lock *l, const dlock__step_in *in, dlock__step_
  * wake-up, the run's holder, length and turn if it has one, and if counted
  * the ttl, release number, holds its run drops, handle id and the run's
  * first number); fair_release.lua
- * (KEYS: lock, line, fence?; ARGV: token, channel, liveness prefix). ---- */
+ * (KEYS: lock, line, fence?; ARGV: token, channel, liveness prefix). The
+ * identity's key and mark go last in both. ------------------------------ */
 
 static int release_args(dlock_lock *l, const dlock__step_in *in, dlock__step_args *a, int *nargs)
 {
@@ -188,10 +201,12 @@ static int fair_release_args(dlock_lock *l, const dlock__step_in *in, dlock__ste
     ARG(l->queue_key, l->queue_len);
     if (l->fence_key)
         ARG(l->fence_key, l->fence_len);
+    ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
     ARG(l->channel, l->channel_len);
     ARG(l->live_prefix, l->live_prefix_len);
+    ID_ARG(ID_MARK_LEN);
     *nargs = k;
     return nkeys;
 }

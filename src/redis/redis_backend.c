@@ -172,6 +172,7 @@ const dlock__backend dlock__redis_backend = {
     .holders = dlock__redis_holders,
     .list = dlock__redis_list,
     .identity = dlock__redis_identity,
+    .holder_identity = dlock__redis_holder_identity,
     .break_holds = dlock__redis_break,
     .late_answer_counts = 0,
     .sets = 1,

@@ -24,6 +24,9 @@ int dlock__redis_identity(dlock_client *c, const char *key, size_t klen, size_t 
                           size_t len);
 int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out);
+/* dlock_client_holder_identity() (holders.c): HGET of the identity hash. */
+int dlock__redis_holder_identity(dlock_client *c, const char *key, size_t klen, size_t node,
+                                 const char *token, size_t tlen, char *buf, size_t len);
 int dlock__redis_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
 /* redis_lock.c: the keys of a new handle's kind, and their release. */
 int dlock__redis_lock_init(dlock_lock *l);

@@ -138,6 +138,31 @@ class Identity(DlockTest):
         self.assertEqual(self.redis.cli("EXISTS", key), "0")
         self.assertEqual(self.id_key_exists("held"), "0")
 
+    def test_each_reader_shows_its_own(self):
+        # Two readers of one shared lock: status names each holder's
+        # identity on its line, list joins them; both go with the holds.
+        held = [self.spawn(*self.pfx(), "run", "-s", "sh", "--", "sleep", "60")
+                for _ in range(2)]
+        key = self.name + "/sh"
+        self.assertTrue(wait_until(lambda: self.redis.cli("ZCARD", key) == "2", 10))
+        who = [rf"host=\S+ pid={p.pid} prog=dlock since=[0-9]+" for p in held]
+        node = self.status_json("sh")
+        got = sorted(h["identity"] for h in node["holders"])
+        self.assertEqual(len(got), 2)
+        for w in who:
+            self.assertTrue(any(re.match("^" + w + "$", g) for g in got), (w, got))
+        r = self.dlock(*self.pfx(), "status", "sh")
+        for w in who:
+            self.assertRegex(r.stdout, r"\n +[0-9a-f#]+  lease [0-9.]+s  identity " + w + "\n")
+        r = self.dlock(*self.pfx(), "list", "--json")
+        for w in who:
+            self.assertRegex(json.loads(r.stdout)[0]["identity"], w)
+        for p in held:
+            p.send_signal(signal.SIGTERM)  # forwarded; dlock releases on the way out
+            p.wait(10)
+        self.assertEqual(self.redis.cli("EXISTS", key), "0")
+        self.assertEqual(self.id_key_exists("sh"), "0")
+
     def test_no_identity_and_a_text_of_ones_own(self):
         r = self.dlock("--no-identity", *self.pfx(), "acquire", "off")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -8,7 +8,8 @@
  * that keeps one; after the release no live node keeps the hash KEY NUL
  * "id", and what the stopped node ran once resumed goes with the lock's
  * TTL. A lock whose TTL runs out (no release) leaves no identity behind:
- * its hash has the lock's TTL on every node.
+ * its hash has the lock's TTL on every node (a plain lock's and a shared
+ * reader's).
  *
  * tests/integration/test_identity.c covers the healthy single node. */
 #include <setjmp.h>
@@ -214,29 +215,34 @@ static int key_gone_on_all(void *arg)
 }
 
 /* No release, no renewal: the hash was given the lock's TTL by the
- * acquire script on every node, so it expires with the lock. */
+ * acquire script on every node, so it expires with the lock; a shared
+ * lock's too (its reader's field, the hash with the last lease). */
 static void a_lock_whose_ttl_runs_out_leaves_no_identity(void **state)
 {
     (void)state;
-    const char *name = "idf:expires";
-    dlock_lock *l = test_lock_new(holder, name, 1500, 0, 10, 200);
-    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    for (int i = 0; i < N; i++) {
-        long long id_ttl = id_key_cmd(i, "PTTL", name); /* read first */
-        long long key_ttl = test_key_pttl(&nodes[i], name);
-        assert_true(key_ttl > 0 && key_ttl <= 1500);
-        assert_true(id_ttl >= key_ttl);      /* read before it, never shorter */
-        assert_true(id_ttl - key_ttl < 500); /* nor longer than the lock's */
+    static const char *const names[] = {"idf:expires", "idf:expires-shared"};
+    static const unsigned flags[] = {0, DLOCK_SHARED};
+    for (size_t k = 0; k < 2; k++) {
+        const char *name = names[k];
+        dlock_lock *l = test_lock_new(holder, name, 1500, flags[k], 10, 200);
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+        for (int i = 0; i < N; i++) {
+            long long id_ttl = id_key_cmd(i, "PTTL", name); /* read first */
+            long long key_ttl = test_key_pttl(&nodes[i], name);
+            assert_true(key_ttl > 0 && key_ttl <= 1500);
+            assert_true(id_ttl >= key_ttl);      /* read before it, never shorter */
+            assert_true(id_ttl - key_ttl < 500); /* nor longer than the lock's */
+        }
+        assert_true(test_wait_until(key_gone_on_all, (void *)name, 1500 + 3000, 20));
+        for (int i = 0; i < N; i++)
+            assert_int_equal(id_key_cmd(i, "EXISTS", name), 0);
+        char buf[DLOCK_IDENTITY_READ_MAX + 1];
+        for (size_t i = 0; i < N; i++) {
+            assert_int_equal(dlock_client_identity(reader, name, i, buf, sizeof buf), DLOCK_OK);
+            assert_string_equal(buf, "");
+        }
+        dlock_lock_free(l);
     }
-    assert_true(test_wait_until(key_gone_on_all, (void *)name, 1500 + 3000, 20));
-    for (int i = 0; i < N; i++)
-        assert_int_equal(id_key_cmd(i, "EXISTS", name), 0);
-    char buf[DLOCK_IDENTITY_READ_MAX + 1];
-    for (size_t i = 0; i < N; i++) {
-        assert_int_equal(dlock_client_identity(reader, name, i, buf, sizeof buf), DLOCK_OK);
-        assert_string_equal(buf, "");
-    }
-    dlock_lock_free(l);
 }
 
 int main(void)

@@ -5,7 +5,10 @@
  * share and keep a writer out, a semaphore counts its permits, and a set
  * takes names that live on different masters. The holder identity (KEY
  * NUL "id") lives in its lock's slot too, and the watchdog's renewal
- * keeps it there (renew_batch.lua names it in its mode argument). */
+ * keeps it there (renew_batch.lua names it in its mode argument), for
+ * every kind: a reader's and a fair holder's too, and one holder's read by
+ * its token (dlock_client_holder_identity(): a bare HGET, routed to the
+ * lock's slot). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,18 +99,24 @@ static void the_identity_lives_and_is_renewed_in_its_locks_slot(void **state)
     o.identity = 1;
     o.identity_text = "on-a-cluster";
     dlock_client *with_id = test_client_new(C.urls, TEST_CLUSTER_NODES, &o);
-    const char *const names[] = {"id:a", "id:{t}b", "id:c"};
-    dlock_lock *l[3];
-    for (int i = 0; i < 3; i++) {
-        l[i] = test_lock_new(with_id, names[i], 300, DLOCK_AUTO_RENEW | (i ? DLOCK_EXCLUSIVE : 0),
-                             1, 20);
+    const char *const names[] = {"id:a", "id:{t}b", "id:c", "id:s", "id:{u}f", "id:f"};
+    static const unsigned flags[] = {0, DLOCK_EXCLUSIVE, DLOCK_EXCLUSIVE, DLOCK_SHARED,
+                                     DLOCK_FAIR, DLOCK_FAIR};
+    enum { N_NAMES = sizeof names / sizeof names[0] };
+    dlock_lock *l[N_NAMES];
+    for (int i = 0; i < N_NAMES; i++) {
+        l[i] = test_lock_new(with_id, names[i], 300, DLOCK_AUTO_RENEW | flags[i], 1, 20);
         assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
     }
     usleep(1000 * 1000); /* more than three TTLs: renewed, identity and all */
     char buf[DLOCK_IDENTITY_READ_MAX + 1];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_NAMES; i++) {
         assert_int_equal(dlock_lock_state_get(l[i]), DLOCK_STATE_HELD);
         assert_int_equal(dlock_client_identity(cl, names[i], 0, buf, sizeof buf), DLOCK_OK);
+        assert_true(strncmp(buf, "on-a-cluster since=", 19) == 0);
+        assert_int_equal(dlock_client_holder_identity(cl, names[i], 0, dlock_lock_token(l[i]),
+                                                      buf, sizeof buf),
+                         DLOCK_OK);
         assert_true(strncmp(buf, "on-a-cluster since=", 19) == 0);
         assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
         assert_int_equal(dlock_client_identity(cl, names[i], 0, buf, sizeof buf), DLOCK_OK);

@@ -21,6 +21,12 @@
 -- ARGV[1]  our token;  ARGV[2]  lock TTL in ms (> 0)
 -- ARGV[3]  liveness TTL in ms; '0' = try once: do not join the line
 -- ARGV[4]  liveness key prefix
+-- and, last, the holder identity's key and argument (lib/ident.lua): a
+-- grant writes our identity; a waiter keeps its text in the key KEYS[3]
+-- NUL "id", beside its liveness key and with the same PX, for the release
+-- that hands it the lock (fair_release.lua); a confirmed hand-over keeps
+-- the identity the release wrote (or writes ours, if that release kept
+-- none) and gives it the lock's TTL
 --
 -- Replies  {1, fence}  we hold the lock: taken now (the lock was free and no
 --                      live waiter was ahead of us), or handed to us by
@@ -38,6 +44,7 @@
 -- Invariant: while a live waiter is ahead of us, we never take a free lock;
 -- the lock key is only written when absent. Every check that can fail runs
 -- before the first write (Redis keeps what a script wrote before an error).
+--#include ident.lua
 local lock, q, me = KEYS[1], KEYS[2], KEYS[3]
 local tok, ttl, wttl, wprefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
@@ -55,6 +62,14 @@ if v == tok then
   if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') or 0 end
   redis.call('del', me)
   redis.call('pexpire', lock, ttl)
+  if ident_key then
+    redis.pcall('del', me .. '\0id')
+    if redis.pcall('hexists', ident_key, tok) == 1 then
+      redis.pcall('pexpire', ident_key, ttl)
+    else
+      ident_grant(tok, ttl)
+    end
+  end
   return {1, f}
 end
 if #KEYS > 3 then
@@ -74,6 +89,10 @@ if not v then
     redis.call('set', lock, tok, 'PX', ttl)
     local f = 0
     if #KEYS > 3 then f = redis.call('incr', KEYS[4]) end
+    if ident_key then
+      redis.pcall('del', me .. '\0id')
+      ident_grant(tok, ttl)
+    end
     return {1, f}
   end
 end
@@ -84,4 +103,5 @@ if not redis.call('lpos', q, tok) then
   joined = 1
 end
 redis.call('set', me, wttl, 'PX', wttl)
+if ident_key then redis.pcall('set', me .. '\0id', ident_text, 'PX', wttl) end
 return {0, redis.call('pttl', lock), false, -1, joined}

@@ -6,6 +6,10 @@
 -- KEYS[3]  (optional) the fencing counter
 -- ARGV[1]  our token;  ARGV[2]  the wake-up channel
 -- ARGV[3]  liveness key prefix (see fair_acquire.lua)
+-- and, last, the holder identity's key and argument (lib/ident.lua): our
+-- identity goes; a hand-over writes the next holder's, from the text its
+-- waiter left beside its liveness key (fair_acquire.lua), with the
+-- claim's TTL and the hand-over's "since"
 --
 -- Replies  2   released and handed over: the lock now holds the next
 --              waiter's token with a claim lease (the rest of its liveness
@@ -30,6 +34,7 @@
 -- finds a hand-over at its next look (every refresh period).
 --#include wake.lua
 --#include wake_to.lua
+--#include ident.lua
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
 
@@ -49,6 +54,7 @@ if #KEYS > 2 then
   if e then return e end
 end
 redis.call('del', lock)
+if ident_key then redis.pcall('del', ident_key) end
 local h = redis.call('lpop', q)
 while h do
   local wk = wprefix .. h
@@ -61,6 +67,13 @@ while h do
     redis.call('set', lock, h, 'PX', claim)
     local f = 0
     if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
+    if ident_key then
+      local text = redis.pcall('get', wk .. '\0id')
+      if type(text) == 'string' then
+        redis.pcall('del', wk .. '\0id')
+        ident_write(h, text, claim, true)
+      end
+    end
     wake_to(ch, h, 'g ' .. h .. ' ' .. f)
     return 2
   end

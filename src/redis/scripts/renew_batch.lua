@@ -5,10 +5,11 @@
 -- ARGV[3i-2]   owner token (plain) or owner id (reentrant) of lock i
 -- ARGV[3i-1]   TTL in ms for lock i, > 0
 -- ARGV[3i]     'p' plain (string value), 'r' reentrant (hash) or 'z' a
---              share or permit (sorted set of leases, zlease.lua); 'p'
---              and 'r' may be followed by the lock's holder identity key
---              (KEY NUL "id", lib/ident.lua), whose hash then gets the
---              lock's TTL (a no-op when it is gone)
+--              share or permit (sorted set of leases, zlease.lua); each
+--              may be followed by the lock's holder identity key (KEY NUL
+--              "id", lib/ident.lua), whose hash then gets the lock's TTL
+--              (a no-op when it is gone; for 'z' zlease_ident, which also
+--              drops the fields of ended leases)
 --
 -- Replies  an array, one entry per key:
 --          1   renewed
@@ -47,6 +48,7 @@ for i = 1, #KEYS do
     local now = zlease_now()
     if s and tonumber(s) > now then
       redis.call('zadd', KEYS[i], 'XX', now + tonumber(ttl), tok)
+      zlease_ident(KEYS[i], idk, now)
       zlease_expire(KEYS[i], now)
       r = 1
     elseif s then

@@ -12,6 +12,9 @@
 --          already is granted another past a writer's mark: the writer
 --          waits for that share, so holding the new one back would make
 --          the owner wait for itself
+-- and, last, the holder identity's key and argument (lib/ident.lua): a
+-- grant writes our field beside the other holders', and the fields of
+-- ended leases go (zlease_ident)
 --
 -- Replies  {1, 0}             granted
 --          {0, pttl, holder}  not now: an exclusive holder (its token and
@@ -28,6 +31,7 @@
 -- already; a semaphore never has more than
 -- N live leases. Expired members are pruned first and never counted. Every
 -- check runs before the first write.
+--#include ident.lua
 --#include zlease.lua
 local key, tok, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('type', key).ok
@@ -81,8 +85,12 @@ local last = now + ttl
 local top = redis.call('zrevrangebyscore', key, '(inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 1)
 if #top > 0 and tonumber(top[2]) > last then last = tonumber(top[2]) end
 redis.call('pexpire', key, last - now)
-if t == 'zset' then redis.call('zremrangebyscore', key, '-inf', now) end
+if t == 'zset' then
+  zlease_ident(key, ident_key, now)
+  redis.call('zremrangebyscore', key, '-inf', now)
+end
 if n > 0 and not stored then redis.call('zadd', key, 'inf', ZLEASE_SENTINEL .. n) end
 redis.call('zadd', key, now + ttl, tok)
 if t == 'none' then redis.call('pexpire', key, last - now) end -- a set has it already
+if ident_write then ident_write(tok, ident_text, last - now, false) end
 return {1, 0}

@@ -14,34 +14,41 @@
 -- The hash holds one field per holder token: the text and " since=" with
 -- the server's time of the grant in ms. It lives as long as the lock (the
 -- same PX, kept by extend.lua and renew_batch.lua), and goes with it on
--- release and break. The lock key itself is never touched by this: its
+-- release and break; a shared lock's or semaphore's field goes with its
+-- holder's lease (zlease.lua, zlease_ident). The lock key itself is never touched by this: its
 -- value stays the bare token other libraries compare.
 --
 -- ident_grant(tok, ttl), after a grant of an exclusive hold to token tok
 -- for ttl ms, writes the one holder's identity (an earlier holder's, left
--- by a lease that ran out, goes first). It is nil without an identity: a
--- closure is made only for a call that needs it (issue 20). It comes after
--- the grant's write, so it must never fail the script: every command runs
--- under pcall, and an ACL user without TIME or HSET (docs/design.md lists
--- them) still gets the lock, with no "since" or no identity. A hash whose
--- PEXPIRE was refused is deleted rather than left without a TTL (DEL and
--- PEXPIRE are the plain lock's own commands: release and extend).
-local ident_key, ident_grant
+-- by a lease that ran out, goes first). ident_write(field, text, ttl,
+-- clear) is its general form: field := text .. " since=NOW", the hash's
+-- TTL := ttl ms, other fields dropped first when clear. A shared lock or
+-- semaphore (zlease.lua) keeps one field per live holder and clears
+-- nothing; a fair hand-over (fair_release.lua) writes the next holder's
+-- text, taken from its waiter's key. Both are nil without an identity: a
+-- closure is made only for a call that needs it (issue 20). They come
+-- after the grant's write, so they must never fail the script: every
+-- command runs under pcall, and an ACL user without TIME or HSET
+-- (docs/design.md lists them) still gets the lock, with no "since" or no
+-- identity. A hash whose PEXPIRE was refused is deleted rather than left
+-- without a TTL (DEL and PEXPIRE are the plain lock's own commands:
+-- release and extend).
+local ident_key, ident_text, ident_write, ident_grant
 if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 then
-  local text = string.sub(ARGV[#ARGV], 5)
+  ident_text = string.sub(ARGV[#ARGV], 5)
   ident_key = KEYS[#KEYS]
   ARGV[#ARGV] = nil
   KEYS[#KEYS] = nil
-  ident_grant = function(tok, ttl)
+  ident_write = function(field, text, ttl, clear)
     local t = redis.pcall('time')
     if type(t) == 'table' and t[1] then
       text = text .. ' since=' .. (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     end
-    redis.pcall('del', ident_key)
-    if type(redis.pcall('hset', ident_key, tok, text)) == 'number' and
+    if clear then redis.pcall('del', ident_key) end
+    if type(redis.pcall('hset', ident_key, field, text)) == 'number' and
        redis.pcall('pexpire', ident_key, ttl) ~= 1 then
       redis.pcall('del', ident_key)
     end
   end
+  ident_grant = function(tok, ttl) ident_write(tok, ident_text, ttl, true) end
 end
-

@@ -50,3 +50,28 @@ local function zlease_score_of(key, member)
   if not s then return nil, -1 end
   return tonumber(s)
 end
+-- The holder identities (lib/ident.lua) of a leased-holder key: the hash
+-- idk holds one field per holder token. Called before zlease_expire (and
+-- after the caller's own ZREM or ZADD), it drops the fields of the leases
+-- ended by now, and of `drop` (a released token), and gives the hash the
+-- TTL of the last live lease, or deletes it with the last one: no field
+-- outlives the key, and none outlives its lease past the next call that
+-- touches the key with an identity. pcall throughout: it runs after the
+-- script's writes and must never fail it. Nothing without idk.
+local function zlease_ident(key, idk, now, drop)
+  if not idk then return end
+  local gone = redis.pcall('zrangebyscore', key, '-inf', now)
+  if type(gone) ~= 'table' then gone = {} end
+  if drop then gone[#gone + 1] = drop end
+  for i = 1, #gone, 100 do
+    redis.pcall('hdel', idk, unpack(gone, i, math.min(i + 99, #gone)))
+  end
+  local top = redis.pcall('zrevrangebyscore', key, '(inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 1)
+  if type(top) == 'table' and top[2] then
+    local ms = tonumber(top[2]) - now
+    if ms < 1 then ms = 1 end
+    redis.pcall('pexpire', idk, ms)
+  else
+    redis.pcall('del', idk)
+  end
+end
