@@ -8,8 +8,8 @@
  * sockets and curl's timeout are records on it, through curl's
  * multi_socket interface (etcd_transfer.c), and so is each exchange's
  * deadline. The blocking calls below run it on a private loop of their
- * own (loop_poll.h), with the cancel fd as one more record. Nothing waits
- * inside curl.
+ * own (loop_poll.h), with the cancel fd as one more record; the watchdog
+ * runs it on its loop (etcd_renew.h). Nothing waits inside curl.
  *
  * Every request is a POST of a JSON body to one path. A call fails over
  * across the endpoints, starting with the last one that answered, until it

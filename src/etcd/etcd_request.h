@@ -4,7 +4,8 @@
  * turn, failing over as etcd_http.h says) are transfers on that loop
  * (etcd_transfer.h), each started from the one before's end, and done()
  * runs once from the loop, never inside the start. dlock__etcd_post() is
- * this request on a private loop. */
+ * this request on a private loop; the watchdog's renewals run it on the
+ * watchdog's loop (etcd_renew.c). */
 #ifndef DLOCK_ETCD_REQUEST_H
 #define DLOCK_ETCD_REQUEST_H
 
