@@ -272,10 +272,74 @@ static void a_stalled_renewal_holds_back_no_other_lock(void **state)
     dlock_lock_free(a);
 }
 
+static dlock_lock *to_release;
+static atomic_int released_rc = 1, released_after_ms = -1;
+static int64_t stall_began_ms;
+
+/* On the watchdog's thread: release another lock, whose renewal is in
+ * flight. */
+static void on_lost_release_other(dlock_lock *l, dlock_lost_reason why, void *arg)
+{
+    (void)l, (void)why, (void)arg;
+    atomic_store(&released_rc, dlock_lock_release(to_release));
+    atomic_store(&released_after_ms, (int)(test_now_ms() - stall_began_ms));
+}
+
+static int released(void *arg)
+{
+    (void)arg;
+    return atomic_load(&released_rc) != 1;
+}
+
+/* An on_lost on the watchdog's thread releases lock A while A's renewal
+ * is stalled on the wire: it cannot wait for A's round on the loop it
+ * would block, so the round lets A go, and the release goes on at once.
+ * The renewal's late end then touches A no more. */
+static void an_on_lost_releases_a_lock_whose_renewal_is_in_flight(void **state)
+{
+    (void)state;
+    dlock_lock *a = auto_lock("wd-stalled-2", 6000, NULL);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    char id[32];
+    snprintf(id, sizeof id, "\"%" PRIu64 "\"", (uint64_t)strtoull(dlock_lock_token(a), NULL, 16));
+    int stalls = atomic_load(&px.stalls);
+    proxy_stall(id);
+    int64_t t0 = test_now_ms();
+    while (atomic_load(&px.stalls) == stalls && test_now_ms() - t0 < 4000)
+        test_sleep_ms(10);
+    assert_int_equal(atomic_load(&px.stalls), stalls + 1);
+    stall_began_ms = test_now_ms();
+    proxy_stall(""); /* the stalled connection stays stalled; A's revoke goes through */
+
+    to_release = a;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 3000;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.renew_interval_ms = 200;
+    o.on_lost = on_lost_release_other;
+    dlock_lock *x = test_lock_with(cl, "wd-broken", &o);
+    assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_OK);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, "wd-broken", 0, &res), DLOCK_OK);
+    assert_true(test_wait_until(released, NULL, 5000, 10));
+    fprintf(stderr, "A released from X's on_lost %d ms into A's stalled renewal\n",
+            atomic_load(&released_after_ms));
+    assert_int_equal(atomic_load(&released_rc), DLOCK_OK);
+    assert_true(atomic_load(&released_after_ms) < 2800); /* not after A's round */
+    /* A's renewal ends 3 s after it was sent, for a record let go. */
+    while (test_now_ms() - stall_began_ms < 3500)
+        test_sleep_ms(20);
+    assert_int_not_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(x), DLOCK_ELOST);
+    dlock_lock_free(x);
+    dlock_lock_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_stalled_renewal_holds_back_no_other_lock),
+        cmocka_unit_test(an_on_lost_releases_a_lock_whose_renewal_is_in_flight),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
