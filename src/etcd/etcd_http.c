@@ -193,8 +193,9 @@ static size_t on_write(char *p, size_t size, size_t n, void *arg)
 }
 
 /* One call: a private loop that the pooled transfer is bound to, with
- * the caller's cancel fd as one more record on it. Each exchange of the
- * call (authentication, the request, on each endpoint) runs on it. */
+ * the caller's cancel fd as one more record on it. The watch stream's
+ * exchanges (authentication, the stream) run on it; a POST is a request
+ * (etcd_request.c). */
 typedef struct call {
     dlock__loop_poll lp;
     dlock__fd_flag cancel;

@@ -65,9 +65,11 @@ static int send_one(req *q, const char *path, const char *body, const char *toke
     q->why[0] = '\0';
     int rc = dlock__etcd_exchange_begin(q->e, q->h, q->ep, path, body, strlen(body), token,
                                         &q->s, &q->hdrs);
-    if (rc == DLOCK_OK && (rc = dlock__etcd_transfer_start(q->h, q->until_ns, ended)) != DLOCK_OK)
+    if (rc == DLOCK_OK && (rc = dlock__etcd_transfer_start(q->h, q->until_ns, ended)) != DLOCK_OK) {
         dlock__etcd_exchange_finish(q->h, rc, &q->s, q->hdrs, &(int){0}, &(long){0}, q->why,
                                     sizeof q->why);
+        q->hdrs = NULL;
+    }
     q->running = rc == DLOCK_OK;
     return rc;
 }
