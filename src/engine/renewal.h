@@ -10,6 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct dlock__loop;
+
+/* One lock's renewal as a request (renewal_ops.renew_start), for a store
+ * without nodes to batch for: done(q, vote) runs once, from the loop,
+ * never inside the start; vote 1 renewed, 0 gone or not ours, -1 no
+ * answer before the deadline. */
+typedef struct dlock__renew_req {
+    void (*done)(struct dlock__renew_req *q, int vote); /* the starter's */
+} dlock__renew_req;
+
 /* One round's votes for one record. */
 typedef struct dlock__renew_votes {
     size_t n, quorum;
@@ -29,12 +39,17 @@ typedef struct dlock__renewal_ops {
      * the application (on_lost). The record stays in the round until this
      * returns, so a concurrent release or free waits for it. */
     void (*lost)(void *owner, int reason);
-    /* A store without nodes to batch for (the etcd backend): renew this one
-     * lock now and vote, 1 renewed, 0 gone or not ours, -1 no answer before
-     * deadline_ns. NULL for Redis, whose locks the watchdog renews in
-     * batches of renew_batch.lua per node. A client's records are all of
-     * one kind (a client is on one backend). */
-    int (*renew)(void *owner, int64_t deadline_ns);
+    /* A store without nodes to batch for (the etcd backend): start
+     * renewing this one lock on loop, every answer by deadline_ns; 1: q's
+     * done follows, from the loop; 0: not started, *vote is the vote now
+     * (-1: out of memory, or the deadline passed) and done never runs. The
+     * request copies what it needs: the record may be let go while it is
+     * in flight (watchdog.c). Several may be in flight at once. NULL for
+     * Redis, whose locks the watchdog renews in batches of renew_batch.lua
+     * per node. A client's records are all of one kind (a client is on
+     * one backend). */
+    int (*renew_start)(void *owner, int64_t deadline_ns, struct dlock__loop *loop,
+                       dlock__renew_req *q, int *vote);
 } dlock__renewal_ops;
 
 typedef struct dlock__renewal {

@@ -28,8 +28,10 @@
  * must not hold back the others. Rounds in flight share the loop's fd
  * slots (loop_poll.h): one starts only while there is room for a
  * connection per node it contacts (wd->fds). The etcd backend's records
- * renew themselves (renewal_ops.renew) one blocking call after the other:
- * such a round still blocks this thread while it runs.
+ * renew themselves (renewal_ops.renew_start): each is a request on this
+ * loop too (a keep-alive and a read of its key over curl's multi_socket,
+ * etcd_renew.h), in a round of its own, so that a stalled member holds
+ * back neither the other records' renewals nor adds and removes.
  *
  * Safety of release against a round in flight: a lock taking part in a
  * round is flagged in_round, and unsettled until the round's completion
@@ -162,10 +164,16 @@ static size_t take_due(dlock__watchdog *wd, item *items, size_t due, int64_t now
 /* Cluster: a round per master of the n records taken into wd->pick, all
  * in flight at once, queued on *go; a master's that finds no room
  * (memory, fd slots) is let go, and looked at again when a round is
- * over. Without wd->mu: the slot map has a lock of its own. */
+ * over. Without wd->mu: the slot map has a lock of its own. Records that
+ * renew themselves (etcd's) get a round each, the same way: one stalled
+ * renewal must not hold back another's verdict or on_lost. */
 static void split_by_master(dlock__watchdog *wd, size_t n, wd_round **go)
 {
-    group_by_master(wd->c, wd->pick, n);
+    if (dlock__client_cluster(wd->c))
+        group_by_master(wd->c, wd->pick, n);
+    else
+        for (size_t i = 0; i < n; i++)
+            wd->pick[i].master = (int)i;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     for (size_t a = 0, b; a < n; a = b) {
         for (b = a + 1; b < n && wd->pick[b].master == wd->pick[a].master; b++)
@@ -201,8 +209,11 @@ static int reserve_pick(dlock__watchdog *wd, size_t n)
  * timer for the next look. */
 static void look(dlock__watchdog *wd)
 {
-    int cluster = dlock__client_cluster(wd->c) != NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    /* A round per master (Cluster) or per record (records that renew
+     * themselves), else one. */
+    int split = dlock__client_cluster(wd->c) != NULL ||
+                (wd->head && wd->head->ops->renew_start != NULL);
     /* A round starts when some lock is due within a tenth of its
      * interval; it then takes along every lock due within half of its
      * interval. Renewing a lock a little early costs nothing, and the
@@ -226,9 +237,9 @@ static void look(dlock__watchdog *wd)
     int want = trigger > 0 && due > 0 && !wd->stopping;
     int room = wd->fds + wd->c->n_nodes <= ROUND_FDS;
     wd_round *go = NULL;
-    if (want && cluster && reserve_pick(wd, due)) {
+    if (want && split && reserve_pick(wd, due)) {
         picked = take_due(wd, wd->pick, due, now);
-    } else if (want && !cluster && room) {
+    } else if (want && !split && room) {
         wd_round *w = take_round(wd, due);
         if (w) {
             w->r.n = take_due(wd, w->r.items, due, now);
@@ -243,7 +254,7 @@ static void look(dlock__watchdog *wd)
         next = now + 10 * DLOCK__NS_PER_MS; /* out of memory: the leases have 2/3 to run */
     dlock__wd_look_at(wd, next);
     /* Started without wd->mu: a round's start asks the owners for their
-     * lease ends, and an etcd round renews there. */
+     * lease ends, and an etcd round starts its records' requests there. */
     for (wd_round *w = go, *n; w; w = n) {
         n = w->spare_next;
         w->t0 = dlock__now_ns();

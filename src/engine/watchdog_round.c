@@ -55,7 +55,7 @@ static void settle(dlock_client *c, item *items, size_t n, int64_t t0)
         if (!it->rec || it->settled)
             continue;
         it->settled = 1;
-        int own = it->rec->ops->renew != NULL; /* one vote each: renew_round.c */
+        int own = it->rec->ops->renew_start != NULL; /* one vote each: renew_round.c */
         dlock__renew_votes v = {own ? 1 : c->n_nodes, own ? 1 : c->quorum, it->yes, it->no,
                                 it->err, t0, it->ttl_ms};
         it->lost = (uint8_t)it->rec->ops->settle(it->rec->owner, &v);
@@ -79,7 +79,7 @@ static void report_round(dlock_client *c, const item *items, size_t n, int64_t t
             continue;
         if (it->lost)
             ev.lost++;
-        else if (it->yes >= (it->rec->ops->renew ? 1 : c->quorum))
+        else if (it->yes >= (it->rec->ops->renew_start ? 1 : c->quorum))
             ev.renewed++;
         if (it->lease_end_ns != INT64_MAX)
             ev.lease_left_ns = DLOCK__MIN(ev.lease_left_ns, it->lease_end_ns - t0);
@@ -96,7 +96,7 @@ static void reschedule(dlock__watchdog *wd, item *it, int64_t t0, int64_t now)
     if (l->hold != it->hold) {
         /* Registered again meanwhile: the new hold has a schedule of its
          * own. */
-    } else if (it->yes >= (l->ops->renew ? 1 : wd->c->quorum)) {
+    } else if (it->yes >= (l->ops->renew_start ? 1 : wd->c->quorum)) {
         wd->stats.renewed++;
         l->next_ns = t0 + dlock__wd_interval_ms(l) * DLOCK__NS_PER_MS;
         if (l->once && l->registered)

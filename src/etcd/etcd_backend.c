@@ -21,6 +21,7 @@
 #include "etcd_inspect.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
+#include "etcd_renew.h"
 #include "etcd_url.h"
 #include "handle.h"
 #include "kinds.h"
@@ -69,28 +70,54 @@ static void lock_side_free(struct dlock__etcd_client *ec, int forked)
 #define get_state dlock__lock_get_state
 
 /* ---- auto-renew: the client's watchdog keeps the lease alive --------------
- * The watchdog calls renew() for each due etcd lock (a keep-alive and a read
- * of our key), then settle() with that one vote, then lost() for a lock
+ * The watchdog starts renew_start() for each due etcd lock, a request on
+ * its loop (a keep-alive and a read of our key, etcd_renew.h), each in a
+ * round of its own; its vote goes to settle(), then lost() for a lock
  * settle() found lost: the same rules as for Redis, with a majority of
  * one (etcd's own majority is behind each answer). */
 
-static int renew_vote(void *owner, int64_t deadline_ns)
+/* One renewal in flight: the request and the round's record of it. */
+typedef struct renewing {
+    dlock__etcd_renew_req r;
+    dlock__renew_req *q;
+} renewing;
+
+static void renewed(dlock__etcd_renew_req *r)
+{
+    renewing *g = DLOCK__OWNER(r, renewing, r);
+    dlock__renew_req *q = g->q;
+    int rc = r->rc;
+    dlock__free(g);
+    q->done(q, rc == DLOCK_OK ? 1 : rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1);
+}
+
+static int renew_start(void *owner, int64_t deadline_ns, dlock__loop *loop, dlock__renew_req *q,
+                       int *vote)
 {
     dlock_lock *l = owner;
-    /* the hold is stable while the record is registered */
-    dlock__etcd_hold copy = LD(l)->sh->h;
+    *vote = -1;
     if (deadline_ns == INT64_MAX) /* validity unknown (adopted) */
         deadline_ns = dlock__etcd_call_deadline(LD(l)->ec->e);
     if (dlock__now_ns() >= deadline_ns)
-        return -1; /* a confirmation after the lease ended proves nothing */
-    int rc = dlock__etcd_renew(LD(l)->ec->e, &copy, deadline_ns, -1, NULL);
-    if (rc == DLOCK_OK)
-        return 1;
-    return rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1;
+        return 0; /* a confirmation after the lease ended proves nothing */
+    renewing *g = dlock__calloc(1, sizeof *g);
+    if (!g)
+        return 0;
+    g->q = q;
+    g->r.done = renewed;
+    /* the hold is stable while the record is registered; the request
+     * copies it, since the record may be let go while it is in flight */
+    if (dlock__etcd_renew_start(&g->r, LD(l)->ec->e, &LD(l)->sh->h, deadline_ns, loop) !=
+        DLOCK_OK) {
+        dlock__free(g);
+        return 0;
+    }
+    return 1;
 }
 
 static const dlock__renewal_ops etcd_renewal_ops = {
-    dlock__lock_renew_lease_end, dlock__engine_renew_settle, dlock__engine_renew_lost, renew_vote};
+    dlock__lock_renew_lease_end, dlock__engine_renew_settle, dlock__engine_renew_lost,
+    renew_start};
 
 static int lock_init(dlock_lock *l)
 {

@@ -9,21 +9,14 @@
 #include "clock.h"
 #include "common.h"
 #include "etcd_http.h"
+#include "etcd_exchange.h"
 #include "etcd_transfer.h"
 
 /* A reply body larger than this is not something etcd sends us. */
 #define BODY_MAX (16u << 20)
 
 typedef dlock__etcd_transfer handle;
-
-struct dlock__etcd {
-    dlock__etcd_url url;
-    int connect_timeout_ms, io_timeout_ms;
-    pthread_mutex_t mu; /* idle, token */
-    handle *idle;
-    char *token; /* authentication token; NULL before the first */
-    _Atomic size_t current; /* the endpoint that answered last */
-};
+typedef dlock__etcd_sink sink;
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static int curl_ok;
@@ -97,7 +90,7 @@ int dlock__etcd_io_timeout_ms(const dlock__etcd *e)
     return e->io_timeout_ms;
 }
 
-static handle *handle_get(dlock__etcd *e)
+handle *dlock__etcd_handle_get(dlock__etcd *e)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
     handle *h = e->idle;
@@ -109,7 +102,7 @@ static handle *handle_get(dlock__etcd *e)
 
 /* Pooled handles keep their connection (curl reuses it); a handle whose
  * transfer was cut short has had its connection closed by curl. */
-static void handle_put(dlock__etcd *e, handle *h)
+void dlock__etcd_handle_put(dlock__etcd *e, handle *h)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
     h->next = e->idle;
@@ -117,25 +110,12 @@ static void handle_put(dlock__etcd *e, handle *h)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
 }
 
-static int retryable(int rc)
+int dlock__etcd_retryable(int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;
 }
 
 /* ---- one request on one endpoint ------------------------------------------ */
-
-typedef struct sink {
-    char *buf;
-    size_t len, cap;
-    int overflow;
-    /* streaming */
-    int (*on_msg)(json_t *result, void *arg);
-    void *arg;
-    int stop;         /* on_msg said done */
-    long stream_code; /* an error message in the stream */
-    char stream_msg[200];
-    int stream_bad;   /* a line that is not JSON */
-} sink;
 
 static int sink_append(sink *s, const char *p, size_t n)
 {
@@ -213,8 +193,9 @@ static size_t on_write(char *p, size_t size, size_t n, void *arg)
 }
 
 /* One call: a private loop that the pooled transfer is bound to, with
- * the caller's cancel fd as one more record on it. Each exchange of the
- * call (authentication, the request, on each endpoint) runs on it. */
+ * the caller's cancel fd as one more record on it. The watch stream's
+ * exchanges (authentication, the stream) run on it; a POST is a request
+ * (etcd_request.c). */
 typedef struct call {
     dlock__loop_poll lp;
     dlock__fd_flag cancel;
@@ -227,7 +208,7 @@ static void call_open(call *c, handle *h, int cancel_fd)
     /* The first record on an empty loop: there is room. */
     (void)dlock__fd_flag_watch(&c->lp.loop, &c->cancel, cancel_fd);
     c->h = h;
-    dlock__etcd_transfer_bind(h, &c->lp);
+    dlock__etcd_transfer_bind(h, &c->lp.loop);
 }
 
 static void call_close(call *c)
@@ -237,19 +218,15 @@ static void call_close(call *c)
     dlock__loop_poll_close(&c->lp);
 }
 
-/* Run one HTTP exchange. Returns DLOCK_OK with the transfer complete (or
- * stopped by the stream callback), DLOCK_ECANCELED, DLOCK_ETIMEDOUT (the
- * deadline passed; *sent says whether any of the request went out), or a
- * transport error: DLOCK_EIO (nothing sent), DLOCK_EUNKNOWN. */
-static int perform(dlock__etcd *e, call *k, size_t ep, const char *path,
-                   const char *body, size_t body_len, const char *token,
-                   sink *s, int64_t deadline_ns, int *sent,
-                   long *http_code, char *why, size_t why_len)
+int dlock__etcd_exchange_begin(dlock__etcd *e, handle *h, size_t ep, const char *path,
+                               const char *body, size_t body_len, const char *token, sink *s,
+                               struct curl_slist **hdrs_out)
 {
     char url[600];
     snprintf(url, sizeof url, "%s%s", e->url.endpoint[ep], path);
     struct curl_slist *hdrs = NULL, *t;
     char auth[1100];
+    *hdrs_out = NULL;
     /* "Expect:" keeps curl from waiting for a 100 Continue on larger bodies. */
     if (!(t = curl_slist_append(hdrs, "Content-Type: application/json")))
         return DLOCK_ENOMEM;
@@ -263,7 +240,7 @@ static int perform(dlock__etcd *e, call *k, size_t ep, const char *path,
             goto oom;
         hdrs = t;
     }
-    CURL *c = k->h->easy;
+    CURL *c = h->easy;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
@@ -280,14 +257,23 @@ static int perform(dlock__etcd *e, call *k, size_t ep, const char *path,
     curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTP);
 #endif
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    *sent = 0;
-    CURLcode res = CURLE_OK;
-    int rc = dlock__etcd_transfer_run(k->h, &s->stop, &k->cancel, deadline_ns, &res);
+    *hdrs_out = hdrs;
+    return DLOCK_OK;
+oom:
+    curl_slist_free_all(hdrs);
+    return DLOCK_ENOMEM;
+}
+
+int dlock__etcd_exchange_finish(handle *h, int rc, sink *s, struct curl_slist *hdrs,
+                                int *sent, long *http_code, char *why, size_t why_len)
+{
+    CURL *c = h->easy;
+    CURLcode res = h->res;
     long req_size = 0;
     curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &req_size);
     *sent = req_size > 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, http_code);
-    dlock__etcd_transfer_end(k->h);
+    dlock__etcd_transfer_end(h);
     curl_slist_free_all(hdrs);
     if (rc != DLOCK_OK || s->stop)
         return rc;
@@ -298,17 +284,33 @@ static int perform(dlock__etcd *e, call *k, size_t ep, const char *path,
         return s->buf ? DLOCK_EPROTO : DLOCK_ENOMEM;
     }
     snprintf(why, why_len, "%s", curl_easy_strerror(res));
-    if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST ||
-        !*sent)
+    if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST || !*sent)
         return DLOCK_EIO;
     return DLOCK_EUNKNOWN;
-oom:
-    curl_slist_free_all(hdrs);
-    return DLOCK_ENOMEM;
+}
+
+/* Run one HTTP exchange on the call's loop. Returns DLOCK_OK with the
+ * transfer complete (or stopped by the stream callback), DLOCK_ECANCELED,
+ * DLOCK_ETIMEDOUT (the deadline passed; *sent says whether any of the
+ * request went out), or a transport error: DLOCK_EIO (nothing sent),
+ * DLOCK_EUNKNOWN. */
+static int perform(dlock__etcd *e, call *k, size_t ep, const char *path,
+                   const char *body, size_t body_len, const char *token,
+                   sink *s, int64_t deadline_ns, int *sent,
+                   long *http_code, char *why, size_t why_len)
+{
+    struct curl_slist *hdrs;
+    *sent = 0;
+    int rc = dlock__etcd_exchange_begin(e, k->h, ep, path, body, body_len, token, s, &hdrs);
+    if (rc != DLOCK_OK)
+        return rc;
+    CURLcode res = CURLE_OK;
+    rc = dlock__etcd_transfer_run(k->h, &k->lp, &s->stop, &k->cancel, deadline_ns, &res);
+    return dlock__etcd_exchange_finish(k->h, rc, s, hdrs, sent, http_code, why, why_len);
 }
 
 /* Turn a finished exchange into a reply object or an error. */
-static int decode(sink *s, long http_code, json_t **out, long *server_code,
+int dlock__etcd_decode(sink *s, long http_code, json_t **out, long *server_code,
                   char *why, size_t why_len)
 {
     json_error_t jerr;
@@ -338,28 +340,26 @@ static int decode(sink *s, long http_code, json_t **out, long *server_code,
 
 /* ---- authentication ------------------------------------------------------- */
 
-static int authenticate(dlock__etcd *e, call *k, size_t ep, int64_t deadline_ns,
-                        char *why, size_t why_len)
+char *dlock__etcd_auth_body(dlock__etcd *e)
 {
     json_t *req = json_pack("{s:s, s:s}", "name", e->url.user, "password",
                             e->url.password);
     char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
-    if (!body)
-        return DLOCK_ENOMEM;
-    sink s = {0};
-    int sent;
-    long http = 0;
-    int rc = perform(e, k, ep, "/v3/auth/authenticate", body, strlen(body), NULL,
-                     &s, deadline_ns, &sent, &http, why, why_len);
-    memset(body, 0, strlen(body));
+    return body;
+}
+
+void dlock__etcd_auth_body_free(char *body)
+{
+    if (body)
+        memset(body, 0, strlen(body));
     free(body);
+}
+
+int dlock__etcd_auth_take(dlock__etcd *e, sink *s, long http, char *why, size_t why_len)
+{
     json_t *rep = NULL;
-    if (rc == DLOCK_ETIMEDOUT)
-        rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
-    if (rc == DLOCK_OK)
-        rc = decode(&s, http, &rep, NULL, why, why_len);
-    dlock__free(s.buf);
+    int rc = dlock__etcd_decode(s, http, &rep, NULL, why, why_len);
     if (rc != DLOCK_OK)
         return rc;
     json_t *tok = json_object_get(rep, "token");
@@ -379,15 +379,36 @@ static int authenticate(dlock__etcd *e, call *k, size_t ep, int64_t deadline_ns,
     return DLOCK_OK;
 }
 
+/* A stream's authentication, on its call's loop. */
+static int authenticate(dlock__etcd *e, call *k, size_t ep, int64_t deadline_ns,
+                        char *why, size_t why_len)
+{
+    char *body = dlock__etcd_auth_body(e);
+    if (!body)
+        return DLOCK_ENOMEM;
+    sink s = {0};
+    int sent;
+    long http = 0;
+    int rc = perform(e, k, ep, "/v3/auth/authenticate", body, strlen(body), NULL,
+                     &s, deadline_ns, &sent, &http, why, why_len);
+    dlock__etcd_auth_body_free(body);
+    if (rc == DLOCK_ETIMEDOUT)
+        rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_auth_take(e, &s, http, why, why_len);
+    dlock__free(s.buf);
+    return rc;
+}
+
 /* The token to send, copied into buf ("" when there is none yet). */
-static void token_copy(dlock__etcd *e, char *buf, size_t len)
+void dlock__etcd_token_copy(dlock__etcd *e, char *buf, size_t len)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
     snprintf(buf, len, "%s", e->token ? e->token : "");
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
 }
 
-static void token_drop(dlock__etcd *e)
+void dlock__etcd_token_drop(dlock__etcd *e)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
     dlock__free(e->token);
@@ -395,118 +416,11 @@ static void token_drop(dlock__etcd *e)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
 }
 
-/* ---- calls ---------------------------------------------------------------- */
-
-/* One attempt on endpoint ep, authenticating first when needed (and once
- * more when the member says our token is no longer valid). */
-static int attempt(dlock__etcd *e, call *k, size_t ep, const char *path,
-                   const char *body, sink *s, json_t **out, long *server_code,
-                   int64_t deadline_ns, char *why, size_t why_len)
-{
-    char token[1024];
-    for (int pass = 0;; pass++) {
-        token[0] = '\0';
-        if (e->url.user) {
-            token_copy(e, token, sizeof token);
-            if (!token[0]) {
-                int rc = authenticate(e, k, ep, deadline_ns, why, why_len);
-                if (rc != DLOCK_OK)
-                    return rc;
-                token_copy(e, token, sizeof token);
-            }
-        }
-        int sent;
-        long http = 0;
-        s->len = 0;
-        int rc = perform(e, k, ep, path, body, strlen(body), token[0] ? token : NULL,
-                         s, deadline_ns, &sent, &http, why, why_len);
-        if (rc == DLOCK_ETIMEDOUT) {
-            snprintf(why, why_len, "no reply in time");
-            rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
-        }
-        if (rc != DLOCK_OK || s->on_msg)
-            return rc;
-        long code = 0;
-        rc = decode(s, http, out, &code, why, why_len);
-        if (server_code)
-            *server_code = code;
-        if (rc == DLOCK_EAUTH && e->url.user && pass == 0 && code == 16) {
-            token_drop(e); /* expired token: authenticate again */
-            continue;
-        }
-        return rc;
-    }
-}
+/* ---- calls (dlock__etcd_post(): etcd_request.c) --------------------------- */
 
 int64_t dlock__etcd_call_deadline(const dlock__etcd *e)
 {
     return dlock__deadline_after_ms((int64_t)e->io_timeout_ms * (int64_t)e->url.n);
-}
-
-/* dlock__etcd_post() with each endpoint's try cut at try_ms. */
-static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **out,
-                      int64_t deadline_ns, int64_t try_ms, int cancel_fd,
-                      dlock__errbuf *err, long *server_code, int *unknown_before)
-{
-    *out = NULL;
-    if (server_code)
-        *server_code = 0;
-    char *text = json_dumps(body, JSON_COMPACT);
-    handle *h = text ? handle_get(e) : NULL;
-    if (!h) {
-        free(text);
-        return DLOCK_ENOMEM;
-    }
-    call k;
-    call_open(&k, h, cancel_fd);
-    size_t start = atomic_load(&e->current) % e->url.n;
-    int rc = DLOCK_EIO, any_sent = 0;
-    char why[300] = "";
-    for (size_t i = 0; i < e->url.n; i++) {
-        size_t ep = (start + i) % e->url.n;
-        int64_t until = dlock__deadline_after_ms(try_ms);
-        sink s = {0};
-        rc = attempt(e, &k, ep, path, text, &s, out, server_code,
-                     DLOCK__MIN(until, deadline_ns), why, sizeof why);
-        dlock__free(s.buf);
-        if (rc == DLOCK_OK) {
-            atomic_store(&e->current, ep);
-            break;
-        }
-        if (rc == DLOCK_EUNKNOWN)
-            any_sent = 1;
-        if (err)
-            dlock__err_append(err, "etcd %s: %s", e->url.name[ep], why);
-        if (!retryable(rc) || dlock__now_ns() >= deadline_ns)
-            break;
-        /* this member failed: the next call starts with the next one */
-        atomic_store(&e->current, (ep + 1) % e->url.n);
-    }
-    /* Sent to some member and answered by none: nobody knows. */
-    if (rc == DLOCK_EIO && any_sent)
-        rc = DLOCK_EUNKNOWN;
-    if (unknown_before)
-        *unknown_before = any_sent;
-    call_close(&k);
-    handle_put(e, h);
-    free(text);
-    return rc;
-}
-
-int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
-                     json_t **out, int64_t deadline_ns, int cancel_fd,
-                     dlock__errbuf *err, long *server_code, int *unknown_before)
-{
-    return post_tries(e, path, body, out, deadline_ns, e->io_timeout_ms, cancel_fd, err,
-                      server_code, unknown_before);
-}
-
-int dlock__etcd_post_brief(dlock__etcd *e, const char *path, json_t *body, json_t **out,
-                           int64_t budget_ms, dlock__errbuf *err)
-{
-    int64_t try_ms = DLOCK__MAX(budget_ms / (int64_t)e->url.n, 1);
-    return post_tries(e, path, body, out, dlock__deadline_after_ms(budget_ms), try_ms, -1,
-                      err, NULL, NULL);
 }
 
 int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
@@ -514,7 +428,7 @@ int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
                        int64_t deadline_ns, int cancel_fd, dlock__errbuf *err)
 {
     char *text = json_dumps(body, JSON_COMPACT);
-    handle *h = text ? handle_get(e) : NULL;
+    handle *h = text ? dlock__etcd_handle_get(e) : NULL;
     if (!h) {
         free(text);
         return DLOCK_ENOMEM;
@@ -531,10 +445,10 @@ int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
     char token[1024] = "";
     int rc = DLOCK_OK;
     if (e->url.user) {
-        token_copy(e, token, sizeof token);
+        dlock__etcd_token_copy(e, token, sizeof token);
         if (!token[0] && (rc = authenticate(e, &k, ep, deadline_ns, why, sizeof why)) ==
                              DLOCK_OK)
-            token_copy(e, token, sizeof token);
+            dlock__etcd_token_copy(e, token, sizeof token);
     }
     if (rc == DLOCK_OK)
         rc = perform(e, &k, ep, path, text, strlen(text), token[0] ? token : NULL,
@@ -553,12 +467,12 @@ int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
     if (rc != DLOCK_OK && rc != DLOCK_ETIMEDOUT && rc != DLOCK_ECANCELED) {
         if (err)
             dlock__err_append(err, "etcd %s: %s", e->url.name[ep], why);
-        if (retryable(rc))
+        if (dlock__etcd_retryable(rc))
             atomic_store(&e->current, (ep + 1) % e->url.n);
     }
     dlock__free(s.buf);
     call_close(&k);
-    handle_put(e, h);
+    dlock__etcd_handle_put(e, h);
     free(text);
     return rc;
 }

@@ -4,10 +4,12 @@
  * endpoints, a pool of reusable curl handles (each keeps its keep-alive
  * connection) and the authentication token.
  *
- * A call runs on a private loop of its own (loop_poll.h): the pooled
- * transfer's sockets and curl's timeout are records on it, through curl's
- * multi_socket interface (etcd_transfer.c), and so are the call's
- * deadline and its cancel fd. Nothing waits inside curl.
+ * A POST is a request on a loop (etcd_request.h): the pooled transfer's
+ * sockets and curl's timeout are records on it, through curl's
+ * multi_socket interface (etcd_transfer.c), and so is each exchange's
+ * deadline. The blocking calls below run it on a private loop of their
+ * own (loop_poll.h), with the cancel fd as one more record; the watchdog
+ * runs it on its loop (etcd_renew.h). Nothing waits inside curl.
  *
  * Every request is a POST of a JSON body to one path. A call fails over
  * across the endpoints, starting with the last one that answered, until it

@@ -120,17 +120,17 @@ int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
     return rc;
 }
 
-int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
-                                int64_t deadline_ns, int cancel_fd, dlock__errbuf *err)
+json_t *dlock__etcd_keepalive_body(int64_t id)
 {
-    json_t *rep = NULL;
-    int rc = post(e, "/v3/lease/keepalive", json_pack("{s:o}", "ID", i64(id)),
-                  &rep, deadline_ns, cancel_fd, err, NULL);
-    if (rc != DLOCK_OK)
-        return rc;
+    return json_pack("{s:o}", "ID", i64(id));
+}
+
+int dlock__etcd_keepalive_reply(json_t *rep, int64_t id, int64_t *ttl_s, dlock__errbuf *err)
+{
     /* A stream of one: {"result":{"ID":..,"TTL":..}}; no TTL: gone. */
     json_t *res = json_object_get(rep, "result");
     int64_t ttl = 0;
+    int rc = DLOCK_OK;
     if (!json_is_object(res) || dlock__etcd_json_i64(res, "TTL", &ttl))
         rc = proto(err, "lease keepalive");
     else if (ttl <= 0) {
@@ -139,6 +139,18 @@ int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
             dlock__err_append(err, "etcd: lease %llx has expired", (unsigned long long)id);
     }
     *ttl_s = ttl;
+    return rc;
+}
+
+int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
+                                int64_t deadline_ns, int cancel_fd, dlock__errbuf *err)
+{
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/lease/keepalive", dlock__etcd_keepalive_body(id), &rep, deadline_ns,
+                  cancel_fd, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__etcd_keepalive_reply(rep, id, ttl_s, err);
     json_decref(rep);
     return rc;
 }
@@ -376,20 +388,30 @@ int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_le
     return rc;
 }
 
+json_t *dlock__etcd_get_body(const char *key, size_t key_len)
+{
+    return json_pack("{s:o, s:b}", "key", b64(key, key_len), "keys_only", 1);
+}
+
+int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err)
+{
+    int rc = first_kv(rep, kv);
+    return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
+}
+
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
                     dlock__errbuf *err)
 {
     memset(kv, 0, sizeof *kv);
     json_t *rep = NULL;
-    int rc = post(e, "/v3/kv/range",
-                  json_pack("{s:o, s:b}", "key", b64(key, key_len), "keys_only", 1),
-                  &rep, deadline_ns, cancel_fd, err, NULL);
+    int rc = post(e, "/v3/kv/range", dlock__etcd_get_body(key, key_len), &rep, deadline_ns,
+                  cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    rc = first_kv(rep, kv);
+    rc = dlock__etcd_get_reply(rep, kv, err);
     json_decref(rep);
-    return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
+    return rc;
 }
 
 static int on_watch(json_t *result, void *arg)

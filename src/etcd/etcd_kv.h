@@ -36,6 +36,10 @@ int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
  * DLOCK_ECANCELED as soon as it is readable (dlock__etcd_post()). */
 int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
                                 int64_t deadline_ns, int cancel_fd, dlock__errbuf *err);
+/* The same in two halves, for a request on a loop (etcd_renew.c): its
+ * body (NULL out of memory), and what its reply says. */
+json_t *dlock__etcd_keepalive_body(int64_t id);
+int dlock__etcd_keepalive_reply(json_t *rep, int64_t id, int64_t *ttl_s, dlock__errbuf *err);
 
 /* Revoke the lease, deleting every key attached. DLOCK_EEXPIRED when it
  * was gone already; *unknown_before (may be NULL) as dlock__etcd_post()'s:
@@ -107,6 +111,9 @@ int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_le
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
                     dlock__errbuf *err);
+/* Its two halves, as the keep-alive's. */
+json_t *dlock__etcd_get_body(const char *key, size_t key_len);
+int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err);
 
 /* Wait until `key` is deleted at or after revision from_rev: DLOCK_OK,
  * DLOCK_ETIMEDOUT at deadline_ns, DLOCK_ECANCELED, or an error. */

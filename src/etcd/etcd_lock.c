@@ -362,29 +362,6 @@ int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err)
     return rc;
 }
 
-int dlock__etcd_renew(dlock__etcd *e, dlock__etcd_hold *h, int64_t deadline_ns,
-                      int cancel_fd, dlock__errbuf *err)
-{
-    int64_t sent_ns = dlock__now_ns(), ttl_s;
-    int rc = dlock__etcd_lease_keepalive(e, h->lease, &ttl_s, deadline_ns, cancel_fd, err);
-    if (rc != DLOCK_OK)
-        return rc;
-    int64_t until = sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
-    /* The lease lives; is our key still there (nobody deleted it)? */
-    dlock__etcd_kv kv;
-    rc = dlock__etcd_get(e, h->key, h->key_len, &kv, deadline_ns, cancel_fd, err);
-    /* rev 0: adopted, its revision unknown; the key must be there */
-    if (rc == DLOCK_OK && (h->rev ? kv.create_rev != h->rev : !kv.key)) {
-        rc = DLOCK_ENOTOWNER;
-        if (err)
-            dlock__err_set(err, "etcd: the lock key was deleted or replaced");
-    }
-    dlock__etcd_kv_clear(&kv);
-    if (rc == DLOCK_OK)
-        h->valid_until_ns = until;
-    return rc;
-}
-
 int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
                      int64_t *ttl_ms, uint64_t *fence, dlock__errbuf *err)
 {

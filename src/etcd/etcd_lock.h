@@ -80,13 +80,7 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
  * (the lease had ended), or an error. The hold is cleared either way. */
 int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err);
 
-/* Renew (keep-alive) and check that our key is still there with our
- * create revision: DLOCK_OK (valid_until_ns moved), DLOCK_EEXPIRED (the
- * lease is gone), DLOCK_ENOTOWNER (the key was deleted or replaced while
- * the lease lived), DLOCK_ECANCELED (cancel_fd readable; -1: none), or an
- * error. */
-int dlock__etcd_renew(dlock__etcd *e, dlock__etcd_hold *h, int64_t deadline_ns,
-                      int cancel_fd, dlock__errbuf *err);
+/* Renew: dlock__etcd_renew() (etcd_renew.h). */
 
 /* Status: the current owner's key, if any. */
 int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,

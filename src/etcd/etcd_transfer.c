@@ -7,6 +7,19 @@
 
 /* ---- what curl asks of the loop ---------------------------------------------- */
 
+/* The exchange is over (completed, past its deadline, or a record could
+ * not be set): its end, once. Only from the loop's callbacks, after curl
+ * returned. */
+static void check_end(dlock__etcd_transfer *t)
+{
+    if (!t->running || !(t->done || t->over || t->failed))
+        return;
+    t->running = 0;
+    dlock__timer_clear(t->loop, &t->deadline);
+    if (t->on_end)
+        t->on_end(t);
+}
+
 static void note_done(dlock__etcd_transfer *t)
 {
     CURLMsg *m;
@@ -16,6 +29,7 @@ static void note_done(dlock__etcd_transfer *t)
             t->done = 1;
             t->res = m->data.result;
         }
+    check_end(t);
 }
 
 static void socket_ready(dlock__io *io, unsigned events)
@@ -42,7 +56,9 @@ static void curl_timer_fire(dlock__timer *tm)
 
 static void deadline_fire(dlock__timer *tm)
 {
-    DLOCK__OWNER(tm, dlock__etcd_transfer, deadline)->over = 1;
+    dlock__etcd_transfer *t = DLOCK__OWNER(tm, dlock__etcd_transfer, deadline);
+    t->over = 1;
+    check_end(t);
 }
 
 /* CURLMOPT_SOCKETFUNCTION: watch s for what, or stop watching it. Between
@@ -54,8 +70,8 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
     dlock__etcd_socket *k = socketp;
     if (what == CURL_POLL_REMOVE) {
         if (k) {
-            if (t->lp)
-                dlock__io_clear(&t->lp->loop, &k->io);
+            if (t->loop)
+                dlock__io_clear(t->loop, &k->io);
             k->used = 0;
         }
         return 0;
@@ -76,7 +92,7 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
     k->io.fd = s;
     k->io.want = ((what & CURL_POLL_IN) ? DLOCK__IO_READ : 0u) |
                  ((what & CURL_POLL_OUT) ? DLOCK__IO_WRITE : 0u);
-    if (t->lp && dlock__io_set(&t->lp->loop, &k->io) != DLOCK_OK) {
+    if (t->loop && dlock__io_set(t->loop, &k->io) != DLOCK_OK) {
         t->failed = 1;
         return -1;
     }
@@ -92,13 +108,13 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp)
     dlock__etcd_transfer *t = userp;
     if (timeout_ms < 0) {
         t->curl_timer_on = 0;
-        if (t->lp)
-            dlock__timer_clear(&t->lp->loop, &t->curl_timer);
+        if (t->loop)
+            dlock__timer_clear(t->loop, &t->curl_timer);
         return 0;
     }
     t->curl_timer_on = 1;
     t->curl_timer.due_ns = dlock__deadline_after_ms(timeout_ms);
-    if (t->lp && dlock__timer_set(&t->lp->loop, &t->curl_timer) != DLOCK_OK) {
+    if (t->loop && dlock__timer_set(t->loop, &t->curl_timer) != DLOCK_OK) {
         t->failed = 1;
         return -1;
     }
@@ -136,48 +152,58 @@ void dlock__etcd_transfer_free(dlock__etcd_transfer *t)
     dlock__free(t);
 }
 
-void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop_poll *lp)
+void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop *loop)
 {
-    t->lp = lp;
+    t->loop = loop;
     /* A sockets whose record cannot be set is noticed by run(): failed. */
     for (size_t i = 0; i < DLOCK__ETCD_SOCKETS; i++)
-        if (t->sockets[i].used && dlock__io_set(&lp->loop, &t->sockets[i].io) != DLOCK_OK)
+        if (t->sockets[i].used && dlock__io_set(loop, &t->sockets[i].io) != DLOCK_OK)
             t->failed = 1;
     if (t->curl_timer_on)
-        (void)dlock__timer_set(&lp->loop, &t->curl_timer);
+        (void)dlock__timer_set(loop, &t->curl_timer);
 }
 
 void dlock__etcd_transfer_unbind(dlock__etcd_transfer *t)
 {
-    if (!t->lp)
+    if (!t->loop)
         return;
     for (size_t i = 0; i < DLOCK__ETCD_SOCKETS; i++)
-        dlock__io_clear(&t->lp->loop, &t->sockets[i].io);
-    dlock__timer_clear(&t->lp->loop, &t->curl_timer);
-    dlock__timer_clear(&t->lp->loop, &t->deadline);
-    t->lp = NULL;
+        dlock__io_clear(t->loop, &t->sockets[i].io);
+    dlock__timer_clear(t->loop, &t->curl_timer);
+    dlock__timer_clear(t->loop, &t->deadline);
+    t->loop = NULL;
 }
 
 static int exchange_over(void *arg)
 {
     dlock__etcd_transfer *t = arg;
-    return t->done || *t->stop || t->cancel->raised || t->over || t->failed;
+    return !t->running || *t->stop || t->cancel->raised;
 }
 
-int dlock__etcd_transfer_run(dlock__etcd_transfer *t, const int *stop,
+int dlock__etcd_transfer_start(dlock__etcd_transfer *t, int64_t deadline_ns,
+                               void (*on_end)(dlock__etcd_transfer *t))
+{
+    t->done = t->over = 0;
+    t->res = CURLE_OK;
+    t->on_end = on_end;
+    if (t->failed || curl_multi_add_handle(t->multi, t->easy) != CURLM_OK)
+        return DLOCK_ENOMEM;
+    /* Adding the handle asked for a timeout of 0: the first turn starts it. */
+    t->running = 1;
+    t->deadline.due_ns = deadline_ns;
+    (void)dlock__timer_set(t->loop, &t->deadline); /* a poll loop's timers cannot fail */
+    return DLOCK_OK;
+}
+
+int dlock__etcd_transfer_run(dlock__etcd_transfer *t, dlock__loop_poll *lp, const int *stop,
                              const dlock__fd_flag *cancel, int64_t deadline_ns, CURLcode *res)
 {
     t->stop = stop;
     t->cancel = cancel;
-    t->done = t->over = 0;
-    t->res = CURLE_OK;
-    if (t->failed || curl_multi_add_handle(t->multi, t->easy) != CURLM_OK)
+    if (dlock__etcd_transfer_start(t, deadline_ns, NULL) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    /* Adding the handle asked for a timeout of 0: the first turn starts it. */
-    t->deadline.due_ns = deadline_ns;
-    (void)dlock__timer_set(&t->lp->loop, &t->deadline);
-    dlock__loop_poll_run(t->lp, exchange_over, t, INT64_MAX);
-    dlock__timer_clear(&t->lp->loop, &t->deadline);
+    dlock__loop_poll_run(lp, exchange_over, t, INT64_MAX);
+    dlock__timer_clear(t->loop, &t->deadline);
     *res = t->res;
     if (t->done || *stop)
         return DLOCK_OK;
@@ -190,6 +216,9 @@ int dlock__etcd_transfer_run(dlock__etcd_transfer *t, const int *stop,
 
 void dlock__etcd_transfer_end(dlock__etcd_transfer *t)
 {
+    if (t->loop)
+        dlock__timer_clear(t->loop, &t->deadline);
+    t->running = 0;
     curl_multi_remove_handle(t->multi, t->easy);
     t->failed = 0;
 }

@@ -6,10 +6,13 @@
  * exchange. Nothing here waits except the loop.
  *
  * A transfer is pooled by etcd_http.c and keeps its connection between
- * calls (curl reuses it). It is bound to the loop of one call at a time:
+ * calls (curl reuses it). It is bound to one loop at a time (a blocking
+ * call's private loop, or the watchdog's for a renewal):
  * dlock__etcd_transfer_bind() moves the records of the sockets curl still
  * watches onto that loop, dlock__etcd_transfer_unbind() takes them off
- * again, keeping what curl asked for. */
+ * again, keeping what curl asked for. An exchange is a request on the
+ * bound loop (dlock__etcd_transfer_start(): its end is a callback); the
+ * blocking dlock__etcd_transfer_run() is that request on a private loop. */
 #ifndef DLOCK_ETCD_TRANSFER_H
 #define DLOCK_ETCD_TRANSFER_H
 
@@ -32,7 +35,7 @@ typedef struct dlock__etcd_socket {
 typedef struct dlock__etcd_transfer {
     CURL *easy;
     CURLM *multi;
-    dlock__loop_poll *lp; /* the call's loop, NULL between calls */
+    dlock__loop *loop; /* the bound loop, NULL between calls */
     dlock__etcd_socket sockets[DLOCK__ETCD_SOCKETS];
     dlock__timer curl_timer; /* CURLMOPT_TIMERFUNCTION's */
     int curl_timer_on;
@@ -41,7 +44,10 @@ typedef struct dlock__etcd_transfer {
     const int *stop;
     const dlock__fd_flag *cancel;
     int done, over, failed;
+    int running; /* started and not ended yet */
     CURLcode res;
+    void (*on_end)(struct dlock__etcd_transfer *t); /* NULL: run() waits */
+    void *on_end_arg;                               /* for on_end, the starter's */
     struct dlock__etcd_transfer *next; /* the idle pool (etcd_http.c) */
 } dlock__etcd_transfer;
 
@@ -51,18 +57,30 @@ dlock__etcd_transfer *dlock__etcd_transfer_new(void);
  * process's copies of the sockets (plain HTTP: nothing is sent). */
 void dlock__etcd_transfer_free(dlock__etcd_transfer *t);
 
-void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop_poll *lp);
+void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop *loop);
 void dlock__etcd_transfer_unbind(dlock__etcd_transfer *t);
 
-/* Run the exchange set up on t->easy on the bound loop until curl
+/* Start the exchange set up on t->easy on the bound loop: on_end(t)
+ * follows from the loop, once, never inside this call, when curl
+ * completed it (t->done, curl's result in t->res), deadline_ns passed
+ * (t->over) or a socket or timer record could not be set (t->failed).
+ * DLOCK_OK, or DLOCK_ENOMEM when curl cannot start it (then on_end is
+ * never called). The easy handle stays in the multi until
+ * dlock__etcd_transfer_end(), for curl_easy_getinfo(). */
+int dlock__etcd_transfer_start(dlock__etcd_transfer *t, int64_t deadline_ns,
+                               void (*on_end)(dlock__etcd_transfer *t));
+
+/* Run the exchange set up on t->easy on lp, the bound loop, until curl
  * completes it (DLOCK_OK, curl's result in *res), *stop turns non-zero
  * (DLOCK_OK: the caller's write callback ended it), cancel is raised
  * (DLOCK_ECANCELED) or deadline_ns passes (DLOCK_ETIMEDOUT); in that
  * order when several hold. DLOCK_ENOMEM when curl cannot start it. The
  * easy handle is still in the multi afterwards, for curl_easy_getinfo():
  * dlock__etcd_transfer_end() takes it out. */
-int dlock__etcd_transfer_run(dlock__etcd_transfer *t, const int *stop,
+int dlock__etcd_transfer_run(dlock__etcd_transfer *t, dlock__loop_poll *lp, const int *stop,
                              const dlock__fd_flag *cancel, int64_t deadline_ns, CURLcode *res);
+/* Take the easy handle out of the multi (an exchange cut short closes
+ * its connection); ends an exchange still running without on_end. */
 void dlock__etcd_transfer_end(dlock__etcd_transfer *t);
 
 #endif

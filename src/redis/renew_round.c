@@ -61,22 +61,43 @@ static int round_cb(void *arg, size_t node, uint32_t idx, int err,
     return r->undecided == 0;
 }
 
-/* A round of records that renew themselves (renewal_ops.renew): one
- * vote each, a majority of one. Blocking, one lock after the other (the
- * etcd backend has no request on a loop for it yet). */
-static void run_own_round(rnd *r)
+/* A record's own renewal answered: one vote, a majority of one. The
+ * round is over with its last one. */
+static void own_renewed(dlock__renew_req *q, int v)
 {
+    item *it = DLOCK__OWNER(q, item, own);
+    rnd *r = it->round;
+    it->yes = v == 1;
+    it->no = v == 0;
+    it->err = v < 0;
+    if (--r->own_pending == 0)
+        r->done(r);
+}
+
+/* A round of records that renew themselves (renewal_ops.renew_start):
+ * each one's request on the loop, all in flight at once. 1 if any
+ * started (their completions end the round), else 0. */
+static int start_own_round(rnd *r)
+{
+    r->own_pending = 1; /* none ends the round inside its start */
     for (size_t i = 0; i < r->n; i++) {
-        dlock__renewal *l = r->items[i].rec;
-        int64_t end = l->ops->lease_end_ns(l->owner);
-        r->items[i].lease_end_ns = end;
-        int v = l->ops->renew(l->owner, end);
-        r->items[i].yes = v == 1;
-        r->items[i].no = v == 0;
-        r->items[i].err = v < 0;
+        item *it = &r->items[i];
+        dlock__renewal *l = it->rec;
+        it->lease_end_ns = l->ops->lease_end_ns(l->owner);
+        it->round = r;
+        it->own.done = own_renewed;
+        int v;
+        if (l->ops->renew_start(l->owner, it->lease_end_ns, r->loop, &it->own, &v)) {
+            r->own_pending++;
+        } else {
+            it->yes = v == 1;
+            it->no = v == 0;
+            it->err = v < 0;
+        }
     }
     r->counts.rounds++;
     r->counts.calls += r->n;
+    return --r->own_pending > 0;
 }
 
 /* Whether an item's gone keys may be put back (restore_batch.lua says
@@ -349,9 +370,9 @@ void dlock__renew_round_start(rnd *r, dlock_client *c, dlock__loop *loop,
     r->c = c;
     r->loop = loop;
     r->done = done;
-    if (r->n == 0 || r->items[0].rec->ops->renew) {
-        run_own_round(r);
-        end_later(r);
+    if (r->n == 0 || r->items[0].rec->ops->renew_start) {
+        if (!start_own_round(r))
+            end_later(r);
         return;
     }
     if (!copy_names(r)) {

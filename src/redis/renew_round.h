@@ -10,9 +10,10 @@
  *   renew (every node, pipelined) --> restore (a fan-out per node that
  *   lost a key that may be put back; none: no step) --> done
  *
- * The records of an etcd client renew themselves (renewal_ops.renew), one
- * blocking call each: such a round still runs inside its start, on the
- * watchdog's thread, and only its completion is deferred. */
+ * The records of an etcd client renew themselves (renewal_ops.renew_start):
+ * such a round starts each record's renewal request on the loop, all at
+ * once, and is done when the last one is (the watchdog gives each such
+ * record a round of its own). */
 #ifndef DLOCK_RENEW_ROUND_H
 #define DLOCK_RENEW_ROUND_H
 
@@ -48,6 +49,9 @@ typedef struct item {
     unsigned hold; /* rec->hold when the round took it (watchdog.c) */
     uint8_t lost;  /* the owner's verdict: a dlock_lost_reason, or 0 (watchdog.c) */
     uint8_t settled; /* the owner has its verdict already (watchdog.c) */
+    /* A record that renews itself: its request, and the round it is in. */
+    dlock__renew_req own;
+    struct dlock__renew_round *round;
 } item;
 
 /* What a round cost, for the watchdog's statistics. */
@@ -89,6 +93,7 @@ typedef struct dlock__renew_round {
     dlock__fanout_opts fo;
     uint8_t only[DLOCK__MAX_NODES];
     dlock__timer defer; /* a round over inside its start */
+    size_t own_pending; /* records renewing themselves still in flight */
     dlock__fan fan;     /* one step's run at a time */
 } dlock__renew_round;
 

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A POST to etcd as a request on a loop (etcd_request.h), and the blocking
+ * dlock__etcd_post() as that request on a private loop. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "common.h"
+#include "etcd_exchange.h"
+#include "etcd_request.h"
+#include "loop_poll.h"
+
+typedef dlock__etcd_req req;
+
+static void finish(req *q, int rc)
+{
+    dlock__etcd *e = q->e;
+    /* Sent to some member and answered by none: nobody knows. */
+    if (rc == DLOCK_EIO && q->any_sent)
+        rc = DLOCK_EUNKNOWN;
+    q->unknown_before = q->any_sent;
+    dlock__etcd_transfer_unbind(q->h);
+    dlock__etcd_handle_put(e, q->h);
+    q->h = NULL;
+    free(q->text);
+    q->text = NULL;
+    dlock__etcd_auth_body_free(q->auth_body);
+    q->auth_body = NULL;
+    dlock__free(q->s.buf);
+    memset(&q->s, 0, sizeof q->s);
+    q->rc = rc;
+    q->done(q);
+}
+
+static void try_endpoint(req *q);
+
+/* This endpoint failed with rc: the next one, when rc is a failure
+ * another member may not have and time is left. */
+static void endpoint_failed(req *q, int rc)
+{
+    dlock__etcd *e = q->e;
+    if (rc == DLOCK_EUNKNOWN)
+        q->any_sent = 1;
+    if (q->err)
+        dlock__err_append(q->err, "etcd %s: %s", e->url.name[q->ep], q->why);
+    q->rc = rc;
+    if (!dlock__etcd_retryable(rc) || dlock__now_ns() >= q->deadline_ns) {
+        finish(q, rc);
+        return;
+    }
+    /* this member failed: the next call starts with the next one */
+    atomic_store(&e->current, (q->ep + 1) % e->url.n);
+    q->i++;
+    try_endpoint(q);
+}
+
+/* One exchange on this endpoint, ended() called from the loop when it is
+ * over. */
+static int send_one(req *q, const char *path, const char *body, const char *token,
+                    void (*ended)(dlock__etcd_transfer *t))
+{
+    q->s.len = 0;
+    q->why[0] = '\0';
+    int rc = dlock__etcd_exchange_begin(q->e, q->h, q->ep, path, body, strlen(body), token,
+                                        &q->s, &q->hdrs);
+    if (rc == DLOCK_OK && (rc = dlock__etcd_transfer_start(q->h, q->until_ns, ended)) != DLOCK_OK) {
+        dlock__etcd_exchange_finish(q->h, rc, &q->s, q->hdrs, &(int){0}, &(long){0}, q->why,
+                                    sizeof q->why);
+        q->hdrs = NULL;
+    }
+    q->running = rc == DLOCK_OK;
+    return rc;
+}
+
+/* The outcome of the exchange that just ended, with its timeout mapped:
+ * sent and unanswered is unknown, never sent is EIO. */
+static int exchange_rc(req *q, long *http)
+{
+    int sent = 0;
+    dlock__etcd_transfer *t = q->h;
+    int rc = t->done ? DLOCK_OK : t->over ? DLOCK_ETIMEDOUT : DLOCK_ENOMEM;
+    q->running = 0;
+    rc = dlock__etcd_exchange_finish(t, rc, &q->s, q->hdrs, &sent, http, q->why, sizeof q->why);
+    q->hdrs = NULL;
+    if (rc == DLOCK_ETIMEDOUT) {
+        snprintf(q->why, sizeof q->why, "no reply in time");
+        rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
+    }
+    return rc;
+}
+
+static void request_ended(dlock__etcd_transfer *t);
+
+/* The request itself, with the token if the client authenticates. */
+static void send_request(req *q)
+{
+    int rc = send_one(q, q->path, q->text, q->token[0] ? q->token : NULL, request_ended);
+    if (rc != DLOCK_OK)
+        finish(q, rc);
+}
+
+static void auth_ended(dlock__etcd_transfer *t)
+{
+    req *q = t->on_end_arg;
+    long http = 0;
+    int rc = exchange_rc(q, &http);
+    dlock__etcd_auth_body_free(q->auth_body);
+    q->auth_body = NULL;
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_auth_take(q->e, &q->s, http, q->why, sizeof q->why);
+    if (rc != DLOCK_OK) {
+        endpoint_failed(q, rc);
+        return;
+    }
+    dlock__etcd_token_copy(q->e, q->token, sizeof q->token);
+    send_request(q);
+}
+
+/* Authenticate first when the client has credentials and no token. */
+static void begin_pass(req *q)
+{
+    q->token[0] = '\0';
+    if (q->e->url.user) {
+        dlock__etcd_token_copy(q->e, q->token, sizeof q->token);
+        if (!q->token[0]) {
+            int rc = (q->auth_body = dlock__etcd_auth_body(q->e))
+                         ? send_one(q, "/v3/auth/authenticate", q->auth_body, NULL, auth_ended)
+                         : DLOCK_ENOMEM;
+            if (rc != DLOCK_OK)
+                finish(q, rc);
+            return;
+        }
+    }
+    send_request(q);
+}
+
+static void request_ended(dlock__etcd_transfer *t)
+{
+    req *q = t->on_end_arg;
+    long http = 0, code = 0;
+    int rc = exchange_rc(q, &http);
+    if (rc == DLOCK_OK) {
+        rc = dlock__etcd_decode(&q->s, http, &q->out, &code, q->why, sizeof q->why);
+        q->server_code = code;
+    }
+    if (rc == DLOCK_EAUTH && q->e->url.user && q->pass == 0 && code == 16) {
+        dlock__etcd_token_drop(q->e); /* expired token: authenticate again */
+        q->pass = 1;
+        begin_pass(q);
+        return;
+    }
+    if (rc == DLOCK_OK) {
+        atomic_store(&q->e->current, q->ep);
+        finish(q, DLOCK_OK);
+        return;
+    }
+    endpoint_failed(q, rc);
+}
+
+/* The next endpoint, starting with the one that answered last. */
+static void try_endpoint(req *q)
+{
+    dlock__etcd *e = q->e;
+    if (q->i >= e->url.n) {
+        finish(q, q->rc);
+        return;
+    }
+    q->ep = (q->first + q->i) % e->url.n;
+    q->until_ns = DLOCK__MIN(dlock__deadline_after_ms(q->try_ms), q->deadline_ns);
+    q->pass = 0;
+    begin_pass(q);
+}
+
+static void first_step(dlock__timer *t)
+{
+    try_endpoint(DLOCK__OWNER(t, req, first_step));
+}
+
+int dlock__etcd_req_start(req *q, dlock__etcd *e, dlock__loop *loop, const char *path,
+                          json_t *body, int64_t deadline_ns, int64_t try_ms)
+{
+    q->rc = DLOCK_EIO;
+    q->out = NULL;
+    q->server_code = 0;
+    q->unknown_before = q->any_sent = q->running = 0;
+    q->e = e;
+    q->loop = loop;
+    q->path = path;
+    q->deadline_ns = deadline_ns;
+    q->try_ms = try_ms;
+    q->auth_body = NULL;
+    q->hdrs = NULL;
+    memset(&q->s, 0, sizeof q->s);
+    q->text = json_dumps(body, JSON_COMPACT);
+    q->h = q->text ? dlock__etcd_handle_get(e) : NULL;
+    if (!q->h) {
+        free(q->text);
+        q->text = NULL;
+        return DLOCK_ENOMEM;
+    }
+    q->h->on_end_arg = q;
+    dlock__etcd_transfer_bind(q->h, loop);
+    q->first = atomic_load(&e->current) % e->url.n;
+    q->i = 0;
+    memset(&q->first_step, 0, sizeof q->first_step); /* not registered: fired or new */
+    q->first_step.fire = first_step;
+    dlock__defer(loop, &q->first_step);
+    return DLOCK_OK;
+}
+
+void dlock__etcd_req_cancel(req *q)
+{
+    dlock__timer_clear(q->loop, &q->first_step);
+    if (q->running) {
+        q->running = 0;
+        dlock__etcd_transfer_end(q->h); /* cut short: curl closes its connection */
+        curl_slist_free_all(q->hdrs);
+        q->hdrs = NULL;
+    }
+    finish(q, DLOCK_ECANCELED);
+}
+
+/* ---- the blocking call: the request on a private loop ---------------------- */
+
+static void flag_raised(dlock__fd_flag *f)
+{
+    dlock__etcd_blocking *b = DLOCK__OWNER(f, dlock__etcd_blocking, cancel);
+    if (!b->over)
+        b->on_cancel(b);
+}
+
+void dlock__etcd_blocking_open(dlock__etcd_blocking *b, int cancel_fd,
+                               void (*on_cancel)(dlock__etcd_blocking *b))
+{
+    memset(b, 0, sizeof *b);
+    dlock__loop_poll_init(&b->lp);
+    /* The first record on an empty loop: there is room. */
+    (void)dlock__fd_flag_watch(&b->lp.loop, &b->cancel, cancel_fd);
+    b->cancel.on_raise = flag_raised;
+    b->on_cancel = on_cancel;
+}
+
+static int blocking_over(void *arg)
+{
+    return ((dlock__etcd_blocking *)arg)->over;
+}
+
+void dlock__etcd_blocking_wait(dlock__etcd_blocking *b)
+{
+    dlock__loop_poll_run(&b->lp, blocking_over, b, INT64_MAX);
+}
+
+void dlock__etcd_blocking_close(dlock__etcd_blocking *b)
+{
+    dlock__fd_flag_clear(&b->lp.loop, &b->cancel);
+    dlock__loop_poll_close(&b->lp);
+}
+
+typedef struct call {
+    dlock__etcd_blocking b;
+    req q;
+} call;
+
+static void call_done(req *q)
+{
+    DLOCK__OWNER(q, call, q)->b.over = 1;
+}
+
+static void call_cancelled(dlock__etcd_blocking *b)
+{
+    dlock__etcd_req_cancel(&DLOCK__OWNER(b, call, b)->q);
+}
+
+/* dlock__etcd_post() with each endpoint's try cut at try_ms. */
+static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **out,
+                      int64_t deadline_ns, int64_t try_ms, int cancel_fd,
+                      dlock__errbuf *err, long *server_code, int *unknown_before)
+{
+    *out = NULL;
+    if (server_code)
+        *server_code = 0;
+    call k;
+    dlock__etcd_blocking_open(&k.b, cancel_fd, call_cancelled);
+    k.q.err = err;
+    k.q.done = call_done;
+    int rc = dlock__etcd_req_start(&k.q, e, &k.b.lp.loop, path, body, deadline_ns, try_ms);
+    if (rc == DLOCK_OK) {
+        dlock__etcd_blocking_wait(&k.b);
+        rc = k.q.rc;
+        *out = k.q.out;
+        if (server_code)
+            *server_code = k.q.server_code;
+        if (unknown_before)
+            *unknown_before = k.q.unknown_before;
+    }
+    dlock__etcd_blocking_close(&k.b);
+    return rc;
+}
+
+int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
+                     json_t **out, int64_t deadline_ns, int cancel_fd,
+                     dlock__errbuf *err, long *server_code, int *unknown_before)
+{
+    return post_tries(e, path, body, out, deadline_ns, e->io_timeout_ms, cancel_fd, err,
+                      server_code, unknown_before);
+}
+
+int dlock__etcd_post_brief(dlock__etcd *e, const char *path, json_t *body, json_t **out,
+                           int64_t budget_ms, dlock__errbuf *err)
+{
+    int64_t try_ms = DLOCK__MAX(budget_ms / (int64_t)e->url.n, 1);
+    return post_tries(e, path, body, out, dlock__deadline_after_ms(budget_ms), try_ms, -1,
+                      err, NULL, NULL);
+}
