@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "call.h"
 #include "client.h"
 #include "clock.h"
 #include "engine.h"
@@ -365,19 +366,6 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
     return DLOCK_OK;
 }
 
-/* Let the handle's hold go: revoke the lease when nobody else shares it. */
-static int let_go(dlock_lock *l, unsigned n)
-{
-    shared_hold *s = LD(l)->sh;
-    int rc = DLOCK_OK;
-    if (hold_drop(l, n)) {
-        rc = dlock__etcd_release(LD(l)->ec->e, &s->h, &l->err);
-        dlock__free(s);
-    }
-    LD(l)->sh = NULL; /* the engine lets the holds go */
-    return rc;
-}
-
 /* The last hold revokes the lease when no other handle of the owner shares
  * it; another is only counted down (the lease is the owner's). Either is a
  * request on the engine's loop (etcd_release.h). */
@@ -468,11 +456,12 @@ static void nothing_owed(dlock_lock *l)
     (void)l;
 }
 
-/* dlock_lock_free(): a held lock is released, best effort. */
+/* dlock_lock_free(): a held lock is released, best effort: the release's
+ * request (release_start) on a private loop. */
 static void cleanup(dlock_lock *l)
 {
     if (LD(l) && LD(l)->sh && get_state(l) == DLOCK_STATE_HELD)
-        (void)let_go(l, l->holds);
+        (void)dlock__call_release(l, 1);
     drop(l);
 }
 

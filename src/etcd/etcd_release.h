@@ -4,9 +4,10 @@
  * one before's done: a release revokes the lease; an extend first learns
  * an adopted lease's TTL, then is a renewal (etcd_renew.h: the keep-alive
  * and the read of the key). etcd_backend.c's release_start and
- * extend_start (backend.h) are these on the engine's loop;
- * dlock__etcd_release() is the revoke on a private loop, for a handle's
- * free. */
+ * extend_start (backend.h) are these on the engine's loop, and a
+ * handle's free runs that release on a private loop (call.h);
+ * dlock__etcd_release() is the revoke alone on a private loop, for the
+ * tests below the handle (test_etcd_lock_core). */
 #ifndef DLOCK_ETCD_RELEASE_H
 #define DLOCK_ETCD_RELEASE_H
 
