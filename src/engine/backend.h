@@ -138,24 +138,22 @@ typedef struct dlock__backend {
      * message says why. */
     int (*acquire)(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
     /* Give back one hold of the handle's owner; last: the handle's last
-     * one (a plain lock's only one). DLOCK_OK or why not (DLOCK_ENOTOWNER,
-     * DLOCK_EEXPIRED, ...). The state change is the engine's. */
-    int (*release)(dlock_lock *l, int last);
-    /* Push the lease out: ttl_ms, or 0 for the lease's own TTL. A
-     * confirmation after deadline_ns proves nothing (INT64_MAX: unknown).
-     * On DLOCK_OK *until_ns is the new end of the lease (drift taken off)
-     * and *renew_ttl_ms the TTL that renewals keep up. */
-    int (*extend)(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
-                  int64_t *renew_ttl_ms);
-    /* release and extend as requests (op.h), as try above: DLOCK_OK and
-     * op->done() later, exactly once, from op->loop, with op->v.code what
-     * release/extend would return (an extend's v.until_ns and
-     * v.renew_ttl_ms as their *until_ns and *renew_ttl_ms); or an error,
-     * and done() never comes. The engine runs them on its call's loop
-     * (call.c) and uses the blocking release/extend only when these are
-     * NULL (etcd); a backend fills one of each pair (Redis: these, each
-     * a chain of fan-outs on op->loop, release.c). */
+     * one (a plain lock's only one). A request (op.h), as try above:
+     * DLOCK_OK and op->done() later, exactly once, from op->loop, with
+     * op->v.code DLOCK_OK or why not (DLOCK_ENOTOWNER, DLOCK_EEXPIRED,
+     * ...); or an error, and done() never comes. Either way the state
+     * change is the engine's. Redis: a chain of fan-outs on op->loop
+     * (release.c); etcd: a revoke of the lease when no other handle of
+     * the owner shares it (etcd_release.c). A release that sends nothing
+     * (a counted hold that is not the last) still answers from the loop's
+     * next turn. */
     int (*release_start)(dlock_lock *l, int last, dlock__op *op);
+    /* Push the lease out, a request as release_start: ttl_ms, or 0 for
+     * the lease's own TTL. A confirmation after deadline_ns proves
+     * nothing (INT64_MAX: unknown). On DLOCK_OK op->v.until_ns is the new
+     * end of the lease (drift taken off) and op->v.renew_ttl_ms the TTL
+     * that renewals keep up. The engine runs both on its call's loop
+     * (call.c). */
     int (*extend_start)(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op);
     /* The TTL the renewals of a new hold keep up (etcd: the lease's). */
     int64_t (*lease_ttl_ms)(dlock_lock *l);

@@ -202,8 +202,7 @@ int dlock__engine_release(dlock_lock *l)
     }
     if (st == DLOCK_STATE_UNLOCKED) /* on_lost released it meanwhile */
         return not_held(l);
-    int rc = l->backend->release_start ? dlock__call_release(l, last_hold)
-                                       : l->backend->release(l, last_hold);
+    int rc = dlock__call_release(l, last_hold);
     if (rc == DLOCK_OK && !last_hold) {
         l->holds--;
         return DLOCK_OK;
@@ -261,9 +260,7 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
      * expired and been taken in between. */
     int64_t deadline = old_end == INT64_MIN || late_counts ? INT64_MAX : old_end;
     int64_t until = 0, renew_ttl = 0;
-    int rc = l->backend->extend_start
-                 ? dlock__call_extend(l, ttl_ms, deadline, &until, &renew_ttl)
-                 : l->backend->extend(l, ttl_ms, deadline, &until, &renew_ttl);
+    int rc = dlock__call_extend(l, ttl_ms, deadline, &until, &renew_ttl);
     if (rc == DLOCK_OK && deadline != INT64_MAX && dlock__now_ns() >= deadline) {
         dlock__err_set(&l->err, "majority confirmed only after the lease had ended");
         rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EEXPIRED;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "call.h"
 #include "client.h"
 #include "clock.h"
 #include "engine.h"
@@ -21,6 +22,7 @@
 #include "etcd_inspect.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
+#include "etcd_release.h"
 #include "etcd_renew.h"
 #include "etcd_url.h"
 #include "handle.h"
@@ -364,80 +366,38 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
     return DLOCK_OK;
 }
 
-/* Let the handle's hold go: revoke the lease when nobody else shares it. */
-static int let_go(dlock_lock *l, unsigned n)
-{
-    shared_hold *s = LD(l)->sh;
-    int rc = DLOCK_OK;
-    if (hold_drop(l, n)) {
-        rc = dlock__etcd_release(LD(l)->ec->e, &s->h, &l->err);
-        dlock__free(s);
-    }
-    LD(l)->sh = NULL; /* the engine lets the holds go */
-    return rc;
-}
-
 /* The last hold revokes the lease when no other handle of the owner shares
- * it; another is only counted down (the lease is the owner's). */
-static int release(dlock_lock *l, int last)
+ * it; another is only counted down (the lease is the owner's). Either is a
+ * request on the engine's loop (etcd_release.h). */
+static int release_start(dlock_lock *l, int last, dlock__op *op)
 {
+    struct dlock__etcd_client *ec = LD(l)->ec;
+    shared_hold *s = LD(l)->sh;
     if (!last) {
         hold_drop(l, 1); /* others remain: never the last */
-        return DLOCK_OK;
+        return dlock__etcd_release_op(op, ec->e, NULL, &l->err);
     }
-    return let_go(l, l->holds);
+    LD(l)->sh = NULL; /* the engine lets the holds go */
+    if (!drop_of(ec, s, l->holds))
+        return dlock__etcd_release_op(op, ec->e, NULL, &l->err);
+    int rc = dlock__etcd_release_op(op, ec->e, &s->h, &l->err); /* copies what it sends */
+    hold_free(s);
+    return rc;
 }
 
-/* Would etcd grant a lease of ttl_ms the TTL this one has? Its TTL in
- * whole seconds does; when etcd raised our grant to its minimum lease, any
- * TTL up to that minimum does too (it would be raised the same way). */
-static int same_lease_ttl(const dlock__etcd_hold *h, int64_t ttl_ms)
+/* The hold an extend found ended is gone: the owner's other handles do not
+ * re-enter it (the engine lets this handle's holds go). */
+static void extend_ended(void *arg)
 {
-    int64_t want_s = dlock__etcd_ttl_s(ttl_ms);
-    int raised = h->asked_s > 0 && h->ttl_s > h->asked_s;
-    return want_s == h->ttl_s || (raised && want_s < h->ttl_s);
+    dlock_lock *l = arg;
+    unlist(LD(l)->ec, LD(l)->sh);
 }
 
-/* ttl_ms 0: renew to the granted TTL, whatever etcd made of ours. */
-static int extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
-                  int64_t *renew_ttl_ms)
+static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op)
 {
     (void)deadline_ns; /* late_answer_counts: etcd's answer is the truth */
-    shared_hold *s = LD(l)->sh;
-    if (s->h.ttl_s == 0) {
-        /* adopted: learn the TTL the lease was granted */
-        int64_t left, granted = 0;
-        int rc = dlock__etcd_lease_ttl_ms(LD(l)->ec->e, s->h.lease, &left, &granted,
-                                          dlock__etcd_call_deadline(LD(l)->ec->e), -1,
-                                          &l->err);
-        if (rc != DLOCK_OK)
-            return rc;
-        s->h.ttl_s = granted; /* 0 if the lease is gone: the renewal says so */
-    }
-    if (ttl_ms != 0 && s->h.ttl_s > 0 && !same_lease_ttl(&s->h, ttl_ms)) {
-        dlock__err_set(&l->err, "etcd: a lease keeps the TTL it was granted (%" PRId64
-                       " s); extend renews it to that (ttl_ms 0)", s->h.ttl_s);
-        return DLOCK_ENOTSUP;
-    }
-    /* Each member gets its io_timeout_ms, also near the end of our
-     * validity: etcd, not our estimate, says whether the lease lives (the
-     * keep-alive of a lease that ended is "not found", and an ended lease
-     * never comes back), so a late answer is still true. Cutting the call
-     * at the estimate's end kept it from failing over past a silent
-     * member. */
-    dlock__etcd_hold copy = s->h;
-    int rc = dlock__etcd_renew(LD(l)->ec->e, &copy,
-                               dlock__etcd_call_deadline(LD(l)->ec->e), -1, &l->err);
-    if (rc == DLOCK_OK) {
-        *until_ns = copy.valid_until_ns;
-        *renew_ttl_ms = s->h.ttl_s * 1000;
-        return DLOCK_OK;
-    }
-    if (rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER)
-        /* gone: the owner's other handles do not re-enter it (the engine
-         * lets this handle's holds go) */
-        unlist(LD(l)->ec, s);
-    return rc;
+    return dlock__etcd_extend_op(op, LD(l)->ec->e, &LD(l)->sh->h, ttl_ms, &l->err, extend_ended,
+                                 l);
 }
 
 static int adopt_check(dlock_lock *l, const char *token, size_t len)
@@ -496,11 +456,12 @@ static void nothing_owed(dlock_lock *l)
     (void)l;
 }
 
-/* dlock_lock_free(): a held lock is released, best effort. */
+/* dlock_lock_free(): a held lock is released, best effort: the release's
+ * request (release_start) on a private loop. */
 static void cleanup(dlock_lock *l)
 {
     if (LD(l) && LD(l)->sh && get_state(l) == DLOCK_STATE_HELD)
-        (void)let_go(l, l->holds);
+        (void)dlock__call_release(l, 1);
     drop(l);
 }
 
@@ -581,8 +542,8 @@ const dlock__backend dlock__etcd_backend = {
     .lock_init = lock_init,
     .lock_clear = lock_clear,
     .acquire = acquire,
-    .release = release,
-    .extend = extend,
+    .release_start = release_start,
+    .extend_start = extend_start,
     .lease_ttl_ms = lease_ttl_ms,
     .drift_ns = no_drift,
     .adopt_check = adopt_check,

@@ -176,17 +176,17 @@ int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms
     return rc;
 }
 
-int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
-                             int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
-                             dlock__errbuf *err)
+json_t *dlock__etcd_lease_id_body(int64_t id)
 {
-    json_t *rep = NULL;
-    *ttl_ms = -1;
-    int rc = post(e, "/v3/lease/timetolive", json_pack("{s:o}", "ID", i64(id)),
-                  &rep, deadline_ns, cancel_fd, err, NULL);
-    if (rc != DLOCK_OK)
-        return rc;
+    return json_pack("{s:o}", "ID", i64(id));
+}
+
+int dlock__etcd_lease_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s,
+                                dlock__errbuf *err)
+{
     int64_t ttl, granted;
+    int rc = DLOCK_OK;
+    *ttl_ms = -1;
     if (dlock__etcd_json_i64(rep, "TTL", &ttl) ||
         dlock__etcd_json_i64(rep, "grantedTTL", &granted))
         rc = proto(err, "lease timetolive");
@@ -194,6 +194,20 @@ int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
         *ttl_ms = ttl >= 0 ? ttl * 1000 : -1; /* -1: not found */
     if (granted_s)
         *granted_s = rc == DLOCK_OK ? granted : 0;
+    return rc;
+}
+
+int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
+                             int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
+                             dlock__errbuf *err)
+{
+    json_t *rep = NULL;
+    *ttl_ms = -1;
+    int rc = post(e, "/v3/lease/timetolive", dlock__etcd_lease_id_body(id), &rep, deadline_ns,
+                  cancel_fd, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__etcd_lease_ttl_reply(rep, ttl_ms, granted_s, err);
     json_decref(rep);
     return rc;
 }

@@ -57,6 +57,12 @@ int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
                              int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
                              dlock__errbuf *err);
+/* Its two halves, for a request on a loop (etcd_release.c): the body
+ * (NULL out of memory; {"ID": id}, a revoke's too), and what the reply
+ * says. */
+json_t *dlock__etcd_lease_id_body(int64_t id);
+int dlock__etcd_lease_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s,
+                                dlock__errbuf *err);
 
 /* Create `key` (value: `value`, the holder identity, or NULL: the key
  * itself; lease attached) if it does not exist, and read the first key of

@@ -343,25 +343,6 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
     }
 }
 
-int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err)
-{
-    int64_t sent_ns = dlock__now_ns();
-    int unknown_before = 0;
-    int rc = dlock__etcd_lease_revoke(e, h->lease, step_deadline(e, 0), -1, err,
-                                      &unknown_before);
-    /* "Not found" after a copy of this revoke went unanswered: the lease
-     * cannot have ended by itself while it was valid when we sent, so that
-     * copy revoked it (it reached a member that answered too late). */
-    if (rc == DLOCK_EEXPIRED && unknown_before && h->valid_until_ns != INT64_MIN &&
-        sent_ns < h->valid_until_ns) {
-        rc = DLOCK_OK;
-        if (err)
-            dlock__err_clear(err);
-    }
-    dlock__etcd_hold_clear(h);
-    return rc;
-}
-
 int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
                      int64_t *ttl_ms, uint64_t *fence, dlock__errbuf *err)
 {

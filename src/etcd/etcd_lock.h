@@ -76,9 +76,7 @@ int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
                         int cancel_fd, const dlock__etcd_events *ev, dlock__etcd_hold *out,
                         int64_t *holder_ttl_ms, dlock__errbuf *err);
 
-/* Release: revoke the lease (deleting the key). DLOCK_OK, DLOCK_EEXPIRED
- * (the lease had ended), or an error. The hold is cleared either way. */
-int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err);
+/* Release: dlock__etcd_release() (etcd_release.h). */
 
 /* Renew: dlock__etcd_renew() (etcd_renew.h). */
 

@@ -3,8 +3,9 @@
  * of its key (nobody deleted or replaced it), as a request on a loop, each
  * step a POST request (etcd_request.h) started from the one before's
  * done. The watchdog runs it on its own loop (etcd_backend.c's renewal
- * hooks), several at once; dlock__etcd_renew() is the same request on a
- * private loop, for extend and re-entry. */
+ * hooks), several at once, and an extend on the engine's (etcd_release.c);
+ * dlock__etcd_renew() is the same request on a private loop, for
+ * re-entry. */
 #ifndef DLOCK_ETCD_RENEW_H
 #define DLOCK_ETCD_RENEW_H
 

@@ -21,6 +21,7 @@
 #include "error.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
+#include "etcd_release.h"
 #include "etcd_renew.h"
 #include "etcd_server.h"
 #include "proxy.h"
