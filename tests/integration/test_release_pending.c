@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A counted (reentrant) lock's releases while one Redlock node hears
- * nothing (the chaos suite's fault proxy in BLACKHOLE mode in front of the
- * third node: it reads and discards). Each release succeeds by majority
- * and stays pending on that node (release.h); the scripts apply a
+/* Releases owed by a Redlock node that hears nothing (the chaos suite's
+ * fault proxy in BLACKHOLE mode in front of the third node: it reads and
+ * discards). A counted (reentrant) lock's releases each succeed by
+ * majority and stay pending on that node (release.h); the scripts apply a
  * handle's operations in number order and take an older number for a
  * copy already run (reentrant_release.lua). A second release sent while
  * the first is still owed must therefore carry it: one that replaced the
  * first's bookkeeping with its own left the first hold in the node's count
- * when it answered again, and the key there until its TTL. */
+ * when it answered again, and the key there until its TTL. A plain lock's
+ * release still owed when an adopt changes the token is kept by the old
+ * token (redis_backend.c, settle). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,11 +136,40 @@ static void the_last_release_sent_while_one_is_owed_carries_it(void **state)
     dlock_client_free(c);
 }
 
+/* A plain lock's release the silent node did not hear, then an adopt
+ * (of another holder's token) while the node still hears nothing: the
+ * adopt's resend goes unanswered too, and the release stays owed by the
+ * old token (the adopt changes the handle's). Once the node answers
+ * again, the handle's free sends it there: the key goes, instead of
+ * staying until its TTL. */
+static void a_release_still_owed_at_an_adopt_reaches_the_node_later(void **state)
+{
+    (void)state;
+    const char *name = "relp:adopt";
+    dlock_client *c = redlock();
+    dlock_lock *l = test_lock_new(c, name, 60000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(test_key_exists(&nodes[N - 1], name), 1);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_adopt(l, "another-holders-token"), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(test_key_exists(&nodes[N - 1], name), 1); /* it heard nothing */
+    dlock_lock_free(l); /* resends the owed release, by the old token */
+    int left = test_key_exists(&nodes[N - 1], name);
+    print_message("key on the node after the free: %d (0: gone)\n", left);
+    assert_int_equal(left, 0);
+    for (int i = 0; i < N - 1; i++)
+        assert_int_equal(test_key_exists(&nodes[i], name), 0);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(releases_owed_by_a_silent_node_all_reach_it_when_it_answers),
         cmocka_unit_test(the_last_release_sent_while_one_is_owed_carries_it),
+        cmocka_unit_test(a_release_still_owed_at_an_adopt_reaches_the_node_later),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
