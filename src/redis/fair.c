@@ -386,11 +386,6 @@ static void hold_taken(dlock_lock *l, int64_t until_ns, uint64_t fence)
     dlock__err_clear(&l->err);
 }
 
-static void answered_now(fair_req *q)
-{
-    answer(q);
-}
-
 /* A try-once whose look has an unknown outcome: clean up by our token now
  * rather than leave the next waiter a lock nobody holds for the whole TTL
  * (issue 15 item 7). */
@@ -431,7 +426,7 @@ static void looked(fair_req *q)
             dlock__err_append(&l->err, "ttl %.1fs", (double)l->holder_ttl_ms / 1000.0);
     }
     if (rc == DLOCK_EUNKNOWN && l->try_once)
-        cleanup_start(q, -1, answered_now);
+        cleanup_start(q, -1, answer);
     else
         answer(q);
 }
@@ -512,7 +507,7 @@ static void left(fair_req *q)
         l->fair_cleanup_pending = 1;
         answer(q);
     } else if (given_up == DLOCK_EUNKNOWN || leave_unknown) {
-        cleanup_start(q, -1, answered_now);
+        cleanup_start(q, -1, answer);
     } else {
         answer(q);
     }
