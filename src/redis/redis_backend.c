@@ -117,25 +117,21 @@ static void cleanup(dlock_lock *l)
     else if (dlock__lock_get_state(l) == DLOCK_STATE_LOST)
         release_lost(l);
     if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
-        /* Let go of every hold this handle has (a counted lock's other
-         * handles keep theirs). */
-        unsigned n = l->kind->counted ? l->holds : 1, done = 0;
-        for (; done < n; done++) {
-            dlock__tally t;
-            if (l->kind->counted)
-                dlock__release_op(l, 1); /* carries what a node still owes */
-            dlock__send_release(l, NULL, io, 0, &t);
-            if (l->kind->counted)
-                dlock__note_release_pending(l, &t, NULL);
-            if (t.yes < t.quorum)
-                break;
-        }
-        /* Every release decided and answered everywhere: none of them is
-         * in doubt, so this handle's bookkeeping can go too (other handles
-         * of the owner may keep the key alive). Not while a node owes one:
-         * a copy that reached it late would find no bookkeeping and leave
-         * the hold there. */
-        if (l->kind->counted && done == n && !l->rel_pending)
+        /* Let go of every hold this handle has, in one release: a counted
+         * kind's drops them all (reentrant_release.lua, ARGV[5]), and
+         * carries what a node still owes; a counted lock's other handles
+         * keep theirs. */
+        dlock__tally t;
+        if (l->kind->counted)
+            dlock__release_op(l, l->holds);
+        dlock__send_release(l, NULL, io, 0, &t);
+        if (l->kind->counted)
+            dlock__note_release_pending(l, &t, NULL);
+        /* Decided and answered everywhere: not in doubt, so this handle's
+         * bookkeeping can go too (other handles of the owner may keep the
+         * key alive). Not while a node owes it: a copy that reached it
+         * late would find no bookkeeping and leave the holds there. */
+        if (l->kind->counted && t.yes >= t.quorum && !l->rel_pending)
             dlock__forget_hold(l);
     }
 }
