@@ -127,6 +127,12 @@ struct dlock_lock {
     unsigned rel_total;
     int rel_pending;
     uint8_t rel_nodes[DLOCK__MAX_NODES];
+    /* A release still owed by the nodes in owed_nodes when adopt changed
+     * the token: the old token (heap), kept for its resends by the next
+     * adopt and the free (redis_backend.c). NULL: none. */
+    char *owed_token;
+    size_t owed_len;
+    uint8_t owed_nodes[DLOCK__MAX_NODES];
     /* Reentrant mode: this handle's id among its owner's handles (the
      * scripts keep their operation numbers per handle), and whether an
      * operation of its current holds had an unknown outcome (then its

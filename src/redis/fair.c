@@ -386,11 +386,6 @@ static void hold_taken(dlock_lock *l, int64_t until_ns, uint64_t fence)
     dlock__err_clear(&l->err);
 }
 
-static void answered_now(fair_req *q)
-{
-    answer(q);
-}
-
 /* A try-once whose look has an unknown outcome: clean up by our token now
  * rather than leave the next waiter a lock nobody holds for the whole TTL
  * (issue 15 item 7). */
@@ -431,7 +426,7 @@ static void looked(fair_req *q)
             dlock__err_append(&l->err, "ttl %.1fs", (double)l->holder_ttl_ms / 1000.0);
     }
     if (rc == DLOCK_EUNKNOWN && l->try_once)
-        cleanup_start(q, -1, answered_now);
+        cleanup_start(q, -1, answer);
     else
         answer(q);
 }
@@ -487,10 +482,10 @@ int dlock__fair_handed(dlock_lock *l)
 
 /* ---- the engine's leave ---------------------------------------------------- */
 
-/* The leave answered. A cancelled wait whose leave went unanswered may
- * still have been handed the lock: the release by our token went out
- * behind it, and the handle's next acquire or free cleans up again (by
- * token: harmless). A deadline's leave of unknown outcome, or after a
+/* The leave answered. A wait whose leave went unanswered may still have
+ * been handed the lock: the release by our token went out behind it. A
+ * cancelled one leaves the cleanup (by token: harmless) to the handle's
+ * next acquire or free; a deadline's leave of unknown outcome, or after a
  * look of unknown outcome, cleans up now. */
 static void left(fair_req *q)
 {
@@ -512,7 +507,7 @@ static void left(fair_req *q)
         l->fair_cleanup_pending = 1;
         answer(q);
     } else if (given_up == DLOCK_EUNKNOWN || leave_unknown) {
-        cleanup_start(q, -1, answered_now);
+        cleanup_start(q, -1, answer);
     } else {
         answer(q);
     }
@@ -526,13 +521,13 @@ int dlock__fair_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
     if (!q)
         return DLOCK_ENOMEM; /* our liveness key lapses, and the line drops us */
     /* A cancel must end the wait at once (issue 34 item 5): its leave
-     * gets the engine's short timeout. One that goes unanswered may still
-     * run and confirm a hand-over, so the release by our token is queued
-     * behind it and the node hands the lock on right after. */
-    int canceled = op->v.code == DLOCK_ECANCELED;
+     * gets the engine's short timeout. A leave that goes unanswered, a
+     * cancel's or a deadline's, may still run and confirm a hand-over
+     * (for the whole TTL), so the release by our token is queued behind
+     * it and the node hands the lock on right after. */
     q->starting = 1;
     fair_call(q, DLOCK__STEP_LEAVE, NULL, DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms),
-              -1, canceled, left);
+              -1, 1, left);
     q->starting = 0;
     return DLOCK_OK;
 }

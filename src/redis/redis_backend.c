@@ -19,12 +19,57 @@
 #include "release.h"
 #include "wait.h"
 
+/* The release still owed under a token an adopt replaced (handle.h,
+ * owed_token): sent again by that token, the handle's own pending release
+ * set aside meanwhile, to the nodes that still owe it. Best effort, as
+ * every resend; forgotten once none owes it. */
+static void resend_owed(dlock_lock *l, int64_t timeout_ms)
+{
+    if (!l->owed_token)
+        return;
+    char *token = l->token;
+    size_t len = l->token_len;
+    int pending = l->rel_pending;
+    uint8_t nodes[DLOCK__MAX_NODES];
+    memcpy(nodes, l->rel_nodes, sizeof nodes);
+    l->token = l->owed_token;
+    l->token_len = l->owed_len;
+    memcpy(l->rel_nodes, l->owed_nodes, sizeof nodes);
+    l->rel_pending = 1;
+    int owed = dlock__flush_release(l, timeout_ms, -1);
+    memcpy(l->owed_nodes, l->rel_nodes, sizeof nodes);
+    l->token = token;
+    l->token_len = len;
+    l->rel_pending = pending;
+    memcpy(l->rel_nodes, nodes, sizeof nodes);
+    if (!owed) {
+        dlock__free(l->owed_token);
+        l->owed_token = NULL;
+    }
+}
+
 static void settle(dlock_lock *l)
 {
-    if (l->rel_pending && dlock__lock_get_state(l) == DLOCK_STATE_UNLOCKED) {
-        dlock__flush_release(l, l->client->opts.io_timeout_ms, -1); /* before the token changes */
-        l->rel_pending = 0;
+    int64_t io = l->client->opts.io_timeout_ms;
+    resend_owed(l, io);
+    if (!l->rel_pending || dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED)
+        return;
+    /* Before the token changes. A counted kind's token is its owner's,
+     * which adopt does not change (no such kind adopts): what a node
+     * still owes stays pending, for the next acquire or the free. */
+    if (!dlock__flush_release(l, io, -1) || l->kind->counted)
+        return;
+    /* Still owed by a node that did not answer: kept with the old token
+     * for the next adopt and the free, rather than left to the TTL. One
+     * such release at a time (and none without memory): another one is
+     * left to its TTL, as an acquire's resend leaves it. */
+    if (!l->owed_token && (l->owed_token = dlock__malloc(l->token_len + 1))) {
+        memcpy(l->owed_token, l->token, l->token_len);
+        l->owed_token[l->token_len] = '\0';
+        l->owed_len = l->token_len;
+        memcpy(l->owed_nodes, l->rel_nodes, sizeof l->owed_nodes);
     }
+    l->rel_pending = 0;
 }
 
 /* How long a lost handle's release by token listens for each node. A
@@ -57,6 +102,7 @@ static void release_lost(dlock_lock *l)
 static void cleanup(dlock_lock *l)
 {
     int64_t io = l->client->opts.io_timeout_ms;
+    resend_owed(l, io);
     if (l->undo_pending) /* best effort, as the releases below */
         dlock__send_undo(l, io, -1);
     if (l->rel_pending)
@@ -71,25 +117,21 @@ static void cleanup(dlock_lock *l)
     else if (dlock__lock_get_state(l) == DLOCK_STATE_LOST)
         release_lost(l);
     if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
-        /* Let go of every hold this handle has (a counted lock's other
-         * handles keep theirs). */
-        unsigned n = l->kind->counted ? l->holds : 1, done = 0;
-        for (; done < n; done++) {
-            dlock__tally t;
-            if (l->kind->counted)
-                dlock__release_op(l, 1); /* carries what a node still owes */
-            dlock__send_release(l, NULL, io, 0, &t);
-            if (l->kind->counted)
-                dlock__note_release_pending(l, &t, NULL);
-            if (t.yes < t.quorum)
-                break;
-        }
-        /* Every release decided and answered everywhere: none of them is
-         * in doubt, so this handle's bookkeeping can go too (other handles
-         * of the owner may keep the key alive). Not while a node owes one:
-         * a copy that reached it late would find no bookkeeping and leave
-         * the hold there. */
-        if (l->kind->counted && done == n && !l->rel_pending)
+        /* Let go of every hold this handle has, in one release: a counted
+         * kind's drops them all (reentrant_release.lua, ARGV[5]), and
+         * carries what a node still owes; a counted lock's other handles
+         * keep theirs. */
+        dlock__tally t;
+        if (l->kind->counted)
+            dlock__release_op(l, l->holds);
+        dlock__send_release(l, NULL, io, 0, &t);
+        if (l->kind->counted)
+            dlock__note_release_pending(l, &t, NULL);
+        /* Decided and answered everywhere: not in doubt, so this handle's
+         * bookkeeping can go too (other handles of the owner may keep the
+         * key alive). Not while a node owes it: a copy that reached it
+         * late would find no bookkeeping and leave the holds there. */
+        if (l->kind->counted && t.yes >= t.quorum && !l->rel_pending)
             dlock__forget_hold(l);
     }
 }

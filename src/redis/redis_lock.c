@@ -81,4 +81,5 @@ void dlock__redis_lock_clear(dlock_lock *l, int forked)
     dlock__free(l->live_prefix);
     dlock__free(l->wq_key);
     dlock__free(l->wr_key);
+    dlock__free(l->owed_token);
 }

@@ -283,6 +283,10 @@ static void proxy_main(int lfd, int ctl, int ack, int target_port)
                 rc = pump_in(&st, p, pfd[m].fd, is_cli ? &p->to_srv : &p->to_cli);
             if (rc == 0 && (re & POLLOUT) && p->used && !p->blackholed)
                 rc = pump_out(pfd[m].fd, is_cli ? &p->to_cli : &p->to_srv);
+            if (rc < 0 && is_cli && p->sfd >= 0 && !p->connecting && !p->blackholed)
+                /* What a client wrote before it closed reaches the node,
+                 * as over TCP (its due part: a delayed chunk is lost). */
+                (void)pump_out(p->sfd, &p->to_srv);
             if (rc < 0)
                 pair_close(p, 0);
         }

@@ -24,47 +24,25 @@
 
 #include "dlock.h"
 #include "proc.h"
-#include "proxy.h"
+#include "proxied_redlock.h"
 #include "redis_server.h"
 #include "test_recorder.h"
 #include "test_util.h"
 
-#define N 3
+#define N TEST_PROXIED_N
 #define TIMEOUT_MS 300
 /* "Returns instead of hanging": far above every timeout at play. */
 #define HANG_MS 10000
 
-static test_redis nodes[N];
-static chaos_proxy proxy; /* in front of nodes[N - 1] */
-
-static int setup(void **state)
-{
-    (void)state;
-    if (test_redis_start_many(nodes, N, NULL) != 0)
-        return -1;
-    if (chaos_proxy_start(&proxy, nodes[N - 1].port) != 0) {
-        test_redis_stop_many(nodes, N);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    chaos_proxy_stop(&proxy);
-    test_redis_stop_many(nodes, N);
-    return 0;
-}
 
 /* Before each test: the proxy passes, the nodes are empty, no event. */
 static int reset(void **state)
 {
     (void)state;
-    if (chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0) != 0)
+    if (chaos_proxy_set(&test_proxy, CHAOS_PROXY_PASS, 0) != 0)
         return -1;
     for (int i = 0; i < N; i++)
-        if (test_flushall(&nodes[i]) != 0)
+        if (test_flushall(&test_pnodes[i]) != 0)
             return -1;
     test_rec_reset();
     return 0;
@@ -84,7 +62,7 @@ static dlock_client *redlock_with(const char *bad_url)
 {
     const char *urls[N];
     for (int i = 0; i < N - 1; i++)
-        urls[i] = nodes[i].url;
+        urls[i] = test_pnodes[i].url;
     urls[N - 1] = bad_url;
     return client_of(urls, N);
 }
@@ -121,12 +99,12 @@ static void a_blackholed_command_is_a_timeout_of_that_node(void **state)
 {
     (void)state;
     char url[64], addr[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxy.port);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", proxy.port);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", test_proxy.port);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_proxy.port);
     const char *urls[] = {url};
     dlock_client *c = client_of(urls, 1);
     dlock_lock *l = test_lock_new(c, "obsf:bh", 5000, 0, 10, 200);
-    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
     int64_t t0 = test_now_ms();
     int rc = dlock_lock_acquire(l, 0);
     int64_t took = test_now_ms() - t0;
@@ -149,8 +127,8 @@ static void a_blackholed_handshake_is_a_timeout_after_the_connect_timeout(void *
 {
     (void)state;
     char url[96], addr[64];
-    snprintf(url, sizeof url, "redis://:secret@127.0.0.1:%d", proxy.port);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", proxy.port);
+    snprintf(url, sizeof url, "redis://:secret@127.0.0.1:%d", test_proxy.port);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_proxy.port);
     const char *urls[] = {url};
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.observer = &test_rec_observer;
@@ -158,7 +136,7 @@ static void a_blackholed_handshake_is_a_timeout_after_the_connect_timeout(void *
     o.io_timeout_ms = HANG_MS;
     dlock_client *c = test_client_new(urls, 1, &o);
     dlock_lock *l = test_lock_new(c, "obsf:hs", 60000, 0, 10, 200);
-    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
     int64_t t0 = test_now_ms();
     int rc = dlock_lock_acquire(l, 0);
     int64_t took = test_now_ms() - t0;
@@ -184,12 +162,12 @@ static void redlock_with_one_bad_node(const char *bad_url, const char *addr,
     int after_acquire = all_events_are(c, what, addr);
     /* The live nodes hold the key with the handle's token. */
     for (int i = 0; i < N - 1; i++)
-        test_assert_key_value(&nodes[i], "obsf:redlock", dlock_lock_token(l));
+        test_assert_key_value(&test_pnodes[i], "obsf:redlock", dlock_lock_token(l));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     int after_release = all_events_are(c, what, addr);
     assert_true(after_release > after_acquire); /* the release met it too */
     for (int i = 0; i < N - 1; i++)
-        assert_int_equal(test_key_exists(&nodes[i], "obsf:redlock"), 0);
+        assert_int_equal(test_key_exists(&test_pnodes[i], "obsf:redlock"), 0);
     dlock_lock_free(l);
     dlock_client_free(c);
 }
@@ -198,9 +176,9 @@ static void a_redlock_with_a_blackholed_node_reports_its_timeouts_only(void **st
 {
     (void)state;
     char url[64], addr[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxy.port);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", proxy.port);
-    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", test_proxy.port);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_proxy.port);
+    assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
     redlock_with_one_bad_node(url, addr, DLOCK_NODE_TIMEOUT);
 }
 
@@ -220,7 +198,7 @@ static void a_healthy_redlock_reports_no_node_event(void **state)
 {
     (void)state;
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxy.port);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", test_proxy.port);
     dlock_client *c = redlock_with(url);
     dlock_lock *l = test_lock_new(c, "obsf:healthy", 10000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
@@ -243,5 +221,5 @@ int main(void)
                                reset),
         cmocka_unit_test_setup(a_healthy_redlock_reports_no_node_event, reset),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_proxied_setup, test_proxied_teardown);
 }

@@ -464,6 +464,26 @@ static void freed_handles_leave_no_bookkeeping_in_a_key_another_handle_holds(voi
     dlock_client_free(c);
 }
 
+/* A handle freed while it holds three times lets go of all three in one
+ * release (reentrant_release.lua drops n holds), then takes its
+ * bookkeeping out: two script calls, not one release per hold. */
+static void a_freed_handle_drops_all_its_holds_in_one_release(void **state)
+{
+    (void)state;
+    const char *name = "re:free-all";
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *l = new_lock(c, name, DLOCK_REENTRANT, 10000);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    long long before = test_script_calls(&test_srv);
+    dlock_lock_free(l);
+    long long calls = test_script_calls(&test_srv) - before;
+    print_message("script calls by the free of a handle holding 3: %lld\n", calls);
+    assert_int_equal(test_key_exists(&test_srv, name), 0);
+    assert_int_equal(calls, 2);
+    dlock_client_free(c);
+}
+
 /* A handle used by one thread, then by another (joined in between): the
  * second thread's release ends the hold the first took. Operation numbers
  * come from one sequence per process; when each thread had its own, the
@@ -533,6 +553,7 @@ int main(void)
         T(lost_reentrant_lock_reports_elost_once_and_holds_nothing),
         T(reentry_after_the_lease_expired_starts_a_new_hold),
         T(freed_handles_leave_no_bookkeeping_in_a_key_another_handle_holds),
+        T(a_freed_handle_drops_all_its_holds_in_one_release),
         T(a_hold_taken_on_one_thread_is_released_from_another),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);
