@@ -89,6 +89,16 @@ static int hold_init(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t 
     return DLOCK_OK;
 }
 
+int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms)
+{
+    int64_t lease;
+    int rc = new_lease_id(&lease);
+    if (rc != DLOCK_OK || (rc = hold_init(h, name, lease)) != DLOCK_OK)
+        return rc;
+    h->asked_s = dlock__etcd_ttl_s(ttl_ms);
+    return DLOCK_OK;
+}
+
 /* Deadline of one step: the wait's, but at least one I/O timeout per
  * endpoint, so that a try-once still fails over across the members. */
 static int64_t step_deadline(dlock__etcd *e, int64_t wait_deadline_ns)
@@ -156,7 +166,7 @@ static void woke(const dlock__etcd_events *ev, int pushed)
 /* Our key's value with an identity: the text and " since=" with the
  * wall-clock time in ms (etcd has no clock a request can read; this is a
  * stamp for a person, never used in lease arithmetic). Its length. */
-static size_t identity_value(const char *text, char *out, size_t len)
+size_t dlock__etcd_identity_value(const char *text, char *out, size_t len)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -171,22 +181,20 @@ static int enter(dlock__etcd *e, const dlock__etcd_name *name, int64_t ttl_ms,
                  int64_t deadline_ns, int cancel_fd, dlock__etcd_hold *h,
                  int *owner, int64_t *first_lease, dlock__errbuf *err)
 {
-    int64_t lease;
-    int rc = new_lease_id(&lease);
-    if (rc != DLOCK_OK || (rc = hold_init(h, name, lease)) != DLOCK_OK)
+    int rc = dlock__etcd_hold_new(h, name, ttl_ms);
+    if (rc != DLOCK_OK)
         return rc;
     int64_t sent_ns = dlock__now_ns();
-    h->asked_s = dlock__etcd_ttl_s(ttl_ms);
-    rc = dlock__etcd_lease_grant(e, lease, h->asked_s, &h->ttl_s,
+    rc = dlock__etcd_lease_grant(e, h->lease, h->asked_s, &h->ttl_s,
                                  deadline_ns, cancel_fd, err);
     if (rc != DLOCK_OK)
         return rc;
     h->valid_until_ns = sent_ns + h->ttl_s * 1000 * DLOCK__NS_PER_MS;
     dlock__etcd_kv first;
     char id[DLOCK_IDENTITY_READ_MAX + 1];
-    size_t id_len = name->identity ? identity_value(name->identity, id, sizeof id) : 0;
+    size_t id_len = name->identity ? dlock__etcd_identity_value(name->identity, id, sizeof id) : 0;
     rc = dlock__etcd_create_and_first(e, h->key, h->key_len, name->identity ? id : NULL, id_len,
-                                      lease, name->begin, name->len, name->end, name->len,
+                                      h->lease, name->begin, name->len, name->end, name->len,
                                       &h->rev, &first, deadline_ns, cancel_fd, err);
     if (rc != DLOCK_OK)
         return rc;

@@ -50,6 +50,17 @@ typedef struct dlock__etcd_name {
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);
 void dlock__etcd_name_clear(dlock__etcd_name *n);
 
+/* A new place in line for name: a lease ID drawn at random (the token),
+ * our key KEY NUL token, the TTL to ask for; nothing sent yet (the grant
+ * and the create transaction are etcd_wait.c's requests). DLOCK_OK or
+ * DLOCK_ENOMEM (h then half made: dlock__etcd_hold_clear()). */
+int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms);
+
+/* Our key's value with an identity: the text and " since=" with the
+ * wall-clock time in ms (a stamp for a person, never used in lease
+ * arithmetic). Its length. */
+size_t dlock__etcd_identity_value(const char *text, char *out, size_t len);
+
 /* What a wait tells its caller as it goes (for the observer: observe.h);
  * any hook may be NULL. tried: a read of the line (getting in line, or a
  * look at the key before ours); woke: a watch said the key before ours
