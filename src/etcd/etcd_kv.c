@@ -181,17 +181,6 @@ int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
     return rc;
 }
 
-int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms)
-{
-    json_t *req = json_pack("{s:o}", "ID", i64(id)), *rep = NULL;
-    if (!req)
-        return DLOCK_ENOMEM;
-    int rc = dlock__etcd_post_brief(e, "/v3/lease/revoke", req, &rep, budget_ms, NULL);
-    json_decref(req);
-    json_decref(rep);
-    return rc;
-}
-
 int dlock__etcd_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s, dlock__errbuf *err)
 {
     int64_t ttl, granted;

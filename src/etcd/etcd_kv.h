@@ -58,11 +58,6 @@ int dlock__etcd_keepalive_reply(json_t *rep, int64_t id, int64_t *ttl_s, dlock__
 int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
                              int cancel_fd, dlock__errbuf *err, int *unknown_before);
 
-/* Revoke, taking at most budget_ms in all (dlock__etcd_post_brief()):
- * the undo of a cancelled acquire. A revoke that does not make it leaves
- * the lease to its TTL. */
-int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms);
-
 /* Remaining TTL of a lease in ms; -1 when it is gone. *granted_s (may be
  * NULL): the TTL it was granted. */
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
