@@ -23,12 +23,13 @@ static void try_start(dlock__acq *a);
 static void begin_start(dlock__acq *a);
 static void sleep_after(dlock__acq *a);
 
-/* A kind that waits in line (kinds.h, DLOCK__WAIT_QUEUE): its wait
- * begins (backend.h, begin) and watches before its first look, and a
- * message may hand it the hold (handed). */
+/* A kind that waits in line (kinds.h, DLOCK__WAIT_QUEUE), or any kind on
+ * a store where every wait is a place in line (backend.h, in_line: etcd):
+ * its wait begins (backend.h, begin) and watches before its first look,
+ * and a message may hand it the hold (handed). */
 static int queued(const dlock__acq *a)
 {
-    return a->l->kind->wait == DLOCK__WAIT_QUEUE;
+    return a->l->kind->wait == DLOCK__WAIT_QUEUE || a->l->backend->in_line;
 }
 
 /* The next step after a sleep or the watch's confirmation: the wait's

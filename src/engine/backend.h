@@ -75,6 +75,10 @@ typedef struct dlock__backend {
     /* A set of names (set.c) may be made on this store: Redis 1; etcd 0
      * (docs/primitives.md). */
     int sets;
+    /* Every wait here is a place in line, whatever the kind: the engine
+     * waits as for a queued kind (begin, then looks; acquire.c). etcd 1
+     * (the owner is the first key by create revision), Redis 0. */
+    int in_line;
     /* The renewal record's operations: the engine's lease_end, settle and
      * lost hooks, with this backend's renew (NULL: the watchdog's batched
      * Redis rounds). */
@@ -94,11 +98,16 @@ typedef struct dlock__backend {
     /* The engine's wait (acquire.c). try is one attempt (a queued
      * kind's: one look in line) as a request (op.h): DLOCK_OK and
      * op->done() later, exactly once, from op->loop, with op->v filled
-     * (the code and message as acquire's would be, V_RETRY when waiting
+     * (the acquire's code and message, V_RETRY when waiting
      * could help, V_SPLIT, V_QUEUED with look_ms the next look's due when
      * we may hold a place in line, the holder's TTL, the look hint); or
-     * an error, and done() never comes. Its hold, token and lease end are
-     * then as acquire's below. watch: start being woken by a release
+     * an error, and done() never comes. On DLOCK_OK the hold, its token
+     * and fence are the handle's and its lease end was reported
+     * (dlock__lock_granted()): the engine then makes the handle HELD (a
+     * counted kind's handle that holds already took one more hold of its
+     * owner). On an error the handle holds what it held before, unless
+     * the backend found that hold ended and let it go
+     * (dlock__engine_ended()). watch: start being woken by a release
      * (the waiter record's wake hook, waiter.h), without waiting: DLOCK_OK
      * if watched (unwatch ends it), else an error (not watched).
      * watch_ready: is the watch confirmed (a release from now on wakes
@@ -118,8 +127,10 @@ typedef struct dlock__backend {
      * place in line), answered DLOCK_OK, or why not (V_RETRY: the engine
      * backs off and begins again); and after a sleep that a message
      * ended, handed says whether that message handed the hold over (1:
-     * it is the handle's, as a try's grant; 0: look again). try NULL:
-     * the backend waits its own way in acquire (etcd). */
+     * it is the handle's, as a try's grant; 0: look again); so does
+     * every wait on a store whose waits are all in line (in_line above:
+     * etcd's begin gets in line, its tries look, its stream wakes the
+     * sleep through the waiter record, etcd_wait.h). */
     int (*begin)(dlock_lock *l, dlock__op *op);
     int (*try)(dlock_lock *l, dlock__op *op);
     int (*watch)(dlock_lock *l);
@@ -127,16 +138,6 @@ typedef struct dlock__backend {
     void (*unwatch)(dlock_lock *l);
     int (*leave)(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
     int (*handed)(dlock_lock *l);
-    /* A backend without try (etcd): take a hold, waiting until
-     * deadline_ns (wait_ms 0: try once) the way the kind waits in this
-     * store. A counted kind's handle that holds
-     * already takes one more hold of the owner. On DLOCK_OK the hold, its
-     * token and fence are the handle's and its lease end was reported
-     * (dlock__lock_granted()): the engine then makes the handle HELD. On
-     * an error the handle holds what it held before, unless the backend
-     * found that hold ended and let it go (dlock__engine_ended()); its
-     * message says why. */
-    int (*acquire)(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
     /* Give back one hold of the handle's owner; last: the handle's last
      * one (a plain lock's only one). A request (op.h), as try above:
      * DLOCK_OK and op->done() later, exactly once, from op->loop, with

@@ -149,10 +149,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms)
     /* Every exchange of this acquire ends at once on dlock_lock_cancel(). */
     dlock__lock_open_cancel(l, wait_ms);
     l->granted_until_ns = 0; /* a grant that forgot its lease end has none */
-    if (l->backend->try)
-        rc = dlock__call_acquire(l, wait_ms, deadline); /* the engine's wait (acquire.c) */
-    else
-        rc = l->backend->acquire(l, wait_ms, deadline); /* still the backend's own (etcd) */
+    rc = dlock__call_acquire(l, wait_ms, deadline); /* the engine's wait (acquire.c) */
     dlock__lock_close_cancel(l, wait_ms);
     if (rc == DLOCK_OK)
         granted(l, l->granted_until_ns);

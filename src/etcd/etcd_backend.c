@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The etcd backend (backend.h): its operations table, a handle's hold of
  * an etcd lock (one lease and key, shared by an owner's handles in
- * reentrant mode; acquire, release, extend, adopt, the watchdog's
- * renewal), and opening and closing a client's etcd side. What a client
+ * reentrant mode; release, extend, adopt, the watchdog's renewal; its
+ * wait is etcd_wait.c's), and opening and closing a client's etcd side. What a client
  * asks about a name without a handle (status, break, list) is
  * etcd_inspect.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,40 +18,23 @@
 #include "clock.h"
 #include "engine.h"
 #include "etcd_client.h"
+#include "etcd_hold.h"
 #include "etcd_inspect.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
 #include "etcd_release.h"
 #include "etcd_renew.h"
 #include "etcd_url.h"
+#include "etcd_wait.h"
 #include "handle.h"
 #include "kinds.h"
-#include "loop_poll.h"
-#include "observe.h"
 #include "rand.h"
 #include "watchdog.h"
 
-/* One hold of the lock in etcd (one lease, one key), shared by the
- * handles of one owner in reentrant mode, a handle's own otherwise. */
-typedef struct shared_hold {
-    dlock__etcd_hold h;
-    unsigned holds; /* counted over the handles (under the client's mu) */
-    unsigned long thread_no; /* reentrant: the owner's thread (dlock__thread_no) */
-    int listed; /* in the client's reentrant list */
-    struct shared_hold *next;
-} shared_hold;
+typedef dlock__etcd_shared_hold shared_hold;
 
-/* The etcd part of a handle. */
-struct dlock__etcd_lockdata {
-    struct dlock__etcd_client *ec;
-    dlock__etcd_name range; /* KEY NUL .. KEY \1 */
-    shared_hold *sh;        /* while held */
-};
-
-/* The etcd parts of a client and of a handle: their `store` (client.h,
- * handle.h), which only this backend reads. */
-#define EC(c) ((struct dlock__etcd_client *)(c)->store)
-#define LD(l) ((struct dlock__etcd_lockdata *)(l)->store)
+#define EC DLOCK__ETCD_EC
+#define LD DLOCK__ETCD_LD
 
 /* The lock side's part of the client: made on first use, freed by the
  * client's close through ec->lock_side_free. */
@@ -138,11 +120,6 @@ static int lock_init(dlock_lock *l)
     return DLOCK_OK;
 }
 
-static int is_reentrant(const dlock_lock *l)
-{
-    return (l->opts.flags & DLOCK_REENTRANT) != 0;
-}
-
 /* Take the handle's hold over: token, fence, its lease end for the
  * engine (which makes the handle HELD). */
 static void hold_taken(dlock_lock *l, shared_hold *s)
@@ -217,153 +194,6 @@ static shared_hold *reentrant_find(dlock_lock *l)
         }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
     return found;
-}
-
-/* A re-entry: one more hold of the owner's live hold, through this handle
- * (it holds already) or through another handle of the owner. One
- * keep-alive of the lease and a read of our key, so that the handle's
- * validity counts from its own operation and a hold that ended is not
- * re-entered: when the lease is gone or the key was deleted, that hold is
- * taken off the owner's list (the handles that share it learn at their
- * release or extend), this handle drops its holds of it, and *fresh is
- * set: the caller gets in line for a new hold, as Redis's acquire does
- * when the owner's key is gone. *fresh is also set when there is nothing
- * to re-enter. A handle whose own hold ended looks for another live hold
- * of the owner. */
-static int reenter(dlock_lock *l, int cancel_fd, int *fresh)
-{
-    struct dlock__etcd_client *ec = LD(l)->ec;
-    int own = LD(l)->sh != NULL; /* HELD through this handle */
-    shared_hold *s = own ? LD(l)->sh : reentrant_find(l);
-    *fresh = 0;
-    if (!s) {
-        *fresh = 1;
-        return DLOCK_OK;
-    }
-    if (own) {
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
-        s->holds++;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
-    }
-    dlock__etcd_hold copy = s->h; /* its fields change only while unshared */
-    int rc = dlock__etcd_renew(ec->e, &copy, dlock__etcd_call_deadline(ec->e), cancel_fd,
-                               &l->err);
-    if (rc == DLOCK_OK) {
-        if (own)
-            l->holds++; /* (a handle found lost meanwhile stays LOST: fsm.c) */
-        else
-            hold_taken(l, s);
-        dlock__lock_granted(l, copy.valid_until_ns);
-        return DLOCK_OK;
-    }
-    int ended = rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER;
-    if (ended)
-        unlist(ec, s); /* that hold has ended: not one to enter */
-    if (own) {
-        (void)drop_of(ec, s, 1); /* the hold counted above; ours remain */
-        if (ended) /* the lease is gone or going: nothing to tell etcd */
-            dlock__engine_ended(l, rc);
-    } else if (drop_of(ec, s, 1)) { /* its other handles let go meanwhile */
-        hold_free(s);
-    }
-    if (!ended)
-        return rc;
-    dlock__err_clear(&l->err);
-    if (own) /* the owner may hold it anew through another handle */
-        return reenter(l, cancel_fd, fresh);
-    *fresh = 1;
-    return DLOCK_OK;
-}
-
-/* A re-entry inside a wait rides out what the wait for a new hold rides
- * out (dlock.h): a keep-alive that fails with EBUSY, EIO or EUNKNOWN is
- * tried again with the lock's backoff until the deadline, or until a
- * cancel. A try-once re-entry returns the error at once. A hold found
- * ended sets *fresh as before (reenter()); one the watchdog found lost
- * while we retried was reported, and the handle starts over as an
- * acquire of a lost handle does. */
-static int reenter_waiting(dlock_lock *l, int64_t wait_ms, int cancel_fd, int *fresh)
-{
-    int64_t deadline_ns = wait_ms < 0 ? INT64_MAX : dlock__deadline_after_ms(wait_ms);
-    for (unsigned failures = 0;; failures++) {
-        int rc = reenter(l, cancel_fd, fresh);
-        if (wait_ms == 0 || !(rc == DLOCK_EBUSY || rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN))
-            return rc;
-        int64_t left = dlock__ms_until(deadline_ns);
-        if (left <= 0) {
-            dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
-            return rc;
-        }
-        int64_t pause = DLOCK__MIN(
-            dlock__backoff_ms(failures, l->opts.retry_min_ms, l->opts.retry_max_ms), left);
-        if (dlock__loop_poll_sleep(dlock__deadline_after_ms(pause), cancel_fd))
-            return DLOCK_ECANCELED;
-        if (get_state(l) == DLOCK_STATE_LOST)
-            /* reported: start over, as a lost handle's acquire */
-            dlock__engine_ended(l, DLOCK_ELOST);
-    }
-}
-
-/* The wait's reads of the line and wake-ups, for the observer. */
-static void on_tried(void *arg)
-{
-    ((dlock_lock *)arg)->obs_attempts++;
-}
-
-static void on_woke(void *arg, int pushed)
-{
-    dlock__obs_wakeup(arg, pushed);
-}
-
-/* A new hold: a place in line (etcd_lock.c), first key owns. A reentrant
- * handle first tries to re-enter a live hold of its owner. */
-static int acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
-{
-    (void)deadline_ns; /* etcd_lock.c counts wait_ms itself */
-    struct dlock__etcd_client *ec = LD(l)->ec;
-    int cancel_fd = l->cancel_fd[0];
-    int rc = DLOCK_OK;
-    dlock__err_clear(&l->err);
-    int fresh = 1;
-    if (is_reentrant(l))
-        rc = reenter_waiting(l, wait_ms, cancel_fd, &fresh);
-    shared_hold *s = NULL;
-    int64_t holder_ttl = -1;
-    if (fresh && !(s = dlock__calloc(1, sizeof *s)))
-        rc = DLOCK_ENOMEM;
-    if (s)
-        rc = dlock__etcd_acquire(ec->e, &LD(l)->range, l->opts.ttl_ms, wait_ms,
-                                 l->opts.retry_max_ms, cancel_fd,
-                                 &(dlock__etcd_events){on_tried, on_woke, l}, &s->h,
-                                 &holder_ttl, &l->err);
-    if (rc == DLOCK_ECANCELED) /* that cancel is used up: not the next wait's */
-        dlock__lock_take_cancel(l);
-    if (!fresh || !s) { /* re-entered (or refused), or out of memory */
-        if (rc == DLOCK_ECANCELED)
-            dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
-        return rc;
-    }
-    atomic_store(&l->holder_ttl_ms, holder_ttl);
-    if (rc != DLOCK_OK) {
-        if (rc == DLOCK_ETIMEDOUT)
-            dlock__err_append(&l->err, "gave up after %" PRId64 " ms", wait_ms);
-        else if (rc == DLOCK_ECANCELED)
-            dlock__err_set(&l->err, "cancelled while waiting for \"%s\"", l->name);
-        dlock__free(s);
-        return rc;
-    }
-    s->holds = 1;
-    if (is_reentrant(l)) {
-        s->thread_no = dlock__thread_no();
-        s->listed = 1;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
-        s->next = ec->reentrant;
-        ec->reentrant = s;
-        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
-    }
-    hold_taken(l, s);
-    dlock__err_clear(&l->err);
-    return DLOCK_OK;
 }
 
 /* The last hold revokes the lease when no other handle of the owner shares
@@ -471,6 +301,7 @@ static void lock_clear(dlock_lock *l, int forked)
     struct dlock__etcd_lockdata *d = LD(l);
     if (!d)
         return;
+    dlock__etcd_wait_free(l);
     dlock__etcd_name_clear(&d->range);
     dlock__free(d);
     l->store = NULL;
@@ -492,6 +323,33 @@ static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
     (void)l, (void)ttl_ms;
     return 0; /* etcd's lease is counted by etcd, from our keep-alive's send */
 }
+/* ---- the wait's hold keeping (etcd_hold.h) -------------------------------- */
+
+void dlock__etcd_hold_take(dlock_lock *l, shared_hold *s)
+{
+    hold_taken(l, s);
+}
+
+shared_hold *dlock__etcd_reentrant_find(dlock_lock *l)
+{
+    return reentrant_find(l);
+}
+
+int dlock__etcd_hold_drop_of(struct dlock__etcd_client *ec, shared_hold *s, unsigned n)
+{
+    return drop_of(ec, s, n);
+}
+
+void dlock__etcd_hold_unlist(struct dlock__etcd_client *ec, shared_hold *s)
+{
+    unlist(ec, s);
+}
+
+void dlock__etcd_hold_free(shared_hold *s)
+{
+    hold_free(s);
+}
+
 /* ---- the client --------------------------------------------------------- */
 
 static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
@@ -541,7 +399,14 @@ const dlock__backend dlock__etcd_backend = {
     .kind_for = kind_for,
     .lock_init = lock_init,
     .lock_clear = lock_clear,
-    .acquire = acquire,
+    .in_line = 1,
+    .begin = dlock__etcd_wait_begin,
+    .try = dlock__etcd_wait_try,
+    .watch = dlock__etcd_wait_watch,
+    .watch_ready = dlock__etcd_wait_watch_ready,
+    .unwatch = dlock__etcd_wait_unwatch,
+    .leave = dlock__etcd_wait_leave,
+    .handed = dlock__etcd_wait_handed,
     .release_start = release_start,
     .extend_start = extend_start,
     .lease_ttl_ms = lease_ttl_ms,

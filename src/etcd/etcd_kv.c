@@ -93,15 +93,14 @@ static int first_kv(json_t *range, dlock__etcd_kv *kv)
     return read_kv(json_array_get(kvs, 0), kv);
 }
 
-int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
-                            int64_t *granted_s, int64_t deadline_ns,
-                            int cancel_fd, dlock__errbuf *err)
+json_t *dlock__etcd_grant_body(int64_t id, int64_t ttl_s)
 {
-    json_t *rep = NULL;
-    long code = 0;
-    int rc = post(e, "/v3/lease/grant",
-                  json_pack("{s:o, s:o}", "ID", i64(id), "TTL", i64(ttl_s)), &rep,
-                  deadline_ns, cancel_fd, err, &code);
+    return json_pack("{s:o, s:o}", "ID", i64(id), "TTL", i64(ttl_s));
+}
+
+int dlock__etcd_grant_reply(int rc, long code, json_t *rep, int64_t ttl_s, int64_t *granted_s,
+                            dlock__errbuf *err)
+{
     /* Our IDs are random 63-bit numbers: an existing lease with ours is an
      * earlier copy of this grant whose reply was lost. */
     if (rc == DLOCK_EREFUSED && code == 9) {
@@ -116,13 +115,30 @@ int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
     rc = dlock__etcd_json_i64(rep, "TTL", &got) || got <= 0
              ? proto(err, "lease grant") : DLOCK_OK;
     *granted_s = got;
+    return rc;
+}
+
+int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
+                            int64_t *granted_s, int64_t deadline_ns,
+                            int cancel_fd, dlock__errbuf *err)
+{
+    json_t *rep = NULL;
+    long code = 0;
+    int rc = post(e, "/v3/lease/grant", dlock__etcd_grant_body(id, ttl_s), &rep, deadline_ns,
+                  cancel_fd, err, &code);
+    rc = dlock__etcd_grant_reply(rc, code, rep, ttl_s, granted_s, err);
     json_decref(rep);
     return rc;
 }
 
-json_t *dlock__etcd_keepalive_body(int64_t id)
+json_t *dlock__etcd_lease_body(int64_t id)
 {
     return json_pack("{s:o}", "ID", i64(id));
+}
+
+json_t *dlock__etcd_keepalive_body(int64_t id)
+{
+    return dlock__etcd_lease_body(id);
 }
 
 int dlock__etcd_keepalive_reply(json_t *rep, int64_t id, int64_t *ttl_s, dlock__errbuf *err)
@@ -165,24 +181,7 @@ int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
     return rc;
 }
 
-int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms)
-{
-    json_t *req = json_pack("{s:o}", "ID", i64(id)), *rep = NULL;
-    if (!req)
-        return DLOCK_ENOMEM;
-    int rc = dlock__etcd_post_brief(e, "/v3/lease/revoke", req, &rep, budget_ms, NULL);
-    json_decref(req);
-    json_decref(rep);
-    return rc;
-}
-
-json_t *dlock__etcd_lease_id_body(int64_t id)
-{
-    return json_pack("{s:o}", "ID", i64(id));
-}
-
-int dlock__etcd_lease_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s,
-                                dlock__errbuf *err)
+int dlock__etcd_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s, dlock__errbuf *err)
 {
     int64_t ttl, granted;
     int rc = DLOCK_OK;
@@ -203,11 +202,11 @@ int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
 {
     json_t *rep = NULL;
     *ttl_ms = -1;
-    int rc = post(e, "/v3/lease/timetolive", dlock__etcd_lease_id_body(id), &rep, deadline_ns,
-                  cancel_fd, err, NULL);
+    int rc = post(e, "/v3/lease/timetolive", dlock__etcd_lease_body(id),
+                  &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    rc = dlock__etcd_lease_ttl_reply(rep, ttl_ms, granted_s, err);
+    rc = dlock__etcd_ttl_reply(rep, ttl_ms, granted_s, err);
     json_decref(rep);
     return rc;
 }
@@ -233,17 +232,13 @@ static json_t *txn_part(json_t *rep, size_t n, const char *kind)
     return json_object_get(json_array_get(parts, n), kind);
 }
 
-int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len,
-                                 const char *value, size_t value_len,
-                                 int64_t lease, const char *begin, size_t begin_len,
-                                 const char *end, size_t end_len, int64_t *my_rev,
-                                 dlock__etcd_kv *first, int64_t deadline_ns,
-                                 int cancel_fd, dlock__errbuf *err)
+json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *value,
+                                size_t value_len, int64_t lease, const char *begin,
+                                size_t begin_len, const char *end, size_t end_len)
 {
-    memset(first, 0, sizeof *first);
     /* Create-if-absent makes the request idempotent: a copy sent again
      * after a lost reply reads the key the first copy made. */
-    json_t *req = json_pack(
+    return json_pack(
         "{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o, s:o, s:o}}, {s:o}],"
         " s:[{s:{s:o}}, {s:o}]}",
         "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
@@ -253,14 +248,16 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
         "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0),
         "failure", "request_range", "key", b64(key, key_len),
         "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0));
-    json_t *rep = NULL;
-    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
-    if (rc != DLOCK_OK)
-        return rc;
+}
+
+int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
+                             dlock__etcd_kv *first, dlock__errbuf *err)
+{
+    memset(first, 0, sizeof *first);
     int succeeded = json_is_true(json_object_get(rep, "succeeded"));
     json_t *header = json_object_get(rep, "header");
     int64_t rev = 0;
-    rc = DLOCK_OK;
+    int rc = DLOCK_OK;
     if (succeeded) {
         if (dlock__etcd_json_i64(header, "revision", &rev) || rev <= 0)
             rc = DLOCK_EPROTO;
@@ -276,11 +273,59 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
         rc = first_kv(txn_part(rep, 1, "response_range"), first);
     if (rc == DLOCK_OK && !first->key)
         rc = DLOCK_EPROTO; /* at least our own key is there */
-    json_decref(rep);
     if (rc == DLOCK_EPROTO)
         return proto(err, "the lock's create transaction");
     *my_rev = rev;
     return rc;
+}
+
+int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len,
+                                 const char *value, size_t value_len,
+                                 int64_t lease, const char *begin, size_t begin_len,
+                                 const char *end, size_t end_len, int64_t *my_rev,
+                                 dlock__etcd_kv *first, int64_t deadline_ns,
+                                 int cancel_fd, dlock__errbuf *err)
+{
+    memset(first, 0, sizeof *first);
+    json_t *req = dlock__etcd_create_body(key, key_len, value, value_len, lease, begin,
+                                          begin_len, end, end_len);
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__etcd_create_reply(rep, lease, my_rev, first, err);
+    json_decref(rep);
+    return rc;
+}
+
+json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
+                                     const char *begin, size_t begin_len, const char *end,
+                                     size_t end_len)
+{
+    return json_pack(
+        "{s:[{s:o, s:s, s:s, s:o}], s:[{s:o}], s:[]}",
+        "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
+        "create_revision", i64(my_rev),
+        "success", "request_range",
+        range_req(begin, begin_len, end, end_len, "DESCEND", my_rev - 1),
+        "failure");
+}
+
+int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *rev,
+                                  dlock__errbuf *err)
+{
+    memset(pred, 0, sizeof *pred);
+    if (!json_is_true(json_object_get(rep, "succeeded"))) {
+        if (err)
+            dlock__err_append(err, "etcd: our waiter key is gone (lease expired)");
+        return DLOCK_EEXPIRED;
+    }
+    int rc;
+    if (dlock__etcd_json_i64(json_object_get(rep, "header"), "revision", rev))
+        rc = DLOCK_EPROTO;
+    else
+        rc = first_kv(txn_part(rep, 0, "response_range"), pred);
+    return rc == DLOCK_EPROTO ? proto(err, "the predecessor read") : rc;
 }
 
 int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
@@ -290,29 +335,15 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
                             dlock__errbuf *err)
 {
     memset(pred, 0, sizeof *pred);
-    json_t *req = json_pack(
-        "{s:[{s:o, s:s, s:s, s:o}], s:[{s:o}], s:[]}",
-        "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
-        "create_revision", i64(my_rev),
-        "success", "request_range",
-        range_req(begin, begin_len, end, end_len, "DESCEND", my_rev - 1),
-        "failure");
+    json_t *req = dlock__etcd_predecessor_body(key, key_len, my_rev, begin, begin_len, end,
+                                               end_len);
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    if (!json_is_true(json_object_get(rep, "succeeded"))) {
-        json_decref(rep);
-        if (err)
-            dlock__err_append(err, "etcd: our waiter key is gone (lease expired)");
-        return DLOCK_EEXPIRED;
-    }
-    if (dlock__etcd_json_i64(json_object_get(rep, "header"), "revision", rev))
-        rc = DLOCK_EPROTO;
-    else
-        rc = first_kv(txn_part(rep, 0, "response_range"), pred);
+    rc = dlock__etcd_predecessor_reply(rep, pred, rev, err);
     json_decref(rep);
-    return rc == DLOCK_EPROTO ? proto(err, "the predecessor read") : rc;
+    return rc;
 }
 
 int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
@@ -428,9 +459,8 @@ int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
     return rc;
 }
 
-static int on_watch(json_t *result, void *arg)
+int dlock__etcd_watch_says_look(json_t *result)
 {
-    (void)arg;
     /* A cancelled watch (compaction) also ends the wait: the caller reads
      * the keys again, which is always right. */
     if (json_is_true(json_object_get(result, "canceled")))
@@ -447,12 +477,23 @@ static int on_watch(json_t *result, void *arg)
     return 0;
 }
 
+static int on_watch(json_t *result, void *arg)
+{
+    (void)arg;
+    return dlock__etcd_watch_says_look(result);
+}
+
+json_t *dlock__etcd_watch_body(const char *key, size_t key_len, int64_t from_rev)
+{
+    return json_pack("{s:{s:o, s:o}}", "create_request", "key", b64(key, key_len),
+                     "start_revision", i64(from_rev));
+}
+
 int dlock__etcd_wait_delete(dlock__etcd *e, const char *key, size_t key_len,
                             int64_t from_rev, int64_t deadline_ns, int cancel_fd,
                             dlock__errbuf *err)
 {
-    json_t *req = json_pack("{s:{s:o, s:o}}", "create_request", "key",
-                            b64(key, key_len), "start_revision", i64(from_rev));
+    json_t *req = dlock__etcd_watch_body(key, key_len, from_rev);
     if (!req)
         return DLOCK_ENOMEM;
     int rc = dlock__etcd_stream(e, "/v3/watch", req, on_watch, NULL, deadline_ns,

@@ -29,6 +29,17 @@ int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
                             int64_t *granted_s, int64_t deadline_ns,
                             int cancel_fd, dlock__errbuf *err);
 
+/* The grant in two halves, for a request on a loop (etcd_wait.c): its
+ * body (NULL out of memory), and the outcome of the request (rc, the gRPC
+ * code of an error reply, the reply on DLOCK_OK). */
+json_t *dlock__etcd_grant_body(int64_t id, int64_t ttl_s);
+int dlock__etcd_grant_reply(int rc, long code, json_t *rep, int64_t ttl_s, int64_t *granted_s,
+                            dlock__errbuf *err);
+
+/* The body of the requests that name one lease (keep-alive, revoke,
+ * time-to-live): {"ID": id}. */
+json_t *dlock__etcd_lease_body(int64_t id);
+
 /* Refresh the lease to its granted TTL. *ttl_s: that TTL. DLOCK_EEXPIRED
  * when the lease is gone.
  *
@@ -47,22 +58,13 @@ int dlock__etcd_keepalive_reply(json_t *rep, int64_t id, int64_t *ttl_s, dlock__
 int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
                              int cancel_fd, dlock__errbuf *err, int *unknown_before);
 
-/* Revoke, taking at most budget_ms in all (dlock__etcd_post_brief()):
- * the undo of a cancelled acquire. A revoke that does not make it leaves
- * the lease to its TTL. */
-int dlock__etcd_lease_revoke_brief(dlock__etcd *e, int64_t id, int64_t budget_ms);
-
 /* Remaining TTL of a lease in ms; -1 when it is gone. *granted_s (may be
  * NULL): the TTL it was granted. */
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
                              int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
                              dlock__errbuf *err);
-/* Its two halves, for a request on a loop (etcd_release.c): the body
- * (NULL out of memory; {"ID": id}, a revoke's too), and what the reply
- * says. */
-json_t *dlock__etcd_lease_id_body(int64_t id);
-int dlock__etcd_lease_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s,
-                                dlock__errbuf *err);
+/* What a time-to-live reply says (as dlock__etcd_lease_ttl_ms()). */
+int dlock__etcd_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s, dlock__errbuf *err);
 
 /* Create `key` (value: `value`, the holder identity, or NULL: the key
  * itself; lease attached) if it does not exist, and read the first key of
@@ -75,6 +77,13 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
                                  const char *end, size_t end_len, int64_t *my_rev,
                                  dlock__etcd_kv *first, int64_t deadline_ns,
                                  int cancel_fd, dlock__errbuf *err);
+
+/* The create transaction in two halves, for a request on a loop. */
+json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *value,
+                                size_t value_len, int64_t lease, const char *begin,
+                                size_t begin_len, const char *end, size_t end_len);
+int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
+                             dlock__etcd_kv *first, dlock__errbuf *err);
 
 /* dlock__etcd_first() with the first key's value too (first->value). */
 int dlock__etcd_first_value(dlock__etcd *e, const char *begin, size_t begin_len,
@@ -89,6 +98,13 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
                             const char *end, size_t end_len, dlock__etcd_kv *pred,
                             int64_t *rev, int64_t deadline_ns, int cancel_fd,
                             dlock__errbuf *err);
+
+/* The predecessor read in two halves, for a request on a loop. */
+json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
+                                     const char *begin, size_t begin_len, const char *end,
+                                     size_t end_len);
+int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *rev,
+                                  dlock__errbuf *err);
 
 /* Read the first key of [begin, end) by create revision (no key: free). */
 int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
@@ -126,5 +142,11 @@ int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err);
 int dlock__etcd_wait_delete(dlock__etcd *e, const char *key, size_t key_len,
                             int64_t from_rev, int64_t deadline_ns, int cancel_fd,
                             dlock__errbuf *err);
+
+/* The watch's request body (key, from revision from_rev on), and what one
+ * message of its stream (the "result" object) says: 1 look again (the key
+ * was deleted, or the watch was cancelled: compaction), 0 nothing yet. */
+json_t *dlock__etcd_watch_body(const char *key, size_t key_len, int64_t from_rev);
+int dlock__etcd_watch_says_look(json_t *result);
 
 #endif

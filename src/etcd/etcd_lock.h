@@ -16,7 +16,7 @@
  * Every request is idempotent (create-if-absent, grant of our own ID,
  * revoke, keep-alive, reads), so a reply lost to a member failure is
  * retried on another member. These functions know nothing of handles:
- * lock.c (or the backend module) keeps the state. */
+ * the backend (etcd_backend.c, etcd_wait.c) keeps the state. */
 #ifndef DLOCK_ETCD_LOCK_H
 #define DLOCK_ETCD_LOCK_H
 
@@ -50,31 +50,19 @@ typedef struct dlock__etcd_name {
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);
 void dlock__etcd_name_clear(dlock__etcd_name *n);
 
-/* What a wait tells its caller as it goes (for the observer: observe.h);
- * any hook may be NULL. tried: a read of the line (getting in line, or a
- * look at the key before ours); woke: a watch said the key before ours
- * went (pushed 1), or a look after a watch that said nothing found ours
- * first (pushed 0). */
-typedef struct dlock__etcd_events {
-    void (*tried)(void *arg);
-    void (*woke)(void *arg, int pushed);
-    void *arg;
-} dlock__etcd_events;
+/* A new place in line for name: a lease ID drawn at random (the token),
+ * our key KEY NUL token, the TTL to ask for; nothing sent yet (the grant
+ * and the create transaction are etcd_wait.c's requests). DLOCK_OK or
+ * DLOCK_ENOMEM (h then half made: dlock__etcd_hold_clear()). */
+int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms);
 
-/* Acquire: wait_ms 0 tries once (DLOCK_ENOTACQUIRED when another key is
- * first), > 0 waits that long (DLOCK_ETIMEDOUT), DLOCK_WAIT_FOREVER waits
- * until granted or cancelled (cancel_fd readable: DLOCK_ECANCELED). On
- * anything but DLOCK_OK the lease is revoked (best effort), so nothing of
- * the attempt is left waiting. *holder_ttl_ms: remaining TTL of the owner
- * seen (-1 if unknown). Every exchange of the attempt, its undo included,
- * watches cancel_fd: after a cancel the undo's revoke is bounded (a short
- * budget shared by the members), and a revoke that does not make it leaves
- * the lease to its TTL. Errors as in etcd_http.h; during a wait, DLOCK_EIO,
- * DLOCK_EUNKNOWN and DLOCK_EBUSY are retried until the deadline. */
-int dlock__etcd_acquire(dlock__etcd *e, const dlock__etcd_name *name,
-                        int64_t ttl_ms, int64_t wait_ms, int64_t retry_max_ms,
-                        int cancel_fd, const dlock__etcd_events *ev, dlock__etcd_hold *out,
-                        int64_t *holder_ttl_ms, dlock__errbuf *err);
+/* Our key's value with an identity: the text and " since=" with the
+ * wall-clock time in ms (a stamp for a person, never used in lease
+ * arithmetic). Its length. */
+size_t dlock__etcd_identity_value(const char *text, char *out, size_t len);
+
+/* Acquire: the engine's wait with etcd_wait.c's steps (get in line,
+ * look at the key before ours, watch it, leave), not a call here. */
 
 /* Release: dlock__etcd_release() (etcd_release.h). */
 

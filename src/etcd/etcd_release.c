@@ -59,7 +59,7 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->sent_ns = dlock__now_ns();
     r->q.err = err;
     r->q.done = revoked;
-    json_t *body = dlock__etcd_lease_id_body(h->lease);
+    json_t *body = dlock__etcd_lease_body(h->lease);
     int rc = body ? dlock__etcd_req_start(&r->q, e, loop, "/v3/lease/revoke", body,
                                           dlock__etcd_call_deadline(e),
                                           dlock__etcd_io_timeout_ms(e))
@@ -200,7 +200,7 @@ static void ttl_learned(dlock__etcd_req *q)
     int rc = q->rc;
     if (rc == DLOCK_OK) {
         int64_t left, granted = 0;
-        rc = dlock__etcd_lease_ttl_reply(q->out, &left, &granted, x->err);
+        rc = dlock__etcd_ttl_reply(q->out, &left, &granted, x->err);
         json_decref(q->out);
         if (rc == DLOCK_OK)
             x->h->ttl_s = granted; /* 0 if the lease is gone: the renewal says so */
@@ -217,7 +217,7 @@ static int ttl_lookup(extend *x)
 {
     x->q.err = x->err;
     x->q.done = ttl_learned;
-    json_t *body = dlock__etcd_lease_id_body(x->h->lease);
+    json_t *body = dlock__etcd_lease_body(x->h->lease);
     int rc = body ? dlock__etcd_req_start(&x->q, x->e, x->op->loop, "/v3/lease/timetolive",
                                           body, dlock__etcd_call_deadline(x->e),
                                           dlock__etcd_io_timeout_ms(x->e))

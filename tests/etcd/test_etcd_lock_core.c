@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The etcd lock algorithm (src/etcd/etcd_lock.c) on a real etcd member, below
- * the public API: getting in line, the owner being the oldest key, each
- * waiter watching its predecessor, fencing by create revision, the lease
- * kept alive during a wait, and what renewal finds. */
+/* The etcd lock algorithm (src/etcd/etcd_lock.c, etcd_kv.c) on a real etcd
+ * member: getting in line below the public API (a grant and the create
+ * transaction, as the wait's begin sends them), the owner being the oldest
+ * key, fencing by create revision, what renewal finds; and through the
+ * public API (the engine's wait, src/etcd/etcd_wait.c) each waiter served
+ * in turn, watching its predecessor, its lease kept alive during a wait. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,9 +27,11 @@
 #include "etcd_renew.h"
 #include "etcd_server.h"
 #include "proxy.h"
+#include "test_util.h"
 
 static test_etcd srv;
 static dlock__etcd *cl;
+static dlock_client *api; /* the same member through the public API */
 
 static int setup(void **state)
 {
@@ -38,12 +42,17 @@ static int setup(void **state)
     const char *url = srv.url;
     if (dlock__etcd_url_parse(&u, &url, 1, NULL, 0) != DLOCK_OK)
         return -1;
-    return dlock__etcd_new(&cl, &u, 1000, 1000) == DLOCK_OK ? 0 : -1;
+    if (dlock__etcd_new(&cl, &u, 1000, 1000) != DLOCK_OK)
+        return -1;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 1000;
+    return dlock_client_new(&api, &url, 1, &o, NULL, 0) == DLOCK_OK ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    dlock_client_free(api);
     dlock__etcd_free(cl);
     test_etcd_stop(&srv);
     return 0;
@@ -75,6 +84,37 @@ static int line_length(const dlock__etcd_name *n)
     return (int)count;
 }
 
+/* A try-once below the API, the requests the wait's begin and first try
+ * send: a lease of our own ID and our key, and when ours is not the first
+ * key the holder's TTL and the revoke. */
+static int enter_once(dlock__etcd *e, const dlock__etcd_name *n, int64_t ttl_ms,
+                      dlock__etcd_hold *h, int64_t *holder_ttl_ms, dlock__errbuf *err)
+{
+    int64_t dl = dlock__deadline_after_ms(3000), sent = dlock__now_ns();
+    dlock__etcd_kv first;
+    *holder_ttl_ms = -1;
+    memset(h, 0, sizeof *h);
+    assert_int_equal(dlock__etcd_hold_new(h, n, ttl_ms), DLOCK_OK);
+    int rc = dlock__etcd_lease_grant(e, h->lease, h->asked_s, &h->ttl_s, dl, -1, err);
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_create_and_first(e, h->key, h->key_len, NULL, 0, h->lease, n->begin,
+                                          n->len, n->end, n->len, &h->rev, &first, dl, -1, err);
+    if (rc != DLOCK_OK) {
+        dlock__etcd_hold_clear(h);
+        return rc;
+    }
+    h->valid_until_ns = sent + h->ttl_s * 1000 * DLOCK__NS_PER_MS;
+    int owner = first.create_rev == h->rev;
+    if (!owner) {
+        assert_int_equal(dlock__etcd_lease_ttl_ms(e, first.lease, holder_ttl_ms, NULL, dl, -1,
+                                                  NULL), DLOCK_OK);
+        assert_int_equal(dlock__etcd_lease_revoke(e, h->lease, dl, -1, NULL, NULL), DLOCK_OK);
+        dlock__etcd_hold_clear(h);
+    }
+    dlock__etcd_kv_clear(&first);
+    return owner ? DLOCK_OK : DLOCK_ENOTACQUIRED;
+}
+
 static void try_once_on_a_held_lock_leaves_no_key_and_fences_grow(void **state)
 {
     (void)state;
@@ -82,13 +122,12 @@ static void try_once_on_a_held_lock_leaves_no_key_and_fences_grow(void **state)
     name_of(&n, "core-try");
     dlock__etcd_hold a, b;
     int64_t holder = 0;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
-                                         &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n, 5000, &a, &holder, NULL), DLOCK_OK);
     assert_true(a.rev > 0);
     assert_int_equal(strlen(a.token), 16);
     assert_true(a.valid_until_ns > dlock__now_ns() + 4000 * DLOCK__NS_PER_MS);
     dlock__errbuf err = {0};
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL, &b, &holder, &err),
+    assert_int_equal(enter_once(cl, &n, 5000, &b, &holder, &err),
                      DLOCK_ENOTACQUIRED);
     assert_true(holder > 0 && holder <= 5000);
     assert_int_equal(b.lease, 0);
@@ -96,8 +135,7 @@ static void try_once_on_a_held_lock_leaves_no_key_and_fences_grow(void **state)
     int64_t first = a.rev;
     assert_int_equal(dlock__etcd_release(cl, &a, NULL), DLOCK_OK);
     assert_int_equal(line_length(&n), 0);
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
-                                         &b, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n, 5000, &b, &holder, NULL), DLOCK_OK);
     assert_true(b.rev > first);
     /* released twice: the lease is gone */
     dlock__etcd_hold copy = b;
@@ -108,15 +146,20 @@ static void try_once_on_a_held_lock_leaves_no_key_and_fences_grow(void **state)
     dlock__etcd_name_clear(&n);
 }
 
+/* A waiter through the public API: a handle on the name (its lease 5 s),
+ * waiting wait_ms. */
 typedef struct waiter {
-    dlock__etcd_name *n;
+    dlock_lock *l;
     int64_t wait_ms;
-    int cancel_fd;
     int rc;
-    dlock__etcd_hold h;
     int64_t got_ns;
     int order;
 } waiter;
+
+static void waiter_init(waiter *w, const char *name, int64_t wait_ms)
+{
+    *w = (waiter){test_lock_new(api, name, 5000, 0, 10, 200), wait_ms, -99, 0, -1};
+}
 
 static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
 static int next_order;
@@ -124,9 +167,7 @@ static int next_order;
 static void *wait_thread(void *arg)
 {
     waiter *w = arg;
-    int64_t holder;
-    w->rc = dlock__etcd_acquire(cl, w->n, 5000, w->wait_ms, 200, w->cancel_fd, NULL, &w->h,
-                                &holder, NULL);
+    w->rc = dlock_lock_acquire(w->l, w->wait_ms);
     w->got_ns = dlock__now_ns();
     pthread_mutex_lock(&order_mu);
     w->order = next_order++;
@@ -135,7 +176,7 @@ static void *wait_thread(void *arg)
         /* hold a little, so that the next in line waits for us */
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
-        dlock__etcd_release(cl, &w->h, NULL);
+        assert_int_equal(dlock_lock_release(w->l), DLOCK_OK);
     }
     return NULL;
 }
@@ -147,14 +188,13 @@ static void waiters_are_served_in_arrival_order(void **state)
     name_of(&n, "core-fifo");
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
-                                         &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n, 5000, &a, &holder, NULL), DLOCK_OK);
     enum { N = 4 };
     waiter w[N];
     pthread_t t[N];
     next_order = 0;
     for (int i = 0; i < N; i++) {
-        w[i] = (waiter){&n, 20000, -1, -99, {0}, 0, -1};
+        waiter_init(&w[i], "core-fifo", 20000);
         assert_int_equal(pthread_create(&t[i], NULL, wait_thread, &w[i]), 0);
         /* the next one gets in line after this one */
         while (line_length(&n) < i + 2)
@@ -166,6 +206,7 @@ static void waiters_are_served_in_arrival_order(void **state)
     for (int i = 0; i < N; i++) {
         assert_int_equal(w[i].rc, DLOCK_OK);
         assert_int_equal(w[i].order, i);
+        dlock_lock_free(w[i].l);
     }
     assert_int_equal(line_length(&n), 0);
     dlock__etcd_name_clear(&n);
@@ -176,32 +217,30 @@ static void wait_times_out_and_cancel_ends_it(void **state)
     (void)state;
     dlock__etcd_name n;
     name_of(&n, "core-timeout");
-    dlock__etcd_hold a, b;
+    dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
-                                         &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n, 5000, &a, &holder, NULL), DLOCK_OK);
+    dlock_lock *b = test_lock_new(api, "core-timeout", 5000, 0, 10, 200);
     int64_t t0 = dlock__now_ns();
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 400, 200, -1, NULL, &b, &holder, NULL),
-                     DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_lock_acquire(b, 400), DLOCK_ETIMEDOUT);
+    dlock_lock_free(b);
     assert_true(ms_since(t0) >= 390);
     assert_true(ms_since(t0) < 4000);
     assert_int_equal(line_length(&n), 1);
 
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    waiter w = {&n, DLOCK_WAIT_FOREVER, p[0], -99, {0}, 0, -1};
+    waiter w;
+    waiter_init(&w, "core-timeout", DLOCK_WAIT_FOREVER);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
     while (line_length(&n) < 2)
         usleep(5000);
     t0 = dlock__now_ns();
-    assert_int_equal(write(p[1], "x", 1), 1);
+    dlock_lock_cancel(w.l);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, DLOCK_ECANCELED);
     assert_true((w.got_ns - t0) / DLOCK__NS_PER_MS < 1000);
     assert_int_equal(line_length(&n), 1);
-    close(p[0]);
-    close(p[1]);
+    dlock_lock_free(w.l);
     dlock__etcd_release(cl, &a, NULL);
     dlock__etcd_name_clear(&n);
 }
@@ -215,9 +254,10 @@ static void a_waiter_keeps_its_place_through_a_wait_longer_than_its_ttl(void **s
     int64_t holder;
     /* the holder's lease: 30 s; the waiter's (wait_thread): 5 s, and it
      * waits 6 s: without its own keep-alives its key would go */
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 30000, 0, 200, -1, NULL, &a, &holder, NULL),
+    assert_int_equal(enter_once(cl, &n, 30000, &a, &holder, NULL),
                      DLOCK_OK);
-    waiter w = {&n, 20000, -1, -99, {0}, 0, -1};
+    waiter w;
+    waiter_init(&w, "core-long", 20000);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
     while (line_length(&n) < 2)
@@ -229,6 +269,7 @@ static void a_waiter_keeps_its_place_through_a_wait_longer_than_its_ttl(void **s
     pthread_join(t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
     assert_true((w.got_ns - t0) / DLOCK__NS_PER_MS < 3000);
+    dlock_lock_free(w.l);
     dlock__etcd_name_clear(&n);
 }
 
@@ -239,8 +280,7 @@ static void renewal_finds_a_deleted_key_and_an_ended_lease(void **state)
     name_of(&n, "core-renew");
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 5000, 0, 200, -1, NULL,
-                                         &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n, 5000, &a, &holder, NULL), DLOCK_OK);
     int64_t before = a.valid_until_ns;
     usleep(20000);
     assert_int_equal(dlock__etcd_renew(cl, &a, dlock__deadline_after_ms(3000), -1, NULL), DLOCK_OK);
@@ -276,8 +316,7 @@ static void peek_reports_owner_fence_and_ttl(void **state)
     assert_int_equal(ttl, -1);
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n, 9000, 0, 200, -1, NULL,
-                                         &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n, 9000, &a, &holder, NULL), DLOCK_OK);
     assert_int_equal(dlock__etcd_peek(cl, &n, &held, &ttl, &fence, NULL), DLOCK_OK);
     assert_int_equal(held, 1);
     assert_true(ttl > 0 && ttl <= 9000);
@@ -294,10 +333,8 @@ static void names_that_share_a_prefix_are_separate_locks(void **state)
     name_of(&n2, "core-a/b");
     dlock__etcd_hold a, b;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(cl, &n2, 5000, 0, 200, -1, NULL,
-                                         &b, &holder, NULL), DLOCK_OK);
-    assert_int_equal(dlock__etcd_acquire(cl, &n1, 5000, 0, 200, -1, NULL,
-                                         &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n2, 5000, &b, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(cl, &n1, 5000, &a, &holder, NULL), DLOCK_OK);
     dlock__etcd_release(cl, &a, NULL);
     dlock__etcd_release(cl, &b, NULL);
     dlock__etcd_name_clear(&n1);
@@ -325,8 +362,7 @@ static void a_release_whose_reply_was_lost_is_not_called_expired(void **state)
     name_of(&n, "core-deaf");
     dlock__etcd_hold a;
     int64_t holder;
-    assert_int_equal(dlock__etcd_acquire(e, &n, 10000, 0, 200, -1, NULL,
-                                         &a, &holder, NULL), DLOCK_OK);
+    assert_int_equal(enter_once(e, &n, 10000, &a, &holder, NULL), DLOCK_OK);
     assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_DEAF, 0), 0);
     dlock__errbuf err = {0};
     int rc = dlock__etcd_release(e, &a, &err);

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* etcd's wait in the engine's (etcd_wait.h). */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend.h"
+#include "clock.h"
+#include "engine.h"
+#include "etcd_kv.h"
+#include "etcd_step.h"
+#include "etcd_wait.h"
+#include "handle.h"
+#include "loop_poll.h"
+#include "rand.h"
+
+/* A waiter reads the line again at least this often even when its watch
+ * says nothing: a watch on a member cut off from the others stays silent. */
+#define RECHECK_MS 2000
+
+/* A watch stream lives this long at most (the wait stops it sooner). */
+#define STREAM_MAX_MS (10 * 60 * 1000)
+
+#define LD DLOCK__ETCD_LD
+typedef dlock__etcd_shared_hold shared_hold;
+
+int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
+{
+    dlock__etcd_wait *w = LD(l)->wait;
+    if (!w) {
+        if (!(w = dlock__calloc(1, sizeof *w)))
+            return DLOCK_ENOMEM;
+        w->l = l;
+        LD(l)->wait = w;
+    }
+    w->op = op;
+    w->trying = 0;
+    w->reentered = 0;
+    w->in_start = 1;
+    dlock__etcd_step_place_free(w); /* a wait that ended without a word (a refused start) */
+    dlock__err_clear(&l->err);
+    if (LD(l)->sh && dlock__lock_get_state(l) == DLOCK_STATE_LOST)
+        /* found lost while a re-entry backed off: start over, as a lost
+         * handle's acquire does */
+        dlock__engine_ended(l, DLOCK_ELOST);
+    int started = 0, rc = DLOCK_OK;
+    if (l->opts.flags & DLOCK_REENTRANT)
+        rc = dlock__etcd_reenter(w, &started);
+    if (rc == DLOCK_OK && !started)
+        rc = dlock__etcd_enter(w);
+    return dlock__etcd_step_started(w, rc);
+}
+
+/* ---- looking ------------------------------------------------------------------ */
+
+static void watch_ended(dlock__etcd_watch *ww)
+{
+    dlock__etcd_wait *w = DLOCK__OWNER(ww, dlock__etcd_wait, watch);
+    dlock_lock *l = w->l;
+    if (!ww->look)
+        return; /* a wake-up lost: the next look comes within RECHECK_MS */
+    /* The key before ours went: wake the wait's sleep, as a release
+     * message does (wakeup_chan.c). */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->waiter.woken++;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
+    if (l->waiter.wake)
+        l->waiter.wake(l->waiter.wake_arg);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
+/* Watch only the key just before ours (no herd), from the read's
+ * revision on, so that its deletion since is not missed; a stream on it
+ * already is kept. One that cannot start leaves the wait to its looks. */
+static void watch_pred(dlock__etcd_wait *w, const dlock__etcd_kv *pred, int64_t rev)
+{
+    dlock__etcd_watch *ww = &w->watch;
+    if (ww->running && ww->key_len == pred->key_len &&
+        memcmp(ww->key, pred->key, pred->key_len) == 0)
+        return;
+    dlock__etcd_step_unwatch(w);
+    ww->ended = watch_ended;
+    (void)dlock__etcd_watch_start(ww, dlock__etcd_step_etcd(w), w->op->loop, pred->key,
+                                  pred->key_len, rev + 1, dlock__deadline_after_ms(STREAM_MAX_MS));
+}
+
+/* Our key is gone (our lease ended while we waited: a pause longer than
+ * the TTL, or a break): out of line; the next look gets in line again,
+ * after the engine's backoff. */
+static void gone(dlock__etcd_wait *w)
+{
+    dlock__etcd_step_undo(w, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY, 0);
+}
+
+/* A look failed in a way another look may not: still in line, the next
+ * one after a backoff (the message stays until a look succeeds). */
+static void look_failed(dlock__etcd_wait *w, int rc)
+{
+    if (rc == DLOCK_EEXPIRED) {
+        gone(w);
+        return;
+    }
+    if (!dlock__etcd_step_transient(rc)) {
+        dlock__etcd_step_failed(w, rc);
+        return;
+    }
+    int64_t pause = dlock__backoff_ms(w->failures++, 10, w->l->opts.retry_max_ms);
+    dlock__etcd_step_answer(w, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, pause);
+}
+
+static void pred_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+{
+    (void)code;
+    dlock__etcd_kv pred;
+    int64_t rev = 0;
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_predecessor_reply(rep, &pred, &rev, &w->l->err);
+    if (rc != DLOCK_OK) {
+        look_failed(w, rc);
+        return;
+    }
+    w->failures = 0;
+    if (!pred.key) { /* nobody before us: ours */
+        w->owner = 1;
+        if ((rc = dlock__etcd_granted(w)) != DLOCK_OK)
+            dlock__etcd_step_failed(w, rc);
+        return;
+    }
+    watch_pred(w, &pred, rev);
+    dlock__etcd_kv_clear(&pred);
+    dlock__err_clear(&w->l->err);
+    int64_t look_ms = DLOCK__MIN(RECHECK_MS, DLOCK__MAX(dlock__ms_until(w->next_renew_ns), 0));
+    dlock__etcd_step_answer(w, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, look_ms);
+}
+
+static int read_pred(dlock__etcd_wait *w)
+{
+    const dlock__etcd_name *name = &LD(w->l)->range;
+    dlock__etcd_hold *h = &w->s->h;
+    return dlock__etcd_step_call(w, "/v3/kv/txn",
+                                 dlock__etcd_predecessor_body(h->key, h->key_len, h->rev,
+                                                              name->begin, name->len, name->end,
+                                                              name->len),
+                                 pred_read);
+}
+
+static void kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+{
+    (void)code;
+    dlock__etcd_hold *h = &w->s->h;
+    int64_t ttl_s;
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_keepalive_reply(rep, h->lease, &ttl_s, &w->l->err);
+    if (rc == DLOCK_OK) {
+        h->valid_until_ns = w->sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
+        w->next_renew_ns = dlock__deadline_after_ms(w->renew_every_ms);
+        rc = read_pred(w);
+    }
+    if (rc != DLOCK_OK)
+        look_failed(w, rc);
+}
+
+/* A look in line: the waiter's own lease kept alive every third of its
+ * TTL, then the key before ours read. */
+static int look(dlock__etcd_wait *w)
+{
+    if (w->owner)
+        return dlock__etcd_granted(w);
+    if (dlock__now_ns() < w->next_renew_ns)
+        return read_pred(w);
+    w->sent_ns = dlock__now_ns();
+    return dlock__etcd_step_call(w, "/v3/lease/keepalive", dlock__etcd_lease_body(w->s->h.lease),
+                                 kept);
+}
+
+/* The holder's TTL left, for dlock_lock_holder_ttl_ms(): read once per
+ * place in line; a failure leaves it unknown. A try-once then leaves the
+ * line; a waiter looks. */
+static void holder_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+{
+    (void)code;
+    int64_t ttl = -1;
+    if (rc == DLOCK_OK && dlock__etcd_ttl_reply(rep, &ttl, NULL, NULL) != DLOCK_OK)
+        ttl = -1;
+    w->holder_ttl_ms = ttl;
+    w->first_lease = 0;
+    w->fresh = 0;
+    atomic_store(&w->l->holder_ttl_ms, ttl);
+    if (rc == DLOCK_ECANCELED) {
+        dlock__etcd_step_failed(w, rc);
+        return;
+    }
+    if (w->l->try_once) {
+        dlock__err_set(&w->l->err, "held by another owner");
+        dlock__etcd_step_undo(w, DLOCK_ENOTACQUIRED, 0, 0);
+        return;
+    }
+    /* In line, behind another key: this try answers so (the line was
+     * read by the transaction; the observer counts it, as it counts
+     * every read of the line), and the next, at once, looks at the key
+     * before ours. */
+    w->failures = 0;
+    dlock__etcd_step_answer(w, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, 0);
+}
+
+/* The first try after getting in line answers from what the transaction
+ * said: ours (granted, no read), or the holder's TTL read first. */
+int dlock__etcd_after_entry(dlock__etcd_wait *w)
+{
+    if (w->owner) {
+        w->fresh = 0;
+        return dlock__etcd_granted(w);
+    }
+    if (w->first_lease)
+        return dlock__etcd_step_call(w, "/v3/lease/timetolive",
+                                     dlock__etcd_lease_body(w->first_lease), holder_read);
+    holder_read(w, DLOCK_EIO, 0, NULL); /* a first key without a lease: TTL unknown */
+    return DLOCK_OK;
+}
+
+/* A try: the first after getting in line answers from the transaction,
+ * the next ones look; a waiter whose key went gets in line again. */
+int dlock__etcd_wait_try(dlock_lock *l, dlock__op *op)
+{
+    dlock__etcd_wait *w = LD(l)->wait;
+    w->op = op;
+    w->trying = 1;
+    w->in_start = 1;
+    if (w->reentered) {
+        w->reentered = 0;
+        dlock__etcd_step_answer(w, DLOCK_OK, 0, -1);
+        return dlock__etcd_step_started(w, DLOCK_OK);
+    }
+    int rc;
+    if (!w->s)
+        rc = dlock__etcd_enter(w); /* our key went: in line again */
+    else if (w->fresh)
+        rc = dlock__etcd_after_entry(w); /* the first try after begin */
+    else
+        rc = look(w);
+    return dlock__etcd_step_started(w, rc);
+}
+
+/* ---- watching and leaving ----------------------------------------------------- */
+
+int dlock__etcd_wait_watch(dlock_lock *l)
+{
+    const dlock__etcd_wait *w = LD(l)->wait;
+    /* The stream is the looks' own (every wait here has one, wake-ups or
+     * not): nothing to confirm. */
+    return w && w->s && !w->owner ? DLOCK_OK : DLOCK_ENOTSUP;
+}
+
+int dlock__etcd_wait_watch_ready(dlock_lock *l, int64_t until_ns)
+{
+    (void)l, (void)until_ns;
+    return 1; /* watched from the read's revision on: nothing is missed */
+}
+
+void dlock__etcd_wait_unwatch(dlock_lock *l)
+{
+    if (LD(l)->wait)
+        dlock__etcd_step_unwatch(LD(l)->wait);
+}
+
+int dlock__etcd_wait_handed(dlock_lock *l)
+{
+    (void)l;
+    return 0; /* a deletion says "look again", never "yours" */
+}
+
+static void left(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+{
+    (void)rc, (void)code, (void)rep;
+    dlock__etcd_step_place_free(w);
+    dlock__op_complete(w->op); /* the engine's code stands */
+}
+
+int dlock__etcd_wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
+{
+    dlock__etcd_wait *w = LD(l)->wait;
+    if (!w)
+        return DLOCK_ENOTACQUIRED;
+    w->op = op;
+    w->trying = 0;
+    dlock__etcd_step_unwatch(w);
+    if (!w->s)
+        return DLOCK_ENOTACQUIRED; /* not in line: nothing to send */
+    int rc = dlock__etcd_step_revoke(w, timeout_ms, left);
+    if (rc != DLOCK_OK)
+        dlock__etcd_step_place_free(w);
+    return rc;
+}
+
+void dlock__etcd_wait_free(dlock_lock *l)
+{
+    dlock__etcd_wait *w = LD(l)->wait;
+    if (!w)
+        return;
+    if (w->s)
+        dlock__etcd_hold_free(w->s);
+    dlock__free(w);
+    LD(l)->wait = NULL;
+}

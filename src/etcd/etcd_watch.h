@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A watch for one key's deletion as a request on a loop: a streaming POST
+ * of /v3/watch (one JSON message per line, read by etcd_http.c's sink as
+ * it comes), its transfer's sockets and timers records on that loop
+ * (etcd_transfer.h), so nothing waits for it. It ends by itself, once,
+ * through ended() from the loop: the key went (a DELETE event, or etcd
+ * cancelled the watch: compaction; either way "look again"), or the
+ * stream failed or was closed. The waiter (etcd_wait.c) stops it when its
+ * wait is over; dlock__etcd_wait_delete() is the blocking form.
+ *
+ * One endpoint, no failover: a stream that breaks is only a wake-up lost,
+ * and the waiter looks at the line again within its recheck interval
+ * anyway. Nor does it authenticate: it sends the client's token, which
+ * the waiter's own requests got; without one it is not started. */
+#ifndef DLOCK_ETCD_WATCH_H
+#define DLOCK_ETCD_WATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "etcd_exchange.h"
+#include "loop.h"
+
+typedef struct dlock__etcd_watch {
+    /* The caller's, set before the start: once, from the loop, unless
+     * stopped first. */
+    void (*ended)(struct dlock__etcd_watch *w);
+    /* When ended() runs: 1 the key went (look again), 0 the stream ended
+     * without saying so. */
+    int look;
+    /* The request's own. */
+    int running;
+    dlock__etcd *e;
+    dlock__etcd_transfer *h;
+    dlock__etcd_sink s;
+    struct curl_slist *hdrs;
+    char *text;
+    char *key; /* what is watched */
+    size_t key_len;
+} dlock__etcd_watch;
+
+/* Watch key's deletion from revision from_rev on, on loop, until
+ * deadline_ns at most. DLOCK_OK: running, ended() follows unless
+ * dlock__etcd_watch_stop() comes first; else (DLOCK_ENOMEM, DLOCK_EAUTH
+ * with no token yet) nothing runs and ended() never comes. */
+int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *loop,
+                            const char *key, size_t key_len, int64_t from_rev,
+                            int64_t deadline_ns);
+
+/* From the loop (or with the loop not turning): end it without ended(),
+ * its transfer back in the pool. Nothing if it is not running. */
+void dlock__etcd_watch_stop(dlock__etcd_watch *w);
+
+#endif

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* etcd's wait is the engine's (src/engine/acquire.c driving
+ * src/etcd/etcd_wait.c): a wait in line on a real etcd member runs on a
+ * loop without blocking it, the watch stream on the key before ours wakes
+ * it, and a cancel ends it at once, also while a member is stopped in
+ * the middle of a look. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "acquire.h"
+#include "backend.h"
+#include "call.h"
+#include "clock.h"
+#include "dlock.h"
+#include "etcd_server.h"
+#include "fsm.h"
+#include "handle.h"
+#include "proc.h"
+#include "test_util.h"
+
+static test_etcd srv;
+static dlock_client *cl;
+static atomic_int wakes_pushed;
+
+static void on_wake(void *arg, const dlock_wakeup_event *ev)
+{
+    (void)arg;
+    atomic_fetch_add(&wakes_pushed, ev->pushed);
+}
+
+static const dlock_observer observer = {.version = DLOCK_OBSERVER_VERSION, .wakeup = on_wake};
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_etcd_start(&srv, 1) != 0)
+        return -1;
+    const char *url = srv.url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.observer = &observer;
+    o.io_timeout_ms = 1000;
+    return dlock_client_new(&cl, &url, 1, &o, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cl);
+    test_etcd_stop(&srv);
+    return 0;
+}
+
+/* ---- a wait on a loop ------------------------------------------------------- */
+
+/* The engine's wait on a blocking call's loop (call.h), as
+ * dlock__call_acquire() runs it, with a ticker on the same loop: each
+ * tick notes the longest gap since the one before. */
+typedef struct driven {
+    dlock__call call;
+    dlock__acq acq;
+    dlock__timer tick;
+    int64_t last_ns, max_gap_ns;
+    int ticks;
+    int64_t done_ns;
+} driven;
+
+static void ticked(dlock__timer *t)
+{
+    driven *d = DLOCK__OWNER(t, driven, tick);
+    int64_t now = dlock__now_ns();
+    if (now - d->last_ns > d->max_gap_ns)
+        d->max_gap_ns = now - d->last_ns;
+    d->last_ns = now;
+    d->ticks++;
+    t->due_ns = now + 20 * DLOCK__NS_PER_MS;
+    (void)dlock__timer_set(&d->call.lp.loop, t);
+}
+
+static void acquired(dlock__acq *a)
+{
+    driven *d = DLOCK__OWNER(a, driven, acq);
+    d->done_ns = dlock__now_ns();
+    dlock__timer_clear(&d->call.lp.loop, &d->tick);
+    d->call.done = 1;
+}
+
+static int wakeable(void *arg)
+{
+    return dlock__call_wakeable(arg);
+}
+
+static void poked(void *arg)
+{
+    dlock__acq_poked(arg);
+}
+
+static int64_t release_at_ns;
+
+static void *release_later(void *arg)
+{
+    test_sleep_ms(600);
+    release_at_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(arg), DLOCK_OK);
+    return NULL;
+}
+
+static void a_wait_in_line_leaves_its_loop_free_and_the_watch_wakes_it(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-loop", 30000, 0, 10, 50);
+    dlock_lock *l = test_lock_new(cl, "wait-loop", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    /* The engine's wait needs the backend's requests: etcd waited inside
+     * a blocking acquire of its own before (no begin, no try). */
+    assert_non_null(l->backend->begin);
+    assert_non_null(l->backend->try);
+    atomic_store(&wakes_pushed, 0);
+
+    const int64_t wait_ms = 5000;
+    driven *d = test_calloc(1, sizeof *d);
+    dlock__call_init(&d->call);
+    l->try_once = 0;
+    (void)dlock__lock_open_cancel(l, wait_ms);
+    dlock__acq_init(&d->acq, l, wait_ms, dlock__deadline_after_ms(wait_ms), &d->call.lp.loop,
+                    acquired);
+    d->acq.wakeable = wakeable;
+    d->acq.wake = dlock__call_poke;
+    d->acq.wake_arg = &d->call;
+    d->call.on_poke = poked;
+    d->call.poke_arg = &d->acq;
+    d->tick.fire = ticked;
+    d->last_ns = dlock__now_ns();
+    d->tick.due_ns = d->last_ns + 20 * DLOCK__NS_PER_MS;
+    assert_int_equal(dlock__timer_set(&d->call.lp.loop, &d->tick), DLOCK_OK);
+
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, holder), 0);
+    int64_t t0 = dlock__now_ns();
+    dlock__acq_start(&d->acq);
+    /* the start only starts: the wait's first request runs from the loop */
+    assert_true(dlock__now_ns() - t0 < 50 * DLOCK__NS_PER_MS);
+    dlock__call_run(&d->call);
+    pthread_join(t, NULL);
+    dlock__call_close(&d->call);
+    dlock__lock_close_cancel(l, wait_ms);
+
+    print_message("ticks %d, longest gap %lld ms, grant %lld ms after the release\n", d->ticks,
+                  (long long)(d->max_gap_ns / DLOCK__NS_PER_MS),
+                  (long long)((d->done_ns - release_at_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(d->acq.rc, DLOCK_OK);
+    /* The loop turned all along: ticks every 20 ms, none held up by a
+     * request or the watch (a blocking wait would hold it the 600 ms). */
+    assert_true(d->ticks >= 20);
+    assert_true(d->max_gap_ns < 150 * DLOCK__NS_PER_MS);
+    /* Woken by the watch on the key before ours: well before the next
+     * look (2 s after the one before), and the observer saw a push. */
+    assert_true(d->done_ns - release_at_ns < 500 * DLOCK__NS_PER_MS);
+    assert_int_equal(atomic_load(&wakes_pushed), 1);
+    assert_true(l->fence > 0);
+
+    /* what dlock__engine_acquire does with a grant, then let it go */
+    dlock__fsm_fire(l, DLOCK__EV_GRANTED, l->granted_until_ns);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_free(d);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+}
+
+/* ---- a cancel while a member is stopped -------------------------------------- */
+
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+    int64_t end_ns;
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 20000);
+    w->end_ns = dlock__now_ns();
+    return NULL;
+}
+
+static void a_cancel_ends_a_wait_whose_member_stopped_at_once(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-stopped", 30000, 0, 10, 50);
+    /* the waiter's lease short: a leave that could not reach the stopped
+     * member leaves its key in line until the lease's TTL */
+    waiter w = {.l = test_lock_new(cl, "wait-stopped", 2000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(400); /* in line, watching */
+    test_etcd_pause(&srv, 0);
+    /* The next look (2 s after the last) hangs on the stopped member. */
+    test_sleep_ms(2500);
+    int64_t cancel_ns = dlock__now_ns();
+    dlock_lock_cancel(w.l);
+    pthread_join(t, NULL);
+    test_etcd_resume(&srv, 0);
+    print_message("the wait ended %lld ms after the cancel\n",
+                  (long long)((w.end_ns - cancel_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_non_null(strstr(dlock_lock_errmsg(w.l), "cancelled while waiting"));
+    /* the leave's revoke gets 100 ms (DLOCK__CANCEL_LEAVE_MS) */
+    assert_true(w.end_ns - cancel_ns < 400 * DLOCK__NS_PER_MS);
+    /* The handle waits again as before: a try-once meets the holder; a
+     * wait gets the lock once the holder left (and the cancelled wait's
+     * key, should its revoke have missed, lapsed). */
+    assert_int_equal(dlock_lock_acquire(w.l, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w.l, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_wait_in_line_leaves_its_loop_free_and_the_watch_wakes_it),
+        cmocka_unit_test(a_cancel_ends_a_wait_whose_member_stopped_at_once),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
