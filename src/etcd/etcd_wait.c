@@ -36,6 +36,7 @@ int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
     w->op = op;
     w->trying = 0;
     w->reentered = 0;
+    w->breaks = 0;
     w->in_start = 1;
     dlock__etcd_step_place_free(w); /* a wait that ended without a word (a refused start) */
     dlock__err_clear(&l->err);
@@ -57,8 +58,16 @@ static void watch_ended(dlock__etcd_watch *ww)
 {
     dlock__etcd_wait *w = DLOCK__OWNER(ww, dlock__etcd_wait, watch);
     dlock_lock *l = w->l;
-    if (!ww->look)
-        return; /* a wake-up lost: the next look comes within RECHECK_MS */
+    if (ww->look || dlock__now_ns() - ww->started_ns >= RECHECK_MS * DLOCK__NS_PER_MS)
+        w->breaks = 0;
+    /* A stream the member took that broke (a reset, a member restarting)
+     * may have missed the deletion: look again now, as the blocking wait
+     * did after a failed stream, else a release just after waits for the
+     * next look, RECHECK_MS. Once only until a stream lives RECHECK_MS or
+     * sees a deletion: one refused, or cut again at once, leaves the wait
+     * to its looks (no loop of looks and watches). */
+    if (!ww->look && (!ww->created || w->breaks++ > 0))
+        return;
     /* The key before ours went: wake the wait's sleep, as a release
      * message does (wakeup_chan.c). */
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
