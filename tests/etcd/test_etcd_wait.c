@@ -328,6 +328,30 @@ static void a_waiter_whose_watch_broke_looks_again_at_once(void **state)
     chaos_proxy_stop(&px);
 }
 
+/* ---- the holder's TTL ------------------------------------------------------------ */
+
+/* dlock_lock_holder_ttl_ms() tells of this acquire's place in line: one
+ * that could not get in line (the member stopped) knows no holder TTL,
+ * not the one an earlier acquire read (the blocking wait set -1). */
+static void an_acquire_that_could_not_get_in_line_knows_no_holder_ttl(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-ttl", 30000, 0, 10, 50);
+    dlock_lock *l = test_lock_new(cl, "wait-ttl", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    assert_true(dlock_lock_holder_ttl_ms(l) > 0);
+    test_etcd_pause(&srv, 0);
+    int rc = dlock_lock_acquire(l, 0); /* the grant gets no answer */
+    test_etcd_resume(&srv, 0);
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_int_not_equal(rc, DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_holder_ttl_ms(l), -1);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +360,7 @@ int main(void)
         cmocka_unit_test(a_wait_longer_than_three_ttls_keeps_its_place),
         cmocka_unit_test(a_waiter_whose_lease_ended_gets_in_line_again),
         cmocka_unit_test(a_waiter_whose_watch_broke_looks_again_at_once),
+        cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
