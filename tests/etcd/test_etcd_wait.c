@@ -352,6 +352,36 @@ static void an_acquire_that_could_not_get_in_line_knows_no_holder_ttl(void **sta
     dlock_lock_free(holder);
 }
 
+/* ---- a member stopped during the wait ------------------------------------------ */
+
+/* The member stops for 3 s during the wait (its looks fail, the watch is
+ * silent) and comes back: the waiter is still in line and gets the lock
+ * through the watch when the holder lets go. */
+static void a_wait_rides_out_a_stopped_member(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-sigstop", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(cl, "wait-sigstop", 5000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(300);
+    test_etcd_pause(&srv, 0);
+    test_sleep_ms(3000);
+    test_etcd_resume(&srv, 0);
+    test_sleep_ms(1500); /* a look after the member came back watches again */
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    print_message("granted %lld ms after the release\n",
+                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.end_ns - release_ns < 800 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +391,7 @@ int main(void)
         cmocka_unit_test(a_waiter_whose_lease_ended_gets_in_line_again),
         cmocka_unit_test(a_waiter_whose_watch_broke_looks_again_at_once),
         cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
+        cmocka_unit_test(a_wait_rides_out_a_stopped_member),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
