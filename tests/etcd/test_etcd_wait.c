@@ -382,6 +382,42 @@ static void a_wait_rides_out_a_stopped_member(void **state)
     dlock_lock_free(holder);
 }
 
+/* ---- the wait's deadline with a member stopped mid-look ----------------------- */
+
+static void *wait_briefly(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 1500);
+    w->end_ns = dlock__now_ns();
+    return NULL;
+}
+
+/* A look that hangs on a stopped member ends at the wait's deadline, as
+ * the blocking wait's did: the wait gives up one leave (an I/O timeout,
+ * 1 s here) past its 1.5 s, not a look's I/O timeout more. */
+static void a_look_on_a_stopped_member_ends_at_the_deadline(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-deadline", 30000, 0, 10, 50);
+    /* a 2 s lease: a look (its keep-alive) every 667 ms */
+    waiter w = {.l = test_lock_new(cl, "wait-deadline", 2000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(pthread_create(&t, NULL, wait_briefly, &w), 0);
+    test_sleep_ms(800);
+    test_etcd_pause(&srv, 0);
+    pthread_join(t, NULL);
+    test_etcd_resume(&srv, 0);
+    print_message("gave up after %lld ms\n", (long long)((w.end_ns - t0) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(dlock_lock_errmsg(w.l), "gave up after 1500 ms"));
+    assert_true(w.end_ns - t0 < 2800 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +428,7 @@ int main(void)
         cmocka_unit_test(a_waiter_whose_watch_broke_looks_again_at_once),
         cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
+        cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
