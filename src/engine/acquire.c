@@ -367,6 +367,7 @@ static void request(dlock__acq *a, void (*done)(dlock__op *op),
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     a->op.state = DLOCK__OP_NEW;
     a->op.done = done;
+    a->op.deadline_ns = a->deadline_ns;
     a->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
     dlock__op_start(&a->op);
     int rc = start(l, &a->op);

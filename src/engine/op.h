@@ -39,6 +39,11 @@ typedef struct dlock__op {
     dlock__verdict v;                   /* filled by the backend before done() */
     void (*done)(struct dlock__op *op); /* exactly once, from *loop */
     dlock__loop *loop;
+    /* A try's or begin's: the wait's deadline (INT64_MAX none, 0 not
+     * set). A step that only looks may end there (etcd's look: a member
+     * that stops mid-look costs the wait one leave past its end, not an
+     * I/O timeout more). */
+    int64_t deadline_ns;
     /* The backend's: a request answered inside its start completes
      * through dlock__defer(loop, &defer) (the loop's next turn). */
     dlock__timer defer;

@@ -133,7 +133,9 @@ static void lease_granted(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 int dlock__etcd_enter(dlock__etcd_wait *w)
 {
     dlock__etcd_step_place_free(w);
+    /* unknown until this place's read: not an earlier acquire's */
     w->holder_ttl_ms = -1;
+    atomic_store(&w->l->holder_ttl_ms, -1);
     w->failures = 0;
     if (!(w->s = dlock__calloc(1, sizeof *w->s)))
         return DLOCK_ENOMEM;

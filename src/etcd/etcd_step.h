@@ -51,8 +51,10 @@ struct dlock__etcd_wait {
     int undo_code;
     unsigned undo_flags;
     int undo_brief;
-    /* The watch on the key before ours. */
+    /* The watch on the key before ours; streams that broke since one
+     * lived long or saw a deletion (etcd_wait.c). */
     dlock__etcd_watch watch;
+    unsigned breaks;
 };
 
 dlock__etcd *dlock__etcd_step_etcd(const dlock__etcd_wait *w);

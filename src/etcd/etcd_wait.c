@@ -36,6 +36,7 @@ int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
     w->op = op;
     w->trying = 0;
     w->reentered = 0;
+    w->breaks = 0;
     w->in_start = 1;
     dlock__etcd_step_place_free(w); /* a wait that ended without a word (a refused start) */
     dlock__err_clear(&l->err);
@@ -57,8 +58,16 @@ static void watch_ended(dlock__etcd_watch *ww)
 {
     dlock__etcd_wait *w = DLOCK__OWNER(ww, dlock__etcd_wait, watch);
     dlock_lock *l = w->l;
-    if (!ww->look)
-        return; /* a wake-up lost: the next look comes within RECHECK_MS */
+    if (ww->look || dlock__now_ns() - ww->started_ns >= RECHECK_MS * DLOCK__NS_PER_MS)
+        w->breaks = 0;
+    /* A stream the member took that broke (a reset, a member restarting)
+     * may have missed the deletion: look again now, as the blocking wait
+     * did after a failed stream, else a release just after waits for the
+     * next look, RECHECK_MS. Once only until a stream lives RECHECK_MS or
+     * sees a deletion: one refused, or cut again at once, leaves the wait
+     * to its looks (no loop of looks and watches). */
+    if (!ww->look && (!ww->created || w->breaks++ > 0))
+        return;
     /* The key before ours went: wake the wait's sleep, as a release
      * message does (wakeup_chan.c). */
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
@@ -133,15 +142,28 @@ static void pred_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     dlock__etcd_step_answer(w, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, look_ms);
 }
 
+/* A look's POST: the client's deadlines, but not past the wait's, as
+ * the blocking wait's looks (op.h): a member stopped mid-look ends the
+ * look at the deadline, and the engine leaves the line then. */
+static int look_call(dlock__etcd_wait *w, const char *path, json_t *body,
+                     dlock__etcd_step_fn next)
+{
+    dlock__etcd *e = dlock__etcd_step_etcd(w);
+    int64_t deadline = dlock__etcd_call_deadline(e);
+    if (w->op->deadline_ns > 0)
+        deadline = DLOCK__MIN(deadline, w->op->deadline_ns);
+    return dlock__etcd_step_post(w, path, body, deadline, dlock__etcd_io_timeout_ms(e), next,
+                                 &w->l->err);
+}
+
 static int read_pred(dlock__etcd_wait *w)
 {
     const dlock__etcd_name *name = &LD(w->l)->range;
     dlock__etcd_hold *h = &w->s->h;
-    return dlock__etcd_step_call(w, "/v3/kv/txn",
-                                 dlock__etcd_predecessor_body(h->key, h->key_len, h->rev,
-                                                              name->begin, name->len, name->end,
-                                                              name->len),
-                                 pred_read);
+    return look_call(w, "/v3/kv/txn",
+                     dlock__etcd_predecessor_body(h->key, h->key_len, h->rev, name->begin,
+                                                  name->len, name->end, name->len),
+                     pred_read);
 }
 
 static void kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
@@ -169,8 +191,7 @@ static int look(dlock__etcd_wait *w)
     if (dlock__now_ns() < w->next_renew_ns)
         return read_pred(w);
     w->sent_ns = dlock__now_ns();
-    return dlock__etcd_step_call(w, "/v3/lease/keepalive", dlock__etcd_lease_body(w->s->h.lease),
-                                 kept);
+    return look_call(w, "/v3/lease/keepalive", dlock__etcd_lease_body(w->s->h.lease), kept);
 }
 
 /* The holder's TTL left, for dlock_lock_holder_ttl_ms(): read once per

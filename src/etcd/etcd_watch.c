@@ -4,13 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "common.h"
 #include "etcd_kv.h"
 #include "etcd_watch.h"
 
 static int on_msg(json_t *result, void *arg)
 {
-    (void)arg;
+    dlock__etcd_watch *w = arg;
+    if (json_is_true(json_object_get(result, "created")))
+        w->created = 1;
     return dlock__etcd_watch_says_look(result);
 }
 
@@ -52,6 +55,8 @@ int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *l
     char token[1024] = "";
     w->running = 0;
     w->look = 0;
+    w->created = 0;
+    w->started_ns = dlock__now_ns();
     w->e = e;
     w->hdrs = NULL;
     memset(&w->s, 0, sizeof w->s);
@@ -78,6 +83,7 @@ int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *l
     w->h->on_end_arg = w;
     dlock__etcd_transfer_bind(w->h, loop);
     w->s.on_msg = on_msg;
+    w->s.arg = w;
     size_t ep = atomic_load(&e->current) % e->url.n;
     int rc = dlock__etcd_exchange_begin(e, w->h, ep, "/v3/watch", w->text, strlen(w->text),
                                         token[0] ? token : NULL, &w->s, &w->hdrs);

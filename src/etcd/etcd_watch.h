@@ -8,9 +8,9 @@
  * stream failed or was closed. The waiter (etcd_wait.c) stops it when its
  * wait is over; dlock__etcd_wait_delete() is the blocking form.
  *
- * One endpoint, no failover: a stream that breaks is only a wake-up lost,
- * and the waiter looks at the line again within its recheck interval
- * anyway. Nor does it authenticate: it sends the client's token, which
+ * One endpoint, no failover: the waiter looks at the line again when a
+ * stream the member took breaks (created below), which also sends the
+ * next watch to the member its look reached. Nor does it authenticate: it sends the client's token, which
  * the waiter's own requests got; without one it is not started. */
 #ifndef DLOCK_ETCD_WATCH_H
 #define DLOCK_ETCD_WATCH_H
@@ -30,6 +30,11 @@ typedef struct dlock__etcd_watch {
     /* When ended() runs: 1 the key went (look again), 0 the stream ended
      * without saying so. */
     int look;
+    /* The member took the stream (its first message said "created"), and
+     * when it started: a stream that breaks after that was cut (a reset,
+     * a member restarting), not refused. */
+    int created;
+    int64_t started_ns;
     /* The request's own. */
     int running;
     dlock__etcd *e;

@@ -22,8 +22,13 @@
 #include "dlock.h"
 #include "etcd_server.h"
 #include "fsm.h"
+#include "etcd_client.h"
+#include "etcd_hold.h"
+#include "etcd_kv.h"
+#include "etcd_step.h"
 #include "handle.h"
 #include "proc.h"
+#include "proxy.h"
 #include "test_util.h"
 
 static test_etcd srv;
@@ -226,11 +231,204 @@ static void a_cancel_ends_a_wait_whose_member_stopped_at_once(void **state)
     dlock_lock_free(holder);
 }
 
+/* ---- a long wait, and a waiter whose lease ended ----------------------------- */
+
+/* The waiter keeps its own lease alive from its looks: a wait three times
+ * its TTL long still ends with the lock once the holder lets go. */
+static void a_wait_longer_than_three_ttls_keeps_its_place(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-long", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(cl, "wait-long", 2000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(7000); /* > 3 x the waiter's 2 s lease */
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    /* through the watch, not a look 2 s later */
+    assert_true(w.end_ns - release_ns < 1000 * DLOCK__NS_PER_MS);
+    assert_true(w.l->fence > holder->fence);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
+/* Our lease revoked under us while we wait (a pause longer than the TTL
+ * does the same): the wait gets in line again and gets the lock. */
+static void a_waiter_whose_lease_ended_gets_in_line_again(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-expired", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(cl, "wait-expired", 5000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(500); /* in line */
+    const dlock__etcd_wait *ew = DLOCK__ETCD_LD(w.l)->wait;
+    assert_non_null(ew);
+    assert_non_null(ew->s);
+    int64_t lease = ew->s->h.lease;
+    assert_int_equal(dlock__etcd_lease_revoke(DLOCK__ETCD_LD(w.l)->ec->e, lease,
+                                              dlock__deadline_after_ms(2000), -1, NULL, NULL),
+                     DLOCK_OK);
+    test_sleep_ms(2500); /* the next look (2 s) finds our key gone */
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_not_equal(DLOCK__ETCD_LD(w.l)->sh->h.lease, lease);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    /* nothing left in line: a try-once gets it at once */
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
+/* ---- a watch stream cut ------------------------------------------------------ */
+
+/* The stream on the key before ours breaks (the connection reset; the
+ * member itself fine) and the holder lets go right after: the waiter
+ * looks again at once, not at its next recheck 2 s later, as the old
+ * blocking wait did (a failed stream: a backoff, then a look). */
+static void a_waiter_whose_watch_broke_looks_again_at_once(void **state)
+{
+    (void)state;
+    chaos_proxy px;
+    assert_int_equal(chaos_proxy_start(&px, srv.m[0].client_port), 0);
+    char url[100];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", px.port);
+    const char *up = url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 1000;
+    dlock_client *pc;
+    assert_int_equal(dlock_client_new(&pc, &up, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_lock *holder = test_lock_new(cl, "wait-cut", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(pc, "wait-cut", 30000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(300); /* in line, watching; the next look 2 s after the last */
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_RESET, 0), 0);
+    test_sleep_ms(50);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    print_message("granted %lld ms after the release\n",
+                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.end_ns - release_ns < 800 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+    dlock_client_free(pc);
+    chaos_proxy_stop(&px);
+}
+
+/* ---- the holder's TTL ------------------------------------------------------------ */
+
+/* dlock_lock_holder_ttl_ms() tells of this acquire's place in line: one
+ * that could not get in line (the member stopped) knows no holder TTL,
+ * not the one an earlier acquire read (the blocking wait set -1). */
+static void an_acquire_that_could_not_get_in_line_knows_no_holder_ttl(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-ttl", 30000, 0, 10, 50);
+    dlock_lock *l = test_lock_new(cl, "wait-ttl", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    assert_true(dlock_lock_holder_ttl_ms(l) > 0);
+    test_etcd_pause(&srv, 0);
+    int rc = dlock_lock_acquire(l, 0); /* the grant gets no answer */
+    test_etcd_resume(&srv, 0);
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_int_not_equal(rc, DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_holder_ttl_ms(l), -1);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(holder);
+}
+
+/* ---- a member stopped during the wait ------------------------------------------ */
+
+/* The member stops for 3 s during the wait (its looks fail, the watch is
+ * silent) and comes back: the waiter is still in line and gets the lock
+ * through the watch when the holder lets go. */
+static void a_wait_rides_out_a_stopped_member(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-sigstop", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(cl, "wait-sigstop", 5000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(300);
+    test_etcd_pause(&srv, 0);
+    test_sleep_ms(3000);
+    test_etcd_resume(&srv, 0);
+    test_sleep_ms(1500); /* a look after the member came back watches again */
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    print_message("granted %lld ms after the release\n",
+                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.end_ns - release_ns < 800 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
+/* ---- the wait's deadline with a member stopped mid-look ----------------------- */
+
+static void *wait_briefly(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 1500);
+    w->end_ns = dlock__now_ns();
+    return NULL;
+}
+
+/* A look that hangs on a stopped member ends at the wait's deadline, as
+ * the blocking wait's did: the wait gives up one leave (an I/O timeout,
+ * 1 s here) past its 1.5 s, not a look's I/O timeout more. */
+static void a_look_on_a_stopped_member_ends_at_the_deadline(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-deadline", 30000, 0, 10, 50);
+    /* a 2 s lease: a look (its keep-alive) every 667 ms */
+    waiter w = {.l = test_lock_new(cl, "wait-deadline", 2000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(pthread_create(&t, NULL, wait_briefly, &w), 0);
+    test_sleep_ms(800);
+    test_etcd_pause(&srv, 0);
+    pthread_join(t, NULL);
+    test_etcd_resume(&srv, 0);
+    print_message("gave up after %lld ms\n", (long long)((w.end_ns - t0) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(dlock_lock_errmsg(w.l), "gave up after 1500 ms"));
+    assert_true(w.end_ns - t0 < 2800 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_wait_in_line_leaves_its_loop_free_and_the_watch_wakes_it),
         cmocka_unit_test(a_cancel_ends_a_wait_whose_member_stopped_at_once),
+        cmocka_unit_test(a_wait_longer_than_three_ttls_keeps_its_place),
+        cmocka_unit_test(a_waiter_whose_lease_ended_gets_in_line_again),
+        cmocka_unit_test(a_waiter_whose_watch_broke_looks_again_at_once),
+        cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
+        cmocka_unit_test(a_wait_rides_out_a_stopped_member),
+        cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
