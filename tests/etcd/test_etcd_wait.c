@@ -184,6 +184,7 @@ static void a_wait_in_line_leaves_its_loop_free_and_the_watch_wakes_it(void **st
 
 typedef struct waiter {
     dlock_lock *l;
+    int64_t wait_ms; /* 0: 20 s */
     int rc;
     int64_t end_ns;
 } waiter;
@@ -191,7 +192,7 @@ typedef struct waiter {
 static void *wait_thread(void *arg)
 {
     waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 20000);
+    w->rc = dlock_lock_acquire(w->l, w->wait_ms ? w->wait_ms : 20000);
     w->end_ns = dlock__now_ns();
     return NULL;
 }
@@ -384,14 +385,6 @@ static void a_wait_rides_out_a_stopped_member(void **state)
 
 /* ---- the wait's deadline with a member stopped mid-look ----------------------- */
 
-static void *wait_briefly(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 1500);
-    w->end_ns = dlock__now_ns();
-    return NULL;
-}
-
 /* A look that hangs on a stopped member ends at the wait's deadline, as
  * the blocking wait's did: the wait gives up one leave (an I/O timeout,
  * 1 s here) past its 1.5 s, not a look's I/O timeout more. */
@@ -400,11 +393,11 @@ static void a_look_on_a_stopped_member_ends_at_the_deadline(void **state)
     (void)state;
     dlock_lock *holder = test_lock_new(cl, "wait-deadline", 30000, 0, 10, 50);
     /* a 2 s lease: a look (its keep-alive) every 667 ms */
-    waiter w = {.l = test_lock_new(cl, "wait-deadline", 2000, 0, 10, 50)};
+    waiter w = {.l = test_lock_new(cl, "wait-deadline", 2000, 0, 10, 50), .wait_ms = 1500};
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
     pthread_t t;
     int64_t t0 = dlock__now_ns();
-    assert_int_equal(pthread_create(&t, NULL, wait_briefly, &w), 0);
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
     test_sleep_ms(800);
     test_etcd_pause(&srv, 0);
     pthread_join(t, NULL);
