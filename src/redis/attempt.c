@@ -319,7 +319,7 @@ void dlock__attempt_try(att *r)
 
 void dlock__attempt_start(att *r, dlock_lock *l, dlock__loop *loop, void (*done)(att *r))
 {
-    memset(r, 0, offsetof(att, fan)); /* the fan's run sets itself up */
+    memset(r, 0, offsetof(att, t)); /* each step sets up its own records (attempt.h) */
     r->l = l;
     r->loop = loop;
     r->done = done;

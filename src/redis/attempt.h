@@ -37,6 +37,11 @@ typedef struct dlock__attempt_req {
     int starting, counted, fresh, behind;
     uint64_t seq_no;
     int64_t lease_end;
+    void (*next)(struct dlock__attempt_req *r); /* after an undo's run */
+    dlock__timer defer; /* a verdict reached inside the start */
+    /* From here on each record is set up by the step that uses it, before
+     * its use (the start zeroes only what is above: the records below
+     * are 9 KB, sized for DLOCK__MAX_NODES nodes). */
     dlock__tally t;  /* the attempt's votes */
     dlock__tally t2; /* a step's after it: a resend, the fence sync, an undo */
     dlock__step_args a;
@@ -45,9 +50,7 @@ typedef struct dlock__attempt_req {
     dlock__release_run rel;
     dlock__first_try_reqs raw;
     uint8_t mask[DLOCK__MAX_NODES];
-    dlock__conn *kept[DLOCK__MAX_NODES];
-    void (*next)(struct dlock__attempt_req *r); /* after an undo's run */
-    dlock__timer defer; /* a verdict reached inside the start */
+    dlock__conn *kept[DLOCK__MAX_NODES]; /* the try's */
     dlock__fan fan;     /* one step's run at a time */
 } dlock__attempt_req;
 

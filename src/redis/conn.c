@@ -12,6 +12,7 @@
 #include "common.h"
 #include "conn.h"
 #include "error.h"
+#include "resp.h"
 
 int dlock__conn_fail(dlock__conn *c, int code, const char *fmt, ...)
 {
@@ -45,8 +46,8 @@ static int push_expect(dlock__conn *c, uint8_t kind, uint32_t idx)
     return DLOCK_OK;
 }
 
-/* Append n bytes to a growable buffer. */
-static int buf_put(char **buf, size_t *len, size_t *cap, const char *src, size_t n)
+/* Make room for n more bytes in a growable buffer. */
+static int buf_reserve(char **buf, size_t *len, size_t *cap, size_t n)
 {
     if (*len + n > *cap) {
         size_t ncap = *cap ? *cap : 256;
@@ -58,30 +59,29 @@ static int buf_put(char **buf, size_t *len, size_t *cap, const char *src, size_t
         *buf = nb;
         *cap = ncap;
     }
-    memcpy(*buf + *len, src, n);
-    *len += n;
     return DLOCK_OK;
 }
 
-/* Format a command with hiredis into the output buffer, or into the held
- * buffer while the handshake's AUTH/SELECT are unanswered (hold != 0). */
+/* Write a command into the output buffer, or into the held buffer while
+ * the handshake's AUTH/SELECT are unanswered (hold != 0). */
 static int format_out(dlock__conn *c, int argc, const char **argv,
                       const size_t *argvlen, int hold)
 {
-    char *cmd = NULL;
-    long long n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-    if (n < 0 || !cmd)
-        return DLOCK_ENOMEM;
-    int rc;
-    if (hold) {
-        rc = buf_put(&c->held, &c->held_len, &c->held_cap, cmd, (size_t)n);
-    } else {
+    size_t need = dlock__resp_request_len(argc, argv, argvlen);
+    char **buf = &c->held;
+    size_t *len = &c->held_len, *cap = &c->held_cap;
+    if (!hold) {
         if (c->out_off > 0 && c->out_off == c->out_len)
             c->out_off = c->out_len = 0; /* everything was written: reuse */
-        rc = buf_put(&c->out, &c->out_len, &c->out_cap, cmd, (size_t)n);
+        buf = &c->out;
+        len = &c->out_len;
+        cap = &c->out_cap;
     }
-    redisFreeCommand(cmd);
-    return rc;
+    if (buf_reserve(buf, len, cap, need) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    dlock__resp_request_write(*buf + *len, argc, argv, argvlen);
+    *len += need;
+    return DLOCK_OK;
 }
 
 /* Append a command expecting one reply of the given kind. */
@@ -541,10 +541,12 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
             if (--c->checks_pending == 0 && c->held_len > 0) {
                 if (c->out_off > 0 && c->out_off == c->out_len)
                     c->out_off = c->out_len = 0;
-                if (buf_put(&c->out, &c->out_len, &c->out_cap, c->held, c->held_len) != DLOCK_OK) {
+                if (buf_reserve(&c->out, &c->out_len, &c->out_cap, c->held_len) != DLOCK_OK) {
                     freeReplyObject(r);
                     return dlock__conn_fail(c, DLOCK_ENOMEM, "out of memory");
                 }
+                memcpy(c->out + c->out_len, c->held, c->held_len);
+                c->out_len += c->held_len;
                 c->held_len = 0;
                 /* Send now rather than after the next poll(). */
                 int wrc = flush_out(c);
