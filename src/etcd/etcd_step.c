@@ -140,7 +140,7 @@ int dlock__etcd_step_revoke(dlock__etcd_wait *w, int64_t budget_ms, dlock__etcd_
     dlock__etcd_step_unwatch(w);
     if (budget_ms > 0 && budget_ms < io * n) {
         /* shared by the members, so that one that does not answer leaves
-         * time for the others (dlock__etcd_post_brief()) */
+         * time for the others */
         deadline = dlock__deadline_after_ms(budget_ms);
         try_ms = DLOCK__MAX(budget_ms / n, 1);
     }
