@@ -45,7 +45,7 @@ typedef struct dlock__op {
      * I/O timeout more). */
     int64_t deadline_ns;
     /* The backend's: a request answered inside its start completes
-     * through dlock__defer(loop, &defer) (the loop's next turn). */
+     * from the loop's next turn (dlock__op_complete_soon). */
     dlock__timer defer;
     unsigned char state; /* DLOCK__OP_*: a second completion is a bug */
 } dlock__op;
@@ -65,6 +65,22 @@ static inline void dlock__op_complete(dlock__op *op)
         dlock__misuse("a request completed twice, or before it started");
     op->state = DLOCK__OP_DONE;
     op->done(op);
+}
+
+static inline void dlock__op_complete_deferred(dlock__timer *t)
+{
+    dlock__op_complete(DLOCK__OWNER(t, dlock__op, defer));
+}
+
+/* The backend, answering op inside its start (no word to a server was
+ * needed): op->v.code is code, and done() runs from the loop's next turn,
+ * as it must never run inside the start. The rest of op->v is the
+ * caller's to fill before. */
+static inline void dlock__op_complete_soon(dlock__op *op, int code)
+{
+    op->v.code = code;
+    op->defer.fire = dlock__op_complete_deferred;
+    dlock__defer(op->loop, &op->defer);
 }
 
 #endif

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* What etcd_http.c (the client's transport, the blocking stream) and
- * etcd_request.c (a POST as a request on a loop, with failover and
- * authentication) share: the client's transport state, the pool of
- * transfers, one exchange's set-up and outcome, and the token (all
- * implemented in etcd_http.c). Private to the etcd transport. */
+/* What etcd_http.c (the client's transport), etcd_request.c (a POST as a
+ * request on a loop, with failover and authentication) and etcd_watch.c
+ * (a watch stream on a loop) share: the client's transport state, the
+ * pool of transfers, one exchange's set-up and outcome, and the token
+ * (all implemented in etcd_http.c). Private to the etcd transport. */
 #ifndef DLOCK_ETCD_EXCHANGE_H
 #define DLOCK_ETCD_EXCHANGE_H
 

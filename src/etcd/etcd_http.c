@@ -80,11 +80,6 @@ size_t dlock__etcd_endpoint_count(const dlock__etcd *e)
     return e->url.n;
 }
 
-const char *dlock__etcd_endpoint_name(const dlock__etcd *e, size_t i)
-{
-    return i < e->url.n ? e->url.name[i] : NULL;
-}
-
 int dlock__etcd_io_timeout_ms(const dlock__etcd *e)
 {
     return e->io_timeout_ms;
@@ -192,32 +187,6 @@ static size_t on_write(char *p, size_t size, size_t n, void *arg)
     return total;
 }
 
-/* One call: a private loop that the pooled transfer is bound to, with
- * the caller's cancel fd as one more record on it. The watch stream's
- * exchanges (authentication, the stream) run on it; a POST is a request
- * (etcd_request.c). */
-typedef struct call {
-    dlock__loop_poll lp;
-    dlock__fd_flag cancel;
-    handle *h;
-} call;
-
-static void call_open(call *c, handle *h, int cancel_fd)
-{
-    dlock__loop_poll_init(&c->lp);
-    /* The first record on an empty loop: there is room. */
-    (void)dlock__fd_flag_watch(&c->lp.loop, &c->cancel, cancel_fd);
-    c->h = h;
-    dlock__etcd_transfer_bind(h, &c->lp.loop);
-}
-
-static void call_close(call *c)
-{
-    dlock__etcd_transfer_unbind(c->h);
-    dlock__fd_flag_clear(&c->lp.loop, &c->cancel);
-    dlock__loop_poll_close(&c->lp);
-}
-
 int dlock__etcd_exchange_begin(dlock__etcd *e, handle *h, size_t ep, const char *path,
                                const char *body, size_t body_len, const char *token, sink *s,
                                struct curl_slist **hdrs_out)
@@ -287,26 +256,6 @@ int dlock__etcd_exchange_finish(handle *h, int rc, sink *s, struct curl_slist *h
     if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST || !*sent)
         return DLOCK_EIO;
     return DLOCK_EUNKNOWN;
-}
-
-/* Run one HTTP exchange on the call's loop. Returns DLOCK_OK with the
- * transfer complete (or stopped by the stream callback), DLOCK_ECANCELED,
- * DLOCK_ETIMEDOUT (the deadline passed; *sent says whether any of the
- * request went out), or a transport error: DLOCK_EIO (nothing sent),
- * DLOCK_EUNKNOWN. */
-static int perform(dlock__etcd *e, call *k, size_t ep, const char *path,
-                   const char *body, size_t body_len, const char *token,
-                   sink *s, int64_t deadline_ns, int *sent,
-                   long *http_code, char *why, size_t why_len)
-{
-    struct curl_slist *hdrs;
-    *sent = 0;
-    int rc = dlock__etcd_exchange_begin(e, k->h, ep, path, body, body_len, token, s, &hdrs);
-    if (rc != DLOCK_OK)
-        return rc;
-    CURLcode res = CURLE_OK;
-    rc = dlock__etcd_transfer_run(k->h, &k->lp, &s->stop, &k->cancel, deadline_ns, &res);
-    return dlock__etcd_exchange_finish(k->h, rc, s, hdrs, sent, http_code, why, why_len);
 }
 
 /* Turn a finished exchange into a reply object or an error. */
@@ -379,27 +328,6 @@ int dlock__etcd_auth_take(dlock__etcd *e, sink *s, long http, char *why, size_t 
     return DLOCK_OK;
 }
 
-/* A stream's authentication, on its call's loop. */
-static int authenticate(dlock__etcd *e, call *k, size_t ep, int64_t deadline_ns,
-                        char *why, size_t why_len)
-{
-    char *body = dlock__etcd_auth_body(e);
-    if (!body)
-        return DLOCK_ENOMEM;
-    sink s = {0};
-    int sent;
-    long http = 0;
-    int rc = perform(e, k, ep, "/v3/auth/authenticate", body, strlen(body), NULL,
-                     &s, deadline_ns, &sent, &http, why, why_len);
-    dlock__etcd_auth_body_free(body);
-    if (rc == DLOCK_ETIMEDOUT)
-        rc = sent ? DLOCK_EUNKNOWN : DLOCK_EIO;
-    if (rc == DLOCK_OK)
-        rc = dlock__etcd_auth_take(e, &s, http, why, why_len);
-    dlock__free(s.buf);
-    return rc;
-}
-
 /* The token to send, copied into buf ("" when there is none yet). */
 void dlock__etcd_token_copy(dlock__etcd *e, char *buf, size_t len)
 {
@@ -421,58 +349,4 @@ void dlock__etcd_token_drop(dlock__etcd *e)
 int64_t dlock__etcd_call_deadline(const dlock__etcd *e)
 {
     return dlock__deadline_after_ms((int64_t)e->io_timeout_ms * (int64_t)e->url.n);
-}
-
-int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
-                       int (*on_msg)(json_t *result, void *arg), void *arg,
-                       int64_t deadline_ns, int cancel_fd, dlock__errbuf *err)
-{
-    char *text = json_dumps(body, JSON_COMPACT);
-    handle *h = text ? dlock__etcd_handle_get(e) : NULL;
-    if (!h) {
-        free(text);
-        return DLOCK_ENOMEM;
-    }
-    call k;
-    call_open(&k, h, cancel_fd);
-    size_t ep = atomic_load(&e->current) % e->url.n;
-    sink s = {0};
-    s.on_msg = on_msg;
-    s.arg = arg;
-    char why[300] = "";
-    int sent = 0;
-    long http = 0;
-    char token[1024] = "";
-    int rc = DLOCK_OK;
-    if (e->url.user) {
-        dlock__etcd_token_copy(e, token, sizeof token);
-        if (!token[0] && (rc = authenticate(e, &k, ep, deadline_ns, why, sizeof why)) ==
-                             DLOCK_OK)
-            dlock__etcd_token_copy(e, token, sizeof token);
-    }
-    if (rc == DLOCK_OK)
-        rc = perform(e, &k, ep, path, text, strlen(text), token[0] ? token : NULL,
-                     &s, deadline_ns, &sent, &http, why, sizeof why);
-    if (rc == DLOCK_OK && !s.stop) {
-        /* the member ended the stream without an answer */
-        snprintf(why, sizeof why, "watch stream ended (HTTP %ld)", http);
-        rc = DLOCK_EUNKNOWN;
-    } else if (rc == DLOCK_OK && s.stream_bad) {
-        snprintf(why, sizeof why, "watch stream: a line that is not JSON");
-        rc = DLOCK_EPROTO;
-    } else if (rc == DLOCK_OK && s.stream_code) {
-        snprintf(why, sizeof why, "%s (code %ld)", s.stream_msg, s.stream_code);
-        rc = dlock__etcd_map_error(s.stream_code, s.stream_msg);
-    }
-    if (rc != DLOCK_OK && rc != DLOCK_ETIMEDOUT && rc != DLOCK_ECANCELED) {
-        if (err)
-            dlock__err_append(err, "etcd %s: %s", e->url.name[ep], why);
-        if (dlock__etcd_retryable(rc))
-            atomic_store(&e->current, (ep + 1) % e->url.n);
-    }
-    dlock__free(s.buf);
-    call_close(&k);
-    dlock__etcd_handle_put(e, h);
-    free(text);
-    return rc;
 }

@@ -54,7 +54,6 @@ void dlock__etcd_free(dlock__etcd *e);
 void dlock__etcd_free_inherited(dlock__etcd *e);
 
 size_t dlock__etcd_endpoint_count(const dlock__etcd *e);
-const char *dlock__etcd_endpoint_name(const dlock__etcd *e, size_t i);
 int dlock__etcd_io_timeout_ms(const dlock__etcd *e);
 /* The deadline of a call that may try every endpoint once: io_timeout_ms
  * per endpoint from now. A shorter one leaves the members after a silent
@@ -74,22 +73,6 @@ int dlock__etcd_map_error(long grpc_code, const char *msg);
 int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
                      json_t **out, int64_t deadline_ns, int cancel_fd,
                      dlock__errbuf *err, long *server_code, int *unknown_before);
-
-/* dlock__etcd_post() for a request nobody may wait for (the undo of a
- * cancelled acquire): the call takes at most budget_ms, shared equally by
- * the endpoints so that one member that does not answer leaves time for
- * the others; no cancel (it runs after one). Thread-safe. */
-int dlock__etcd_post_brief(dlock__etcd *e, const char *path, json_t *body, json_t **out,
-                           int64_t budget_ms, dlock__errbuf *err);
-
-/* A streamed call (/v3/watch): POST body, then hand every message (the
- * "result" object of each line) to on_msg until it returns non-zero (then
- * DLOCK_OK), the deadline passes (DLOCK_ETIMEDOUT), cancel_fd is readable
- * (DLOCK_ECANCELED) or the stream fails (an error as for post). One
- * endpoint only: the caller re-reads the state and watches again. */
-int dlock__etcd_stream(dlock__etcd *e, const char *path, json_t *body,
-                       int (*on_msg)(json_t *result, void *arg), void *arg,
-                       int64_t deadline_ns, int cancel_fd, dlock__errbuf *err);
 
 /* ---- JSON helpers for the gateway's encoding ---------------------------- */
 

@@ -477,27 +477,8 @@ int dlock__etcd_watch_says_look(json_t *result)
     return 0;
 }
 
-static int on_watch(json_t *result, void *arg)
-{
-    (void)arg;
-    return dlock__etcd_watch_says_look(result);
-}
-
 json_t *dlock__etcd_watch_body(const char *key, size_t key_len, int64_t from_rev)
 {
     return json_pack("{s:{s:o, s:o}}", "create_request", "key", b64(key, key_len),
                      "start_revision", i64(from_rev));
-}
-
-int dlock__etcd_wait_delete(dlock__etcd *e, const char *key, size_t key_len,
-                            int64_t from_rev, int64_t deadline_ns, int cancel_fd,
-                            dlock__errbuf *err)
-{
-    json_t *req = dlock__etcd_watch_body(key, key_len, from_rev);
-    if (!req)
-        return DLOCK_ENOMEM;
-    int rc = dlock__etcd_stream(e, "/v3/watch", req, on_watch, NULL, deadline_ns,
-                                cancel_fd, err);
-    json_decref(req);
-    return rc;
 }

@@ -137,12 +137,6 @@ int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
 json_t *dlock__etcd_get_body(const char *key, size_t key_len);
 int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err);
 
-/* Wait until `key` is deleted at or after revision from_rev: DLOCK_OK,
- * DLOCK_ETIMEDOUT at deadline_ns, DLOCK_ECANCELED, or an error. */
-int dlock__etcd_wait_delete(dlock__etcd *e, const char *key, size_t key_len,
-                            int64_t from_rev, int64_t deadline_ns, int cancel_fd,
-                            dlock__errbuf *err);
-
 /* The watch's request body (key, from revision from_rev on), and what one
  * message of its stream (the "result" object) says: 1 look again (the key
  * was deleted, or the watch was cancelled: compaction), 0 nothing yet. */

@@ -10,20 +10,6 @@
 #include "etcd_renew.h"
 #include "etcd_request.h"
 
-/* An answer known at the start still comes from the loop (op.h). */
-static void answered_at_once(dlock__timer *t)
-{
-    dlock__op_complete(DLOCK__OWNER(t, dlock__op, defer));
-}
-
-static int answer_soon(dlock__op *op, int code)
-{
-    op->v.code = code;
-    op->defer.fire = answered_at_once;
-    dlock__defer(op->loop, &op->defer);
-    return DLOCK_OK;
-}
-
 /* ---- release: revoke the lease ------------------------------------------- */
 
 typedef struct revoke {
@@ -79,8 +65,10 @@ static void release_answered(revoke *r)
 int dlock__etcd_release_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_hold *h,
                            dlock__errbuf *err)
 {
-    if (!h)
-        return answer_soon(op, DLOCK_OK);
+    if (!h) {
+        dlock__op_complete_soon(op, DLOCK_OK); /* nothing held: nothing to revoke */
+        return DLOCK_OK;
+    }
     revoke *r = dlock__malloc(sizeof *r);
     if (!r)
         return DLOCK_ENOMEM;

@@ -273,10 +273,9 @@ static void call_cancelled(dlock__etcd_blocking *b)
     dlock__etcd_req_cancel(&DLOCK__OWNER(b, call, b)->q);
 }
 
-/* dlock__etcd_post() with each endpoint's try cut at try_ms. */
-static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **out,
-                      int64_t deadline_ns, int64_t try_ms, int cancel_fd,
-                      dlock__errbuf *err, long *server_code, int *unknown_before)
+int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
+                     json_t **out, int64_t deadline_ns, int cancel_fd,
+                     dlock__errbuf *err, long *server_code, int *unknown_before)
 {
     *out = NULL;
     if (server_code)
@@ -285,7 +284,8 @@ static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **o
     dlock__etcd_blocking_open(&k.b, cancel_fd, call_cancelled);
     k.q.err = err;
     k.q.done = call_done;
-    int rc = dlock__etcd_req_start(&k.q, e, &k.b.lp.loop, path, body, deadline_ns, try_ms);
+    int rc = dlock__etcd_req_start(&k.q, e, &k.b.lp.loop, path, body, deadline_ns,
+                                   e->io_timeout_ms);
     if (rc == DLOCK_OK) {
         dlock__etcd_blocking_wait(&k.b);
         rc = k.q.rc;
@@ -297,20 +297,4 @@ static int post_tries(dlock__etcd *e, const char *path, json_t *body, json_t **o
     }
     dlock__etcd_blocking_close(&k.b);
     return rc;
-}
-
-int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
-                     json_t **out, int64_t deadline_ns, int cancel_fd,
-                     dlock__errbuf *err, long *server_code, int *unknown_before)
-{
-    return post_tries(e, path, body, out, deadline_ns, e->io_timeout_ms, cancel_fd, err,
-                      server_code, unknown_before);
-}
-
-int dlock__etcd_post_brief(dlock__etcd *e, const char *path, json_t *body, json_t **out,
-                           int64_t budget_ms, dlock__errbuf *err)
-{
-    int64_t try_ms = DLOCK__MAX(budget_ms / (int64_t)e->url.n, 1);
-    return post_tries(e, path, body, out, dlock__deadline_after_ms(budget_ms), try_ms, -1,
-                      err, NULL, NULL);
 }

@@ -57,12 +57,6 @@ void dlock__etcd_step_unwatch(dlock__etcd_wait *w)
     dlock__etcd_watch_stop(&w->watch);
 }
 
-static void answered_later(dlock__timer *t)
-{
-    dlock__op *op = DLOCK__OWNER(t, dlock__op, defer);
-    dlock__op_complete(op);
-}
-
 /* The request answers: nothing of the step is left on the loop. From
  * inside the start (known without a word to etcd), at the loop's next
  * turn (op.h). */
@@ -71,15 +65,14 @@ void dlock__etcd_step_answer(dlock__etcd_wait *w, int code, unsigned flags, int6
     cancel_unwatch(w);
     if (!(flags & DLOCK__V_QUEUED))
         dlock__etcd_step_unwatch(w); /* no place in line kept: no wake-up wanted */
-    w->op->v.code = code;
     w->op->v.flags = flags;
     w->op->v.look_ms = look_ms;
     w->op->v.holder_ttl_ms = -1;
     if (w->in_start) {
-        w->op->defer.fire = answered_later;
-        dlock__defer(w->op->loop, &w->op->defer);
+        dlock__op_complete_soon(w->op, code);
         return;
     }
+    w->op->v.code = code;
     dlock__op_complete(w->op);
 }
 
@@ -147,7 +140,7 @@ int dlock__etcd_step_revoke(dlock__etcd_wait *w, int64_t budget_ms, dlock__etcd_
     dlock__etcd_step_unwatch(w);
     if (budget_ms > 0 && budget_ms < io * n) {
         /* shared by the members, so that one that does not answer leaves
-         * time for the others (dlock__etcd_post_brief()) */
+         * time for the others */
         deadline = dlock__deadline_after_ms(budget_ms);
         try_ms = DLOCK__MAX(budget_ms / n, 1);
     }

@@ -155,7 +155,7 @@ void dlock__etcd_transfer_free(dlock__etcd_transfer *t)
 void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop *loop)
 {
     t->loop = loop;
-    /* A sockets whose record cannot be set is noticed by run(): failed. */
+    /* A socket whose record cannot be set is noticed by start(): failed. */
     for (size_t i = 0; i < DLOCK__ETCD_SOCKETS; i++)
         if (t->sockets[i].used && dlock__io_set(loop, &t->sockets[i].io) != DLOCK_OK)
             t->failed = 1;
@@ -174,12 +174,6 @@ void dlock__etcd_transfer_unbind(dlock__etcd_transfer *t)
     t->loop = NULL;
 }
 
-static int exchange_over(void *arg)
-{
-    dlock__etcd_transfer *t = arg;
-    return !t->running || *t->stop || t->cancel->raised;
-}
-
 int dlock__etcd_transfer_start(dlock__etcd_transfer *t, int64_t deadline_ns,
                                void (*on_end)(dlock__etcd_transfer *t))
 {
@@ -193,25 +187,6 @@ int dlock__etcd_transfer_start(dlock__etcd_transfer *t, int64_t deadline_ns,
     t->deadline.due_ns = deadline_ns;
     (void)dlock__timer_set(t->loop, &t->deadline); /* a poll loop's timers cannot fail */
     return DLOCK_OK;
-}
-
-int dlock__etcd_transfer_run(dlock__etcd_transfer *t, dlock__loop_poll *lp, const int *stop,
-                             const dlock__fd_flag *cancel, int64_t deadline_ns, CURLcode *res)
-{
-    t->stop = stop;
-    t->cancel = cancel;
-    if (dlock__etcd_transfer_start(t, deadline_ns, NULL) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    dlock__loop_poll_run(lp, exchange_over, t, INT64_MAX);
-    dlock__timer_clear(t->loop, &t->deadline);
-    *res = t->res;
-    if (t->done || *stop)
-        return DLOCK_OK;
-    if (cancel->raised)
-        return DLOCK_ECANCELED;
-    if (t->over)
-        return DLOCK_ETIMEDOUT;
-    return DLOCK_ENOMEM; /* a socket or timer record could not be set */
 }
 
 void dlock__etcd_transfer_end(dlock__etcd_transfer *t)

@@ -11,8 +11,7 @@
  * dlock__etcd_transfer_bind() moves the records of the sockets curl still
  * watches onto that loop, dlock__etcd_transfer_unbind() takes them off
  * again, keeping what curl asked for. An exchange is a request on the
- * bound loop (dlock__etcd_transfer_start(): its end is a callback); the
- * blocking dlock__etcd_transfer_run() is that request on a private loop. */
+ * bound loop (dlock__etcd_transfer_start(): its end is a callback). */
 #ifndef DLOCK_ETCD_TRANSFER_H
 #define DLOCK_ETCD_TRANSFER_H
 
@@ -41,13 +40,11 @@ typedef struct dlock__etcd_transfer {
     int curl_timer_on;
     dlock__timer deadline; /* this exchange's */
     /* this exchange */
-    const int *stop;
-    const dlock__fd_flag *cancel;
     int done, over, failed;
     int running; /* started and not ended yet */
     CURLcode res;
-    void (*on_end)(struct dlock__etcd_transfer *t); /* NULL: run() waits */
-    void *on_end_arg;                               /* for on_end, the starter's */
+    void (*on_end)(struct dlock__etcd_transfer *t);
+    void *on_end_arg; /* for on_end, the starter's */
     struct dlock__etcd_transfer *next; /* the idle pool (etcd_http.c) */
 } dlock__etcd_transfer;
 
@@ -70,15 +67,6 @@ void dlock__etcd_transfer_unbind(dlock__etcd_transfer *t);
 int dlock__etcd_transfer_start(dlock__etcd_transfer *t, int64_t deadline_ns,
                                void (*on_end)(dlock__etcd_transfer *t));
 
-/* Run the exchange set up on t->easy on lp, the bound loop, until curl
- * completes it (DLOCK_OK, curl's result in *res), *stop turns non-zero
- * (DLOCK_OK: the caller's write callback ended it), cancel is raised
- * (DLOCK_ECANCELED) or deadline_ns passes (DLOCK_ETIMEDOUT); in that
- * order when several hold. DLOCK_ENOMEM when curl cannot start it. The
- * easy handle is still in the multi afterwards, for curl_easy_getinfo():
- * dlock__etcd_transfer_end() takes it out. */
-int dlock__etcd_transfer_run(dlock__etcd_transfer *t, dlock__loop_poll *lp, const int *stop,
-                             const dlock__fd_flag *cancel, int64_t deadline_ns, CURLcode *res);
 /* Take the easy handle out of the multi (an exchange cut short closes
  * its connection); ends an exchange still running without on_end. */
 void dlock__etcd_transfer_end(dlock__etcd_transfer *t);

@@ -6,7 +6,7 @@
  * through ended() from the loop: the key went (a DELETE event, or etcd
  * cancelled the watch: compaction; either way "look again"), or the
  * stream failed or was closed. The waiter (etcd_wait.c) stops it when its
- * wait is over; dlock__etcd_wait_delete() is the blocking form.
+ * wait is over.
  *
  * One endpoint, no failover: the waiter looks at the line again when a
  * stream the member took breaks (created below), which also sends the

@@ -269,11 +269,6 @@ static void op_answered(hold_req *q)
     dlock__op_complete(op);
 }
 
-static void answered_at_once(dlock__timer *t)
-{
-    dlock__op_complete(DLOCK__OWNER(t, dlock__op, defer));
-}
-
 static hold_req *op_req(dlock_lock *l, dlock__op *op)
 {
     hold_req *q = dlock__malloc(sizeof *q);
@@ -309,9 +304,7 @@ static void not_sent(dlock_lock *l)
 int dlock__release_start(dlock_lock *l, int last, dlock__op *op)
 {
     if (!last && l->kind->reenter) {
-        op->v.code = DLOCK_OK;
-        op->defer.fire = answered_at_once;
-        dlock__defer(op->loop, &op->defer);
+        dlock__op_complete_soon(op, DLOCK_OK);
         return DLOCK_OK;
     }
     hold_req *q = op_req(l, op);

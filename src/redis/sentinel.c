@@ -35,6 +35,68 @@ void dlock__sentinel_free(dlock__sentinel *s)
 
 #define FORM "redis-sentinel://[user[:password]@]host:port[,host:port...]/MASTERNAME"
 
+/* The primary's half of the URL: the credentials before the hosts (rest
+ * up to at; at NULL: none), with the master name as a placeholder host
+ * and port 0 (the sentinels give the real address). buf (buf_len bytes)
+ * is scratch. On failure err says why. */
+static int parse_primary(dlock__url *primary, const char *rest, const char *at,
+                         const char *master_name, char *buf, size_t buf_len, char *err,
+                         size_t err_len)
+{
+    snprintf(buf, buf_len, "redis://%.*s%sx", at ? (int)(at - rest) : 0, rest, at ? "@" : "");
+    char uerr[200];
+    int rc = dlock__url_parse(primary, buf, uerr, sizeof uerr);
+    if (rc != DLOCK_OK) {
+        snprintf(err, err_len, "sentinel URL: %s", uerr);
+        return rc;
+    }
+    dlock__free(primary->host);
+    if (!(primary->host = dlock__strdup(master_name))) {
+        snprintf(err, err_len, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    primary->port = 0;
+    return DLOCK_OK;
+}
+
+/* The sentinels' half: host:port entries between hosts and end, comma
+ * separated, each parsed into s->addr. buf (buf_len bytes) is scratch.
+ * On failure err says why. */
+static int parse_sentinels(dlock__sentinel *s, const char *hosts, const char *end, char *buf,
+                           size_t buf_len, char *err, size_t err_len)
+{
+    if (hosts < end && end[-1] == ',') {
+        snprintf(err, err_len, "sentinel URL: empty entry in the sentinel list: %s", FORM);
+        return DLOCK_EINVAL;
+    }
+    for (const char *h = hosts; h < end;) {
+        const char *comma = memchr(h, ',', (size_t)(end - h));
+        const char *stop = comma ? comma : end;
+        if (stop == h || !memchr(h, ':', (size_t)(stop - h))) {
+            snprintf(err, err_len, "sentinel URL: every sentinel needs host:port: %s", FORM);
+            return DLOCK_EINVAL;
+        }
+        if (s->n == DLOCK__SENTINEL_MAX) {
+            snprintf(err, err_len, "sentinel URL names more than %d sentinels", DLOCK__SENTINEL_MAX);
+            return DLOCK_EINVAL;
+        }
+        snprintf(buf, buf_len, "redis://%.*s", (int)(stop - h), h);
+        char uerr[200];
+        int rc = dlock__url_parse(&s->addr[s->n], buf, uerr, sizeof uerr);
+        if (rc != DLOCK_OK) {
+            snprintf(err, err_len, "sentinel %zu: %s", s->n + 1, uerr);
+            return rc;
+        }
+        s->n++;
+        h = comma ? comma + 1 : end;
+    }
+    if (s->n == 0) {
+        snprintf(err, err_len, "sentinel URL names no sentinel: %s", FORM);
+        return DLOCK_EINVAL;
+    }
+    return DLOCK_OK;
+}
+
 int dlock__sentinel_parse(dlock__sentinel **out, dlock__url *primary, const char *text,
                           char *err, size_t err_len)
 {
@@ -58,68 +120,22 @@ int dlock__sentinel_parse(dlock__sentinel **out, dlock__url *primary, const char
         return DLOCK_ENOMEM;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&s->ask_mu, NULL));
-    char *buf = dlock__malloc(strlen(text) + 16);
+    size_t buf_len = strlen(text) + 16;
+    char *buf = dlock__malloc(buf_len);
     int rc = DLOCK_ENOMEM;
-    if (!buf)
-        goto fail;
-    if (!(s->master_name = dlock__strdup(slash + 1)))
-        goto fail;
-    /* The primary: credentials from the URL, the master name as a
-     * placeholder host (the sentinels give the real one). */
-    snprintf(buf, strlen(text) + 16, "redis://%.*s%sx", at ? (int)(at - rest) : 0, rest,
-             at ? "@" : "");
-    char uerr[200];
-    if ((rc = dlock__url_parse(primary, buf, uerr, sizeof uerr)) != DLOCK_OK) {
-        snprintf(err, err_len, "sentinel URL: %s", uerr);
-        goto fail_keep_err;
-    }
-    dlock__free(primary->host);
-    if (!(primary->host = dlock__strdup(s->master_name))) {
-        rc = DLOCK_ENOMEM;
-        goto fail;
-    }
-    primary->port = 0;
-    if (hosts < slash && slash[-1] == ',') {
-        snprintf(err, err_len, "sentinel URL: empty entry in the sentinel list: %s", FORM);
-        rc = DLOCK_EINVAL;
-        goto fail_keep_err;
-    }
-    for (const char *h = hosts; h < slash;) {
-        const char *comma = memchr(h, ',', (size_t)(slash - h));
-        const char *end = comma ? comma : slash;
-        if (end == h || !memchr(h, ':', (size_t)(end - h))) {
-            snprintf(err, err_len, "sentinel URL: every sentinel needs host:port: %s", FORM);
-            rc = DLOCK_EINVAL;
-            goto fail_keep_err;
-        }
-        if (s->n == DLOCK__SENTINEL_MAX) {
-            snprintf(err, err_len, "sentinel URL names more than %d sentinels", DLOCK__SENTINEL_MAX);
-            rc = DLOCK_EINVAL;
-            goto fail_keep_err;
-        }
-        snprintf(buf, strlen(text) + 16, "redis://%.*s", (int)(end - h), h);
-        if ((rc = dlock__url_parse(&s->addr[s->n], buf, uerr, sizeof uerr)) != DLOCK_OK) {
-            snprintf(err, err_len, "sentinel %zu: %s", s->n + 1, uerr);
-            goto fail_keep_err;
-        }
-        s->n++;
-        h = comma ? comma + 1 : slash;
-    }
-    if (s->n == 0) {
-        snprintf(err, err_len, "sentinel URL names no sentinel: %s", FORM);
-        rc = DLOCK_EINVAL;
-        goto fail_keep_err;
-    }
+    if (!buf || !(s->master_name = dlock__strdup(slash + 1)))
+        snprintf(err, err_len, "out of memory");
+    else if ((rc = parse_primary(primary, rest, at, s->master_name, buf, buf_len, err,
+                                 err_len)) == DLOCK_OK)
+        rc = parse_sentinels(s, hosts, slash, buf, buf_len, err, err_len);
     dlock__free(buf);
+    if (rc != DLOCK_OK) {
+        dlock__url_clear(primary);
+        dlock__sentinel_free(s);
+        return rc;
+    }
     *out = s;
     return DLOCK_OK;
-fail:
-    snprintf(err, err_len, "out of memory");
-fail_keep_err:
-    dlock__url_clear(primary);
-    dlock__free(buf);
-    dlock__sentinel_free(s);
-    return rc;
 }
 
 static void ask_next(dlock__timer *t);

@@ -40,13 +40,10 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A paused member is given up on after io_timeout_ms 1000. */
 static dlock_client *client_new(void)
 {
-    const char *url = cluster.url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = 1000; /* a paused member is given up on after this */
-    dlock_client *c = NULL;
-    return dlock_client_new(&c, &url, 1, &o, NULL, 0) == DLOCK_OK ? c : NULL;
+    return test_etcd_client(&cluster, -1, 1000);
 }
 
 static dlock_lock *lock_new(dlock_client *c, const char *name, unsigned flags)

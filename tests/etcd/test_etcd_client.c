@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The etcd v3 client under the etcd backend (src/etcd/etcd_http.c,
- * src/etcd/etcd_kv.c) against a real etcd member: leases, the lock's
- * transactions, the watch, endpoint failover and the mapping of every
+ * src/etcd/etcd_kv.c, src/etcd/etcd_watch.c) against a real etcd member:
+ * leases, the lock's transactions, the watch, endpoint failover and the mapping of every
  * failure class to a dlock code. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +23,8 @@
 #include "error.h"
 #include "etcd_kv.h"
 #include "etcd_server.h"
+#include "etcd_watch.h"
+#include "loop_poll.h"
 
 static test_etcd srv;
 
@@ -155,7 +157,44 @@ static void *revoke_later(void *arg)
     return NULL;
 }
 
-static void watch_returns_when_the_key_is_deleted(void **state)
+/* The wait's watch (etcd_watch.c) on a private loop, as the wait runs it. */
+typedef struct watched {
+    dlock__etcd_watch w;
+    int ended; /* ended() calls */
+} watched;
+
+static void watch_ended(dlock__etcd_watch *w)
+{
+    DLOCK__OWNER(w, watched, w)->ended++;
+}
+
+static int watch_over(void *arg)
+{
+    return ((watched *)arg)->ended > 0;
+}
+
+/* Watch key's deletion from revision rev on for at most deadline_ms:
+ * 1 it said "look" (the key went), 0 it ended without. It must end once,
+ * by itself. */
+static int watch_once(dlock__etcd *e, const char *key, size_t key_len, int64_t rev,
+                      int deadline_ms)
+{
+    dlock__loop_poll lp;
+    dlock__loop_poll_init(&lp);
+    watched wd = {0};
+    wd.w.ended = watch_ended;
+    assert_int_equal(dlock__etcd_watch_start(&wd.w, e, &lp.loop, key, key_len, rev,
+                                             dlock__deadline_after_ms(deadline_ms)),
+                     DLOCK_OK);
+    dlock__loop_poll_run(&lp, watch_over, &wd, dlock__deadline_after_ms(deadline_ms + 5000));
+    int ended = wd.ended;
+    dlock__etcd_watch_stop(&wd.w); /* nothing if it ended */
+    dlock__loop_poll_close(&lp);
+    assert_int_equal(ended, 1);
+    return wd.w.look;
+}
+
+static void watch_says_look_when_the_key_is_deleted(void **state)
 {
     (void)state;
     dlock__etcd *e = client_for(srv.url, 1000);
@@ -166,38 +205,62 @@ static void watch_returns_when_the_key_is_deleted(void **state)
     assert_int_equal(dlock__etcd_create_and_first(e, k, 4, NULL, 0, 0x61, begin, 3, end, 3, &rev,
                                                   &first, soon(), -1, NULL), DLOCK_OK);
     dlock__etcd_kv_clear(&first);
-    /* nobody deletes it: the watch ends at its deadline */
+    /* nobody deletes it: the watch ends at its deadline, without "look" */
     int64_t t0 = dlock__now_ns();
-    assert_int_equal(dlock__etcd_wait_delete(e, k, 4, rev + 1, dlock__deadline_after_ms(300),
-                                             -1, NULL), DLOCK_ETIMEDOUT);
+    assert_int_equal(watch_once(e, k, 4, rev + 1, 300), 0);
     assert_true(dlock__now_ns() - t0 >= 250 * DLOCK__NS_PER_MS);
     revoker r = {e, 0x61, 300};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, revoke_later, &r), 0);
     t0 = dlock__now_ns();
-    assert_int_equal(dlock__etcd_wait_delete(e, k, 4, rev + 1, dlock__deadline_after_ms(10000),
-                                             -1, NULL), DLOCK_OK);
+    assert_int_equal(watch_once(e, k, 4, rev + 1, 10000), 1);
     assert_true(dlock__now_ns() - t0 < 5000 * DLOCK__NS_PER_MS);
     pthread_join(t, NULL);
     /* a delete that happened before the watch began is still seen */
-    assert_int_equal(dlock__etcd_wait_delete(e, k, 4, rev + 1, dlock__deadline_after_ms(3000),
-                                             -1, NULL), DLOCK_OK);
+    assert_int_equal(watch_once(e, k, 4, rev + 1, 3000), 1);
     dlock__etcd_free(e);
 }
 
-static void watch_ends_at_once_on_cancel(void **state)
+typedef struct stopper {
+    dlock__timer t;
+    dlock__etcd_watch *w;
+} stopper;
+
+static void stop_now(dlock__timer *t)
+{
+    dlock__etcd_watch_stop(DLOCK__OWNER(t, stopper, t)->w);
+}
+
+static int never(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+/* The wait stops its watch when it is over (a cancel, a grant): no
+ * ended() follows, not even at the watch's own deadline, nothing of it
+ * stays on the loop, and its transfer serves the next watch. */
+static void a_stopped_watch_never_ends(void **state)
 {
     (void)state;
     dlock__etcd *e = client_for(srv.url, 1000);
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    assert_int_equal(write(p[1], "x", 1), 1);
-    int64_t t0 = dlock__now_ns();
-    assert_int_equal(dlock__etcd_wait_delete(e, "c\0k", 3, 1, dlock__deadline_after_ms(10000),
-                                             p[0], NULL), DLOCK_ECANCELED);
-    assert_true(dlock__now_ns() - t0 < 1000 * DLOCK__NS_PER_MS);
-    close(p[0]);
-    close(p[1]);
+    dlock__loop_poll lp;
+    dlock__loop_poll_init(&lp);
+    watched wd = {0};
+    wd.w.ended = watch_ended;
+    assert_int_equal(dlock__etcd_watch_start(&wd.w, e, &lp.loop, "c\0k", 3, 1,
+                                             dlock__deadline_after_ms(400)),
+                     DLOCK_OK);
+    stopper st = {.w = &wd.w};
+    st.t.fire = stop_now;
+    st.t.due_ns = dlock__deadline_after_ms(150);
+    assert_int_equal(dlock__timer_set(&lp.loop, &st.t), DLOCK_OK);
+    assert_int_equal(dlock__loop_poll_run(&lp, never, NULL, dlock__deadline_after_ms(900)), 0);
+    assert_int_equal(wd.ended, 0);
+    assert_int_equal(wd.w.running, 0);
+    assert_int_equal(lp.n_ios, 0);
+    dlock__loop_poll_close(&lp);
+    assert_int_equal(watch_once(e, "c\0k", 3, 1, 300), 0);
     dlock__etcd_free(e);
 }
 
@@ -404,8 +467,8 @@ int main(void)
         cmocka_unit_test(lease_grant_keepalive_revoke_round_trip),
         cmocka_unit_test(lease_too_short_is_raised_to_the_minimum),
         cmocka_unit_test(create_is_idempotent_and_first_is_the_oldest),
-        cmocka_unit_test(watch_returns_when_the_key_is_deleted),
-        cmocka_unit_test(watch_ends_at_once_on_cancel),
+        cmocka_unit_test(watch_says_look_when_the_key_is_deleted),
+        cmocka_unit_test(a_stopped_watch_never_ends),
         cmocka_unit_test(unreachable_member_is_eio_and_named),
         cmocka_unit_test(a_dead_member_is_skipped),
         cmocka_unit_test(a_paused_member_leaves_the_outcome_unknown),

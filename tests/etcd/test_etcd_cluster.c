@@ -20,6 +20,7 @@
 #include "etcd_procs.h"
 #include "etcd_server.h"
 #include "proc.h"
+#include "test_util.h"
 
 static test_etcd cluster;
 
@@ -115,20 +116,12 @@ static void a_paused_member_is_ridden_out(void **state)
 static void an_auto_renewed_lock_outlives_a_leader_kill(void **state)
 {
     (void)state;
-    const char *url = cluster.url;
-    dlock_client_options co;
-    dlock_client_options_init(&co, DLOCK_CLIENT_OPTIONS_VERSION);
-    co.io_timeout_ms = 500;
-    dlock_client *c, *other;
-    assert_int_equal(dlock_client_new(&c, &url, 1, &co, NULL, 0), DLOCK_OK);
-    assert_int_equal(dlock_client_new(&other, &url, 1, &co, NULL, 0), DLOCK_OK);
-    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
-    lo.ttl_ms = 3000;
-    lo.flags = DLOCK_AUTO_RENEW;
-    dlock_lock *l, *o;
-    assert_int_equal(dlock_lock_new(&l, c, "cluster-renew", &lo), DLOCK_OK);
-    lo.flags = 0;
-    assert_int_equal(dlock_lock_new(&o, other, "cluster-renew", &lo), DLOCK_OK);
+    dlock_client *c = test_etcd_client(&cluster, -1, 500);
+    dlock_client *other = test_etcd_client(&cluster, -1, 500);
+    assert_non_null(c);
+    assert_non_null(other);
+    dlock_lock *l = test_lock_new(c, "cluster-renew", 3000, DLOCK_AUTO_RENEW, 10, 200);
+    dlock_lock *o = test_lock_new(other, "cluster-renew", 3000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     int leader = test_etcd_leader(&cluster, 5000);
     assert_true(leader >= 0);
@@ -167,18 +160,13 @@ static void *wait_forever(void *arg)
 static void cancel_ends_a_wait_at_once_with_a_member_stalled(void **state)
 {
     (void)state;
-    const char *url = cluster.url;
-    dlock_client_options co;
-    dlock_client_options_init(&co, DLOCK_CLIENT_OPTIONS_VERSION);
-    co.io_timeout_ms = 3000; /* what a stalled member would cost, per call */
-    dlock_client *c, *other;
-    assert_int_equal(dlock_client_new(&c, &url, 1, &co, NULL, 0), DLOCK_OK);
-    assert_int_equal(dlock_client_new(&other, &url, 1, &co, NULL, 0), DLOCK_OK);
-    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
-    lo.ttl_ms = 3000;
-    dlock_lock *holder, *w;
-    assert_int_equal(dlock_lock_new(&holder, other, "cluster-cancel", &lo), DLOCK_OK);
-    assert_int_equal(dlock_lock_new(&w, c, "cluster-cancel", &lo), DLOCK_OK);
+    /* io_timeout_ms 3000: what a stalled member would cost, per call */
+    dlock_client *c = test_etcd_client(&cluster, -1, 3000);
+    dlock_client *other = test_etcd_client(&cluster, -1, 3000);
+    assert_non_null(c);
+    assert_non_null(other);
+    dlock_lock *holder = test_lock_new(other, "cluster-cancel", 3000, 0, 10, 200);
+    dlock_lock *w = test_lock_new(c, "cluster-cancel", 3000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
     cancel_waiter cw = {w, -99, 0};
     pthread_t t;
@@ -214,26 +202,12 @@ static void cancel_ends_a_wait_at_once_with_a_member_stalled(void **state)
 static void a_reentry_fails_over_past_a_stalled_member(void **state)
 {
     (void)state;
-    int leader = test_etcd_leader(&cluster, 10000);
-    assert_true(leader >= 0);
-    int f = (leader + 1) % cluster.n; /* a follower, first in the URL */
-    char url[400];
-    int n = snprintf(url, sizeof url, "%s", cluster.m[f].url);
-    for (int i = 0; i < cluster.n; i++)
-        if (i != f)
-            n += snprintf(url + n, sizeof url - (size_t)n, ",%s", cluster.m[i].url + 7);
-    const char *u = url;
-    dlock_client_options co;
-    dlock_client_options_init(&co, DLOCK_CLIENT_OPTIONS_VERSION);
-    co.io_timeout_ms = 500;
-    dlock_client *c;
-    assert_int_equal(dlock_client_new(&c, &u, 1, &co, NULL, 0), DLOCK_OK);
-    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
-    lo.ttl_ms = 10000;
-    lo.flags = DLOCK_REENTRANT;
-    dlock_lock *a, *b;
-    assert_int_equal(dlock_lock_new(&a, c, "cluster-reenter", &lo), DLOCK_OK);
-    assert_int_equal(dlock_lock_new(&b, c, "cluster-reenter", &lo), DLOCK_OK);
+    int f = test_etcd_follower(&cluster, 10000); /* first in the URL */
+    assert_true(f >= 0);
+    dlock_client *c = test_etcd_client(&cluster, f, 500);
+    assert_non_null(c);
+    dlock_lock *a = test_lock_new(c, "cluster-reenter", 10000, DLOCK_REENTRANT, 10, 200);
+    dlock_lock *b = test_lock_new(c, "cluster-reenter", 10000, DLOCK_REENTRANT, 10, 200);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK); /* answered by m[f] */
     test_etcd_pause(&cluster, f);
     int64_t t0 = etcd_now_ms();

@@ -23,24 +23,20 @@ static dlock_client *off, *with_id;
 static int setup(void **state)
 {
     (void)state;
-    if (test_etcd_start(&srv, 1) != 0)
+    if (test_etcd_setup(&srv, 1, NULL, &off) != 0)
         return -1;
     const char *url = srv.url;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.identity = 1;
     o.identity_text = "etcd-job 7";
-    return dlock_client_new(&off, &url, 1, NULL, NULL, 0) == DLOCK_OK &&
-                   dlock_client_new(&with_id, &url, 1, &o, NULL, 0) == DLOCK_OK
-               ? 0
-               : -1;
+    return dlock_client_new(&with_id, &url, 1, &o, NULL, 0) == DLOCK_OK ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock_client_free(off);
     dlock_client_free(with_id);
-    test_etcd_stop(&srv);
+    test_etcd_teardown(&srv, off);
     return 0;
 }
 

@@ -62,17 +62,15 @@ static dlock_client *client_with_prefix(const char *prefix)
 static int setup(void **state)
 {
     (void)state;
-    if (test_etcd_start(&srv, 1) != 0)
-        return -1;
-    cl = client_with_prefix("app:");
-    return 0;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.key_prefix = "app:";
+    return test_etcd_setup(&srv, 1, &o, &cl);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock_client_free(cl);
-    test_etcd_stop(&srv);
+    test_etcd_teardown(&srv, cl);
     return 0;
 }
 

@@ -32,17 +32,13 @@ static dlock_client *cl;
 static int setup(void **state)
 {
     (void)state;
-    if (test_etcd_start(&srv, 1) != 0)
-        return -1;
-    const char *url = srv.url;
-    return dlock_client_new(&cl, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+    return test_etcd_setup(&srv, 1, NULL, &cl);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock_client_free(cl);
-    test_etcd_stop(&srv);
+    test_etcd_teardown(&srv, cl);
     return 0;
 }
 

@@ -85,19 +85,15 @@ static void on_lost(dlock_lock *l, dlock_lost_reason why, void *arg)
 static int setup(void **state)
 {
     (void)state;
-    if (test_etcd_start(&srv, 1) != 0)
-        return -1;
-    const char *url = srv.url;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.observer = &observer;
-    return dlock_client_new(&cl, &url, 1, &o, NULL, 0) == DLOCK_OK ? 0 : -1;
+    return test_etcd_setup(&srv, 1, &o, &cl);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock_client_free(cl);
-    test_etcd_stop(&srv);
+    test_etcd_teardown(&srv, cl);
     return 0;
 }
 

@@ -44,20 +44,10 @@ enum { IO_TIMEOUT_MS = 500 };
  * answered there, and so would the next call be. */
 static dlock_client *client_follower_first(int *f)
 {
-    int leader = test_etcd_leader(&cluster, 10000);
-    assert_true(leader >= 0);
-    *f = (leader + 1) % cluster.n;
-    char url[400];
-    int n = snprintf(url, sizeof url, "%s", cluster.m[*f].url);
-    for (int i = 0; i < cluster.n; i++)
-        if (i != *f)
-            n += snprintf(url + n, sizeof url - (size_t)n, ",%s", cluster.m[i].url + 7);
-    const char *u = url;
-    dlock_client_options co;
-    dlock_client_options_init(&co, DLOCK_CLIENT_OPTIONS_VERSION);
-    co.io_timeout_ms = IO_TIMEOUT_MS;
-    dlock_client *c;
-    assert_int_equal(dlock_client_new(&c, &u, 1, &co, NULL, 0), DLOCK_OK);
+    *f = test_etcd_follower(&cluster, 10000);
+    assert_true(*f >= 0);
+    dlock_client *c = test_etcd_client(&cluster, *f, IO_TIMEOUT_MS);
+    assert_non_null(c);
     return c;
 }
 

@@ -46,20 +46,16 @@ static const dlock_observer observer = {.version = DLOCK_OBSERVER_VERSION, .wake
 static int setup(void **state)
 {
     (void)state;
-    if (test_etcd_start(&srv, 1) != 0)
-        return -1;
-    const char *url = srv.url;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.observer = &observer;
     o.io_timeout_ms = 1000;
-    return dlock_client_new(&cl, &url, 1, &o, NULL, 0) == DLOCK_OK ? 0 : -1;
+    return test_etcd_setup(&srv, 1, &o, &cl);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock_client_free(cl);
-    test_etcd_stop(&srv);
+    test_etcd_teardown(&srv, cl);
     return 0;
 }
 

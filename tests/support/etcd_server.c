@@ -258,3 +258,48 @@ void test_etcd_resume(test_etcd *c, int i)
         c->m[i].paused = 0;
     }
 }
+
+/* ---- clients of the members ------------------------------------------------ */
+
+int test_etcd_setup(test_etcd *c, int n, const dlock_client_options *o, dlock_client **cl)
+{
+    if (test_etcd_start(c, n) != 0)
+        return -1;
+    const char *url = c->url;
+    if (dlock_client_new(cl, &url, 1, o, NULL, 0) != DLOCK_OK) {
+        test_etcd_stop(c);
+        return -1;
+    }
+    return 0;
+}
+
+void test_etcd_teardown(test_etcd *c, dlock_client *cl)
+{
+    dlock_client_free(cl);
+    test_etcd_stop(c);
+}
+
+dlock_client *test_etcd_client(const test_etcd *c, int first, int io_timeout_ms)
+{
+    char url[sizeof c->url];
+    const char *u = c->url;
+    if (first >= 0) {
+        /* m[i].url is "etcd://host:port": the rest of the list is host:port */
+        int n = snprintf(url, sizeof url, "%s", c->m[first].url);
+        for (int i = 0; i < c->n; i++)
+            if (i != first)
+                n += snprintf(url + n, sizeof url - (size_t)n, ",%s", c->m[i].url + 7);
+        u = url;
+    }
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    if (io_timeout_ms > 0)
+        o.io_timeout_ms = io_timeout_ms;
+    dlock_client *cl = NULL;
+    return dlock_client_new(&cl, &u, 1, &o, NULL, 0) == DLOCK_OK ? cl : NULL;
+}
+
+int test_etcd_follower(test_etcd *c, int max_ms)
+{
+    int leader = test_etcd_leader(c, max_ms);
+    return leader < 0 ? -1 : (leader + 1) % c->n;
+}

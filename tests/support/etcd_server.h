@@ -11,6 +11,8 @@
 
 #include <sys/types.h>
 
+#include "dlock.h"
+
 #define TEST_ETCD_MAX 3
 
 typedef struct test_etcd_member {
@@ -64,5 +66,24 @@ int test_etcd_leader(test_etcd *c, int max_ms);
 
 /* Wait until a running member reports a leader (0) or max_ms passed (-1). */
 int test_etcd_wait_leader(test_etcd *c, int max_ms);
+
+/* A member that is a follower now (the one after the leader), or -1 if
+ * no leader answers within max_ms. */
+int test_etcd_follower(test_etcd *c, int max_ms);
+
+/* ---- clients of the members (from the main thread, or a forked child:
+ * nothing here asserts) ----------------------------------------------------- */
+
+/* A test file's group setup: start n members into c and make *cl a
+ * client of them all with options o (NULL: the defaults). 0, or -1 with
+ * nothing left running. */
+int test_etcd_setup(test_etcd *c, int n, const dlock_client_options *o, dlock_client **cl);
+/* Its teardown: free cl, stop c. */
+void test_etcd_teardown(test_etcd *c, dlock_client *cl);
+
+/* A client of every member of c, member `first` asked first (-1: in
+ * c->url's order), io_timeout_ms (0: the default) and the other options
+ * at their defaults; NULL if it cannot be made. */
+dlock_client *test_etcd_client(const test_etcd *c, int first, int io_timeout_ms);
 
 #endif
