@@ -1377,9 +1377,9 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  by the handle's token is queued behind the leave, so a lock handed to
  *  the waiter meanwhile is passed on as soon as the node answers (the
  *  handle's next acquire or free repeats both).
- *  On etcd every exchange of the acquire watches the cancel, and the lease
- *  revoke that undoes the attempt then takes at most 0.1 s, shared by the
- *  members; a revoke that does not make it leaves the waiter's lease to
+ *  On etcd every exchange of the acquire watches the cancel (the leave
+ *  after the wait's deadline too), and the lease revoke that undoes the
+ *  attempt then takes at most 0.1 s, shared by the members; a revoke that does not make it leaves the waiter's lease to
  *  end with its TTL (its key never holds the lock for anyone). A cancel
  *  with no acquire in progress makes the next waiting acquire return at
  *  once; a cancel that came during a waiting acquire is used up by it,

@@ -411,6 +411,42 @@ static void a_look_on_a_stopped_member_ends_at_the_deadline(void **state)
     dlock_lock_free(holder);
 }
 
+/* A cancel during the leave that the deadline started ends it as a cancel
+ * during the wait does: the revoke then gets 100 ms (DLOCK__CANCEL_LEAVE_MS),
+ * not the rest of its I/O timeout (1 s here) on the stopped member. The
+ * acquire's code stands (the deadline came first) and the cancel is used
+ * up by it. */
+static void a_cancel_cuts_the_leave_at_the_deadline(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-deadline-cancel", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(cl, "wait-deadline-cancel", 2000, 0, 10, 50),
+                .wait_ms = 1500};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(800);
+    test_etcd_pause(&srv, 0);
+    /* The look hangs until the deadline (1.5 s), then the leave's revoke
+     * would until 2.5 s. */
+    test_sleep_ms((int)(1700 - (dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
+    int64_t cancel_ns = dlock__now_ns();
+    dlock_lock_cancel(w.l);
+    pthread_join(t, NULL);
+    test_etcd_resume(&srv, 0);
+    print_message("gave up after %lld ms, %lld ms after the cancel\n",
+                  (long long)((w.end_ns - t0) / DLOCK__NS_PER_MS),
+                  (long long)((w.end_ns - cancel_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+    assert_true(w.end_ns - cancel_ns < 300 * DLOCK__NS_PER_MS);
+    /* used up: the next wait is not cancelled by it */
+    assert_int_equal(dlock_lock_acquire(w.l, 200), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +458,7 @@ int main(void)
         cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
+        cmocka_unit_test(a_cancel_cuts_the_leave_at_the_deadline),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
