@@ -121,6 +121,81 @@ static void a_deadline_leave_left_unanswered_lets_the_handed_lock_go(void **stat
     dlock_client_free(hc);
 }
 
+/* ---- a cancel during the deadline's leave ------------------------------ */
+
+typedef struct waiting {
+    dlock_lock *l;
+    int64_t wait_ms;
+    int rc;
+    int64_t end_ms;
+} waiting;
+
+static void *wait_then_note(void *arg)
+{
+    waiting *w = arg;
+    w->rc = dlock_lock_acquire(w->l, w->wait_ms);
+    w->end_ms = test_now_ms();
+    return NULL;
+}
+
+/* A waiter in line on a node that stops: at the deadline it leaves the
+ * line, a request with a whole I/O timeout (1 s here), and the cleanup of
+ * that leave's unknown outcome another. A cancel during them ends them
+ * at once, as one during the wait does; the leave and the release by our
+ * token go out behind, and the handle's next acquire cleans up
+ * (fair_cleanup_pending). The acquire keeps its code: the deadline came
+ * first. */
+static void a_cancel_cuts_the_leave_at_the_deadline(int cancel_at_ms)
+{
+    const char *name = "ff:leave-cancel";
+    unsigned flags = DLOCK_FAIR;
+    assert_int_equal(test_flushall(&node), 0);
+    dlock_client *hc = test_client_for(&node, NULL);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = o.io_timeout_ms = 1000;
+    dlock_client *wc = test_client_for(&node, &o);
+    dlock_lock *holder = test_lock_new(hc, name, 60000, flags, 10, 200);
+    waiting w = {test_lock_new(wc, name, 60000, flags, 10, 2000), 600, -1, 0};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    int64_t t0 = test_now_ms();
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_then_note, &w), 0);
+    sleep_ms(300); /* in line (fair) or listed (plain), sleeping */
+    test_redis_pause(&node);
+    /* The deadline (600 ms) starts the leave, which would last to 1.6 s,
+     * and its cleanup to 2.6 s. */
+    sleep_ms((int)(cancel_at_ms - (test_now_ms() - t0)));
+    int64_t cancel_ms = test_now_ms();
+    dlock_lock_cancel(w.l);
+    pthread_join(t, NULL);
+    test_redis_resume(&node);
+    print_message("cancel at %d ms: %s after %lld ms, %lld ms after the cancel\n", cancel_at_ms,
+                  dlock_errname(w.rc), (long long)(w.end_ms - t0),
+                  (long long)(w.end_ms - cancel_ms));
+    assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+    assert_true(w.end_ms - cancel_ms < 300);
+    /* The cancel is used up; the waiter takes the lock once it is free. */
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w.l, 2000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+    dlock_client_free(wc);
+    dlock_client_free(hc);
+}
+
+static void a_cancel_cuts_a_fair_leave_at_the_deadline(void **state)
+{
+    (void)state;
+    a_cancel_cuts_the_leave_at_the_deadline(800);
+}
+
+static void a_cancel_cuts_the_cleanup_after_a_fair_leave_at_the_deadline(void **state)
+{
+    (void)state;
+    a_cancel_cuts_the_leave_at_the_deadline(1900);
+}
+
 /* ---- contention: deadline leaves while the node stalls ----------------- */
 
 #define C_THREADS 5
@@ -274,6 +349,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_deadline_leave_left_unanswered_lets_the_handed_lock_go),
         cmocka_unit_test(contended_deadline_leaves_through_node_stops),
+        cmocka_unit_test(a_cancel_cuts_a_fair_leave_at_the_deadline),
+        cmocka_unit_test(a_cancel_cuts_the_cleanup_after_a_fair_leave_at_the_deadline),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
