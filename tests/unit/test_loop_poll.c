@@ -415,6 +415,19 @@ static int woken(void *arg)
     return ((waker *)arg)->go;
 }
 
+/* Another thread's wake, 50 ms from now, ends lp's run (no fd, no timer:
+ * only the wake can end it before 20 s). */
+static void woken_from_another_thread(dlock__loop_poll *lp)
+{
+    waker w = {&lp->loop, 0};
+    pthread_t th;
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(pthread_create(&th, NULL, wake_later, &w), 0);
+    assert_int_equal(dlock__loop_poll_run(lp, woken, &w, t0 + 20000 * MS), 1);
+    assert_true(dlock__now_ns() - t0 < 10000 * MS);
+    pthread_join(th, NULL);
+}
+
 static void wake_from_another_thread_ends_the_wait(void **state)
 {
     (void)state;
@@ -423,14 +436,7 @@ static void wake_from_another_thread_ends_the_wait(void **state)
     dlock__wake(&lp.loop); /* no eventfd yet: nothing happens */
     assert_int_equal(lp.wake_fd, -1);
     assert_int_equal(dlock__loop_poll_wakeable(&lp), DLOCK_OK);
-    waker w = {&lp.loop, 0};
-    pthread_t th;
-    int64_t t0 = dlock__now_ns();
-    assert_int_equal(pthread_create(&th, NULL, wake_later, &w), 0);
-    /* No fd and no timer: only the wake can end this before 20 s. */
-    assert_int_equal(dlock__loop_poll_run(&lp, woken, &w, t0 + 20000 * MS), 1);
-    assert_true(dlock__now_ns() - t0 < 10000 * MS);
-    pthread_join(th, NULL);
+    woken_from_another_thread(&lp);
     dlock__loop_poll_close(&lp);
     assert_int_equal(lp.wake_fd, -1);
 }
@@ -453,13 +459,7 @@ static void a_lent_wake_fd_serves_loop_after_loop(void **state)
         dlock__loop_poll lp;
         dlock__loop_poll_init(&lp);
         dlock__loop_poll_lend_wake(&lp, fd);
-        waker w = {&lp.loop, 0};
-        pthread_t th;
-        int64_t t0 = dlock__now_ns();
-        assert_int_equal(pthread_create(&th, NULL, wake_later, &w), 0);
-        assert_int_equal(dlock__loop_poll_run(&lp, woken, &w, t0 + 20000 * MS), 1);
-        assert_true(dlock__now_ns() - t0 < 10000 * MS);
-        pthread_join(th, NULL);
+        woken_from_another_thread(&lp);
         dlock__loop_poll_close(&lp);
         assert_int_equal(lp.wake_fd, -1);
         assert_true(fcntl(fd, F_GETFD) >= 0); /* still open */
