@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -398,21 +399,21 @@ static void a_hang_up_is_reported_to_a_reader(void **state)
 
 typedef struct waker {
     dlock__loop *loop;
-    volatile int go;
+    atomic_int go; /* read by the loop's thread */
 } waker;
 
 static void *wake_later(void *arg)
 {
     waker *w = arg;
     usleep(50 * 1000);
-    w->go = 1;
+    atomic_store(&w->go, 1);
     dlock__wake(w->loop);
     return NULL;
 }
 
 static int woken(void *arg)
 {
-    return ((waker *)arg)->go;
+    return atomic_load(&((waker *)arg)->go);
 }
 
 /* Another thread's wake, 50 ms from now, ends lp's run (no fd, no timer:
