@@ -1376,13 +1376,15 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  waits 100 ms at most; if the node has not answered by then, the release
  *  by the handle's token is queued behind the leave, so a lock handed to
  *  the waiter meanwhile is passed on as soon as the node answers (the
- *  handle's next acquire or free repeats both).
- *  On etcd every exchange of the acquire watches the cancel, and the lease
- *  revoke that undoes the attempt then takes at most 0.1 s, shared by the
- *  members; a revoke that does not make it leaves the waiter's lease to
- *  end with its TTL (its key never holds the lock for anyone). A cancel
- *  with no acquire in progress makes the next waiting acquire return at
- *  once; a cancel that came during a waiting acquire is used up by it,
+ *  handle's next acquire or free repeats both); a cancel during the leave
+ *  that the wait's deadline started (or during its cleanup) ends it at
+ *  once, both then queued behind it the same way.
+ *  On etcd every exchange of the acquire watches the cancel (the leave
+ *  after the wait's deadline too), and the lease revoke that undoes the
+ *  attempt then takes at most 0.1 s, shared by the members; a revoke that
+ *  does not make it leaves the waiter's lease to end with its TTL (its key
+ *  never holds the lock for anyone). A cancel with no acquire in progress
+ *  makes the next waiting acquire return at once; a cancel that came during a waiting acquire is used up by it,
  *  also when the acquire ended otherwise (a try answered meanwhile, a
  *  leave after the deadline). Thread-safe;
  *  async-signal-safe it is not. */

@@ -58,9 +58,15 @@ static void acquired(dlock__acq *a)
     DLOCK__OWNER(a, blocking_acquire, acq)->call.done = 1;
 }
 
+/* The handle's eventfd, kept for all its waits, not one per wait. */
 static int call_wakeable(void *arg)
 {
-    return dlock__call_wakeable(arg);
+    dlock__call *c = arg;
+    int fd = dlock__lock_wake_fd(DLOCK__OWNER(c, blocking_acquire, call)->acq.l);
+    if (fd < 0)
+        return DLOCK_EIO;
+    dlock__loop_poll_lend_wake(&c->lp, fd);
+    return DLOCK_OK;
 }
 
 static void acq_poked(void *arg)

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "client.h"
@@ -90,6 +91,7 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if (!l)
         return DLOCK_ENOMEM;
     l->client = client;
+    l->wake_fd = -1; /* before anything may destroy it */
     atomic_fetch_add(&client->live_handles, 1); /* dlock__lock_destroy() takes it back */
     l->opts = *opts;
     l->kind = kind;
@@ -136,6 +138,8 @@ void dlock__lock_destroy(dlock_lock *l)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));
     }
     l->backend->lock_clear(l, dlock__client_forked(l->client));
+    if (l->wake_fd >= 0)
+        close(l->wake_fd);
     dlock__free(l->name);
     if (l->token != l->token_inline)
         dlock__free(l->token);

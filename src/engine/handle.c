@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -70,17 +71,21 @@ int64_t dlock__lock_renew_lease_end(void *owner)
 int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms)
 {
     int pfd[2];
-    if (wait_ms == 0 || pipe(pfd) != 0)
+    /* One system call, not five (pipe, then two fcntl per end). */
+    if (wait_ms == 0 || pipe2(pfd, O_CLOEXEC | O_NONBLOCK) != 0)
         return -1;
-    for (int i = 0; i < 2; i++) {
-        (void)fcntl(pfd[i], F_SETFD, FD_CLOEXEC);
-        (void)fcntl(pfd[i], F_SETFL, O_NONBLOCK);
-    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     l->cancel_fd[0] = pfd[0];
     l->cancel_fd[1] = pfd[1];
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     return pfd[0];
+}
+
+int dlock__lock_wake_fd(dlock_lock *l)
+{
+    if (l->wake_fd < 0)
+        l->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return l->wake_fd;
 }
 
 void dlock__lock_close_cancel(dlock_lock *l, int64_t wait_ms)

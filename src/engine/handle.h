@@ -93,6 +93,10 @@ struct dlock_lock {
      * I/O timeout. Made and closed by the acquiring thread; the write end
      * is used under mu. */
     int cancel_fd[2];
+    /* The eventfd that wakes a waiting acquire's loop (dlock__lock_wake_fd):
+     * made on the first wait that needs one, kept for the next, closed
+     * when the handle is freed (in a fork child too: its copy). -1: none. */
+    int wake_fd;
     int64_t valid_until_ns; /* INT64_MIN: unknown (adopted) */
     /* The lease end of the hold the running acquire took (dlock__lock_granted). */
     int64_t granted_until_ns;
@@ -228,6 +232,10 @@ int64_t dlock__lock_renew_lease_end(void *owner);
  * during it but did not end it (a try that was answered, a leave after
  * the deadline): the cancel was for that acquire, not the next. */
 int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms);
+/* The handle's wake-up eventfd for its waits' loops (made on first use,
+ * non-blocking, close-on-exec), or -1 when out of descriptors. Used by
+ * the acquiring thread only; other threads write it through the loop. */
+int dlock__lock_wake_fd(dlock_lock *l);
 void dlock__lock_close_cancel(dlock_lock *l, int64_t wait_ms);
 /* Point the token back at the inline buffer (dropping a long adopted one). */
 void dlock__lock_inline_token(dlock_lock *l);

@@ -144,6 +144,14 @@ int dlock__loop_poll_wakeable(dlock__loop_poll *lp)
     return lp->wake_fd >= 0 ? DLOCK_OK : DLOCK_EIO;
 }
 
+void dlock__loop_poll_lend_wake(dlock__loop_poll *lp, int fd)
+{
+    if (lp->wake_fd >= 0 && !lp->wake_lent)
+        close(lp->wake_fd);
+    lp->wake_fd = fd;
+    lp->wake_lent = 1;
+}
+
 static void unlink_all(dlock__loop_link *head)
 {
     while (!list_empty(head))
@@ -157,9 +165,10 @@ void dlock__loop_poll_close(dlock__loop_poll *lp)
     unlink_all(&lp->deferred);
     lp->n_ios = 0;
     lp->n_turn = 0;
-    if (lp->wake_fd >= 0)
+    if (lp->wake_fd >= 0 && !lp->wake_lent)
         close(lp->wake_fd);
     lp->wake_fd = -1;
+    lp->wake_lent = 0;
 }
 
 /* ---- turning ------------------------------------------------------------------ */

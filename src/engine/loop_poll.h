@@ -25,7 +25,8 @@ typedef struct dlock__loop_poll {
     dlock__loop loop; /* the hooks, with data = this */
     dlock__loop_link ios, timers, deferred; /* list heads; timers sorted by due_ns */
     unsigned n_ios;
-    int wake_fd; /* -1 until dlock__loop_poll_wakeable() */
+    int wake_fd;   /* -1 until dlock__loop_poll_wakeable() (or a lent one) */
+    int wake_lent; /* wake_fd is the lender's: close leaves it open */
     /* The turn in progress: io_clear() forgets a record here, so that a
      * callback may clear (and free) a record whose events are pending. */
     dlock__io *turn[DLOCK__LOOP_POLL_FDS];
@@ -38,8 +39,13 @@ void dlock__loop_poll_init(dlock__loop_poll *lp);
  * wake(): without it, wake() does nothing (nothing can wait on a thread
  * of a loop that has none). DLOCK_OK or DLOCK_EIO. */
 int dlock__loop_poll_wakeable(dlock__loop_poll *lp);
+/* The same with an eventfd the caller keeps (a handle's, made once for
+ * all its waits, which saves its making and closing per wait): close
+ * leaves it open. A count left in it by a wake() after the last loop it
+ * was lent to ended costs the next one a turn at most. */
+void dlock__loop_poll_lend_wake(dlock__loop_poll *lp, int fd);
 /* Forget every record still set (their links are zeroed, no callback
- * runs) and close the eventfd. */
+ * runs) and close the eventfd (unless lent). */
 void dlock__loop_poll_close(dlock__loop_poll *lp);
 
 /* Turn the loop until done(arg) returns non-zero (1) or deadline_ns

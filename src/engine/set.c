@@ -359,6 +359,7 @@ static dlock_lock *set_handle(dlock_client *client, char *joined, const dlock_lo
     if (!set)
         return NULL;
     set->client = client;
+    set->wake_fd = -1; /* dlock__lock_destroy() closes it */
     set->backend = client->backend; /* its lock_clear() frees nothing: no store part */
     atomic_fetch_add(&client->live_handles, 1); /* dlock__lock_destroy() takes it back */
     set->opts = first->opts;

@@ -42,6 +42,11 @@ static void cancel_unwatch(dlock__etcd_wait *w)
     w->cancel_on = 0;
 }
 
+void dlock__etcd_step_cancel_unwatch(dlock__etcd_wait *w)
+{
+    cancel_unwatch(w);
+}
+
 static void cancel_raised(dlock__fd_flag *f)
 {
     dlock__etcd_wait *w = DLOCK__OWNER(f, dlock__etcd_wait, cancel);

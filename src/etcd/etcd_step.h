@@ -25,6 +25,7 @@ struct dlock__etcd_wait {
     dlock_lock *l;
     dlock__op *op; /* the request being answered (begin, try, leave) */
     int trying;    /* op is a try (a look), not a begin */
+    int leave_brief; /* the leave's revoke has DLOCK__CANCEL_LEAVE_MS (a cancel's) */
     int in_start;  /* inside the backend's start: an answer waits for the loop */
     /* The step in flight: a POST, whose reply goes to next, or a
      * re-entry's renewal. */
@@ -70,6 +71,9 @@ void dlock__etcd_step_answer(dlock__etcd_wait *w, int code, unsigned flags, int6
  * flight watches the cancel pipe; a refused one leaves nothing behind. */
 int dlock__etcd_step_started(dlock__etcd_wait *w, int rc);
 void dlock__etcd_step_cancel_watch(dlock__etcd_wait *w);
+/* Stop watching the cancel pipe (a step's answer does; the leave, which
+ * keeps the engine's code, too). */
+void dlock__etcd_step_cancel_unwatch(dlock__etcd_wait *w);
 /* Stop the watch on the key before ours, if any. */
 void dlock__etcd_step_unwatch(dlock__etcd_wait *w);
 /* The cancel that ended a step is used up; the message says so. */

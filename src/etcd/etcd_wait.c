@@ -292,7 +292,17 @@ int dlock__etcd_wait_handed(dlock_lock *l)
 
 static void left(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
-    (void)rc, (void)code, (void)rep;
+    (void)code, (void)rep;
+    if (rc == DLOCK_ECANCELED && !w->leave_brief) {
+        /* A cancel during the deadline's leave ends it as one during the
+         * wait does: the revoke again, within DLOCK__CANCEL_LEAVE_MS (one
+         * that does not make it leaves the lease to its TTL). The
+         * acquire, which the deadline ended, uses the cancel up. */
+        w->leave_brief = 1;
+        if (dlock__etcd_step_revoke(w, DLOCK__CANCEL_LEAVE_MS, left) == DLOCK_OK)
+            return;
+    }
+    dlock__etcd_step_cancel_unwatch(w);
     dlock__etcd_step_place_free(w);
     dlock__op_complete(w->op); /* the engine's code stands */
 }
@@ -307,9 +317,12 @@ int dlock__etcd_wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
     dlock__etcd_step_unwatch(w);
     if (!w->s)
         return DLOCK_ENOTACQUIRED; /* not in line: nothing to send */
+    w->leave_brief = timeout_ms <= DLOCK__CANCEL_LEAVE_MS;
     int rc = dlock__etcd_step_revoke(w, timeout_ms, left);
     if (rc != DLOCK_OK)
         dlock__etcd_step_place_free(w);
+    else if (!w->leave_brief)
+        dlock__etcd_step_cancel_watch(w); /* a cancel cuts the deadline's leave short */
     return rc;
 }
 

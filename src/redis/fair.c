@@ -484,9 +484,10 @@ int dlock__fair_handed(dlock_lock *l)
 
 /* The leave answered. A wait whose leave went unanswered may still have
  * been handed the lock: the release by our token went out behind it. A
- * cancelled one leaves the cleanup (by token: harmless) to the handle's
- * next acquire or free; a deadline's leave of unknown outcome, or after a
- * look of unknown outcome, cleans up now. */
+ * cancelled one, or one a cancel cut, leaves the cleanup (by token:
+ * harmless) to the handle's next acquire or free; a deadline's leave of
+ * unknown outcome, or after a look of unknown outcome, cleans up now,
+ * unless a cancel cuts that too. */
 static void left(fair_req *q)
 {
     dlock_lock *l = q->l;
@@ -503,11 +504,14 @@ static void left(fair_req *q)
     }
     dlock__err_set(&l->err, canceled ? "cancelled while waiting in line for \"%s\""
                                      : "\"%s\": gave up waiting in line", l->name);
-    if (canceled && leave_unknown) {
+    if ((canceled && leave_unknown) || q->rc == DLOCK_ECANCELED) {
+        /* A cancel's leave that went unanswered, or a deadline's leave
+         * that a cancel cut (the leave and the release went out behind
+         * it): the handle's next acquire or free cleans up. */
         l->fair_cleanup_pending = 1;
         answer(q);
     } else if (given_up == DLOCK_EUNKNOWN || leave_unknown) {
-        cleanup_start(q, -1, answer);
+        cleanup_start(q, l->cancel_fd[0], answer); /* a cancel cuts it: then still pending */
     } else {
         answer(q);
     }
@@ -526,8 +530,12 @@ int dlock__fair_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
      * (for the whole TTL), so the release by our token is queued behind
      * it and the node hands the lock on right after. */
     q->starting = 1;
-    fair_call(q, DLOCK__STEP_LEAVE, NULL, DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms),
-              -1, 1, left);
+    int64_t leave_ms = DLOCK__MIN(timeout_ms, l->client->opts.io_timeout_ms);
+    /* A deadline's leave gets an I/O timeout; a cancel during it ends it
+     * at once, as one during the wait does (then the leave and the
+     * release go out behind it, in called()). */
+    fair_call(q, DLOCK__STEP_LEAVE, NULL, leave_ms,
+              leave_ms > DLOCK__CANCEL_LEAVE_MS ? l->cancel_fd[0] : -1, 1, left);
     q->starting = 0;
     return DLOCK_OK;
 }

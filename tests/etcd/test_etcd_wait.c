@@ -381,27 +381,70 @@ static void a_wait_rides_out_a_stopped_member(void **state)
 
 /* ---- the wait's deadline with a member stopped mid-look ----------------------- */
 
+/* A 1.5 s wait in line behind a holder whose member stops 800 ms in (a
+ * 2 s lease: a look, its keep-alive, every 667 ms, which then hangs); with
+ * cancel_at_ms, the wait is cancelled that long after its start
+ * (*cancel_ns: when). Returns when the wait began; the member runs again. */
+static int64_t wait_through_a_stop(const char *name, waiter *w, dlock_lock **holder,
+                                   int cancel_at_ms, int64_t *cancel_ns)
+{
+    *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    *w = (waiter){.l = test_lock_new(cl, name, 2000, 0, 10, 50), .wait_ms = 1500};
+    assert_int_equal(dlock_lock_acquire(*holder, 0), DLOCK_OK);
+    pthread_t t;
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, w), 0);
+    test_sleep_ms(800);
+    test_etcd_pause(&srv, 0);
+    if (cancel_at_ms > 0) {
+        test_sleep_ms((int)(cancel_at_ms - (dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
+        *cancel_ns = dlock__now_ns();
+        dlock_lock_cancel(w->l);
+    }
+    pthread_join(t, NULL);
+    test_etcd_resume(&srv, 0);
+    return t0;
+}
+
 /* A look that hangs on a stopped member ends at the wait's deadline, as
  * the blocking wait's did: the wait gives up one leave (an I/O timeout,
  * 1 s here) past its 1.5 s, not a look's I/O timeout more. */
 static void a_look_on_a_stopped_member_ends_at_the_deadline(void **state)
 {
     (void)state;
-    dlock_lock *holder = test_lock_new(cl, "wait-deadline", 30000, 0, 10, 50);
-    /* a 2 s lease: a look (its keep-alive) every 667 ms */
-    waiter w = {.l = test_lock_new(cl, "wait-deadline", 2000, 0, 10, 50), .wait_ms = 1500};
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    pthread_t t;
-    int64_t t0 = dlock__now_ns();
-    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
-    test_sleep_ms(800);
-    test_etcd_pause(&srv, 0);
-    pthread_join(t, NULL);
-    test_etcd_resume(&srv, 0);
+    waiter w;
+    dlock_lock *holder;
+    int64_t t0 = wait_through_a_stop("wait-deadline", &w, &holder, 0, NULL);
     print_message("gave up after %lld ms\n", (long long)((w.end_ns - t0) / DLOCK__NS_PER_MS));
     assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
     assert_non_null(strstr(dlock_lock_errmsg(w.l), "gave up after 1500 ms"));
     assert_true(w.end_ns - t0 < 2800 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
+/* A cancel during the leave that the deadline started ends it as a cancel
+ * during the wait does: the revoke then gets 100 ms (DLOCK__CANCEL_LEAVE_MS),
+ * not the rest of its I/O timeout (1 s here) on the stopped member. The
+ * acquire's code stands (the deadline came first) and the cancel is used
+ * up by it. */
+static void a_cancel_cuts_the_leave_at_the_deadline(void **state)
+{
+    (void)state;
+    waiter w;
+    dlock_lock *holder;
+    int64_t cancel_ns = 0;
+    /* The look hangs until the deadline (1.5 s), then the leave's revoke
+     * would until 2.5 s. */
+    int64_t t0 = wait_through_a_stop("wait-deadline-cancel", &w, &holder, 1700, &cancel_ns);
+    print_message("gave up after %lld ms, %lld ms after the cancel\n",
+                  (long long)((w.end_ns - t0) / DLOCK__NS_PER_MS),
+                  (long long)((w.end_ns - cancel_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+    assert_true(w.end_ns - cancel_ns < 300 * DLOCK__NS_PER_MS);
+    /* used up: the next wait is not cancelled by it */
+    assert_int_equal(dlock_lock_acquire(w.l, 200), DLOCK_ETIMEDOUT);
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     dlock_lock_free(w.l);
     dlock_lock_free(holder);
@@ -418,6 +461,7 @@ int main(void)
         cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
+        cmocka_unit_test(a_cancel_cuts_the_leave_at_the_deadline),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
