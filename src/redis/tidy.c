@@ -303,43 +303,49 @@ static void cleanup_undo(tidy *q)
 
 /* ---- the requests ---------------------------------------------------------- */
 
-static tidy *tidy_new(dlock_lock *l, dlock__op *op)
+/* Each request's first step: settle and cleanup start with the release
+ * owed under an adopt's old token. */
+static void settle_first(tidy *q)
+{
+    resend_owed(q, settle_own);
+}
+
+static void lost_first(tidy *q)
+{
+    release_lost(q, answer);
+}
+
+static void cleanup_first(tidy *q)
+{
+    resend_owed(q, cleanup_undo);
+}
+
+static int tidy_start(dlock_lock *l, dlock__op *op, void (*first)(tidy *q))
 {
     tidy *q = dlock__malloc(sizeof *q);
     if (!q) {
         dlock__err_set(&l->err, "out of memory");
-        return NULL;
+        return DLOCK_ENOMEM;
     }
     memset(q, 0, offsetof(tidy, fan)); /* the fan's run sets itself up */
     q->l = l;
     q->op = op;
     q->starting = 1;
-    return q;
+    first(q);
+    return DLOCK_OK;
 }
 
 int dlock__tidy_settle_start(dlock_lock *l, dlock__op *op)
 {
-    tidy *q = tidy_new(l, op);
-    if (!q)
-        return DLOCK_ENOMEM;
-    resend_owed(q, settle_own);
-    return DLOCK_OK;
+    return tidy_start(l, op, settle_first);
 }
 
 int dlock__tidy_release_lost_start(dlock_lock *l, dlock__op *op)
 {
-    tidy *q = tidy_new(l, op);
-    if (!q)
-        return DLOCK_ENOMEM;
-    release_lost(q, answer);
-    return DLOCK_OK;
+    return tidy_start(l, op, lost_first);
 }
 
 int dlock__tidy_cleanup_start(dlock_lock *l, dlock__op *op)
 {
-    tidy *q = tidy_new(l, op);
-    if (!q)
-        return DLOCK_ENOMEM;
-    resend_owed(q, cleanup_undo);
-    return DLOCK_OK;
+    return tidy_start(l, op, cleanup_first);
 }
