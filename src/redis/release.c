@@ -89,7 +89,6 @@ void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t
 typedef struct hold_req {
     dlock_lock *l;
     dlock__loop *loop;
-    void (*done)(struct hold_req *q); /* once, from the loop; rc set */
     dlock__op *op;                    /* the engine's request it answers */
     int rc;
     int64_t ttl_ms, deadline_ns, t0_ns, until_ns; /* an extend's */
@@ -111,6 +110,17 @@ void dlock__release_send(dlock_lock *l, dlock__release_run *r, dlock__tally *t, 
 {
     dlock__fan_init(fan, l->client, &r->req, 1, &r->fo, dlock__owner_cb, t);
     dlock__fan_start(fan, loop, then);
+}
+
+/* The request is over, q->rc set: its op is answered, from the loop. */
+static void answered(hold_req *q)
+{
+    dlock__op *op = q->op;
+    op->v.code = q->rc;
+    op->v.until_ns = q->until_ns;
+    op->v.renew_ttl_ms = q->ttl_ms;
+    dlock__free(q);
+    dlock__op_complete(op);
 }
 
 /* Send q->run (replies counted in q->t); then(f) when its run is over. */
@@ -137,7 +147,7 @@ static void released(dlock__fan *f)
             memset(l->rel_nodes, 1, sizeof l->rel_nodes);
         }
     }
-    q->done(q);
+    answered(q);
 }
 
 /* To every node: a counted kind's release carries the older ones a node
@@ -157,7 +167,7 @@ static void extended(dlock__fan *f)
     q->rc = dlock__tally_owner_code(&q->t);
     int64_t drift_ns = dlock__drift_ns(q->l->client, q->ttl_ms);
     q->until_ns = q->t0_ns + q->ttl_ms * DLOCK__NS_PER_MS - drift_ns;
-    q->done(q);
+    answered(q);
 }
 
 static void extend_begin(hold_req *q)
@@ -177,16 +187,6 @@ static void extend_begin(hold_req *q)
 
 /* ---- the engine's requests (backend.h) ---------------------------------------- */
 
-static void op_answered(hold_req *q)
-{
-    dlock__op *op = q->op;
-    op->v.code = q->rc;
-    op->v.until_ns = q->until_ns;
-    op->v.renew_ttl_ms = q->ttl_ms;
-    dlock__free(q);
-    dlock__op_complete(op);
-}
-
 static hold_req *op_req(dlock_lock *l, dlock__op *op)
 {
     hold_req *q = dlock__malloc(sizeof *q);
@@ -196,7 +196,6 @@ static hold_req *op_req(dlock_lock *l, dlock__op *op)
     }
     hold_init(q, l);
     q->loop = op->loop;
-    q->done = op_answered;
     q->op = op;
     return q;
 }
