@@ -166,20 +166,31 @@ typedef struct dlock__backend {
      * backend's record of a hold by it (DLOCK_OK or DLOCK_ENOMEM). */
     int (*adopt_check)(dlock_lock *l, const char *token, size_t len);
     int (*adopt)(dlock_lock *l, const char *token, size_t len);
-    /* Before the token changes outside an acquire (adopt): settle what an
-     * earlier operation left with an unknown outcome, best effort. */
-    void (*settle)(dlock_lock *l);
-    /* The handle was found lost, and its holder lets go (release, or the
-     * handle's next acquire): take its token out of the store should it
-     * still be there, best effort, without waiting long. */
-    void (*release_lost)(dlock_lock *l);
+    /* What a handle leaves in the store, each best effort and a request
+     * as release_start (op.h): DLOCK_OK and op->done() later, exactly
+     * once, from op->loop, op->v.code not read by the engine (what is
+     * still owed stays noted on the handle for the next acquire or the
+     * free); or an error (DLOCK_ENOMEM), nothing sent, and done() never
+     * comes. The engine runs them on its call's loop (call.c); on a loop
+     * shared with other work a stalled node holds up none of it. Nothing
+     * to send still answers from the loop's next turn. Redis: chains of fan-outs on op->loop (tidy.c);
+     * etcd: nothing owed, and the free's cleanup is its release_start.
+     * settle_start: before the token changes outside an acquire (adopt),
+     * settle what an earlier operation left with an unknown outcome. */
+    int (*settle_start)(dlock_lock *l, dlock__op *op);
+    /* release_lost_start: the handle was found lost, and its holder lets
+     * go (release, or the handle's next acquire): take its token out of
+     * the store should it still be there, without waiting long (Redis: 50
+     * ms a node at most). */
+    int (*release_lost_start)(dlock_lock *l, dlock__op *op);
     /* The handle lets go of its hold without a word to the store (lost,
      * ended, forgotten): drop the backend's record of it. */
     void (*drop)(dlock_lock *l);
-    /* dlock_lock_free(): best-effort cleanup of everything the handle
+    /* cleanup_start: dlock_lock_free(), cleanup of everything the handle
      * left in the store (pending undos and releases, bookkeeping, holds).
-     * The renewal is stopped already. */
-    void (*cleanup)(dlock_lock *l);
+     * The renewal is stopped already; the backend's record of a hold is
+     * dropped by the time it answers. */
+    int (*cleanup_start)(dlock_lock *l, dlock__op *op);
 } dlock__backend;
 
 /* The backend that serves these URLs (backends.c: the only list). */

@@ -142,3 +142,10 @@ int dlock__call_extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64
     *renew_ttl_ms = b.op.v.renew_ttl_ms;
     return rc;
 }
+
+void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))
+{
+    blocking_op b;
+    op_begin(&b, l);
+    (void)op_end(&b, start(l, &b.op)); /* best effort: the answer is not read */
+}

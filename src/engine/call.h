@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "loop_poll.h"
+#include "op.h"
 
 typedef struct dlock__call {
     dlock__loop_poll lp;  /* lp.loop: the loop the call's requests run on */
@@ -46,5 +47,10 @@ int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
 int dlock__call_release(dlock_lock *l, int last);
 int dlock__call_extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
                        int64_t *renew_ttl_ms);
+
+/* What the handle leaves in the store, best effort (backend.h:
+ * settle_start, release_lost_start or cleanup_start as start): the
+ * request on a private loop as the release's, its answer not read. */
+void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op));
 
 #endif

@@ -108,7 +108,7 @@ static void granted(dlock_lock *l, int64_t until_ns)
  * node and keep it there for a whole TTL: the next owner would wait). */
 static void let_go_of_lost(dlock_lock *l)
 {
-    l->backend->release_lost(l);
+    dlock__call_tidy(l, l->backend->release_lost_start);
     drop_holds(l, DLOCK_HOLD_LOST, 0); /* not HELD: told at the loss */
 }
 
@@ -289,7 +289,7 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
 
 int dlock__engine_adopt(dlock_lock *l, const char *token)
 {
-    l->backend->settle(l);
+    dlock__call_tidy(l, l->backend->settle_start);
     size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
     if (n == 0 || n > DLOCK_TOKEN_MAX || !l->kind->adopt ||
         dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
@@ -384,7 +384,7 @@ void dlock__engine_let_go(dlock_lock *l)
      * lost (and told so). A held handle's cleanup releases it: its hold
      * ends here, as a release (the answer is not read). */
     int held = dlock__lock_get_state(l) == DLOCK_STATE_HELD;
-    l->backend->cleanup(l);
+    dlock__call_tidy(l, l->backend->cleanup_start);
     if (held)
         dlock__obs_hold_end(l, DLOCK_HOLD_RELEASED, 0);
 }

@@ -2,10 +2,11 @@
 /* A request to a backend (docs/dev/engine-plan.md §4.2): started by the
  * engine, answered by the backend with a verdict, completed exactly once
  * through done(), from the loop the request runs on, never inside the call
- * that started it. So far the try of the engine's wait (acquire.c), and a
- * release and an extend (call.c) are requests; the plan's other kinds
- * (look, leave, undo) and the verdict's fence and count come with the
- * stages that need them. */
+ * that started it. So far the try of the engine's wait (acquire.c), a
+ * release and an extend, and what a handle leaves to settle (backend.h:
+ * settle_start, release_lost_start, cleanup_start; call.c) are requests;
+ * the plan's other kinds (look, leave, undo) and the verdict's fence and
+ * count come with the stages that need them. */
 #ifndef DLOCK_OP_H
 #define DLOCK_OP_H
 

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "call.h"
 #include "client.h"
 #include "clock.h"
 #include "engine.h"
@@ -280,24 +279,30 @@ static void drop(dlock_lock *l)
 }
 
 /* Before the token changes (adopt) and after a loss: nothing is owed to
- * etcd; a lost lease is gone or going by itself. */
-static void nothing_owed(dlock_lock *l)
+ * etcd; a lost lease is gone or going by itself. Answered from the loop's
+ * next turn, as every request (op.h). */
+static int nothing_owed(dlock_lock *l, dlock__op *op)
 {
     (void)l;
+    dlock__op_complete_soon(op, DLOCK_OK);
+    return DLOCK_OK;
 }
 
 /* dlock_lock_free(): a held lock is released, best effort: the release's
- * request (release_start) on a private loop. */
-static void cleanup(dlock_lock *l)
+ * request (release_start), which lets the handle's record go at once. */
+static int cleanup_start(dlock_lock *l, dlock__op *op)
 {
-    if (LD(l) && LD(l)->sh && get_state(l) == DLOCK_STATE_HELD)
-        (void)dlock__call_release(l, 1);
-    drop(l);
+    if (LD(l) && LD(l)->sh && get_state(l) == DLOCK_STATE_HELD &&
+        release_start(l, 1, op) == DLOCK_OK)
+        return DLOCK_OK;
+    drop(l); /* out of memory, nothing was sent: the lease runs out */
+    dlock__op_complete_soon(op, DLOCK_OK);
+    return DLOCK_OK;
 }
 
 static void lock_clear(dlock_lock *l, int forked)
 {
-    (void)forked; /* the store's side is cleanup()'s */
+    (void)forked; /* the store's side is cleanup_start()'s */
     struct dlock__etcd_lockdata *d = LD(l);
     if (!d)
         return;
@@ -413,8 +418,8 @@ const dlock__backend dlock__etcd_backend = {
     .drift_ns = no_drift,
     .adopt_check = adopt_check,
     .adopt = adopt,
-    .settle = nothing_owed,
-    .release_lost = nothing_owed,
+    .settle_start = nothing_owed,
+    .release_lost_start = nothing_owed,
     .drop = drop,
-    .cleanup = cleanup,
+    .cleanup_start = cleanup_start,
 };

@@ -126,8 +126,7 @@ static void undo_attempt(att *r, int rc)
         dlock__attempt_send_undo(r, node_timeout_ms(l), -1, undone);
     } else if (any && r->fresh) {
         dlock__release_prepare(l, r->mask, node_timeout_ms(l), 1, &r->rel, &r->t2);
-        dlock__fan_init(&r->fan, l->client, &r->rel.req, 1, &r->rel.fo, dlock__owner_cb, &r->t2);
-        dlock__fan_start(&r->fan, r->loop, release_undone);
+        dlock__release_send(l, &r->rel, &r->t2, &r->fan, r->loop, release_undone);
     } else {
         undone(r);
     }

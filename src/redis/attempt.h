@@ -65,11 +65,15 @@ void dlock__attempt_start(dlock__attempt_req *r, dlock_lock *l, dlock__loop *loo
  * longer could help. */
 int dlock__attempt(dlock_lock *l, int *retry);
 
-/* Counted kinds: send the undo of the pending attempt to the nodes that
- * have not answered it yet. Returns 1 while some node still has not, also
- * when cancel_fd (a waiting acquire's cancel pipe; -1: none) became
- * readable first: the undo then runs unheard. */
-int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd);
+/* Counted kinds: start the undo of the pending attempt (l->undo_seq) to
+ * the nodes that have not answered it yet (l->undo_nodes) as fan's run on
+ * loop, its parts in r; replies mark l->undo_nodes. A cancel_fd (a waiting
+ * acquire's cancel pipe; -1: none) that turns readable leaves it to run
+ * unheard. then(fan) follows from the loop, which calls
+ * dlock__undo_noted(): 1 while some node still has not answered. */
+void dlock__undo_send(dlock_lock *l, dlock__release_run *r, dlock__fan *fan, dlock__loop *loop,
+                      int64_t timeout_ms, int cancel_fd, void (*then)(dlock__fan *fan));
+int dlock__undo_noted(dlock_lock *l);
 
 /* The chain's steps across files (attempt.c, attempt_settle.c). */
 void dlock__attempt_settle(dlock__attempt_req *r);

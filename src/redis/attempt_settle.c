@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The attempt's first step (attempt.h): what the handle's earlier
  * operations left with an unknown outcome is settled before a new
- * attempt; and the counted kinds' undo, blocking or as a step. */
+ * attempt; and the counted kinds' undo as a step. */
 #include <string.h>
 
 #include "attempt.h"
@@ -22,8 +22,19 @@ dlock__req dlock__attempt_undo_req(dlock_lock *l, uint64_t seq_no, dlock__step_a
     return req;
 }
 
-/* The undo was sent: pending while some node has not answered it. */
-static int undo_noted(dlock_lock *l)
+void dlock__undo_send(dlock_lock *l, dlock__release_run *r, dlock__fan *fan, dlock__loop *loop,
+                      int64_t timeout_ms, int cancel_fd, void (*then)(dlock__fan *fan))
+{
+    r->req = dlock__attempt_undo_req(l, l->undo_seq, &r->a);
+    memcpy(r->mask, l->undo_nodes, sizeof r->mask);
+    r->fo = (dlock__fanout_opts){.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX,
+                                 .only = r->mask};
+    dlock__fan_init(fan, l->client, &r->req, 1, &r->fo, dlock__undo_cb, l->undo_nodes);
+    fan->cancel_fd = cancel_fd;
+    dlock__fan_start(fan, loop, then);
+}
+
+int dlock__undo_noted(dlock_lock *l)
 {
     l->undo_pending = 0;
     for (size_t i = 0; i < l->client->n_nodes; i++)
@@ -31,36 +42,17 @@ static int undo_noted(dlock_lock *l)
     return l->undo_pending;
 }
 
-int dlock__send_undo(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
-{
-    dlock__step_args a;
-    dlock__req req = dlock__attempt_undo_req(l, l->undo_seq, &a);
-    uint8_t mask[DLOCK__MAX_NODES];
-    memcpy(mask, l->undo_nodes, sizeof mask);
-    dlock__fanout_opts fo = {.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX, .only = mask};
-    (void)dlock__fanout_cancellable(l->client, &req, 1, &fo, cancel_fd, NULL,
-                                    dlock__undo_cb, l->undo_nodes);
-    return undo_noted(l);
-}
-
 static void undo_sent(dlock__fan *f)
 {
     att *r = ATT_OF(f);
-    undo_noted(r->l);
+    dlock__undo_noted(r->l);
     r->next(r);
 }
 
 void dlock__attempt_send_undo(att *r, int64_t timeout_ms, int cancel_fd, void (*then)(att *r))
 {
-    dlock_lock *l = r->l;
-    r->req = dlock__attempt_undo_req(l, l->undo_seq, &r->a);
-    memcpy(r->mask, l->undo_nodes, sizeof r->mask);
-    r->fo = (dlock__fanout_opts){.io_timeout_ms = timeout_ms, .deadline_ns = INT64_MAX,
-                                 .only = r->mask};
     r->next = then;
-    dlock__fan_init(&r->fan, l->client, &r->req, 1, &r->fo, dlock__undo_cb, l->undo_nodes);
-    r->fan.cancel_fd = cancel_fd;
-    dlock__fan_start(&r->fan, r->loop, undo_sent);
+    dlock__undo_send(r->l, &r->rel, &r->fan, r->loop, timeout_ms, cancel_fd, undo_sent);
 }
 
 static int64_t settle_timeout_ms(const dlock_lock *l)
@@ -110,7 +102,7 @@ static void settle_undo(att *r)
         dlock__attempt_try(r);
 }
 
-/* The pending release was resent (release.h, dlock__flush_release), and
+/* The pending release was resent (release.h, dlock__release_resend), and
  * answered or not. */
 static void release_settled(att *r)
 {

@@ -23,7 +23,6 @@
 #include "handle.h"
 #include "kind_steps.h"
 #include "kinds.h"
-#include "loop_poll.h"
 #include "quorum.h"
 #include "release.h"
 #include "watchdog.h"
@@ -34,7 +33,7 @@
 typedef struct fair_req {
     dlock_lock *l;
     dlock__loop *loop;
-    dlock__op *op; /* the engine's request it answers; NULL: a blocking cleanup */
+    dlock__op *op; /* the engine's request it answers; NULL: a chain's cleanup */
     int rc;        /* the last step's code */
     int starting;  /* inside the start: an answer waits for the loop's next turn */
     /* a fair script's call (fair_call) */
@@ -51,7 +50,8 @@ typedef struct fair_req {
     dlock__errbuf keep; /* a cleanup keeps the caller's message */
     void (*then)(struct fair_req *q);  /* after a call */
     void (*after)(struct fair_req *q); /* after a cleanup */
-    int over;                          /* a blocking cleanup's end */
+    void (*cleaned)(void *arg);        /* dlock__fair_cleanup_start's */
+    void *cleaned_arg;
     dlock__timer defer;                /* an answer reached inside the start */
     dlock__fan fan;
 } fair_req;
@@ -222,8 +222,7 @@ static void cleanup_left(fair_req *q)
         return;
     }
     dlock__release_prepare(l, NULL, l->client->opts.io_timeout_ms, 1, &q->rel, &q->t);
-    dlock__fan_init(&q->fan, l->client, &q->rel.req, 1, &q->rel.fo, dlock__owner_cb, &q->t);
-    dlock__fan_start(&q->fan, q->loop, cleanup_released);
+    dlock__release_send(l, &q->rel, &q->t, &q->fan, q->loop, cleanup_released);
 }
 
 /* An earlier call's outcome is unknown, so our token may be in the line
@@ -243,30 +242,26 @@ static void cleanup_start(fair_req *q, int cancel_fd, void (*then)(fair_req *q))
               cleanup_left);
 }
 
-static void blocking_cleaned(fair_req *q)
+/* A cleanup for a chain of the handle's (tidy.c): its own request. */
+static void cleanup_over(fair_req *q)
 {
-    q->over = 1;
+    void (*then)(void *arg) = q->cleaned;
+    void *arg = q->cleaned_arg;
+    dlock__free(q);
+    then(arg);
 }
 
-static int blocking_over(void *arg)
-{
-    return ((fair_req *)arg)->over;
-}
-
-int dlock__fair_cleanup(dlock_lock *l)
+int dlock__fair_cleanup_start(dlock_lock *l, dlock__loop *loop, void (*then)(void *arg),
+                              void *arg)
 {
     fair_req *q = req_new(l, NULL);
     if (!q)
         return DLOCK_ENOMEM; /* still pending */
-    dlock__loop_poll lp;
-    dlock__loop_poll_init(&lp);
-    q->loop = &lp.loop;
-    cleanup_start(q, -1, blocking_cleaned);
-    dlock__loop_poll_run(&lp, blocking_over, q, INT64_MAX);
-    dlock__loop_poll_close(&lp);
-    int rc = q->rc;
-    dlock__free(q);
-    return rc;
+    q->loop = loop;
+    q->cleaned = then;
+    q->cleaned_arg = arg;
+    cleanup_start(q, -1, cleanup_over);
+    return DLOCK_OK;
 }
 
 /* ---- the engine's begin ---------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "loop.h"
 #include "op.h"
 
 /* The wait's begin: settle what the last wait left (its cleanup by the
@@ -23,10 +24,12 @@ int dlock__fair_handed(dlock_lock *l);
 int dlock__fair_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
 
 /* After an acquire whose last word from the node was lost: leave the line
- * by our token, and if the lock turns out to be ours, release it
- * (blocking: a private loop; a handle's free and lost path ask it).
- * Returns DLOCK_OK once done, or while the node has not answered the code
- * that says why (the cleanup stays pending). */
-int dlock__fair_cleanup(dlock_lock *l);
+ * by our token, and if the lock turns out to be ours, release it, on loop
+ * (a handle's free and lost path: tidy.c). DLOCK_OK, and then(arg) follows
+ * from the loop once done, l->fair_cleanup_pending cleared or, while the
+ * node has not answered, set; DLOCK_ENOMEM: nothing sent, still pending,
+ * and then() never comes. */
+int dlock__fair_cleanup_start(dlock_lock *l, dlock__loop *loop, void (*then)(void *arg),
+                              void *arg);
 
 #endif

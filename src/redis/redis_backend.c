@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The Redis backend's operations table (backend.h), and what a handle
- * leaves to settle in Redis before its token changes or it is freed. One
- * table for one node, Redlock, Cluster and Sentinel, over TCP or TLS: the
- * topology is the client's (node.c, cluster.c, sentinel.c), the fan-out
- * and the majorities are fanout.c's and quorum.c's. */
+/* The Redis backend's operations table (backend.h). One table for one
+ * node, Redlock, Cluster and Sentinel, over TCP or TLS: the topology is
+ * the client's (node.c, cluster.c, sentinel.c), the fan-out and the
+ * majorities are fanout.c's and quorum.c's; what a handle leaves to settle
+ * before its token changes, after a loss or when it is freed, tidy.c's. */
 #include <string.h>
 
 #include "attempt.h"
@@ -17,124 +17,8 @@
 #include "quorum.h"
 #include "redis_backend.h"
 #include "release.h"
+#include "tidy.h"
 #include "wait.h"
-
-/* The release still owed under a token an adopt replaced (handle.h,
- * owed_token): sent again by that token, the handle's own pending release
- * set aside meanwhile, to the nodes that still owe it. Best effort, as
- * every resend; forgotten once none owes it. */
-static void resend_owed(dlock_lock *l, int64_t timeout_ms)
-{
-    if (!l->owed_token)
-        return;
-    char *token = l->token;
-    size_t len = l->token_len;
-    int pending = l->rel_pending;
-    uint8_t nodes[DLOCK__MAX_NODES];
-    memcpy(nodes, l->rel_nodes, sizeof nodes);
-    l->token = l->owed_token;
-    l->token_len = l->owed_len;
-    memcpy(l->rel_nodes, l->owed_nodes, sizeof nodes);
-    l->rel_pending = 1;
-    int owed = dlock__flush_release(l, timeout_ms, -1);
-    memcpy(l->owed_nodes, l->rel_nodes, sizeof nodes);
-    l->token = token;
-    l->token_len = len;
-    l->rel_pending = pending;
-    memcpy(l->rel_nodes, nodes, sizeof nodes);
-    if (!owed) {
-        dlock__free(l->owed_token);
-        l->owed_token = NULL;
-    }
-}
-
-static void settle(dlock_lock *l)
-{
-    int64_t io = l->client->opts.io_timeout_ms;
-    resend_owed(l, io);
-    if (!l->rel_pending || dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED)
-        return;
-    /* Before the token changes. A counted kind's token is its owner's,
-     * which adopt does not change (no such kind adopts): what a node
-     * still owes stays pending, for the next acquire or the free. */
-    if (!dlock__flush_release(l, io, -1) || l->kind->counted)
-        return;
-    /* Still owed by a node that did not answer: kept with the old token
-     * for the next adopt and the free, rather than left to the TTL. One
-     * such release at a time (and none without memory): another one is
-     * left to its TTL, as an acquire's resend leaves it. */
-    if (!l->owed_token && (l->owed_token = dlock__malloc(l->token_len + 1))) {
-        memcpy(l->owed_token, l->token, l->token_len);
-        l->owed_token[l->token_len] = '\0';
-        l->owed_len = l->token_len;
-        memcpy(l->owed_nodes, l->rel_nodes, sizeof l->owed_nodes);
-    }
-    l->rel_pending = 0;
-}
-
-/* How long a lost handle's release by token listens for each node. A
- * handle is mostly lost because a node stalled, and then its release
- * would wait the whole I/O timeout, on the watchdog thread too when an
- * on_lost callback releases, holding up the next lock's loss report. The
- * release is written at once and a node that answers again runs it (a
- * timed-out connection is closed, which still delivers what was written);
- * before or after a late renewal it ends the same: our token gone. */
-#define RELEASE_LOST_MS 50
-
-/* By token, as every release: a key that holds another owner's token is
- * left alone. A fair line is left too (fair_leave.lua, then
- * fair_release.lua, which hands the lock on). Not the counted kind: its
- * token is the owner's (client x thread), which other handles of that
- * owner may hold with every right. */
-static void release_lost(dlock_lock *l)
-{
-    if (l->kind->wait == DLOCK__WAIT_QUEUE) {
-        dlock__fair_cleanup(l);
-        return;
-    }
-    if (l->kind->counted || !l->token_len)
-        return;
-    dlock__tally t;
-    dlock__send_release(l, NULL, DLOCK__MIN(RELEASE_LOST_MS, l->client->opts.io_timeout_ms), 0,
-                        &t);
-}
-
-static void cleanup(dlock_lock *l)
-{
-    int64_t io = l->client->opts.io_timeout_ms;
-    resend_owed(l, io);
-    if (l->undo_pending) /* best effort, as the releases below */
-        dlock__send_undo(l, io, -1);
-    if (l->rel_pending)
-        dlock__flush_release(l, io, -1);
-    if (l->touched && !l->undo_pending && !l->rel_pending && !l->in_doubt &&
-        dlock__lock_get_state(l) != DLOCK_STATE_HELD)
-        /* The key may outlive this handle (other handles of the owner
-         * hold it): take this handle's bookkeeping out of it. */
-        dlock__forget_hold(l);
-    if (l->fair_cleanup_pending)
-        dlock__fair_cleanup(l);
-    else if (dlock__lock_get_state(l) == DLOCK_STATE_LOST)
-        release_lost(l);
-    if (dlock__lock_get_state(l) == DLOCK_STATE_HELD) {
-        /* Let go of every hold this handle has, in one release: a counted
-         * kind's drops them all (reentrant_release.lua, ARGV[5]), and
-         * carries what a node still owes; a counted lock's other handles
-         * keep theirs. */
-        dlock__tally t;
-        if (l->kind->counted)
-            dlock__release_op(l, l->holds);
-        dlock__send_release(l, NULL, io, 0, &t);
-        if (l->kind->counted)
-            dlock__note_release_pending(l, &t, NULL);
-        /* Decided and answered everywhere: not in doubt, so this handle's
-         * bookkeeping can go too (other handles of the owner may keep the
-         * key alive). Not while a node owes it: a copy that reached it
-         * late would find no bookkeeping and leave the holds there. */
-        if (l->kind->counted && t.yes >= t.quorum && !l->rel_pending)
-            dlock__forget_hold(l);
-    }
-}
 
 /* Every kind waits in the engine (src/engine/acquire.c): the kinds that
  * wait by retrying through the attempt (wait.c), the queued ones through
@@ -235,8 +119,8 @@ const dlock__backend dlock__redis_backend = {
     .drift_ns = drift_ns,
     .adopt_check = adopt_check,
     .adopt = adopt,
-    .settle = settle,
-    .release_lost = release_lost,
+    .settle_start = dlock__tidy_settle_start,
+    .release_lost_start = dlock__tidy_release_lost_start,
     .drop = no_record,
-    .cleanup = cleanup,
+    .cleanup_start = dlock__tidy_cleanup_start,
 };

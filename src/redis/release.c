@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Release, extend and forget requests (release.h). */
+/* Release and extend requests, and the steps of a release, a resend and
+ * a forget (release.h). */
 #include <stddef.h>
 #include <string.h>
 
@@ -10,7 +11,6 @@
 #include "handle.h"
 #include "kind_steps.h"
 #include "kinds.h"
-#include "loop_poll.h"
 #include "quorum.h"
 #include "release.h"
 #include "replies.h"
@@ -61,6 +61,14 @@ void dlock__release_op(dlock_lock *l, unsigned n)
     l->rel_total += n;
 }
 
+void dlock__forget_prepare(dlock_lock *l, dlock__release_run *r, dlock__tally *t)
+{
+    (void)dlock__step_req(l, DLOCK__STEP_FORGET, &(dlock__step_in){0}, &r->a, &r->req);
+    r->fo = (dlock__fanout_opts){.io_timeout_ms = l->client->opts.io_timeout_ms,
+                                 .deadline_ns = INT64_MAX};
+    dlock__tally_init(t, l->client, &l->err);
+}
+
 void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t,
                            dlock__fan *fan, dlock__loop *loop, int64_t timeout_ms, int cancel_fd,
                            void (*then)(dlock__fan *fan))
@@ -74,19 +82,15 @@ void dlock__release_resend(dlock_lock *l, dlock__release_run *r, dlock__tally *t
 
 /* ---- the requests: a chain of fan-outs on a loop ---------------------------- */
 
-/* A release, extend, forget or resend in flight: one fan-out at a time
- * on q->loop, each step started from the last one's done (the attempt's
- * pattern, attempt.h). The engine's requests (backend.h) allocate it and
- * answer their op; the blocking calls below keep it on their stack and
- * turn a private loop until it is done. */
+/* A release or extend in flight: one fan-out at a time on q->loop, each
+ * step started from the last one's done (the attempt's pattern,
+ * attempt.h). The engine's requests (backend.h) allocate it and answer
+ * their op. */
 typedef struct hold_req {
     dlock_lock *l;
     dlock__loop *loop;
-    void (*done)(struct hold_req *q); /* once, from the loop; rc set */
-    dlock__op *op;                    /* the engine's request it answers, or NULL */
-    int rc, over;
-    int cancel_fd;                    /* the resends' (-1: none) */
-    int64_t timeout_ms;               /* the resends' */
+    dlock__op *op;                    /* the engine's request it answers */
+    int rc;
     int64_t ttl_ms, deadline_ns, t0_ns, until_ns; /* an extend's */
     dlock__release_run run;
     dlock__tally t;
@@ -99,23 +103,30 @@ static void hold_init(hold_req *q, dlock_lock *l)
 {
     memset(q, 0, offsetof(hold_req, fan)); /* the fan's run sets itself up */
     q->l = l;
-    q->cancel_fd = -1;
-    q->timeout_ms = l->client->opts.io_timeout_ms;
+}
+
+void dlock__release_send(dlock_lock *l, dlock__release_run *r, dlock__tally *t, dlock__fan *fan,
+                         dlock__loop *loop, void (*then)(dlock__fan *fan))
+{
+    dlock__fan_init(fan, l->client, &r->req, 1, &r->fo, dlock__owner_cb, t);
+    dlock__fan_start(fan, loop, then);
+}
+
+/* The request is over, q->rc set: its op is answered, from the loop. */
+static void answered(hold_req *q)
+{
+    dlock__op *op = q->op;
+    op->v.code = q->rc;
+    op->v.until_ns = q->until_ns;
+    op->v.renew_ttl_ms = q->ttl_ms;
+    dlock__free(q);
+    dlock__op_complete(op);
 }
 
 /* Send q->run (replies counted in q->t); then(f) when its run is over. */
-static void send_run(hold_req *q, int cancel_fd, void (*then)(dlock__fan *f))
+static void send_run(hold_req *q, void (*then)(dlock__fan *f))
 {
-    dlock__fan_init(&q->fan, q->l->client, &q->run.req, 1, &q->run.fo, dlock__owner_cb, &q->t);
-    q->fan.cancel_fd = cancel_fd;
-    dlock__fan_start(&q->fan, q->loop, then);
-}
-
-static void flush_sent(dlock__fan *f)
-{
-    hold_req *q = REQ_OF(f);
-    dlock__note_release_pending(q->l, &q->t, q->run.mask);
-    q->done(q);
+    dlock__release_send(q->l, &q->run, &q->t, &q->fan, q->loop, then);
 }
 
 static void released(dlock__fan *f)
@@ -136,7 +147,7 @@ static void released(dlock__fan *f)
             memset(l->rel_nodes, 1, sizeof l->rel_nodes);
         }
     }
-    q->done(q);
+    answered(q);
 }
 
 /* To every node: a counted kind's release carries the older ones a node
@@ -147,7 +158,7 @@ static void release_begin(hold_req *q)
     if (l->kind->counted)
         dlock__release_op(l, 1);
     dlock__release_prepare(l, NULL, l->client->opts.io_timeout_ms, 0, &q->run, &q->t);
-    send_run(q, -1, released);
+    send_run(q, released);
 }
 
 static void extended(dlock__fan *f)
@@ -156,7 +167,7 @@ static void extended(dlock__fan *f)
     q->rc = dlock__tally_owner_code(&q->t);
     int64_t drift_ns = dlock__drift_ns(q->l->client, q->ttl_ms);
     q->until_ns = q->t0_ns + q->ttl_ms * DLOCK__NS_PER_MS - drift_ns;
-    q->done(q);
+    answered(q);
 }
 
 static void extend_begin(hold_req *q)
@@ -171,103 +182,10 @@ static void extend_begin(hold_req *q)
                                      .deadline_ns = q->deadline_ns,
                                      .grace_ms = DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(&q->t, l->client, &l->err);
-    send_run(q, -1, extended);
-}
-
-/* A step whose replies are all in q->t: the request is over. */
-static void sent(dlock__fan *f)
-{
-    hold_req *q = REQ_OF(f);
-    q->done(q);
-}
-
-static void forget_begin(hold_req *q)
-{
-    dlock_lock *l = q->l;
-    (void)dlock__step_req(l, DLOCK__STEP_FORGET, &(dlock__step_in){0}, &q->run.a, &q->run.req);
-    q->run.fo = (dlock__fanout_opts){.io_timeout_ms = l->client->opts.io_timeout_ms,
-                                     .deadline_ns = INT64_MAX};
-    dlock__tally_init(&q->t, l->client, &l->err);
-    send_run(q, -1, sent);
-}
-
-/* One release as dlock__send_release() prepared it (no cancel). */
-static void send_begin(hold_req *q)
-{
-    send_run(q, -1, sent);
-}
-
-/* ---- on a private loop: the blocking calls ---------------------------------- */
-
-static void blocking_done(hold_req *q)
-{
-    q->over = 1;
-}
-
-static int blocking_over(void *arg)
-{
-    return ((hold_req *)arg)->over;
-}
-
-static void run_blocking(hold_req *q, void (*begin)(hold_req *q))
-{
-    dlock__loop_poll lp;
-    dlock__loop_poll_init(&lp);
-    q->loop = &lp.loop;
-    q->done = blocking_done;
-    begin(q);
-    dlock__loop_poll_run(&lp, blocking_over, q, INT64_MAX);
-    dlock__loop_poll_close(&lp);
-}
-
-/* Send the pending release again (same number: applied at most once) to
- * the nodes that have not answered it. */
-static void flush_begin(hold_req *q)
-{
-    dlock__release_resend(q->l, &q->run, &q->t, &q->fan, q->loop, q->timeout_ms, q->cancel_fd,
-                          flush_sent);
-}
-
-int dlock__flush_release(dlock_lock *l, int64_t timeout_ms, int cancel_fd)
-{
-    if (!l->rel_pending)
-        return 0;
-    hold_req q;
-    hold_init(&q, l);
-    q.timeout_ms = timeout_ms;
-    q.cancel_fd = cancel_fd;
-    run_blocking(&q, flush_begin);
-    return l->rel_pending;
-}
-
-void dlock__send_release(dlock_lock *l, const uint8_t *mask, int64_t timeout_ms, int undo,
-                         dlock__tally *t)
-{
-    hold_req q;
-    hold_init(&q, l);
-    dlock__release_prepare(l, mask, timeout_ms, undo, &q.run, &q.t);
-    run_blocking(&q, send_begin);
-    *t = q.t;
-}
-
-void dlock__forget_hold(dlock_lock *l)
-{
-    hold_req q;
-    hold_init(&q, l);
-    run_blocking(&q, forget_begin);
+    send_run(q, extended);
 }
 
 /* ---- the engine's requests (backend.h) ---------------------------------------- */
-
-static void op_answered(hold_req *q)
-{
-    dlock__op *op = q->op;
-    op->v.code = q->rc;
-    op->v.until_ns = q->until_ns;
-    op->v.renew_ttl_ms = q->ttl_ms;
-    dlock__free(q);
-    dlock__op_complete(op);
-}
 
 static hold_req *op_req(dlock_lock *l, dlock__op *op)
 {
@@ -278,7 +196,6 @@ static hold_req *op_req(dlock_lock *l, dlock__op *op)
     }
     hold_init(q, l);
     q->loop = op->loop;
-    q->done = op_answered;
     q->op = op;
     return q;
 }

@@ -298,11 +298,77 @@ static void fence_lost(dlock_lock *l, int *retry)
     settle(l);
 }
 
+/* The steps on a private loop, turned until the one started is over, as
+ * the chains that send them run them (tidy.c, fair.c, attempt*.c). */
+typedef struct step_run {
+    dlock__loop_poll lp;
+    int over;
+    dlock__release_run r;
+    dlock__tally t;
+    dlock__fan fan;
+} step_run;
+
+static void fan_over(dlock__fan *f)
+{
+    DLOCK__OWNER(f, step_run, fan)->over = 1;
+}
+
+static void cleanup_over(void *arg)
+{
+    ((step_run *)arg)->over = 1;
+}
+
+static int step_over(void *arg)
+{
+    return ((step_run *)arg)->over;
+}
+
+static void turn(step_run *s)
+{
+    dlock__loop_poll_run(&s->lp, step_over, s, INT64_MAX);
+    dlock__loop_poll_close(&s->lp);
+}
+
+static void fair_cleanup(dlock_lock *l)
+{
+    step_run s = {.over = 0};
+    dlock__loop_poll_init(&s.lp);
+    if (dlock__fair_cleanup_start(l, &s.lp.loop, cleanup_over, &s) != DLOCK_OK)
+        s.over = 1;
+    turn(&s);
+}
+
+static void release_undo(dlock_lock *l)
+{
+    step_run s = {.over = 0};
+    dlock__loop_poll_init(&s.lp);
+    dlock__release_prepare(l, NULL, 100, 1, &s.r, &s.t);
+    dlock__release_send(l, &s.r, &s.t, &s.fan, &s.lp.loop, fan_over);
+    turn(&s);
+}
+
+static void forget(dlock_lock *l)
+{
+    step_run s = {.over = 0};
+    dlock__loop_poll_init(&s.lp);
+    dlock__forget_prepare(l, &s.r, &s.t);
+    dlock__release_send(l, &s.r, &s.t, &s.fan, &s.lp.loop, fan_over);
+    turn(&s);
+}
+
+static void undo(dlock_lock *l)
+{
+    step_run s = {.over = 0};
+    dlock__loop_poll_init(&s.lp);
+    dlock__undo_send(l, &s.r, &s.fan, &s.lp.loop, 100, -1, fan_over);
+    turn(&s);
+    (void)dlock__undo_noted(l);
+}
+
 /* waiter: 0 none, 1 a listed waiter's id, 2 one with its inbox tag. */
 static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
 {
     int retry;
-    dlock__tally t;
     int queued = l->kind->wait == DLOCK__WAIT_QUEUE;
     if (waiter)
         l->wait_id_len = (size_t)snprintf(l->wait_id, sizeof l->wait_id, "%s%s",
@@ -325,7 +391,7 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
         l->try_once = try_once;
         settle(l);
         step("fair cleanup cancelled (leave and release behind)", CANCEL);
-        (void)dlock__fair_cleanup(l);
+        fair_cleanup(l);
         settle(l);
     } else {
         step("attempt, unanswered (then its undo)", SILENT);
@@ -366,7 +432,7 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
     (void)dlock__call_release(l, 1);
     settle(l);
     step("release as an undo", TAKEN);
-    dlock__send_release(l, NULL, 100, 1, &t);
+    release_undo(l);
     settle(l);
     step("extend", TAKEN);
     int64_t until, renew_ttl;
@@ -374,14 +440,14 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
     settle(l);
     if (dlock__kind_step(l->kind, DLOCK__STEP_FORGET)->script != DLOCK__S_NONE) {
         step("forget", TAKEN);
-        dlock__forget_hold(l);
+        forget(l);
         settle(l);
     }
     if (l->kind->counted) {
         l->undo_seq = dlock__lock_next_op_no();
         memset(l->undo_nodes, 1, sizeof l->undo_nodes);
         step("undo", SILENT);
-        (void)dlock__send_undo(l, 100, -1);
+        undo(l);
         settle(l);
     }
     l->wait_id_len = 0;
