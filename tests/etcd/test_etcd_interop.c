@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock on etcd against etcd's own lock (`etcdctl lock`, Go's
  * concurrency.Mutex), one real etcd member: they exclude each other in
- * both directions, wait in one line, and dlock's key is Mutex's
+ * both directions, wait in one line, list and break see an etcdctl holder,
+ * and dlock's key is Mutex's
  * NAME/<lease in %x>. etcdctl is Debian's etcd-client, started as a child
  * process (fork and exec, dying with this process) and stopped by its pid;
  * every test is skipped when it is not installed. */
@@ -276,6 +277,47 @@ static void etcdctl_waits_for_dlocks_hold(void **state)
     dlock_lock_free(l);
 }
 
+/* ---- an etcdctl holder seen by dlock's tools -------------------------- */
+
+static int on_entry(void *arg, const dlock_list_entry *e)
+{
+    dlock_list_entry *out = arg;
+    if (strcmp(e->name, "iop-d") == 0)
+        *out = *e;
+    return 0;
+}
+
+/* etcdctl's key (its lease etcd's, not one dlock drew) is a holder for
+ * list and break: listed with its create revision as the fence, and break
+ * with that fence deletes it, so dlock takes the name. */
+static void list_and_break_see_an_etcdctl_holder(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    ctl c;
+    const char *args[] = {"lock", "iop-d", NULL};
+    ctl_start(&c, args);
+    assert_true(ctl_wait_for(&c, "iop-d/", 10000));
+    dlock_list_entry en;
+    memset(&en, 0, sizeof en);
+    assert_int_equal(dlock_client_list(cl, "iop-*", on_entry, &en), DLOCK_OK);
+    assert_int_equal(en.state, DLOCK_STATUS_HELD);
+    assert_int_equal(en.waiters, 0);
+    assert_true(en.fence > 0);
+    assert_true(en.ttl_ms > 0);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, "iop-d", en.fence, &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    assert_int_equal(res.fence, en.fence);
+    dlock_lock *l = lock_of("iop-d");
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(l) > en.fence);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    (void)ctl_stop(&c);
+}
+
 /* ---- the key's form --------------------------------------------------- */
 
 /* The key dlock writes is Mutex's: NAME/ and the lease ID in lowercase hex
@@ -307,6 +349,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dlock_waits_for_etcdctls_hold),
         cmocka_unit_test(etcdctl_waits_for_dlocks_hold),
+        cmocka_unit_test(list_and_break_see_an_etcdctl_holder),
         cmocka_unit_test(dlocks_key_is_name_slash_lease_in_hex),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
