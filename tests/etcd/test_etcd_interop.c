@@ -277,6 +277,44 @@ static void etcdctl_waits_for_dlocks_hold(void **state)
     dlock_lock_free(l);
 }
 
+/* The kinds etcd offers besides the plain lock keep the exclusion: a
+ * reentrant owner's two holds are one key, so etcdctl waits until the
+ * last hold goes; reentrant, fair and exclusive try-onces are refused
+ * while etcdctl holds. */
+static void reentrant_holds_exclude_etcdctl(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 10000;
+    o.flags = DLOCK_REENTRANT;
+    dlock_lock *a = test_lock_with(cl, "iop-e", &o), *b = test_lock_with(cl, "iop-e", &o);
+    o.flags = DLOCK_FAIR;
+    dlock_lock *f = test_lock_with(cl, "iop-e", &o);
+    o.flags = DLOCK_EXCLUSIVE;
+    dlock_lock *x = test_lock_with(cl, "iop-e", &o);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK); /* a re-entry */
+    ctl c;
+    const char *args[] = {"lock", "iop-e", NULL};
+    ctl_start(&c, args);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_false(ctl_wait_for(&c, "iop-e/", 1000)); /* b still holds */
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_true(ctl_wait_for(&c, "iop-e/", 5000));
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_ENOTACQUIRED);
+    (void)ctl_stop(&c);
+    assert_int_equal(dlock_lock_acquire(f, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(f), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(f);
+    dlock_lock_free(x);
+}
+
 /* ---- an etcdctl holder seen by dlock's tools -------------------------- */
 
 static int on_entry(void *arg, const dlock_list_entry *e)
@@ -349,6 +387,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dlock_waits_for_etcdctls_hold),
         cmocka_unit_test(etcdctl_waits_for_dlocks_hold),
+        cmocka_unit_test(reentrant_holds_exclude_etcdctl),
         cmocka_unit_test(list_and_break_see_an_etcdctl_holder),
         cmocka_unit_test(dlocks_key_is_name_slash_lease_in_hex),
     };
