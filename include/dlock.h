@@ -19,7 +19,11 @@
  * cluster (etcd v3, the "etcd backend", when built with it): the same API,
  * error codes and guarantees, with exclusion resting on Raft consensus
  * rather than on clocks. docs/backends.md compares the two and lists what
- * differs (notes marked "etcd:" below).
+ * differs (notes marked "etcd:" below). A lock NAME there is etcd's own
+ * lock on the prefix NAME/ (the key layout of etcd's concurrency.Mutex),
+ * so `etcdctl lock NAME` and dlock exclude each other; as in etcd, lock
+ * "a"'s line also holds lock "a/b"'s keys (a holder of "a/b" keeps "a"
+ * busy, not the reverse).
  *
  * A dlock_lock is a handle for one lock name, created from a client. It is
  * acquired, extended and released through the handle; the handle remembers
@@ -580,7 +584,7 @@ typedef struct dlock_client_options {
      *  fair hand-over writes the new holder's (its waiter left it in
      *  line); a shared lock or semaphore keeps one field per holder,
      *  removed with its hold (dlock_client_holder_identity()). On etcd it is the value of the waiter key (the key itself
-     *  without one; etcdctl lock looks at create revisions only), with
+     *  without one; etcd's own lock looks at create revisions only), with
      *  the acquiring host's wall-clock "since" (docs/observing.md). On
      *  Redis it costs one more
      *  key per held lock, and a plain lock's first try becomes a script
@@ -982,8 +986,10 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  * each name is matched with fnmatch(3); the oldest key of a name is its
  * holder (mode DLOCK_HOLD_EXCLUSIVE, one holder, its create revision the
  * fence, its value the identity),
- * the others its waiters, and one lease look per name gives ttl_ms; keys
- * that are not dlock's (`etcdctl lock`'s NAME/LEASE) are skipped. The
+ * the others its waiters, and one lease look per name gives ttl_ms. A
+ * key NAME/LEASE (dlock's and `etcdctl lock`'s alike) is listed under the
+ * NAME before its last '/' (lock "a/b"'s keys under "a/b", although "a"'s
+ * line holds them too); keys with no hex lease after a '/' are skipped. The
  * names are gathered before the first callback (memory O(names)); a lock
  * taken or released during the walk may or may not be seen, as with SCAN.
  *

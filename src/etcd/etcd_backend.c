@@ -185,8 +185,8 @@ static shared_hold *reentrant_find(dlock_lock *l)
     shared_hold *found = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     for (shared_hold *s = ec->reentrant; s; s = s->next)
-        if (s->thread_no == dlock__thread_no() && s->h.key_len == LD(l)->range.len + 16 &&
-            memcmp(s->h.key, LD(l)->range.begin, LD(l)->range.len) == 0) {
+        if (s->thread_no == dlock__thread_no() &&
+            dlock__etcd_key_is_waiter(&LD(l)->range, s->h.key, s->h.key_len)) {
             s->holds++;
             found = s;
             break;
@@ -251,15 +251,11 @@ static int adopt(dlock_lock *l, const char *token, size_t len)
     if (!s)
         return DLOCK_ENOMEM;
     s->h.lease = (int64_t)strtoull(token, NULL, 16); /* checked by adopt_check */
-    memcpy(s->h.token, token, 17);
     s->h.ttl_s = 0; /* unknown: extend asks etcd */
-    s->h.key_len = LD(l)->range.len + 16;
-    if (!(s->h.key = dlock__malloc(s->h.key_len + 1))) {
+    if (dlock__etcd_hold_key(&s->h, &LD(l)->range) != DLOCK_OK) { /* the token too */
         dlock__free(s);
         return DLOCK_ENOMEM;
     }
-    memcpy(s->h.key, LD(l)->range.begin, LD(l)->range.len);
-    memcpy(s->h.key + LD(l)->range.len, token, 17);
     s->h.valid_until_ns = INT64_MIN; /* unknown until an extend */
     s->holds = 1;
     LD(l)->sh = s; /* the engine takes the token, fence 0, holds and state */

@@ -25,7 +25,7 @@ struct dlock__etcd_wait;
 /* The etcd part of a handle. */
 struct dlock__etcd_lockdata {
     struct dlock__etcd_client *ec;
-    dlock__etcd_name range;        /* KEY NUL .. KEY \1 */
+    dlock__etcd_name range;        /* the prefix KEY/ */
     dlock__etcd_shared_hold *sh;   /* while held */
     struct dlock__etcd_wait *wait; /* the wait's state (etcd_wait.c), NULL before one */
 };

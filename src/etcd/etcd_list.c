@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dlock_client_list() on etcd: the lock names under the client's prefix
- * whose keys (KEY NUL <lease>, etcd_lock.h) exist now, read-only. The
- * keys are read in pages of LIST_PAGE (values too: the owner's carries
- * its identity, etcd_lock.c), from the literal start
- * of the pattern on (a range needs a prefix, not a glob); each key's name
- * (the bytes before its NUL) is matched against the glob with fnmatch(3),
- * which reads `*`, `?`, `[...]` and `\` as Redis's MATCH does. A name's
- * keys sort together and in name order (NUL sorts before every other byte
- * a name can hold), so a page boundary inside a name is the only thing to
- * carry over. Per held name one more request reads its owner's lease TTL:
- * a listing costs one range per LIST_PAGE keys and one lease look per
- * name. Keys that are not dlock's (no NUL: `etcdctl lock`'s NAME/<lease>)
- * are skipped. */
+ * whose keys (KEY/<lease>, etcd_lock.h: dlock's and `etcdctl lock`'s
+ * alike) exist now, read-only. The keys are read in pages of LIST_PAGE
+ * (values too: the owner's carries its identity, etcd_lock.c), from the
+ * literal start of the pattern on (a range needs a prefix, not a glob);
+ * each key's name (the bytes before its last '/', followed by a lease ID
+ * in hex) is matched against the glob with fnmatch(3), which reads `*`,
+ * `?`, `[...]` and `\` as Redis's MATCH does. A key belongs to the name
+ * before its last '/' only: lock "a/b"'s keys are listed under "a/b",
+ * although lock "a"'s line holds them too (etcd's layout,
+ * docs/backends.md). Per held name one more request reads its owner's
+ * lease TTL: a listing costs one range per LIST_PAGE keys and one lease
+ * look per name. Keys that end in no /<lease> are skipped. */
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,7 @@
 #include "etcd_client.h"
 #include "etcd_kv.h"
 #include "etcd_list.h"
+#include "etcd_lock.h"
 
 #define LIST_PAGE 1000
 
@@ -72,14 +73,19 @@ static size_t literal_start(const char *glob, char *out)
     return n;
 }
 
-/* Add the key's name (or count the key into the last record). */
+/* Add the key's name (or count the key into the last record). A name's
+ * keys mostly come one after another, but the keys of a name below it
+ * sort among them (a/1f, a/b/3c, a/c0): merge() joins the records of a
+ * name after the walk. */
 static int take_key(list_state *st, const dlock__etcd_kv *kv)
 {
-    const char *nul = memchr(kv->key, '\0', kv->key_len);
-    if (!nul || (size_t)(nul - kv->key) < st->plen)
-        return DLOCK_OK; /* not a dlock lock key */
+    size_t suffix = dlock__etcd_key_suffix_len(kv->key, kv->key_len);
+    if (!suffix || kv->key_len - suffix - 1 <= st->plen)
+        return DLOCK_OK; /* not a lock key: no /<lease> after a name */
     const char *name = kv->key + st->plen;
-    size_t len = (size_t)(nul - name);
+    size_t len = kv->key_len - suffix - 1 - st->plen;
+    if (memchr(name, '\0', len))
+        return DLOCK_OK; /* names hold no NUL (an older dlock's key) */
     rec *last = st->n ? &st->v[st->n - 1] : NULL;
     if (last && strlen(last->name) == len && memcmp(last->name, name, len) == 0) {
         last->keys++;
@@ -106,6 +112,32 @@ static int take_key(list_state *st, const dlock__etcd_kv *kv)
     }
     st->v[st->n] = (rec){copy, 0, 0, NULL, 1};
     return own(&st->v[st->n++], kv);
+}
+
+static int by_name_then_rev(const void *a, const void *b)
+{
+    const rec *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->first_rev > y->first_rev) - (x->first_rev < y->first_rev);
+}
+
+/* One record per name, in name order: the owner is the oldest key of all
+ * of a name's records (the first after the sort), the keys summed. */
+static void merge(list_state *st)
+{
+    if (st->n > 1)
+        qsort(st->v, st->n, sizeof *st->v, by_name_then_rev);
+    size_t out = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        if (out && strcmp(st->v[out - 1].name, st->v[i].name) == 0) {
+            st->v[out - 1].keys += st->v[i].keys;
+            dlock__free(st->v[i].name);
+            dlock__free(st->v[i].identity);
+            continue;
+        }
+        st->v[out++] = st->v[i];
+    }
+    st->n = out;
 }
 
 /* Walk [begin, end) page by page into st. */
@@ -187,6 +219,7 @@ int dlock__etcd_list(dlock_client *c, dlock__etcd *e, const char *pattern, dlock
     list_state st = {NULL, 0, 0, pattern, plen};
     int rc = walk(e, &st, begin, blen, end, elen); /* frees begin */
     dlock__free(end);
+    merge(&st);
     for (size_t i = 0; rc == DLOCK_OK && i < st.n; i++)
         rc = report(e, &st.v[i], cb, arg);
     for (size_t i = 0; i < st.n; i++) {

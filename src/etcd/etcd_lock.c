@@ -25,12 +25,14 @@ int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len)
         dlock__etcd_name_clear(n);
         return DLOCK_ENOMEM;
     }
-    /* Lock names hold no NUL, so KEY NUL .. KEY \1 holds the waiter keys of
-     * this lock and of no other (lock "a" never sees lock "a/b"'s keys). */
+    /* etcd's own lock's line (concurrency.Mutex, `etcdctl lock`): the
+     * prefix KEY/, that is [KEY/, KEY0) ('0' follows '/'), so both lockers
+     * wait in one line. Like etcd's, lock "a"'s line holds lock "a/b"'s keys
+     * too (docs/backends.md). */
     memcpy(n->begin, key, key_len);
     memcpy(n->end, key, key_len);
-    n->begin[key_len] = '\0';
-    n->end[key_len] = '\1';
+    n->begin[key_len] = '/';
+    n->end[key_len] = '/' + 1;
     return DLOCK_OK;
 }
 
@@ -61,17 +63,53 @@ static int new_lease_id(int64_t *id)
     return DLOCK_OK;
 }
 
+int dlock__etcd_hold_key(dlock__etcd_hold *h, const dlock__etcd_name *name)
+{
+    /* Go's fmt "%x" of the lease: lowercase, no padding (concurrency.Mutex
+     * names its key so; the same lease must name the same key) */
+    char hex[17];
+    int n = snprintf(hex, sizeof hex, "%llx", (unsigned long long)h->lease);
+    snprintf(h->token, sizeof h->token, "%016llx", (unsigned long long)h->lease);
+    h->key_len = name->len + (size_t)n;
+    if (!(h->key = dlock__malloc(h->key_len + 1)))
+        return DLOCK_ENOMEM;
+    memcpy(h->key, name->begin, name->len);
+    memcpy(h->key + name->len, hex, (size_t)n + 1);
+    return DLOCK_OK;
+}
+
+int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, size_t key_len)
+{
+    if (key_len <= name->len || memcmp(key, name->begin, name->len) != 0)
+        return 0;
+    return dlock__etcd_key_suffix_len(key, key_len) == key_len - name->len;
+}
+
+/* A lowercase hex digit's value, or -1 (Go's %x writes lowercase). */
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+size_t dlock__etcd_key_suffix_len(const char *key, size_t key_len)
+{
+    size_t n = 0;
+    unsigned long long id = 0;
+    while (n < key_len && n < 16 && hex_digit(key[key_len - 1 - n]) >= 0)
+        n++;
+    if (n == 0 || n == key_len || key[key_len - 1 - n] != '/')
+        return 0;
+    for (size_t i = key_len - n; i < key_len; i++)
+        id = id * 16 + (unsigned long long)hex_digit(key[i]);
+    /* a lease ID: never 0 (etcd's "no lease"), at most 63 bits */
+    return id == 0 || id > INT64_MAX ? 0 : n;
+}
+
 static int hold_init(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t lease)
 {
     memset(h, 0, sizeof *h);
     h->lease = lease;
-    snprintf(h->token, sizeof h->token, "%016llx", (unsigned long long)lease);
-    h->key_len = name->len + 16;
-    if (!(h->key = dlock__malloc(h->key_len + 1)))
-        return DLOCK_ENOMEM;
-    memcpy(h->key, name->begin, name->len);
-    memcpy(h->key + name->len, h->token, 17);
-    return DLOCK_OK;
+    return dlock__etcd_hold_key(h, name);
 }
 
 int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms)

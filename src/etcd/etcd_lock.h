@@ -4,10 +4,13 @@
  *   - every acquire grants a lease of the lock's TTL (rounded up to whole
  *     seconds, etcd's unit) with an ID we draw, so a lost grant reply can
  *     be retried;
- *   - the waiter's key is KEY NUL <lease ID in 16 hex digits>, created in a
- *     transaction if absent, with the lease attached: when the lease ends
- *     (released, expired, the holder killed) etcd deletes the key;
- *   - the owner is the key under KEY NUL with the lowest create revision;
+ *   - the waiter's key is KEY/<lease ID in lowercase hex, no padding>,
+ *     created in a transaction if absent, with the lease attached: when
+ *     the lease ends (released, expired, the holder killed) etcd deletes
+ *     the key. This is etcd's own lock's layout (concurrency.Mutex,
+ *     `etcdctl lock KEY`), so the two exclude each other;
+ *   - the owner is the key under the prefix KEY/ with the lowest create
+ *     revision (any locker's: a key of etcdctl's lease is a holder too);
  *     the fencing token is that create revision, so it grows with every
  *     grant by construction (revisions never go back);
  *   - a waiter watches only the key created just before its own (no herd),
@@ -30,15 +33,16 @@ typedef struct dlock__etcd_hold {
     int64_t rev;            /* our key's create revision: the fence */
     int64_t ttl_s;          /* the lease's granted TTL */
     int64_t asked_s;        /* the TTL asked for (0: unknown, adopted) */
-    char token[17];         /* the lease ID in hex: the owner token */
-    char *key;              /* KEY NUL token */
+    char token[17];         /* the lease ID in 16 hex digits: the owner token */
+    char *key;              /* KEY/<lease in hex, no padding> */
     size_t key_len;
     int64_t valid_until_ns; /* from the last grant or keep-alive sent */
 } dlock__etcd_hold;
 
 void dlock__etcd_hold_clear(dlock__etcd_hold *h);
 
-/* The range of a lock's waiter keys: KEY NUL .. KEY \x01. */
+/* The range of a lock's waiter keys: the prefix KEY/, [KEY/, KEY0). It
+ * holds the keys of the names under KEY/ too, as etcd's own lock's does. */
 typedef struct dlock__etcd_name {
     char *begin, *end;
     size_t len; /* of both */
@@ -50,8 +54,22 @@ typedef struct dlock__etcd_name {
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);
 void dlock__etcd_name_clear(dlock__etcd_name *n);
 
+/* h's key for its lease under name: KEY/ and the lease in hex without
+ * padding (Go's %x), and its token (16 hex digits). DLOCK_OK or
+ * DLOCK_ENOMEM. */
+int dlock__etcd_hold_key(dlock__etcd_hold *h, const dlock__etcd_name *name);
+
+/* The length of key's lease suffix: 1 to 16 lowercase hex digits after
+ * its last '/', a lease ID (not 0, at most 63 bits); 0 when key has none,
+ * so it is no locker's key. Any locker's: etcdctl's lease IDs are etcd's. */
+size_t dlock__etcd_key_suffix_len(const char *key, size_t key_len);
+
+/* 1 if key is a waiter key of name itself (KEY/<lease>), not of a name
+ * below it (KEY/sub/<lease>). */
+int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, size_t key_len);
+
 /* A new place in line for name: a lease ID drawn at random (the token),
- * our key KEY NUL token, the TTL to ask for; nothing sent yet (the grant
+ * our key KEY/<lease hex>, the TTL to ask for; nothing sent yet (the grant
  * and the create transaction are etcd_wait.c's requests). DLOCK_OK or
  * DLOCK_ENOMEM (h then half made: dlock__etcd_hold_clear()). */
 int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms);

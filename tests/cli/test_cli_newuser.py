@@ -344,20 +344,27 @@ class Etcd(unittest.TestCase):
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn(f"{var} ignored: etcd:// URLs carry their own credentials", r.stderr)
 
-    def test_etcdctl_lock_and_dlock_run_hold_one_name_at_once(self):
-        """docs/primitives.md says so until interop lands: when this test
-        fails, interop came, and that sentence must go."""
+    def test_etcdctl_lock_and_dlock_run_exclude_each_other(self):
+        """docs/primitives.md: one key layout with etcd's own lock, so a
+        name etcdctl holds is busy for dlock (and listed with etcdctl's key's
+        create revision as its fence)."""
         p = subprocess.Popen(["etcdctl", f"--endpoints=127.0.0.1:{self.etcd.port}", "lock",
                               self.name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              text=True, env=dict(os.environ, ETCDCTL_API="3"))
         try:
-            self.assertTrue(p.stdout.readline().startswith(self.name))  # etcdctl holds it
+            key = p.stdout.readline().strip()  # etcdctl holds it: NAME/<lease hex>
+            self.assertTrue(key.startswith(self.name + "/"), key)
             r = self.dlock("run", "-n", self.name, "--", "true")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            r = self.dlock("status", self.name)
             self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(self.name, self.dlock("list").stdout)
         finally:
-            p.kill()
+            p.terminate()  # etcdctl unlocks on SIGTERM
             p.wait()
             p.stdout.close()
+        r = self.dlock("run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_status_of_a_held_lock_says_exclusive(self):
         p = subprocess.Popen([test_cli.DLOCK, "-r", self.etcd.url, "run", self.name, "--",

@@ -122,8 +122,10 @@ static void names_come_in_order_with_fence_ttl_and_waiters(void **state)
     (void)state;
     dlock_lock *a = held(cl, "a"), *ab = held(cl, "a/b"), *j1 = held(cl, "job:1"),
                *j2 = held(cl, "job:2");
-    /* Another prefix's lock, and a key that is not dlock's (etcdctl
-     * lock's NAME/<lease>), are not names of this client. */
+    /* Another prefix's lock is not a name of this client; an `etcdctl lock`
+     * key (NAME/<lease>, its lease etcd's) is a holder like dlock's; a key
+     * with no lease after its last '/', or an older dlock's KEY NUL
+     * <lease>, is no lock's. */
     dlock_client *other = client_with_prefix("zzz:");
     dlock_lock *z = held(other, "a");
     dlock__etcd *e = raw_client();
@@ -132,25 +134,38 @@ static void names_come_in_order_with_fence_ttl_and_waiters(void **state)
                                              dlock__deadline_after_ms(3000), -1, NULL),
                      DLOCK_OK);
     put_key(e, "app:foreign/694d", strlen("app:foreign/694d"), 0x5eed);
-    /* A waiter behind job:1's holder: KEY NUL <lease>, created later. */
-    char wkey[64];
-    size_t wlen = (size_t)snprintf(wkey, sizeof wkey, "app:job:1%c%016llx", '\0',
+    put_key(e, "app:nolease/x0", strlen("app:nolease/x0"), 0x5eed);
+    char old[64];
+    size_t olen = (size_t)snprintf(old, sizeof old, "app:old%c%016llx", '\0',
                                    (unsigned long long)0x5eed);
+    put_key(e, old, olen, 0x5eed);
+    /* A waiter behind a's holder that sorts after a/b's key (a/b/<lease>
+     * lies between a/<...b> and a/f): still one record for "a". */
+    put_key(e, "app:a/f", strlen("app:a/f"), 0x5eed);
+    /* A waiter behind job:1's holder: KEY/<lease>, created later. */
+    char wkey[64];
+    size_t wlen = (size_t)snprintf(wkey, sizeof wkey, "app:job:1/%llx", (unsigned long long)0x5eed);
     put_key(e, wkey, wlen, 0x5eed);
 
     seen s = {0};
     assert_int_equal(dlock_client_list(cl, "*", on_entry, &s), DLOCK_OK);
-    assert_int_equal(s.n, 4);
-    const char *want[] = {"a", "a/b", "job:1", "job:2"};
-    dlock_lock *ls[] = {a, ab, j1, j2};
-    for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(s.n, 5);
+    const char *want[] = {"a", "a/b", "foreign", "job:1", "job:2"};
+    dlock_lock *ls[] = {a, ab, NULL, j1, j2};
+    for (size_t i = 0; i < 5; i++) {
+        if (!ls[i]) { /* etcdctl's: its create revision the fence, no waiter */
+            assert_string_equal(s.name[i], want[i]);
+            assert_int_equal(s.e[i].waiters, 0);
+            assert_true(s.e[i].fence > dlock_lock_fence(ab));
+            continue;
+        }
         assert_string_equal(s.name[i], want[i]);
         assert_int_equal(s.e[i].state, DLOCK_STATUS_HELD);
         assert_int_equal(s.e[i].mode, DLOCK_HOLD_EXCLUSIVE);
         assert_int_equal(s.e[i].holders, 1);
         assert_int_equal(s.e[i].fence, dlock_lock_fence(ls[i]));
         assert_true(s.e[i].ttl_ms > 0 && s.e[i].ttl_ms <= 20000);
-        assert_int_equal(s.e[i].waiters, i == 2 ? 1 : 0);
+        assert_int_equal(s.e[i].waiters, i == 0 || i == 3 ? 1 : 0);
         assert_int_equal(s.e[i].nodes, 1);
         assert_int_equal(s.e[i].held_on, 1);
     }
@@ -199,7 +214,7 @@ static void names_come_in_order_with_fence_ttl_and_waiters(void **state)
  * takes pages of 1,000, so "p"'s keys span a page boundary and it is still
  * one name, with every key after its first counted as a waiter. */
 /* The owner's identity (its key's value), not a waiter's: the waiter's
- * key sorts first in the range (its lease id is smaller), so the listing
+ * key sorts first in the range (its lease id, 1, is a prefix of any other), so the listing
  * meets it before the owner's. A holder without one lists NULL. */
 static void the_owners_identity_is_listed(void **state)
 {
@@ -214,13 +229,12 @@ static void the_owners_identity_is_listed(void **state)
     dlock_lock *a = held(ic, "idn:a"), *b = held(cl, "idn:b");
     dlock__etcd *e = raw_client();
     int64_t granted = 0;
-    assert_int_equal(dlock__etcd_lease_grant(e, 0x1d, 30, &granted,
+    assert_int_equal(dlock__etcd_lease_grant(e, 0x1, 30, &granted,
                                              dlock__deadline_after_ms(3000), -1, NULL),
                      DLOCK_OK);
     char wkey[64];
-    size_t wlen = (size_t)snprintf(wkey, sizeof wkey, "app:idn:a%c%016llx", '\0',
-                                   (unsigned long long)0x1d);
-    put_key(e, wkey, wlen, 0x1d);
+    size_t wlen = (size_t)snprintf(wkey, sizeof wkey, "app:idn:a/%llx", (unsigned long long)0x1);
+    put_key(e, wkey, wlen, 0x1);
 
     seen s = {0};
     assert_int_equal(dlock_client_list(cl, "idn:*", on_entry, &s), DLOCK_OK);
@@ -231,7 +245,7 @@ static void the_owners_identity_is_listed(void **state)
     assert_true(strncmp(s.e[0].identity, "lister 1 since=", 15) == 0);
     assert_null(s.e[1].identity);
 
-    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1d, dlock__deadline_after_ms(3000), -1, NULL,
+    assert_int_equal(dlock__etcd_lease_revoke(e, 0x1, dlock__deadline_after_ms(3000), -1, NULL,
                                               NULL),
                      DLOCK_OK);
     dlock__etcd_free(e);
@@ -252,11 +266,11 @@ static void a_name_across_range_pages_is_listed_once(void **state)
                      DLOCK_OK);
     char key[64];
     for (int i = 0; i < 1500; i++) {
-        size_t len = (size_t)snprintf(key, sizeof key, "app:p%c%016x", '\0', i);
+        size_t len = (size_t)snprintf(key, sizeof key, "app:p/%x", i + 1);
         put_key(e, key, len, 0xfeed);
     }
     for (int i = 0; i < 600; i++) {
-        size_t len = (size_t)snprintf(key, sizeof key, "app:q%04d%c%016x", i, '\0', i);
+        size_t len = (size_t)snprintf(key, sizeof key, "app:q%04d/%x", i, i + 1);
         put_key(e, key, len, 0xfeed);
     }
     seen s = {0};

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock on etcd against etcd's own lock (`etcdctl lock`, Go's
+ * concurrency.Mutex), one real etcd member: they exclude each other in
+ * both directions, wait in one line, list and break see an etcdctl holder,
+ * and dlock's key is Mutex's
+ * NAME/<lease in %x>. etcdctl is Debian's etcd-client, started as a child
+ * process (fork and exec, dying with this process) and stopped by its pid;
+ * every test is skipped when it is not installed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "etcd_server.h"
+#include "proc.h"
+#include "test_util.h"
+
+static test_etcd srv;
+static dlock_client *cl;
+static int have_etcdctl;
+static char endpoints[64];
+
+/* 1 if etcdctl is an executable in PATH. */
+static int etcdctl_installed(void)
+{
+    const char *path = getenv("PATH");
+    char dir[4096], file[4200];
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        snprintf(dir, sizeof dir, "%.*s", (int)n, path);
+        snprintf(file, sizeof file, "%s/etcdctl", n ? dir : ".");
+        if (access(file, X_OK) == 0)
+            return 1;
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    have_etcdctl = etcdctl_installed();
+    if (!have_etcdctl)
+        return 0; /* every test skips */
+    setenv("ETCDCTL_API", "3", 1); /* etcdctl 3.4's default; older ones need it */
+    if (test_etcd_start(&srv, 1) != 0)
+        return -1;
+    snprintf(endpoints, sizeof endpoints, "--endpoints=127.0.0.1:%d", srv.m[0].client_port);
+    const char *url = srv.url;
+    return dlock_client_new(&cl, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (have_etcdctl) {
+        dlock_client_free(cl);
+        test_etcd_stop(&srv);
+    }
+    return 0;
+}
+
+/* ---- etcdctl as a child ------------------------------------------------ */
+
+typedef struct ctl {
+    pid_t pid;
+    int out;        /* its stdout, read end */
+    char buf[4096]; /* what it printed so far */
+    size_t len;
+} ctl;
+
+/* Start `etcdctl --endpoints=... args...` (args NULL-terminated, at most
+ * 12) with its stdout on a pipe. */
+static void ctl_start(ctl *c, const char *const *args)
+{
+    const char *argv[16] = {"etcdctl", endpoints};
+    size_t n = 2;
+    for (; *args && n < 15; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    memset(c, 0, sizeof *c);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execvp("etcdctl", (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    c->out = fds[0];
+}
+
+/* Read what etcdctl prints for up to max_ms, until it printed a line that
+ * holds `want` (1) or it closed its stdout (0). */
+static int ctl_wait_for(ctl *c, const char *want, int max_ms)
+{
+    int64_t until = test_now_ms() + max_ms;
+    for (;;) {
+        c->buf[c->len] = '\0';
+        if (strstr(c->buf, want))
+            return 1;
+        int64_t left = until - test_now_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {c->out, POLLIN, 0};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return 0;
+        ssize_t got = read(c->out, c->buf + c->len, sizeof c->buf - 1 - c->len);
+        if (got <= 0)
+            return 0;
+        c->len += (size_t)got;
+    }
+}
+
+/* Stop etcdctl by its pid (SIGTERM: `etcdctl lock` unlocks and exits) and
+ * reap it; its exit status (-1 if it had to be killed). */
+static int ctl_stop(ctl *c)
+{
+    int status = -1;
+    (void)kill(c->pid, SIGTERM);
+    for (int i = 0; i < 500; i++) {
+        pid_t r = waitpid(c->pid, &status, WNOHANG);
+        if (r == c->pid)
+            break;
+        if (i == 499) {
+            (void)kill(c->pid, SIGKILL);
+            (void)waitpid(c->pid, &status, 0);
+            status = -1;
+        }
+        test_sleep_ms(10);
+    }
+    close(c->out);
+    return status;
+}
+
+/* Run etcdctl with args to its end (at most 10 s); what it printed. */
+static void ctl_run(ctl *c, const char *const *args)
+{
+    ctl_start(c, args);
+    (void)ctl_wait_for(c, "\x01never", 10000); /* until its stdout closes */
+    (void)ctl_stop(c);
+}
+
+static dlock_lock *lock_of(const char *name)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 10000;
+    o.retry_min_ms = 10;
+    o.retry_max_ms = 100;
+    return test_lock_with(cl, name, &o);
+}
+
+/* ---- etcdctl holds, dlock waits ---------------------------------------- */
+
+/* etcdctl takes a free lock and runs a command that prints the lock's key
+ * and revision, sleeps, then prints "done"; etcdctl unlocks only after its
+ * command exits. dlock's try-once is refused and its waiter gets the lock
+ * only after "done", with a fence above etcdctl's key's create revision.
+ * (Fails with the KEY NUL <lease> layout: dlock takes the lock at once.) */
+static void dlock_waits_for_etcdctls_hold(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    ctl c;
+    const char *args[] = {"lock", "iop-a", "--", "sh", "-c",
+                          "echo \"held $ETCD_LOCK_KEY $ETCD_LOCK_REV\"; sleep 2; echo done",
+                          NULL};
+    ctl_start(&c, args);
+    assert_true(ctl_wait_for(&c, "\n", 10000)); /* etcdctl holds it */
+    char key[256] = "";
+    long long rev = 0;
+    assert_int_equal(sscanf(c.buf, "held %255s %lld", key, &rev), 2);
+    assert_true(strncmp(key, "iop-a/", 6) == 0);
+    assert_true(rev > 0);
+
+    /* status sees etcdctl's key as the holder, its create revision the
+     * fence (etcdctl took a free lock: ETCD_LOCK_REV is that revision) */
+    dlock_node_status ns[1];
+    dlock_lock_status st;
+    assert_int_equal(dlock_client_status(cl, "iop-a", 1, ns, &st), DLOCK_OK);
+    assert_int_equal(ns[0].held, 1);
+    assert_int_equal(ns[0].fence, (uint64_t)rev);
+
+    dlock_lock *l = lock_of("iop-a");
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(l, 15000), DLOCK_OK);
+    /* etcdctl printed "done" before it unlocked: it is in the pipe now */
+    assert_true(ctl_wait_for(&c, "done", 100));
+    assert_true(dlock_lock_fence(l) > (uint64_t)rev);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    assert_true(WIFEXITED(ctl_stop(&c)));
+}
+
+/* ---- dlock holds, etcdctl waits ---------------------------------------- */
+
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+    atomic_llong done_ms; /* when its acquire returned */
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 15000);
+    atomic_store(&w->done_ms, test_now_ms());
+    return NULL;
+}
+
+/* `etcdctl lock NAME` prints its key when it has the lock: not while
+ * dlock holds it, at once after dlock's release. A dlock waiter that came
+ * after etcdctl waits behind it (one first-come line): it gets the lock
+ * only after etcdctl's unlock, its fence above etcdctl's. */
+static void etcdctl_waits_for_dlocks_hold(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    dlock_lock *l = lock_of("iop-b");
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    uint64_t first = dlock_lock_fence(l);
+    ctl c;
+    const char *args[] = {"lock", "iop-b", NULL};
+    ctl_start(&c, args);
+    assert_false(ctl_wait_for(&c, "iop-b/", 1500)); /* waits behind dlock */
+    waiter w = {lock_of("iop-b"), -1, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    test_sleep_ms(300); /* in line behind etcdctl */
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_true(ctl_wait_for(&c, "iop-b/", 5000));
+    print_message("etcdctl took the lock %" PRId64 " ms after dlock's release\n",
+                  test_now_ms() - t0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    test_sleep_ms(500);
+    assert_int_equal(atomic_load(&w.done_ms), 0); /* still behind etcdctl */
+    /* etcdctl's key's create revision, read back with dlock's status */
+    dlock_node_status ns[1];
+    assert_int_equal(dlock_client_status(cl, "iop-b", 1, ns, NULL), DLOCK_OK);
+    uint64_t etcdctls = ns[0].fence;
+    assert_true(etcdctls > first);
+    int64_t stopped = test_now_ms();
+    (void)ctl_stop(&c); /* SIGTERM: etcdctl unlocks */
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(atomic_load(&w.done_ms) >= stopped);
+    assert_true(dlock_lock_fence(w.l) > etcdctls);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(l);
+}
+
+/* The kinds etcd offers besides the plain lock keep the exclusion: a
+ * reentrant owner's two holds are one key, so etcdctl waits until the
+ * last hold goes; reentrant, fair and exclusive try-onces are refused
+ * while etcdctl holds. */
+static void reentrant_holds_exclude_etcdctl(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 10000;
+    o.flags = DLOCK_REENTRANT;
+    dlock_lock *a = test_lock_with(cl, "iop-e", &o), *b = test_lock_with(cl, "iop-e", &o);
+    o.flags = DLOCK_FAIR;
+    dlock_lock *f = test_lock_with(cl, "iop-e", &o);
+    o.flags = DLOCK_EXCLUSIVE;
+    dlock_lock *x = test_lock_with(cl, "iop-e", &o);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK); /* a re-entry */
+    ctl c;
+    const char *args[] = {"lock", "iop-e", NULL};
+    ctl_start(&c, args);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_false(ctl_wait_for(&c, "iop-e/", 1000)); /* b still holds */
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_true(ctl_wait_for(&c, "iop-e/", 5000));
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_ENOTACQUIRED);
+    (void)ctl_stop(&c);
+    assert_int_equal(dlock_lock_acquire(f, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(f), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(f);
+    dlock_lock_free(x);
+}
+
+/* ---- an etcdctl holder seen by dlock's tools -------------------------- */
+
+static int on_entry(void *arg, const dlock_list_entry *e)
+{
+    dlock_list_entry *out = arg;
+    if (strcmp(e->name, "iop-d") == 0)
+        *out = *e;
+    return 0;
+}
+
+/* etcdctl's key (its lease etcd's, not one dlock drew) is a holder for
+ * list and break: listed with its create revision as the fence, and break
+ * with that fence deletes it, so dlock takes the name. */
+static void list_and_break_see_an_etcdctl_holder(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    ctl c;
+    const char *args[] = {"lock", "iop-d", NULL};
+    ctl_start(&c, args);
+    assert_true(ctl_wait_for(&c, "iop-d/", 10000));
+    dlock_list_entry en;
+    memset(&en, 0, sizeof en);
+    assert_int_equal(dlock_client_list(cl, "iop-*", on_entry, &en), DLOCK_OK);
+    assert_int_equal(en.state, DLOCK_STATUS_HELD);
+    assert_int_equal(en.waiters, 0);
+    assert_true(en.fence > 0);
+    assert_true(en.ttl_ms > 0);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, "iop-d", en.fence, &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    assert_int_equal(res.fence, en.fence);
+    dlock_lock *l = lock_of("iop-d");
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(l) > en.fence);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    (void)ctl_stop(&c);
+}
+
+/* ---- the key's form --------------------------------------------------- */
+
+/* The key dlock writes is Mutex's: NAME/ and the lease ID in lowercase hex
+ * without padding (the token is the same ID in 16 digits). */
+static void dlocks_key_is_name_slash_lease_in_hex(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    dlock_lock *l = lock_of("iop-c");
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    const char *token = dlock_lock_token(l);
+    assert_int_equal(strlen(token), 16);
+    char want[64];
+    snprintf(want, sizeof want, "iop-c/%llx\n\n", strtoull(token, NULL, 16));
+    ctl c;
+    const char *args[] = {"get", "--prefix", "--keys-only", "iop-c", NULL};
+    ctl_run(&c, args);
+    /* --keys-only prints each key and a blank line: one key, ours */
+    assert_string_equal(c.buf, want);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    ctl_run(&c, args);
+    assert_string_equal(c.buf, "");
+    dlock_lock_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dlock_waits_for_etcdctls_hold),
+        cmocka_unit_test(etcdctl_waits_for_dlocks_hold),
+        cmocka_unit_test(reentrant_holds_exclude_etcdctl),
+        cmocka_unit_test(list_and_break_see_an_etcdctl_holder),
+        cmocka_unit_test(dlocks_key_is_name_slash_lease_in_hex),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
