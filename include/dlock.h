@@ -468,7 +468,8 @@ typedef struct dlock_client_options {
      *  outcome is unknown spends up to this long again sending the release
      *  that undoes it. */
     int io_timeout_ms;
-    /** Idle connections kept per node for reuse. Default 4. */
+    /** Idle connections kept per node for reuse (etcd: idle HTTP
+     *  connections kept for the client's members). Default 4. */
     int pool_size;
     /** Redlock clock-drift factor. Default 0.01 (drift = ttl*f + 2 ms). */
     double drift_factor;
@@ -667,7 +668,9 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * and Redis URLs together are DLOCK_EINVAL. The cluster is one node to
  * dlock_client_node_count() and dlock_client_status(). The options
  * username, password and tls do not apply (DLOCK_EINVAL, DLOCK_ENOTSUP),
- * and min_node_uptime_ms, wakeups and pool_size are ignored. A build
+ * and min_node_uptime_ms and wakeups are ignored; pool_size is how many
+ * idle HTTP connections the client keeps (the others close when their
+ * request ends). A build
  * without the etcd backend (DLOCK_WITH_ETCD=OFF) refuses etcd:// URLs with
  * DLOCK_ENOTSUP.
  *

@@ -62,6 +62,7 @@ int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *
         snprintf(err, err_len, "out of memory");
         return rc;
     }
+    dlock__etcd_pool_size(ec->e, (size_t)opts->pool_size);
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&ec->mu, NULL));
     *out = ec;
     return DLOCK_OK;

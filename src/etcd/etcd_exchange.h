@@ -22,8 +22,9 @@ typedef struct dlock__etcd dlock__etcd; /* as etcd_http.h names it */
 struct dlock__etcd {
     dlock__etcd_url url;
     int connect_timeout_ms, io_timeout_ms;
-    pthread_mutex_t mu; /* idle, token */
+    pthread_mutex_t mu; /* idle, n_idle, token */
     dlock__etcd_transfer *idle;
+    size_t n_idle, max_idle; /* the pool keeps max_idle at most (pool_size) */
     char *token; /* authentication token; NULL before the first */
     _Atomic size_t current; /* the endpoint that answered last */
 };
@@ -43,7 +44,9 @@ typedef struct dlock__etcd_sink {
 } dlock__etcd_sink;
 
 /* A pooled transfer (keeps its connection), or a new one; NULL out of
- * memory. Thread-safe. */
+ * memory. put: back to the pool, or freed (its connection closed) when
+ * the pool holds max_idle already; unbound from its loop first, and not
+ * touched again by the caller. Thread-safe. */
 dlock__etcd_transfer *dlock__etcd_handle_get(dlock__etcd *e);
 void dlock__etcd_handle_put(dlock__etcd *e, dlock__etcd_transfer *h);
 

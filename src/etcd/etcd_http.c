@@ -40,9 +40,15 @@ int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
     memset(url, 0, sizeof *url);
     e->connect_timeout_ms = connect_timeout_ms;
     e->io_timeout_ms = io_timeout_ms;
+    e->max_idle = DLOCK__ETCD_POOL_DEFAULT;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&e->mu, NULL));
     *out = e;
     return DLOCK_OK;
+}
+
+void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle)
+{
+    e->max_idle = max_idle;
 }
 
 static void free_all(dlock__etcd *e, int forked);
@@ -66,6 +72,7 @@ static void free_all(dlock__etcd *e, int forked)
         e->idle = h->next;
         dlock__etcd_transfer_free(h);
     }
+    e->n_idle = 0;
     if (e->token)
         memset(e->token, 0, strlen(e->token));
     dlock__free(e->token);
@@ -89,20 +96,31 @@ handle *dlock__etcd_handle_get(dlock__etcd *e)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
     handle *h = e->idle;
-    if (h)
+    if (h) {
         e->idle = h->next;
+        e->n_idle--;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
     return h ? h : dlock__etcd_transfer_new();
 }
 
 /* Pooled handles keep their connection (curl reuses it); a handle whose
- * transfer was cut short has had its connection closed by curl. */
+ * transfer was cut short has had its connection closed by curl. The pool
+ * keeps pool_size of them, as a Redis node's does: without a cap it would
+ * keep one connection for every request ever in flight at once (10,000
+ * renewals in one round: 10,000 sockets, for good). */
 void dlock__etcd_handle_put(dlock__etcd *e, handle *h)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
-    h->next = e->idle;
-    e->idle = h;
+    int keep = e->n_idle < e->max_idle;
+    if (keep) {
+        h->next = e->idle;
+        e->idle = h;
+        e->n_idle++;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+    if (!keep)
+        dlock__etcd_transfer_free(h);
 }
 
 int dlock__etcd_retryable(int rc)

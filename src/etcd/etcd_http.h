@@ -43,9 +43,15 @@
 
 typedef struct dlock__etcd dlock__etcd;
 
-/* Takes the endpoints and credentials of *url (which it empties). */
+/* Takes the endpoints and credentials of *url (which it empties). Its
+ * pool keeps DLOCK__ETCD_POOL_DEFAULT idle transfers (each with its
+ * keep-alive connection) until dlock__etcd_pool_size() says otherwise. */
+#define DLOCK__ETCD_POOL_DEFAULT 4
 int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
                     int connect_timeout_ms, int io_timeout_ms);
+/* How many idle transfers the pool keeps (the client's pool_size); call
+ * before the first request. */
+void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle);
 void dlock__etcd_free(dlock__etcd *e);
 /* The same in a child of fork(): the mutex may be held by a thread that
  * was not copied, so it is neither taken nor destroyed; the curl handles

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -551,6 +552,98 @@ static void status_shows_holder_fence_and_ttl(void **state)
     assert_int_equal(st[0].held, 0);
 }
 
+/* ---- the pool of HTTP transfers ---------------------------------------------- */
+
+/* This process's TCP connections to port (its etcd connections: curl's
+ * own socket pairs are not counted). */
+static int connections_to(int port)
+{
+    unsigned long inodes[256];
+    int n_inodes = 0;
+    FILE *f = fopen("/proc/self/net/tcp", "r");
+    assert_non_null(f);
+    char line[512];
+    while (fgets(line, sizeof line, f) && n_inodes < 256) {
+        unsigned rport, state;
+        unsigned long inode;
+        if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+                   &state, &inode) == 3 &&
+            (int)rport == port && inode != 0)
+            inodes[n_inodes++] = inode;
+    }
+    fclose(f);
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], target[64];
+        unsigned long inode;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1)
+            continue;
+        for (int i = 0; i < n_inodes; i++)
+            n += inodes[i] == inode;
+    }
+    closedir(d);
+    return n;
+}
+
+typedef struct pooled_try {
+    dlock_lock *l;
+    int rc;
+} pooled_try;
+
+static void *try_in_thread(void *arg)
+{
+    pooled_try *t = arg;
+    t->rc = dlock_lock_acquire(t->l, 0);
+    return NULL;
+}
+
+/* Six acquires in flight at once (the member paused under them) need six
+ * transfers; once they are over, the pool keeps pool_size of them, as a
+ * Redis node's does, not one connection per request ever in flight. */
+static void the_pool_keeps_pool_size_connections(void **state)
+{
+    (void)state;
+    enum { N = 6 };
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.pool_size = 1;
+    o.io_timeout_ms = 5000;
+    dlock_client *c = NULL;
+    const char *url = srv.url;
+    assert_int_equal(dlock_client_new(&c, &url, 1, &o, NULL, 0), DLOCK_OK);
+    int port = srv.m[0].client_port;
+    int before = connections_to(port);
+    pooled_try t[N];
+    pthread_t th[N];
+    test_etcd_pause(&srv, 0);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "pool-%d", i);
+        t[i].l = lock_of(c, name, 10000, 0);
+        assert_int_equal(pthread_create(&th[i], NULL, try_in_thread, &t[i]), 0);
+    }
+    usleep(500 * 1000); /* every try sent, none answered */
+    int in_flight = connections_to(port) - before;
+    test_etcd_resume(&srv, 0);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(t[i].rc, DLOCK_OK);
+        assert_int_equal(dlock_lock_release(t[i].l), DLOCK_OK);
+        dlock_lock_free(t[i].l);
+    }
+    assert_int_equal(in_flight, N);
+    assert_true(connections_to(port) - before <= 1);
+    dlock_client_free(c);
+    assert_int_equal(connections_to(port), before);
+}
+
 static void what_does_not_apply_is_refused(void **state)
 {
     (void)state;
@@ -712,6 +805,7 @@ int main(void)
         cmocka_unit_test(a_hold_taken_again_in_on_lost_after_a_non_last_release_is_renewed),
         cmocka_unit_test(status_shows_holder_fence_and_ttl),
         cmocka_unit_test(what_does_not_apply_is_refused),
+        cmocka_unit_test(the_pool_keeps_pool_size_connections),
         cmocka_unit_test(many_processes_exclude_each_other_exactly),
         cmocka_unit_test(a_killed_holder_frees_the_lock_when_its_lease_ends),
         cmocka_unit_test(a_child_of_fork_neither_uses_nor_releases_the_parents_lock),
