@@ -258,9 +258,11 @@ static void a_wait_longer_than_three_ttls_keeps_its_place(void **state)
 static int64_t other_lease(dlock__etcd *e, int64_t holder_lease)
 {
     json_t *rep = NULL;
-    assert_int_equal(dlock__etcd_post(e, "/v3/lease/leases", json_object(), &rep,
+    json_t *req = json_object();
+    assert_int_equal(dlock__etcd_post(e, "/v3/lease/leases", req, &rep,
                                       dlock__deadline_after_ms(2000), -1, NULL, NULL, NULL),
                      DLOCK_OK);
+    json_decref(req);
     int64_t found = 0;
     size_t i;
     json_t *v;
