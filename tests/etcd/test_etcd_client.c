@@ -10,7 +10,6 @@
 
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +22,7 @@
 #include "error.h"
 #include "etcd_kv.h"
 #include "etcd_server.h"
+#include "test_util.h"
 #include "etcd_watch.h"
 #include "loop_poll.h"
 
@@ -391,53 +391,6 @@ static void auth_refused_is_eauth_and_accepted_works(void **state)
     test_etcd_stop(&a);
 }
 
-/* Whether inode is a TCP socket's (/proc/self/net/tcp, tcp6). */
-static int is_tcp(unsigned long inode)
-{
-    const char *files[] = {"/proc/self/net/tcp", "/proc/self/net/tcp6"};
-    int found = 0;
-    for (size_t f = 0; f < 2 && !found; f++) {
-        FILE *fp = fopen(files[f], "r");
-        if (!fp)
-            continue;
-        char line[512];
-        while (!found && fgets(line, sizeof line, fp)) {
-            unsigned long ino = 0;
-            /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-            if (sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %lu", &ino) == 1 &&
-                ino == inode)
-                found = 1;
-        }
-        fclose(fp);
-    }
-    return found;
-}
-
-/* The TCP connections this process has open: how many, and the inode of
- * the last one found. */
-static size_t tcp_open(unsigned long *inode)
-{
-    DIR *d = opendir("/proc/self/fd");
-    assert_non_null(d);
-    size_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        char path[300], target[64];
-        unsigned long ino;
-        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
-        ssize_t k = readlink(path, target, sizeof target - 1);
-        if (k <= 0)
-            continue;
-        target[k] = '\0';
-        if (sscanf(target, "socket:[%lu]", &ino) == 1 && is_tcp(ino)) {
-            *inode = ino;
-            n++;
-        }
-    }
-    closedir(d);
-    return n;
-}
-
 /* Calls one after another take the pooled transfer and its connection:
  * the first call's TCP connection is still the only one after twenty
  * more (a pooled transfer is bound to each call's own loop in turn, and a
@@ -446,19 +399,19 @@ static void calls_one_after_another_reuse_one_connection(void **state)
 {
     (void)state;
     unsigned long first = 0, now = 0;
-    size_t before = tcp_open(&now);
+    int before = test_tcp_connections(0, &now);
     dlock__etcd *e = client_for(srv.url, 1000);
     int64_t ttl = 0;
     assert_int_equal(dlock__etcd_lease_grant(e, 0x5151, 5, &ttl, soon(), -1, NULL), DLOCK_OK);
-    assert_int_equal(tcp_open(&first), before + 1);
+    assert_int_equal(test_tcp_connections(0, &first), before + 1);
     for (int i = 0; i < 20; i++)
         assert_int_equal(dlock__etcd_lease_keepalive(e, 0x5151, &ttl, soon(), -1, NULL),
                          DLOCK_OK);
     assert_int_equal(dlock__etcd_lease_revoke(e, 0x5151, soon(), -1, NULL, NULL), DLOCK_OK);
-    assert_int_equal(tcp_open(&now), before + 1);
+    assert_int_equal(test_tcp_connections(0, &now), before + 1);
     assert_true(now == first || before > 0); /* the same connection */
     dlock__etcd_free(e);
-    assert_int_equal(tcp_open(&now), before);
+    assert_int_equal(test_tcp_connections(0, &now), before);
 }
 
 int main(void)

@@ -12,7 +12,6 @@
 
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -24,6 +23,7 @@
 #include "dlock.h"
 #include "etcd_procs.h"
 #include "etcd_server.h"
+#include "test_util.h"
 #include "proc.h"
 #include "watchdog.h"
 
@@ -554,45 +554,6 @@ static void status_shows_holder_fence_and_ttl(void **state)
 
 /* ---- the pool of HTTP transfers ---------------------------------------------- */
 
-/* This process's TCP connections to port (its etcd connections: curl's
- * own socket pairs are not counted). */
-static int connections_to(int port)
-{
-    unsigned long inodes[256];
-    int n_inodes = 0;
-    FILE *f = fopen("/proc/self/net/tcp", "r");
-    assert_non_null(f);
-    char line[512];
-    while (fgets(line, sizeof line, f) && n_inodes < 256) {
-        unsigned rport, state;
-        unsigned long inode;
-        if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
-                   &state, &inode) == 3 &&
-            (int)rport == port && inode != 0)
-            inodes[n_inodes++] = inode;
-    }
-    fclose(f);
-    DIR *d = opendir("/proc/self/fd");
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[300], target[64];
-        unsigned long inode;
-        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-        ssize_t len = readlink(path, target, sizeof target - 1);
-        if (len <= 0)
-            continue;
-        target[len] = '\0';
-        if (sscanf(target, "socket:[%lu]", &inode) != 1)
-            continue;
-        for (int i = 0; i < n_inodes; i++)
-            n += inodes[i] == inode;
-    }
-    closedir(d);
-    return n;
-}
-
 typedef struct pooled_try {
     dlock_lock *l;
     int rc;
@@ -619,7 +580,7 @@ static void the_pool_keeps_pool_size_connections(void **state)
     const char *url = srv.url;
     assert_int_equal(dlock_client_new(&c, &url, 1, &o, NULL, 0), DLOCK_OK);
     int port = srv.m[0].client_port;
-    int before = connections_to(port);
+    int before = test_tcp_connections(port, NULL);
     pooled_try t[N];
     pthread_t th[N];
     test_etcd_pause(&srv, 0);
@@ -630,7 +591,7 @@ static void the_pool_keeps_pool_size_connections(void **state)
         assert_int_equal(pthread_create(&th[i], NULL, try_in_thread, &t[i]), 0);
     }
     usleep(500 * 1000); /* every try sent, none answered */
-    int in_flight = connections_to(port) - before;
+    int in_flight = test_tcp_connections(port, NULL) - before;
     test_etcd_resume(&srv, 0);
     for (int i = 0; i < N; i++) {
         pthread_join(th[i], NULL);
@@ -639,9 +600,9 @@ static void the_pool_keeps_pool_size_connections(void **state)
         dlock_lock_free(t[i].l);
     }
     assert_int_equal(in_flight, N);
-    assert_true(connections_to(port) - before <= 1);
+    assert_true(test_tcp_connections(port, NULL) - before <= 1);
     dlock_client_free(c);
-    assert_int_equal(connections_to(port), before);
+    assert_int_equal(test_tcp_connections(port, NULL), before);
 }
 
 static void what_does_not_apply_is_refused(void **state)

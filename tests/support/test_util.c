@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,4 +389,59 @@ redisReply *test_cmd_bin(const test_redis *r, const char *fmt, ...)
     REPLY_OF_ARGS(rep);
     assert_non_null(rep);
     return rep;
+}
+
+/* ---- this process's sockets ---------------------------------------------- */
+
+/* Append to ino[] (cap) the inodes of the sockets in the /proc/net file at
+ * path whose remote port is port (any when 0); returns the new count. */
+static size_t tcp_inodes(const char *path, int port, unsigned long *ino, size_t n, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return n; /* no IPv6 here */
+    char line[512];
+    while (n < cap && fgets(line, sizeof line, f)) {
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        unsigned rport;
+        unsigned long inode;
+        if (sscanf(line, " %*d: %*x:%*x %*x:%x %*x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+                   &inode) == 2 &&
+            inode != 0 && (port == 0 || (int)rport == port))
+            ino[n++] = inode;
+    }
+    fclose(f);
+    return n;
+}
+
+int test_tcp_connections(int port, unsigned long *last_inode)
+{
+    enum { CAP = 4096 };
+    static unsigned long ino[CAP]; /* main thread only (above) */
+    size_t n_ino = tcp_inodes("/proc/self/net/tcp", port, ino, 0, CAP);
+    n_ino = tcp_inodes("/proc/self/net/tcp6", port, ino, n_ino, CAP);
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], target[64];
+        unsigned long inode;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1)
+            continue;
+        for (size_t i = 0; i < n_ino; i++)
+            if (ino[i] == inode) {
+                n++;
+                if (last_inode)
+                    *last_inode = inode;
+                break;
+            }
+    }
+    closedir(d);
+    return n;
 }

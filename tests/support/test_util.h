@@ -157,6 +157,14 @@ dlock_lock *test_lock_new(dlock_client *c, const char *name, int64_t ttl_ms, uns
  * max_ms, 0 if not. */
 int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms);
 
+/* ---- this process's sockets ---------------------------------------------- */
+
+/* How many TCP connections (IPv4 and IPv6) this process has open to remote
+ * port `port` (0: to any port), read from /proc/self/fd and
+ * /proc/self/net/tcp{,6}; *last_inode (may be NULL) is set to the socket
+ * inode of the last one found. Fails the test if /proc cannot be read. */
+int test_tcp_connections(int port, unsigned long *last_inode);
+
 /* ---- helper keys (docs/design.md, "Key layout") ------------------------ */
 
 /* Write helper key `key` NUL `kind` (e.g. "fence", "q") into out (cap
