@@ -41,7 +41,7 @@ CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/engine -Isrc/re
 LIBS="$(pkg-config --libs hiredis libssl libcrypto) -lpthread"
 srcs_url="src/redis/url.c src/util/alloc.c src/util/error.c"
 srcs_duration="src/util/duration.c"
-srcs_reply="src/redis/conn.c src/redis/tls.c src/util/clock.c src/util/error.c src/util/alloc.c $OUT/scripts_gen.c"
+srcs_reply="src/redis/conn.c src/redis/resp.c src/redis/tls.c src/util/clock.c src/util/error.c src/util/alloc.c $OUT/scripts_gen.c"
 
 for f in $FUZZERS; do
   srcs_var="srcs_$f"
