@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The blocking call over the engine (call.h). */
+#include <stddef.h>
 #include <string.h>
 
 #include "acquire.h"
@@ -145,7 +146,12 @@ int dlock__call_extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64
 
 void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))
 {
+    /* Lent to the request: free and adopt must not lose what is owed for
+     * want of memory (op.h, scratch). */
+    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
     blocking_op b;
     op_begin(&b, l);
+    b.op.scratch = mem;
+    b.op.scratch_len = sizeof mem;
     (void)op_end(&b, start(l, &b.op)); /* best effort: the answer is not read */
 }

@@ -10,6 +10,7 @@
 #ifndef DLOCK_OP_H
 #define DLOCK_OP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common.h"
@@ -35,6 +36,11 @@ typedef struct dlock__verdict {
 
 enum { DLOCK__OP_NEW, DLOCK__OP_STARTED, DLOCK__OP_DONE };
 
+/* What a blocking call lends a request that must not fail for memory
+ * (dlock__op.scratch): the largest record a backend keeps there (Redis's
+ * tidy.c checks its own fits) with room to spare. */
+#define DLOCK__OP_SCRATCH 16384
+
 typedef struct dlock__op {
     dlock_lock *l;
     dlock__verdict v;                   /* filled by the backend before done() */
@@ -45,6 +51,13 @@ typedef struct dlock__op {
      * that stops mid-look costs the wait one leave past its end, not an
      * I/O timeout more). */
     int64_t deadline_ns;
+    /* Memory the starter lends the request for its whole life (NULL:
+     * none): a backend may keep its record there instead of allocating
+     * one, so a request started with enough of it cannot fail for memory
+     * (call.c lends DLOCK__OP_SCRATCH bytes to what free and adopt leave
+     * to settle: a free out of memory still releases). */
+    void *scratch;
+    size_t scratch_len;
     /* The backend's: a request answered inside its start completes
      * from the loop's next turn (dlock__op_complete_soon). */
     dlock__timer defer;

@@ -27,6 +27,7 @@
 typedef struct tidy {
     dlock_lock *l;
     dlock__op *op;
+    int on_heap;                  /* allocated here, not op->scratch */
     int starting;                 /* inside the start: the answer waits for the next turn */
     void (*next)(struct tidy *q); /* after the step in flight */
     void (*owed_then)(struct tidy *q); /* after resend_owed */
@@ -52,7 +53,8 @@ static void answer(tidy *q)
 {
     dlock__op *op = q->op;
     int at_once = q->starting;
-    dlock__free(q);
+    if (q->on_heap)
+        dlock__free(q);
     if (at_once)
         dlock__op_complete_soon(op, DLOCK_OK);
     else {
@@ -320,14 +322,20 @@ static void cleanup_first(tidy *q)
     resend_owed(q, cleanup_undo);
 }
 
+_Static_assert(sizeof(tidy) <= DLOCK__OP_SCRATCH, "a tidy must fit a blocking call's scratch");
+
+/* The record lives in what the starter lent (a blocking free or adopt:
+ * it cannot fail for memory), else on the heap. */
 static int tidy_start(dlock_lock *l, dlock__op *op, void (*first)(tidy *q))
 {
-    tidy *q = dlock__malloc(sizeof *q);
+    int on_heap = op->scratch_len < sizeof(tidy);
+    tidy *q = on_heap ? dlock__malloc(sizeof *q) : op->scratch;
     if (!q) {
         dlock__err_set(&l->err, "out of memory");
         return DLOCK_ENOMEM;
     }
     memset(q, 0, offsetof(tidy, fan)); /* the fan's run sets itself up */
+    q->on_heap = on_heap;
     q->l = l;
     q->op = op;
     q->starting = 1;

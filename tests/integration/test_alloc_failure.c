@@ -428,6 +428,34 @@ static void a_release_that_could_not_start_is_sent_on_free(void **state)
     }
 }
 
+/* A free that cannot allocate anything still releases what the handle
+ * holds: its cleanup's record is the call's (call.c, dlock__call_tidy),
+ * not the heap's, so the key does not outlive the handle by a whole TTL.
+ * One node and three, on pooled connections (a new connection needs
+ * memory: without one nothing can be sent, and the TTL ends it). */
+static void a_free_without_memory_still_releases(void **state)
+{
+    (void)state;
+    static const path one = {"free_no_memory", 1, 4, 0, 0, 60000, NULL, NULL, NULL};
+    static const path three = {"free_no_memory_redlock", N_NODES, 4, 0, 0, 60000, NULL, NULL,
+                               NULL};
+    const path *ps[] = {&one, &three};
+    for (size_t i = 0; i < 2; i++) {
+        fx_open(&f, ps[i]);
+        assert_int_equal(dlock_lock_acquire(f.l, 0), DLOCK_OK);
+        assert_int_equal(nodes_holding(&f, NULL), ps[i]->nodes);
+        dlock__alloc_fail_after(0);
+        dlock_lock_free(f.l);
+        dlock__alloc_fail_after(-1);
+        f.l = NULL;
+        if (nodes_holding(&f, NULL))
+            print_message("%s: the key outlived the freed handle (PTTL %lld ms)\n", ps[i]->name,
+                          (long long)max_pttl(&f));
+        assert_int_equal(nodes_holding(&f, NULL), 0);
+        fx_close(&f);
+    }
+}
+
 /* Creation: client_new (what 0), lock_new on a client (1) or a set of
  * three names on a client (2, dlock_lock_new_multi()) with allocation k
  * failing (k < 0: none). Returns the allocations made. */
@@ -521,6 +549,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(client_and_lock_creation, teardown),
+        cmocka_unit_test_teardown(a_free_without_memory_still_releases, teardown),
         cmocka_unit_test_teardown(acquire_fresh_connection, teardown),
         cmocka_unit_test_teardown(acquire_pooled_connection, teardown),
         cmocka_unit_test_teardown(acquire_redlock_fresh, teardown),
