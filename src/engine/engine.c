@@ -289,7 +289,6 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
 
 int dlock__engine_adopt(dlock_lock *l, const char *token)
 {
-    dlock__call_tidy(l, l->backend->settle_start);
     size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
     if (n == 0 || n > DLOCK_TOKEN_MAX || !l->kind->adopt ||
         dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
@@ -297,6 +296,10 @@ int dlock__engine_adopt(dlock_lock *l, const char *token)
                        "is not reentrant and holds nothing", DLOCK_TOKEN_MAX);
         return DLOCK_EINVAL;
     }
+    /* Only now: a refused adopt sends nothing (the settle resends a
+     * release owed under an older token, which waits for the nodes that
+     * owe it). */
+    dlock__call_tidy(l, l->backend->settle_start);
     int rc = l->backend->adopt_check(l, token, n);
     if (rc != DLOCK_OK)
         return rc;

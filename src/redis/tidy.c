@@ -156,7 +156,11 @@ static void owed_resent(tidy *q)
 /* The release still owed under a token an adopt replaced (handle.h,
  * owed_token): sent again by that token, the handle's own pending release
  * set aside meanwhile, to the nodes that still owe it. Best effort, as
- * every resend; forgotten once none owes it. */
+ * every resend; forgotten once none owes it. The swap of l->token is
+ * the calling thread's alone: settle runs in an adopt of a handle that
+ * holds nothing, cleanup in a free after its renewal stopped, and a
+ * renewal round reads its record's own pointer (renewal.h, token), never
+ * l->token. */
 static void resend_owed(tidy *q, void (*then)(tidy *q))
 {
     dlock_lock *l = q->l;

@@ -142,12 +142,46 @@ static void a_release_still_owed_at_an_adopt_reaches_the_node_later(void **state
     dlock_client_free(c);
 }
 
+/* An adopt refused (the handle holds a lock) sends nothing and changes
+ * nothing. Before it checked, it first resent the release still owed
+ * under an old token and waited the silent node's whole I/O timeout
+ * (300 ms) for it, each time; the hold it was refused for is unharmed
+ * either way (a renewal reads its record's token, not the handle's). */
+static void a_refused_adopt_sends_nothing(void **state)
+{
+    (void)state;
+    dlock_client *c = redlock();
+    /* Renewed every 200 ms while held. */
+    dlock_lock *l = test_lock_new(c, "relp:adopt-held", 600, DLOCK_AUTO_RENEW, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK); /* owed by the last node */
+    assert_int_equal(dlock_lock_adopt(l, "another-holders-token"), DLOCK_OK); /* kept, owed */
+    assert_int_equal(dlock_lock_forget(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* a majority, renewed */
+    int64_t t0 = test_now_ms();
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_lock_adopt(l, "another-holders-token"), DLOCK_EINVAL);
+    int64_t took_ms = test_now_ms() - t0;
+    print_message("three refused adopts took %lld ms\n", (long long)took_ms);
+    assert_true(took_ms < 300); /* none waited for the silent node */
+    test_sleep_ms(700);
+    if (dlock_lock_state_get(l) != DLOCK_STATE_HELD)
+        print_message("lost: %s\n", dlock_lock_errmsg(l));
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_PASS, 0), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(releases_owed_by_a_silent_node_all_reach_it_when_it_answers),
         cmocka_unit_test(the_last_release_sent_while_one_is_owed_carries_it),
         cmocka_unit_test(a_release_still_owed_at_an_adopt_reaches_the_node_later),
+        cmocka_unit_test(a_refused_adopt_sends_nothing),
     };
     return cmocka_run_group_tests(tests, test_proxied_setup, test_proxied_teardown);
 }
