@@ -89,6 +89,9 @@ typedef struct chaos_liveness {
     int max_failed_pct;    /* failed sections, left-early ones included */
     int64_t max_wait_ms;   /* longest try-once + wait */
     int strict_waits;      /* 1: no waiting acquire may fail (a try-once may) */
+    /* This percent of the waits is cancelled from a second thread
+     * (dlock_lock_cancel) 10-410 ms in: counted apart, never a failure. */
+    int cancel_pct;
 } chaos_liveness;
 
 /* driver.c: the liveness bounds of a scenario, or NULL. */
@@ -99,6 +102,7 @@ typedef struct chaos_result {
     const chaos_liveness *live; /* NULL: safety only */
     long live_tried, live_failed, live_wait_failed;
     double live_max_wait_s;
+    long live_cancelled; /* waits cancelled (chaos_liveness.cancel_pct) */
     chaos_verdict v;
     long faults;
     double seconds;

@@ -122,6 +122,14 @@ static const chaos_scenario scenarios[] = {
     S("etcd3_member_faults", "etcd, 3 members: leader kill -9 + restart / member SIGSTOP 2 s", 3,
       4, 25, 3000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600,
       chaos_inject_etcd_member, 0),
+    /* The same faults while a third of the waits are cancelled from a
+     * second thread: a cancelled waiter's revoke gets 100 ms, and one cut
+     * off by a stopped member leaves its key in line until its lease (the
+     * TTL) ends (docs/backends.md): the line goes on after that. */
+    S("etcd3_cancel_faults",
+      "etcd, 3 members: the faults above while a third of the waits are cancelled", 3, 5, 20,
+      3000, 40, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600, chaos_inject_etcd_member,
+      0),
 #endif
     /* Issue 17: readers and writers of one read-write lock (even workers
      * read), and a semaphore of 2 permits, under holder kill -9 and
@@ -157,8 +165,9 @@ static const chaos_scenario scenarios[] = {
 /* Bounds are generous (a loaded 2-core VM); what they catch is the storm
  * of DLOCK_ENOQUORUM failures and the TTL-long stalls of issue 15. */
 static const chaos_liveness liveness[] = {
-    /* scenario, wait per section, max failed %, max wait, strict waits */
-    {"contended_redlock3_minority", 10000, 5, 8000, 0},
+    /* scenario, wait per section, max failed %, max wait, strict waits,
+     * cancelled waits % */
+    {"contended_redlock3_minority", 10000, 5, 8000, 0, 0},
     /* Default mode is not fair: a worker may wait for every section of
      * the other two (2 x 3 x 2 s = 12 s) plus the 2 s stall, with no
      * liveness fault at all (12.3 s was seen once in CI). What this row
@@ -167,20 +176,25 @@ static const chaos_liveness liveness[] = {
      * one stall without its key on the stopped node (expired there) lost
      * the lock when the next stall hit another node; the watchdog now
      * puts such a key back (restore_batch.lua, test_redlock_restore). */
-    {"renew_stalled_minority", 15000, 10, 15000, 0},
-    {"fair_waiters_killed", 9000, 5, 7500, 0},
+    {"renew_stalled_minority", 15000, 10, 15000, 0, 0},
+    {"fair_waiters_killed", 9000, 5, 7500, 0, 0},
     /* A stopped worker's own wait includes its stop (1.5 s at most); a
      * claim handed to a stopped waiter lapses within 1 s (TTL 1 s). */
-    {"fair_workers_stopped", 5000, 5, 4000, 0},
+    {"fair_workers_stopped", 5000, 5, 4000, 0, 0},
     /* A stall lasts 1.5 s; a look cut off by it, and its cleanup, wait an
      * I/O timeout (1 s) each at most before the line goes on. A section
      * starts with a try-once and waits after "held", "not now" and an
      * unknown outcome, as `dlock run -w` does: no waiting acquire may
      * fail (strict); 5 % for a try-once the node refused outright. */
-    {"fair_node_stalls", 8000, 5, 6000, 1},
+    {"fair_node_stalls", 8000, 5, 6000, 1, 0},
     /* etcd: an election takes about a second here (500 ms timeout); a
      * killed leader's clients fail over within an I/O timeout. */
-    {"etcd3_member_faults", 10000, 10, 10000, 0},
+    {"etcd3_member_faults", 10000, 10, 10000, 0, 0},
+    /* The row above with 5 workers, holds of 40 ms and a cancelled head
+     * of the line's key left to its lease when its revoke was cut off
+     * (one TTL, 3 s, more): 6.9 s and 11.3 s seen (a 10 s wait that
+     * timed out, then its leave on a stopped member). */
+    {"etcd3_cancel_faults", 10000, 10, 15000, 0, 33},
     /* Cluster (issue 19): no section may fail. Stalled: default mode is
      * not fair, so a worker may wait for every section of the other two
      * (2 x 2 x 2.4 s = 9.6 s; 9.9 s seen) and nothing for the stall (its
@@ -188,8 +202,8 @@ static const chaos_liveness liveness[] = {
      * seen alone, 15.1 s at a load average of 16). Failover:
      * the failover (about 2-3 s with cluster-node-timeout 1000) plus a
      * loaded machine. */
-    {"cluster_master_stalled", 20000, 0, 18000, 0},
-    {"cluster_master_failover", 15000, 0, 10000, 0},
+    {"cluster_master_stalled", 20000, 0, 18000, 0, 0},
+    {"cluster_master_failover", 15000, 0, 10000, 0, 0},
 };
 
 int chaos_is_etcd(const chaos_scenario *sc)

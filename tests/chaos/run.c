@@ -137,6 +137,7 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     w->deadline_ns = chaos_now_ns() + (int64_t)(90 + 60 * scale) * 1000000000;
     const chaos_liveness *live = chaos_liveness_of(sc->name);
     w->section_wait_ms = live ? live->section_wait_ms : 0;
+    w->cancel_pct = live ? live->cancel_pct : 0;
     snprintf(w->history_path, sizeof w->history_path, "%s", hist);
     run->todo = (long)sc->cs_per_worker * scale;
     return 0;
@@ -320,6 +321,10 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
         out->live_failed = atomic_load(&run.sh->live_failed) + atomic_load(&run.sh->aborted);
         out->live_wait_failed = atomic_load(&run.sh->live_wait_failed);
         out->live_max_wait_s = (double)atomic_load(&run.sh->live_max_wait_ns) / 1e9;
+        out->live_cancelled = atomic_load(&run.sh->live_cancelled);
+        if (out->live->cancel_pct)
+            snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
+                     "%swaits cancelled %ld", out->note[0] ? "; " : "", out->live_cancelled);
         int live_ok = out->live_tried > 0 &&
                       out->live_failed * 100 <= (long)out->live->max_failed_pct * out->live_tried &&
                       out->live_max_wait_s * 1000 <= (double)out->live->max_wait_ms &&

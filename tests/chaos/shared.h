@@ -50,6 +50,7 @@ typedef struct chaos_shared {
     _Atomic long live_failed;
     _Atomic long live_wait_failed; /* of those, after waiting (not the try-once) */
     _Atomic int64_t live_max_wait_ns;
+    _Atomic long live_cancelled; /* waits a second thread cancelled */
     /* Liveness of the ownership rows (issue 22): the longest a worker
      * waited from wanting the lock to its section; fork row: children
      * forked by holders, and those that misbehaved with the inherited

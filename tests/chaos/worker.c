@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -172,6 +174,59 @@ static void backoff(worker *w)
     sleep_ms(5 + rand_r(&w->seed) % 20);
 }
 
+/* A second thread that cancels the worker's wait after_ms in, unless the
+ * wait ended first (a cancel that lands just after it ended cancels the
+ * next acquire instead: counted the same). */
+typedef struct canceller {
+    pthread_t t;
+    dlock_lock *lock;
+    int64_t after_ms;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int over;
+} canceller;
+
+static void *cancel_main(void *arg)
+{
+    canceller *k = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += k->after_ms / 1000;
+    until.tv_nsec += (k->after_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&k->mu);
+    while (!k->over && pthread_cond_timedwait(&k->cv, &k->mu, &until) != ETIMEDOUT)
+        ;
+    if (!k->over)
+        dlock_lock_cancel(k->lock);
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+/* A waiting acquire, cancelled in cfg->cancel_pct percent of the waits. */
+static int wait_acquire(worker *w, int64_t wait_ms)
+{
+    if (w->cfg->cancel_pct <= 0 || (int)(rand_r(&w->seed) % 100) >= w->cfg->cancel_pct)
+        return dlock_lock_acquire(w->lock, wait_ms);
+    canceller k = {.lock = w->lock, .after_ms = 10 + rand_r(&w->seed) % 400};
+    pthread_mutex_init(&k.mu, NULL);
+    pthread_cond_init(&k.cv, NULL);
+    int started = pthread_create(&k.t, NULL, cancel_main, &k) == 0;
+    int rc = dlock_lock_acquire(w->lock, wait_ms);
+    pthread_mutex_lock(&k.mu);
+    k.over = 1;
+    pthread_cond_signal(&k.cv);
+    pthread_mutex_unlock(&k.mu);
+    if (started)
+        pthread_join(k.t, NULL);
+    pthread_cond_destroy(&k.cv);
+    pthread_mutex_destroy(&k.mu);
+    return rc;
+}
+
 /* Liveness mode: one section as `dlock run -w WAIT` runs it. 1 if it ran. */
 static int live_section(worker *w, int64_t left_ms)
 {
@@ -184,7 +239,7 @@ static int live_section(worker *w, int64_t left_ms)
      * went away before answering, is waited for too. */
     int waited = (rc == DLOCK_ENOTACQUIRED || rc == DLOCK_EBUSY || rc == DLOCK_EUNKNOWN) && wait > 0;
     if (waited)
-        rc = dlock_lock_acquire(w->lock, wait);
+        rc = wait_acquire(w, wait);
     int64_t took = chaos_now_ns() - t0;
     int64_t max = atomic_load(&w->sh->live_max_wait_ns);
     while (took > max && !atomic_compare_exchange_weak(&w->sh->live_max_wait_ns, &max, took))
@@ -193,6 +248,12 @@ static int live_section(worker *w, int64_t left_ms)
     chaos_count_rc(w->sh->acq_rc, rc);
     if (stopping(w) && rc != DLOCK_OK)
         return 0; /* cut short by the run's end: not a verdict */
+    if (rc == DLOCK_ECANCELED && w->cfg->cancel_pct) {
+        /* given up by the user: not a failed section */
+        atomic_fetch_add(&w->sh->live_cancelled, 1);
+        backoff(w);
+        return 0;
+    }
     atomic_fetch_add(&w->sh->live_tried, 1);
     if (rc != DLOCK_OK) {
         atomic_fetch_add(&w->sh->live_failed, 1);

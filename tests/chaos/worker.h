@@ -53,6 +53,7 @@ typedef struct chaos_worker_cfg {
      * runs it: try once, then wait up to this long; a section that does
      * not get the lock counts as failed (and is not retried). */
     int64_t section_wait_ms;
+    int cancel_pct;         /* chaos_liveness.cancel_pct */
     int64_t deadline_ns;    /* hard stop, monotonic */
     /* Cluster rows: the URLs are seeds of one Redis Cluster; and, with
      * n_bg > 0, each worker holds an auto-renewed lock "{tag}-wSLOT-pPROC"
