@@ -328,7 +328,8 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
         int live_ok = out->live_tried > 0 &&
                       out->live_failed * 100 <= (long)out->live->max_failed_pct * out->live_tried &&
                       out->live_max_wait_s * 1000 <= (double)out->live->max_wait_ms &&
-                      (!out->live->strict_waits || out->live_wait_failed == 0);
+                      (!out->live->strict_waits || out->live_wait_failed == 0) &&
+                      (!out->live->cancel_pct || out->live_cancelled > 0); /* cancels ran */
         if (out->live->strict_waits)
             snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
                      "%swaiting acquires failed %ld", out->note[0] ? "; " : "",
