@@ -106,12 +106,7 @@ static void op_done(dlock__op *op)
 static void op_begin(blocking_op *b, dlock_lock *l)
 {
     dlock__call_init(&b->call);
-    memset(&b->op, 0, sizeof b->op);
-    b->op.l = l;
-    b->op.loop = &b->call.lp.loop;
-    b->op.done = op_done;
-    b->op.v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
-    dlock__op_start(&b->op);
+    dlock__op_begin(&b->op, l, &b->call.lp.loop, op_done);
 }
 
 /* The backend's start returned rc: a started request is waited for, a
@@ -131,17 +126,6 @@ int dlock__call_release(dlock_lock *l, int last)
     blocking_op b;
     op_begin(&b, l);
     return op_end(&b, l->backend->release_start(l, last, &b.op));
-}
-
-int dlock__call_extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
-                       int64_t *renew_ttl_ms)
-{
-    blocking_op b;
-    op_begin(&b, l);
-    int rc = op_end(&b, l->backend->extend_start(l, ttl_ms, deadline_ns, &b.op));
-    *until_ns = b.op.v.until_ns;
-    *renew_ttl_ms = b.op.v.renew_ttl_ms;
-    return rc;
 }
 
 void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))

@@ -39,14 +39,12 @@ void dlock__call_close(dlock__call *c);
  * dlock__engine_acquire()'s contract; deadline_ns from wait_ms. */
 int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
 
-/* The blocking release and extend (backend.h, release_start and
- * extend_start): the request on a private loop, turned until it is done,
- * never made wakeable (nothing but its own replies can end it), so a lone
- * socket still waits alone (loop.h). rc is op->v.code, or the start's
- * error; an extend's *until_ns and *renew_ttl_ms are op->v's. */
+/* The blocking release (backend.h, release_start): the request on a
+ * private loop, turned until it is done, never made wakeable (nothing but
+ * its own replies can end it), so a lone socket still waits alone
+ * (loop.h). rc is op->v.code, or the start's error. (The extend is the
+ * engine's own start + completion: engine.h.) */
 int dlock__call_release(dlock_lock *l, int last);
-int dlock__call_extend(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, int64_t *until_ns,
-                       int64_t *renew_ttl_ms);
 
 /* What the handle leaves in the store, best effort (backend.h:
  * settle_start, release_lost_start or cleanup_start as start): the

@@ -220,7 +220,50 @@ int dlock__engine_release(dlock_lock *l)
     return rc;
 }
 
-int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
+/* The extend's answer came (rc, the request's verdict): the lease's new
+ * end, or the hold let go; renewal back on as it was. Its code. */
+static int extend_finish(dlock__engine_req *r, int rc)
+{
+    dlock_lock *l = r->op.l;
+    int64_t deadline = r->deadline_ns;
+    if (rc == DLOCK_OK && deadline != INT64_MAX && dlock__now_ns() >= deadline) {
+        dlock__err_set(&l->err, "majority confirmed only after the lease had ended");
+        rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EEXPIRED;
+    }
+    if (rc == DLOCK_OK) {
+        dlock__fsm_fire(l, DLOCK__EV_RENEWED, r->op.v.until_ns);
+        dlock__err_clear(&l->err);
+        l->renewal.ttl_ms = r->op.v.renew_ttl_ms;
+    }
+    if (r->renewed && !(rc == DLOCK_OK && l->renewal.once) &&
+        (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED))) {
+        /* Renewal goes on (a failed extend leaves the lease as it was, so
+         * it is renewed at once). An extend the backend refused sent
+         * nothing (etcd: another TTL than the lease's): the renewal keeps
+         * the schedule it had. */
+        int64_t first_ms = rc == DLOCK_OK ? DLOCK__RENEW_INTERVAL : 0;
+        if (rc == DLOCK_ENOTSUP) {
+            int64_t left_ms = (r->due_ns - dlock__now_ns()) / DLOCK__NS_PER_MS;
+            first_ms = left_ms > 0 ? left_ms : 0;
+        }
+        renew_start(l, l->renewal.ttl_ms, first_ms);
+    }
+    if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
+        /* Not ours any more: the handle lets go. */
+        end_hold(l, rc);
+    }
+    return rc;
+}
+
+static void extend_over(dlock__op *op)
+{
+    dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
+    r->rc = extend_finish(r, op->v.code);
+    r->done(r);
+}
+
+int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,
+                               dlock__engine_req *r)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
     dlock_lock_state st = l->state;
@@ -245,45 +288,47 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
      * new TTL as its renewal TTL for the rest of the hold. A fair
      * hand-over's pending confirmation is taken out too; a successful
      * extend does its work. */
-    int renewed = renew_stop(l);
+    r->renewed = renew_stop(l);
     /* When it was due (out of the watchdog now, and no round has it). */
-    int64_t due_ns = l->renewal.next_ns;
-    if (renewed && dlock__lock_get_state(l) == DLOCK_STATE_LOST) { /* that round found it lost */
+    r->due_ns = l->renewal.next_ns;
+    if (r->renewed && dlock__lock_get_state(l) == DLOCK_STATE_LOST) { /* that round found it lost */
         dlock__err_set(&l->err, "\"%s\" was lost", l->name);
         return DLOCK_ELOST;
     }
     /* A confirmation after the current lease ended proves nothing (unless
      * the store's answer does, late_answer_counts): the key may have
      * expired and been taken in between. */
-    int64_t deadline = old_end == INT64_MIN || late_counts ? INT64_MAX : old_end;
-    int64_t until = 0, renew_ttl = 0;
-    int rc = dlock__call_extend(l, ttl_ms, deadline, &until, &renew_ttl);
-    if (rc == DLOCK_OK && deadline != INT64_MAX && dlock__now_ns() >= deadline) {
-        dlock__err_set(&l->err, "majority confirmed only after the lease had ended");
-        rc = l->client->n_nodes > 1 ? DLOCK_ENOQUORUM : DLOCK_EEXPIRED;
-    }
+    r->deadline_ns = old_end == INT64_MIN || late_counts ? INT64_MAX : old_end;
+    dlock__op_begin(&r->op, l, loop, extend_over);
+    int rc = l->backend->extend_start(l, ttl_ms, r->deadline_ns, &r->op);
+    /* Refused, nothing sent: answered now (never DLOCK_OK). */
+    return rc == DLOCK_OK ? DLOCK_OK : extend_finish(r, rc);
+}
+
+typedef struct blocking_verb {
+    dlock__call call;
+    dlock__engine_req r;
+} blocking_verb;
+
+static void verb_done(dlock__engine_req *r)
+{
+    DLOCK__OWNER(r, blocking_verb, r)->call.done = 1;
+}
+
+/* The start on a private loop, turned until done (never made wakeable:
+ * nothing but the request's own replies can end it, so a lone socket
+ * still waits alone, loop.h). */
+int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
+{
+    blocking_verb b;
+    dlock__call_init(&b.call);
+    b.r.done = verb_done;
+    int rc = dlock__engine_extend_start(l, ttl_ms, &b.call.lp.loop, &b.r);
     if (rc == DLOCK_OK) {
-        dlock__fsm_fire(l, DLOCK__EV_RENEWED, until);
-        dlock__err_clear(&l->err);
-        l->renewal.ttl_ms = renew_ttl;
+        dlock__call_run(&b.call);
+        rc = b.r.rc;
     }
-    if (renewed && !(rc == DLOCK_OK && l->renewal.once) &&
-        (rc == DLOCK_OK || (rc != DLOCK_ENOTOWNER && rc != DLOCK_EEXPIRED))) {
-        /* Renewal goes on (a failed extend leaves the lease as it was, so
-         * it is renewed at once). An extend the backend refused sent
-         * nothing (etcd: another TTL than the lease's): the renewal keeps
-         * the schedule it had. */
-        int64_t first_ms = rc == DLOCK_OK ? DLOCK__RENEW_INTERVAL : 0;
-        if (rc == DLOCK_ENOTSUP) {
-            int64_t left_ms = (due_ns - dlock__now_ns()) / DLOCK__NS_PER_MS;
-            first_ms = left_ms > 0 ? left_ms : 0;
-        }
-        renew_start(l, l->renewal.ttl_ms, first_ms);
-    }
-    if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
-        /* Not ours any more: the handle lets go. */
-        end_hold(l, rc);
-    }
+    dlock__call_close(&b.call);
     return rc;
 }
 

@@ -11,12 +11,32 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "loop.h"
+#include "op.h"
 #include "watchdog.h"
+
+/* A verb of the engine in flight (docs/dev/async-plan.md, Stage A): its
+ * start runs on the caller's thread and hands the backend a request on
+ * loop; done(r) runs once from loop with r->rc (the verb's code), never
+ * inside the start. A start that returns other than DLOCK_OK answered at
+ * once with that code and runs no done. So far extend is one; the blocking
+ * dlock__engine_extend() is its start on a private loop (call.h). */
+typedef struct dlock__engine_req {
+    dlock__op op; /* the backend's request */
+    void (*done)(struct dlock__engine_req *r);
+    int rc;
+    /* The extend's, from its start to its completion. */
+    int renewed;         /* it took the hold out of the watchdog */
+    int64_t due_ns;      /* when that renewal was due */
+    int64_t deadline_ns; /* the lease's end: a later answer proves nothing */
+} dlock__engine_req;
 
 int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms);
 int dlock__engine_release(dlock_lock *l);
 /* ttl_ms: 1..DLOCK_TTL_MAX_MS, or 0 for the lock's TTL. */
 int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms);
+int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,
+                               dlock__engine_req *r);
 int dlock__engine_adopt(dlock_lock *l, const char *token);
 int dlock__engine_forget(dlock_lock *l);
 /* Any thread. */

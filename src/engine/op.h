@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common.h"
 #include "loop.h"
@@ -65,6 +66,21 @@ typedef struct dlock__op {
 } dlock__op;
 
 /* The engine, before it hands op to the backend. */
+static inline void dlock__op_start(dlock__op *op);
+
+/* A fresh request of l on loop, completed through done, then started
+ * (dlock__op_start): what the engine hands to a backend's start. */
+static inline void dlock__op_begin(dlock__op *op, dlock_lock *l, dlock__loop *loop,
+                                   void (*done)(dlock__op *op))
+{
+    memset(op, 0, sizeof *op);
+    op->l = l;
+    op->loop = loop;
+    op->done = done;
+    op->v = (dlock__verdict){DLOCK_OK, 0, -1, -1, 0, 0};
+    dlock__op_start(op);
+}
+
 static inline void dlock__op_start(dlock__op *op)
 {
     if (op->state == DLOCK__OP_STARTED)
