@@ -121,13 +121,6 @@ static int op_end(blocking_op *b, int rc)
     return rc;
 }
 
-int dlock__call_release(dlock_lock *l, int last)
-{
-    blocking_op b;
-    op_begin(&b, l);
-    return op_end(&b, l->backend->release_start(l, last, &b.op));
-}
-
 void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))
 {
     /* Lent to the request: free and adopt must not lose what is owed for

@@ -39,13 +39,6 @@ void dlock__call_close(dlock__call *c);
  * dlock__engine_acquire()'s contract; deadline_ns from wait_ms. */
 int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
 
-/* The blocking release (backend.h, release_start): the request on a
- * private loop, turned until it is done, never made wakeable (nothing but
- * its own replies can end it), so a lone socket still waits alone
- * (loop.h). rc is op->v.code, or the start's error. (The extend is the
- * engine's own start + completion: engine.h.) */
-int dlock__call_release(dlock_lock *l, int last);
-
 /* What the handle leaves in the store, best effort (backend.h:
  * settle_start, release_lost_start or cleanup_start as start): the
  * request on a private loop as the release's, its answer not read. */

@@ -175,31 +175,11 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
     return rc;
 }
 
-int dlock__engine_release(dlock_lock *l)
+/* The release's answer came (rc): one hold fewer, or the hold let go. */
+static int release_finish(dlock__engine_req *r, int rc)
 {
-    dlock_lock_state st = dlock__lock_get_state(l);
-    dlock__err_clear(&l->err);
-    if (st == DLOCK_STATE_UNLOCKED)
-        return not_held(l);
-    int last_hold = !l->kind->counted && !l->kind->reenter ? 1 : l->holds <= 1;
-    if (last_hold || st == DLOCK_STATE_LOST) {
-        /* A lost handle's record may still be registered: the round that
-         * found it lost takes it out only after its on_lost returns. Left
-         * there, a hold taken again meanwhile (in on_lost) would not be
-         * registered, and that round would then take out its renewal. */
-        renew_stop(l);
-        /* A round in flight may have found the lock lost (and run on_lost)
-         * while we waited for it: read the state it left. */
-        st = dlock__lock_get_state(l);
-    }
-    if (st == DLOCK_STATE_LOST) {
-        let_go_of_lost(l);
-        dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
-        return DLOCK_ELOST;
-    }
-    if (st == DLOCK_STATE_UNLOCKED) /* on_lost released it meanwhile */
-        return not_held(l);
-    int rc = dlock__call_release(l, last_hold);
+    dlock_lock *l = r->op.l;
+    int last_hold = r->last_hold;
     if (rc == DLOCK_OK && !last_hold) {
         l->holds--;
         return DLOCK_OK;
@@ -218,6 +198,44 @@ int dlock__engine_release(dlock_lock *l)
     if (rc == DLOCK_OK)
         dlock__err_clear(&l->err);
     return rc;
+}
+
+static void release_over(dlock__op *op)
+{
+    dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
+    r->rc = release_finish(r, op->v.code);
+    r->done(r);
+}
+
+int dlock__engine_release_start(dlock_lock *l, dlock__loop *loop, dlock__engine_req *r)
+{
+    dlock_lock_state st = dlock__lock_get_state(l);
+    dlock__err_clear(&l->err);
+    if (st == DLOCK_STATE_UNLOCKED)
+        return not_held(l);
+    int last_hold = !l->kind->counted && !l->kind->reenter ? 1 : l->holds <= 1;
+    if (last_hold || st == DLOCK_STATE_LOST) {
+        /* A lost handle's record may still be registered: the round that
+         * found it lost takes it out only after its on_lost returns. Left
+         * there, a hold taken again meanwhile (in on_lost) would not be
+         * registered, and that round would then take out its renewal. */
+        renew_stop(l);
+        /* A round in flight may have found the lock lost (and run on_lost)
+         * while we waited for it: read the state it left. */
+        st = dlock__lock_get_state(l);
+    }
+    if (st == DLOCK_STATE_LOST) {
+        let_go_of_lost(l); /* still a blocking tidy on a loop of its own */
+        dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
+        return DLOCK_ELOST;
+    }
+    if (st == DLOCK_STATE_UNLOCKED) /* on_lost released it meanwhile */
+        return not_held(l);
+    r->last_hold = last_hold;
+    dlock__op_begin(&r->op, l, loop, release_over);
+    int rc = l->backend->release_start(l, last_hold, &r->op);
+    /* Refused, nothing sent: answered now (never DLOCK_OK). */
+    return rc == DLOCK_OK ? DLOCK_OK : release_finish(r, rc);
 }
 
 /* The extend's answer came (rc, the request's verdict): the lease's new
@@ -308,6 +326,8 @@ int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,
 typedef struct blocking_verb {
     dlock__call call;
     dlock__engine_req r;
+    dlock_lock *l;
+    int64_t ttl_ms;
 } blocking_verb;
 
 static void verb_done(dlock__engine_req *r)
@@ -315,21 +335,42 @@ static void verb_done(dlock__engine_req *r)
     DLOCK__OWNER(r, blocking_verb, r)->call.done = 1;
 }
 
-/* The start on a private loop, turned until done (never made wakeable:
- * nothing but the request's own replies can end it, so a lone socket
- * still waits alone, loop.h). */
+/* A verb's start on a private loop, turned until it is done (never made
+ * wakeable: nothing but the request's own replies can end it, so a lone
+ * socket still waits alone, loop.h). */
+static int run_blocking(blocking_verb *b, int (*start)(blocking_verb *b))
+{
+    dlock__call_init(&b->call);
+    b->r.done = verb_done;
+    int rc = start(b);
+    if (rc == DLOCK_OK) {
+        dlock__call_run(&b->call);
+        rc = b->r.rc;
+    }
+    dlock__call_close(&b->call);
+    return rc;
+}
+
+static int start_extend(blocking_verb *b)
+{
+    return dlock__engine_extend_start(b->l, b->ttl_ms, &b->call.lp.loop, &b->r);
+}
+
+static int start_release(blocking_verb *b)
+{
+    return dlock__engine_release_start(b->l, &b->call.lp.loop, &b->r);
+}
+
 int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
 {
-    blocking_verb b;
-    dlock__call_init(&b.call);
-    b.r.done = verb_done;
-    int rc = dlock__engine_extend_start(l, ttl_ms, &b.call.lp.loop, &b.r);
-    if (rc == DLOCK_OK) {
-        dlock__call_run(&b.call);
-        rc = b.r.rc;
-    }
-    dlock__call_close(&b.call);
-    return rc;
+    blocking_verb b = {.l = l, .ttl_ms = ttl_ms};
+    return run_blocking(&b, start_extend);
+}
+
+int dlock__engine_release(dlock_lock *l)
+{
+    blocking_verb b = {.l = l};
+    return run_blocking(&b, start_release);
 }
 
 int dlock__engine_adopt(dlock_lock *l, const char *token)

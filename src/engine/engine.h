@@ -19,12 +19,14 @@
  * start runs on the caller's thread and hands the backend a request on
  * loop; done(r) runs once from loop with r->rc (the verb's code), never
  * inside the start. A start that returns other than DLOCK_OK answered at
- * once with that code and runs no done. So far extend is one; the blocking
- * dlock__engine_extend() is its start on a private loop (call.h). */
+ * once with that code and runs no done. So far release and extend are
+ * such verbs; the blocking dlock__engine_release() and _extend() are their
+ * starts on a private loop (call.h). */
 typedef struct dlock__engine_req {
     dlock__op op; /* the backend's request */
     void (*done)(struct dlock__engine_req *r);
     int rc;
+    int last_hold; /* the release's: the handle's last hold goes */
     /* The extend's, from its start to its completion. */
     int renewed;         /* it took the hold out of the watchdog */
     int64_t due_ns;      /* when that renewal was due */
@@ -33,6 +35,9 @@ typedef struct dlock__engine_req {
 
 int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms);
 int dlock__engine_release(dlock_lock *l);
+/* A lost handle's release still lets go of its token in the store on a
+ * private loop inside the start (let_go_of_lost), then answers ELOST. */
+int dlock__engine_release_start(dlock_lock *l, dlock__loop *loop, dlock__engine_req *r);
 /* ttl_ms: 1..DLOCK_TTL_MAX_MS, or 0 for the lock's TTL. */
 int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms);
 int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,

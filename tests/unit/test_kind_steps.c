@@ -265,24 +265,26 @@ static const kind_case kinds_[] = {
 };
 
 /* Between steps: nothing left owed, so the next step starts clean. */
-/* The backend's extend step alone (the engine's extend checks the
+/* A backend's release or extend step alone (the engine's verbs check the
  * handle's state first), on a private loop until it is done. */
-typedef struct raw_extend {
+typedef struct raw_step {
     dlock__call call;
     dlock__op op;
-} raw_extend;
+} raw_step;
 
-static void raw_extend_done(dlock__op *op)
+static void raw_step_done(dlock__op *op)
 {
-    DLOCK__OWNER(op, raw_extend, op)->call.done = 1;
+    DLOCK__OWNER(op, raw_step, op)->call.done = 1;
 }
 
-static void backend_extend(dlock_lock *l, int64_t ttl_ms)
+static void backend_step(dlock_lock *l, int extend, int64_t ttl_ms)
 {
-    raw_extend b;
+    raw_step b;
     dlock__call_init(&b.call);
-    dlock__op_begin(&b.op, l, &b.call.lp.loop, raw_extend_done);
-    if (l->backend->extend_start(l, ttl_ms, INT64_MAX, &b.op) == DLOCK_OK)
+    dlock__op_begin(&b.op, l, &b.call.lp.loop, raw_step_done);
+    int rc = extend ? l->backend->extend_start(l, ttl_ms, INT64_MAX, &b.op)
+                    : l->backend->release_start(l, 1, &b.op);
+    if (rc == DLOCK_OK)
         dlock__call_run(&b.call);
     dlock__call_close(&b.call);
 }
@@ -452,13 +454,13 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
         }
     }
     step("release", TAKEN);
-    (void)dlock__call_release(l, 1);
+    backend_step(l, 0, 0);
     settle(l);
     step("release as an undo", TAKEN);
     release_undo(l);
     settle(l);
     step("extend", TAKEN);
-    backend_extend(l, 12345);
+    backend_step(l, 1, 12345);
     settle(l);
     if (dlock__kind_step(l->kind, DLOCK__STEP_FORGET)->script != DLOCK__S_NONE) {
         step("forget", TAKEN);
