@@ -395,6 +395,20 @@ P(watchdog_round_fresh, 1, 0, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_roun
 P(watchdog_round_pooled, N_NODES, 4, 0, DLOCK_AUTO_RENEW, 1500, prep_acquired, run_round,
   verify_round)
 
+/* Free the handle (allocations as they are set now), then, with them
+ * back on, no node may still hold the key. */
+static void free_and_expect_no_key(fx *x)
+{
+    dlock_lock_free(x->l);
+    dlock__alloc_fail_after(-1);
+    x->l = NULL;
+    if (nodes_holding(x, NULL))
+        print_message("%s: the key outlived the freed handle (PTTL %lld ms)\n", x->p->name,
+                      (long long)max_pttl(x));
+    assert_int_equal(nodes_holding(x, NULL), 0);
+    fx_close(x);
+}
+
 /* A release whose request could not even be made (its first allocation
  * failed) sent nothing: as for a release no node answered (release.c,
  * released()), the handle sends it again on free, every hold it dropped
@@ -418,13 +432,7 @@ static void a_release_that_could_not_start_is_sent_on_free(void **state)
         assert_int_equal(rc, DLOCK_ENOMEM);
         assert_int_equal(dlock_lock_state_get(f.l), DLOCK_STATE_UNLOCKED);
         assert_int_equal(nodes_holding(&f, NULL), 1); /* nothing was sent */
-        dlock_lock_free(f.l);
-        f.l = NULL;
-        if (nodes_holding(&f, NULL))
-            print_message("%s: the key outlived the freed handle (PTTL %lld ms)\n", ps[i]->name,
-                          (long long)max_pttl(&f));
-        assert_int_equal(nodes_holding(&f, NULL), 0);
-        fx_close(&f);
+        free_and_expect_no_key(&f);
     }
 }
 
@@ -445,14 +453,7 @@ static void a_free_without_memory_still_releases(void **state)
         assert_int_equal(dlock_lock_acquire(f.l, 0), DLOCK_OK);
         assert_int_equal(nodes_holding(&f, NULL), ps[i]->nodes);
         dlock__alloc_fail_after(0);
-        dlock_lock_free(f.l);
-        dlock__alloc_fail_after(-1);
-        f.l = NULL;
-        if (nodes_holding(&f, NULL))
-            print_message("%s: the key outlived the freed handle (PTTL %lld ms)\n", ps[i]->name,
-                          (long long)max_pttl(&f));
-        assert_int_equal(nodes_holding(&f, NULL), 0);
-        fx_close(&f);
+        free_and_expect_no_key(&f);
     }
 }
 
