@@ -383,17 +383,23 @@ void dlock__renew_round_start(rnd *r, dlock_client *c, dlock__loop *loop,
         end_later(r);
         return;
     }
-    /* No answer helps after the last lease in the round has ended. */
+    /* No answer helps after the last lease in the round has ended. The
+     * grace for the nodes still to answer once a majority decided is a
+     * tenth of the shortest TTL at most (as an acquire's per-node wait):
+     * the next round starts after this one ends, and a 100 ms grace on a
+     * 150 ms lease renewed every 50 ms let that lease end first. */
     r->deadline_ns = INT64_MIN;
+    int64_t grace_ms = DLOCK__DECIDED_GRACE_MS;
     for (size_t i = 0; i < r->n; i++) {
         r->items[i].restorable = may_restore(c, &r->items[i]);
         r->deadline_ns = DLOCK__MAX(r->deadline_ns, r->items[i].lease_end_ns);
+        grace_ms = DLOCK__MIN(grace_ms, DLOCK__MAX(r->items[i].rec->ttl_ms / 10, 1));
     }
     build_calls(r);
     r->undecided = r->n;
     r->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
                                  .deadline_ns = r->deadline_ns,
-                                 .grace_ms = DLOCK__DECIDED_GRACE_MS};
+                                 .grace_ms = grace_ms};
     r->counts.rounds++;
     r->counts.calls += r->nchunks * c->n_nodes;
     dlock__fan_init(&r->fan, c, r->reqs, (uint32_t)r->nchunks, &r->fo, round_cb, r);

@@ -175,6 +175,32 @@ static void a_refused_adopt_sends_nothing(void **state)
     dlock_client_free(c);
 }
 
+/* A short auto-renewed lease rides out a silent node: a round decided by
+ * the two that answer gives the third a tenth of the TTL, not 100 ms,
+ * so the next round (every 50 ms here) comes before the lease ends. With
+ * the 100 ms grace a 150 ms lease was lost (no quorum) 143 ms after the
+ * node went silent, and a 200 ms one 256 ms after. */
+static void a_short_renewed_lease_rides_out_a_silent_node(void **state)
+{
+    (void)state;
+    dlock_client *c = redlock();
+    for (int64_t ttl = 150; ttl <= 200; ttl += 50) {
+        dlock_lock *l = test_lock_new(c, "relp:short", ttl, DLOCK_AUTO_RENEW, 10, 200);
+        assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+        assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+        int64_t t0 = test_now_ms();
+        while (test_now_ms() - t0 < 1500 && dlock_lock_state_get(l) == DLOCK_STATE_HELD)
+            test_sleep_ms(5);
+        print_message("TTL %lld ms: held %lld ms of 1500 with a silent node\n", (long long)ttl,
+                      (long long)(test_now_ms() - t0));
+        assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_PASS, 0), 0);
+        dlock_lock_free(l);
+    }
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +208,7 @@ int main(void)
         cmocka_unit_test(the_last_release_sent_while_one_is_owed_carries_it),
         cmocka_unit_test(a_release_still_owed_at_an_adopt_reaches_the_node_later),
         cmocka_unit_test(a_refused_adopt_sends_nothing),
+        cmocka_unit_test(a_short_renewed_lease_rides_out_a_silent_node),
     };
     return cmocka_run_group_tests(tests, test_proxied_setup, test_proxied_teardown);
 }
