@@ -1357,7 +1357,9 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
  * elsewhere does not carry) and a multi-name handle (one token per name).
  * etcd: the token is a lease ID (16 hex digits), see docs/backends.md.
  *
- * @return DLOCK_OK, DLOCK_ENOMEM, DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
+ * @return DLOCK_OK, DLOCK_ENOMEM (nothing adopted; a release this handle
+ *         still owes a node is kept for its next adopt or its free),
+ *         DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
  *         not a lease ID on etcd, a "turn:" value on Redis, which is a
  *         waiting acquire's turn and no holder's token (docs/waiting.md,
  *         "Runs and turns"), a reentrant or multi-name handle, or a handle

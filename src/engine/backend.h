@@ -168,15 +168,17 @@ typedef struct dlock__backend {
     int (*adopt)(dlock_lock *l, const char *token, size_t len);
     /* What a handle leaves in the store, each best effort and a request
      * as release_start (op.h): DLOCK_OK and op->done() later, exactly
-     * once, from op->loop, op->v.code not read by the engine (what is
-     * still owed stays noted on the handle for the next acquire or the
-     * free); or an error (DLOCK_ENOMEM), nothing sent, and done() never
-     * comes. The engine runs them on its call's loop (call.c); on a loop
+     * once, from op->loop, op->v.code DLOCK_OK (what is still owed stays
+     * noted on the handle for the next acquire or the free); or an error
+     * (DLOCK_ENOMEM), nothing sent, and done() never comes. The engine runs them on its call's loop (call.c); on a loop
      * shared with other work a stalled node holds up none of it. Nothing
      * to send still answers from the loop's next turn. Redis: chains of fan-outs on op->loop (tidy.c);
      * etcd: nothing owed, and the free's cleanup is its release_start.
      * settle_start: before the token changes outside an acquire (adopt),
-     * settle what an earlier operation left with an unknown outcome. */
+     * settle what an earlier operation left with an unknown outcome.
+     * Its answer may be DLOCK_ENOMEM, with the handle's message: what is
+     * owed could only be kept under the current token, so the adopt
+     * fails and changes nothing. */
     int (*settle_start)(dlock_lock *l, dlock__op *op);
     /* release_lost_start: the handle was found lost, and its holder lets
      * go (release, or the handle's next acquire): take its token out of

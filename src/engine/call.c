@@ -121,7 +121,7 @@ static int op_end(blocking_op *b, int rc)
     return rc;
 }
 
-void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))
+int dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))
 {
     /* Lent to the request: free and adopt must not lose what is owed for
      * want of memory (op.h, scratch). */
@@ -130,5 +130,5 @@ void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))
     op_begin(&b, l);
     b.op.scratch = mem;
     b.op.scratch_len = sizeof mem;
-    (void)op_end(&b, start(l, &b.op)); /* best effort: the answer is not read */
+    return op_end(&b, start(l, &b.op));
 }

@@ -41,7 +41,9 @@ int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
 
 /* What the handle leaves in the store, best effort (backend.h:
  * settle_start, release_lost_start or cleanup_start as start): the
- * request on a private loop as the release's, its answer not read. */
-void dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op));
+ * request on a private loop as the release's, its record on this
+ * call's stack. Returns op->v.code, or the start's error: only the
+ * adopt reads it (settle's DLOCK_ENOMEM). */
+int dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op));
 
 #endif

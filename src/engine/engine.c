@@ -108,7 +108,7 @@ static void granted(dlock_lock *l, int64_t until_ns)
  * node and keep it there for a whole TTL: the next owner would wait). */
 static void let_go_of_lost(dlock_lock *l)
 {
-    dlock__call_tidy(l, l->backend->release_lost_start);
+    (void)dlock__call_tidy(l, l->backend->release_lost_start); /* best effort */
     drop_holds(l, DLOCK_HOLD_LOST, 0); /* not HELD: told at the loss */
 }
 
@@ -384,9 +384,12 @@ int dlock__engine_adopt(dlock_lock *l, const char *token)
     }
     /* Only now: a refused adopt sends nothing (the settle resends a
      * release owed under an older token, which waits for the nodes that
-     * owe it). */
-    dlock__call_tidy(l, l->backend->settle_start);
-    int rc = l->backend->adopt_check(l, token, n);
+     * owe it). One that could not keep what is owed under the old token
+     * fails before the token changes: nothing owed is dropped unheard. */
+    int rc = dlock__call_tidy(l, l->backend->settle_start);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = l->backend->adopt_check(l, token, n);
     if (rc != DLOCK_OK)
         return rc;
     dlock__lock_inline_token(l);
@@ -473,7 +476,7 @@ void dlock__engine_let_go(dlock_lock *l)
      * lost (and told so). A held handle's cleanup releases it: its hold
      * ends here, as a release (the answer is not read). */
     int held = dlock__lock_get_state(l) == DLOCK_STATE_HELD;
-    dlock__call_tidy(l, l->backend->cleanup_start);
+    (void)dlock__call_tidy(l, l->backend->cleanup_start); /* best effort */
     if (held)
         dlock__obs_hold_end(l, DLOCK_HOLD_RELEASED, 0);
 }

@@ -4,7 +4,9 @@
  * release_lost_start, cleanup_start; tidy.h): each a request, a chain of
  * the release, undo, forget and fair cleanup steps (release.h, attempt.h,
  * fair.h) on op->loop, one fan-out at a time, each started from the last
- * one's done. Best effort: the answer is always DLOCK_OK. */
+ * one's done. Best effort: the answer is DLOCK_OK, but for a settle that
+ * could not keep what is owed under the old token (DLOCK_ENOMEM: the
+ * adopt must not change it). */
 #include <string.h>
 
 #include "attempt.h"
@@ -29,6 +31,7 @@ typedef struct tidy {
     dlock__op *op;
     int on_heap;                  /* allocated here, not op->scratch */
     int starting;                 /* inside the start: the answer waits for the next turn */
+    int rc;                       /* the answer: DLOCK_OK, or settle's DLOCK_ENOMEM */
     void (*next)(struct tidy *q); /* after the step in flight */
     void (*owed_then)(struct tidy *q); /* after resend_owed */
     /* The handle's own pending release, set aside while the one owed
@@ -53,12 +56,13 @@ static void answer(tidy *q)
 {
     dlock__op *op = q->op;
     int at_once = q->starting;
+    int rc = q->rc;
     if (q->on_heap)
         dlock__free(q);
     if (at_once)
-        dlock__op_complete_soon(op, DLOCK_OK);
+        dlock__op_complete_soon(op, rc);
     else {
-        op->v.code = DLOCK_OK;
+        op->v.code = rc;
         dlock__op_complete(op);
     }
 }
@@ -184,8 +188,11 @@ static void resend_owed(tidy *q, void (*then)(tidy *q))
 
 /* Still owed by a node that did not answer: kept with the old token for
  * the next adopt and the free, rather than left to the TTL. One such
- * release at a time (and none without memory): another one is left to its
- * TTL, as an acquire's resend leaves it. A counted kind's token is its
+ * release at a time: another one is left to its TTL, as an acquire's
+ * resend leaves it. Without memory for the old token's copy it stays
+ * pending under the current token and the answer is DLOCK_ENOMEM: the
+ * adopt then fails and leaves the token as it is, so nothing owed is
+ * dropped unheard. A counted kind's token is its
  * owner's, which adopt does not change (no such kind adopts): what a node
  * still owes stays pending, for the next acquire or the free. */
 static void settle_flushed(tidy *q)
@@ -195,7 +202,13 @@ static void settle_flushed(tidy *q)
         answer(q);
         return;
     }
-    if (!l->owed_token && (l->owed_token = dlock__malloc(l->token_len + 1))) {
+    if (!l->owed_token) {
+        if (!(l->owed_token = dlock__malloc(l->token_len + 1))) {
+            dlock__err_set(&l->err, "out of memory");
+            q->rc = DLOCK_ENOMEM;
+            answer(q);
+            return;
+        }
         memcpy(l->owed_token, l->token, l->token_len);
         l->owed_token[l->token_len] = '\0';
         l->owed_len = l->token_len;

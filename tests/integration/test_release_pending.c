@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "dlock.h"
 #include "proc.h"
 #include "proxied_redlock.h"
@@ -201,6 +202,41 @@ static void a_short_renewed_lease_rides_out_a_silent_node(void **state)
     dlock_client_free(c);
 }
 
+/* An adopt out of memory while the silent node still owes a release: the
+ * release must not be dropped. Either the adopt goes through and the
+ * release is kept under the old token (owed_token), or it fails with
+ * DLOCK_ENOMEM, adopts nothing and keeps what it owes under its token. Either
+ * way the free, with memory back and the node heard again, sends it
+ * there. Every allocation fails from the adopt's first on: the resend to
+ * the silent node gets no connection, and the copy of the old token none
+ * either (tidy.c, settle_flushed). */
+static void an_adopt_without_memory_keeps_the_owed_release(void **state)
+{
+    (void)state;
+    const char *name = "relp:adopt-oom";
+    dlock_client *c = redlock();
+    dlock_lock *l = test_lock_new(c, name, 60000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK); /* owed by the last node */
+    dlock__alloc_fail_after(0);
+    int rc = dlock_lock_adopt(l, "another-holders-token");
+    dlock__alloc_fail_after(-1);
+    assert_int_equal(chaos_proxy_set(&test_proxy, CHAOS_PROXY_PASS, 0), 0);
+    print_message("adopt out of memory: %s (%s)\n", dlock_errname(rc), dlock_lock_errmsg(l));
+    assert_true(rc == DLOCK_OK || rc == DLOCK_ENOMEM);
+    if (rc == DLOCK_ENOMEM) { /* nothing adopted */
+        assert_null(dlock_lock_token(l));
+        assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    }
+    assert_int_equal(test_key_exists(&test_pnodes[N - 1], name), 1); /* it heard nothing */
+    dlock_lock_free(l); /* resends what is owed, by the old token */
+    int left = test_key_exists(&test_pnodes[N - 1], name);
+    print_message("key on the node after the free: %d (0: gone)\n", left);
+    assert_int_equal(left, 0);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +245,7 @@ int main(void)
         cmocka_unit_test(a_release_still_owed_at_an_adopt_reaches_the_node_later),
         cmocka_unit_test(a_refused_adopt_sends_nothing),
         cmocka_unit_test(a_short_renewed_lease_rides_out_a_silent_node),
+        cmocka_unit_test(an_adopt_without_memory_keeps_the_owed_release),
     };
     return cmocka_run_group_tests(tests, test_proxied_setup, test_proxied_teardown);
 }
