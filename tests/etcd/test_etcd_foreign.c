@@ -16,8 +16,6 @@
 
 #include <cmocka.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +25,7 @@
 #include "error.h"
 #include "etcd_kv.h"
 #include "etcd_server.h"
+#include "test_waiter.h"
 
 static test_etcd srv;
 static dlock_client *cl;
@@ -117,22 +116,6 @@ static dlock_lock *lock_of(const char *name)
     return l;
 }
 
-typedef struct waiter {
-    dlock_lock *l;
-    int64_t wait_ms;
-    int rc;
-    pthread_t t;
-    atomic_int done;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->l, w->wait_ms);
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
 /* The suffixes of other clients' keys: not dlock's form, or a lease
  * with the high bit set in Go's or in the unsigned form. */
 static const char *const suffixes[] = {
@@ -140,6 +123,21 @@ static const char *const suffixes[] = {
     "-8000000000000000", "0", "00000000000000001f",
 };
 #define N_SUFFIXES (sizeof suffixes / sizeof *suffixes)
+
+/* The foreign key at (key, rev), still there, goes; the waiter w behind
+ * it takes the name with a fence above rev. */
+static void foreign_key_goes(test_waiter *w, const char *key, int64_t rev, const char *suffix)
+{
+    assert_int_equal(key_rev(key), rev); /* not deleted, not made again */
+    assert_int_equal(dlock__etcd_delete_if_created(raw, key, strlen(key), rev,
+                                                   dlock__deadline_after_ms(3000), NULL),
+                     DLOCK_OK);
+    int rc = test_waiter_join(w);
+    if (rc != DLOCK_OK)
+        fail_msg("suffix \"%s\": %s", suffix, dlock_errname(rc));
+    assert_true((int64_t)dlock_lock_fence(w->lock) > rev);
+    assert_int_equal(dlock_lock_release(w->lock), DLOCK_OK);
+}
 
 /* A foreign key first in line: a try is refused, a wait times out, the
  * key is left as it was, and a waiter gets the name once the key goes,
@@ -162,29 +160,20 @@ static void a_foreign_key_is_waited_for_never_deleted(void **state)
         assert_int_equal(dlock_client_status(cl, name, 1, &ns, &st), DLOCK_OK);
         assert_int_equal(st.state, DLOCK_STATUS_HELD);
         assert_int_equal((int64_t)ns.fence, rev);
-        waiter w = {l, 10000, -1, 0, 0};
-        assert_int_equal(pthread_create(&w.t, NULL, waiter_main, &w), 0);
+        test_waiter w;
+        assert_int_equal(test_waiter_start(&w, l, 10000, TEST_WAITER_KEEP), 0);
         usleep(1000 * 300);
-        assert_int_equal(key_rev(key), rev);
-        dlock__etcd_kv first;
-        char end[96];
-        snprintf(end, sizeof end, "fk:%s0", name);
-        char begin[96];
+        /* the waiter's key behind the foreign one, which is still first */
+        char begin[96], end[96];
         snprintf(begin, sizeof begin, "fk:%s/", name);
-        /* the waiter's key behind the foreign one */
+        snprintf(end, sizeof end, "fk:%s0", name);
+        dlock__etcd_kv first;
         assert_int_equal(dlock__etcd_first(raw, begin, strlen(begin), end, strlen(end), &first,
                                            dlock__deadline_after_ms(3000), NULL),
                          DLOCK_OK);
         assert_int_equal(first.create_rev, rev);
         dlock__etcd_kv_clear(&first);
-        assert_int_equal(dlock__etcd_delete_if_created(raw, key, strlen(key), rev,
-                                                       dlock__deadline_after_ms(3000), NULL),
-                         DLOCK_OK);
-        assert_int_equal(pthread_join(w.t, NULL), 0);
-        if (w.rc != DLOCK_OK)
-            fail_msg("suffix \"%s\": %s", suffixes[i], dlock_errname(w.rc));
-        assert_true((int64_t)dlock_lock_fence(l) > rev);
-        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        foreign_key_goes(&w, key, rev, suffixes[i]);
         dlock_lock_free(l);
     }
     lease_revoke_foreign(FOREIGN_LEASE);
@@ -204,20 +193,13 @@ static void a_foreign_key_keeps_its_place_between_two_of_ours(void **state)
         dlock_lock *h = lock_of(name), *l = lock_of(name);
         assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
         int64_t rev = put_key(key, FOREIGN_LEASE);
-        waiter w = {l, 10000, -1, 0, 0};
-        assert_int_equal(pthread_create(&w.t, NULL, waiter_main, &w), 0);
+        test_waiter w;
+        assert_int_equal(test_waiter_start(&w, l, 10000, TEST_WAITER_KEEP), 0);
         usleep(1000 * 200);
         assert_int_equal(dlock_lock_release(h), DLOCK_OK);
         usleep(1000 * 500); /* the waiter looked again: the foreign key is first */
         assert_false(atomic_load(&w.done)); /* still waiting */
-        assert_int_equal(key_rev(key), rev);
-        assert_int_equal(dlock__etcd_delete_if_created(raw, key, strlen(key), rev,
-                                                       dlock__deadline_after_ms(3000), NULL),
-                         DLOCK_OK);
-        assert_int_equal(pthread_join(w.t, NULL), 0);
-        if (w.rc != DLOCK_OK)
-            fail_msg("suffix \"%s\": %s", suffixes[i], dlock_errname(w.rc));
-        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        foreign_key_goes(&w, key, rev, suffixes[i]);
         dlock_lock_free(h);
         dlock_lock_free(l);
     }
