@@ -1394,7 +1394,9 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  after the wait's deadline too), and the lease revoke that undoes the
  *  attempt then takes at most 0.1 s, shared by the members; a revoke that
  *  does not make it leaves the waiter's lease to end with its TTL (its key
- *  never holds the lock for anyone). A cancel with no acquire in progress
+ *  never holds the lock for anyone, but keeps its place in line: one TTL
+ *  from its last keep-alive, or from a new leader's election when the
+ *  leader changed; docs/backends.md). A cancel with no acquire in progress
  *  makes the next waiting acquire return at once; a cancel that came during a waiting acquire is used up by it,
  *  also when the acquire ended otherwise (a try answered meanwhile, a
  *  leave after the deadline). Thread-safe;

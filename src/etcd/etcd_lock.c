@@ -97,12 +97,22 @@ size_t dlock__etcd_key_suffix_len(const char *key, size_t key_len)
     unsigned long long id = 0;
     while (n < key_len && n < 16 && hex_digit(key[key_len - 1 - n]) >= 0)
         n++;
-    if (n == 0 || n == key_len || key[key_len - 1 - n] != '/')
+    if (n == 0 || n == key_len)
         return 0;
     for (size_t i = key_len - n; i < key_len; i++)
         id = id * 16 + (unsigned long long)hex_digit(key[i]);
-    /* a lease ID: never 0 (etcd's "no lease"), at most 63 bits */
-    return id == 0 || id > INT64_MAX ? 0 : n;
+    size_t before = key_len - 1 - n; /* the byte before the digits */
+    if (id == 0) /* etcd's "no lease" */
+        return 0;
+    /* etcd grants any int64 ID asked for, negative ones too: printed
+     * unsigned (16 digits, the high bit set) by a C client, or as Go's %x
+     * prints a negative int64 (concurrency.Mutex's key), a minus sign and
+     * the magnitude, 1 to 2^63. */
+    if (key[before] == '/')
+        return n;
+    if (key[before] == '-' && before > 0 && key[before - 1] == '/' && id <= 1ull << 63)
+        return n + 1;
+    return 0;
 }
 
 static int hold_init(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t lease)

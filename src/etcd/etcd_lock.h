@@ -59,9 +59,11 @@ void dlock__etcd_name_clear(dlock__etcd_name *n);
  * DLOCK_ENOMEM. */
 int dlock__etcd_hold_key(dlock__etcd_hold *h, const dlock__etcd_name *name);
 
-/* The length of key's lease suffix: 1 to 16 lowercase hex digits after
- * its last '/', a lease ID (not 0, at most 63 bits); 0 when key has none,
- * so it is no locker's key. Any locker's: etcdctl's lease IDs are etcd's. */
+/* The length of key's lease suffix after its last '/': a lease ID (not 0)
+ * in 1 to 16 lowercase hex digits, or a negative one as Go's %x prints it
+ * ('-' and the magnitude, up to 2^63); 0 when key has none, so it is no
+ * locker's key. Any locker's: etcdctl's lease IDs are etcd's, and etcd
+ * grants negative IDs a client asks for. */
 size_t dlock__etcd_key_suffix_len(const char *key, size_t key_len);
 
 /* 1 if key is a waiter key of name itself (KEY/<lease>), not of a name

@@ -148,6 +148,9 @@ int chaos_inject_conn_faults(chaos_run *run, int round);
 int chaos_etcd_setup(chaos_run *run);
 void chaos_etcd_teardown(chaos_run *run);
 int chaos_inject_etcd_member(chaos_run *run, int round);
+/* The leader SIGSTOPped 1.5 s, then the line sampled for one TTL: the
+ * most keys in it, and how often more than the workers (the note). */
+int chaos_inject_etcd_leader_stop(chaos_run *run, int round);
 
 /* cluster_rows.c: a 3-master/3-replica Redis Cluster in place of the
  * nodes (scenarios named cluster_*), and its faults. */

@@ -130,6 +130,15 @@ static const chaos_scenario scenarios[] = {
       "etcd, 3 members: the faults above while a third of the waits are cancelled", 3, 5, 20,
       3000, 40, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600, chaos_inject_etcd_member,
       0),
+    /* The cancel-cut leave itself: the leader stopped, so no revoke can
+     * commit until a new one is elected (about a second), while half the
+     * waits are cancelled. A cancel during the stop cuts its revoke at
+     * 100 ms and leaves the key in line until its lease ends; the note
+     * counts the keys more than the workers that the line then held. */
+    S("etcd3_cancel_leader_stop",
+      "etcd, 3 members: the leader SIGSTOPped 1.5 s while half the waits are cancelled", 3, 4,
+      20, 3000, 40, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600,
+      chaos_inject_etcd_leader_stop, 0),
 #endif
     /* Issue 17: readers and writers of one read-write lock (even workers
      * read), and a semaphore of 2 permits, under holder kill -9 and
@@ -195,6 +204,10 @@ static const chaos_liveness liveness[] = {
      * (one TTL, 3 s, more): 6.9 s and 11.3 s seen (a 10 s wait that
      * timed out, then its leave on a stopped member). */
     {"etcd3_cancel_faults", 10000, 10, 15000, 0, 33},
+    /* A key a cut leave left blocks the line until its lease ends: the
+     * stop (1.5 s), the election, and one TTL (3 s) from its last
+     * renewal, on a loaded machine. */
+    {"etcd3_cancel_leader_stop", 10000, 10, 15000, 0, 50},
     /* Cluster (issue 19): no section may fail. Stalled: default mode is
      * not fair, so a worker may wait for every section of the other two
      * (2 x 2 x 2.4 s = 9.6 s; 9.9 s seen) and nothing for the stall (its
