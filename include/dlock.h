@@ -992,7 +992,12 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  * the others its waiters, and one lease look per name gives ttl_ms. A
  * key NAME/LEASE (dlock's and `etcdctl lock`'s alike) is listed under the
  * NAME before its last '/' (lock "a/b"'s keys under "a/b", although "a"'s
- * line holds them too); keys with no hex lease after a '/' are skipped. The
+ * line holds them too). LEASE is etcd's int64 lease ID in hex as Go's %x
+ * writes it ('-' before a negative one's magnitude) or as unsigned. Another
+ * key under NAME/ (no lease in hex after the '/', upper-case hex, trailing
+ * bytes) is still a place in NAME's line, which an acquire waits for: it
+ * counts as NAME's holder when it is the oldest key there, else as a
+ * waiter; a name whose keys are all such is not listed. The
  * names are gathered before the first callback (memory O(names)); a lock
  * taken or released during the walk may or may not be seen, as with SCAN.
  *

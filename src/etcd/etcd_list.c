@@ -11,7 +11,11 @@
  * although lock "a"'s line holds them too (etcd's layout,
  * docs/backends.md). Per held name one more request reads its owner's
  * lease TTL: a listing costs one range per LIST_PAGE keys and one lease
- * look per name. Keys that end in no /<lease> are skipped. */
+ * look per name. A key that ends in no /<lease> (another client's: no
+ * hex, upper-case hex, trailing bytes) is still in that name's line, the
+ * acquire waits for it and status reports it: it is counted as the
+ * owner (the oldest) or a waiter of a name that holds a locker's key,
+ * and a name with none of those is not listed. */
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,7 @@ typedef struct rec {
     int64_t first_rev, lease; /* the owner: the lowest create revision */
     char *identity;  /* the owner's, or NULL */
     size_t keys;     /* the owner and its waiters */
+    int locker;      /* 1 when one of them ends in /<lease> */
 } rec;
 
 /* r's owner is kv now: take its lease and identity. */
@@ -73,22 +78,33 @@ static size_t literal_start(const char *glob, char *out)
     return n;
 }
 
+/* The length of the name of key (past the prefix): the bytes before its
+ * last '/', whose line ([NAME/, NAME0)) holds the key; 0 when none. */
+static size_t name_len(const list_state *st, const dlock__etcd_kv *kv)
+{
+    size_t len = kv->key_len;
+    while (len > st->plen && kv->key[len - 1] != '/')
+        len--;
+    return len > st->plen + 1 ? len - 1 - st->plen : 0;
+}
+
 /* Add the key's name (or count the key into the last record). A name's
  * keys mostly come one after another, but the keys of a name below it
  * sort among them (a/1f, a/b/3c, a/c0): merge() joins the records of a
  * name after the walk. */
 static int take_key(list_state *st, const dlock__etcd_kv *kv)
 {
-    size_t suffix = dlock__etcd_key_suffix_len(kv->key, kv->key_len);
-    if (!suffix || kv->key_len - suffix - 1 <= st->plen)
-        return DLOCK_OK; /* not a lock key: no /<lease> after a name */
+    size_t len = name_len(st, kv);
+    if (!len)
+        return DLOCK_OK; /* in no name's line */
+    int locker = dlock__etcd_key_suffix_len(kv->key, kv->key_len) != 0;
     const char *name = kv->key + st->plen;
-    size_t len = kv->key_len - suffix - 1 - st->plen;
     if (memchr(name, '\0', len))
         return DLOCK_OK; /* names hold no NUL (an older dlock's key) */
     rec *last = st->n ? &st->v[st->n - 1] : NULL;
     if (last && strlen(last->name) == len && memcmp(last->name, name, len) == 0) {
         last->keys++;
+        last->locker |= locker;
         return kv->create_rev < last->first_rev ? own(last, kv) : DLOCK_OK;
     }
     char *copy = dlock__malloc(len + 1);
@@ -110,7 +126,7 @@ static int take_key(list_state *st, const dlock__etcd_kv *kv)
         st->v = v;
         st->cap = cap;
     }
-    st->v[st->n] = (rec){copy, 0, 0, NULL, 1};
+    st->v[st->n] = (rec){copy, 0, 0, NULL, 1, locker};
     return own(&st->v[st->n++], kv);
 }
 
@@ -121,8 +137,15 @@ static int by_name_then_rev(const void *a, const void *b)
     return c ? c : (x->first_rev > y->first_rev) - (x->first_rev < y->first_rev);
 }
 
+static void rec_free(rec *r)
+{
+    dlock__free(r->name);
+    dlock__free(r->identity);
+}
+
 /* One record per name, in name order: the owner is the oldest key of all
- * of a name's records (the first after the sort), the keys summed. */
+ * of a name's records (the first after the sort), the keys summed; the
+ * names without a locker's key dropped. */
 static void merge(list_state *st)
 {
     if (st->n > 1)
@@ -131,12 +154,16 @@ static void merge(list_state *st)
     for (size_t i = 0; i < st->n; i++) {
         if (out && strcmp(st->v[out - 1].name, st->v[i].name) == 0) {
             st->v[out - 1].keys += st->v[i].keys;
-            dlock__free(st->v[i].name);
-            dlock__free(st->v[i].identity);
+            st->v[out - 1].locker |= st->v[i].locker;
+            rec_free(&st->v[i]);
             continue;
         }
+        if (out && !st->v[out - 1].locker)
+            rec_free(&st->v[--out]);
         st->v[out++] = st->v[i];
     }
+    if (out && !st->v[out - 1].locker)
+        rec_free(&st->v[--out]);
     st->n = out;
 }
 
@@ -222,10 +249,8 @@ int dlock__etcd_list(dlock_client *c, dlock__etcd *e, const char *pattern, dlock
     merge(&st);
     for (size_t i = 0; rc == DLOCK_OK && i < st.n; i++)
         rc = report(e, &st.v[i], cb, arg);
-    for (size_t i = 0; i < st.n; i++) {
-        dlock__free(st.v[i].name);
-        dlock__free(st.v[i].identity);
-    }
+    for (size_t i = 0; i < st.n; i++)
+        rec_free(&st.v[i]);
     dlock__free(st.v);
     return rc;
 }

@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "dlock.h"
 #include "error.h"
+#include "etcd_keys.h"
 #include "etcd_kv.h"
 #include "etcd_server.h"
 #include "test_waiter.h"
@@ -78,20 +79,10 @@ static void lease_revoke_foreign(int64_t lease)
  * create revision. */
 static int64_t put_key(const char *key, int64_t lease)
 {
-    size_t len = strlen(key);
     int64_t rev = 0;
-    dlock__etcd_kv first;
-    dlock__errbuf err = {0};
-    char end[96];
-    assert_true(len + 1 <= sizeof end);
-    memcpy(end, key, len);
-    end[len] = '\0'; /* [key, key NUL) holds key alone */
-    int rc = dlock__etcd_create_and_first(raw, key, len, NULL, 0, lease, key, len, end, len + 1,
-                                          &rev, &first, dlock__deadline_after_ms(3000), -1, &err);
-    if (rc != DLOCK_OK)
-        fail_msg("create %s: %s: %s", key, dlock_errname(rc), dlock__err_str(&err));
-    dlock__etcd_kv_clear(&first);
-    dlock__err_free(&err);
+    char msg[256];
+    if (test_etcd_put_key(raw, key, strlen(key), lease, &rev, msg, sizeof msg) != DLOCK_OK)
+        fail_msg("create %s: %s", key, msg);
     return rev;
 }
 
@@ -117,12 +108,43 @@ static dlock_lock *lock_of(const char *name)
 }
 
 /* The suffixes of other clients' keys: not dlock's form, or a lease
- * with the high bit set in Go's or in the unsigned form. */
-static const char *const suffixes[] = {
-    "xyz", "", "1f-junk", "1F", "ABCDEF", "-5", "fffffffffffffffb", "8000000000000000",
-    "-8000000000000000", "0", "00000000000000001f",
+ * with the high bit set in Go's or in the unsigned form. `locker`: the
+ * suffix is a lease, so the key alone makes its name a listed one; the
+ * others are counted only in the line of a name that has a locker's key. */
+static const struct {
+    const char *suffix;
+    int locker;
+} suffixes[] = {
+    {"xyz", 0}, {"", 0}, {"1f-junk", 0}, {"1F", 0}, {"ABCDEF", 0}, {"-5", 1},
+    {"fffffffffffffffb", 1}, {"8000000000000000", 1}, {"-8000000000000000", 1}, {"0", 0},
+    {"00000000000000001f", 0},
 };
 #define N_SUFFIXES (sizeof suffixes / sizeof *suffixes)
+
+/* What dlock_client_list() says of one name. */
+typedef struct listed {
+    size_t n;
+    uint64_t fence;
+    size_t waiters;
+} listed;
+
+static int on_listed(void *arg, const dlock_list_entry *e)
+{
+    listed *s = arg;
+    if (s->n++ == 0) {
+        s->fence = e->fence;
+        s->waiters = e->waiters;
+    }
+    return 0;
+}
+
+static listed list_of(const char *name)
+{
+    listed s = {0};
+    assert_int_equal(dlock_client_list(cl, name, on_listed, &s), DLOCK_OK);
+    return s;
+}
+
 
 /* The foreign key at (key, rev), still there, goes; the waiter w behind
  * it takes the name with a fence above rev. */
@@ -149,8 +171,13 @@ static void a_foreign_key_is_waited_for_never_deleted(void **state)
     for (size_t i = 0; i < N_SUFFIXES; i++) {
         char name[32], key[96];
         snprintf(name, sizeof name, "w%zu", i);
-        snprintf(key, sizeof key, "fk:%s/%s", name, suffixes[i]);
+        snprintf(key, sizeof key, "fk:%s/%s", name, suffixes[i].suffix);
         int64_t rev = put_key(key, FOREIGN_LEASE);
+        /* Alone in line: its name is listed only if the key is a locker's. */
+        listed alone = list_of(name);
+        assert_int_equal(alone.n, (size_t)suffixes[i].locker);
+        if (alone.n)
+            assert_int_equal((int64_t)alone.fence, rev);
         dlock_lock *l = lock_of(name);
         assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
         assert_int_equal(dlock_lock_acquire(l, 300), DLOCK_ETIMEDOUT);
@@ -173,7 +200,12 @@ static void a_foreign_key_is_waited_for_never_deleted(void **state)
                          DLOCK_OK);
         assert_int_equal(first.create_rev, rev);
         dlock__etcd_kv_clear(&first);
-        foreign_key_goes(&w, key, rev, suffixes[i]);
+        /* Listed as the holder, whatever its form; the waiter as a waiter. */
+        listed s = list_of(name);
+        assert_int_equal(s.n, 1);
+        assert_int_equal((int64_t)s.fence, rev);
+        assert_int_equal(s.waiters, 1);
+        foreign_key_goes(&w, key, rev, suffixes[i].suffix);
         dlock_lock_free(l);
     }
     lease_revoke_foreign(FOREIGN_LEASE);
@@ -189,17 +221,22 @@ static void a_foreign_key_keeps_its_place_between_two_of_ours(void **state)
     for (size_t i = 0; i < N_SUFFIXES; i++) {
         char name[32], key[96];
         snprintf(name, sizeof name, "m%zu", i);
-        snprintf(key, sizeof key, "fk:%s/%s", name, suffixes[i]);
+        snprintf(key, sizeof key, "fk:%s/%s", name, suffixes[i].suffix);
         dlock_lock *h = lock_of(name), *l = lock_of(name);
         assert_int_equal(dlock_lock_acquire(h, 0), DLOCK_OK);
         int64_t rev = put_key(key, FOREIGN_LEASE);
         test_waiter w;
         assert_int_equal(test_waiter_start(&w, l, 10000, TEST_WAITER_KEEP), 0);
         usleep(1000 * 200);
+        /* Behind our holder, the foreign key and our waiter are waiters. */
+        listed s = list_of(name);
+        assert_int_equal(s.n, 1);
+        assert_int_equal(s.fence, dlock_lock_fence(h));
+        assert_int_equal(s.waiters, 2);
         assert_int_equal(dlock_lock_release(h), DLOCK_OK);
         usleep(1000 * 500); /* the waiter looked again: the foreign key is first */
         assert_false(atomic_load(&w.done)); /* still waiting */
-        foreign_key_goes(&w, key, rev, suffixes[i]);
+        foreign_key_goes(&w, key, rev, suffixes[i].suffix);
         dlock_lock_free(h);
         dlock_lock_free(l);
     }

@@ -16,7 +16,7 @@
 
 #include "clock.h"
 #include "dlock.h"
-#include "error.h"
+#include "etcd_keys.h"
 #include "etcd_kv.h"
 #include "etcd_server.h"
 
@@ -99,22 +99,10 @@ static dlock__etcd *raw_client(void)
 /* Put key (of len bytes) with lease `lease` attached, as a waiter's key. */
 static void put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease)
 {
-    int64_t rev = 0;
-    dlock__etcd_kv first;
-    dlock__errbuf err = {0};
-    /* The transaction reads the first key of a range that must hold the
-     * new key: [key, key NUL) holds it alone. */
-    char end[80];
-    assert_true(len + 1 <= sizeof end);
-    memcpy(end, key, len);
-    end[len] = '\0';
-    int rc = dlock__etcd_create_and_first(e, key, len, NULL, 0, lease, key, len, end, len + 1, &rev,
-                                                  &first, dlock__deadline_after_ms(3000), -1,
-                                                  &err);
+    char msg[256];
+    int rc = test_etcd_put_key(e, key, len, lease, NULL, msg, sizeof msg);
     if (rc != DLOCK_OK)
-        fail_msg("create: %s: %s", dlock_errname(rc), dlock__err_str(&err));
-    dlock__etcd_kv_clear(&first);
-    dlock__err_free(&err);
+        fail_msg("create: %s: %s", dlock_errname(rc), msg);
 }
 
 static void names_come_in_order_with_fence_ttl_and_waiters(void **state)

@@ -476,6 +476,84 @@ static void a_cancel_cuts_the_leave_at_the_deadline(void **state)
     dlock_lock_free(holder);
 }
 
+/* ---- a cancel's leave cut off ----------------------------------------------- */
+
+static int count_waiters(void *arg, const dlock_list_entry *e)
+{
+    *(size_t *)arg = e->waiters;
+    return 0;
+}
+
+/* The keys in the line of name behind its holder's. */
+static size_t waiters_of(const char *name)
+{
+    size_t n = 0;
+    assert_int_equal(dlock_client_list(cl, name, count_waiters, &n), DLOCK_OK);
+    return n;
+}
+
+/* A cancel's leave cut off by a stopped member (its revoke gets 100 ms):
+ * the member may still apply the revoke when it runs again (it had the
+ * request; seen under load), else nothing takes the waiter's key out of
+ * line: nothing renews its lease after the cancel, and etcd deletes the
+ * key when the lease ends, one TTL (5 s here) after its last keep-alive.
+ * Until then the key is the first in line once the holder lets go:
+ * status reports it (its create revision the fence) and the next waiter
+ * waits for it, as docs/backends.md says; nobody holds the lock
+ * meanwhile. Either way the next waiter has the lock within one TTL. */
+static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void **state)
+{
+    (void)state;
+    const char *name = "wait-cut-leave";
+    dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(cl, name, 5000, 0, 10, 50), .wait_ms = 10000};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    /* in line (its key behind the holder's), then watching */
+    for (int i = 0; i < 200 && waiters_of(name) < 1; i++)
+        test_sleep_ms(10);
+    assert_int_equal(waiters_of(name), 1);
+    test_sleep_ms(200);
+    test_etcd_pause(&srv, 0);
+    test_sleep_ms(400);
+    int64_t cancel_ns = dlock__now_ns();
+    dlock_lock_cancel(w.l);
+    pthread_join(t, NULL);
+    test_etcd_resume(&srv, 0);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    uint64_t held_fence = dlock_lock_fence(holder);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    int64_t released_ns = dlock__now_ns();
+    dlock_node_status node;
+    assert_int_equal(dlock_client_status(cl, name, 1, &node, NULL), DLOCK_OK);
+    print_message("after the holder's release (%lld ms after the cancel): held %d, fence %llu "
+                  "(the holder's %llu)\n",
+                  (long long)((released_ns - cancel_ns) / DLOCK__NS_PER_MS), node.held,
+                  (unsigned long long)node.fence, (unsigned long long)held_fence);
+    if (node.held) /* the cancelled waiter's key */
+        assert_true(node.fence > held_fence);
+    dlock_lock *next = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(next, 10000), DLOCK_OK);
+    int64_t got_ns = dlock__now_ns();
+    print_message("the next waiter got the lock %lld ms after the cancel\n",
+                  (long long)((got_ns - cancel_ns) / DLOCK__NS_PER_MS));
+    assert_true(dlock_lock_fence(next) > (node.held ? node.fence : held_fence));
+    if (node.held) {
+        /* the key lapsed with its lease: one TTL after its last
+         * keep-alive (a third of the TTL before the cancel at most), and
+         * etcd's expiry check (every 0.5 s) */
+        assert_true(got_ns - cancel_ns > 2500 * DLOCK__NS_PER_MS);
+        assert_true(got_ns - cancel_ns < 6500 * DLOCK__NS_PER_MS);
+    } else {
+        assert_true(got_ns - released_ns < 1000 * DLOCK__NS_PER_MS); /* the revoke ran late */
+    }
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    dlock_lock_free(next);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
 /* ---- a count left in the handle's wake eventfd -------------------------------- */
 
 static int64_t thread_cpu_ms(void)
@@ -529,6 +607,7 @@ int main(void)
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
         cmocka_unit_test(a_cancel_cuts_the_leave_at_the_deadline),
+        cmocka_unit_test(a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most),
         cmocka_unit_test(a_count_left_in_the_wake_fd_does_not_end_the_next_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

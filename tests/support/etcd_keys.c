@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "etcd_keys.h"
+#include "etcd_kv.h"
+
+int test_etcd_put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease, int64_t *rev,
+                      char *msg, size_t msg_len)
+{
+    /* The transaction reads the first key of a range that must hold the
+     * new key: [key, key NUL) holds it alone. */
+    char *end = dlock__malloc(len + 1);
+    if (!end)
+        return DLOCK_ENOMEM;
+    memcpy(end, key, len);
+    end[len] = '\0';
+    int64_t made = 0;
+    dlock__etcd_kv first;
+    dlock__errbuf err = {0};
+    int rc = dlock__etcd_create_and_first(e, key, len, NULL, 0, lease, key, len, end, len + 1,
+                                          &made, &first, dlock__deadline_after_ms(3000), -1, &err);
+    if (rc == DLOCK_OK)
+        dlock__etcd_kv_clear(&first);
+    else
+        snprintf(msg, msg_len, "%s", dlock__err_str(&err));
+    if (rev)
+        *rev = made;
+    dlock__err_free(&err);
+    dlock__free(end);
+    return rc;
+}

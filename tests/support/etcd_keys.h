@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Test helper: a key put straight through the etcd client layer, as
+ * another client (etcdctl, a Go program) would put one in a lock's line. */
+#ifndef DLOCK_TEST_ETCD_KEYS_H
+#define DLOCK_TEST_ETCD_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etcd_http.h"
+
+/* Create key (len bytes, any bytes; its value the key) through e with
+ * lease attached, if absent. *rev (may be NULL): its create revision.
+ * DLOCK_OK, or the error with its message in msg (msg_len bytes). */
+int test_etcd_put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease, int64_t *rev,
+                      char *msg, size_t msg_len);
+
+#endif
