@@ -102,55 +102,29 @@ static void granted(dlock_lock *l, int64_t until_ns)
         atomic_store_explicit(&l->obs_held_ns, dlock__now_ns(), memory_order_relaxed);
 }
 
-/* A lost handle's holder lets go (its release, or its next acquire):
- * the loss was reported; its token goes out of the store should it still
- * be there (a renewal the watchdog gave up on may still reach a stalled
- * node and keep it there for a whole TTL: the next owner would wait). */
-static void let_go_of_lost(dlock_lock *l)
-{
-    (void)dlock__call_tidy(l, l->backend->release_lost_start); /* best effort */
-    drop_holds(l, DLOCK_HOLD_LOST, 0); /* not HELD: told at the loss */
-}
-
 static int not_held(dlock_lock *l)
 {
     dlock__err_set(&l->err, "this handle does not hold \"%s\"", l->name);
     return DLOCK_ENOTHELD;
 }
 
-static int acquire(dlock_lock *l, int64_t wait_ms)
+/* The acquire is over (rc): the observer hears of it, then its driver. */
+static void acquire_over(dlock__engine_acq *r, int rc)
 {
-    dlock_lock_state st = dlock__lock_get_state(l);
-    if (st == DLOCK_STATE_LOST) {
-        /* The handle starts over, without its old token in the store. */
-        renew_stop(l);
-        let_go_of_lost(l);
-    } else if (st == DLOCK_STATE_HELD && l->kind->reenter) {
-        /* A re-entry (kinds.h, reenter): the share is the handle's already,
-         * so it is renewed, never asked for again (a writer's mark would
-         * keep its own holder waiting). A share whose lease ended (or that
-         * is not ours any more) is not re-entered: the extend let it go,
-         * and a new one is asked for below (dlock.h, DLOCK_REENTRANT). */
-        int rc = dlock__engine_extend(l, 0);
-        if (rc == DLOCK_OK)
-            l->holds++;
-        if (rc != DLOCK_EEXPIRED && rc != DLOCK_ENOTOWNER)
-            return rc;
-        dlock__err_clear(&l->err);
-    } else if (st == DLOCK_STATE_HELD && !l->kind->counted) {
-        dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
-        return DLOCK_EINVAL;
-    }
-    int rc = dlock__lock_begin_acquire(l, wait_ms);
-    if (rc != DLOCK_OK)
-        return rc;
-    int64_t deadline = dlock__deadline_after_ms(wait_ms);
-    l->try_once = wait_ms == 0;
-    /* Every exchange of this acquire ends at once on dlock_lock_cancel(). */
-    dlock__lock_open_cancel(l, wait_ms);
-    l->granted_until_ns = 0; /* a grant that forgot its lease end has none */
-    rc = dlock__call_acquire(l, wait_ms, deadline); /* the engine's wait (acquire.c) */
-    dlock__lock_close_cancel(l, wait_ms);
+    dlock__obs_acquire_end(r->l, r->wait_ms, rc);
+    r->rc = rc;
+    r->done(r);
+}
+
+/* The wait answered: a grant starts the hold's clock and, for a new hold
+ * that renews or must confirm a hand-over, its renewal. */
+static void waited(dlock__acq *a)
+{
+    dlock__engine_acq *r = DLOCK__OWNER(a, dlock__engine_acq, acq);
+    dlock_lock *l = r->l;
+    int rc = a->rc;
+    r->waiting = 0;
+    dlock__lock_close_cancel(l, r->wait_ms);
     if (rc == DLOCK_OK)
         granted(l, l->granted_until_ns);
     if (rc == DLOCK_OK && l->holds == 1 && ((l->opts.flags & DLOCK_AUTO_RENEW) || l->confirm_ms)) {
@@ -164,15 +138,129 @@ static int acquire(dlock_lock *l, int64_t wait_ms)
                     l->confirm_ms ? l->confirm_ms : DLOCK__RENEW_INTERVAL);
     }
     l->confirm_ms = 0;
+    acquire_over(r, rc);
+}
+
+/* A fresh acquire: the wait (acquire.c) on r's loop. DLOCK_OK when it
+ * started; any other code is the acquire's answer now. */
+static int wait_start(dlock__engine_acq *r)
+{
+    dlock_lock *l = r->l;
+    int rc = dlock__lock_begin_acquire(l, r->wait_ms);
+    if (rc != DLOCK_OK)
+        return rc;
+    l->try_once = r->wait_ms == 0;
+    /* Every exchange of this acquire ends at once on dlock_lock_cancel(). */
+    dlock__lock_open_cancel(l, r->wait_ms);
+    l->granted_until_ns = 0; /* a grant that forgot its lease end has none */
+    dlock__acq_init(&r->acq, l, r->wait_ms, dlock__deadline_after_ms(r->wait_ms), r->loop,
+                    waited);
+    r->acq.wakeable = r->wakeable;
+    r->acq.wake = r->wake;
+    r->acq.wake_arg = r->wake_arg;
+    r->acq.sleep_blocking = r->sleep_blocking;
+    r->waiting = 1;
+    dlock__acq_start(&r->acq); /* its done() comes from the loop */
+    return DLOCK_OK;
+}
+
+/* A step of the prologue answered rc on the loop: the wait next, or the
+ * acquire's answer. */
+static void then_wait(dlock__engine_acq *r, int rc)
+{
+    if (rc == DLOCK_OK)
+        rc = wait_start(r);
+    if (rc != DLOCK_OK)
+        acquire_over(r, rc);
+}
+
+/* A lost hold's token is out of the store (best effort): the handle
+ * starts over. */
+static void lost_let_go(dlock__op *op)
+{
+    dlock__engine_acq *r = DLOCK__OWNER(op, dlock__engine_acq, lost);
+    drop_holds(r->l, DLOCK_HOLD_LOST, 0); /* not HELD: told at the loss */
+    then_wait(r, DLOCK_OK);
+}
+
+/* reentered(): the re-entry is not taken, a new share is asked for. */
+#define ASK_AGAIN 1
+
+/* A re-entry's extend answered rc (kinds.h, reenter): the share is the
+ * handle's already, so it is renewed, never asked for again (a writer's
+ * mark would keep its own holder waiting). A share whose lease ended (or
+ * that is not ours any more) is not re-entered: the extend let it go,
+ * and a new one is asked for (dlock.h, DLOCK_REENTRANT). The acquire's
+ * answer, or ASK_AGAIN. */
+static int reentered(dlock__engine_acq *r, int rc)
+{
+    if (rc == DLOCK_OK)
+        r->l->holds++;
+    if (rc != DLOCK_EEXPIRED && rc != DLOCK_ENOTOWNER)
+        return rc;
+    dlock__err_clear(&r->l->err);
+    return ASK_AGAIN;
+}
+
+static void reentry_over(dlock__engine_req *e)
+{
+    dlock__engine_acq *r = DLOCK__OWNER(e, dlock__engine_acq, ext);
+    int rc = reentered(r, e->rc);
+    if (rc == ASK_AGAIN)
+        then_wait(r, DLOCK_OK);
+    else
+        acquire_over(r, rc);
+}
+
+/* The verb's prologue, by the handle's state: DLOCK_OK when a step (or
+ * the wait) started on the loop, else the acquire's answer now. */
+static int acquire_begin(dlock__engine_acq *r)
+{
+    dlock_lock *l = r->l;
+    dlock_lock_state st = dlock__lock_get_state(l);
+    if (st == DLOCK_STATE_LOST) {
+        /* The handle starts over, without its old token in the store. The
+         * renewal's stop still waits for a round in flight. */
+        renew_stop(l);
+        dlock__op_begin(&r->lost, l, r->loop, lost_let_go);
+        r->lost.scratch = r->scratch;
+        r->lost.scratch_len = r->scratch_len;
+        if (l->backend->release_lost_start(l, &r->lost) == DLOCK_OK)
+            return DLOCK_OK;
+        drop_holds(l, DLOCK_HOLD_LOST, 0); /* nothing sent: best effort */
+    } else if (st == DLOCK_STATE_HELD && l->kind->reenter) {
+        r->ext.done = reentry_over;
+        int rc = dlock__engine_extend_start(l, 0, r->loop, &r->ext);
+        if (rc == DLOCK_OK)
+            return DLOCK_OK; /* started: reentry_over() goes on */
+        /* Answered at once, never with DLOCK_OK (engine.h). */
+        if ((rc = reentered(r, rc)) != ASK_AGAIN)
+            return rc;
+    } else if (st == DLOCK_STATE_HELD && !l->kind->counted) {
+        dlock__err_set(&l->err, "this handle already holds \"%s\"", l->name);
+        return DLOCK_EINVAL;
+    }
+    return wait_start(r);
+}
+
+int dlock__engine_acquire_start(dlock_lock *l, int64_t wait_ms, dlock__loop *loop,
+                                dlock__engine_acq *r)
+{
+    r->l = l;
+    r->loop = loop;
+    r->wait_ms = wait_ms;
+    r->waiting = 0;
+    dlock__obs_acquire_start(l, wait_ms);
+    int rc = acquire_begin(r);
+    if (rc != DLOCK_OK)
+        dlock__obs_acquire_end(l, wait_ms, rc);
     return rc;
 }
 
-int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
+void dlock__engine_acquire_poked(dlock__engine_acq *r)
 {
-    dlock__obs_acquire_start(l, wait_ms);
-    int rc = acquire(l, wait_ms);
-    dlock__obs_acquire_end(l, wait_ms, rc);
-    return rc;
+    if (r->waiting)
+        dlock__acq_poked(&r->acq);
 }
 
 /* The release's answer came (rc): one hold fewer, or the hold let go. */
@@ -200,6 +288,22 @@ static int release_finish(dlock__engine_req *r, int rc)
     return rc;
 }
 
+/* A lost handle's release: its token is out of the store (best effort);
+ * the handle lets go, and the release answers ELOST. */
+static int lost_release_finish(dlock_lock *l)
+{
+    drop_holds(l, DLOCK_HOLD_LOST, 0); /* not HELD: told at the loss */
+    dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
+    return DLOCK_ELOST;
+}
+
+static void lost_released(dlock__op *op)
+{
+    dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
+    r->rc = lost_release_finish(op->l);
+    r->done(r);
+}
+
 static void release_over(dlock__op *op)
 {
     dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
@@ -225,9 +329,13 @@ int dlock__engine_release_start(dlock_lock *l, dlock__loop *loop, dlock__engine_
         st = dlock__lock_get_state(l);
     }
     if (st == DLOCK_STATE_LOST) {
-        let_go_of_lost(l); /* still a blocking tidy on a loop of its own */
-        dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
-        return DLOCK_ELOST;
+        /* Its token out of the store, then ELOST (lost_released). */
+        dlock__op_begin(&r->op, l, loop, lost_released);
+        r->op.scratch = r->scratch;
+        r->op.scratch_len = r->scratch_len;
+        if (l->backend->release_lost_start(l, &r->op) == DLOCK_OK)
+            return DLOCK_OK;
+        return lost_release_finish(l);
     }
     if (st == DLOCK_STATE_UNLOCKED) /* on_lost released it meanwhile */
         return not_held(l);
@@ -321,56 +429,6 @@ int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,
     int rc = l->backend->extend_start(l, ttl_ms, r->deadline_ns, &r->op);
     /* Refused, nothing sent: answered now (never DLOCK_OK). */
     return rc == DLOCK_OK ? DLOCK_OK : extend_finish(r, rc);
-}
-
-typedef struct blocking_verb {
-    dlock__call call;
-    dlock__engine_req r;
-    dlock_lock *l;
-    int64_t ttl_ms;
-} blocking_verb;
-
-static void verb_done(dlock__engine_req *r)
-{
-    DLOCK__OWNER(r, blocking_verb, r)->call.done = 1;
-}
-
-/* A verb's start on a private loop, turned until it is done (never made
- * wakeable: nothing but the request's own replies can end it, so a lone
- * socket still waits alone, loop.h). */
-static int run_blocking(blocking_verb *b, int (*start)(blocking_verb *b))
-{
-    dlock__call_init(&b->call);
-    b->r.done = verb_done;
-    int rc = start(b);
-    if (rc == DLOCK_OK) {
-        dlock__call_run(&b->call);
-        rc = b->r.rc;
-    }
-    dlock__call_close(&b->call);
-    return rc;
-}
-
-static int start_extend(blocking_verb *b)
-{
-    return dlock__engine_extend_start(b->l, b->ttl_ms, &b->call.lp.loop, &b->r);
-}
-
-static int start_release(blocking_verb *b)
-{
-    return dlock__engine_release_start(b->l, &b->call.lp.loop, &b->r);
-}
-
-int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
-{
-    blocking_verb b = {.l = l, .ttl_ms = ttl_ms};
-    return run_blocking(&b, start_extend);
-}
-
-int dlock__engine_release(dlock_lock *l)
-{
-    blocking_verb b = {.l = l};
-    return run_blocking(&b, start_release);
 }
 
 int dlock__engine_adopt(dlock_lock *l, const char *token)

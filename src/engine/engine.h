@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "acquire.h"
 #include "common.h"
 #include "loop.h"
 #include "op.h"
@@ -19,13 +20,16 @@
  * start runs on the caller's thread and hands the backend a request on
  * loop; done(r) runs once from loop with r->rc (the verb's code), never
  * inside the start. A start that returns other than DLOCK_OK answered at
- * once with that code and runs no done. So far release and extend are
- * such verbs; the blocking dlock__engine_release() and _extend() are their
- * starts on a private loop (call.h). */
+ * once with that code and runs no done. Acquire (dlock__engine_acq, below),
+ * release and extend are such verbs; the blocking dlock__engine_acquire(),
+ * _release() and _extend() are their starts on a private loop (call.c). */
 typedef struct dlock__engine_req {
     dlock__op op; /* the backend's request */
     void (*done)(struct dlock__engine_req *r);
     int rc;
+    /* The driver's loan for a lost hold's let-go (op.h, scratch), or NULL. */
+    void *scratch;
+    size_t scratch_len;
     int last_hold; /* the release's: the handle's last hold goes */
     /* The extend's, from its start to its completion. */
     int renewed;         /* it took the hold out of the watchdog */
@@ -33,10 +37,43 @@ typedef struct dlock__engine_req {
     int64_t deadline_ns; /* the lease's end: a later answer proves nothing */
 } dlock__engine_req;
 
+/* An acquire in flight: the verb's prologue (a lost hold let go, or a
+ * re-entry's extend), the wait (acquire.c), the grant. The driver fills
+ * done and the wait's hooks (acquire.h: wakeable, wake, wake_arg,
+ * sleep_blocking; all may be NULL) and may lend scratch memory for the
+ * lost hold's let-go (op.h); the rest is the machine's own. */
+typedef struct dlock__engine_acq {
+    void (*done)(struct dlock__engine_acq *r); /* once, from loop */
+    int rc;
+    int (*wakeable)(void *wake_arg);
+    void (*wake)(void *wake_arg);
+    void *wake_arg;
+    void (*sleep_blocking)(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
+    void *scratch;
+    size_t scratch_len;
+
+    dlock_lock *l;
+    dlock__loop *loop;
+    int64_t wait_ms;
+    int waiting;           /* the wait (acq) runs: pokes go to it */
+    dlock__engine_req ext; /* a re-entry's extend */
+    dlock__op lost;        /* a lost hold's token taken out of the store */
+    dlock__acq acq;        /* the wait */
+} dlock__engine_acq;
+
+/* Start an acquire of l on loop (dlock_lock_acquire()'s contract):
+ * DLOCK_OK, and r->done(r) follows from loop with r->rc; any other code
+ * was answered at once (no done). r stays put until then. */
+int dlock__engine_acquire_start(dlock_lock *l, int64_t wait_ms, dlock__loop *loop,
+                                dlock__engine_acq *r);
+/* On r's loop, after its driver's wake(): a wake-up or a cancel may have
+ * come for the wait. */
+void dlock__engine_acquire_poked(dlock__engine_acq *r);
+/* The blocking verbs: each start on a private loop (call.c). */
 int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms);
 int dlock__engine_release(dlock_lock *l);
-/* A lost handle's release still lets go of its token in the store on a
- * private loop inside the start (let_go_of_lost), then answers ELOST. */
+/* A lost handle's release lets go of its token in the store (backend.h,
+ * release_lost_start), then answers ELOST. */
 int dlock__engine_release_start(dlock_lock *l, dlock__loop *loop, dlock__engine_req *r);
 /* ttl_ms: 1..DLOCK_TTL_MAX_MS, or 0 for the lock's TTL. */
 int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms);

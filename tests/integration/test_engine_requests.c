@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The engine's verbs as requests on a loop (engine.h). The acquire
+ * (dlock__engine_acquire_start): its start only starts, and every answer
+ * that needs the store comes from the loop, never inside the start: a
+ * fresh acquire, a refused try, a re-entry (an extend), and a lost
+ * handle's new acquire (its old token taken out of the store first).
+ * Only answers the start can give without the store (a handle that
+ * already holds) come at once, with no done. While a re-entry waits for a
+ * stopped server, the loop goes on turning (a ticker on it keeps
+ * ticking). A lost handle's release takes its token out on the loop
+ * too, and answers DLOCK_ELOST from there. Against a real redis-server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "dlock.h"
+#include "engine.h"
+#include "fsm.h"
+#include "handle.h"
+#include "loop_poll.h"
+#include "redis_server.h"
+#include "test_util.h"
+
+static test_redis srv;
+static dlock_client *cl;
+
+static int setup(void **state)
+{
+    (void)state;
+    return test_srv_client_start(&srv, &cl, 300);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_srv_client_stop(&srv, &cl);
+    return 0;
+}
+
+/* An acquire driven on a poll loop of the test's own, with a 20 ms
+ * ticker beside it. */
+typedef struct driven {
+    dlock__loop_poll lp;
+    dlock__engine_acq r;
+    int dones;
+    dlock__timer tick;
+    int ticks;
+    int64_t last_ns, max_gap_ns;
+} driven;
+
+static void acquired(dlock__engine_acq *r)
+{
+    driven *d = DLOCK__OWNER(r, driven, r);
+    d->dones++;
+    dlock__timer_clear(&d->lp.loop, &d->tick);
+}
+
+static void ticked(dlock__timer *t)
+{
+    driven *d = DLOCK__OWNER(t, driven, tick);
+    int64_t now = dlock__now_ns();
+    if (now - d->last_ns > d->max_gap_ns)
+        d->max_gap_ns = now - d->last_ns;
+    d->last_ns = now;
+    d->ticks++;
+    t->due_ns = now + 20 * DLOCK__NS_PER_MS;
+    (void)dlock__timer_set(&d->lp.loop, t);
+}
+
+static int is_done(void *arg)
+{
+    return ((driven *)arg)->dones > 0;
+}
+
+/* Start l's acquire on d's loop: what the start answered. */
+static int start(driven *d, dlock_lock *l, int64_t wait_ms)
+{
+    memset(d, 0, sizeof *d);
+    dlock__loop_poll_init(&d->lp);
+    d->r.done = acquired;
+    d->tick.fire = ticked;
+    d->last_ns = dlock__now_ns();
+    d->tick.due_ns = d->last_ns + 20 * DLOCK__NS_PER_MS;
+    assert_int_equal(dlock__timer_set(&d->lp.loop, &d->tick), DLOCK_OK);
+    int rc = dlock__engine_acquire_start(l, wait_ms, &d->lp.loop, &d->r);
+    assert_int_equal(d->dones, 0); /* never inside the start */
+    return rc;
+}
+
+/* Turn d's loop until the acquire is done: its answer (done once). */
+static int turn(driven *d)
+{
+    assert_int_equal(dlock__loop_poll_run(&d->lp, is_done, d,
+                                          dlock__deadline_after_ms(10000)),
+                     1);
+    assert_int_equal(d->dones, 1);
+    dlock__loop_poll_close(&d->lp);
+    return d->r.rc;
+}
+
+/* A start that answered at once: no done follows. */
+static void no_done(driven *d)
+{
+    dlock__timer_clear(&d->lp.loop, &d->tick);
+    (void)dlock__loop_poll_run(&d->lp, is_done, d, dlock__deadline_after_ms(50));
+    assert_int_equal(d->dones, 0);
+    dlock__loop_poll_close(&d->lp);
+}
+
+static void a_fresh_acquire_and_a_refused_try_answer_from_the_loop(void **state)
+{
+    (void)state;
+    dlock_lock *a = test_lock_new(cl, "eng-fresh", 30000, 0, 10, 50);
+    dlock_lock *b = test_lock_new(cl, "eng-fresh", 30000, 0, 10, 50);
+    driven d;
+    assert_int_equal(start(&d, a, 0), DLOCK_OK);
+    assert_int_equal(turn(&d), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
+    assert_int_equal(test_key_exists(&srv, "eng-fresh"), 1);
+    /* Taken: the try is refused, from the loop too. */
+    assert_int_equal(start(&d, b, 0), DLOCK_OK);
+    assert_int_equal(turn(&d), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_state_get(b), DLOCK_STATE_UNLOCKED);
+    /* A handle that holds a plain lock: refused at once, no done. */
+    assert_int_equal(start(&d, a, 0), DLOCK_EINVAL);
+    no_done(&d);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
+/* A reentrant reader's re-entry (kinds.h, reenter) is an extend on the
+ * loop; with the server stopped it waits for its I/O timeout (300 ms)
+ * while the loop keeps turning. */
+static void a_reentry_extends_on_the_loop_and_never_holds_it_up(void **state)
+{
+    (void)state;
+    dlock_lock *l = test_lock_new(cl, "eng-reenter", 30000, DLOCK_SHARED | DLOCK_REENTRANT, 10, 50);
+    driven d;
+    assert_int_equal(start(&d, l, 0), DLOCK_OK);
+    assert_int_equal(turn(&d), DLOCK_OK);
+    assert_int_equal(start(&d, l, 0), DLOCK_OK);
+    assert_int_equal(turn(&d), DLOCK_OK);
+    assert_int_equal(l->holds, 2);
+
+    test_redis_pause(&srv);
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(start(&d, l, 0), DLOCK_OK);
+    assert_true(dlock__now_ns() - t0 < 100 * DLOCK__NS_PER_MS); /* the start only starts */
+    int rc = turn(&d);
+    test_redis_resume(&srv);
+    print_message("re-entry with the server stopped: %s after %lld ms, %d ticks, longest gap "
+                  "%lld ms\n",
+                  dlock_errname(rc), (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS),
+                  d.ticks, (long long)(d.max_gap_ns / DLOCK__NS_PER_MS));
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_int_equal(l->holds, 2); /* no hold more */
+    /* The loop turned all along: a blocking extend would have held it
+     * for the whole I/O timeout. */
+    assert_true(d.ticks >= 8);
+    assert_true(d.max_gap_ns < 150 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+/* A lost handle's acquire takes its old token out of the store first,
+ * on the loop, then acquires afresh with a new one. */
+static void a_lost_handle_lets_go_on_the_loop_then_acquires(void **state)
+{
+    (void)state;
+    dlock_lock *l = test_lock_new(cl, "eng-lost", 30000, 0, 10, 50);
+    driven d;
+    assert_int_equal(start(&d, l, 0), DLOCK_OK);
+    assert_int_equal(turn(&d), DLOCK_OK);
+    char old[DLOCK_TOKEN_MAX + 1];
+    strcpy(old, dlock_lock_token(l));
+    /* The watchdog's verdict, as a round would give it. */
+    dlock__fsm_fire(l, DLOCK__EV_LOST, 0);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_LOST);
+    assert_int_equal(start(&d, l, 0), DLOCK_OK);
+    assert_int_equal(turn(&d), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
+    assert_string_not_equal(dlock_lock_token(l), old);
+    char *now = test_cmd_str_or_nil(&srv, "GET %s", "eng-lost");
+    assert_non_null(now);
+    assert_string_equal(now, dlock_lock_token(l));
+    free(now);
+
+    /* Lost again, the server stopped: the let-go and the try wait on the
+     * loop, which keeps turning. */
+    dlock__fsm_fire(l, DLOCK__EV_LOST, 0);
+    test_redis_pause(&srv);
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(start(&d, l, 0), DLOCK_OK);
+    /* The start only starts: the let-go is in flight on the loop. */
+    assert_int_equal(d.r.lost.state, DLOCK__OP_STARTED);
+    int rc = turn(&d);
+    test_redis_resume(&srv);
+    print_message("lost handle's acquire with the server stopped: %s after %lld ms, %d ticks, "
+                  "longest gap %lld ms\n",
+                  dlock_errname(rc), (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS),
+                  d.ticks, (long long)(d.max_gap_ns / DLOCK__NS_PER_MS));
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    assert_true(d.ticks >= 8);
+    assert_true(d.max_gap_ns < 150 * DLOCK__NS_PER_MS);
+    dlock_lock_free(l);
+}
+
+typedef struct released {
+    dlock__loop_poll lp;
+    dlock__engine_req r;
+    int dones;
+} released;
+
+static void release_done(dlock__engine_req *r)
+{
+    DLOCK__OWNER(r, released, r)->dones++;
+}
+
+static int release_over(void *arg)
+{
+    return ((released *)arg)->dones > 0;
+}
+
+/* A lost handle's release: its token out of the store on the loop, then
+ * ELOST from there; the handle holds nothing after. */
+static void a_lost_handles_release_lets_go_on_the_loop(void **state)
+{
+    (void)state;
+    dlock_lock *l = test_lock_new(cl, "eng-lost-rel", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    dlock__fsm_fire(l, DLOCK__EV_LOST, 0);
+    released d = {.r = {.done = release_done}};
+    dlock__loop_poll_init(&d.lp);
+    assert_int_equal(dlock__engine_release_start(l, &d.lp.loop, &d.r), DLOCK_OK);
+    assert_int_equal(d.dones, 0);
+    assert_int_equal(d.r.op.state, DLOCK__OP_STARTED); /* in flight on the loop */
+    assert_int_equal(dlock__loop_poll_run(&d.lp, release_over, &d, dlock__deadline_after_ms(5000)),
+                     1);
+    dlock__loop_poll_close(&d.lp);
+    assert_int_equal(d.dones, 1);
+    assert_int_equal(d.r.rc, DLOCK_ELOST);
+    assert_int_equal(test_key_exists(&srv, "eng-lost-rel"), 0);
+    assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_fresh_acquire_and_a_refused_try_answer_from_the_loop),
+        cmocka_unit_test(a_reentry_extends_on_the_loop_and_never_holds_it_up),
+        cmocka_unit_test(a_lost_handle_lets_go_on_the_loop_then_acquires),
+        cmocka_unit_test(a_lost_handles_release_lets_go_on_the_loop),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
