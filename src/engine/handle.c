@@ -126,6 +126,11 @@ void dlock__lock_inline_token(dlock_lock *l)
     if (l->token != l->token_inline) {
         dlock__free(l->token);
         l->token = l->token_inline;
+        /* The long token is gone: until the caller writes a new one the
+         * handle has none (an adopt out of memory stops here), never a
+         * length the inline buffer does not hold. */
+        l->token_inline[0] = '\0';
+        l->token_len = 0;
     }
 }
 

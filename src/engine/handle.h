@@ -237,7 +237,8 @@ int dlock__lock_open_cancel(dlock_lock *l, int64_t wait_ms);
  * the acquiring thread only; other threads write it through the loop. */
 int dlock__lock_wake_fd(dlock_lock *l);
 void dlock__lock_close_cancel(dlock_lock *l, int64_t wait_ms);
-/* Point the token back at the inline buffer (dropping a long adopted one). */
+/* Point the token back at the inline buffer (dropping a long adopted one,
+ * which leaves the handle with the empty token). */
 void dlock__lock_inline_token(dlock_lock *l);
 /* A fresh random token (plain and fair kinds). */
 int dlock__lock_new_token(dlock_lock *l);

@@ -33,6 +33,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "handle.h"
 #include "watchdog.h"
 
 #define N_NODES 3
@@ -457,6 +458,31 @@ static void a_free_without_memory_still_releases(void **state)
     }
 }
 
+/* An adopt of a long token (past the handle's inline buffer) whose copy
+ * cannot be allocated, after a long token was adopted before: the
+ * handle is left with no token, and never with the old one's length
+ * over the inline buffer (which a later script argument would read past). */
+static void a_long_adopt_without_memory_leaves_no_stale_length(void **state)
+{
+    (void)state;
+    static const path one = {"adopt_no_memory", 1, 4, 0, 0, 60000, NULL, NULL, NULL};
+    fx_open(&f, &one);
+    char t1[DLOCK_TOKEN_MAX + 1], t2[DLOCK_TOKEN_MAX + 1];
+    memset(t1, 'a', 100);
+    t1[100] = '\0';
+    memset(t2, 'b', 90);
+    t2[90] = '\0';
+    assert_int_equal(dlock_lock_adopt(f.l, t1), DLOCK_OK);
+    assert_string_equal(dlock_lock_token(f.l), t1);
+    assert_int_equal(dlock_lock_forget(f.l), DLOCK_OK);
+    dlock__alloc_fail_after(0);
+    assert_int_equal(dlock_lock_adopt(f.l, t2), DLOCK_ENOMEM);
+    dlock__alloc_fail_after(-1);
+    assert_int_equal(dlock_lock_state_get(f.l), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(f.l->token_len, strlen(f.l->token));
+    assert_true(f.l->token_len < sizeof f.l->token_inline);
+}
+
 /* Creation: client_new (what 0), lock_new on a client (1) or a set of
  * three names on a client (2, dlock_lock_new_multi()) with allocation k
  * failing (k < 0: none). Returns the allocations made. */
@@ -551,6 +577,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(client_and_lock_creation, teardown),
         cmocka_unit_test_teardown(a_free_without_memory_still_releases, teardown),
+        cmocka_unit_test_teardown(a_long_adopt_without_memory_leaves_no_stale_length, teardown),
         cmocka_unit_test_teardown(acquire_fresh_connection, teardown),
         cmocka_unit_test_teardown(acquire_pooled_connection, teardown),
         cmocka_unit_test_teardown(acquire_redlock_fresh, teardown),
