@@ -164,11 +164,11 @@ static int hook(dlock__acq *a)
     dlock_lock *l = a->l;
     if (a->hooked)
         return 1;
-    if (!a->wake || a->wakeable(a->wake_arg) != DLOCK_OK)
+    if (!a->hooks.wake || a->hooks.wakeable(a->hooks.wake_arg) != DLOCK_OK)
         return 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->waiter.wake = a->wake;
-    l->waiter.wake_arg = a->wake_arg;
+    l->waiter.wake = a->hooks.wake;
+    l->waiter.wake_arg = a->hooks.wake_arg;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
     a->hooked = 1;
     return 1;
@@ -177,14 +177,14 @@ static int hook(dlock__acq *a)
 static void sleep_until(dlock__acq *a, int64_t wake_at_ns)
 {
     dlock_lock *l = a->l;
-    if (!a->hooked && a->wake && !hook(a)) {
-        if (a->sleep_blocking) {
+    if (!a->hooked && a->hooks.wake && !hook(a)) {
+        if (a->hooks.sleep_blocking) {
             /* No eventfd (no fd to spare): nothing could make the loop
              * turn on a cancel or a wake-up, so the blocking driver sleeps
              * on the handle's condition variable instead, as the wait did
              * before it was the engine's. It returns on one of the ends
              * check_sleep() looks for, which then ends the sleep. */
-            a->sleep_blocking(l, a->woken, wake_at_ns);
+            a->hooks.sleep_blocking(l, a->woken, wake_at_ns);
             a->wake_at_ns = wake_at_ns;
             a->sleeping = 1;
             check_sleep(a);

@@ -21,24 +21,28 @@
 #include "loop.h"
 #include "op.h"
 
+/* A wait's driver, for a wait that sleeps: wakeable(wake_arg) before
+ * the first sleep lets wake(wake_arg) be called from any thread, which
+ * must then get the wait's poked() run on its loop (dlock__acq_poked(),
+ * dlock__engine_acquire_poked()). wake NULL: the sleep ends at its timer
+ * only. sleep_blocking: the blocking driver's fallback when wakeable()
+ * fails (no fd to spare for its eventfd): sleep on the handle's condition
+ * variable, which a cancel and a wake-up broadcast, until one of them or
+ * wake_at_ns; NULL: the sleep ends at its timer only. */
+typedef struct dlock__wait_hooks {
+    int (*wakeable)(void *wake_arg);
+    void (*wake)(void *wake_arg);
+    void *wake_arg;
+    void (*sleep_blocking)(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
+} dlock__wait_hooks;
+
 typedef struct dlock__acq {
     dlock_lock *l;
     int64_t wait_ms, deadline_ns;
     dlock__loop *loop;
     void (*done)(struct dlock__acq *a); /* once, on loop; rc is the acquire's result */
     int rc;
-    /* The driver's, for a wait that sleeps: wakeable(wake_arg) before the
-     * first sleep lets wake(wake_arg) be called from any thread, which
-     * must then get dlock__acq_poked() run on loop. wake NULL: the sleep
-     * ends at its timer only. */
-    int (*wakeable)(void *wake_arg);
-    void (*wake)(void *wake_arg);
-    void *wake_arg;
-    /* The blocking driver's fallback when wakeable() fails (no fd to
-     * spare for its eventfd): sleep on the handle's condition variable,
-     * which a cancel and a wake-up broadcast, until one of them or
-     * wake_at_ns. NULL: the sleep ends at its timer only. */
-    void (*sleep_blocking)(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
+    dlock__wait_hooks hooks; /* the driver's (all NULL: none) */
 
     /* The machine's own. */
     dlock__op op;       /* the try */

@@ -9,6 +9,7 @@
 #include "call.h"
 #include "engine.h"
 #include "handle.h"
+#include "set.h"
 
 void dlock__call_init(dlock__call *c)
 {
@@ -17,6 +18,7 @@ void dlock__call_init(dlock__call *c)
     atomic_init(&c->poked, 0);
     c->on_poke = NULL;
     c->poke_arg = NULL;
+    c->wake_owner = NULL;
 }
 
 int dlock__call_wakeable(dlock__call *c)
@@ -53,47 +55,39 @@ void dlock__call_close(dlock__call *c)
 
 /* ---- acquire ---------------------------------------------------------------- */
 
-/* A blocking wait: the engine's acquire (or, for tests, its wait alone)
- * on the call's loop, reached by other threads through the call's poke. */
-typedef struct blocking_acquire {
-    dlock__call call;
-    dlock_lock *l;
-    dlock__engine_acq r; /* the verb's; its acq is the wait */
-    dlock__acq *acq;     /* the wait alone (dlock__call_acquire) */
-} blocking_acquire;
-
 /* The handle's eventfd, kept for all its waits, not one per wait. */
 static int call_wakeable(void *arg)
 {
     dlock__call *c = arg;
-    int fd = dlock__lock_wake_fd(DLOCK__OWNER(c, blocking_acquire, call)->l);
+    int fd = dlock__lock_wake_fd(c->wake_owner);
     if (fd < 0)
         return DLOCK_EIO;
     dlock__loop_poll_lend_wake(&c->lp, fd);
     return DLOCK_OK;
 }
 
+void dlock__call_wait_hooks(dlock__call *c, dlock_lock *l, dlock__wait_hooks *h)
+{
+    c->wake_owner = l;
+    h->wakeable = call_wakeable;
+    h->wake = dlock__call_poke;
+    h->wake_arg = c;
+    h->sleep_blocking = dlock__lock_sleep_until; /* when its loop cannot be woken */
+}
+
+typedef struct blocking_acquire {
+    dlock__call call;
+    dlock__engine_acq r; /* the verb's; its acq is the wait */
+} blocking_acquire;
+
 static void acquired(dlock__engine_acq *r)
 {
     DLOCK__OWNER(r, blocking_acquire, r)->call.done = 1;
 }
 
-static void acq_poked(void *arg)
+static void acquire_poked(void *arg)
 {
-    blocking_acquire *b = arg;
-    if (b->acq)
-        dlock__acq_poked(b->acq);
-    else
-        dlock__engine_acquire_poked(&b->r);
-}
-
-static void blocking_acquire_init(blocking_acquire *b, dlock_lock *l)
-{
-    dlock__call_init(&b->call);
-    b->l = l;
-    b->acq = NULL;
-    b->call.on_poke = acq_poked;
-    b->call.poke_arg = b;
+    dlock__engine_acquire_poked(arg);
 }
 
 int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
@@ -101,12 +95,11 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
     /* Lent to a lost hold's let-go (op.h, scratch). */
     _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
     blocking_acquire b;
-    blocking_acquire_init(&b, l);
+    dlock__call_init(&b.call);
+    dlock__call_wait_hooks(&b.call, l, &b.r.hooks);
+    b.call.on_poke = acquire_poked;
+    b.call.poke_arg = &b.r;
     b.r.done = acquired;
-    b.r.wakeable = call_wakeable;
-    b.r.wake = dlock__call_poke;
-    b.r.wake_arg = &b.call;
-    b.r.sleep_blocking = dlock__lock_sleep_until; /* when its loop cannot be woken */
     b.r.scratch = mem;
     b.r.scratch_len = sizeof mem;
     int rc = dlock__engine_acquire_start(l, wait_ms, &b.call.lp.loop, &b.r);
@@ -118,25 +111,33 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
     return rc;
 }
 
+typedef struct blocking_wait {
+    dlock__call call;
+    dlock__acq acq;
+} blocking_wait;
+
 static void waited(dlock__acq *a)
 {
-    DLOCK__OWNER(a, blocking_acquire, r.acq)->call.done = 1;
+    DLOCK__OWNER(a, blocking_wait, acq)->call.done = 1;
+}
+
+static void wait_poked(void *arg)
+{
+    dlock__acq_poked(arg);
 }
 
 int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns)
 {
-    blocking_acquire b;
-    blocking_acquire_init(&b, l);
-    b.acq = &b.r.acq;
-    dlock__acq_init(b.acq, l, wait_ms, deadline_ns, &b.call.lp.loop, waited);
-    b.acq->wakeable = call_wakeable;
-    b.acq->wake = dlock__call_poke;
-    b.acq->wake_arg = &b.call;
-    b.acq->sleep_blocking = dlock__lock_sleep_until;
-    dlock__acq_start(b.acq);
+    blocking_wait b;
+    dlock__call_init(&b.call);
+    dlock__acq_init(&b.acq, l, wait_ms, deadline_ns, &b.call.lp.loop, waited);
+    dlock__call_wait_hooks(&b.call, l, &b.acq.hooks);
+    b.call.on_poke = wait_poked;
+    b.call.poke_arg = &b.acq;
+    dlock__acq_start(&b.acq);
     dlock__call_run(&b.call);
     dlock__call_close(&b.call);
-    return b.acq->rc;
+    return b.acq.rc;
 }
 
 /* ---- release and extend ---------------------------------------------------- */
@@ -146,6 +147,7 @@ typedef struct blocking_verb {
     dlock__engine_req r;
     dlock_lock *l;
     int64_t ttl_ms;
+    const char *token;
 } blocking_verb;
 
 static void verb_done(dlock__engine_req *r)
@@ -193,45 +195,102 @@ int dlock__engine_release(dlock_lock *l)
     return run_blocking(&b, start_release);
 }
 
-/* ---- what a handle leaves ------------------------------------------------- */
+static int start_adopt(blocking_verb *b)
+{
+    return dlock__engine_adopt_start(b->l, b->token, &b->call.lp.loop, &b->r);
+}
 
-typedef struct blocking_op {
+static int start_let_go(blocking_verb *b)
+{
+    return dlock__engine_let_go_start(b->l, &b->call.lp.loop, &b->r);
+}
+
+/* Lent to the request: free and adopt must not lose what is owed for
+ * want of memory (op.h, scratch). */
+int dlock__engine_adopt(dlock_lock *l, const char *token)
+{
+    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
+    blocking_verb b = {.l = l, .token = token, .r = {.scratch = mem, .scratch_len = sizeof mem}};
+    return run_blocking(&b, start_adopt);
+}
+
+void dlock__engine_let_go(dlock_lock *l)
+{
+    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
+    blocking_verb b = {.l = l, .r = {.scratch = mem, .scratch_len = sizeof mem}};
+    (void)run_blocking(&b, start_let_go); /* best effort */
+}
+
+/* ---- a set of names ---------------------------------------------------------- */
+
+typedef struct blocking_set {
     dlock__call call;
-    dlock__op op;
-} blocking_op;
+    dlock__set_req r;
+    dlock_lock *set;
+    int64_t arg; /* wait_ms or ttl_ms */
+} blocking_set;
 
-static void op_done(dlock__op *op)
+static void set_done(dlock__set_req *r)
 {
-    DLOCK__OWNER(op, blocking_op, op)->call.done = 1;
+    DLOCK__OWNER(r, blocking_set, r)->call.done = 1;
 }
 
-/* Before the backend's start: the request is the call's, on its loop. */
-static void op_begin(blocking_op *b, dlock_lock *l)
+static void set_poked(void *arg)
 {
-    dlock__call_init(&b->call);
-    dlock__op_begin(&b->op, l, &b->call.lp.loop, op_done);
+    dlock__set_poked(arg);
 }
 
-/* The backend's start returned rc: a started request is waited for, a
- * refused one has no done() (its message is the handle's already). */
-static int op_end(blocking_op *b, int rc)
+/* A set's verb: its start on a private loop, made wakeable (with the
+ * set's eventfd) when a name's wait first sleeps. */
+static int run_set(dlock_lock *set, int64_t arg, int (*start)(blocking_set *b))
 {
+    /* Lent to a lost name's let-go (op.h, scratch). */
+    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
+    blocking_set b;
+    dlock__call_init(&b.call);
+    dlock__call_wait_hooks(&b.call, set, &b.r.hooks);
+    b.call.on_poke = set_poked;
+    b.call.poke_arg = &b.r;
+    b.r.done = set_done;
+    b.r.scratch = mem;
+    b.r.scratch_len = sizeof mem;
+    b.set = set;
+    b.arg = arg;
+    int rc = start(&b);
     if (rc == DLOCK_OK) {
-        dlock__call_run(&b->call);
-        rc = b->op.v.code;
+        dlock__call_run(&b.call);
+        rc = b.r.rc;
     }
-    dlock__call_close(&b->call);
+    dlock__call_close(&b.call);
     return rc;
 }
 
-int dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op))
+static int start_set_acquire(blocking_set *b)
 {
-    /* Lent to the request: free and adopt must not lose what is owed for
-     * want of memory (op.h, scratch). */
-    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
-    blocking_op b;
-    op_begin(&b, l);
-    b.op.scratch = mem;
-    b.op.scratch_len = sizeof mem;
-    return op_end(&b, start(l, &b.op));
+    return dlock__set_acquire_start(b->set, b->arg, &b->call.lp.loop, &b->r);
+}
+
+static int start_set_release(blocking_set *b)
+{
+    return dlock__set_release_start(b->set, &b->call.lp.loop, &b->r);
+}
+
+static int start_set_extend(blocking_set *b)
+{
+    return dlock__set_extend_start(b->set, b->arg, &b->call.lp.loop, &b->r);
+}
+
+int dlock__set_acquire(dlock_lock *set, int64_t wait_ms)
+{
+    return run_set(set, wait_ms, start_set_acquire);
+}
+
+int dlock__set_release(dlock_lock *set)
+{
+    return run_set(set, 0, start_set_release);
+}
+
+int dlock__set_extend(dlock_lock *set, int64_t ttl_ms)
+{
+    return run_set(set, ttl_ms, start_set_extend);
 }

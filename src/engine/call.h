@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "acquire.h"
 #include "common.h"
 #include "loop_poll.h"
 #include "op.h"
@@ -22,6 +23,7 @@ typedef struct dlock__call {
     /* Run on the call's thread after a poke (its loop turned). */
     void (*on_poke)(void *arg);
     void *poke_arg;
+    dlock_lock *wake_owner; /* whose eventfd a waiting verb's loop borrows */
 } dlock__call;
 
 void dlock__call_init(dlock__call *c);
@@ -31,6 +33,12 @@ void dlock__call_init(dlock__call *c);
 int dlock__call_wakeable(dlock__call *c);
 /* Any thread (arg: the dlock__call): make the call run its on_poke. */
 void dlock__call_poke(void *arg);
+/* The hooks a verb that may sleep gets from the call (acquire.h): the
+ * loop is made wakeable with l's eventfd (made on its first wait, kept
+ * until l is freed), wake() is dlock__call_poke(), and with no fd to spare
+ * the sleep is on l's condition variable. The verb's own poke handler is
+ * the caller's to set (on_poke, poke_arg). */
+void dlock__call_wait_hooks(dlock__call *c, dlock_lock *l, dlock__wait_hooks *h);
 /* Turn the loop until c->done. */
 void dlock__call_run(dlock__call *c);
 void dlock__call_close(dlock__call *c);
@@ -38,12 +46,5 @@ void dlock__call_close(dlock__call *c);
 /* The blocking acquire of a kind the engine waits for (acquire.h):
  * dlock__engine_acquire()'s contract; deadline_ns from wait_ms. */
 int dlock__call_acquire(dlock_lock *l, int64_t wait_ms, int64_t deadline_ns);
-
-/* What the handle leaves in the store, best effort (backend.h:
- * settle_start, release_lost_start or cleanup_start as start): the
- * request on a private loop as the release's, its record on this
- * call's stack. Returns op->v.code, or the start's error: only the
- * adopt reads it (settle's DLOCK_ENOMEM). */
-int dlock__call_tidy(dlock_lock *l, int (*start)(dlock_lock *l, dlock__op *op));
 
 #endif

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "call.h"
 #include "engine.h"
 #include "fsm.h"
 #include "client.h"
@@ -155,10 +154,7 @@ static int wait_start(dlock__engine_acq *r)
     l->granted_until_ns = 0; /* a grant that forgot its lease end has none */
     dlock__acq_init(&r->acq, l, r->wait_ms, dlock__deadline_after_ms(r->wait_ms), r->loop,
                     waited);
-    r->acq.wakeable = r->wakeable;
-    r->acq.wake = r->wake;
-    r->acq.wake_arg = r->wake_arg;
-    r->acq.sleep_blocking = r->sleep_blocking;
+    r->acq.hooks = r->hooks;
     r->waiting = 1;
     dlock__acq_start(&r->acq); /* its done() comes from the loop */
     return DLOCK_OK;
@@ -250,6 +246,8 @@ int dlock__engine_acquire_start(dlock_lock *l, int64_t wait_ms, dlock__loop *loo
     r->loop = loop;
     r->wait_ms = wait_ms;
     r->waiting = 0;
+    r->ext.scratch = r->scratch; /* a re-entry's extend needs none, but never garbage */
+    r->ext.scratch_len = r->scratch_len;
     dlock__obs_acquire_start(l, wait_ms);
     int rc = acquire_begin(r);
     if (rc != DLOCK_OK)
@@ -288,27 +286,35 @@ static int release_finish(dlock__engine_req *r, int rc)
     return rc;
 }
 
+/* A verb's backend request answered: the verb's completion (r->finish)
+ * turns the request's verdict into the verb's code, then its driver. */
+static void verb_over(dlock__op *op)
+{
+    dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
+    r->rc = r->finish(r, op->v.code);
+    r->done(r);
+}
+
+/* Before the backend's start: the request is the verb's, on loop, with
+ * the driver's scratch (op.h); finish is its completion. */
+static void verb_begin(dlock__engine_req *r, dlock_lock *l, dlock__loop *loop,
+                       int (*finish)(dlock__engine_req *r, int rc))
+{
+    dlock__op_begin(&r->op, l, loop, verb_over);
+    r->op.scratch = r->scratch;
+    r->op.scratch_len = r->scratch_len;
+    r->finish = finish;
+}
+
 /* A lost handle's release: its token is out of the store (best effort);
  * the handle lets go, and the release answers ELOST. */
-static int lost_release_finish(dlock_lock *l)
+static int lost_release_finish(dlock__engine_req *r, int rc)
 {
+    dlock_lock *l = r->op.l;
+    (void)rc; /* best effort */
     drop_holds(l, DLOCK_HOLD_LOST, 0); /* not HELD: told at the loss */
     dlock__err_set(&l->err, "\"%s\" was lost before this release", l->name);
     return DLOCK_ELOST;
-}
-
-static void lost_released(dlock__op *op)
-{
-    dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
-    r->rc = lost_release_finish(op->l);
-    r->done(r);
-}
-
-static void release_over(dlock__op *op)
-{
-    dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
-    r->rc = release_finish(r, op->v.code);
-    r->done(r);
 }
 
 int dlock__engine_release_start(dlock_lock *l, dlock__loop *loop, dlock__engine_req *r)
@@ -330,17 +336,14 @@ int dlock__engine_release_start(dlock_lock *l, dlock__loop *loop, dlock__engine_
     }
     if (st == DLOCK_STATE_LOST) {
         /* Its token out of the store, then ELOST (lost_released). */
-        dlock__op_begin(&r->op, l, loop, lost_released);
-        r->op.scratch = r->scratch;
-        r->op.scratch_len = r->scratch_len;
-        if (l->backend->release_lost_start(l, &r->op) == DLOCK_OK)
-            return DLOCK_OK;
-        return lost_release_finish(l);
+        verb_begin(r, l, loop, lost_release_finish);
+        int rc = l->backend->release_lost_start(l, &r->op);
+        return rc == DLOCK_OK ? DLOCK_OK : lost_release_finish(r, rc);
     }
     if (st == DLOCK_STATE_UNLOCKED) /* on_lost released it meanwhile */
         return not_held(l);
     r->last_hold = last_hold;
-    dlock__op_begin(&r->op, l, loop, release_over);
+    verb_begin(r, l, loop, release_finish);
     int rc = l->backend->release_start(l, last_hold, &r->op);
     /* Refused, nothing sent: answered now (never DLOCK_OK). */
     return rc == DLOCK_OK ? DLOCK_OK : release_finish(r, rc);
@@ -381,13 +384,6 @@ static int extend_finish(dlock__engine_req *r, int rc)
     return rc;
 }
 
-static void extend_over(dlock__op *op)
-{
-    dlock__engine_req *r = DLOCK__OWNER(op, dlock__engine_req, op);
-    r->rc = extend_finish(r, op->v.code);
-    r->done(r);
-}
-
 int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,
                                dlock__engine_req *r)
 {
@@ -425,27 +421,19 @@ int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,
      * the store's answer does, late_answer_counts): the key may have
      * expired and been taken in between. */
     r->deadline_ns = old_end == INT64_MIN || late_counts ? INT64_MAX : old_end;
-    dlock__op_begin(&r->op, l, loop, extend_over);
+    verb_begin(r, l, loop, extend_finish);
     int rc = l->backend->extend_start(l, ttl_ms, r->deadline_ns, &r->op);
     /* Refused, nothing sent: answered now (never DLOCK_OK). */
     return rc == DLOCK_OK ? DLOCK_OK : extend_finish(r, rc);
 }
 
-int dlock__engine_adopt(dlock_lock *l, const char *token)
+/* The adopt's settle answered rc: the token is the handle's, held. */
+static int adopt_finish(dlock__engine_req *r, int rc)
 {
-    size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
-    if (n == 0 || n > DLOCK_TOKEN_MAX || !l->kind->adopt ||
-        dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&l->err, "adopt needs a 1..%d byte token, a handle of a single name that "
-                       "is not reentrant and holds nothing", DLOCK_TOKEN_MAX);
-        return DLOCK_EINVAL;
-    }
-    /* Only now: a refused adopt sends nothing (the settle resends a
-     * release owed under an older token, which waits for the nodes that
-     * owe it). One that could not keep what is owed under the old token
-     * fails before the token changes: nothing owed is dropped unheard. */
-    int rc = dlock__call_tidy(l, l->backend->settle_start);
-    if (rc != DLOCK_OK)
+    dlock_lock *l = r->op.l;
+    const char *token = r->token;
+    size_t n = r->token_len;
+    if (rc != DLOCK_OK) /* what is owed under the old token is kept */
         return rc;
     rc = l->backend->adopt_check(l, token, n);
     if (rc != DLOCK_OK)
@@ -471,6 +459,27 @@ int dlock__engine_adopt(dlock_lock *l, const char *token)
     granted(l, INT64_MIN); /* validity unknown */
     dlock__err_clear(&l->err);
     return DLOCK_OK;
+}
+
+int dlock__engine_adopt_start(dlock_lock *l, const char *token, dlock__loop *loop,
+                              dlock__engine_req *r)
+{
+    size_t n = strnlen(token, DLOCK_TOKEN_MAX + 1);
+    if (n == 0 || n > DLOCK_TOKEN_MAX || !l->kind->adopt ||
+        dlock__lock_get_state(l) != DLOCK_STATE_UNLOCKED) {
+        dlock__err_set(&l->err, "adopt needs a 1..%d byte token, a handle of a single name that "
+                       "is not reentrant and holds nothing", DLOCK_TOKEN_MAX);
+        return DLOCK_EINVAL;
+    }
+    /* Only now: a refused adopt sends nothing (the settle resends a
+     * release owed under an older token, which waits for the nodes that
+     * owe it). One that could not keep what is owed under the old token
+     * fails before the token changes: nothing owed is dropped unheard. */
+    r->token = token;
+    r->token_len = n;
+    verb_begin(r, l, loop, adopt_finish);
+    int rc = l->backend->settle_start(l, &r->op);
+    return rc == DLOCK_OK ? DLOCK_OK : adopt_finish(r, rc);
 }
 
 void dlock__engine_renew_lost(void *owner, int reason)
@@ -527,14 +536,25 @@ void dlock__engine_cancel(dlock_lock *l)
     dlock__wakeup_kick(l->client);
 }
 
-void dlock__engine_let_go(dlock_lock *l)
+/* The free's cleanup answered (best effort, not read): a hold the
+ * handle had ends as a release. */
+static int let_go_finish(dlock__engine_req *r, int rc)
+{
+    (void)rc; /* best effort */
+    if (r->last_hold)
+        dlock__obs_hold_end(r->op.l, DLOCK_HOLD_RELEASED, 0);
+    return DLOCK_OK;
+}
+
+int dlock__engine_let_go_start(dlock_lock *l, dlock__loop *loop, dlock__engine_req *r)
 {
     renew_stop(l);
     /* Read after the renewal stopped: a round in flight may have found it
-     * lost (and told so). A held handle's cleanup releases it: its hold
-     * ends here, as a release (the answer is not read). */
-    int held = dlock__lock_get_state(l) == DLOCK_STATE_HELD;
-    (void)dlock__call_tidy(l, l->backend->cleanup_start); /* best effort */
-    if (held)
-        dlock__obs_hold_end(l, DLOCK_HOLD_RELEASED, 0);
+     * lost (and told so). A held handle's cleanup releases it. */
+    r->last_hold = dlock__lock_get_state(l) == DLOCK_STATE_HELD;
+    verb_begin(r, l, loop, let_go_finish);
+    int rc = l->backend->cleanup_start(l, &r->op);
+    if (rc != DLOCK_OK)
+        (void)let_go_finish(r, rc); /* nothing sent: no done */
+    return rc;
 }

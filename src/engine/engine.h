@@ -27,10 +27,15 @@ typedef struct dlock__engine_req {
     dlock__op op; /* the backend's request */
     void (*done)(struct dlock__engine_req *r);
     int rc;
+    int (*finish)(struct dlock__engine_req *r, int rc); /* the engine's completion */
     /* The driver's loan for a lost hold's let-go (op.h, scratch), or NULL. */
     void *scratch;
     size_t scratch_len;
-    int last_hold; /* the release's: the handle's last hold goes */
+    int last_hold; /* the release's: the handle's last hold goes; the
+                    * free's: the handle held */
+    /* The adopt's: the caller's token, kept until done. */
+    const char *token;
+    size_t token_len;
     /* The extend's, from its start to its completion. */
     int renewed;         /* it took the hold out of the watchdog */
     int64_t due_ns;      /* when that renewal was due */
@@ -39,16 +44,13 @@ typedef struct dlock__engine_req {
 
 /* An acquire in flight: the verb's prologue (a lost hold let go, or a
  * re-entry's extend), the wait (acquire.c), the grant. The driver fills
- * done and the wait's hooks (acquire.h: wakeable, wake, wake_arg,
- * sleep_blocking; all may be NULL) and may lend scratch memory for the
- * lost hold's let-go (op.h); the rest is the machine's own. */
+ * done and the wait's hooks (acquire.h; all may be NULL) and may lend
+ * scratch memory for the lost hold's let-go (op.h); the rest is the
+ * machine's own. */
 typedef struct dlock__engine_acq {
     void (*done)(struct dlock__engine_acq *r); /* once, from loop */
     int rc;
-    int (*wakeable)(void *wake_arg);
-    void (*wake)(void *wake_arg);
-    void *wake_arg;
-    void (*sleep_blocking)(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
+    dlock__wait_hooks hooks;
     void *scratch;
     size_t scratch_len;
 
@@ -80,6 +82,11 @@ int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms);
 int dlock__engine_extend_start(dlock_lock *l, int64_t ttl_ms, dlock__loop *loop,
                                dlock__engine_req *r);
 int dlock__engine_adopt(dlock_lock *l, const char *token);
+/* The settle of what is owed under the old token (backend.h,
+ * settle_start), then the token is the handle's; token stays put until
+ * done. */
+int dlock__engine_adopt_start(dlock_lock *l, const char *token, dlock__loop *loop,
+                              dlock__engine_req *r);
 int dlock__engine_forget(dlock_lock *l);
 /* Any thread. */
 void dlock__engine_cancel(dlock_lock *l);
@@ -87,6 +94,9 @@ void dlock__engine_cancel(dlock_lock *l);
  * the handle owes or holds in the store let go, best effort. Not in a fork
  * child. The memory is the caller's. */
 void dlock__engine_let_go(dlock_lock *l);
+/* Its start (backend.h, cleanup_start): done follows with DLOCK_OK (best
+ * effort); another code: nothing was sent, no done. */
+int dlock__engine_let_go_start(dlock_lock *l, dlock__loop *loop, dlock__engine_req *r);
 
 /* A backend found, inside an operation, that the handle's hold ended (or
  * was reported lost): renewal off, the backend's record dropped (its

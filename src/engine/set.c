@@ -28,11 +28,6 @@
 #include "handle.h"
 #include "set.h"
 
-struct dlock__set {
-    size_t n;
-    dlock_lock *names[]; /* sorted: the order they are taken in */
-};
-
 static int64_t name_end_ns(dlock_lock *n)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
@@ -56,7 +51,7 @@ static int64_t names_end_ns(const struct dlock__set *s)
 /* A name's watch (handle.h; the watchdog's thread): a renewal moved its
  * validity, so the set's is the least of its names' again; or it was lost,
  * so the set is: the one lost path (handle.h), on_lost of the set once. */
-static void name_moved(void *arg, int lost)
+void dlock__set_name_moved(void *arg, int lost)
 {
     dlock_lock *set = arg;
     if (lost) {
@@ -76,54 +71,113 @@ static void name_failed(dlock_lock *set, dlock_lock *n)
     dlock__err_set(&set->err, "\"%s\": %s", n->name + n->prefix_len, dlock__err_str(&n->err));
 }
 
-/* Give back the first n names (best effort), the last first; the first
- * failure's code. */
-static int give_back(dlock_lock *set, size_t n)
+/* ---- the verbs: chains of the names' requests on the verb's loop ------ */
+
+/* The set's answer: done() from the loop, or, inside the start, the
+ * start's return (run_start()). */
+static void answer(dlock__set_req *r, int rc)
 {
-    struct dlock__set *s = set->set;
-    int rc = DLOCK_OK;
-    for (size_t i = n; i-- > 0;) {
-        if (dlock__lock_get_state(s->names[i]) == DLOCK_STATE_UNLOCKED)
-            continue;
-        int r = dlock__engine_release(s->names[i]);
-        if (rc == DLOCK_OK && r != DLOCK_OK) {
-            rc = r;
-            name_failed(set, s->names[i]);
-        }
-    }
-    return rc;
+    r->rc = rc;
+    if (r->in_start)
+        r->answered = 1;
+    else
+        r->done(r);
 }
 
-/* The set lets go of every name it still holds (or its next acquire would
- * find them held) and holds nothing. */
-static void drop(dlock_lock *set)
+static void answer_deferred(dlock__timer *t)
 {
-    (void)give_back(set, set->set->n);
+    dlock__set_req *r = DLOCK__OWNER(t, dlock__set_req, defer);
+    r->done(r);
+}
+
+/* A verb's first step, run inside its start: DLOCK_OK when done() will
+ * follow from the loop; another code was the answer now (no done). One
+ * that needed no word to a store and answered DLOCK_OK at once (the
+ * names already let go) is answered from the loop's next turn. */
+static int run_start(dlock__set_req *r, dlock_lock *set, dlock__loop *loop,
+                     void (*first)(dlock__set_req *r))
+{
+    r->set = set;
+    r->loop = loop;
+    r->rel.scratch = r->name.scratch = r->scratch;
+    r->rel.scratch_len = r->name.scratch_len = r->scratch_len;
+    r->acquiring = 0;
+    r->why = DLOCK__SET_NAME_SAYS;
+    r->in_start = 1;
+    r->answered = 0;
+    first(r);
+    r->in_start = 0;
+    if (!r->answered)
+        return DLOCK_OK;
+    if (r->rc != DLOCK_OK)
+        return r->rc;
+    r->defer.fire = answer_deferred;
+    dlock__defer(loop, &r->defer);
+    return DLOCK_OK;
+}
+
+/* The set holds nothing (its names were given back). */
+static void let_go(dlock_lock *set)
+{
     set->holds = 0;
     dlock__fsm_fire(set, DLOCK__EV_LET_GO, 0);
 }
 
-/* One pass: every name in order, each waiting up to the deadline (or
- * trying once when wait_ms is 0). */
-static int take_all(dlock_lock *set, int64_t wait_ms, int64_t deadline_ns)
+static void give_back_next(dlock__set_req *r);
+
+/* A name's release answered rc: the first failure is the give-back's. */
+static void note_back(dlock__set_req *r, int rc)
 {
-    struct dlock__set *s = set->set;
-    for (size_t i = 0; i < s->n; i++) {
-        int64_t w = wait_ms;
-        if (wait_ms > 0) {
-            int64_t left = (deadline_ns - dlock__now_ns()) / DLOCK__NS_PER_MS;
-            w = left > 0 ? left : 0;
-        }
-        int rc = dlock__engine_acquire(s->names[i], w);
-        if (rc == DLOCK_ENOTACQUIRED && wait_ms != 0)
-            rc = DLOCK_ETIMEDOUT; /* the deadline came while taking this name */
-        if (rc != DLOCK_OK) {
-            name_failed(set, s->names[i]);
-            give_back(set, i);
-            return rc;
-        }
+    if (rc != DLOCK_OK && r->back_rc == DLOCK_OK) {
+        r->back_rc = rc;
+        name_failed(r->set, r->set->set->names[r->back]);
     }
-    return DLOCK_OK;
+}
+
+static void given_back(dlock__engine_req *e)
+{
+    dlock__set_req *r = DLOCK__OWNER(e, dlock__set_req, rel);
+    note_back(r, e->rc);
+    give_back_next(r);
+}
+
+static void give_back_next(dlock__set_req *r)
+{
+    struct dlock__set *s = r->set->set;
+    while (r->back > 0) {
+        dlock_lock *n = s->names[--r->back];
+        if (dlock__lock_get_state(n) == DLOCK_STATE_UNLOCKED)
+            continue;
+        r->rel.done = given_back;
+        int rc = dlock__engine_release_start(n, r->loop, &r->rel);
+        if (rc == DLOCK_OK)
+            return; /* given_back() goes on */
+        note_back(r, rc);
+    }
+    r->then(r);
+}
+
+/* Give back the first n names (best effort), the last first, one at a
+ * time; then(r) follows, with the first failure in r->back_rc. */
+static void give_back(dlock__set_req *r, size_t n, void (*then)(dlock__set_req *r))
+{
+    r->back = n;
+    r->back_rc = DLOCK_OK;
+    r->then = then;
+    give_back_next(r);
+}
+
+/* Given back after a verb decided its answer (r->answer_rc): the set
+ * holds nothing. */
+static void dropped(dlock__set_req *r)
+{
+    let_go(r->set);
+    /* the verb's message, over a name's failed give-back */
+    if (r->why == DLOCK__SET_WAS_LOST)
+        dlock__err_set(&r->set->err, "\"%s\" was lost before this release", r->set->name);
+    else if (r->why == DLOCK__SET_HAD_ENDED)
+        dlock__err_set(&r->set->err, "the lease on \"%s\" had already ended", r->set->name);
+    answer(r, r->answer_rc);
 }
 
 /* The names are all held, each lease ending after `end`: the set is. */
@@ -146,16 +200,86 @@ static void hold(dlock_lock *set, int64_t end)
     dlock__err_clear(&set->err);
 }
 
-int dlock__set_acquire(dlock_lock *set, int64_t wait_ms)
+/* ---- acquire: every name in order, each waiting up to the deadline (or
+ * trying once when wait_ms is 0); all or nothing. */
+
+static void take_next(dlock__set_req *r);
+
+static void given_up(dlock__set_req *r)
 {
-    struct dlock__set *s = set->set;
-    dlock_lock_state st = dlock__lock_get_state(set);
-    if (st == DLOCK_STATE_LOST) {
-        drop(set); /* the loss was reported; the set starts over */
-    } else if (st == DLOCK_STATE_HELD) {
-        dlock__err_set(&set->err, "this handle already holds \"%s\"", set->name);
-        return DLOCK_EINVAL;
+    answer(r, r->answer_rc);
+}
+
+/* The name being taken (r->i) answered rc. */
+static void name_taken(dlock__set_req *r, int rc)
+{
+    dlock_lock *set = r->set;
+    if (rc == DLOCK_ENOTACQUIRED && r->wait_ms != 0)
+        rc = DLOCK_ETIMEDOUT; /* the deadline came while taking this name */
+    if (rc != DLOCK_OK) {
+        name_failed(set, set->set->names[r->i]);
+        if (rc == DLOCK_ECANCELED)
+            dlock__lock_take_cancel(set); /* this wait used the set's cancel */
+        r->answer_rc = rc;
+        give_back(r, r->i, given_up);
+        return;
     }
+    r->i++;
+    take_next(r);
+}
+
+static void name_acquired(dlock__engine_acq *a)
+{
+    dlock__set_req *r = DLOCK__OWNER(a, dlock__set_req, name);
+    r->acquiring = 0;
+    name_taken(r, a->rc);
+}
+
+/* The first names' leases ran out while later ones were waited for, and
+ * all were given back: try again while the wait lasts. */
+static void taken_too_late(dlock__set_req *r)
+{
+    if (r->wait_ms == 0 || dlock__now_ns() >= r->deadline_ns) {
+        dlock__err_set(&r->set->err, "the names' leases ran out before all of them were held");
+        answer(r, r->wait_ms == 0 ? DLOCK_ENOTACQUIRED : DLOCK_ETIMEDOUT);
+        return;
+    }
+    r->i = 0;
+    take_next(r);
+}
+
+static void take_next(dlock__set_req *r)
+{
+    struct dlock__set *s = r->set->set;
+    if (r->i == s->n) {
+        int64_t end = names_end_ns(s);
+        if (end > dlock__now_ns()) {
+            hold(r->set, end);
+            answer(r, DLOCK_OK);
+        } else {
+            give_back(r, s->n, taken_too_late);
+        }
+        return;
+    }
+    int64_t w = r->wait_ms;
+    if (w > 0) {
+        int64_t left = (r->deadline_ns - dlock__now_ns()) / DLOCK__NS_PER_MS;
+        w = left > 0 ? left : 0;
+    }
+    r->name.done = name_acquired;
+    r->name.hooks = r->hooks;
+    r->acquiring = 1;
+    int rc = dlock__engine_acquire_start(s->names[r->i], w, r->loop, &r->name);
+    if (rc != DLOCK_OK) { /* answered at once */
+        r->acquiring = 0;
+        name_taken(r, rc);
+    }
+}
+
+static void acquire_begin(dlock__set_req *r)
+{
+    dlock_lock *set = r->set;
+    struct dlock__set *s = set->set;
     /* A cancel of the set reaches its names (dlock__set_cancel()): one left
      * on a name from an earlier call is not for this one. Cleared before
      * the set's own flag is read, so a cancel in between is seen there. */
@@ -164,99 +288,173 @@ int dlock__set_acquire(dlock_lock *set, int64_t wait_ms)
         s->names[i]->canceled = 0;
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&s->names[i]->mu));
     }
-    int rc = dlock__lock_begin_acquire(set, wait_ms); /* a cancel that came before */
-    if (rc != DLOCK_OK)
-        return rc;
-    int64_t deadline_ns = dlock__deadline_after_ms(wait_ms);
-    for (;;) {
-        rc = take_all(set, wait_ms, deadline_ns);
-        if (rc == DLOCK_ECANCELED)
-            dlock__lock_take_cancel(set); /* this wait used the set's cancel */
-        if (rc != DLOCK_OK)
-            return rc;
-        int64_t end = names_end_ns(s);
-        if (end > dlock__now_ns()) {
-            hold(set, end);
-            return DLOCK_OK;
-        }
-        /* The first names' leases ran out while later ones were waited
-         * for: no validity left for the set. Give all back, try again. */
-        give_back(set, s->n);
-        if (wait_ms == 0 || dlock__now_ns() >= deadline_ns) {
-            dlock__err_set(&set->err, "the names' leases ran out before all of them were held");
-            return wait_ms == 0 ? DLOCK_ENOTACQUIRED : DLOCK_ETIMEDOUT;
-        }
+    int rc = dlock__lock_begin_acquire(set, r->wait_ms); /* a cancel that came before */
+    if (rc != DLOCK_OK) {
+        answer(r, rc);
+        return;
+    }
+    r->deadline_ns = dlock__deadline_after_ms(r->wait_ms);
+    r->i = 0;
+    take_next(r);
+}
+
+/* A lost set's names given back (the loss was reported): it starts over. */
+static void lost_dropped(dlock__set_req *r)
+{
+    let_go(r->set);
+    acquire_begin(r);
+}
+
+static void acquire_first(dlock__set_req *r)
+{
+    dlock_lock_state st = dlock__lock_get_state(r->set);
+    if (st == DLOCK_STATE_LOST) {
+        give_back(r, r->set->set->n, lost_dropped);
+    } else if (st == DLOCK_STATE_HELD) {
+        dlock__err_set(&r->set->err, "this handle already holds \"%s\"", r->set->name);
+        answer(r, DLOCK_EINVAL);
+    } else {
+        acquire_begin(r);
     }
 }
 
-int dlock__set_release(dlock_lock *set)
+int dlock__set_acquire_start(dlock_lock *set, int64_t wait_ms, dlock__loop *loop,
+                             dlock__set_req *r)
 {
-    dlock_lock_state st = dlock__lock_get_state(set);
-    dlock__err_clear(&set->err);
-    if (st == DLOCK_STATE_UNLOCKED) {
-        dlock__err_set(&set->err, "this handle does not hold \"%s\"", set->name);
-        return DLOCK_ENOTHELD;
-    }
-    if (st == DLOCK_STATE_LOST) {
-        drop(set); /* a lost name's release takes its token out */
-        dlock__err_set(&set->err, "\"%s\" was lost before this release", set->name);
-        return DLOCK_ELOST;
-    }
-    int rc = give_back(set, set->set->n);
+    r->wait_ms = wait_ms;
+    return run_start(r, set, loop, acquire_first);
+}
+
+void dlock__set_poked(dlock__set_req *r)
+{
+    if (r->acquiring)
+        dlock__engine_acquire_poked(&r->name);
+}
+
+/* ---- release: every name given back, the last first ----------------------- */
+
+static void released(dlock__set_req *r)
+{
+    dlock_lock *set = r->set;
+    int rc = r->back_rc;
     if (rc != DLOCK_OK && dlock__lock_get_state(set) == DLOCK_STATE_LOST) {
         rc = DLOCK_ELOST; /* a round found a name lost meanwhile */
         dlock__err_set(&set->err, "\"%s\" was lost before this release", set->name);
     }
-    set->holds = 0;
-    dlock__fsm_fire(set, DLOCK__EV_LET_GO, 0);
-    return rc;
+    let_go(set);
+    answer(r, rc);
 }
 
-int dlock__set_extend(dlock_lock *set, int64_t ttl_ms)
+static void release_first(dlock__set_req *r)
 {
-    struct dlock__set *s = set->set;
-    if (ttl_ms == 0)
-        ttl_ms = set->opts.ttl_ms;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&set->mu));
-    dlock_lock_state st = set->state;
-    int64_t old_end = set->valid_until_ns;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&set->mu));
-    if (st == DLOCK_STATE_LOST) {
-        dlock__err_set(&set->err, "\"%s\" was lost", set->name);
-        return DLOCK_ELOST;
-    }
-    if (st != DLOCK_STATE_HELD) {
+    dlock_lock *set = r->set;
+    dlock_lock_state st = dlock__lock_get_state(set);
+    dlock__err_clear(&set->err);
+    if (st == DLOCK_STATE_UNLOCKED) {
         dlock__err_set(&set->err, "this handle does not hold \"%s\"", set->name);
-        return DLOCK_ENOTHELD;
+        answer(r, DLOCK_ENOTHELD);
+        return;
     }
-    if (dlock__now_ns() >= old_end) {
-        /* Too late, as for one name (engine.c): nothing is sent, and the
-         * set lets go of every name. */
-        drop(set);
-        dlock__err_set(&set->err, "the lease on \"%s\" had already ended", set->name);
-        return DLOCK_EEXPIRED;
+    if (st == DLOCK_STATE_LOST) {
+        /* A lost name's release takes its token out. */
+        r->why = DLOCK__SET_WAS_LOST;
+        r->answer_rc = DLOCK_ELOST;
+        give_back(r, set->set->n, dropped);
+        return;
     }
-    for (size_t i = 0; i < s->n; i++) { /* each name checks its own lease */
-        int rc = dlock__engine_extend(s->names[i], ttl_ms);
-        if (rc == DLOCK_OK)
-            continue;
-        name_failed(set, s->names[i]);
-        if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED || rc == DLOCK_ELOST) {
-            drop(set); /* the set is gone: all of it */
-            return rc == DLOCK_ELOST ? DLOCK_EEXPIRED : rc;
-        }
-        return rc; /* the lease stays as it was */
+    give_back(r, set->set->n, released);
+}
+
+int dlock__set_release_start(dlock_lock *set, dlock__loop *loop, dlock__set_req *r)
+{
+    return run_start(r, set, loop, release_first);
+}
+
+/* ---- extend: each name in order checks and extends its own lease ---------- */
+
+static void extend_next(dlock__set_req *r);
+
+/* The name being extended (r->i) answered rc. */
+static void name_extend_answer(dlock__set_req *r, int rc)
+{
+    if (rc == DLOCK_OK) {
+        r->i++;
+        extend_next(r);
+        return;
     }
-    if (dlock__now_ns() >= old_end) {
+    name_failed(r->set, r->set->set->names[r->i]);
+    if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED || rc == DLOCK_ELOST) {
+        r->answer_rc = rc == DLOCK_ELOST ? DLOCK_EEXPIRED : rc;
+        give_back(r, r->set->set->n, dropped); /* the set is gone: all of it */
+        return;
+    }
+    answer(r, rc); /* the lease stays as it was */
+}
+
+static void name_extended(dlock__engine_req *e)
+{
+    dlock__set_req *r = DLOCK__OWNER(e, dlock__set_req, rel);
+    name_extend_answer(r, e->rc);
+}
+
+static void extend_next(dlock__set_req *r)
+{
+    dlock_lock *set = r->set;
+    struct dlock__set *s = set->set;
+    if (r->i < s->n) {
+        r->rel.done = name_extended;
+        int rc = dlock__engine_extend_start(s->names[r->i], r->ttl_ms, r->loop, &r->rel);
+        if (rc != DLOCK_OK) /* answered at once */
+            name_extend_answer(r, rc);
+        return;
+    }
+    if (dlock__now_ns() >= r->old_end_ns) {
         dlock__err_set(&set->err, "majority confirmed only after the lease had ended");
-        if (set->client->n_nodes > 1)
-            return DLOCK_ENOQUORUM;
-        drop(set);
-        return DLOCK_EEXPIRED;
+        if (set->client->n_nodes > 1) {
+            answer(r, DLOCK_ENOQUORUM);
+        } else {
+            r->answer_rc = DLOCK_EEXPIRED;
+            give_back(r, s->n, dropped);
+        }
+        return;
     }
     dlock__fsm_fire(set, DLOCK__EV_RENEWED, names_end_ns(s));
     dlock__err_clear(&set->err);
-    return DLOCK_OK;
+    answer(r, DLOCK_OK);
+}
+
+static void extend_first(dlock__set_req *r)
+{
+    dlock_lock *set = r->set;
+    if (r->ttl_ms == 0)
+        r->ttl_ms = set->opts.ttl_ms;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&set->mu));
+    dlock_lock_state st = set->state;
+    r->old_end_ns = set->valid_until_ns;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&set->mu));
+    if (st == DLOCK_STATE_LOST) {
+        dlock__err_set(&set->err, "\"%s\" was lost", set->name);
+        answer(r, DLOCK_ELOST);
+    } else if (st != DLOCK_STATE_HELD) {
+        dlock__err_set(&set->err, "this handle does not hold \"%s\"", set->name);
+        answer(r, DLOCK_ENOTHELD);
+    } else if (dlock__now_ns() >= r->old_end_ns) {
+        /* Too late, as for one name (engine.c): nothing is sent, and the
+         * set lets go of every name. */
+        r->why = DLOCK__SET_HAD_ENDED;
+        r->answer_rc = DLOCK_EEXPIRED;
+        give_back(r, set->set->n, dropped);
+    } else {
+        r->i = 0;
+        extend_next(r);
+    }
+}
+
+int dlock__set_extend_start(dlock_lock *set, int64_t ttl_ms, dlock__loop *loop,
+                            dlock__set_req *r)
+{
+    r->ttl_ms = ttl_ms;
+    return run_start(r, set, loop, extend_first);
 }
 
 int dlock__set_adopt(dlock_lock *set)
@@ -300,130 +498,4 @@ void dlock__set_free(dlock_lock *set)
         dlock__lock_destroy(s->names[i]);
     dlock__free(s);
     dlock__lock_destroy(set);
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The names checked and sorted into *sorted, and joined with spaces (for
- * the set's name) into *joined. */
-static int sort_names(const char *const *names, size_t n_names, const char ***sorted,
-                      char **joined)
-{
-    const char **v = dlock__calloc(n_names, sizeof *v);
-    if (!v)
-        return DLOCK_ENOMEM;
-    size_t total = 0;
-    int rc = DLOCK_OK;
-    for (size_t i = 0; i < n_names && rc == DLOCK_OK; i++) {
-        size_t len = names[i] ? strnlen(names[i], DLOCK_NAME_MAX + 1) : 0;
-        if (len == 0 || len > DLOCK_NAME_MAX)
-            rc = DLOCK_EINVAL;
-        v[i] = names[i];
-        total += len + 1;
-    }
-    if (rc == DLOCK_OK) {
-        qsort(v, n_names, sizeof *v, by_name);
-        for (size_t i = 1; i < n_names; i++)
-            if (!strcmp(v[i - 1], v[i]))
-                rc = DLOCK_EINVAL; /* the same name twice would wait for itself */
-    }
-    char *j = rc == DLOCK_OK ? dlock__malloc(total) : NULL;
-    if (rc == DLOCK_OK && !j)
-        rc = DLOCK_ENOMEM;
-    if (rc != DLOCK_OK) {
-        dlock__free(v);
-        return rc;
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < n_names; i++) {
-        size_t len = strlen(v[i]);
-        memcpy(j + o, v[i], len);
-        o += len;
-        j[o++] = i + 1 < n_names ? ' ' : '\0';
-    }
-    *sorted = v;
-    *joined = j;
-    return DLOCK_OK;
-}
-
-/* The set's own handle: no kind, backend or key; its options are the
- * first name's (checked, of this version), without auto-renew (the names
- * renew themselves). Takes `joined` (not when it returns NULL). */
-static dlock_lock *set_handle(dlock_client *client, char *joined, const dlock_lock *first,
-                              struct dlock__set *s)
-{
-    dlock_lock *set = dlock__calloc(1, sizeof *set);
-    if (!set)
-        return NULL;
-    set->client = client;
-    set->wake_fd = -1; /* dlock__lock_destroy() closes it */
-    set->backend = client->backend; /* its lock_clear() frees nothing: no store part */
-    atomic_fetch_add(&client->live_handles, 1); /* dlock__lock_destroy() takes it back */
-    set->opts = first->opts;
-    set->opts.flags &= ~(unsigned)DLOCK_AUTO_RENEW;
-    set->name = joined;
-    set->name_len = strlen(joined);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&set->mu, NULL));
-    dlock__cond_init_monotonic(&set->cond);
-    set->holder_ttl_ms = -1;
-    set->cancel_fd[0] = set->cancel_fd[1] = -1;
-    set->token = set->token_inline;
-    set->set = s;
-    return set;
-}
-
-int dlock_lock_new_multi(dlock_lock **out, dlock_client *client, const char *const *names,
-                         size_t n_names, const dlock_lock_options *opts)
-{
-    if (out)
-        *out = NULL;
-    if (!out || !client || !names || n_names == 0 || n_names > DLOCK_MULTI_MAX)
-        return DLOCK_EINVAL;
-    if (opts && (opts->flags & DLOCK_FAIR))
-        return DLOCK_ENOTSUP; /* a line per name cannot be joined in order */
-    const char **sorted = NULL;
-    char *joined = NULL;
-    int rc = sort_names(names, n_names, &sorted, &joined);
-    if (rc != DLOCK_OK)
-        return rc;
-    struct dlock__set *s = dlock__calloc(1, sizeof *s + n_names * sizeof s->names[0]);
-    rc = s ? DLOCK_OK : DLOCK_ENOMEM;
-    /* The first name checks the options; the others get its copy, without
-     * the caller's on_lost: a name's loss reaches the set (its watch). */
-    dlock_lock_options name_opts;
-    for (size_t i = 0; rc == DLOCK_OK && i < n_names; i++) {
-        rc = dlock__lock_create(&s->names[i], client, sorted[i], i ? &name_opts : opts, 0);
-        if (rc != DLOCK_OK)
-            break;
-        s->n++;
-        if (i == 0) {
-            name_opts = s->names[0]->opts;
-            name_opts.on_lost = NULL;
-            name_opts.on_lost_arg = NULL;
-        }
-        if (!client->backend->sets)
-            rc = DLOCK_ENOTSUP; /* not on etcd (docs/primitives.md) */
-    }
-    dlock_lock *set = rc == DLOCK_OK ? set_handle(client, joined, s->names[0], s) : NULL;
-    if (rc == DLOCK_OK && !set)
-        rc = DLOCK_ENOMEM;
-    if (rc == DLOCK_OK) {
-        for (size_t i = 0; i < s->n; i++) {
-            s->names[i]->opts.on_lost = NULL;
-            s->names[i]->opts.on_lost_arg = NULL;
-            s->names[i]->watch = (dlock__watch){name_moved, set};
-        }
-    } else {
-        for (size_t i = 0; s && i < s->n; i++)
-            dlock__lock_destroy(s->names[i]);
-        dlock__free(s);
-        if (!set)
-            dlock__free(joined);
-    }
-    dlock__free(sorted);
-    *out = set;
-    return rc;
 }

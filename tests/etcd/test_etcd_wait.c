@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "dlock.h"
 #include "etcd_server.h"
+#include "loop_ticker.h"
 #include "fsm.h"
 #include "etcd_client.h"
 #include "etcd_hold.h"
@@ -70,29 +71,15 @@ static int teardown(void **state)
 typedef struct driven {
     dlock__call call;
     dlock__acq acq;
-    dlock__timer tick;
-    int64_t last_ns, max_gap_ns;
-    int ticks;
+    test_ticker tick;
     int64_t done_ns;
 } driven;
-
-static void ticked(dlock__timer *t)
-{
-    driven *d = DLOCK__OWNER(t, driven, tick);
-    int64_t now = dlock__now_ns();
-    if (now - d->last_ns > d->max_gap_ns)
-        d->max_gap_ns = now - d->last_ns;
-    d->last_ns = now;
-    d->ticks++;
-    t->due_ns = now + 20 * DLOCK__NS_PER_MS;
-    (void)dlock__timer_set(&d->call.lp.loop, t);
-}
 
 static void acquired(dlock__acq *a)
 {
     driven *d = DLOCK__OWNER(a, driven, acq);
     d->done_ns = dlock__now_ns();
-    dlock__timer_clear(&d->call.lp.loop, &d->tick);
+    test_ticker_stop(&d->tick);
     d->call.done = 1;
 }
 
@@ -135,15 +122,12 @@ static void a_wait_in_line_leaves_its_loop_free_and_the_watch_wakes_it(void **st
     (void)dlock__lock_open_cancel(l, wait_ms);
     dlock__acq_init(&d->acq, l, wait_ms, dlock__deadline_after_ms(wait_ms), &d->call.lp.loop,
                     acquired);
-    d->acq.wakeable = wakeable;
-    d->acq.wake = dlock__call_poke;
-    d->acq.wake_arg = &d->call;
+    d->acq.hooks.wakeable = wakeable;
+    d->acq.hooks.wake = dlock__call_poke;
+    d->acq.hooks.wake_arg = &d->call;
     d->call.on_poke = poked;
     d->call.poke_arg = &d->acq;
-    d->tick.fire = ticked;
-    d->last_ns = dlock__now_ns();
-    d->tick.due_ns = d->last_ns + 20 * DLOCK__NS_PER_MS;
-    assert_int_equal(dlock__timer_set(&d->call.lp.loop, &d->tick), DLOCK_OK);
+    test_ticker_start(&d->tick, &d->call.lp.loop);
 
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, release_later, holder), 0);
@@ -156,14 +140,14 @@ static void a_wait_in_line_leaves_its_loop_free_and_the_watch_wakes_it(void **st
     dlock__call_close(&d->call);
     dlock__lock_close_cancel(l, wait_ms);
 
-    print_message("ticks %d, longest gap %lld ms, grant %lld ms after the release\n", d->ticks,
-                  (long long)(d->max_gap_ns / DLOCK__NS_PER_MS),
+    print_message("ticks %d, longest gap %lld ms, grant %lld ms after the release\n", d->tick.ticks,
+                  (long long)(d->tick.max_gap_ns / DLOCK__NS_PER_MS),
                   (long long)((d->done_ns - release_at_ns) / DLOCK__NS_PER_MS));
     assert_int_equal(d->acq.rc, DLOCK_OK);
     /* The loop turned all along: ticks every 20 ms, none held up by a
      * request or the watch (a blocking wait would hold it the 600 ms). */
-    assert_true(d->ticks >= 20);
-    assert_true(d->max_gap_ns < 150 * DLOCK__NS_PER_MS);
+    assert_true(d->tick.ticks >= 20);
+    assert_true(d->tick.max_gap_ns < 150 * DLOCK__NS_PER_MS);
     /* Woken by the watch on the key before ours: well before the next
      * look (2 s after the one before), and the observer saw a push. */
     assert_true(d->done_ns - release_at_ns < 500 * DLOCK__NS_PER_MS);

@@ -8,7 +8,8 @@
  * already holds) come at once, with no done. While a re-entry waits for a
  * stopped server, the loop goes on turning (a ticker on it keeps
  * ticking). A lost handle's release takes its token out on the loop
- * too, and answers DLOCK_ELOST from there. Against a real redis-server. */
+ * too, and answers DLOCK_ELOST from there. A set of names' verbs are
+ * chains of its names' requests on one loop. Against a real redis-server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,8 +26,11 @@
 #include "engine.h"
 #include "fsm.h"
 #include "handle.h"
+#include "proc.h"
 #include "loop_poll.h"
+#include "loop_ticker.h"
 #include "redis_server.h"
+#include "set.h"
 #include "test_util.h"
 
 static test_redis srv;
@@ -50,28 +55,14 @@ typedef struct driven {
     dlock__loop_poll lp;
     dlock__engine_acq r;
     int dones;
-    dlock__timer tick;
-    int ticks;
-    int64_t last_ns, max_gap_ns;
+    test_ticker tick;
 } driven;
 
 static void acquired(dlock__engine_acq *r)
 {
     driven *d = DLOCK__OWNER(r, driven, r);
     d->dones++;
-    dlock__timer_clear(&d->lp.loop, &d->tick);
-}
-
-static void ticked(dlock__timer *t)
-{
-    driven *d = DLOCK__OWNER(t, driven, tick);
-    int64_t now = dlock__now_ns();
-    if (now - d->last_ns > d->max_gap_ns)
-        d->max_gap_ns = now - d->last_ns;
-    d->last_ns = now;
-    d->ticks++;
-    t->due_ns = now + 20 * DLOCK__NS_PER_MS;
-    (void)dlock__timer_set(&d->lp.loop, t);
+    test_ticker_stop(&d->tick);
 }
 
 static int is_done(void *arg)
@@ -85,10 +76,7 @@ static int start(driven *d, dlock_lock *l, int64_t wait_ms)
     memset(d, 0, sizeof *d);
     dlock__loop_poll_init(&d->lp);
     d->r.done = acquired;
-    d->tick.fire = ticked;
-    d->last_ns = dlock__now_ns();
-    d->tick.due_ns = d->last_ns + 20 * DLOCK__NS_PER_MS;
-    assert_int_equal(dlock__timer_set(&d->lp.loop, &d->tick), DLOCK_OK);
+    test_ticker_start(&d->tick, &d->lp.loop);
     int rc = dlock__engine_acquire_start(l, wait_ms, &d->lp.loop, &d->r);
     assert_int_equal(d->dones, 0); /* never inside the start */
     return rc;
@@ -108,7 +96,7 @@ static int turn(driven *d)
 /* A start that answered at once: no done follows. */
 static void no_done(driven *d)
 {
-    dlock__timer_clear(&d->lp.loop, &d->tick);
+    test_ticker_stop(&d->tick);
     (void)dlock__loop_poll_run(&d->lp, is_done, d, dlock__deadline_after_ms(50));
     assert_int_equal(d->dones, 0);
     dlock__loop_poll_close(&d->lp);
@@ -159,13 +147,13 @@ static void a_reentry_extends_on_the_loop_and_never_holds_it_up(void **state)
     print_message("re-entry with the server stopped: %s after %lld ms, %d ticks, longest gap "
                   "%lld ms\n",
                   dlock_errname(rc), (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS),
-                  d.ticks, (long long)(d.max_gap_ns / DLOCK__NS_PER_MS));
+                  d.tick.ticks, (long long)(d.tick.max_gap_ns / DLOCK__NS_PER_MS));
     assert_int_not_equal(rc, DLOCK_OK);
     assert_int_equal(l->holds, 2); /* no hold more */
     /* The loop turned all along: a blocking extend would have held it
      * for the whole I/O timeout. */
-    assert_true(d.ticks >= 8);
-    assert_true(d.max_gap_ns < 150 * DLOCK__NS_PER_MS);
+    assert_true(d.tick.ticks >= 8);
+    assert_true(d.tick.max_gap_ns < 150 * DLOCK__NS_PER_MS);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
@@ -207,11 +195,11 @@ static void a_lost_handle_lets_go_on_the_loop_then_acquires(void **state)
     print_message("lost handle's acquire with the server stopped: %s after %lld ms, %d ticks, "
                   "longest gap %lld ms\n",
                   dlock_errname(rc), (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS),
-                  d.ticks, (long long)(d.max_gap_ns / DLOCK__NS_PER_MS));
+                  d.tick.ticks, (long long)(d.tick.max_gap_ns / DLOCK__NS_PER_MS));
     assert_int_not_equal(rc, DLOCK_OK);
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_UNLOCKED);
-    assert_true(d.ticks >= 8);
-    assert_true(d.max_gap_ns < 150 * DLOCK__NS_PER_MS);
+    assert_true(d.tick.ticks >= 8);
+    assert_true(d.tick.max_gap_ns < 150 * DLOCK__NS_PER_MS);
     dlock_lock_free(l);
 }
 
@@ -254,6 +242,106 @@ static void a_lost_handles_release_lets_go_on_the_loop(void **state)
     dlock_lock_free(l);
 }
 
+typedef struct set_driven {
+    dlock__loop_poll lp;
+    dlock__set_req r;
+    int dones;
+    test_ticker tick;
+} set_driven;
+
+static void set_over(dlock__set_req *r)
+{
+    set_driven *d = DLOCK__OWNER(r, set_driven, r);
+    d->dones++;
+    test_ticker_stop(&d->tick);
+}
+
+static int set_done(void *arg)
+{
+    return ((set_driven *)arg)->dones > 0;
+}
+
+static void set_begin(set_driven *d)
+{
+    memset(d, 0, sizeof *d);
+    dlock__loop_poll_init(&d->lp);
+    d->r.done = set_over; /* no wait hooks: a sleep ends at its timer */
+    test_ticker_start(&d->tick, &d->lp.loop);
+}
+
+static int set_turn(set_driven *d, int started)
+{
+    assert_int_equal(started, DLOCK_OK);
+    assert_int_equal(d->dones, 0); /* never inside the start */
+    assert_int_equal(
+        dlock__loop_poll_run(&d->lp, set_done, d, dlock__deadline_after_ms(10000)), 1);
+    assert_int_equal(d->dones, 1);
+    dlock__loop_poll_close(&d->lp);
+    return d->r.rc;
+}
+
+static void *release_soon(void *arg)
+{
+    test_sleep_ms(300);
+    assert_int_equal(dlock_lock_release(arg), DLOCK_OK);
+    return NULL;
+}
+
+/* A set's verbs are chains of its names' requests on one loop: a try
+ * that finds its second name taken gives the first back, a wait for the
+ * second name leaves the loop turning, and extend and release answer
+ * from the loop too. */
+static void a_sets_verbs_are_chains_on_the_loop(void **state)
+{
+    (void)state;
+    const char *names[] = {"eng-set-b", "eng-set-a"};
+    dlock_lock *set = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    assert_int_equal(dlock_lock_new_multi(&set, cl, names, 2, &o), DLOCK_OK);
+    dlock_lock *other = test_lock_new(cl, "eng-set-b", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+
+    set_driven d;
+    set_begin(&d);
+    assert_int_equal(set_turn(&d, dlock__set_acquire_start(set, 0, &d.lp.loop, &d.r)),
+                     DLOCK_ENOTACQUIRED);
+    assert_int_equal(test_key_exists(&srv, "eng-set-a"), 0); /* given back */
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_UNLOCKED);
+
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_soon, other), 0);
+    set_begin(&d);
+    int rc = set_turn(&d, dlock__set_acquire_start(set, 5000, &d.lp.loop, &d.r));
+    pthread_join(t, NULL);
+    print_message("set's wait: %d ticks, longest gap %lld ms\n", d.tick.ticks,
+                  (long long)(d.tick.max_gap_ns / DLOCK__NS_PER_MS));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_HELD);
+    assert_true(d.tick.ticks >= 10);
+    assert_true(d.tick.max_gap_ns < 150 * DLOCK__NS_PER_MS);
+
+    set_begin(&d);
+    assert_int_equal(set_turn(&d, dlock__set_extend_start(set, 60000, &d.lp.loop, &d.r)),
+                     DLOCK_OK);
+    assert_true(test_key_pttl(&srv, "eng-set-a") > 30000);
+    assert_true(test_key_pttl(&srv, "eng-set-b") > 30000);
+    set_begin(&d);
+    assert_int_equal(set_turn(&d, dlock__set_release_start(set, &d.lp.loop, &d.r)), DLOCK_OK);
+    assert_int_equal(test_key_exists(&srv, "eng-set-a"), 0);
+    assert_int_equal(test_key_exists(&srv, "eng-set-b"), 0);
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_UNLOCKED);
+    /* Answered at once, no done: a release of a set that holds nothing. */
+    set_begin(&d);
+    assert_int_equal(dlock__set_release_start(set, &d.lp.loop, &d.r), DLOCK_ENOTHELD);
+    test_ticker_stop(&d.tick);
+    (void)dlock__loop_poll_run(&d.lp, set_done, &d, dlock__deadline_after_ms(50));
+    assert_int_equal(d.dones, 0);
+    dlock__loop_poll_close(&d.lp);
+    dlock_lock_free(other);
+    dlock_lock_free(set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +349,7 @@ int main(void)
         cmocka_unit_test(a_reentry_extends_on_the_loop_and_never_holds_it_up),
         cmocka_unit_test(a_lost_handle_lets_go_on_the_loop_then_acquires),
         cmocka_unit_test(a_lost_handles_release_lets_go_on_the_loop),
+        cmocka_unit_test(a_sets_verbs_are_chains_on_the_loop),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
