@@ -73,6 +73,12 @@ static const chaos_scenario scenarios[] = {
     S("renew_stalled_minority", "auto-renew, 1 s lease, hold 2 s; 1 of 3 nodes SIGSTOPped 2 s",
       3, 3, 3, 1000, 2000, DLOCK_AUTO_RENEW, CHAOS_MODE_DLOCK, 1, 0, 0, 0, CLAIM_SAFE, 3, 300,
       chaos_inject_node_stop_minority, 0),
+    /* A set of three names (every worker takes all three, all or none)
+     * under the same faults: a name that fails after the first was taken
+     * gives the first back; the set's fence is its first name's. */
+    S("set_contended_redlock3_minority",
+      "sets of 3 names, 6 workers; 1 of 3 nodes killed, stopped, restarted", 3, 6, 10, 1000, 10,
+      0, CHAOS_MODE_SET, 0, 0, 0, 0, CLAIM_SAFE, 3, 300, chaos_inject_minority_cycle, 0),
     S("fair_waiters_killed", "fair mode, TTL 12 s; kill -9 of waiting workers", 1, 5, 15, 12000,
       20, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 6, 300, chaos_inject_kill_waiter,
       0),
@@ -186,6 +192,9 @@ static const chaos_liveness liveness[] = {
      * the lock when the next stall hit another node; the watchdog now
      * puts such a key back (restore_batch.lua, test_redlock_restore). */
     {"renew_stalled_minority", 15000, 10, 15000, 0, 0},
+    /* The row above's bounds: a set's three names are three Redlock
+     * acquires, each riding out the same faults. */
+    {"set_contended_redlock3_minority", 10000, 5, 8000, 0, 0},
     {"fair_waiters_killed", 9000, 5, 7500, 0, 0},
     /* A stopped worker's own wait includes its stop (1.5 s at most); a
      * claim handed to a stopped waiter lapses within 1 s (TTL 1 s). */

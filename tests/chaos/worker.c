@@ -319,6 +319,12 @@ static int run_dlock(worker *w, long todo)
     if (cfg->mode == CHAOS_MODE_SEM) {
         w->kind = CHAOS_KIND_PERMIT;
         rc0 = dlock_semaphore_new(&w->lock, c, cfg->lock_name, CHAOS_SEM_PERMITS, &lo);
+    } else if (cfg->mode == CHAOS_MODE_SET) {
+        char more[2][128];
+        snprintf(more[0], sizeof more[0], "%s:set-b", cfg->lock_name);
+        snprintf(more[1], sizeof more[1], "%s:set-c", cfg->lock_name);
+        const char *names[CHAOS_SET_NAMES] = {more[1], cfg->lock_name, more[0]};
+        rc0 = dlock_lock_new_multi(&w->lock, c, names, CHAOS_SET_NAMES, &lo);
     } else {
         if (cfg->mode == CHAOS_MODE_RW) {
             w->kind = w->slot % 2 ? CHAOS_KIND_EXCLUSIVE : CHAOS_KIND_SHARED;

@@ -31,8 +31,14 @@ typedef enum chaos_mode {
     CHAOS_MODE_RW = 3,
     /* A semaphore of CHAOS_SEM_PERMITS permits: every slot holds a
      * permit; sections are counted, never more than N at once. */
-    CHAOS_MODE_SEM = 4
+    CHAOS_MODE_SEM = 4,
+    /* A set of CHAOS_SET_NAMES names (dlock_lock_new_multi()): the lock
+     * name and two more, all taken by every worker, all or none; the
+     * set's fence is its first name's (the lock name sorts first). */
+    CHAOS_MODE_SET = 5
 } chaos_mode;
+
+#define CHAOS_SET_NAMES 3
 
 #define CHAOS_SEM_PERMITS 2
 
