@@ -5,7 +5,8 @@
 #
 #   scripts/fuzz.sh short    each fuzzer ~20 s (make check runs this)
 #   scripts/fuzz.sh long     each fuzzer 10 min (before a release)
-#   scripts/fuzz.sh build    build only
+#   scripts/fuzz.sh build    build only (ctest fuzz_build runs this)
+#   FUZZ_OUT=DIR scripts/fuzz.sh ...             build into DIR, not build-fuzz/
 #   FUZZ_SECONDS=N scripts/fuzz.sh short|long    override the time per fuzzer
 #   scripts/fuzz.sh run NAME [libFuzzer args]    one fuzzer, your arguments
 #                                                (e.g. a crash file to replay)
@@ -16,7 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-short}
-OUT=build-fuzz
+OUT=${FUZZ_OUT:-build-fuzz}
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 FUZZERS="url duration reply"
 case "$MODE" in
   short) SECS=${FUZZ_SECONDS:-20} ;;
@@ -33,7 +35,7 @@ fi
 
 mkdir -p "$OUT"
 # The embedded Lua scripts, generated the way the CMake build does it.
-cmake -DOUT="$PWD/$OUT/scripts_gen.c" -DDIR="$PWD/src/redis/scripts" -P cmake/embed_scripts.cmake
+cmake -DOUT="$OUT/scripts_gen.c" -DDIR="$PWD/src/redis/scripts" -P cmake/embed_scripts.cmake
 
 CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/engine -Isrc/redis -Isrc/etcd $(pkg-config --cflags hiredis)
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
