@@ -45,7 +45,10 @@
  * that are safe from any thread at any time: dlock_lock_cancel(),
  * dlock_lock_state_get(), dlock_lock_validity_ms(), dlock_lock_holder_ttl_ms()
  * and dlock_lock_name(). Callbacks say which thread
- * runs them.
+ * runs them. A blocking call (acquire, release, extend, adopt, free) runs
+ * on the calling thread and uses about 30 KB of its stack (the records of
+ * its requests live there, so it allocates nothing per call and a release
+ * or free cannot fail for want of memory).
  *
  * Time
  * ----

@@ -92,7 +92,8 @@ static void acquire_poked(void *arg)
 
 int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
 {
-    /* Lent to a lost hold's let-go (op.h, scratch). */
+    /* Lent to the acquire's requests in turn (op.h, scratch): a try's
+     * record, a lost hold's let-go. */
     _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
     blocking_acquire b;
     dlock__call_init(&b.call);
@@ -158,16 +159,26 @@ static void verb_done(dlock__engine_req *r)
 /* A verb's start on a private loop, turned until it is done (never made
  * wakeable: nothing but the request's own replies can end it, so a lone
  * socket still waits alone, loop.h). */
-static int run_blocking(blocking_verb *b, int (*start)(blocking_verb *b))
+static int run_blocking(dlock_lock *l, int64_t ttl_ms, const char *token,
+                        int (*start)(blocking_verb *b))
 {
-    dlock__call_init(&b->call);
-    b->r.done = verb_done;
-    int rc = start(b);
+    /* Lent to the verb's request (op.h, scratch): its record needs no
+     * allocation, and what a handle leaves is settled without memory. */
+    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
+    /* Not zeroed whole: the call's loop clears what it reads (its turn's
+     * arrays are 1 KB), and every release or extend makes one. */
+    blocking_verb b;
+    dlock__call_init(&b.call);
+    b.r = (dlock__engine_req){.done = verb_done, .scratch = mem, .scratch_len = sizeof mem};
+    b.l = l;
+    b.ttl_ms = ttl_ms;
+    b.token = token;
+    int rc = start(&b);
     if (rc == DLOCK_OK) {
-        dlock__call_run(&b->call);
-        rc = b->r.rc;
+        dlock__call_run(&b.call);
+        rc = b.r.rc;
     }
-    dlock__call_close(&b->call);
+    dlock__call_close(&b.call);
     return rc;
 }
 
@@ -183,16 +194,12 @@ static int start_release(blocking_verb *b)
 
 int dlock__engine_extend(dlock_lock *l, int64_t ttl_ms)
 {
-    blocking_verb b = {.l = l, .ttl_ms = ttl_ms};
-    return run_blocking(&b, start_extend);
+    return run_blocking(l, ttl_ms, NULL, start_extend);
 }
 
 int dlock__engine_release(dlock_lock *l)
 {
-    /* Lent to a lost hold's let-go (op.h, scratch). */
-    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
-    blocking_verb b = {.l = l, .r = {.scratch = mem, .scratch_len = sizeof mem}};
-    return run_blocking(&b, start_release);
+    return run_blocking(l, 0, NULL, start_release);
 }
 
 static int start_adopt(blocking_verb *b)
@@ -205,20 +212,14 @@ static int start_let_go(blocking_verb *b)
     return dlock__engine_let_go_start(b->l, &b->call.lp.loop, &b->r);
 }
 
-/* Lent to the request: free and adopt must not lose what is owed for
- * want of memory (op.h, scratch). */
 int dlock__engine_adopt(dlock_lock *l, const char *token)
 {
-    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
-    blocking_verb b = {.l = l, .token = token, .r = {.scratch = mem, .scratch_len = sizeof mem}};
-    return run_blocking(&b, start_adopt);
+    return run_blocking(l, 0, token, start_adopt);
 }
 
 void dlock__engine_let_go(dlock_lock *l)
 {
-    _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
-    blocking_verb b = {.l = l, .r = {.scratch = mem, .scratch_len = sizeof mem}};
-    (void)run_blocking(&b, start_let_go); /* best effort */
+    (void)run_blocking(l, 0, NULL, start_let_go); /* best effort */
 }
 
 /* ---- a set of names ---------------------------------------------------------- */
@@ -244,7 +245,7 @@ static void set_poked(void *arg)
  * set's eventfd) when a name's wait first sleeps. */
 static int run_set(dlock_lock *set, int64_t arg, int (*start)(blocking_set *b))
 {
-    /* Lent to a lost name's let-go (op.h, scratch). */
+    /* Lent to the names' requests in turn (op.h, scratch). */
     _Alignas(max_align_t) unsigned char mem[DLOCK__OP_SCRATCH];
     blocking_set b;
     dlock__call_init(&b.call);

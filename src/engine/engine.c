@@ -155,6 +155,9 @@ static int wait_start(dlock__engine_acq *r)
     dlock__acq_init(&r->acq, l, r->wait_ms, dlock__deadline_after_ms(r->wait_ms), r->loop,
                     waited);
     r->acq.hooks = r->hooks;
+    /* Each try in turn keeps its record there (a Redis try's chain). */
+    r->acq.op.scratch = r->scratch;
+    r->acq.op.scratch_len = r->scratch_len;
     r->waiting = 1;
     dlock__acq_start(&r->acq); /* its done() comes from the loop */
     return DLOCK_OK;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -128,7 +129,10 @@ static const dlock__loop_ops poll_ops = {
 
 void dlock__loop_poll_init(dlock__loop_poll *lp)
 {
-    memset(lp, 0, sizeof *lp);
+    /* Not the turn's arrays (1 KB): a turn fills them before it reads
+     * them, and every blocking call makes a loop. */
+    memset(lp, 0, offsetof(dlock__loop_poll, turn));
+    lp->n_turn = 0;
     lp->loop.ops = &poll_ops;
     lp->loop.data = lp;
     list_init(&lp->ios);

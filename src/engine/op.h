@@ -37,10 +37,11 @@ typedef struct dlock__verdict {
 
 enum { DLOCK__OP_NEW, DLOCK__OP_STARTED, DLOCK__OP_DONE };
 
-/* What a blocking call lends a request that must not fail for memory
- * (dlock__op.scratch): the largest record a backend keeps there (Redis's
- * tidy.c checks its own fits) with room to spare. */
-#define DLOCK__OP_SCRATCH 16384
+/* What a blocking call lends its requests (dlock__op.scratch): the
+ * largest record a backend keeps there (Redis's try chain, 20 KB, and
+ * tidy.c, 12 KB, check that theirs fit), so a release or free cannot fail
+ * for memory and no acquire or release allocates per call. */
+#define DLOCK__OP_SCRATCH 24576
 
 typedef struct dlock__op {
     dlock_lock *l;
@@ -55,8 +56,10 @@ typedef struct dlock__op {
     /* Memory the starter lends the request for its whole life (NULL:
      * none): a backend may keep its record there instead of allocating
      * one, so a request started with enough of it cannot fail for memory
-     * (call.c lends DLOCK__OP_SCRATCH bytes to what free and adopt leave
-     * to settle: a free out of memory still releases). */
+     * (call.c lends DLOCK__OP_SCRATCH bytes of the calling thread's stack
+     * to every blocking verb's requests, one after the other: a free out
+     * of memory still releases, and a try or a release allocates
+     * nothing). */
     void *scratch;
     size_t scratch_len;
     /* The backend's: a request answered inside its start completes

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Vote counting, drift, node timeout and the restart rule (quorum.h). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "client.h"
@@ -46,10 +47,18 @@ int dlock__vote_counts(const dlock_client *c, size_t node, int64_t start_ns,
 
 void dlock__tally_init(dlock__tally *t, dlock_client *c, dlock__errbuf *err)
 {
-    memset(t, 0, sizeof *t);
+    /* The per-node arrays only for the client's nodes (every call makes
+     * one or two tallies, and one node is the common case): no entry past
+     * n is read. */
+    size_t n = c->n_nodes;
+    memset(t, 0, offsetof(dlock__tally, vote));
+    memset(t->vote, 0, n * sizeof t->vote[0]);
+    memset(t->maybe_ours, 0, n * sizeof t->maybe_ours[0]);
+    memset(t->node_err, 0, n * sizeof t->node_err[0]);
+    memset(t->holder, 0, n * sizeof t->holder[0]);
     t->client = c;
     t->err = err;
-    t->n = c->n_nodes;
+    t->n = n;
     t->quorum = c->quorum;
     t->min_pttl = -1;
     t->min_look = -1;

@@ -49,13 +49,8 @@ typedef struct dlock__tally {
     dlock__errbuf *err; /* the handle's detail message */
     size_t n, quorum;
     size_t yes, no, errs;
-    uint8_t vote[DLOCK__MAX_NODES];
-    uint8_t maybe_ours[DLOCK__MAX_NODES]; /* may hold our token now */
-    int node_err[DLOCK__MAX_NODES];
     int64_t min_pttl;   /* among "taken" answers */
     int64_t min_look;   /* among "taken" answers that gave a look hint */
-    uint64_t holder[DLOCK__MAX_NODES]; /* hash of the holder a "taken" answer
-                                          named (0: not named) */
     uint64_t max_fence; /* among grants */
     size_t at_max;      /* grants whose counter returned max_fence */
     long long count;    /* reentrant hold count from a grant */
@@ -67,6 +62,12 @@ typedef struct dlock__tally {
     int gone;           /* release/extend: some node had no key */
     int same_server;    /* two nodes turned out to be one server */
     int joined;         /* a "taken" answer put us in the (fair) line */
+    /* Per node, last: dlock__tally_init() clears the first n entries only. */
+    uint8_t vote[DLOCK__MAX_NODES];
+    uint8_t maybe_ours[DLOCK__MAX_NODES]; /* may hold our token now */
+    int node_err[DLOCK__MAX_NODES];
+    uint64_t holder[DLOCK__MAX_NODES]; /* hash of the holder a "taken" answer
+                                          named (0: not named) */
 } dlock__tally;
 
 void dlock__tally_init(dlock__tally *t, dlock_client *c, dlock__errbuf *err);

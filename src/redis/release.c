@@ -90,6 +90,7 @@ typedef struct hold_req {
     dlock_lock *l;
     dlock__loop *loop;
     dlock__op *op;                    /* the engine's request it answers */
+    int on_heap;                      /* allocated here, not op->scratch */
     int rc;
     int64_t ttl_ms, deadline_ns, t0_ns, until_ns; /* an extend's */
     dlock__release_run run;
@@ -98,6 +99,8 @@ typedef struct hold_req {
 } hold_req;
 
 #define REQ_OF(f) DLOCK__OWNER(f, hold_req, fan)
+
+_Static_assert(sizeof(hold_req) <= DLOCK__OP_SCRATCH, "a release must fit a blocking call's scratch");
 
 static void hold_init(hold_req *q, dlock_lock *l)
 {
@@ -119,7 +122,8 @@ static void answered(hold_req *q)
     op->v.code = q->rc;
     op->v.until_ns = q->until_ns;
     op->v.renew_ttl_ms = q->ttl_ms;
-    dlock__free(q);
+    if (q->on_heap)
+        dlock__free(q);
     dlock__op_complete(op);
 }
 
@@ -187,14 +191,18 @@ static void extend_begin(hold_req *q)
 
 /* ---- the engine's requests (backend.h) ---------------------------------------- */
 
+/* The request's record: in what the starter lent (a blocking release
+ * or extend: no allocation per call), else on the heap. */
 static hold_req *op_req(dlock_lock *l, dlock__op *op)
 {
-    hold_req *q = dlock__malloc(sizeof *q);
+    int on_heap = op->scratch_len < sizeof(hold_req);
+    hold_req *q = on_heap ? dlock__malloc(sizeof *q) : op->scratch;
     if (!q) {
         dlock__err_set(&l->err, "out of memory");
         return NULL;
     }
     hold_init(q, l);
+    q->on_heap = on_heap;
     q->loop = op->loop;
     q->op = op;
     return q;

@@ -123,13 +123,16 @@ int dlock__wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
     return DLOCK_OK;
 }
 
-/* A try in flight: the attempt's chain and the op it answers. Made for
- * the try and freed when it answers, not kept with the handle: it holds a
- * fan-out's slots for every node. */
+/* A try in flight: the attempt's chain and the op it answers. Not kept
+ * with the handle (it holds a fan-out's slots for every node, 20 KB):
+ * the starter's scratch, or made for the try and freed when it answers. */
 typedef struct try_req {
     dlock__attempt_req r;
     dlock__op *op;
+    int on_heap; /* allocated here, not op->scratch */
 } try_req;
+
+_Static_assert(sizeof(try_req) <= DLOCK__OP_SCRATCH, "a try must fit a blocking call's scratch");
 
 static void try_answered(dlock__attempt_req *r)
 {
@@ -140,7 +143,8 @@ static void try_answered(dlock__attempt_req *r)
     op->v.flags = (r->retry ? DLOCK__V_RETRY : 0u) | (l->split_vote ? DLOCK__V_SPLIT : 0u);
     op->v.holder_ttl_ms = l->holder_ttl_ms;
     op->v.look_ms = l->look_ms;
-    dlock__free(q);
+    if (q->on_heap)
+        dlock__free(q);
     dlock__op_complete(op);
 }
 
@@ -149,12 +153,16 @@ int dlock__wait_try(dlock_lock *l, dlock__op *op)
     /* The attempt is a chain of fan-outs on op->loop (attempt.h): the
      * engine's wait no longer blocks inside its try. A cancel ends it at
      * once: each fan-out watches the handle's cancel pipe on that loop. */
-    try_req *q = dlock__malloc(sizeof *q);
+    /* In what the starter lent (a blocking acquire: one record on its
+     * stack for every try, not an allocation per try), else the heap. */
+    int on_heap = op->scratch_len < sizeof(try_req);
+    try_req *q = on_heap ? dlock__malloc(sizeof *q) : op->scratch;
     if (!q) {
         dlock__err_set(&l->err, "out of memory");
         return DLOCK_ENOMEM;
     }
     q->op = op;
+    q->on_heap = on_heap;
     dlock__attempt_start(&q->r, l, op->loop, try_answered);
     return DLOCK_OK;
 }

@@ -33,7 +33,9 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_server.h"
+#include "engine.h"
 #include "handle.h"
+#include "loop_poll.h"
 #include "watchdog.h"
 
 #define N_NODES 3
@@ -410,11 +412,20 @@ static void free_and_expect_no_key(fx *x)
     fx_close(x);
 }
 
-/* A release whose request could not even be made (its first allocation
- * failed) sent nothing: as for a release no node answered (release.c,
- * released()), the handle sends it again on free, every hold it dropped
- * with it, instead of leaving the key (and a counted kind's holds) to the
- * TTL. Plain, and reentrant with two holds (the first release fails). */
+/* A blocking release lends its request the record it needs (call.c,
+ * op.h's scratch): with every allocation failing it still releases, each
+ * hold in turn. A release request made without that loan (an event
+ * loop's, engine.h) whose record cannot be allocated sent nothing: as for
+ * a release no node answered (release.c, released()), the handle sends it
+ * again on free, every hold it dropped with it, instead of leaving the key
+ * (and a counted kind's holds) to the TTL. Plain, and reentrant with two
+ * holds. */
+static void release_done(dlock__engine_req *r)
+{
+    (void)r;
+    fail_msg("a release that could not start answers at once, with no done");
+}
+
 static void a_release_that_could_not_start_is_sent_on_free(void **state)
 {
     (void)state;
@@ -423,13 +434,25 @@ static void a_release_that_could_not_start_is_sent_on_free(void **state)
                                  NULL, NULL, NULL};
     const path *ps[] = {&plain, &counted};
     for (size_t i = 0; i < 2; i++) {
+        int holds = ps[i]->flags & DLOCK_REENTRANT ? 2 : 1;
         fx_open(&f, ps[i]);
-        assert_int_equal(dlock_lock_acquire(f.l, 0), DLOCK_OK);
-        if (ps[i]->flags & DLOCK_REENTRANT)
+        for (int h = 0; h < holds; h++)
             assert_int_equal(dlock_lock_acquire(f.l, 0), DLOCK_OK);
         dlock__alloc_fail_after(0);
-        int rc = dlock_lock_release(f.l);
+        for (int h = 0; h < holds; h++)
+            assert_int_equal(dlock_lock_release(f.l), DLOCK_OK); /* the loan: no memory needed */
         dlock__alloc_fail_after(-1);
+        assert_int_equal(nodes_holding(&f, NULL), 0);
+
+        for (int h = 0; h < holds; h++)
+            assert_int_equal(dlock_lock_acquire(f.l, 0), DLOCK_OK);
+        dlock__loop_poll lp;
+        dlock__loop_poll_init(&lp);
+        dlock__engine_req r = {.done = release_done}; /* no scratch */
+        dlock__alloc_fail_after(0);
+        int rc = dlock__engine_release_start(f.l, &lp.loop, &r);
+        dlock__alloc_fail_after(-1);
+        dlock__loop_poll_close(&lp);
         assert_int_equal(rc, DLOCK_ENOMEM);
         assert_int_equal(dlock_lock_state_get(f.l), DLOCK_STATE_UNLOCKED);
         assert_int_equal(nodes_holding(&f, NULL), 1); /* nothing was sent */
