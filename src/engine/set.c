@@ -111,6 +111,9 @@ static int run_start(dlock__set_req *r, dlock_lock *set, dlock__loop *loop,
         return DLOCK_OK;
     if (r->rc != DLOCK_OK)
         return r->rc;
+    /* r is not zeroed (call.c: hot path), and a loop's defer reads the
+     * timer's link to take it out of a list it may be in: in none. */
+    memset(&r->defer, 0, sizeof r->defer);
     r->defer.fire = answer_deferred;
     dlock__defer(loop, &r->defer);
     return DLOCK_OK;
