@@ -280,6 +280,17 @@ static int set_turn(set_driven *d, int started)
     return d->r.rc;
 }
 
+/* A set of two names, 30 s leases. */
+static dlock_lock *set_new(const char *a, const char *b)
+{
+    const char *names[] = {a, b};
+    dlock_lock *set = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    assert_int_equal(dlock_lock_new_multi(&set, cl, names, 2, &o), DLOCK_OK);
+    return set;
+}
+
 static void *release_soon(void *arg)
 {
     test_sleep_ms(300);
@@ -294,11 +305,7 @@ static void *release_soon(void *arg)
 static void a_sets_verbs_are_chains_on_the_loop(void **state)
 {
     (void)state;
-    const char *names[] = {"eng-set-b", "eng-set-a"};
-    dlock_lock *set = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = 30000;
-    assert_int_equal(dlock_lock_new_multi(&set, cl, names, 2, &o), DLOCK_OK);
+    dlock_lock *set = set_new("eng-set-b", "eng-set-a");
     dlock_lock *other = test_lock_new(cl, "eng-set-b", 30000, 0, 10, 50);
     assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
 
@@ -361,11 +368,7 @@ static void set_begin_unzeroed(set_driven *d)
 static void a_sets_answer_ok_at_once_comes_from_the_loop(void **state)
 {
     (void)state;
-    const char *names[] = {"eng-set-now-a", "eng-set-now-b"};
-    dlock_lock *set = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = 30000;
-    assert_int_equal(dlock_lock_new_multi(&set, cl, names, 2, &o), DLOCK_OK);
+    dlock_lock *set = set_new("eng-set-now-a", "eng-set-now-b");
     assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
     struct dlock__set *s = set->set;
     for (size_t i = 0; i < s->n; i++) /* the names let go, the set still holds */
