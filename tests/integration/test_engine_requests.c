@@ -9,7 +9,9 @@
  * stopped server, the loop goes on turning (a ticker on it keeps
  * ticking). A lost handle's release takes its token out on the loop
  * too, and answers DLOCK_ELOST from there. A set of names' verbs are
- * chains of its names' requests on one loop. Against a real redis-server. */
+ * chains of its names' requests on one loop. A cancel that comes while a
+ * re-entry's extend or a set's give-back is on the loop is that acquire's,
+ * used up by it. Against a real redis-server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -382,6 +384,59 @@ static void a_sets_answer_ok_at_once_comes_from_the_loop(void **state)
     dlock_lock_free(set);
 }
 
+/* A cancel that came during a waiting acquire is used up by it, also when
+ * the acquire ended otherwise (dlock.h, dlock_lock_cancel()): here one
+ * that came while a re-entry's extend was on the loop. */
+static void a_cancel_during_a_reentry_is_used_up(void **state)
+{
+    (void)state;
+    dlock_lock *l = test_lock_new(cl, "eng-reenter-cx", 30000, DLOCK_SHARED | DLOCK_REENTRANT, 10,
+                                  50);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    driven d;
+    assert_int_equal(start(&d, l, 1000), DLOCK_OK);
+    dlock_lock_cancel(l); /* the extend is in flight */
+    assert_int_equal(turn(&d), DLOCK_OK);
+    assert_int_equal(l->holds, 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 1000), DLOCK_OK); /* not cancelled */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+/* The set's wait for its second name ended (its deadline), and the first
+ * name is being given back. */
+static int giving_back(void *arg)
+{
+    set_driven *d = arg;
+    return d->dones > 0 || (!d->r.acquiring && d->r.i == 1);
+}
+
+/* The same for a set: a cancel that came while a timed-out acquire gave
+ * its first name back was that acquire's. */
+static void a_cancel_during_a_sets_give_back_is_used_up(void **state)
+{
+    (void)state;
+    dlock_lock *set = set_new("eng-set-cx-a", "eng-set-cx-b");
+    dlock_lock *other = test_lock_new(cl, "eng-set-cx-b", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    set_driven d;
+    set_begin(&d);
+    assert_int_equal(dlock__set_acquire_start(set, 300, &d.lp.loop, &d.r), DLOCK_OK);
+    assert_int_equal(
+        dlock__loop_poll_run(&d.lp, giving_back, &d, dlock__deadline_after_ms(10000)), 1);
+    assert_int_equal(d.dones, 0); /* the give-back is in flight */
+    dlock_lock_cancel(set);
+    assert_int_equal(set_turn(&d, DLOCK_OK), DLOCK_ETIMEDOUT);
+    assert_int_equal(test_key_exists(&srv, "eng-set-cx-a"), 0);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set, 2000), DLOCK_OK); /* not cancelled */
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +446,8 @@ int main(void)
         cmocka_unit_test(a_lost_handles_release_lets_go_on_the_loop),
         cmocka_unit_test(a_sets_verbs_are_chains_on_the_loop),
         cmocka_unit_test(a_sets_answer_ok_at_once_comes_from_the_loop),
+        cmocka_unit_test(a_cancel_during_a_reentry_is_used_up),
+        cmocka_unit_test(a_cancel_during_a_sets_give_back_is_used_up),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
