@@ -205,10 +205,15 @@ static void reentry_over(dlock__engine_req *e)
 {
     dlock__engine_acq *r = DLOCK__OWNER(e, dlock__engine_acq, ext);
     int rc = reentered(r, e->rc);
-    if (rc == ASK_AGAIN)
+    if (rc == ASK_AGAIN) {
         then_wait(r, DLOCK_OK);
-    else
-        acquire_over(r, rc);
+        return;
+    }
+    /* A cancel that came while the extend was out was this waiting
+     * acquire's (dlock.h): it is used up here, as the wait's would be. */
+    if (r->wait_ms != 0)
+        dlock__lock_take_cancel(r->l);
+    acquire_over(r, rc);
 }
 
 /* The verb's prologue, by the handle's state: DLOCK_OK when a step (or

@@ -111,6 +111,9 @@ static int run_start(dlock__set_req *r, dlock_lock *set, dlock__loop *loop,
         return DLOCK_OK;
     if (r->rc != DLOCK_OK)
         return r->rc;
+    /* r is not zeroed (call.c: hot path), and a loop's defer reads the
+     * timer's link to take it out of a list it may be in: in none. */
+    memset(&r->defer, 0, sizeof r->defer);
     r->defer.fire = answer_deferred;
     dlock__defer(loop, &r->defer);
     return DLOCK_OK;
@@ -205,9 +208,19 @@ static void hold(dlock_lock *set, int64_t end)
 
 static void take_next(dlock__set_req *r);
 
+/* The acquire's answer: a cancel that came during a waiting acquire is
+ * used up by it, also when it ended otherwise or came while names were
+ * given back (dlock.h); the names' flags are cleared by the next one. */
+static void acquire_answer(dlock__set_req *r, int rc)
+{
+    if (r->wait_ms != 0)
+        dlock__lock_take_cancel(r->set);
+    answer(r, rc);
+}
+
 static void given_up(dlock__set_req *r)
 {
-    answer(r, r->answer_rc);
+    acquire_answer(r, r->answer_rc);
 }
 
 /* The name being taken (r->i) answered rc. */
@@ -218,8 +231,6 @@ static void name_taken(dlock__set_req *r, int rc)
         rc = DLOCK_ETIMEDOUT; /* the deadline came while taking this name */
     if (rc != DLOCK_OK) {
         name_failed(set, set->set->names[r->i]);
-        if (rc == DLOCK_ECANCELED)
-            dlock__lock_take_cancel(set); /* this wait used the set's cancel */
         r->answer_rc = rc;
         give_back(r, r->i, given_up);
         return;
@@ -241,7 +252,7 @@ static void taken_too_late(dlock__set_req *r)
 {
     if (r->wait_ms == 0 || dlock__now_ns() >= r->deadline_ns) {
         dlock__err_set(&r->set->err, "the names' leases ran out before all of them were held");
-        answer(r, r->wait_ms == 0 ? DLOCK_ENOTACQUIRED : DLOCK_ETIMEDOUT);
+        acquire_answer(r, r->wait_ms == 0 ? DLOCK_ENOTACQUIRED : DLOCK_ETIMEDOUT);
         return;
     }
     r->i = 0;
@@ -255,7 +266,7 @@ static void take_next(dlock__set_req *r)
         int64_t end = names_end_ns(s);
         if (end > dlock__now_ns()) {
             hold(r->set, end);
-            answer(r, DLOCK_OK);
+            acquire_answer(r, DLOCK_OK);
         } else {
             give_back(r, s->n, taken_too_late);
         }

@@ -9,7 +9,9 @@
  * stopped server, the loop goes on turning (a ticker on it keeps
  * ticking). A lost handle's release takes its token out on the loop
  * too, and answers DLOCK_ELOST from there. A set of names' verbs are
- * chains of its names' requests on one loop. Against a real redis-server. */
+ * chains of its names' requests on one loop. A cancel that comes while a
+ * re-entry's extend or a set's give-back is on the loop is that acquire's,
+ * used up by it. Against a real redis-server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -280,6 +282,17 @@ static int set_turn(set_driven *d, int started)
     return d->r.rc;
 }
 
+/* A set of two names, 30 s leases. */
+static dlock_lock *set_new(const char *a, const char *b)
+{
+    const char *names[] = {a, b};
+    dlock_lock *set = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    assert_int_equal(dlock_lock_new_multi(&set, cl, names, 2, &o), DLOCK_OK);
+    return set;
+}
+
 static void *release_soon(void *arg)
 {
     test_sleep_ms(300);
@@ -294,11 +307,7 @@ static void *release_soon(void *arg)
 static void a_sets_verbs_are_chains_on_the_loop(void **state)
 {
     (void)state;
-    const char *names[] = {"eng-set-b", "eng-set-a"};
-    dlock_lock *set = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = 30000;
-    assert_int_equal(dlock_lock_new_multi(&set, cl, names, 2, &o), DLOCK_OK);
+    dlock_lock *set = set_new("eng-set-b", "eng-set-a");
     dlock_lock *other = test_lock_new(cl, "eng-set-b", 30000, 0, 10, 50);
     assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
 
@@ -342,6 +351,92 @@ static void a_sets_verbs_are_chains_on_the_loop(void **state)
     dlock_lock_free(set);
 }
 
+/* Filled the way call.c fills its request on the stack (done, hooks and
+ * scratch; the rest is whatever the stack held, never zeroed: hot path),
+ * so a chain that reads a field it never set reads garbage here. */
+static void set_begin_unzeroed(set_driven *d)
+{
+    set_begin(d);
+    memset(&d->r, 0xA5, sizeof d->r);
+    d->r.done = set_over;
+    memset(&d->r.hooks, 0, sizeof d->r.hooks);
+    d->r.scratch = NULL;
+    d->r.scratch_len = 0;
+}
+
+/* A set's verb that needs no word to a store and answers DLOCK_OK inside
+ * its start (here a release of a set whose names were already let go)
+ * answers from the loop's next turn, from a request nobody zeroed. */
+static void a_sets_answer_ok_at_once_comes_from_the_loop(void **state)
+{
+    (void)state;
+    dlock_lock *set = set_new("eng-set-now-a", "eng-set-now-b");
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    struct dlock__set *s = set->set;
+    for (size_t i = 0; i < s->n; i++) /* the names let go, the set still holds */
+        assert_int_equal(dlock__engine_forget(s->names[i]), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_HELD);
+
+    set_driven d;
+    set_begin_unzeroed(&d);
+    assert_int_equal(set_turn(&d, dlock__set_release_start(set, &d.lp.loop, &d.r)), DLOCK_OK);
+    assert_int_equal(dlock_lock_state_get(set), DLOCK_STATE_UNLOCKED);
+    dlock_lock_free(set);
+}
+
+/* A cancel that came during a waiting acquire is used up by it, also when
+ * the acquire ended otherwise (dlock.h, dlock_lock_cancel()): here one
+ * that came while a re-entry's extend was on the loop. */
+static void a_cancel_during_a_reentry_is_used_up(void **state)
+{
+    (void)state;
+    dlock_lock *l = test_lock_new(cl, "eng-reenter-cx", 30000, DLOCK_SHARED | DLOCK_REENTRANT, 10,
+                                  50);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    driven d;
+    assert_int_equal(start(&d, l, 1000), DLOCK_OK);
+    dlock_lock_cancel(l); /* the extend is in flight */
+    assert_int_equal(turn(&d), DLOCK_OK);
+    assert_int_equal(l->holds, 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 1000), DLOCK_OK); /* not cancelled */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+/* The set's wait for its second name ended (its deadline), and the first
+ * name is being given back. */
+static int giving_back(void *arg)
+{
+    set_driven *d = arg;
+    return d->dones > 0 || (!d->r.acquiring && d->r.i == 1);
+}
+
+/* The same for a set: a cancel that came while a timed-out acquire gave
+ * its first name back was that acquire's. */
+static void a_cancel_during_a_sets_give_back_is_used_up(void **state)
+{
+    (void)state;
+    dlock_lock *set = set_new("eng-set-cx-a", "eng-set-cx-b");
+    dlock_lock *other = test_lock_new(cl, "eng-set-cx-b", 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(other, 0), DLOCK_OK);
+    set_driven d;
+    set_begin(&d);
+    assert_int_equal(dlock__set_acquire_start(set, 300, &d.lp.loop, &d.r), DLOCK_OK);
+    assert_int_equal(
+        dlock__loop_poll_run(&d.lp, giving_back, &d, dlock__deadline_after_ms(10000)), 1);
+    assert_int_equal(d.dones, 0); /* the give-back is in flight */
+    dlock_lock_cancel(set);
+    assert_int_equal(set_turn(&d, DLOCK_OK), DLOCK_ETIMEDOUT);
+    assert_int_equal(test_key_exists(&srv, "eng-set-cx-a"), 0);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set, 2000), DLOCK_OK); /* not cancelled */
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +445,9 @@ int main(void)
         cmocka_unit_test(a_lost_handle_lets_go_on_the_loop_then_acquires),
         cmocka_unit_test(a_lost_handles_release_lets_go_on_the_loop),
         cmocka_unit_test(a_sets_verbs_are_chains_on_the_loop),
+        cmocka_unit_test(a_sets_answer_ok_at_once_comes_from_the_loop),
+        cmocka_unit_test(a_cancel_during_a_reentry_is_used_up),
+        cmocka_unit_test(a_cancel_during_a_sets_give_back_is_used_up),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
