@@ -59,7 +59,9 @@ typedef struct dlock__op {
      * (call.c lends DLOCK__OP_SCRATCH bytes of the calling thread's stack
      * to every blocking verb's requests, one after the other: a free out
      * of memory still releases, and a try or a release allocates
-     * nothing). */
+     * nothing). The next request may be started on the same memory from
+     * inside this one's done(): a backend touches its record no more once
+     * it has completed the op. */
     void *scratch;
     size_t scratch_len;
     /* The backend's: a request answered inside its start completes
