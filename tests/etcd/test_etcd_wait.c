@@ -585,36 +585,51 @@ static dlock_lock *cut_a_wait(const char *name)
     return NULL;
 }
 
-/* The handle's next acquire (here a try-once, refused: the lock is held)
- * sends the cut revoke again before it gets in line: the cancelled
- * waiter's key is gone right after, not one TTL (5 s) later, and the next
- * waiter has the lock as soon as the holder lets go. */
-static void the_next_acquire_revokes_what_a_cut_leave_left(void **state)
+/* A holder of name, and a handle whose cut leave outlived the resume
+ * (cut_a_wait); the test is skipped if no round left one. */
+static dlock_lock *held_and_cut(const char *name, dlock_lock **holder)
 {
-    (void)state;
-    const char *name = "wait-owed-acquire";
-    dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(*holder, 0), DLOCK_OK);
     dlock_lock *l = cut_a_wait(name);
     if (!l) {
-        dlock_lock_free(holder);
+        dlock_lock_free(*holder);
         skip();
     }
-    int64_t t0 = dlock__now_ns();
-    assert_int_not_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    print_message("the try-once took %lld ms\n",
-                  (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
-    assert_int_equal(waiters_of(name), 0); /* the old key went, the try's too */
+    return l;
+}
+
+/* Nothing of the cancelled wait is left in line: once the holder lets
+ * go, the next waiter has the lock at once, not one TTL (5 s) later. */
+static void nothing_left_in_line(const char *name, dlock_lock *holder)
+{
+    assert_int_equal(waiters_of(name), 0);
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     dlock_lock *next = test_lock_new(cl, name, 30000, 0, 10, 50);
-    t0 = dlock__now_ns();
+    int64_t t0 = dlock__now_ns();
     assert_int_equal(dlock_lock_acquire(next, 0), DLOCK_OK); /* not held up */
     print_message("the next waiter got it in %lld ms\n",
                   (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
     assert_int_equal(dlock_lock_release(next), DLOCK_OK);
     dlock_lock_free(next);
-    dlock_lock_free(l);
     dlock_lock_free(holder);
+}
+
+/* The handle's next acquire (here a try-once, refused: the lock is held)
+ * sends the cut revoke again before it gets in line: the cancelled
+ * waiter's key is gone right after it (the try's own key too). */
+static void the_next_acquire_revokes_what_a_cut_leave_left(void **state)
+{
+    (void)state;
+    const char *name = "wait-owed-acquire";
+    dlock_lock *holder;
+    dlock_lock *l = held_and_cut(name, &holder);
+    int64_t t0 = dlock__now_ns();
+    assert_int_not_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    print_message("the try-once took %lld ms\n",
+                  (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
+    nothing_left_in_line(name, holder);
+    dlock_lock_free(l);
 }
 
 /* So does the handle's free. */
@@ -622,21 +637,9 @@ static void the_free_revokes_what_a_cut_leave_left(void **state)
 {
     (void)state;
     const char *name = "wait-owed-free";
-    dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    dlock_lock *l = cut_a_wait(name);
-    if (!l) {
-        dlock_lock_free(holder);
-        skip();
-    }
-    dlock_lock_free(l);
-    assert_int_equal(waiters_of(name), 0);
-    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
-    dlock_lock *next = test_lock_new(cl, name, 30000, 0, 10, 50);
-    assert_int_equal(dlock_lock_acquire(next, 0), DLOCK_OK); /* not held up */
-    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
-    dlock_lock_free(next);
-    dlock_lock_free(holder);
+    dlock_lock *holder;
+    dlock_lock_free(held_and_cut(name, &holder));
+    nothing_left_in_line(name, holder);
 }
 
 /* ---- a count left in the handle's wake eventfd -------------------------------- */
