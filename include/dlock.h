@@ -1401,10 +1401,13 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  On etcd every exchange of the acquire watches the cancel (the leave
  *  after the wait's deadline too), and the lease revoke that undoes the
  *  attempt then takes at most 0.1 s, shared by the members; a revoke that
- *  does not make it leaves the waiter's lease to end with its TTL (its key
- *  never holds the lock for anyone, but keeps its place in line: one TTL
- *  from its last keep-alive, or from a new leader's election when the
- *  leader changed; docs/backends.md). A cancel with no acquire in progress
+ *  does not make it is owed: the handle's next acquire sends it again
+ *  first (within 0.1 s; cut again, it stays owed), or its free does;
+ *  until then, or should the handle hold the lock when freed, the
+ *  waiter's lease ends with its TTL (its key never holds the lock for
+ *  anyone, but keeps its place in line: one TTL from its last keep-alive,
+ *  or from a new leader's election when the leader changed;
+ *  docs/backends.md). A cancel with no acquire in progress
  *  makes the next waiting acquire return at once; a cancel that came during a waiting acquire is used up by it,
  *  also when the acquire ended otherwise (a try answered meanwhile, a
  *  leave after the deadline). Thread-safe;

@@ -22,8 +22,9 @@ struct dlock__kind;
 
 /* A cancel must end a wait at once: the best-effort step that takes a
  * cancelled waiter out of a list or line (leave below: wq_leave.lua;
- * fair_leave.lua) gets this long, in ms, and otherwise its entry lapses by
- * itself or, in fair mode, the handle's next acquire or free cleans up. */
+ * fair_leave.lua; etcd's revoke) gets this long, in ms, and otherwise its
+ * entry lapses by itself or, in fair mode and on etcd, the handle's next
+ * acquire or free cleans up. */
 #define DLOCK__CANCEL_LEAVE_MS 100
 
 typedef struct dlock__backend {
@@ -173,7 +174,9 @@ typedef struct dlock__backend {
      * (DLOCK_ENOMEM), nothing sent, and done() never comes. The engine runs them on its call's loop (call.c); on a loop
      * shared with other work a stalled node holds up none of it. Nothing
      * to send still answers from the loop's next turn. Redis: chains of fan-outs on op->loop (tidy.c);
-     * etcd: nothing owed, and the free's cleanup is its release_start.
+     * etcd: settle and the lost path owe nothing (a lease a cut leave
+ * left owed waits for the next acquire's begin or the free), and the
+ * free's cleanup is its release_start, or else the owed lease's revoke.
      * settle_start: before the token changes outside an acquire (adopt),
      * settle what an earlier operation left with an unknown outcome.
      * Its answer may be DLOCK_ENOMEM, with the handle's message: what is

@@ -284,14 +284,36 @@ static int nothing_owed(dlock_lock *l, dlock__op *op)
     return DLOCK_OK;
 }
 
+/* A lease whose revoke a cancel cut off (etcd_hold.h, owed_lease): revoked
+ * now, as a release's revoke (etcd_release.h); 0 if none is owed. */
+static int owed_start(dlock_lock *l, dlock__op *op, int *sent)
+{
+    int64_t owed = LD(l) ? LD(l)->owed_lease : 0;
+    *sent = 0;
+    if (!owed)
+        return DLOCK_OK;
+    dlock__etcd_hold h = {.lease = owed, .valid_until_ns = INT64_MIN}; /* copied by the start */
+    int rc = dlock__etcd_release_op(op, LD(l)->ec->e, &h, &l->err);
+    if (rc == DLOCK_OK) {
+        LD(l)->owed_lease = 0; /* best effort: a free's last word */
+        *sent = 1;
+    }
+    return rc;
+}
+
 /* dlock_lock_free(): a held lock is released, best effort: the release's
- * request (release_start), which lets the handle's record go at once. */
+ * request (release_start), which lets the handle's record go at once.
+ * A handle that holds nothing revokes the lease a cancel left owed; one
+ * that holds leaves that lease to lapse by its TTL (one request here). */
 static int cleanup_start(dlock_lock *l, dlock__op *op)
 {
+    int sent = 0;
     if (LD(l) && LD(l)->sh && get_state(l) == DLOCK_STATE_HELD &&
         release_start(l, 1, op) == DLOCK_OK)
         return DLOCK_OK;
     drop(l); /* out of memory, nothing was sent: the lease runs out */
+    if (!(LD(l) && LD(l)->sh) && owed_start(l, op, &sent) == DLOCK_OK && sent)
+        return DLOCK_OK;
     dlock__op_complete_soon(op, DLOCK_OK);
     return DLOCK_OK;
 }

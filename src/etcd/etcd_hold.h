@@ -28,6 +28,12 @@ struct dlock__etcd_lockdata {
     dlock__etcd_name range;        /* the prefix KEY/ */
     dlock__etcd_shared_hold *sh;   /* while held */
     struct dlock__etcd_wait *wait; /* the wait's state (etcd_wait.c), NULL before one */
+    /* A waiter's lease whose revoke was cut off (a cancel's 100 ms, a
+     * stopped member), or 0: its key would stay in line until the lease
+     * lapses, so the handle's next acquire (begin, within
+     * DLOCK__CANCEL_LEAVE_MS) or its free revokes it again. One at most:
+     * a newer one replaces it, and the older lapses by its TTL. */
+    int64_t owed_lease;
 };
 
 /* The etcd parts of a client and of a handle: their `store` (client.h,

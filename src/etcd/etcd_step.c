@@ -137,7 +137,8 @@ void dlock__etcd_step_place_free(dlock__etcd_wait *w)
 
 /* Revoke our lease (deleting our key) within budget_ms (0: the client's
  * deadlines), without a message; next when it is back, whatever it says. */
-int dlock__etcd_step_revoke(dlock__etcd_wait *w, int64_t budget_ms, dlock__etcd_step_fn next)
+int dlock__etcd_step_revoke_lease(dlock__etcd_wait *w, int64_t lease, int64_t budget_ms,
+                                  dlock__etcd_step_fn next)
 {
     dlock__etcd *e = dlock__etcd_step_etcd(w);
     int64_t io = dlock__etcd_io_timeout_ms(e), n = (int64_t)dlock__etcd_endpoint_count(e);
@@ -149,8 +150,20 @@ int dlock__etcd_step_revoke(dlock__etcd_wait *w, int64_t budget_ms, dlock__etcd_
         deadline = dlock__deadline_after_ms(budget_ms);
         try_ms = DLOCK__MAX(budget_ms / n, 1);
     }
-    return dlock__etcd_step_post(w, "/v3/lease/revoke", dlock__etcd_lease_body(w->s->h.lease),
-                                 deadline, try_ms, next, NULL);
+    return dlock__etcd_step_post(w, "/v3/lease/revoke", dlock__etcd_lease_body(lease), deadline,
+                                 try_ms, next, NULL);
+}
+
+int dlock__etcd_step_revoke(dlock__etcd_wait *w, int64_t budget_ms, dlock__etcd_step_fn next)
+{
+    return dlock__etcd_step_revoke_lease(w, w->s->h.lease, budget_ms, next);
+}
+
+void dlock__etcd_step_owe(dlock__etcd_wait *w, int rc)
+{
+    /* "not found": the lease is gone already (revoked, or lapsed) */
+    if (w->s && rc != DLOCK_OK && rc != DLOCK_EEXPIRED)
+        LD(w->l)->owed_lease = w->s->h.lease;
 }
 
 static void undone(dlock__etcd_wait *w, int rc, long code, json_t *rep);
@@ -181,6 +194,7 @@ static void undone(dlock__etcd_wait *w, int rc, long code, json_t *rep)
         dlock__etcd_step_undo(w, DLOCK_ECANCELED, 0, 1);
         return;
     }
+    dlock__etcd_step_owe(w, rc);
     dlock__etcd_step_place_free(w);
     dlock__etcd_step_answer(w, w->undo_code, w->undo_flags, -1);
 }

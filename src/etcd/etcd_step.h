@@ -59,6 +59,13 @@ struct dlock__etcd_wait {
 };
 
 dlock__etcd *dlock__etcd_step_etcd(const dlock__etcd_wait *w);
+/* Revoke lease within budget_ms (0: the client's deadlines), shared by
+ * the members; next when it is back, whatever it says. */
+int dlock__etcd_step_revoke_lease(dlock__etcd_wait *w, int64_t lease, int64_t budget_ms,
+                                  dlock__etcd_step_fn next);
+/* A revoke of our place that answered rc: one that did not make it (not
+ * OK, not "not found") leaves the lease owed (etcd_hold.h, owed_lease). */
+void dlock__etcd_step_owe(dlock__etcd_wait *w, int rc);
 /* A failure another member or a later try may not have: EIO, EUNKNOWN, EBUSY. */
 int dlock__etcd_step_transient(int rc);
 

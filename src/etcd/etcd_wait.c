@@ -24,6 +24,34 @@
 #define LD DLOCK__ETCD_LD
 typedef dlock__etcd_shared_hold shared_hold;
 
+/* Get in line: a reentrant kind's re-entry, else a place of our own. */
+static int get_in_line(dlock__etcd_wait *w)
+{
+    int started = 0, rc = DLOCK_OK;
+    if (w->l->opts.flags & DLOCK_REENTRANT)
+        rc = dlock__etcd_reenter(w, &started);
+    if (rc == DLOCK_OK && !started)
+        rc = dlock__etcd_enter(w);
+    return rc;
+}
+
+/* The owed revoke is back: paid, or owed again if it did not make it
+ * (the lease lapses by itself meanwhile); on into line either way, but a
+ * cancel ends the begin. */
+static void owed_paid(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+{
+    (void)code, (void)rep;
+    if (rc == DLOCK_OK || rc == DLOCK_EEXPIRED)
+        LD(w->l)->owed_lease = 0;
+    if (rc == DLOCK_ECANCELED) {
+        dlock__etcd_step_cancelled(w);
+        dlock__etcd_step_answer(w, rc, 0, -1);
+        return;
+    }
+    if ((rc = get_in_line(w)) != DLOCK_OK)
+        dlock__etcd_step_answer(w, rc, 0, -1);
+}
+
 int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
 {
     dlock__etcd_wait *w = LD(l)->wait;
@@ -44,11 +72,11 @@ int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
         /* found lost while a re-entry backed off: start over, as a lost
          * handle's acquire does */
         dlock__engine_ended(l, DLOCK_ELOST);
-    int started = 0, rc = DLOCK_OK;
-    if (l->opts.flags & DLOCK_REENTRANT)
-        rc = dlock__etcd_reenter(w, &started);
-    if (rc == DLOCK_OK && !started)
-        rc = dlock__etcd_enter(w);
+    int64_t owed = LD(l)->owed_lease;
+    /* A revoke a cancel cut off is sent again first, with a cancel's
+     * budget: a member still down costs this acquire that much at most. */
+    int rc = owed ? dlock__etcd_step_revoke_lease(w, owed, DLOCK__CANCEL_LEAVE_MS, owed_paid)
+                  : get_in_line(w);
     return dlock__etcd_step_started(w, rc);
 }
 
@@ -302,6 +330,7 @@ static void left(dlock__etcd_wait *w, int rc, long code, json_t *rep)
         if (dlock__etcd_step_revoke(w, DLOCK__CANCEL_LEAVE_MS, left) == DLOCK_OK)
             return;
     }
+    dlock__etcd_step_owe(w, rc);
     dlock__etcd_step_cancel_unwatch(w);
     dlock__etcd_step_place_free(w);
     dlock__op_complete(w->op); /* the engine's code stands */

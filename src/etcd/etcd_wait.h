@@ -7,7 +7,9 @@
  * started from the one before's done, and the waiter watches the key
  * before its own with a watch stream on that loop (etcd_watch.h):
  *
- *   begin  a reentrant kind's re-entry (a keep-alive and a read of our
+ *   begin  first the revoke a cancel cut off before (the handle's owed
+ *          lease, etcd_hold.h), within DLOCK__CANCEL_LEAVE_MS; then a
+ *          reentrant kind's re-entry (a keep-alive and a read of our
  *          key, etcd_renew.h), else a place in line: the grant of a lease
  *          of ours, then the create transaction, which says whether ours
  *          is the first key;

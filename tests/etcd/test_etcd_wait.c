@@ -538,6 +538,94 @@ static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void
     dlock_lock_free(holder);
 }
 
+/* ---- a cut leave's revoke, owed and sent again -------------------------------- */
+
+/* A wait of a new handle on name, cancelled while the member is stopped
+ * (its revoke cut off), then the member resumed. The handle, if its key
+ * outlived the resume by 300 ms (the member did not apply the cut revoke
+ * late by itself, which it may: then another round), else NULL. */
+static dlock_lock *cut_a_wait(const char *name)
+{
+    for (int round = 0; round < 5; round++) {
+        waiter w = {.l = test_lock_new(cl, name, 5000, 0, 10, 50), .wait_ms = 10000};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+        for (int i = 0; i < 200 && waiters_of(name) < 1; i++)
+            test_sleep_ms(10);
+        assert_int_equal(waiters_of(name), 1);
+        test_sleep_ms(200);
+        test_etcd_pause(&srv, 0);
+        test_sleep_ms(400);
+        dlock_lock_cancel(w.l);
+        pthread_join(t, NULL);
+        test_etcd_resume(&srv, 0);
+        assert_int_equal(w.rc, DLOCK_ECANCELED);
+        test_sleep_ms(300);
+        if (waiters_of(name) == 1)
+            return w.l;
+        print_message("round %d: the member applied the cut revoke itself\n", round);
+        dlock_lock_free(w.l);
+    }
+    return NULL;
+}
+
+/* A holder of name, and a handle whose cut leave outlived the resume
+ * (cut_a_wait); the test is skipped if no round left one. */
+static dlock_lock *held_and_cut(const char *name, dlock_lock **holder)
+{
+    *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(*holder, 0), DLOCK_OK);
+    dlock_lock *l = cut_a_wait(name);
+    if (!l) {
+        dlock_lock_free(*holder);
+        skip();
+    }
+    return l;
+}
+
+/* Nothing of the cancelled wait is left in line: once the holder lets
+ * go, the next waiter has the lock at once, not one TTL (5 s) later. */
+static void nothing_left_in_line(const char *name, dlock_lock *holder)
+{
+    assert_int_equal(waiters_of(name), 0);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock *next = test_lock_new(cl, name, 30000, 0, 10, 50);
+    int64_t t0 = dlock__now_ns();
+    assert_int_equal(dlock_lock_acquire(next, 0), DLOCK_OK); /* not held up */
+    print_message("the next waiter got it in %lld ms\n",
+                  (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    dlock_lock_free(next);
+    dlock_lock_free(holder);
+}
+
+/* The handle's next acquire (here a try-once, refused: the lock is held)
+ * sends the cut revoke again before it gets in line: the cancelled
+ * waiter's key is gone right after it (the try's own key too). */
+static void the_next_acquire_revokes_what_a_cut_leave_left(void **state)
+{
+    (void)state;
+    const char *name = "wait-owed-acquire";
+    dlock_lock *holder;
+    dlock_lock *l = held_and_cut(name, &holder);
+    int64_t t0 = dlock__now_ns();
+    assert_int_not_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    print_message("the try-once took %lld ms\n",
+                  (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
+    nothing_left_in_line(name, holder);
+    dlock_lock_free(l);
+}
+
+/* So does the handle's free. */
+static void the_free_revokes_what_a_cut_leave_left(void **state)
+{
+    (void)state;
+    const char *name = "wait-owed-free";
+    dlock_lock *holder;
+    dlock_lock_free(held_and_cut(name, &holder));
+    nothing_left_in_line(name, holder);
+}
+
 /* ---- a count left in the handle's wake eventfd -------------------------------- */
 
 static int64_t thread_cpu_ms(void)
@@ -592,6 +680,8 @@ int main(void)
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
         cmocka_unit_test(a_cancel_cuts_the_leave_at_the_deadline),
         cmocka_unit_test(a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most),
+        cmocka_unit_test(the_next_acquire_revokes_what_a_cut_leave_left),
+        cmocka_unit_test(the_free_revokes_what_a_cut_leave_left),
         cmocka_unit_test(a_count_left_in_the_wake_fd_does_not_end_the_next_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
