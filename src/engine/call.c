@@ -53,6 +53,18 @@ void dlock__call_close(dlock__call *c)
     dlock__loop_poll_close(&c->lp);
 }
 
+/* A verb's start answered rc: a started one (DLOCK_OK) is turned until
+ * its done, and *answer is what it answered; then the call closes. */
+static int turn_until_answered(dlock__call *c, int rc, const int *answer)
+{
+    if (rc == DLOCK_OK) {
+        dlock__call_run(c);
+        rc = *answer;
+    }
+    dlock__call_close(c);
+    return rc;
+}
+
 /* ---- acquire ---------------------------------------------------------------- */
 
 /* The handle's eventfd, kept for all its waits, not one per wait. */
@@ -103,13 +115,9 @@ int dlock__engine_acquire(dlock_lock *l, int64_t wait_ms)
     b.r.done = acquired;
     b.r.scratch = mem;
     b.r.scratch_len = sizeof mem;
-    int rc = dlock__engine_acquire_start(l, wait_ms, &b.call.lp.loop, &b.r);
-    if (rc == DLOCK_OK) {
-        dlock__call_run(&b.call);
-        rc = b.r.rc;
-    }
-    dlock__call_close(&b.call);
-    return rc;
+    return turn_until_answered(&b.call,
+                               dlock__engine_acquire_start(l, wait_ms, &b.call.lp.loop, &b.r),
+                               &b.r.rc);
 }
 
 typedef struct blocking_wait {
@@ -173,13 +181,7 @@ static int run_blocking(dlock_lock *l, int64_t ttl_ms, const char *token,
     b.l = l;
     b.ttl_ms = ttl_ms;
     b.token = token;
-    int rc = start(&b);
-    if (rc == DLOCK_OK) {
-        dlock__call_run(&b.call);
-        rc = b.r.rc;
-    }
-    dlock__call_close(&b.call);
-    return rc;
+    return turn_until_answered(&b.call, start(&b), &b.r.rc);
 }
 
 static int start_extend(blocking_verb *b)
@@ -257,13 +259,7 @@ static int run_set(dlock_lock *set, int64_t arg, int (*start)(blocking_set *b))
     b.r.scratch_len = sizeof mem;
     b.set = set;
     b.arg = arg;
-    int rc = start(&b);
-    if (rc == DLOCK_OK) {
-        dlock__call_run(&b.call);
-        rc = b.r.rc;
-    }
-    dlock__call_close(&b.call);
-    return rc;
+    return turn_until_answered(&b.call, start(&b), &b.r.rc);
 }
 
 static int start_set_acquire(blocking_set *b)
