@@ -447,12 +447,112 @@ dlock_client_stats(const dlock_client *client, dlock_stats *out, size_t size);
 
 /**@}*/
 
+/** @name Event loops
+ *  dlock runs its network work on an event loop it does not own: a client
+ *  made with dlock_client_options.loop set ("a looped client") does
+ *  everything on the application's loop (libuv, libevent, a hand-written
+ *  epoll or poll loop), with no thread of its own, and its locks are
+ *  taken and let go with the _start verbs (dlock_lock_acquire_start()),
+ *  whose callbacks run from the loop. The loop is reached through four
+ *  hooks, as hiredis's async context reaches its loop through its `ev`
+ *  hooks: watch an fd for reading or writing, and set a timer. An adapter
+ *  fills them once for a loop library (`<dlock/libuv.h>`,
+ *  `<dlock/libevent.h>` ship with dlock); the records they are handed,
+ *  dlock_io and dlock_timer, live inside dlock's own objects and are read
+ *  through the functions below.
+ *
+ *  Rules an adapter keeps (dlock relies on them):
+ *  - Every hook is called on the loop's thread, never from a callback
+ *    of the adapter's own making other than those below.
+ *  - dlock_io_ready() and dlock_timer_fire() are called from the loop,
+ *    never inside the hook call that set the record up (a timer due now
+ *    fires at the loop's next turn).
+ *  - A callback may set, change or clear any record, its own included,
+ *    and may free the memory a record lives in after clearing it: once
+ *    io_clear() or timer_clear() returned, the adapter touches the record
+ *    no more (its watcher may live on, as libuv's uv_close() needs, but
+ *    must not call back).
+ *  - io_set() is called again when the fd or the events of a set record
+ *    change; timer_set() again re-arms. dlock never clears a record it
+ *    did not set.
+ *  - A timer is a one-shot: once fired it is no longer set, and dlock
+ *    does not clear it (it may free it inside dlock_timer_fire()), so the
+ *    adapter lets go of its watcher for it, and sets the slot to NULL,
+ *    before calling dlock_timer_fire().
+ *  Each record has one pointer-sized slot for the adapter's own use
+ *  (dlock_io_slot(), dlock_timer_slot()): NULL while the record is not
+ *  set, and dlock never touches it.
+ */
+/**@{*/
+
+/** An fd dlock waits on (an adapter's record, see above). */
+typedef struct dlock_io dlock_io;
+/** A timer of dlock's (an adapter's record, see above). */
+typedef struct dlock_timer dlock_timer;
+
+/** dlock_io events: what dlock_io_events() asks for and what
+ *  dlock_io_ready() reports. DLOCK_IO_ERROR is reported only (the fd
+ *  failed or hung up; a reader still sees DLOCK_IO_READ and reads the end
+ *  of the stream). */
+enum dlock_io_event {
+    DLOCK_IO_READ = 1,
+    DLOCK_IO_WRITE = 2,
+    DLOCK_IO_ERROR = 4
+};
+
+/** Fields are only ever added at the end, each addition bumping this. */
+#define DLOCK_LOOP_VERSION 1
+
+/** The hooks an adapter fills (see the rules above). Copied by
+ *  dlock_client_new(): only what @p data points to must live as long as
+ *  the client. Each hook gets @p data first. */
+typedef struct dlock_loop {
+    unsigned int version; /**< DLOCK_LOOP_VERSION */
+    void *data;           /**< the adapter's, passed to every hook */
+    /** Watch dlock_io_fd(io) for dlock_io_events(io) from now on (start,
+     *  or the fd or the events changed). DLOCK_OK, or DLOCK_ENOMEM (the
+     *  adapter could not allocate its watcher; the request it belongs to
+     *  fails with that code). */
+    int (*io_set)(void *data, dlock_io *io);
+    /** Stop watching it. */
+    void (*io_clear)(void *data, dlock_io *io);
+    /** Arm (or re-arm) the timer to fire in dlock_timer_delay_ms(t)
+     *  milliseconds (0: at the loop's next turn). DLOCK_OK or
+     *  DLOCK_ENOMEM, as io_set. */
+    int (*timer_set)(void *data, dlock_timer *t);
+    /** Disarm it. */
+    void (*timer_clear)(void *data, dlock_timer *t);
+} dlock_loop;
+
+/** The fd to watch. */
+DLOCK_EXTERN(int) dlock_io_fd(const dlock_io *io);
+/** What to watch it for: DLOCK_IO_READ, DLOCK_IO_WRITE or both. */
+DLOCK_EXTERN(unsigned int) dlock_io_events(const dlock_io *io);
+/** The adapter, from the loop: these @p events (DLOCK_IO_*) happened on
+ *  the fd. dlock may clear or change the record inside. */
+DLOCK_EXTERN(void) dlock_io_ready(dlock_io *io, unsigned int events);
+/** The adapter's slot in the record (see above). */
+DLOCK_EXTERN(void **) dlock_io_slot(dlock_io *io);
+
+/** Milliseconds from now until the timer is due, rounded up, 0 if due
+ *  already (read it in timer_set: it changes with the clock). */
+DLOCK_EXTERN(uint64_t) dlock_timer_delay_ms(const dlock_timer *t);
+/** The adapter, from the loop: the timer is due. One firing per
+ *  timer_set(); dlock may set it again inside (it does when the timer
+ *  came early by the loop's clock, as libuv's millisecond clock, cached
+ *  per turn, makes it). */
+DLOCK_EXTERN(void) dlock_timer_fire(dlock_timer *t);
+/** The adapter's slot in the record (see above). */
+DLOCK_EXTERN(void **) dlock_timer_slot(dlock_timer *t);
+
+/**@}*/
+
 /** Version 1 is dlock 0.1.0's struct (up to wakeups); version 2 added
  *  key_prefix, username, password, on_log, log_arg and the tls* fields;
  *  version 3 min_replicas, min_replicas_timeout_ms and cluster; version 4
- *  observer; version 5 identity and identity_text. Versions 1 to 4 are
- *  still accepted. */
-#define DLOCK_CLIENT_OPTIONS_VERSION 5
+ *  observer; version 5 identity and identity_text; version 6 loop. Versions 1 to 5
+ *  are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 6
 
 /** Client options. Initialise with DLOCK_CLIENT_OPTIONS_INIT (or
  *  dlock_client_options_init()) and change what you need.
@@ -599,6 +699,13 @@ typedef struct dlock_client_options {
      *  by dlock_client_new(); only with identity 1 (DLOCK_EINVAL
      *  otherwise). Default NULL. */
     const char *identity_text;
+    /* --- version 6 --- */
+    /** The application's event loop (see "Event loops"), copied by
+     *  dlock_client_new(): the client then runs all its work there, from
+     *  the loop's thread, with no thread of its own, and its locks use the
+     *  _start verbs. NULL (the default): the blocking verbs, with the
+     *  client's own watchdog and wake-up threads. */
+    const dlock_loop *loop;
 } dlock_client_options;
 
 /** Longest dlock_client_options.identity_text, in bytes. */
@@ -626,10 +733,10 @@ typedef struct dlock_client_options {
     }
 #endif
 
-/** Fill @p opts with the defaults for @p version (1 to 5: only the fields
+/** Fill @p opts with the defaults for @p version (1 to 6: only the fields
  *  that version has are written; version 1, dlock 0.1.0's, ends at
  *  wakeups; version 2 at tls_insecure; version 3 at cluster; version 4 at
- *  observer). Returns
+ *  observer; version 5 at identity_text). Returns
  *  DLOCK_EINVAL for a NULL pointer or an unknown version. */
 DLOCK_EXTERN(int)
 dlock_client_options_init(dlock_client_options *opts, unsigned int version);
@@ -697,7 +804,10 @@ dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
                  size_t errbuf_len);
 
 /** Stop background threads (watchdog, subscriber), close every connection
- *  and free the client. Free every lock handle first: a client freed while
+ *  and free the client (on a client made with an event loop: take its
+ *  records off the loop, never waiting; what is still ending there, a
+ *  freed handle's release or a renewal round, frees the rest when it
+ *  ends). Free every lock handle first: a client freed while
  *  handles of it exist (their watchdog records and connections would be
  *  freed under them) is misuse, and dlock prints "dlock:
  *  dlock_client_free() called while N lock handles of this client are not
@@ -1028,8 +1138,9 @@ typedef struct dlock_lock dlock_lock;
 
 /** Lock mode and behaviour flags for dlock_lock_options.flags. */
 enum dlock_lock_flags {
-    /** Counted reentrancy: the same owner (client x thread) may acquire
-     *  again; each acquire needs a release. Stored as a hash. The owner's
+    /** Counted reentrancy: the same owner (client x thread; on a client
+     *  made with an event loop, client x handle, as the loop's tasks share
+     *  its thread) may acquire again; each acquire needs a release. Stored as a hash. The owner's
      *  handles share one key, so a re-entry, release, renewal or extend
      *  through one handle never shortens the key's TTL (another handle
      *  may count on a longer lease); each handle's validity still counts
@@ -1119,6 +1230,11 @@ typedef enum dlock_lost_reason {
  * Redlock node that had lost it, if already sent, stays there until the
  * lock's TTL ends). A release on any other thread
  * waits for the round instead.
+ *
+ * On a client made with an event loop it runs on the loop, and may call
+ * any function on any lock of the client: dlock_lock_release_start() or
+ * dlock_lock_free() on this one (a free then ends its pending request, if
+ * any, as dlock_lock_free() says).
  */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
                               void *arg);
@@ -1265,7 +1381,10 @@ dlock_lock_new_multi(dlock_lock **out, dlock_client *client, const char *const *
 
 /** Release the lock if this handle holds it (best effort, errors ignored;
  *  see dlock_lock_forget() to keep it), stop its renewal and free the
- *  handle. NULL is accepted. */
+ *  handle. NULL is accepted. On a client made with an event loop it does
+ *  not wait: a pending request's callback runs inside it with
+ *  DLOCK_ECANCELED, and the release finishes on the loop ("Locks on an
+ *  event loop"). */
 DLOCK_EXTERN(void) dlock_lock_free(dlock_lock *lock);
 
 /**
@@ -1385,7 +1504,10 @@ DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
  */
 DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
 
-/** Interrupt a dlock_lock_acquire() waiting on @p lock in another thread:
+/** Interrupt a dlock_lock_acquire() waiting on @p lock in another thread
+ *  (on a client made with an event loop, a pending
+ *  dlock_lock_acquire_start(), from the loop's thread: its callback then
+ *  gets DLOCK_ECANCELED):
  *  it returns DLOCK_ECANCELED within milliseconds, also when an attempt is
  *  on the wire to a stalled node (the attempt's undo is then queued behind
  *  it on the same connection and not waited for, so the node runs it right
@@ -1458,6 +1580,69 @@ DLOCK_EXTERN(int64_t) dlock_lock_holder_ttl_ms(const dlock_lock *lock);
  *  and quotes the server), or "" after a success. Valid until the next
  *  call on the handle. */
 DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
+
+/**@}*/
+
+/** @name Locks on an event loop
+ *  On a looped client (dlock_client_options.loop) a lock is taken, let go
+ *  and extended with these verbs: each starts a request and returns at
+ *  once; the callback runs once, from the loop, with the code the blocking
+ *  verb would have returned (and the handle's message set the same way).
+ *  It never runs inside the call that started it, even when the answer is
+ *  known at once (an argument the blocking verb would refuse: that code,
+ *  from the loop's next turn).
+ *
+ *  Threading: a looped client and its handles are used from the loop's
+ *  thread only, callbacks included (dlock makes no thread for it: the
+ *  watchdog's renewals, the wake-up subscriptions and on_lost run on the
+ *  loop too). From a callback any call may be made, on any lock of the
+ *  client, the callback's own included (start its next request, free
+ *  it). One request at a time per handle: a start while one is pending
+ *  returns DLOCK_EBUSY. The blocking verbs (dlock_lock_acquire(),
+ *  dlock_lock_release(), dlock_lock_extend(), dlock_lock_adopt()) return
+ *  DLOCK_EINVAL on a looped client: they would block the loop. The
+ *  inspection calls (dlock_client_status() and the like) still block the
+ *  calling thread for their round trips.
+ *
+ *  dlock_lock_cancel() ends a pending acquire: its callback gets
+ *  DLOCK_ECANCELED (or what it got meanwhile). A pending release or extend
+ *  is not cut; it ends within the I/O timeout.
+ *
+ *  dlock_lock_free() on a looped client does not wait: a pending
+ *  request's callback runs inside it, with DLOCK_ECANCELED; the handle is
+ *  then gone for the caller, and dlock finishes on the loop what the
+ *  blocking free does (the pending request's end, then the release of a
+ *  lock still held). dlock_client_free() likewise returns at once and
+ *  ends the client's work on the loop (a renewal round in flight, those
+ *  handles' ends) before the last of its memory goes: keep turning the
+ *  loop until it has no more of dlock's records, as after libuv's
+ *  uv_close(). */
+/**@{*/
+
+/** The callback of a _start verb: @p rc is what the blocking verb returns. */
+typedef void (*dlock_done_fn)(dlock_lock *lock, int rc, void *arg);
+
+/** dlock_lock_acquire() on a looped client: @p cb(lock, rc, arg) follows
+ *  from the loop.
+ *  @return DLOCK_OK (started), or without a callback: DLOCK_EINVAL (NULL
+ *          lock or cb, a client with no loop, a handle used after fork()),
+ *          DLOCK_EBUSY (a request of this handle is pending),
+ *          DLOCK_ENOMEM. */
+DLOCK_EXTERN(int)
+dlock_lock_acquire_start(dlock_lock *lock, int64_t wait_ms, dlock_done_fn cb, void *arg);
+
+/** dlock_lock_release() on a looped client; returns as
+ *  dlock_lock_acquire_start(). */
+DLOCK_EXTERN(int)
+dlock_lock_release_start(dlock_lock *lock, dlock_done_fn cb, void *arg);
+
+/** dlock_lock_extend() on a looped client; returns as
+ *  dlock_lock_acquire_start(). */
+DLOCK_EXTERN(int)
+dlock_lock_extend_start(dlock_lock *lock, int64_t ttl_ms, dlock_done_fn cb, void *arg);
+
+/** Whether a request of @p lock is pending (1) or not (0; also for NULL). */
+DLOCK_EXTERN(int) dlock_lock_pending(const dlock_lock *lock);
 
 /**@}*/
 

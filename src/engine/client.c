@@ -18,12 +18,13 @@
 
 /* Bytes of each dlock_client_options version (versioned.h): version 1
  * (dlock 0.1.0) ended at wakeups, version 2 at the TLS options, version 3
- * at cluster, version 4 at observer. */
+ * at cluster, version 4 at observer, version 5 at identity_text. */
 static const size_t options_sizes[] = {
     offsetof(dlock_client_options, key_prefix),
     offsetof(dlock_client_options, min_replicas),
     offsetof(dlock_client_options, observer),
     offsetof(dlock_client_options, identity),
+    offsetof(dlock_client_options, loop),
     sizeof(dlock_client_options),
 };
 DLOCK__VERSIONED_CHECK(dlock_client_options, options_sizes, DLOCK_CLIENT_OPTIONS_VERSION);
@@ -155,6 +156,12 @@ int dlock_client_new(dlock_client **out, const char *const *urls, size_t n_urls,
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
+    c->opts.loop = NULL; /* copied into c->app */
+    if (opts->loop) {
+        if ((rc = dlock__loop_app_init(&c->app, opts->loop, err, sizeof err)) != DLOCK_OK)
+            goto fail;
+        c->loop = &c->app.loop;
+    }
     c->opts.key_prefix = NULL;
     if (opts->key_prefix && opts->key_prefix[0] &&
         !(c->opts.key_prefix = c->key_prefix = dlock__strdup(opts->key_prefix))) {
@@ -200,6 +207,32 @@ static void free_inherited(dlock_client *c)
     dlock__free(c);
 }
 
+/* The client's end, once no handle of it is left: its threads (a looped
+ * client's records on the loop), its store, its memory. A looped client's
+ * renewal round in flight ends on the loop first, which comes back here
+ * through dlock__client_closed(). */
+static void client_end(dlock_client *c)
+{
+    if (c->watchdog_ops && !c->watchdog_ops->stop(c)) {
+        c->closing++;
+        return;
+    }
+    if (c->wakeup_ops)
+        (void)c->wakeup_ops->stop(c);
+    if (c->backend)
+        c->backend->close(c, 0);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
+    dlock__free(c->key_prefix);
+    dlock__free(c->identity);
+    dlock__free(c);
+}
+
+void dlock__client_closed(dlock_client *c)
+{
+    if (--c->closing == 0 && c->freeing)
+        client_end(c);
+}
+
 void dlock_client_free(dlock_client *c)
 {
     if (!c)
@@ -209,22 +242,19 @@ void dlock_client_free(dlock_client *c)
         return;
     }
     /* Its handles would use freed memory (the watchdog's, the nodes'):
-     * say so and stop here, rather than fail later somewhere else. */
-    size_t live = atomic_load(&c->live_handles);
+     * say so and stop here, rather than fail later somewhere else. A
+     * looped client's handles that are closing on the loop are freed
+     * already, for the caller: the client ends after them. */
+    size_t live = atomic_load(&c->live_handles) - c->closing_handles;
     if (live > 0)
         dlock__misuse("dlock_client_free() called while %zu lock handle%s of this client "
                       "%s not freed; call dlock_lock_free() on every handle first",
                       live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
-    if (c->watchdog_ops)
-        c->watchdog_ops->stop(c);
-    if (c->wakeup_ops)
-        c->wakeup_ops->stop(c);
-    if (c->backend)
-        c->backend->close(c, 0);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&c->bg_mu));
-    dlock__free(c->key_prefix);
-    dlock__free(c->identity);
-    dlock__free(c);
+    if (c->freeing)
+        dlock__misuse("dlock_client_free() called twice on one client");
+    c->freeing = 1;
+    if (c->closing == 0)
+        client_end(c);
 }
 
 size_t dlock_client_node_count(const dlock_client *c)

@@ -4,6 +4,7 @@
 
 #include "common.h"
 #include "fork.h"
+#include "loop_app.h"
 #include "node.h"
 #include "stats.h"
 
@@ -14,7 +15,9 @@ struct dlock__wakeup;
  * module (watchdog.c, wakeup.c) sets these when it starts the thread, so
  * the client depends on neither. */
 typedef struct dlock__bg_ops {
-    void (*stop)(struct dlock_client *c);   /* stop, join, free */
+    /* Stop, join, free: 1 done; 0 on a looped client whose work on the
+     * loop ends later, which then calls dlock__client_closed(). */
+    int (*stop)(struct dlock_client *c);
     void (*forget)(struct dlock_client *c); /* in a child of fork(): free only */
 } dlock__bg_ops;
 
@@ -50,6 +53,17 @@ struct dlock_client {
     _Atomic size_t live_handles;
     /* The observer's hooks and the statistics (stats.h). */
     dlock__obs obs;
+    /* A looped client's (dlock.h, dlock_client_options.loop): the
+     * application's loop, on which it does everything (async.c), or NULL
+     * (the blocking verbs, with threads of its own). */
+    dlock__loop *loop;
+    dlock__loop_app app;
+    /* Looped: what is still ending on the loop after its dlock_lock_free()
+     * or dlock_client_free() (a handle's release, a renewal round): the
+     * client's memory goes with the last (dlock__client_closed()). */
+    size_t closing;
+    size_t closing_handles; /* handle records among live_handles that are closing */
+    int freeing;            /* dlock_client_free() was called */
 };
 
 /* True in a child of fork(): it inherited the client's sockets, shared
@@ -73,6 +87,11 @@ static inline struct dlock__cluster *dlock__client_cluster(const dlock_client *c
  * once connected), write a message naming both into msg and return
  * DLOCK_EINVAL; DLOCK_OK otherwise. */
 int dlock__client_check_distinct(dlock_client *c, char *msg, size_t len);
+
+/* A looped client's work that ended on the loop after a free (see
+ * closing): the last one frees the client, if dlock_client_free() came.
+ * From the loop, with nothing of the client's on the stack. */
+void dlock__client_closed(dlock_client *c);
 
 /* Pass a message to the client's on_log callback, if any. */
 void dlock__client_log(dlock_client *c, dlock_log_level level, const char *fmt, ...)

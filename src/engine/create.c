@@ -5,11 +5,13 @@
  * its names, set.c), and the memory side of dlock_lock_free(). No verb
  * here: those are lock.c's, above the engine (engine.h). */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "async.h"
 #include "backend.h"
 #include "client.h"
 #include "clock.h"
@@ -48,7 +50,7 @@ int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
 int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
                    const dlock_lock_options *opts)
 {
-    return dlock__lock_create(out, client, name, opts, 0);
+    return dlock__async_made(out, dlock__lock_create(out, client, name, opts, 0));
 }
 
 int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
@@ -113,7 +115,10 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     l->holder_ttl_ms = -1;
     l->cancel_fd[0] = l->cancel_fd[1] = -1;
     static _Atomic unsigned long long next_hid = 1;
-    l->hid_len = (size_t)snprintf(l->hid, sizeof l->hid, "%llx", atomic_fetch_add(&next_hid, 1));
+    unsigned long long hno = atomic_fetch_add(&next_hid, 1);
+    l->hid_len = (size_t)snprintf(l->hid, sizeof l->hid, "%llx", hno);
+    /* Above every thread number (they count up from 1). */
+    l->owner_no = client->loop ? (ULONG_MAX / 2 + 1) | (unsigned long)hno : 0;
     l->run_id_len = (size_t)snprintf(l->run_id, sizeof l->run_id, "%s.%s", client->id, l->hid);
     l->look_ms = -1;
     l->renewal = (dlock__renewal){.ops = l->backend->renewal, .owner = l, .key = l->name,
@@ -144,6 +149,7 @@ void dlock__lock_destroy(dlock_lock *l)
     if (l->token != l->token_inline)
         dlock__free(l->token);
     dlock__err_free(&l->err);
+    dlock__free(l->async);
     atomic_fetch_sub(&l->client->live_handles, 1);
     dlock__free(l);
 }

@@ -2,6 +2,7 @@
 /* A lock handle's state and owner token (handle.h), and the public
  * getters that read them. */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -162,11 +163,16 @@ unsigned long dlock__thread_no(void)
     return thread_no;
 }
 
+unsigned long dlock__lock_owner_no(const dlock_lock *l)
+{
+    return l->owner_no ? l->owner_no : dlock__thread_no();
+}
+
 void dlock__lock_owner_id(dlock_lock *l)
 {
     dlock__lock_inline_token(l);
     l->token_len = (size_t)snprintf(l->token, sizeof l->token_inline, "%s:%lu",
-                                    l->client->id, dlock__thread_no());
+                                    l->client->id, dlock__lock_owner_no(l));
 }
 
 int dlock__lock_owner_token(dlock_lock *l)
@@ -244,4 +250,21 @@ int64_t dlock_lock_holder_ttl_ms(const dlock_lock *l)
 const char *dlock_lock_errmsg(const dlock_lock *l)
 {
     return l ? dlock__err_str(&l->err) : "NULL lock handle";
+}
+
+int dlock__lock_check_wait_ms(dlock_lock *l, int64_t wait_ms)
+{
+    if (wait_ms >= 0 || wait_ms == DLOCK_WAIT_FOREVER)
+        return DLOCK_OK;
+    dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+    return DLOCK_EINVAL;
+}
+
+int dlock__lock_check_ttl_ms(dlock_lock *l, int64_t ttl_ms)
+{
+    if (ttl_ms >= 0 && ttl_ms <= DLOCK_TTL_MAX_MS)
+        return DLOCK_OK;
+    dlock__err_set(&l->err, "ttl_ms must be 1..%" PRId64 " (or 0 for the lock's TTL)",
+                   DLOCK_TTL_MAX_MS);
+    return DLOCK_EINVAL;
 }

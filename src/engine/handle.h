@@ -80,6 +80,9 @@ struct dlock_lock {
      * handles (set.c), to which the public verbs hand it; NULL for a
      * handle of one name. Such a handle has no kind and no backend. */
     struct dlock__set *set;
+    /* A looped client's handle: its pending request and callback
+     * (async.c); NULL on a client without a loop and for a set's names. */
+    struct dlock__async *async;
     dlock__watch watch; /* who follows this handle (a name's set), if any */
 
     /* mu guards everything below that another thread may touch: state,
@@ -142,6 +145,10 @@ struct dlock_lock {
      * operation of its current holds had an unknown outcome (then its
      * bookkeeping stays in the hash until the key goes). */
     char hid[24];
+    /* The owner of a counted (reentrant) hold, besides the client: on a
+     * looped client the handle (there is no thread to tell tasks of one
+     * loop apart), this number; 0: the calling thread (dlock__thread_no). */
+    unsigned long owner_no;
     size_t hid_len;
     int in_doubt;
     int touched; /* sent an acquire: its bookkeeping may be in the key */
@@ -248,7 +255,16 @@ int dlock__lock_new_token(dlock_lock *l);
  * hands a finished thread's pthread_t to the next thread, which would then
  * re-enter holds it never took. */
 unsigned long dlock__thread_no(void);
-/* Counted kinds: the owner id of the calling thread (client x thread). */
+/* A verb's argument checks (the blocking verbs' and the _start verbs'):
+ * DLOCK_OK, or DLOCK_EINVAL with the handle's message set. */
+int dlock__lock_check_wait_ms(dlock_lock *l, int64_t wait_ms);
+/* ttl_ms: 0 (the lock's TTL) or 1..DLOCK_TTL_MAX_MS. */
+int dlock__lock_check_ttl_ms(dlock_lock *l, int64_t ttl_ms);
+/* The owner's number of l's counted holds: dlock__thread_no(), or on a
+ * looped client l's own (owner_no). */
+unsigned long dlock__lock_owner_no(const dlock_lock *l);
+/* Counted kinds: the owner id of the calling thread (client x thread), or
+ * of the handle (client x handle) on a looped client. */
 void dlock__lock_owner_id(dlock_lock *l);
 /* A reentrant reader's token (kinds.h, reenter): OWNER#RANDOM. */
 int dlock__lock_owner_token(dlock_lock *l);

@@ -6,9 +6,9 @@
  * Making a handle is create.c's; the getters, which only read it, are in
  * handle.c. This is the only module that calls these verbs: everything
  * below calls the engine (scripts/check-modules.sh checks it). */
-#include <inttypes.h>
 #include <stdint.h>
 
+#include "async.h"
 #include "client.h"
 #include "engine.h"
 #include "error.h"
@@ -26,14 +26,24 @@ static int forked(dlock_lock *l)
     return 1;
 }
 
+/* A blocking verb on a looped client would block its loop (dlock.h). */
+static int looped(dlock_lock *l)
+{
+    if (!l->client->loop)
+        return 0;
+    dlock__err_set(&l->err, "\"%s\": a client made with an event loop takes the _start verbs "
+                   "(dlock_lock_acquire_start() and the like); a blocking one would block the loop",
+                   l->name);
+    return 1;
+}
+
 int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
 {
-    if (!l || forked(l))
+    if (!l || forked(l) || looped(l))
         return DLOCK_EINVAL;
-    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER) {
-        dlock__err_set(&l->err, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
-        return DLOCK_EINVAL;
-    }
+    int rc = dlock__lock_check_wait_ms(l, wait_ms);
+    if (rc != DLOCK_OK)
+        return rc;
     if (l->set)
         return dlock__set_acquire(l, wait_ms);
     return dlock__engine_acquire(l, wait_ms);
@@ -41,7 +51,7 @@ int dlock_lock_acquire(dlock_lock *l, int64_t wait_ms)
 
 int dlock_lock_release(dlock_lock *l)
 {
-    if (!l || forked(l))
+    if (!l || forked(l) || looped(l))
         return DLOCK_EINVAL;
     if (l->set)
         return dlock__set_release(l);
@@ -50,14 +60,12 @@ int dlock_lock_release(dlock_lock *l)
 
 int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
 {
-    if (!l || forked(l))
+    if (!l || forked(l) || looped(l))
         return DLOCK_EINVAL;
     dlock__err_clear(&l->err);
-    if (ttl_ms < 0 || ttl_ms > DLOCK_TTL_MAX_MS) {
-        dlock__err_set(&l->err, "ttl_ms must be 1..%" PRId64 " (or 0 for the lock's TTL)",
-                       DLOCK_TTL_MAX_MS);
-        return DLOCK_EINVAL;
-    }
+    int rc = dlock__lock_check_ttl_ms(l, ttl_ms);
+    if (rc != DLOCK_OK)
+        return rc;
     if (l->set)
         return dlock__set_extend(l, ttl_ms);
     return dlock__engine_extend(l, ttl_ms);
@@ -65,7 +73,7 @@ int dlock_lock_extend(dlock_lock *l, int64_t ttl_ms)
 
 int dlock_lock_adopt(dlock_lock *l, const char *token)
 {
-    if (!l || !token || forked(l))
+    if (!l || !token || forked(l) || looped(l))
         return DLOCK_EINVAL;
     if (l->set)
         return dlock__set_adopt(l);
@@ -95,6 +103,10 @@ void dlock_lock_free(dlock_lock *l)
 {
     if (!l)
         return;
+    if (l->async && !dlock__client_forked(l->client)) {
+        dlock__async_free(l); /* a looped client's: on its loop */
+        return;
+    }
     if (l->set) {
         dlock__set_free(l);
         return;

@@ -59,21 +59,28 @@ typedef struct dlock__loop_link {
     struct dlock__loop_link *next, *prev;
 } dlock__loop_link;
 
-typedef struct dlock__io {
+/* The public dlock_io and dlock_timer (dlock.h) are these records: an
+ * application's adapter gets them through loop_app.c's hooks and reads
+ * them through dlock_io_fd() and the like. */
+typedef struct dlock_io {
     int fd;
     unsigned want; /* DLOCK__IO_READ | DLOCK__IO_WRITE: what the owner waits for now */
     /* events: the wanted ones that happened, and DLOCK__IO_ERROR */
-    void (*ready)(struct dlock__io *io, unsigned events);
+    void (*ready)(struct dlock_io *io, unsigned events);
     /* Optional (above): 1 if it waited and ran its step itself, 0 to be
      * polled. NULL: never. */
-    int (*alone)(struct dlock__io *io, int64_t until_ns);
+    int (*alone)(struct dlock_io *io, int64_t until_ns);
     dlock__loop_link link;
+    void *slot; /* an application's adapter's (dlock_io_slot()) */
+    void *app;  /* the application's loop it is set on, or NULL (loop_app.c) */
 } dlock__io;
 
-typedef struct dlock__timer {
+typedef struct dlock_timer {
     int64_t due_ns; /* clock.h: the monotonic clock */
-    void (*fire)(struct dlock__timer *t);
+    void (*fire)(struct dlock_timer *t);
     dlock__loop_link link;
+    void *slot; /* an application's adapter's (dlock_timer_slot()) */
+    void *app;  /* the application's loop it is set on, or NULL (loop_app.c) */
 } dlock__timer;
 
 /* Every hook takes dlock__loop.data first. io_set and timer_set return

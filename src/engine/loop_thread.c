@@ -44,14 +44,26 @@ static void *loop_thread_main(void *arg)
     return NULL;
 }
 
-int dlock__loop_thread_start(dlock__loop_thread *lt)
+/* On the application's loop: the posts queued run now (turn_done's). */
+static void app_turn(dlock__timer *t)
+{
+    (void)turn_done(DLOCK__OWNER(t, dlock__loop_thread, turn));
+}
+
+int dlock__loop_thread_start(dlock__loop_thread *lt, dlock__loop *app)
 {
     memset(lt, 0, sizeof *lt);
     dlock__loop_poll_init(&lt->lp);
-    if (dlock__loop_poll_wakeable(&lt->lp) != DLOCK_OK)
-        return DLOCK_EIO;
     lt->posted_end = &lt->posted;
+    if (app) {
+        lt->app = app;
+        lt->turn.fire = app_turn;
+    } else if (dlock__loop_poll_wakeable(&lt->lp) != DLOCK_OK) {
+        return DLOCK_EIO;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&lt->mu, NULL));
+    if (app)
+        return DLOCK_OK;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
     int rc = pthread_create(&lt->thread, NULL, loop_thread_main, lt);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
@@ -74,19 +86,25 @@ void dlock__loop_thread_post(dlock__loop_thread *lt, dlock__post *p)
         *lt->posted_end = p;
         lt->posted_end = &p->next;
     }
+    int stopped = lt->stop;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    if (lt->app) {
+        if (!stopped)
+            dlock__defer(lt->app, &lt->turn);
+        return;
+    }
     /* The eventfd outlives the thread until dlock__loop_thread_free(). */
     dlock__wake(&lt->lp.loop);
 }
 
 int dlock__loop_thread_on_thread(const dlock__loop_thread *lt)
 {
-    return pthread_equal(pthread_self(), lt->thread);
+    return lt->app || pthread_equal(pthread_self(), lt->thread);
 }
 
 int dlock__loop_thread_stop(dlock__loop_thread *lt)
 {
-    if (dlock__loop_thread_on_thread(lt))
+    if (!lt->app && dlock__loop_thread_on_thread(lt))
         return DLOCK_EINVAL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lt->mu));
     lt->stop = 1;
@@ -95,6 +113,10 @@ int dlock__loop_thread_stop(dlock__loop_thread *lt)
     lt->posted = NULL;
     lt->posted_end = &lt->posted;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lt->mu));
+    if (lt->app) {
+        dlock__timer_clear(lt->app, &lt->turn);
+        return DLOCK_OK;
+    }
     dlock__wake(&lt->lp.loop);
     DLOCK__CHECK_PTHREAD(pthread_join(lt->thread, NULL));
     return DLOCK_OK;
@@ -108,6 +130,7 @@ void dlock__loop_thread_free(dlock__loop_thread *lt)
 
 void dlock__loop_thread_forget(dlock__loop_thread *lt)
 {
+    /* A looped client's records are on a loop a fork child does not run. */
     if (lt->lp.wake_fd >= 0)
         close(lt->lp.wake_fd);
     lt->lp.wake_fd = -1;

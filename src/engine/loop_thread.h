@@ -7,6 +7,14 @@
  * the loop. The watchdog (watchdog.c) and the wake-ups (wakeup.c) each run
  * on one.
  *
+ * On a looped client (dlock.h, dlock_client_options.loop) the same record
+ * runs on the application's loop instead, with no thread: started with
+ * that loop, it hands out its hooks; a post (made on the loop's thread,
+ * as every call of a looped client is) runs from the loop's next turn;
+ * every caller is "on the thread"; stop only drops the posts. The owner
+ * clears its own records there before it frees them (the application's
+ * loop outlives it).
+ *
  * Fork: a child of fork() has none of the parent's threads and may have
  * inherited the mutex locked; dlock__loop_thread_forget() closes the
  * child's copy of the wake-up eventfd without locking, joining or
@@ -28,22 +36,25 @@ typedef struct dlock__post {
 
 typedef struct dlock__loop_thread {
     dlock__loop_poll lp; /* touched by the thread only */
+    dlock__loop *app;    /* the application's loop, or NULL: a thread */
+    dlock__timer turn;   /* app: the posts' run at the loop's next turn */
     pthread_t thread;
     pthread_mutex_t mu;
     int stop;                          /* under mu */
     dlock__post *posted, **posted_end; /* under mu: a FIFO */
 } dlock__loop_thread;
 
-/* Make the loop and its wake-up eventfd, and start the thread. On failure
- * nothing is left to free: DLOCK_EIO (no eventfd), DLOCK_ENOMEM (no
- * thread: EAGAIN, a resource limit). */
-int dlock__loop_thread_start(dlock__loop_thread *lt);
+/* Make the loop and its wake-up eventfd, and start the thread; with app
+ * (the client's application loop, or NULL), neither. On failure nothing
+ * is left to free: DLOCK_EIO (no eventfd), DLOCK_ENOMEM (no thread:
+ * EAGAIN, a resource limit). */
+int dlock__loop_thread_start(dlock__loop_thread *lt, dlock__loop *app);
 
 /* The hooks: for the loop thread's own callbacks only (loop.h: only wake()
  * may be called from another thread). */
 static inline dlock__loop *dlock__loop_thread_loop(dlock__loop_thread *lt)
 {
-    return &lt->lp.loop;
+    return lt->app ? lt->app : &lt->lp.loop;
 }
 
 /* Any thread, the loop's own included: run p->run on the loop thread at

@@ -2,6 +2,7 @@
 /* dlock_semaphore_new(): a handle for one permit of a semaphore. The kind
  * (kinds.c) and its scripts (shared_*.lua with zlease.lua) do the work;
  * docs/primitives.md says why several masters are refused. */
+#include "async.h"
 #include "handle.h"
 
 int dlock_semaphore_new(dlock_lock **out, dlock_client *client, const char *name,
@@ -13,5 +14,5 @@ int dlock_semaphore_new(dlock_lock **out, dlock_client *client, const char *name
     if (permits == 0 || permits > DLOCK_PERMITS_MAX ||
         (opts && (opts->flags & (DLOCK_FAIR | DLOCK_REENTRANT | DLOCK_SHARED | DLOCK_EXCLUSIVE))))
         return DLOCK_EINVAL;
-    return dlock__lock_create(out, client, name, opts, permits);
+    return dlock__async_made(out, dlock__lock_create(out, client, name, opts, permits));
 }

@@ -505,6 +505,12 @@ void dlock__set_free(dlock_lock *set)
     if (!dlock__client_forked(set->client))
         for (size_t i = s->n; i-- > 0;)
             dlock__engine_let_go(s->names[i]);
+    dlock__set_destroy(set);
+}
+
+void dlock__set_destroy(dlock_lock *set)
+{
+    struct dlock__set *s = set->set;
     for (size_t i = 0; i < s->n; i++)
         dlock__lock_destroy(s->names[i]);
     dlock__free(s);

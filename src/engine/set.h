@@ -72,5 +72,8 @@ int dlock__set_forget(dlock_lock *set);
 void dlock__set_cancel(dlock_lock *set); /* any thread */
 /* Every name let go (not in a fork child) and freed, then the set. */
 void dlock__set_free(dlock_lock *set);
+/* The set's memory, its names' too, with nothing let go (the end of a
+ * free that let go of each name itself, async.c). */
+void dlock__set_destroy(dlock_lock *set);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async.h"
 #include "backend.h"
 #include "client.h"
 #include "clock.h"
@@ -136,5 +137,5 @@ int dlock_lock_new_multi(dlock_lock **out, dlock_client *client, const char *con
     }
     dlock__free(sorted);
     *out = set;
-    return rc;
+    return dlock__async_made(out, rc);
 }

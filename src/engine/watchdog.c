@@ -110,6 +110,8 @@ static wd_round *take_round(dlock__watchdog *wd, size_t n)
     return w;
 }
 
+static void stopped_later(dlock__timer *t);
+
 static void round_over(dlock__renew_round *r)
 {
     wd_round *w = DLOCK__OWNER(r, wd_round, r);
@@ -121,7 +123,15 @@ static void round_over(dlock__renew_round *r)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
     wd->in_flight--;
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&wd->round_done));
+    int last = wd->stopping && wd->in_flight == 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    if (last && wd->lt.app) {
+        /* A looped client's free came during the round: the rest of the
+         * stop from the loop's next turn, this round's caller gone. */
+        wd->tick.fire = stopped_later;
+        dlock__defer(wd->lt.app, &wd->tick);
+        return;
+    }
     /* The records it held may be due by now. */
     dlock__wd_look_at(wd, dlock__now_ns());
 }
@@ -304,7 +314,7 @@ int dlock__watchdog_start(dlock_client *c)
         c->watchdog = wd;
         c->watchdog_ops = &bg_ops;
         /* Out of threads or fds is a resource limit, not a bug. */
-        if (dlock__loop_thread_start(&wd->lt) != DLOCK_OK) {
+        if (dlock__loop_thread_start(&wd->lt, c->loop) != DLOCK_OK) {
             c->watchdog = NULL;
             DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->round_done));
             DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wd->mu));
@@ -381,28 +391,49 @@ static void free_rounds(dlock__watchdog *wd)
     dlock__free(wd->pick);
 }
 
-void dlock__watchdog_stop(dlock_client *c)
+/* The stop's end, once no round is in flight. */
+static void stop_rest(dlock__watchdog *wd)
 {
-    dlock__watchdog *wd = c->watchdog;
-    if (!wd)
-        return;
-    if (dlock__loop_thread_on_thread(&wd->lt))
-        dlock__misuse("dlock_client_free() on the client's own watchdog thread");
-    /* The rounds in flight finish first (their connections go back to the
-     * pools), and no other starts. */
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
-    wd->stopping = 1;
-    while (wd->in_flight > 0)
-        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
-    if (dlock__loop_thread_stop(&wd->lt) != DLOCK_OK)
-        dlock__misuse("dlock_client_free() on the client's own watchdog thread");
     dlock__loop_thread_free(&wd->lt);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wd->round_done));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wd->mu));
     free_rounds(wd);
     dlock__free(wd);
+}
+
+static void stopped_later(dlock__timer *t)
+{
+    dlock__watchdog *wd = DLOCK__OWNER(t, dlock__watchdog, tick);
+    dlock_client *c = wd->c;
+    stop_rest(wd);
     c->watchdog = NULL;
+    dlock__client_closed(c);
+}
+
+int dlock__watchdog_stop(dlock_client *c)
+{
+    dlock__watchdog *wd = c->watchdog;
+    if (!wd)
+        return 1;
+    if (!wd->lt.app && dlock__loop_thread_on_thread(&wd->lt))
+        dlock__misuse("dlock_client_free() on the client's own watchdog thread");
+    /* The rounds in flight finish first (their connections go back to the
+     * pools), and no other starts: a thread waits for them; a looped
+     * client's last one ends the stop (round_over()). */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&wd->mu));
+    wd->stopping = 1;
+    while (!wd->lt.app && wd->in_flight > 0)
+        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&wd->round_done, &wd->mu));
+    int later = wd->in_flight > 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wd->mu));
+    if (dlock__loop_thread_stop(&wd->lt) != DLOCK_OK)
+        dlock__misuse("dlock_client_free() on the client's own watchdog thread");
+    dlock__timer_clear(dlock__loop_thread_loop(&wd->lt), &wd->tick);
+    if (later)
+        return 0;
+    stop_rest(wd);
+    c->watchdog = NULL;
+    return 1;
 }
 
 void dlock__watchdog_forget(dlock_client *c)

@@ -40,8 +40,10 @@ void dlock__watchdog_add(dlock_client *c, dlock__renewal *r, int64_t first_ms);
  * Returns 1 if it was registered. */
 int dlock__watchdog_remove(dlock_client *c, dlock__renewal *r);
 
-/* Stop and join the thread (dlock_client_free). */
-void dlock__watchdog_stop(dlock_client *c);
+/* Stop and join the thread (dlock_client_free): 1 when stopped and freed; 0 on a looped client with rounds in flight:
+ * none starts any more, and the last one's end frees the watchdog and
+ * calls dlock__client_closed(). */
+int dlock__watchdog_stop(dlock_client *c);
 
 /* In a child of fork(), where the thread does not exist and its mutex may
  * be held: free the memory without locking, joining or destroying. */

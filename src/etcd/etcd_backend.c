@@ -177,7 +177,8 @@ static void hold_free(shared_hold *s)
     dlock__free(s);
 }
 
-/* Reentrant: another handle of this owner (client x thread) holds it;
+/* Reentrant: another handle of this owner (client x thread, or on a looped
+ * client the handle: dlock__lock_owner_no) holds it;
  * counted as one more hold of it. */
 static shared_hold *reentrant_find(dlock_lock *l)
 {
@@ -185,7 +186,7 @@ static shared_hold *reentrant_find(dlock_lock *l)
     shared_hold *found = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
     for (shared_hold *s = ec->reentrant; s; s = s->next)
-        if (s->thread_no == dlock__thread_no() &&
+        if (s->thread_no == dlock__lock_owner_no(l) &&
             dlock__etcd_key_is_waiter(&LD(l)->range, s->h.key, s->h.key_len)) {
             s->holds++;
             found = s;

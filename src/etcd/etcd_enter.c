@@ -26,7 +26,7 @@ static void take(dlock__etcd_wait *w)
     w->owner = 0;
     s->holds = 1;
     if (l->opts.flags & DLOCK_REENTRANT) {
-        s->thread_no = dlock__thread_no();
+        s->thread_no = dlock__lock_owner_no(l);
         s->listed = 1;
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
         s->next = ec->reentrant;

@@ -353,7 +353,7 @@ static dlock__wakeup *get_or_start(dlock_client *c)
         c->wakeup = wk;
         c->wakeup_ops = &bg_ops;
         /* Out of threads or fds is a resource limit, not a bug. */
-        if (dlock__loop_thread_start(&wk->lt) != DLOCK_OK) {
+        if (dlock__loop_thread_start(&wk->lt, c->loop) != DLOCK_OK) {
             c->wakeup = NULL;
             DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
             DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
@@ -510,20 +510,26 @@ void dlock__wakeup_unwatch(dlock_client *c, dlock__waiter *l)
 
 static void free_wakeup(dlock_client *c, dlock__wakeup *wk);
 
-void dlock__wakeup_stop(dlock_client *c)
+int dlock__wakeup_stop(dlock_client *c)
 {
     dlock__wakeup *wk = c->wakeup;
     if (!wk)
-        return;
+        return 1;
     if (dlock__loop_thread_stop(&wk->lt) != DLOCK_OK)
         dlock__misuse("dlock_client_free() on the client's own wake-up thread");
     dlock__discover_stop(&wk->learn); /* the thread is gone: its loop is ours */
+    /* Off the loop: a looped client's is the application's, which goes on. */
+    dlock__loop *loop = dlock__loop_thread_loop(&wk->lt);
+    for (size_t i = 0; i < DLOCK__MAX_NODES; i++)
+        dlock__io_clear(loop, &wk->io[i].io);
+    dlock__timer_clear(loop, &wk->tick);
     dlock__loop_thread_free(&wk->lt);
     free_wakeup(c, wk);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&wk->confirmed));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&wk->mu));
     dlock__free(wk);
     c->wakeup = NULL;
+    return 1;
 }
 
 void dlock__wakeup_forget(dlock_client *c)

@@ -35,8 +35,9 @@ int dlock__wakeup_inbox_off(struct dlock_client *c);
  * touches it. */
 void dlock__wakeup_unwatch(struct dlock_client *c, dlock__waiter *w);
 
-/* Stop and join the thread, close its connections (dlock_client_free). */
-void dlock__wakeup_stop(struct dlock_client *c);
+/* Stop and join the thread (on a looped client: take its records off the
+ * loop), close its connections (dlock_client_free). Returns 1: done. */
+int dlock__wakeup_stop(struct dlock_client *c);
 
 /* A lock's cancel: wake a dlock__wakeup_watch_ready() waiting for a
  * subscription to be confirmed, so it sees the cancel. Call without the lock's mu. */

@@ -68,6 +68,24 @@ def program(code, how, url):
     return f"{head}\nint main(void)\n{{\n{pre}{{\n{body}\n}}\n{post}    return 0;\n}}\n"
 
 
+# A snippet on an event loop (<dlock/libuv.h>, <dlock/libevent.h>) builds
+# with that library's flags, and with _GNU_SOURCE, as its headers want the
+# POSIX types that -std=c11 alone hides.
+LOOP_LIBS = {"dlock/libuv.h": "libuv", "dlock/libevent.h": "libevent"}
+
+
+def loop_flags(code):
+    flags = []
+    for header, pkg in LOOP_LIBS.items():
+        if f"<{header}>" not in code:
+            continue
+        r = subprocess.run(["pkg-config", "--cflags", "--libs", pkg], capture_output=True, text=True)
+        if r.returncode != 0:
+            return None
+        flags += ["-D_GNU_SOURCE", *r.stdout.split()]
+    return flags
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cc", default="cc")
@@ -91,10 +109,14 @@ def main():
             with open(c, "w") as f:
                 f.write(program(code, how, server.url))
             libdir = os.path.dirname(os.path.abspath(a.lib))
+            loops = loop_flags(code)
+            if loops is None:
+                print(f"skip {where}: its loop library is not installed")
+                continue
             cc = subprocess.run([a.cc, *a.cflags.split(), "-std=c11", "-Wall", "-Werror",
                                  "-Wno-unused-variable",
                                  "-Wno-unused-but-set-variable", f"-I{a.include}", c, "-o", exe,
-                                 f"-L{libdir}", "-ldlock", f"-Wl,-rpath,{libdir}"],
+                                 f"-L{libdir}", "-ldlock", f"-Wl,-rpath,{libdir}", *loops],
                                 capture_output=True, text=True)
             compiled += 1
             if cc.returncode != 0:

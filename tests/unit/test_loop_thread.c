@@ -73,7 +73,7 @@ static void timers_set_on_the_thread_fire_there_in_due_order(void **state)
 {
     (void)state;
     dlock__loop_thread lt;
-    assert_int_equal(dlock__loop_thread_start(&lt), DLOCK_OK);
+    assert_int_equal(dlock__loop_thread_start(&lt, NULL), DLOCK_OK);
     static order o;
     memset(&o, 0, sizeof o);
     o.lt = &lt;
@@ -143,7 +143,7 @@ static void a_post_from_another_thread_runs_on_the_loop_thread_once(void **state
 {
     (void)state;
     dlock__loop_thread lt;
-    assert_int_equal(dlock__loop_thread_start(&lt), DLOCK_OK);
+    assert_int_equal(dlock__loop_thread_start(&lt, NULL), DLOCK_OK);
     static poster s;
     init_poster(&s, &lt);
     assert_false(dlock__loop_thread_on_thread(&lt));
@@ -178,7 +178,7 @@ static void stop_joins_the_thread_and_drops_what_is_queued(void **state)
 {
     (void)state;
     dlock__loop_thread lt;
-    assert_int_equal(dlock__loop_thread_start(&lt), DLOCK_OK);
+    assert_int_equal(dlock__loop_thread_start(&lt, NULL), DLOCK_OK);
     static poster s;
     init_poster(&s, &lt);
     /* The thread waits for hold's release while stop is asked: the post
@@ -205,7 +205,7 @@ static void stop_from_a_callback_is_refused_and_the_loop_goes_on(void **state)
 {
     (void)state;
     dlock__loop_thread lt;
-    assert_int_equal(dlock__loop_thread_start(&lt), DLOCK_OK);
+    assert_int_equal(dlock__loop_thread_start(&lt, NULL), DLOCK_OK);
     static poster s;
     init_poster(&s, &lt);
     dlock__loop_thread_post(&lt, &s.stopper);
@@ -221,7 +221,7 @@ static void a_fork_child_forgets_the_thread_without_joining(void **state)
 {
     (void)state;
     dlock__loop_thread lt;
-    assert_int_equal(dlock__loop_thread_start(&lt), DLOCK_OK);
+    assert_int_equal(dlock__loop_thread_start(&lt, NULL), DLOCK_OK);
     static poster s;
     init_poster(&s, &lt);
     /* Fork while the loop thread sits in hold_run: in the child nothing

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Locks on a libuv loop against a real etcd member (the etcd backend's
+ * HTTP exchanges run on the application's loop through curl's
+ * multi_socket interface): handles of one loop contend on two names (one
+ * holder at a time, fences rising), a held lock's lease is kept alive by
+ * the loop's watchdog past its TTL, a pending wait is cancelled, and once
+ * the client is freed nothing of dlock's is left on the loop. Without the
+ * etcd backend the test is skipped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "dlock.h"
+#include "uv_contend.h"
+#include "uv_support.h"
+
+#if DLOCK_TEST_WITH_ETCD
+#include "etcd_server.h"
+
+static test_etcd srv;
+static uv_loop_t loop;
+static dlock_client *cl;
+
+static int setup(void **state)
+{
+    (void)state;
+    return test_etcd_start(&srv, 1);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_etcd_stop(&srv);
+    return 0;
+}
+
+static int open_client(void **state)
+{
+    (void)state;
+    return test_uv_open(&loop, &cl, srv.url, 2000);
+}
+
+static int close_client(void **state)
+{
+    (void)state;
+    assert_int_equal(test_uv_close(&loop, &cl, 10000), 0);
+    return 0;
+}
+
+/* Plain and reentrant handles alternate on each name: both kinds wait in
+ * one line there. */
+static dlock_lock *make(void *arg, int i, int name, int *reader, int *name2)
+{
+    static const char *names[] = {"uve:a", "uve:b"};
+    (void)arg;
+    (void)reader;
+    (void)name2;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 5000;
+    o.flags = i % 2 ? DLOCK_REENTRANT : 0;
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_new(&l, cl, names[name], &o), DLOCK_OK);
+    return l;
+}
+
+static void handles_of_one_loop_contend(void **state)
+{
+    (void)state;
+    test_uv_board b = {.fenced = 1};
+    test_uv_contend(&loop, &b, 6, 2, 4, 60000, make, NULL);
+    assert_int_equal(b.done, 6);
+    assert_int_equal(b.violations, 0);
+    assert_int_equal(b.failed, 0);
+    assert_int_equal(b.starts_refused, 0);
+    assert_int_equal(b.still_pending, 0);
+}
+
+static void the_loop_keeps_the_lease_and_a_cancel_ends_a_wait(void **state)
+{
+    (void)state;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 2000; /* etcd's lease unit is the second */
+    o.flags = DLOCK_AUTO_RENEW;
+    dlock_lock *a = NULL, *b = NULL;
+    assert_int_equal(dlock_lock_new(&a, cl, "uve:kept", &o), DLOCK_OK);
+    o.flags = 0;
+    assert_int_equal(dlock_lock_new(&b, cl, "uve:kept", &o), DLOCK_OK);
+    test_uv_result ra = {0}, rb = {0};
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &ra), DLOCK_OK);
+    assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_start(b, DLOCK_WAIT_FOREVER, test_uv_done, &rb),
+                     DLOCK_OK);
+    test_uv_turn(&loop, 4500); /* past two TTLs: only the keep-alives keep a */
+    assert_int_equal(rb.calls, 0);
+    assert_int_equal(test_uv_threads(), 1);
+    dlock_lock_cancel(b);
+    assert_int_equal(test_uv_wait(&loop, &rb, 3000), DLOCK_ECANCELED);
+    memset(&ra, 0, sizeof ra);
+    assert_int_equal(dlock_lock_release_start(a, test_uv_done, &ra), DLOCK_OK);
+    assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
+    dlock_lock_free(b);
+    dlock_lock_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(handles_of_one_loop_contend, open_client, close_client),
+        cmocka_unit_test_setup_teardown(the_loop_keeps_the_lease_and_a_cancel_ends_a_wait,
+                                        open_client, close_client),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
+
+#else
+
+static void skipped(void **state)
+{
+    (void)state;
+    skip();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(skipped)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#endif
