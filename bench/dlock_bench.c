@@ -22,7 +22,7 @@
  *             dlock on 1 and 3 nodes beside raw hiredis connections and one
  *             pipelined connection, interleaved (dlock_bench_threads.c)
  *
- *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds,threads]
+ *   dlock-bench [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds,threads,async]
  *               [--out DIR] [--locks 1000,10000,100000] [--hold S] [--budget S]
  *               [--threads N] [--mem-locks N] [--redlock-time S] [--hist-time S]
  *
@@ -53,11 +53,11 @@
 /* ---- driver --------------------------------------------------------------- */
 
 enum { S_WATCHDOG = 1, S_MEMORY = 2, S_REDLOCK = 4, S_HIST = 8, S_AB = 16, S_TLS = 32, S_CLUSTER = 64,
-       S_KINDS = 128, S_THREADS = 256 };
+       S_KINDS = 128, S_THREADS = 256, S_ASYNC = 512 };
 
 static void usage(FILE *out)
 {
-    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds,threads]\n"
+    fputs("usage: " BENCH_PROG " [--only watchdog,memory,redlock5,hist,ab,tls,cluster,kinds,threads,async]\n"
           "       [--out DIR]\n"
           "       [--locks 1000,10000,100000] [--hold S] [--budget S] [--threads N]\n"
           "       [--mem-locks N] [--redlock-time S] [--hist-time S]\n",
@@ -99,9 +99,11 @@ static unsigned parse_only(const char *list)
             mask |= S_KINDS;
         else if (!strcmp(p, "threads"))
             mask |= S_THREADS;
+        else if (!strcmp(p, "async"))
+            mask |= S_ASYNC;
         else
             bench_die("--only: unknown section \"%s\" (watchdog, memory, redlock5, hist, ab, tls, "
-                      "cluster, kinds, threads)", p);
+                      "cluster, kinds, threads, async)", p);
     }
     if (!mask)
         bench_die("--only: no section given");
@@ -126,7 +128,7 @@ static void parse_counts(bench *b, const char *list)
 static unsigned parse_args(bench *b, int argc, char **argv)
 {
     unsigned only = S_WATCHDOG | S_MEMORY | S_REDLOCK | S_HIST | S_AB | S_TLS | S_CLUSTER | S_KINDS |
-                    S_THREADS;
+                    S_THREADS | S_ASYNC;
     b->wd_counts[0] = 1000, b->wd_counts[1] = 10000, b->wd_counts[2] = 100000;
     b->n_wd_counts = 3;
     b->hold_s = 5, b->budget_s = 40, b->threads = 4, b->mem_locks = 10000;
@@ -229,6 +231,13 @@ int main(int argc, char **argv)
         bench_kinds(&b);
     if ((only & S_THREADS) && !bench_stop && bench_flush(&b) == 0)
         bench_threads(&b);
+#if DLOCK_BENCH_ASYNC
+    if ((only & S_ASYNC) && !bench_stop && bench_flush(&b) == 0)
+        bench_async(&b);
+#else
+    if (only & S_ASYNC)
+        printf("\n== async: not built (needs libuv: DLOCK_WITH_LIBUV)\n");
+#endif
 
     test_redis_stop_many(b.srv, b.n_srv);
     printf("\n# load %.2f at end; %s\n", bench_load1(),

@@ -23,5 +23,8 @@ void bench_kinds(bench *b);
 /* dlock_bench_threads.c: T threads on names of their own, beside raw
  * connections and one pipelined connection (issue 36, M2). */
 void bench_threads(bench *b);
+/* dlock_bench_async.c: C loops on one event loop beside hiredis's async API
+ * and the blocking client's threads (issue 37); built with libuv. */
+void bench_async(bench *b);
 
 #endif
