@@ -26,4 +26,11 @@ for r in $(seq 1 "$ROUNDS"); do
   [ -n "${SOAK_ONLY:-}" ] && args+=(--only "$SOAK_ONLY")
   "$DRIVER" "${args[@]}" || status=1
 done
+# Looped clients (libuv): every kind under contention with 2,000 waiters
+# at once on one loop (10,000 need more fds than one loop's requests may
+# open before they are pipelined: docs/dev/async-plan.md, stage D).
+if [ -x "$BUILD/tests/test_uv_kinds" ]; then
+  echo "== soak: test_uv_kinds with 2000 waiters"
+  DLOCK_TEST_UV_WAITERS=2000 "$BUILD/tests/test_uv_kinds" || status=1
+fi
 exit $status

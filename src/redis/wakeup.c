@@ -132,6 +132,7 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
     uint8_t needed[DLOCK__MAX_NODES];
     memset(needed, !cl, sizeof needed);
     wk->unrouted = 0;
+    wk->unknown = 0;
     for (dlock__chan *ch = wk->chans; cl && ch; ch = ch->next) {
         /* Route by the slot map the lock path keeps up to date; a channel
          * whose slot moved (failover, resharding) is subscribed again on
@@ -159,9 +160,19 @@ static int64_t reconcile(dlock_client *c, dlock__wakeup *wk)
             if (now >= wk->retry_at[i]) {
                 if (cl)
                     wk->sub_gen[i] = dlock__cluster_master_gen(cl, (int)i);
-                wk->sub[i] = cl ? dlock__cluster_connect_master(cl, &c->nodes[0].url,
-                                                                c->nodes[0].tls_ctx, (int)i)
-                                : dlock__node_connect(&c->nodes[i], 0, 0);
+                if (cl)
+                    wk->sub[i] = dlock__cluster_connect_master(cl, &c->nodes[0].url,
+                                                               c->nodes[0].tls_ctx, (int)i);
+                else if (!c->nodes[i].sentinel)
+                    wk->sub[i] = dlock__node_connect(&c->nodes[i], 0, 0);
+                else if (!dlock__node_connect_known(&c->nodes[i], 0, 0, &wk->sub[i])) {
+                    /* The primary's address is to be asked first: by
+                     * look(), on the loop, never blocking the thread (or
+                     * an application's loop) for the sentinels. */
+                    if (!wk->unknown)
+                        wk->unknown = i + 1;
+                    continue;
+                }
                 wk->due_ns[i] = now + (int64_t)(c->opts.connect_timeout_ms +
                                                 c->opts.io_timeout_ms) * DLOCK__NS_PER_MS;
                 if (!wk->sub[i] || wk->sub[i]->state == DLOCK__CS_BROKEN)
@@ -249,11 +260,12 @@ static void learned(dlock__discover *d)
     look(wk);
 }
 
-/* A watched channel's slot has no master in the map: learn the map as a
+/* A watched channel's slot has no master in the map (n NULL: learn the
+ * map), or Sentinel node n's primary is not known (ask its sentinels): as a
  * sub-request on the thread's loop (a watch never blocks for it), unless
  * one is in flight or failed a moment ago. Returns when to look again
  * for it (INT64_MAX: its done will). On the thread, wk->mu not held. */
-static int64_t learn_map(dlock__wakeup *wk, unsigned slot)
+static int64_t learn(dlock__wakeup *wk, dlock__node *n, unsigned slot)
 {
     dlock_client *c = wk->c;
     int64_t now = dlock__now_ns();
@@ -261,14 +273,17 @@ static int64_t learn_map(dlock__wakeup *wk, unsigned slot)
         return INT64_MAX;
     if (now < wk->learn_after_ns)
         return wk->learn_after_ns;
-    if (!wk->learn_node.cluster)
-        dlock__discover_cluster_node(&wk->learn_node, dlock__client_cluster(c),
-                                     &c->nodes[0].url, c->nodes[0].tls_ctx);
+    if (!n) {
+        if (!wk->learn_node.cluster)
+            dlock__discover_cluster_node(&wk->learn_node, dlock__client_cluster(c),
+                                         &c->nodes[0].url, c->nodes[0].tls_ctx);
+        n = &wk->learn_node;
+    }
     wk->learn.arg = wk;
     int64_t deadline =
         now + (int64_t)(c->opts.connect_timeout_ms + c->opts.io_timeout_ms) * DLOCK__NS_PER_MS;
-    int r = dlock__discover_start(&wk->learn, &wk->learn_node, slot,
-                                  dlock__loop_thread_loop(&wk->lt), deadline, learned);
+    int r = dlock__discover_start(&wk->learn, n, slot, dlock__loop_thread_loop(&wk->lt),
+                                  deadline, learned);
     if (r == 1) {
         wk->learning = 1;
         return INT64_MAX;
@@ -290,9 +305,10 @@ static void look(dlock__wakeup *wk)
     watch_subs(wk);
     int unrouted = wk->unrouted;
     unsigned slot = wk->unrouted_slot;
+    size_t unknown = wk->unknown;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&wk->mu));
-    if (unrouted) {
-        int64_t again = learn_map(wk, slot);
+    if (unrouted || unknown) {
+        int64_t again = learn(wk, unknown ? &wk->c->nodes[unknown - 1] : NULL, slot);
         next = again < next ? again : next;
     }
     wk->tick.due_ns = next;

@@ -37,12 +37,16 @@ typedef struct dlock__wakeup {
     dlock__conn *sub[DLOCK__MAX_NODES];
     /* Cluster: a watched channel whose slot the map names no master for
      * (a new client's fair waiter, a failover in flight) has the map
-     * learned here, on the loop, one learning at a time (wakeup.c). */
+     * learned here, on the loop, one learning at a time (wakeup.c); a
+     * Sentinel node's unknown primary is asked for the same way. */
     dlock__discover learn;
     dlock__node learn_node;
     int learning;           /* learn started, its done not yet come */
     int unrouted;           /* reconcile saw such a channel: its slot */
     unsigned unrouted_slot;
+    /* Sentinel: 1 + a node whose primary's address reconcile found not
+     * known (0: none); look() has it asked of the sentinels, the same way. */
+    size_t unknown;
     int64_t learn_after_ns; /* no new learning before (after a failed one) */
     /* By then sub[i] must have connected and confirmed every SUBSCRIBE
      * sent on it (0: nothing awaited); past it the connection is dropped

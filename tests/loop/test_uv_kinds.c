@@ -183,13 +183,19 @@ static void sets_of_names(void **state)
     contend(&b, 12, 3, 5, make_set);
 }
 
-/* Many waiters at once on a few names, one cycle each. */
+/* Many waiters at once on a few names, one cycle each: 400 on 20 names,
+ * or DLOCK_TEST_UV_WAITERS on a hundredth as many (make soak: 10,000 on
+ * 100). */
 static void many_waiters(void **state)
 {
     (void)state;
     test_uv_board b = {.fenced = 1};
     make_flags = 0;
-    contend(&b, 400, 20, 1, make_plain);
+    const char *env = getenv("DLOCK_TEST_UV_WAITERS");
+    int n = env ? atoi(env) : 400;
+    int names = n >= 2000 ? n / 100 : 20;
+    assert_true(n > 0 && names <= TEST_UV_MAX_NAMES);
+    contend(&b, n, names, 1, make_plain);
 }
 
 /* A pending wait of every kind, cancelled: each answers DLOCK_ECANCELED. */

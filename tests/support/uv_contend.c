@@ -18,6 +18,14 @@ typedef struct worker {
 
 static void go(worker *w);
 
+static void failed(test_uv_board *b, dlock_lock *l, int rc)
+{
+    if (b->failed++ == 0) {
+        b->fail_rc = rc;
+        snprintf(b->fail_msg, sizeof b->fail_msg, "%s", dlock_lock_errmsg(l));
+    }
+}
+
 static void cycle_over(worker *w)
 {
     if (--w->left > 0)
@@ -29,9 +37,8 @@ static void cycle_over(worker *w)
 static void released(dlock_lock *l, int rc, void *arg)
 {
     worker *w = arg;
-    (void)l;
     if (rc != DLOCK_OK)
-        w->b->failed++;
+        failed(w->b, l, rc);
     cycle_over(w);
 }
 
@@ -82,7 +89,7 @@ static void granted(dlock_lock *l, int rc, void *arg)
     if (waited > b->longest_ms)
         b->longest_ms = waited;
     if (rc != DLOCK_OK) {
-        b->failed++;
+        failed(b, l, rc);
         cycle_over(w);
         return;
     }
@@ -121,19 +128,26 @@ void test_uv_contend(uv_loop_t *loop, test_uv_board *b, int n, int n_names, int 
         uv_timer_init(loop, &ws[i].hold);
         ws[i].hold.data = &ws[i];
     }
+    test_uv_ticker k;
+    test_uv_ticker_start(loop, &k, 10);
     for (int i = 0; i < n; i++)
         go(&ws[i]);
     int64_t end = test_uv_now_ms() + max_ms;
     while (b->done < n && test_uv_now_ms() < end)
         uv_run(loop, UV_RUN_ONCE);
+    test_uv_ticker_stop(&k);
+    b->longest_gap_ms = k.longest_gap_ms;
     printf("# %d workers, %d names, %d cycles: done %d, failed %d, violations %d, "
-           "longest wait %lld ms\n",
-           n, n_names, cycles, b->done, b->failed, b->violations, (long long)b->longest_ms);
+           "longest wait %lld ms, longest gap between 10 ms ticks %lld ms\n",
+           n, n_names, cycles, b->done, b->failed, b->violations, (long long)b->longest_ms,
+           (long long)b->longest_gap_ms);
+    if (b->failed)
+        printf("# first failure: %s: %s\n", dlock_errname(b->fail_rc), b->fail_msg);
     for (int i = 0; i < n; i++) {
         b->still_pending += dlock_lock_pending(ws[i].l);
         uv_close((uv_handle_t *)&ws[i].hold, closed);
         dlock_lock_free(ws[i].l);
     }
-    uv_run(loop, UV_RUN_NOWAIT); /* the timers' closes, before ws goes */
+    uv_run(loop, UV_RUN_NOWAIT); /* the timers' closes, before ws and k go */
     free(ws);
 }

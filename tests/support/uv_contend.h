@@ -12,7 +12,7 @@
 
 #include "dlock.h"
 
-#define TEST_UV_MAX_NAMES 32
+#define TEST_UV_MAX_NAMES 128
 
 typedef struct test_uv_board {
     int writers[TEST_UV_MAX_NAMES];
@@ -25,6 +25,9 @@ typedef struct test_uv_board {
     int starts_refused;
     int still_pending; /* handles with a request pending at the end */
     int64_t longest_ms;
+    int64_t longest_gap_ms; /* between two ticks of a 10 ms uv timer beside them */
+    int fail_rc;          /* the first failure's code ... */
+    char fail_msg[200];   /* ... and the handle's message */
 } test_uv_board;
 
 /* Worker i's handle, on board name `name`: make() sets *reader for a

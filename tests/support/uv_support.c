@@ -14,19 +14,26 @@ void test_uv_done(dlock_lock *lock, int rc, void *arg)
     r->lock = lock;
 }
 
-int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int timeout_ms)
+int test_uv_client_with(dlock_client **out, uv_loop_t *loop, const char *const *urls, size_t n,
+                        dlock_client_options *o)
 {
     dlock_loop hooks = dlock_libuv_loop(loop);
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = timeout_ms;
-    o.connect_timeout_ms = timeout_ms;
-    o.loop = &hooks;
-    const char *urls[] = {url};
+    o->loop = &hooks;
     char err[256] = "";
-    int rc = dlock_client_new(out, urls, 1, &o, err, sizeof err);
+    int rc = dlock_client_new(out, urls, n, o, err, sizeof err);
+    o->loop = NULL; /* hooks is gone on return (the client copied it) */
     if (rc != DLOCK_OK)
         fprintf(stderr, "test_uv_client: %s\n", err);
     return rc == DLOCK_OK ? 0 : -1;
+}
+
+int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int timeout_ms)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = timeout_ms;
+    o.connect_timeout_ms = timeout_ms;
+    const char *urls[] = {url};
+    return test_uv_client_with(out, loop, urls, 1, &o);
 }
 
 int64_t test_uv_now_ms(void)
@@ -101,4 +108,25 @@ int test_uv_close(uv_loop_t *loop, dlock_client **cl, int max_ms)
     if (test_uv_drain(loop, max_ms) != 0)
         return -1;
     return uv_loop_close(loop) == 0 ? 0 : -1;
+}
+
+static void ticked(uv_timer_t *t)
+{
+    test_uv_ticker *k = (test_uv_ticker *)t;
+    int64_t now = test_uv_now_ms();
+    if (k->last_ms && now - k->last_ms > k->longest_gap_ms)
+        k->longest_gap_ms = now - k->last_ms;
+    k->last_ms = now;
+}
+
+void test_uv_ticker_start(uv_loop_t *loop, test_uv_ticker *k, uint64_t period_ms)
+{
+    memset(k, 0, sizeof *k);
+    uv_timer_init(loop, &k->t);
+    uv_timer_start(&k->t, ticked, period_ms, period_ms);
+}
+
+void test_uv_ticker_stop(test_uv_ticker *k)
+{
+    uv_close((uv_handle_t *)&k->t, closed);
 }

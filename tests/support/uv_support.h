@@ -22,6 +22,11 @@ void test_uv_done(dlock_lock *lock, int rc, void *arg);
  * timeouts of timeout_ms: 0, or -1. */
 int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int timeout_ms);
 
+/* A client of urls with options o (its loop set here, to loop): 0, or -1
+ * (the message on stderr). */
+int test_uv_client_with(dlock_client **out, uv_loop_t *loop, const char *const *urls, size_t n,
+                        dlock_client_options *o);
+
 /* uv_loop_init(loop) and test_uv_client() on it: 0, or -1. */
 int test_uv_open(uv_loop_t *loop, dlock_client **out, const char *url, int timeout_ms);
 
@@ -42,6 +47,17 @@ void test_uv_turn(uv_loop_t *loop, int ms);
 int test_uv_drain(uv_loop_t *loop, int max_ms);
 
 int64_t test_uv_now_ms(void);
+
+/* A uv timer ticking every period_ms on the loop: a callback that blocks
+ * the loop shows as a gap between two ticks longer than the period. */
+typedef struct test_uv_ticker {
+    uv_timer_t t;
+    int64_t last_ms, longest_gap_ms;
+} test_uv_ticker;
+
+void test_uv_ticker_start(uv_loop_t *loop, test_uv_ticker *k, uint64_t period_ms);
+/* Stop it (closed: k may go once the loop turned once more). */
+void test_uv_ticker_stop(test_uv_ticker *k);
 
 /* Threads of this process (/proc/self/status). */
 int test_uv_threads(void);
