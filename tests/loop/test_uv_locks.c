@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,70 @@ static void a_free_ends_a_pending_acquire(void **state)
     dlock_lock_free(a);
 }
 
+/* A pending release or extend of a freed handle: its callback runs inside
+ * the free with DLOCK_ECANCELED and never again, and the release still
+ * happens (the key is gone). */
+static void a_free_ends_a_pending_release_or_extend(void **state)
+{
+    (void)state;
+    for (int extend = 0; extend <= 1; extend++) {
+        dlock_lock *a = new_lock("uv:freed2", 10000, 0);
+        test_uv_result r = {0};
+        assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &r), DLOCK_OK);
+        assert_int_equal(test_uv_wait(&loop, &r, 5000), DLOCK_OK);
+        memset(&r, 0, sizeof r);
+        if (extend)
+            assert_int_equal(dlock_lock_extend_start(a, 20000, test_uv_done, &r), DLOCK_OK);
+        else
+            assert_int_equal(dlock_lock_release_start(a, test_uv_done, &r), DLOCK_OK);
+        dlock_lock_free(a);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.rc, DLOCK_ECANCELED);
+        test_uv_turn(&loop, 200);
+        assert_int_equal(r.calls, 1);
+        redisReply *y = test_redis_cmd(&srv, "EXISTS uv:freed2");
+        assert_non_null(y);
+        assert_int_equal(y->integer, 0);
+        freeReplyObject(y);
+    }
+}
+
+/* on_lost runs on the loop's thread, and may free its handle there. */
+static pthread_t loop_thread;
+static int lost_calls;
+
+static void lost_then_free(dlock_lock *l, dlock_lost_reason why, void *arg)
+{
+    (void)why;
+    (void)arg;
+    lost_calls++;
+    assert_true(pthread_equal(pthread_self(), loop_thread));
+    dlock_lock_free(l);
+}
+
+static void on_lost_runs_on_the_loop(void **state)
+{
+    (void)state;
+    loop_thread = pthread_self();
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 600;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.on_lost = lost_then_free;
+    dlock_lock *a = NULL;
+    assert_int_equal(dlock_lock_new(&a, cl, "uv:lost", &o), DLOCK_OK);
+    test_uv_result r = {0};
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &r), DLOCK_OK);
+    assert_int_equal(test_uv_wait(&loop, &r, 5000), DLOCK_OK);
+    redisReply *y = test_redis_cmd(&srv, "SET uv:lost someone-else");
+    assert_non_null(y);
+    freeReplyObject(y);
+    int64_t end = test_uv_now_ms() + 3000;
+    while (lost_calls == 0 && test_uv_now_ms() < end)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(lost_calls, 1);
+    test_uv_turn(&loop, 300); /* the free's end */
+}
+
 /* A lock held far past its TTL is renewed by the watchdog on the loop, and
  * the process has no thread but this one. */
 static void the_loop_renews_and_no_thread_is_made(void **state)
@@ -288,6 +353,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_release_wakes_a_waiter, open_client, close_client),
         cmocka_unit_test_setup_teardown(a_cancel_ends_a_wait, open_client, close_client),
         cmocka_unit_test_setup_teardown(a_free_ends_a_pending_acquire, open_client, close_client),
+        cmocka_unit_test_setup_teardown(a_free_ends_a_pending_release_or_extend, open_client,
+                                        close_client),
+        cmocka_unit_test_setup_teardown(on_lost_runs_on_the_loop, open_client, close_client),
         cmocka_unit_test_setup_teardown(the_loop_renews_and_no_thread_is_made, open_client,
                                         close_client),
         cmocka_unit_test_setup_teardown(freeing_everything_leaves_the_loop_empty, open_client,
