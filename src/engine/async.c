@@ -58,6 +58,7 @@ static void end_now(dlock__timer *t)
     dlock_lock *l = as->l;
     dlock_client *c = l->client;
     size_t records = 1 + (l->set ? l->set->n : 0);
+    dlock__timer_clear(loop_of(as), &as->poke); /* (a late wake-up's) */
     dlock__async_drop(l);
     if (l->set)
         dlock__set_destroy(l);
