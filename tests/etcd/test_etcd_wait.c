@@ -485,13 +485,13 @@ static size_t waiters_of(const char *name)
  * status reports it (its create revision the fence) and the next waiter
  * waits for it, as docs/backends.md says; nobody holds the lock
  * meanwhile. Either way the next waiter has the lock within one TTL. */
-static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void **state)
+/* A wait of a new handle on name (TTL 5 s), in line behind a holder, then
+ * cancelled while the member is stopped (its revoke cut off), the member
+ * resumed: the handle, its wait answered DLOCK_ECANCELED; *cancel_ns when
+ * the cancel came. */
+static dlock_lock *cut_once(const char *name, int64_t *cancel_ns)
 {
-    (void)state;
-    const char *name = "wait-cut-leave";
-    dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
     waiter w = {.l = test_lock_new(cl, name, 5000, 0, 10, 50), .wait_ms = 10000};
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
     /* in line (its key behind the holder's), then watching */
@@ -501,11 +501,22 @@ static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void
     test_sleep_ms(200);
     test_etcd_pause(&srv, 0);
     test_sleep_ms(400);
-    int64_t cancel_ns = dlock__now_ns();
+    *cancel_ns = dlock__now_ns();
     dlock_lock_cancel(w.l);
     pthread_join(t, NULL);
     test_etcd_resume(&srv, 0);
     assert_int_equal(w.rc, DLOCK_ECANCELED);
+    return w.l;
+}
+
+static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void **state)
+{
+    (void)state;
+    const char *name = "wait-cut-leave";
+    dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    int64_t cancel_ns;
+    dlock_lock *cut = cut_once(name, &cancel_ns);
     uint64_t held_fence = dlock_lock_fence(holder);
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
     int64_t released_ns = dlock__now_ns();
@@ -534,37 +545,25 @@ static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void
     }
     assert_int_equal(dlock_lock_release(next), DLOCK_OK);
     dlock_lock_free(next);
-    dlock_lock_free(w.l);
+    dlock_lock_free(cut);
     dlock_lock_free(holder);
 }
 
 /* ---- a cut leave's revoke, owed and sent again -------------------------------- */
 
-/* A wait of a new handle on name, cancelled while the member is stopped
- * (its revoke cut off), then the member resumed. The handle, if its key
- * outlived the resume by 300 ms (the member did not apply the cut revoke
- * late by itself, which it may: then another round), else NULL. */
+/* cut_once(), until the handle's key outlived the resume by 300 ms (the
+ * member did not apply the cut revoke late by itself, which it may: then
+ * another round): the handle, or NULL after five rounds. */
 static dlock_lock *cut_a_wait(const char *name)
 {
     for (int round = 0; round < 5; round++) {
-        waiter w = {.l = test_lock_new(cl, name, 5000, 0, 10, 50), .wait_ms = 10000};
-        pthread_t t;
-        assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
-        for (int i = 0; i < 200 && waiters_of(name) < 1; i++)
-            test_sleep_ms(10);
-        assert_int_equal(waiters_of(name), 1);
-        test_sleep_ms(200);
-        test_etcd_pause(&srv, 0);
-        test_sleep_ms(400);
-        dlock_lock_cancel(w.l);
-        pthread_join(t, NULL);
-        test_etcd_resume(&srv, 0);
-        assert_int_equal(w.rc, DLOCK_ECANCELED);
+        int64_t cancel_ns;
+        dlock_lock *l = cut_once(name, &cancel_ns);
         test_sleep_ms(300);
         if (waiters_of(name) == 1)
-            return w.l;
+            return l;
         print_message("round %d: the member applied the cut revoke itself\n", round);
-        dlock_lock_free(w.l);
+        dlock_lock_free(l);
     }
     return NULL;
 }
