@@ -15,7 +15,10 @@
  * Figures are cycles per second of the process; loop/hasync and
  * loop(256)/blocking(64) are the ratios to read, as medians of the
  * per-round ratios. */
+#include <malloc.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@
 #include "dlock/libuv.h"
 #include "dlock_bench.h"
 #include "scripts.h"
+#include "uv_support.h"
 
 #define AS_ROUNDS 3
 #define AS_SIDE_S 0.5
@@ -201,6 +205,169 @@ static double threaded(as_run *r, int T, dlock_lock **locks, double secs)
     return (double)n / ((double)(t1 - t0) / 1e9);
 }
 
+/* ---- waiters: many waiting on one name, one loop or one thread each ----------------- */
+
+/* AS_WAITERS handles wait on one name that a holder has; then the holder
+ * lets go and each waiter takes the lock once and gives it back (S3's
+ * shape, every process's waiters in one). Measured per side: the memory a
+ * waiting lock costs (RSS while all wait, over the RSS before their
+ * handles were made, per waiter), and per critical section the commands
+ * the server ran (INFO total_commands_processed) and the process's CPU. */
+#define AS_WAITERS 1000
+
+typedef struct wt_run {
+    bench *b;
+    uv_loop_t *loop;
+    dlock_lock *l[AS_WAITERS];
+    pthread_t t[AS_WAITERS];
+    int done, failed;
+} wt_run;
+
+static long rss_bytes(void)
+{
+    long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* The heap in use (what RSS keeps of memory freed since is not in it). */
+static long heap_bytes(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return (long)(m.uordblks + m.hblkhd);
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static void wt_released(dlock_lock *l, int rc, void *arg)
+{
+    wt_run *w = arg;
+    (void)l;
+    w->failed |= rc != DLOCK_OK;
+    w->done++;
+}
+
+static void wt_granted(dlock_lock *l, int rc, void *arg)
+{
+    wt_run *w = arg;
+    if (rc != DLOCK_OK || dlock_lock_release_start(l, wt_released, w) != DLOCK_OK) {
+        w->failed = 1;
+        w->done++;
+    }
+}
+
+static void *wt_thread(void *arg)
+{
+    dlock_lock *l = arg;
+    int ok = dlock_lock_acquire(l, 60000) == DLOCK_OK && dlock_lock_release(l) == DLOCK_OK;
+    return ok ? NULL : arg;
+}
+
+/* One side: c a looped client (w->loop set) or a blocking one. Prints and
+ * writes its line. */
+static void waiters_side(bench *b, wt_run *w, dlock_client *c, const char *side, FILE *f)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 30000;
+    dlock_lock *holder = NULL;
+    char name[64];
+    snprintf(name, sizeof name, "bench:as:waiters:%s", side);
+    long rss0 = rss_bytes(), heap0 = heap_bytes();
+    int ok = dlock_lock_new(&holder, c, name, &o) == DLOCK_OK;
+    for (int i = 0; ok && i < AS_WAITERS; i++)
+        ok = dlock_lock_new(&w->l[i], c, name, &o) == DLOCK_OK;
+    if (!ok) {
+        bench_fail(b, "async: waiters: setup failed (%s)", side);
+        return;
+    }
+    w->done = w->failed = 0;
+    if (w->loop) {
+        test_uv_result r = {0};
+        ok = dlock_lock_acquire_start(holder, 0, test_uv_done, &r) == DLOCK_OK;
+        while (ok && !r.calls)
+            uv_run(w->loop, UV_RUN_ONCE);
+        ok = ok && r.rc == DLOCK_OK;
+        for (int i = 0; ok && i < AS_WAITERS; i++)
+            ok = dlock_lock_acquire_start(w->l[i], 60000, wt_granted, w) == DLOCK_OK;
+        int64_t settle = bench_now_ns() + 3000000000;
+        while (ok && bench_now_ns() < settle)
+            uv_run(w->loop, UV_RUN_NOWAIT), bench_sleep_until(bench_now_ns() + 1000000);
+    } else {
+        ok = dlock_lock_acquire(holder, 0) == DLOCK_OK;
+        for (int i = 0; ok && i < AS_WAITERS; i++)
+            ok = pthread_create(&w->t[i], NULL, wt_thread, w->l[i]) == 0;
+        bench_sleep_until(bench_now_ns() + 3000000000);
+    }
+    if (!ok)
+        bench_die("async: waiters: the %s side could not start", side);
+    long rss1 = rss_bytes(), heap1 = heap_bytes();
+    double clients = bench_info(&b->srv[0], "clients", "connected_clients");
+    double calls0 = bench_info(&b->srv[0], "stats", "total_commands_processed"), cpu0 = cpu_s();
+    int64_t t0 = bench_now_ns();
+    if (w->loop) {
+        test_uv_result r = {0};
+        (void)dlock_lock_release_start(holder, test_uv_done, &r);
+        while (w->done < AS_WAITERS)
+            uv_run(w->loop, UV_RUN_ONCE);
+    } else {
+        (void)dlock_lock_release(holder);
+        for (int i = 0; i < AS_WAITERS; i++)
+            w->failed |= pthread_join(w->t[i], NULL) != 0;
+    }
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
+    double calls = bench_info(&b->srv[0], "stats", "total_commands_processed") - calls0 - 1;
+    double cpu = cpu_s() - cpu0;
+    if (w->failed)
+        bench_fail(b, "async: waiters: a %s section failed", side);
+    double heap_kib = (double)(heap1 - heap0) / AS_WAITERS / 1024;
+    double rss_kib = (double)(rss1 - rss0) / AS_WAITERS / 1024;
+    printf("%-8s %d waiters: %5.0f sections/s, %4.1f commands and %5.1f us CPU per section; "
+           "per waiting lock %5.1f KiB heap, %5.1f KiB RSS; %.0f connections while waiting\n",
+           side, AS_WAITERS, AS_WAITERS / secs, calls / AS_WAITERS, cpu / AS_WAITERS * 1e6,
+           heap_kib, rss_kib, clients);
+    if (f)
+        fprintf(f, "waiters\t%s\t%d\t%.0f\t%.2f\t%.1f\t%.2f\t%.2f\n", side, AS_WAITERS,
+                AS_WAITERS / secs, calls / AS_WAITERS, cpu / AS_WAITERS * 1e6, heap_kib, rss_kib);
+    for (int i = 0; i < AS_WAITERS; i++)
+        dlock_lock_free(w->l[i]);
+    dlock_lock_free(holder);
+}
+
+static void bench_waiters(bench *b, uv_loop_t *loop, FILE *f)
+{
+    static wt_run w;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    dlock_loop hooks = dlock_libuv_loop(loop);
+    o.loop = &hooks;
+    dlock_client *cl = bench_client_opts(b, 1, &o);
+    o.loop = NULL;
+    dlock_client *cb = bench_client_opts(b, 1, &o);
+    if (!cl || !cb) {
+        bench_fail(b, "async: waiters: no client");
+    } else {
+        printf("\n== async waiters (one name held, %d waiting, then one section each)\n",
+               AS_WAITERS);
+        memset(&w, 0, sizeof w);
+        w.loop = loop;
+        waiters_side(b, &w, cl, "loop", f);
+        w.loop = NULL;
+        waiters_side(b, &w, cb, "threads", f);
+    }
+    dlock_client_free(cl);
+    dlock_client_free(cb);
+}
+
 /* ---- the section ------------------------------------------------------------------- */
 
 static int make_locks(dlock_client *c, const char *prefix, int n, dlock_lock **out)
@@ -321,6 +488,8 @@ void bench_async(bench *b)
     }
     if (rounds > 0)
         report(f, cps, rounds);
+    if (!bench_stop && !b->failures)
+        bench_waiters(b, &r.loop, f);
 out:
     bench_tsv_close(b, f, "async.tsv");
     if (r.ac)
