@@ -20,6 +20,8 @@
  *
  * Error mapping (gRPC code of the gateway's error reply, or transport):
  *   - connect refused or timed out, nothing sent       -> DLOCK_EIO
+ *   - a TLS handshake or verification that failed, a
+ *     client certificate the member refused             -> DLOCK_ETLS
  *   - sent, then no reply in time or connection broken  -> DLOCK_EUNKNOWN
  *   - 14 UNAVAILABLE "request timed out", "leader changed",
  *     4 DEADLINE_EXCEEDED, 1 CANCELED                    -> DLOCK_EUNKNOWN
@@ -30,7 +32,8 @@
  *   - 5 NOT_FOUND "requested lease not found"            -> DLOCK_EEXPIRED
  *   - any other error reply (database space exceeded,...) -> DLOCK_EREFUSED
  *   - a body that is not the JSON etcd sends             -> DLOCK_EPROTO
- * Retried on the next endpoint: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EBUSY. */
+ * Retried on the next endpoint: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EBUSY,
+ * DLOCK_ETLS (the same refusal from every member is the call's answer). */
 #ifndef DLOCK_ETCD_HTTP_H
 #define DLOCK_ETCD_HTTP_H
 
@@ -38,6 +41,7 @@
 
 #include <jansson.h>
 
+#include "common.h"
 #include "error.h"
 #include "etcd_url.h"
 
@@ -49,6 +53,12 @@ typedef struct dlock__etcd dlock__etcd;
 #define DLOCK__ETCD_POOL_DEFAULT 4
 int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
                     int connect_timeout_ms, int io_timeout_ms);
+/* TLS to every member when the URLs were etcds:// or o->tls is set, with
+ * o's tls_* options (etcd_tls.h); nothing when neither. Call before the
+ * first request. DLOCK_OK, DLOCK_EINVAL (a TLS file that cannot be loaded;
+ * err says which), DLOCK_ENOMEM. */
+int dlock__etcd_use_tls(dlock__etcd *e, const dlock_client_options *o, char *err,
+                        size_t err_len);
 /* How many idle transfers the pool keeps (the client's pool_size); call
  * before the first request. */
 void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle);
