@@ -684,7 +684,8 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * and Redis URLs together are DLOCK_EINVAL. The cluster is one node to
  * dlock_client_node_count() and dlock_client_status(). The options
  * username and password do not apply (DLOCK_EINVAL: credentials go in
- * the URL), and min_node_uptime_ms and wakeups are ignored; pool_size is how many
+ * the URL; a stale token is replaced by a new authentication, and the
+ * request sent again), and min_node_uptime_ms and wakeups are ignored; pool_size is how many
  * idle HTTP connections the client keeps (the others close when their
  * request ends). A build
  * without the etcd backend (DLOCK_WITH_ETCD=OFF) refuses etcd:// URLs with

@@ -84,7 +84,9 @@ int dlock__etcd_auth_take(dlock__etcd *e, dlock__etcd_sink *s, long http, char *
                           size_t why_len);
 /* The token to send, copied into buf ("" when there is none yet). */
 void dlock__etcd_token_copy(dlock__etcd *e, char *buf, size_t len);
-/* Forget it (the member said it expired). */
-void dlock__etcd_token_drop(dlock__etcd *e);
+/* Forget the token when it is still `stale` (the member said it is): a
+ * request that already took a new one in the meantime keeps it, and the
+ * others use it rather than authenticate again. */
+void dlock__etcd_token_drop(dlock__etcd *e, const char *stale);
 
 #endif

@@ -377,12 +377,18 @@ void dlock__etcd_token_copy(dlock__etcd *e, char *buf, size_t len)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
 }
 
-void dlock__etcd_token_drop(dlock__etcd *e)
+void dlock__etcd_token_drop(dlock__etcd *e, const char *stale)
 {
+    char *gone = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
-    dlock__free(e->token);
-    e->token = NULL;
+    if (e->token && strcmp(e->token, stale) == 0) {
+        gone = e->token;
+        e->token = NULL;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+    if (gone)
+        memset(gone, 0, strlen(gone));
+    dlock__free(gone);
 }
 
 /* ---- calls (dlock__etcd_post(): etcd_request.c) --------------------------- */

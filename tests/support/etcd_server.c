@@ -53,10 +53,12 @@ static int spawn(test_etcd *c, int i, int existing)
                           existing ? "existing" : "new", "--initial-cluster-token", c->dir,
                           "--heartbeat-interval", heartbeat, "--election-timeout", election,
                           "--logger", "zap", "--log-level", "warn", NULL, NULL, NULL, NULL,
-                          NULL, NULL, NULL, NULL};
+                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     size_t k = 0;
     while (argv[k])
         k++;
+    for (size_t x = 0; c->extra[x]; x++)
+        argv[k++] = c->extra[x];
     if (c->tls) {
         argv[k++] = "--cert-file";
         argv[k++] = c->tls_conf.cert;
@@ -169,7 +171,10 @@ static int wait_member(test_etcd_member *m, int max_ms)
     int64_t end = test_now_ms() + max_ms;
     do {
         json_t *j = member_post(m, "/v3/kv/range", "{\"key\":\"AA==\"}", 500);
-        int ok = j && json_object_get(j, "header");
+        /* an authentication refusal (auth on, no token) is an answer too;
+         * "no leader" and timeouts are not */
+        json_int_t code = json_integer_value(json_object_get(j, "code"));
+        int ok = j && (json_object_get(j, "header") || code == 3 || code == 7 || code == 16);
         json_decref(j);
         if (ok)
             return 0;
@@ -198,6 +203,14 @@ int test_etcd_start_tls(test_etcd *c, int n, const test_etcd_tls *tls)
     c->tls_conf = *tls;
     harness_tls = *tls;
     harness_tls_on = 1;
+    return start_members(c, n, 50, 500);
+}
+
+int test_etcd_start_args(test_etcd *c, int n, const char *const *extra)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; extra[i] && i < TEST_ETCD_EXTRA; i++)
+        c->extra[i] = extra[i];
     return start_members(c, n, 50, 500);
 }
 

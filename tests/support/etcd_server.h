@@ -14,6 +14,7 @@
 #include "dlock.h"
 
 #define TEST_ETCD_MAX 3
+#define TEST_ETCD_EXTRA 4
 
 /* A member serving its clients over TLS only (https): its certificate
  * and key, and whether it asks for a client certificate signed by ca
@@ -44,6 +45,7 @@ typedef struct test_etcd {
     int heartbeat_ms, election_ms; /* raft timing of every member */
     int tls;                       /* clients over TLS, as tls_conf says */
     test_etcd_tls tls_conf;
+    const char *extra[TEST_ETCD_EXTRA + 1]; /* more etcd arguments, NULL-ended */
     test_etcd_member m[TEST_ETCD_MAX];
 } test_etcd;
 
@@ -59,6 +61,11 @@ int test_etcd_start_timed(test_etcd *c, int n, int heartbeat_ms, int election_ms
 
 /* The same with clients served over TLS only (the peers stay plain). */
 int test_etcd_start_tls(test_etcd *c, int n, const test_etcd_tls *tls);
+
+/* The same with up to TEST_ETCD_EXTRA more arguments for every member
+ * (NULL-ended; the strings must outlive the members), e.g. "--auth-token"
+ * and its value. */
+int test_etcd_start_args(test_etcd *c, int n, const char *const *extra);
 
 /* SIGTERM every member, wait; SIGKILL stragglers; remove the temp dir.
  * Safe to call twice. */
