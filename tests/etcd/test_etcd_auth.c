@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,8 @@
 #include "etcd_http.h"
 #include "etcd_server.h"
 #include "proc.h"
+#include "test_util.h"
+#include "test_waiter.h"
 
 static test_etcd srv;    /* JWT tokens */
 static test_etcd simple; /* simple tokens (etcd's default) */
@@ -119,12 +121,7 @@ static void change_auth_store(void)
 
 static dlock_lock *lock_of(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = ttl_ms;
-    o.flags = flags;
-    dlock_lock *l = NULL;
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
-    return l;
+    return test_lock_new(c, name, ttl_ms, flags, 5, 20);
 }
 
 static void expect_ok(int rc, dlock_lock *l, const char *what)
@@ -153,18 +150,6 @@ static void acquire_extend_release_go_on_after_the_auth_store_changed(void **sta
     dlock_client_free(c);
 }
 
-typedef struct waiter {
-    dlock_lock *l;
-    int rc;
-} waiter;
-
-static void *wait_for_it(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 10000);
-    return NULL;
-}
-
 /* The watchdog renews on its own thread and loop, and a waiter's wait
  * keeps its lease alive and watches: both outlive a change too. */
 static void renewals_and_a_wait_go_on_after_the_auth_store_changed(void **state)
@@ -174,22 +159,21 @@ static void renewals_and_a_wait_go_on_after_the_auth_store_changed(void **state)
     const char *u = url;
     assert_int_equal(dlock_client_new(&c, &u, 1, NULL, NULL, 0), DLOCK_OK);
     dlock_lock *a = lock_of(c, "auth:renew", 1000, DLOCK_AUTO_RENEW);
-    waiter w = {.l = lock_of(c, "auth:renew", 2000, 0), .rc = 1};
+    dlock_lock *b = lock_of(c, "auth:renew", 2000, 0);
+    test_waiter w;
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, wait_for_it, &w), 0);
+    assert_int_equal(test_waiter_start(&w, b, 10000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
     change_auth_store();
     /* Past the 1 s lease and the waiter's 2 s one: only renewals (and the
      * waiter's keep-alives) with a new token keep them. */
     test_sleep_ms(3000);
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
-    assert_int_equal(w.rc, 1);
+    assert_int_equal(atomic_load(&w.done), 0);
     expect_ok(dlock_lock_release(a), a, "release");
-    assert_int_equal(pthread_join(th, NULL), 0);
-    expect_ok(w.rc, w.l, "the waiter's acquire");
-    expect_ok(dlock_lock_release(w.l), w.l, "release");
-    dlock_lock_free(w.l);
+    expect_ok(test_waiter_join(&w), b, "the waiter's acquire");
+    expect_ok(dlock_lock_release(b), b, "release");
+    dlock_lock_free(b);
     dlock_lock_free(a);
     dlock_client_free(c);
 }

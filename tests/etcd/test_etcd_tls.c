@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -28,6 +28,7 @@
 #include "proc.h"
 #include "redis_server.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 static test_tls_certs certs;
 static test_etcd srv;   /* server certificate (127.0.0.1, localhost) */
@@ -87,40 +88,12 @@ static dlock_client *client_of(const char *url, const dlock_client_options *o)
 
 static dlock_lock *lock_of(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = ttl_ms;
-    o.flags = flags;
-    dlock_lock *l = NULL;
-    int rc = dlock_lock_new(&l, c, name, &o);
-    if (rc != DLOCK_OK)
-        fail_msg("dlock_lock_new(%s): %s", name, dlock_errname(rc));
-    return l;
+    return test_lock_new(c, name, ttl_ms, flags, 5, 20);
 }
 
-/* A client on url with o; one try of "tls:try", released at once; the
- * handle's message in msg. */
 static int try_acquire(const char *url, const dlock_client_options *o, char *msg, size_t len)
 {
-    dlock_client *c = NULL;
-    int rc = dlock_client_new(&c, &url, 1, o, msg, len);
-    if (rc != DLOCK_OK)
-        return rc;
-    dlock_lock *l = lock_of(c, "tls:try", 5000, 0);
-    rc = dlock_lock_acquire(l, 0);
-    snprintf(msg, len, "%s", dlock_lock_errmsg(l));
-    if (rc == DLOCK_OK)
-        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return rc;
-}
-
-static void expect_tls_error(int rc, const char *msg, const char *want)
-{
-    printf("# %s: %s\n", dlock_errname(rc), msg);
-    assert_int_equal(rc, DLOCK_ETLS);
-    if (!strstr(msg, want))
-        fail_msg("message \"%s\" does not contain \"%s\"", msg, want);
+    return test_try_acquire(url, o, "tls:try", msg, len);
 }
 
 /* ---- locks over TLS -------------------------------------------------------- */
@@ -161,18 +134,6 @@ static void tls_option_makes_etcd_urls_speak_tls(void **state)
     assert_int_not_equal(rc, DLOCK_OK);
 }
 
-typedef struct waiter {
-    dlock_lock *l;
-    int rc;
-} waiter;
-
-static void *wait_for_it(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 10000);
-    return NULL;
-}
-
 /* The watch (a waiter told of the release) and the watchdog's renewals
  * run on handles of their own: they are over TLS too. */
 static void waiter_is_woken_and_renewals_run_over_tls(void **state)
@@ -181,22 +142,21 @@ static void waiter_is_woken_and_renewals_run_over_tls(void **state)
     dlock_client_options o = tls_opts();
     dlock_client *c = client_of(srv.url, &o);
     dlock_lock *a = lock_of(c, "tls:wait", 1000, DLOCK_AUTO_RENEW);
-    waiter w = {.l = lock_of(c, "tls:wait", 5000, 0), .rc = 1};
+    dlock_lock *b = lock_of(c, "tls:wait", 5000, 0);
+    test_waiter w;
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, wait_for_it, &w), 0);
+    assert_int_equal(test_waiter_start(&w, b, 10000, TEST_WAITER_RELEASE), 0);
     /* Past the 1 s lease: only renewals keep it. */
     test_sleep_ms(2500);
     assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_HELD);
-    assert_int_equal(w.rc, 1);
+    assert_int_equal(atomic_load(&w.done), 0);
     int64_t t0 = test_now_ms();
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(w.rc, DLOCK_OK);
-    printf("# the waiter had it %lld ms after the release\n", (long long)(test_now_ms() - t0));
-    assert_true(test_now_ms() - t0 < 1000);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(w.l);
+    assert_int_equal(test_waiter_join(&w), DLOCK_OK);
+    int64_t woken_ms = atomic_load(&w.done_ms) - t0;
+    printf("# the waiter had it %lld ms after the release\n", (long long)woken_ms);
+    assert_true(woken_ms < 1000);
+    dlock_lock_free(b);
     dlock_lock_free(a);
     dlock_client_free(c);
 }
@@ -213,7 +173,7 @@ static void wrong_ca_is_refused_with_the_verification_message(void **state)
     /* curl's reason follows: "SSL certificate problem: self-signed
      * certificate in certificate chain" or "unable to get local issuer
      * certificate". */
-    expect_tls_error(rc, msg, "certificate verification failed: ");
+    test_expect_tls_error(rc, msg, "certificate verification failed: ");
     assert_non_null(strstr(msg, "certificate problem"));
     assert_non_null(strstr(msg, srv.url + 8)); /* which member */
 }
@@ -225,10 +185,10 @@ static void host_name_mismatch_is_refused_unless_named_or_insecure(void **state)
     char msg[1024];
     /* The certificate names TEST_TLS_NAMED_HOST, not the address. */
     int rc = try_acquire(named.url, &o, msg, sizeof msg);
-    expect_tls_error(rc, msg, "certificate verification failed");
+    test_expect_tls_error(rc, msg, "certificate verification failed");
     assert_non_null(strstr(msg, "127.0.0.1"));
     o.tls_server_name = "wrong.example";
-    expect_tls_error(try_acquire(named.url, &o, msg, sizeof msg), msg,
+    test_expect_tls_error(try_acquire(named.url, &o, msg, sizeof msg), msg,
                      "certificate verification failed");
     /* The name it holds, instead of the address connected to. */
     o.tls_server_name = TEST_TLS_NAMED_HOST;
@@ -248,7 +208,7 @@ static void client_certificate_is_sent_when_asked_and_missing_one_refused(void *
     dlock_client_options o = tls_opts();
     char msg[1024];
     int rc = try_acquire(mtls.url, &o, msg, sizeof msg);
-    expect_tls_error(rc, msg, "TLS");
+    test_expect_tls_error(rc, msg, "TLS");
     o.tls_cert_file = certs.client_cert;
     o.tls_key_file = certs.client_key;
     rc = try_acquire(mtls.url, &o, msg, sizeof msg);
