@@ -291,7 +291,7 @@ int dlock__etcd_exchange_finish(handle *h, int rc, sink *s, struct curl_slist *h
     if ((rc = dlock__etcd_tls_failure(c, res, h->curl_err, *sent, why, why_len)) != DLOCK_OK)
         return rc;
     snprintf(why, why_len, "%s", curl_easy_strerror(res));
-    if (res == CURLE_GOT_NOTHING && strncmp(e_scheme(c), "http", 5) == 0)
+    if (res == CURLE_GOT_NOTHING && strcmp(e_scheme(c), "http") == 0)
         snprintf(why, why_len, "%s (a member that serves TLS answers plain HTTP so: "
                  "etcds:// URLs or the tls option speak TLS)", curl_easy_strerror(res));
     if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST || !*sent)

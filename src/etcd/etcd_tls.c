@@ -26,16 +26,19 @@ static int copy_opt(char **to, const char *from)
 }
 
 /* With a server name, endpoint i's URL names it and curl connects to the
- * member's host: "https://NAME:PORT" and "NAME:PORT:HOST:PORT". */
+ * member's host: "https://NAME:PORT" and "NAME:PORT:HOST:PORT" (an IPv6
+ * address as a name goes in brackets, as the hosts already do). */
 static int aim_at_server_name(dlock__etcd_tls *t, dlock__etcd_url *u, size_t i)
 {
     const char *name = u->name[i], *colon = strrchr(name, ':');
+    int v6 = strchr(t->server_name, ':') != NULL;
+    const char *open = v6 ? "[" : "", *close = v6 ? "]" : "";
     size_t n = strlen(t->server_name) + strlen(name) * 2 + 16;
     char *ep = dlock__malloc(n), *line = dlock__malloc(n);
     struct curl_slist *l = NULL;
     if (ep && line) {
-        snprintf(ep, n, "https://%s%s", t->server_name, colon);
-        snprintf(line, n, "%s%s:%s", t->server_name, colon, name);
+        snprintf(ep, n, "https://%s%s%s%s", open, t->server_name, close, colon);
+        snprintf(line, n, "%s%s%s%s:%s", open, t->server_name, close, colon, name);
         l = curl_slist_append(NULL, line);
     }
     dlock__free(line);
