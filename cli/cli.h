@@ -124,7 +124,8 @@ enum cli_tls_opt {
     {"insecure", no_argument, NULL, CLI_OPT_INSECURE},
 
 #define CLI_TLS_HELP                                                           \
-    "      --tls                TLS for every node (as if redis:// were rediss://)\n" \
+    "      --tls                TLS for every node (redis:// as rediss://, etcd://\n" \
+    "                           as etcds://)\n"                                \
     "      --cacert=FILE        CA certificates to verify the servers with\n"  \
     "                           (default: the system store)\n"                 \
     "      --cacertdir=DIR      directory of hashed CA certificates\n"         \

@@ -344,7 +344,7 @@ int cli_open_client(cli_global *g, dlock_client **out)
     if (rc)
         return rc;
     for (size_t i = 0; i < g->n_urls; i++) {
-        client_etcd |= !strncmp(g->urls[i], "etcd://", 7);
+        client_etcd |= !strncmp(g->urls[i], "etcd://", 7) || !strncmp(g->urls[i], "etcds://", 8);
         client_plain_tcp |= !g->copts.tls && (!strncmp(g->urls[i], "redis://", 8) ||
                                                !strncmp(g->urls[i], "redis-sentinel://", 17));
     }

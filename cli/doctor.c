@@ -172,11 +172,11 @@ int cli_cmd_doctor(cli_global *g, int argc, char **argv)
     doc_node *nodes[CLI_MAX_URLS] = {0};
     size_t reached = 0;
     for (size_t i = 0; i < g->n_urls; i++)
-        if (strncmp(g->urls[i], "etcd://", 7) != 0 && strstr(g->urls[i], "://"))
+        if (!doc_is_etcd(g->urls[i]) && strstr(g->urls[i], "://"))
             s.n_redis++;
     for (size_t i = 0; i < g->n_urls; i++) {
         const char *u = g->urls[i];
-        if (!strncmp(u, "etcd://", 7)) {
+        if (doc_is_etcd(u)) {
             reached += doc_etcd_check(u, &s) > 0;
         } else if (strstr(u, "://")) {
             nodes[i] = doc_redis_check(u, &s);

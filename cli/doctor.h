@@ -91,6 +91,8 @@ void doc_check_acl(doc_conn *c, const char *node, const doc_settings *s);
 
 /* doctor_etcd.c: returns the number of endpoints that answered. */
 int doc_etcd_check(const char *url, const doc_settings *s);
+/* Whether url is etcd:// or etcds:// (TLS). */
+int doc_is_etcd(const char *url);
 
 int cli_cmd_doctor(cli_global *g, int argc, char **argv);
 

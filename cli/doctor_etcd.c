@@ -9,6 +9,11 @@
 
 #include "doctor.h"
 
+int doc_is_etcd(const char *url)
+{
+    return !strncmp(url, "etcd://", 7) || !strncmp(url, "etcds://", 8);
+}
+
 #ifndef DLOCK_WITH_ETCD
 
 int doc_etcd_check(const char *url, const doc_settings *s)
@@ -43,22 +48,58 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-/* POST body (or GET when body is NULL) to http://endpoint/path; the
+/* Over TLS (etcds:// or --tls): the --cacert, --cacertdir, --cert, --key,
+ * --sni and --insecure options as the library applies them: with --sni
+ * the URL names that server and curl connects to the endpoint's host. */
+static int tls_on;
+
+static void tls_setup(CURL *h, const char *endpoint, const char *path, const doc_settings *s,
+                      char *url, size_t url_len, struct curl_slist **connect_to)
+{
+    const dlock_client_options *o = &s->g->copts;
+    const char *colon = strrchr(endpoint, ':');
+    if (!tls_on) {
+        snprintf(url, url_len, "http://%s%s", endpoint, path);
+        return;
+    }
+    if (o->tls_server_name && colon) {
+        char line[600];
+        snprintf(url, url_len, "https://%s%s%s", o->tls_server_name, colon, path);
+        snprintf(line, sizeof line, "%s%s:%s", o->tls_server_name, colon, endpoint);
+        *connect_to = curl_slist_append(NULL, line);
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, *connect_to);
+    } else {
+        snprintf(url, url_len, "https://%s%s", endpoint, path);
+    }
+    if (o->tls_ca_file || o->tls_ca_dir) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, o->tls_ca_file);
+        curl_easy_setopt(h, CURLOPT_CAPATH, o->tls_ca_dir);
+    }
+    if (o->tls_cert_file) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, o->tls_cert_file);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, o->tls_key_file);
+    }
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, o->tls_insecure ? 0L : 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, o->tls_insecure ? 0L : 2L);
+}
+
+/* POST body (or GET when body is NULL) to http(s)://endpoint/path; the
  * parsed JSON reply or NULL with err set. */
 static json_t *call(const char *endpoint, const char *path, const char *body, const char *token,
                     const doc_settings *s, char *err, size_t len)
 {
     CURL *h = curl_easy_init();
     buf *b = calloc(1, sizeof *b);
-    char url[600], auth[1100];
-    struct curl_slist *hdr = NULL;
+    char url[600], auth[1100], curl_err[CURL_ERROR_SIZE] = "";
+    struct curl_slist *hdr = NULL, *connect_to = NULL;
     json_t *j = NULL;
     long code = 0;
     if (!h || !b) {
         snprintf(err, len, "out of memory");
         goto out;
     }
-    snprintf(url, sizeof url, "http://%s%s", endpoint, path);
+    tls_setup(h, endpoint, path, s, url, sizeof url, &connect_to);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s->g->copts.connect_timeout_ms);
@@ -78,7 +119,7 @@ static json_t *call(const char *endpoint, const char *path, const char *body, co
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     CURLcode rc = curl_easy_perform(h);
     if (rc != CURLE_OK) {
-        snprintf(err, len, "%s", curl_easy_strerror(rc));
+        snprintf(err, len, "%s", curl_err[0] ? curl_err : curl_easy_strerror(rc));
         goto out;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -92,6 +133,7 @@ static json_t *call(const char *endpoint, const char *path, const char *body, co
     }
 out:
     curl_slist_free_all(hdr);
+    curl_slist_free_all(connect_to);
     curl_easy_cleanup(h);
     free(b);
     return j;
@@ -111,7 +153,8 @@ int doc_etcd_check(const char *url, const doc_settings *s)
     char red[1024], eps[MAX_EP][256], user[256] = "", pass[256] = "", err[512];
     size_t n = 0;
     const char *node = cli_redact_url(url, red, sizeof red);
-    const char *p = url + 7, *end = p + strcspn(p, "/?#"), *at = NULL;
+    tls_on = !strncmp(url, "etcds://", 8) || s->g->copts.tls;
+    const char *p = strstr(url, "://") + 3, *end = p + strcspn(p, "/?#"), *at = NULL;
     for (const char *q = p; q < end; q++)
         if (*q == '@')
             at = q;
@@ -144,7 +187,7 @@ int doc_etcd_check(const char *url, const doc_settings *s)
     char token[1024] = "";
     for (size_t i = 0; i < n; i++) {
         char who[300];
-        snprintf(who, sizeof who, "etcd://%s", eps[i]);
+        snprintf(who, sizeof who, "%s://%s", tls_on ? "etcds" : "etcd", eps[i]);
         json_t *st = call(eps[i], "/v3/maintenance/status", "{}", NULL, s, err, sizeof err);
         if (!st) {
             doc_add(who, "member", DOC_FAIL, "an unreachable member cannot serve locks; "

@@ -173,9 +173,14 @@ typedef enum dlock_error {
      *  host, the server refused our client certificate, or it closed the
      *  connection during the handshake. The detail message says which (for
      *  verification: "TLS certificate verification failed: " and OpenSSL's
-     *  reason). Nothing was sent to Redis. A plain (non-TLS) Redis port
+     *  reason). Nothing was applied. A plain (non-TLS) Redis port
      *  usually answers a handshake with silence: that is DLOCK_EIO, "TLS
-     *  handshake timed out", after connect_timeout_ms. */
+     *  handshake timed out", after connect_timeout_ms. On etcd (etcds://)
+     *  the reason is curl's ("SSL certificate problem: ...", "no
+     *  alternative certificate subject name matches ..."), and a member
+     *  that ends a new session before answering (a client certificate it
+     *  wanted or refused, under TLS 1.3) is this code too; the other
+     *  members are tried first (docs/backends.md, "TLS"). */
     DLOCK_ETLS = -19,
     /** dlock_client_options.min_replicas: fewer replicas than asked
      *  acknowledged the acquire or extend within min_replicas_timeout_ms
@@ -613,25 +618,30 @@ typedef struct dlock_client_options {
     dlock_log_fn on_log;
     void *log_arg;
     /** TLS for every node, as if each redis:// URL were rediss:// (like
-     *  redis-cli --tls). unix:// URLs are refused with it (DLOCK_EINVAL)
-     *  rather than silently left in plain text. Default 0. */
+     *  redis-cli --tls), and each etcd:// URL etcds://. unix:// URLs are
+     *  refused with it (DLOCK_EINVAL) rather than silently left in plain
+     *  text. The tls_* options below apply to Redis and etcd alike.
+     *  Default 0. */
     int tls;
     /** PEM file of CA certificates the servers' certificates must chain
      *  to. With neither this nor tls_ca_dir, the system store is used.
      *  The tls_* paths are read by dlock_client_new() (they need not live
-     *  longer). Default NULL. */
+     *  longer; on etcd, libcurl reads the files again for each new
+     *  connection, so they must stay readable). Default NULL. */
     const char *tls_ca_file;
     /** Directory of hashed CA certificates (c_rehash), like tls_ca_file.
      *  Default NULL. */
     const char *tls_ca_dir;
     /** Client certificate (PEM, may hold a chain) for servers that ask for
-     *  one (tls-auth-clients); needs tls_key_file. Default NULL. */
+     *  one (Redis tls-auth-clients, etcd --client-cert-auth); needs
+     *  tls_key_file. Default NULL. */
     const char *tls_cert_file;
     /** Private key (PEM) of tls_cert_file. Default NULL. */
     const char *tls_key_file;
     /** Name sent as SNI and expected in every server's certificate,
      *  instead of each URL's host (useful when connecting by IP address to
-     *  a server whose certificate has a name). Default NULL. */
+     *  a server whose certificate has a name; on etcd the request names it
+     *  and the connection still goes to the URL's host). Default NULL. */
     const char *tls_server_name;
     /** 1: do not verify the servers' certificates at all (the traffic is
      *  encrypted but anyone in the path can read or change it). For tests
@@ -774,11 +784,15 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  *
  * etcd: etcd://[user:password@]host:port[,host:port...] lists the members
  * the client fails over between; several etcd:// URLs, or bare host:port
- * entries after one, add to the list. A client is on one backend: etcd://
+ * entries after one, add to the list. etcds:// is the same over TLS
+ * (https, with the tls* options as for Redis; so is etcd:// with tls set);
+ * etcd:// and etcds:// together are DLOCK_EINVAL (a cluster is TLS on
+ * every member or on none). A client is on one backend: etcd://
  * and Redis URLs together are DLOCK_EINVAL. The cluster is one node to
  * dlock_client_node_count() and dlock_client_status(). The options
- * username, password and tls do not apply (DLOCK_EINVAL, DLOCK_ENOTSUP),
- * and min_node_uptime_ms and wakeups are ignored; pool_size is how many
+ * username and password do not apply (DLOCK_EINVAL: credentials go in
+ * the URL; a stale token is replaced by a new authentication, and the
+ * request sent again), and min_node_uptime_ms and wakeups are ignored; pool_size is how many
  * idle HTTP connections the client keeps (the others close when their
  * request ends). A build
  * without the etcd backend (DLOCK_WITH_ETCD=OFF) refuses etcd:// URLs with
@@ -792,8 +806,8 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  *         cannot be loaded, tls with a unix:// URL, or the same node
  *         twice: the same host:port, or names that resolve to a common
  *         address and the same port, such as 127.0.0.1 and localhost; the
- *         message names both URLs), DLOCK_ENOTSUP (etcd:// URLs in a
- *         build without etcd, or with tls), DLOCK_ENOMEM.
+ *         message names both URLs; etcd:// with etcds://), DLOCK_ENOTSUP
+ *         (etcd:// URLs in a build without etcd), DLOCK_ENOMEM.
  *         Thread-safe. Names that resolve apart but reach one server
  *         (127.0.0.1 and [::1], or TCP and its unix socket) are caught once
  *         connected, by the server's run_id: see dlock_lock_acquire().

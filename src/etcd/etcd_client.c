@@ -16,7 +16,7 @@ int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *
 {
     for (size_t i = 0; i < n_urls; i++)
         if (!urls[i] || (!dlock__etcd_url_is(urls[i]) && !dlock__etcd_url_more(urls[i]))) {
-            snprintf(err, err_len, "URL %zu: etcd:// URLs cannot be mixed with Redis URLs "
+            snprintf(err, err_len, "URL %zu: etcd:// and etcds:// URLs cannot be mixed with Redis URLs "
                      "(one client is on one backend)", i + 1);
             return DLOCK_EINVAL;
         }
@@ -24,10 +24,6 @@ int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *
         snprintf(err, err_len, "etcd: give credentials in the URL (etcd://user:password@...), "
                  "not in the options");
         return DLOCK_EINVAL;
-    }
-    if (opts->tls) {
-        snprintf(err, err_len, "etcd: TLS is not supported by the etcd backend yet");
-        return DLOCK_ENOTSUP;
     }
     dlock__etcd_url u;
     int rc = dlock__etcd_url_parse(&u, urls, n_urls, err, err_len);
@@ -55,11 +51,15 @@ int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *
     }
     ec->io_timeout_ms = opts->io_timeout_ms;
     rc = dlock__etcd_new(&ec->e, &u, opts->connect_timeout_ms, opts->io_timeout_ms);
+    if (rc != DLOCK_OK)
+        snprintf(err, err_len, "out of memory");
+    else
+        rc = dlock__etcd_use_tls(ec->e, opts, err, err_len);
     if (rc != DLOCK_OK) {
         dlock__etcd_url_clear(&u);
+        dlock__etcd_free(ec->e);
         dlock__free(ec->name);
         dlock__free(ec);
-        snprintf(err, err_len, "out of memory");
         return rc;
     }
     dlock__etcd_pool_size(ec->e, (size_t)opts->pool_size);

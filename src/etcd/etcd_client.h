@@ -26,12 +26,13 @@ typedef struct dlock__etcd_client {
     void (*lock_side_free)(struct dlock__etcd_client *ec, int forked);
 } dlock__etcd_client;
 
-/* 1 if the client is to be opened on etcd: urls[0] is etcd://. */
+/* 1 if the client is to be opened on etcd: urls[0] is etcd:// or etcds://. */
 int dlock__etcd_wanted(const char *const *urls, size_t n_urls);
 
 /* Open with these (checked) client options. DLOCK_OK, DLOCK_EINVAL (bad
- * or mixed URLs, credentials in the options; message in err),
- * DLOCK_ENOTSUP (built without etcd, or tls), DLOCK_ENOMEM. */
+ * or mixed URLs, credentials in the options, a TLS file that cannot be
+ * loaded; message in err), DLOCK_ENOTSUP (built without etcd),
+ * DLOCK_ENOMEM. */
 int dlock__etcd_client_open(dlock__etcd_client **out, const char *const *urls,
                             size_t n_urls, const dlock_client_options *opts, char *err,
                             size_t err_len);

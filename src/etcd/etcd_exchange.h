@@ -14,6 +14,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "etcd_tls.h"
 #include "etcd_transfer.h"
 #include "etcd_url.h"
 
@@ -21,6 +22,7 @@ typedef struct dlock__etcd dlock__etcd; /* as etcd_http.h names it */
 
 struct dlock__etcd {
     dlock__etcd_url url;
+    dlock__etcd_tls tls; /* t.on: https to every member */
     int connect_timeout_ms, io_timeout_ms;
     pthread_mutex_t mu; /* idle, n_idle, token */
     dlock__etcd_transfer *idle;
@@ -51,7 +53,7 @@ dlock__etcd_transfer *dlock__etcd_handle_get(dlock__etcd *e);
 void dlock__etcd_handle_put(dlock__etcd *e, dlock__etcd_transfer *h);
 
 /* Failures that another member may not have: DLOCK_EIO, DLOCK_EUNKNOWN,
- * DLOCK_EBUSY. */
+ * DLOCK_EBUSY, DLOCK_ETLS. */
 int dlock__etcd_retryable(int rc);
 
 /* Set up h->easy to POST body to path on endpoint ep (token: the
@@ -65,7 +67,8 @@ int dlock__etcd_exchange_begin(dlock__etcd *e, dlock__etcd_transfer *h, size_t e
  * completed it; DLOCK_ETIMEDOUT, DLOCK_ECANCELED or DLOCK_ENOMEM are
  * returned as they are): takes h->easy out of the multi, frees hdrs, and
  * maps curl's result (h->res): DLOCK_OK, DLOCK_EIO (nothing sent),
- * DLOCK_EUNKNOWN, DLOCK_EPROTO (reply too large), with why. */
+ * DLOCK_EUNKNOWN, DLOCK_EPROTO (reply too large), DLOCK_ETLS (etcd_tls.h),
+ * with why. */
 int dlock__etcd_exchange_finish(dlock__etcd_transfer *h, int rc, dlock__etcd_sink *s,
                                 struct curl_slist *hdrs, int *sent, long *http_code,
                                 char *why, size_t why_len);
@@ -81,7 +84,9 @@ int dlock__etcd_auth_take(dlock__etcd *e, dlock__etcd_sink *s, long http, char *
                           size_t why_len);
 /* The token to send, copied into buf ("" when there is none yet). */
 void dlock__etcd_token_copy(dlock__etcd *e, char *buf, size_t len);
-/* Forget it (the member said it expired). */
-void dlock__etcd_token_drop(dlock__etcd *e);
+/* Forget the token when it is still `stale` (the member said it is): a
+ * request that already took a new one in the meantime keeps it, and the
+ * others use it rather than authenticate again. */
+void dlock__etcd_token_drop(dlock__etcd *e, const char *stale);
 
 #endif

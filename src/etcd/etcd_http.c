@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 
@@ -46,6 +47,12 @@ int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
     return DLOCK_OK;
 }
 
+int dlock__etcd_use_tls(dlock__etcd *e, const dlock_client_options *o, char *err,
+                        size_t err_len)
+{
+    return dlock__etcd_tls_init(&e->tls, &e->url, o, err, err_len);
+}
+
 void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle)
 {
     e->max_idle = max_idle;
@@ -70,13 +77,17 @@ static void free_all(dlock__etcd *e, int forked)
     while (e->idle) {
         handle *h = e->idle;
         e->idle = h->next;
-        dlock__etcd_transfer_free(h);
+        if (forked)
+            dlock__etcd_transfer_free_inherited(h);
+        else
+            dlock__etcd_transfer_free(h);
     }
     e->n_idle = 0;
     if (e->token)
         memset(e->token, 0, strlen(e->token));
     dlock__free(e->token);
     dlock__etcd_url_clear(&e->url);
+    dlock__etcd_tls_clear(&e->tls);
     if (!forked)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&e->mu));
     dlock__free(e);
@@ -125,7 +136,9 @@ void dlock__etcd_handle_put(dlock__etcd *e, handle *h)
 
 int dlock__etcd_retryable(int rc)
 {
-    return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;
+    /* A TLS failure applied nothing, and another member may hold a
+     * certificate that verifies (one renewed before the others). */
+    return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY || rc == DLOCK_ETLS;
 }
 
 /* ---- one request on one endpoint ------------------------------------------ */
@@ -229,6 +242,7 @@ int dlock__etcd_exchange_begin(dlock__etcd *e, handle *h, size_t ep, const char 
     }
     CURL *c = h->easy;
     curl_easy_reset(c);
+    dlock__etcd_transfer_setup(h);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
@@ -238,17 +252,21 @@ int dlock__etcd_exchange_begin(dlock__etcd *e, handle *h, size_t ep, const char 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)e->connect_timeout_ms);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTP);
-#endif
+    dlock__etcd_tls_apply(&e->tls, c, ep);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
     *hdrs_out = hdrs;
     return DLOCK_OK;
 oom:
     curl_slist_free_all(hdrs);
     return DLOCK_ENOMEM;
+}
+
+/* The exchange's scheme in lower case ("http", "https"; "" unknown). */
+static const char *e_scheme(CURL *c)
+{
+    char *scheme = NULL;
+    curl_easy_getinfo(c, CURLINFO_SCHEME, &scheme);
+    return !scheme ? "" : strcasecmp(scheme, "https") == 0 ? "https" : "http";
 }
 
 int dlock__etcd_exchange_finish(handle *h, int rc, sink *s, struct curl_slist *hdrs,
@@ -270,7 +288,12 @@ int dlock__etcd_exchange_finish(handle *h, int rc, sink *s, struct curl_slist *h
         snprintf(why, why_len, "reply too large");
         return s->buf ? DLOCK_EPROTO : DLOCK_ENOMEM;
     }
+    if ((rc = dlock__etcd_tls_failure(c, res, h->curl_err, *sent, why, why_len)) != DLOCK_OK)
+        return rc;
     snprintf(why, why_len, "%s", curl_easy_strerror(res));
+    if (res == CURLE_GOT_NOTHING && strcmp(e_scheme(c), "http") == 0)
+        snprintf(why, why_len, "%s (a member that serves TLS answers plain HTTP so: "
+                 "etcds:// URLs or the tls option speak TLS)", curl_easy_strerror(res));
     if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST || !*sent)
         return DLOCK_EIO;
     return DLOCK_EUNKNOWN;
@@ -354,12 +377,18 @@ void dlock__etcd_token_copy(dlock__etcd *e, char *buf, size_t len)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
 }
 
-void dlock__etcd_token_drop(dlock__etcd *e)
+void dlock__etcd_token_drop(dlock__etcd *e, const char *stale)
 {
+    char *gone = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
-    dlock__free(e->token);
-    e->token = NULL;
+    if (e->token && strcmp(e->token, stale) == 0) {
+        gone = e->token;
+        e->token = NULL;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
+    if (gone)
+        memset(gone, 0, strlen(gone));
+    dlock__free(gone);
 }
 
 /* ---- calls (dlock__etcd_post(): etcd_request.c) --------------------------- */

@@ -20,17 +20,25 @@
  *
  * Error mapping (gRPC code of the gateway's error reply, or transport):
  *   - connect refused or timed out, nothing sent       -> DLOCK_EIO
+ *   - a TLS handshake or verification that failed, a
+ *     client certificate the member refused             -> DLOCK_ETLS
  *   - sent, then no reply in time or connection broken  -> DLOCK_EUNKNOWN
  *   - 14 UNAVAILABLE "request timed out", "leader changed",
  *     4 DEADLINE_EXCEEDED, 1 CANCELED                    -> DLOCK_EUNKNOWN
  *   - 14 UNAVAILABLE (no leader, stopping, ...),
- *     8 RESOURCE_EXHAUSTED "too many requests"           -> DLOCK_EBUSY
+ *     8 RESOURCE_EXHAUSTED "too many requests",
+ *     3 "revision of auth store is old" (after the one
+ *     new authentication it causes, see below)          -> DLOCK_EBUSY
  *   - 16 UNAUTHENTICATED, 7 PERMISSION_DENIED,
  *     3 INVALID_ARGUMENT about authentication             -> DLOCK_EAUTH
  *   - 5 NOT_FOUND "requested lease not found"            -> DLOCK_EEXPIRED
  *   - any other error reply (database space exceeded,...) -> DLOCK_EREFUSED
  *   - a body that is not the JSON etcd sends             -> DLOCK_EPROTO
- * Retried on the next endpoint: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EBUSY. */
+ * Retried on the next endpoint: DLOCK_EIO, DLOCK_EUNKNOWN, DLOCK_EBUSY,
+ * DLOCK_ETLS (the same refusal from every member is the call's answer).
+ * A stale token (dlock__etcd_token_stale: 16 UNAUTHENTICATED, or the auth
+ * store changed since it was issued) is dropped, and the request sent
+ * again once on the same endpoint after a new authentication. */
 #ifndef DLOCK_ETCD_HTTP_H
 #define DLOCK_ETCD_HTTP_H
 
@@ -38,6 +46,7 @@
 
 #include <jansson.h>
 
+#include "common.h"
 #include "error.h"
 #include "etcd_url.h"
 
@@ -49,6 +58,12 @@ typedef struct dlock__etcd dlock__etcd;
 #define DLOCK__ETCD_POOL_DEFAULT 4
 int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
                     int connect_timeout_ms, int io_timeout_ms);
+/* TLS to every member when the URLs were etcds:// or o->tls is set, with
+ * o's tls_* options (etcd_tls.h); nothing when neither. Call before the
+ * first request. DLOCK_OK, DLOCK_EINVAL (a TLS file that cannot be loaded;
+ * err says which), DLOCK_ENOMEM. */
+int dlock__etcd_use_tls(dlock__etcd *e, const dlock_client_options *o, char *err,
+                        size_t err_len);
 /* How many idle transfers the pool keeps (the client's pool_size); call
  * before the first request. */
 void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle);
@@ -68,6 +83,11 @@ int64_t dlock__etcd_call_deadline(const dlock__etcd *e);
 
 /* Map a gateway error (gRPC code, message) to a dlock code (never OK). */
 int dlock__etcd_map_error(long grpc_code, const char *msg);
+/* 1 when that error says the token is stale (expired, unknown, or older
+ * than the auth store's last change: "revision of auth store is old"):
+ * a client with credentials authenticates again and sends the request
+ * once more, which is safe because the member refused it unapplied. */
+int dlock__etcd_token_stale(long grpc_code, const char *msg);
 
 /* POST body to path; on DLOCK_OK *out is the reply object (caller
  * json_decref()s). deadline_ns bounds the whole call; cancel_fd (or -1)

@@ -23,6 +23,11 @@ int dlock__etcd_map_error(long code, const char *msg)
     case 7:  /* PERMISSION_DENIED */
         return DLOCK_EAUTH;
     case 3: /* INVALID_ARGUMENT: authentication failures come as this */
+        /* The token predates a change of users, roles or permissions:
+         * refused before it was applied, and a new token mends it
+         * (dlock__etcd_token_stale). */
+        if (strstr(msg, "revision of auth store is old"))
+            return DLOCK_EBUSY;
         if (strstr(msg, "authentication") || strstr(msg, "user name") ||
             strstr(msg, "auth token") || strstr(msg, "password"))
             return DLOCK_EAUTH;
@@ -41,6 +46,13 @@ int dlock__etcd_map_error(long code, const char *msg)
     default:
         return DLOCK_EREFUSED;
     }
+}
+
+int dlock__etcd_token_stale(long code, const char *msg)
+{
+    /* "invalid auth token" (expired, or issued before a restart or an auth
+     * disable), "auth token not found", ...: every UNAUTHENTICATED */
+    return code == 16 || (code == 3 && msg && strstr(msg, "revision of auth store is old"));
 }
 
 int dlock__etcd_json_i64(json_t *obj, const char *field, int64_t *out)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A build without the etcd backend (DLOCK_WITH_ETCD=OFF): etcd:// URLs are
- * recognised and refused with DLOCK_ENOTSUP; no client is ever opened on
+/* A build without the etcd backend (DLOCK_WITH_ETCD=OFF): etcd:// and
+ * etcds:// URLs are recognised and refused with DLOCK_ENOTSUP; no client is ever opened on
  * etcd, so the other entry points (etcd_client.h, the lock operations) are
  * never reached. */
 #include <stdio.h>
@@ -18,7 +18,7 @@ static int refuse(dlock_client *c, const char *const *urls, size_t n_urls,
                   const dlock_client_options *opts, char *err, size_t err_len)
 {
     (void)c, (void)urls, (void)n_urls, (void)opts;
-    snprintf(err, err_len, "etcd:// URLs: this dlock was built without etcd support "
+    snprintf(err, err_len, "etcd:// and etcds:// URLs: this dlock was built without etcd support "
              "(DLOCK_WITH_ETCD=OFF)");
     return DLOCK_ENOTSUP;
 }

@@ -145,8 +145,8 @@ static void request_ended(dlock__etcd_transfer *t)
         rc = dlock__etcd_decode(&q->s, http, &q->out, &code, q->why, sizeof q->why);
         q->server_code = code;
     }
-    if (rc == DLOCK_EAUTH && q->e->url.user && q->pass == 0 && code == 16) {
-        dlock__etcd_token_drop(q->e); /* expired token: authenticate again */
+    if (rc != DLOCK_OK && q->e->url.user && q->pass == 0 && dlock__etcd_token_stale(code, q->why)) {
+        dlock__etcd_token_drop(q->e, q->token); /* stale: authenticate again */
         q->pass = 1;
         begin_pass(q);
         return;

@@ -40,7 +40,7 @@ typedef struct dlock__etcd_req {
     char *text, *auth_body;
     size_t first, i, ep; /* endpoints: the first tried, how many so far, this one */
     int64_t deadline_ns, try_ms, until_ns;
-    int pass;            /* 1 once an expired token was dropped on this endpoint */
+    int pass;            /* 1 once a stale token was dropped on this endpoint */
     int any_sent;
     int running;         /* a transfer is on the loop */
     dlock__etcd_sink s;

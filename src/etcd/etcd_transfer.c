@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "common.h"
@@ -123,11 +125,47 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp)
 
 /* ---- the transfer ----------------------------------------------------------------- */
 
+/* CURLOPT_SOCKOPTFUNCTION: a socket curl just made; noted (a full table
+ * leaves it untracked: only a forked child's close would miss it). */
+static int on_sockopt(void *arg, curl_socket_t s, curlsocktype purpose)
+{
+    (void)purpose;
+    dlock__etcd_transfer *t = arg;
+    for (size_t i = 0; i < DLOCK__ETCD_OPEN_SOCKETS; i++)
+        if (t->open[i] == CURL_SOCKET_BAD) {
+            t->open[i] = s;
+            break;
+        }
+    return CURL_SOCKOPT_OK;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: curl is done with s. */
+static int on_close(void *arg, curl_socket_t s)
+{
+    dlock__etcd_transfer *t = arg;
+    for (size_t i = 0; i < DLOCK__ETCD_OPEN_SOCKETS; i++)
+        if (t->open[i] == s)
+            t->open[i] = CURL_SOCKET_BAD;
+    return close(s);
+}
+
+void dlock__etcd_transfer_setup(dlock__etcd_transfer *t)
+{
+    t->curl_err[0] = '\0';
+    curl_easy_setopt(t->easy, CURLOPT_ERRORBUFFER, t->curl_err);
+    curl_easy_setopt(t->easy, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+    curl_easy_setopt(t->easy, CURLOPT_SOCKOPTDATA, t);
+    curl_easy_setopt(t->easy, CURLOPT_CLOSESOCKETFUNCTION, on_close);
+    curl_easy_setopt(t->easy, CURLOPT_CLOSESOCKETDATA, t);
+}
+
 dlock__etcd_transfer *dlock__etcd_transfer_new(void)
 {
     dlock__etcd_transfer *t = dlock__calloc(1, sizeof *t);
     if (!t)
         return NULL;
+    for (size_t i = 0; i < DLOCK__ETCD_OPEN_SOCKETS; i++)
+        t->open[i] = CURL_SOCKET_BAD;
     t->curl_timer.fire = curl_timer_fire;
     t->deadline.fire = deadline_fire;
     if (!(t->easy = curl_easy_init()) || !(t->multi = curl_multi_init()) ||
@@ -150,6 +188,25 @@ void dlock__etcd_transfer_free(dlock__etcd_transfer *t)
     if (t->easy)
         curl_easy_cleanup(t->easy);
     dlock__free(t);
+}
+
+void dlock__etcd_transfer_free_inherited(dlock__etcd_transfer *t)
+{
+    if (!t)
+        return;
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (size_t i = 0; i < DLOCK__ETCD_OPEN_SOCKETS; i++)
+        if (t->open[i] != CURL_SOCKET_BAD && (null_fd < 0 || dup2(null_fd, t->open[i]) < 0)) {
+            /* Not blinded: leave it to the process's exit rather than let
+             * curl talk on the parent's connection. */
+            dlock__free(t);
+            if (null_fd >= 0)
+                close(null_fd);
+            return;
+        }
+    if (null_fd >= 0)
+        close(null_fd);
+    dlock__etcd_transfer_free(t);
 }
 
 void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop *loop)

@@ -22,6 +22,9 @@
 /* Sockets one transfer may have open at once: curl uses one, two while
  * it tries an IPv6 and an IPv4 address side by side. */
 #define DLOCK__ETCD_SOCKETS 8
+/* Sockets one transfer's connection cache may hold, open or idle: curl
+ * keeps a few connections per multi handle (CURLMOPT_MAXCONNECTS). */
+#define DLOCK__ETCD_OPEN_SOCKETS 16
 
 struct dlock__etcd_transfer;
 
@@ -46,13 +49,28 @@ typedef struct dlock__etcd_transfer {
     void (*on_end)(struct dlock__etcd_transfer *t);
     void *on_end_arg; /* for on_end, the starter's */
     struct dlock__etcd_transfer *next; /* the idle pool (etcd_http.c) */
+    char curl_err[CURL_ERROR_SIZE];    /* CURLOPT_ERRORBUFFER: curl's detail */
+    /* Every socket curl opened for this transfer and has not closed
+     * (-1: a free slot), watched or idle: a child of fork() blinds them
+     * before curl closes them (dlock__etcd_transfer_free_inherited). */
+    curl_socket_t open[DLOCK__ETCD_OPEN_SOCKETS];
 } dlock__etcd_transfer;
 
 /* NULL when out of memory. */
 dlock__etcd_transfer *dlock__etcd_transfer_new(void);
-/* Unbound transfers only. In a forked child too: curl closes this
- * process's copies of the sockets (plain HTTP: nothing is sent). */
+/* Unbound transfers only. */
 void dlock__etcd_transfer_free(dlock__etcd_transfer *t);
+/* The same in a child of fork(): the sockets are shared with the parent,
+ * and curl's close of a TLS connection reads from it and sends a
+ * close_notify, which would take the parent's bytes or end its session.
+ * So each socket curl opened is first made a copy of /dev/null (dup2),
+ * where those reads and writes fail harmlessly; then curl closes it. */
+void dlock__etcd_transfer_free_inherited(dlock__etcd_transfer *t);
+
+/* After curl_easy_reset() of t->easy, before an exchange: keep curl's
+ * detail message in t->curl_err and track the sockets it opens in
+ * t->open. */
+void dlock__etcd_transfer_setup(dlock__etcd_transfer *t);
 
 void dlock__etcd_transfer_bind(dlock__etcd_transfer *t, dlock__loop *loop);
 void dlock__etcd_transfer_unbind(dlock__etcd_transfer *t);

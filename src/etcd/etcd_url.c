@@ -7,13 +7,24 @@
 #include "error.h"
 #include "etcd_url.h"
 
-#define SCHEME "etcd://"
-#define SCHEME_LEN 7
 #define HOST_MAX 255
+
+/* The length of text's scheme with its "://" (7 for etcd://, 8 for
+ * etcds://), or 0 when it is neither. */
+static size_t scheme_len(const char *text)
+{
+    if (!text)
+        return 0;
+    if (strncasecmp(text, "etcd://", 7) == 0)
+        return 7;
+    if (strncasecmp(text, "etcds://", 8) == 0)
+        return 8;
+    return 0;
+}
 
 int dlock__etcd_url_is(const char *text)
 {
-    return text && strncasecmp(text, SCHEME, SCHEME_LEN) == 0;
+    return scheme_len(text) > 0;
 }
 
 void dlock__etcd_url_clear(dlock__etcd_url *u)
@@ -82,13 +93,13 @@ static int add_host(dlock__etcd_url *u, const char *s, size_t n, const char *url
         if (strlen(u->name[i]) == n && memcmp(u->name[i], s, n) == 0)
             return bad(err, len, url, "the same endpoint twice");
     char *name = dlock__strndup(s, n);
-    char *ep = dlock__malloc(n + 8);
+    char *ep = dlock__malloc(n + 9);
     if (!name || !ep) {
         dlock__free(name);
         dlock__free(ep);
         return DLOCK_ENOMEM;
     }
-    snprintf(ep, n + 8, "http://%s", name);
+    snprintf(ep, n + 9, "%s://%s", u->tls ? "https" : "http", name);
     u->name[u->n] = name;
     u->endpoint[u->n++] = ep;
     return DLOCK_OK;
@@ -110,9 +121,17 @@ static int set_cred(char **slot, const char *s, size_t n, const char *url,
 
 static int parse_one(dlock__etcd_url *u, const char *url, char *err, size_t len)
 {
-    if (!dlock__etcd_url_is(url))
-        return bad(err, len, url, "not an etcd:// URL");
-    const char *s = url + SCHEME_LEN, *end = s + strlen(s);
+    size_t skip = scheme_len(url);
+    if (!skip)
+        return bad(err, len, url, "not an etcd:// or etcds:// URL");
+    /* One cluster serves its clients in TLS on every member or on none: a
+     * plain member among TLS ones is a mistake (or a downgrade). */
+    int tls = skip == 8;
+    if (u->n > 0 && tls != u->tls)
+        return bad(err, len, url, "etcd:// and etcds:// URLs cannot be mixed (one cluster is "
+                                  "TLS on every member or on none)");
+    u->tls = tls;
+    const char *s = url + skip, *end = s + strlen(s);
     if (end > s && end[-1] == '/') /* etcd://h:1/ is fine; a path is not */
         end--;
     if (memchr(s, '/', (size_t)(end - s)) || memchr(s, '?', (size_t)(end - s)))
@@ -166,5 +185,27 @@ int dlock__etcd_url_parse(dlock__etcd_url *out, const char *const *urls,
             return rc;
         }
     }
+    return DLOCK_OK;
+}
+
+int dlock__etcd_url_use_tls(dlock__etcd_url *u)
+{
+    if (u->tls)
+        return DLOCK_OK;
+    char *ep[DLOCK__ETCD_MAX_ENDPOINTS] = {0};
+    for (size_t i = 0; i < u->n; i++) {
+        size_t n = strlen(u->name[i]) + 9;
+        if (!(ep[i] = dlock__malloc(n))) {
+            for (size_t k = 0; k < i; k++)
+                dlock__free(ep[k]);
+            return DLOCK_ENOMEM;
+        }
+        snprintf(ep[i], n, "https://%s", u->name[i]);
+    }
+    for (size_t i = 0; i < u->n; i++) {
+        dlock__free(u->endpoint[i]);
+        u->endpoint[i] = ep[i];
+    }
+    u->tls = 1;
     return DLOCK_OK;
 }

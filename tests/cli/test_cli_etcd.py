@@ -7,7 +7,9 @@ Usage: test_cli_etcd.py PATH_TO_DLOCK [unittest options]
 Starts one etcd (Debian's etcd-server) on free 127.0.0.1 ports in a
 temporary directory and stops exactly that process at the end. The same
 commands, options and exit statuses as on Redis: run, busy (1), acquire /
-status / release by token, a lost lock (75), an unreachable cluster (69).
+status / release by token, a lost lock (75), an unreachable cluster (69);
+and over TLS (etcds://, --tls), a member serving https with certificates
+made by openssl: the TLS flags work as for Redis, a wrong CA exits 69.
 """
 import json
 import os
@@ -19,6 +21,7 @@ import tempfile
 import unittest
 
 from cli_support import free_port, start_process, stop_process, wait_until
+from test_cli import make_certs
 
 DLOCK = None
 TOKEN_RE = re.compile(r"^[0-9a-f]{16}$")
@@ -28,7 +31,9 @@ class Etcd:
     """One etcd member of our own (Debian's etcd-server) on 127.0.0.1, in a
     temporary directory; stop() ends exactly it and removes the directory."""
 
-    def __init__(self):
+    def __init__(self, certs=None):
+        self.certs = certs  # serve clients over TLS with certs["server.crt"]
+        scheme = "https" if certs else "http"
         self.dir = tempfile.mkdtemp(prefix="dlock-cli-etcd-")
         self.log = open(os.path.join(self.dir, "etcd.log"), "w")
         data = os.path.join(self.dir, "m0")
@@ -36,9 +41,11 @@ class Etcd:
         def argv():
             shutil.rmtree(data, ignore_errors=True)  # a failed try's
             self.port, peer = free_port(), free_port()
-            return ["etcd", "--name", "m0", "--data-dir", data,
-                    "--listen-client-urls", f"http://127.0.0.1:{self.port}",
-                    "--advertise-client-urls", f"http://127.0.0.1:{self.port}",
+            tls = ["--cert-file", certs["server.crt"], "--key-file", certs["server.key"]] \
+                if certs else []
+            return ["etcd", "--name", "m0", "--data-dir", data, *tls,
+                    "--listen-client-urls", f"{scheme}://127.0.0.1:{self.port}",
+                    "--advertise-client-urls", f"{scheme}://127.0.0.1:{self.port}",
                     "--listen-peer-urls", f"http://127.0.0.1:{peer}",
                     "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
                     "--initial-cluster", f"m0=http://127.0.0.1:{peer}",
@@ -53,10 +60,12 @@ class Etcd:
 
     @property
     def url(self):
-        return f"etcd://127.0.0.1:{self.port}"
+        return f"{'etcds' if self.certs else 'etcd'}://127.0.0.1:{self.port}"
 
     def ctl(self, *args):
-        return subprocess.run(["etcdctl", f"--endpoints=127.0.0.1:{self.port}", *args],
+        tls = [f"--cacert={self.certs['ca.crt']}"] if self.certs else []
+        endpoint = f"{'https://' if self.certs else ''}127.0.0.1:{self.port}"
+        return subprocess.run(["etcdctl", f"--endpoints={endpoint}", *tls, *args],
                               capture_output=True, text=True, timeout=10,
                               env=dict(os.environ, ETCDCTL_API="3"))
 
@@ -179,6 +188,90 @@ class EtcdCli(unittest.TestCase):
         r = self.dlock("run", self.name, "--", "true", url="etcd://127.0.0.1")
         self.assertEqual(r.returncode, 64, r.stderr)
         self.assertIn("needs a port", r.stderr)
+
+
+class EtcdTlsCli(unittest.TestCase):
+    """The TLS flags on etcds:// (and etcd:// with --tls), as on rediss://."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="dlock-cli-etcd-certs-")
+        cls.certs = make_certs(cls.tmp)
+        cls.etcd = Etcd(cls.certs)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.etcd.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.name = "cli-" + self._testMethodName
+
+    def dlock(self, *args, url=None, env=None):
+        e = dict(os.environ)
+        for k in ("DLOCK_REDIS", "DLOCK_TLS", "DLOCK_CACERT", "DLOCK_SNI", "DLOCK_INSECURE"):
+            e.pop(k, None)
+        e.update(env or {})
+        return subprocess.run([DLOCK, "-r", url or self.etcd.url, *args], capture_output=True,
+                              text=True, timeout=30, env=e)
+
+    def test_verified_acquire_release_and_run(self):
+        ca = ["--cacert", self.certs["ca.crt"]]
+        r = self.dlock(*ca, "acquire", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        self.assertRegex(token, TOKEN_RE)
+        held = self.etcd.ctl("get", "--prefix", f"{self.name}/", "--keys-only")
+        self.assertIn(f"{self.name}/", held.stdout, held.stderr)
+        # list, status and break read and write over TLS too
+        r = self.dlock(*ca, "list", "--json", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([e["name"] for e in json.loads(r.stdout)], [self.name])
+        r = self.dlock(*ca, "status", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock(*ca, "release", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock(*ca, "acquire", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock(*ca, "break", "--force", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock(*ca, "list", "--json", self.name)
+        self.assertEqual((r.returncode, json.loads(r.stdout)), (0, []), r.stderr)
+        r = self.dlock(*ca, "run", self.name, "--", "sh", "-c", "exit 7")
+        self.assertEqual(r.returncode, 7, r.stderr)
+
+    def test_wrong_ca_and_wrong_name_exit_69_and_say_why(self):
+        r = self.dlock("--cacert", self.certs["other.crt"], "run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("certificate verification failed", r.stderr)
+        self.assertIn("DLOCK_ETLS", r.stderr)
+        r = self.dlock("--cacert", self.certs["ca.crt"], "--sni", "wrong.example",
+                       "run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("wrong.example", r.stderr)
+        # the name the certificate holds, instead of the address
+        r = self.dlock("--cacert", self.certs["ca.crt"], "--sni", "localhost",
+                       "run", self.name, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_tls_flag_insecure_and_environment_on_etcd_urls(self):
+        plain_url = f"etcd://127.0.0.1:{self.etcd.port}"
+        r = self.dlock("--tls", "--insecure", "run", self.name, "--", "true", url=plain_url)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        env = {"DLOCK_TLS": "1", "DLOCK_CACERT": self.certs["ca.crt"]}
+        r = self.dlock("run", self.name, "--", "true", url=plain_url, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        env["DLOCK_CACERT"] = self.certs["other.crt"]
+        r = self.dlock("run", self.name, "--", "true", url=plain_url, env=env)
+        self.assertEqual(r.returncode, 69, r.stderr)
+
+    def test_doctor_checks_a_tls_member(self):
+        r = self.dlock("--cacert", self.certs["ca.crt"], "doctor")
+        self.assertIn("etcds://127.0.0.1", r.stdout + r.stderr)
+        self.assertNotIn("unreachable", r.stdout, r.stdout)
+        r = self.dlock("--cacert", self.certs["other.crt"], "doctor")
+        self.assertIn("certificate", r.stdout, r.stdout)
+        self.assertNotEqual(r.returncode, 0)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ static int spawn(test_etcd *c, int i, int existing)
 {
     test_etcd_member *m = &c->m[i];
     char client[80], peer[80], log[400];
-    snprintf(client, sizeof client, "http://127.0.0.1:%d", m->client_port);
+    snprintf(client, sizeof client, "%s://127.0.0.1:%d", c->tls ? "https" : "http",
+             m->client_port);
     snprintf(peer, sizeof peer, "http://127.0.0.1:%d", m->peer_port);
     snprintf(log, sizeof log, "%s.log", m->dir);
     char heartbeat[16], election[16];
@@ -51,7 +52,26 @@ static int spawn(test_etcd *c, int i, int existing)
                           "--initial-cluster", c->initial_cluster, "--initial-cluster-state",
                           existing ? "existing" : "new", "--initial-cluster-token", c->dir,
                           "--heartbeat-interval", heartbeat, "--election-timeout", election,
-                          "--logger", "zap", "--log-level", "warn", NULL};
+                          "--logger", "zap", "--log-level", "warn", NULL, NULL, NULL, NULL,
+                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t k = 0;
+    while (argv[k])
+        k++;
+    for (size_t x = 0; c->extra[x]; x++)
+        argv[k++] = c->extra[x];
+    if (c->tls) {
+        argv[k++] = "--cert-file";
+        argv[k++] = c->tls_conf.cert;
+        argv[k++] = "--key-file";
+        argv[k++] = c->tls_conf.key;
+        /* etcd 3.4 asks every client for a certificate once it has a CA
+         * to check them with: only the member that should. */
+        if (c->tls_conf.client_cert_auth) {
+            argv[k++] = "--trusted-ca-file";
+            argv[k++] = c->tls_conf.ca;
+            argv[k++] = "--client-cert-auth";
+        }
+    }
     pid_t pid = test_spawn_server(argv, log);
     if (pid < 0)
         return -1;
@@ -59,6 +79,11 @@ static int spawn(test_etcd *c, int i, int existing)
     m->paused = 0;
     return 0;
 }
+
+/* The members' TLS settings for the harness's own calls (one harness
+ * per test process runs TLS members at a time). */
+static test_etcd_tls harness_tls;
+static int harness_tls_on;
 
 /* POST body to member i; the reply object or NULL. */
 static json_t *member_post(const test_etcd_member *m, const char *path,
@@ -78,6 +103,15 @@ static json_t *member_post(const test_etcd_member *m, const char *path,
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    if (harness_tls_on && !strncmp(m->http, "https", 5)) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, harness_tls.ca);
+        /* A member's certificate may name a host, not 127.0.0.1. */
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+        if (harness_tls.client_cert) {
+            curl_easy_setopt(h, CURLOPT_SSLCERT, harness_tls.client_cert);
+            curl_easy_setopt(h, CURLOPT_SSLKEY, harness_tls.client_key);
+        }
+    }
     CURLcode res = curl_easy_perform(h);
     curl_easy_cleanup(h);
     fclose(f);
@@ -137,7 +171,10 @@ static int wait_member(test_etcd_member *m, int max_ms)
     int64_t end = test_now_ms() + max_ms;
     do {
         json_t *j = member_post(m, "/v3/kv/range", "{\"key\":\"AA==\"}", 500);
-        int ok = j && json_object_get(j, "header");
+        /* an authentication refusal (auth on, no token) is an answer too;
+         * "no leader" and timeouts are not */
+        json_int_t code = json_integer_value(json_object_get(j, "code"));
+        int ok = j && (json_object_get(j, "header") || code == 3 || code == 7 || code == 16);
         json_decref(j);
         if (ok)
             return 0;
@@ -151,9 +188,34 @@ int test_etcd_start(test_etcd *c, int n)
     return test_etcd_start_timed(c, n, 50, 500);
 }
 
+static int start_members(test_etcd *c, int n, int heartbeat_ms, int election_ms);
+
 int test_etcd_start_timed(test_etcd *c, int n, int heartbeat_ms, int election_ms)
 {
     memset(c, 0, sizeof *c);
+    return start_members(c, n, heartbeat_ms, election_ms);
+}
+
+int test_etcd_start_tls(test_etcd *c, int n, const test_etcd_tls *tls)
+{
+    memset(c, 0, sizeof *c);
+    c->tls = 1;
+    c->tls_conf = *tls;
+    harness_tls = *tls;
+    harness_tls_on = 1;
+    return start_members(c, n, 50, 500);
+}
+
+int test_etcd_start_args(test_etcd *c, int n, const char *const *extra)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; extra[i] && i < TEST_ETCD_EXTRA; i++)
+        c->extra[i] = extra[i];
+    return start_members(c, n, 50, 500);
+}
+
+static int start_members(test_etcd *c, int n, int heartbeat_ms, int election_ms)
+{
     if (n < 1 || n > TEST_ETCD_MAX)
         return -1;
     c->heartbeat_ms = heartbeat_ms;
@@ -163,7 +225,7 @@ int test_etcd_start_timed(test_etcd *c, int n, int heartbeat_ms, int election_ms
         return -1;
     c->n = n;
     size_t used = 0, uused = 0;
-    uused += (size_t)snprintf(c->url, sizeof c->url, "etcd://");
+    uused += (size_t)snprintf(c->url, sizeof c->url, c->tls ? "etcds://" : "etcd://");
     for (int i = 0; i < n; i++) {
         test_etcd_member *m = &c->m[i];
         m->client_port = free_port();
@@ -175,8 +237,10 @@ int test_etcd_start_timed(test_etcd *c, int n, int heartbeat_ms, int election_ms
         }
         snprintf(m->name, sizeof m->name, "m%d", i);
         snprintf(m->dir, sizeof m->dir, "%s/m%d", c->dir, i);
-        snprintf(m->url, sizeof m->url, "etcd://127.0.0.1:%d", m->client_port);
-        snprintf(m->http, sizeof m->http, "http://127.0.0.1:%d", m->client_port);
+        snprintf(m->url, sizeof m->url, "%s://127.0.0.1:%d", c->tls ? "etcds" : "etcd",
+                 m->client_port);
+        snprintf(m->http, sizeof m->http, "%s://127.0.0.1:%d", c->tls ? "https" : "http",
+                 m->client_port);
         used += (size_t)snprintf(c->initial_cluster + used, sizeof c->initial_cluster - used,
                                  "%s%s=http://127.0.0.1:%d", i ? "," : "", m->name,
                                  m->peer_port);
@@ -288,7 +352,7 @@ dlock_client *test_etcd_client(const test_etcd *c, int first, int io_timeout_ms)
         int n = snprintf(url, sizeof url, "%s", c->m[first].url);
         for (int i = 0; i < c->n; i++)
             if (i != first)
-                n += snprintf(url + n, sizeof url - (size_t)n, ",%s", c->m[i].url + 7);
+                n += snprintf(url + n, sizeof url - (size_t)n, ",%s", strstr(c->m[i].url, "://") + 3);
         u = url;
     }
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;

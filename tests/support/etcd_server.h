@@ -14,23 +14,38 @@
 #include "dlock.h"
 
 #define TEST_ETCD_MAX 3
+#define TEST_ETCD_EXTRA 4
+
+/* A member serving its clients over TLS only (https): its certificate
+ * and key, and whether it asks for a client certificate signed by ca
+ * (--client-cert-auth --trusted-ca-file). The harness's own calls use ca to verify
+ * the member and client_cert/client_key when it asks. The strings must
+ * outlive the members (restart uses them). */
+typedef struct test_etcd_tls {
+    const char *ca, *cert, *key;
+    const char *client_cert, *client_key;
+    int client_cert_auth;
+} test_etcd_tls;
 
 typedef struct test_etcd_member {
     pid_t pid; /* 0: not running */
     int client_port, peer_port;
     char name[16];
     char dir[300];    /* data dir */
-    char url[80];     /* etcd://127.0.0.1:PORT, this member alone */
-    char http[80];    /* http://127.0.0.1:PORT */
+    char url[80];     /* etcd://127.0.0.1:PORT (etcds:// over TLS), this member alone */
+    char http[80];    /* http://127.0.0.1:PORT (https://) */
     int paused;
 } test_etcd_member;
 
 typedef struct test_etcd {
     int n;
     char dir[256];            /* temp dir holding the members' dirs */
-    char url[400];            /* etcd://h:p,h:p,h:p (every member) */
+    char url[400];            /* etcd://h:p,h:p,h:p (every member; etcds:// over TLS) */
     char initial_cluster[600];
     int heartbeat_ms, election_ms; /* raft timing of every member */
+    int tls;                       /* clients over TLS, as tls_conf says */
+    test_etcd_tls tls_conf;
+    const char *extra[TEST_ETCD_EXTRA + 1]; /* more etcd arguments, NULL-ended */
     test_etcd_member m[TEST_ETCD_MAX];
 } test_etcd;
 
@@ -43,6 +58,14 @@ int test_etcd_start(test_etcd *c, int n);
  * gives the 2 s minimum that deployments see; the tuned timing of
  * test_etcd_start() gives 1 s. */
 int test_etcd_start_timed(test_etcd *c, int n, int heartbeat_ms, int election_ms);
+
+/* The same with clients served over TLS only (the peers stay plain). */
+int test_etcd_start_tls(test_etcd *c, int n, const test_etcd_tls *tls);
+
+/* The same with up to TEST_ETCD_EXTRA more arguments for every member
+ * (NULL-ended; the strings must outlive the members), e.g. "--auth-token"
+ * and its value. */
+int test_etcd_start_args(test_etcd *c, int n, const char *const *extra);
 
 /* SIGTERM every member, wait; SIGKILL stragglers; remove the temp dir.
  * Safe to call twice. */

@@ -134,9 +134,15 @@ int test_tls_certs_make(test_tls_certs *t)
         "openssl req -x509 -new " KEY " -keyout other-ca.key -out other-ca.crt -days 3 "
         "-subj /CN=dlock-unrelated-ca",
         "openssl req -new " KEY " -keyout server.key -out server.csr -subj /CN=127.0.0.1",
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n' >server.ext",
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n"
+        "extendedKeyUsage=serverAuth,clientAuth\\n' >server.ext",
         "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3 "
         "-extfile server.ext -out server.crt",
+        "openssl req -new " KEY " -keyout named.key -out named.csr -subj /CN=" TEST_TLS_NAMED_HOST,
+        "printf 'subjectAltName=DNS:" TEST_TLS_NAMED_HOST "\\n"
+        "extendedKeyUsage=serverAuth,clientAuth\\n' >named.ext",
+        "openssl x509 -req -in named.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3 "
+        "-extfile named.ext -out named.crt",
         "openssl req -new " KEY " -keyout client.key -out client.csr -subj /CN=dlock-test-client",
         "printf 'extendedKeyUsage=clientAuth\\n' >client.ext",
         "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3 "
@@ -152,6 +158,8 @@ int test_tls_certs_make(test_tls_certs *t)
     snprintf(t->other_ca, sizeof t->other_ca, "%s/other-ca.crt", t->dir);
     snprintf(t->server_cert, sizeof t->server_cert, "%s/server.crt", t->dir);
     snprintf(t->server_key, sizeof t->server_key, "%s/server.key", t->dir);
+    snprintf(t->named_cert, sizeof t->named_cert, "%s/named.crt", t->dir);
+    snprintf(t->named_key, sizeof t->named_key, "%s/named.key", t->dir);
     snprintf(t->client_cert, sizeof t->client_cert, "%s/client.crt", t->dir);
     snprintf(t->client_key, sizeof t->client_key, "%s/client.key", t->dir);
     return 0;

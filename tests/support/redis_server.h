@@ -56,11 +56,16 @@ redisReply *test_redis_cmd(const test_redis *r, const char *fmt, ...);
 
 /* Certificates for TLS tests, made with the openssl command in a temp dir:
  * a CA, a server certificate it signed (CN and SAN 127.0.0.1, SAN
- * localhost), a client certificate it signed, and a second, unrelated CA. */
+ * localhost; for server and client use, as etcd's gateway presents it to
+ * its own gRPC port), a server certificate that names only
+ * TEST_TLS_NAMED_HOST (no address), a client certificate it signed, and
+ * a second, unrelated CA. */
+#define TEST_TLS_NAMED_HOST "etcd.dlock.test"
 typedef struct test_tls_certs {
     char dir[256];
     char ca[300], other_ca[300];
     char server_cert[300], server_key[300];
+    char named_cert[300], named_key[300];
     char client_cert[300], client_key[300];
 } test_tls_certs;
 

@@ -339,6 +339,32 @@ dlock_lock *test_lock_with(dlock_client *c, const char *name,
 }
 
 /* The same with these options over the defaults. */
+int test_try_acquire(const char *url, const dlock_client_options *o, const char *name,
+                     char *msg, size_t len)
+{
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    int rc = dlock_client_new(&c, &url, 1, o, msg, len);
+    if (rc != DLOCK_OK)
+        return rc;
+    assert_int_equal(dlock_lock_new(&l, c, name, NULL), DLOCK_OK);
+    rc = dlock_lock_acquire(l, 0);
+    snprintf(msg, len, "%s", dlock_lock_errmsg(l));
+    if (rc == DLOCK_OK)
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return rc;
+}
+
+void test_expect_tls_error(int rc, const char *msg, const char *want)
+{
+    printf("# %s: %s\n", dlock_errname(rc), msg);
+    assert_int_equal(rc, DLOCK_ETLS);
+    if (!strstr(msg, want))
+        fail_msg("message \"%s\" does not contain \"%s\"", msg, want);
+}
+
 dlock_lock *test_lock_new(dlock_client *c, const char *name, int64_t ttl_ms,
                                         unsigned flags, int64_t retry_min_ms,
                                         int64_t retry_max_ms)

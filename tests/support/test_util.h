@@ -153,6 +153,15 @@ dlock_lock *test_lock_with(dlock_client *c, const char *name, const dlock_lock_o
 dlock_lock *test_lock_new(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags,
                           int64_t retry_min_ms, int64_t retry_max_ms);
 
+/* On a fresh client for url with options o, try lock `name` once (and
+ * release it if granted); returns the acquire's code, or the client's when
+ * it could not be made, with the message of either in msg. Main thread. */
+int test_try_acquire(const char *url, const dlock_client_options *o, const char *name,
+                     char *msg, size_t len);
+
+/* rc is DLOCK_ETLS and msg holds want (both printed as a "# " line). */
+void test_expect_tls_error(int rc, const char *msg, const char *want);
+
 /* Poll the handle every 5 ms until it is in `state`; 1 if it was within
  * max_ms, 0 if not. */
 int test_wait_for_state(dlock_lock *l, dlock_lock_state state, int max_ms);

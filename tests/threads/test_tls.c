@@ -43,35 +43,9 @@ static dlock_client_options tls_opts(void)
     return o;
 }
 
-/* Acquire once on a fresh client for url with options o; returns the code
- * and copies the handle's message. */
 static int try_acquire(const char *url, const dlock_client_options *o, char *msg, size_t len)
 {
-    dlock_client *c = NULL;
-    dlock_lock *l = NULL;
-    char err[256] = "";
-    const char *urls[] = {url};
-    int rc = dlock_client_new(&c, urls, 1, o, err, sizeof err);
-    if (rc != DLOCK_OK) {
-        snprintf(msg, len, "%s", err);
-        return rc;
-    }
-    assert_int_equal(dlock_lock_new(&l, c, "tls:try", NULL), DLOCK_OK);
-    rc = dlock_lock_acquire(l, 0);
-    snprintf(msg, len, "%s", dlock_lock_errmsg(l));
-    if (rc == DLOCK_OK)
-        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return rc;
-}
-
-static void expect_tls_error(int rc, const char *msg, const char *want)
-{
-    printf("# %s: %s\n", dlock_errname(rc), msg);
-    assert_int_equal(rc, DLOCK_ETLS);
-    if (!strstr(msg, want))
-        fail_msg("message \"%s\" does not contain \"%s\"", msg, want);
+    return test_try_acquire(url, o, "tls:try", msg, len);
 }
 
 /* ---- verification ----------------------------------------------------- */
@@ -103,7 +77,7 @@ static void wrong_ca_is_refused_with_the_verification_message(void **state)
     int rc = try_acquire(tls_srv[0].url, &o, msg, sizeof msg);
     /* OpenSSL's reason follows: "self-signed certificate in certificate
      * chain" or "unable to get local issuer certificate". */
-    expect_tls_error(rc, msg, "certificate verification failed: ");
+    test_expect_tls_error(rc, msg, "certificate verification failed: ");
     const char *why = strstr(msg, "verification failed: ") + 21;
     assert_true(strlen(why) > 5);
     assert_int_equal(test_key_exists(&tls_srv[0], "tls:try"), 0);
@@ -116,7 +90,7 @@ static void host_name_mismatch_is_refused(void **state)
     o.tls_server_name = "wrong.example";
     char msg[1024];
     int rc = try_acquire(tls_srv[0].url, &o, msg, sizeof msg);
-    expect_tls_error(rc, msg, "certificate verification failed");
+    test_expect_tls_error(rc, msg, "certificate verification failed");
     assert_non_null(strstr(msg, "mismatch"));
     /* A server name that is in the certificate is accepted instead of the
      * address connected to. */
@@ -189,7 +163,7 @@ static void mutual_tls_with_and_without_a_client_certificate(void **state)
     dlock_client_options o = tls_opts();
     char msg[1024];
     int rc = try_acquire(mtls_srv.url, &o, msg, sizeof msg);
-    expect_tls_error(rc, msg, "TLS");
+    test_expect_tls_error(rc, msg, "TLS");
     assert_int_equal(test_key_exists(&mtls_srv, "tls:try"), 0);
     o.tls_cert_file = certs.client_cert;
     o.tls_key_file = certs.client_key;

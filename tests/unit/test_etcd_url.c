@@ -77,7 +77,7 @@ static void a_list_split_at_its_commas_is_one_list(void **state)
 static void bad_urls_say_what_is_wrong(void **state)
 {
     (void)state;
-    parse_bad("redis://h:1", "not an etcd:// URL");
+    parse_bad("redis://h:1", "not an etcd:// or etcds:// URL");
     parse_bad("etcd://", "no host");
     parse_bad("etcd://h1", "needs a port");
     parse_bad("etcd://h1:0", "1..65535");
@@ -89,6 +89,36 @@ static void bad_urls_say_what_is_wrong(void **state)
     parse_bad("etcd://[::1:2379", "unclosed");
     parse_bad("etcd://user@h:1", "user:password@");
     parse_bad("etcd://h:x1", "1..65535");
+}
+
+static void etcds_urls_are_https_and_never_mixed_with_plain(void **state)
+{
+    (void)state;
+    const char *urls[] = {"etcds://root:pw@h1:1,h2:2", "h3:3", "etcds://h4:4"};
+    dlock__etcd_url u;
+    parse_ok(&u, urls, 3);
+    assert_int_equal(u.tls, 1);
+    assert_int_equal(u.n, 4);
+    assert_string_equal(u.endpoint[0], "https://h1:1");
+    assert_string_equal(u.endpoint[2], "https://h3:3"); /* a bare entry continues the list */
+    assert_string_equal(u.name[3], "h4:4");
+    dlock__etcd_url_clear(&u);
+    /* The tls option makes plain endpoints https too. */
+    const char *plain = "etcd://h1:1,[::1]:2";
+    parse_ok(&u, &plain, 1);
+    assert_int_equal(u.tls, 0);
+    assert_string_equal(u.endpoint[1], "http://[::1]:2");
+    assert_int_equal(dlock__etcd_url_use_tls(&u), DLOCK_OK);
+    assert_int_equal(u.tls, 1);
+    assert_string_equal(u.endpoint[0], "https://h1:1");
+    assert_string_equal(u.endpoint[1], "https://[::1]:2");
+    dlock__etcd_url_clear(&u);
+    /* One cluster is TLS on every member or on none. */
+    const char *mixed[] = {"etcds://h1:1", "etcd://h2:2"};
+    char err[256] = "";
+    assert_int_equal(dlock__etcd_url_parse(&u, mixed, 2, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "cannot be mixed"));
+    parse_bad("etcds://", "no host");
 }
 
 static void credentials_that_disagree_are_refused(void **state)
@@ -106,7 +136,9 @@ static void scheme_test_ignores_case_only(void **state)
     (void)state;
     assert_true(dlock__etcd_url_is("etcd://h:1"));
     assert_true(dlock__etcd_url_is("EtCd://h:1"));
-    assert_false(dlock__etcd_url_is("etcds://h:1"));
+    assert_true(dlock__etcd_url_is("etcds://h:1"));
+    assert_true(dlock__etcd_url_is("ETCDS://h:1"));
+    assert_false(dlock__etcd_url_is("etcdx://h:1"));
     assert_false(dlock__etcd_url_is("redis://h:1"));
     assert_false(dlock__etcd_url_is(NULL));
 }
@@ -143,6 +175,7 @@ int main(void)
         cmocka_unit_test(several_urls_add_up_and_credentials_apply_to_all),
         cmocka_unit_test(a_list_split_at_its_commas_is_one_list),
         cmocka_unit_test(bad_urls_say_what_is_wrong),
+        cmocka_unit_test(etcds_urls_are_https_and_never_mixed_with_plain),
         cmocka_unit_test(credentials_that_disagree_are_refused),
         cmocka_unit_test(scheme_test_ignores_case_only),
         cmocka_unit_test(client_on_etcd_urls_depends_on_the_build),
