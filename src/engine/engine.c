@@ -535,8 +535,8 @@ void dlock__engine_cancel(dlock_lock *l)
         l->waiter.wake(l->waiter.wake_arg);
     if (l->cancel_fd[1] >= 0) {
         /* Wake a round trip in flight (a full pipe already will). */
-        char b = 1;
-        while (write(l->cancel_fd[1], &b, 1) < 0 && errno == EINTR)
+        uint64_t one = 1;
+        while (write(l->cancel_fd[1], &one, sizeof one) < 0 && errno == EINTR)
             ;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));

@@ -91,10 +91,10 @@ struct dlock_lock {
     pthread_cond_t cond; /* waiting acquire sleeps here */
     dlock_lock_state state;
     int canceled;
-    /* A waiting acquire's self-pipe ({-1, -1} otherwise): cancel writes a
-     * byte so that a round trip in flight stops at once, not after the
-     * I/O timeout. Made and closed by the acquiring thread; the write end
-     * is used under mu. */
+    /* A waiting acquire's cancel eventfd, in both entries ({-1, -1}
+     * otherwise): cancel adds 1 so that a round trip in flight stops at
+     * once, not after the I/O timeout. Made and closed by the acquiring
+     * thread; written under mu. */
     int cancel_fd[2];
     /* The eventfd that wakes a waiting acquire's loop (dlock__lock_wake_fd):
      * made on the first wait that needs one, kept for the next, closed
@@ -231,8 +231,9 @@ void dlock__lock_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
  * record's `lease_end` hook, for every backend): INT64_MAX while it is
  * unknown (after an adopt, until an extend). `owner` is the dlock_lock. */
 int64_t dlock__lock_renew_lease_end(void *owner);
-/* A waiting acquire's cancel pipe: dlock_lock_cancel() writes a byte into
- * cancel_fd[1], the wait polls cancel_fd[0]. Returns the read end, or -1
+/* A waiting acquire's cancel eventfd: dlock_lock_cancel() adds 1 to it
+ * through cancel_fd[1], the wait polls cancel_fd[0] (the same fd). Returns
+ * it, or -1
  * for a try-once or when out of descriptors (a cancel then still ends the
  * wait, after the round trip in flight). Closed by close_cancel, which
  * after a waiting acquire (wait_ms not 0) also uses up a cancel that came

@@ -58,7 +58,7 @@ void dlock__loop_poll_close(dlock__loop_poll *lp);
 int dlock__loop_poll_run(dlock__loop_poll *lp, int (*done)(void *arg), void *arg,
                          int64_t deadline_ns);
 
-/* A flag raised when an fd turns readable: the cancel pipe of a waiting
+/* A flag raised when an fd turns readable: the cancel eventfd of a waiting
  * call, as an io record. Once raised it stops watching, then calls
  * on_raise if set (a request on a loop it does not turn learns of the
  * cancel that way). */
