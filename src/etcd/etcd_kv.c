@@ -279,6 +279,34 @@ int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
     return rc;
 }
 
+json_t *dlock__etcd_relet_body(const char *key, size_t key_len, int64_t old_lease,
+                               int64_t new_lease)
+{
+    /* ignore_value: the put keeps the holder identity the key carries */
+    return json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o, s:o, s:b}}], s:[{s:{s:o}}]}",
+                     "compare", "key", b64(key, key_len), "target", "LEASE", "result",
+                     "EQUAL", "lease", i64(old_lease), "success", "request_put", "key",
+                     b64(key, key_len), "lease", i64(new_lease), "ignore_value", 1,
+                     "failure", "request_range", "key", b64(key, key_len));
+}
+
+int dlock__etcd_relet_reply(json_t *rep, int64_t new_lease, dlock__errbuf *err)
+{
+    if (json_is_true(json_object_get(rep, "succeeded")))
+        return DLOCK_OK;
+    dlock__etcd_kv kv;
+    int rc = first_kv(txn_part(rep, 0, "response_range"), &kv);
+    if (rc == DLOCK_EPROTO)
+        return proto(err, "the lease move's transaction");
+    if (rc == DLOCK_OK && !(kv.key && kv.lease == new_lease)) {
+        rc = DLOCK_ENOTOWNER;
+        if (err)
+            dlock__err_set(err, "etcd: the lock key was deleted or replaced");
+    }
+    dlock__etcd_kv_clear(&kv);
+    return rc;
+}
+
 int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len,
                                  const char *value, size_t value_len,
                                  int64_t lease, const char *begin, size_t begin_len,
@@ -442,6 +470,16 @@ int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err)
 {
     int rc = first_kv(rep, kv);
     return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
+}
+
+int dlock__etcd_get_answer(int rc, json_t *out, dlock__etcd_kv *kv, dlock__errbuf *err)
+{
+    memset(kv, 0, sizeof *kv);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__etcd_get_reply(out, kv, err);
+    json_decref(out);
+    return rc;
 }
 
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,

@@ -85,6 +85,17 @@ json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *val
 int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
                              dlock__etcd_kv *first, dlock__errbuf *err);
 
+/* Move key from lease old to lease new, keeping its value and its create
+ * revision (a put changes neither), only while old holds it: the
+ * transaction of an extend to a new TTL (etcd_relet.h). Its failure
+ * branch reads the key, so that a copy sent again after a lost reply
+ * finds the first copy's work (the key already on new). The reply:
+ * DLOCK_OK (the key is on new), DLOCK_ENOTOWNER (it is gone, or on
+ * another lease), DLOCK_EPROTO. */
+json_t *dlock__etcd_relet_body(const char *key, size_t key_len, int64_t old_lease,
+                               int64_t new_lease);
+int dlock__etcd_relet_reply(json_t *rep, int64_t new_lease, dlock__errbuf *err);
+
 /* dlock__etcd_first() with the first key's value too (first->value). */
 int dlock__etcd_first_value(dlock__etcd *e, const char *begin, size_t begin_len,
                             const char *end, size_t end_len, dlock__etcd_kv *first,
@@ -136,6 +147,9 @@ int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
 /* Its two halves, as the keep-alive's. */
 json_t *dlock__etcd_get_body(const char *key, size_t key_len);
 int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err);
+/* A read's request ended with rc (its reply out on DLOCK_OK, released
+ * here): rc, or what the reply says, as dlock__etcd_get_reply(). */
+int dlock__etcd_get_answer(int rc, json_t *out, dlock__etcd_kv *kv, dlock__errbuf *err);
 
 /* The watch's request body (key, from revision from_rev on), and what one
  * message of its stream (the "result" object) says: 1 look again (the key

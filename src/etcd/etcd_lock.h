@@ -76,6 +76,10 @@ int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, siz
  * DLOCK_ENOMEM (h then half made: dlock__etcd_hold_clear()). */
 int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms);
 
+/* A fresh lease ID: 63 random bits, never 0 (0 asks etcd to choose).
+ * DLOCK_OK, or the random source's error. */
+int dlock__etcd_new_lease_id(int64_t *id);
+
 /* Our key's value with an identity: the text and " since=" with the
  * wall-clock time in ms (a stamp for a person, never used in lease
  * arithmetic). Its length. */
