@@ -1193,8 +1193,8 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         not below the TTL, DLOCK_SHARED with DLOCK_EXCLUSIVE),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; shared locks, semaphores and several names
- *         on etcd), DLOCK_ENOMEM.
+ *         over several nodes; shared locks and several names on etcd),
+ *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)
 dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
@@ -1217,6 +1217,13 @@ dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
  * refused with DLOCK_EINVAL ("the semaphore's stored number of permits
  * differs from this handle's") while any
  * permit is held (the key, N with it, goes with the last lease).
+ *
+ * etcd: the permits are the N oldest keys of the name's line (its lock's
+ * layout, NAME/<lease>), each holder's key with a lease of its own; a
+ * waiter looks again whenever a key of the line is deleted. N is not
+ * stored there, so nothing refuses a different N: every user must give
+ * the same. A lock or `etcdctl lock` of the same name is a key in that
+ * line and takes a permit while among the first N (docs/primitives.md).
  *
  * @param permits 1..DLOCK_PERMITS_MAX.
  * @param opts    as for dlock_lock_new(); flags may hold DLOCK_AUTO_RENEW

@@ -127,7 +127,9 @@ static void hold_taken(dlock_lock *l, shared_hold *s)
     memcpy(l->token_inline, s->h.token, sizeof s->h.token);
     l->token = l->token_inline;
     l->token_len = strlen(s->h.token);
-    l->fence = (l->opts.flags & DLOCK_NO_FENCE) ? 0 : (uint64_t)s->h.rev;
+    /* a semaphore's permit has no fence, as on Redis (its create
+     * revision orders the line, but N holders share it: no exclusion) */
+    l->fence = (l->opts.flags & DLOCK_NO_FENCE) || !l->kind->fenced ? 0 : (uint64_t)s->h.rev;
     l->holds = 1;
     dlock__lock_granted(l, s->h.valid_until_ns);
 }

@@ -12,7 +12,6 @@
 
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 #include "etcd_server.h"
 #include "proc.h"
 #include "test_util.h"
+#include "test_waiter.h"
 
 static test_etcd srv;
 static dlock_client *cl;
@@ -162,45 +162,30 @@ static void auto_renew_keeps_the_new_lease_alive(void **state)
 
 /* A waiter watches the key before its own for deletion: the move is a put
  * on that key, no deletion, so the waiter stays out until the release. */
-typedef struct waiter {
-    dlock_lock *l;
-    int rc;
-    atomic_llong got_us;
-} waiter;
-
-static void *wait_for_it(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 30000);
-    atomic_store(&w->got_us, test_now_us());
-    return NULL;
-}
-
 static void a_waiter_stays_out_while_the_holder_moves_leases(void **state)
 {
     (void)state;
     dlock_lock *a = lock_of("ttl-wait", 2000, 0);
-    waiter w = {.l = lock_of("ttl-wait", 2000, 0)};
+    dlock_lock *b = lock_of("ttl-wait", 2000, 0);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, b, 30000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300); /* in line behind a */
     for (int i = 0; i < 6; i++) {
         int rc = dlock_lock_extend(a, i % 2 ? 2000 : 4000);
         if (rc != DLOCK_OK)
             fail_msg("extend %d: %s (%s)", i, dlock_errname(rc), dlock_lock_errmsg(a));
         test_sleep_ms(700); /* past every old lease's TTL by the end */
-        assert_int_equal(atomic_load(&w.got_us), 0);
+        assert_int_equal(atomic_load(&w.done), 0);
     }
-    int64_t released_us = test_now_us();
+    int64_t released_ms = test_now_ms();
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(atomic_load(&w.got_us) >= released_us);
-    assert_true(dlock_lock_fence(w.l) > dlock_lock_fence(a));
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    assert_int_equal(test_waiter_join(&w), DLOCK_OK);
+    assert_true(atomic_load(&w.done_ms) >= released_ms);
+    assert_true(dlock_lock_fence(b) > dlock_lock_fence(a));
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
     dlock_lock_free(a);
-    dlock_lock_free(w.l);
+    dlock_lock_free(b);
 }
 
 /* A lease the owner's other handles share is theirs too: a move is
