@@ -255,7 +255,10 @@ static void holder_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
         return;
     }
     if (w->l->try_once) {
-        dlock__err_set(&w->l->err, "held by another owner");
+        if (w->l->permits > 1)
+            dlock__err_set(&w->l->err, "all %u permits held", w->l->permits);
+        else
+            dlock__err_set(&w->l->err, "held by another owner");
         dlock__etcd_step_undo(w, DLOCK_ENOTACQUIRED, 0, 0);
         return;
     }

@@ -69,6 +69,7 @@ static void three_permits_then_the_fourth_waits(void **state)
         assert_int_equal(strlen(dlock_lock_token(p[i])), 16);
     }
     assert_int_equal(dlock_lock_acquire(p[3], 0), DLOCK_ENOTACQUIRED);
+    assert_string_equal(dlock_lock_errmsg(p[3]), "all 3 permits held");
     assert_true(dlock_lock_holder_ttl_ms(p[3]) > 0);
     assert_int_equal(dlock_lock_release(p[1]), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(p[3], 0), DLOCK_OK);
