@@ -135,6 +135,41 @@ static void extend_to_a_new_ttl_moves_the_key_to_a_new_lease(void **state)
     dlock_lock_free(b);
 }
 
+/* How many leases etcd has (every test here leaves none behind). */
+static size_t leases_live(void)
+{
+    json_t *rep = NULL;
+    json_t *body = json_object();
+    assert_int_equal(dlock__etcd_post(raw, "/v3/lease/leases", body, &rep,
+                                      dlock__deadline_after_ms(3000), -1, NULL, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(body);
+    size_t n = json_array_size(json_object_get(rep, "leases"));
+    json_decref(rep);
+    return n;
+}
+
+/* A move that finds the key gone (broken meanwhile) is DLOCK_ENOTOWNER:
+ * the handle lets go, and the lease granted for the move is revoked, not
+ * left to its TTL. */
+static void a_move_that_finds_the_key_gone_revokes_its_new_lease(void **state)
+{
+    (void)state;
+    size_t before = leases_live();
+    dlock_lock *a = lock_of("ttl-gone", 3000, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(leases_live(), before + 1);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, "ttl-gone", 0, &res), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(a, 30000), DLOCK_ENOTOWNER);
+    assert_int_equal(dlock_lock_state_get(a), DLOCK_STATE_UNLOCKED);
+    /* a's own lease lives on, keyless, to its TTL; the move's is gone */
+    assert_int_equal(leases_live(), before + 1);
+    test_sleep_ms(3500);
+    assert_int_equal(leases_live(), before);
+    dlock_lock_free(a);
+}
+
 /* The watchdog renews the lease the key is on after the move, at the new
  * TTL: renewing the old one (revoked) would find it gone and lose the
  * lock. */
@@ -267,6 +302,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(extend_to_a_new_ttl_moves_the_key_to_a_new_lease),
+        cmocka_unit_test(a_move_that_finds_the_key_gone_revokes_its_new_lease),
         cmocka_unit_test(auto_renew_keeps_the_new_lease_alive),
         cmocka_unit_test(a_waiter_stays_out_while_the_holder_moves_leases),
         cmocka_unit_test(a_lease_shared_by_other_handles_keeps_its_ttl),
