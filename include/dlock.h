@@ -1323,8 +1323,8 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         not below the TTL, DLOCK_SHARED with DLOCK_EXCLUSIVE),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; shared locks, semaphores and several names
- *         on etcd), DLOCK_ENOMEM.
+ *         over several nodes; shared locks and several names on etcd),
+ *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)
 dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
@@ -1347,6 +1347,13 @@ dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
  * refused with DLOCK_EINVAL ("the semaphore's stored number of permits
  * differs from this handle's") while any
  * permit is held (the key, N with it, goes with the last lease).
+ *
+ * etcd: the permits are the N oldest keys of the name's line (its lock's
+ * layout, NAME/<lease>), each holder's key with a lease of its own; a
+ * waiter looks again whenever a key of the line is deleted. N is not
+ * stored there, so nothing refuses a different N: every user must give
+ * the same. A lock or `etcdctl lock` of the same name is a key in that
+ * line and takes a permit while among the first N (docs/primitives.md).
  *
  * @param permits 1..DLOCK_PERMITS_MAX.
  * @param opts    as for dlock_lock_new(); flags may hold DLOCK_AUTO_RENEW
@@ -1476,9 +1483,13 @@ DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
  *         way it is DLOCK_ENOQUORUM and the handle keeps its lease.
  *         etcd: a lease keeps the TTL it was granted (whole seconds, and
  *         at least etcd's minimum lease, 2 s by default, to which etcd
- *         raises a shorter one): 0 always renews it to that TTL; another
- *         @p ttl_ms must round up to it, or, when etcd raised the grant,
- *         be at most it; any other is DLOCK_ENOTSUP and nothing is sent.
+ *         raises a shorter one): 0 always renews it to that TTL, and so
+ *         does a @p ttl_ms that rounds up to it (or, when etcd raised the
+ *         grant, is at most it); another moves the key to a new lease of
+ *         @p ttl_ms (the fence, the token and the place in line stay; the
+ *         old lease is revoked), or is DLOCK_ENOTSUP, nothing sent, when
+ *         the owner's other handles share the lease (DLOCK_REENTRANT).
+ *         A failed move leaves the hold on the old lease.
  */
 DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
 
@@ -1496,7 +1507,9 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
  * with DLOCK_EINVAL, the handle unchanged: DLOCK_REENTRANT in any mode
  * (re-entry is counted per owner, client x thread, which a token from
  * elsewhere does not carry) and a multi-name handle (one token per name).
- * etcd: the token is a lease ID (16 hex digits), see docs/backends.md.
+ * etcd: the token is a lease ID (16 hex digits) and names the key; the
+ * key's lease is read (an extend to a new TTL moves the key to another),
+ * see docs/backends.md.
  *
  * @return DLOCK_OK, DLOCK_ENOMEM (nothing adopted; a release this handle
  *         still owes a node is kept for its next adopt or its free),

@@ -87,7 +87,8 @@ typedef struct dlock__backend {
 
     /* ---- handles ------------------------------------------------------ */
     /* The kind this store serves for the kind asked for (etcd: plain,
-     * counted and fair; exclusive as plain), or NULL: DLOCK_ENOTSUP. */
+     * counted, fair and semaphore; exclusive as plain), or NULL:
+     * DLOCK_ENOTSUP. */
     const struct dlock__kind *(*kind_for)(const dlock_client *c, const struct dlock__kind *k);
     /* The backend's part of a new handle (its keys, its record);
      * DLOCK_OK or DLOCK_ENOMEM. lock_clear frees it: in a fork child

@@ -42,11 +42,13 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
     /* N permits counted per node do not add up over several masters: with
      * N = 2 and three nodes, three holders can each win a different pair
      * of nodes while no node sees more than two (docs/primitives.md). */
+    /* In a line of owners (etcd) a semaphore is itself: the holders are
+     * the N first keys (etcd_wait.c; docs/primitives.md). */
     [DLOCK__KIND_SEMAPHORE] = {.id = DLOCK__KIND_SEMAPHORE, .name = "semaphore",
                                .leave = DLOCK__S_NONE, .renew_mode = "z",
                                .wait = DLOCK__WAIT_RETRY, .adopt = 1,
                                .aux_arg = DLOCK__AUX_PERMITS, .ident = 1,
-                               .in_line = DLOCK__KIND_COUNT},
+                               .in_line = DLOCK__KIND_SEMAPHORE},
     /* A reentrant reader: the shared kind's scripts, with re-entry counted
      * in the handle (kinds.h, reenter; docs/primitives.md). No adopt: an
      * adopted token would not carry the owner id. */

@@ -89,9 +89,10 @@ typedef struct dlock__kind {
     int ident;
     /* The kind a store whose locks are one line of exclusive owners
      * serves for it (etcd; ZooKeeper's recipe is the same shape): such a
-     * store has a lock of its own and none of the read-write or semaphore
-     * kinds (a writer there has no readers to wait for, so it is the plain
-     * or counted lock), or DLOCK__KIND_COUNT: none. A backend of that
+     * store has a lock of its own and none of the read-write kinds (a
+     * writer there has no readers to wait for, so it is the plain or
+     * counted lock); a semaphore there is the N first owners in line; or
+     * DLOCK__KIND_COUNT: none. A backend of that
      * shape answers kind_for (backend.h) with dlock__kind_in_line(). */
     dlock__kind_id in_line;
 } dlock__kind;

@@ -127,7 +127,9 @@ static void hold_taken(dlock_lock *l, shared_hold *s)
     memcpy(l->token_inline, s->h.token, sizeof s->h.token);
     l->token = l->token_inline;
     l->token_len = strlen(s->h.token);
-    l->fence = (l->opts.flags & DLOCK_NO_FENCE) ? 0 : (uint64_t)s->h.rev;
+    /* a semaphore's permit has no fence, as on Redis (its create
+     * revision orders the line, but N holders share it: no exclusion) */
+    l->fence = (l->opts.flags & DLOCK_NO_FENCE) || !l->kind->fenced ? 0 : (uint64_t)s->h.rev;
     l->holds = 1;
     dlock__lock_granted(l, s->h.valid_until_ns);
 }
@@ -226,8 +228,15 @@ static void extend_ended(void *arg)
 static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op)
 {
     (void)deadline_ns; /* late_answer_counts: etcd's answer is the truth */
-    return dlock__etcd_extend_op(op, LD(l)->ec->e, &LD(l)->sh->h, ttl_ms, &l->err, extend_ended,
-                                 l);
+    struct dlock__etcd_client *ec = LD(l)->ec;
+    shared_hold *s = LD(l)->sh;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    int shared = s->holds != l->holds; /* another handle of the owner counts some */
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    dlock__etcd_extend_args a = {.h = &s->h, .ttl_ms = ttl_ms, .err = &l->err,
+                                 .ended = extend_ended, .arg = l,
+                                 .owed = &LD(l)->owed_lease, .shared = shared};
+    return dlock__etcd_extend_op(op, ec->e, &a);
 }
 
 static int adopt_check(dlock_lock *l, const char *token, size_t len)

@@ -93,13 +93,14 @@ static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     (void)code;
     dlock__etcd_hold *h = &w->s->h;
     dlock__etcd_kv first;
+    int ours = 0;
     if (rc == DLOCK_OK)
-        rc = dlock__etcd_create_reply(rep, h->lease, &h->rev, &first, &w->l->err);
+        rc = dlock__etcd_create_reply(rep, h->lease, &h->rev, &first, &ours, &w->l->err);
     if (rc != DLOCK_OK) {
         dlock__etcd_step_failed(w, rc);
         return;
     }
-    w->owner = first.create_rev == h->rev;
+    w->owner = ours; /* among the first keys: the first, or a semaphore's N */
     w->first_lease = w->owner ? 0 : first.lease;
     w->fresh = 1;
     dlock__etcd_kv_clear(&first);
@@ -121,7 +122,8 @@ static void lease_granted(dlock__etcd_wait *w, int rc, long code, json_t *rep)
         rc = dlock__etcd_step_call(
             w, "/v3/kv/txn",
             dlock__etcd_create_body(h->key, h->key_len, name->identity ? id : NULL, id_len,
-                                    h->lease, name->begin, name->len, name->end, name->len),
+                                    h->lease, name->begin, name->len, name->end, name->len,
+                                    dlock__etcd_permits(w->l)),
             created);
     }
     if (rc != DLOCK_OK)

@@ -31,8 +31,10 @@ struct dlock__etcd_lockdata {
     /* A waiter's lease whose revoke was cut off (a cancel's 100 ms, a
      * stopped member), or 0: its key would stay in line until the lease
      * lapses, so the handle's next acquire (begin, within
-     * DLOCK__CANCEL_LEAVE_MS) or its free revokes it again. One at most:
-     * a newer one replaces it, and the older lapses by its TTL. */
+     * DLOCK__CANCEL_LEAVE_MS) or its free revokes it again. Also a lease
+     * an extend to a new TTL left without a key (etcd_relet.h): the old
+     * one, or the new one of a failed move. One at most: a newer one
+     * replaces it, and the older lapses by its TTL. */
     int64_t owed_lease;
 };
 

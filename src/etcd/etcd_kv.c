@@ -211,12 +211,16 @@ int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
     return rc;
 }
 
+/* The first `limit` keys of [begin, end) by create revision in order,
+ * only those created up to max_create_rev (0: all). (The reply's "count"
+ * ignores that filter, so callers count the keys returned.) */
 static json_t *range_req(const char *begin, size_t blen, const char *end,
-                         size_t elen, const char *order, int64_t max_create_rev)
+                         size_t elen, const char *order, int64_t max_create_rev,
+                         int64_t limit)
 {
-    json_t *r = json_pack("{s:o, s:o, s:s, s:s, s:i, s:b}", "key", b64(begin, blen),
+    json_t *r = json_pack("{s:o, s:o, s:s, s:s, s:o, s:b}", "key", b64(begin, blen),
                           "range_end", b64(end, elen), "sort_order", order,
-                          "sort_target", "CREATE", "limit", 1, "keys_only", 1);
+                          "sort_target", "CREATE", "limit", i64(limit), "keys_only", 1);
     if (r && max_create_rev > 0 &&
         json_object_set_new(r, "max_create_revision", i64(max_create_rev))) {
         json_decref(r);
@@ -232,9 +236,24 @@ static json_t *txn_part(json_t *rep, size_t n, const char *kind)
     return json_object_get(json_array_get(parts, n), kind);
 }
 
+/* 1 if one of a range response's kvs has create revision rev. */
+static int range_has_rev(json_t *range, int64_t rev)
+{
+    json_t *kvs = json_object_get(range, "kvs"), *kv;
+    size_t i;
+    int64_t r;
+    json_array_foreach(kvs, i, kv)
+    {
+        if (dlock__etcd_json_i64(kv, "create_revision", &r) == 0 && r == rev)
+            return 1;
+    }
+    return 0;
+}
+
 json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *value,
                                 size_t value_len, int64_t lease, const char *begin,
-                                size_t begin_len, const char *end, size_t end_len)
+                                size_t begin_len, const char *end, size_t end_len,
+                                int64_t permits)
 {
     /* Create-if-absent makes the request idempotent: a copy sent again
      * after a lost reply reads the key the first copy made. */
@@ -245,13 +264,13 @@ json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *val
         "create_revision", i64(0),
         "success", "request_put", "key", b64(key, key_len), "value",
         value ? b64(value, value_len) : b64(key, key_len), "lease", i64(lease),
-        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0),
+        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0, permits),
         "failure", "request_range", "key", b64(key, key_len),
-        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0));
+        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0, permits));
 }
 
 int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
-                             dlock__etcd_kv *first, dlock__errbuf *err)
+                             dlock__etcd_kv *first, int *ours, dlock__errbuf *err)
 {
     memset(first, 0, sizeof *first);
     int succeeded = json_is_true(json_object_get(rep, "succeeded"));
@@ -276,6 +295,36 @@ int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
     if (rc == DLOCK_EPROTO)
         return proto(err, "the lock's create transaction");
     *my_rev = rev;
+    if (ours)
+        *ours = range_has_rev(txn_part(rep, 1, "response_range"), rev);
+    return rc;
+}
+
+json_t *dlock__etcd_relet_body(const char *key, size_t key_len, int64_t old_lease,
+                               int64_t new_lease)
+{
+    /* ignore_value: the put keeps the holder identity the key carries */
+    return json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o, s:o, s:b}}], s:[{s:{s:o}}]}",
+                     "compare", "key", b64(key, key_len), "target", "LEASE", "result",
+                     "EQUAL", "lease", i64(old_lease), "success", "request_put", "key",
+                     b64(key, key_len), "lease", i64(new_lease), "ignore_value", 1,
+                     "failure", "request_range", "key", b64(key, key_len));
+}
+
+int dlock__etcd_relet_reply(json_t *rep, int64_t new_lease, dlock__errbuf *err)
+{
+    if (json_is_true(json_object_get(rep, "succeeded")))
+        return DLOCK_OK;
+    dlock__etcd_kv kv;
+    int rc = first_kv(txn_part(rep, 0, "response_range"), &kv);
+    if (rc == DLOCK_EPROTO)
+        return proto(err, "the lease move's transaction");
+    if (rc == DLOCK_OK && !(kv.key && kv.lease == new_lease)) {
+        rc = DLOCK_ENOTOWNER;
+        if (err)
+            dlock__err_set(err, "etcd: the lock key was deleted or replaced");
+    }
+    dlock__etcd_kv_clear(&kv);
     return rc;
 }
 
@@ -288,31 +337,31 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
 {
     memset(first, 0, sizeof *first);
     json_t *req = dlock__etcd_create_body(key, key_len, value, value_len, lease, begin,
-                                          begin_len, end, end_len);
+                                          begin_len, end, end_len, 1);
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    rc = dlock__etcd_create_reply(rep, lease, my_rev, first, err);
+    rc = dlock__etcd_create_reply(rep, lease, my_rev, first, NULL, err);
     json_decref(rep);
     return rc;
 }
 
 json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
                                      const char *begin, size_t begin_len, const char *end,
-                                     size_t end_len)
+                                     size_t end_len, int64_t limit)
 {
     return json_pack(
         "{s:[{s:o, s:s, s:s, s:o}], s:[{s:o}], s:[]}",
         "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
         "create_revision", i64(my_rev),
         "success", "request_range",
-        range_req(begin, begin_len, end, end_len, "DESCEND", my_rev - 1),
+        range_req(begin, begin_len, end, end_len, "DESCEND", my_rev - 1, limit),
         "failure");
 }
 
 int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *rev,
-                                  dlock__errbuf *err)
+                                  size_t *n_ahead, dlock__errbuf *err)
 {
     memset(pred, 0, sizeof *pred);
     if (!json_is_true(json_object_get(rep, "succeeded"))) {
@@ -325,6 +374,8 @@ int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *re
         rc = DLOCK_EPROTO;
     else
         rc = first_kv(txn_part(rep, 0, "response_range"), pred);
+    if (n_ahead)
+        *n_ahead = json_array_size(json_object_get(txn_part(rep, 0, "response_range"), "kvs"));
     return rc == DLOCK_EPROTO ? proto(err, "the predecessor read") : rc;
 }
 
@@ -336,12 +387,12 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
 {
     memset(pred, 0, sizeof *pred);
     json_t *req = dlock__etcd_predecessor_body(key, key_len, my_rev, begin, begin_len, end,
-                                               end_len);
+                                               end_len, 1);
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    rc = dlock__etcd_predecessor_reply(rep, pred, rev, err);
+    rc = dlock__etcd_predecessor_reply(rep, pred, rev, NULL, err);
     json_decref(rep);
     return rc;
 }
@@ -353,7 +404,7 @@ int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
     memset(first, 0, sizeof *first);
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/range",
-                  range_req(begin, begin_len, end, end_len, "ASCEND", 0), &rep,
+                  range_req(begin, begin_len, end, end_len, "ASCEND", 0, 1), &rep,
                   deadline_ns, -1, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
@@ -367,7 +418,7 @@ int dlock__etcd_first_value(dlock__etcd *e, const char *begin, size_t begin_len,
                             int64_t deadline_ns, dlock__errbuf *err)
 {
     memset(first, 0, sizeof *first);
-    json_t *req = range_req(begin, begin_len, end, end_len, "ASCEND", 0);
+    json_t *req = range_req(begin, begin_len, end, end_len, "ASCEND", 0, 1);
     if (req && json_object_set_new(req, "keys_only", json_false())) {
         json_decref(req);
         req = NULL;
@@ -444,6 +495,16 @@ int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err)
     return rc == DLOCK_EPROTO ? proto(err, "range") : rc;
 }
 
+int dlock__etcd_get_answer(int rc, json_t *out, dlock__etcd_kv *kv, dlock__errbuf *err)
+{
+    memset(kv, 0, sizeof *kv);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__etcd_get_reply(out, kv, err);
+    json_decref(out);
+    return rc;
+}
+
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
                     dlock__errbuf *err)
@@ -477,8 +538,20 @@ int dlock__etcd_watch_says_look(json_t *result)
     return 0;
 }
 
-json_t *dlock__etcd_watch_body(const char *key, size_t key_len, int64_t from_rev)
+json_t *dlock__etcd_watch_body(const char *key, size_t key_len, const char *end,
+                               size_t end_len, int64_t from_rev)
 {
-    return json_pack("{s:{s:o, s:o}}", "create_request", "key", b64(key, key_len),
-                     "start_revision", i64(from_rev));
+    json_t *body = json_pack("{s:{s:o, s:o}}", "create_request", "key", b64(key, key_len),
+                             "start_revision", i64(from_rev));
+    if (!body || !end)
+        return body;
+    /* a range: its deletions only (NOPUT), or every put in the line
+     * (a newcomer, a lease moved) would wake each watcher */
+    json_t *req = json_object_get(body, "create_request");
+    if (json_object_set_new(req, "range_end", b64(end, end_len)) ||
+        json_object_set_new(req, "filters", json_pack("[s]", "NOPUT"))) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
 }

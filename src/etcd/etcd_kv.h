@@ -78,12 +78,26 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
                                  dlock__etcd_kv *first, int64_t deadline_ns,
                                  int cancel_fd, dlock__errbuf *err);
 
-/* The create transaction in two halves, for a request on a loop. */
+/* The create transaction in two halves, for a request on a loop; it
+ * reads the first `permits` keys of the line (a semaphore's holders), and
+ * *ours (may be NULL) says whether key is one of them. */
 json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *value,
                                 size_t value_len, int64_t lease, const char *begin,
-                                size_t begin_len, const char *end, size_t end_len);
+                                size_t begin_len, const char *end, size_t end_len,
+                                int64_t permits);
 int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
-                             dlock__etcd_kv *first, dlock__errbuf *err);
+                             dlock__etcd_kv *first, int *ours, dlock__errbuf *err);
+
+/* Move key from lease old to lease new, keeping its value and its create
+ * revision (a put changes neither), only while old holds it: the
+ * transaction of an extend to a new TTL (etcd_relet.h). Its failure
+ * branch reads the key, so that a copy sent again after a lost reply
+ * finds the first copy's work (the key already on new). The reply:
+ * DLOCK_OK (the key is on new), DLOCK_ENOTOWNER (it is gone, or on
+ * another lease), DLOCK_EPROTO. */
+json_t *dlock__etcd_relet_body(const char *key, size_t key_len, int64_t old_lease,
+                               int64_t new_lease);
+int dlock__etcd_relet_reply(json_t *rep, int64_t new_lease, dlock__errbuf *err);
 
 /* dlock__etcd_first() with the first key's value too (first->value). */
 int dlock__etcd_first_value(dlock__etcd *e, const char *begin, size_t begin_len,
@@ -99,12 +113,14 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
                             int64_t *rev, int64_t deadline_ns, int cancel_fd,
                             dlock__errbuf *err);
 
-/* The predecessor read in two halves, for a request on a loop. */
+/* The predecessor read in two halves, for a request on a loop: up to
+ * limit keys created before key (a semaphore's N), *n_ahead (may be NULL)
+ * how many came, *pred the one just before key. */
 json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
                                      const char *begin, size_t begin_len, const char *end,
-                                     size_t end_len);
+                                     size_t end_len, int64_t limit);
 int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *rev,
-                                  dlock__errbuf *err);
+                                  size_t *n_ahead, dlock__errbuf *err);
 
 /* Read the first key of [begin, end) by create revision (no key: free). */
 int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,
@@ -136,11 +152,16 @@ int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
 /* Its two halves, as the keep-alive's. */
 json_t *dlock__etcd_get_body(const char *key, size_t key_len);
 int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err);
+/* A read's request ended with rc (its reply out on DLOCK_OK, released
+ * here): rc, or what the reply says, as dlock__etcd_get_reply(). */
+int dlock__etcd_get_answer(int rc, json_t *out, dlock__etcd_kv *kv, dlock__errbuf *err);
 
-/* The watch's request body (key, from revision from_rev on), and what one
+/* The watch's request body (key, or [key, end) when end is not NULL:
+ * deletions only, from revision from_rev on), and what one
  * message of its stream (the "result" object) says: 1 look again (the key
  * was deleted, or the watch was cancelled: compaction), 0 nothing yet. */
-json_t *dlock__etcd_watch_body(const char *key, size_t key_len, int64_t from_rev);
+json_t *dlock__etcd_watch_body(const char *key, size_t key_len, const char *end,
+                               size_t end_len, int64_t from_rev);
 int dlock__etcd_watch_says_look(json_t *result);
 
 #endif

@@ -49,8 +49,7 @@ int64_t dlock__etcd_ttl_s(int64_t ttl_ms)
     return s < 1 ? 1 : s;
 }
 
-/* A fresh lease ID: 63 random bits, never 0 (0 asks etcd to choose). */
-static int new_lease_id(int64_t *id)
+int dlock__etcd_new_lease_id(int64_t *id)
 {
     char hex[33];
     int rc = dlock__token_hex(hex);
@@ -125,7 +124,7 @@ static int hold_init(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t 
 int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms)
 {
     int64_t lease;
-    int rc = new_lease_id(&lease);
+    int rc = dlock__etcd_new_lease_id(&lease);
     if (rc != DLOCK_OK || (rc = hold_init(h, name, lease)) != DLOCK_OK)
         return rc;
     h->asked_s = dlock__etcd_ttl_s(ttl_ms);

@@ -14,7 +14,10 @@
  *     the fencing token is that create revision, so it grows with every
  *     grant by construction (revisions never go back);
  *   - a waiter watches only the key created just before its own (no herd),
- *     and looks again when that one is deleted.
+ *     and looks again when that one is deleted;
+ *   - a semaphore of N permits is the same line: its holders are the N
+ *     first keys, and its waiters watch the whole line for deletions
+ *     (etcd_wait.c says why).
  *
  * Every request is idempotent (create-if-absent, grant of our own ID,
  * revoke, keep-alive, reads), so a reply lost to a member failure is
@@ -75,6 +78,10 @@ int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, siz
  * and the create transaction are etcd_wait.c's requests). DLOCK_OK or
  * DLOCK_ENOMEM (h then half made: dlock__etcd_hold_clear()). */
 int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms);
+
+/* A fresh lease ID: 63 random bits, never 0 (0 asks etcd to choose).
+ * DLOCK_OK, or the random source's error. */
+int dlock__etcd_new_lease_id(int64_t *id);
 
 /* Our key's value with an identity: the text and " since=" with the
  * wall-clock time in ms (a stamp for a person, never used in lease

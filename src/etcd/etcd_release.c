@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "common.h"
 #include "etcd_kv.h"
+#include "etcd_relet.h"
 #include "etcd_release.h"
 #include "etcd_renew.h"
 #include "etcd_request.h"
@@ -18,6 +19,9 @@ typedef struct revoke {
     int64_t valid_until_ns, sent_ns;
     dlock__op *op; /* the engine's request, or NULL */
     dlock__etcd_req q;
+    /* An adopted hold's: its token's lease, and what the key read needs */
+    int64_t lease;
+    dlock__etcd *e;
 } revoke;
 
 static void revoked(dlock__etcd_req *q)
@@ -45,13 +49,8 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->sent_ns = dlock__now_ns();
     r->q.err = err;
     r->q.done = revoked;
-    json_t *body = dlock__etcd_lease_body(h->lease);
-    int rc = body ? dlock__etcd_req_start(&r->q, e, loop, "/v3/lease/revoke", body,
-                                          dlock__etcd_call_deadline(e),
-                                          dlock__etcd_io_timeout_ms(e))
-                  : DLOCK_ENOMEM;
-    json_decref(body);
-    return rc;
+    return dlock__etcd_req_post(&r->q, e, loop, "/v3/lease/revoke",
+                                dlock__etcd_lease_body(h->lease), dlock__etcd_call_deadline(e));
 }
 
 static void release_answered(revoke *r)
@@ -60,6 +59,40 @@ static void release_answered(revoke *r)
     op->v.code = r->rc;
     dlock__free(r);
     dlock__op_complete(op);
+}
+
+/* An adopted hold's key is read: the lease it is on now is revoked (the
+ * token's, unless an extend to a new TTL moved it: etcd_relet.h); no
+ * key, the token's lease, whose revoke says whether it had ended. */
+static void key_read(dlock__etcd_req *q)
+{
+    revoke *r = DLOCK__OWNER(q, revoke, q);
+    dlock__etcd_kv kv;
+    int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, q->err);
+    dlock__etcd_hold h = {.lease = kv.key && kv.lease ? kv.lease : r->lease,
+                          .valid_until_ns = r->valid_until_ns};
+    dlock__etcd_kv_clear(&kv);
+    if (rc == DLOCK_OK)
+        rc = revoke_start(r, r->e, &h, r->op->loop, q->err);
+    if (rc != DLOCK_OK) {
+        r->rc = rc;
+        r->done(r);
+    }
+}
+
+/* An adopted hold (its create revision unknown: it came as a token) names
+ * its key; the key's lease is read before the revoke. */
+static int adopted_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
+                         dlock__errbuf *err)
+{
+    r->lease = h->lease;
+    r->e = e;
+    r->valid_until_ns = h->valid_until_ns;
+    r->q.err = err;
+    r->q.done = key_read;
+    return dlock__etcd_req_post(&r->q, e, r->op->loop, "/v3/kv/range",
+                                dlock__etcd_get_body(h->key, h->key_len),
+                                dlock__etcd_call_deadline(e));
 }
 
 int dlock__etcd_release_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_hold *h,
@@ -74,7 +107,8 @@ int dlock__etcd_release_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_hold
         return DLOCK_ENOMEM;
     r->done = release_answered;
     r->op = op;
-    int rc = revoke_start(r, e, h, op->loop, err);
+    int rc = h->rev == 0 && h->key ? adopted_start(r, e, h, err)
+                                   : revoke_start(r, e, h, op->loop, err);
     if (rc != DLOCK_OK)
         dlock__free(r);
     return rc;
@@ -112,7 +146,8 @@ int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err)
     return rc;
 }
 
-/* ---- extend: (learn the TTL,) keep the lease alive, read the key --------- */
+/* ---- extend: (learn the TTL,) keep the lease alive and read the key, or
+ * move the key to a new lease of the new TTL (etcd_relet.h) ------------- */
 
 typedef struct extend {
     dlock__op *op;
@@ -122,8 +157,11 @@ typedef struct extend {
     dlock__errbuf *err;
     void (*ended)(void *arg);
     void *arg;
+    int64_t *owed;           /* the handle's owed lease (etcd_hold.h) */
+    int shared;              /* the owner's other handles share the lease */
     dlock__etcd_req q;       /* the TTL lookup of an adopted hold */
-    dlock__etcd_renew_req r; /* then the renewal */
+    dlock__etcd_renew_req r; /* then the renewal, */
+    dlock__etcd_relet m;     /* or the move to a new lease */
 } extend;
 
 static void extend_answered(extend *x, int rc)
@@ -144,15 +182,25 @@ static int same_lease_ttl(const dlock__etcd_hold *h, int64_t ttl_ms)
     return want_s == h->ttl_s || (raised && want_s < h->ttl_s);
 }
 
-/* ttl_ms 0: renew to the granted TTL, whatever etcd made of ours. */
-static int ttl_refused(extend *x)
+/* A renewal does (1), or a move to a new lease (0); ttl_ms 0: renew to
+ * the granted TTL, whatever etcd made of ours. A lease whose TTL is still
+ * unknown (ttl_s 0: an adopted one that is gone) is renewed, which says
+ * that it is gone. */
+static int renewal_does(const extend *x)
 {
     const dlock__etcd_hold *h = x->h;
-    if (x->ttl_ms == 0 || h->ttl_s <= 0 || same_lease_ttl(h, x->ttl_ms))
+    return x->ttl_ms == 0 || h->ttl_s <= 0 || same_lease_ttl(h, x->ttl_ms);
+}
+
+/* A lease the owner's other handles share is theirs too: moving their
+ * key would leave their renewals on a revoked lease. */
+static int move_refused(extend *x)
+{
+    if (!x->shared)
         return DLOCK_OK;
     if (x->err)
-        dlock__err_set(x->err, "etcd: a lease keeps the TTL it was granted (%" PRId64
-                       " s); extend renews it to that (ttl_ms 0)", h->ttl_s);
+        dlock__err_set(x->err, "etcd: the owner's other handles share this lease (%" PRId64
+                       " s); extend renews it to that TTL (ttl_ms 0)", x->h->ttl_s);
     return DLOCK_ENOTSUP;
 }
 
@@ -166,6 +214,39 @@ static void renewed(dlock__etcd_renew_req *r)
         x->ended(x->arg);
     }
     extend_answered(x, r->rc);
+}
+
+/* The key is on the new lease (the hold's now), or the move failed; a
+ * lease whose revoke did not go through is the handle's to revoke later. */
+static void relet_done(dlock__etcd_relet *m)
+{
+    extend *x = DLOCK__OWNER(m, extend, m);
+    dlock__etcd_hold *h = x->h;
+    if (m->owed)
+        *x->owed = m->owed; /* a newer owed lease replaces an older one */
+    if (m->rc == DLOCK_OK) {
+        /* the token stays: it names the key (the place in line), which
+         * kept its create revision, the fence */
+        h->lease = m->lease;
+        h->ttl_s = m->ttl_s;
+        h->asked_s = m->asked_s;
+        h->valid_until_ns = m->valid_until_ns;
+        x->op->v.until_ns = m->valid_until_ns;
+        x->op->v.renew_ttl_ms = m->ttl_s * 1000;
+    } else if (m->rc == DLOCK_ENOTOWNER) {
+        x->ended(x->arg);
+    }
+    extend_answered(x, m->rc);
+}
+
+static int relet_begin(extend *x)
+{
+    int rc = move_refused(x);
+    if (rc != DLOCK_OK)
+        return rc;
+    x->m.err = x->err;
+    x->m.done = relet_done;
+    return dlock__etcd_relet_start(&x->m, x->e, x->h, x->ttl_ms, x->op->loop);
 }
 
 /* Each member gets its io_timeout_ms, also near the end of our validity:
@@ -194,9 +275,7 @@ static void ttl_learned(dlock__etcd_req *q)
             x->h->ttl_s = granted; /* 0 if the lease is gone: the renewal says so */
     }
     if (rc == DLOCK_OK)
-        rc = ttl_refused(x);
-    if (rc == DLOCK_OK)
-        rc = renew_begin(x);
+        rc = renewal_does(x) ? renew_begin(x) : relet_begin(x);
     if (rc != DLOCK_OK)
         extend_answered(x, rc); /* from the loop: the lookup's done */
 }
@@ -205,28 +284,50 @@ static int ttl_lookup(extend *x)
 {
     x->q.err = x->err;
     x->q.done = ttl_learned;
-    json_t *body = dlock__etcd_lease_body(x->h->lease);
-    int rc = body ? dlock__etcd_req_start(&x->q, x->e, x->op->loop, "/v3/lease/timetolive",
-                                          body, dlock__etcd_call_deadline(x->e),
-                                          dlock__etcd_io_timeout_ms(x->e))
-                  : DLOCK_ENOMEM;
-    json_decref(body);
-    return rc;
+    return dlock__etcd_req_post(&x->q, x->e, x->op->loop, "/v3/lease/timetolive",
+                                dlock__etcd_lease_body(x->h->lease),
+                                dlock__etcd_call_deadline(x->e));
 }
 
-int dlock__etcd_extend_op(dlock__op *op, dlock__etcd *e, dlock__etcd_hold *h, int64_t ttl_ms,
-                          dlock__errbuf *err, void (*ended)(void *arg), void *arg)
+/* An adopted hold's key is read: the hold's lease is the one the key is
+ * on (an extend to a new TTL may have moved it since the token was
+ * printed: etcd_relet.h); no key, the token's, which the renewal finds
+ * gone. Then the TTL that lease was granted. */
+static void lease_learned(dlock__etcd_req *q)
+{
+    extend *x = DLOCK__OWNER(q, extend, q);
+    dlock__etcd_kv kv;
+    int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, x->err);
+    if (rc == DLOCK_OK && kv.key && kv.lease)
+        x->h->lease = kv.lease; /* the renewal is off during the extend */
+    dlock__etcd_kv_clear(&kv);
+    if (rc == DLOCK_OK)
+        rc = ttl_lookup(x);
+    if (rc != DLOCK_OK)
+        extend_answered(x, rc); /* from the loop: the read's done */
+}
+
+static int lease_lookup(extend *x)
+{
+    x->q.err = x->err;
+    x->q.done = lease_learned;
+    return dlock__etcd_req_post(&x->q, x->e, x->op->loop, "/v3/kv/range",
+                                dlock__etcd_get_body(x->h->key, x->h->key_len),
+                                dlock__etcd_call_deadline(x->e));
+}
+
+int dlock__etcd_extend_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_extend_args *a)
 {
     extend *x = dlock__malloc(sizeof *x);
     if (!x)
         return DLOCK_ENOMEM;
-    *x = (extend){.op = op, .e = e, .h = h, .ttl_ms = ttl_ms, .err = err, .ended = ended,
-                  .arg = arg};
+    *x = (extend){.op = op, .e = e, .h = a->h, .ttl_ms = a->ttl_ms, .err = a->err,
+                  .ended = a->ended, .arg = a->arg, .owed = a->owed, .shared = a->shared};
     int rc;
-    if (h->ttl_s == 0) /* adopted: learn the TTL the lease was granted */
-        rc = ttl_lookup(x);
-    else if ((rc = ttl_refused(x)) == DLOCK_OK)
-        rc = renew_begin(x);
+    if (x->h->ttl_s == 0) /* adopted: learn the key's lease and its granted TTL */
+        rc = lease_lookup(x);
+    else
+        rc = renewal_does(x) ? renew_begin(x) : relet_begin(x);
     if (rc != DLOCK_OK)
         dlock__free(x);
     return rc;

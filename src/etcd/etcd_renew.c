@@ -23,14 +23,10 @@ static void end(renew *r, int rc)
 static void read_done(dlock__etcd_req *q)
 {
     renew *r = DLOCK__OWNER(q, renew, q);
-    int rc = q->rc;
-    dlock__etcd_kv kv = {0};
-    if (rc == DLOCK_OK) {
-        rc = dlock__etcd_get_reply(q->out, &kv, r->err);
-        json_decref(q->out);
-    }
-    /* rev 0: adopted, its revision unknown; the key must be there */
-    if (rc == DLOCK_OK && (r->rev ? kv.create_rev != r->rev : !kv.key)) {
+    dlock__etcd_kv kv;
+    int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, r->err);
+    /* (an adopted hold, its revision unknown, reads first: adopted_read) */
+    if (rc == DLOCK_OK && kv.create_rev != r->rev) {
         rc = DLOCK_ENOTOWNER;
         if (r->err)
             dlock__err_set(r->err, "etcd: the lock key was deleted or replaced");
@@ -49,17 +45,52 @@ static void keepalive_done(dlock__etcd_req *q)
         rc = dlock__etcd_keepalive_reply(q->out, r->lease, &r->ttl_s, r->err);
         json_decref(q->out);
     }
-    json_t *body = rc == DLOCK_OK ? dlock__etcd_get_body(r->key, r->key_len) : NULL;
-    if (rc == DLOCK_OK && !body)
-        rc = DLOCK_ENOMEM;
     if (rc == DLOCK_OK) {
         q->done = read_done;
-        rc = dlock__etcd_req_start(q, r->e, r->loop, "/v3/kv/range", body, r->deadline_ns,
-                                   dlock__etcd_io_timeout_ms(r->e));
+        rc = dlock__etcd_req_post(q, r->e, r->loop, "/v3/kv/range",
+                                  dlock__etcd_get_body(r->key, r->key_len), r->deadline_ns);
     }
-    json_decref(body);
     if (rc != DLOCK_OK)
         end(r, rc); /* from the loop: the keep-alive's done */
+}
+
+/* An adopted hold's keep-alive is back: the key was there before it. */
+static void adopted_kept(dlock__etcd_req *q)
+{
+    renew *r = DLOCK__OWNER(q, renew, q);
+    int rc = q->rc;
+    if (rc == DLOCK_OK) {
+        rc = dlock__etcd_keepalive_reply(q->out, r->lease, &r->ttl_s, r->err);
+        json_decref(q->out);
+    }
+    end(r, rc);
+}
+
+/* An adopted hold (rev 0: it came as a token) names its key, whose lease
+ * may have moved since the token was printed (an extend to a new TTL,
+ * etcd_relet.h): the key is read first, and the lease it is on kept
+ * alive. The same two requests as a held one's, in the other order. */
+static void adopted_read(dlock__etcd_req *q)
+{
+    renew *r = DLOCK__OWNER(q, renew, q);
+    dlock__etcd_kv kv;
+    int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, r->err);
+    if (rc == DLOCK_OK && !kv.key) {
+        rc = DLOCK_ENOTOWNER;
+        if (r->err)
+            dlock__err_set(r->err, "etcd: the lock key was deleted or replaced");
+    }
+    if (rc == DLOCK_OK && kv.lease)
+        r->lease = kv.lease;
+    dlock__etcd_kv_clear(&kv);
+    if (rc == DLOCK_OK) {
+        q->done = adopted_kept;
+        r->sent_ns = dlock__now_ns();
+        rc = dlock__etcd_req_post(q, r->e, r->loop, "/v3/lease/keepalive",
+                                  dlock__etcd_keepalive_body(r->lease), r->deadline_ns);
+    }
+    if (rc != DLOCK_OK)
+        end(r, rc); /* from the loop: the read's done */
 }
 
 int dlock__etcd_renew_start(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
@@ -76,14 +107,14 @@ int dlock__etcd_renew_start(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
     if (!(r->key = dlock__malloc(h->key_len + 1)))
         return DLOCK_ENOMEM;
     memcpy(r->key, h->key, h->key_len + 1);
-    json_t *body = dlock__etcd_keepalive_body(r->lease);
+    int adopted = r->rev == 0;
+    json_t *body = adopted ? dlock__etcd_get_body(r->key, r->key_len)
+                           : dlock__etcd_keepalive_body(r->lease);
     r->q.err = r->err;
-    r->q.done = keepalive_done;
+    r->q.done = adopted ? adopted_read : keepalive_done;
     r->sent_ns = dlock__now_ns();
-    int rc = body ? dlock__etcd_req_start(&r->q, e, loop, "/v3/lease/keepalive", body,
-                                          deadline_ns, dlock__etcd_io_timeout_ms(e))
-                  : DLOCK_ENOMEM;
-    json_decref(body);
+    int rc = dlock__etcd_req_post(&r->q, e, loop, adopted ? "/v3/kv/range" : "/v3/lease/keepalive",
+                                  body, deadline_ns);
     if (rc != DLOCK_OK) {
         dlock__free(r->key);
         r->key = NULL;

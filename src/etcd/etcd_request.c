@@ -210,6 +210,16 @@ int dlock__etcd_req_start(req *q, dlock__etcd *e, dlock__loop *loop, const char 
     return DLOCK_OK;
 }
 
+int dlock__etcd_req_post(req *q, dlock__etcd *e, dlock__loop *loop, const char *path,
+                         json_t *body, int64_t deadline_ns)
+{
+    int rc = body ? dlock__etcd_req_start(q, e, loop, path, body, deadline_ns,
+                                          dlock__etcd_io_timeout_ms(e))
+                  : DLOCK_ENOMEM;
+    json_decref(body);
+    return rc;
+}
+
 void dlock__etcd_req_cancel(req *q)
 {
     dlock__timer_clear(q->loop, &q->first_step);

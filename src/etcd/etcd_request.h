@@ -56,6 +56,12 @@ typedef struct dlock__etcd_req {
 int dlock__etcd_req_start(dlock__etcd_req *q, dlock__etcd *e, dlock__loop *loop,
                           const char *path, json_t *body, int64_t deadline_ns, int64_t try_ms);
 
+/* dlock__etcd_req_start() of a body just built (NULL: out of memory,
+ * DLOCK_ENOMEM), which it takes, each member getting io_timeout_ms: the
+ * shape of most steps of the etcd chains. */
+int dlock__etcd_req_post(dlock__etcd_req *q, dlock__etcd *e, dlock__loop *loop, const char *path,
+                         json_t *body, int64_t deadline_ns);
+
 /* From the loop, while q is in flight: end it now with DLOCK_ECANCELED
  * (done() runs inside this call). */
 void dlock__etcd_req_cancel(dlock__etcd_req *q);

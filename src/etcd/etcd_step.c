@@ -15,6 +15,11 @@ dlock__etcd *dlock__etcd_step_etcd(const dlock__etcd_wait *w)
     return LD(w->l)->ec->e;
 }
 
+int64_t dlock__etcd_permits(const dlock_lock *l)
+{
+    return l->permits ? (int64_t)l->permits : 1;
+}
+
 int dlock__etcd_step_transient(int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;

@@ -59,6 +59,8 @@ struct dlock__etcd_wait {
 };
 
 dlock__etcd *dlock__etcd_step_etcd(const dlock__etcd_wait *w);
+/* How many of the first keys in line hold: a semaphore's N, else 1. */
+int64_t dlock__etcd_permits(const dlock_lock *l);
 /* Revoke lease within budget_ms (0: the client's deadlines), shared by
  * the members; next when it is back, whatever it says. */
 int dlock__etcd_step_revoke_lease(dlock__etcd_wait *w, int64_t lease, int64_t budget_ms,

@@ -108,17 +108,28 @@ static void watch_ended(dlock__etcd_watch *ww)
 
 /* Watch only the key just before ours (no herd), from the read's
  * revision on, so that its deletion since is not missed; a stream on it
- * already is kept. One that cannot start leaves the wait to its looks. */
+ * already is kept. One that cannot start leaves the wait to its looks.
+ *
+ * A semaphore's waiter watches the whole line for deletions instead: the
+ * deletion of any key before it may let it in (the first waiter is in
+ * when any of the N holders goes, and every waiter behind moves up with
+ * it), and etcd cannot watch "the keys created before mine". Watching
+ * only the N-th key ahead would miss a nearer holder's release. The cost
+ * is a look per waiter per deletion in the line (docs/backends.md). */
 static void watch_pred(dlock__etcd_wait *w, const dlock__etcd_kv *pred, int64_t rev)
 {
     dlock__etcd_watch *ww = &w->watch;
-    if (ww->running && ww->key_len == pred->key_len &&
-        memcmp(ww->key, pred->key, pred->key_len) == 0)
-        return;
+    const dlock__etcd_name *name = &LD(w->l)->range;
+    int line = dlock__etcd_permits(w->l) > 1;
+    const char *key = line ? name->begin : pred->key;
+    size_t key_len = line ? name->len : pred->key_len;
+    if (ww->running && ww->key_len == key_len && memcmp(ww->key, key, key_len) == 0)
+        return; /* (a line's stream is kept from an earlier read: it saw every deletion since) */
     dlock__etcd_step_unwatch(w);
     ww->ended = watch_ended;
-    (void)dlock__etcd_watch_start(ww, dlock__etcd_step_etcd(w), w->op->loop, pred->key,
-                                  pred->key_len, rev + 1, dlock__deadline_after_ms(STREAM_MAX_MS));
+    (void)dlock__etcd_watch_start(ww, dlock__etcd_step_etcd(w), w->op->loop, key, key_len,
+                                  line ? name->end : NULL, line ? name->len : 0, rev + 1,
+                                  dlock__deadline_after_ms(STREAM_MAX_MS));
 }
 
 /* Our key is gone (our lease ended while we waited: a pause longer than
@@ -150,14 +161,17 @@ static void pred_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     (void)code;
     dlock__etcd_kv pred;
     int64_t rev = 0;
+    size_t ahead = 0;
     if (rc == DLOCK_OK)
-        rc = dlock__etcd_predecessor_reply(rep, &pred, &rev, &w->l->err);
+        rc = dlock__etcd_predecessor_reply(rep, &pred, &rev, &ahead, &w->l->err);
     if (rc != DLOCK_OK) {
         look_failed(w, rc);
         return;
     }
     w->failures = 0;
-    if (!pred.key) { /* nobody before us: ours */
+    /* nobody before us, or fewer than a semaphore's N: ours */
+    if ((int64_t)ahead < dlock__etcd_permits(w->l)) {
+        dlock__etcd_kv_clear(&pred);
         w->owner = 1;
         if ((rc = dlock__etcd_granted(w)) != DLOCK_OK)
             dlock__etcd_step_failed(w, rc);
@@ -190,7 +204,8 @@ static int read_pred(dlock__etcd_wait *w)
     dlock__etcd_hold *h = &w->s->h;
     return look_call(w, "/v3/kv/txn",
                      dlock__etcd_predecessor_body(h->key, h->key_len, h->rev, name->begin,
-                                                  name->len, name->end, name->len),
+                                                  name->len, name->end, name->len,
+                                                  dlock__etcd_permits(w->l)),
                      pred_read);
 }
 
@@ -240,7 +255,10 @@ static void holder_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
         return;
     }
     if (w->l->try_once) {
-        dlock__err_set(&w->l->err, "held by another owner");
+        if (w->l->permits > 1)
+            dlock__err_set(&w->l->err, "all %u permits held", w->l->permits);
+        else
+            dlock__err_set(&w->l->err, "held by another owner");
         dlock__etcd_step_undo(w, DLOCK_ENOTACQUIRED, 0, 0);
         return;
     }

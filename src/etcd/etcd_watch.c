@@ -49,8 +49,8 @@ static void stream_ended(dlock__etcd_transfer *t)
 }
 
 int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *loop,
-                            const char *key, size_t key_len, int64_t from_rev,
-                            int64_t deadline_ns)
+                            const char *key, size_t key_len, const char *end, size_t end_len,
+                            int64_t from_rev, int64_t deadline_ns)
 {
     char token[1024] = "";
     w->running = 0;
@@ -65,7 +65,7 @@ int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *l
         if (!token[0])
             return DLOCK_EAUTH;
     }
-    json_t *body = dlock__etcd_watch_body(key, key_len, from_rev);
+    json_t *body = dlock__etcd_watch_body(key, key_len, end, end_len, from_rev);
     w->text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     w->key = w->text ? dlock__malloc(key_len + 1) : NULL;

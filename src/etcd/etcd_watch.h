@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A watch for one key's deletion as a request on a loop: a streaming POST
+/* A watch for one key's deletion (or any of a range's) as a request on a loop: a streaming POST
  * of /v3/watch (one JSON message per line, read by etcd_http.c's sink as
  * it comes), its transfer's sockets and timers records on that loop
  * (etcd_transfer.h), so nothing waits for it. It ends by itself, once,
@@ -47,12 +47,13 @@ typedef struct dlock__etcd_watch {
 } dlock__etcd_watch;
 
 /* Watch key's deletion from revision from_rev on, on loop, until
- * deadline_ns at most. DLOCK_OK: running, ended() follows unless
+ * deadline_ns at most; with end (not NULL), any deletion of a key of
+ * [key, end) (a semaphore's line: etcd_wait.c). DLOCK_OK: running, ended() follows unless
  * dlock__etcd_watch_stop() comes first; else (DLOCK_ENOMEM, DLOCK_EAUTH
  * with no token yet) nothing runs and ended() never comes. */
 int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *loop,
-                            const char *key, size_t key_len, int64_t from_rev,
-                            int64_t deadline_ns);
+                            const char *key, size_t key_len, const char *end, size_t end_len,
+                            int64_t from_rev, int64_t deadline_ns);
 
 /* From the loop (or with the loop not turning): end it without ended(),
  * its transfer back in the pool. Nothing if it is not running. */

@@ -143,6 +143,18 @@ class EtcdCli(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.dlock("status", self.name).returncode, 1)
 
+    def test_extend_to_a_new_ttl_then_release_by_the_same_token(self):
+        # etcd moves the key to a new lease of the new TTL (issue 38); the
+        # token names the key, so the release by it still frees the name.
+        r = self.dlock("acquire", "-t", "5s", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        r = self.dlock("extend", "-t", "20s", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock("release", self.name, token)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.dlock("status", self.name).returncode, 1)
+
     def test_list_shows_held_names_with_fence_and_waiter(self):
         r = self.dlock("acquire", "-t", "10s", self.name + "-a")
         self.assertEqual(r.returncode, 0, r.stderr)

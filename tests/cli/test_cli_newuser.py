@@ -326,9 +326,12 @@ class Etcd(unittest.TestCase):
                               text=True, timeout=30, env=e)
 
     def test_what_etcd_lacks_is_said_with_its_code(self):
+        # a semaphore works there (issue 38): the N oldest keys of the line
         r = self.dlock("run", "--permits", "2", self.name, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.dlock("run", self.name + "-a", self.name + "-b", "--", "true")
         self.assertEqual(r.returncode, 69, r.stderr)
-        self.assertIn("--permits is not supported on etcd", r.stderr)
+        self.assertIn("several names is not supported on etcd", r.stderr)
         self.assertNotIn("Redis node", r.stderr)
         self.assertIn("DLOCK_ENOTSUP", r.stderr)
         r = self.dlock("run", "-s", self.name, "--", "true")

@@ -183,7 +183,7 @@ static int watch_once(dlock__etcd *e, const char *key, size_t key_len, int64_t r
     dlock__loop_poll_init(&lp);
     watched wd = {0};
     wd.w.ended = watch_ended;
-    assert_int_equal(dlock__etcd_watch_start(&wd.w, e, &lp.loop, key, key_len, rev,
+    assert_int_equal(dlock__etcd_watch_start(&wd.w, e, &lp.loop, key, key_len, NULL, 0, rev,
                                              dlock__deadline_after_ms(deadline_ms)),
                      DLOCK_OK);
     dlock__loop_poll_run(&lp, watch_over, &wd, dlock__deadline_after_ms(deadline_ms + 5000));
@@ -248,7 +248,7 @@ static void a_stopped_watch_never_ends(void **state)
     dlock__loop_poll_init(&lp);
     watched wd = {0};
     wd.w.ended = watch_ended;
-    assert_int_equal(dlock__etcd_watch_start(&wd.w, e, &lp.loop, "c\0k", 3, 1,
+    assert_int_equal(dlock__etcd_watch_start(&wd.w, e, &lp.loop, "c\0k", 3, NULL, 0, 1,
                                              dlock__deadline_after_ms(400)),
                      DLOCK_OK);
     stopper st = {.w = &wd.w};

@@ -43,13 +43,7 @@ static int setup(void **state)
     o.key_prefix = "fk:";
     if (test_etcd_setup(&srv, 1, &o, &cl) != 0)
         return -1;
-    dlock__etcd_url u;
-    const char *url = srv.url;
-    char err[256];
-    if (dlock__etcd_url_parse(&u, &url, 1, err, sizeof err) != DLOCK_OK ||
-        dlock__etcd_new(&raw, &u, 500, 2000) != DLOCK_OK)
-        return -1;
-    return 0;
+    return test_etcd_raw(&raw, srv.url) == DLOCK_OK ? 0 : -1;
 }
 
 static int teardown(void **state)

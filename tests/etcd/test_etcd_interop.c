@@ -217,6 +217,41 @@ static void dlock_waits_for_etcdctls_hold(void **state)
     assert_true(WIFEXITED(ctl_stop(&c)));
 }
 
+/* A semaphore of three permits on a name etcdctl holds: etcdctl's key is
+ * one of the line's first three, so it takes a permit; two dlock holders
+ * get in beside it, the third waits for etcdctl's unlock. (So etcdctl's
+ * hold is not exclusive against permit holders behind it; an etcdctl
+ * that comes after them waits for all of them: docs/primitives.md.) */
+static void etcdctls_hold_takes_a_permit(void **state)
+{
+    (void)state;
+    if (!have_etcdctl)
+        skip();
+    ctl c;
+    const char *args[] = {"lock", "iop-sem", "--", "sh", "-c",
+                          "echo \"held $ETCD_LOCK_KEY\"; sleep 2; echo done", NULL};
+    ctl_start(&c, args);
+    assert_true(ctl_wait_for(&c, "\n", 10000)); /* etcdctl holds it */
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 10000;
+    o.retry_min_ms = 10;
+    o.retry_max_ms = 100;
+    dlock_lock *p[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_semaphore_new(&p[i], cl, "iop-sem", 3, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(p[0], 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(p[1], 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(p[2], 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(p[2], 15000), DLOCK_OK);
+    /* etcdctl printed "done" before it unlocked: it is in the pipe now */
+    assert_true(ctl_wait_for(&c, "done", 100));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_lock_release(p[i]), DLOCK_OK);
+        dlock_lock_free(p[i]);
+    }
+    assert_true(WIFEXITED(ctl_stop(&c)));
+}
+
 /* ---- dlock holds, etcdctl waits ---------------------------------------- */
 
 typedef struct waiter {
@@ -387,6 +422,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dlock_waits_for_etcdctls_hold),
         cmocka_unit_test(etcdctl_waits_for_dlocks_hold),
+        cmocka_unit_test(etcdctls_hold_takes_a_permit),
         cmocka_unit_test(reentrant_holds_exclude_etcdctl),
         cmocka_unit_test(list_and_break_see_an_etcdctl_holder),
         cmocka_unit_test(dlocks_key_is_name_slash_lease_in_hex),

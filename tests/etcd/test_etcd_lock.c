@@ -2,7 +2,8 @@
 /* The public lock API on an etcd:// client, one real etcd member: the
  * same calls and codes as on Redis (try-once, wait, cancel, reentrancy,
  * auto-renew, on_lost, status, adopt), fencing tokens that grow, what is
- * refused with DLOCK_ENOTSUP, many processes excluding each other with an
+ * refused with DLOCK_ENOTSUP (an extend to a new TTL is
+ * test_etcd_extend_ttl's), many processes excluding each other with an
  * exact counter, and a SIGKILLed holder freeing the lock when its lease
  * ends. */
 #include <setjmp.h>
@@ -342,7 +343,8 @@ static void auto_renew_keeps_a_short_lease_and_extend_refreshes_it(void **state)
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_ENOTACQUIRED);
     assert_int_equal(dlock_lock_extend(a, 0), DLOCK_OK);
     assert_true(dlock_lock_validity_ms(a) > 1500);
-    assert_int_equal(dlock_lock_extend(a, 60000), DLOCK_ENOTSUP);
+    assert_int_equal(dlock_lock_extend(a, 60000), DLOCK_OK); /* a new lease (issue 38) */
+    assert_true(dlock_lock_validity_ms(a) > 50000);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK);
     dlock_lock_free(a);
@@ -371,25 +373,28 @@ static void extend_zero_renews_a_lease_etcd_raised(void **state)
     assert_true(dlock_lock_validity_ms(a) > 1500);
     assert_int_equal(dlock_lock_extend(a, 1000), DLOCK_OK);
     assert_int_equal(dlock_lock_extend(a, 2000), DLOCK_OK);
-    assert_int_equal(dlock_lock_extend(a, 9000), DLOCK_ENOTSUP);
+    assert_int_equal(dlock_lock_extend(a, 9000), DLOCK_OK); /* moved to a 9 s lease */
+    assert_true(dlock_lock_validity_ms(a) > 8000);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     dlock_lock_free(a);
     dlock_client_free(c);
     test_etcd_stop(&slow);
 }
 
-/* An extend to another TTL than the lease's is refused and sends nothing
- * (dlock.h): an auto-renewed lock's renewal keeps its schedule. It used
- * to be taken out of the watchdog for the extend and put back due at
- * once: a keep-alive per refused extend. */
+/* An extend to another TTL than a lease the owner's other handles share
+ * is refused and sends nothing (dlock.h): an auto-renewed lock's renewal
+ * keeps its schedule. It used to be taken out of the watchdog for the
+ * extend and put back due at once: a keep-alive per refused extend. */
 static void a_refused_extend_sends_no_keep_alive(void **state)
 {
     (void)state;
     dlock_client *c;
     const char *url = srv.url;
     assert_int_equal(dlock_client_new(&c, &url, 1, NULL, NULL, 0), DLOCK_OK);
-    dlock_lock *a = lock_of(c, "api-refused-extend", 30000, DLOCK_AUTO_RENEW);
+    dlock_lock *a = lock_of(c, "api-refused-extend", 30000, DLOCK_AUTO_RENEW | DLOCK_REENTRANT);
+    dlock_lock *a2 = lock_of(c, "api-refused-extend", 30000, DLOCK_REENTRANT);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a2, 0), DLOCK_OK); /* shares a's lease */
     dlock__watchdog_stats before, after;
     dlock__watchdog_get_stats(c, &before);
     for (int i = 0; i < 5; i++)
@@ -398,8 +403,10 @@ static void a_refused_extend_sends_no_keep_alive(void **state)
     dlock__watchdog_get_stats(c, &after);
     assert_int_equal(after.rounds, before.rounds);
     assert_int_equal(after.renewed, before.renewed);
+    assert_int_equal(dlock_lock_release(a2), DLOCK_OK);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     dlock_lock_free(a);
+    dlock_lock_free(a2);
     dlock_client_free(c);
 }
 
@@ -608,14 +615,20 @@ static void the_pool_keeps_pool_size_connections(void **state)
 static void what_does_not_apply_is_refused(void **state)
 {
     (void)state;
-    /* extending to another TTL than the lease's: etcd leases keep theirs */
-    dlock_lock *a = lock_of(cl, "api-enotsup", 5000, 0);
+    /* extending a lease the owner's other handles share to another TTL:
+     * etcd leases keep theirs, and a move would leave those handles on a
+     * revoked one */
+    dlock_lock *a = lock_of(cl, "api-enotsup", 5000, DLOCK_REENTRANT);
+    dlock_lock *a2 = lock_of(cl, "api-enotsup", 5000, DLOCK_REENTRANT);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a2, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_extend(a, 9000), DLOCK_ENOTSUP);
     assert_non_null(strstr(dlock_lock_errmsg(a), "etcd"));
     assert_int_equal(dlock_lock_extend(a, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a2), DLOCK_OK);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     dlock_lock_free(a);
+    dlock_lock_free(a2);
     /* DLOCK_FAIR is what etcd does anyway (arrival order): accepted */
     dlock_lock *f = lock_of(cl, "api-fair", 5000, DLOCK_FAIR);
     assert_int_equal(dlock_lock_acquire(f, 0), DLOCK_OK);

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "etcd_keys.h"
 #include "etcd_kv.h"
+#include "etcd_url.h"
 
 int test_etcd_put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease, int64_t *rev,
                       char *msg, size_t msg_len)
@@ -31,4 +32,12 @@ int test_etcd_put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease
     dlock__err_free(&err);
     dlock__free(end);
     return rc;
+}
+
+int test_etcd_raw(dlock__etcd **out, const char *url)
+{
+    dlock__etcd_url u;
+    char err[256];
+    int rc = dlock__etcd_url_parse(&u, &url, 1, err, sizeof err);
+    return rc == DLOCK_OK ? dlock__etcd_new(out, &u, 500, 2000) : rc;
 }

@@ -15,4 +15,9 @@
 int test_etcd_put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease, int64_t *rev,
                       char *msg, size_t msg_len);
 
+/* A second client of the etcd member(s) at url, below dlock's API, to
+ * look at keys and leases as another program would (500 ms connect,
+ * 2000 ms I/O timeout). DLOCK_OK, or the error. */
+int test_etcd_raw(dlock__etcd **out, const char *url);
+
 #endif
