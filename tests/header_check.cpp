@@ -45,6 +45,7 @@ int main()
     SAME(c, cd, observer);
     SAME(c, cd, identity);
     SAME(c, cd, identity_text);
+    SAME(c, cd, loop);
     dlock_lock_options l = DLOCK_LOCK_OPTIONS_INIT, ld;
     if (dlock_lock_options_init(&ld, DLOCK_LOCK_OPTIONS_VERSION) != DLOCK_OK)
         return 1;

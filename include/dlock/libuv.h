@@ -33,12 +33,12 @@ typedef struct dlock__uv_timer {
     dlock_timer *t; /* NULL once cleared or fired */
 } dlock__uv_timer;
 
-static void dlock__uv_free(uv_handle_t *h)
+static inline void dlock__uv_free(uv_handle_t *h)
 {
     free(h->data);
 }
 
-static void dlock__uv_io_cb(uv_poll_t *p, int status, int events)
+static inline void dlock__uv_io_cb(uv_poll_t *p, int status, int events)
 {
     dlock__uv_io *w = (dlock__uv_io *)p->data;
     unsigned int ev = 0;
@@ -53,14 +53,14 @@ static void dlock__uv_io_cb(uv_poll_t *p, int status, int events)
     dlock_io_ready(w->io, ev);
 }
 
-static void dlock__uv_io_close(dlock__uv_io *w)
+static inline void dlock__uv_io_close(dlock__uv_io *w)
 {
     w->io = NULL;
     uv_poll_stop(&w->poll);
     uv_close((uv_handle_t *)&w->poll, dlock__uv_free);
 }
 
-static int dlock__uv_io_set(void *data, dlock_io *io)
+static inline int dlock__uv_io_set(void *data, dlock_io *io)
 {
     void **slot = dlock_io_slot(io);
     dlock__uv_io *w = (dlock__uv_io *)*slot;
@@ -89,7 +89,7 @@ static int dlock__uv_io_set(void *data, dlock_io *io)
     return rc == 0 ? DLOCK_OK : DLOCK_EIO;
 }
 
-static void dlock__uv_io_clear(void *data, dlock_io *io)
+static inline void dlock__uv_io_clear(void *data, dlock_io *io)
 {
     void **slot = dlock_io_slot(io);
     (void)data;
@@ -98,7 +98,7 @@ static void dlock__uv_io_clear(void *data, dlock_io *io)
     *slot = NULL;
 }
 
-static void dlock__uv_timer_cb(uv_timer_t *h)
+static inline void dlock__uv_timer_cb(uv_timer_t *h)
 {
     dlock__uv_timer *w = (dlock__uv_timer *)h->data;
     dlock_timer *t = w->t;
@@ -109,7 +109,7 @@ static void dlock__uv_timer_cb(uv_timer_t *h)
     dlock_timer_fire(t);
 }
 
-static int dlock__uv_timer_set(void *data, dlock_timer *t)
+static inline int dlock__uv_timer_set(void *data, dlock_timer *t)
 {
     void **slot = dlock_timer_slot(t);
     dlock__uv_timer *w = (dlock__uv_timer *)*slot;
@@ -126,7 +126,7 @@ static int dlock__uv_timer_set(void *data, dlock_timer *t)
     return DLOCK_OK;
 }
 
-static void dlock__uv_timer_clear(void *data, dlock_timer *t)
+static inline void dlock__uv_timer_clear(void *data, dlock_timer *t)
 {
     void **slot = dlock_timer_slot(t);
     dlock__uv_timer *w = (dlock__uv_timer *)*slot;

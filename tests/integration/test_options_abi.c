@@ -132,6 +132,31 @@ static void version_4_options_take_no_identity_from_the_bytes_after_them(void **
     dlock_client_free(c);
 }
 
+/* Version 5 ended at identity_text: garbage where the version 6 loop
+ * would be is not read (the client is not a looped one: the blocking
+ * verbs work). */
+static void version_5_options_take_no_loop_from_the_bytes_after_them(void **state)
+{
+    (void)state;
+    union {
+        unsigned char bytes[sizeof(dlock_client_options) + 64];
+        dlock_client_options o;
+    } m;
+    memset(m.bytes, GARBAGE, sizeof m.bytes);
+    assert_int_equal(dlock_client_options_init(&m.o, 5), DLOCK_OK);
+    for (size_t i = offsetof(dlock_client_options, loop); i < sizeof m.bytes; i++)
+        assert_int_equal(m.bytes[i], GARBAGE);
+    const char *urls[] = {test_srv.url};
+    dlock_client *c = NULL;
+    char err[256] = "";
+    assert_int_equal(dlock_client_new(&c, urls, 1, &m.o, err, sizeof err), DLOCK_OK);
+    dlock_lock *l = test_lock_new(c, "abi:v5", 5000, 0, 10, 200);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 static void unknown_option_versions_are_refused(void **state)
 {
     (void)state;
@@ -227,6 +252,8 @@ int main(void)
                                   test_srv_flush),
         cmocka_unit_test(init_of_version_1_writes_only_a_version_1_struct),
         cmocka_unit_test_teardown(version_3_options_take_no_observer_from_the_bytes_after_them,
+                                  test_srv_flush),
+        cmocka_unit_test_teardown(version_5_options_take_no_loop_from_the_bytes_after_them,
                                   test_srv_flush),
         cmocka_unit_test_teardown(version_4_options_take_no_identity_from_the_bytes_after_them,
                                   test_srv_flush),
