@@ -1527,7 +1527,9 @@ DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
  * process releases it with the token, see dlock_lock_adopt()). For handing a
  * lock over to another process, as `dlock acquire` does.
  *
- * @return DLOCK_OK, DLOCK_EINVAL (NULL), DLOCK_ENOTHELD (nothing held).
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL), DLOCK_ENOTHELD (nothing held),
+ *         DLOCK_EBUSY (a client made with an event loop: a request of the
+ *         handle is pending).
  */
 DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
 

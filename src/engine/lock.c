@@ -84,6 +84,10 @@ int dlock_lock_forget(dlock_lock *l)
 {
     if (!l || forked(l))
         return DLOCK_EINVAL;
+    if (dlock_lock_pending(l)) { /* a looped client's request uses the hold */
+        dlock__err_set(&l->err, "\"%s\": a request of this handle is pending", l->name);
+        return DLOCK_EBUSY;
+    }
     if (l->set)
         return dlock__set_forget(l);
     return dlock__engine_forget(l);

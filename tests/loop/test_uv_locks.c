@@ -82,10 +82,11 @@ static void take_and_give_back(void **state)
     assert_int_equal(dlock_lock_state_get(l), DLOCK_STATE_HELD);
     assert_true(dlock_lock_fence(l) > 0);
 
-    /* One request at a time. */
+    /* One request at a time; forget waits for it too. */
     test_uv_result e = {0};
     assert_int_equal(dlock_lock_extend_start(l, 0, test_uv_done, &e), DLOCK_OK);
     assert_int_equal(dlock_lock_release_start(l, test_uv_done, &r), DLOCK_EBUSY);
+    assert_int_equal(dlock_lock_forget(l), DLOCK_EBUSY);
     assert_int_equal(test_uv_wait(&loop, &e, 5000), DLOCK_OK);
 
     memset(&r, 0, sizeof r);
