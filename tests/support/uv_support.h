@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Helpers for tests of looped clients on libuv (tests/loop/). */
+/* Helpers for tests of looped clients on libuv (tests/loop/): the libuv
+ * test driver (loop_driver.h) and the loop_driver helpers on a given
+ * uv_loop_t. */
 #ifndef TEST_UV_SUPPORT_H
 #define TEST_UV_SUPPORT_H
 
@@ -7,16 +9,11 @@
 #include <uv.h>
 
 #include "dlock.h"
+#include "loop_driver.h"
 
-/* What a _start verb's callback got (test_uv_done's arg). */
-typedef struct test_uv_result {
-    int calls;
-    int rc;
-    dlock_lock *lock;
-} test_uv_result;
-
-/* A dlock_done_fn that records into arg (a test_uv_result). */
-void test_uv_done(dlock_lock *lock, int rc, void *arg);
+/* The driver: its loop is the one the test_uv_ helpers below were last
+ * handed, or its own (open()). */
+extern const test_loop_driver test_uv_driver;
 
 /* A client of url on loop through <dlock/libuv.h>, with io and connect
  * timeouts of timeout_ms: 0, or -1. */
@@ -30,20 +27,9 @@ int test_uv_open(uv_loop_t *loop, dlock_client **out, const char *url, int timeo
  * watcher still there after max_ms, or the loop would not close). */
 int test_uv_close(uv_loop_t *loop, dlock_client **cl, int max_ms);
 
-/* Turn loop until r has its first call, at most max_ms: r->rc, or -999
- * if none came in time. */
-int test_uv_wait(uv_loop_t *loop, test_uv_result *r, int max_ms);
-
-/* Turn loop for ms milliseconds. */
+/* test_loop_wait(), test_loop_turn(), test_loop_drain() on loop. */
+int test_uv_wait(uv_loop_t *loop, test_loop_result *r, int max_ms);
 void test_uv_turn(uv_loop_t *loop, int ms);
-
-/* Turn loop until it has no active watcher left (0), or max_ms passed
- * (-1: something of dlock's is still on it). */
 int test_uv_drain(uv_loop_t *loop, int max_ms);
-
-int64_t test_uv_now_ms(void);
-
-/* Threads of this process (/proc/self/status). */
-int test_uv_threads(void);
 
 #endif
