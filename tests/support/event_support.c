@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The libevent test driver (loop_driver.h) over <dlock/libevent.h>. */
-#include <stdlib.h>
 
 #include "dlock/libevent.h"
 #include "event_support.h"
@@ -53,33 +52,6 @@ static int ev_close(void)
     return rc == 1 ? 0 : -1;
 }
 
-typedef struct later {
-    struct event *e;
-    void (*fn)(void *);
-    void *arg;
-} later;
-
-static void later_cb(evutil_socket_t fd, short what, void *arg)
-{
-    later *l = arg;
-    (void)fd;
-    (void)what;
-    l->fn(l->arg);
-    event_free(l->e);
-    free(l);
-}
-
-static void ev_after(int ms, void (*fn)(void *), void *arg)
-{
-    later *l = malloc(sizeof *l);
-    if (!l || !(l->e = evtimer_new(base, later_cb, l)))
-        abort();
-    l->fn = fn;
-    l->arg = arg;
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(l->e, &tv);
-}
-
 const test_loop_driver test_event_driver = {
     .name = "event",
     .open = ev_open,
@@ -87,5 +59,4 @@ const test_loop_driver test_event_driver = {
     .turn = ev_turn,
     .idle = ev_idle,
     .close = ev_close,
-    .after = ev_after,
 };

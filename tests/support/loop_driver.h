@@ -21,8 +21,6 @@ typedef struct test_loop_driver {
     int (*idle)(void);
     /* Free the loop, which must be idle: 0, or -1. */
     int (*close)(void);
-    /* Call fn(arg) once from the loop, ms from now. */
-    void (*after)(int ms, void (*fn)(void *), void *arg);
 } test_loop_driver;
 
 /* What a _start verb's callback got (test_loop_done's arg). */

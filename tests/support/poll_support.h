@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The poll() test driver (tests/loop/): a hand-written poll() loop over
- * <dlock/poll.h>, with a few timers of the test's own. */
+ * <dlock/poll.h>. */
 #ifndef TEST_POLL_SUPPORT_H
 #define TEST_POLL_SUPPORT_H
 

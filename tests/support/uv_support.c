@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include <stdlib.h>
 
 #include "dlock/libuv.h"
 #include "uv_support.h"
@@ -57,36 +56,6 @@ static int uv_close_loop(void)
     return uv_loop_close(cur) == 0 ? 0 : -1;
 }
 
-typedef struct later {
-    uv_timer_t t;
-    void (*fn)(void *);
-    void *arg;
-} later;
-
-static void later_free(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void later_cb(uv_timer_t *t)
-{
-    later *l = t->data;
-    l->fn(l->arg);
-    uv_close((uv_handle_t *)t, later_free);
-}
-
-static void uv_after(int ms, void (*fn)(void *), void *arg)
-{
-    later *l = malloc(sizeof *l);
-    if (!l)
-        abort();
-    l->fn = fn;
-    l->arg = arg;
-    uv_timer_init(cur, &l->t);
-    l->t.data = l;
-    uv_timer_start(&l->t, later_cb, (uint64_t)ms, 0);
-}
-
 const test_loop_driver test_uv_driver = {
     .name = "uv",
     .open = uv_open,
@@ -94,7 +63,6 @@ const test_loop_driver test_uv_driver = {
     .turn = uv_turn,
     .idle = uv_idle,
     .close = uv_close_loop,
-    .after = uv_after,
 };
 
 int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int timeout_ms)
