@@ -144,19 +144,31 @@ static void blocking_verbs_are_refused(void **state)
     assert_non_null(strstr(err, "version"));
 }
 
+/* Handle *a takes name (ttl_ms), then handle *b starts waiting for it
+ * (wait_ms) and is still waiting after turn_ms of the loop. */
+static void holder_and_waiter(const char *name, int64_t ttl_ms, unsigned flags, int64_t wait_ms,
+                              int turn_ms, dlock_lock **a, dlock_lock **b, test_loop_result *ra,
+                              test_loop_result *rb)
+{
+    *a = new_lock(name, ttl_ms, flags);
+    *b = new_lock(name, ttl_ms, 0);
+    memset(ra, 0, sizeof *ra);
+    memset(rb, 0, sizeof *rb);
+    assert_int_equal(dlock_lock_acquire_start(*a, 0, test_loop_done, ra), DLOCK_OK);
+    assert_int_equal(test_loop_wait(d, ra, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_start(*b, wait_ms, test_loop_done, rb), DLOCK_OK);
+    test_loop_turn(d, turn_ms);
+    assert_int_equal(rb->calls, 0); /* waiting */
+}
+
 /* A waiter is woken by the holder's release, made between two turns of
  * the loop (on its thread, as a program's own callback would). */
 static void a_release_wakes_a_waiter(void **state)
 {
     (void)state;
-    dlock_lock *a = new_lock("loop:contended", 10000, 0);
-    dlock_lock *b = new_lock("loop:contended", 10000, 0);
-    test_loop_result ra = {0}, rb = {0};
-    assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &ra), DLOCK_OK);
-    assert_int_equal(test_loop_wait(d, &ra, 5000), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_start(b, 8000, test_loop_done, &rb), DLOCK_OK);
-    test_loop_turn(d, 300);
-    assert_int_equal(rb.calls, 0); /* waiting */
+    dlock_lock *a, *b;
+    test_loop_result ra, rb;
+    holder_and_waiter("loop:contended", 10000, 0, 8000, 300, &a, &b, &ra, &rb);
     memset(&ra, 0, sizeof ra);
     assert_int_equal(dlock_lock_release_start(a, test_loop_done, &ra), DLOCK_OK);
     int64_t t0 = test_loop_now_ms();
@@ -172,15 +184,9 @@ static void a_release_wakes_a_waiter(void **state)
 static void a_cancel_ends_a_wait(void **state)
 {
     (void)state;
-    dlock_lock *a = new_lock("loop:cancel", 10000, 0);
-    dlock_lock *b = new_lock("loop:cancel", 10000, 0);
-    test_loop_result ra = {0}, rb = {0};
-    assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &ra), DLOCK_OK);
-    assert_int_equal(test_loop_wait(d, &ra, 5000), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_start(b, DLOCK_WAIT_FOREVER, test_loop_done, &rb),
-                     DLOCK_OK);
-    test_loop_turn(d, 200);
-    assert_int_equal(rb.calls, 0); /* waiting */
+    dlock_lock *a, *b;
+    test_loop_result ra, rb;
+    holder_and_waiter("loop:cancel", 10000, 0, DLOCK_WAIT_FOREVER, 200, &a, &b, &ra, &rb);
     int64_t t0 = test_loop_now_ms();
     dlock_lock_cancel(b);
     assert_int_equal(test_loop_wait(d, &rb, 5000), DLOCK_ECANCELED);
@@ -196,15 +202,9 @@ static void a_cancel_ends_a_wait(void **state)
 static void a_free_ends_a_pending_acquire(void **state)
 {
     (void)state;
-    dlock_lock *a = new_lock("loop:freed", 10000, 0);
-    dlock_lock *b = new_lock("loop:freed", 10000, 0);
-    test_loop_result ra = {0}, rb = {0};
-    assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &ra), DLOCK_OK);
-    assert_int_equal(test_loop_wait(d, &ra, 5000), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_start(b, DLOCK_WAIT_FOREVER, test_loop_done, &rb),
-                     DLOCK_OK);
-    test_loop_turn(d, 100); /* b is in its wait */
-    assert_int_equal(rb.calls, 0);
+    dlock_lock *a, *b;
+    test_loop_result ra, rb;
+    holder_and_waiter("loop:freed", 10000, 0, DLOCK_WAIT_FOREVER, 100, &a, &b, &ra, &rb);
     dlock_lock_free(b);
     assert_int_equal(rb.calls, 1);
     assert_int_equal(rb.rc, DLOCK_ECANCELED);
@@ -221,13 +221,10 @@ static void a_free_ends_a_pending_acquire(void **state)
 static void the_loop_renews_and_no_thread_is_made(void **state)
 {
     (void)state;
-    dlock_lock *a = new_lock("loop:renewed", 300, DLOCK_AUTO_RENEW);
-    dlock_lock *b = new_lock("loop:renewed", 300, 0);
-    test_loop_result ra = {0}, rb = {0};
-    assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &ra), DLOCK_OK);
-    assert_int_equal(test_loop_wait(d, &ra, 5000), DLOCK_OK);
+    dlock_lock *a, *b;
+    test_loop_result ra, rb;
     /* A waiter subscribes for wake-ups: on the loop too. */
-    assert_int_equal(dlock_lock_acquire_start(b, 1500, test_loop_done, &rb), DLOCK_OK);
+    holder_and_waiter("loop:renewed", 300, DLOCK_AUTO_RENEW, 1500, 0, &a, &b, &ra, &rb);
     assert_int_equal(test_loop_wait(d, &rb, 5000), DLOCK_ETIMEDOUT);
     test_loop_turn(d, 300);
     assert_int_equal(test_loop_threads(), 1);
