@@ -30,7 +30,7 @@
 
 #include <dlock.h>
 
-static void dlock__event_io_cb(evutil_socket_t fd, short what, void *arg)
+static inline void dlock__event_io_cb(evutil_socket_t fd, short what, void *arg)
 {
     dlock_io *io = (dlock_io *)arg;
     unsigned int ev = 0;
@@ -44,14 +44,14 @@ static void dlock__event_io_cb(evutil_socket_t fd, short what, void *arg)
     dlock_io_ready(io, ev);
 }
 
-static short dlock__event_io_what(const dlock_io *io)
+static inline short dlock__event_io_what(const dlock_io *io)
 {
     unsigned int want = dlock_io_events(io);
     return (short)(EV_PERSIST | ((want & DLOCK_IO_READ) ? EV_READ : 0) |
                    ((want & DLOCK_IO_WRITE) ? EV_WRITE : 0));
 }
 
-static int dlock__event_io_set(void *data, dlock_io *io)
+static inline int dlock__event_io_set(void *data, dlock_io *io)
 {
     void **slot = dlock_io_slot(io);
     struct event *e = (struct event *)*slot;
@@ -74,7 +74,7 @@ static int dlock__event_io_set(void *data, dlock_io *io)
     return event_add(e, NULL) == 0 ? DLOCK_OK : DLOCK_EIO;
 }
 
-static void dlock__event_io_clear(void *data, dlock_io *io)
+static inline void dlock__event_io_clear(void *data, dlock_io *io)
 {
     void **slot = dlock_io_slot(io);
     (void)data;
@@ -83,7 +83,7 @@ static void dlock__event_io_clear(void *data, dlock_io *io)
     *slot = NULL;
 }
 
-static void dlock__event_timer_cb(evutil_socket_t fd, short what, void *arg)
+static inline void dlock__event_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     dlock_timer *t = (dlock_timer *)arg;
     void **slot = dlock_timer_slot(t);
@@ -95,7 +95,7 @@ static void dlock__event_timer_cb(evutil_socket_t fd, short what, void *arg)
     dlock_timer_fire(t);
 }
 
-static int dlock__event_timer_set(void *data, dlock_timer *t)
+static inline int dlock__event_timer_set(void *data, dlock_timer *t)
 {
     void **slot = dlock_timer_slot(t);
     struct event *e = (struct event *)*slot;
@@ -113,7 +113,7 @@ static int dlock__event_timer_set(void *data, dlock_timer *t)
     return evtimer_add(e, &tv) == 0 ? DLOCK_OK : DLOCK_EIO;
 }
 
-static void dlock__event_timer_clear(void *data, dlock_timer *t)
+static inline void dlock__event_timer_clear(void *data, dlock_timer *t)
 {
     void **slot = dlock_timer_slot(t);
     (void)data;

@@ -76,7 +76,7 @@ static inline void dlock_poll_free(dlock_poll *p)
 
 /* Put rec (whose slot is *slot) in s, or restamp it: DLOCK_OK or
  * DLOCK_ENOMEM. */
-static int dlock__poll_put(dlock__poll_set *s, void *rec, void **slot, unsigned long turn)
+static inline int dlock__poll_put(dlock__poll_set *s, void *rec, void **slot, unsigned long turn)
 {
     size_t i = (size_t)(uintptr_t)*slot;
     if (i == 0) {
@@ -102,7 +102,7 @@ static int dlock__poll_put(dlock__poll_set *s, void *rec, void **slot, unsigned 
 
 /* Take the record of *slot out of s: the last one moves into its place,
  * and its slot (found by slot_of) follows. */
-static void dlock__poll_take(dlock__poll_set *s, void **slot, void **(*slot_of)(void *))
+static inline void dlock__poll_take(dlock__poll_set *s, void **slot, void **(*slot_of)(void *))
 {
     size_t i = (size_t)(uintptr_t)*slot;
     if (i == 0)
@@ -116,34 +116,34 @@ static void dlock__poll_take(dlock__poll_set *s, void **slot, void **(*slot_of)(
     s->n--;
 }
 
-static void **dlock__poll_io_slot(void *rec)
+static inline void **dlock__poll_io_slot(void *rec)
 {
     return dlock_io_slot((dlock_io *)rec);
 }
 
-static void **dlock__poll_timer_slot(void *rec)
+static inline void **dlock__poll_timer_slot(void *rec)
 {
     return dlock_timer_slot((dlock_timer *)rec);
 }
 
-static int dlock__poll_io_set(void *data, dlock_io *io)
+static inline int dlock__poll_io_set(void *data, dlock_io *io)
 {
     dlock_poll *p = (dlock_poll *)data;
     return dlock__poll_put(&p->ios, io, dlock_io_slot(io), p->turn);
 }
 
-static void dlock__poll_io_clear(void *data, dlock_io *io)
+static inline void dlock__poll_io_clear(void *data, dlock_io *io)
 {
     dlock__poll_take(&((dlock_poll *)data)->ios, dlock_io_slot(io), dlock__poll_io_slot);
 }
 
-static int dlock__poll_timer_set(void *data, dlock_timer *t)
+static inline int dlock__poll_timer_set(void *data, dlock_timer *t)
 {
     dlock_poll *p = (dlock_poll *)data;
     return dlock__poll_put(&p->timers, t, dlock_timer_slot(t), p->turn);
 }
 
-static void dlock__poll_timer_clear(void *data, dlock_timer *t)
+static inline void dlock__poll_timer_clear(void *data, dlock_timer *t)
 {
     dlock__poll_take(&((dlock_poll *)data)->timers, dlock_timer_slot(t), dlock__poll_timer_slot);
 }
@@ -185,7 +185,7 @@ static inline size_t dlock_poll_fill(dlock_poll *p, struct pollfd *fds, size_t n
 }
 
 /* The first io set before this turn whose fd is fd: its index, or n. */
-static size_t dlock__poll_find_io(const dlock_poll *p, int fd, unsigned long turn)
+static inline size_t dlock__poll_find_io(const dlock_poll *p, int fd, unsigned long turn)
 {
     for (size_t i = 0; i < p->ios.n; i++)
         if (p->ios.turn[i] < turn && dlock_io_fd((dlock_io *)p->ios.rec[i]) == fd)
@@ -194,7 +194,7 @@ static size_t dlock__poll_find_io(const dlock_poll *p, int fd, unsigned long tur
 }
 
 /* The first timer set before this turn that is due: its index, or n. */
-static size_t dlock__poll_find_due(const dlock_poll *p, unsigned long turn)
+static inline size_t dlock__poll_find_due(const dlock_poll *p, unsigned long turn)
 {
     for (size_t i = 0; i < p->timers.n; i++)
         if (p->timers.turn[i] < turn && dlock_timer_delay_ms((dlock_timer *)p->timers.rec[i]) == 0)
