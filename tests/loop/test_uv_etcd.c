@@ -90,18 +90,18 @@ static void the_loop_keeps_the_lease_and_a_cancel_ends_a_wait(void **state)
     assert_int_equal(dlock_lock_new(&a, cl, "uve:kept", &o), DLOCK_OK);
     o.flags = 0;
     assert_int_equal(dlock_lock_new(&b, cl, "uve:kept", &o), DLOCK_OK);
-    test_loop_result ra = {0}, rb = {0};
-    assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &ra), DLOCK_OK);
+    test_uv_result ra = {0}, rb = {0};
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &ra), DLOCK_OK);
     assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_start(b, DLOCK_WAIT_FOREVER, test_loop_done, &rb),
+    assert_int_equal(dlock_lock_acquire_start(b, DLOCK_WAIT_FOREVER, test_uv_done, &rb),
                      DLOCK_OK);
     test_uv_turn(&loop, 4500); /* past two TTLs: only the keep-alives keep a */
     assert_int_equal(rb.calls, 0);
-    assert_int_equal(test_loop_threads(), 1);
+    assert_int_equal(test_uv_threads(), 1);
     dlock_lock_cancel(b);
     assert_int_equal(test_uv_wait(&loop, &rb, 3000), DLOCK_ECANCELED);
     memset(&ra, 0, sizeof ra);
-    assert_int_equal(dlock_lock_release_start(a, test_loop_done, &ra), DLOCK_OK);
+    assert_int_equal(dlock_lock_release_start(a, test_uv_done, &ra), DLOCK_OK);
     assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
     dlock_lock_free(b);
     dlock_lock_free(a);

@@ -215,10 +215,10 @@ static void a_cancel_of_every_kind(void **state)
             assert_int_equal(dlock_lock_new(&holder, cl, "uvk:cancel:y", &o), DLOCK_OK);
             assert_int_equal(dlock_lock_new_multi(&waiter, cl, pair, 2, &o), DLOCK_OK);
         }
-        test_loop_result rh = {0}, rw = {0};
-        assert_int_equal(dlock_lock_acquire_start(holder, 0, test_loop_done, &rh), DLOCK_OK);
+        test_uv_result rh = {0}, rw = {0};
+        assert_int_equal(dlock_lock_acquire_start(holder, 0, test_uv_done, &rh), DLOCK_OK);
         assert_int_equal(test_uv_wait(&loop, &rh, 5000), DLOCK_OK);
-        assert_int_equal(dlock_lock_acquire_start(waiter, DLOCK_WAIT_FOREVER, test_loop_done, &rw),
+        assert_int_equal(dlock_lock_acquire_start(waiter, DLOCK_WAIT_FOREVER, test_uv_done, &rw),
                          DLOCK_OK);
         test_uv_turn(&loop, 150);
         assert_int_equal(rw.calls, 0);
@@ -227,7 +227,7 @@ static void a_cancel_of_every_kind(void **state)
         test_uv_turn(&loop, 50);
         assert_int_equal(rw.calls, 1);
         memset(&rh, 0, sizeof rh);
-        assert_int_equal(dlock_lock_release_start(holder, test_loop_done, &rh), DLOCK_OK);
+        assert_int_equal(dlock_lock_release_start(holder, test_uv_done, &rh), DLOCK_OK);
         assert_int_equal(test_uv_wait(&loop, &rh, 5000), DLOCK_OK);
         dlock_lock_free(waiter);
         dlock_lock_free(holder);

@@ -78,7 +78,7 @@ static void granted(dlock_lock *l, int rc, void *arg)
 {
     worker *w = arg;
     test_uv_board *b = w->b;
-    int64_t waited = test_loop_now_ms() - w->asked_ms;
+    int64_t waited = test_uv_now_ms() - w->asked_ms;
     if (waited > b->longest_ms)
         b->longest_ms = waited;
     if (rc != DLOCK_OK) {
@@ -92,7 +92,7 @@ static void granted(dlock_lock *l, int rc, void *arg)
 
 static void go(worker *w)
 {
-    w->asked_ms = test_loop_now_ms();
+    w->asked_ms = test_uv_now_ms();
     if (dlock_lock_acquire_start(w->l, 20000, granted, w) != DLOCK_OK) {
         w->b->starts_refused++;
         w->b->done++;
@@ -123,8 +123,8 @@ void test_uv_contend(uv_loop_t *loop, test_uv_board *b, int n, int n_names, int 
     }
     for (int i = 0; i < n; i++)
         go(&ws[i]);
-    int64_t end = test_loop_now_ms() + max_ms;
-    while (b->done < n && test_loop_now_ms() < end)
+    int64_t end = test_uv_now_ms() + max_ms;
+    while (b->done < n && test_uv_now_ms() < end)
         uv_run(loop, UV_RUN_ONCE);
     printf("# %d workers, %d names, %d cycles: done %d, failed %d, violations %d, "
            "longest wait %lld ms\n",
