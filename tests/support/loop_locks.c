@@ -239,6 +239,29 @@ static void the_loop_renews_and_no_thread_is_made(void **state)
     dlock_lock_free(a);
 }
 
+/* The server drops dlock's connections between two takes: the adapter
+ * reports the end of the stream, and the next take connects again (a new
+ * connection's record, set anew on the loop) and succeeds. */
+static void a_dropped_connection_is_made_again(void **state)
+{
+    (void)state;
+    dlock_lock *a = new_lock("loop:dropped", 5000, 0);
+    for (int round = 0; round < 3; round++) {
+        test_loop_result r = {0};
+        assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &r), DLOCK_OK);
+        assert_int_equal(test_loop_wait(d, &r, 5000), DLOCK_OK);
+        memset(&r, 0, sizeof r);
+        assert_int_equal(dlock_lock_release_start(a, test_loop_done, &r), DLOCK_OK);
+        assert_int_equal(test_loop_wait(d, &r, 5000), DLOCK_OK);
+        redisReply *y = test_redis_cmd(&srv, "CLIENT KILL TYPE normal SKIPME yes");
+        assert_non_null(y);
+        assert_true(y->integer >= 1); /* dlock's connection was there */
+        freeReplyObject(y);
+        test_loop_turn(d, 50); /* the loop sees the end of the stream */
+    }
+    dlock_lock_free(a);
+}
+
 /* Freeing the client with a held lock's handle just freed: the handle's
  * release and the client's end run on the loop, after which it is empty
  * (close_client checks), and the lock is free for another client. */
@@ -270,6 +293,8 @@ int test_loop_locks_run(const test_loop_driver *driver)
         cmocka_unit_test_setup_teardown(a_cancel_ends_a_wait, open_client, close_client),
         cmocka_unit_test_setup_teardown(a_free_ends_a_pending_acquire, open_client, close_client),
         cmocka_unit_test_setup_teardown(the_loop_renews_and_no_thread_is_made, open_client,
+                                        close_client),
+        cmocka_unit_test_setup_teardown(a_dropped_connection_is_made_again, open_client,
                                         close_client),
         cmocka_unit_test_setup_teardown(freeing_everything_leaves_the_loop_empty, open_client,
                                         close_client),
