@@ -461,8 +461,10 @@ dlock_client_stats(const dlock_client *client, dlock_stats *out, size_t size);
  *  whose callbacks run from the loop. The loop is reached through four
  *  hooks, as hiredis's async context reaches its loop through its `ev`
  *  hooks: watch an fd for reading or writing, and set a timer. An adapter
- *  fills them once for a loop library (`<dlock/libuv.h>`,
- *  `<dlock/libevent.h>` ship with dlock); the records they are handed,
+ *  fills them once for a loop library (`<dlock/libuv.h>` for libuv,
+ *  `<dlock/libevent.h>` for libevent 2.1, and `<dlock/poll.h>` for a
+ *  hand-written poll() or epoll loop ship with dlock, header-only); the
+ *  records they are handed,
  *  dlock_io and dlock_timer, live inside dlock's own objects and are read
  *  through the functions below.
  *

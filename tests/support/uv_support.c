@@ -1,17 +1,107 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "dlock/libuv.h"
 #include "uv_support.h"
 
-void test_uv_done(dlock_lock *lock, int rc, void *arg)
+static uv_loop_t own_loop;
+static uv_loop_t *cur = &own_loop;
+/* Bounds a turn's wait; initialised on the loop it is first used on. */
+static uv_timer_t bound;
+static uv_loop_t *bound_loop;
+
+static int uv_open(void)
 {
-    test_uv_result *r = arg;
-    r->calls++;
-    r->rc = rc;
-    r->lock = lock;
+    cur = &own_loop;
+    return uv_loop_init(cur) == 0 ? 0 : -1;
+}
+
+static dlock_loop uv_hooks(void)
+{
+    return dlock_libuv_loop(cur);
+}
+
+static void bound_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+static void uv_turn(int max_ms)
+{
+    if (bound_loop != cur) {
+        uv_timer_init(cur, &bound);
+        bound_loop = cur;
+    }
+    uv_timer_start(&bound, bound_cb, (uint64_t)max_ms, 0);
+    uv_run(cur, UV_RUN_ONCE);
+    uv_timer_stop(&bound);
+}
+
+static int uv_idle(void)
+{
+    return !uv_loop_alive(cur);
+}
+
+static void bound_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static int uv_close_loop(void)
+{
+    if (bound_loop == cur) {
+        uv_close((uv_handle_t *)&bound, bound_closed);
+        uv_run(cur, UV_RUN_NOWAIT);
+        bound_loop = NULL;
+    }
+    return uv_loop_close(cur) == 0 ? 0 : -1;
+}
+
+const test_loop_driver test_uv_driver = {
+    .name = "uv",
+    .open = uv_open,
+    .hooks = uv_hooks,
+    .turn = uv_turn,
+    .idle = uv_idle,
+    .close = uv_close_loop,
+};
+
+int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int timeout_ms)
+{
+    cur = loop;
+    return test_loop_client(&test_uv_driver, out, url, timeout_ms);
+}
+
+int test_uv_open(uv_loop_t *loop, dlock_client **out, const char *url, int timeout_ms)
+{
+    if (uv_loop_init(loop) != 0)
+        return -1;
+    return test_uv_client(out, loop, url, timeout_ms);
+}
+
+int test_uv_close(uv_loop_t *loop, dlock_client **cl, int max_ms)
+{
+    cur = loop;
+    return test_loop_close(&test_uv_driver, cl, max_ms);
+}
+
+int test_uv_wait(uv_loop_t *loop, test_loop_result *r, int max_ms)
+{
+    cur = loop;
+    return test_loop_wait(&test_uv_driver, r, max_ms);
+}
+
+void test_uv_turn(uv_loop_t *loop, int ms)
+{
+    cur = loop;
+    test_loop_turn(&test_uv_driver, ms);
+}
+
+int test_uv_drain(uv_loop_t *loop, int max_ms)
+{
+    cur = loop;
+    return test_loop_drain(&test_uv_driver, max_ms);
 }
 
 int test_uv_client_with(dlock_client **out, uv_loop_t *loop, const char *const *urls, size_t n,
@@ -27,93 +117,10 @@ int test_uv_client_with(dlock_client **out, uv_loop_t *loop, const char *const *
     return rc == DLOCK_OK ? 0 : -1;
 }
 
-int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int timeout_ms)
-{
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = timeout_ms;
-    o.connect_timeout_ms = timeout_ms;
-    const char *urls[] = {url};
-    return test_uv_client_with(out, loop, urls, 1, &o);
-}
-
-int64_t test_uv_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A timer that stops the loop's run: the caller's deadline. */
-static void stop_cb(uv_timer_t *t)
-{
-    uv_stop(t->loop);
-}
-
-static void closed(uv_handle_t *h)
-{
-    (void)h;
-}
-
-int test_uv_wait(uv_loop_t *loop, test_uv_result *r, int max_ms)
-{
-    int64_t end = test_uv_now_ms() + max_ms;
-    while (r->calls == 0 && test_uv_now_ms() < end)
-        uv_run(loop, UV_RUN_ONCE);
-    return r->calls ? r->rc : -999;
-}
-
-void test_uv_turn(uv_loop_t *loop, int ms)
-{
-    uv_timer_t t;
-    uv_timer_init(loop, &t);
-    uv_timer_start(&t, stop_cb, (uint64_t)ms, 0);
-    uv_run(loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&t, closed);
-    uv_run(loop, UV_RUN_NOWAIT); /* t's close */
-}
-
-int test_uv_drain(uv_loop_t *loop, int max_ms)
-{
-    int64_t end = test_uv_now_ms() + max_ms;
-    while (test_uv_now_ms() < end)
-        if (uv_run(loop, UV_RUN_ONCE) == 0)
-            return 0;
-    return -1;
-}
-
-int test_uv_threads(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    int n = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return n;
-}
-
-int test_uv_open(uv_loop_t *loop, dlock_client **out, const char *url, int timeout_ms)
-{
-    if (uv_loop_init(loop) != 0)
-        return -1;
-    return test_uv_client(out, loop, url, timeout_ms);
-}
-
-int test_uv_close(uv_loop_t *loop, dlock_client **cl, int max_ms)
-{
-    dlock_client_free(*cl);
-    *cl = NULL;
-    if (test_uv_drain(loop, max_ms) != 0)
-        return -1;
-    return uv_loop_close(loop) == 0 ? 0 : -1;
-}
-
 static void ticked(uv_timer_t *t)
 {
     test_uv_ticker *k = (test_uv_ticker *)t;
-    int64_t now = test_uv_now_ms();
+    int64_t now = test_loop_now_ms();
     if (k->last_ms && now - k->last_ms > k->longest_gap_ms)
         k->longest_gap_ms = now - k->last_ms;
     k->last_ms = now;
@@ -128,5 +135,5 @@ void test_uv_ticker_start(uv_loop_t *loop, test_uv_ticker *k, uint64_t period_ms
 
 void test_uv_ticker_stop(test_uv_ticker *k)
 {
-    uv_close((uv_handle_t *)&k->t, closed);
+    uv_close((uv_handle_t *)&k->t, bound_closed);
 }
