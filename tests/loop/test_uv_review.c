@@ -47,6 +47,7 @@ static struct {
     int set_now;     /* records set */
     int violations;  /* rules dlock broke */
     int in_callback; /* depth of dlock callbacks we are in */
+    int refuse_due_now; /* that many new timers due now get DLOCK_ENOMEM */
 } ck;
 
 static void violation(const char *what, void *rec)
@@ -189,6 +190,10 @@ static int ck_timer_set(void *data, dlock_timer *t)
     on_thread(t);
     void **slot = dlock_timer_slot(t);
     watcher *w = watcher_of(slot, t);
+    if (!w && ck.refuse_due_now > 0 && dlock_timer_delay_ms(t) == 0) {
+        ck.refuse_due_now--;
+        return DLOCK_ENOMEM; /* dlock.h allows it: the adapter could not allocate */
+    }
     if (!w) {
         w = calloc(1, sizeof *w);
         if (!w)
@@ -554,6 +559,29 @@ static void a_client_freed_with_a_round_in_flight(void **state)
     assert_int_equal(exists("rv:round"), 0); /* released, the round still out */
 }
 
+/* Everything freed while a waiter's try, its wake-up subscriber's
+ * connect and the holder's release are all stalled (the proxy blackholes
+ * every connection, new ones too): the loop is empty once they time out. */
+static void a_client_freed_with_its_subscriber_stalled(void **state)
+{
+    (void)state;
+    dlock_lock *a = new_lock("rv:sub", 20000, 0);
+    dlock_lock *b = new_lock("rv:sub", 20000, 0);
+    test_uv_result ra = {0}, rb = {0};
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &ra), DLOCK_OK);
+    assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    assert_int_equal(dlock_lock_acquire_start(b, DLOCK_WAIT_FOREVER, test_uv_done, &rb),
+                     DLOCK_OK);
+    test_uv_turn(&loop, 1500); /* b's try times out; it subscribes, into the hole */
+    assert_int_equal(rb.calls, 0);
+    dlock_lock_free(b);
+    assert_int_equal(rb.calls, 1);
+    dlock_lock_free(a);
+    dlock_client_free(cl);
+    cl = NULL;
+}
+
 /* ---- owners on one loop ---------------------------------------------------------------- */
 
 static void reentrant_handles_of_one_loop_exclude(void **state)
@@ -573,6 +601,29 @@ static void reentrant_handles_of_one_loop_exclude(void **state)
     dlock_lock_free(a);
     dlock_lock_free(b);
 }
+
+/* ---- an adapter out of memory ---------------------------------------------------------- */
+
+#if 0 /* Fails today (the callback never comes: -999 != DLOCK_ENOTHELD), a design
+       * question left open by the review: the defers of a looped client cannot
+       * fail on the poll loop but can on an application's. */
+/* timer_set() may return DLOCK_ENOMEM (dlock.h). A start whose answer is
+ * known at once defers it (async.c, answer_soon()); that defer's
+ * timer_set failing leaves the record unset (loop_app.c, app_defer(): "what
+ * waited on it waits for its own deadline instead"), but this answer has no
+ * deadline of its own: the callback never comes, the handle stays pending
+ * (DLOCK_EBUSY for every start) until it is freed. */
+static void a_deferred_answer_survives_a_refused_timer(void **state)
+{
+    (void)state;
+    dlock_lock *l = new_lock("rv:nomem", 5000, 0);
+    test_uv_result r = {0};
+    ck.refuse_due_now = 1;
+    assert_int_equal(dlock_lock_release_start(l, test_uv_done, &r), DLOCK_OK);
+    assert_int_equal(test_uv_wait(&loop, &r, 2000), DLOCK_ENOTHELD);
+    dlock_lock_free(l);
+}
+#endif
 
 /* ---- random abuse ----------------------------------------------------------------------- */
 
@@ -746,9 +797,15 @@ int main(void)
                                         close_client),
         cmocka_unit_test_setup_teardown(a_client_freed_with_a_round_in_flight, open_proxied,
                                         close_proxied),
+        cmocka_unit_test_setup_teardown(a_client_freed_with_its_subscriber_stalled, open_proxied,
+                                        close_proxied),
         cmocka_unit_test_setup_teardown(reentrant_handles_of_one_loop_exclude, open_client,
                                         close_client),
         cmocka_unit_test_setup_teardown(random_abuse, open_client, close_client),
+#if 0 /* above */
+        cmocka_unit_test_setup_teardown(a_deferred_answer_survives_a_refused_timer, open_client,
+                                        close_client),
+#endif
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
