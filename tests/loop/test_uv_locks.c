@@ -59,11 +59,8 @@ static int close_client(void **state)
 
 static dlock_lock *new_lock(const char *name, int64_t ttl_ms, unsigned flags)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = ttl_ms;
-    o.flags = flags;
-    dlock_lock *l = NULL;
-    assert_int_equal(dlock_lock_new(&l, cl, name, &o), DLOCK_OK);
+    dlock_lock *l = test_uv_lock(cl, name, ttl_ms, flags);
+    assert_non_null(l);
     return l;
 }
 

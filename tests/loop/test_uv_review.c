@@ -155,18 +155,23 @@ static int ck_io_set(void *data, dlock_io *io)
     return rc == 0 ? DLOCK_OK : DLOCK_EIO;
 }
 
-static void ck_io_clear(void *data, dlock_io *io)
+/* A clear (io or timer) of the record at rec, whose slot is slot. */
+static void clear_record(void **slot, void *rec)
 {
-    (void)data;
-    on_thread(io);
-    void **slot = dlock_io_slot(io);
-    watcher *w = watcher_of(slot, io);
+    on_thread(rec);
+    watcher *w = watcher_of(slot, rec);
     if (!w) {
-        violation("io_clear of a record not set", io);
+        violation("a clear of a record not set", rec);
         return;
     }
     *slot = NULL;
     let_go(w);
+}
+
+static void ck_io_clear(void *data, dlock_io *io)
+{
+    (void)data;
+    clear_record(dlock_io_slot(io), io);
 }
 
 static void timer_cb(uv_timer_t *h)
@@ -214,15 +219,7 @@ static int ck_timer_set(void *data, dlock_timer *t)
 static void ck_timer_clear(void *data, dlock_timer *t)
 {
     (void)data;
-    on_thread(t);
-    void **slot = dlock_timer_slot(t);
-    watcher *w = watcher_of(slot, t);
-    if (!w) {
-        violation("timer_clear of a record not set", t);
-        return;
-    }
-    *slot = NULL;
-    let_go(w);
+    clear_record(dlock_timer_slot(t), t);
 }
 
 /* ---- the fixture ----------------------------------------------------------------------- */
@@ -293,11 +290,8 @@ static int close_client(void **state)
 
 static dlock_lock *new_lock(const char *name, int64_t ttl_ms, unsigned flags)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = ttl_ms;
-    o.flags = flags;
-    dlock_lock *l = NULL;
-    assert_int_equal(dlock_lock_new(&l, cl, name, &o), DLOCK_OK);
+    dlock_lock *l = test_uv_lock(cl, name, ttl_ms, flags);
+    assert_non_null(l);
     return l;
 }
 
@@ -468,10 +462,7 @@ static void cancels_at_every_point(void **state)
     assert_int_equal(rb.rc, DLOCK_ECANCELED);
     test_uv_turn(&loop, 200);
     assert_int_equal(rb.calls, 1);
-    memset(&ra, 0, sizeof ra);
-    assert_int_equal(dlock_lock_release_start(a, test_uv_done, &ra), DLOCK_OK);
-    assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
-    dlock_lock_free(a);
+    dlock_lock_free(a); /* held: its free releases it */
 }
 
 /* A set waiting on its second name, cancelled, then another freed there. */

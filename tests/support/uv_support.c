@@ -36,6 +36,15 @@ int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int tim
     return test_uv_client_with(out, loop, urls, 1, &o);
 }
 
+dlock_lock *test_uv_lock(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = ttl_ms;
+    o.flags = flags;
+    dlock_lock *l = NULL;
+    return dlock_lock_new(&l, c, name, &o) == DLOCK_OK ? l : NULL;
+}
+
 int64_t test_uv_now_ms(void)
 {
     struct timespec ts;
