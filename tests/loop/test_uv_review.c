@@ -596,10 +596,19 @@ static void reentrant_handles_of_one_loop_exclude(void **state)
     assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire_start(b, 0, test_uv_done, &rb), DLOCK_OK);
     assert_int_equal(test_uv_wait(&loop, &rb, 5000), DLOCK_ENOTACQUIRED);
-    /* a's own second acquire is its hold's count. */
+    /* a's own second acquire is its hold's count: one release leaves it
+     * held, b still out; the second gives it up, and b gets it. */
     memset(&ra, 0, sizeof ra);
     assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &ra), DLOCK_OK);
     assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
+    for (int left = 1; left >= 0; left--) {
+        memset(&ra, 0, sizeof ra);
+        assert_int_equal(dlock_lock_release_start(a, test_uv_done, &ra), DLOCK_OK);
+        assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
+        memset(&rb, 0, sizeof rb);
+        assert_int_equal(dlock_lock_acquire_start(b, 0, test_uv_done, &rb), DLOCK_OK);
+        assert_int_equal(test_uv_wait(&loop, &rb, 5000), left ? DLOCK_ENOTACQUIRED : DLOCK_OK);
+    }
     dlock_lock_free(a);
     dlock_lock_free(b);
 }
