@@ -44,11 +44,13 @@
  * A dlock_lock handle is used by one thread at a time, with five exceptions
  * that are safe from any thread at any time: dlock_lock_cancel(),
  * dlock_lock_state_get(), dlock_lock_validity_ms(), dlock_lock_holder_ttl_ms()
- * and dlock_lock_name(). Callbacks say which thread
- * runs them. A blocking call (acquire, release, extend, adopt, free) runs
- * on the calling thread and uses about 30 KB of its stack (the records of
- * its requests live there, so it allocates nothing per call and a release
- * or free cannot fail for want of memory).
+ * and dlock_lock_name(). A client made with an event loop is the
+ * exception to all of this: it and its handles are used from the loop's
+ * thread only, dlock_lock_cancel() too ("Locks on an event loop").
+ * Callbacks say which thread runs them. A blocking call (acquire, release,
+ * extend, adopt, free) runs on the calling thread and uses about 30 KB of
+ * its stack (the records of its requests live there, so it allocates
+ * nothing per call and a release or free cannot fail for want of memory).
  *
  * Time
  * ----
@@ -1563,7 +1565,8 @@ DLOCK_EXTERN(int) dlock_lock_forget(dlock_lock *lock);
  *  docs/backends.md). A cancel with no acquire in progress
  *  makes the next waiting acquire return at once; a cancel that came during a waiting acquire is used up by it,
  *  also when the acquire ended otherwise (a try answered meanwhile, a
- *  leave after the deadline). Thread-safe;
+ *  leave after the deadline). Thread-safe, except on a looped client
+ *  (from the loop's thread only: it sets the loop's timers);
  *  async-signal-safe it is not. */
 DLOCK_EXTERN(void) dlock_lock_cancel(dlock_lock *lock);
 

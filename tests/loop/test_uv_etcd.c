@@ -78,6 +78,7 @@ static void handles_of_one_loop_contend(void **state)
     assert_int_equal(b.failed, 0);
     assert_int_equal(b.starts_refused, 0);
     assert_int_equal(b.still_pending, 0);
+    assert_true(b.longest_gap_ms < 250); /* nothing blocked the loop */
 }
 
 static void the_loop_keeps_the_lease_and_a_cancel_ends_a_wait(void **state)
@@ -107,12 +108,37 @@ static void the_loop_keeps_the_lease_and_a_cancel_ends_a_wait(void **state)
     dlock_lock_free(a);
 }
 
+/* A waiter freed in its wait (its watch stream open), its holder freed
+ * holding, and the client freed at once after them: their ends (the
+ * waiter's leave, the holder's revoke) finish on the loop, which is then
+ * empty (close_client()). */
+static void everything_freed_with_a_watch_open(void **state)
+{
+    (void)state;
+    dlock_lock *a = test_uv_lock(cl, "uve:freed", 5000, 0);
+    dlock_lock *b = test_uv_lock(cl, "uve:freed", 5000, 0);
+    assert_non_null(a);
+    assert_non_null(b);
+    test_uv_result ra = {0}, rb = {0};
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &ra), DLOCK_OK);
+    assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_start(b, DLOCK_WAIT_FOREVER, test_uv_done, &rb),
+                     DLOCK_OK);
+    test_uv_turn(&loop, 500); /* b waits in line, watching a's key */
+    assert_int_equal(rb.calls, 0);
+    dlock_lock_free(b);
+    assert_int_equal(rb.calls, 1);
+    dlock_lock_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(handles_of_one_loop_contend, open_client, close_client),
         cmocka_unit_test_setup_teardown(the_loop_keeps_the_lease_and_a_cancel_ends_a_wait,
                                         open_client, close_client),
+        cmocka_unit_test_setup_teardown(everything_freed_with_a_watch_open, open_client,
+                                        close_client),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

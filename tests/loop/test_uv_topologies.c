@@ -93,9 +93,10 @@ static void sentinel(void **state)
  * subscriber's reconnect asks the sentinels on the loop, and a ticker
  * beside it is never held up (the wake-up's reconnect used to ask them
  * with a blocking call: a gap of the connect and I/O timeouts). */
-static void stopped_sentinels_never_block_the_loop(void **state)
+/* free_early: everything freed while the sentinels are still stopped,
+ * the wake-up's discovery in flight: the loop is empty all the same. */
+static void with_sentinels_stopped(int free_early)
 {
-    (void)state;
     static test_sentinel_set s;
     assert_int_equal(test_sentinel_start(&s), 0);
     const char *urls[] = {s.url};
@@ -124,6 +125,18 @@ static void stopped_sentinels_never_block_the_loop(void **state)
     assert_non_null(y);
     assert_true(y->type == REDIS_REPLY_INTEGER && y->integer >= 1);
     freeReplyObject(y);
+    if (free_early) {
+        test_uv_turn(&loop, 200); /* the subscriber's reconnect asks the sentinels */
+        test_uv_ticker_stop(&k);
+        dlock_lock_free(b);
+        dlock_lock_free(a);
+        assert_int_equal(rb.calls, 1);
+        assert_int_equal(test_uv_close(&loop, &c, 10000), 0);
+        for (int i = 0; i < TEST_SENTINELS; i++)
+            test_redis_resume(&s.sentinel[i]);
+        test_sentinel_stop(&s);
+        return;
+    }
     test_uv_turn(&loop, 2500);
     test_uv_ticker_stop(&k);
     print_message("longest gap between 10 ms ticks with the sentinels stopped: %lld ms\n",
@@ -137,6 +150,18 @@ static void stopped_sentinels_never_block_the_loop(void **state)
     dlock_lock_free(a);
     assert_int_equal(test_uv_close(&loop, &c, 10000), 0);
     test_sentinel_stop(&s);
+}
+
+static void stopped_sentinels_never_block_the_loop(void **state)
+{
+    (void)state;
+    with_sentinels_stopped(0);
+}
+
+static void a_client_freed_while_its_wakeup_asks_stopped_sentinels(void **state)
+{
+    (void)state;
+    with_sentinels_stopped(1);
 }
 
 static void tls(void **state)
@@ -161,6 +186,7 @@ int main(void)
         cmocka_unit_test(cluster),
         cmocka_unit_test(sentinel),
         cmocka_unit_test(stopped_sentinels_never_block_the_loop),
+        cmocka_unit_test(a_client_freed_while_its_wakeup_asks_stopped_sentinels),
         cmocka_unit_test(tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

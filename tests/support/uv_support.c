@@ -137,3 +137,12 @@ void test_uv_ticker_stop(test_uv_ticker *k)
 {
     uv_close((uv_handle_t *)&k->t, bound_closed);
 }
+
+dlock_lock *test_uv_lock(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = ttl_ms;
+    o.flags = flags;
+    dlock_lock *l = NULL;
+    return dlock_lock_new(&l, c, name, &o) == DLOCK_OK ? l : NULL;
+}

@@ -32,6 +32,10 @@ int test_uv_client_with(dlock_client **out, uv_loop_t *loop, const char *const *
  * timeouts of timeout_ms: 0, or -1. */
 int test_uv_client(dlock_client **out, uv_loop_t *loop, const char *url, int timeout_ms);
 
+/* A handle for name on c with ttl_ms and flags (the other options the
+ * defaults), or NULL. */
+dlock_lock *test_uv_lock(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags);
+
 /* uv_loop_init(loop) and test_uv_client() on it: 0, or -1. */
 int test_uv_open(uv_loop_t *loop, dlock_client **out, const char *url, int timeout_ms);
 
