@@ -527,7 +527,11 @@ typedef struct dlock_loop {
     void (*io_clear)(void *data, dlock_io *io);
     /** Arm (or re-arm) the timer to fire in dlock_timer_delay_ms(t)
      *  milliseconds (0: at the loop's next turn). DLOCK_OK or
-     *  DLOCK_ENOMEM, as io_set. */
+     *  DLOCK_ENOMEM, as io_set. A refused timer due now is work dlock
+     *  deferred to the next turn, which is then lost (a callback that
+     *  never comes): an adapter should keep one in reserve rather than
+     *  refuse it (the shipped adapters allocate a watcher per timer and
+     *  refuse only when malloc() fails). */
     int (*timer_set)(void *data, dlock_timer *t);
     /** Disarm it. */
     void (*timer_clear)(void *data, dlock_timer *t);
