@@ -72,6 +72,13 @@ double bench_cycle_rate(bench *b, dlock_lock *const *l, int n_locks, double secs
 /* A lock token as the peers' baseline makes it: 16 bytes from getrandom,
  * in hex (exits on a getrandom failure). */
 void bench_token(char tok[33]);
+
+/* This process's resident memory (/proc/self/statm), its heap in use
+ * (mallinfo2: what RSS keeps of memory freed since is not in it), and its
+ * CPU time, user + system, in seconds (getrusage). */
+long bench_rss_bytes(void);
+long bench_heap_bytes(void);
+double bench_cpu_s(void);
 /* The acquire that dlock's plain lock sends on one node with DLOCK_NO_FENCE
  * and wake-ups off, by hand: SET key tok NX PX 10000 GET and PTTL
  * (set_get: Redis 7), else SET NX PX, GET and PTTL. Appended, not sent;

@@ -15,10 +15,7 @@
  * Figures are cycles per second of the process; loop/hasync and
  * loop(256)/blocking(64) are the ratios to read, as medians of the
  * per-round ratios. */
-#include <malloc.h>
 #include <pthread.h>
-#include <sys/resource.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,33 +220,6 @@ typedef struct wt_run {
     int done, failed;
 } wt_run;
 
-static long rss_bytes(void)
-{
-    long size = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * sysconf(_SC_PAGESIZE);
-}
-
-/* The heap in use (what RSS keeps of memory freed since is not in it). */
-static long heap_bytes(void)
-{
-    struct mallinfo2 m = mallinfo2();
-    return (long)(m.uordblks + m.hblkhd);
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 static void wt_released(dlock_lock *l, int rc, void *arg)
 {
     wt_run *w = arg;
@@ -283,7 +253,7 @@ static void waiters_side(bench *b, wt_run *w, dlock_client *c, const char *side,
     dlock_lock *holder = NULL;
     char name[64];
     snprintf(name, sizeof name, "bench:as:waiters:%s", side);
-    long rss0 = rss_bytes(), heap0 = heap_bytes();
+    long rss0 = bench_rss_bytes(), heap0 = bench_heap_bytes();
     int ok = dlock_lock_new(&holder, c, name, &o) == DLOCK_OK;
     for (int i = 0; ok && i < AS_WAITERS; i++)
         ok = dlock_lock_new(&w->l[i], c, name, &o) == DLOCK_OK;
@@ -311,9 +281,9 @@ static void waiters_side(bench *b, wt_run *w, dlock_client *c, const char *side,
     }
     if (!ok)
         bench_die("async: waiters: the %s side could not start", side);
-    long rss1 = rss_bytes(), heap1 = heap_bytes();
+    long rss1 = bench_rss_bytes(), heap1 = bench_heap_bytes();
     double clients = bench_info(&b->srv[0], "clients", "connected_clients");
-    double calls0 = bench_info(&b->srv[0], "stats", "total_commands_processed"), cpu0 = cpu_s();
+    double calls0 = bench_info(&b->srv[0], "stats", "total_commands_processed"), cpu0 = bench_cpu_s();
     int64_t t0 = bench_now_ns();
     if (w->loop) {
         test_uv_result r = {0};
@@ -327,7 +297,7 @@ static void waiters_side(bench *b, wt_run *w, dlock_client *c, const char *side,
     }
     double secs = (double)(bench_now_ns() - t0) / 1e9;
     double calls = bench_info(&b->srv[0], "stats", "total_commands_processed") - calls0 - 1;
-    double cpu = cpu_s() - cpu0;
+    double cpu = bench_cpu_s() - cpu0;
     if (w->failed)
         bench_fail(b, "async: waiters: a %s section failed", side);
     double heap_kib = (double)(heap1 - heap0) / AS_WAITERS / 1024;

@@ -10,8 +10,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "dlock_bench.h"
 #include "watchdog.h" /* dlock__watchdog_get_stats(): internal counters */
@@ -110,14 +108,6 @@ static long count_not_held(dlock_lock **locks, long n)
     return bad;
 }
 
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 static double server_cpu_s(const test_redis *r)
 {
     return bench_info(r, "cpu", "used_cpu_user") + bench_info(r, "cpu", "used_cpu_sys");
@@ -169,12 +159,12 @@ static void watchdog_run(bench *b, long n, FILE *tsv)
     /* The hold: nothing but the watchdog runs in this process. */
     dlock__watchdog_stats s0, s1, s2;
     dlock__watchdog_get_stats(c, &s0);
-    double cpu0 = cpu_s(), scpu0 = server_cpu_s(&b->srv[0]);
+    double cpu0 = bench_cpu_s(), scpu0 = server_cpu_s(&b->srv[0]);
     int64_t t0 = bench_now_ns();
     bench_sleep_until(t0 + (int64_t)(b->hold_s * 1e9));
     dlock__watchdog_get_stats(c, &s1);
     double wall = (double)(bench_now_ns() - t0) / 1e9;
-    double cpu = (cpu_s() - cpu0) / wall, scpu = (server_cpu_s(&b->srv[0]) - scpu0) / wall;
+    double cpu = (bench_cpu_s() - cpu0) / wall, scpu = (server_cpu_s(&b->srv[0]) - scpu0) / wall;
     /* Two checks besides the watchdog's own count: every handle still says
      * held, and every lock key still exists in Redis (the watchdog notices
      * an expired key only when it next tries to renew it). */
@@ -242,24 +232,6 @@ void bench_watchdog(bench *b)
 
 /* ---- memory per held lock ------------------------------------------------- */
 
-static long heap_bytes(void)
-{
-    struct mallinfo2 m = mallinfo2();
-    return (long)(m.uordblks + m.hblkhd);
-}
-
-static long rss_bytes(void)
-{
-    long size = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * sysconf(_SC_PAGESIZE);
-}
-
 static void memory_run(bench *b, const char *mode, const dlock_lock_options *opts, FILE *tsv)
 {
     long n = b->mem_locks;
@@ -279,7 +251,7 @@ static void memory_run(bench *b, const char *mode, const dlock_lock_options *opt
     free_locks(one, 1);
     malloc_trim(0);
     double load = bench_load1();
-    long h0 = heap_bytes(), r0 = rss_bytes();
+    long h0 = bench_heap_bytes(), r0 = bench_rss_bytes();
     double s0 = bench_info(&b->srv[0], "memory", "used_memory");
 
     dlock_lock **locks = new_locks(b, c, mode, n, opts);
@@ -287,7 +259,7 @@ static void memory_run(bench *b, const char *mode, const dlock_lock_options *opt
         dlock_client_free(c);
         return;
     }
-    long h1 = heap_bytes(), r1 = rss_bytes();
+    long h1 = bench_heap_bytes(), r1 = bench_rss_bytes();
     long errors = 0;
     for (long i = 0; i < n && !bench_stop; i++) {
         int rc = dlock_lock_acquire(locks[i], 0);
@@ -298,7 +270,7 @@ static void memory_run(bench *b, const char *mode, const dlock_lock_options *opt
     /* Let the watchdog run a full round over every lock (its per-round
      * arrays are part of the cost of an auto-renewed lock). */
     bench_sleep_until(bench_now_ns() + (int64_t)(1.5 * WD_INTERVAL_MS * 1e6));
-    long h2 = heap_bytes(), r2 = rss_bytes();
+    long h2 = bench_heap_bytes(), r2 = bench_rss_bytes();
     double s2 = bench_info(&b->srv[0], "memory", "used_memory");
     long not_held = count_not_held(locks, n);
     if (errors || not_held)
