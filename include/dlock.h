@@ -585,7 +585,9 @@ typedef struct dlock_client_options {
      *  that undoes it. */
     int io_timeout_ms;
     /** Idle connections kept per node for reuse (etcd: idle HTTP
-     *  connections kept for the client's members). Default 4. */
+     *  connections kept for the client's members). Default 4. A looped
+     *  client's requests to a single node or a Redlock node share one
+     *  connection instead (see dlock_lock_acquire_start()). */
     int pool_size;
     /** Redlock clock-drift factor. Default 0.01 (drift = ttl*f + 2 ms). */
     double drift_factor;
@@ -1641,6 +1643,18 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  DLOCK_EINVAL on a looped client: they would block the loop. The
  *  inspection calls (dlock_client_status() and the like) still block the
  *  calling thread for their round trips.
+ *
+ *  Connections: the requests of every lock of a looped client share one
+ *  connection per Redis node (one node or each Redlock node; Cluster and
+ *  Sentinel nodes still take a pooled connection per request), pipelined:
+ *  what the loop's turn queued goes out in one write and the replies come
+ *  back in order, as hiredis's async context does. Each request keeps its
+ *  own I/O timeout; one that times out moves later requests to a new
+ *  connection, as does a connection that owes replies and has been silent
+ *  for 100 ms (a stalled path), so no request waits behind a silent one
+ *  for long. With nothing owed the connection is off the loop, so the loop
+ *  can end while the client lives. A waiting acquire also holds one
+ *  eventfd (its cancel) while it waits.
  *
  *  dlock_lock_cancel() ends a pending acquire: its callback gets
  *  DLOCK_ECANCELED (or what it got meanwhile). A pending release or extend

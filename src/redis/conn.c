@@ -41,8 +41,10 @@ static int push_expect(dlock__conn *c, uint8_t kind, uint32_t idx)
         c->q_cap = ncap;
         c->q_head = 0;
     }
-    c->q[(c->q_head + c->q_len) % c->q_cap] = (dlock__expect){kind, idx};
+    c->q[(c->q_head + c->q_len) % c->q_cap] = (dlock__expect){kind, idx, c->tag};
     c->q_len++;
+    if (c->tag)
+        c->tag->owed++;
     return DLOCK_OK;
 }
 
@@ -81,6 +83,7 @@ static int format_out(dlock__conn *c, int argc, const char **argv,
         return DLOCK_ENOMEM;
     dlock__resp_request_write(*buf + *len, argc, argv, argvlen);
     *len += need;
+    c->fmt_bytes += need;
     return DLOCK_OK;
 }
 
@@ -95,6 +98,8 @@ static int append(dlock__conn *c, int argc, const char **argv,
     if (format_out(c, argc, argv, argvlen,
                    kind == DLOCK__R_CALLER && c->checks_pending > 0) != DLOCK_OK) {
         c->q_len--;
+        if (c->tag)
+            c->tag->owed--;
         return DLOCK_ENOMEM;
     }
     if (kind == DLOCK__R_CHECK || kind == DLOCK__R_ROLE)
@@ -211,50 +216,6 @@ int dlock__conn_append(dlock__conn *c, int argc, const char **argv,
     return append(c, argc, argv, argvlen, DLOCK__R_CALLER, idx);
 }
 
-int dlock__conn_append_script(dlock__conn *c, const dlock__script *s,
-                              int numkeys, int nargs, const char **args,
-                              const size_t *arglens, int use_eval,
-                              uint32_t idx)
-{
-    const char *small[32];
-    size_t small_len[32];
-    const char **argv = small;
-    size_t *lens = small_len;
-    int argc = nargs + 3, rc;
-    if (argc > (int)DLOCK__ARRAY_LEN(small)) {
-        argv = dlock__malloc((size_t)argc * sizeof *argv);
-        lens = dlock__malloc((size_t)argc * sizeof *lens);
-        if (!argv || !lens) {
-            rc = DLOCK_ENOMEM;
-            goto out;
-        }
-    }
-    char nk[16];
-    if (numkeys >= 0 && numkeys < 10) {
-        nk[0] = (char)('0' + numkeys);
-        nk[1] = '\0';
-    } else {
-        snprintf(nk, sizeof nk, "%d", numkeys);
-    }
-    argv[0] = use_eval ? "EVAL" : "EVALSHA";
-    lens[0] = use_eval ? 4 : 7;
-    argv[1] = use_eval ? s->body : s->sha;
-    lens[1] = use_eval ? s->len : 40;
-    argv[2] = nk;
-    lens[2] = strlen(nk);
-    for (int i = 0; i < nargs; i++) {
-        argv[3 + i] = args[i];
-        lens[3 + i] = arglens ? arglens[i] : strlen(args[i]);
-    }
-    rc = append(c, argc, argv, lens, DLOCK__R_CALLER, idx);
-out:
-    if (argv != small) {
-        dlock__free((void *)argv);
-        dlock__free(lens);
-    }
-    return rc;
-}
-
 short dlock__conn_events(const dlock__conn *c)
 {
     if (c->state == DLOCK__CS_BROKEN)
@@ -306,6 +267,7 @@ static int write_out_tls(dlock__conn *c)
             return dlock__conn_fail(c, c->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO, "%s", msg);
         }
         c->out_off += (size_t)n;
+        c->sent_bytes += (uint64_t)n;
     }
     c->out_off = c->out_len = 0;
     return DLOCK_OK;
@@ -325,6 +287,7 @@ static int write_out(dlock__conn *c)
             return -1;
         }
         c->out_off += (size_t)n;
+        c->sent_bytes += (uint64_t)n;
     }
     c->out_off = c->out_len = 0;
     return 0;
@@ -491,6 +454,13 @@ static int is_accept_refusal(const redisReply *r)
 
 int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
 {
+    dlock__conn_tag *tag;
+    return dlock__conn_take_tagged(c, reply, idx, &tag);
+}
+
+int dlock__conn_take_tagged(dlock__conn *c, redisReply **reply, uint32_t *idx,
+                            dlock__conn_tag **tag)
+{
     while (c->q_len > 0) {
         if (c->state == DLOCK__CS_BROKEN)
             return DLOCK_EIO;
@@ -503,6 +473,8 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
         dlock__expect e = c->q[c->q_head];
         c->q_head = (c->q_head + 1) % c->q_cap;
         c->q_len--;
+        if (e.tag)
+            e.tag->owed--;
         if (e.kind != DLOCK__R_CALLER && is_accept_refusal(r)) {
             /* Read as the reply to a SCRIPT LOAD it would be dropped, and
              * the close that follows would look like "outcome unknown" (an
@@ -528,6 +500,7 @@ int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx)
         case DLOCK__R_CALLER:
             *reply = r;
             *idx = e.idx;
+            *tag = e.tag;
             return 1;
         case DLOCK__R_CHECK:
             if (r->type == REDIS_REPLY_ERROR) {
@@ -582,6 +555,18 @@ void dlock__conn_abandon(dlock__conn *c)
             e->kind = DLOCK__R_DISCARD;
     }
     c->caller_sent = 0;
+}
+
+void dlock__conn_abandon_tag(dlock__conn *c, dlock__conn_tag *tag)
+{
+    for (size_t i = 0; i < c->q_len && tag->owed > 0; i++) {
+        dlock__expect *e = &c->q[(c->q_head + i) % c->q_cap];
+        if (e->tag == tag) {
+            e->kind = DLOCK__R_DISCARD;
+            e->tag = NULL;
+            tag->owed--;
+        }
+    }
 }
 
 size_t dlock__conn_pending(const dlock__conn *c)

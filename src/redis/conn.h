@@ -42,9 +42,18 @@ typedef enum {
     DLOCK__R_CALLER   /* the caller's command number `idx` */
 } dlock__reply_kind;
 
+/* A caller of a shared connection (pipe.h): how many of the replies
+ * expected are its own. */
+typedef struct dlock__conn_tag {
+    uint32_t owed;
+} dlock__conn_tag;
+
 typedef struct dlock__expect {
     uint8_t kind;
     uint32_t idx;
+    /* Whose reply it is on a shared connection (pipe.h): the tag the
+     * connection carried when the command was appended. */
+    dlock__conn_tag *tag;
 } dlock__expect;
 
 typedef struct dlock__conn {
@@ -97,6 +106,15 @@ typedef struct dlock__conn {
     char err[160];            /* why it broke */
     int err_code;             /* and the code it broke with (0: none) */
     int route;                /* Cluster: its master (src/redis/cluster.c); 0: none */
+    /* A shared connection (pipe.h): the requests of many callers go out
+     * on it together. `tag` names the caller whose commands are appended
+     * now (each expected reply keeps it); `fmt_bytes` counts every byte
+     * ever queued and `sent_bytes` every byte written, in the same order,
+     * so a caller whose first byte was queued at offset m was (at least
+     * partly) sent once sent_bytes > m. `shared` is its pipe.h record. */
+    dlock__conn_tag *tag;
+    uint64_t fmt_bytes, sent_bytes;
+    void *shared;
 } dlock__conn;
 
 typedef struct dlock__conn_config {
@@ -166,6 +184,15 @@ int dlock__conn_read_blocking(dlock__conn *c, int io_timeout_ms);
  * Returns 1 with *reply and *idx set (caller frees with freeReplyObject),
  * 0 if none is buffered yet, or a negative dlock code (connection BROKEN). */
 int dlock__conn_take(dlock__conn *c, redisReply **reply, uint32_t *idx);
+
+/* dlock__conn_take() that also gives the tag the reply's command was
+ * appended under (a shared connection, pipe.h). */
+int dlock__conn_take_tagged(dlock__conn *c, redisReply **reply, uint32_t *idx,
+                            dlock__conn_tag **tag);
+
+/* On a shared connection: the caller `tag` gives up waiting; its
+ * outstanding entries become DISCARD (the others' stay). */
+void dlock__conn_abandon_tag(dlock__conn *c, dlock__conn_tag *tag);
 
 /* What a connection waits for, for messages: "connect", "TLS handshake"
  * or "reply". */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A fan-out slot's replies: MOVED/ASK followed to another connection,
  * NOSCRIPT answered with the script's body, a reply held for its WAIT,
- * Sentinel's READONLY, and the rest reported to the run's callback. */
+ * Sentinel's READONLY, and the rest reported to the run's callback; from
+ * its own connection (dlock__fan_drain) or from its node's shared one
+ * (dlock__fan_pipe_ops). */
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,9 +143,16 @@ static redisReply *take_ack(fan *f, slot *s, redisReply *r, uint32_t idx, int64_
     return NULL;
 }
 
+int dlock__fan_push(slot *s)
+{
+    if (s->pc)
+        return dlock__pipe_arm(s->pc);
+    return dlock__conn_io(s->conn, POLLOUT);
+}
+
 /* One reply (r, under index idx) taken from the slot's connection.
  * DLOCK_OK to go on reading, or the code of a failure. */
-static int on_reply(fan *f, slot *s, redisReply *r, uint32_t idx, int64_t now)
+int dlock__fan_reply(fan *f, slot *s, redisReply *r, uint32_t idx, int64_t now)
 {
     dlock__node *node = &f->client->nodes[s->node];
     if (idx & ASKING_BIT) {
@@ -169,9 +178,10 @@ static int on_reply(fan *f, slot *s, redisReply *r, uint32_t idx, int64_t now)
         freeReplyObject(r);
         if (dlock__fanout_wants_acks(f->client, &f->reqs[idx]))
             s->drop_acks++;
-        if ((rc = dlock__fanout_append(f->client, s->conn, &f->reqs[idx], idx, 1)) == DLOCK_OK)
-            rc = dlock__conn_io(s->conn, POLLOUT);
-        return rc;
+        s->conn->tag = s->pc ? &s->pu.tag : NULL;
+        rc = dlock__fanout_append(f->client, s->conn, &f->reqs[idx], idx, 1);
+        s->conn->tag = NULL;
+        return rc == DLOCK_OK ? dlock__fan_push(s) : rc;
     } else if (dlock__fanout_wants_acks(f->client, &f->reqs[idx]) && !is_readonly(r)) {
         /* Held until its WAIT says how many replicas have it. */
         if (s->held)
@@ -222,7 +232,7 @@ int dlock__fan_drain(fan *f, slot *s, int rc, int64_t now)
                 return got;
             if (got == 0)
                 break;
-            rc = on_reply(f, s, r, idx, now);
+            rc = dlock__fan_reply(f, s, r, idx, now);
         }
         dlock__conn *c = s->conn;
         if (rc != DLOCK_OK || s->state != SLOT_LIVE || f->stop || round == 8 || !c->tls ||
@@ -231,3 +241,39 @@ int dlock__fan_drain(fan *f, slot *s, int rc, int64_t now)
         rc = dlock__conn_io(c, POLLIN);
     }
 }
+
+/* ---- a slot on its node's shared connection (pipe.h) ---- */
+
+static void slot_heard(dlock__pipe_user *u, redisReply *r, uint32_t idx)
+{
+    slot *s = DLOCK__OWNER(u, slot, pu);
+    fan *f = s->fan;
+    if (f->ending || f->stop || s->state != SLOT_LIVE) {
+        freeReplyObject(r); /* as a slot's own connection's drain stops */
+        return;
+    }
+    int64_t now = dlock__now_ns();
+    dlock__fan_after(f, s, dlock__fan_reply(f, s, r, idx, now), now);
+}
+
+static void slot_lost(dlock__pipe_user *u, int code)
+{
+    slot *s = DLOCK__OWNER(u, slot, pu);
+    fan *f = s->fan;
+    if (f->ending || f->stop || s->state != SLOT_LIVE)
+        return;
+    dlock__fan_after(f, s, code, dlock__now_ns());
+}
+
+static void slot_conn_ready(dlock__pipe_user *u)
+{
+    slot *s = DLOCK__OWNER(u, slot, pu);
+    fan *f = s->fan;
+    if (f->ending || s->state != SLOT_LIVE)
+        return;
+    int64_t now = dlock__now_ns();
+    s->deadline_ns = after_ms(now, f->io_ms, f->cap_ns);
+    dlock__fan_after(f, s, DLOCK_OK, now);
+}
+
+const dlock__pipe_user_ops dlock__fan_pipe_ops = {slot_heard, slot_lost, slot_conn_ready};

@@ -5,6 +5,7 @@
 #include "client.h"
 #include "error.h"
 #include "fanout_req.h"
+#include "pipe.h"
 
 /* Replica acknowledgement (dlock_client_options.min_replicas) applies to
  * the requests that grant or lengthen a lease, as the kind's steps say
@@ -60,6 +61,12 @@ void dlock__fanout_send_behind(struct dlock_client *client, dlock__conn **kept,
         int rc = DLOCK_OK;
         for (uint32_t j = 0; j < nreqs && rc == DLOCK_OK; j++)
             rc = send_req(c, &reqs[j], j, 1);
+        if (c->shared) {
+            /* A shared connection (pipe.h): appended with no tag, so
+             * nobody hears the replies; the pipe writes it out. */
+            dlock__pipe_unref(c->shared);
+            continue;
+        }
         if (rc == DLOCK_OK && dlock__conn_io(c, POLLOUT) == DLOCK_OK && !c->retire) {
             dlock__conn_abandon(c);
             dlock__node_checkin(&client->nodes[i], c);

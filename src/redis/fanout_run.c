@@ -25,7 +25,7 @@ typedef dlock__fan_slot_state slot_state;
 static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
 {
     const dlock__conn *c = s->conn;
-    if (c->state != DLOCK__CS_OPEN || c->checks_pending > 0 || c->tls || io_ms <= 0 ||
+    if (s->pc || c->state != DLOCK__CS_OPEN || c->checks_pending > 0 || c->tls || io_ms <= 0 ||
         io_ms > INT32_MAX / 2 || dlock__conn_events(c) != POLLIN)
         return 0;
     int64_t now = dlock__now_ns(), io_ns = io_ms * DLOCK__NS_PER_MS;
@@ -53,6 +53,14 @@ static int slot_arm(fan *f, slot *s)
     if (s->state != SLOT_LIVE) {
         dlock__io_clear(l, &s->io);
         dlock__timer_clear(l, &s->timer);
+        return DLOCK_OK;
+    }
+    if (s->pc) {
+        /* The pipe watches the shared socket; the slot keeps its timer. */
+        if (s->timer.due_ns != s->deadline_ns || !s->timer.link.next) {
+            s->timer.due_ns = s->deadline_ns;
+            (void)dlock__timer_set(l, &s->timer);
+        }
         return DLOCK_OK;
     }
     short ev = dlock__conn_events(s->conn);
@@ -173,8 +181,15 @@ static int fail_slot(fan *f, slot *s, int code, slot_state to)
 static int time_out(fan *f, slot *s)
 {
     dlock__conn *c = s->conn;
-    int code = c->state == DLOCK__CS_CONNECTING || !c->caller_sent ? DLOCK_EIO : DLOCK_EUNKNOWN;
-    if (code == DLOCK_EUNKNOWN && f->keep_timed_out && f->kept) {
+    int code = c->state == DLOCK__CS_CONNECTING || !dlock__fan_sent(s) ? DLOCK_EIO : DLOCK_EUNKNOWN;
+    if (s->pc) {
+        /* The others on the shared connection keep their own deadlines;
+         * new requests go on a new one. An attempt's undo still goes
+         * behind what was sent (kept, run_finish). */
+        dlock__pipe_retire(s->pc);
+        s->kept = code == DLOCK_EUNKNOWN && f->keep_timed_out && f->kept;
+        snprintf(c->err, sizeof c->err, "%s timed out", dlock__conn_phase(c));
+    } else if (code == DLOCK_EUNKNOWN && f->keep_timed_out && f->kept) {
         /* Still open: the caller queues its undo behind, then it is
          * closed (dlock__fanout_send_behind). */
         s->kept = 1;
@@ -194,7 +209,10 @@ static void slot_step(fan *f, slot *s, int rc, int was_ready)
     int64_t now = dlock__now_ns();
     if (rc == DLOCK_OK && !was_ready && conn_ready(s->conn))
         s->deadline_ns = after_ms(now, f->io_ms, f->cap_ns);
-    rc = dlock__fan_drain(f, s, rc, now);
+    /* A shared connection's replies come through its pipe (slot_heard),
+     * never by a slot's own read. */
+    if (!s->pc)
+        rc = dlock__fan_drain(f, s, rc, now);
     if (rc < 0 && s->state == SLOT_LIVE && !f->stop)
         f->stop = fail_slot(f, s, rc, SLOT_FAILED) && !f->graced;
     else if (s->state == SLOT_LIVE && !f->stop && now >= s->deadline_ns)
@@ -252,9 +270,14 @@ static void slot_send(fan *f, slot *s)
         return;
     }
     s->state = SLOT_LIVE;
+    if (s->pc) {
+        dlock__pipe_join(s->pc, &s->pu);
+        s->conn->tag = &s->pu.tag;
+    }
     int rc = DLOCK_OK;
     for (uint32_t j = 0; j < f->nreqs && rc == DLOCK_OK; j++)
         rc = dlock__fanout_append(client, s->conn, &f->reqs[j], j, 0);
+    s->conn->tag = NULL;
     if (rc != DLOCK_OK) {
         /* A connection that failed before sending keeps its reason
          * (Sentinel: no sentinel knows the master, say). */
@@ -274,7 +297,10 @@ static void slot_send(fan *f, slot *s)
                                           : after_ms(now, f->io_ms, f->o->deadline_ns);
     if (f->graced)
         s->deadline_ns = DLOCK__MIN(s->deadline_ns, f->cap_ns);
-    if (s->conn->state == DLOCK__CS_OPEN && (rc = dlock__conn_io(s->conn, POLLOUT)) < 0) {
+    /* A shared connection writes when the loop finds it writable, with
+     * every request queued meanwhile (one send for many). */
+    if (s->pc ? (rc = dlock__pipe_arm(s->pc)) < 0
+              : s->conn->state == DLOCK__CS_OPEN && (rc = dlock__conn_io(s->conn, POLLOUT)) < 0) {
         f->stop = fail_slot(f, s, rc, SLOT_FAILED) && !f->graced;
         return;
     }
@@ -320,6 +346,26 @@ static void discovered(dlock__discover *d)
     run_check(f);
 }
 
+/* The client's own loop shares one connection per node among its runs
+ * (pipe.h); a Cluster's or Sentinel's connection follows its map or
+ * primary and stays on the pool, as does a blocking call's private loop. */
+static int pipe_fits(const fan *f, const dlock__node *node)
+{
+    return f->client->loop && f->loop == f->client->loop && !node->cluster && !node->sentinel;
+}
+
+/* After the slot heard from its shared connection (fanout_run.h). */
+void dlock__fan_after(fan *f, slot *s, int rc, int64_t now)
+{
+    if (rc < 0 && s->state == SLOT_LIVE && !f->stop)
+        f->stop = fail_slot(f, s, rc, SLOT_FAILED) && !f->graced;
+    if (f->stop)
+        f->stop = dlock__fan_begin_grace(f, now);
+    (void)slot_arm(f, s);
+    run_check(f);
+}
+
+
 /* ROUTING: check the node's connection out, or learn its Cluster map or
  * Sentinel primary first (DISCOVERING). */
 static void slot_route(fan *f, slot *s)
@@ -334,6 +380,12 @@ static void slot_route(fan *f, slot *s)
                : f->o->cluster_slot ? f->o->cluster_slot - 1
                : f->nreqs ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
                           : 0;
+    if (pipe_fits(f, node)) {
+        s->pc = dlock__pipe_checkout(node, f->loop, &dlock__fan_pipe_ops);
+        s->conn = s->pc ? s->pc->c : NULL;
+        slot_send(f, s);
+        return;
+    }
     if (!dlock__node_checkout_ready(node, s->cslot, &s->conn)) {
         int r = discover(f, s);
         if (r == 1)
@@ -410,7 +462,7 @@ static void run_cancel(fan *f)
                          : "cancelled while asking the sentinels for the primary");
             f->stop = fail_node(f, s, s->relearn ? s->fail_code : DLOCK_EIO, SLOT_FAILED);
         } else if (s->state == SLOT_LIVE) {
-            f->stop = fail_node(f, s, s->conn->caller_sent ? DLOCK_EUNKNOWN : DLOCK_EIO,
+            f->stop = fail_node(f, s, dlock__fan_sent(s) ? DLOCK_EUNKNOWN : DLOCK_EIO,
                                 SLOT_FAILED);
         }
     }
@@ -439,6 +491,18 @@ static void run_finish(fan *f)
             freeReplyObject(s->held);
         if (!c)
             continue;
+        if (s->pc) {
+            /* An undo owed goes behind on the same shared connection. */
+            if (f->kept && c->state == DLOCK__CS_OPEN && dlock__fan_sent(s) &&
+                (canceled || s->kept)) {
+                f->kept[i] = c;
+                dlock__pipe_ref(s->pc);
+            }
+            dlock__pipe_leave(s->pc, &s->pu);
+            s->pc = NULL;
+            s->conn = NULL;
+            continue;
+        }
         if (f->kept && c->state == DLOCK__CS_OPEN && c->caller_sent && (canceled || s->kept)) {
             f->kept[i] = c;
             continue;
@@ -530,60 +594,4 @@ void dlock__fan_start(fan *f, dlock__loop *l, void (*done)(fan *f))
     }
     /* A failure while routing that stops the run stops it at once. */
     run_check(f);
-}
-
-/* ---- the blocking calls: a private loop turned until the run is done ---- */
-
-typedef struct blocking_run {
-    fan f;
-    int over;
-} blocking_run;
-
-static void blocking_done(fan *f)
-{
-    DLOCK__OWNER(f, blocking_run, f)->over = 1;
-}
-
-static int blocking_over(void *arg)
-{
-    return ((blocking_run *)arg)->over;
-}
-
-static int run(struct dlock_client *client, const dlock__req *reqs, uint32_t nreqs,
-               const dlock__fanout_opts *o, int cancel_fd, dlock__conn **kept,
-               int keep_timed_out, dlock__on_reply cb, void *arg)
-{
-    blocking_run b;
-    dlock__loop_poll lp;
-    dlock__loop_poll_init(&lp);
-    dlock__fan_init(&b.f, client, reqs, nreqs, o, cb, arg);
-    b.f.cancel_fd = cancel_fd;
-    b.f.kept = kept;
-    b.f.keep_timed_out = keep_timed_out;
-    b.over = 0;
-    dlock__fan_start(&b.f, &lp.loop, blocking_done);
-    dlock__loop_poll_run(&lp, blocking_over, &b, INT64_MAX);
-    dlock__loop_poll_close(&lp);
-    return b.f.rc;
-}
-
-int dlock__fanout(struct dlock_client *client, const dlock__req *reqs,
-                  uint32_t nreqs, const dlock__fanout_opts *o,
-                  dlock__on_reply cb, void *arg)
-{
-    return dlock__fanout_cancellable(client, reqs, nreqs, o, -1, NULL, cb, arg);
-}
-
-int dlock__fanout_cancellable(struct dlock_client *client, const dlock__req *reqs,
-                              uint32_t nreqs, const dlock__fanout_opts *o, int cancel_fd,
-                              dlock__conn **kept, dlock__on_reply cb, void *arg)
-{
-    return run(client, reqs, nreqs, o, cancel_fd, kept, 0, cb, arg);
-}
-
-int dlock__fanout_attempt(struct dlock_client *client, const dlock__req *reqs,
-                          uint32_t nreqs, const dlock__fanout_opts *o, int cancel_fd,
-                          dlock__conn **kept, dlock__on_reply cb, void *arg)
-{
-    return run(client, reqs, nreqs, o, cancel_fd, kept, 1, cb, arg);
 }

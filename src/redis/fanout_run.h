@@ -43,6 +43,7 @@
 #include "fanout.h"
 #include "loop.h"
 #include "loop_poll.h"
+#include "pipe.h"
 
 typedef enum {
     SLOT_IDLE = 0, /* not selected (opts.only) */
@@ -78,6 +79,10 @@ typedef struct dlock__fan_slot {
     dlock__fan_slot_state fail_to;
     dlock__io io;       /* the connection's socket */
     dlock__timer timer; /* at deadline_ns */
+    /* On the client's own loop (pipe.h): conn is the node's shared
+     * connection, whose io record is the pipe's; pu hears the replies. */
+    dlock__pipe_conn *pc;
+    dlock__pipe_user pu;
 } dlock__fan_slot;
 
 typedef struct dlock__fan {
@@ -136,6 +141,12 @@ static inline int dlock__fan_conn_ready(const dlock__conn *c)
     return c->state == DLOCK__CS_OPEN && c->checks_pending == 0;
 }
 
+/* Whether any byte of the slot's requests was written. */
+static inline int dlock__fan_sent(const dlock__fan_slot *s)
+{
+    return s->pc ? dlock__pipe_sent(s->pc, &s->pu) : s->conn->caller_sent;
+}
+
 /* fanout_run.c: the callback decided the run; start the grace (if the run
  * has one). Returns the run's new "stop". */
 int dlock__fan_begin_grace(dlock__fan *f, int64_t now);
@@ -144,5 +155,21 @@ int dlock__fan_begin_grace(dlock__fan *f, int64_t now);
  * callback, rc being what its I/O gave. Returns DLOCK_OK, or the code of a
  * failure of the slot (not yet reported). */
 int dlock__fan_drain(dlock__fan *f, dlock__fan_slot *s, int rc, int64_t now);
+
+/* fanout_reply.c: one reply of the slot's (it frees r). DLOCK_OK, or the
+ * code of a failure of the slot (not yet reported). */
+int dlock__fan_reply(dlock__fan *f, dlock__fan_slot *s, redisReply *r, uint32_t idx, int64_t now);
+
+/* fanout_run.c: after a slot heard from its shared connection (rc: what
+ * it gave): a failure ends the slot, a decided run starts its grace, the
+ * slot's timer follows its deadline, and a run that is over ends. */
+void dlock__fan_after(dlock__fan *f, dlock__fan_slot *s, int rc, int64_t now);
+
+/* fanout_reply.c: what a slot hears from its node's shared connection. */
+extern const dlock__pipe_user_ops dlock__fan_pipe_ops;
+
+/* fanout_reply.c: the slot's commands were appended: have them written
+ * (now, or by the pipe when the loop finds its socket writable). */
+int dlock__fan_push(dlock__fan_slot *s);
 
 #endif

@@ -46,6 +46,10 @@ typedef struct dlock__node {
     /* The client's observer and statistics (stats.h), for a failover
      * followed; set by the client once, read-only after. */
     struct dlock__obs *obs;
+    /* A looped client's shared connection (pipe.h), made at its first
+     * request; NULL otherwise. Only the client's loop touches it; the
+     * client's close frees it (redis_client.c). */
+    struct dlock__pipe *pipe;
 } dlock__node;
 
 int dlock__node_init(dlock__node *n, const char *url, size_t max_idle, char *err,

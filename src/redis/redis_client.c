@@ -13,6 +13,7 @@
 #include "cluster.h"
 #include "error.h"
 #include "node.h"
+#include "pipe.h"
 #include "redis_backend.h"
 #include "scripts.h"
 #include "sentinel.h"
@@ -211,6 +212,8 @@ void dlock__redis_close(dlock_client *c, int forked)
 {
     for (size_t i = 0; i < c->n_nodes; i++) {
         dlock__node *n = &c->nodes[i];
+        dlock__pipe_free(n->pipe, forked);
+        n->pipe = NULL;
         if (!forked) {
             dlock__node_destroy(n);
             continue;
