@@ -49,6 +49,9 @@ static void app_timer_clear(void *loop, dlock__timer *t)
     h->timer_clear(h->data, t);
 }
 
+/* A deferred record's due time: past whatever the clock says. */
+#define DUE_NOW INT64_MIN
+
 /* A timer due now. The engine's defer cannot fail (the poll loop's never
  * does): an adapter that cannot allocate a timer now leaves the record
  * unset, and what waited on it waits for its own deadline instead. Both
@@ -56,7 +59,7 @@ static void app_timer_clear(void *loop, dlock__timer *t)
  * allocate with malloc otherwise. */
 static void app_defer(void *loop, dlock__timer *t)
 {
-    t->due_ns = dlock__now_ns();
+    t->due_ns = DUE_NOW; /* no clock read: every turn of a loop reads it enough */
     (void)app_timer_set(loop, t);
 }
 
@@ -111,6 +114,8 @@ void **dlock_io_slot(dlock_io *io)
 
 uint64_t dlock_timer_delay_ms(const dlock_timer *t)
 {
+    if (t->due_ns == DUE_NOW)
+        return 0;
     int64_t left_ns = t->due_ns - dlock__now_ns();
     if (left_ns <= 0)
         return 0;
@@ -126,7 +131,8 @@ void dlock_timer_fire(dlock_timer *t)
      * due_ns, and the engine's callbacks count on a timer never firing
      * early (the poll loop's never does). Such a timer is set again for
      * what is left. */
-    if (loop && dlock__now_ns() < t->due_ns && app_timer_set(loop, t) == DLOCK_OK)
+    if (loop && t->due_ns != DUE_NOW && dlock__now_ns() < t->due_ns &&
+        app_timer_set(loop, t) == DLOCK_OK)
         return; /* (set again, or, out of memory, early rather than never) */
     t->fire(t);
 }

@@ -244,7 +244,7 @@ int dlock__fan_drain(fan *f, slot *s, int rc, int64_t now)
 
 /* ---- a slot on its node's shared connection (pipe.h) ---- */
 
-static void slot_heard(dlock__pipe_user *u, redisReply *r, uint32_t idx)
+static void slot_heard(dlock__pipe_user *u, redisReply *r, uint32_t idx, int64_t now)
 {
     slot *s = DLOCK__OWNER(u, slot, pu);
     fan *f = s->fan;
@@ -252,7 +252,6 @@ static void slot_heard(dlock__pipe_user *u, redisReply *r, uint32_t idx)
         freeReplyObject(r); /* as a slot's own connection's drain stops */
         return;
     }
-    int64_t now = dlock__now_ns();
     dlock__fan_after(f, s, dlock__fan_reply(f, s, r, idx, now), now);
 }
 

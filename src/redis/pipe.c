@@ -149,6 +149,7 @@ int dlock__pipe_arm(dlock__pipe_conn *pc)
 static int pc_drain(dlock__pipe_conn *pc, int rc)
 {
     dlock__conn *c = pc->c;
+    int64_t now = dlock__now_ns(); /* once: a read's replies came together */
     for (int round = 0;; round++) {
         while (rc == DLOCK_OK) {
             redisReply *r = NULL;
@@ -159,13 +160,13 @@ static int pc_drain(dlock__pipe_conn *pc, int rc)
                 rc = got;
                 break;
             }
-            pc->heard_ns = dlock__now_ns();
+            pc->heard_ns = now;
             if (!tag) {
                 freeReplyObject(r); /* an undo's, or a gone user's */
                 continue;
             }
             dlock__pipe_user *u = DLOCK__OWNER(tag, dlock__pipe_user, tag);
-            pc->pipe->ops->reply(u, r, idx);
+            pc->pipe->ops->reply(u, r, idx, now);
             if (c->state == DLOCK__CS_BROKEN)
                 rc = c->err_code ? c->err_code : DLOCK_EIO;
         }

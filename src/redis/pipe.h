@@ -61,8 +61,8 @@ struct dlock__pipe_user;
 
 /* What a user hears (its owner's functions). */
 typedef struct dlock__pipe_user_ops {
-    /* A reply of the user's (it frees r). */
-    void (*reply)(struct dlock__pipe_user *u, redisReply *r, uint32_t idx);
+    /* A reply of the user's (it frees r), read at now_ns. */
+    void (*reply)(struct dlock__pipe_user *u, redisReply *r, uint32_t idx, int64_t now_ns);
     /* The connection broke under it: code as above. */
     void (*failed)(struct dlock__pipe_user *u, int code);
     /* The connection is open and its handshake's checks passed: the I/O
