@@ -55,6 +55,10 @@ typedef struct chaos_scenario {
  * scenario table (by name), as the liveness rows are. */
 int chaos_is_etcd(const chaos_scenario *sc);
 
+/* driver.c: 1 if the scenario's workers use a looped client
+ * (worker_loop.h): the rows named loop_*, built with libuv only. */
+int chaos_is_looped(const chaos_scenario *sc);
+
 typedef struct chaos_run {
     const chaos_scenario *sc;
     int scale;

@@ -47,6 +47,19 @@ static const chaos_scenario scenarios[] = {
       30, 1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_node_stall, 0),
     S("node_stalls_redlock3", "SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of 1-2 of 3 nodes", 3, 4, 30,
       1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 8, 300, chaos_inject_node_stall, 0),
+#ifdef CHAOS_WITH_LIBUV
+    /* Looped clients (issue 37): each worker's client runs on a libuv
+     * loop, its requests on one pipelined connection per node
+     * (src/redis/pipe.c), a fifth of its waits cancelled from the loop;
+     * the node stalled, or its connections killed, under contention. */
+    S("loop_node_stalls_1node",
+      "looped clients (libuv): SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of the node, 1.5 x TTL", 1, 4,
+      20, 1000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 6, 300, chaos_inject_node_stall,
+      0),
+    S("loop_conn_faults_redlock3",
+      "looped clients over 3 nodes: CLIENT KILL, PAUSE+KILL, DEBUG SLEEP on one", 3, 4, 20, 1000,
+      10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 6, 300, chaos_inject_conn_faults, 0),
+#endif
     S("proxy_faults_1node", "proxy: delay / drop / blackhole / reset", 1, 4, 40, 1000, 5, 0,
       CHAOS_MODE_DLOCK, 0, 1, 0, 0, CLAIM_SAFE, 20, 200, chaos_inject_proxy, 0),
     S("proxy_faults_redlock3", "proxy: delay / drop / blackhole / reset, 1-2 nodes", 3, 4, 40,
@@ -196,6 +209,10 @@ static const chaos_liveness liveness[] = {
      * acquires, each riding out the same faults. */
     {"set_contended_redlock3_minority", 10000, 5, 8000, 0, 0},
     {"fair_waiters_killed", 9000, 5, 7500, 0, 0},
+    /* A stall lasts 1.5 s; a request cut off by it waits its I/O timeout
+     * (1 s); a section tries once, then waits, as `dlock run -w` does. */
+    {"loop_node_stalls_1node", 8000, 10, 8000, 0, 20},
+    {"loop_conn_faults_redlock3", 8000, 10, 8000, 0, 20},
     /* A stopped worker's own wait includes its stop (1.5 s at most); a
      * claim handed to a stopped waiter lapses within 1 s (TTL 1 s). */
     {"fair_workers_stopped", 5000, 5, 4000, 0, 0},
@@ -227,6 +244,11 @@ static const chaos_liveness liveness[] = {
     {"cluster_master_stalled", 20000, 0, 18000, 0, 0},
     {"cluster_master_failover", 15000, 0, 10000, 0, 0},
 };
+
+int chaos_is_looped(const chaos_scenario *sc)
+{
+    return strncmp(sc->name, "loop_", 5) == 0;
+}
 
 int chaos_is_etcd(const chaos_scenario *sc)
 {

@@ -132,6 +132,7 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     w->hold_ms = sc->hold_ms;
     w->flags = sc->flags;
     w->mode = sc->mode;
+    w->looped = chaos_is_looped(sc);
     w->check_validity = sc->check_validity;
     w->min_uptime_ms = sc->min_uptime_ms;
     w->deadline_ns = chaos_now_ns() + (int64_t)(90 + 60 * scale) * 1000000000;

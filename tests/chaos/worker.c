@@ -15,6 +15,7 @@
 #include "dlock.h"
 #include "history.h"
 #include "worker.h"
+#include "worker_loop.h"
 
 typedef struct worker {
     const chaos_worker_cfg *cfg;
@@ -30,7 +31,20 @@ typedef struct worker {
     dlock_lock *more[CHAOS_MORE_HANDLES];
     dlock_client *client;
     int kind; /* CHAOS_KIND_*: what its sections hold */
+    chaos_loop *lp; /* cfg->looped: the client's loop */
 } worker;
+
+/* The blocking verbs, or on a looped client their _start verbs with the
+ * worker's loop turned until the answer (worker_loop.h). */
+static int acquire(worker *w, dlock_lock *l, int64_t wait_ms)
+{
+    return w->lp ? chaos_loop_acquire(w->lp, l, wait_ms, -1) : dlock_lock_acquire(l, wait_ms);
+}
+
+static int release(worker *w, dlock_lock *l)
+{
+    return w->lp ? chaos_loop_release(w->lp, l) : dlock_lock_release(l);
+}
 
 static void sleep_ns(int64_t ns)
 {
@@ -210,8 +224,10 @@ static void *cancel_main(void *arg)
 static int wait_acquire(worker *w, int64_t wait_ms)
 {
     if (w->cfg->cancel_pct <= 0 || (int)(rand_r(&w->seed) % 100) >= w->cfg->cancel_pct)
-        return dlock_lock_acquire(w->lock, wait_ms);
+        return acquire(w, w->lock, wait_ms);
     canceller k = {.lock = w->lock, .after_ms = 10 + rand_r(&w->seed) % 400};
+    if (w->lp) /* a looped client is cancelled from its loop */
+        return chaos_loop_acquire(w->lp, w->lock, wait_ms, k.after_ms);
     pthread_mutex_init(&k.mu, NULL);
     pthread_cond_init(&k.cv, NULL);
     int started = pthread_create(&k.t, NULL, cancel_main, &k) == 0;
@@ -233,7 +249,7 @@ static int live_section(worker *w, int64_t left_ms)
     const chaos_worker_cfg *cfg = w->cfg;
     int64_t wait = cfg->section_wait_ms < left_ms ? cfg->section_wait_ms : left_ms;
     int64_t t0 = chaos_now_ns();
-    int rc = dlock_lock_acquire(w->lock, 0);
+    int rc = acquire(w, w->lock, 0);
     /* As the dlock command does: a node that answered "not now" (a
      * cluster failing over the lock's slot), or that took the attempt and
      * went away before answering, is waited for too. */
@@ -263,7 +279,7 @@ static int live_section(worker *w, int64_t left_ms)
         return 0;
     }
     critical_section(w, dlock_lock_fence(w->lock));
-    chaos_count_rc(w->sh->rel_rc, dlock_lock_release(w->lock));
+    chaos_count_rc(w->sh->rel_rc, release(w, w->lock));
     backoff(w); /* a new `dlock run` takes a moment to start */
     return 1;
 }
@@ -291,7 +307,7 @@ static void take_background(worker *w, dlock_client *c, dlock_lock **bg)
         o.on_lost = bg_lost;
         o.on_lost_arg = &w->sh->bg_lost[k];
         if (dlock_lock_new(&bg[k], c, name, &o) == DLOCK_OK &&
-            dlock_lock_acquire(bg[k], 5000) == DLOCK_OK)
+            acquire(w, bg[k], 5000) == DLOCK_OK)
             atomic_fetch_add(&w->sh->bg_held[k], 1);
     }
 }
@@ -304,6 +320,13 @@ static int run_dlock(worker *w, long todo)
     co.cluster = cfg->cluster;
     if (cfg->io_timeout_ms > 0)
         co.io_timeout_ms = cfg->io_timeout_ms;
+    if (cfg->looped) {
+        if (!(w->lp = chaos_loop_new())) {
+            fprintf(stderr, "chaos worker: no loop (built without libuv?)\n");
+            return 1;
+        }
+        co.loop = chaos_loop_hooks(w->lp);
+    }
     dlock_client *c = NULL;
     char err[256];
     if (dlock_client_new(&c, cfg->urls, cfg->n_urls, &co, err, sizeof err) != DLOCK_OK) {
@@ -352,7 +375,7 @@ static int run_dlock(worker *w, long todo)
             want_since = chaos_now_ns(); /* live_section noted its own wait */
             continue;
         }
-        int rc = dlock_lock_acquire(w->lock, left_ms < 1000 ? (left_ms > 0 ? left_ms : 1) : 1000);
+        int rc = acquire(w, w->lock, left_ms < 1000 ? (left_ms > 0 ? left_ms : 1) : 1000);
         chaos_count_rc(w->sh->acq_rc, rc);
         if (rc != DLOCK_OK) {
             if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_ENOTACQUIRED)
@@ -365,7 +388,7 @@ static int run_dlock(worker *w, long todo)
          * hold. The section runs under the first handle whatever they got:
          * had an undo taken its hold, another worker could enter. */
         int held_more = 0;
-        while (held_more < n_more && dlock_lock_acquire(w->more[held_more], 0) == DLOCK_OK)
+        while (held_more < n_more && acquire(w, w->more[held_more], 0) == DLOCK_OK)
             held_more++;
         note_wait(w, want_since);
         /* A try-once re-entry to a stalled node returns only after the
@@ -383,8 +406,8 @@ static int run_dlock(worker *w, long todo)
         else
             atomic_fetch_add(&w->sh->aborted, 1);
         while (held_more > 0)
-            chaos_count_rc(w->sh->rel_rc, dlock_lock_release(w->more[--held_more]));
-        chaos_count_rc(w->sh->rel_rc, dlock_lock_release(w->lock));
+            chaos_count_rc(w->sh->rel_rc, release(w, w->more[--held_more]));
+        chaos_count_rc(w->sh->rel_rc, release(w, w->lock));
         if (enter) {
             want_since = chaos_now_ns();
             done++;
@@ -398,6 +421,7 @@ static int run_dlock(worker *w, long todo)
         dlock_lock_free(bg[k]);
     dlock_lock_free(w->lock);
     dlock_client_free(c);
+    chaos_loop_free(w->lp); /* what the frees left on the loop ends */
     return 0;
 }
 
@@ -473,7 +497,7 @@ pid_t chaos_worker_spawn(const chaos_worker_cfg *cfg, chaos_shared *sh, int slot
         _exit(1);
     signal(SIGPIPE, SIG_IGN);
     worker w = {cfg, sh, slot, proc, 0, -1, (unsigned)getpid() ^ (unsigned)chaos_now_ns(), NULL,
-                {NULL}, NULL, CHAOS_KIND_EXCLUSIVE};
+                {NULL}, NULL, CHAOS_KIND_EXCLUSIVE, NULL};
     w.fd = chaos_history_open(cfg->history_path);
     if (w.fd < 0)
         _exit(1);

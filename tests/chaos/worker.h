@@ -66,6 +66,9 @@ typedef struct chaos_worker_cfg {
      * per tag for its whole life (a tag per master): one reported lost
      * counts in chaos_shared.bg_lost[tag]. */
     int cluster;
+    /* A looped client on a libuv loop (worker_loop.h) instead of the
+     * blocking verbs. */
+    int looped;
     const char *bg_tags[3];
     int n_bg;
     char history_path[512];
