@@ -1645,16 +1645,20 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  calling thread for their round trips.
  *
  *  Connections: the requests of every lock of a looped client share one
- *  connection per Redis node (one node or each Redlock node; Cluster and
- *  Sentinel nodes still take a pooled connection per request), pipelined:
- *  what the loop's turn queued goes out in one write and the replies come
- *  back in order, as hiredis's async context does. Each request keeps its
- *  own I/O timeout; one that times out moves later requests to a new
- *  connection, as does a connection that owes replies and has been silent
- *  for 100 ms (a stalled path), so no request waits behind a silent one
- *  for long. With nothing owed the connection is off the loop, so the loop
- *  can end while the client lives. A waiting acquire also holds one
- *  eventfd (its cancel) while it waits.
+ *  connection per Redis node (one node, each Redlock node, a Sentinel
+ *  primary), pipelined: what the loop's turn queued goes out in one write
+ *  and the replies come back in order, as hiredis's async context does.
+ *  A Cluster's masters still take a pooled connection per request, as do
+ *  requests that wait for replicas (min_replicas: a WAIT holds up its
+ *  connection). Each request keeps its own I/O timeout; one that times out
+ *  moves later requests to a new connection, as does a connection that
+ *  owes replies and has read none for 100 ms (a stalled path), so no
+ *  request waits behind a silent one for long. A request's commands still
+ *  queued when it times out or is cancelled may yet run (the connection
+ *  sends them when it can): it reports DLOCK_EUNKNOWN, never "not sent",
+ *  and an acquire's undo goes behind them. With nobody waiting the
+ *  connection is off the loop, so the loop can end while the client lives.
+ *  A waiting acquire also holds one eventfd (its cancel) while it waits.
  *
  *  dlock_lock_cancel() ends a pending acquire: its callback gets
  *  DLOCK_ECANCELED (or what it got meanwhile). A pending release or extend

@@ -99,7 +99,11 @@ int dlock__fan_begin_grace(fan *f, int64_t now)
 static int fail_node(fan *f, slot *s, int err, slot_state to)
 {
     int stop = 0;
-    const char *detail = s->conn                      ? s->conn->err
+    /* A shared connection's text is its own failure's, if any: the slot's
+     * timeout or cancel is the slot's. */
+    const char *detail = s->pc && s->conn->state != DLOCK__CS_BROKEN
+                             ? (to == SLOT_TIMED_OUT ? "reply timed out" : "given up waiting")
+                         : s->conn                    ? s->conn->err
                          : s->disc && s->disc->err[0] ? s->disc->err
                                                       : "out of memory";
     s->state = to;
@@ -181,14 +185,15 @@ static int fail_slot(fan *f, slot *s, int code, slot_state to)
 static int time_out(fan *f, slot *s)
 {
     dlock__conn *c = s->conn;
-    int code = c->state == DLOCK__CS_CONNECTING || !dlock__fan_sent(s) ? DLOCK_EIO : DLOCK_EUNKNOWN;
+    int code = !dlock__fan_sent(s) || (!s->pc && c->state == DLOCK__CS_CONNECTING)
+                   ? DLOCK_EIO
+                   : DLOCK_EUNKNOWN;
     if (s->pc) {
         /* The others on the shared connection keep their own deadlines;
          * new requests go on a new one. An attempt's undo still goes
          * behind what was sent (kept, run_finish). */
         dlock__pipe_retire(s->pc);
         s->kept = code == DLOCK_EUNKNOWN && f->keep_timed_out && f->kept;
-        snprintf(c->err, sizeof c->err, "%s timed out", dlock__conn_phase(c));
     } else if (code == DLOCK_EUNKNOWN && f->keep_timed_out && f->kept) {
         /* Still open: the caller queues its undo behind, then it is
          * closed (dlock__fanout_send_behind). */
@@ -284,6 +289,8 @@ static void slot_send(fan *f, slot *s)
         if (rc != DLOCK_ENOMEM && s->conn->err_code)
             rc = s->conn->err_code;
         rc = rc == DLOCK_ENOMEM ? DLOCK_ENOMEM : rc == DLOCK_EUNKNOWN ? DLOCK_EIO : rc;
+        if (s->pc && s->pu.tag.owed > 0)
+            rc = DLOCK_EUNKNOWN; /* on a shared one, what was appended goes out */
         f->stop = fail_slot(f, s, rc, SLOT_FAILED) && !f->graced;
         return;
     }
@@ -347,11 +354,13 @@ static void discovered(dlock__discover *d)
 }
 
 /* The client's own loop shares one connection per node among its runs
- * (pipe.h); a Cluster's or Sentinel's connection follows its map or
- * primary and stays on the pool, as does a blocking call's private loop. */
+ * (pipe.h); a Cluster's connection follows its map and stays on the pool,
+ * as does a blocking call's private loop, and a run that waits for
+ * replicas (a WAIT holds its connection up: the next run's WAIT would
+ * start only after it, test_uv_pipe). */
 static int pipe_fits(const fan *f, const dlock__node *node)
 {
-    return f->client->loop && f->loop == f->client->loop && !node->cluster && !node->sentinel;
+    return f->client->loop && f->loop == f->client->loop && !node->cluster && !f->acks;
 }
 
 /* After the slot heard from its shared connection (fanout_run.h). */
@@ -380,8 +389,7 @@ static void slot_route(fan *f, slot *s)
                : f->o->cluster_slot ? f->o->cluster_slot - 1
                : f->nreqs ? dlock__cluster_req_slot(reqs[0].numkeys, reqs[0].args, reqs[0].arglens)
                           : 0;
-    if (pipe_fits(f, node)) {
-        s->pc = dlock__pipe_checkout(node, f->loop, &dlock__fan_pipe_ops);
+    if (pipe_fits(f, node) && dlock__pipe_checkout(node, f->loop, &dlock__fan_pipe_ops, &s->pc)) {
         s->conn = s->pc ? s->pc->c : NULL;
         slot_send(f, s);
         return;
@@ -493,8 +501,7 @@ static void run_finish(fan *f)
             continue;
         if (s->pc) {
             /* An undo owed goes behind on the same shared connection. */
-            if (f->kept && c->state == DLOCK__CS_OPEN && dlock__fan_sent(s) &&
-                (canceled || s->kept)) {
+            if (f->kept && c->state != DLOCK__CS_BROKEN && (canceled || s->kept)) {
                 f->kept[i] = c;
                 dlock__pipe_ref(s->pc);
             }
@@ -578,6 +585,7 @@ void dlock__fan_start(fan *f, dlock__loop *l, void (*done)(fan *f))
     f->io_ms = o->io_timeout_ms;
     for (uint32_t j = 0; j < f->nreqs; j++)
         if (dlock__fanout_wants_acks(client, &f->reqs[j])) {
+            f->acks = 1;
             f->io_ms += client->opts.min_replicas_timeout_ms;
             break;
         }

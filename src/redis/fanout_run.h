@@ -104,6 +104,7 @@ typedef struct dlock__fan {
     int ending;   /* over: done() is deferred to the loop's next turn */
     int64_t cap_ns; /* no slot waits past this */
     int64_t connect_ms, io_ms;
+    int acks; /* a request waits for replicas (WAIT): not on a shared connection */
     dlock__loop *loop;
     dlock__timer fin; /* the deferred end */
     dlock__fd_flag cancel;

@@ -87,6 +87,7 @@ void dlock__node_stale(dlock__node *n)
     /* A new primary may take SET ... NX GET where the old one refused it:
      * its connections' handshakes say. */
     atomic_store(&n->set_get, 0);
+    atomic_fetch_add(&n->primary_gen, 1);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&n->mu));
     n->sentinel->known = 0;
     dlock__conn *idle = n->idle;

@@ -37,6 +37,10 @@ typedef struct dlock__node {
      * is not, or an older primary after a failover): then never again, or
      * for Sentinel until the primary moves (dlock__node_stale()). */
     _Atomic int set_get;
+    /* Sentinel: bumped each time the primary's address is forgotten
+     * (dlock__node_stale()), so a shared connection (pipe.h) made to the
+     * old one is not joined again. */
+    _Atomic unsigned primary_gen;
     /* Sentinel: the primary is found through these sentinels (url then
      * holds only the primary's credentials); NULL for a plain node. */
     dlock__sentinel *sentinel;

@@ -9,6 +9,7 @@
 #include "pipe.h"
 
 static void pc_ready(dlock__io *io, unsigned events);
+static int pc_drain(dlock__pipe_conn *pc, int rc);
 
 /* Each user still waiting for a reply, once per reply expected. */
 #define EACH_WAITING(c, u)                                                                     \
@@ -51,18 +52,30 @@ static void pc_drop(dlock__pipe_conn *pc)
         pc->pipe->cur = NULL;
 }
 
-static dlock__pipe_conn *pc_new(dlock__pipe *p)
+/* A new connection to the node (0: a Sentinel primary not known now). */
+static int pc_new(dlock__pipe *p, dlock__pipe_conn **out)
 {
     dlock__node *n = p->node;
     dlock__pipe_conn *pc = dlock__calloc(1, sizeof *pc);
+    *out = NULL;
     if (!pc)
-        return NULL;
+        return 1;
+    pc->primary_gen = atomic_load(&n->primary_gen);
     /* As the pool's connections: the scripts loaded and INFO asked (the
-     * restart rule, run_id, SET ... NX GET). */
-    dlock__conn_config cfg = {&n->url, 1, 1, n->tls_ctx, 0, n->tls_cache};
-    if (!(pc->c = dlock__conn_new(&cfg))) {
+     * restart rule, run_id, SET ... NX GET); a Sentinel's primary checked
+     * with ROLE first. */
+    if (n->sentinel) {
+        if (!dlock__node_connect_known(n, 1, 1, &pc->c)) {
+            dlock__free(pc);
+            return 0;
+        }
+    } else {
+        dlock__conn_config cfg = {&n->url, 1, 1, n->tls_ctx, 0, n->tls_cache};
+        pc->c = dlock__conn_new(&cfg);
+    }
+    if (!pc->c) {
         dlock__free(pc);
-        return NULL;
+        return 1;
     }
     pc->c->shared = pc;
     pc->pipe = p;
@@ -71,7 +84,8 @@ static dlock__pipe_conn *pc_new(dlock__pipe *p)
     pc->io.ready = pc_ready;
     pc->next = p->all;
     p->all = pc;
-    return pc;
+    *out = pc;
+    return 1;
 }
 
 /* Not to be joined: it owes replies and has heard none for
@@ -81,6 +95,9 @@ static dlock__pipe_conn *pc_new(dlock__pipe *p)
 static int unusable(dlock__pipe_conn *pc)
 {
     dlock__conn *c = pc->c;
+    if (pc->n_users == 0 && dlock__conn_pending(c) > 0 && c->state == DLOCK__CS_OPEN &&
+        pc_drain(pc, dlock__conn_io(c, POLLIN)) != DLOCK_OK)
+        return 1; /* off the loop meanwhile: what came is read now */
     int64_t quiet_ns = dlock__now_ns() - pc->heard_ns;
     if (dlock__conn_pending(c) > 0)
         return quiet_ns > DLOCK__PIPE_STALL_MS * DLOCK__NS_PER_MS;
@@ -88,28 +105,34 @@ static int unusable(dlock__pipe_conn *pc)
            quiet_ns >= DLOCK__PROBE_IDLE_MS * DLOCK__NS_PER_MS && dlock__conn_probe(c) != 0;
 }
 
-dlock__pipe_conn *dlock__pipe_checkout(dlock__node *n, dlock__loop *l,
-                                       const dlock__pipe_user_ops *ops)
+int dlock__pipe_checkout(dlock__node *n, dlock__loop *l, const dlock__pipe_user_ops *ops,
+                         dlock__pipe_conn **out)
 {
     dlock__pipe *p = n->pipe;
+    *out = NULL;
     if (!p) {
         if (!(p = dlock__calloc(1, sizeof *p)))
-            return NULL;
+            return 1;
         p->node = n;
         p->loop = l;
         p->ops = ops;
         n->pipe = p;
     }
     dlock__pipe_conn *pc = p->cur;
-    if (pc && (pc->c->state == DLOCK__CS_BROKEN || unusable(pc))) {
+    if (pc && (pc->c->state == DLOCK__CS_BROKEN || unusable(pc) ||
+               pc->primary_gen != atomic_load(&n->primary_gen))) {
         pc->retired = pc->c->state != DLOCK__CS_BROKEN;
         pc_drop(pc);
         pc_free_if_unneeded(pc);
         pc = NULL;
     }
-    if (!pc && (pc = pc_new(p)))
-        p->cur = pc;
-    return pc;
+    if (pc) {
+        *out = pc;
+        return 1;
+    }
+    int r = pc_new(p, out);
+    p->cur = *out;
+    return r;
 }
 
 void dlock__pipe_join(dlock__pipe_conn *pc, dlock__pipe_user *u)
@@ -125,10 +148,14 @@ int dlock__pipe_arm(dlock__pipe_conn *pc)
     dlock__conn *c = pc->c;
     if (c->state == DLOCK__CS_BROKEN)
         return DLOCK_OK; /* its users are failed from the loop */
-    /* Nothing owed and nothing to write: off the loop, which may then end
-     * (uv_run returns) while the client lives, as with the pool. A close
-     * by the server meanwhile is found by the next checkout's probe. */
+    /* Nothing to write and nobody waiting (only replies nobody hears are
+     * owed, an undo's): off the loop, which may then end (uv_run returns)
+     * while the client lives, as with the pool. The next checkout reads
+     * what came meanwhile (pc_catch_up), and its probe finds a close by
+     * the server. */
     short ev = dlock__conn_events(c);
+    if (pc->n_users == 0 && c->state == DLOCK__CS_OPEN)
+        ev &= (short)~POLLIN;
     unsigned want = ((ev & POLLIN) ? DLOCK__IO_READ : 0u) | ((ev & POLLOUT) ? DLOCK__IO_WRITE : 0u);
     if (want == 0) {
         if (pc->io_on)
@@ -144,12 +171,26 @@ int dlock__pipe_arm(dlock__pipe_conn *pc)
     return rc;
 }
 
+static int drain_rounds(dlock__pipe_conn *pc, int rc, int64_t now);
+
 /* Every reply buffered (and with TLS, what OpenSSL still holds, which the
  * loop cannot see) to its user. DLOCK_OK or the connection's failure. */
 static int pc_drain(dlock__pipe_conn *pc, int rc)
 {
     dlock__conn *c = pc->c;
     int64_t now = dlock__now_ns(); /* once: a read's replies came together */
+    size_t owed = dlock__conn_pending(c);
+    rc = drain_rounds(pc, rc, now);
+    /* Any reply counts against a stall, the handshake's and those nobody
+     * hears included. */
+    if (dlock__conn_pending(c) < owed)
+        pc->heard_ns = now;
+    return rc;
+}
+
+static int drain_rounds(dlock__pipe_conn *pc, int rc, int64_t now)
+{
+    dlock__conn *c = pc->c;
     for (int round = 0;; round++) {
         while (rc == DLOCK_OK) {
             redisReply *r = NULL;
@@ -160,7 +201,6 @@ static int pc_drain(dlock__pipe_conn *pc, int rc)
                 rc = got;
                 break;
             }
-            pc->heard_ns = now;
             if (!tag) {
                 freeReplyObject(r); /* an undo's, or a gone user's */
                 continue;
@@ -188,6 +228,10 @@ static void pc_broken(dlock__pipe_conn *pc, int code)
     }
     if (c->state != DLOCK__CS_BROKEN)
         dlock__conn_fail(c, code, "failed");
+    /* Sentinel: a failed connection may mean a failover (as the pool's
+     * check-in says). */
+    if (c->err_code != DLOCK_ENOMEM)
+        dlock__node_stale(pc->pipe->node);
     /* A user's failure may end its run, but runs end (and leave) from a
      * later turn (fanout_run.c), and nothing is appended to a broken
      * connection: the ring holds still while it is walked. */
@@ -247,7 +291,10 @@ void dlock__pipe_leave(dlock__pipe_conn *pc, dlock__pipe_user *u)
 {
     dlock__conn_abandon_tag(pc->c, &u->tag);
     pc->n_users--;
-    pc_free_if_unneeded(pc);
+    if (pc_unneeded(pc))
+        pc_free(pc);
+    else if (pc->n_users == 0 && dlock__pipe_arm(pc) != DLOCK_OK)
+        dlock__conn_fail(pc->c, DLOCK_ENOMEM, "out of memory"); /* nobody to tell */
 }
 
 void dlock__pipe_ref(dlock__pipe_conn *pc)
@@ -258,15 +305,15 @@ void dlock__pipe_ref(dlock__pipe_conn *pc)
 void dlock__pipe_unref(dlock__pipe_conn *pc)
 {
     pc->refs--;
-    if (!pc_unneeded(pc)) {
-        if (dlock__pipe_arm(pc) != DLOCK_OK)
-            dlock__conn_fail(pc->c, DLOCK_ENOMEM, "out of memory");
-        return;
-    }
-    /* Going: what the socket takes now is what the node will run. */
+    /* The undo queued behind is written now, as the pool's was: a client
+     * freed before the loop turns again still sends it (what the socket
+     * takes; the rest goes when the loop finds it writable). */
     if (pc->c->state == DLOCK__CS_OPEN)
         (void)dlock__conn_io(pc->c, POLLOUT);
-    pc_free(pc);
+    if (pc_unneeded(pc))
+        pc_free(pc);
+    else if (dlock__pipe_arm(pc) != DLOCK_OK)
+        dlock__conn_fail(pc->c, DLOCK_ENOMEM, "out of memory");
 }
 
 void dlock__pipe_free(dlock__pipe *p, int forked)
@@ -278,6 +325,10 @@ void dlock__pipe_free(dlock__pipe *p, int forked)
         p->all = pc->next;
         if (pc->io_on && !forked)
             dlock__io_clear(p->loop, &pc->io);
+        /* What the socket takes now (an undo still queued) goes out with
+         * the close; a forked child sends nothing. */
+        if (!forked && pc->c->state == DLOCK__CS_OPEN)
+            (void)dlock__conn_io(pc->c, POLLOUT);
         dlock__conn_free(pc->c);
         dlock__free(pc);
     }

@@ -33,9 +33,11 @@
  * that node.
  *
  * Only the client's own loop uses pipes: a blocking call's private loop
- * checks a connection out of the pool as before, and Cluster and Sentinel
- * nodes (whose connection follows a slot map or a primary) stay on the
- * pool. Single-threaded: everything runs on the client's loop. */
+ * checks a connection out of the pool as before, and a Cluster's nodes
+ * (whose connection follows a slot map) stay on the pool. A Sentinel
+ * node's pipe goes to the primary the sentinels last named; a failure on
+ * it forgets that primary (dlock__node_stale()), and the first request
+ * after learns the new one before a new pipe is made. Single-threaded: everything runs on the client's loop. */
 #ifndef DLOCK_PIPE_H
 #define DLOCK_PIPE_H
 
@@ -89,6 +91,7 @@ typedef struct dlock__pipe_conn {
     int refs;          /* undos owed behind a cancelled attempt (fanout.h) */
     int retired;
     int noted;         /* its server start time went to the node */
+    unsigned primary_gen; /* Sentinel: the node's primary_gen when made */
     int64_t heard_ns;  /* made, last read a reply, or began to owe one */
     struct dlock__pipe_conn *next; /* the pipe's list of them all */
 } dlock__pipe_conn;
@@ -102,12 +105,14 @@ typedef struct dlock__pipe {
 } dlock__pipe;
 
 /* The node's shared connection for a request on loop l, whose users hear
- * through ops (the same every time) (a new one, still
- * connecting, if it has none usable, or if the one it has stalled:
- * DLOCK__PIPE_STALL_MS); NULL when out of memory. The pipe is
- * made at the first call. */
-dlock__pipe_conn *dlock__pipe_checkout(struct dlock__node *n, dlock__loop *l,
-                                       const dlock__pipe_user_ops *ops);
+ * through ops (the same every time): a new one, still connecting, if it
+ * has none usable (broken, stalled: DLOCK__PIPE_STALL_MS, or, Sentinel,
+ * made to a primary since forgotten). 1 with *out set (NULL when out of
+ * memory), or 0 when the Sentinel primary's address must be learned
+ * first (the request then goes as a blocking client's does: discover.h
+ * and a pooled connection). The pipe is made at the first call. */
+int dlock__pipe_checkout(struct dlock__node *n, dlock__loop *l, const dlock__pipe_user_ops *ops,
+                         dlock__pipe_conn **out);
 
 /* u's commands are appended now, under its tag (conn.h). Call before the
  * first append; the commands go out when the loop finds the socket
@@ -118,10 +123,14 @@ void dlock__pipe_join(dlock__pipe_conn *pc, dlock__pipe_user *u);
  * now. DLOCK_OK, or DLOCK_ENOMEM when the adapter cannot watch the fd. */
 int dlock__pipe_arm(dlock__pipe_conn *pc);
 
-/* Whether any byte of u's commands was written. */
+/* Whether u's commands may run: queued on a connection that is not
+ * broken, they go out whenever it gets there (the handshake's checks, a
+ * connect, a full socket), so they count as sent as the pool's held
+ * commands do (conn.c, flush_out); on a broken one, whose buffers are
+ * dropped, only if a byte of them was written. */
 static inline int dlock__pipe_sent(const dlock__pipe_conn *pc, const dlock__pipe_user *u)
 {
-    return pc->c->sent_bytes > u->mark;
+    return pc->c->state != DLOCK__CS_BROKEN || pc->c->sent_bytes > u->mark;
 }
 
 /* A reply of u's timed out: no new user joins this connection. */
