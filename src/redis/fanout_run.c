@@ -33,7 +33,6 @@ static int can_read_blocking(const slot *s, int64_t io_ms, int64_t cap_ns)
 }
 
 static void slot_due(dlock__timer *t);
-static void run_check(fan *f);
 static int slot_alone(dlock__io *io, int64_t until_ns);
 
 /* The slot's io record and timer follow its connection and deadline; a
@@ -96,7 +95,7 @@ int dlock__fan_begin_grace(fan *f, int64_t now)
 }
 
 /* Report every unanswered request of the slot as failed with err. */
-static int fail_node(fan *f, slot *s, int err, slot_state to)
+int dlock__fan_fail_node(fan *f, slot *s, int err, slot_state to)
 {
     int stop = 0;
     /* A shared connection's text is its own failure's, if any: the slot's
@@ -167,7 +166,7 @@ static int fail_slot(fan *f, slot *s, int code, slot_state to)
     dlock__conn *c = s->conn;
     if (!n->cluster || code != DLOCK_EIO || !c || c->caller_sent || !c->route ||
         c->state != DLOCK__CS_BROKEN)
-        return fail_node(f, s, code, to);
+        return dlock__fan_fail_node(f, s, code, to);
     dlock__cluster_failed(n->cluster, c);
     s->relearn = 1;
     s->fail_code = code;
@@ -176,7 +175,7 @@ static int fail_slot(fan *f, slot *s, int code, slot_state to)
     if (r == 1)
         return 0;
     s->relearn = 0;
-    return fail_node(f, s, r == 0 ? relearned(s, DLOCK_OK) : code, to);
+    return dlock__fan_fail_node(f, s, r == 0 ? relearned(s, DLOCK_OK) : code, to);
 }
 
 /* The slot's deadline passed: the connection is closed (a node that
@@ -237,7 +236,7 @@ static void slot_ready(dlock__io *io, unsigned events)
                             ((events & DLOCK__IO_WRITE) ? POLLOUT : 0) |
                             ((events & DLOCK__IO_ERROR) ? POLLERR : 0));
     slot_step(s->fan, s, dlock__conn_io(s->conn, revents), was_ready);
-    run_check(s->fan);
+    dlock__fan_check(s->fan);
 }
 
 static void slot_due(dlock__timer *t)
@@ -248,7 +247,7 @@ static void slot_due(dlock__timer *t)
         return;
     if (s->state != SLOT_DISCOVERING) {
         slot_step(f, s, DLOCK_OK, 1);
-        run_check(f);
+        dlock__fan_check(f);
         return;
     }
     /* The grace ended before the node's map or primary was learned. */
@@ -257,11 +256,11 @@ static void slot_due(dlock__timer *t)
              f->client->nodes[s->node].cluster ? "learning the cluster's slot map"
                                                : "asking the sentinels for the primary");
     if (s->relearn)
-        (void)fail_node(f, s, s->fail_code, s->fail_to);
+        (void)dlock__fan_fail_node(f, s, s->fail_code, s->fail_to);
     else
-        (void)fail_node(f, s, DLOCK_EIO, SLOT_TIMED_OUT);
+        (void)dlock__fan_fail_node(f, s, DLOCK_EIO, SLOT_TIMED_OUT);
     (void)slot_arm(f, s);
-    run_check(f);
+    dlock__fan_check(f);
 }
 
 /* The slot has its connection (s->conn): queue the requests and push them
@@ -271,7 +270,7 @@ static void slot_send(fan *f, slot *s)
 {
     struct dlock_client *client = f->client;
     if (!s->conn) {
-        f->stop = fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED) && !f->graced;
+        f->stop = dlock__fan_fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED) && !f->graced;
         return;
     }
     s->state = SLOT_LIVE;
@@ -316,7 +315,7 @@ static void slot_send(fan *f, slot *s)
     s->timer.fire = slot_due;
     if (slot_arm(f, s) != DLOCK_OK) {
         dlock__conn_fail(s->conn, DLOCK_ENOMEM, "out of memory");
-        f->stop = fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED) && !f->graced;
+        f->stop = dlock__fan_fail_node(f, s, DLOCK_ENOMEM, SLOT_FAILED) && !f->graced;
         (void)slot_arm(f, s);
     }
 }
@@ -332,7 +331,7 @@ static void discovered(dlock__discover *d)
         return;
     if (s->relearn) {
         s->relearn = 0;
-        f->stop = fail_node(f, s, relearned(s, d->rc), s->fail_to) && !f->graced;
+        f->stop = dlock__fan_fail_node(f, s, relearned(s, d->rc), s->fail_to) && !f->graced;
     } else if (!dlock__discover_checkout(d, &s->conn)) {
         /* Forgotten again meanwhile (a failover): learn it again. */
         int r = discover(f, s);
@@ -340,7 +339,7 @@ static void discovered(dlock__discover *d)
             r = DLOCK_EIO;
         if (r < 0) {
             snprintf(d->err, sizeof d->err, "the primary moved while it was being asked for");
-            f->stop = fail_node(f, s, r, SLOT_FAILED) && !f->graced;
+            f->stop = dlock__fan_fail_node(f, s, r, SLOT_FAILED) && !f->graced;
         } else if (r == 0) {
             slot_send(f, s);
         }
@@ -350,7 +349,7 @@ static void discovered(dlock__discover *d)
     if (f->stop)
         f->stop = dlock__fan_begin_grace(f, dlock__now_ns());
     (void)slot_arm(f, s);
-    run_check(f);
+    dlock__fan_check(f);
 }
 
 /* The client's own loop shares one connection per node among its runs
@@ -371,7 +370,7 @@ void dlock__fan_after(fan *f, slot *s, int rc, int64_t now)
     if (f->stop)
         f->stop = dlock__fan_begin_grace(f, now);
     (void)slot_arm(f, s);
-    run_check(f);
+    dlock__fan_check(f);
 }
 
 
@@ -399,12 +398,12 @@ static void slot_route(fan *f, slot *s)
         if (r == 1)
             return;
         if (r < 0) {
-            f->stop = fail_node(f, s, r, SLOT_FAILED);
+            f->stop = dlock__fan_fail_node(f, s, r, SLOT_FAILED);
             return;
         }
         /* Learned by another thread meanwhile. */
         if (!dlock__node_checkout_ready(node, s->cslot, &s->conn)) {
-            f->stop = fail_node(f, s, DLOCK_EIO, SLOT_FAILED);
+            f->stop = dlock__fan_fail_node(f, s, DLOCK_EIO, SLOT_FAILED);
             return;
         }
     }
@@ -428,14 +427,6 @@ static slot *lone_slot(const fan *f)
     return one && f->cancel_fd < 0 && can_read_blocking(one, f->io_ms, f->cap_ns) ? one : NULL;
 }
 
-/* A slot still waits: for replies, or for its discovery. */
-static int any_live(const fan *f)
-{
-    for (size_t i = 0; i < f->n; i++)
-        if (f->slots[i].state == SLOT_LIVE || f->slots[i].state == SLOT_DISCOVERING)
-            return 1;
-    return 0;
-}
 
 /* The loop offers the slot's socket to wait alone (loop.h): one node, one
  * socket, nothing to cancel and nothing else due before the slot's
@@ -447,115 +438,13 @@ static int slot_alone(dlock__io *io, int64_t until_ns)
     if (f->ending || until_ns < s->deadline_ns || lone_slot(f) != s)
         return 0;
     slot_step(f, s, dlock__conn_read_blocking(s->conn, (int)f->io_ms), 1);
-    run_check(f);
+    dlock__fan_check(f);
     return 1;
-}
-
-/* Cancelled: stop waiting now. What was sent may still run; the caller
- * queues its undo behind it on the same connections
- * (dlock__fanout_send_behind). A discovery is stopped (a flight of ours
- * lands for its observers). */
-static void run_cancel(fan *f)
-{
-    for (size_t i = 0; i < f->n; i++)
-        f->cut_live |= f->slots[i].state == SLOT_LIVE;
-    for (size_t i = 0; i < f->n && !f->stop; i++) {
-        slot *s = &f->slots[i];
-        if (s->state == SLOT_DISCOVERING) {
-            /* Nothing was sent; a relearn's failure keeps its code. */
-            dlock__discover_stop(s->disc);
-            snprintf(s->disc->err, sizeof s->disc->err, "%s",
-                     f->client->nodes[s->node].cluster
-                         ? "cancelled while learning the cluster's slot map"
-                         : "cancelled while asking the sentinels for the primary");
-            f->stop = fail_node(f, s, s->relearn ? s->fail_code : DLOCK_EIO, SLOT_FAILED);
-        } else if (s->state == SLOT_LIVE) {
-            f->stop = fail_node(f, s, dlock__fan_sent(s) ? DLOCK_EUNKNOWN : DLOCK_EIO,
-                                SLOT_FAILED);
-        }
-    }
-}
-
-/* Every connection goes back to its node's pool, or to the caller (kept). */
-static void run_finish(fan *f)
-{
-    int canceled = f->cancel.raised && f->cut_live;
-    dlock__fd_flag_clear(f->loop, &f->cancel);
-    for (size_t i = 0; i < f->n; i++) {
-        slot *s = &f->slots[i];
-        if (s->disc) {
-            /* Stopped, off the loop: a flight of ours lands. */
-            dlock__discover_stop(s->disc);
-            dlock__free(s->disc);
-            s->disc = NULL;
-        }
-        dlock__io_clear(f->loop, &s->io);
-        dlock__timer_clear(f->loop, &s->timer);
-    }
-    for (size_t i = 0; i < f->n; i++) {
-        slot *s = &f->slots[i];
-        dlock__conn *c = s->conn;
-        if (s->held)
-            freeReplyObject(s->held);
-        if (!c)
-            continue;
-        if (s->pc) {
-            /* An undo owed goes behind on the same shared connection. */
-            if (f->kept && c->state != DLOCK__CS_BROKEN && (canceled || s->kept)) {
-                f->kept[i] = c;
-                dlock__pipe_ref(s->pc);
-            }
-            dlock__pipe_leave(s->pc, &s->pu);
-            s->pc = NULL;
-            s->conn = NULL;
-            continue;
-        }
-        if (f->kept && c->state == DLOCK__CS_OPEN && c->caller_sent && (canceled || s->kept)) {
-            f->kept[i] = c;
-            continue;
-        }
-        if (c->state == DLOCK__CS_OPEN && dlock__conn_has_output(c)) {
-            /* Unsent commands must not go out later on a reused connection,
-             * out of order with what the caller does next. */
-            dlock__conn_fail(c, DLOCK_EIO, "abandoned with unsent output");
-        }
-        dlock__conn_abandon(c);
-        dlock__node_checkin(&f->client->nodes[i], c);
-    }
-}
-
-/* The run is over (fanout_run.h): after the cancel's reports, every
- * connection is handed back, then done() runs. Always from the loop's
- * next turn: a run that ends inside its start, or inside a discovery's
- * callback (whose sub-request is freed here), ends after it returned. */
-static void run_end(dlock__timer *t)
-{
-    fan *f = DLOCK__OWNER(t, fan, fin);
-    if (f->cancel.raised)
-        run_cancel(f);
-    run_finish(f);
-    /* A cancel that found only discoveries cut nothing in flight: their
-     * slots failed (DLOCK_EIO, nothing sent), and the caller's wait
-     * consumes the cancel as it did when discovery came first. */
-    f->rc = f->cancel.raised && f->cut_live ? DLOCK_ECANCELED : DLOCK_OK;
-    f->done(f);
-}
-
-/* After every step: a run that is over (stopped, cancelled, or nothing
- * left to wait for) ends at the loop's next turn, and hears nothing more
- * meanwhile (f->ending). */
-static void run_check(fan *f)
-{
-    if (f->ending || !(f->stop || f->cancel.raised || !any_live(f)))
-        return;
-    f->ending = 1;
-    f->fin.fire = run_end;
-    dlock__defer(f->loop, &f->fin);
 }
 
 static void cancel_raised(dlock__fd_flag *flag)
 {
-    run_check(DLOCK__OWNER(flag, fan, cancel));
+    dlock__fan_check(DLOCK__OWNER(flag, fan, cancel));
 }
 
 void dlock__fan_init(fan *f, struct dlock_client *client, const dlock__req *reqs,
@@ -601,5 +490,5 @@ void dlock__fan_start(fan *f, dlock__loop *l, void (*done)(fan *f))
             slot_route(f, &f->slots[i]);
     }
     /* A failure while routing that stops the run stops it at once. */
-    run_check(f);
+    dlock__fan_check(f);
 }

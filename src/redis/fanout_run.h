@@ -148,6 +148,15 @@ static inline int dlock__fan_sent(const dlock__fan_slot *s)
     return s->pc ? dlock__pipe_sent(s->pc, &s->pu) : s->conn->caller_sent;
 }
 
+/* fanout_run.c: report every unanswered request of the slot as failed
+ * with err, the slot going to state `to`. Returns the run's new "stop". */
+int dlock__fan_fail_node(dlock__fan *f, dlock__fan_slot *s, int err, dlock__fan_slot_state to);
+
+/* fanout_end.c: after every step: a run that is over (stopped, cancelled,
+ * or nothing left to wait for) ends at the loop's next turn, and hears
+ * nothing more meanwhile (f->ending). */
+void dlock__fan_check(dlock__fan *f);
+
 /* fanout_run.c: the callback decided the run; start the grace (if the run
  * has one). Returns the run's new "stop". */
 int dlock__fan_begin_grace(dlock__fan *f, int64_t now);
