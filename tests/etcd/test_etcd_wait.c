@@ -335,6 +335,66 @@ static void a_waiter_whose_watch_broke_looks_again_at_once(void **state)
     chaos_proxy_stop(&px);
 }
 
+/* ---- a release between the read and the watch's start ------------------------ */
+
+static size_t waiters_of(const char *name);
+
+/* The watch on the key before ours starts at the member's revision (etcd
+ * 3.4 catches up one that starts in the past only every 100 ms, issue 38),
+ * so a release between the waiter's read of that key and its stream's
+ * start is not in the stream: the stream's "created" revision, later than
+ * the read's, makes the waiter read once more, and that read finds the
+ * lock free. The waiter talks through a proxy that holds every chunk
+ * 250 ms, so its steps are 500 ms round trips at the member: after its
+ * key appears (the create transaction), the holder's TTL read at +500 ms,
+ * the read of the key before ours at +1000 ms and the watch's start at
+ * +1500 ms; the holder lets go at +1250 ms. Granted about 1 s after the
+ * release through the re-read; without it (a stream that says nothing of
+ * the store moving on) the next look, 2 s after the last, about 2.5 s
+ * after. (Before the start at the member's revision, the stream caught up
+ * and delivered the deletion: this shows the re-read, not the start.) */
+static void a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start(void **state)
+{
+    (void)state;
+    chaos_proxy px;
+    assert_int_equal(chaos_proxy_start(&px, srv.m[0].client_port), 0);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_DELAY, 250), 0);
+    char url[100];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", px.port);
+    const char *up = url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 3000;
+    dlock_client *pc;
+    assert_int_equal(dlock_client_new(&pc, &up, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_lock *holder = test_lock_new(cl, "wait-moved", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(pc, "wait-moved", 30000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    int64_t in_line_ns = 0;
+    for (int i = 0; i < 1000 && !in_line_ns; i++) {
+        if (waiters_of("wait-moved") == 1)
+            in_line_ns = dlock__now_ns();
+        else
+            test_sleep_ms(5);
+    }
+    assert_true(in_line_ns > 0);
+    test_sleep_ms((int)(1250 - (dlock__now_ns() - in_line_ns) / DLOCK__NS_PER_MS));
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    print_message("granted %lld ms after the release\n",
+                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.end_ns - release_ns < 1800 * DLOCK__NS_PER_MS);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+    dlock_client_free(pc);
+    chaos_proxy_stop(&px);
+}
+
 /* ---- the holder's TTL ------------------------------------------------------------ */
 
 /* dlock_lock_holder_ttl_ms() tells of this acquire's place in line: one
@@ -674,6 +734,7 @@ int main(void)
         cmocka_unit_test(a_wait_longer_than_three_ttls_keeps_its_place),
         cmocka_unit_test(a_waiter_whose_lease_ended_gets_in_line_again),
         cmocka_unit_test(a_waiter_whose_watch_broke_looks_again_at_once),
+        cmocka_unit_test(a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start),
         cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
