@@ -296,6 +296,23 @@ static void a_waiter_whose_lease_ended_gets_in_line_again(void **state)
 
 /* ---- a watch stream cut ------------------------------------------------------ */
 
+/* A client of its own through a proxy in front of the member (started
+ * here, in delay_ms's DELAY mode when not 0). */
+static dlock_client *proxied_client(chaos_proxy *px, int delay_ms, int io_timeout_ms)
+{
+    assert_int_equal(chaos_proxy_start(px, srv.m[0].client_port), 0);
+    if (delay_ms)
+        assert_int_equal(chaos_proxy_set(px, CHAOS_PROXY_DELAY, delay_ms), 0);
+    char url[100];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", px->port);
+    const char *up = url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = io_timeout_ms;
+    dlock_client *pc;
+    assert_int_equal(dlock_client_new(&pc, &up, 1, &o, NULL, 0), DLOCK_OK);
+    return pc;
+}
+
 /* The stream on the key before ours breaks (the connection reset; the
  * member itself fine) and the holder lets go right after: the waiter
  * looks again at once, not at its next recheck 2 s later, as the old
@@ -304,14 +321,7 @@ static void a_waiter_whose_watch_broke_looks_again_at_once(void **state)
 {
     (void)state;
     chaos_proxy px;
-    assert_int_equal(chaos_proxy_start(&px, srv.m[0].client_port), 0);
-    char url[100];
-    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", px.port);
-    const char *up = url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = 1000;
-    dlock_client *pc;
-    assert_int_equal(dlock_client_new(&pc, &up, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_client *pc = proxied_client(&px, 0, 1000);
     dlock_lock *holder = test_lock_new(cl, "wait-cut", 30000, 0, 10, 50);
     waiter w = {.l = test_lock_new(pc, "wait-cut", 30000, 0, 10, 50)};
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
@@ -357,15 +367,7 @@ static void a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start(voi
 {
     (void)state;
     chaos_proxy px;
-    assert_int_equal(chaos_proxy_start(&px, srv.m[0].client_port), 0);
-    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_DELAY, 250), 0);
-    char url[100];
-    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", px.port);
-    const char *up = url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = 3000;
-    dlock_client *pc;
-    assert_int_equal(dlock_client_new(&pc, &up, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_client *pc = proxied_client(&px, 250, 3000);
     dlock_lock *holder = test_lock_new(cl, "wait-moved", 30000, 0, 10, 50);
     waiter w = {.l = test_lock_new(pc, "wait-moved", 30000, 0, 10, 50)};
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
