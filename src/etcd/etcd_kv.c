@@ -374,8 +374,13 @@ int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *re
         rc = DLOCK_EPROTO;
     else
         rc = first_kv(txn_part(rep, 0, "response_range"), pred);
-    if (n_ahead)
-        *n_ahead = json_array_size(json_object_get(txn_part(rep, 0, "response_range"), "kvs"));
+    if (n_ahead) {
+        /* "more": keys before ours past the limit (etcd prunes by create
+         * revision before it cuts at the limit), so n is exact up to it */
+        json_t *range = txn_part(rep, 0, "response_range");
+        *n_ahead = json_array_size(json_object_get(range, "kvs")) +
+                   (json_is_true(json_object_get(range, "more")) ? 1 : 0);
+    }
     return rc == DLOCK_EPROTO ? proto(err, "the predecessor read") : rc;
 }
 

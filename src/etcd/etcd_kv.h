@@ -115,7 +115,8 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
 
 /* The predecessor read in two halves, for a request on a loop: up to
  * limit keys created before key (a semaphore's N), *n_ahead (may be NULL)
- * how many came, *pred the one just before key. */
+ * how many came, one more when etcd said there are more ("more"), *pred
+ * the one just before key. */
 json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
                                      const char *begin, size_t begin_len, const char *end,
                                      size_t end_len, int64_t limit);

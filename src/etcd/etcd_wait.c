@@ -107,6 +107,13 @@ static void watch_ended(dlock__etcd_watch *ww)
      * to its looks (no loop of looks and watches). */
     if (!ww->look && (!ww->created || w->breaks++ > 0))
         return;
+    /* The only key before ours at the last read went, and the stream
+     * covers that read: ours is the first, without another read (keys
+     * before ours only go: a new one is created after ours). The grant
+     * still checks our lease (dlock__etcd_granted), which our key lives
+     * by. This takes a read off every hand-over. */
+    if (ww->look && ww->deleted && w->last_only && ww->created && ww->created_rev <= ww->read_rev)
+        w->owner = 1;
     wake(w->l); /* the key before ours went */
 }
 
@@ -200,6 +207,7 @@ static void pred_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
             dlock__etcd_step_failed(w, rc);
         return;
     }
+    w->last_only = dlock__etcd_permits(w->l) == 1 && ahead == 1;
     watch_pred(w, &pred, rev);
     dlock__etcd_kv_clear(&pred);
     dlock__err_clear(&w->l->err);

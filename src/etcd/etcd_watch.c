@@ -25,7 +25,11 @@ static int on_msg(json_t *result, void *arg)
         if (w->created_rev > w->read_rev && w->moved)
             w->moved(w);
     }
-    return dlock__etcd_watch_says_look(result);
+    if (!dlock__etcd_watch_says_look(result))
+        return 0;
+    /* a cancelled watch (compaction) carries no events */
+    w->deleted = !json_is_true(json_object_get(result, "canceled"));
+    return 1;
 }
 
 /* The transfer back in the pool, the request's memory freed. */
@@ -66,6 +70,7 @@ int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *l
     char token[1024] = "";
     w->running = 0;
     w->look = 0;
+    w->deleted = 0;
     w->created = 0;
     w->read_rev = read_rev;
     w->created_rev = 0;

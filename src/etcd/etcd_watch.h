@@ -34,8 +34,9 @@ typedef struct dlock__etcd_watch {
      * every change after that read). */
     void (*moved)(struct dlock__etcd_watch *w);
     /* When ended() runs: 1 the key went (look again), 0 the stream ended
-     * without saying so. */
-    int look;
+     * without saying so; deleted: a DELETE event said so (not a
+     * cancelled watch). */
+    int look, deleted;
     /* The member took the stream (its first message said "created"), and
      * when it started: a stream that breaks after that was cut (a reset,
      * a member restarting), not refused. */

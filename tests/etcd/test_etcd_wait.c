@@ -397,6 +397,83 @@ static void a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start(voi
     chaos_proxy_stop(&px);
 }
 
+/* ---- the only key before ours goes -------------------------------------------- */
+
+/* Wait (up to 5 s) until name's line has n keys behind its holder. */
+static void until_waiters(const char *name, size_t n)
+{
+    for (int i = 0; i < 1000 && waiters_of(name) != n; i++)
+        test_sleep_ms(5);
+    assert_int_equal(waiters_of(name), n);
+}
+
+/* A waiter whose only key before its own is the holder's takes the lock
+ * on that key's DELETE event, without reading the line again: through a
+ * proxy holding every chunk 250 ms, the event reaches it 250 ms after the
+ * release and a read would cost 500 ms more. Granted about 250 ms after
+ * the release (it was about 750 ms with the read). */
+static void the_only_key_before_ours_going_grants_without_a_read(void **state)
+{
+    (void)state;
+    chaos_proxy px;
+    dlock_client *pc = proxied_client(&px, 250, 3000);
+    dlock_lock *holder = test_lock_new(cl, "wait-only", 30000, 0, 10, 50);
+    waiter w = {.l = test_lock_new(pc, "wait-only", 30000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    until_waiters("wait-only", 1);
+    test_sleep_ms(1800); /* its TTL read, its read of the line, its watch: 1.25 s */
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    print_message("granted %lld ms after the release\n",
+                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.end_ns - release_ns < 600 * DLOCK__NS_PER_MS);
+    assert_true(w.l->fence > holder->fence);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+    dlock_client_free(pc);
+    chaos_proxy_stop(&px);
+}
+
+/* Two keys before ours (the holder's, then a waiter's): the waiter just
+ * before ours leaves (cancelled), and ours is not first: the lock stays
+ * the holder's until it lets go. (Counting the keys before ours by what
+ * the read returned, at most one, would have taken it.) */
+static void a_waiter_before_ours_leaving_is_not_the_holder_going(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-two", 30000, 0, 10, 50);
+    waiter a = {.l = test_lock_new(cl, "wait-two", 30000, 0, 10, 50)};
+    waiter b = {.l = test_lock_new(cl, "wait-two", 30000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, wait_thread, &a), 0);
+    until_waiters("wait-two", 1);
+    assert_int_equal(pthread_create(&tb, NULL, wait_thread, &b), 0);
+    until_waiters("wait-two", 2);
+    test_sleep_ms(300); /* b watches a's key */
+    dlock_lock_cancel(a.l);
+    pthread_join(ta, NULL);
+    assert_int_equal(a.rc, DLOCK_ECANCELED);
+    test_sleep_ms(500);
+    assert_int_equal(b.end_ns, 0); /* still waiting */
+    assert_int_equal(waiters_of("wait-two"), 1);
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    pthread_join(tb, NULL);
+    assert_int_equal(b.rc, DLOCK_OK);
+    assert_true(b.end_ns >= release_ns);
+    assert_int_equal(dlock_lock_release(b.l), DLOCK_OK);
+    dlock_lock_free(a.l);
+    dlock_lock_free(b.l);
+    dlock_lock_free(holder);
+}
+
 /* ---- the holder's TTL ------------------------------------------------------------ */
 
 /* dlock_lock_holder_ttl_ms() tells of this acquire's place in line: one
@@ -737,6 +814,8 @@ int main(void)
         cmocka_unit_test(a_waiter_whose_lease_ended_gets_in_line_again),
         cmocka_unit_test(a_waiter_whose_watch_broke_looks_again_at_once),
         cmocka_unit_test(a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start),
+        cmocka_unit_test(the_only_key_before_ours_going_grants_without_a_read),
+        cmocka_unit_test(a_waiter_before_ours_leaving_is_not_the_holder_going),
         cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
