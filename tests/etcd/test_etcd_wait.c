@@ -313,6 +313,45 @@ static dlock_client *proxied_client(chaos_proxy *px, int delay_ms, int io_timeou
     return pc;
 }
 
+/* A holder on the test's client and a waiter on a proxied client of its
+ * own, waiting for the holder's name in a thread. */
+typedef struct proxied {
+    chaos_proxy px;
+    dlock_client *pc;
+    dlock_lock *holder;
+    waiter w;
+    pthread_t t;
+} proxied;
+
+static void proxied_wait_start(proxied *p, int delay_ms, int io_timeout_ms, const char *name)
+{
+    p->pc = proxied_client(&p->px, delay_ms, io_timeout_ms);
+    p->holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    p->w = (waiter){.l = test_lock_new(p->pc, name, 30000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(p->holder, 0), DLOCK_OK);
+    assert_int_equal(pthread_create(&p->t, NULL, wait_thread, &p->w), 0);
+}
+
+/* The holder lets go now: the waiter gets the lock within bound_ms (a
+ * bound far from what each test expects), lets it go, and all is freed. */
+static void proxied_release_and_grant(proxied *p, int64_t bound_ms)
+{
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(p->holder), DLOCK_OK);
+    pthread_join(p->t, NULL);
+    print_message("granted %lld ms after the release\n",
+                  (long long)((p->w.end_ns - release_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(p->w.rc, DLOCK_OK);
+    assert_true(p->w.end_ns - release_ns < bound_ms * DLOCK__NS_PER_MS);
+    assert_true(p->w.l->fence > p->holder->fence);
+    assert_int_equal(chaos_proxy_set(&p->px, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(dlock_lock_release(p->w.l), DLOCK_OK);
+    dlock_lock_free(p->w.l);
+    dlock_lock_free(p->holder);
+    dlock_client_free(p->pc);
+    chaos_proxy_stop(&p->px);
+}
+
 /* The stream on the key before ours breaks (the connection reset; the
  * member itself fine) and the holder lets go right after: the waiter
  * looks again at once, not at its next recheck 2 s later, as the old
@@ -320,29 +359,13 @@ static dlock_client *proxied_client(chaos_proxy *px, int delay_ms, int io_timeou
 static void a_waiter_whose_watch_broke_looks_again_at_once(void **state)
 {
     (void)state;
-    chaos_proxy px;
-    dlock_client *pc = proxied_client(&px, 0, 1000);
-    dlock_lock *holder = test_lock_new(cl, "wait-cut", 30000, 0, 10, 50);
-    waiter w = {.l = test_lock_new(pc, "wait-cut", 30000, 0, 10, 50)};
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    proxied p;
+    proxied_wait_start(&p, 0, 1000, "wait-cut");
     test_sleep_ms(300); /* in line, watching; the next look 2 s after the last */
-    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_RESET, 0), 0);
+    assert_int_equal(chaos_proxy_set(&p.px, CHAOS_PROXY_RESET, 0), 0);
     test_sleep_ms(50);
-    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
-    int64_t release_ns = dlock__now_ns();
-    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
-    pthread_join(t, NULL);
-    print_message("granted %lld ms after the release\n",
-                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(w.end_ns - release_ns < 800 * DLOCK__NS_PER_MS);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(w.l);
-    dlock_lock_free(holder);
-    dlock_client_free(pc);
-    chaos_proxy_stop(&px);
+    assert_int_equal(chaos_proxy_set(&p.px, CHAOS_PROXY_PASS, 0), 0);
+    proxied_release_and_grant(&p, 800);
 }
 
 /* ---- a release between the read and the watch's start ------------------------ */
@@ -366,13 +389,8 @@ static size_t waiters_of(const char *name);
 static void a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start(void **state)
 {
     (void)state;
-    chaos_proxy px;
-    dlock_client *pc = proxied_client(&px, 250, 3000);
-    dlock_lock *holder = test_lock_new(cl, "wait-moved", 30000, 0, 10, 50);
-    waiter w = {.l = test_lock_new(pc, "wait-moved", 30000, 0, 10, 50)};
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    proxied p;
+    proxied_wait_start(&p, 250, 3000, "wait-moved");
     int64_t in_line_ns = 0;
     for (int i = 0; i < 1000 && !in_line_ns; i++) {
         if (waiters_of("wait-moved") == 1)
@@ -382,19 +400,7 @@ static void a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start(voi
     }
     assert_true(in_line_ns > 0);
     test_sleep_ms((int)(1250 - (dlock__now_ns() - in_line_ns) / DLOCK__NS_PER_MS));
-    int64_t release_ns = dlock__now_ns();
-    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
-    pthread_join(t, NULL);
-    print_message("granted %lld ms after the release\n",
-                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(w.end_ns - release_ns < 1800 * DLOCK__NS_PER_MS);
-    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(w.l);
-    dlock_lock_free(holder);
-    dlock_client_free(pc);
-    chaos_proxy_stop(&px);
+    proxied_release_and_grant(&p, 1800);
 }
 
 /* ---- the only key before ours goes -------------------------------------------- */
@@ -415,29 +421,11 @@ static void until_waiters(const char *name, size_t n)
 static void the_only_key_before_ours_going_grants_without_a_read(void **state)
 {
     (void)state;
-    chaos_proxy px;
-    dlock_client *pc = proxied_client(&px, 250, 3000);
-    dlock_lock *holder = test_lock_new(cl, "wait-only", 30000, 0, 10, 50);
-    waiter w = {.l = test_lock_new(pc, "wait-only", 30000, 0, 10, 50)};
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    proxied p;
+    proxied_wait_start(&p, 250, 3000, "wait-only");
     until_waiters("wait-only", 1);
     test_sleep_ms(1800); /* its TTL read, its read of the line, its watch: 1.25 s */
-    int64_t release_ns = dlock__now_ns();
-    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
-    pthread_join(t, NULL);
-    print_message("granted %lld ms after the release\n",
-                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(w.end_ns - release_ns < 600 * DLOCK__NS_PER_MS);
-    assert_true(w.l->fence > holder->fence);
-    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(w.l);
-    dlock_lock_free(holder);
-    dlock_client_free(pc);
-    chaos_proxy_stop(&px);
+    proxied_release_and_grant(&p, 600);
 }
 
 /* Two keys before ours (the holder's, then a waiter's): the waiter just
