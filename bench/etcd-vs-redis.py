@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """S1 and S3 of the peers benchmark (../shared/peers/SCENARIOS.md) on the
-etcd backend beside Redis, in one run, with dlock's peers worker.
+etcd backend beside Redis, in one run, with dlock's peers worker, and etcd's
+own Go lock (concurrency.Mutex on a Session, bench/go/etcd_mutex_worker.go)
+as a peer on the same etcd member.
 
 Usage: bench/etcd-vs-redis.py [BUILD_DIR] [--rounds N]
 
+The Go worker is built into BUILD_DIR/bench/etcd-go-worker when it is
+missing or older than its source, in GOPATH mode against Debian's etcd 3.4
+client (apt-get install golang-go golang-etcd-server-dev); without them its
+rows are left out, with a note.
+
 Starts one redis-server and one etcd member (Debian's etcd-server) on free
 127.0.0.1 ports in a temp dir, stops exactly those processes at the end.
-Redis and etcd rounds alternate (N each, default 2), so a drift of this
-VM's speed hits both alike. Per round:
+Redis, etcd and Go's Mutex rounds alternate (N each, default 2), so a
+drift of this VM's speed hits all alike. Per round:
 
   S1  1 worker, acquire + release on one key: 0.5 s warm-up, 5 s measured;
       cycles/s and acquire latency p50/p99
   S3  4 workers, one key, blocking acquire / critical section / release
       until 2000 sections in total or 30 s; sections/s (2000 / time to
-      reach it) and wait-to-acquire p50/p99
+      reach it), wait-to-acquire p50/p99 and the longest wait (ms)
 
 The lock TTL is 10 s in both, as in the peers contract.
 """
@@ -87,6 +94,23 @@ def stop_servers(procs):
     log.close()
 
 
+def go_worker(build):
+    """The Go Mutex worker, built when missing or stale; None without Go."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = os.path.join(here, "go", "etcd_mutex_worker.go")
+    out = os.path.join(build, "bench", "etcd-go-worker")
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
+        return out
+    env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode",
+               GOCACHE=os.path.join(tempfile.gettempdir(), "dlock-go-cache"))
+    try:
+        subprocess.run(["go", "build", "-o", out, src], check=True, env=env)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"note: no Go Mutex peer ({e})", file=sys.stderr)
+        return None
+    return out
+
+
 def run_workers(worker, tmp, url, mode, n, tag, extra):
     start = time.time() + 1.5
     key = f"bench:{tag}:{os.getpid()}"
@@ -114,7 +138,8 @@ def run_workers(worker, tmp, url, mode, n, tag, extra):
 def s1(worker, tmp, url, tag):
     _, res, lat = run_workers(worker, tmp, url, "cycle", 1, tag, ["warmup=0.5", "duration=5"])
     r = res[0]
-    return r["n"] / r["elapsed_s"], pct(lat, 50) / 1e3, pct(lat, 99) / 1e3, r["viol"] + r["errors"]
+    return (r["n"] / r["elapsed_s"], pct(lat, 50) / 1e3, pct(lat, 99) / 1e3,
+            r["viol"] + r["errors"], max(lat, default=0) / 1e6)
 
 
 def s3(worker, tmp, url, tag):
@@ -122,7 +147,8 @@ def s3(worker, tmp, url, tag):
     tt = [r["t_target"] for r in res if r["t_target"] is not None]
     total = sum(r["n"] for r in res)
     rate = 2000 / (min(tt) - start) if tt else total / (max(r["t_end"] for r in res) - start)
-    return rate, pct(lat, 50) / 1e3, pct(lat, 99) / 1e3, sum(r["viol"] + r["errors"] for r in res)
+    return (rate, pct(lat, 50) / 1e3, pct(lat, 99) / 1e3,
+            sum(r["viol"] + r["errors"] for r in res), max(lat, default=0) / 1e6)
 
 
 def main():
@@ -136,26 +162,33 @@ def main():
     if args:
         build = args[0]
     worker = os.path.join(build, "bench", "dlock-bench-worker")
+    gow = go_worker(build)
     tmp = tempfile.mkdtemp(prefix="dlock-etcd-bench-")
     procs, rurl, eurl = start_servers(tmp)
+    peers = [("redis", worker, rurl), ("etcd", worker, eurl)]
+    if gow:
+        peers.append(("go-etcd", gow, eurl))
     rows = []
     try:
         for r in range(rounds):
-            for name, url in (("redis", rurl), ("etcd", eurl)):
-                rows.append((name, "S1", r, *s1(worker, tmp, url, f"{name}-s1-{r}")))
-                rows.append((name, "S3", r, *s3(worker, tmp, url, f"{name}-s3-{r}")))
+            for name, w, url in peers:
+                rows.append((name, "S1", r, *s1(w, tmp, url, f"{name}-s1-{r}")))
+                rows.append((name, "S3", r, *s3(w, tmp, url, f"{name}-s3-{r}")))
     finally:
         stop_servers(procs)
         shutil.rmtree(tmp, ignore_errors=True)
-    print("backend scen round   rate/s   p50_us   p99_us  viol+err")
-    for name, sc, r, rate, p50, p99, bad in sorted(rows, key=lambda x: (x[1], x[0], x[2])):
-        print(f"{name:7} {sc:4} {r:5} {rate:8.1f} {p50:8.0f} {p99:8.0f} {bad:9}")
+    print("backend scen round   rate/s   p50_us   p99_us  max_ms  viol+err")
+    for name, sc, r, rate, p50, p99, bad, mx in sorted(rows, key=lambda x: (x[1], x[0], x[2])):
+        print(f"{name:7} {sc:4} {r:5} {rate:8.1f} {p50:8.0f} {p99:8.0f} {mx:7.1f} {bad:9}")
     for sc in ("S1", "S3"):
         def med(n):
             v = sorted(x[3] for x in rows if x[0] == n and x[1] == sc)
             return v[len(v) // 2]
         print(f"{sc}: etcd / redis = {med('etcd') / med('redis'):.3f} "
               f"(median rates {med('etcd'):.1f} / {med('redis'):.1f} per s)")
+        if gow:
+            print(f"{sc}: etcd / Go Mutex = {med('etcd') / med('go-etcd'):.3f} "
+                  f"(median rates {med('etcd'):.1f} / {med('go-etcd'):.1f} per s)")
 
 
 if __name__ == "__main__":

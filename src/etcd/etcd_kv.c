@@ -374,8 +374,13 @@ int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *re
         rc = DLOCK_EPROTO;
     else
         rc = first_kv(txn_part(rep, 0, "response_range"), pred);
-    if (n_ahead)
-        *n_ahead = json_array_size(json_object_get(txn_part(rep, 0, "response_range"), "kvs"));
+    if (n_ahead) {
+        /* "more": keys before ours past the limit (etcd prunes by create
+         * revision before it cuts at the limit), so n is exact up to it */
+        json_t *range = txn_part(rep, 0, "response_range");
+        *n_ahead = json_array_size(json_object_get(range, "kvs")) +
+                   (json_is_true(json_object_get(range, "more")) ? 1 : 0);
+    }
     return rc == DLOCK_EPROTO ? proto(err, "the predecessor read") : rc;
 }
 
@@ -541,13 +546,16 @@ int dlock__etcd_watch_says_look(json_t *result)
 json_t *dlock__etcd_watch_body(const char *key, size_t key_len, const char *end,
                                size_t end_len, int64_t from_rev)
 {
-    json_t *body = json_pack("{s:{s:o, s:o}}", "create_request", "key", b64(key, key_len),
-                             "start_revision", i64(from_rev));
+    json_t *body = json_pack("{s:{s:o}}", "create_request", "key", b64(key, key_len));
+    json_t *req = body ? json_object_get(body, "create_request") : NULL;
+    if (req && from_rev > 0 && json_object_set_new(req, "start_revision", i64(from_rev))) {
+        json_decref(body);
+        return NULL;
+    }
     if (!body || !end)
         return body;
     /* a range: its deletions only (NOPUT), or every put in the line
      * (a newcomer, a lease moved) would wake each watcher */
-    json_t *req = json_object_get(body, "create_request");
     if (json_object_set_new(req, "range_end", b64(end, end_len)) ||
         json_object_set_new(req, "filters", json_pack("[s]", "NOPUT"))) {
         json_decref(body);

@@ -115,7 +115,8 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
 
 /* The predecessor read in two halves, for a request on a loop: up to
  * limit keys created before key (a semaphore's N), *n_ahead (may be NULL)
- * how many came, *pred the one just before key. */
+ * how many came, one more when etcd said there are more ("more"), *pred
+ * the one just before key. */
 json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
                                      const char *begin, size_t begin_len, const char *end,
                                      size_t end_len, int64_t limit);
@@ -157,7 +158,8 @@ int dlock__etcd_get_reply(json_t *rep, dlock__etcd_kv *kv, dlock__errbuf *err);
 int dlock__etcd_get_answer(int rc, json_t *out, dlock__etcd_kv *kv, dlock__errbuf *err);
 
 /* The watch's request body (key, or [key, end) when end is not NULL:
- * deletions only, from revision from_rev on), and what one
+ * deletions only, from revision from_rev on; 0: from the member's
+ * current revision, the start that etcd never catches up later), and what one
  * message of its stream (the "result" object) says: 1 look again (the key
  * was deleted, or the watch was cancelled: compaction), 0 nothing yet. */
 json_t *dlock__etcd_watch_body(const char *key, size_t key_len, const char *end,

@@ -14,7 +14,8 @@
  *     the fencing token is that create revision, so it grows with every
  *     grant by construction (revisions never go back);
  *   - a waiter watches only the key created just before its own (no herd),
- *     and looks again when that one is deleted;
+ *     and looks again when that one is deleted (takes the lock, when it
+ *     was the only key before its own: etcd_wait.c);
  *   - a semaphore of N permits is the same line: its holders are the N
  *     first keys, and its waiters watch the whole line for deletions
  *     (etcd_wait.c says why).

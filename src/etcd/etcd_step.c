@@ -136,6 +136,7 @@ void dlock__etcd_step_place_free(dlock__etcd_wait *w)
         dlock__etcd_hold_free(w->s);
     w->s = NULL;
     w->owner = 0;
+    w->last_only = 0;
     w->first_lease = 0;
     w->fresh = 0;
 }

@@ -42,6 +42,9 @@ struct dlock__etcd_wait {
     /* Our place in line (NULL: none) and what we know of it. */
     dlock__etcd_shared_hold *s;
     int owner;           /* ours is the first key */
+    /* At the last read the key we watch was the only one before ours (a
+     * lock, not a semaphore): its deletion makes ours the first. */
+    int last_only;
     int64_t first_lease; /* the first key's lease (0: none) */
     int fresh;           /* just in line: the next try answers from the transaction */
     int64_t sent_ns;     /* the grant's or keep-alive's send */

@@ -82,10 +82,21 @@ int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
 
 /* ---- looking ------------------------------------------------------------------ */
 
+/* Wake the wait's sleep for a look now, as a release message does
+ * (wakeup_chan.c). */
+static void wake(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->waiter.woken++;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
+    if (l->waiter.wake)
+        l->waiter.wake(l->waiter.wake_arg);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
 static void watch_ended(dlock__etcd_watch *ww)
 {
     dlock__etcd_wait *w = DLOCK__OWNER(ww, dlock__etcd_wait, watch);
-    dlock_lock *l = w->l;
     if (ww->look || dlock__now_ns() - ww->started_ns >= RECHECK_MS * DLOCK__NS_PER_MS)
         w->breaks = 0;
     /* A stream the member took that broke (a reset, a member restarting)
@@ -96,19 +107,34 @@ static void watch_ended(dlock__etcd_watch *ww)
      * to its looks (no loop of looks and watches). */
     if (!ww->look && (!ww->created || w->breaks++ > 0))
         return;
-    /* The key before ours went: wake the wait's sleep, as a release
-     * message does (wakeup_chan.c). */
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->waiter.woken++;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
-    if (l->waiter.wake)
-        l->waiter.wake(l->waiter.wake_arg);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    /* The only key before ours at the last read went, and the stream
+     * covers that read: ours is the first, without another read (keys
+     * before ours only go: a new one is created after ours). The grant
+     * still checks our lease (dlock__etcd_granted), which our key lives
+     * by. This takes a read off every hand-over. */
+    if (ww->look && ww->deleted && w->last_only && ww->created && ww->created_rev <= ww->read_rev)
+        w->owner = 1;
+    wake(w->l); /* the key before ours went */
 }
 
-/* Watch only the key just before ours (no herd), from the read's
- * revision on, so that its deletion since is not missed; a stream on it
- * already is kept. One that cannot start leaves the wait to its looks.
+/* The stream started after the line changed since our read: what
+ * changed between is not in it (the key before ours may be gone
+ * already), so look again now; that read's revision is one the stream
+ * covers, and the stream stays. Once per stream. */
+static void watch_moved(dlock__etcd_watch *ww)
+{
+    wake(DLOCK__OWNER(ww, dlock__etcd_wait, watch)->l);
+}
+
+/* Watch only the key just before ours (no herd). The stream starts at
+ * the member's current revision, not at the read's (+1): etcd 3.4 sends
+ * the events of a watch that starts in the past only when it catches it
+ * up, every 100 ms, and most hand-overs under contention were that
+ * late. A deletion between the read and the stream's start is not in
+ * the stream, so a stream taken at a later revision than the read's
+ * wakes the wait for one more read (watch_moved); a stream on the key
+ * already is kept, as it covers every read since it was taken. One that
+ * cannot start leaves the wait to its looks.
  *
  * A semaphore's waiter watches the whole line for deletions instead: the
  * deletion of any key before it may let it in (the first waiter is in
@@ -123,12 +149,16 @@ static void watch_pred(dlock__etcd_wait *w, const dlock__etcd_kv *pred, int64_t 
     int line = dlock__etcd_permits(w->l) > 1;
     const char *key = line ? name->begin : pred->key;
     size_t key_len = line ? name->len : pred->key_len;
-    if (ww->running && ww->key_len == key_len && memcmp(ww->key, key, key_len) == 0)
-        return; /* (a line's stream is kept from an earlier read: it saw every deletion since) */
+    if (ww->running && ww->key_len == key_len && memcmp(ww->key, key, key_len) == 0) {
+        /* Kept: one not taken yet compares its start with this read. */
+        ww->read_rev = rev;
+        return;
+    }
     dlock__etcd_step_unwatch(w);
     ww->ended = watch_ended;
+    ww->moved = watch_moved;
     (void)dlock__etcd_watch_start(ww, dlock__etcd_step_etcd(w), w->op->loop, key, key_len,
-                                  line ? name->end : NULL, line ? name->len : 0, rev + 1,
+                                  line ? name->end : NULL, line ? name->len : 0, rev,
                                   dlock__deadline_after_ms(STREAM_MAX_MS));
 }
 
@@ -177,6 +207,7 @@ static void pred_read(dlock__etcd_wait *w, int rc, long code, json_t *rep)
             dlock__etcd_step_failed(w, rc);
         return;
     }
+    w->last_only = dlock__etcd_permits(w->l) == 1 && ahead == 1;
     watch_pred(w, &pred, rev);
     dlock__etcd_kv_clear(&pred);
     dlock__err_clear(&w->l->err);
@@ -321,7 +352,7 @@ int dlock__etcd_wait_watch(dlock_lock *l)
 int dlock__etcd_wait_watch_ready(dlock_lock *l, int64_t until_ns)
 {
     (void)l, (void)until_ns;
-    return 1; /* watched from the read's revision on: nothing is missed */
+    return 1; /* the stream covers the read, or says it does not (watch_moved) */
 }
 
 void dlock__etcd_wait_unwatch(dlock_lock *l)

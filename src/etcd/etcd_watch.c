@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A watch stream as a request on a loop (etcd_watch.h). */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,9 +13,23 @@
 static int on_msg(json_t *result, void *arg)
 {
     dlock__etcd_watch *w = arg;
-    if (json_is_true(json_object_get(result, "created")))
+    if (!w->created && json_is_true(json_object_get(result, "created"))) {
         w->created = 1;
-    return dlock__etcd_watch_says_look(result);
+        /* The header's revision is read after the watcher was registered
+         * (etcd's v3rpc watch.go), so events after read_rev may be
+         * missing only when it is later than read_rev: the caller reads
+         * again then, at a revision the stream covers. */
+        if (dlock__etcd_json_i64(json_object_get(result, "header"), "revision",
+                                 &w->created_rev) != 0)
+            w->created_rev = INT64_MAX; /* unknown: read again to be sure */
+        if (w->created_rev > w->read_rev && w->moved)
+            w->moved(w);
+    }
+    if (!dlock__etcd_watch_says_look(result))
+        return 0;
+    /* a cancelled watch (compaction) carries no events */
+    w->deleted = !json_is_true(json_object_get(result, "canceled"));
+    return 1;
 }
 
 /* The transfer back in the pool, the request's memory freed. */
@@ -50,12 +65,15 @@ static void stream_ended(dlock__etcd_transfer *t)
 
 int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *loop,
                             const char *key, size_t key_len, const char *end, size_t end_len,
-                            int64_t from_rev, int64_t deadline_ns)
+                            int64_t read_rev, int64_t deadline_ns)
 {
     char token[1024] = "";
     w->running = 0;
     w->look = 0;
+    w->deleted = 0;
     w->created = 0;
+    w->read_rev = read_rev;
+    w->created_rev = 0;
     w->started_ns = dlock__now_ns();
     w->e = e;
     w->hdrs = NULL;
@@ -65,7 +83,7 @@ int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *l
         if (!token[0])
             return DLOCK_EAUTH;
     }
-    json_t *body = dlock__etcd_watch_body(key, key_len, end, end_len, from_rev);
+    json_t *body = dlock__etcd_watch_body(key, key_len, end, end_len, 0);
     w->text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     w->key = w->text ? dlock__malloc(key_len + 1) : NULL;

@@ -27,14 +27,24 @@ typedef struct dlock__etcd_watch {
     /* The caller's, set before the start: once, from the loop, unless
      * stopped first. */
     void (*ended)(struct dlock__etcd_watch *w);
+    /* The caller's, or NULL: once, from the loop, when the member took
+     * the stream at a revision later than read_rev (the store changed
+     * between the caller's read and the stream's start, and what changed
+     * then is not in the stream: read again; the stream stays and covers
+     * every change after that read). */
+    void (*moved)(struct dlock__etcd_watch *w);
     /* When ended() runs: 1 the key went (look again), 0 the stream ended
-     * without saying so. */
-    int look;
+     * without saying so; deleted: a DELETE event said so (not a
+     * cancelled watch). */
+    int look, deleted;
     /* The member took the stream (its first message said "created"), and
      * when it started: a stream that breaks after that was cut (a reset,
      * a member restarting), not refused. */
     int created;
     int64_t started_ns;
+    /* The revision of the caller's read (start's read_rev), and the one
+     * the member took the stream at (its "created" message's header). */
+    int64_t read_rev, created_rev;
     /* The request's own. */
     int running;
     dlock__etcd *e;
@@ -46,14 +56,19 @@ typedef struct dlock__etcd_watch {
     size_t key_len;
 } dlock__etcd_watch;
 
-/* Watch key's deletion from revision from_rev on, on loop, until
+/* Watch key's deletion on loop from the member's current revision on
+ * (no start revision: a "synced" watcher, whose events etcd sends as
+ * they happen; one that starts at an earlier revision is caught up by
+ * etcd 3.4 only every 100 ms, which every hand-over waited for), until
  * deadline_ns at most; with end (not NULL), any deletion of a key of
- * [key, end) (a semaphore's line: etcd_wait.c). DLOCK_OK: running, ended() follows unless
+ * [key, end) (a semaphore's line: etcd_wait.c). read_rev is the revision
+ * of the caller's read of what it watches: a stream taken later calls
+ * moved(). DLOCK_OK: running, ended() follows unless
  * dlock__etcd_watch_stop() comes first; else (DLOCK_ENOMEM, DLOCK_EAUTH
  * with no token yet) nothing runs and ended() never comes. */
 int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *loop,
                             const char *key, size_t key_len, const char *end, size_t end_len,
-                            int64_t from_rev, int64_t deadline_ns);
+                            int64_t read_rev, int64_t deadline_ns);
 
 /* From the loop (or with the loop not turning): end it without ended(),
  * its transfer back in the pool. Nothing if it is not running. */

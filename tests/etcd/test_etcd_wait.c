@@ -296,6 +296,62 @@ static void a_waiter_whose_lease_ended_gets_in_line_again(void **state)
 
 /* ---- a watch stream cut ------------------------------------------------------ */
 
+/* A client of its own through a proxy in front of the member (started
+ * here, in delay_ms's DELAY mode when not 0). */
+static dlock_client *proxied_client(chaos_proxy *px, int delay_ms, int io_timeout_ms)
+{
+    assert_int_equal(chaos_proxy_start(px, srv.m[0].client_port), 0);
+    if (delay_ms)
+        assert_int_equal(chaos_proxy_set(px, CHAOS_PROXY_DELAY, delay_ms), 0);
+    char url[100];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", px->port);
+    const char *up = url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = io_timeout_ms;
+    dlock_client *pc;
+    assert_int_equal(dlock_client_new(&pc, &up, 1, &o, NULL, 0), DLOCK_OK);
+    return pc;
+}
+
+/* A holder on the test's client and a waiter on a proxied client of its
+ * own, waiting for the holder's name in a thread. */
+typedef struct proxied {
+    chaos_proxy px;
+    dlock_client *pc;
+    dlock_lock *holder;
+    waiter w;
+    pthread_t t;
+} proxied;
+
+static void proxied_wait_start(proxied *p, int delay_ms, int io_timeout_ms, const char *name)
+{
+    p->pc = proxied_client(&p->px, delay_ms, io_timeout_ms);
+    p->holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    p->w = (waiter){.l = test_lock_new(p->pc, name, 30000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(p->holder, 0), DLOCK_OK);
+    assert_int_equal(pthread_create(&p->t, NULL, wait_thread, &p->w), 0);
+}
+
+/* The holder lets go now: the waiter gets the lock within bound_ms (a
+ * bound far from what each test expects), lets it go, and all is freed. */
+static void proxied_release_and_grant(proxied *p, int64_t bound_ms)
+{
+    int64_t release_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(p->holder), DLOCK_OK);
+    pthread_join(p->t, NULL);
+    print_message("granted %lld ms after the release\n",
+                  (long long)((p->w.end_ns - release_ns) / DLOCK__NS_PER_MS));
+    assert_int_equal(p->w.rc, DLOCK_OK);
+    assert_true(p->w.end_ns - release_ns < bound_ms * DLOCK__NS_PER_MS);
+    assert_true(p->w.l->fence > p->holder->fence);
+    assert_int_equal(chaos_proxy_set(&p->px, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(dlock_lock_release(p->w.l), DLOCK_OK);
+    dlock_lock_free(p->w.l);
+    dlock_lock_free(p->holder);
+    dlock_client_free(p->pc);
+    chaos_proxy_stop(&p->px);
+}
+
 /* The stream on the key before ours breaks (the connection reset; the
  * member itself fine) and the holder lets go right after: the waiter
  * looks again at once, not at its next recheck 2 s later, as the old
@@ -303,36 +359,107 @@ static void a_waiter_whose_lease_ended_gets_in_line_again(void **state)
 static void a_waiter_whose_watch_broke_looks_again_at_once(void **state)
 {
     (void)state;
-    chaos_proxy px;
-    assert_int_equal(chaos_proxy_start(&px, srv.m[0].client_port), 0);
-    char url[100];
-    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", px.port);
-    const char *up = url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = 1000;
-    dlock_client *pc;
-    assert_int_equal(dlock_client_new(&pc, &up, 1, &o, NULL, 0), DLOCK_OK);
-    dlock_lock *holder = test_lock_new(cl, "wait-cut", 30000, 0, 10, 50);
-    waiter w = {.l = test_lock_new(pc, "wait-cut", 30000, 0, 10, 50)};
-    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    proxied p;
+    proxied_wait_start(&p, 0, 1000, "wait-cut");
     test_sleep_ms(300); /* in line, watching; the next look 2 s after the last */
-    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_RESET, 0), 0);
+    assert_int_equal(chaos_proxy_set(&p.px, CHAOS_PROXY_RESET, 0), 0);
     test_sleep_ms(50);
-    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
+    assert_int_equal(chaos_proxy_set(&p.px, CHAOS_PROXY_PASS, 0), 0);
+    proxied_release_and_grant(&p, 800);
+}
+
+/* ---- a release between the read and the watch's start ------------------------ */
+
+static size_t waiters_of(const char *name);
+
+/* The watch on the key before ours starts at the member's revision (etcd
+ * 3.4 catches up one that starts in the past only every 100 ms, issue 38),
+ * so a release between the waiter's read of that key and its stream's
+ * start is not in the stream: the stream's "created" revision, later than
+ * the read's, makes the waiter read once more, and that read finds the
+ * lock free. The waiter talks through a proxy that holds every chunk
+ * 250 ms, so its steps are 500 ms round trips at the member: after its
+ * key appears (the create transaction), the holder's TTL read at +500 ms,
+ * the read of the key before ours at +1000 ms and the watch's start at
+ * +1500 ms; the holder lets go at +1250 ms. Granted about 1 s after the
+ * release through the re-read; without it (a stream that says nothing of
+ * the store moving on) the next look, 2 s after the last, about 2.5 s
+ * after. (Before the start at the member's revision, the stream caught up
+ * and delivered the deletion: this shows the re-read, not the start.) */
+static void a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start(void **state)
+{
+    (void)state;
+    proxied p;
+    proxied_wait_start(&p, 250, 3000, "wait-moved");
+    int64_t in_line_ns = 0;
+    for (int i = 0; i < 1000 && !in_line_ns; i++) {
+        if (waiters_of("wait-moved") == 1)
+            in_line_ns = dlock__now_ns();
+        else
+            test_sleep_ms(5);
+    }
+    assert_true(in_line_ns > 0);
+    test_sleep_ms((int)(1250 - (dlock__now_ns() - in_line_ns) / DLOCK__NS_PER_MS));
+    proxied_release_and_grant(&p, 1800);
+}
+
+/* ---- the only key before ours goes -------------------------------------------- */
+
+/* Wait (up to 5 s) until name's line has n keys behind its holder. */
+static void until_waiters(const char *name, size_t n)
+{
+    for (int i = 0; i < 1000 && waiters_of(name) != n; i++)
+        test_sleep_ms(5);
+    assert_int_equal(waiters_of(name), n);
+}
+
+/* A waiter whose only key before its own is the holder's takes the lock
+ * on that key's DELETE event, without reading the line again: through a
+ * proxy holding every chunk 250 ms, the event reaches it 250 ms after the
+ * release and a read would cost 500 ms more. Granted about 250 ms after
+ * the release (it was about 750 ms with the read). */
+static void the_only_key_before_ours_going_grants_without_a_read(void **state)
+{
+    (void)state;
+    proxied p;
+    proxied_wait_start(&p, 250, 3000, "wait-only");
+    until_waiters("wait-only", 1);
+    test_sleep_ms(1800); /* its TTL read, its read of the line, its watch: 1.25 s */
+    proxied_release_and_grant(&p, 600);
+}
+
+/* Two keys before ours (the holder's, then a waiter's): the waiter just
+ * before ours leaves (cancelled), and ours is not first: the lock stays
+ * the holder's until it lets go. (Counting the keys before ours by what
+ * the read returned, at most one, would have taken it.) */
+static void a_waiter_before_ours_leaving_is_not_the_holder_going(void **state)
+{
+    (void)state;
+    dlock_lock *holder = test_lock_new(cl, "wait-two", 30000, 0, 10, 50);
+    waiter a = {.l = test_lock_new(cl, "wait-two", 30000, 0, 10, 50)};
+    waiter b = {.l = test_lock_new(cl, "wait-two", 30000, 0, 10, 50)};
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, wait_thread, &a), 0);
+    until_waiters("wait-two", 1);
+    assert_int_equal(pthread_create(&tb, NULL, wait_thread, &b), 0);
+    until_waiters("wait-two", 2);
+    test_sleep_ms(300); /* b watches a's key */
+    dlock_lock_cancel(a.l);
+    pthread_join(ta, NULL);
+    assert_int_equal(a.rc, DLOCK_ECANCELED);
+    test_sleep_ms(500);
+    assert_int_equal(b.end_ns, 0); /* still waiting */
+    assert_int_equal(waiters_of("wait-two"), 1);
     int64_t release_ns = dlock__now_ns();
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
-    pthread_join(t, NULL);
-    print_message("granted %lld ms after the release\n",
-                  (long long)((w.end_ns - release_ns) / DLOCK__NS_PER_MS));
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(w.end_ns - release_ns < 800 * DLOCK__NS_PER_MS);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(w.l);
+    pthread_join(tb, NULL);
+    assert_int_equal(b.rc, DLOCK_OK);
+    assert_true(b.end_ns >= release_ns);
+    assert_int_equal(dlock_lock_release(b.l), DLOCK_OK);
+    dlock_lock_free(a.l);
+    dlock_lock_free(b.l);
     dlock_lock_free(holder);
-    dlock_client_free(pc);
-    chaos_proxy_stop(&px);
 }
 
 /* ---- the holder's TTL ------------------------------------------------------------ */
@@ -674,6 +801,9 @@ int main(void)
         cmocka_unit_test(a_wait_longer_than_three_ttls_keeps_its_place),
         cmocka_unit_test(a_waiter_whose_lease_ended_gets_in_line_again),
         cmocka_unit_test(a_waiter_whose_watch_broke_looks_again_at_once),
+        cmocka_unit_test(a_release_before_the_watch_starts_is_seen_by_a_read_at_its_start),
+        cmocka_unit_test(the_only_key_before_ours_going_grants_without_a_read),
+        cmocka_unit_test(a_waiter_before_ours_leaving_is_not_the_holder_going),
         cmocka_unit_test(an_acquire_that_could_not_get_in_line_knows_no_holder_ttl),
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
