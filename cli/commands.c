@@ -19,7 +19,7 @@ static int takes(int c, const char *shorts, int json)
     if (c == CLI_OPT_PERMITS) /* a permit's release needs its kind: run only */
         return 0;
     if (c == CLI_OPT_FAIR || c == CLI_OPT_FENCE || c == CLI_OPT_NO_FENCE ||
-        c == CLI_OPT_PRINT_FENCE)
+        c == CLI_OPT_PRINT_FENCE || c == CLI_OPT_LOCK_DELAY)
         return strchr(shorts, 'n') != NULL; /* the commands that wait */
     return c > 0 && c < 256 && c != ':' && strchr(shorts, c) != NULL;
 }
