@@ -415,6 +415,11 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
                                                  : "by this libdlock");
         return CLI_EXIT_UNAVAILABLE;
     }
+    if (rc == DLOCK_ENOTSUP && client_etcd && lo && lo->lock_delay_ms > 0) {
+        cli_msg("\"%s\": --lock-delay is not supported on etcd yet (DLOCK_ENOTSUP; "
+                "docs/lock-delay.md)", name);
+        return CLI_EXIT_UNAVAILABLE;
+    }
     if (rc == DLOCK_ENOTSUP && client_etcd && lo && (lo->flags & DLOCK_SHARED)) {
         cli_msg("\"%s\": -s (shared) is not supported on etcd: its locks are exclusive only "
                 "(DLOCK_ENOTSUP)", name);

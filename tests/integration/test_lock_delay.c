@@ -184,8 +184,9 @@ static void killed_holder_keeps_the_name_for_the_delay(const target *t, const ki
     assert_true(got - gone <= DELAY_MS + LATE_MS);
     /* One node: the try-once, the waiting acquire's first try and the one
      * after the delay's sleep, and a release message's look perhaps (a
-     * set: per name; a fair waiter looks each refresh, 4 more); a poller
-     * at 20 ms would make about 40. */
+     * set: per name; a fair waiter looks each refresh, 4 more). Without
+     * the sleep until the delay's end the plain case made 7 (a subscribed
+     * waiter's 200 ms safety looks). */
     if (t->one)
         assert_true(calls <= (k->flags & DLOCK_FAIR ? 8 : k->multi ? 6 : 4));
 
