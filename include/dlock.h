@@ -1325,8 +1325,9 @@ typedef struct dlock_lock_options {
      *  leaves nor respects a delay, and costs nothing more than before).
      *  It answers the problem fencing tokens answer, without the storage
      *  checking tokens, but only as well as the delay covers the longest
-     *  write in flight (docs/lock-delay.md compares them). Every kind and
-     *  store; 0 (the default) is off; 0..DLOCK_LOCK_DELAY_MAX_MS. */
+     *  write in flight (docs/lock-delay.md compares them). Every kind on
+     *  every Redis deployment; etcd: DLOCK_ENOTSUP for now. 0 (the
+     *  default) is off; 0..DLOCK_LOCK_DELAY_MAX_MS. */
     int64_t lock_delay_ms;
 } dlock_lock_options;
 
@@ -1370,7 +1371,8 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         DLOCK_LOCK_DELAY_MAX_MS, DLOCK_SHARED with DLOCK_EXCLUSIVE),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; shared locks and several names on etcd),
+ *         over several nodes; shared locks, several names and
+ *         lock_delay_ms on etcd),
  *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)
