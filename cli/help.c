@@ -55,10 +55,12 @@ static const command_help commands[] = {
      "      --print-fence    print 'TOKEN FENCE' (implies --fence)\n"},
     {"release", "dlock [GLOBAL] release NAME TOKEN\n",
      "Release the lock NAME if TOKEN still owns it. Exits 1 if it does not.\n"},
-    {"extend", "dlock [GLOBAL] extend [-t TTL] NAME TOKEN\n",
+    {"extend", "dlock [GLOBAL] extend [-t TTL] [--lock-delay D] NAME TOKEN\n",
      "Set the remaining lease of NAME to TTL (default 30s) if TOKEN still owns\n"
      "it. Exits 1 if it does not.\n\n"
-     "  -t, --ttl=D          new lease length (default 30s)\n"},
+     "  -t, --ttl=D          new lease length (default 30s)\n"
+     "      --lock-delay=D   the delay the lock was acquired with: it moves with\n"
+     "                       the new lease (without it, it keeps the old one's end)\n"},
     {"status", "dlock [GLOBAL] status [--json] NAME\n",
      "Show whether NAME is held, its remaining TTL and fencing token, per node,\n"
      "and how long a lock-delay still keeps it (a hold that ended unreleased).\n"
