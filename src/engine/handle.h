@@ -72,8 +72,8 @@ struct dlock_lock {
     size_t id_arg_len;
     char *id_mode; /* renew_batch.lua's mode, with the delay's part too (redis_lock.c) */
     /* The lock-delay (lib/delay.lua): its marks KEY NUL "delay" and the
-     * argument byte 1 "dl:" ms, both sent last but the identity's; NULL
-     * and 0 without a delay. */
+     * argument NUL "dl:" ms, both sent last but the identity's; NULL and
+     * 0 without a delay. */
     char *delay_key;
     size_t delay_len;
     char delay_arg[32];

@@ -44,29 +44,31 @@ static int delay_init(dlock_lock *l)
     l->delay_key = helper(l, "delay", 5, &l->delay_len);
     if (!l->delay_key)
         return DLOCK_ENOMEM;
-    /* The byte 1 and "dl:" (lib/delay.lua), then the ms. */
-    l->delay_arg_len = (size_t)snprintf(l->delay_arg, sizeof l->delay_arg, "%cdl:%" PRId64, 1,
-                                        l->opts.lock_delay_ms);
+    /* A NUL byte and "dl:" (lib/delay.lua), then the ms. */
+    l->delay_arg[0] = '\0';
+    l->delay_arg_len = 1 + (size_t)snprintf(l->delay_arg + 1, sizeof l->delay_arg - 1,
+                                            "dl:%" PRId64, l->opts.lock_delay_ms);
     return DLOCK_OK;
 }
 
-/* renew_batch.lua's mode: the kind's letter, the delay's part
- * (lib/delay_batch.lua: byte 1, ms, ':', key length, ':', key) and the
- * identity's key, each when the handle has it; the kind's own letter
- * alone when it has neither. */
+/* renew_batch.lua's mode: the kind's letter (in upper case with a delay),
+ * the delay's part (lib/delay_batch.lua: ms, ':', key length, ':', key)
+ * and the identity's key, each when the handle has it; the kind's own
+ * letter alone when it has neither. */
 static int mode_init(dlock_lock *l)
 {
     if (!l->id_key && !l->delay_key)
         return DLOCK_OK;
     char head[64];
-    int n = l->delay_key ? snprintf(head, sizeof head, "%c%" PRId64 ":%zu:", 1,
-                                    l->opts.lock_delay_ms, l->delay_len)
-                         : 0;
+    int n = l->delay_key
+                ? snprintf(head, sizeof head, "%" PRId64 ":%zu:", l->opts.lock_delay_ms, l->delay_len)
+                : 0;
     size_t hlen = (size_t)n, len = 1 + hlen + l->delay_len + l->id_len;
     if (!(l->id_mode = dlock__malloc(len + 1)))
         return DLOCK_ENOMEM;
     char *at = l->id_mode;
-    *at++ = l->kind->renew_mode[0]; /* 'p', 'r' or 'z' (renew_batch.lua) */
+    /* 'p', 'r' or 'z' (renew_batch.lua); 'P', 'R', 'Z' with a delay */
+    *at++ = l->delay_key ? (char)(l->kind->renew_mode[0] - 'a' + 'A') : l->kind->renew_mode[0];
     memcpy(at, head, hlen);
     at += hlen;
     if (l->delay_key)

@@ -6,7 +6,10 @@
 -- A handle with a lock-delay sends one more key and one more argument,
 -- last but the identity's (ident.lua takes those off first): KEYS[#KEYS]
 -- the lock's delay marks (KEY NUL "delay", a sorted set in the lock's
--- slot) and ARGV[#ARGV] the byte 1, "dl:" and the delay in ms. They are
+-- slot) and ARGV[#ARGV] a NUL byte, "dl:" and the delay in ms (a NUL
+-- first, as the identity's: no other argument starts so, not even one made
+-- of a lock name, a C string; a cluster's channel starts with the byte 1,
+-- lib/wake.lua). They are
 -- taken off here, so the rest of the script reads its documented call.
 -- Without them every function below is nil: a handle without a delay pays
 -- one string.byte per call and sends nothing more (the round trips and
@@ -30,7 +33,7 @@
 -- every caller calls it after its checks that can fail and before its
 -- grant's writes; commands are replicated as effects (as zlease.lua).
 local delay_key, delay_ms, delay_left, delay_mark, delay_clear, delay_refused
-if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 1 then
+if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 and string.sub(ARGV[#ARGV], 2, 4) == 'dl:' then
   if redis.replicate_commands then redis.replicate_commands() end
   delay_ms = tonumber(string.sub(ARGV[#ARGV], 5))
   delay_key = KEYS[#KEYS]

@@ -2,21 +2,24 @@
 -- delay_batch.lua: lock-delay (delay.lua) in the watchdog's batches
 -- (renew_batch.lua, restore_batch.lua), whose calls carry many locks.
 --
--- A lock with a delay has its mode argument carry it: the mode letter,
--- the byte 1, the delay in ms, ':', the length of the delay key in bytes,
--- ':', the delay key (KEY NUL "delay", in the lock's slot), and then the
--- identity's key as before. delay_batch_mode(mode) gives the mode as it
--- was without the delay, then the delay key and ms (nil: none).
+-- A lock with a delay has its mode argument carry it: the mode letter in
+-- upper case ('P', 'R', 'Z': a lock key, which may start with any byte
+-- but NUL, never comes first there), the delay in ms, ':', the length of
+-- the delay key in bytes, ':', the delay key (KEY NUL "delay", in the
+-- lock's slot), and then the identity's key as before.
+-- delay_batch_mode(mode) gives the mode as it was without the delay (the
+-- letter in lower case), then the delay key and ms (nil: none).
 -- delay_batch_mark writes a renewed hold's mark as delay.lua's delay_mark
 -- does: the token scored by the lease's end plus the delay.
 if redis.replicate_commands then redis.replicate_commands() end
 local function delay_batch_mode(mode)
-  if string.byte(mode, 2) ~= 1 then return mode end
-  local c1 = string.find(mode, ':', 3, true)
+  local b = string.byte(mode, 1)
+  if b < 65 or b > 90 then return mode end -- not 'A'..'Z': no delay
+  local c1 = string.find(mode, ':', 2, true)
   local c2 = string.find(mode, ':', c1 + 1, true)
-  local ms = tonumber(string.sub(mode, 3, c1 - 1))
+  local ms = tonumber(string.sub(mode, 2, c1 - 1))
   local n = tonumber(string.sub(mode, c1 + 1, c2 - 1))
-  return string.sub(mode, 1, 1) .. string.sub(mode, c2 + 1 + n),
+  return string.lower(string.sub(mode, 1, 1)) .. string.sub(mode, c2 + 1 + n),
          string.sub(mode, c2 + 1, c2 + n), ms
 end
 local function delay_batch_mark(dk, dms, tok, lease_ms)
