@@ -7,13 +7,13 @@
 -- last but the identity's (ident.lua takes those off first): KEYS[#KEYS]
 -- the lock's delay marks (KEY NUL "delay", a sorted set in the lock's
 -- slot) and ARGV[#ARGV] a NUL byte, "dl:" and the delay in ms (a NUL
--- first, as the identity's: no other argument starts so, not even one made
--- of a lock name, a C string; a cluster's channel starts with the byte 1,
--- lib/wake.lua). They are
--- taken off here, so the rest of the script reads its documented call.
--- Without them every function below is nil: a handle without a delay pays
--- one string.byte per call and sends nothing more (the round trips and
--- commands of issue 20 stay as they were).
+-- first, as the identity's: no other argument starts so, not even one
+-- made of a lock name, a C string; a cluster's channel starts with the
+-- byte 1, lib/wake.lua). They are taken off here, so the rest of the
+-- script reads its documented call. Without them every function below is
+-- nil: a handle without a delay pays one string.byte per call and sends
+-- nothing more (the round trips and commands of issue 20 stay as they
+-- were).
 --
 -- The set holds one member per hold, its token, scored by the end of its
 -- lease plus the delay (the server's clock, ms). A grant and every extend
