@@ -63,6 +63,9 @@ if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 and string.sub(ARGV[#ARGV], 2,
     redis.call('zadd', delay_key, delay_now() + ms, tok)
     if redis.call('pttl', delay_key) < ms then redis.call('pexpire', delay_key, ms) end
   end
-  delay_clear = function(tok) redis.call('zrem', delay_key, tok) end
+  -- Under pcall: `dlock release` sends a delay whatever the hold had
+  -- (cli/commands.c), and an ACL user without ZREM, who could not have
+  -- left a mark either (ZADD), must still release.
+  delay_clear = function(tok) redis.pcall('zrem', delay_key, tok) end
   delay_refused = function(ms) return {0, ms, '', -1, 0, 1} end
 end
