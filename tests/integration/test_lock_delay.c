@@ -113,6 +113,24 @@ static void holder_child(const target *t, const kind *k, const char *name, int w
     _exit(3);
 }
 
+/* Start holder_child() and wait until it holds: its pid. */
+static pid_t dying_holder(const target *t, const kind *k, const char *name)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = test_fork_child();
+    if (pid == 0) {
+        close(fds[0]);
+        holder_child(t, k, name, fds[1]);
+    }
+    close(fds[1]);
+    unsigned char rc = 255;
+    assert_int_equal(read(fds[0], &rc, 1), 1);
+    close(fds[0]);
+    assert_int_equal(rc, 0);
+    return pid;
+}
+
 /* The name the status looks at: a set's first. */
 static void status_name(const kind *k, const char *name, char *out, size_t len)
 {
@@ -145,18 +163,7 @@ static void killed_holder_keeps_the_name_for_the_delay(const target *t, const ki
     char name[128], sname[160];
     snprintf(name, sizeof name, "ld:%s:%s", t->label, k->label);
     status_name(k, name, sname, sizeof sname);
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = test_fork_child();
-    if (pid == 0) {
-        close(fds[0]);
-        holder_child(t, k, name, fds[1]);
-    }
-    close(fds[1]);
-    unsigned char rc = 255;
-    assert_int_equal(read(fds[0], &rc, 1), 1);
-    close(fds[0]);
-    assert_int_equal(rc, 0);
+    pid_t pid = dying_holder(t, k, name);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -237,18 +244,7 @@ static void a_dead_holders_permit_is_counted_for_the_delay(void **state)
         char name[64];
         snprintf(name, sizeof name, "ld:permits:%u", n);
         kind k = {"semaphore", 0, n, 0, 1};
-        int fds[2];
-        assert_int_equal(pipe(fds), 0);
-        pid_t pid = test_fork_child();
-        if (pid == 0) {
-            close(fds[0]);
-            holder_child(&t, &k, name, fds[1]);
-        }
-        close(fds[1]);
-        unsigned char rc = 255;
-        assert_int_equal(read(fds[0], &rc, 1), 1);
-        close(fds[0]);
-        assert_int_equal(rc, 0);
+        pid_t pid = dying_holder(&t, &k, name);
         dlock_client *c = client_of(&t);
         dlock_lock *live = NULL, *next = NULL;
         assert_int_equal(lock_of(c, &k, name, DLOCK_AUTO_RENEW, DELAY_MS, &live), DLOCK_OK);
