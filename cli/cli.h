@@ -84,7 +84,8 @@ enum cli_long_opt {
     CLI_OPT_PRINT_FENCE,
     CLI_OPT_PERMITS,
     CLI_OPT_IDENTITY,
-    CLI_OPT_NO_IDENTITY
+    CLI_OPT_NO_IDENTITY,
+    CLI_OPT_LOCK_DELAY
 };
 
 /* The one table of lock options, shared by `run` and the commands that
@@ -101,7 +102,8 @@ enum cli_long_opt {
     {"quiet", no_argument, NULL, 'q'},                                         \
     {"shared", no_argument, NULL, 's'},                                        \
     {"exclusive", no_argument, NULL, 'x'},                                     \
-    {"permits", required_argument, NULL, CLI_OPT_PERMITS},
+    {"permits", required_argument, NULL, CLI_OPT_PERMITS},                     \
+    {"lock-delay", required_argument, NULL, CLI_OPT_LOCK_DELAY},
 
 /* Values of the TLS options (cli/tls.c), apart from the others. */
 enum cli_tls_opt {
@@ -184,10 +186,11 @@ typedef struct cli_lock_opts {
     unsigned permits; /* --permits N: a semaphore of N permits (0: none) */
     const char *const *names; /* run: the names taken together (busy messages) */
     size_t n_names;
+    int64_t lock_delay_ms; /* --lock-delay D (0: none) */
 } cli_lock_opts;
 
 /* The defaults of the lock options; extend waits for nothing. */
-#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0, NULL, 0}
+#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0, NULL, 0, 0}
 
 /* common.c */
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -21,6 +21,8 @@ static int takes(int c, const char *shorts, int json)
     if (c == CLI_OPT_FAIR || c == CLI_OPT_FENCE || c == CLI_OPT_NO_FENCE ||
         c == CLI_OPT_PRINT_FENCE)
         return strchr(shorts, 'n') != NULL; /* the commands that wait */
+    if (c == CLI_OPT_LOCK_DELAY) /* the commands that set a lease: acquire, extend */
+        return strchr(shorts, 't') != NULL;
     return c > 0 && c < 256 && c != ':' && strchr(shorts, c) != NULL;
 }
 
@@ -109,9 +111,15 @@ int cli_cmd_acquire(cli_global *g, int argc, char **argv)
     return rc;
 }
 
-/* Shared by release and extend: a handle acting with the caller's token. */
+/* Shared by release and extend: a handle acting with the caller's token,
+ * with lock_delay_ms (docs/lock-delay.md): extend's --lock-delay, which
+ * moves the delay with the new lease; a release (lock_delay_ms -1) always
+ * takes the token's delay out where the store keeps delays (any delay
+ * does: a release only removes it), so that a hold taken with
+ * --lock-delay and given back by `dlock release` is not kept as if its
+ * holder had died. */
 static int adopt(cli_global *g, const char *cmd, const char *name, const char *token,
-                 dlock_client **c, dlock_lock **lock)
+                 int64_t lock_delay_ms, dlock_client **c, dlock_lock **lock)
 {
     int rc = cli_open_client(g, c);
     if (rc)
@@ -119,7 +127,10 @@ static int adopt(cli_global *g, const char *cmd, const char *name, const char *t
     /* Release and extend never touch the fencing counter. */
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.flags = DLOCK_NO_FENCE;
-    if ((rc = cli_open_lock(*c, name, &lo, lock)) != 0)
+    lo.lock_delay_ms = lock_delay_ms < 0 ? 1 : lock_delay_ms;
+    if (lock_delay_ms < 0 && dlock_lock_new(lock, *c, name, &lo) == DLOCK_ENOTSUP)
+        lo.lock_delay_ms = 0; /* etcd: no delays to take out */
+    if (!*lock && (rc = cli_open_lock(*c, name, &lo, lock)) != 0)
         return rc;
     if (dlock_lock_adopt(*lock, token) != DLOCK_OK)
         return cli_usage_error(cmd, "invalid TOKEN (1..%d bytes)", DLOCK_TOKEN_MAX);
@@ -147,7 +158,7 @@ int cli_cmd_release(cli_global *g, int argc, char **argv)
     dlock_client *c = NULL;
     dlock_lock *lock = NULL;
     int rc = cli_parse_simple(argv[0], argc, argv, g, ":vh", NULL, NULL, 2, args);
-    if (rc == 0 && (rc = adopt(g, argv[0], args[0], args[1], &c, &lock)) == 0) {
+    if (rc == 0 && (rc = adopt(g, argv[0], args[0], args[1], -1, &c, &lock)) == 0) {
         int lrc = dlock_lock_release(lock);
         if (lrc == DLOCK_OK && g->verbose)
             cli_msg("released \"%s\"", args[0]);
@@ -167,7 +178,8 @@ int cli_cmd_extend(cli_global *g, int argc, char **argv)
     dlock_client *c = NULL;
     dlock_lock *lock = NULL;
     int rc = cli_parse_simple(argv[0], argc, argv, g, ":t:vh", &o, NULL, 2, args);
-    if (rc == 0 && (rc = adopt(g, argv[0], args[0], args[1], &c, &lock)) == 0) {
+    if (rc == 0 &&
+        (rc = adopt(g, argv[0], args[0], args[1], o.lock_delay_ms, &c, &lock)) == 0) {
         int lrc = dlock_lock_extend(lock, o.ttl_ms);
         if (lrc == DLOCK_OK && g->verbose)
             cli_msg("extended \"%s\" to %.1fs", args[0], (double)o.ttl_ms / 1000.0);

@@ -180,7 +180,7 @@ int cli_parse_exit_code(const char *cmd, const char *text, int *out)
     return 0;
 }
 
-/* -t, -w, -n, -E and --fair mean the same for `run` and `acquire`.
+/* -t, -w, -n, -E, --fair and --lock-delay mean the same for `run` and `acquire`.
  * Returns 0 when handled, 64 on a bad value, -1 for another option. */
 int cli_lock_option(const char *cmd, int c, const char *arg, cli_lock_opts *o)
 {
@@ -221,6 +221,13 @@ int cli_lock_option(const char *cmd, int c, const char *arg, cli_lock_opts *o)
         return 0;
     case 'x':
         o->shared = 0;
+        return 0;
+    case CLI_OPT_LOCK_DELAY:
+        if (cli_parse_duration(cmd, "--lock-delay", arg, &o->lock_delay_ms))
+            return CLI_EXIT_USAGE;
+        if (o->lock_delay_ms > DLOCK_LOCK_DELAY_MAX_MS)
+            return cli_usage_error(cmd, "--lock-delay: at most %dms (one hour), not '%s'",
+                                   DLOCK_LOCK_DELAY_MAX_MS, arg);
         return 0;
     case CLI_OPT_PERMITS: {
         char *end;
@@ -408,6 +415,11 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
                                                  : "by this libdlock");
         return CLI_EXIT_UNAVAILABLE;
     }
+    if (rc == DLOCK_ENOTSUP && client_etcd && lo && lo->lock_delay_ms > 0) {
+        cli_msg("\"%s\": --lock-delay is not supported on etcd yet (DLOCK_ENOTSUP; "
+                "docs/lock-delay.md)", name);
+        return CLI_EXIT_UNAVAILABLE;
+    }
     if (rc == DLOCK_ENOTSUP && client_etcd && lo && (lo->flags & DLOCK_SHARED)) {
         cli_msg("\"%s\": -s (shared) is not supported on etcd: its locks are exclusive only "
                 "(DLOCK_ENOTSUP)", name);
@@ -426,6 +438,7 @@ dlock_lock_options cli_lock_options(const cli_lock_opts *o, unsigned flags)
 {
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.ttl_ms = o->ttl_ms;
+    lo.lock_delay_ms = o->lock_delay_ms;
     lo.flags = flags | (o->fence ? 0u : DLOCK_NO_FENCE);
     /* Exclusive by default: the writer side of a read-write lock holds the
      * same plain key as before, so `dlock release`, other tools and older

@@ -23,6 +23,9 @@ typedef struct command_help {
     "      --fair           serve waiters in arrival order (one node only)\n"  \
     "      --fence          keep a fencing counter for NAME (a key that stays\n" \
     "                       forever); --no-fence (the default) keeps none\n"   \
+    "      --lock-delay=D   after a hold ends without a release (its holder\n" \
+    "                       died), keep NAME from everyone for D more (every\n" \
+    "                       user of NAME gives the same D; default 0: none)\n" \
     "  -q, --quiet          no message when the lock is busy (exit status only)\n" \
     "  -v, --verbose        report progress on stderr\n"
 
@@ -45,18 +48,22 @@ static const command_help commands[] = {
      "                       --grace; default), kill (SIGKILL), ignore (only report)\n"
      "      --grace=D        time between SIGTERM and SIGKILL (default 5s)\n"},
     {"acquire",
-     "dlock [GLOBAL] acquire [-t TTL] [-w WAIT | -n] [-E CODE] [-q] [--fair] [--fence | --print-fence] NAME\n",
+     "dlock [GLOBAL] acquire [-t TTL] [-w WAIT | -n] [-E CODE] [-q] [--fair] [--fence | --print-fence]\n"
+     "              [--lock-delay D] NAME\n",
      "Take the lock NAME and print its owner token. Nothing renews it: it ends\n"
      "after TTL, or earlier with 'dlock release NAME TOKEN'.\n\n" LOCK_OPTS_HELP
      "      --print-fence    print 'TOKEN FENCE' (implies --fence)\n"},
     {"release", "dlock [GLOBAL] release NAME TOKEN\n",
      "Release the lock NAME if TOKEN still owns it. Exits 1 if it does not.\n"},
-    {"extend", "dlock [GLOBAL] extend [-t TTL] NAME TOKEN\n",
+    {"extend", "dlock [GLOBAL] extend [-t TTL] [--lock-delay D] NAME TOKEN\n",
      "Set the remaining lease of NAME to TTL (default 30s) if TOKEN still owns\n"
      "it. Exits 1 if it does not.\n\n"
-     "  -t, --ttl=D          new lease length (default 30s)\n"},
+     "  -t, --ttl=D          new lease length (default 30s)\n"
+     "      --lock-delay=D   the delay the lock was acquired with: it moves with\n"
+     "                       the new lease (without it, it keeps the old one's end)\n"},
     {"status", "dlock [GLOBAL] status [--json] NAME\n",
-     "Show whether NAME is held, its remaining TTL and fencing token, per node.\n"
+     "Show whether NAME is held, its remaining TTL and fencing token, per node,\n"
+     "and how long a lock-delay still keeps it (a hold that ended unreleased).\n"
      "Exits 0 when held, 1 when free (or held on too few nodes), 69 when too few\n"
      "nodes answered, 76 when the key is not a lock (a list, ...: as run on it).\n\n"
      "      --json           print one JSON object\n"},

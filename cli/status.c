@@ -103,6 +103,8 @@ static node_holders holders[CLI_MAX_URLS];
 /* Each node's holder identity (dlock_client_identity()): "" none. */
 static char identities[CLI_MAX_URLS][DLOCK_IDENTITY_READ_MAX + 1];
 static size_t n_foreign; /* nodes whose key is not a lock */
+/* Each node's lock-delay left (dlock_client_lock_delay()): -1 unknown. */
+static int64_t delays[CLI_MAX_URLS];
 
 static const char *foreign_type(size_t i)
 {
@@ -135,6 +137,8 @@ static void print_json(dlock_client *c, const char *name, const dlock_node_statu
         {
             fprintf(f, ",\"held\":%s,\"ttl_ms\":%" PRId64 ",\"fence\":%" PRIu64,
                     st[i].held ? "true" : "false", st[i].ttl_ms, st[i].fence);
+            if (delays[i] >= 0)
+                fprintf(f, ",\"lock_delay_ms\":%" PRId64, delays[i]);
             json_holders(&holders[i], f);
             if (st[i].held) {
                 fputs(",\"identity\":", f);
@@ -175,6 +179,9 @@ static void print_text(dlock_client *c, const char *name, const dlock_node_statu
             fprintf(f, "free  fence %" PRIu64 "\n", st[i].fence);
         if (st[i].error == DLOCK_OK && !foreign_type(i))
             text_holders(&holders[i], f);
+        if (st[i].error == DLOCK_OK && delays[i] > 0)
+            fprintf(f, "%26sdelayed %.1fs (lock-delay: a hold ended without a release)\n", "",
+                    (double)delays[i] / 1000.0);
         /* Several holders show theirs on their own lines (text_holders). */
         if (st[i].error == DLOCK_OK && st[i].held && identities[i][0] && !several(&holders[i]))
             fprintf(f, "%26sidentity %s\n", "", cli_escape(identities[i], esc, sizeof esc));
@@ -208,6 +215,10 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
                 identities[i][0] = '\0';
         }
         n_foreign += foreign_type(i) != NULL;
+        /* Best effort too: none shown where it cannot be read (etcd). */
+        if (st[i].error != DLOCK_OK || foreign_type(i) ||
+            dlock_client_lock_delay(c, name, i, &delays[i]) != DLOCK_OK)
+            delays[i] = -1;
     }
     if (json)
         print_json(c, name, st, &s, stdout);

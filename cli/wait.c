@@ -131,7 +131,8 @@ void cli_sigwatch_stop(cli_sigwatch *sw)
 
 /* Why `name` keeps us out, from the first node that shows a holder:
  * another owner (with its lease), shared holders (an exclusive request),
- * a waiting writer's mark (a shared request), or every permit taken. 1 and
+ * a waiting writer's mark (a shared request), every permit taken, or a
+ * lock-delay (a hold that ended without a release). 1 and
  * the text in buf if the name keeps us out; 0 if no node shows that (free
  * by now, or the backend lists no holders: etcd). */
 static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, const char *on,
@@ -192,8 +193,15 @@ static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, co
                 return 1;
             }
             break;
-        default: /* free on this node */
+        default: { /* free on this node, unless a lock-delay keeps it */
+            int64_t delay_ms = 0;
+            if (dlock_client_lock_delay(c, name, i, &delay_ms) == DLOCK_OK && delay_ms > 0) {
+                snprintf(buf, len, "\"%s\" is free but under a lock-delay on %s (%.1fs left: "
+                         "a hold ended without a release)", esc, on, (double)delay_ms / 1000.0);
+                return 1;
+            }
             break;
+        }
         }
     }
     return 0;

@@ -1000,6 +1000,23 @@ DLOCK_EXTERN(int)
 dlock_client_holder_identity(dlock_client *client, const char *name, size_t node,
                              const char *token, char *buf, size_t len);
 
+/**
+ * How long lock @p name's lock-delay (dlock_lock_options.lock_delay_ms,
+ * docs/lock-delay.md) still keeps new holders out on node @p node (0 with
+ * a single node): a hold that ended without a release (its lease ran out)
+ * keeps the name for its delay past its lease's end. Read-only; the
+ * client's key_prefix applies. `dlock status` shows it as "delayed".
+ *
+ * @param left_ms receives the ms left of the latest such delay on the
+ *                node, or 0 when none is pending (no hold ended without a
+ *                release within its delay; a live hold's is not pending).
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range),
+ *         DLOCK_ENOTSUP (an etcd:// client), or the node's error.
+ *         Thread-safe.
+ */
+DLOCK_EXTERN(int)
+dlock_client_lock_delay(dlock_client *client, const char *name, size_t node, int64_t *left_ms);
+
 /** What dlock_client_break() did. */
 typedef struct dlock_break_result {
     /** Holds removed: the most on any node (1 for a plain, fair,
@@ -1263,7 +1280,10 @@ typedef enum dlock_lost_reason {
 typedef void (*dlock_lost_fn)(dlock_lock *lock, dlock_lost_reason reason,
                               void *arg);
 
-#define DLOCK_LOCK_OPTIONS_VERSION 1
+#define DLOCK_LOCK_OPTIONS_VERSION 2
+
+/** Longest dlock_lock_options.lock_delay_ms: one hour. */
+#define DLOCK_LOCK_DELAY_MAX_MS 3600000
 
 /** Lock options. Initialise with DLOCK_LOCK_OPTIONS_INIT. As for client
  *  options, `version` is the DLOCK_LOCK_OPTIONS_VERSION the caller was
@@ -1293,6 +1313,24 @@ typedef struct dlock_lock_options {
      *  was gone; DLOCK_LOST_NO_QUORUM: no answer in time); may be NULL. */
     dlock_lost_fn on_lost;
     void *on_lost_arg;
+    /* --- version 2 --- */
+    /** Lock-delay (docs/lock-delay.md), as Chubby and Consul have it: when
+     *  a hold of this handle ends without a release (its lease ran out:
+     *  the holder crashed, was cut off, or lost its renewals), the name
+     *  stays unavailable for this many ms past the lease's end, so writes
+     *  the dead holder still had in flight land before a new holder
+     *  starts. A release frees the name at once. A waiting acquire sleeps
+     *  until the delay ends (no polling); a try-once acquire returns
+     *  DLOCK_ENOTACQUIRED. The delay is kept beside the lock in the store
+     *  and respected by every handle that sets lock_delay_ms (every
+     *  handle of a name should set the same value: one with 0 neither
+     *  leaves nor respects a delay, and costs nothing more than before).
+     *  It answers the problem fencing tokens answer, without the storage
+     *  checking tokens, but only as well as the delay covers the longest
+     *  write in flight (docs/lock-delay.md compares them). Every kind on
+     *  every Redis deployment; etcd: DLOCK_ENOTSUP for now. 0 (the
+     *  default) is off; 0..DLOCK_LOCK_DELAY_MAX_MS. */
+    int64_t lock_delay_ms;
 } dlock_lock_options;
 
 /** The defaults, by field name (see DLOCK_CLIENT_OPTIONS_INIT). */
@@ -1307,7 +1345,8 @@ typedef struct dlock_lock_options {
 #endif
 
 /** Fill @p opts with the defaults for @p version (1..DLOCK_LOCK_OPTIONS_VERSION:
- *  only the fields that version has are written). DLOCK_EINVAL for NULL or
+ *  only the fields that version has are written; version 1, dlock 0.1.0's,
+ *  ends at on_lost_arg; version 2 added lock_delay_ms). DLOCK_EINVAL for NULL or
  *  an unknown version. */
 DLOCK_EXTERN(int)
 dlock_lock_options_init(dlock_lock_options *opts, unsigned int version);
@@ -1330,10 +1369,12 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  * @param opts   options or NULL for the defaults.
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, empty or long name, TTL out of
  *         range, unknown flags or version, retry bounds, renew_interval_ms
- *         not below the TTL, DLOCK_SHARED with DLOCK_EXCLUSIVE),
+ *         not below the TTL, lock_delay_ms below 0 or above
+ *         DLOCK_LOCK_DELAY_MAX_MS, DLOCK_SHARED with DLOCK_EXCLUSIVE),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; shared locks and several names on etcd),
+ *         over several nodes; shared locks, several names and
+ *         lock_delay_ms on etcd),
  *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)

@@ -203,7 +203,8 @@ static void sleep_until(dlock__acq *a, int64_t wake_at_ns)
  * publishes its end); a watcher sleeps until the holder's expiry at most
  * (a crashed holder never publishes), SAFETY_POLL_MS at most, and until
  * the head of the line's look (releases within a run wake nobody:
- * docs/waiting.md); otherwise a backoff, no longer than the holder's TTL. */
+ * docs/waiting.md); a lock-delay until its end (nobody publishes it);
+ * otherwise a backoff, no longer than the holder's TTL. */
 static int64_t sleep_ms_after(dlock__acq *a, const dlock__verdict *v)
 {
     const dlock_lock *l = a->l;
@@ -214,6 +215,8 @@ static int64_t sleep_ms_after(dlock__acq *a, const dlock__verdict *v)
         ms = v->look_ms;
         if (v->holder_ttl_ms >= 0)
             ms = DLOCK__MIN(ms, v->holder_ttl_ms + 1);
+    } else if ((v->flags & DLOCK__V_DELAYED) && v->holder_ttl_ms >= 0) {
+        ms = v->holder_ttl_ms + 1; /* nobody publishes a lock-delay's end */
     } else if (v->code == DLOCK_ENOTACQUIRED && (v->flags & DLOCK__V_SPLIT)) {
         ms = dlock__backoff_ms(a->attempts++, l->opts.retry_min_ms, l->opts.retry_max_ms);
     } else if (a->watching && v->holder_ttl_ms >= 0) {

@@ -60,6 +60,11 @@ typedef struct dlock__backend {
      * holder token (tlen bytes), or ""; NULL: DLOCK_ENOTSUP. */
     int (*holder_identity)(dlock_client *c, const char *key, size_t klen, size_t node,
                            const char *token, size_t tlen, char *buf, size_t len);
+    /* dlock_client_lock_delay() on one node: *left_ms, the ms a
+     * lock-delay still keeps new holders out (0: none pending); NULL:
+     * DLOCK_ENOTSUP. */
+    int (*lock_delay)(dlock_client *c, const char *key, size_t klen, size_t node,
+                      int64_t *left_ms);
     /* dlock_client_break(): remove every hold of the lock at key, leaving
      * its fence and its waiters, and wake them; out filled whenever the
      * nodes were asked (dlock.h says what it holds and returns). */
@@ -76,6 +81,9 @@ typedef struct dlock__backend {
     /* A set of names (set.c) may be made on this store: Redis 1; etcd 0
      * (docs/primitives.md). */
     int sets;
+    /* Handles with a lock-delay (dlock_lock_options.lock_delay_ms) may be
+     * made on this store (1), or dlock_lock_new() says DLOCK_ENOTSUP. */
+    int lock_delays;
     /* Every wait here is a place in line, whatever the kind: the engine
      * waits as for a queued kind (begin, then looks; acquire.c). etcd 1
      * (the owner is the first key by create revision), Redis 0. */

@@ -6,6 +6,7 @@
  * here: those are lock.c's, above the engine (engine.h). */
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +32,8 @@
  * only the fields its version had and keeps the defaults for the rest
  * (tests/integration/test_options_abi.c). */
 static const size_t options_sizes[] = {
-    sizeof(dlock_lock_options), /* 1: dlock 0.1.0 */
+    offsetof(dlock_lock_options, lock_delay_ms), /* 1: dlock 0.1.0 */
+    sizeof(dlock_lock_options),                  /* 2: lock_delay_ms */
 };
 DLOCK__VERSIONED_CHECK(dlock_lock_options, options_sizes, DLOCK_LOCK_OPTIONS_VERSION);
 
@@ -77,7 +79,8 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
         opts->ttl_ms > DLOCK_TTL_MAX_MS || (opts->flags & ~(unsigned)KNOWN_FLAGS) ||
         opts->renew_interval_ms < 0 || opts->renew_interval_ms >= opts->ttl_ms ||
         opts->retry_min_ms < 1 || opts->retry_min_ms > 60000 ||
-        opts->retry_max_ms < opts->retry_min_ms || opts->retry_max_ms > 60000)
+        opts->retry_max_ms < opts->retry_min_ms || opts->retry_max_ms > 60000 ||
+        opts->lock_delay_ms < 0 || opts->lock_delay_ms > DLOCK_LOCK_DELAY_MAX_MS)
         return DLOCK_EINVAL;
     /* Fair counted locks are not offered; a single-node kind (fair mode
      * keeps its queue in one node's memory) refuses several masters. */
@@ -87,6 +90,8 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
     if (kind) /* what the store serves for it (etcd: kinds.h, in_line) */
         kind = client->backend->kind_for(client, kind);
     if (!kind || (client->n_nodes > 1 && !kind->multi_node))
+        return DLOCK_ENOTSUP;
+    if (opts->lock_delay_ms > 0 && !client->backend->lock_delays)
         return DLOCK_ENOTSUP;
 
     dlock_lock *l = dlock__calloc(1, sizeof *l);

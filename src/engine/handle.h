@@ -64,13 +64,20 @@ struct dlock_lock {
     size_t run_id_len;
     /* The holder identity (kinds.h, ident): its hash KEY NUL "id", the
      * argument that goes last (NUL "id:" text; lib/ident.lua), the same
-     * with no text for extend and release, and renew_batch.lua's mode
-     * "p" + id_key; all NULL when the client keeps no identity. */
+     * with no text for extend and release; all NULL when the client
+     * keeps no identity. */
     char *id_key;
     size_t id_len;
     char *id_arg;
     size_t id_arg_len;
-    char *id_mode;
+    char *id_mode; /* renew_batch.lua's mode, with the delay's part too (redis_lock.c) */
+    /* The lock-delay (lib/delay.lua): its marks KEY NUL "delay" and the
+     * argument NUL "dl:" ms, both sent last but the identity's; NULL and
+     * 0 without a delay. */
+    char *delay_key;
+    size_t delay_len;
+    char delay_arg[32];
+    size_t delay_arg_len;
     char *aux_key; /* the kind's helper key for its acquire (kinds.h), or NULL */
     size_t aux_len;
     char aux_arg[24]; /* the kind's extra acquire argument ("" none) */
@@ -172,6 +179,7 @@ struct dlock_lock {
     int64_t confirm_ms;
     _Atomic int64_t holder_ttl_ms; /* read by any thread (progress reports) */
     int split_vote; /* the last attempt met a split vote, not one holder */
+    int delayed;    /* the last attempt was refused by a lock-delay only */
     /* The acquire in progress tries once (wait_ms 0): a writer that does
      * not wait leaves no writer-waiting mark (kinds.h, DLOCK__AUX_MARK_MS). */
     int try_once;

@@ -163,6 +163,34 @@ static int holder_identity_run(dlock_client *c, const char *key, size_t klen, co
                                        a->len);
 }
 
+typedef struct delay_args {
+    size_t node;
+    int64_t *left_ms;
+} delay_args;
+
+static int delay_check(dlock_client *c, const void *args)
+{
+    const delay_args *a = args;
+    if (!a->left_ms)
+        return DLOCK_EINVAL;
+    *a->left_ms = 0;
+    if (!c->backend->lock_delay)
+        return DLOCK_ENOTSUP; /* a store without lock-delays */
+    return a->node >= c->backend->node_count(c) ? DLOCK_EINVAL : DLOCK_OK;
+}
+
+static int delay_run(dlock_client *c, const char *key, size_t klen, const void *args)
+{
+    const delay_args *a = args;
+    return c->backend->lock_delay(c, key, klen, a->node, a->left_ms);
+}
+
+int dlock_client_lock_delay(dlock_client *c, const char *name, size_t node, int64_t *left_ms)
+{
+    static const name_call how = {delay_check, delay_run};
+    return on_name(c, name, &how, &(delay_args){node, left_ms});
+}
+
 int dlock_client_holder_identity(dlock_client *c, const char *name, size_t node,
                                  const char *token, char *buf, size_t len)
 {

@@ -21,7 +21,11 @@
 enum {
     DLOCK__V_RETRY = 1,  /* waiting longer could help (busy, no majority, an I/O error) */
     DLOCK__V_SPLIT = 2,  /* a split vote, not one holder: back off, nobody will publish */
-    DLOCK__V_QUEUED = 4  /* we hold a place in line */
+    DLOCK__V_QUEUED = 4, /* we hold a place in line */
+    /* Refused only by a lock-delay (dlock_lock_options.lock_delay_ms):
+     * nobody will publish its end, which holder_ttl_ms is: sleep until
+     * then, not poll. */
+    DLOCK__V_DELAYED = 8
 };
 
 typedef struct dlock__verdict {

@@ -83,7 +83,10 @@ static void undone(att *r)
     const dlock__tally *t = &r->t;
     if (r->behind)
         cancel_behind(l, r->kept, r->seq_no, &r->t, 0);
-    if (r->rc == DLOCK_ENOTACQUIRED) {
+    if (r->rc == DLOCK_ENOTACQUIRED && l->delayed) {
+        dlock__err_set(&l->err, "\"%s\" is free but under a lock-delay (%.1fs left)", l->name,
+                       (double)t->min_pttl / 1000.0);
+    } else if (r->rc == DLOCK_ENOTACQUIRED) {
         if (t->min_pttl >= 0)
             dlock__err_set(&l->err, "\"%s\" is held by another owner (ttl %.1fs)", l->name,
                            (double)t->min_pttl / 1000.0);
@@ -256,6 +259,7 @@ static void tried(dlock__fan *f)
     }
     l->holder_ttl_ms = t->min_pttl;
     l->look_ms = t->min_look;
+    l->delayed = t->no > 0 && t->delayed == t->no;
     /* A split vote: this attempt won some nodes and no other owner was
      * seen on a majority, so nobody may hold the lock and nobody will
      * publish a release; the waiter retries after a short random backoff

@@ -41,6 +41,7 @@ typedef struct fair_req {
     int64_t pttl, t_sent;
     uint64_t fence;
     int joined;
+    int delayed; /* refused by a lock-delay only (lib/delay.lua) */
     dlock__step_args a;
     dlock__req req;
     dlock__fanout_opts fo;
@@ -141,6 +142,7 @@ static void called(dlock__fan *f)
     } else if (t->no) {
         q->pttl = t->min_pttl;
         q->joined = t->joined;
+        q->delayed = t->delayed == t->no;
         q->rc = DLOCK_ENOTACQUIRED;
     } else {
         q->rc = dlock__tally_failure_code(t);
@@ -162,6 +164,7 @@ static void fair_call(fair_req *q, dlock__step_id step, const char *live_ttl, in
     q->release_behind = release_behind;
     q->pttl = -1;
     q->joined = 0;
+    q->delayed = 0;
     if (dlock__step_req(l, step, &(dlock__step_in){.live_ttl = live_ttl}, &q->a, &q->req) !=
         DLOCK_OK) {
         q->rc = DLOCK_ENOMEM;
@@ -415,7 +418,9 @@ static void looked(fair_req *q)
         v->flags = DLOCK__V_RETRY | DLOCK__V_QUEUED;
     v->holder_ttl_ms = l->holder_ttl_ms;
     v->look_ms = l->fair.refresh_ms;
-    if (rc == DLOCK_ENOTACQUIRED) {
+    if (rc == DLOCK_ENOTACQUIRED && q->delayed) {
+        dlock__err_set(&l->err, "\"%s\" is free but under a lock-delay", l->name);
+    } else if (rc == DLOCK_ENOTACQUIRED) {
         dlock__err_set(&l->err, "\"%s\" is held by another owner", l->name);
         if (l->holder_ttl_ms >= 0)
             dlock__err_append(&l->err, "ttl %.1fs", (double)l->holder_ttl_ms / 1000.0);

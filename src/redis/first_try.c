@@ -122,12 +122,12 @@ int dlock__first_try_reply(void *arg, size_t node, uint32_t idx, int err, const 
 }
 
 /* Whether this try is DLOCK_NO_FENCE's first try at a plain lock (dlock__first_try
- * above), without a holder identity (which the script writes). Not on a Redis Cluster, whose routing and redirects follow
+ * above), without a holder identity or a lock-delay (which the script writes). Not on a Redis Cluster, whose routing and redirects follow
  * scripts' keys, nor with min_replicas, whose WAIT follows scripts. */
 int dlock__first_try_is_raw(const dlock_lock *l)
 {
     return l->kind->raw_first_try && !l->fence_key && !l->aux_key && !l->id_key &&
-           !l->wait_id_len && !dlock__client_cluster(l->client) &&
+           !l->delay_key && !l->wait_id_len && !dlock__client_cluster(l->client) &&
            l->client->opts.min_replicas <= 0;
 }
 

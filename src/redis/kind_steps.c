@@ -37,6 +37,12 @@
 #define ID_KEY() (l->id_key ? ARG(l->id_key, l->id_len) : 0)
 #define ID_ARG(n) (l->id_key ? ARG(l->id_arg, (n)) : 0)
 
+/* The lock-delay (lib/delay.lua), when the handle has one: its marks
+ * after the script's own keys and before the identity's, and its argument
+ * likewise before the identity's. A handle without one sends neither. */
+#define DL_KEY() (l->delay_key ? ARG(l->delay_key, l->delay_len) : 0)
+#define DL_ARG() (l->delay_key ? ARG(l->delay_arg, l->delay_arg_len) : 0)
+
 /* ---- acquire: acquire.lua and its kin (KEYS: lock, fence?, aux?, waiter
  * list and run if listed; ARGV: token, ttl, aux arg?, OWNER#?, op number
  * and handle id if counted, waiter id and its entry life if listed, the
@@ -55,6 +61,7 @@ static int acquire_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
         if (l->wr_key) /* and told when the holder's run ends */
             ARG(l->wr_key, l->wr_len);
     }
+    DL_KEY();
     ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
@@ -82,6 +89,7 @@ static int acquire_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
             ARG(l->channel, l->channel_len);
         }
     }
+    DL_ARG();
     ID_ARG(l->id_arg_len);
     *nargs = k;
     return nkeys;
@@ -116,6 +124,7 @@ static int fair_args(dlock_lock *l, dlock__step_args *a, int *nargs)
     ARG(a->me, me_len);
     if (l->fence_key)
         ARG(l->fence_key, l->fence_len);
+    DL_KEY();
     ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
@@ -132,6 +141,7 @@ static int fair_look_args(dlock_lock *l, const dlock__step_in *in, dlock__step_a
         return nkeys;
     ARG(in->live_ttl, strlen(in->live_ttl));
     ARG(l->live_prefix, l->live_prefix_len);
+    DL_ARG();
     ID_ARG(l->id_arg_len);
     *nargs = k;
     return nkeys;
@@ -146,6 +156,7 @@ static int fair_leave_args(dlock_lock *l, const dlock__step_in *in, dlock__step_
     (void)in;
     if (nkeys < 0)
         return nkeys;
+    DL_ARG();
     ID_ARG(l->id_arg_len);
     *nargs = k;
     return nkeys;
@@ -171,6 +182,7 @@ static int release_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
         ARG(l->wq_key, l->wq_len);
     if (runs)
         ARG(l->wr_key, l->wr_len);
+    DL_KEY();
     ID_KEY();
     nkeys = k;
     ARG(l->token, l->token_len);
@@ -187,6 +199,7 @@ static int release_args(dlock_lock *l, const dlock__step_in *in, dlock__step_arg
         ARG(l->hid, l->hid_len);
         NUM(2, "%" PRIu64, l->rel_base);
     }
+    DL_ARG();
     ID_ARG(ID_MARK_LEN);
     *nargs = k;
     return nkeys;
@@ -201,11 +214,13 @@ static int fair_release_args(dlock_lock *l, const dlock__step_in *in, dlock__ste
     ARG(l->queue_key, l->queue_len);
     if (l->fence_key)
         ARG(l->fence_key, l->fence_len);
+    DL_KEY();
     ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
     ARG(l->channel, l->channel_len);
     ARG(l->live_prefix, l->live_prefix_len);
+    DL_ARG();
     ID_ARG(ID_MARK_LEN);
     *nargs = k;
     return nkeys;
@@ -218,10 +233,12 @@ static int release_undo_args(dlock_lock *l, const dlock__step_in *in, dlock__ste
 {
     int k = 0;
     ARG(l->name, l->name_len);
+    DL_KEY();
     ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
     ARG(in->wake ? l->channel : "", in->wake ? l->channel_len : 0);
+    DL_ARG();
     ID_ARG(ID_MARK_LEN);
     *nargs = k;
     return nkeys;
@@ -234,10 +251,12 @@ static int extend_args(dlock_lock *l, const dlock__step_in *in, dlock__step_args
 {
     int k = 0;
     ARG(l->name, l->name_len);
+    DL_KEY();
     ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
     NUM(0, "%" PRId64, in->ttl_ms);
+    DL_ARG();
     ID_ARG(ID_MARK_LEN);
     *nargs = k;
     return nkeys;
@@ -298,12 +317,14 @@ static int counted_undo_args(dlock_lock *l, const dlock__step_in *in, dlock__ste
 {
     int k = 0;
     ARG(l->name, l->name_len);
+    DL_KEY();
     ID_KEY();
     int nkeys = k;
     ARG(l->token, l->token_len);
     NUM(0, "%" PRIu64, in->op_no);
     ARG(in->wake ? l->channel : "", in->wake ? l->channel_len : 0);
     ARG(l->hid, l->hid_len);
+    DL_ARG();
     ID_ARG(ID_MARK_LEN);
     *nargs = k;
     return nkeys;

@@ -46,8 +46,8 @@ typedef struct dlock__step_in {
 
 /* The storage a built request points into; lives as long as the request. */
 typedef struct dlock__step_args {
-    const char *args[18];
-    size_t lens[18];
+    const char *args[20];
+    size_t lens[20];
     char num[3][24];
     char *me; /* fair: the liveness key of our token (heap) */
 } dlock__step_args;

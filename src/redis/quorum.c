@@ -188,6 +188,7 @@ int dlock__tally_answer(dlock__tally *t, size_t node, int err, const dlock__acqu
         if (a->holder)
             t->holder[node] = dlock__holder_hash(a->holder, a->holder_len);
         t->joined |= a->joined;
+        t->delayed += (size_t)a->delayed;
     }
     return dlock__tally_decided(t);
 }

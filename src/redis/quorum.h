@@ -51,6 +51,7 @@ typedef struct dlock__tally {
     size_t yes, no, errs;
     int64_t min_pttl;   /* among "taken" answers */
     int64_t min_look;   /* among "taken" answers that gave a look hint */
+    size_t delayed;     /* "taken" answers that were a lock-delay (delay.lua) */
     uint64_t max_fence; /* among grants */
     size_t at_max;      /* grants whose counter returned max_fence */
     long long count;    /* reentrant hold count from a grant */

@@ -22,6 +22,9 @@ int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_nod
 /* dlock_client_identity() (status.c). */
 int dlock__redis_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
                           size_t len);
+/* dlock_client_lock_delay() (status.c): delay_status.lua on one node. */
+int dlock__redis_lock_delay(dlock_client *c, const char *key, size_t klen, size_t node,
+                            int64_t *left_ms);
 int dlock__redis_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                          dlock_holders_info *info, dlock_holder *out, size_t max_out);
 /* dlock_client_holder_identity() (holders.c): HGET of the identity hash. */

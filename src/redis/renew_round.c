@@ -106,7 +106,8 @@ static int start_own_round(rnd *r)
  * round's answers may then end it early counting a gone key as a yes. */
 static int may_restore(const dlock_client *c, const item *it)
 {
-    return c->n_nodes > 1 && !dlock__client_cluster(c) && it->mode[0] == 'p' &&
+    return c->n_nodes > 1 && !dlock__client_cluster(c) &&
+           (it->mode[0] == 'p' || it->mode[0] == 'P' /* with a lock-delay */) &&
            dlock__now_ns() < it->lease_end_ns;
 }
 
@@ -284,8 +285,9 @@ void dlock__renew_round_free(rnd *r)
     dlock__free(r->copy);
 }
 
-/* renew_batch.lua's mode argument: "p" or "r", then the identity's key
- * when the lock keeps one (ident.lua). */
+/* renew_batch.lua's mode argument: "p", "r" or "z", then the identity's
+ * key when the lock keeps one (ident.lua); with a lock-delay the letter
+ * is upper case and the delay's part comes first (delay_batch.lua). */
 static size_t mode_len(const dlock__renewal *l)
 {
     return l->mode_len ? l->mode_len : 1;

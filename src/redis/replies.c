@@ -81,6 +81,8 @@ void dlock__decode_acquire(int err, const redisReply *r, const char *detail,
             out->look_ms = r->element[3]->integer;
         out->joined = r->elements > 4 && r->element[4]->type == REDIS_REPLY_INTEGER &&
                       r->element[4]->integer == 1;
+        out->delayed = r->elements > 5 && r->element[5]->type == REDIS_REPLY_INTEGER &&
+                       r->element[5]->integer == 1;
     }
 }
 

@@ -30,6 +30,8 @@ typedef struct dlock__acquire_reply {
                            release message comes (acquire.lua), -1 none */
     int joined;         /* TAKEN: the call put us in the line, which we
                            were not in (fair_acquire.lua) */
+    int delayed;        /* TAKEN: free, but under a lock-delay whose end
+                           pttl is (lib/delay.lua) */
 } dlock__acquire_reply;
 
 void dlock__decode_acquire(int err, const redisReply *r, const char *detail,

@@ -28,6 +28,7 @@ static const char *const names[DLOCK__S_COUNT] = {
     [DLOCK__S_RESTORE] = "restore_batch",
     [DLOCK__S_WQ_LEAVE] = "wq_leave",
     [DLOCK__S_BREAK] = "break",
+    [DLOCK__S_DELAY_STATUS] = "delay_status",
 };
 
 static const dlock__script *by_id[DLOCK__S_COUNT];

@@ -40,6 +40,7 @@ typedef enum dlock__script_id {
     DLOCK__S_RESTORE,      /* restore_batch.lua */
     DLOCK__S_WQ_LEAVE,     /* wq_leave.lua */
     DLOCK__S_BREAK,        /* break.lua */
+    DLOCK__S_DELAY_STATUS, /* delay_status.lua */
     DLOCK__S_COUNT
 } dlock__script_id;
 

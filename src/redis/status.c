@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* dlock_client_status() and dlock_client_identity() on Redis: read-only
- * looks at a lock (the public checks are inspect.c's). */
+/* dlock_client_status(), dlock_client_identity() and
+ * dlock_client_lock_delay() on Redis: read-only looks at a lock (the public checks are inspect.c's). */
 #include <string.h>
 
 #include "client.h"
@@ -129,5 +129,53 @@ int dlock__redis_identity(dlock_client *c, const char *key, size_t klen, size_t 
     }
     dlock__free(fkey);
     dlock__free(ikey);
+    return rc;
+}
+
+/* One node's delay_status.lua: the ms its lock-delay has left. */
+typedef struct delay_ctx {
+    int64_t left_ms;
+    int err;
+} delay_ctx;
+
+static int delay_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                    const char *detail, int64_t start_ns)
+{
+    delay_ctx *s = arg;
+    (void)node;
+    (void)idx;
+    (void)detail;
+    (void)start_ns;
+    if (err != DLOCK_OK)
+        s->err = err;
+    else if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        s->err = r && r->type == REDIS_REPLY_ERROR ? DLOCK_EIO : DLOCK_EPROTO;
+    else {
+        s->err = DLOCK_OK;
+        s->left_ms = r->integer;
+    }
+    return 0;
+}
+
+int dlock__redis_lock_delay(dlock_client *c, const char *key, size_t klen, size_t node,
+                            int64_t *left_ms)
+{
+    size_t dlen = 0;
+    char *dkey = dlock__helper_key(c, key, klen, "delay", 5, &dlen);
+    if (!dkey)
+        return DLOCK_ENOMEM;
+    const char *args[2] = {key, dkey};
+    size_t lens[2] = {klen, dlen};
+    dlock__req req = {.script = dlock__script_get(DLOCK__S_DELAY_STATUS), .numkeys = 2,
+                      .nargs = 2, .args = args, .arglens = lens};
+    uint8_t only[DLOCK__MAX_NODES] = {0};
+    only[node] = 1;
+    dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms, .deadline_ns = INT64_MAX,
+                             .only = only};
+    delay_ctx ctx = {0, DLOCK_EIO};
+    int rc = dlock__fanout(c, &req, 1, &fo, delay_cb, &ctx);
+    dlock__free(dkey);
+    if (rc == DLOCK_OK && (rc = ctx.err) == DLOCK_OK)
+        *left_ms = ctx.left_ms;
     return rc;
 }

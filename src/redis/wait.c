@@ -140,7 +140,8 @@ static void try_answered(dlock__attempt_req *r)
     dlock__op *op = q->op;
     dlock_lock *l = r->l;
     op->v.code = r->rc;
-    op->v.flags = (r->retry ? DLOCK__V_RETRY : 0u) | (l->split_vote ? DLOCK__V_SPLIT : 0u);
+    op->v.flags = (r->retry ? DLOCK__V_RETRY : 0u) | (l->split_vote ? DLOCK__V_SPLIT : 0u) |
+                  (l->delayed && r->rc == DLOCK_ENOTACQUIRED ? DLOCK__V_DELAYED : 0u);
     op->v.holder_ttl_ms = l->holder_ttl_ms;
     op->v.look_ms = l->look_ms;
     if (q->on_heap)

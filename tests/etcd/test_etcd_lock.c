@@ -650,6 +650,16 @@ static void what_does_not_apply_is_refused(void **state)
     dlock_lock *set = (dlock_lock *)1;
     assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, NULL), DLOCK_ENOTSUP);
     assert_null(set);
+    /* a lock-delay: Redis only for now (docs/lock-delay.md), and no handle
+     * made; none pending to read either */
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.lock_delay_ms = 1000;
+    dlock_lock *delayed = (dlock_lock *)1;
+    assert_int_equal(dlock_lock_new(&delayed, cl, "api-delay", &lo), DLOCK_ENOTSUP);
+    assert_null(delayed);
+    int64_t left = -1;
+    assert_int_equal(dlock_client_lock_delay(cl, "api-delay", 0, &left), DLOCK_ENOTSUP);
+    assert_int_equal(left, 0);
     /* a Redis URL and an etcd URL in one client */
     const char *mixed[] = {srv.url, "redis://127.0.0.1:6379"};
     dlock_client *c = NULL;

@@ -175,9 +175,10 @@ static void unknown_option_versions_are_refused(void **state)
                      DLOCK_EINVAL);
 }
 
-/* dlock_lock_options as dlock 0.1.0 defined it (version 1). When a field
- * is added (version 2), this stays as it is: the library must then read
- * only these bytes of a version 1 struct. */
+/* dlock_lock_options as dlock 0.1.0 defined it (version 1). Version 2
+ * added lock_delay_ms after it: the library must read only these bytes of
+ * a version 1 struct (the garbage after them would be a negative delay,
+ * DLOCK_EINVAL, or a delay of years). */
 typedef struct v1_lock_options {
     unsigned int version;
     int64_t ttl_ms;
@@ -228,6 +229,60 @@ static void lock_options_init_of_version_1_writes_only_a_version_1_struct(void *
         assert_int_equal(m.bytes[i], GARBAGE);
 }
 
+/* The same garbage behind a version 1 struct leaves a lock without a
+ * delay: a clean-up of its lease lets the next holder in at once. */
+static void version_1_lock_options_take_no_lock_delay_from_the_bytes_after_them(void **state)
+{
+    (void)state;
+    v1_lock_in_memory m;
+    memset(m.bytes, 0, sizeof m.bytes);
+    m.v1 = (v1_lock_options){1, 300, 0u, 0, 10, 200, NULL, NULL};
+    /* A valid delay after it, so a library that read it would accept it. */
+    dlock_lock_options v2 = DLOCK_LOCK_OPTIONS_INIT;
+    v2.lock_delay_ms = 60000;
+    memcpy(m.bytes + offsetof(dlock_lock_options, lock_delay_ms), &v2.lock_delay_ms,
+           sizeof v2.lock_delay_ms);
+    assert_true(offsetof(dlock_lock_options, lock_delay_ms) >= sizeof m.v1);
+
+    dlock_client *c = test_client_for(&test_srv, NULL);
+    dlock_lock *a = NULL, *b = NULL;
+    const dlock_lock_options *o = (const dlock_lock_options *)(void *)m.bytes;
+    assert_int_equal(dlock_lock_new(&a, c, "abi:delay-v1", o), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&b, c, "abi:delay-v1", o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    /* a's lease runs out: b waits for it, not for a minute more. */
+    assert_int_equal(dlock_lock_acquire(b, 5000), DLOCK_OK);
+    int64_t left = -1;
+    assert_int_equal(dlock_client_lock_delay(c, "abi:delay-v1", 0, &left), DLOCK_OK);
+    assert_int_equal(left, 0);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+
+    /* And version 2 reads it. */
+    v2.ttl_ms = 300;
+    v2.lock_delay_ms = 700;
+    assert_int_equal(dlock_lock_new(&a, c, "abi:delay-v2", &v2), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&b, c, "abi:delay-v2", &v2), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 400), DLOCK_ETIMEDOUT); /* lease over, delay not */
+    assert_int_equal(dlock_client_lock_delay(c, "abi:delay-v2", 0, &left), DLOCK_OK);
+    assert_true(left > 0 && left <= 700);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_free(c);
+}
+
+static void lock_options_init_of_version_2_sets_no_delay(void **state)
+{
+    (void)state;
+    dlock_lock_options o;
+    memset(&o, 0x5a, sizeof o);
+    assert_int_equal(dlock_lock_options_init(&o, 2), DLOCK_OK);
+    assert_int_equal(o.version, 2);
+    assert_int_equal(o.lock_delay_ms, 0);
+}
+
 static void unknown_lock_option_versions_are_refused(void **state)
 {
     (void)state;
@@ -261,6 +316,9 @@ int main(void)
         cmocka_unit_test_teardown(version_1_lock_options_are_read_without_the_fields_added_later,
                                   test_srv_flush),
         cmocka_unit_test(lock_options_init_of_version_1_writes_only_a_version_1_struct),
+        cmocka_unit_test_teardown(
+            version_1_lock_options_take_no_lock_delay_from_the_bytes_after_them, test_srv_flush),
+        cmocka_unit_test(lock_options_init_of_version_2_sets_no_delay),
         cmocka_unit_test(unknown_lock_option_versions_are_refused),
     };
     return cmocka_run_group_tests(tests, test_srv_setup, test_srv_teardown);

@@ -59,6 +59,7 @@
 -- come after the checks, under pcall.
 
 --#include ident.lua
+--#include delay.lua
 --#include bad_fence.lua
 
 -- The grant, checks first: the fence (0 without a counter), or nil and the
@@ -70,6 +71,7 @@ local function grant(fk)
   end
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if ident_grant then ident_grant(ARGV[1], ARGV[2]) end
+  if delay_mark then delay_mark(ARGV[1], ARGV[2]) end
   return fk and redis.call('incr', fk) or 0
 end
 
@@ -79,6 +81,12 @@ local v = redis.pcall('get', KEYS[1])
 if type(v) == 'table' then
   return redis.error_reply('WRONGTYPE lock key holds a ' .. redis.call('type', KEYS[1]).ok ..
                            ', not a plain dlock lock')
+end
+-- A free key may still be under a lock-delay (delay.lua): refused, and a
+-- listed waiter is not listed (nobody will publish the delay's end).
+if not v and delay_left then
+  local ms = delay_left()
+  if ms > 0 then return delay_refused(ms) end
 end
 -- Not a listed waiter (every first try, and every call of a try-once):
 -- done before the waiter list's functions are even made, which costs

@@ -37,6 +37,7 @@
 -- A writer waiting on a name that plain locks use too may be handed a turn
 -- ("turn:ID", acquire.lua) and takes it like a free key.
 --#include ident.lua
+--#include delay.lua
 --#include bad_fence.lua
 --#include zlease.lua
 local id = #ARGV >= 5 and ARGV[#ARGV - 1] or nil
@@ -66,8 +67,13 @@ if t == 'none' then
     local e = bad_fence(KEYS[2])
     if e then return e end
   end
+  if delay_left then -- a lock-delay (delay.lua): no live hold, so every mark counts
+    local ms = delay_left()
+    if ms > 0 then return delay_refused(ms) end
+  end
   redis.call('set', key, ARGV[1], 'PX', ARGV[2])
   if ident_grant then ident_grant(ARGV[1], ARGV[2]) end
+  if delay_mark then delay_mark(ARGV[1], ARGV[2]) end
   redis.call('del', mark)
   local fence = 0
   if nk == 3 then fence = redis.call('incr', KEYS[2]) end

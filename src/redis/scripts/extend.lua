@@ -16,10 +16,12 @@
 -- Invariant: never touches a lock someone else owns; never revives an
 -- expired one.
 --#include ident.lua
+--#include delay.lua
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then
   redis.call('pexpire', KEYS[1], ARGV[2])
   if ident_key then redis.call('pexpire', ident_key, ARGV[2]) end
+  if delay_mark then delay_mark(ARGV[1], ARGV[2]) end
   return 1
 end
 if not v then return 0 end

@@ -45,6 +45,7 @@
 -- the lock key is only written when absent. Every check that can fail runs
 -- before the first write (Redis keeps what a script wrote before an error).
 --#include ident.lua
+--#include delay.lua
 local lock, q, me = KEYS[1], KEYS[2], KEYS[3]
 local tok, ttl, wttl, wprefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
@@ -62,6 +63,7 @@ if v == tok then
   if #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') or 0 end
   redis.call('del', me)
   redis.call('pexpire', lock, ttl)
+  if delay_mark then delay_mark(tok, ttl) end
   if ident_key then
     redis.pcall('del', me .. '\0id')
     if redis.pcall('hexists', ident_key, tok) == 1 then
@@ -76,7 +78,11 @@ if #KEYS > 3 then
   local e = bad_fence(KEYS[4])
   if e then return e end
 end
-if not v then
+-- A free lock under a lock-delay (delay.lua) is nobody's yet: we keep
+-- our place in line and look again when the delay ends.
+local delayed = 0
+if not v and delay_left then delayed = delay_left() end
+if not v and delayed == 0 then
   -- skip waiters ahead of us that are gone
   local h = redis.call('lindex', q, 0)
   while h and h ~= tok and redis.call('exists', wprefix .. h) == 0 do
@@ -87,6 +93,7 @@ if not v then
     if h then redis.call('lpop', q) end
     redis.call('del', me)
     redis.call('set', lock, tok, 'PX', ttl)
+    if delay_mark then delay_mark(tok, ttl) end
     local f = 0
     if #KEYS > 3 then f = redis.call('incr', KEYS[4]) end
     if ident_key then
@@ -96,7 +103,10 @@ if not v then
     return {1, f}
   end
 end
-if wttl == '0' then return {0, redis.call('pttl', lock)} end
+if wttl == '0' then
+  if delayed > 0 then return delay_refused(delayed) end
+  return {0, redis.call('pttl', lock)}
+end
 local joined = 0
 if not redis.call('lpos', q, tok) then
   redis.call('rpush', q, tok)
@@ -104,4 +114,5 @@ if not redis.call('lpos', q, tok) then
 end
 redis.call('set', me, wttl, 'PX', wttl)
 if ident_key then redis.pcall('set', me .. '\0id', ident_text, 'PX', wttl) end
+if delayed > 0 then return {0, delayed, false, -1, joined, 1} end
 return {0, redis.call('pttl', lock), false, -1, joined}

@@ -18,6 +18,7 @@
 -- (its token is gone from the queue and its liveness key deleted). The
 -- reads that can fail (a key of another type) come before the writes.
 --#include ident.lua
+--#include delay.lua
 local v = redis.call('get', KEYS[1])
 local f = 0
 if v == ARGV[1] and #KEYS > 3 then f = tonumber(redis.call('get', KEYS[4]) or '0') or 0 end
@@ -26,6 +27,7 @@ redis.call('del', KEYS[3])
 if ident_key then redis.pcall('del', KEYS[3] .. '\0id') end
 if v == ARGV[1] then
   redis.call('pexpire', KEYS[1], ARGV[2])
+  if delay_mark then delay_mark(ARGV[1], ARGV[2]) end
   if ident_key then
     if redis.pcall('hexists', ident_key, ARGV[1]) == 1 then
       redis.pcall('pexpire', ident_key, ARGV[2])

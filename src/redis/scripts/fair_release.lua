@@ -35,6 +35,7 @@
 --#include wake.lua
 --#include wake_to.lua
 --#include ident.lua
+--#include delay.lua
 local lock, q = KEYS[1], KEYS[2]
 local tok, ch, wprefix = ARGV[1], ARGV[2], ARGV[3]
 
@@ -55,6 +56,7 @@ if #KEYS > 2 then
 end
 redis.call('del', lock)
 if ident_key then redis.pcall('del', ident_key) end
+if delay_clear then delay_clear(tok) end
 local h = redis.call('lpop', q)
 while h do
   local wk = wprefix .. h
@@ -65,6 +67,7 @@ while h do
     if claim < 1 then claim = 1 end
     redis.call('del', wk)
     redis.call('set', lock, h, 'PX', claim)
+    if delay_mark then delay_mark(h, claim) end
     local f = 0
     if #KEYS > 2 then f = redis.call('incr', KEYS[3]) end
     if ident_key then

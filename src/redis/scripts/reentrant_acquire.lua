@@ -42,6 +42,7 @@
 -- never after its undo. Every check that can fail runs before the first
 -- write (Redis keeps what a script wrote before an error).
 --#include ident.lua
+--#include delay.lua
 local key, owner, ttl, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
 
@@ -56,6 +57,10 @@ if t == 'none' then
     local e = bad_fence(fk)
     if e then return e end
   end
+  if delay_left then -- a lock-delay (delay.lua): no live hold, so every mark counts
+    local ms = delay_left()
+    if ms > 0 then return delay_refused(ms) end
+  end
   -- PEXPIRE first, where it writes nothing (no key yet): an ACL that
   -- refuses it refuses the script before the HSET, which would otherwise
   -- leave a hash without a TTL.
@@ -65,6 +70,7 @@ if t == 'none' then
   local fence = 0
   if fk then fence = redis.call('incr', fk) end
   if ident_grant then ident_grant(owner, ttl) end
+  if delay_mark then delay_mark(owner, ttl) end
   if id then redis.pcall('zrem', wq, id) end
   return {1, fence, 1}
 end
@@ -85,6 +91,7 @@ if n then
   redis.call('hset', key, owner, n + 1, fs, seq, fu, seq)
   -- Never shorter: another handle of the owner may count on a longer TTL.
   if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
+  if delay_mark then delay_mark(owner, redis.call('pttl', key)) end
   if id then redis.pcall('zrem', wq, id) end
   return {1, fence, n + 1}
 end

@@ -14,6 +14,7 @@
 -- never shortens its TTL: the key is shared by every handle of the owner,
 -- and another may count on a longer lease than this one asks for.
 --#include ident.lua
+--#include delay.lua
 local t = redis.call('type', KEYS[1]).ok
 if t == 'none' then return 0 end
 if t ~= 'hash' then
@@ -24,4 +25,5 @@ if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
 if ident_key then redis.call('pexpire', ident_key, redis.call('pttl', KEYS[1])) end
+if delay_mark then delay_mark(ARGV[1], redis.call('pttl', KEYS[1])) end
 return 1

@@ -44,6 +44,7 @@
 -- best effort (pcall), as in release.lua: a refused PUBLISH must not turn a
 -- release into an error.
 --#include ident.lua
+--#include delay.lua
 --#include wake.lua
 local key, owner, ch, ttl, seq, total = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local fs, fr = owner .. '#' .. ARGV[6] .. ':s', owner .. '#' .. ARGV[6] .. ':r'
@@ -72,8 +73,11 @@ if n > 0 then
   -- Never shorter: the holds left may be other handles' with longer TTLs.
   if redis.call('pttl', key) < tonumber(ttl) then redis.call('pexpire', key, ttl) end
   if ident_key then redis.call('pexpire', ident_key, redis.call('pttl', key)) end
+  if delay_mark then delay_mark(owner, redis.call('pttl', key)) end
   return {1, n}
 end
+-- The owner's last hold, given back live: no delay (delay.lua).
+if delay_clear then delay_clear(owner) end
 -- The last hold: the key goes. With nobody listed (no list, or an empty
 -- one) everyone is woken, before the waiter list's functions are made (a
 -- closure each per call, issue 20).

@@ -23,6 +23,7 @@
 -- The handle sends no newer operation before an undo has been answered,
 -- so OWNER#HANDLE:u still names the attempt when its undo runs.
 --#include ident.lua
+--#include delay.lua
 --#include wake.lua
 local key, owner, seq, ch = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local fs, fu = owner .. '#' .. ARGV[4] .. ':s', owner .. '#' .. ARGV[4] .. ':u'
@@ -43,5 +44,6 @@ if n > 1 then
 end
 redis.call('del', key)
 if ident_key then redis.call('del', ident_key) end
+if delay_clear then delay_clear(owner) end
 if ch ~= '' then wake(ch, 'r') end
 return 1

@@ -28,6 +28,7 @@
 -- nobody, and the one that ends the run leaves the key to the head of the
 -- line as "turn:ID" for ARGV[5] ms and wakes it (lib/waitq.lua).
 --#include ident.lua
+--#include delay.lua
 --#include wake.lua
 local v = redis.call('get', KEYS[1])
 if v ~= ARGV[1] then
@@ -35,6 +36,7 @@ if v ~= ARGV[1] then
   return -1
 end
 if ident_key then redis.call('del', ident_key) end
+if delay_clear then delay_clear(ARGV[1]) end
 -- Nobody listed (no list, or an empty one): delete, and wake everyone
 -- unless there is no channel. Done before the waiter list's functions are
 -- even made, which costs about 1 us a call in closures (issue 20).

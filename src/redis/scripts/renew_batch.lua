@@ -9,7 +9,9 @@
 --              may be followed by the lock's holder identity key (KEY NUL
 --              "id", lib/ident.lua), whose hash then gets the lock's TTL
 --              (a no-op when it is gone; for 'z' zlease_ident, which also
---              drops the fields of ended leases)
+--              drops the fields of ended leases); a lock-delay's part
+--              (delay_batch.lua) may come between the letter and it: the
+--              renewed hold's delay mark then moves with its lease
 --
 -- Replies  an array, one entry per key:
 --          1   renewed
@@ -20,10 +22,12 @@
 -- extend.lua, reentrant_extend.lua and shared_extend.lua decide, key by
 -- key.
 --#include zlease.lua
+--#include delay_batch.lua
 local out = {}
 for i = 1, #KEYS do
   local tok, ttl, mode = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
-  local idk
+  local idk, dk, dms
+  mode, dk, dms = delay_batch_mode(mode)
   if #mode > 1 then idk, mode = string.sub(mode, 2), string.sub(mode, 1, 1) end
   local t = redis.call('type', KEYS[i]).ok
   local r = -1
@@ -33,6 +37,7 @@ for i = 1, #KEYS do
     if redis.call('get', KEYS[i]) == tok then
       redis.call('pexpire', KEYS[i], ttl)
       if idk then redis.call('pexpire', idk, ttl) end
+      if dk then delay_batch_mark(dk, dms, tok, ttl) end
       r = 1
     end
   elseif mode == 'r' and t == 'hash' then
@@ -41,6 +46,7 @@ for i = 1, #KEYS do
       -- owner may count on a longer lease.
       if redis.call('pttl', KEYS[i]) < tonumber(ttl) then redis.call('pexpire', KEYS[i], ttl) end
       if idk then redis.call('pexpire', idk, redis.call('pttl', KEYS[i])) end
+      if dk then delay_batch_mark(dk, dms, tok, redis.call('pttl', KEYS[i])) end
       r = 1
     end
   elseif mode == 'z' and t == 'zset' then
@@ -50,6 +56,7 @@ for i = 1, #KEYS do
       redis.call('zadd', KEYS[i], 'XX', now + tonumber(ttl), tok)
       zlease_ident(KEYS[i], idk, now)
       zlease_expire(KEYS[i], now)
+      if dk then delay_batch_mark(dk, dms, tok, ttl) end
       r = 1
     elseif s then
       r = 0

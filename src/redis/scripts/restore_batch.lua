@@ -7,6 +7,7 @@
 -- ARGV[3i-1]   TTL in ms for lock i, > 0
 -- ARGV[3i]     'p', or 'p' and the lock's holder identity key (KEY NUL
 --              "id", lib/ident.lua), as renew_batch.lua takes it
+--              (a lock-delay's part, delay_batch.lua, may come between)
 -- ARGV[3n+1]   (with an identity key) the client's identity text
 --
 -- Replies  an array, one entry per key:
@@ -34,10 +35,13 @@
 -- Invariant: never touches a key someone else holds (SET NX); a single
 -- node's key never makes a second majority, so putting it back cannot
 -- give anyone the lock, and it expires with its TTL like any other.
+--#include delay_batch.lua
 local text = ARGV[3 * #KEYS + 1]
 local out = {}
 for i = 1, #KEYS do
   local tok, ttl, mode = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local dk, dms
+  mode, dk, dms = delay_batch_mode(mode)
   local idk = #mode > 1 and text and string.sub(mode, 2)
   local r = 0
   if redis.call('set', KEYS[i], tok, 'PX', ttl, 'NX') then
@@ -46,6 +50,7 @@ for i = 1, #KEYS do
     redis.call('pexpire', KEYS[i], ttl)
     r = 1
   end
+  if r == 1 and dk then delay_batch_mark(dk, dms, tok, ttl) end
   if r == 1 and idk then
     if redis.pcall('hexists', idk, tok) ~= 1 then
       redis.pcall('del', idk)

@@ -32,6 +32,7 @@
 -- N live leases. Expired members are pruned first and never counted. Every
 -- check runs before the first write.
 --#include ident.lua
+--#include delay.lua
 --#include zlease.lua
 local key, tok, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('type', key).ok
@@ -81,6 +82,17 @@ end
 -- outlasts): so every command after the first ZADD has already run, and an
 -- ACL that refuses one refuses the script before the ZADD, not after it
 -- (a set left without a TTL would keep every writer out).
+-- A lock-delay (delay.lua): marks of holds that are no live share count.
+-- A shared lock waits for the last of them; a semaphore counts each
+-- against its permits and waits for the soonest.
+if delay_left then
+  local function holds(m)
+    return t == 'zset' and tonumber(redis.call('zscore', key, m) or '0') > now
+  end
+  local ms, dead, soonest = delay_left(holds)
+  if n == 0 and ms > 0 then return delay_refused(ms) end
+  if n > 0 and dead > 0 and live + dead >= n then return delay_refused(soonest) end
+end
 local last = now + ttl
 local top = redis.call('zrevrangebyscore', key, '(inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 1)
 if #top > 0 and tonumber(top[2]) > last then last = tonumber(top[2]) end
@@ -93,4 +105,5 @@ if n > 0 and not stored then redis.call('zadd', key, 'inf', ZLEASE_SENTINEL .. n
 redis.call('zadd', key, now + ttl, tok)
 if t == 'none' then redis.call('pexpire', key, last - now) end -- a set has it already
 if ident_write then ident_write(tok, ident_text, last - now, false) end
+if delay_mark then delay_mark(tok, ttl) end
 return {1, 0}

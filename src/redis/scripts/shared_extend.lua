@@ -14,6 +14,7 @@
 --
 -- Invariant: never revives an ended lease; never touches another member.
 --#include ident.lua
+--#include delay.lua
 --#include zlease.lua
 local key = KEYS[1]
 local s, reply = zlease_score_of(key, ARGV[1])
@@ -21,6 +22,7 @@ if not s then return reply end
 local now = zlease_now()
 if s <= now then return 0 end
 redis.call('zadd', key, 'XX', now + tonumber(ARGV[2]), ARGV[1])
+if delay_mark then delay_mark(ARGV[1], ARGV[2]) end
 zlease_ident(key, ident_key, now)
 zlease_expire(key, now)
 return 1

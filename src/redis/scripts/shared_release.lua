@@ -17,6 +17,7 @@
 -- Invariant: removes only our own member; the key lives exactly as long as
 -- the last lease left in it.
 --#include ident.lua
+--#include delay.lua
 --#include zlease.lua
 local key = KEYS[1]
 local s, reply = zlease_score_of(key, ARGV[1])
@@ -26,5 +27,6 @@ redis.call('zrem', key, ARGV[1])
 zlease_ident(key, ident_key, now, ARGV[1])
 zlease_expire(key, now)
 if s <= now then return 0 end
+if delay_clear then delay_clear(ARGV[1]) end -- a live share given back: no delay
 if ARGV[2] ~= '' then redis.pcall('publish', ARGV[2], 'r') end
 return 1

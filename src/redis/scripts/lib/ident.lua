@@ -8,8 +8,10 @@
 -- extend and release). They are taken off here, before the script reads
 -- its own layout (which counts #KEYS and #ARGV), so a call without them
 -- is exactly the script's documented call. No other argument of these
--- scripts starts with a NUL byte (tokens, numbers, channels, ids). A
--- client with identity off pays one string.byte per call.
+-- scripts starts with a NUL byte (tokens, numbers, channels, ids, and
+-- names, which are C strings) but the lock-delay's (delay.lua, NUL "dl:"),
+-- which comes before this one. A client with identity off pays one
+-- string.byte per call (and one string.sub with a lock-delay).
 --
 -- The hash holds one field per holder token: the text and " since=" with
 -- the server's time of the grant in ms. It lives as long as the lock (the
@@ -34,7 +36,7 @@
 -- without a TTL (DEL and PEXPIRE are the plain lock's own commands:
 -- release and extend).
 local ident_key, ident_text, ident_write, ident_grant
-if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 then
+if #ARGV > 0 and string.byte(ARGV[#ARGV], 1) == 0 and string.sub(ARGV[#ARGV], 2, 4) == 'id:' then
   ident_text = string.sub(ARGV[#ARGV], 5)
   ident_key = KEYS[#KEYS]
   ARGV[#ARGV] = nil
