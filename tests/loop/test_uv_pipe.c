@@ -71,6 +71,29 @@ static dlock_client *auth_client(uv_loop_t *loop, int timeout_ms)
     return cl;
 }
 
+/* A client of the plain URL with 1 s timeouts on loop. */
+static dlock_client *plain_client(uv_loop_t *loop)
+{
+    const char *urls[1] = {srv.url};
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = 1000;
+    o.io_timeout_ms = 1000;
+    dlock_client *cl = NULL;
+    assert_int_equal(test_uv_client_with(&cl, loop, urls, 1, &o), 0);
+    return cl;
+}
+
+/* l taken and given back: the shared connection exists and is idle. */
+static void take_and_give(uv_loop_t *loop, dlock_lock *l)
+{
+    test_uv_result r = {0};
+    assert_int_equal(dlock_lock_acquire_start(l, 0, test_uv_done, &r), DLOCK_OK);
+    assert_int_equal(test_uv_wait(loop, &r, 3000), DLOCK_OK);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(dlock_lock_release_start(l, test_uv_done, &r), DLOCK_OK);
+    assert_int_equal(test_uv_wait(loop, &r, 3000), DLOCK_OK);
+}
+
 /* A try-once acquire A whose commands are still held behind the
  * handshake's AUTH (server stopped) times out: DLOCK_EIO ("the command was
  * not sent"). A second acquire B joined the same shared connection 80 ms
@@ -204,21 +227,10 @@ static void freed_client_keeps_the_undo(void **state)
     (void)state;
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    const char *urls[1] = {srv.url};
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.connect_timeout_ms = 1000;
-    o.io_timeout_ms = 1000;
-    dlock_client *cl = NULL;
-    assert_int_equal(test_uv_client_with(&cl, &loop, urls, 1, &o), 0);
+    dlock_client *cl = plain_client(&loop);
     del_key("pr:f");
-    /* The shared connection exists and is idle. */
     dlock_lock *warm = test_uv_lock(cl, "pr:f:warm", 20000, 0);
-    test_uv_result rw = {0};
-    assert_int_equal(dlock_lock_acquire_start(warm, 0, test_uv_done, &rw), DLOCK_OK);
-    assert_int_equal(test_uv_wait(&loop, &rw, 3000), DLOCK_OK);
-    memset(&rw, 0, sizeof rw);
-    assert_int_equal(dlock_lock_release_start(warm, test_uv_done, &rw), DLOCK_OK);
-    assert_int_equal(test_uv_wait(&loop, &rw, 3000), DLOCK_OK);
+    take_and_give(&loop, warm);
     dlock_lock_free(warm);
     dlock_lock *l = test_uv_lock(cl, "pr:f", 20000, 0);
     test_uv_result r = {0};
@@ -252,21 +264,11 @@ static void loop_ends_after_cancel_on_stopped_server(void **state)
     (void)state;
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    const char *urls[1] = {srv.url};
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.connect_timeout_ms = 1000;
-    o.io_timeout_ms = 1000;
-    dlock_client *cl = NULL;
-    assert_int_equal(test_uv_client_with(&cl, &loop, urls, 1, &o), 0);
+    dlock_client *cl = plain_client(&loop);
     del_key("pr:g");
     dlock_lock *l = test_uv_lock(cl, "pr:g", 20000, 0);
+    take_and_give(&loop, l);
     test_uv_result r = {0};
-    assert_int_equal(dlock_lock_acquire_start(l, 0, test_uv_done, &r), DLOCK_OK);
-    assert_int_equal(test_uv_wait(&loop, &r, 3000), DLOCK_OK);
-    memset(&r, 0, sizeof r);
-    assert_int_equal(dlock_lock_release_start(l, test_uv_done, &r), DLOCK_OK);
-    assert_int_equal(test_uv_wait(&loop, &r, 3000), DLOCK_OK);
-    memset(&r, 0, sizeof r);
     test_redis_pause(&srv);
     assert_int_equal(dlock_lock_acquire_start(l, 5000, test_uv_done, &r), DLOCK_OK);
     test_uv_turn(&loop, 60);
