@@ -163,6 +163,43 @@ static void holder_and_waiter(const char *name, int64_t ttl_ms, unsigned flags, 
     assert_int_equal(rb->calls, 0); /* waiting */
 }
 
+/* Lock-delay on a loop (docs/lock-delay.md): a holder's lease that ends
+ * without a release (the handle forgotten: its process might have died)
+ * keeps the name from the next taker until the lease plus the delay have
+ * passed; the waiter sleeps on a loop timer meanwhile (the ticker shows
+ * nothing blocked the loop), then takes it. A clean release frees the
+ * name at once. */
+static void lock_delay_after_an_unclean_end(void **state)
+{
+    (void)state;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 400;
+    o.lock_delay_ms = 600;
+    dlock_lock *a = NULL, *b = NULL;
+    assert_int_equal(dlock_lock_new(&a, cl, "loop:delay", &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&b, cl, "loop:delay", &o), DLOCK_OK);
+    test_loop_result ra = {0}, rb = {0};
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &ra), DLOCK_OK);
+    assert_int_equal(test_loop_wait(d, &ra, 5000), DLOCK_OK);
+    int64_t t0 = test_loop_now_ms();
+    assert_int_equal(dlock_lock_forget(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_start(b, 5000, test_loop_done, &rb), DLOCK_OK);
+    assert_int_equal(test_loop_wait(d, &rb, 6000), DLOCK_OK);
+    int64_t took = test_loop_now_ms() - t0;
+    print_message("lock-delay on a loop: granted %lld ms after the forget (lease 400 + delay 600)\n",
+                  (long long)took);
+    assert_true(took >= 1000 - 50); /* never before the lease and the delay ended */
+    /* A clean release leaves no delay. */
+    memset(&rb, 0, sizeof rb);
+    assert_int_equal(dlock_lock_release_start(b, test_loop_done, &rb), DLOCK_OK);
+    assert_int_equal(test_loop_wait(d, &rb, 5000), DLOCK_OK);
+    memset(&ra, 0, sizeof ra);
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_loop_done, &ra), DLOCK_OK);
+    assert_int_equal(test_loop_wait(d, &ra, 5000), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
 /* A waiter is woken by the holder's release, made between two turns of
  * the loop (on its thread, as a program's own callback would). */
 static void a_release_wakes_a_waiter(void **state)
@@ -357,6 +394,8 @@ int test_loop_locks_run(const test_loop_driver *driver)
         cmocka_unit_test_setup_teardown(take_and_give_back, open_client, close_client),
         cmocka_unit_test_setup_teardown(blocking_verbs_are_refused, open_client, close_client),
         cmocka_unit_test_setup_teardown(a_release_wakes_a_waiter, open_client, close_client),
+        cmocka_unit_test_setup_teardown(lock_delay_after_an_unclean_end, open_client,
+                                        close_client),
         cmocka_unit_test_setup_teardown(a_cancel_ends_a_wait, open_client, close_client),
         cmocka_unit_test_setup_teardown(a_free_ends_a_pending_acquire, open_client, close_client),
         cmocka_unit_test_setup_teardown(a_free_ends_a_pending_release_or_extend, open_client,
