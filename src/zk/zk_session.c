@@ -1,0 +1,577 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A client's ZooKeeper session on its own loop thread (zk_session.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "loop_poll.h"
+#include "zk_session.h"
+
+struct dlock__zk_watch {
+    dlock__zk *z;
+    void (*fired)(void *arg); /* under z->mu; NULL once dropped */
+    void *arg;
+    zhandle_t *zh;      /* the handle it was set on (NULL: not set yet) */
+    int refs;           /* the caller's, and the handle's while set: under z->mu */
+    dlock__zk_watch *next; /* z->watches */
+};
+
+struct dlock__zk {
+    dlock__zk_url url;
+    dlock__loop_thread lt;
+    /* The session thread's only. */
+    zhandle_t *zh;
+    dlock__io io;
+    dlock__timer timer;
+    dlock__post kick; /* the first drive, and a new session's */
+    int expired;      /* the session expired: a new one at the next drive */
+    int closed;       /* under mu: the handle's close ran (closing) */
+    /* Under mu: what other threads read, and the watches. */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int state; /* ZOO_CONNECTED_STATE, ..., as the watcher last saw it */
+    int64_t session_ms;
+    dlock__zk_watch *watches;
+};
+
+/* ---- the session thread ---------------------------------------------------- */
+
+static void drive(dlock__zk *z);
+
+static void io_ready(dlock__io *io, unsigned events)
+{
+    dlock__zk *z = DLOCK__OWNER(io, dlock__zk, io);
+    int ev = 0;
+    if (events & (DLOCK__IO_READ | DLOCK__IO_ERROR))
+        ev |= ZOOKEEPER_READ;
+    if (events & DLOCK__IO_WRITE)
+        ev |= ZOOKEEPER_WRITE;
+    (void)zookeeper_process(z->zh, ev); /* its failures come back through interest */
+    drive(z);
+}
+
+static void timer_fired(dlock__timer *t)
+{
+    dlock__zk *z = DLOCK__OWNER(t, dlock__zk, timer);
+    (void)zookeeper_process(z->zh, 0); /* timeouts, pings: interest asks for them */
+    drive(z);
+}
+
+/* The session's own events (connected, expired, ...), on the thread. */
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)path;
+    dlock__zk *z = ctx;
+    if (type != ZOO_SESSION_EVENT)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    z->state = state;
+    if (state == ZOO_CONNECTED_STATE)
+        z->session_ms = zoo_recv_timeout(zh);
+    if (state == ZOO_EXPIRED_SESSION_STATE)
+        z->expired = 1;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&z->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+}
+
+/* A watch the handle no longer holds: the handle's reference goes. Under
+ * z->mu. */
+static void watch_unref_locked(dlock__zk *z, dlock__zk_watch *w)
+{
+    if (--w->refs > 0)
+        return;
+    dlock__zk_watch **p = &z->watches;
+    while (*p && *p != w)
+        p = &(*p)->next;
+    if (*p)
+        *p = w->next;
+    dlock__free(w);
+}
+
+/* Close the handle and let go of every watch set on it: the C client
+ * references none of them once zookeeper_close() returned. */
+static void handle_close(dlock__zk *z)
+{
+    zhandle_t *old = z->zh;
+    if (!old)
+        return;
+    z->zh = NULL;
+    (void)zookeeper_close(old);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    for (dlock__zk_watch *w = z->watches, *next; w; w = next) {
+        next = w->next;
+        if (w->zh == old) {
+            w->zh = NULL;
+            watch_unref_locked(z, w);
+        }
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+}
+
+static int handle_open(dlock__zk *z)
+{
+    z->zh = zookeeper_init(z->url.hosts, session_watcher, (int)z->url.session_timeout_ms, NULL,
+                           z, 0);
+    if (!z->zh)
+        return errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
+    if (z->url.user) {
+        char cred[512];
+        int n = snprintf(cred, sizeof cred, "%s:%s", z->url.user, z->url.password);
+        if (n > 0 && (size_t)n < sizeof cred)
+            (void)zoo_add_auth(z->zh, "digest", cred, n, NULL, NULL);
+        memset(cred, 0, sizeof cred);
+    }
+    return DLOCK_OK;
+}
+
+/* After every event: an expired session is replaced (its nodes are gone,
+ * each hold learns it at its next look), then the io record and the timer
+ * follow what the C client wants now. */
+static void drive(dlock__zk *z)
+{
+    if (z->expired) {
+        z->expired = 0;
+        handle_close(z);
+        if (handle_open(z) != DLOCK_OK) {
+            /* No memory now: try again in a second. */
+            dlock__io_clear(dlock__loop_thread_loop(&z->lt), &z->io);
+            z->expired = 1;
+            z->timer.due_ns = dlock__deadline_after_ms(1000);
+            (void)dlock__timer_set(dlock__loop_thread_loop(&z->lt), &z->timer);
+            return;
+        }
+    }
+    if (!z->zh)
+        return;
+    dlock__loop *loop = dlock__loop_thread_loop(&z->lt);
+    int fd = -1, interest = 0;
+    struct timeval tv = {1, 0};
+    (void)zookeeper_interest(z->zh, &fd, &interest, &tv);
+    unsigned want = (interest & ZOOKEEPER_READ ? DLOCK__IO_READ : 0) |
+                    (interest & ZOOKEEPER_WRITE ? DLOCK__IO_WRITE : 0);
+    if (fd != z->io.fd || want != z->io.want || fd < 0) {
+        dlock__io_clear(loop, &z->io);
+        z->io.fd = fd;
+        z->io.want = want;
+        if (fd >= 0 && want)
+            (void)dlock__io_set(loop, &z->io); /* the poll loop's fails only past its fds */
+    }
+    int64_t ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+    z->timer.due_ns = dlock__deadline_after_ms(DLOCK__MAX(ms, 1));
+    (void)dlock__timer_set(loop, &z->timer);
+}
+
+static void kicked(dlock__post *p)
+{
+    drive(DLOCK__OWNER(p, dlock__zk, kick));
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+/* The answer is in: the caller's loop runs done (call_ready). */
+static void answered(dlock__zk_call *c, int zrc)
+{
+    c->zrc = zrc;
+    uint64_t one = 1;
+    ssize_t n;
+    do
+        n = write(c->efd, &one, sizeof one);
+    while (n < 0 && errno == EINTR);
+}
+
+static void created(int rc, const char *name, const struct Stat *st, const void *data)
+{
+    dlock__zk_call *c = (dlock__zk_call *)data;
+    if (rc == ZOK) {
+        (void)dlock__zk_path_set(c->created, name ? name : "", NULL);
+        if (st)
+            c->stat = *st;
+    }
+    answered(c, rc);
+}
+
+static void send_parent(dlock__zk_call *c);
+
+static void parent_made(int rc, const char *name, const struct Stat *st, const void *data)
+{
+    (void)name, (void)st;
+    dlock__zk_call *c = (dlock__zk_call *)data;
+    if (rc != ZOK && rc != ZNODEEXISTS) {
+        answered(c, rc);
+        return;
+    }
+    send_parent(c);
+}
+
+/* The next ancestor of c->path (a lock's path: "/a/b/c" makes /a, then
+ * /a/b; the lock's own node, /a/b/c, too), as a container node, which the
+ * server deletes once its last child went. */
+static void send_parent(dlock__zk_call *c)
+{
+    const char *slash = strchr(c->path + c->parent_at + 1, '/');
+    size_t end = slash ? (size_t)(slash - c->path) : strlen(c->path);
+    if (c->parent_at >= strlen(c->path)) {
+        answered(c, ZOK);
+        return;
+    }
+    char up[DLOCK__ZK_PATH_MAX];
+    memcpy(up, c->path, end);
+    up[end] = '\0';
+    c->parent_at = end;
+    int rc = zoo_acreate2(c->z->zh, up, "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, parent_made,
+                          c);
+    if (rc != ZOK)
+        answered(c, rc);
+}
+
+static void children_read(int rc, const struct String_vector *sv, const void *data)
+{
+    dlock__zk_call *c = (dlock__zk_call *)data;
+    if (rc == ZOK && sv && sv->count > 0) {
+        c->children = dlock__calloc((size_t)sv->count, sizeof *c->children);
+        for (int32_t i = 0; c->children && i < sv->count; i++) {
+            if (!(c->children[i] = dlock__strdup(sv->data[i]))) {
+                rc = ZSYSTEMERROR; /* out of memory: the look fails, and is made again */
+                break;
+            }
+            c->n_children++;
+        }
+        if (!c->children)
+            rc = ZSYSTEMERROR;
+    }
+    answered(c, rc);
+}
+
+static void stat_read(int rc, const struct Stat *st, const void *data)
+{
+    dlock__zk_call *c = (dlock__zk_call *)data;
+    if (rc == ZOK && st)
+        c->stat = *st;
+    answered(c, rc);
+}
+
+static void deleted(int rc, const void *data)
+{
+    answered((dlock__zk_call *)data, rc);
+}
+
+/* A watch set by a waiter's look: a node event ends it (the C client
+ * forgets the watch then), a session event only wakes the waiter. */
+static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)state, (void)path;
+    dlock__zk_watch *w = ctx;
+    dlock__zk *z = w->z;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    if (w->fired)
+        w->fired(w->arg);
+    if (type != ZOO_SESSION_EVENT && w->zh) {
+        w->zh = NULL;
+        watch_unref_locked(z, w);
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+}
+
+static int send_watch(dlock__zk_call *c)
+{
+    dlock__zk *z = c->z;
+    dlock__zk_watch *w = c->watch;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    int set_before = w->zh != NULL;
+    if (!set_before) {
+        w->zh = z->zh;
+        w->refs++;
+    }
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+    int rc = zoo_awexists(z->zh, c->path, watch_fired, w, stat_read, c);
+    if (rc != ZOK && !set_before) {
+        DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+        w->zh = NULL;
+        watch_unref_locked(z, w);
+        DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+    }
+    return rc;
+}
+
+/* On the session thread: send c. */
+static void send_call(dlock__post *p)
+{
+    dlock__zk_call *c = DLOCK__OWNER(p, dlock__zk_call, post);
+    dlock__zk *z = c->z;
+    int rc = ZINVALIDSTATE;
+    if (z->zh) {
+        switch (c->what) {
+        case DLOCK__ZK_CREATE:
+            rc = zoo_acreate2(z->zh, c->path, "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                              ZOO_EPHEMERAL_SEQUENTIAL, created, c);
+            break;
+        case DLOCK__ZK_PARENTS:
+            c->parent_at = 0;
+            send_parent(c);
+            rc = ZOK;
+            break;
+        case DLOCK__ZK_CHILDREN:
+            rc = zoo_aget_children(z->zh, c->path, 0, children_read, c);
+            break;
+        case DLOCK__ZK_EXISTS:
+            rc = zoo_aexists(z->zh, c->path, 0, stat_read, c);
+            break;
+        case DLOCK__ZK_WATCH:
+            rc = send_watch(c);
+            break;
+        default:
+            rc = zoo_adelete(z->zh, c->path, -1, deleted, c);
+        }
+    }
+    if (rc != ZOK)
+        answered(c, rc);
+    drive(z);
+}
+
+/* On the caller's loop: the answer came. */
+static void call_ready(dlock__io *io, unsigned events)
+{
+    (void)events;
+    dlock__zk_call *c = DLOCK__OWNER(io, dlock__zk_call, io);
+    uint64_t n;
+    if (read(c->efd, &n, sizeof n) != (ssize_t)sizeof n)
+        return; /* not yet (a spurious wake-up) */
+    dlock__io_clear(c->loop, &c->io);
+    close(c->efd);
+    c->efd = -1;
+    c->done(c);
+}
+
+int dlock__zk_call_start(dlock__zk *z, dlock__zk_call *c, dlock__loop *loop)
+{
+    dlock__zk_call_clear(c); /* the last answer's */
+    c->z = z;
+    c->loop = loop;
+    c->zrc = ZOK;
+    c->created[0] = '\0';
+    memset(&c->stat, 0, sizeof c->stat);
+    c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->efd < 0)
+        return errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
+    memset(&c->io, 0, sizeof c->io);
+    c->io.fd = c->efd;
+    c->io.want = DLOCK__IO_READ;
+    c->io.ready = call_ready;
+    int rc = dlock__io_set(loop, &c->io);
+    if (rc != DLOCK_OK) {
+        close(c->efd);
+        c->efd = -1;
+        return rc;
+    }
+    c->sent_ns = dlock__now_ns();
+    memset(&c->post, 0, sizeof c->post);
+    c->post.run = send_call;
+    dlock__loop_thread_post(&z->lt, &c->post);
+    return DLOCK_OK;
+}
+
+void dlock__zk_call_clear(dlock__zk_call *c)
+{
+    for (size_t i = 0; i < c->n_children; i++)
+        dlock__free(c->children[i]);
+    dlock__free(c->children);
+    c->children = NULL;
+    c->n_children = 0;
+}
+
+int dlock__zk_path_set(char *out, const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = b ? strlen(b) : 0;
+    if (na + nb >= DLOCK__ZK_PATH_MAX) {
+        out[0] = '\0';
+        return 0;
+    }
+    memmove(out, a, na);
+    if (nb)
+        memcpy(out + na, b, nb);
+    out[na + nb] = '\0';
+    return 1;
+}
+
+int dlock__zk_error(int zrc)
+{
+    if (zrc == ZOK)
+        return DLOCK_OK;
+    if (zrc == ZNOAUTH || zrc == ZAUTHFAILED)
+        return DLOCK_EAUTH;
+    if (zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE)
+        return DLOCK_EEXPIRED;
+    if (zrc == ZSYSTEMERROR)
+        return DLOCK_ENOMEM;
+    return DLOCK_EIO;
+}
+
+/* ---- watches ---------------------------------------------------------------- */
+
+dlock__zk_watch *dlock__zk_watch_new(dlock__zk *z, void (*fired)(void *arg), void *arg)
+{
+    dlock__zk_watch *w = dlock__calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->z = z;
+    w->fired = fired;
+    w->arg = arg;
+    w->refs = 1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    w->next = z->watches;
+    z->watches = w;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+    return w;
+}
+
+void dlock__zk_watch_drop(dlock__zk *z, dlock__zk_watch *w)
+{
+    if (!w)
+        return;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    w->fired = NULL;
+    w->arg = NULL;
+    watch_unref_locked(z, w);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+}
+
+/* ---- the client's session --------------------------------------------------- */
+
+/* The C client logs to stderr by default: an application's stderr is
+ * not ours to write on (its failures come back as codes). */
+static void quiet_log(const char *message)
+{
+    (void)message;
+}
+
+static int wait_connected(dlock__zk *z, int64_t timeout_ms, char *err, size_t err_len)
+{
+    int64_t until = dlock__deadline_after_ms(timeout_ms);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    while (z->state != ZOO_CONNECTED_STATE && z->state != ZOO_AUTH_FAILED_STATE &&
+           dlock__now_ns() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        (void)pthread_cond_timedwait(&z->cond, &z->mu, &ts);
+    }
+    int state = z->state;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+    if (state == ZOO_CONNECTED_STATE)
+        return DLOCK_OK;
+    if (state == ZOO_AUTH_FAILED_STATE) {
+        snprintf(err, err_len, "ZooKeeper %s refused the credentials", z->url.hosts);
+        return DLOCK_EAUTH;
+    }
+    snprintf(err, err_len, "no ZooKeeper member of %s answered within %" PRId64 " ms",
+             z->url.hosts, timeout_ms);
+    return DLOCK_EIO;
+}
+
+int dlock__zk_open(dlock__zk **out, dlock__zk_url *u, int64_t connect_timeout_ms,
+                   char *err, size_t err_len)
+{
+    *out = NULL;
+    dlock__zk *z = dlock__calloc(1, sizeof *z);
+    if (!z)
+        return DLOCK_ENOMEM;
+    z->url = *u; /* taken over: the caller's copy is cleared below */
+    z->io.fd = -1;
+    z->io.ready = io_ready;
+    z->timer.fire = timer_fired;
+    z->kick.run = kicked;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&z->mu, NULL));
+    DLOCK__CHECK_PTHREAD(pthread_cond_init(&z->cond, NULL));
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    zoo_set_log_stream(NULL);
+    int rc = handle_open(z);
+    if (rc == DLOCK_OK) {
+        zoo_set_log_callback(z->zh, quiet_log);
+        rc = dlock__loop_thread_start(&z->lt, NULL);
+        if (rc != DLOCK_OK)
+            handle_close(z);
+    }
+    if (rc != DLOCK_OK) {
+        snprintf(err, err_len, "ZooKeeper %s: cannot start its session", u->hosts);
+        memset(&z->url, 0, sizeof z->url); /* the caller's still */
+        pthread_cond_destroy(&z->cond);
+        pthread_mutex_destroy(&z->mu);
+        dlock__free(z);
+        return rc;
+    }
+    memset(u, 0, sizeof *u); /* ours now */
+    *out = z;
+    dlock__loop_thread_post(&z->lt, &z->kick);
+    if ((rc = wait_connected(z, connect_timeout_ms, err, err_len)) != DLOCK_OK) {
+        dlock__zk_close(z, 0);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* On the session thread: the last drive (the handle's close). */
+static void closing(dlock__post *p)
+{
+    dlock__zk *z = DLOCK__OWNER(p, dlock__zk, kick);
+    dlock__loop *loop = dlock__loop_thread_loop(&z->lt);
+    dlock__io_clear(loop, &z->io);
+    dlock__timer_clear(loop, &z->timer);
+    handle_close(z);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    z->closed = 1;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&z->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+}
+
+void dlock__zk_close(dlock__zk *z, int forked)
+{
+    if (!z)
+        return;
+    if (forked) {
+        /* The parent's session is the parent's: nothing is sent. */
+        if (z->io.fd >= 0)
+            close(z->io.fd);
+        dlock__loop_thread_forget(&z->lt);
+        return;
+    }
+    /* The handle is closed on its own thread (its closeSession goes out,
+     * so the nodes go now, not after the timeout), then the thread stops. */
+    z->kick.run = closing;
+    dlock__loop_thread_post(&z->lt, &z->kick);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    while (!z->closed)
+        DLOCK__CHECK_PTHREAD(pthread_cond_wait(&z->cond, &z->mu));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+    (void)dlock__loop_thread_stop(&z->lt);
+    dlock__loop_thread_free(&z->lt);
+    while (z->watches) { /* a handle's watch it never dropped */
+        dlock__zk_watch *w = z->watches;
+        z->watches = w->next;
+        dlock__free(w);
+    }
+    dlock__zk_url_clear(&z->url);
+    pthread_cond_destroy(&z->cond);
+    pthread_mutex_destroy(&z->mu);
+    dlock__free(z);
+}
+
+const char *dlock__zk_name(const dlock__zk *z)
+{
+    return z->url.hosts;
+}
+
+int64_t dlock__zk_session_ms(dlock__zk *z)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    int64_t ms = z->session_ms;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+    return ms > 0 ? ms : z->url.session_timeout_ms;
+}
