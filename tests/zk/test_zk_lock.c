@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The ZooKeeper backend (src/zk/) on a real member (support/zk_server.c),
+ * through the public API: URLs, exclusion under contention (the chaos
+ * history's checker), fences that grow, a waiter woken by the release
+ * (its watch on the node before its own), a dead holder's lock passed on
+ * once its session expired, try-once, status, extend. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "history.h"
+#include "proc.h"
+#include "test_util.h"
+#include "zk_server.h"
+
+static test_zk srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return test_zk_start(&srv);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_zk_stop(&srv);
+    return 0;
+}
+
+/* A client of the member; url_tail is appended to its URL ("" none). */
+static dlock_client *client_of(const char *url_tail)
+{
+    char url[400], err[256] = "";
+    snprintf(url, sizeof url, "%s%s", srv.url, url_tail);
+    const char *u = url;
+    dlock_client *c = NULL;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    int rc = dlock_client_new(&c, &u, 1, &o, err, sizeof err);
+    if (rc != DLOCK_OK)
+        fail_msg("client of %s: %s (%s)", url, dlock_strerror(rc), err);
+    return c;
+}
+
+static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = flags;
+    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    return l;
+}
+
+static int new_client_rc(const char *url)
+{
+    dlock_client *c = NULL;
+    char err[256] = "";
+    int rc = dlock_client_new(&c, &url, 1, NULL, err, sizeof err);
+    dlock_client_free(c);
+    return rc;
+}
+
+static void bad_urls_are_einval(void **state)
+{
+    (void)state;
+    const char *bad[] = {"zk://", "zk://host", "zk://host:", "zk://host:0", "zk://host:65536",
+                         "zk://host:x1", "zk://h:1/", "zk://h:1//a", "zk://h:1/a/./b",
+                         "zk://h:1/a/..", "zk://user@h:1", "zk://:pw@h:1", "zk://h:1?x=1",
+                         "zk://h:1?session_timeout_ms=5", "zk://h:1?session_timeout_ms=1e3",
+                         "zk://[::1]:2181", "zk://h:1,,h:2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = new_client_rc(bad[i]);
+        if (rc != DLOCK_EINVAL)
+            fail_msg("%s: %s, not DLOCK_EINVAL", bad[i], dlock_strerror(rc));
+    }
+    /* A second URL that is another store's is no continuation. */
+    const char *two[] = {"zk://h:1", "redis://h:2"};
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_new(&c, two, 2, NULL, NULL, 0), DLOCK_EINVAL);
+}
+
+static void an_unreachable_member_fails_the_client_with_eio(void **state)
+{
+    (void)state;
+    dlock_client *c = NULL;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = 300;
+    char url[64], err[256] = "";
+    snprintf(url, sizeof url, "zk://127.0.0.1:%d", test_free_port());
+    const char *u = url;
+    assert_int_equal(dlock_client_new(&c, &u, 1, &o, err, sizeof err), DLOCK_EIO);
+    assert_non_null(strstr(err, "answered"));
+}
+
+static void fences_grow_and_try_once_is_refused_while_held(void **state)
+{
+    (void)state;
+    dlock_client *a = client_of(""), *b = client_of("");
+    dlock_lock *la = lock_of(a, "fence", 0), *lb = lock_of(b, "fence", 0);
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    uint64_t f1 = dlock_lock_fence(la);
+    assert_true(f1 > 0);
+    assert_int_equal(dlock_lock_acquire(lb, 0), DLOCK_ENOTACQUIRED);
+    dlock_node_status st;
+    dlock_lock_status sum;
+    assert_int_equal(dlock_client_status(b, "fence", 1, &st, &sum), DLOCK_OK);
+    assert_int_equal(st.held, 1);
+    assert_int_equal(st.fence, f1);
+    assert_int_equal(sum.state, DLOCK_STATUS_HELD);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    /* The refused try left no node in line: b gets it at once. */
+    assert_int_equal(dlock_lock_acquire(lb, 0), DLOCK_OK);
+    uint64_t f2 = dlock_lock_fence(lb);
+    assert_true(f2 > f1);
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(la) > f2);
+    /* extend: the node is still ours, and our session's */
+    assert_int_equal(dlock_lock_extend(la, 0), DLOCK_OK);
+    assert_true(dlock_lock_validity_ms(la) > 0);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_int_equal(dlock_client_status(b, "fence", 1, &st, &sum), DLOCK_OK);
+    assert_int_equal(st.held, 0);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* ---- a waiter woken by the release ----------------------------------------- */
+
+typedef struct waiting {
+    dlock_lock *l;
+    int rc;
+    int64_t got_ms;
+} waiting;
+
+static void *wait_for(void *arg)
+{
+    waiting *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 10000);
+    w->got_ms = test_now_ms();
+    return NULL;
+}
+
+static void a_waiter_is_woken_by_the_release_not_its_recheck(void **state)
+{
+    (void)state;
+    dlock_client *a = client_of(""), *b = client_of("");
+    dlock_lock *la = lock_of(a, "/dlock-test/wake", 0);
+    waiting w = {.l = lock_of(b, "/dlock-test/wake", 0)};
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    test_sleep_ms(500); /* the waiter is in line, watching our node */
+    int64_t released = test_now_ms();
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    /* Its own look comes every 2 s (zk_wait.c RECHECK_MS): well before,
+     * only the watch on our node can have woken it. */
+    int64_t after = w.got_ms - released;
+    if (after > 1000)
+        fail_msg("the waiter got the lock %lld ms after the release", (long long)after);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(w.l);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* ---- exclusion under contention --------------------------------------------- */
+
+#define WORKERS 4
+#define ROUNDS 8
+
+typedef struct contender {
+    int slot, fd, errors;
+} contender;
+
+static void *contend(void *arg)
+{
+    contender *k = arg;
+    const char *u = srv.url;
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    if (dlock_client_new(&c, &u, 1, NULL, NULL, 0) != DLOCK_OK ||
+        dlock_lock_new(&l, c, "contended", &o) != DLOCK_OK) {
+        k->errors++;
+        dlock_client_free(c);
+        return NULL;
+    }
+    for (uint32_t cs = 0; cs < ROUNDS; cs++) {
+        if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
+            k->errors++;
+            continue;
+        }
+        uint64_t fence = dlock_lock_fence(l);
+        chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
+                           CHAOS_KIND_EXCLUSIVE, 0);
+        test_sleep_ms(5);
+        chaos_history_note(k->fd, CHAOS_REC_EXIT, k->slot, (uint32_t)k->slot + 1, cs, fence, 0,
+                           0);
+        if (dlock_lock_release(l) != DLOCK_OK)
+            k->errors++;
+    }
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return NULL;
+}
+
+static void contenders_never_overlap_and_fences_only_grow(void **state)
+{
+    (void)state;
+    char hist[300];
+    test_tmp_path(hist, sizeof hist, "dlock-zk-history");
+    unlink(hist);
+    int fd = chaos_history_open(hist);
+    assert_true(fd >= 0);
+    pthread_t t[WORKERS];
+    contender k[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        k[i] = (contender){.slot = i, .fd = fd};
+        assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
+    }
+    for (int i = 0; i < WORKERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(k[i].errors, 0);
+    }
+    close(fd);
+    chaos_verdict v;
+    assert_int_equal(chaos_history_check(hist, &v), 0);
+    unlink(hist);
+    assert_int_equal(v.cs, WORKERS * ROUNDS);
+    assert_int_equal(v.cs_unclosed, 0);
+    assert_int_equal(v.overlaps, 0);
+    assert_int_equal(v.max_concurrent, 1);
+    assert_int_equal(v.fence_violations, 0);
+}
+
+/* ---- a holder that dies ---------------------------------------------------- */
+
+/* The child: take "dead" on a session of 1 s, say its fence, and wait to
+ * be killed (no release, no close: its session ends by expiring). */
+static void hold_until_killed(int out)
+{
+    char url[400];
+    snprintf(url, sizeof url, "%s?session_timeout_ms=1000", srv.url);
+    const char *u = url;
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    uint64_t fence = 0;
+    if (dlock_client_new(&c, &u, 1, NULL, NULL, 0) == DLOCK_OK &&
+        dlock_lock_new(&l, c, "dead", &o) == DLOCK_OK && dlock_lock_acquire(l, 0) == DLOCK_OK)
+        fence = dlock_lock_fence(l);
+    if (write(out, &fence, sizeof fence) != (ssize_t)sizeof fence)
+        _exit(2);
+    for (;;)
+        pause();
+}
+
+static void a_dead_holders_lock_passes_on_when_its_session_expires(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = test_fork_child(); /* before this test makes any thread */
+    if (pid == 0) {
+        close(p[0]);
+        hold_until_killed(p[1]);
+    }
+    close(p[1]);
+    uint64_t dead_fence = 0;
+    assert_int_equal(read(p[0], &dead_fence, sizeof dead_fence), (ssize_t)sizeof dead_fence);
+    close(p[0]);
+    assert_true(dead_fence > 0);
+    dlock_client *c = client_of("");
+    dlock_lock *l = lock_of(c, "dead", 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    int64_t killed = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(l, 10000), DLOCK_OK);
+    int64_t after = test_now_ms() - killed;
+    /* Not at once (a closed socket is no closed session), and about the
+     * session's 1 s (the server expires sessions on its 100 ms ticks). */
+    if (after < 500 || after > 4000)
+        fail_msg("the lock passed on %lld ms after the holder died", (long long)after);
+    assert_true(dlock_lock_fence(l) > dead_fence);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static void a_name_that_is_no_path_is_einval_at_acquire(void **state)
+{
+    (void)state;
+    dlock_client *c = client_of("");
+    dlock_lock *l = lock_of(c, "a//b", 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EINVAL);
+    dlock_lock_free(l);
+    /* and a reentrant lock is not served yet */
+    dlock_lock *r = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = DLOCK_REENTRANT;
+    int rc = dlock_lock_new(&r, c, "re", &o);
+    if (rc == DLOCK_OK) {
+        assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTSUP);
+        dlock_lock_free(r);
+    } else {
+        assert_int_equal(rc, DLOCK_ENOTSUP);
+    }
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    if (!test_zk_available()) {
+        printf("no ZooKeeper (apt-get install zookeeper): skipped\n");
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bad_urls_are_einval),
+        cmocka_unit_test(a_dead_holders_lock_passes_on_when_its_session_expires),
+        cmocka_unit_test(an_unreachable_member_fails_the_client_with_eio),
+        cmocka_unit_test(fences_grow_and_try_once_is_refused_while_held),
+        cmocka_unit_test(a_waiter_is_woken_by_the_release_not_its_recheck),
+        cmocka_unit_test(contenders_never_overlap_and_fences_only_grow),
+        cmocka_unit_test(a_name_that_is_no_path_is_einval_at_acquire),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
