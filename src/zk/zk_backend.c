@@ -358,6 +358,15 @@ static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
     int rc = dlock__zk_url_parse(&u, urls, n_urls, err, err_len);
     if (rc != DLOCK_OK)
         return rc;
+    if (opts->username && opts->password && !u.user) {
+        /* the options' credentials, as for Redis: out of the URL (and ps) */
+        u.user = dlock__strdup(opts->username);
+        u.password = dlock__strdup(opts->password);
+        if (!u.user || !u.password) {
+            dlock__zk_url_clear(&u);
+            return DLOCK_ENOMEM;
+        }
+    }
     dlock__zk *z = NULL;
     rc = dlock__zk_open(&z, &u, opts->connect_timeout_ms, err, err_len);
     dlock__zk_url_clear(&u);
