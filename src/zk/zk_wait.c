@@ -236,7 +236,11 @@ static void step_done(dlock__zk_call *c)
             answer(l, DLOCK_EIO, DLOCK__V_RETRY, 0);
         break;
     case STEP_PARENTS:
-        if (c->zrc != ZOK)
+        if (c->zrc == ZNONODE) { /* even the first: the URL's chroot is not there */
+            dlock__err_set(&l->err, "ZooKeeper %s: its chroot does not exist (create it first)",
+                           dlock__zk_name(d->z));
+            answer(l, DLOCK_EIO, 0, -1);
+        } else if (c->zrc != ZOK)
             failed(l, c->zrc);
         else if (create(l) != DLOCK_OK)
             answer(l, DLOCK_EIO, DLOCK__V_RETRY, 0);
