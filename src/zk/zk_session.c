@@ -27,7 +27,8 @@ struct dlock__zk {
     zhandle_t *zh;
     dlock__io io;
     dlock__timer timer;
-    dlock__post kick; /* the first drive, and a new session's */
+    dlock__post kick;   /* the first drive */
+    dlock__post closer; /* the last: the handle's close (closing) */
     int expired;      /* the session expired: a new one at the next drive */
     int closed;       /* under mu: the handle's close ran (closing) */
     /* Under mu: what other threads read, and the watches. */
@@ -476,6 +477,20 @@ static int wait_connected(dlock__zk *z, int64_t timeout_ms, char *err, size_t er
     return DLOCK_EIO;
 }
 
+/* On the session thread: the last drive (the handle's close). */
+static void closing(dlock__post *p)
+{
+    dlock__zk *z = DLOCK__OWNER(p, dlock__zk, closer);
+    dlock__loop *loop = dlock__loop_thread_loop(&z->lt);
+    dlock__io_clear(loop, &z->io);
+    dlock__timer_clear(loop, &z->timer);
+    handle_close(z);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    z->closed = 1;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&z->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
+}
+
 int dlock__zk_open(dlock__zk **out, dlock__zk_url *u, int64_t connect_timeout_ms,
                    char *err, size_t err_len)
 {
@@ -488,6 +503,7 @@ int dlock__zk_open(dlock__zk **out, dlock__zk_url *u, int64_t connect_timeout_ms
     z->io.ready = io_ready;
     z->timer.fire = timer_fired;
     z->kick.run = kicked;
+    z->closer.run = closing;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&z->mu, NULL));
     DLOCK__CHECK_PTHREAD(pthread_cond_init(&z->cond, NULL));
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
@@ -517,20 +533,6 @@ int dlock__zk_open(dlock__zk **out, dlock__zk_url *u, int64_t connect_timeout_ms
     return rc;
 }
 
-/* On the session thread: the last drive (the handle's close). */
-static void closing(dlock__post *p)
-{
-    dlock__zk *z = DLOCK__OWNER(p, dlock__zk, kick);
-    dlock__loop *loop = dlock__loop_thread_loop(&z->lt);
-    dlock__io_clear(loop, &z->io);
-    dlock__timer_clear(loop, &z->timer);
-    handle_close(z);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
-    z->closed = 1;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&z->cond));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
-}
-
 void dlock__zk_close(dlock__zk *z, int forked)
 {
     if (!z)
@@ -544,8 +546,7 @@ void dlock__zk_close(dlock__zk *z, int forked)
     }
     /* The handle is closed on its own thread (its closeSession goes out,
      * so the nodes go now, not after the timeout), then the thread stops. */
-    z->kick.run = closing;
-    dlock__loop_thread_post(&z->lt, &z->kick);
+    dlock__loop_thread_post(&z->lt, &z->closer);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
     while (!z->closed)
         DLOCK__CHECK_PTHREAD(pthread_cond_wait(&z->cond, &z->mu));
