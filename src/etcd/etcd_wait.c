@@ -98,12 +98,7 @@ static void watch_ended(dlock__etcd_watch *ww)
         return;
     /* The key before ours went: wake the wait's sleep, as a release
      * message does (wakeup_chan.c). */
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->waiter.woken++;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
-    if (l->waiter.wake)
-        l->waiter.wake(l->waiter.wake_arg);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    dlock__lock_waiter_wake(l);
 }
 
 /* Watch only the key just before ours (no herd), from the read's

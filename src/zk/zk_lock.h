@@ -36,6 +36,7 @@ typedef struct dlock__zk_lockdata {
     int step;               /* what call is doing (zk_wait.c, zk_backend.c) */
     int failures;           /* looks failed in a row (their backoff) */
     int parents_made;       /* this step made the lock's ancestors already */
+    int trying;             /* the step is a try's (a begin's: 0) */
 } dlock__zk_lockdata;
 
 #define DLOCK__ZK_LD(l) ((dlock__zk_lockdata *)(l)->store)

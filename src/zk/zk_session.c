@@ -36,6 +36,7 @@ struct dlock__zk {
     pthread_cond_t cond;
     int state; /* ZOO_CONNECTED_STATE, ..., as the watcher last saw it */
     int64_t session_ms;
+    clientid_t id; /* the session's, as the server gave it at the last connect */
     dlock__zk_watch *watches;
 };
 
@@ -71,8 +72,10 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
         return;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
     z->state = state;
-    if (state == ZOO_CONNECTED_STATE)
+    if (state == ZOO_CONNECTED_STATE) {
         z->session_ms = zoo_recv_timeout(zh);
+        z->id = *zoo_client_id(zh);
+    }
     if (state == ZOO_EXPIRED_SESSION_STATE)
         z->expired = 1;
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&z->cond));
@@ -567,6 +570,13 @@ void dlock__zk_close(dlock__zk *z, int forked)
 const char *dlock__zk_name(const dlock__zk *z)
 {
     return z->url.hosts;
+}
+
+void dlock__zk_session_id(dlock__zk *z, clientid_t *out)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
+    *out = z->id;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
 }
 
 int64_t dlock__zk_session_ms(dlock__zk *z)

@@ -86,6 +86,10 @@ const char *dlock__zk_name(const dlock__zk *z);
 /* The session timeout the server granted (ms): every hold's lease. */
 int64_t dlock__zk_session_ms(dlock__zk *z);
 
+/* The session's id and password (tests end it from another handle, as
+ * ZooKeeper's own tests expire a session). */
+void dlock__zk_session_id(dlock__zk *z, clientid_t *out);
+
 /* Start c on loop: DLOCK_OK and c->done later, exactly once, from loop;
  * or DLOCK_EIO (no eventfd) / the loop's error, and done never comes. */
 int dlock__zk_call_start(dlock__zk *z, dlock__zk_call *c, dlock__loop *loop);

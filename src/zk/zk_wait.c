@@ -130,7 +130,10 @@ static void created(dlock_lock *l, dlock__zk_call *c)
     d->czxid = c->stat.czxid;
     d->owner_session = c->stat.ephemeralOwner;
     d->failures = 0;
-    answer(l, DLOCK_OK, 0, -1);
+    if (d->trying) /* back in line (our node had gone): the next try looks */
+        answer(l, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, 0);
+    else
+        answer(l, DLOCK_OK, 0, -1); /* the begin: in line */
 }
 
 /* The node before ours went, or the session moved: the waiter's sleep
@@ -138,13 +141,7 @@ static void created(dlock_lock *l, dlock__zk_call *c)
  * thread. */
 static void pred_gone(void *arg)
 {
-    dlock_lock *l = arg;
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->waiter.woken++;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
-    if (l->waiter.wake)
-        l->waiter.wake(l->waiter.wake_arg);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+    dlock__lock_waiter_wake(arg);
 }
 
 /* The line read: ours first, or the node before ours to watch. */
@@ -282,6 +279,7 @@ int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op)
     if (!path_ok(l))
         return DLOCK_EINVAL;
     d->op = op;
+    d->trying = 0;
     d->failures = 0;
     d->parents_made = 0;
     dlock__err_clear(&l->err);
@@ -298,6 +296,7 @@ int dlock__zk_wait_try(dlock_lock *l, dlock__op *op)
 {
     dlock__zk_lockdata *d = LD(l);
     d->op = op;
+    d->trying = 1;
     d->parents_made = 0;
     if (!d->node[0])
         return create(l); /* our node went: in line again (the next try looks) */

@@ -11,18 +11,22 @@
 
 #include <cmocka.h>
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "dlock.h"
 #include "history.h"
 #include "proc.h"
 #include "test_util.h"
 #include "zk_server.h"
+#include "zk_session.h"
 
 static test_zk srv;
 
@@ -144,6 +148,7 @@ typedef struct waiting {
     dlock_lock *l;
     int rc;
     int64_t got_ms;
+    atomic_int over;
 } waiting;
 
 static void *wait_for(void *arg)
@@ -151,6 +156,7 @@ static void *wait_for(void *arg)
     waiting *w = arg;
     w->rc = dlock_lock_acquire(w->l, 10000);
     w->got_ms = test_now_ms();
+    atomic_store(&w->over, 1);
     return NULL;
 }
 
@@ -305,6 +311,163 @@ static void a_dead_holders_lock_passes_on_when_its_session_expires(void **state)
     dlock_client_free(c);
 }
 
+/* ---- a session that expires ------------------------------------------------- */
+
+static void session_event(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)type, (void)path;
+    *(int *)ctx = state;
+}
+
+/* End client c's session on the server from a handle of our own on the
+ * same session id, as ZooKeeper's tests expire one: connect with its id
+ * and password, then close. The client's nodes go at once; the client
+ * learns at its next word that its session expired. */
+static void end_session_once(dlock_client *c)
+{
+    clientid_t id;
+    dlock__zk_session_id(c->store, &id);
+    assert_true(id.client_id != 0);
+    int state = 0;
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    zhandle_t *zh = zookeeper_init(srv.url + 5, session_event, 2000, &id, &state, 0);
+    assert_non_null(zh);
+    int64_t end = test_now_ms() + 5000;
+    while (state != ZOO_CONNECTED_STATE && test_now_ms() < end) {
+        int fd = -1, interest = 0;
+        struct timeval tv;
+        zookeeper_interest(zh, &fd, &interest, &tv);
+        struct pollfd p = {.fd = fd,
+                           .events = (short)((interest & ZOOKEEPER_READ ? POLLIN : 0) |
+                                             (interest & ZOOKEEPER_WRITE ? POLLOUT : 0))};
+        int ms = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+        int n = poll(&p, fd >= 0 ? 1 : 0, ms < 50 ? ms : 50);
+        int events = n > 0 ? ((p.revents & (POLLIN | POLLHUP | POLLERR) ? ZOOKEEPER_READ : 0) |
+                              (p.revents & POLLOUT ? ZOOKEEPER_WRITE : 0))
+                           : 0;
+        zookeeper_process(zh, events);
+    }
+    assert_int_equal(state, ZOO_CONNECTED_STATE);
+    zookeeper_close(zh);
+}
+
+/* The same until the lock `name` (looked at through `other`) is no longer
+ * held with `fence`: a's session thread may win the session back by
+ * reconnecting before our close (one run in three here), so the close is
+ * tried again. When the session ended (ms). */
+static int64_t end_session_of(dlock_client *c, dlock_client *other, const char *name,
+                              uint64_t fence)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        end_session_once(c);
+        int64_t ended = test_now_ms();
+        dlock_node_status st = {0};
+        while (test_now_ms() - ended < 500) {
+            if (dlock_client_status(other, name, 1, &st, NULL) == DLOCK_OK &&
+                (!st.held || st.fence != fence))
+                return ended;
+            test_sleep_ms(10);
+        }
+    }
+    fail_msg("the session of \"%s\"'s holder did not end", name);
+    return 0;
+}
+
+/* The same until c is on a new session (its session thread saw the old
+ * one expire and opened another). */
+static void end_session_until_new(dlock_client *c)
+{
+    clientid_t before, now;
+    dlock__zk_session_id(c->store, &before);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        end_session_once(c);
+        int64_t t0 = test_now_ms();
+        while (test_now_ms() - t0 < 2000) {
+            dlock__zk_session_id(c->store, &now);
+            if (now.client_id != before.client_id)
+                return;
+            test_sleep_ms(10);
+        }
+    }
+    fail_msg("the client's session did not end");
+}
+
+static atomic_int lost_calls;
+
+static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
+{
+    (void)l, (void)reason, (void)arg;
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+static void a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it(void **state)
+{
+    (void)state;
+    dlock_client *a = client_of("?session_timeout_ms=2000"), *b = client_of("");
+    dlock_lock *la = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = DLOCK_AUTO_RENEW;
+    o.renew_interval_ms = 200;
+    o.on_lost = on_lost;
+    atomic_store(&lost_calls, 0);
+    assert_int_equal(dlock_lock_new(&la, a, "expiring", &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    uint64_t f1 = dlock_lock_fence(la);
+    waiting w = {.l = lock_of(b, "expiring", 0)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    test_sleep_ms(300); /* the waiter is in line behind a's node */
+    int64_t ended = end_session_of(a, b, "expiring", f1);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    /* the waiter's watch saw a's node go with its session */
+    assert_true(w.got_ms - ended < 1500);
+    assert_true(dlock_lock_fence(w.l) > f1);
+    /* a's watchdog finds the node gone: on_lost, once */
+    int64_t end = test_now_ms() + 5000;
+    while (atomic_load(&lost_calls) == 0 && test_now_ms() < end)
+        test_sleep_ms(20);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_int_equal(dlock_lock_state_get(la), DLOCK_STATE_LOST);
+    assert_int_equal(dlock_lock_release(la), DLOCK_ELOST);
+    /* a's client is on a new session, and works */
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(w.l);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* The waiter's own session ends while it waits: its node goes, its next
+ * look finds that and it gets back in line (a node of its new session),
+ * behind the holder, never past it. */
+static void a_waiter_whose_session_expires_gets_back_in_line(void **state)
+{
+    (void)state;
+    dlock_client *a = client_of(""), *b = client_of("?session_timeout_ms=2000");
+    dlock_lock *la = lock_of(a, "requeue", 0);
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    uint64_t f1 = dlock_lock_fence(la);
+    waiting w = {.l = lock_of(b, "requeue", 0)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    test_sleep_ms(300);
+    end_session_until_new(b);
+    test_sleep_ms(2500); /* its watch's session event, a look, back in line */
+    assert_int_equal(atomic_load(&w.over), 0); /* still waiting: a holds */
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(dlock_lock_fence(w.l) > f1);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(w.l);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 static void a_name_that_is_no_path_is_einval_at_acquire(void **state)
 {
     (void)state;
@@ -339,6 +502,8 @@ int main(void)
         cmocka_unit_test(fences_grow_and_try_once_is_refused_while_held),
         cmocka_unit_test(a_waiter_is_woken_by_the_release_not_its_recheck),
         cmocka_unit_test(contenders_never_overlap_and_fences_only_grow),
+        cmocka_unit_test(a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it),
+        cmocka_unit_test(a_waiter_whose_session_expires_gets_back_in_line),
         cmocka_unit_test(a_name_that_is_no_path_is_einval_at_acquire),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
