@@ -161,6 +161,20 @@ static int nothing_owed(dlock_lock *l, dlock__op *op)
     return DLOCK_OK;
 }
 
+/* A lost hold's release (or the lost handle's next acquire): its node goes
+ * should it still be there. The watchdog calls a hold lost when no answer
+ * came before its lease's end, which a session that lives on (a member
+ * slow to answer) outlives: left there, the node would keep the lock from
+ * everyone until the client closes. Best effort. */
+static int release_lost_start(dlock_lock *l, dlock__op *op)
+{
+    dlock__zk_lockdata *d = LD(l);
+    if (d->node[0] && verb(l, op, STEP_CLEANUP, DLOCK__ZK_DELETE, d->node) == DLOCK_OK)
+        return DLOCK_OK; /* drop() forgets the node when the engine lets go */
+    dlock__op_complete_soon(op, DLOCK_OK);
+    return DLOCK_OK;
+}
+
 /* dlock_lock_free(): the node the handle has, held or in line, goes, or
  * the one it owes a delete; else nothing to send. */
 static int cleanup_start(dlock_lock *l, dlock__op *op)
@@ -419,7 +433,7 @@ const dlock__backend dlock__zk_backend = {
     .adopt_check = adopt_check,
     .adopt = adopt,
     .settle_start = nothing_owed,
-    .release_lost_start = nothing_owed,
+    .release_lost_start = release_lost_start,
     .drop = drop,
     .cleanup_start = cleanup_start,
 };
