@@ -21,7 +21,6 @@
 #include "engine.h"
 #include "handle.h"
 #include "kinds.h"
-#include "loop_poll.h"
 #include "watchdog.h"
 #include "zk_lock.h"
 #include "zk_session.h"
@@ -34,9 +33,7 @@ enum { STEP_RELEASE = 50, STEP_EXTEND, STEP_CLEANUP };
 
 /* ---- the node's path ----------------------------------------------------- */
 
-/* The lock's node: the key if it is a path ("/locks/a", as Curator's
- * users name theirs), else "/" + the key. 1 if it is a ZooKeeper path. */
-static int lock_path(char *out, size_t cap, const char *key)
+int dlock__zk_lock_path(char *out, size_t cap, const char *key)
 {
     int n = snprintf(out, cap, "%s%s", key[0] == '/' ? "" : "/", key);
     if (n <= 1 || (size_t)n >= cap - 64 || out[n - 1] == '/')
@@ -57,7 +54,7 @@ static int lock_init(dlock_lock *l)
     if (!d)
         return DLOCK_ENOMEM;
     d->z = ZK(l->client);
-    d->bad_path = !lock_path(d->path, sizeof d->path, l->name);
+    d->bad_path = !dlock__zk_lock_path(d->path, sizeof d->path, l->name);
     l->store = d;
     return DLOCK_OK;
 }
@@ -285,78 +282,6 @@ static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
     return in_line;
 }
 
-/* ---- status: the line read on a private loop ----------------------------- */
-
-typedef struct looking {
-    dlock__zk_call c;
-    int done;
-} looking;
-
-static void looked(dlock__zk_call *c)
-{
-    DLOCK__OWNER(c, looking, c)->done = 1;
-}
-
-static int look_done(void *arg)
-{
-    return ((looking *)arg)->done;
-}
-
-/* One call, waited for on a loop of the caller's own (a blocking look). */
-static int look_once(dlock__zk *z, looking *k, int what, const char *path)
-{
-    dlock__loop_poll lp;
-    dlock__loop_poll_init(&lp);
-    k->done = 0;
-    k->c.what = what;
-    k->c.done = looked;
-    (void)dlock__zk_path_set(k->c.path, path, NULL);
-    int rc = dlock__zk_call_start(z, &k->c, &lp.loop);
-    if (rc == DLOCK_OK)
-        (void)dlock__loop_poll_run(&lp, look_done, k, INT64_MAX);
-    dlock__loop_poll_close(&lp);
-    return rc;
-}
-
-/* The owner (first in line) and its fence (czxid); ttl unknown (-1: the
- * holder's session is the server's to time). */
-static int status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
-                  dlock_lock_status *summary)
-{
-    (void)klen;
-    char path[DLOCK__ZK_PATH_MAX], first[DLOCK__ZK_PATH_MAX] = "";
-    if (!lock_path(path, sizeof path, key))
-        return DLOCK_EINVAL;
-    looking k = {0};
-    *out = (dlock_node_status){.error = DLOCK_OK, .held = 0, .ttl_ms = -1, .fence = 0};
-    int rc = look_once(ZK(c), &k, DLOCK__ZK_CHILDREN, path);
-    int64_t best = -1;
-    for (size_t i = 0; rc == DLOCK_OK && i < k.c.n_children; i++) {
-        int64_t s = dlock__zk_node_seq(k.c.children[i]);
-        if (s >= 0 && (best < 0 || s < best)) {
-            best = s;
-            (void)(dlock__zk_path_set(first, path, "/") &&
-                   dlock__zk_path_set(first, first, k.c.children[i]));
-        }
-    }
-    if (rc == DLOCK_OK && k.c.zrc != ZOK && k.c.zrc != ZNONODE)
-        rc = dlock__zk_error(k.c.zrc);
-    if (rc == DLOCK_OK && first[0]) {
-        rc = look_once(ZK(c), &k, DLOCK__ZK_EXISTS, first);
-        out->held = rc == DLOCK_OK && k.c.zrc == ZOK;
-        out->fence = out->held ? (uint64_t)k.c.stat.czxid : 0;
-    }
-    dlock__zk_call_clear(&k.c);
-    out->error = rc;
-    if (summary)
-        *summary = (dlock_lock_status){.state = rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
-                                                : out->held    ? DLOCK_STATUS_HELD
-                                                               : DLOCK_STATUS_FREE,
-                                       .nodes = 1, .answered = rc == DLOCK_OK,
-                                       .held_on = (size_t)out->held, .quorum = 1};
-    return rc;
-}
-
 /* ---- the client --------------------------------------------------------- */
 
 static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
@@ -412,7 +337,8 @@ const dlock__backend dlock__zk_backend = {
     .close = close_client,
     .node_count = one_node,
     .node_name = node_name,
-    .status = status,
+    .status = dlock__zk_status,
+    .holders = dlock__zk_holders,
     .late_answer_counts = 1,
     .renewal = &zk_renewal_ops,
     .kind_for = kind_for,

@@ -45,6 +45,18 @@ typedef struct dlock__zk_lockdata {
  * -1 if it is no lock node. */
 int64_t dlock__zk_node_seq(const char *name);
 
+/* The lock's node for a key: the key if it is a path ("/locks/a", as
+ * Curator's users name theirs), else "/" + the key. 1 if that is a
+ * ZooKeeper path (no empty, . or .. segment, no trailing slash, 64 bytes
+ * to spare for a node below it), else 0. */
+int dlock__zk_lock_path(char *out, size_t cap, const char *key);
+
+/* dlock_client_status() and dlock_client_holders() (zk_inspect.c). */
+int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
+                     dlock_lock_status *summary);
+int dlock__zk_holders(dlock_client *c, const char *key, size_t klen, size_t node,
+                      dlock_holders_info *info, dlock_holder *out, size_t max_out);
+
 int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op);
 int dlock__zk_wait_try(dlock_lock *l, dlock__op *op);
 int dlock__zk_wait_watch(dlock_lock *l);

@@ -122,6 +122,14 @@ static void fences_grow_and_try_once_is_refused_while_held(void **state)
     assert_int_equal(st.held, 1);
     assert_int_equal(st.fence, f1);
     assert_int_equal(sum.state, DLOCK_STATUS_HELD);
+    dlock_holders_info hi;
+    dlock_holder h[2];
+    assert_int_equal(dlock_client_holders(b, "fence", 0, &hi, h, 2), DLOCK_OK);
+    assert_int_equal(hi.mode, DLOCK_HOLD_EXCLUSIVE);
+    assert_int_equal(hi.count, 1);
+    assert_string_equal(h[0].token, dlock_lock_token(la)); /* the node's name */
+    assert_non_null(strstr(h[0].token, "-lock-"));
+    assert_int_equal(strncmp(h[0].token, "_c_", 3), 0);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK);
     /* The refused try left no node in line: b gets it at once. */
     assert_int_equal(dlock_lock_acquire(lb, 0), DLOCK_OK);
