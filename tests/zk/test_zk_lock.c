@@ -194,6 +194,33 @@ static void a_waiter_is_woken_by_the_release_not_its_recheck(void **state)
     dlock_client_free(b);
 }
 
+/* A cancelled waiter leaves the line: its node goes, so the holder's
+ * release leaves the lock free, not handed to a waiter that left. */
+static void a_cancelled_waiter_leaves_no_node_in_line(void **state)
+{
+    (void)state;
+    dlock_client *a = client_of(""), *b = client_of("");
+    dlock_lock *la = lock_of(a, "cancelled", 0);
+    waiting w = {.l = lock_of(b, "cancelled", 0)};
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    test_sleep_ms(300);
+    int64_t cancelled = test_now_ms();
+    dlock_lock_cancel(w.l);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true(w.got_ms - cancelled < 1000);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    dlock_holders_info hi;
+    assert_int_equal(dlock_client_holders(a, "cancelled", 0, &hi, NULL, 0), DLOCK_OK);
+    assert_int_equal(hi.count, 0);
+    dlock_lock_free(la);
+    dlock_lock_free(w.l);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 /* ---- exclusion under contention --------------------------------------------- */
 
 #define WORKERS 4
@@ -509,6 +536,7 @@ int main(void)
         cmocka_unit_test(an_unreachable_member_fails_the_client_with_eio),
         cmocka_unit_test(fences_grow_and_try_once_is_refused_while_held),
         cmocka_unit_test(a_waiter_is_woken_by_the_release_not_its_recheck),
+        cmocka_unit_test(a_cancelled_waiter_leaves_no_node_in_line),
         cmocka_unit_test(contenders_never_overlap_and_fences_only_grow),
         cmocka_unit_test(a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it),
         cmocka_unit_test(a_waiter_whose_session_expires_gets_back_in_line),
