@@ -815,7 +815,8 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * connect_timeout_ms at most: DLOCK_EIO if no member answers, DLOCK_EAUTH
  * if the credentials are refused. The session's timeout (10 s by default)
  * is the lease of every hold of the client (ttl_ms is not used); plain,
- * exclusive and fair locks only (other kinds: DLOCK_ENOTSUP), no adopt.
+ * exclusive and fair locks only (other kinds: DLOCK_ENOTSUP), no adopt,
+ * no event loop (the loop option: DLOCK_ENOTSUP).
  * A build without it (DLOCK_WITH_ZOOKEEPER=OFF) refuses zk:// URLs with
  * DLOCK_ENOTSUP. docs/backends.md, "ZooKeeper".
  *

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import unittest
 
-from cli_support import free_port, start_process, stop_process, wait_until
+from cli_support import RunOnAStore, free_port, start_process, stop_process, wait_until
 
 DLOCK = None
 JAR = "/usr/share/java/zookeeper.jar"
@@ -72,7 +72,9 @@ class ZooKeeper:
 
 @unittest.skipUnless(os.access(JAR, os.R_OK) and os.access(JAVA, os.X_OK),
                      "no ZooKeeper (apt-get install zookeeper)")
-class ZkCli(unittest.TestCase):
+class ZkCli(RunOnAStore, unittest.TestCase):
+    TOKEN_RE = TOKEN_RE
+
     @classmethod
     def setUpClass(cls):
         cls.zk = ZooKeeper()
@@ -93,27 +95,6 @@ class ZkCli(unittest.TestCase):
     def spawn(self, *args, url=None):
         return subprocess.Popen([DLOCK, "-r", url or self.zk.url, *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def test_run_passes_the_status_and_releases(self):
-        r = self.dlock("run", self.name, "--", "sh", "-c", 'echo "$DLOCK_TOKEN"; exit 7')
-        self.assertEqual(r.returncode, 7, r.stderr)
-        self.assertRegex(r.stdout.strip(), TOKEN_RE)
-        s = self.dlock("status", self.name)
-        self.assertEqual(s.returncode, 1, s.stderr)  # free
-        self.assertIn("free", s.stdout)
-
-    def test_busy_lock_exits_1_and_waiting_gets_it_after_release(self):
-        p = self.spawn("run", self.name, "--", "sleep", "3")
-        self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
-        r = self.dlock("run", "-n", self.name, "--", "true")
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("held by another owner", r.stderr)
-        r = self.dlock("run", "-w", "20s", "--fence", self.name, "--", "sh", "-c",
-                       'echo "$DLOCK_FENCE"')
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertGreater(int(r.stdout), 0)
-        p.communicate(timeout=30)
-        self.assertEqual(p.returncode, 0)
 
     def test_a_password_in_the_url_is_not_shown_in_ps(self):
         url = f"zk://app:s3cr3t-pw@127.0.0.1:{self.zk.port}"

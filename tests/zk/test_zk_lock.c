@@ -22,6 +22,7 @@
 
 #include "client.h"
 #include "dlock.h"
+#include "dlock/poll.h"
 #include "history.h"
 #include "proc.h"
 #include "test_util.h"
@@ -92,6 +93,23 @@ static void bad_urls_are_einval(void **state)
     const char *two[] = {"zk://h:1", "redis://h:2"};
     dlock_client *c = NULL;
     assert_int_equal(dlock_client_new(&c, two, 2, NULL, NULL, 0), DLOCK_EINVAL);
+}
+
+static void a_client_on_an_event_loop_is_refused_for_now(void **state)
+{
+    (void)state;
+    dlock_poll dp;
+    dlock_poll_init(&dp);
+    dlock_loop hooks = dlock_poll_loop(&dp);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.loop = &hooks;
+    dlock_client *c = NULL;
+    const char *u = srv.url;
+    char err[256] = "";
+    assert_int_equal(dlock_client_new(&c, &u, 1, &o, err, sizeof err), DLOCK_ENOTSUP);
+    assert_non_null(strstr(err, "event loop"));
+    assert_null(c);
+    dlock_poll_free(&dp);
 }
 
 static void an_unreachable_member_fails_the_client_with_eio(void **state)
@@ -168,30 +186,55 @@ static void *wait_for(void *arg)
     return NULL;
 }
 
+/* A holder on client a and a waiter in line behind it on client b (each
+ * URL with its tail), the waiter's acquire on a thread of its own. */
+typedef struct in_line {
+    dlock_client *a, *b;
+    dlock_lock *la;
+    uint64_t fence; /* the holder's */
+    waiting w;
+    pthread_t t;
+} in_line;
+
+static void line_up(in_line *p, const char *name, const char *a_tail, const char *b_tail,
+                    const dlock_lock_options *a_opts)
+{
+    memset(p, 0, sizeof *p);
+    p->a = client_of(a_tail);
+    p->b = client_of(b_tail);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    assert_int_equal(dlock_lock_new(&p->la, p->a, name, a_opts ? a_opts : &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(p->la, 0), DLOCK_OK);
+    p->fence = dlock_lock_fence(p->la);
+    p->w.l = lock_of(p->b, name, 0);
+    assert_int_equal(pthread_create(&p->t, NULL, wait_for, &p->w), 0);
+    test_sleep_ms(400); /* the waiter is in line, watching the holder's node */
+}
+
+static void line_free(in_line *p)
+{
+    dlock_lock_free(p->la);
+    dlock_lock_free(p->w.l);
+    dlock_client_free(p->a);
+    dlock_client_free(p->b);
+}
+
 static void a_waiter_is_woken_by_the_release_not_its_recheck(void **state)
 {
     (void)state;
-    dlock_client *a = client_of(""), *b = client_of("");
-    dlock_lock *la = lock_of(a, "/dlock-test/wake", 0);
-    waiting w = {.l = lock_of(b, "/dlock-test/wake", 0)};
-    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
-    test_sleep_ms(500); /* the waiter is in line, watching our node */
+    in_line p;
+    line_up(&p, "/dlock-test/wake", "", "", NULL);
     int64_t released = test_now_ms();
-    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(p.la), DLOCK_OK);
+    pthread_join(p.t, NULL);
+    assert_int_equal(p.w.rc, DLOCK_OK);
     /* Its own look comes every 2 s (zk_wait.c RECHECK_MS): well before,
      * only the watch on our node can have woken it. */
-    int64_t after = w.got_ms - released;
+    int64_t after = p.w.got_ms - released;
     if (after > 1000)
         fail_msg("the waiter got the lock %lld ms after the release", (long long)after);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(la);
-    dlock_lock_free(w.l);
-    dlock_client_free(a);
-    dlock_client_free(b);
+    assert_int_equal(dlock_lock_release(p.w.l), DLOCK_OK);
+    line_free(&p);
 }
 
 /* A cancelled waiter leaves the line: its node goes, so the holder's
@@ -199,26 +242,18 @@ static void a_waiter_is_woken_by_the_release_not_its_recheck(void **state)
 static void a_cancelled_waiter_leaves_no_node_in_line(void **state)
 {
     (void)state;
-    dlock_client *a = client_of(""), *b = client_of("");
-    dlock_lock *la = lock_of(a, "cancelled", 0);
-    waiting w = {.l = lock_of(b, "cancelled", 0)};
-    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
-    test_sleep_ms(300);
+    in_line p;
+    line_up(&p, "cancelled", "", "", NULL);
     int64_t cancelled = test_now_ms();
-    dlock_lock_cancel(w.l);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, DLOCK_ECANCELED);
-    assert_true(w.got_ms - cancelled < 1000);
-    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    dlock_lock_cancel(p.w.l);
+    pthread_join(p.t, NULL);
+    assert_int_equal(p.w.rc, DLOCK_ECANCELED);
+    assert_true(p.w.got_ms - cancelled < 1000);
+    assert_int_equal(dlock_lock_release(p.la), DLOCK_OK);
     dlock_holders_info hi;
-    assert_int_equal(dlock_client_holders(a, "cancelled", 0, &hi, NULL, 0), DLOCK_OK);
+    assert_int_equal(dlock_client_holders(p.a, "cancelled", 0, &hi, NULL, 0), DLOCK_OK);
     assert_int_equal(hi.count, 0);
-    dlock_lock_free(la);
-    dlock_lock_free(w.l);
-    dlock_client_free(a);
-    dlock_client_free(b);
+    line_free(&p);
 }
 
 /* ---- exclusion under contention --------------------------------------------- */
@@ -438,26 +473,20 @@ static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
 static void a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it(void **state)
 {
     (void)state;
-    dlock_client *a = client_of("?session_timeout_ms=2000"), *b = client_of("");
-    dlock_lock *la = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     o.flags = DLOCK_AUTO_RENEW;
     o.renew_interval_ms = 200;
     o.on_lost = on_lost;
     atomic_store(&lost_calls, 0);
-    assert_int_equal(dlock_lock_new(&la, a, "expiring", &o), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
-    uint64_t f1 = dlock_lock_fence(la);
-    waiting w = {.l = lock_of(b, "expiring", 0)};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
-    test_sleep_ms(300); /* the waiter is in line behind a's node */
-    int64_t ended = end_session_of(a, b, "expiring", f1);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, DLOCK_OK);
+    in_line p;
+    line_up(&p, "expiring", "?session_timeout_ms=2000", "", &o);
+    dlock_lock *la = p.la;
+    int64_t ended = end_session_of(p.a, p.b, "expiring", p.fence);
+    pthread_join(p.t, NULL);
+    assert_int_equal(p.w.rc, DLOCK_OK);
     /* the waiter's watch saw a's node go with its session */
-    assert_true(w.got_ms - ended < 1500);
-    assert_true(dlock_lock_fence(w.l) > f1);
+    assert_true(p.w.got_ms - ended < 1500);
+    assert_true(dlock_lock_fence(p.w.l) > p.fence);
     /* a's watchdog finds the node gone: on_lost, once */
     int64_t end = test_now_ms() + 5000;
     while (atomic_load(&lost_calls) == 0 && test_now_ms() < end)
@@ -466,13 +495,10 @@ static void a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it(void 
     assert_int_equal(dlock_lock_state_get(la), DLOCK_STATE_LOST);
     assert_int_equal(dlock_lock_release(la), DLOCK_ELOST);
     /* a's client is on a new session, and works */
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(p.w.l), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK);
-    dlock_lock_free(la);
-    dlock_lock_free(w.l);
-    dlock_client_free(a);
-    dlock_client_free(b);
+    line_free(&p);
 }
 
 /* The waiter's own session ends while it waits: its node goes, its next
@@ -481,26 +507,17 @@ static void a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it(void 
 static void a_waiter_whose_session_expires_gets_back_in_line(void **state)
 {
     (void)state;
-    dlock_client *a = client_of(""), *b = client_of("?session_timeout_ms=2000");
-    dlock_lock *la = lock_of(a, "requeue", 0);
-    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
-    uint64_t f1 = dlock_lock_fence(la);
-    waiting w = {.l = lock_of(b, "requeue", 0)};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
-    test_sleep_ms(300);
-    end_session_until_new(b);
+    in_line p;
+    line_up(&p, "requeue", "", "?session_timeout_ms=2000", NULL);
+    end_session_until_new(p.b);
     test_sleep_ms(2500); /* its watch's session event, a look, back in line */
-    assert_int_equal(atomic_load(&w.over), 0); /* still waiting: a holds */
-    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(dlock_lock_fence(w.l) > f1);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(la);
-    dlock_lock_free(w.l);
-    dlock_client_free(a);
-    dlock_client_free(b);
+    assert_int_equal(atomic_load(&p.w.over), 0); /* still waiting: a holds */
+    assert_int_equal(dlock_lock_release(p.la), DLOCK_OK);
+    pthread_join(p.t, NULL);
+    assert_int_equal(p.w.rc, DLOCK_OK);
+    assert_true(dlock_lock_fence(p.w.l) > p.fence);
+    assert_int_equal(dlock_lock_release(p.w.l), DLOCK_OK);
+    line_free(&p);
 }
 
 static void a_name_that_is_no_path_is_einval_at_acquire(void **state)
@@ -534,6 +551,7 @@ int main(void)
         cmocka_unit_test(bad_urls_are_einval),
         cmocka_unit_test(a_dead_holders_lock_passes_on_when_its_session_expires),
         cmocka_unit_test(an_unreachable_member_fails_the_client_with_eio),
+        cmocka_unit_test(a_client_on_an_event_loop_is_refused_for_now),
         cmocka_unit_test(fences_grow_and_try_once_is_refused_while_held),
         cmocka_unit_test(a_waiter_is_woken_by_the_release_not_its_recheck),
         cmocka_unit_test(a_cancelled_waiter_leaves_no_node_in_line),
