@@ -59,7 +59,8 @@ static void io_ready(dlock__io *io, unsigned events)
 static void timer_fired(dlock__timer *t)
 {
     dlock__zk *z = DLOCK__OWNER(t, dlock__zk, timer);
-    (void)zookeeper_process(z->zh, 0); /* timeouts, pings: interest asks for them */
+    if (z->zh) /* (none: a new session could not be made, drive tries again) */
+        (void)zookeeper_process(z->zh, 0); /* timeouts, pings: interest asks for them */
     drive(z);
 }
 
@@ -116,10 +117,17 @@ static void handle_close(dlock__zk *z)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
 }
 
+/* The C client logs to stderr by default: an application's stderr is
+ * not ours to write on (its failures come back as codes). */
+static void quiet_log(const char *message)
+{
+    (void)message;
+}
+
 static int handle_open(dlock__zk *z)
 {
-    z->zh = zookeeper_init(z->url.hosts, session_watcher, (int)z->url.session_timeout_ms, NULL,
-                           z, 0);
+    z->zh = zookeeper_init2(z->url.hosts, session_watcher, (int)z->url.session_timeout_ms,
+                            NULL, z, 0, quiet_log);
     if (!z->zh)
         return errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
     if (z->url.user) {
@@ -445,13 +453,6 @@ void dlock__zk_watch_drop(dlock__zk *z, dlock__zk_watch *w)
 
 /* ---- the client's session --------------------------------------------------- */
 
-/* The C client logs to stderr by default: an application's stderr is
- * not ours to write on (its failures come back as codes). */
-static void quiet_log(const char *message)
-{
-    (void)message;
-}
-
 static int wait_connected(dlock__zk *z, int64_t timeout_ms, char *err, size_t err_len)
 {
     int64_t until = dlock__deadline_after_ms(timeout_ms);
@@ -509,11 +510,8 @@ int dlock__zk_open(dlock__zk **out, dlock__zk_url *u, int64_t connect_timeout_ms
     z->closer.run = closing;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&z->mu, NULL));
     DLOCK__CHECK_PTHREAD(pthread_cond_init(&z->cond, NULL));
-    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-    zoo_set_log_stream(NULL);
     int rc = handle_open(z);
     if (rc == DLOCK_OK) {
-        zoo_set_log_callback(z->zh, quiet_log);
         rc = dlock__loop_thread_start(&z->lt, NULL);
         if (rc != DLOCK_OK)
             handle_close(z);
