@@ -42,6 +42,25 @@ struct dlock__zk {
 
 /* ---- the session thread ---------------------------------------------------- */
 
+/* libzookeeper_st formats its log lines in static buffers (log_message),
+ * also when a callback takes them: two session threads (or a client
+ * opening beside one) logging at once raced there (TSan, test_zk_lock's
+ * contenders). So every call into the library goes under this mutex,
+ * taken at the entry points (the thread's io, timer and posts, the open);
+ * the library's callbacks run inside zookeeper_process(), under it. Order:
+ * this mutex, then a session's mu, then a handle's. */
+static pthread_mutex_t lib_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void dlock__zk_lib_lock(void)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lib_mu));
+}
+
+void dlock__zk_lib_unlock(void)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lib_mu));
+}
+
 static void drive(dlock__zk *z);
 
 static void io_ready(dlock__io *io, unsigned events)
@@ -52,16 +71,20 @@ static void io_ready(dlock__io *io, unsigned events)
         ev |= ZOOKEEPER_READ;
     if (events & DLOCK__IO_WRITE)
         ev |= ZOOKEEPER_WRITE;
+    dlock__zk_lib_lock();
     (void)zookeeper_process(z->zh, ev); /* its failures come back through interest */
     drive(z);
+    dlock__zk_lib_unlock();
 }
 
 static void timer_fired(dlock__timer *t)
 {
     dlock__zk *z = DLOCK__OWNER(t, dlock__zk, timer);
+    dlock__zk_lib_lock();
     if (z->zh) /* (none: a new session could not be made, drive tries again) */
         (void)zookeeper_process(z->zh, 0); /* timeouts, pings: interest asks for them */
     drive(z);
+    dlock__zk_lib_unlock();
 }
 
 /* The session's own events (connected, expired, ...), on the thread. */
@@ -179,7 +202,9 @@ static void drive(dlock__zk *z)
 
 static void kicked(dlock__post *p)
 {
+    dlock__zk_lib_lock();
     drive(DLOCK__OWNER(p, dlock__zk, kick));
+    dlock__zk_lib_unlock();
 }
 
 /* ---- calls ------------------------------------------------------------------ */
@@ -315,6 +340,7 @@ static void send_call(dlock__post *p)
     dlock__zk_call *c = DLOCK__OWNER(p, dlock__zk_call, post);
     dlock__zk *z = c->z;
     int rc = ZINVALIDSTATE;
+    dlock__zk_lib_lock();
     if (z->zh) {
         switch (c->what) {
         case DLOCK__ZK_CREATE:
@@ -342,6 +368,7 @@ static void send_call(dlock__post *p)
     if (rc != ZOK)
         answered(c, rc);
     drive(z);
+    dlock__zk_lib_unlock();
 }
 
 /* On the caller's loop: the answer came. */
@@ -488,7 +515,9 @@ static void closing(dlock__post *p)
     dlock__loop *loop = dlock__loop_thread_loop(&z->lt);
     dlock__io_clear(loop, &z->io);
     dlock__timer_clear(loop, &z->timer);
+    dlock__zk_lib_lock();
     handle_close(z);
+    dlock__zk_lib_unlock();
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
     z->closed = 1;
     DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&z->cond));
@@ -510,12 +539,14 @@ int dlock__zk_open(dlock__zk **out, dlock__zk_url *u, int64_t connect_timeout_ms
     z->closer.run = closing;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&z->mu, NULL));
     DLOCK__CHECK_PTHREAD(pthread_cond_init(&z->cond, NULL));
+    dlock__zk_lib_lock();
     int rc = handle_open(z);
     if (rc == DLOCK_OK) {
         rc = dlock__loop_thread_start(&z->lt, NULL);
         if (rc != DLOCK_OK)
             handle_close(z);
     }
+    dlock__zk_lib_unlock();
     if (rc != DLOCK_OK) {
         snprintf(err, err_len, "ZooKeeper %s: cannot start its session", u->hosts);
         memset(&z->url, 0, sizeof z->url); /* the caller's still */

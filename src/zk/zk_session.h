@@ -86,6 +86,12 @@ const char *dlock__zk_name(const dlock__zk *z);
 /* The session timeout the server granted (ms): every hold's lease. */
 int64_t dlock__zk_session_ms(dlock__zk *z);
 
+/* Every call into libzookeeper_st in the process goes between these (it
+ * logs into static buffers): the session threads' do; so must a test's own
+ * handle. */
+void dlock__zk_lib_lock(void);
+void dlock__zk_lib_unlock(void);
+
 /* The session's id and password (tests end it from another handle, as
  * ZooKeeper's own tests expire a session). */
 void dlock__zk_session_id(dlock__zk *z, clientid_t *out);
