@@ -50,6 +50,25 @@ struct dlock__zk {
  * the library's callbacks run inside zookeeper_process(), under it. Order:
  * this mutex, then a session's mu, then a handle's. */
 static pthread_mutex_t lib_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+/* fork(): no session thread is inside the library when the child is made
+ * (the child may open clients of its own), and the child's copy of the
+ * mutex is free. */
+static void lib_prepare(void)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&lib_mu));
+}
+
+static void lib_after(void)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&lib_mu));
+}
+
+static void lib_init(void)
+{
+    DLOCK__CHECK_PTHREAD(pthread_atfork(lib_prepare, lib_after, lib_after));
+}
 
 void dlock__zk_lib_lock(void)
 {
@@ -539,6 +558,7 @@ int dlock__zk_open(dlock__zk **out, dlock__zk_url *u, int64_t connect_timeout_ms
     z->closer.run = closing;
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&z->mu, NULL));
     DLOCK__CHECK_PTHREAD(pthread_cond_init(&z->cond, NULL));
+    DLOCK__CHECK_PTHREAD(pthread_once(&lib_once, lib_init));
     dlock__zk_lib_lock();
     int rc = handle_open(z);
     if (rc == DLOCK_OK) {
