@@ -109,7 +109,8 @@ static const char global_help[] =
     "  -r, --redis=URL          a Redis node: redis://, rediss:// (TLS), unix:// or\n"
     "                           redis-sentinel://HOST:PORT[,...]/MASTER; repeat for\n"
     "                           Redlock over several nodes; or etcd://HOST:PORT[,...]\n"
-    "                           for an etcd cluster (etcds:// over TLS)\n"
+    "                           for an etcd cluster (etcds:// over TLS); or\n"
+    "                           zk://HOST:PORT[,...][/CHROOT] for ZooKeeper\n"
     "                           (default: $DLOCK_REDIS, else redis://127.0.0.1:6379)\n"
     CLI_TLS_HELP
     CLI_DEPLOY_HELP

@@ -165,8 +165,9 @@ typedef enum dlock_error {
     /** Out of memory in the client. */
     DLOCK_ENOMEM = -16,
     /** Not supported by this build or in this configuration
-     *  (fair mode over several nodes; etcd:// URLs in a build without
-     *  etcd; on etcd, an extend to another TTL than the lease's). */
+     *  (fair mode over several nodes; etcd:// or zk:// URLs in a build
+     *  without that store; on etcd, an extend to another TTL than the
+     *  lease's; on ZooKeeper, kinds other than exclusive and fair). */
     DLOCK_ENOTSUP = -17,
     /** The server replied with something dlock never expects. */
     DLOCK_EPROTO = -18,
@@ -807,6 +808,19 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * request ends). A build
  * without the etcd backend (DLOCK_WITH_ETCD=OFF) refuses etcd:// URLs with
  * DLOCK_ENOTSUP.
+ *
+ * ZooKeeper (stage 1): zk://[user:password@]host:port[,host:port...]
+ * [/chroot][?session_timeout_ms=N] names an ensemble (bare host:port
+ * entries after it continue the list); user:password, or the options
+ * username and password, is digest authentication. Unlike the other
+ * stores, the client opens its ZooKeeper session here and waits for it,
+ * connect_timeout_ms at most: DLOCK_EIO if no member answers, DLOCK_EAUTH
+ * if the credentials are refused. The session's timeout (10 s by default)
+ * is the lease of every hold of the client (ttl_ms is not used); plain,
+ * exclusive and fair locks only (other kinds: DLOCK_ENOTSUP), no adopt,
+ * no event loop (the loop option: DLOCK_ENOTSUP).
+ * A build without it (DLOCK_WITH_ZOOKEEPER=OFF) refuses zk:// URLs with
+ * DLOCK_ENOTSUP. docs/backends.md, "ZooKeeper".
  *
  * @param out    receives the client; set to NULL on error.
  * @param urls   array of @p n_urls NUL-terminated URLs (1..64 of them).

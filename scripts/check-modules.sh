@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 max=${MAX_LINES:-600}
-layers=(src/util src/engine src/redis src/etcd)
+layers=(src/util src/engine src/redis src/etcd src/zk)
 dirs=("${layers[@]}" cli bench)
 
 edges=$(mktemp)
@@ -57,7 +57,7 @@ fi
 
 # Only the engine changes a handle's state (src/engine/fsm.h): a backend
 # reports a grant's lease end (dlock__lock_granted) and the engine fires.
-bad=$(grep -nE 'dlock__fsm_fire|->state = DLOCK_STATE_' src/redis/*.c src/etcd/*.c 2>/dev/null || true)
+bad=$(grep -nE 'dlock__fsm_fire|->state = DLOCK_STATE_' src/redis/*.c src/etcd/*.c src/zk/*.c 2>/dev/null || true)
 if [ -n "$bad" ]; then
   echo "modules: a backend writes a handle's state (only src/engine may, through fsm.h):" >&2
   echo "$bad" | sed 's/^/  /' >&2

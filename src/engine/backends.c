@@ -7,10 +7,12 @@
 #include "backend.h"
 
 extern const dlock__backend dlock__etcd_backend;  /* src/etcd/etcd_backend.c (etcd_none.c) */
+extern const dlock__backend dlock__zk_backend;    /* src/zk/zk_backend.c (zk_none.c) */
 extern const dlock__backend dlock__redis_backend; /* src/redis/redis_backend.c */
 
 static const dlock__backend *const backends[] = {
     &dlock__etcd_backend, /* etcd:// (etcd_none.c refuses it without etcd) */
+    &dlock__zk_backend,   /* zk:// (zk_none.c refuses it without ZooKeeper) */
     &dlock__redis_backend,
 };
 

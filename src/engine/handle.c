@@ -27,6 +27,16 @@ dlock_lock_state dlock__lock_get_state(dlock_lock *l)
     return st;
 }
 
+void dlock__lock_waiter_wake(dlock_lock *l)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
+    l->waiter.woken++;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
+    if (l->waiter.wake)
+        l->waiter.wake(l->waiter.wake_arg);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
+}
+
 void dlock__lock_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at_ns)
 {
     struct timespec ts = dlock__timespec_of(wake_at_ns);

@@ -235,6 +235,11 @@ int dlock__lock_begin_acquire(dlock_lock *l, int64_t wait_ms);
  * a wake-up message (the waiter record's count moved past `woken`) or
  * wake_at_ns; consumes nothing (the caller reads and clears the cancel). */
 void dlock__lock_sleep_until(dlock_lock *l, unsigned woken, int64_t wake_at_ns);
+/* A store's own watch saw what a waiter in line waits for (etcd's stream,
+ * ZooKeeper's watch on the node before ours): its sleep ends as on a
+ * release message (the waiter record's count moves, its loop is woken).
+ * Any thread; takes the handle's mutex. */
+void dlock__lock_waiter_wake(dlock_lock *l);
 /* The end of the handle's lease for the watchdog's schedule (a renewal
  * record's `lease_end` hook, for every backend): INT64_MAX while it is
  * unknown (after an adopt, until an extend). `owner` is the dlock_lock. */

@@ -82,18 +82,6 @@ int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
 
 /* ---- looking ------------------------------------------------------------------ */
 
-/* Wake the wait's sleep for a look now, as a release message does
- * (wakeup_chan.c). */
-static void wake(dlock_lock *l)
-{
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&l->mu));
-    l->waiter.woken++;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&l->cond));
-    if (l->waiter.wake)
-        l->waiter.wake(l->waiter.wake_arg);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&l->mu));
-}
-
 static void watch_ended(dlock__etcd_watch *ww)
 {
     dlock__etcd_wait *w = DLOCK__OWNER(ww, dlock__etcd_wait, watch);
@@ -114,7 +102,9 @@ static void watch_ended(dlock__etcd_watch *ww)
      * by. This takes a read off every hand-over. */
     if (ww->look && ww->deleted && w->last_only && ww->created && ww->created_rev <= ww->read_rev)
         w->owner = 1;
-    wake(w->l); /* the key before ours went */
+    /* The key before ours went: wake the wait's sleep for a look, as a
+     * release message does (wakeup_chan.c). */
+    dlock__lock_waiter_wake(w->l);
 }
 
 /* The stream started after the line changed since our read: what
@@ -123,7 +113,7 @@ static void watch_ended(dlock__etcd_watch *ww)
  * covers, and the stream stays. Once per stream. */
 static void watch_moved(dlock__etcd_watch *ww)
 {
-    wake(DLOCK__OWNER(ww, dlock__etcd_wait, watch)->l);
+    dlock__lock_waiter_wake(DLOCK__OWNER(ww, dlock__etcd_wait, watch)->l);
 }
 
 /* Watch only the key just before ours (no herd). The stream starts at

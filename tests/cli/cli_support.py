@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Server start-up shared by the dlock command's tests (test_cli.py,
-test_cli_kinds.py, test_cli_etcd.py): free loopback ports, polling, a
-server process of our own started with retries (redis-server here, etcd
-in test_cli_etcd.py) and stopped by the process we started, never by name.
+test_cli_kinds.py, test_cli_etcd.py, test_cli_zk.py): free loopback
+ports, polling, a server process of our own started with retries
+(redis-server here, etcd and ZooKeeper in their scripts) and stopped by
+the process we started, never by name; and the run tests every store's
+script shares (RunOnAStore).
 
 Imported by the test scripts from their own directory (Python puts a
 script's directory first on sys.path), so ctest needs nothing more.
@@ -160,3 +162,35 @@ class MoreRedisServers:
         for s in cls.more:
             s.stop()
         super().tearDownClass()
+
+
+class RunOnAStore:
+    """The run tests every store's CLI test shares (test_cli_etcd.py,
+    test_cli_zk.py), mixed into its unittest.TestCase: the class has
+    dlock(*args) and spawn(*args) on its store, self.name, and TOKEN_RE,
+    what a token there looks like."""
+
+    TOKEN_RE = None
+
+    def test_run_passes_the_status_and_releases(self):
+        r = self.dlock("run", self.name, "--", "sh", "-c", 'echo "$DLOCK_TOKEN"; exit 7')
+        self.assertEqual(r.returncode, 7, r.stderr)
+        self.assertRegex(r.stdout.strip(), self.TOKEN_RE)
+        s = self.dlock("status", self.name)
+        self.assertEqual(s.returncode, 1, s.stderr)  # free
+        self.assertIn("free", s.stdout)
+
+    def test_busy_lock_exits_1_and_waiting_gets_it_after_release(self):
+        # Long enough for two more dlock starts under a sanitizer on a busy
+        # machine (the try-once below must still find it held).
+        p = self.spawn("run", self.name, "--", "sleep", "5")
+        self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
+        r = self.dlock("run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("held by another owner", r.stderr)
+        r = self.dlock("run", "-w", "20s", "--fence", self.name, "--", "sh", "-c",
+                       'echo "$DLOCK_FENCE"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(int(r.stdout), 0)
+        p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0)

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import unittest
 
-from cli_support import free_port, start_process, stop_process, wait_until
+from cli_support import RunOnAStore, free_port, start_process, stop_process, wait_until
 from test_cli import make_certs
 
 DLOCK = None
@@ -81,7 +81,9 @@ class Etcd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class EtcdCli(unittest.TestCase):
+class EtcdCli(RunOnAStore, unittest.TestCase):
+    TOKEN_RE = TOKEN_RE
+
     @classmethod
     def setUpClass(cls):
         cls.etcd = Etcd()
@@ -104,29 +106,6 @@ class EtcdCli(unittest.TestCase):
     def spawn(self, *args):
         return subprocess.Popen([DLOCK, "-r", self.etcd.url, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-
-    def test_run_passes_the_status_and_releases(self):
-        r = self.dlock("run", self.name, "--", "sh", "-c", 'echo "$DLOCK_TOKEN"; exit 7')
-        self.assertEqual(r.returncode, 7, r.stderr)
-        self.assertRegex(r.stdout.strip(), TOKEN_RE)
-        s = self.dlock("status", self.name)
-        self.assertEqual(s.returncode, 1, s.stderr)  # free
-        self.assertIn("free", s.stdout)
-
-    def test_busy_lock_exits_1_and_waiting_gets_it_after_release(self):
-        # Long enough for two more dlock starts under a sanitizer on a busy
-        # machine (the try-once below must still find it held).
-        p = self.spawn("run", self.name, "--", "sleep", "5")
-        self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
-        r = self.dlock("run", "-n", self.name, "--", "true")
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("held by another owner", r.stderr)
-        r = self.dlock("run", "-w", "20s", "--fence", self.name, "--", "sh", "-c",
-                       'echo "$DLOCK_FENCE"')
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertGreater(int(r.stdout), 0)
-        p.communicate(timeout=30)
-        self.assertEqual(p.returncode, 0)
 
     def test_acquire_status_extend_release_by_token(self):
         r = self.dlock("acquire", "-t", "10s", self.name)

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A handle's part on ZooKeeper (l->store): the lock's path, the node the
+ * handle has in its line (Curator's InterProcessMutex layout, so that a
+ * Curator client and dlock share a lock: <path>/_c_<uuid>-lock-<seq>,
+ * the owner the lowest sequence), and the one request of the engine's
+ * the handle has in flight. The wait is zk_wait.c's; the hold's release,
+ * extend, renewal and cleanup are zk_backend.c's. */
+#ifndef DLOCK_ZK_LOCK_H
+#define DLOCK_ZK_LOCK_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "op.h"
+#include "zk_session.h"
+
+/* What a node's name holds before its sequence: Curator's lock name. */
+#define DLOCK__ZK_LOCK_NAME "-lock-"
+
+typedef struct dlock__zk_lockdata {
+    dlock__zk *z;
+    char path[DLOCK__ZK_PATH_MAX]; /* the lock's node: "/" + the key, or the key if it is a path */
+    int bad_path;                  /* the key is no ZooKeeper path: acquires say so */
+    /* Our node in the line, "" none: its path, its create zxid (the
+     * fence) and the session that owns it. */
+    char node[DLOCK__ZK_PATH_MAX];
+    int64_t czxid;
+    int64_t owner_session;
+    /* A node whose delete did not get through (a cut leave, a failed
+     * release): deleted before the next begin, and by the free, else it
+     * stays in line as long as the session. "" none. */
+    char owed[DLOCK__ZK_PATH_MAX];
+    dlock__zk_watch *watch; /* the waiter's watch on the node before ours */
+    dlock__zk_call call;    /* the engine's request in flight */
+    dlock__op *op;
+    int step;               /* what call is doing (zk_wait.c, zk_backend.c) */
+    int failures;           /* looks failed in a row (their backoff) */
+    int parents_made;       /* this step made the lock's ancestors already */
+    int trying;             /* the step is a try's (a begin's: 0) */
+} dlock__zk_lockdata;
+
+#define DLOCK__ZK_LD(l) ((dlock__zk_lockdata *)(l)->store)
+
+/* The sequence of a node's name (its last DLOCK__ZK_LOCK_NAME's digits), or
+ * -1 if it is no lock node. */
+int64_t dlock__zk_node_seq(const char *name);
+
+/* The lock's node for a key: the key if it is a path ("/locks/a", as
+ * Curator's users name theirs), else "/" + the key. 1 if that is a
+ * ZooKeeper path (no empty, . or .. segment, no trailing slash, 64 bytes
+ * to spare for a node below it), else 0. */
+int dlock__zk_lock_path(char *out, size_t cap, const char *key);
+
+/* dlock_client_status() and dlock_client_holders() (zk_inspect.c). */
+int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
+                     dlock_lock_status *summary);
+int dlock__zk_holders(dlock_client *c, const char *key, size_t klen, size_t node,
+                      dlock_holders_info *info, dlock_holder *out, size_t max_out);
+
+int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op);
+int dlock__zk_wait_try(dlock_lock *l, dlock__op *op);
+int dlock__zk_wait_watch(dlock_lock *l);
+int dlock__zk_wait_watch_ready(dlock_lock *l, int64_t until_ns);
+void dlock__zk_wait_unwatch(dlock_lock *l);
+int dlock__zk_wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
+int dlock__zk_wait_handed(dlock_lock *l);
+
+#endif

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""The dlock command on a zk:// URL, against a real ZooKeeper member.
+
+Usage: test_cli_zk.py PATH_TO_DLOCK [unittest options]
+
+Starts one ZooKeeper member (java, Debian's zookeeper package) on a free
+127.0.0.1 port in a temporary directory and stops exactly that process at
+the end; skipped without java or the jar. The same commands and exit
+statuses as on Redis: run, busy (1), waiting, status; a password in the URL
+shows as *** in ps; an unreachable ensemble exits 69.
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from cli_support import RunOnAStore, free_port, start_process, stop_process, wait_until
+
+DLOCK = None
+JAR = "/usr/share/java/zookeeper.jar"
+JAVA = "/usr/bin/java"
+TOKEN_RE = re.compile(r"^_c_[0-9a-f-]{36}-lock-[0-9]{10}$")
+
+
+class ZooKeeper:
+    """One standalone member of our own on 127.0.0.1, in a temporary
+    directory; stop() ends exactly it and removes the directory."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="dlock-cli-zk-")
+        self.log = open(os.path.join(self.dir, "zookeeper.log"), "w")
+
+        def argv():
+            self.port = free_port()
+            conf = os.path.join(self.dir, "zoo.cfg")
+            with open(conf, "w") as f:
+                f.write(f"tickTime=100\ndataDir={self.dir}/data\nclientPort={self.port}\n"
+                        "clientPortAddress=127.0.0.1\nmaxSessionTimeout=60000\n"
+                        "admin.enableServer=false\n4lw.commands.whitelist=ruok\n")
+            return [JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-cp", "/etc/zookeeper/conf:" + JAR,
+                    "org.apache.zookeeper.server.ZooKeeperServerMain", conf]
+        try:
+            self.proc = start_process(argv, self.ready, "ZooKeeper did not start", timeout=30,
+                                      stdout=self.log, stderr=self.log)
+        except BaseException:
+            self.log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    @property
+    def url(self):
+        return f"zk://127.0.0.1:{self.port}"
+
+    def ready(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"ruok")
+                return s.recv(4) == b"imok"
+        except OSError:
+            return False
+
+    def stop(self):
+        stop_process(self.proc, timeout=10)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@unittest.skipUnless(os.access(JAR, os.R_OK) and os.access(JAVA, os.X_OK),
+                     "no ZooKeeper (apt-get install zookeeper)")
+class ZkCli(RunOnAStore, unittest.TestCase):
+    TOKEN_RE = TOKEN_RE
+
+    @classmethod
+    def setUpClass(cls):
+        cls.zk = ZooKeeper()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.zk.stop()
+
+    def setUp(self):
+        self.name = "cli-" + self._testMethodName
+
+    def dlock(self, *args, url=None, timeout=30):
+        e = dict(os.environ)
+        e.pop("DLOCK_REDIS", None)
+        return subprocess.run([DLOCK, "-r", url or self.zk.url, *args], capture_output=True,
+                              text=True, timeout=timeout, env=e)
+
+    def spawn(self, *args, url=None):
+        return subprocess.Popen([DLOCK, "-r", url or self.zk.url, *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def test_a_password_in_the_url_is_not_shown_in_ps(self):
+        url = f"zk://app:s3cr3t-pw@127.0.0.1:{self.zk.port}"
+        p = self.spawn("run", self.name, "--", "sleep", "2", url=url)
+        try:
+            self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
+            with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+            self.assertNotIn("s3cr3t-pw", cmdline)
+            self.assertIn("app:***@", cmdline)
+        finally:
+            p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_an_unreachable_ensemble_exits_69(self):
+        r = self.dlock("--connect-timeout", "300ms", "run", self.name, "--", "true",
+                       url=f"zk://127.0.0.1:{free_port()}")
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("answered", r.stderr)
+
+    def test_a_bad_url_exits_64(self):
+        r = self.dlock("run", self.name, "--", "true", url="zk://host-without-port")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn("bad zk URL", r.stderr)
+
+
+if __name__ == "__main__":
+    DLOCK = sys.argv.pop(1)
+    unittest.main()
