@@ -80,23 +80,32 @@ static void init_of_version_1_writes_only_a_version_1_struct(void **state)
         assert_int_equal(m.bytes[i], GARBAGE);
 }
 
-/* Version 3 ended at cluster: its struct followed by garbage where the
- * version 4 observer pointer would be must not be called through. */
-static void version_3_options_take_no_observer_from_the_bytes_after_them(void **state)
+/* A client made from version v options followed by garbage: init writes
+ * nothing from `end` (the first field v lacks) on, and dlock_client_new()
+ * takes the struct as it is. */
+static dlock_client *client_of_version(unsigned v, size_t end)
 {
-    (void)state;
     union {
         unsigned char bytes[sizeof(dlock_client_options) + 64];
         dlock_client_options o;
     } m;
     memset(m.bytes, GARBAGE, sizeof m.bytes);
-    assert_int_equal(dlock_client_options_init(&m.o, 3), DLOCK_OK);
-    for (size_t i = offsetof(dlock_client_options, observer); i < sizeof m.bytes; i++)
+    assert_int_equal(dlock_client_options_init(&m.o, v), DLOCK_OK);
+    for (size_t i = end; i < sizeof m.bytes; i++)
         assert_int_equal(m.bytes[i], GARBAGE);
     const char *urls[] = {test_srv.url};
     dlock_client *c = NULL;
     char err[256] = "";
     assert_int_equal(dlock_client_new(&c, urls, 1, &m.o, err, sizeof err), DLOCK_OK);
+    return c;
+}
+
+/* Version 3 ended at cluster: its struct followed by garbage where the
+ * version 4 observer pointer would be must not be called through. */
+static void version_3_options_take_no_observer_from_the_bytes_after_them(void **state)
+{
+    (void)state;
+    dlock_client *c = client_of_version(3, offsetof(dlock_client_options, observer));
     dlock_lock *l = test_lock_new(c, "abi:v3", 5000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* no hook called */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -109,18 +118,7 @@ static void version_3_options_take_no_observer_from_the_bytes_after_them(void **
 static void version_4_options_take_no_identity_from_the_bytes_after_them(void **state)
 {
     (void)state;
-    union {
-        unsigned char bytes[sizeof(dlock_client_options) + 64];
-        dlock_client_options o;
-    } m;
-    memset(m.bytes, GARBAGE, sizeof m.bytes);
-    assert_int_equal(dlock_client_options_init(&m.o, 4), DLOCK_OK);
-    for (size_t i = offsetof(dlock_client_options, identity); i < sizeof m.bytes; i++)
-        assert_int_equal(m.bytes[i], GARBAGE);
-    const char *urls[] = {test_srv.url};
-    dlock_client *c = NULL;
-    char err[256] = "";
-    assert_int_equal(dlock_client_new(&c, urls, 1, &m.o, err, sizeof err), DLOCK_OK);
+    dlock_client *c = client_of_version(4, offsetof(dlock_client_options, identity));
     dlock_lock *l = test_lock_new(c, "abi:v4", 5000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     static const char id_key[] = "abi:v4\0id"; /* KEY NUL "id" */
@@ -138,18 +136,7 @@ static void version_4_options_take_no_identity_from_the_bytes_after_them(void **
 static void version_5_options_take_no_loop_from_the_bytes_after_them(void **state)
 {
     (void)state;
-    union {
-        unsigned char bytes[sizeof(dlock_client_options) + 64];
-        dlock_client_options o;
-    } m;
-    memset(m.bytes, GARBAGE, sizeof m.bytes);
-    assert_int_equal(dlock_client_options_init(&m.o, 5), DLOCK_OK);
-    for (size_t i = offsetof(dlock_client_options, loop); i < sizeof m.bytes; i++)
-        assert_int_equal(m.bytes[i], GARBAGE);
-    const char *urls[] = {test_srv.url};
-    dlock_client *c = NULL;
-    char err[256] = "";
-    assert_int_equal(dlock_client_new(&c, urls, 1, &m.o, err, sizeof err), DLOCK_OK);
+    dlock_client *c = client_of_version(5, offsetof(dlock_client_options, loop));
     dlock_lock *l = test_lock_new(c, "abi:v5", 5000, 0, 10, 200);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
