@@ -5,7 +5,11 @@ etcd backend beside Redis, in one run, with dlock's peers worker, and etcd's
 own Go lock (concurrency.Mutex on a Session, bench/go/etcd_mutex_worker.go)
 as a peer on the same etcd member.
 
-Usage: bench/etcd-vs-redis.py [BUILD_DIR] [--rounds N]
+Usage: bench/etcd-vs-redis.py [BUILD_DIR] [--rounds N] [--s1-only]
+
+When BUILD_DIR/bench/etcd-transport-probe was built (bench/CMakeLists.txt
+says what it needs), its gRPC and gateway rows run S1 too: Go's Mutex
+cycle, the same requests, over each transport (bench/etcd-transport/).
 
 The Go worker is built into BUILD_DIR/bench/etcd-go-worker when it is
 missing or older than its source, in GOPATH mode against Debian's etcd 3.4
@@ -135,8 +139,9 @@ def run_workers(worker, tmp, url, mode, n, tag, extra):
     return start, res, samples
 
 
-def s1(worker, tmp, url, tag):
-    _, res, lat = run_workers(worker, tmp, url, "cycle", 1, tag, ["warmup=0.5", "duration=5"])
+def s1(worker, tmp, url, tag, extra=()):
+    _, res, lat = run_workers(worker, tmp, url, "cycle", 1, tag,
+                              ["warmup=0.5", "duration=5", *extra])
     r = res[0]
     return (r["n"] / r["elapsed_s"], pct(lat, 50) / 1e3, pct(lat, 99) / 1e3,
             r["viol"] + r["errors"], max(lat, default=0) / 1e6)
@@ -155,6 +160,10 @@ def main():
     build = "build"
     rounds = 2
     args = sys.argv[1:]
+    scenarios = ("S1", "S3")
+    if "--s1-only" in args:
+        args.remove("--s1-only")
+        scenarios = ("S1",)
     if "--rounds" in args:
         i = args.index("--rounds")
         rounds = int(args[i + 1])
@@ -168,19 +177,26 @@ def main():
     peers = [("redis", worker, rurl), ("etcd", worker, eurl)]
     if gow:
         peers.append(("go-etcd", gow, eurl))
+    probe = os.path.join(build, "bench", "etcd-transport-probe")
+    probes = []
+    if os.path.exists(probe):  # S1 only: the same requests as Go's Mutex
+        probes = [(f"{t}-probe", probe, eurl, [f"transport={t}"]) for t in ("grpc", "http")]
     rows = []
     try:
         for r in range(rounds):
             for name, w, url in peers:
                 rows.append((name, "S1", r, *s1(w, tmp, url, f"{name}-s1-{r}")))
-                rows.append((name, "S3", r, *s3(w, tmp, url, f"{name}-s3-{r}")))
+                if "S3" in scenarios:
+                    rows.append((name, "S3", r, *s3(w, tmp, url, f"{name}-s3-{r}")))
+            for name, w, url, extra in probes:
+                rows.append((name, "S1", r, *s1(w, tmp, url, f"{name}-s1-{r}", extra)))
     finally:
         stop_servers(procs)
         shutil.rmtree(tmp, ignore_errors=True)
     print("backend scen round   rate/s   p50_us   p99_us  max_ms  viol+err")
     for name, sc, r, rate, p50, p99, bad, mx in sorted(rows, key=lambda x: (x[1], x[0], x[2])):
         print(f"{name:7} {sc:4} {r:5} {rate:8.1f} {p50:8.0f} {p99:8.0f} {mx:7.1f} {bad:9}")
-    for sc in ("S1", "S3"):
+    for sc in scenarios:
         def med(n):
             v = sorted(x[3] for x in rows if x[0] == n and x[1] == sc)
             return v[len(v) // 2]
@@ -189,6 +205,10 @@ def main():
         if gow:
             print(f"{sc}: etcd / Go Mutex = {med('etcd') / med('go-etcd'):.3f} "
                   f"(median rates {med('etcd'):.1f} / {med('go-etcd'):.1f} per s)")
+        if gow and probes and sc == "S1":
+            for p in ("grpc-probe", "http-probe"):
+                print(f"S1: {p} / Go Mutex = {med(p) / med('go-etcd'):.3f} "
+                      f"(median rates {med(p):.1f} / {med('go-etcd'):.1f} per s)")
 
 
 if __name__ == "__main__":
