@@ -459,7 +459,8 @@ dlock_client_stats(const dlock_client *client, dlock_stats *out, size_t size);
  *  dlock runs its network work on an event loop it does not own: a client
  *  made with dlock_client_options.loop set ("a looped client") does
  *  everything on the application's loop (libuv, libevent, a hand-written
- *  epoll or poll loop), with no thread of its own, and its locks are
+ *  epoll or poll loop), with no thread of its own (zk:// excepted: its
+ *  session thread, see dlock_client_new()), and its locks are
  *  taken and let go with the _start verbs (dlock_lock_acquire_start()),
  *  whose callbacks run from the loop. The loop is reached through four
  *  hooks, as hiredis's async context reaches its loop through its `ev`
@@ -723,7 +724,8 @@ typedef struct dlock_client_options {
     /* --- version 6 --- */
     /** The application's event loop (see "Event loops"), copied by
      *  dlock_client_new(): the client then runs all its work there, from
-     *  the loop's thread, with no thread of its own, and its locks use the
+     *  the loop's thread, with no thread of its own (zk://: one, its
+     *  session's, see dlock_client_new()), and its locks use the
      *  _start verbs. NULL (the default): the blocking verbs, with the
      *  client's own watchdog and wake-up threads. */
     const dlock_loop *loop;
@@ -817,8 +819,11 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * connect_timeout_ms at most: DLOCK_EIO if no member answers, DLOCK_EAUTH
  * if the credentials are refused. The session's timeout (10 s by default)
  * is the lease of every hold of the client (ttl_ms is not used); plain,
- * exclusive and fair locks only (other kinds: DLOCK_ENOTSUP), no adopt,
- * no event loop (the loop option: DLOCK_ENOTSUP).
+ * exclusive and fair locks only (other kinds: DLOCK_ENOTSUP), no adopt.
+ * With the loop option the client still keeps one thread of its own, its
+ * session's (ZooKeeper's C client needs one driver of its handle), which
+ * hands every answer and watch event to the loop through an eventfd the
+ * loop watches: callbacks run on the loop's thread as for Redis.
  * A build without it (DLOCK_WITH_ZOOKEEPER=OFF) refuses zk:// URLs with
  * DLOCK_ENOTSUP. docs/backends.md, "ZooKeeper".
  *
@@ -1690,7 +1695,8 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  Threading: a looped client and its handles are used from the loop's
  *  thread only, callbacks included (dlock makes no thread for it: the
  *  watchdog's renewals, the wake-up subscriptions and on_lost run on the
- *  loop too). From a callback any call may be made, on any lock of the
+ *  loop too; a zk:// client alone keeps its ZooKeeper session's thread,
+ *  which never runs a callback). From a callback any call may be made, on any lock of the
  *  client, the callback's own included (start its next request, free
  *  it). One request at a time per handle: a start while one is pending
  *  returns DLOCK_EBUSY. The blocking verbs (dlock_lock_acquire(),

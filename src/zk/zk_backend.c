@@ -292,14 +292,6 @@ static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
                  opts->cluster ? "cluster" : "tls");
         return DLOCK_EINVAL;
     }
-    if (opts->loop) {
-        /* A waiter's watch fires on the session thread, and a looped
-         * client's wait may only be woken from its loop's thread: the
-         * watch would need the eventfd hop the calls have (issue 41's
-         * next stage). */
-        snprintf(err, err_len, "zk:// on an application's event loop is not supported yet");
-        return DLOCK_ENOTSUP;
-    }
     c->quorum = 1;
     dlock__zk_url u;
     int rc = dlock__zk_url_parse(&u, urls, n_urls, err, err_len);

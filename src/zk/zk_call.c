@@ -110,8 +110,13 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
     dlock__zk_watch *w = ctx;
     dlock__zk *z = w->z;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
-    if (w->fired)
-        w->fired(w->arg);
+    if (w->fired) { /* not dropped: its eventfd is open, and watch_ready runs fired */
+        uint64_t one = 1;
+        ssize_t n;
+        do
+            n = write(w->efd, &one, sizeof one);
+        while (n < 0 && errno == EINTR);
+    }
     if (type != ZOO_SESSION_EVENT && w->zh) {
         w->zh = NULL;
         dlock__zk_watch_unref_locked(z, w);
@@ -257,7 +262,21 @@ int dlock__zk_error(int zrc)
 
 /* ---- watches ---------------------------------------------------------------- */
 
-dlock__zk_watch *dlock__zk_watch_new(dlock__zk *z, void (*fired)(void *arg), void *arg)
+/* On the watch's loop: the session thread saw an event. */
+static void watch_ready(dlock__io *io, unsigned events)
+{
+    (void)events;
+    dlock__zk_watch *w = DLOCK__OWNER(io, dlock__zk_watch, io);
+    uint64_t n;
+    if (read(w->efd, &n, sizeof n) != (ssize_t)sizeof n)
+        return; /* not yet (a spurious wake-up) */
+    /* fired is set and cleared on this thread only: no lock to read it */
+    if (w->fired)
+        w->fired(w->arg);
+}
+
+dlock__zk_watch *dlock__zk_watch_new(dlock__zk *z, dlock__loop *loop, void (*fired)(void *arg),
+                                     void *arg)
 {
     dlock__zk_watch *w = dlock__calloc(1, sizeof *w);
     if (!w)
@@ -266,6 +285,16 @@ dlock__zk_watch *dlock__zk_watch_new(dlock__zk *z, void (*fired)(void *arg), voi
     w->fired = fired;
     w->arg = arg;
     w->refs = 1;
+    w->loop = loop;
+    w->io.fd = w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    w->io.want = DLOCK__IO_READ;
+    w->io.ready = watch_ready;
+    if (w->efd < 0 || dlock__io_set(loop, &w->io) != DLOCK_OK) {
+        if (w->efd >= 0)
+            close(w->efd);
+        dlock__free(w);
+        return NULL;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
     w->next = z->watches;
     z->watches = w;
@@ -277,9 +306,12 @@ void dlock__zk_watch_drop(dlock__zk *z, dlock__zk_watch *w)
 {
     if (!w)
         return;
+    dlock__io_clear(w->loop, &w->io);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
-    w->fired = NULL;
+    w->fired = NULL; /* the session thread writes efd no more */
     w->arg = NULL;
+    close(w->efd);
+    w->efd = -1;
     dlock__zk_watch_unref_locked(z, w);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
 }

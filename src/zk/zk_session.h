@@ -107,13 +107,17 @@ int dlock__zk_path_set(char *out, const char *a, const char *b);
 /* ZooKeeper's code as dlock's. */
 int dlock__zk_error(int zrc);
 
-/* A watch on a node for a waiter: fired(arg) runs on the session thread
- * when the node goes or changes, or the session's state changes (the
- * waiter then looks again), until dlock__zk_watch_drop(). NULL: no
- * memory. */
-dlock__zk_watch *dlock__zk_watch_new(dlock__zk *z, void (*fired)(void *arg), void *arg);
-/* The caller is done with w: fired never runs again once this returns.
- * NULL does nothing. */
+/* A watch on a node for a waiter: fired(arg) runs on loop (the waiter's,
+ * whose thread calls this) when the node goes or changes, or the
+ * session's state changes (the waiter then looks again), until
+ * dlock__zk_watch_drop(). The C client tells the session thread, which
+ * hands the event over through an eventfd on loop, as a call's answer
+ * comes: a waiter on an application's event loop may only be woken from
+ * that loop's thread. NULL: no memory, no eventfd, or the loop's error. */
+dlock__zk_watch *dlock__zk_watch_new(dlock__zk *z, dlock__loop *loop, void (*fired)(void *arg),
+                                     void *arg);
+/* The caller (on the watch's loop) is done with w: fired never runs again
+ * once this returns, and w is off the loop. NULL does nothing. */
 void dlock__zk_watch_drop(dlock__zk *z, dlock__zk_watch *w);
 
 #endif

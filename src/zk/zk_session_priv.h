@@ -15,8 +15,13 @@
 
 struct dlock__zk_watch {
     struct dlock__zk *z;
-    void (*fired)(void *arg); /* under z->mu; NULL once dropped */
+    void (*fired)(void *arg); /* set and cleared on loop, under z->mu; NULL once dropped */
     void *arg;
+    /* The hop to the waiter's loop: the session thread writes efd (under
+     * z->mu, while fired is set), io runs fired there. */
+    dlock__loop *loop;
+    int efd;
+    dlock__io io;
     zhandle_t *zh;      /* the handle it was set on (NULL: not set yet) */
     int refs;           /* the caller's, and the handle's while set: under z->mu */
     struct dlock__zk_watch *next; /* z->watches */

@@ -56,11 +56,16 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Answer the engine's request (from the call's done: on op->loop). */
+/* Answer the engine's request (from the call's done: on op->loop). A
+ * failure that ends the wait (no retry) drops the watch, as the grant in
+ * looked() does: its eventfd is on this wait's loop, which a blocking
+ * call takes down with it. */
 static void answer(dlock_lock *l, int code, unsigned flags, int64_t look_ms)
 {
     dlock__op *op = LD(l)->op;
     LD(l)->step = 0;
+    if (code != DLOCK_OK && !(flags & DLOCK__V_RETRY))
+        dlock__zk_wait_unwatch(l);
     op->v.code = code;
     op->v.flags = flags;
     op->v.look_ms = look_ms;
@@ -137,8 +142,8 @@ static void created(dlock_lock *l, dlock__zk_call *c)
 }
 
 /* The node before ours went, or the session moved: the waiter's sleep
- * ends, as a release message ends it (wakeup_chan.c). On the session
- * thread. */
+ * ends, as a release message ends it (wakeup_chan.c). On the wait's loop
+ * (the watch's hop). */
 static void pred_gone(void *arg)
 {
     dlock__lock_waiter_wake(arg);
@@ -181,6 +186,7 @@ static void looked(dlock_lock *l, dlock__zk_call *c)
         l->fence = (l->opts.flags & DLOCK_NO_FENCE) || !l->kind->fenced ? 0 : (uint64_t)d->czxid;
         l->holds = 1;
         dlock__lock_granted(l, c->sent_ns + dlock__zk_session_ms(d->z) * DLOCK__NS_PER_MS);
+        dlock__zk_wait_unwatch(l);
         answer(l, DLOCK_OK, 0, -1);
         return;
     }
@@ -193,7 +199,7 @@ static void looked(dlock_lock *l, dlock__zk_call *c)
     char path[DLOCK__ZK_PATH_MAX];
     (void)(dlock__zk_path_set(path, d->path, "/") && dlock__zk_path_set(path, path, pred));
     dlock__zk_watch_drop(d->z, d->watch);
-    d->watch = dlock__zk_watch_new(d->z, pred_gone, l);
+    d->watch = dlock__zk_watch_new(d->z, d->op->loop, pred_gone, l);
     d->call.watch = d->watch;
     if (!d->watch || call(l, STEP_WATCH, DLOCK__ZK_WATCH, path) != DLOCK_OK)
         answer(l, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, RECHECK_MS);
@@ -309,7 +315,7 @@ int dlock__zk_wait_watch(dlock_lock *l)
     if (!d->node[0])
         return DLOCK_ENOTSUP;
     /* The looks set the watch; this one only says where it wakes. */
-    if (!d->watch && !(d->watch = dlock__zk_watch_new(d->z, pred_gone, l)))
+    if (!d->watch && !(d->watch = dlock__zk_watch_new(d->z, d->op->loop, pred_gone, l)))
         return DLOCK_ENOMEM;
     return DLOCK_OK;
 }

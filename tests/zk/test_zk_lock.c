@@ -22,7 +22,6 @@
 
 #include "client.h"
 #include "dlock.h"
-#include "dlock/poll.h"
 #include "history.h"
 #include "proc.h"
 #include "test_util.h"
@@ -93,23 +92,6 @@ static void bad_urls_are_einval(void **state)
     const char *two[] = {"zk://h:1", "redis://h:2"};
     dlock_client *c = NULL;
     assert_int_equal(dlock_client_new(&c, two, 2, NULL, NULL, 0), DLOCK_EINVAL);
-}
-
-static void a_client_on_an_event_loop_is_refused_for_now(void **state)
-{
-    (void)state;
-    dlock_poll dp;
-    dlock_poll_init(&dp);
-    dlock_loop hooks = dlock_poll_loop(&dp);
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.loop = &hooks;
-    dlock_client *c = NULL;
-    const char *u = srv.url;
-    char err[256] = "";
-    assert_int_equal(dlock_client_new(&c, &u, 1, &o, err, sizeof err), DLOCK_ENOTSUP);
-    assert_non_null(strstr(err, "event loop"));
-    assert_null(c);
-    dlock_poll_free(&dp);
 }
 
 static void an_unreachable_member_fails_the_client_with_eio(void **state)
@@ -571,7 +553,6 @@ int main(void)
         cmocka_unit_test(bad_urls_are_einval),
         cmocka_unit_test(a_dead_holders_lock_passes_on_when_its_session_expires),
         cmocka_unit_test(an_unreachable_member_fails_the_client_with_eio),
-        cmocka_unit_test(a_client_on_an_event_loop_is_refused_for_now),
         cmocka_unit_test(fences_grow_and_try_once_is_refused_while_held),
         cmocka_unit_test(a_waiter_is_woken_by_the_release_not_its_recheck),
         cmocka_unit_test(a_cancelled_waiter_leaves_no_node_in_line),
