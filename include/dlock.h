@@ -1389,7 +1389,10 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, empty or long name, TTL out of
  *         range, unknown flags or version, retry bounds, renew_interval_ms
  *         not below the TTL, lock_delay_ms below 0 or above
- *         DLOCK_LOCK_DELAY_MAX_MS, DLOCK_SHARED with DLOCK_EXCLUSIVE),
+ *         DLOCK_LOCK_DELAY_MAX_MS, DLOCK_SHARED with DLOCK_EXCLUSIVE; on
+ *         zk://, a key that is no ZooKeeper path: an empty, "." or ".."
+ *         segment, a trailing "/", or longer than the backend's path
+ *         limit),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
  *         over several nodes; shared locks, several names and

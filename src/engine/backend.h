@@ -99,7 +99,9 @@ typedef struct dlock__backend {
      * DLOCK_ENOTSUP. */
     const struct dlock__kind *(*kind_for)(const dlock_client *c, const struct dlock__kind *k);
     /* The backend's part of a new handle (its keys, its record);
-     * DLOCK_OK or DLOCK_ENOMEM. lock_clear frees it: in a fork child
+     * DLOCK_OK, DLOCK_ENOMEM, or DLOCK_EINVAL for a name that is no key
+     * of this store (a ZooKeeper path), which dlock_lock_new() returns.
+     * lock_clear frees it, also after a failed lock_init: in a fork child
      * (forked) memory only. */
     int (*lock_init)(dlock_lock *l);
     void (*lock_clear)(dlock_lock *l, int forked);

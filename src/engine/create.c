@@ -131,10 +131,11 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
                                   .ttl_ms = opts->ttl_ms,
                                   .interval_ms = opts->renew_interval_ms};
     l->waiter = (dlock__waiter){.mu = &l->mu, .cond = &l->cond, .canceled = &l->canceled};
-    if (l->backend->lock_init(l) != DLOCK_OK) {
+    int rc = l->backend->lock_init(l);
+    if (rc != DLOCK_OK) {
         dlock__lock_destroy(l); /* nothing taken yet: memory only (lock_clear takes
                                    what lock_init made of it) */
-        return DLOCK_ENOMEM;
+        return rc == DLOCK_EINVAL ? rc : DLOCK_ENOMEM;
     }
     *out = l;
     return DLOCK_OK;

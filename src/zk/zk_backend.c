@@ -54,9 +54,9 @@ static int lock_init(dlock_lock *l)
     if (!d)
         return DLOCK_ENOMEM;
     d->z = ZK(l->client);
-    d->bad_path = !dlock__zk_lock_path(d->path, sizeof d->path, l->name);
-    l->store = d;
-    return DLOCK_OK;
+    l->store = d; /* lock_clear frees it, also on a refusal */
+    /* a key that is no path would be refused by every request */
+    return dlock__zk_lock_path(d->path, sizeof d->path, l->name) ? DLOCK_OK : DLOCK_EINVAL;
 }
 
 static void lock_clear(dlock_lock *l, int forked)

@@ -20,7 +20,6 @@
 typedef struct dlock__zk_lockdata {
     dlock__zk *z;
     char path[DLOCK__ZK_PATH_MAX]; /* the lock's node: "/" + the key, or the key if it is a path */
-    int bad_path;                  /* the key is no ZooKeeper path: acquires say so */
     /* Our node in the line, "" none: its path, its create zxid (the
      * fence) and the session that owns it. */
     char node[DLOCK__ZK_PATH_MAX];

@@ -268,22 +268,9 @@ static void step_done(dlock__zk_call *c)
     }
 }
 
-/* The lock's path, checked once per acquire: a key that is no ZooKeeper
- * path is refused. */
-static int path_ok(dlock_lock *l)
-{
-    if (!LD(l)->bad_path)
-        return 1;
-    dlock__err_set(&l->err, "\"%s\" is no ZooKeeper path (no empty, . or .. segment, "
-                   "no trailing /, %d bytes at most)", l->name, DLOCK__ZK_PATH_MAX - 64);
-    return 0;
-}
-
 int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op)
 {
     dlock__zk_lockdata *d = LD(l);
-    if (!path_ok(l))
-        return DLOCK_EINVAL;
     d->op = op;
     d->trying = 0;
     d->failures = 0;

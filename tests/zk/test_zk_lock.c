@@ -522,13 +522,21 @@ static void a_waiter_whose_session_expires_gets_back_in_line(void **state)
     line_free(&p);
 }
 
-static void a_name_that_is_no_path_is_einval_at_acquire(void **state)
+/* A key that is no ZooKeeper path is refused by dlock_lock_new(), for a
+ * handle and for a set of names, before anything is sent. */
+static void a_name_that_is_no_path_is_einval_at_new(void **state)
 {
     (void)state;
     dlock_client *c = client_of("");
-    dlock_lock *l = lock_of(c, "a//b", 0);
-    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EINVAL);
-    dlock_lock_free(l);
+    static const char *const bad[] = {"a//b", "a/", "a/./b", "a/../b", "/"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dlock_lock *l = (dlock_lock *)&l; /* not NULL: the refusal sets it so */
+        if (dlock_lock_new(&l, c, bad[i], NULL) != DLOCK_EINVAL)
+            fail_msg("\"%s\" was not refused", bad[i]);
+        assert_null(l);
+    }
+    dlock_lock *ok = lock_of(c, "a/b", 0);
+    dlock_lock_free(ok);
     /* and a reentrant lock is not served yet */
     dlock_lock *r = NULL;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
@@ -559,7 +567,7 @@ int main(void)
         cmocka_unit_test(contenders_never_overlap_and_fences_only_grow),
         cmocka_unit_test(a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it),
         cmocka_unit_test(a_waiter_whose_session_expires_gets_back_in_line),
-        cmocka_unit_test(a_name_that_is_no_path_is_einval_at_acquire),
+        cmocka_unit_test(a_name_that_is_no_path_is_einval_at_new),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
