@@ -1395,8 +1395,7 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         limit),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; shared locks, several names and
- *         lock_delay_ms on etcd),
+ *         over several nodes; shared locks and lock_delay_ms on etcd),
  *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)

@@ -78,8 +78,9 @@ typedef struct dlock__backend {
      * Redis: a key that expired may have been taken and given back since,
      * so a late confirmation proves nothing. */
     int late_answer_counts;
-    /* A set of names (set.c) may be made on this store: Redis 1; etcd 0
-     * (docs/primitives.md). */
+    /* A set of names (set.c) may be made on this store (1), or
+     * dlock_lock_new_multi() says DLOCK_ENOTSUP. Every store now: the set
+     * drives each name through the engine, whatever its wait. */
     int sets;
     /* Handles with a lock-delay (dlock_lock_options.lock_delay_ms) may be
      * made on this store (1), or dlock_lock_new() says DLOCK_ENOTSUP. */

@@ -428,6 +428,7 @@ const dlock__backend dlock__etcd_backend = {
     .list = dlock__etcd_list_names,
     .break_holds = dlock__etcd_break_holds,
     .late_answer_counts = 1,
+    .sets = 1,
     .renewal = &etcd_renewal_ops,
     .kind_for = kind_for,
     .lock_init = lock_init,

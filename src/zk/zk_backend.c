@@ -340,6 +340,7 @@ const dlock__backend dlock__zk_backend = {
     .status = dlock__zk_status,
     .holders = dlock__zk_holders,
     .late_answer_counts = 1,
+    .sets = 1,
     .renewal = &zk_renewal_ops,
     .kind_for = kind_for,
     .lock_init = lock_init,

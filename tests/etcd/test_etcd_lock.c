@@ -645,10 +645,16 @@ static void what_does_not_apply_is_refused(void **state)
     assert_int_equal(dlock_lock_adopt(p, "0000000000000000"), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_state_get(p), DLOCK_STATE_UNLOCKED);
     dlock_lock_free(p);
-    /* a set of names: Redis only (docs/primitives.md), and no handle made */
+    /* a set of names is made (test_etcd_multi takes them); a shared one
+     * is refused as a shared lock is, and no handle made */
     const char *ab[] = {"api-set-b", "api-set-a"};
-    dlock_lock *set = (dlock_lock *)1;
-    assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, NULL), DLOCK_ENOTSUP);
+    dlock_lock *set = NULL;
+    assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, NULL), DLOCK_OK);
+    dlock_lock_free(set);
+    dlock_lock_options so = DLOCK_LOCK_OPTIONS_INIT;
+    so.flags = DLOCK_SHARED;
+    set = (dlock_lock *)1;
+    assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, &so), DLOCK_ENOTSUP);
     assert_null(set);
     /* a lock-delay: Redis only for now (docs/lock-delay.md), and no handle
      * made; none pending to read either */
