@@ -63,6 +63,22 @@ int cli_parse_simple(const char *cmd, int argc, char **argv, cli_global *g, cons
     return 0;
 }
 
+/* A zk:// lock is its client's ZooKeeper session's: it ends when this
+ * process does, so a hold that outlives the command, and a token another
+ * process acts on, cannot be had there (docs/backends.md, "ZooKeeper"). */
+static int session_bound(const cli_global *g, const char *cmd)
+{
+    for (size_t i = 0; i < g->n_urls; i++) {
+        if (strncmp(g->urls[i], "zk://", 5) == 0) {
+            cli_msg("%s: a zk:// lock lives as long as its process's ZooKeeper session, so it "
+                    "cannot outlive this command nor be used by another process; hold it "
+                    "with 'dlock run NAME -- COMMAND'", cmd);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int cli_cmd_acquire(cli_global *g, int argc, char **argv)
 {
     cli_lock_opts o = CLI_LOCK_OPTS_INIT;
@@ -77,6 +93,10 @@ int cli_cmd_acquire(cli_global *g, int argc, char **argv)
     cli_block_signals(&mask); /* before the library starts any thread */
     if ((rc = cli_open_client(g, &c)) != 0)
         return rc;
+    if (session_bound(g, argv[0])) {
+        dlock_client_free(c);
+        return CLI_EXIT_UNAVAILABLE;
+    }
     dlock_lock_options lo = cli_lock_options(&o, 0);
     if ((rc = cli_open_lock(c, name, &lo, &lock)) != 0 ||
         (rc = cli_sigwatch_start(&sw, lock, -1)) != 0) {
@@ -124,6 +144,8 @@ static int adopt(cli_global *g, const char *cmd, const char *name, const char *t
     int rc = cli_open_client(g, c);
     if (rc)
         return rc;
+    if (session_bound(g, cmd))
+        return CLI_EXIT_UNAVAILABLE;
     /* Release and extend never touch the fencing counter. */
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.flags = DLOCK_NO_FENCE;

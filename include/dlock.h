@@ -166,8 +166,10 @@ typedef enum dlock_error {
     DLOCK_ENOMEM = -16,
     /** Not supported by this build or in this configuration
      *  (fair mode over several nodes; etcd:// or zk:// URLs in a build
-     *  without that store; on etcd, an extend to another TTL than the
-     *  lease's; on ZooKeeper, kinds other than exclusive and fair). */
+     *  without that store; on etcd, shared locks, lock-delay, and an
+     *  extend to another TTL of a handle whose lease other handles of its
+     *  owner share (DLOCK_REENTRANT); on ZooKeeper, the kinds and calls
+     *  its section of dlock_client_new() names). */
     DLOCK_ENOTSUP = -17,
     /** The server replied with something dlock never expects. */
     DLOCK_EPROTO = -18,
@@ -302,7 +304,7 @@ typedef struct dlock_acquire_event {
     size_t size;         /**< sizeof the struct the library filled */
     const char *name;    /**< the lock's name, as given (no key_prefix) */
     const char *kind;    /**< "plain", "counted", "fair", "shared", ... */
-    const char *backend; /**< "redis" or "etcd" */
+    const char *backend; /**< "redis", "etcd" or "zookeeper" */
     int64_t wait_ms;     /**< the wait asked for: 0 a try, -1 for ever */
     /** From acquire_start to acquire_end (0 in acquire_start). */
     int64_t duration_ns;
@@ -350,8 +352,9 @@ typedef struct dlock_node_event {
     int error;        /**< the dlock error code, 0 for a topology change */
 } dlock_node_event;
 
-/** A waiting acquire woke up (dlock_observer.wakeup). Reported by the
- *  waits the engine drives (not yet fair mode's or etcd's). */
+/** A waiting acquire woke up (dlock_observer.wakeup). Reported by every
+ *  wait (the engine drives them all): pushed when a message (Redis) or a
+ *  watch (etcd, ZooKeeper) woke it. */
 typedef struct dlock_wakeup_event {
     size_t size;
     const char *name;
@@ -818,9 +821,15 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * stores, the client opens its ZooKeeper session here and waits for it,
  * connect_timeout_ms at most: DLOCK_EIO if no member answers, DLOCK_EAUTH
  * if the credentials are refused. The session's timeout (10 s by default)
- * is the lease of every hold of the client (ttl_ms is not used); plain,
- * exclusive and fair locks only (other kinds: DLOCK_ENOTSUP), no adopt.
- * With the loop option the client still keeps one thread of its own, its
+ * is the lease of every hold of the client (ttl_ms is not used), so a
+ * hold never outlives its client (dlock_lock_forget() leaves it until the
+ * client is freed), and adopt, identity, list and break are DLOCK_ENOTSUP.
+ * Plain, exclusive and fair locks and several names at once; other kinds
+ * and lock_delay_ms are DLOCK_ENOTSUP. Not yet kept on ZooKeeper: a
+ * request's own io_timeout_ms (the C client's session timeout bounds a
+ * request to a stalled member instead), and a cancel's "within
+ * milliseconds" with a request in flight to a stalled member (the leave
+ * waits for the C client's answer, up to that timeout). With the loop option the client still keeps one thread of its own, its
  * session's (ZooKeeper's C client needs one driver of its handle), which
  * hands every answer and watch event to the loop through an eventfd the
  * loop watches: callbacks run on the loop's thread as for Redis.
@@ -836,7 +845,8 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  *         twice: the same host:port, or names that resolve to a common
  *         address and the same port, such as 127.0.0.1 and localhost; the
  *         message names both URLs; etcd:// with etcds://), DLOCK_ENOTSUP
- *         (etcd:// URLs in a build without etcd), DLOCK_ENOMEM.
+ *         (etcd:// or zk:// URLs in a build without that store),
+ *         DLOCK_EIO and DLOCK_EAUTH (zk:// only, above), DLOCK_ENOMEM.
  *         Thread-safe. Names that resolve apart but reach one server
  *         (127.0.0.1 and [::1], or TCP and its unix socket) are caught once
  *         connected, by the server's run_id: see dlock_lock_acquire().
@@ -989,7 +999,8 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  *            holds any one identity dlock writes; several holders' need
  *            more, or come cut).
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range, no
- *         buffer), or the node's error. Thread-safe.
+ *         buffer), DLOCK_ENOTSUP (a zk:// client), or the node's error.
+ *         Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_client_identity(dlock_client *client, const char *name, size_t node, char *buf,
@@ -1030,8 +1041,8 @@ dlock_client_holder_identity(dlock_client *client, const char *name, size_t node
  *                node, or 0 when none is pending (no hold ended without a
  *                release within its delay; a live hold's is not pending).
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range),
- *         DLOCK_ENOTSUP (an etcd:// client), or the node's error.
- *         Thread-safe.
+ *         DLOCK_ENOTSUP (an etcd:// or zk:// client), or the node's
+ *         error. Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_client_lock_delay(dlock_client *client, const char *name, size_t node, int64_t *left_ms);
@@ -1091,7 +1102,8 @@ typedef struct dlock_break_result {
  *         leaves result->removed_on > 0); the
  *         error of the only node; or
  *         DLOCK_ENOQUORUM when fewer than a majority of several nodes
- *         answered (holds may have been removed from those that did).
+ *         answered (holds may have been removed from those that did);
+ *         DLOCK_ENOTSUP on a zk:// client (not yet).
  */
 DLOCK_EXTERN(int)
 dlock_client_break(dlock_client *client, const char *name, uint64_t fence,
@@ -1183,7 +1195,8 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  *         DLOCK_EBUSY when a Cluster's slot map moved the master being
  *         walked meanwhile (list again; no callback then); the
  *         error of the only node; or DLOCK_ENOQUORUM when fewer than a
- *         majority of several nodes could be listed (no callback then).
+ *         majority of several nodes could be listed (no callback then);
+ *         DLOCK_ENOTSUP on a zk:// client (not yet).
  */
 DLOCK_EXTERN(int)
 dlock_client_list(dlock_client *client, const char *pattern, dlock_list_fn cb, void *arg);
@@ -1347,7 +1360,7 @@ typedef struct dlock_lock_options {
      *  It answers the problem fencing tokens answer, without the storage
      *  checking tokens, but only as well as the delay covers the longest
      *  write in flight (docs/lock-delay.md compares them). Every kind on
-     *  every Redis deployment; etcd: DLOCK_ENOTSUP for now. 0 (the
+     *  every Redis deployment; etcd and ZooKeeper: DLOCK_ENOTSUP for now. 0 (the
      *  default) is off; 0..DLOCK_LOCK_DELAY_MAX_MS. */
     int64_t lock_delay_ms;
 } dlock_lock_options;
@@ -1395,7 +1408,9 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         limit),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; shared locks and lock_delay_ms on etcd),
+ *         over several nodes; shared locks and lock_delay_ms on etcd;
+ *         on ZooKeeper reentrant and shared locks, semaphores and
+ *         lock_delay_ms),
  *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)
@@ -1589,7 +1604,9 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
  *         not a lease ID on etcd, a "turn:" value on Redis, which is a
  *         waiting acquire's turn and no holder's token (docs/waiting.md,
  *         "Runs and turns"), a reentrant or multi-name handle, or a handle
- *         that holds a lock already).
+ *         that holds a lock already), DLOCK_ENOTSUP (a zk:// client: a
+ *         hold there is its session's, which no other client can take
+ *         over).
  */
 DLOCK_EXTERN(int) dlock_lock_adopt(dlock_lock *lock, const char *token);
 
@@ -1653,10 +1670,12 @@ DLOCK_EXTERN(dlock_lock_state) dlock_lock_state_get(dlock_lock *lock);
  *  is TTL minus time since sending minus drift. Thread-safe. */
 DLOCK_EXTERN(int64_t) dlock_lock_validity_ms(dlock_lock *lock);
 
-/** The owner token (hex), or NULL when the handle holds nothing. Valid until
- *  the next call on the handle. DLOCK_TOKEN_HEX_LEN digits, except a fair
- *  lock's that waited on one node: 16 more, which name the client's
- *  wake-up channel (docs/waiting.md, "Addressed wake-ups"). */
+/** The owner token, or NULL when the handle holds nothing. Valid until
+ *  the next call on the handle. On Redis DLOCK_TOKEN_HEX_LEN hex digits,
+ *  except a fair lock's that waited on one node: 16 more, which name the
+ *  client's wake-up channel (docs/waiting.md, "Addressed wake-ups"); on
+ *  etcd the key's ID (16 hex digits); on ZooKeeper the hold's node name
+ *  (_c_UUID-lock-SEQUENCE, Curator's). */
 DLOCK_EXTERN(const char *) dlock_lock_token(const dlock_lock *lock);
 
 /** The fencing token of the current hold: grows with every grant of this

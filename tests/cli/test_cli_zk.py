@@ -6,9 +6,10 @@ Usage: test_cli_zk.py PATH_TO_DLOCK [unittest options]
 
 Starts one ZooKeeper member (java, Debian's zookeeper package) on a free
 127.0.0.1 port in a temporary directory and stops exactly that process at
-the end; skipped without java or the jar. The same commands and exit
-statuses as on Redis: run, busy (1), waiting, status; a password in the URL
-shows as *** in ps; an unreachable ensemble exits 69.
+the end; skipped without java or the jar. run, busy (1), waiting and status
+as on Redis; acquire, release and extend by token refused (69: a lock there
+ends with its process's session); a password in the URL shows as *** in
+ps; an unreachable ensemble exits 69.
 """
 import os
 import re
@@ -108,6 +109,20 @@ class ZkCli(RunOnAStore, unittest.TestCase):
         finally:
             p.communicate(timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_acquire_release_and_extend_are_refused_with_69(self):
+        """A zk:// lock is its session's and ends with the process: acquire
+        would print a token for a lock already gone (it did), so it is
+        refused, as release and extend by token are; nothing is left
+        held."""
+        for args in (("acquire", self.name), ("release", self.name, "_c_x-lock-0000000001"),
+                     ("extend", self.name, "_c_x-lock-0000000001")):
+            r = self.dlock(*args)
+            self.assertEqual(r.returncode, 69, r.stderr)
+            self.assertIn("dlock run", r.stderr)
+            self.assertEqual(r.stdout, "")
+        r = self.dlock("run", "-n", self.name, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_an_unreachable_ensemble_exits_69(self):
         r = self.dlock("--connect-timeout", "300ms", "run", self.name, "--", "true",
