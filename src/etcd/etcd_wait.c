@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "etcd_kv.h"
+#include "etcd_session.h"
 #include "etcd_step.h"
 #include "etcd_wait.h"
 #include "handle.h"
@@ -35,20 +36,41 @@ static int get_in_line(dlock__etcd_wait *w)
     return rc;
 }
 
-/* The owed revoke is back: paid, or owed again if it did not make it
- * (the lease lapses by itself meanwhile); on into line either way, but a
- * cancel ends the begin. */
+static void owed_paid(dlock__etcd_wait *w, int rc, long code, json_t *rep);
+
+/* What an earlier wait left owed, each once (a key on a session first,
+ * then a lease), with a cancel's budget: a member still down costs this
+ * acquire that much at most; then into line. */
+static int pay_then_enter(dlock__etcd_wait *w, int key_tried)
+{
+    struct dlock__etcd_lockdata *d = LD(w->l);
+    w->paying_key = !key_tried && d->owed_key.key;
+    if (w->paying_key)
+        return dlock__etcd_step_let_go(w, &d->owed_key, DLOCK__CANCEL_LEAVE_MS, owed_paid);
+    if (d->owed_lease)
+        return dlock__etcd_step_revoke_lease(w, d->owed_lease, DLOCK__CANCEL_LEAVE_MS, owed_paid);
+    return get_in_line(w);
+}
+
+/* The owed revoke (or key delete) is back: paid, or owed again if it did
+ * not make it (the lease lapses by itself meanwhile); on into line
+ * either way, but a cancel ends the begin. */
 static void owed_paid(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code, (void)rep;
-    if (rc == DLOCK_OK || rc == DLOCK_EEXPIRED)
-        LD(w->l)->owed_lease = 0;
+    int key = w->paying_key;
+    if (rc == DLOCK_OK || rc == DLOCK_EEXPIRED) {
+        if (key)
+            dlock__etcd_owed_key_clear(LD(w->l));
+        else
+            LD(w->l)->owed_lease = 0;
+    }
     if (rc == DLOCK_ECANCELED) {
         dlock__etcd_step_cancelled(w);
         dlock__etcd_step_answer(w, rc, 0, -1);
         return;
     }
-    if ((rc = get_in_line(w)) != DLOCK_OK)
+    if ((rc = key ? pay_then_enter(w, 1) : get_in_line(w)) != DLOCK_OK)
         dlock__etcd_step_answer(w, rc, 0, -1);
 }
 
@@ -72,12 +94,8 @@ int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
         /* found lost while a re-entry backed off: start over, as a lost
          * handle's acquire does */
         dlock__engine_ended(l, DLOCK_ELOST);
-    int64_t owed = LD(l)->owed_lease;
-    /* A revoke a cancel cut off is sent again first, with a cancel's
-     * budget: a member still down costs this acquire that much at most. */
-    int rc = owed ? dlock__etcd_step_revoke_lease(w, owed, DLOCK__CANCEL_LEAVE_MS, owed_paid)
-                  : get_in_line(w);
-    return dlock__etcd_step_started(w, rc);
+    /* A revoke a cancel cut off is sent again first */
+    return dlock__etcd_step_started(w, pay_then_enter(w, 0));
 }
 
 /* ---- looking ------------------------------------------------------------------ */
@@ -240,7 +258,11 @@ static void kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     if (rc == DLOCK_OK) {
         h->valid_until_ns = w->sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
         w->next_renew_ns = dlock__deadline_after_ms(w->renew_every_ms);
+        if (w->s->sess)
+            dlock__etcd_session_kept(w->s->sess, h->valid_until_ns);
         rc = read_pred(w);
+    } else if (rc == DLOCK_EEXPIRED && w->s->sess) {
+        dlock__etcd_session_gone(w->s->sess); /* the next place goes on a new one */
     }
     if (rc != DLOCK_OK)
         look_failed(w, rc);
