@@ -380,11 +380,11 @@ static int cleanup_start(dlock_lock *l, dlock__op *op)
 
 static void lock_clear(dlock_lock *l, int forked)
 {
-    (void)forked; /* the store's side is cleanup_start()'s */
+    /* the store's side is cleanup_start()'s */
     struct dlock__etcd_lockdata *d = LD(l);
     if (!d)
         return;
-    dlock__etcd_wait_free(l);
+    dlock__etcd_wait_free(l, forked);
     dlock__etcd_owed_key_clear(d);
     dlock__etcd_name_clear(&d->range);
     dlock__free(d);

@@ -416,11 +416,13 @@ int dlock__etcd_wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
     return rc;
 }
 
-void dlock__etcd_wait_free(dlock_lock *l)
+void dlock__etcd_wait_free(dlock_lock *l, int forked)
 {
     dlock__etcd_wait *w = LD(l)->wait;
     if (!w)
         return;
+    if (w->s && forked)
+        w->s->sess = NULL;
     if (w->s)
         dlock__etcd_hold_free(w->s);
     dlock__free(w);
