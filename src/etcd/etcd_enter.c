@@ -173,17 +173,11 @@ static int grant(dlock__etcd_wait *w)
 static void session_kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code;
-    dlock__etcd_hold *h = &w->s->h;
-    int64_t ttl_s;
-    if (rc == DLOCK_OK)
-        rc = dlock__etcd_keepalive_reply(rep, h->lease, &ttl_s, &w->l->err);
+    rc = dlock__etcd_step_kept(w, rc, rep);
     if (rc == DLOCK_OK) {
-        h->valid_until_ns = w->sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
-        dlock__etcd_session_kept(w->s->sess, h->valid_until_ns);
         rc = create(w);
     } else if (rc == DLOCK_EEXPIRED) {
         dlock__err_clear(&w->l->err);
-        dlock__etcd_session_gone(w->s->sess);
         (void)dlock__etcd_session_put(w->s->sess);
         w->s->sess = NULL;
         rc = grant(w);

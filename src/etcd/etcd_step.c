@@ -128,6 +128,22 @@ void dlock__etcd_step_cancelled(dlock__etcd_wait *w)
     dlock__err_set(&w->l->err, "cancelled while waiting for \"%s\"", w->l->name);
 }
 
+int dlock__etcd_step_kept(dlock__etcd_wait *w, int rc, json_t *rep)
+{
+    dlock__etcd_hold *h = &w->s->h;
+    int64_t ttl_s;
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_keepalive_reply(rep, h->lease, &ttl_s, &w->l->err);
+    if (rc == DLOCK_OK) {
+        h->valid_until_ns = w->sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
+        if (w->s->sess)
+            dlock__etcd_session_kept(w->s->sess, h->valid_until_ns);
+    } else if (rc == DLOCK_EEXPIRED && w->s->sess) {
+        dlock__etcd_session_gone(w->s->sess); /* no new key goes on it */
+    }
+    return rc;
+}
+
 /* ---- leaving the line ----------------------------------------------------- */
 
 void dlock__etcd_step_place_free(dlock__etcd_wait *w)

@@ -105,6 +105,11 @@ int dlock__etcd_step_post(dlock__etcd_wait *w, const char *path, json_t *body,
 int dlock__etcd_step_call(dlock__etcd_wait *w, const char *path, json_t *body,
                           dlock__etcd_step_fn next);
 
+/* A keep-alive of our place's lease (sent at w->sent_ns) answered rc,
+ * rep: its outcome; on DLOCK_OK the place's validity moves, and its
+ * session's; a session etcd no longer knows leaves the client's table. */
+int dlock__etcd_step_kept(dlock__etcd_wait *w, int rc, json_t *rep);
+
 /* Out of line without a word (the lease runs out by itself). */
 void dlock__etcd_step_place_free(dlock__etcd_wait *w);
 /* Revoke our lease within budget_ms (0: the client's deadlines), no

@@ -8,7 +8,6 @@
 #include "clock.h"
 #include "engine.h"
 #include "etcd_kv.h"
-#include "etcd_session.h"
 #include "etcd_step.h"
 #include "etcd_wait.h"
 #include "handle.h"
@@ -251,18 +250,10 @@ static int read_pred(dlock__etcd_wait *w)
 static void kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code;
-    dlock__etcd_hold *h = &w->s->h;
-    int64_t ttl_s;
-    if (rc == DLOCK_OK)
-        rc = dlock__etcd_keepalive_reply(rep, h->lease, &ttl_s, &w->l->err);
+    rc = dlock__etcd_step_kept(w, rc, rep); /* a session gone: the next place on a new one */
     if (rc == DLOCK_OK) {
-        h->valid_until_ns = w->sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
         w->next_renew_ns = dlock__deadline_after_ms(w->renew_every_ms);
-        if (w->s->sess)
-            dlock__etcd_session_kept(w->s->sess, h->valid_until_ns);
         rc = read_pred(w);
-    } else if (rc == DLOCK_EEXPIRED && w->s->sess) {
-        dlock__etcd_session_gone(w->s->sess); /* the next place goes on a new one */
     }
     if (rc != DLOCK_OK)
         look_failed(w, rc);
