@@ -100,6 +100,21 @@ static void taint_if_unknown(dlock__etcd_wait *w, int rc)
         dlock__etcd_session_taint(w->s->sess);
 }
 
+static int grant(dlock__etcd_wait *w);
+
+/* etcd says our place's session is gone (revoked behind our back, or
+ * lapsed while idle, and nobody's renewal has said so yet): it leaves the
+ * table, and the place goes on a new one at once, once per place. */
+static int regrant(dlock__etcd_wait *w)
+{
+    dlock__err_clear(&w->l->err);
+    dlock__etcd_session_gone(w->s->sess);
+    (void)dlock__etcd_session_put(w->s->sess);
+    w->s->sess = NULL;
+    w->regranted = 1;
+    return grant(w);
+}
+
 static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code;
@@ -107,6 +122,9 @@ static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     dlock__etcd_kv first;
     int ours = 0;
     taint_if_unknown(w, rc);
+    /* "lease not found": no key was made on it */
+    if (rc == DLOCK_EEXPIRED && w->s->sess && !w->regranted && (rc = regrant(w)) == DLOCK_OK)
+        return;
     if (rc == DLOCK_OK)
         rc = dlock__etcd_create_reply(rep, h->lease, &h->rev, &first, &ours, &w->l->err);
     if (rc != DLOCK_OK) {
@@ -174,14 +192,10 @@ static void session_kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code;
     rc = dlock__etcd_step_kept(w, rc, rep);
-    if (rc == DLOCK_OK) {
+    if (rc == DLOCK_OK)
         rc = create(w);
-    } else if (rc == DLOCK_EEXPIRED) {
-        dlock__err_clear(&w->l->err);
-        (void)dlock__etcd_session_put(w->s->sess);
-        w->s->sess = NULL;
-        rc = grant(w);
-    }
+    else if (rc == DLOCK_EEXPIRED)
+        rc = regrant(w);
     if (rc != DLOCK_OK)
         dlock__etcd_step_failed(w, rc);
 }
@@ -216,6 +230,7 @@ int dlock__etcd_enter(dlock__etcd_wait *w)
     w->holder_ttl_ms = -1;
     atomic_store(&w->l->holder_ttl_ms, -1);
     w->failures = 0;
+    w->regranted = 0;
     if (!(w->s = dlock__calloc(1, sizeof *w->s)))
         return DLOCK_ENOMEM;
     dlock__etcd_hold *h = &w->s->h;

@@ -250,6 +250,29 @@ static void a_lost_session_loses_every_lock_on_it(void **state)
     dlock_lock_free(b);
 }
 
+/* An idle session revoked behind the client's back (no renewal is there
+ * to notice): the next acquire's create finds its lease gone, and the
+ * acquire goes on at once on a new session. */
+static void an_idle_session_revoked_is_replaced(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_on(cl, "sess-idle", 9000, DLOCK_AUTO_RENEW, 0);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    int64_t lease = key_lease("sess-idle", dlock_lock_token(a));
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock__etcd_lease_revoke(raw, lease, dlock__deadline_after_ms(3000), -1,
+                                              NULL, NULL),
+                     DLOCK_OK);
+    int rc = dlock_lock_acquire(a, 0);
+    if (rc != DLOCK_OK)
+        fail_msg("try-once on a revoked idle session: %s (%s)", dlock_errname(rc),
+                 dlock_lock_errmsg(a));
+    int64_t fresh = key_lease("sess-idle", dlock_lock_token(a));
+    assert_true(fresh != 0 && fresh != lease);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+}
+
 /* A create whose reply never came (the proxy lets requests through and
  * drops the replies) taints the session: the next acquire goes on a new
  * one, and the last user of the tainted one revokes it, which deletes a
@@ -304,6 +327,7 @@ int main(void)
         cmocka_unit_test(an_auto_renew_cycle_is_two_writes),
         cmocka_unit_test(handles_on_one_session_keep_distinct_keys),
         cmocka_unit_test(a_lost_session_loses_every_lock_on_it),
+        cmocka_unit_test(an_idle_session_revoked_is_replaced),
         cmocka_unit_test(an_unknown_create_taints_the_session),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
