@@ -11,7 +11,7 @@
  *       [target=2000] [max_time=30] ctr=FILE holder=FILE
  *       [retry=default|tuned]                                  (contend)
  *       lat=FILE out=FILE
- *       [fair=0|1] [nofence=0|1] [wakeups=0|1]                 (extras)
+ *       [fair=0|1] [nofence=0|1] [wakeups=0|1] [renew=0|1]     (extras)
  *       [url=URL]                                              (extras)
  *
  * Every port becomes redis://127.0.0.1:P; several ports make the client run
@@ -19,7 +19,9 @@
  * settings, retry=tuned sets retry_min_ms = retry_max_ms = 1 (the lowest the
  * API allows). fair=1 asks for DLOCK_FAIR. Not part of the contract, for
  * profiling: nofence=1 sets DLOCK_NO_FENCE (separates the fencing counter's
- * cost), wakeups=0 turns off the pub/sub wake-ups (waiters only poll).
+ * cost), wakeups=0 turns off the pub/sub wake-ups (waiters only poll),
+ * renew=1 sets DLOCK_AUTO_RENEW (on etcd: the client's session, one lease
+ * per TTL, as Go's concurrency.Mutex on a Session).
  * url=URL replaces ports= with any URL dlock_client_new() takes, such as
  * etcd://127.0.0.1:2379 (bench/etcd-vs-redis.py runs S1 and S3 on etcd
  * beside Redis with it).
@@ -71,6 +73,7 @@ typedef struct worker_args {
     const char *out_path;
     int fair;
     int nofence;
+    int renew;
     int wakeups;
 } worker_args;
 
@@ -208,6 +211,8 @@ static void parse_args(worker_args *a, int argc, char **argv)
             a->fair = (int)parse_long(name, v, 0, 1);
         } else if (!strcmp(name, "nofence")) {
             a->nofence = (int)parse_long(name, v, 0, 1);
+        } else if (!strcmp(name, "renew")) {
+            a->renew = (int)parse_long(name, v, 0, 1);
         } else if (!strcmp(name, "wakeups")) {
             a->wakeups = (int)parse_long(name, v, 0, 1);
         } else {
@@ -493,6 +498,8 @@ int main(int argc, char **argv)
         opts.flags |= DLOCK_FAIR;
     if (a.nofence)
         opts.flags |= DLOCK_NO_FENCE;
+    if (a.renew)
+        opts.flags |= DLOCK_AUTO_RENEW;
 
     dlock_client *client = open_client(a.ports, a.url, a.wakeups);
     prime(client, &opts, &a);

@@ -5,7 +5,7 @@ etcd backend beside Redis, in one run, with dlock's peers worker, and etcd's
 own Go lock (concurrency.Mutex on a Session, bench/go/etcd_mutex_worker.go)
 as a peer on the same etcd member.
 
-Usage: bench/etcd-vs-redis.py [BUILD_DIR] [--rounds N] [--s1-only]
+Usage: bench/etcd-vs-redis.py [BUILD_DIR] [--rounds N] [--s1-only] [--base BUILD_DIR]
 
 When BUILD_DIR/bench/etcd-transport-probe was built (bench/CMakeLists.txt
 says what it needs), its gRPC and gateway rows run S1 too: Go's Mutex
@@ -27,7 +27,17 @@ drift of this VM's speed hits all alike. Per round:
       until 2000 sections in total or 30 s; sections/s (2000 / time to
       reach it), wait-to-acquire p50/p99 and the longest wait (ms)
 
-The lock TTL is 10 s in both, as in the peers contract.
+The lock TTL is 10 s in both, as in the peers contract. dlock's locks are
+plain ones (a lease per acquire on etcd); the row etcd-session is the same
+worker with DLOCK_AUTO_RENEW (renew=1: on etcd the client's session, one
+lease per TTL, as Go's Mutex on a Session). --base BUILD_DIR adds that row
+for another build's worker (etcd-session@base: e.g. main's, a lease per
+acquire). --s1-only leaves S3 out.
+
+After each etcd S1 the requests etcd served per cycle are printed, from its
+/metrics (grpc_server_handled_total by method: the HTTP/JSON gateway hands
+every request to its gRPC server): Txn, Put, DeleteRange, LeaseGrant and
+LeaseRevoke are the writes (Go's Mutex deletes its key with DeleteRange).
 """
 import json
 import os
@@ -36,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 
 def free_port():
@@ -115,6 +126,23 @@ def go_worker(build):
     return out
 
 
+METHODS = ("Txn", "Put", "DeleteRange", "LeaseGrant", "LeaseRevoke", "LeaseKeepAlive", "Range")
+
+
+def served(url):
+    """etcd's count of the requests it served, by gRPC method."""
+    if not url.startswith("etcd://"):
+        return None
+    text = urllib.request.urlopen("http://" + url[len("etcd://"):] + "/metrics").read().decode()
+    n = dict.fromkeys(METHODS, 0)
+    for line in text.splitlines():
+        if line.startswith("grpc_server_handled_total{"):
+            for m in METHODS:
+                if f'grpc_method="{m}"' in line:
+                    n[m] += int(float(line.rsplit(" ", 1)[1]))
+    return n
+
+
 def run_workers(worker, tmp, url, mode, n, tag, extra):
     start = time.time() + 1.5
     key = f"bench:{tag}:{os.getpid()}"
@@ -140,15 +168,23 @@ def run_workers(worker, tmp, url, mode, n, tag, extra):
 
 
 def s1(worker, tmp, url, tag, extra=()):
+    before = served(url)
     _, res, lat = run_workers(worker, tmp, url, "cycle", 1, tag,
                               ["warmup=0.5", "duration=5", *extra])
+    after = served(url)
     r = res[0]
+    if before is not None:
+        # the warm-up's and priming cycles are not in r["n"]: a few more
+        # cycles than counted, so each figure is a hair high
+        per = {m: (after[m] - before[m]) / r["n"] for m in METHODS}
+        print(f"{tag}: per cycle " + " ".join(f"{m} {v:.2f}" for m, v in per.items()),
+              file=sys.stderr)
     return (r["n"] / r["elapsed_s"], pct(lat, 50) / 1e3, pct(lat, 99) / 1e3,
             r["viol"] + r["errors"], max(lat, default=0) / 1e6)
 
 
-def s3(worker, tmp, url, tag):
-    start, res, lat = run_workers(worker, tmp, url, "contend", 4, tag, ["retry=default"])
+def s3(worker, tmp, url, tag, extra):
+    start, res, lat = run_workers(worker, tmp, url, "contend", 4, tag, ["retry=default", *extra])
     tt = [r["t_target"] for r in res if r["t_target"] is not None]
     total = sum(r["n"] for r in res)
     rate = 2000 / (min(tt) - start) if tt else total / (max(r["t_end"] for r in res) - start)
@@ -160,10 +196,17 @@ def main():
     build = "build"
     rounds = 2
     args = sys.argv[1:]
-    scenarios = ("S1", "S3")
-    if "--s1-only" in args:
+    if "-h" in args or "--help" in args:
+        print(__doc__)
+        return
+    base = None
+    if "--base" in args:
+        i = args.index("--base")
+        base = args[i + 1]
+        del args[i:i + 2]
+    s1_only = "--s1-only" in args
+    if s1_only:
         args.remove("--s1-only")
-        scenarios = ("S1",)
     if "--rounds" in args:
         i = args.index("--rounds")
         rounds = int(args[i + 1])
@@ -174,9 +217,13 @@ def main():
     gow = go_worker(build)
     tmp = tempfile.mkdtemp(prefix="dlock-etcd-bench-")
     procs, rurl, eurl = start_servers(tmp)
-    peers = [("redis", worker, rurl), ("etcd", worker, eurl)]
+    peers = [("redis", worker, rurl, []), ("etcd", worker, eurl, []),
+             ("etcd-session", worker, eurl, ["renew=1"])]
+    if base:
+        peers.append(("etcd-session@base", os.path.join(base, "bench", "dlock-bench-worker"),
+                      eurl, ["renew=1"]))
     if gow:
-        peers.append(("go-etcd", gow, eurl))
+        peers.append(("go-etcd", gow, eurl, []))
     probe = os.path.join(build, "bench", "etcd-transport-probe")
     probes = []
     if os.path.exists(probe):  # S1 only: the same requests as Go's Mutex
@@ -184,27 +231,34 @@ def main():
     rows = []
     try:
         for r in range(rounds):
-            for name, w, url in peers:
-                rows.append((name, "S1", r, *s1(w, tmp, url, f"{name}-s1-{r}")))
-                if "S3" in scenarios:
-                    rows.append((name, "S3", r, *s3(w, tmp, url, f"{name}-s3-{r}")))
+            for name, w, url, extra in peers:
+                rows.append((name, "S1", r, *s1(w, tmp, url, f"{name}-s1-{r}", extra)))
+                if not s1_only:
+                    rows.append((name, "S3", r, *s3(w, tmp, url, f"{name}-s3-{r}", extra)))
             for name, w, url, extra in probes:
                 rows.append((name, "S1", r, *s1(w, tmp, url, f"{name}-s1-{r}", extra)))
     finally:
         stop_servers(procs)
         shutil.rmtree(tmp, ignore_errors=True)
-    print("backend scen round   rate/s   p50_us   p99_us  max_ms  viol+err")
+    print(f"{'backend':17} scen round   rate/s   p50_us   p99_us  max_ms  viol+err")
     for name, sc, r, rate, p50, p99, bad, mx in sorted(rows, key=lambda x: (x[1], x[0], x[2])):
-        print(f"{name:7} {sc:4} {r:5} {rate:8.1f} {p50:8.0f} {p99:8.0f} {mx:7.1f} {bad:9}")
-    for sc in scenarios:
+        print(f"{name:17} {sc:4} {r:5} {rate:8.1f} {p50:8.0f} {p99:8.0f} {mx:7.1f} {bad:9}")
+    for sc in ("S1",) if s1_only else ("S1", "S3"):
         def med(n):
             v = sorted(x[3] for x in rows if x[0] == n and x[1] == sc)
             return v[len(v) // 2]
         print(f"{sc}: etcd / redis = {med('etcd') / med('redis'):.3f} "
               f"(median rates {med('etcd'):.1f} / {med('redis'):.1f} per s)")
+        print(f"{sc}: etcd-session / etcd = {med('etcd-session') / med('etcd'):.3f} "
+              f"(median rates {med('etcd-session'):.1f} / {med('etcd'):.1f} per s)")
+        if base:
+            print(f"{sc}: etcd-session / etcd-session@base = "
+                  f"{med('etcd-session') / med('etcd-session@base'):.3f} (median rates "
+                  f"{med('etcd-session'):.1f} / {med('etcd-session@base'):.1f} per s)")
         if gow:
-            print(f"{sc}: etcd / Go Mutex = {med('etcd') / med('go-etcd'):.3f} "
-                  f"(median rates {med('etcd'):.1f} / {med('go-etcd'):.1f} per s)")
+            for n in ("etcd", "etcd-session"):
+                print(f"{sc}: {n} / Go Mutex = {med(n) / med('go-etcd'):.3f} "
+                      f"(median rates {med(n):.1f} / {med('go-etcd'):.1f} per s)")
         if gow and probes and sc == "S1":
             for p in ("grpc-probe", "http-probe"):
                 print(f"S1: {p} / Go Mutex = {med(p) / med('go-etcd'):.3f} "

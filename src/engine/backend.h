@@ -22,7 +22,7 @@ struct dlock__kind;
 
 /* A cancel must end a wait at once: the best-effort step that takes a
  * cancelled waiter out of a list or line (leave below: wq_leave.lua;
- * fair_leave.lua; etcd's revoke) gets this long, in ms, and otherwise its
+ * fair_leave.lua; etcd's revoke, or a session key's delete) gets this long, in ms, and otherwise its
  * entry lapses by itself or, in fair mode and on etcd, the handle's next
  * acquire or free cleans up. */
 #define DLOCK__CANCEL_LEAVE_MS 100
@@ -158,7 +158,8 @@ typedef struct dlock__backend {
      * ...); or an error, and done() never comes. Either way the state
      * change is the engine's. Redis: a chain of fan-outs on op->loop
      * (release.c); etcd: a revoke of the lease when no other handle of
-     * the owner shares it (etcd_release.c). A release that sends nothing
+     * the owner shares it, or on the client's session the key's delete
+     * (etcd_release.c, etcd_session.h). A release that sends nothing
      * (a counted hold that is not the last) still answers from the loop's
      * next turn. */
     int (*release_start)(dlock_lock *l, int last, dlock__op *op);

@@ -23,6 +23,7 @@
 #include "etcd_lock.h"
 #include "etcd_release.h"
 #include "etcd_renew.h"
+#include "etcd_session.h"
 #include "etcd_url.h"
 #include "etcd_wait.h"
 #include "handle.h"
@@ -46,6 +47,7 @@ static void lock_side_free(struct dlock__etcd_client *ec, int forked)
         dlock__etcd_hold_clear(&s->h);
         dlock__free(s);
     }
+    dlock__etcd_sessions_free(ec);
 }
 
 /* ---- handles (state and validity under the handle's mutex: handle.c) ------- */
@@ -59,10 +61,12 @@ static void lock_side_free(struct dlock__etcd_client *ec, int forked)
  * settle() found lost: the same rules as for Redis, with a majority of
  * one (etcd's own majority is behind each answer). */
 
-/* One renewal in flight: the request and the round's record of it. */
+/* One renewal in flight: the request, the round's record of it, and the
+ * hold's session (one user of it while in flight), if any. */
 typedef struct renewing {
     dlock__etcd_renew_req r;
     dlock__renew_req *q;
+    dlock__etcd_session *sess;
 } renewing;
 
 static void renewed(dlock__etcd_renew_req *r)
@@ -70,6 +74,15 @@ static void renewed(dlock__etcd_renew_req *r)
     renewing *g = DLOCK__OWNER(r, renewing, r);
     dlock__renew_req *q = g->q;
     int rc = r->rc;
+    if (g->sess) {
+        /* every lock on the session learns the same at its own renewal;
+         * no new key goes on one etcd no longer knows */
+        if (rc == DLOCK_OK)
+            dlock__etcd_session_kept(g->sess, r->valid_until_ns);
+        else if (rc == DLOCK_EEXPIRED)
+            dlock__etcd_session_gone(g->sess);
+        (void)dlock__etcd_session_put(g->sess); /* a tainted one lapses */
+    }
     dlock__free(g);
     q->done(q, rc == DLOCK_OK ? 1 : rc == DLOCK_EEXPIRED || rc == DLOCK_ENOTOWNER ? 0 : -1);
 }
@@ -95,6 +108,8 @@ static int renew_start(void *owner, int64_t deadline_ns, dlock__loop *loop, dloc
         dlock__free(g);
         return 0;
     }
+    if ((g->sess = LD(l)->sh->sess))
+        dlock__etcd_session_get(g->sess);
     return 1;
 }
 
@@ -173,8 +188,12 @@ static int hold_drop(dlock_lock *l, unsigned n)
     return drop_of(LD(l)->ec, LD(l)->sh, n);
 }
 
+/* A hold that goes without a word (a tainted session's last user among
+ * them: the session lapses, as nobody keeps it alive). */
 static void hold_free(shared_hold *s)
 {
+    if (s->sess)
+        (void)dlock__etcd_session_put(s->sess);
     dlock__etcd_hold_clear(&s->h);
     dlock__free(s);
 }
@@ -199,8 +218,10 @@ static shared_hold *reentrant_find(dlock_lock *l)
 }
 
 /* The last hold revokes the lease when no other handle of the owner shares
- * it; another is only counted down (the lease is the owner's). Either is a
- * request on the engine's loop (etcd_release.h). */
+ * it, or on a session deletes the key (the last user of a tainted session
+ * revokes it: etcd_session.h); another is only counted down (the lease
+ * is the owner's). Either is a request on the engine's loop
+ * (etcd_release.h). */
 static int release_start(dlock_lock *l, int last, dlock__op *op)
 {
     struct dlock__etcd_client *ec = LD(l)->ec;
@@ -212,7 +233,16 @@ static int release_start(dlock_lock *l, int last, dlock__op *op)
     LD(l)->sh = NULL; /* the engine lets the holds go */
     if (!drop_of(ec, s, l->holds))
         return dlock__etcd_release_op(op, ec->e, NULL, &l->err);
-    int rc = dlock__etcd_release_op(op, ec->e, &s->h, &l->err); /* copies what it sends */
+    dlock__etcd_hold h = s->h; /* the request copies what it sends */
+    if (s->sess) {
+        int64_t lease = s->sess->lease;
+        if (dlock__etcd_session_put(s->sess)) {
+            h.lease = lease;
+            h.on_session = 0;
+        }
+        s->sess = NULL;
+    }
+    int rc = dlock__etcd_release_op(op, ec->e, &h, &l->err);
     hold_free(s);
     return rc;
 }
@@ -225,6 +255,16 @@ static void extend_ended(void *arg)
     unlist(LD(l)->ec, LD(l)->sh);
 }
 
+/* An extend to a new TTL moved the key off its session to a lease of its
+ * own (etcd_relet.h): the session has one user less. */
+static void extend_off_session(void *arg)
+{
+    shared_hold *s = LD((dlock_lock *)arg)->sh;
+    if (s->sess)
+        (void)dlock__etcd_session_put(s->sess);
+    s->sess = NULL;
+}
+
 static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dlock__op *op)
 {
     (void)deadline_ns; /* late_answer_counts: etcd's answer is the truth */
@@ -234,7 +274,8 @@ static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dloc
     int shared = s->holds != l->holds; /* another handle of the owner counts some */
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
     dlock__etcd_extend_args a = {.h = &s->h, .ttl_ms = ttl_ms, .err = &l->err,
-                                 .ended = extend_ended, .arg = l,
+                                 .ended = extend_ended, .off_session = extend_off_session,
+                                 .arg = l,
                                  .owed = &LD(l)->owed_lease, .shared = shared};
     return dlock__etcd_extend_op(op, ec->e, &a);
 }
@@ -242,18 +283,21 @@ static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dloc
 static int adopt_check(dlock_lock *l, const char *token, size_t len)
 {
     if (len != 16 || strspn(token, "0123456789abcdef") != 16) {
-        dlock__err_set(&l->err, "etcd: a token is the lease ID in 16 hex digits");
+        dlock__err_set(&l->err, "etcd: a token is the lock key's ID in 16 hex digits");
         return DLOCK_EINVAL;
     }
     unsigned long long id = strtoull(token, NULL, 16);
     if (id == 0 || id > INT64_MAX) {
-        dlock__err_set(&l->err, "etcd: a token is the lease ID in 16 hex digits");
+        dlock__err_set(&l->err, "etcd: a token is the lock key's ID in 16 hex digits");
         return DLOCK_EINVAL;
     }
     return DLOCK_OK;
 }
 
-/* The hold an adopted token names: its lease, TTL unknown (extend asks). */
+/* The hold an adopted token names: its key (a key on a lease of its own
+ * is named by that lease, one on a session is not: every operation of an
+ * adopted hold reads the key for its lease first), TTL unknown (extend
+ * asks). */
 static int adopt(dlock_lock *l, const char *token, size_t len)
 {
     (void)len;
@@ -300,6 +344,12 @@ static int owed_start(dlock_lock *l, dlock__op *op, int *sent)
 {
     int64_t owed = LD(l) ? LD(l)->owed_lease : 0;
     *sent = 0;
+    if (LD(l) && LD(l)->owed_key.key) { /* a key on a session: its delete */
+        int rc = dlock__etcd_release_op(op, LD(l)->ec->e, &LD(l)->owed_key, &l->err);
+        dlock__etcd_owed_key_clear(LD(l)); /* copied by the start; a free's last word */
+        *sent = rc == DLOCK_OK;
+        return rc;
+    }
     if (!owed)
         return DLOCK_OK;
     dlock__etcd_hold h = {.lease = owed, .valid_until_ns = INT64_MIN}; /* copied by the start */
@@ -330,11 +380,12 @@ static int cleanup_start(dlock_lock *l, dlock__op *op)
 
 static void lock_clear(dlock_lock *l, int forked)
 {
-    (void)forked; /* the store's side is cleanup_start()'s */
+    /* the store's side is cleanup_start()'s */
     struct dlock__etcd_lockdata *d = LD(l);
     if (!d)
         return;
-    dlock__etcd_wait_free(l);
+    dlock__etcd_wait_free(l, forked);
+    dlock__etcd_owed_key_clear(d);
     dlock__etcd_name_clear(&d->range);
     dlock__free(d);
     l->store = NULL;
@@ -381,6 +432,12 @@ void dlock__etcd_hold_unlist(struct dlock__etcd_client *ec, shared_hold *s)
 void dlock__etcd_hold_free(shared_hold *s)
 {
     hold_free(s);
+}
+
+void dlock__etcd_owed_key_clear(struct dlock__etcd_lockdata *d)
+{
+    dlock__free(d->owed_key.key);
+    d->owed_key.key = NULL;
 }
 
 /* ---- the client --------------------------------------------------------- */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The etcd side of a dlock_client opened on etcd:// URLs: the transport
  * (endpoints, curl handles, token), the cluster's name, and room for what
- * the lock side (etcd_backend.c) keeps per client: the reentrant holds,
- * freed through a hook it sets. client.c knows this
+ * the lock side (etcd_backend.c) keeps per client: the reentrant holds
+ * and the sessions (etcd_session.h), freed through a hook it sets. client.c knows this
  * module only, so the client does not depend on the lock side (which
  * depends on the handle, which depends on the client). */
 #ifndef DLOCK_ETCD_CLIENT_H
@@ -21,6 +21,7 @@ typedef struct dlock__etcd_client {
     /* The lock side's, under mu. */
     pthread_mutex_t mu;
     void *reentrant; /* its list of reentrant holds */
+    void *sessions;  /* its table of sessions (etcd_session.h) */
     /* Set by the lock side with the above: free the holds (forked: memory
      * only). */
     void (*lock_side_free)(struct dlock__etcd_client *ec, int forked);

@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "etcd_kv.h"
+#include "etcd_session.h"
 #include "etcd_step.h"
 #include "handle.h"
 
@@ -88,12 +89,42 @@ static void in_line(dlock__etcd_wait *w)
         dlock__etcd_step_failed(w, rc);
 }
 
+/* A create whose outcome no reply told (no member answered, a copy went
+ * unanswered before the one that did, a cancel cut it) may still be
+ * applied after we let the key go: on a session that would make the key
+ * again, so the session takes no new keys (etcd_session.h). */
+static void taint_if_unknown(dlock__etcd_wait *w, int rc)
+{
+    if (w->s->sess && (rc == DLOCK_EUNKNOWN || rc == DLOCK_ECANCELED ||
+                       rc == DLOCK_ETIMEDOUT || w->q.unknown_before))
+        dlock__etcd_session_taint(w->s->sess);
+}
+
+static int grant(dlock__etcd_wait *w);
+
+/* etcd says our place's session is gone (revoked behind our back, or
+ * lapsed while idle, and nobody's renewal has said so yet): it leaves the
+ * table, and the place goes on a new one at once, once per place. */
+static int regrant(dlock__etcd_wait *w)
+{
+    dlock__err_clear(&w->l->err);
+    dlock__etcd_session_gone(w->s->sess);
+    (void)dlock__etcd_session_put(w->s->sess);
+    w->s->sess = NULL;
+    w->regranted = 1;
+    return grant(w);
+}
+
 static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code;
     dlock__etcd_hold *h = &w->s->h;
     dlock__etcd_kv first;
     int ours = 0;
+    taint_if_unknown(w, rc);
+    /* "lease not found": no key was made on it */
+    if (rc == DLOCK_EEXPIRED && w->s->sess && !w->regranted && (rc = regrant(w)) == DLOCK_OK)
+        return;
     if (rc == DLOCK_OK)
         rc = dlock__etcd_create_reply(rep, h->lease, &h->rev, &first, &ours, &w->l->err);
     if (rc != DLOCK_OK) {
@@ -109,29 +140,89 @@ static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     in_line(w);
 }
 
-static void lease_granted(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+/* Our key and the first key, in one transaction. */
+static int create(dlock__etcd_wait *w)
 {
     dlock__etcd_hold *h = &w->s->h;
     const dlock__etcd_name *name = &LD(w->l)->range;
+    char id[DLOCK_IDENTITY_READ_MAX + 1];
+    size_t id_len = name->identity ? dlock__etcd_identity_value(name->identity, id, sizeof id) : 0;
+    return dlock__etcd_step_call(
+        w, "/v3/kv/txn",
+        dlock__etcd_create_body(h->key, h->key_len, name->identity ? id : NULL, id_len, h->lease,
+                                name->begin, name->len, name->end, name->len,
+                                dlock__etcd_permits(w->l)),
+        created);
+}
+
+static void lease_granted(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+{
+    dlock__etcd_hold *h = &w->s->h;
     rc = dlock__etcd_grant_reply(rc, code, rep, h->asked_s, &h->ttl_s, &w->l->err);
     if (rc == DLOCK_OK) {
         h->valid_until_ns = w->sent_ns + h->ttl_s * 1000 * DLOCK__NS_PER_MS;
-        char id[DLOCK_IDENTITY_READ_MAX + 1];
-        size_t id_len =
-            name->identity ? dlock__etcd_identity_value(name->identity, id, sizeof id) : 0;
-        rc = dlock__etcd_step_call(
-            w, "/v3/kv/txn",
-            dlock__etcd_create_body(h->key, h->key_len, name->identity ? id : NULL, id_len,
-                                    h->lease, name->begin, name->len, name->end, name->len,
-                                    dlock__etcd_permits(w->l)),
-            created);
+        /* the client's new session; out of memory, a lease of the
+         * hold's own (revoked at its release: no other key is on it) */
+        if (h->on_session && !(w->s->sess = dlock__etcd_session_new(
+                                   LD(w->l)->ec, h->asked_s, h->lease, h->ttl_s,
+                                   h->valid_until_ns)))
+            h->on_session = 0;
+        rc = create(w);
     }
     if (rc != DLOCK_OK)
         dlock__etcd_step_failed(w, rc);
 }
 
-/* Get in line: a lease of our own ID (a grant whose reply was lost can
- * be sent again), then our key and the first key, in one transaction. */
+/* A lease of our own ID (a grant whose reply was lost can be sent
+ * again), then the create: a lease per acquire, or a new session. */
+static int grant(dlock__etcd_wait *w)
+{
+    dlock__etcd_hold *h = &w->s->h;
+    int rc = h->on_session ? dlock__etcd_new_lease_id(&h->lease) : DLOCK_OK;
+    if (rc != DLOCK_OK)
+        return rc;
+    w->sent_ns = dlock__now_ns();
+    return dlock__etcd_step_call(w, "/v3/lease/grant",
+                                 dlock__etcd_grant_body(h->lease, h->asked_s), lease_granted);
+}
+
+/* The session's keep-alive is back: on to the create; a session etcd no
+ * longer knows leaves the table, and a new one is granted. */
+static void session_kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
+{
+    (void)code;
+    rc = dlock__etcd_step_kept(w, rc, rep);
+    if (rc == DLOCK_OK)
+        rc = create(w);
+    else if (rc == DLOCK_EEXPIRED)
+        rc = regrant(w);
+    if (rc != DLOCK_OK)
+        dlock__etcd_step_failed(w, rc);
+}
+
+/* A DLOCK_AUTO_RENEW lock's key goes on the client's session of its
+ * TTL: kept alive first when a third of its TTL has passed since its
+ * last keep-alive; none yet, or one that may have lapsed, a new one. */
+static int on_session(dlock__etcd_wait *w)
+{
+    dlock__etcd_hold *h = &w->s->h;
+    int stale = 0;
+    dlock__etcd_session *sess = dlock__etcd_session_find(LD(w->l)->ec, h->asked_s, &stale);
+    if (!sess)
+        return grant(w);
+    w->s->sess = sess;
+    h->lease = sess->lease;
+    h->ttl_s = sess->ttl_s;
+    h->valid_until_ns = dlock__etcd_session_until(sess);
+    if (!stale)
+        return create(w);
+    w->sent_ns = dlock__now_ns();
+    return dlock__etcd_step_call(w, "/v3/lease/keepalive", dlock__etcd_lease_body(h->lease),
+                                 session_kept);
+}
+
+/* Get in line: a lease of our own, or the session's (etcd_session.h),
+ * then our key and the first key, in one transaction. */
 int dlock__etcd_enter(dlock__etcd_wait *w)
 {
     dlock__etcd_step_place_free(w);
@@ -139,15 +230,14 @@ int dlock__etcd_enter(dlock__etcd_wait *w)
     w->holder_ttl_ms = -1;
     atomic_store(&w->l->holder_ttl_ms, -1);
     w->failures = 0;
+    w->regranted = 0;
     if (!(w->s = dlock__calloc(1, sizeof *w->s)))
         return DLOCK_ENOMEM;
     dlock__etcd_hold *h = &w->s->h;
-    int rc = dlock__etcd_hold_new(h, &LD(w->l)->range, w->l->opts.ttl_ms);
-    if (rc == DLOCK_OK) {
-        w->sent_ns = dlock__now_ns();
-        rc = dlock__etcd_step_call(w, "/v3/lease/grant",
-                                   dlock__etcd_grant_body(h->lease, h->asked_s), lease_granted);
-    }
+    int session = (w->l->opts.flags & DLOCK_AUTO_RENEW) != 0;
+    int rc = dlock__etcd_hold_new(h, &LD(w->l)->range, w->l->opts.ttl_ms, session);
+    if (rc == DLOCK_OK)
+        rc = session ? on_session(w) : grant(w);
     if (rc != DLOCK_OK)
         dlock__etcd_step_place_free(w);
     return rc;

@@ -9,11 +9,13 @@
 #include "etcd_client.h"
 #include "etcd_lock.h"
 
-/* One hold of the lock in etcd (one lease, one key), shared by the
- * handles of one owner in reentrant mode, a handle's own otherwise; also
- * a waiter's place in line until it is taken. */
+/* One hold of the lock in etcd (one key, on a lease of its own or on
+ * the client's session: etcd_session.h), shared by the handles of one
+ * owner in reentrant mode, a handle's own otherwise; also a waiter's
+ * place in line until it is taken. */
 typedef struct dlock__etcd_shared_hold {
     dlock__etcd_hold h;
+    struct dlock__etcd_session *sess; /* h's lease's session (one user of it), or NULL */
     unsigned holds; /* counted over the handles (under the client's mu) */
     unsigned long thread_no; /* reentrant: the owner's thread (dlock__thread_no) */
     int listed; /* in the client's reentrant list */
@@ -36,6 +38,9 @@ struct dlock__etcd_lockdata {
      * one, or the new one of a failed move. One at most: a newer one
      * replaces it, and the older lapses by its TTL. */
     int64_t owed_lease;
+    /* The same for a waiter's key on a session (whose lease lives on for
+     * its other users): the key, deleted if still on that lease. */
+    dlock__etcd_hold owed_key; /* key NULL: none */
 };
 
 /* The etcd parts of a client and of a handle: their `store` (client.h,
@@ -53,5 +58,7 @@ int dlock__etcd_hold_drop_of(struct dlock__etcd_client *ec, dlock__etcd_shared_h
                              unsigned n);
 void dlock__etcd_hold_unlist(struct dlock__etcd_client *ec, dlock__etcd_shared_hold *s);
 void dlock__etcd_hold_free(dlock__etcd_shared_hold *s);
+/* No key owed any more (etcd_lockdata.owed_key). */
+void dlock__etcd_owed_key_clear(struct dlock__etcd_lockdata *d);
 
 #endif

@@ -136,6 +136,16 @@ json_t *dlock__etcd_lease_body(int64_t id)
     return json_pack("{s:o}", "ID", i64(id));
 }
 
+json_t *dlock__etcd_ttl_keys_body(int64_t id)
+{
+    return json_pack("{s:o, s:b}", "ID", i64(id), "keys", 1);
+}
+
+size_t dlock__etcd_ttl_key_count(json_t *rep)
+{
+    return json_array_size(json_object_get(rep, "keys"));
+}
+
 json_t *dlock__etcd_keepalive_body(int64_t id)
 {
     return dlock__etcd_lease_body(id);
@@ -487,6 +497,23 @@ int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_le
     rc = json_is_true(json_object_get(rep, "succeeded")) ? DLOCK_OK : DLOCK_ENOTOWNER;
     json_decref(rep);
     return rc;
+}
+
+json_t *dlock__etcd_key_delete_body(const char *key, size_t key_len, int64_t lease)
+{
+    return json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o}}], s:[]}", "compare", "key",
+                     b64(key, key_len), "target", "LEASE", "result", "EQUAL", "lease",
+                     i64(lease), "success", "request_delete_range", "key", b64(key, key_len),
+                     "failure");
+}
+
+int dlock__etcd_key_delete_reply(json_t *rep, dlock__errbuf *err)
+{
+    if (json_is_true(json_object_get(rep, "succeeded")))
+        return DLOCK_OK;
+    if (err)
+        dlock__err_set(err, "etcd: the lock key was gone (its lease ended, or it was broken)");
+    return DLOCK_EEXPIRED;
 }
 
 json_t *dlock__etcd_get_body(const char *key, size_t key_len)

@@ -63,6 +63,10 @@ int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
 int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
                              int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
                              dlock__errbuf *err);
+/* A time-to-live request that lists the lease's keys too, and how many
+ * its reply lists (0 for a plain one's). */
+json_t *dlock__etcd_ttl_keys_body(int64_t id);
+size_t dlock__etcd_ttl_key_count(json_t *rep);
 /* What a time-to-live reply says (as dlock__etcd_lease_ttl_ms()). */
 int dlock__etcd_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s, dlock__errbuf *err);
 
@@ -145,6 +149,13 @@ int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
  * DLOCK_OK, or DLOCK_ENOTOWNER when it is gone or was made again. */
 int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_len, int64_t rev,
                                   int64_t deadline_ns, dlock__errbuf *err);
+
+/* Delete key if it is still on lease (a hold on a session, whose lease
+ * is not the hold's to revoke: etcd_session.h): its body, and what the
+ * reply says: DLOCK_OK, or DLOCK_EEXPIRED when the key is gone or on
+ * another lease. */
+json_t *dlock__etcd_key_delete_body(const char *key, size_t key_len, int64_t lease);
+int dlock__etcd_key_delete_reply(json_t *rep, dlock__errbuf *err);
 
 /* Read one key (no key when absent). */
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,

@@ -64,11 +64,23 @@ int dlock__etcd_new_lease_id(int64_t *id)
 
 int dlock__etcd_hold_key(dlock__etcd_hold *h, const dlock__etcd_name *name)
 {
+    return dlock__etcd_hold_key_id(h, name, h->lease);
+}
+
+int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease)
+{
+    char hex[18];
+    int n = snprintf(hex, sizeof hex, "/%llx", (unsigned long long)lease);
+    return key_len >= (size_t)n && memcmp(key + key_len - (size_t)n, hex, (size_t)n) == 0;
+}
+
+int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t id)
+{
     /* Go's fmt "%x" of the lease: lowercase, no padding (concurrency.Mutex
      * names its key so; the same lease must name the same key) */
     char hex[17];
-    int n = snprintf(hex, sizeof hex, "%llx", (unsigned long long)h->lease);
-    snprintf(h->token, sizeof h->token, "%016llx", (unsigned long long)h->lease);
+    int n = snprintf(hex, sizeof hex, "%llx", (unsigned long long)id);
+    snprintf(h->token, sizeof h->token, "%016llx", (unsigned long long)id);
     h->key_len = name->len + (size_t)n;
     if (!(h->key = dlock__malloc(h->key_len + 1)))
         return DLOCK_ENOMEM;
@@ -121,13 +133,18 @@ static int hold_init(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t 
     return dlock__etcd_hold_key(h, name);
 }
 
-int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms)
+int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms,
+                         int on_session)
 {
-    int64_t lease;
-    int rc = dlock__etcd_new_lease_id(&lease);
-    if (rc != DLOCK_OK || (rc = hold_init(h, name, lease)) != DLOCK_OK)
+    int64_t id;
+    int rc = dlock__etcd_new_lease_id(&id);
+    if (rc != DLOCK_OK || (rc = hold_init(h, name, id)) != DLOCK_OK)
         return rc;
     h->asked_s = dlock__etcd_ttl_s(ttl_ms);
+    if (on_session) {
+        h->lease = 0; /* the session's, once known */
+        h->on_session = 1;
+    }
     return DLOCK_OK;
 }
 

@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The lock on etcd, the etcd way (docs/backends.md):
  *
- *   - every acquire grants a lease of the lock's TTL (rounded up to whole
- *     seconds, etcd's unit) with an ID we draw, so a lost grant reply can
- *     be retried;
- *   - the waiter's key is KEY/<lease ID in lowercase hex, no padding>,
- *     created in a transaction if absent, with the lease attached: when
- *     the lease ends (released, expired, the holder killed) etcd deletes
- *     the key. This is etcd's own lock's layout (concurrency.Mutex,
- *     `etcdctl lock KEY`), so the two exclude each other;
+ *   - a plain lock's acquire grants a lease of the lock's TTL (rounded
+ *     up to whole seconds, etcd's unit) with an ID we draw, so a lost
+ *     grant reply can be retried; a DLOCK_AUTO_RENEW lock's key goes on
+ *     the client's session of that TTL instead (etcd_session.h: one lease
+ *     per client and TTL, as Go's concurrency.Session);
+ *   - the waiter's key is KEY/<ID in lowercase hex, no padding>: the
+ *     lease's ID for a lease of its own, a random ID of its own on a
+ *     session; created in a transaction if absent, with the lease
+ *     attached: when the lease ends (released, expired, the holder
+ *     killed) etcd deletes the key. This is etcd's own lock's layout
+ *     (concurrency.Mutex, `etcdctl lock KEY`: the owner is the lowest
+ *     create revision, whatever the suffix), so the two exclude each
+ *     other;
  *   - the owner is the key under the prefix KEY/ with the lowest create
  *     revision (any locker's: a key of etcdctl's lease is a holder too);
  *     the fencing token is that create revision, so it grows with every
@@ -21,8 +26,8 @@
  *     (etcd_wait.c says why).
  *
  * Every request is idempotent (create-if-absent, grant of our own ID,
- * revoke, keep-alive, reads), so a reply lost to a member failure is
- * retried on another member. These functions know nothing of handles:
+ * revoke, keep-alive, a key's delete if on our lease, reads), so a reply
+ * lost to a member failure is retried on another member. These functions know nothing of handles:
  * the backend (etcd_backend.c, etcd_wait.c) keeps the state. */
 #ifndef DLOCK_ETCD_LOCK_H
 #define DLOCK_ETCD_LOCK_H
@@ -37,10 +42,14 @@ typedef struct dlock__etcd_hold {
     int64_t rev;            /* our key's create revision: the fence */
     int64_t ttl_s;          /* the lease's granted TTL */
     int64_t asked_s;        /* the TTL asked for (0: unknown, adopted) */
-    char token[17];         /* the lease ID in 16 hex digits: the owner token */
-    char *key;              /* KEY/<lease in hex, no padding> */
+    char token[17];         /* the key's ID in 16 hex digits: the owner token */
+    char *key;              /* KEY/<ID in hex, no padding> */
     size_t key_len;
     int64_t valid_until_ns; /* from the last grant or keep-alive sent */
+    /* The lease is the client's session's (etcd_session.h), not this
+     * hold's: the key's ID is not the lease's, and giving the hold back
+     * deletes the key, never revokes the lease. */
+    int on_session;
 } dlock__etcd_hold;
 
 void dlock__etcd_hold_clear(dlock__etcd_hold *h);
@@ -62,6 +71,11 @@ void dlock__etcd_name_clear(dlock__etcd_name *n);
  * padding (Go's %x), and its token (16 hex digits). DLOCK_OK or
  * DLOCK_ENOMEM. */
 int dlock__etcd_hold_key(dlock__etcd_hold *h, const dlock__etcd_name *name);
+/* The same for a key of its own ID (a hold on a session: etcd_session.h). */
+int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t id);
+/* 1 if key's ID (its suffix) is lease's: a key on a lease of its own, as
+ * a plain lock's and etcdctl's are, not a key on a session. */
+int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease);
 
 /* The length of key's lease suffix after its last '/': a lease ID (not 0)
  * in 1 to 16 lowercase hex digits, or a negative one as Go's %x prints it
@@ -76,9 +90,12 @@ int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, siz
 
 /* A new place in line for name: a lease ID drawn at random (the token),
  * our key KEY/<lease hex>, the TTL to ask for; nothing sent yet (the grant
- * and the create transaction are etcd_wait.c's requests). DLOCK_OK or
- * DLOCK_ENOMEM (h then half made: dlock__etcd_hold_clear()). */
-int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms);
+ * and the create transaction are etcd_wait.c's requests). On a session
+ * (on_session), the key's ID is drawn apart from the lease's (the
+ * session's, set by the caller). DLOCK_OK or DLOCK_ENOMEM (h then half
+ * made: dlock__etcd_hold_clear()). */
+int dlock__etcd_hold_new(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t ttl_ms,
+                         int on_session);
 
 /* A fresh lease ID: 63 random bits, never 0 (0 asks etcd to choose).
  * DLOCK_OK, or the random source's error. */

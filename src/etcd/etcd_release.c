@@ -11,27 +11,33 @@
 #include "etcd_renew.h"
 #include "etcd_request.h"
 
-/* ---- release: revoke the lease ------------------------------------------- */
+/* ---- release: revoke the lease, or delete the key on a session ----------- */
 
 typedef struct revoke {
     void (*done)(struct revoke *r); /* once, from the loop */
     int rc;
     int64_t valid_until_ns, sent_ns;
     dlock__op *op; /* the engine's request, or NULL */
+    int key_only;  /* a key on a session: its delete, not a revoke */
     dlock__etcd_req q;
-    /* An adopted hold's: its token's lease, and what the key read needs */
+    /* An adopted hold's: its token's lease, and what the key read needs;
+     * then its key, while its lease's keys are counted */
     int64_t lease;
     dlock__etcd *e;
+    dlock__etcd_hold key;
 } revoke;
 
 static void revoked(dlock__etcd_req *q)
 {
     revoke *r = DLOCK__OWNER(q, revoke, q);
     int rc = q->rc;
+    if (rc == DLOCK_OK && r->key_only)
+        rc = dlock__etcd_key_delete_reply(q->out, q->err);
     json_decref(q->out);
-    /* "Not found" after a copy of this revoke went unanswered: the lease
-     * cannot have ended by itself while it was valid when we sent, so that
-     * copy revoked it (it reached a member that answered too late). */
+    /* "Not found" after a copy of this revoke (or delete) went unanswered:
+     * the lease cannot have ended by itself while it was valid when we
+     * sent, so that copy revoked it (or deleted the key: it reached a
+     * member that answered too late). */
     if (rc == DLOCK_EEXPIRED && q->unknown_before && r->valid_until_ns != INT64_MIN &&
         r->sent_ns < r->valid_until_ns) {
         rc = DLOCK_OK;
@@ -49,6 +55,11 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->sent_ns = dlock__now_ns();
     r->q.err = err;
     r->q.done = revoked;
+    r->key_only = h->on_session;
+    if (h->on_session) /* the session's lease is not this hold's to revoke */
+        return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/txn",
+                                    dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),
+                                    dlock__etcd_call_deadline(e));
     return dlock__etcd_req_post(&r->q, e, loop, "/v3/lease/revoke",
                                 dlock__etcd_lease_body(h->lease), dlock__etcd_call_deadline(e));
 }
@@ -61,9 +72,14 @@ static void release_answered(revoke *r)
     dlock__op_complete(op);
 }
 
+static void lease_keys_read(dlock__etcd_req *q);
+
 /* An adopted hold's key is read: the lease it is on now is revoked (the
  * token's, unless an extend to a new TTL moved it: etcd_relet.h); no
- * key, the token's lease, whose revoke says whether it had ended. */
+ * key, the token's lease, whose revoke says whether it had ended. A key
+ * whose ID is not its lease's was moved, or is on a session
+ * (etcd_session.h), whose other keys are not ours: its lease's keys are
+ * counted first. */
 static void key_read(dlock__etcd_req *q)
 {
     revoke *r = DLOCK__OWNER(q, revoke, q);
@@ -71,9 +87,42 @@ static void key_read(dlock__etcd_req *q)
     int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, q->err);
     dlock__etcd_hold h = {.lease = kv.key && kv.lease ? kv.lease : r->lease,
                           .valid_until_ns = r->valid_until_ns};
-    dlock__etcd_kv_clear(&kv);
+    if (rc == DLOCK_OK && kv.key && kv.lease &&
+        !dlock__etcd_key_names_lease(kv.key, kv.key_len, kv.lease)) {
+        r->key = (dlock__etcd_hold){.lease = kv.lease, .key = kv.key, .key_len = kv.key_len,
+                                    .valid_until_ns = r->valid_until_ns, .on_session = 1};
+        r->q.done = lease_keys_read;
+        rc = dlock__etcd_req_post(&r->q, r->e, r->op->loop, "/v3/lease/timetolive",
+                                  dlock__etcd_ttl_keys_body(kv.lease),
+                                  dlock__etcd_call_deadline(r->e));
+        if (rc == DLOCK_OK)
+            return; /* the key is r's now */
+        kv.key = NULL;
+        dlock__etcd_hold_clear(&r->key);
+    }
     if (rc == DLOCK_OK)
         rc = revoke_start(r, r->e, &h, r->op->loop, q->err);
+    dlock__etcd_kv_clear(&kv);
+    if (rc != DLOCK_OK) {
+        r->rc = rc;
+        r->done(r);
+    }
+}
+
+/* A lease that holds our key alone is ours to revoke (an extend moved
+ * the key to it); one that holds others is a session's: our key goes. */
+static void lease_keys_read(dlock__etcd_req *q)
+{
+    revoke *r = DLOCK__OWNER(q, revoke, q);
+    int rc = q->rc;
+    if (rc == DLOCK_OK) {
+        if (dlock__etcd_ttl_key_count(q->out) <= 1)
+            r->key.on_session = 0;
+        json_decref(q->out);
+    }
+    if (rc == DLOCK_OK)
+        rc = revoke_start(r, r->e, &r->key, r->op->loop, q->err);
+    dlock__etcd_hold_clear(&r->key);
     if (rc != DLOCK_OK) {
         r->rc = rc;
         r->done(r);
@@ -156,6 +205,7 @@ typedef struct extend {
     int64_t ttl_ms;
     dlock__errbuf *err;
     void (*ended)(void *arg);
+    void (*off_session)(void *arg);
     void *arg;
     int64_t *owed;           /* the handle's owed lease (etcd_hold.h) */
     int shared;              /* the owner's other handles share the lease */
@@ -226,7 +276,11 @@ static void relet_done(dlock__etcd_relet *m)
         *x->owed = m->owed; /* a newer owed lease replaces an older one */
     if (m->rc == DLOCK_OK) {
         /* the token stays: it names the key (the place in line), which
-         * kept its create revision, the fence */
+         * kept its create revision, the fence; a key that left a session
+         * is on a lease of its own now */
+        if (h->on_session && x->off_session)
+            x->off_session(x->arg);
+        h->on_session = 0;
         h->lease = m->lease;
         h->ttl_s = m->ttl_s;
         h->asked_s = m->asked_s;
@@ -270,6 +324,10 @@ static void ttl_learned(dlock__etcd_req *q)
     if (rc == DLOCK_OK) {
         int64_t left, granted = 0;
         rc = dlock__etcd_ttl_reply(q->out, &left, &granted, x->err);
+        /* a lease that holds our key alone is ours (an extend moved the
+         * key to it), not a session's */
+        if (rc == DLOCK_OK && dlock__etcd_ttl_key_count(q->out) <= 1)
+            x->h->on_session = 0;
         json_decref(q->out);
         if (rc == DLOCK_OK)
             x->h->ttl_s = granted; /* 0 if the lease is gone: the renewal says so */
@@ -285,7 +343,7 @@ static int ttl_lookup(extend *x)
     x->q.err = x->err;
     x->q.done = ttl_learned;
     return dlock__etcd_req_post(&x->q, x->e, x->op->loop, "/v3/lease/timetolive",
-                                dlock__etcd_lease_body(x->h->lease),
+                                dlock__etcd_ttl_keys_body(x->h->lease),
                                 dlock__etcd_call_deadline(x->e));
 }
 
@@ -298,8 +356,10 @@ static void lease_learned(dlock__etcd_req *q)
     extend *x = DLOCK__OWNER(q, extend, q);
     dlock__etcd_kv kv;
     int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, x->err);
-    if (rc == DLOCK_OK && kv.key && kv.lease)
+    if (rc == DLOCK_OK && kv.key && kv.lease) {
         x->h->lease = kv.lease; /* the renewal is off during the extend */
+        x->h->on_session = !dlock__etcd_key_names_lease(kv.key, kv.key_len, kv.lease);
+    }
     dlock__etcd_kv_clear(&kv);
     if (rc == DLOCK_OK)
         rc = ttl_lookup(x);
@@ -322,7 +382,7 @@ int dlock__etcd_extend_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_exten
     if (!x)
         return DLOCK_ENOMEM;
     *x = (extend){.op = op, .e = e, .h = a->h, .ttl_ms = a->ttl_ms, .err = a->err,
-                  .ended = a->ended, .arg = a->arg, .owed = a->owed, .shared = a->shared};
+                  .ended = a->ended, .off_session = a->off_session, .arg = a->arg, .owed = a->owed, .shared = a->shared};
     int rc;
     if (x->h->ttl_s == 0) /* adopted: learn the key's lease and its granted TTL */
         rc = lease_lookup(x);

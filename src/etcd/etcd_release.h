@@ -23,7 +23,8 @@
  * (the lease had ended) or an error as dlock__etcd_post()'s (err says
  * why); DLOCK_ENOMEM: done() never comes. h NULL: nothing to send (the
  * owner's lease lives on), answered DLOCK_OK from the loop's next turn.
- * What the revoke needs of h is copied: the caller may free h at once. */
+ * h on a session (h->on_session): its key's delete, not a revoke. What
+ * the request needs of h is copied: the caller may free h at once. */
 int dlock__etcd_release_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_hold *h,
                            dlock__errbuf *err);
 
@@ -33,6 +34,8 @@ typedef struct dlock__etcd_extend_args {
     int64_t ttl_ms;
     dlock__errbuf *err;
     void (*ended)(void *arg); /* etcd said the hold ended */
+    /* The key moved off a session to a lease of its own (NULL: none). */
+    void (*off_session)(void *arg);
     void *arg;
     int64_t *owed; /* where a lease owed a revoke goes (etcd_hold.h) */
     int shared;    /* the owner's other handles share h's lease */
@@ -51,7 +54,8 @@ typedef struct dlock__etcd_extend_args {
  * or DLOCK_ENOTSUP or DLOCK_ENOMEM, and done() never comes. */
 int dlock__etcd_extend_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_extend_args *a);
 
-/* Release: revoke the lease (deleting the key), on a private loop.
+/* Release: revoke the lease (deleting the key), or on a session
+ * (h->on_session) delete the key, on a private loop.
  * DLOCK_OK, DLOCK_EEXPIRED (the lease had ended), or an error. The hold
  * is cleared either way. */
 int dlock__etcd_release(dlock__etcd *e, dlock__etcd_hold *h, dlock__errbuf *err);

@@ -45,6 +45,10 @@ static void settled(relet *r, int rc)
 {
     int64_t lease = rc == DLOCK_OK ? r->old : r->lease;
     r->end_rc = rc;
+    if (rc == DLOCK_OK && r->keep_old) {
+        end(r, rc); /* the old lease is a session's: its other keys stay */
+        return;
+    }
     /* no message of the revoke's: the outcome is the move's */
     if (post(r, "/v3/lease/revoke", dlock__etcd_lease_body(lease), revoked, NULL) != DLOCK_OK) {
         r->owed = lease;
@@ -120,6 +124,7 @@ int dlock__etcd_relet_start(relet *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->e = e;
     r->loop = loop;
     r->old = h->lease;
+    r->keep_old = h->on_session;
     r->owed = 0;
     r->asked_s = dlock__etcd_ttl_s(ttl_ms);
     r->valid_until_ns = INT64_MIN;

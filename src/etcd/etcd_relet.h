@@ -4,7 +4,8 @@
  * lease: grant a lease of the new TTL, put the same key with it (a put
  * keeps the key's create revision, so the place in line and the fence
  * stay; a transaction, only while the old lease still holds the key),
- * then revoke the old lease, which no key is attached to any more. Each
+ * then revoke the old lease, which no key is attached to any more (unless
+ * it is a session's, etcd_session.h, which other keys are on). Each
  * step is a POST request (etcd_request.h) started from the one before's
  * done; the extend (etcd_release.c) runs it on the engine's loop.
  *
@@ -42,6 +43,7 @@ typedef struct dlock__etcd_relet {
     char *key;
     size_t key_len;
     int end_rc; /* the outcome, kept while a revoke is out */
+    int keep_old; /* the old lease is a session's (etcd_session.h): not revoked */
     dlock__etcd_req q; /* the step in flight */
 } dlock__etcd_relet;
 

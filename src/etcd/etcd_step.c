@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "clock.h"
 #include "etcd_kv.h"
+#include "etcd_session.h"
 #include "etcd_step.h"
 #include "handle.h"
 
@@ -127,6 +128,22 @@ void dlock__etcd_step_cancelled(dlock__etcd_wait *w)
     dlock__err_set(&w->l->err, "cancelled while waiting for \"%s\"", w->l->name);
 }
 
+int dlock__etcd_step_kept(dlock__etcd_wait *w, int rc, json_t *rep)
+{
+    dlock__etcd_hold *h = &w->s->h;
+    int64_t ttl_s;
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_keepalive_reply(rep, h->lease, &ttl_s, &w->l->err);
+    if (rc == DLOCK_OK) {
+        h->valid_until_ns = w->sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
+        if (w->s->sess)
+            dlock__etcd_session_kept(w->s->sess, h->valid_until_ns);
+    } else if (rc == DLOCK_EEXPIRED && w->s->sess) {
+        dlock__etcd_session_gone(w->s->sess); /* no new key goes on it */
+    }
+    return rc;
+}
+
 /* ---- leaving the line ----------------------------------------------------- */
 
 void dlock__etcd_step_place_free(dlock__etcd_wait *w)
@@ -141,10 +158,11 @@ void dlock__etcd_step_place_free(dlock__etcd_wait *w)
     w->fresh = 0;
 }
 
-/* Revoke our lease (deleting our key) within budget_ms (0: the client's
- * deadlines), without a message; next when it is back, whatever it says. */
-int dlock__etcd_step_revoke_lease(dlock__etcd_wait *w, int64_t lease, int64_t budget_ms,
-                                  dlock__etcd_step_fn next)
+/* Revoke h's lease (deleting our key), or on a session delete h's key,
+ * within budget_ms (0: the client's deadlines), without a message; next
+ * when it is back, whatever it says. */
+int dlock__etcd_step_let_go(dlock__etcd_wait *w, const dlock__etcd_hold *h, int64_t budget_ms,
+                            dlock__etcd_step_fn next)
 {
     dlock__etcd *e = dlock__etcd_step_etcd(w);
     int64_t io = dlock__etcd_io_timeout_ms(e), n = (int64_t)dlock__etcd_endpoint_count(e);
@@ -156,19 +174,53 @@ int dlock__etcd_step_revoke_lease(dlock__etcd_wait *w, int64_t lease, int64_t bu
         deadline = dlock__deadline_after_ms(budget_ms);
         try_ms = DLOCK__MAX(budget_ms / n, 1);
     }
-    return dlock__etcd_step_post(w, "/v3/lease/revoke", dlock__etcd_lease_body(lease), deadline,
+    if (h->on_session)
+        return dlock__etcd_step_post(w, "/v3/kv/txn",
+                                     dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),
+                                     deadline, try_ms, next, NULL);
+    return dlock__etcd_step_post(w, "/v3/lease/revoke", dlock__etcd_lease_body(h->lease), deadline,
                                  try_ms, next, NULL);
 }
 
+int dlock__etcd_step_revoke_lease(dlock__etcd_wait *w, int64_t lease, int64_t budget_ms,
+                                  dlock__etcd_step_fn next)
+{
+    dlock__etcd_hold h = {.lease = lease};
+    return dlock__etcd_step_let_go(w, &h, budget_ms, next);
+}
+
+/* Our place goes: its lease's revoke, or on a session its key's delete,
+ * unless ours is the last use of a tainted session, which is revoked
+ * then (a late create's key goes with it: etcd_session.h). */
 int dlock__etcd_step_revoke(dlock__etcd_wait *w, int64_t budget_ms, dlock__etcd_step_fn next)
 {
-    return dlock__etcd_step_revoke_lease(w, w->s->h.lease, budget_ms, next);
+    dlock__etcd_hold h = w->s->h;
+    if (w->s->sess && dlock__etcd_session_last_tainted(w->s->sess))
+        h.on_session = 0;
+    return dlock__etcd_step_let_go(w, &h, budget_ms, next);
+}
+
+/* The owed key's copy (etcd_hold.h): DLOCK_OK or DLOCK_ENOMEM. */
+static int owe_key(struct dlock__etcd_lockdata *d, const dlock__etcd_hold *h)
+{
+    char *key = dlock__malloc(h->key_len + 1);
+    if (!key)
+        return DLOCK_ENOMEM; /* it stays in line until the session lapses */
+    memcpy(key, h->key, h->key_len + 1);
+    dlock__etcd_owed_key_clear(d);
+    d->owed_key = (dlock__etcd_hold){.lease = h->lease, .key = key, .key_len = h->key_len,
+                                     .on_session = 1, .valid_until_ns = INT64_MIN};
+    return DLOCK_OK;
 }
 
 void dlock__etcd_step_owe(dlock__etcd_wait *w, int rc)
 {
     /* "not found": the lease is gone already (revoked, or lapsed) */
-    if (w->s && rc != DLOCK_OK && rc != DLOCK_EEXPIRED)
+    if (!w->s || rc == DLOCK_OK || rc == DLOCK_EEXPIRED)
+        return;
+    if (w->s->h.on_session)
+        (void)owe_key(LD(w->l), &w->s->h);
+    else
         LD(w->l)->owed_lease = w->s->h.lease;
 }
 

@@ -39,6 +39,8 @@ struct dlock__etcd_wait {
     dlock__etcd_shared_hold *re;
     int re_own;
     int reentered; /* begin re-entered: the try grants */
+    int paying_key; /* begin's step in flight pays an owed key (etcd_hold.h) */
+    int regranted;  /* this place's session was found gone and replaced */
     /* Our place in line (NULL: none) and what we know of it. */
     dlock__etcd_shared_hold *s;
     int owner;           /* ours is the first key */
@@ -65,11 +67,15 @@ dlock__etcd *dlock__etcd_step_etcd(const dlock__etcd_wait *w);
 /* How many of the first keys in line hold: a semaphore's N, else 1. */
 int64_t dlock__etcd_permits(const dlock_lock *l);
 /* Revoke lease within budget_ms (0: the client's deadlines), shared by
- * the members; next when it is back, whatever it says. */
+ * the members; next when it is back, whatever it says. let_go: the same
+ * for h's lease, or on a session (h->on_session) for h's key alone. */
 int dlock__etcd_step_revoke_lease(dlock__etcd_wait *w, int64_t lease, int64_t budget_ms,
                                   dlock__etcd_step_fn next);
+int dlock__etcd_step_let_go(dlock__etcd_wait *w, const dlock__etcd_hold *h, int64_t budget_ms,
+                            dlock__etcd_step_fn next);
 /* A revoke of our place that answered rc: one that did not make it (not
- * OK, not "not found") leaves the lease owed (etcd_hold.h, owed_lease). */
+ * OK, not "not found") leaves the lease owed (etcd_hold.h, owed_lease),
+ * or on a session the key (owed_key). */
 void dlock__etcd_step_owe(dlock__etcd_wait *w, int rc);
 /* A failure another member or a later try may not have: EIO, EUNKNOWN, EBUSY. */
 int dlock__etcd_step_transient(int rc);
@@ -100,10 +106,16 @@ int dlock__etcd_step_post(dlock__etcd_wait *w, const char *path, json_t *body,
 int dlock__etcd_step_call(dlock__etcd_wait *w, const char *path, json_t *body,
                           dlock__etcd_step_fn next);
 
+/* A keep-alive of our place's lease (sent at w->sent_ns) answered rc,
+ * rep: its outcome; on DLOCK_OK the place's validity moves, and its
+ * session's; a session etcd no longer knows leaves the client's table. */
+int dlock__etcd_step_kept(dlock__etcd_wait *w, int rc, json_t *rep);
+
 /* Out of line without a word (the lease runs out by itself). */
 void dlock__etcd_step_place_free(dlock__etcd_wait *w);
 /* Revoke our lease within budget_ms (0: the client's deadlines), no
- * message; next whatever it says. */
+ * message; next whatever it says. On a session, our key's delete (the
+ * lease's revoke when ours is the last use of a tainted session). */
 int dlock__etcd_step_revoke(dlock__etcd_wait *w, int64_t budget_ms, dlock__etcd_step_fn next);
 /* Leave the line (the revoke, brief after a cancel) and then answer. */
 void dlock__etcd_step_undo(dlock__etcd_wait *w, int code, unsigned flags, int brief);

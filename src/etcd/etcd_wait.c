@@ -35,20 +35,41 @@ static int get_in_line(dlock__etcd_wait *w)
     return rc;
 }
 
-/* The owed revoke is back: paid, or owed again if it did not make it
- * (the lease lapses by itself meanwhile); on into line either way, but a
- * cancel ends the begin. */
+static void owed_paid(dlock__etcd_wait *w, int rc, long code, json_t *rep);
+
+/* What an earlier wait left owed, each once (a key on a session first,
+ * then a lease), with a cancel's budget: a member still down costs this
+ * acquire that much at most; then into line. */
+static int pay_then_enter(dlock__etcd_wait *w, int key_tried)
+{
+    struct dlock__etcd_lockdata *d = LD(w->l);
+    w->paying_key = !key_tried && d->owed_key.key;
+    if (w->paying_key)
+        return dlock__etcd_step_let_go(w, &d->owed_key, DLOCK__CANCEL_LEAVE_MS, owed_paid);
+    if (d->owed_lease)
+        return dlock__etcd_step_revoke_lease(w, d->owed_lease, DLOCK__CANCEL_LEAVE_MS, owed_paid);
+    return get_in_line(w);
+}
+
+/* The owed revoke (or key delete) is back: paid, or owed again if it did
+ * not make it (the lease lapses by itself meanwhile); on into line
+ * either way, but a cancel ends the begin. */
 static void owed_paid(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code, (void)rep;
-    if (rc == DLOCK_OK || rc == DLOCK_EEXPIRED)
-        LD(w->l)->owed_lease = 0;
+    int key = w->paying_key;
+    if (rc == DLOCK_OK || rc == DLOCK_EEXPIRED) {
+        if (key)
+            dlock__etcd_owed_key_clear(LD(w->l));
+        else
+            LD(w->l)->owed_lease = 0;
+    }
     if (rc == DLOCK_ECANCELED) {
         dlock__etcd_step_cancelled(w);
         dlock__etcd_step_answer(w, rc, 0, -1);
         return;
     }
-    if ((rc = get_in_line(w)) != DLOCK_OK)
+    if ((rc = key ? pay_then_enter(w, 1) : get_in_line(w)) != DLOCK_OK)
         dlock__etcd_step_answer(w, rc, 0, -1);
 }
 
@@ -72,12 +93,8 @@ int dlock__etcd_wait_begin(dlock_lock *l, dlock__op *op)
         /* found lost while a re-entry backed off: start over, as a lost
          * handle's acquire does */
         dlock__engine_ended(l, DLOCK_ELOST);
-    int64_t owed = LD(l)->owed_lease;
-    /* A revoke a cancel cut off is sent again first, with a cancel's
-     * budget: a member still down costs this acquire that much at most. */
-    int rc = owed ? dlock__etcd_step_revoke_lease(w, owed, DLOCK__CANCEL_LEAVE_MS, owed_paid)
-                  : get_in_line(w);
-    return dlock__etcd_step_started(w, rc);
+    /* A revoke a cancel cut off is sent again first */
+    return dlock__etcd_step_started(w, pay_then_enter(w, 0));
 }
 
 /* ---- looking ------------------------------------------------------------------ */
@@ -233,12 +250,8 @@ static int read_pred(dlock__etcd_wait *w)
 static void kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code;
-    dlock__etcd_hold *h = &w->s->h;
-    int64_t ttl_s;
-    if (rc == DLOCK_OK)
-        rc = dlock__etcd_keepalive_reply(rep, h->lease, &ttl_s, &w->l->err);
+    rc = dlock__etcd_step_kept(w, rc, rep); /* a session gone: the next place on a new one */
     if (rc == DLOCK_OK) {
-        h->valid_until_ns = w->sent_ns + ttl_s * 1000 * DLOCK__NS_PER_MS;
         w->next_renew_ns = dlock__deadline_after_ms(w->renew_every_ms);
         rc = read_pred(w);
     }
@@ -394,11 +407,13 @@ int dlock__etcd_wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op)
     return rc;
 }
 
-void dlock__etcd_wait_free(dlock_lock *l)
+void dlock__etcd_wait_free(dlock_lock *l, int forked)
 {
     dlock__etcd_wait *w = LD(l)->wait;
     if (!w)
         return;
+    if (w->s && forked)
+        w->s->sess = NULL;
     if (w->s)
         dlock__etcd_hold_free(w->s);
     dlock__free(w);

@@ -38,7 +38,10 @@ int dlock__etcd_wait_watch_ready(dlock_lock *l, int64_t until_ns);
 void dlock__etcd_wait_unwatch(dlock_lock *l);
 int dlock__etcd_wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
 int dlock__etcd_wait_handed(dlock_lock *l);
-/* lock_clear: the wait's memory (no wait runs then). */
-void dlock__etcd_wait_free(dlock_lock *l);
+/* lock_clear: the wait's memory (no wait runs then); forked: in a child
+ * of fork(), where the client's mutex may be held by a thread not copied,
+ * the place's session is not counted down (the client's close frees the
+ * table's memory). */
+void dlock__etcd_wait_free(dlock_lock *l, int forked);
 
 #endif

@@ -34,16 +34,13 @@ static dlock__etcd *raw; /* a second client of the member, to look */
 static int setup(void **state)
 {
     (void)state;
-    if (test_etcd_setup(&srv, 1, NULL, &cl) != 0)
-        return -1;
-    return test_etcd_raw(&raw, srv.url) == DLOCK_OK ? 0 : -1;
+    return test_etcd_setup_raw(&srv, NULL, &cl, &raw);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock__etcd_free(raw);
-    test_etcd_teardown(&srv, cl);
+    test_etcd_teardown_raw(&srv, cl, raw);
     return 0;
 }
 

@@ -41,16 +41,13 @@ static int setup(void **state)
     (void)state;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.key_prefix = "fk:";
-    if (test_etcd_setup(&srv, 1, &o, &cl) != 0)
-        return -1;
-    return test_etcd_raw(&raw, srv.url) == DLOCK_OK ? 0 : -1;
+    return test_etcd_setup_raw(&srv, &o, &cl, &raw);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock__etcd_free(raw);
-    test_etcd_teardown(&srv, cl);
+    test_etcd_teardown_raw(&srv, cl, raw);
     return 0;
 }
 

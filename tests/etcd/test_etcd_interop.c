@@ -2,8 +2,9 @@
 /* dlock on etcd against etcd's own lock (`etcdctl lock`, Go's
  * concurrency.Mutex), one real etcd member: they exclude each other in
  * both directions, wait in one line, list and break see an etcdctl holder,
- * and dlock's key is Mutex's
- * NAME/<lease in %x>. etcdctl is Debian's etcd-client, started as a child
+ * and a plain lock's key is Mutex's NAME/<lease in %x>; an auto-renewed
+ * lock's key on the client's session (NAME/<ID of its own>) excludes
+ * etcdctl both ways too. etcdctl is Debian's etcd-client, started as a child
  * process (fork and exec, dying with this process) and stopped by its pid;
  * every test is skipped when it is not installed. */
 #include <setjmp.h>
@@ -165,10 +166,15 @@ static void ctl_run(ctl *c, const char *const *args)
     (void)ctl_stop(c);
 }
 
+/* The flags of the interop tests' locks: 0, or DLOCK_AUTO_RENEW for the
+ * same tests on the client's session (keys NAME/<ID of their own>). */
+static unsigned lock_flags;
+
 static dlock_lock *lock_of(const char *name)
 {
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     o.ttl_ms = 10000;
+    o.flags = lock_flags;
     o.retry_min_ms = 10;
     o.retry_max_ms = 100;
     return test_lock_with(cl, name, &o);
@@ -181,13 +187,13 @@ static dlock_lock *lock_of(const char *name)
  * command exits. dlock's try-once is refused and its waiter gets the lock
  * only after "done", with a fence above etcdctl's key's create revision.
  * (Fails with the KEY NUL <lease> layout: dlock takes the lock at once.) */
-static void dlock_waits_for_etcdctls_hold(void **state)
+static void waits_for_etcdctls_hold(const char *name, unsigned flags)
 {
-    (void)state;
     if (!have_etcdctl)
         skip();
+    lock_flags = flags;
     ctl c;
-    const char *args[] = {"lock", "iop-a", "--", "sh", "-c",
+    const char *args[] = {"lock", name, "--", "sh", "-c",
                           "echo \"held $ETCD_LOCK_KEY $ETCD_LOCK_REV\"; sleep 2; echo done",
                           NULL};
     ctl_start(&c, args);
@@ -195,18 +201,18 @@ static void dlock_waits_for_etcdctls_hold(void **state)
     char key[256] = "";
     long long rev = 0;
     assert_int_equal(sscanf(c.buf, "held %255s %lld", key, &rev), 2);
-    assert_true(strncmp(key, "iop-a/", 6) == 0);
+    assert_true(strncmp(key, name, strlen(name)) == 0 && key[strlen(name)] == '/');
     assert_true(rev > 0);
 
     /* status sees etcdctl's key as the holder, its create revision the
      * fence (etcdctl took a free lock: ETCD_LOCK_REV is that revision) */
     dlock_node_status ns[1];
     dlock_lock_status st;
-    assert_int_equal(dlock_client_status(cl, "iop-a", 1, ns, &st), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, name, 1, ns, &st), DLOCK_OK);
     assert_int_equal(ns[0].held, 1);
     assert_int_equal(ns[0].fence, (uint64_t)rev);
 
-    dlock_lock *l = lock_of("iop-a");
+    dlock_lock *l = lock_of(name);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
     assert_int_equal(dlock_lock_acquire(l, 15000), DLOCK_OK);
     /* etcdctl printed "done" before it unlocked: it is in the pipe now */
@@ -215,6 +221,20 @@ static void dlock_waits_for_etcdctls_hold(void **state)
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     assert_true(WIFEXITED(ctl_stop(&c)));
+    lock_flags = 0;
+}
+
+static void dlock_waits_for_etcdctls_hold(void **state)
+{
+    (void)state;
+    waits_for_etcdctls_hold("iop-a", 0);
+}
+
+/* The same with an auto-renewed waiter, whose key is on the session. */
+static void a_session_waiter_waits_for_etcdctls_hold(void **state)
+{
+    (void)state;
+    waits_for_etcdctls_hold("iop-sa", DLOCK_AUTO_RENEW);
 }
 
 /* A semaphore of three permits on a name etcdctl holds: etcdctl's key is
@@ -272,25 +292,27 @@ static void *wait_thread(void *arg)
  * dlock holds it, at once after dlock's release. A dlock waiter that came
  * after etcdctl waits behind it (one first-come line): it gets the lock
  * only after etcdctl's unlock, its fence above etcdctl's. */
-static void etcdctl_waits_for_dlocks_hold(void **state)
+static void etcdctl_waits_for(const char *name, unsigned flags)
 {
-    (void)state;
     if (!have_etcdctl)
         skip();
-    dlock_lock *l = lock_of("iop-b");
+    lock_flags = flags;
+    dlock_lock *l = lock_of(name);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     uint64_t first = dlock_lock_fence(l);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s/", name);
     ctl c;
-    const char *args[] = {"lock", "iop-b", NULL};
+    const char *args[] = {"lock", name, NULL};
     ctl_start(&c, args);
-    assert_false(ctl_wait_for(&c, "iop-b/", 1500)); /* waits behind dlock */
-    waiter w = {lock_of("iop-b"), -1, 0};
+    assert_false(ctl_wait_for(&c, prefix, 1500)); /* waits behind dlock */
+    waiter w = {lock_of(name), -1, 0};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
     test_sleep_ms(300); /* in line behind etcdctl */
     int64_t t0 = test_now_ms();
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_true(ctl_wait_for(&c, "iop-b/", 5000));
+    assert_true(ctl_wait_for(&c, prefix, 5000));
     print_message("etcdctl took the lock %" PRId64 " ms after dlock's release\n",
                   test_now_ms() - t0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
@@ -298,7 +320,7 @@ static void etcdctl_waits_for_dlocks_hold(void **state)
     assert_int_equal(atomic_load(&w.done_ms), 0); /* still behind etcdctl */
     /* etcdctl's key's create revision, read back with dlock's status */
     dlock_node_status ns[1];
-    assert_int_equal(dlock_client_status(cl, "iop-b", 1, ns, NULL), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, name, 1, ns, NULL), DLOCK_OK);
     uint64_t etcdctls = ns[0].fence;
     assert_true(etcdctls > first);
     int64_t stopped = test_now_ms();
@@ -310,6 +332,22 @@ static void etcdctl_waits_for_dlocks_hold(void **state)
     assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
     dlock_lock_free(w.l);
     dlock_lock_free(l);
+    lock_flags = 0;
+}
+
+static void etcdctl_waits_for_dlocks_hold(void **state)
+{
+    (void)state;
+    etcdctl_waits_for("iop-b", 0);
+}
+
+/* The same with auto-renewed holder and waiter, their keys on the
+ * session: etcdctl's lowest-create-revision rule sees them whatever
+ * their suffix. */
+static void etcdctl_waits_for_a_session_hold(void **state)
+{
+    (void)state;
+    etcdctl_waits_for("iop-sb", DLOCK_AUTO_RENEW);
 }
 
 /* The kinds etcd offers besides the plain lock keep the exclusion: a
@@ -422,6 +460,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dlock_waits_for_etcdctls_hold),
         cmocka_unit_test(etcdctl_waits_for_dlocks_hold),
+        cmocka_unit_test(a_session_waiter_waits_for_etcdctls_hold),
+        cmocka_unit_test(etcdctl_waits_for_a_session_hold),
         cmocka_unit_test(etcdctls_hold_takes_a_permit),
         cmocka_unit_test(reentrant_holds_exclude_etcdctl),
         cmocka_unit_test(list_and_break_see_an_etcdctl_holder),

@@ -94,7 +94,7 @@ static int enter_once(dlock__etcd *e, const dlock__etcd_name *n, int64_t ttl_ms,
     dlock__etcd_kv first;
     *holder_ttl_ms = -1;
     memset(h, 0, sizeof *h);
-    assert_int_equal(dlock__etcd_hold_new(h, n, ttl_ms), DLOCK_OK);
+    assert_int_equal(dlock__etcd_hold_new(h, n, ttl_ms, 0), DLOCK_OK);
     int rc = dlock__etcd_lease_grant(e, h->lease, h->asked_s, &h->ttl_s, dl, -1, err);
     if (rc == DLOCK_OK)
         rc = dlock__etcd_create_and_first(e, h->key, h->key_len, NULL, 0, h->lease, n->begin,

@@ -23,7 +23,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "dlock.h"
+#include "etcd_keys.h"
+#include "etcd_kv.h"
 #include "etcd_server.h"
 #include "proc.h"
 #include "test_util.h"
@@ -181,6 +184,25 @@ static test_etcd srv;
 static dlock_client *cl;
 static atomic_int lost_b;
 
+/* The lease l's key is on, in decimal and quoted as a keep-alive's body
+ * names it: an auto-renew lock's key is on the client's session
+ * (its token names the key, not the lease), read from etcd directly. */
+static void lease_pattern(const char *name, const dlock_lock *l, char *out, size_t len)
+{
+    dlock__etcd *raw = NULL;
+    assert_int_equal(test_etcd_raw(&raw, srv.url), DLOCK_OK);
+    char key[128];
+    int n = snprintf(key, sizeof key, "%s/%llx", name, strtoull(dlock_lock_token(l), NULL, 16));
+    dlock__etcd_kv kv;
+    assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv, dlock__deadline_after_ms(3000), -1,
+                                     NULL),
+                     DLOCK_OK);
+    assert_non_null(kv.key);
+    snprintf(out, len, "\"%" PRIu64 "\"", (uint64_t)kv.lease);
+    dlock__etcd_kv_clear(&kv);
+    dlock__etcd_free(raw);
+}
+
 static void on_lost_b(dlock_lock *l, dlock_lost_reason why, void *arg)
 {
     (void)l, (void)why, (void)arg;
@@ -231,10 +253,9 @@ static void a_stalled_renewal_holds_back_no_other_lock(void **state)
     (void)state;
     dlock_lock *a = auto_lock("wd-stalled", 6000, NULL);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    /* The keep-alive's body names the lease in decimal; the token is
-     * its ID in hex. */
+    /* The keep-alive's body names the lease in decimal. */
     char id[32];
-    snprintf(id, sizeof id, "\"%" PRIu64 "\"", (uint64_t)strtoull(dlock_lock_token(a), NULL, 16));
+    lease_pattern("wd-stalled", a, id, sizeof id);
     proxy_stall(id);
     int64_t t0 = test_now_ms();
     /* A's first renewal goes out about 1.8 s after its acquire. */
@@ -301,7 +322,7 @@ static void an_on_lost_releases_a_lock_whose_renewal_is_in_flight(void **state)
     dlock_lock *a = auto_lock("wd-stalled-2", 6000, NULL);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     char id[32];
-    snprintf(id, sizeof id, "\"%" PRIu64 "\"", (uint64_t)strtoull(dlock_lock_token(a), NULL, 16));
+    lease_pattern("wd-stalled-2", a, id, sizeof id);
     int stalls = atomic_load(&px.stalls);
     proxy_stall(id);
     int64_t t0 = test_now_ms();

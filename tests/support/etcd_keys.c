@@ -41,3 +41,17 @@ int test_etcd_raw(dlock__etcd **out, const char *url)
     int rc = dlock__etcd_url_parse(&u, &url, 1, err, sizeof err);
     return rc == DLOCK_OK ? dlock__etcd_new(out, &u, 500, 2000) : rc;
 }
+
+int test_etcd_setup_raw(test_etcd *srv, const dlock_client_options *o, dlock_client **cl,
+                        dlock__etcd **raw)
+{
+    if (test_etcd_setup(srv, 1, o, cl) != 0)
+        return -1;
+    return test_etcd_raw(raw, srv->url) == DLOCK_OK ? 0 : -1;
+}
+
+void test_etcd_teardown_raw(test_etcd *srv, dlock_client *cl, dlock__etcd *raw)
+{
+    dlock__etcd_free(raw);
+    test_etcd_teardown(srv, cl);
+}

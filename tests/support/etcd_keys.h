@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dlock.h"
 #include "etcd_http.h"
+#include "etcd_server.h"
 
 /* Create key (len bytes, any bytes; its value the key) through e with
  * lease attached, if absent. *rev (may be NULL): its create revision.
@@ -19,5 +21,11 @@ int test_etcd_put_key(dlock__etcd *e, const char *key, size_t len, int64_t lease
  * look at keys and leases as another program would (500 ms connect,
  * 2000 ms I/O timeout). DLOCK_OK, or the error. */
 int test_etcd_raw(dlock__etcd **out, const char *url);
+
+/* test_etcd_setup() of one member (options o, may be NULL) with such a
+ * second client of it in *raw: 0, or -1; and its teardown. */
+int test_etcd_setup_raw(test_etcd *srv, const dlock_client_options *o, dlock_client **cl,
+                        dlock__etcd **raw);
+void test_etcd_teardown_raw(test_etcd *srv, dlock_client *cl, dlock__etcd *raw);
 
 #endif
