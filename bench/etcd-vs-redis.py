@@ -39,38 +39,14 @@ After each etcd S1 the requests etcd served per cycle are printed, from its
 every request to its gRPC server): Txn, Put, DeleteRange, LeaseGrant and
 LeaseRevoke are the writes (Go's Mutex deletes its key with DeleteRange).
 """
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
-
-def free_port():
-    """A loopback port below the ephemeral range (scripts/free-port)."""
-    out = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                       "..", "scripts", "free-port")],
-                         check=True, capture_output=True, text=True)
-    return int(out.stdout)
-
-
-def wait_until(cond, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def pct(samples, p):
-    if not samples:
-        return float("nan")
-    s = sorted(samples)
-    return s[max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))]
+from peers_lib import free_port, pct, run_workers, s3, wait_until
 
 
 def start_servers(tmp):
@@ -143,30 +119,6 @@ def served(url):
     return n
 
 
-def run_workers(worker, tmp, url, mode, n, tag, extra):
-    start = time.time() + 1.5
-    key = f"bench:{tag}:{os.getpid()}"
-    procs, outs, lats = [], [], []
-    ctr, holder = os.path.join(tmp, f"{tag}.ctr"), f"/dev/shm/dlock-bench-{tag}-{os.getpid()}"
-    with open(ctr, "w") as f:
-        f.write("0".ljust(15) + "\n")
-    for i in range(n):
-        out, lat = os.path.join(tmp, f"{tag}.{i}.out"), os.path.join(tmp, f"{tag}.{i}.lat")
-        args = [worker, f"mode={mode}", f"url={url}", f"key={key}", f"start={start:.6f}",
-                "ttl_ms=10000", f"out={out}", f"lat={lat}", *extra]
-        if mode == "contend":
-            args += [f"ctr={ctr}", f"holder={holder}", "target=2000", "max_time=30"]
-        procs.append(subprocess.Popen(args))
-        outs.append(out)
-        lats.append(lat)
-    for p in procs:
-        if p.wait() != 0:
-            raise SystemExit(f"{tag}: a worker failed")
-    res = [json.load(open(o)) for o in outs]
-    samples = [int(x) for lat in lats for x in open(lat).read().split()]
-    return start, res, samples
-
-
 def s1(worker, tmp, url, tag, extra=()):
     before = served(url)
     _, res, lat = run_workers(worker, tmp, url, "cycle", 1, tag,
@@ -181,15 +133,6 @@ def s1(worker, tmp, url, tag, extra=()):
               file=sys.stderr)
     return (r["n"] / r["elapsed_s"], pct(lat, 50) / 1e3, pct(lat, 99) / 1e3,
             r["viol"] + r["errors"], max(lat, default=0) / 1e6)
-
-
-def s3(worker, tmp, url, tag, extra):
-    start, res, lat = run_workers(worker, tmp, url, "contend", 4, tag, ["retry=default", *extra])
-    tt = [r["t_target"] for r in res if r["t_target"] is not None]
-    total = sum(r["n"] for r in res)
-    rate = 2000 / (min(tt) - start) if tt else total / (max(r["t_end"] for r in res) - start)
-    return (rate, pct(lat, 50) / 1e3, pct(lat, 99) / 1e3,
-            sum(r["viol"] + r["errors"] for r in res), max(lat, default=0) / 1e6)
 
 
 def main():

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""What the consensus-store benchmarks share (bench/zk-vs-curator.py; for
-bench/etcd-vs-redis.py too, once it imports it): free ports, the servers
+"""What the consensus-store benchmarks share (bench/etcd-vs-redis.py,
+bench/zk-vs-curator.py): free ports, the servers
 they start, S1 and S3 of the peers contract (../shared/peers/SCENARIOS.md,
 "Worker contract") with any worker that keeps it, and percentiles.
 
@@ -103,10 +103,11 @@ def stop(procs):
 
 
 def run_workers(worker, tmp, url, mode, n, tag, extra):
-    """n workers (argv lists: worker + args) in mode on one key, started
-    together 1.5 s from now (warm-up of a JVM included): (start, results,
-    latency samples in ns)."""
-    start = time.time() + (4.0 if any("java" in os.path.basename(w) for w in worker) else 1.5)
+    """n workers (worker: a program, or an argv list to which the args are
+    added) in mode on one key, started together 1.5 s from now (4 s for a
+    JVM): (start, results, latency samples in ns)."""
+    worker = [worker] if isinstance(worker, str) else worker
+    start = time.time() + (4.0 if os.path.basename(worker[0]) == "java" else 1.5)
     key = f"bench-{tag}-{os.getpid()}"
     procs, outs, lats = [], [], []
     ctr, holder = os.path.join(tmp, f"{tag}.ctr"), f"/dev/shm/dlock-bench-{tag}-{os.getpid()}"
