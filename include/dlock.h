@@ -673,7 +673,9 @@ typedef struct dlock_client_options {
      *  asynchronous, WAIT does not make the write durable, and a replica
      *  that acknowledged need not be the one promoted. Fencing tokens are
      *  the answer to that (docs/deployment.md). Watchdog renewals and
-     *  fair-mode acquires do not wait. 0..1000; default 0 (off). */
+     *  fair-mode acquires do not wait. 0..1000; default 0 (off). Redis
+     *  only: with etcd:// or zk:// URLs a value above 0 is DLOCK_EINVAL
+     *  (their writes are on a majority of members when answered). */
     int min_replicas;
     /** How long WAIT waits for the acknowledgements, in ms: 1..60000;
      *  default 1000. It adds to the I/O timeout of those commands. */

@@ -449,6 +449,13 @@ static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
         snprintf(err, err_len, "the cluster option is for Redis Cluster, not etcd:// URLs");
         return DLOCK_EINVAL;
     }
+    if (opts->min_replicas > 0) {
+        /* Silently ignored before: a caller asking for replicas' acks
+         * must hear that nothing here waits for them. */
+        snprintf(err, err_len, "min_replicas is Redis's WAIT for replicas, not for etcd:// "
+                 "URLs: a write etcd answers is on a majority of its members already");
+        return DLOCK_EINVAL;
+    }
     c->quorum = 1;
     struct dlock__etcd_client *ec = NULL;
     int rc = dlock__etcd_client_open(&ec, urls, n_urls, opts, err, err_len);

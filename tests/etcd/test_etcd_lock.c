@@ -672,6 +672,14 @@ static void what_does_not_apply_is_refused(void **state)
     char err[256] = "";
     assert_int_equal(dlock_client_new(&c, mixed, 2, NULL, err, sizeof err), DLOCK_EINVAL);
     assert_non_null(strstr(err, "etcd"));
+    /* min_replicas (Redis's WAIT) is refused, not silently ignored */
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.min_replicas = 1;
+    const char *one = srv.url;
+    err[0] = '\0';
+    assert_int_equal(dlock_client_new(&c, &one, 1, &co, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "min_replicas"));
+    assert_null(c);
 }
 
 /* ---- processes ------------------------------------------------------------ */
