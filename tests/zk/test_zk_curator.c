@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dlock and Apache Curator on one ZooKeeper path exclude each other, both
+ * ways: Curator's InterProcessMutex (Debian's libcurator-recipes-java, in
+ * a Java worker of the test's: support/curator_worker.c) waits while dlock
+ * holds and gets the lock at dlock's release; dlock waits while Curator
+ * holds and gets it at Curator's; and both contend in a loop, their
+ * sections in one chaos history (the JVM's monotonic clock is the C
+ * side's) that must show no overlap and fences (each node's czxid, on
+ * both sides) that only grow. Every timing is taken after the JVM said
+ * "ready": its start is in none. Skipped, with the reason, without java,
+ * javac or the jars (failed instead under DLOCK_TEST_REQUIRE_CURATOR=1,
+ * as scripts/check.sh runs the suite). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "curator_worker.h"
+#include "dlock.h"
+#include "history.h"
+#include "proc.h"
+#include "test_util.h"
+#include "zk_server.h"
+
+static test_zk srv;
+static char classes[256]; /* the worker's compiled classes */
+static curator_worker java;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_zk_start(&srv) != 0 || test_make_dir(classes, sizeof classes, "curator") != 0 ||
+        curator_compile(classes) != 0)
+        return -1;
+    return curator_start(&java, classes, srv.url + strlen("zk://"), 60000);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    curator_stop(&java);
+    test_zk_stop(&srv);
+    if (classes[0]) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", classes);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", classes);
+    }
+    return 0;
+}
+
+static dlock_client *client_new(void)
+{
+    const char *u = srv.url;
+    dlock_client *c = NULL;
+    char err[256] = "";
+    int rc = dlock_client_new(&c, &u, 1, NULL, err, sizeof err);
+    if (rc != DLOCK_OK)
+        fail_msg("client: %s (%s)", dlock_strerror(rc), err);
+    return c;
+}
+
+static dlock_lock *lock_new(dlock_client *c, const char *name)
+{
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    return l;
+}
+
+/* Curator's answer "got T_NS CZXID": when it held, and its node's czxid. */
+static void curator_got(const char *line, int64_t *t_ns, int64_t *czxid)
+{
+    long long t = 0, z = 0;
+    if (sscanf(line, "got %lld %lld", &t, &z) != 2)
+        fail_msg("Curator answered \"%s\", not \"got ...\"", line);
+    *t_ns = t;
+    *czxid = z;
+}
+
+static int children(const char *path)
+{
+    char line[128];
+    int n = -1;
+    if (curator_ask(&java, line, sizeof line, 10000, "children %s", path) != 0 ||
+        sscanf(line, "children %d", &n) != 1)
+        fail_msg("children %s: \"%s\"", path, line);
+    return n;
+}
+
+static void curator_waits_while_dlock_holds_and_gets_it_at_the_release(void **state)
+{
+    (void)state;
+    const char *path = "/curator/dlock-holds";
+    dlock_client *c = client_new();
+    dlock_lock *l = lock_new(c, path);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    char line[256];
+    /* Curator's try while dlock holds: refused. */
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "acquire %s 0", path), 0);
+    assert_int_equal(strncmp(line, "timeout", 7), 0);
+    /* Its wait: in line behind dlock's node, and not let in. */
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "queue %s 20000 2", path), 0);
+    assert_string_equal(line, "queued");
+    assert_int_equal(curator_read(&java, line, sizeof line, 500), -1);
+    int64_t released_ns = chaos_now_ns();
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(curator_read(&java, line, sizeof line, 10000), 0);
+    int64_t got_ns, czxid;
+    curator_got(line, &got_ns, &czxid);
+    assert_true(got_ns > released_ns);
+    printf("Curator got the lock %.1f ms after dlock's release\n",
+           (double)(got_ns - released_ns) / 1e6);
+    /* woken by its watch on dlock's node, not a poll */
+    if (got_ns - released_ns > 1000 * 1000000LL)
+        fail_msg("Curator got the lock %" PRId64 " ms after dlock's release",
+                 (got_ns - released_ns) / 1000000);
+    assert_true((uint64_t)czxid > fence);
+    /* While Curator holds, dlock's try is refused, and status names
+     * Curator's node as the holder, with its czxid as the fence. */
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
+    dlock_node_status st;
+    assert_int_equal(dlock_client_status(c, path, strlen(path), &st, NULL), DLOCK_OK);
+    assert_int_equal(st.held, 1);
+    assert_int_equal(st.fence, (uint64_t)czxid);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "release %s", path), 0);
+    assert_int_equal(strncmp(line, "released", 8), 0);
+    assert_int_equal(children(path), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+typedef struct waiting {
+    dlock_lock *l;
+    int rc;
+    int64_t got_ns;
+    atomic_int over;
+} waiting;
+
+static void *wait_for(void *arg)
+{
+    waiting *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 20000);
+    w->got_ns = chaos_now_ns();
+    atomic_store(&w->over, 1);
+    return NULL;
+}
+
+static void dlock_waits_while_curator_holds_and_gets_it_at_the_release(void **state)
+{
+    (void)state;
+    const char *path = "/curator/curator-holds";
+    char line[256];
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "acquire %s 10000", path), 0);
+    int64_t held_ns, czxid;
+    curator_got(line, &held_ns, &czxid);
+    dlock_client *c = client_new();
+    waiting w = {.l = lock_new(c, path)};
+    /* dlock's try while Curator holds: refused, and it left no node. */
+    assert_int_equal(dlock_lock_acquire(w.l, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(children(path), 1);
+    dlock_holders_info hi;
+    dlock_holder h[1];
+    assert_int_equal(dlock_client_holders(c, path, 0, &hi, h, 1), DLOCK_OK);
+    assert_int_equal(hi.count, 1);
+    assert_int_equal(strncmp(h[0].token, "_c_", 3), 0); /* Curator's protected node */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    int64_t end = test_now_ms() + 10000;
+    while (children(path) < 2 && test_now_ms() < end)
+        test_sleep_ms(10);
+    assert_int_equal(children(path), 2); /* dlock's node in line behind Curator's */
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&w.over), 0);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "release %s", path), 0);
+    long long released_ns = 0;
+    assert_int_equal(sscanf(line, "released %lld", &released_ns), 1);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.got_ns > released_ns);
+    printf("dlock got the lock %.1f ms after Curator's release\n",
+           (double)(w.got_ns - released_ns) / 1e6);
+    if (w.got_ns - released_ns > 1000 * 1000000LL)
+        fail_msg("dlock got the lock %lld ms after Curator's release",
+                 (long long)(w.got_ns - released_ns) / 1000000);
+    assert_true(dlock_lock_fence(w.l) > (uint64_t)czxid);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_client_free(c);
+}
+
+/* ---- both contend ------------------------------------------------------------ */
+
+#define DLOCK_WORKERS 2
+#define JAVA_THREADS 2
+#define ROUNDS 12
+
+typedef struct contender {
+    int slot, fd, errors;
+    const char *path;
+} contender;
+
+static void *contend(void *arg)
+{
+    contender *k = arg;
+    dlock_client *c = client_new();
+    dlock_lock *l = lock_new(c, k->path);
+    for (uint32_t cs = 0; cs < ROUNDS; cs++) {
+        if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
+            k->errors++;
+            continue;
+        }
+        uint64_t fence = dlock_lock_fence(l);
+        chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
+                           CHAOS_KIND_EXCLUSIVE, 0);
+        test_sleep_ms(5);
+        chaos_history_note(k->fd, CHAOS_REC_EXIT, k->slot, (uint32_t)k->slot + 1, cs, fence, 0,
+                           0);
+        if (dlock_lock_release(l) != DLOCK_OK)
+            k->errors++;
+    }
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return NULL;
+}
+
+static void dlock_and_curator_contend_without_overlap_and_fences_only_grow(void **state)
+{
+    (void)state;
+    const char *path = "/curator/contended";
+    char hist[300], line[256];
+    test_tmp_path(hist, sizeof hist, "dlock-zk-curator-history");
+    unlink(hist);
+    int fd = chaos_history_open(hist);
+    assert_true(fd >= 0);
+    /* Curator's threads first (slots 100 and up), then dlock's. */
+    assert_int_equal(curator_send(&java, "contend %s %d 5 %s 100 %d", path, ROUNDS, hist,
+                                  JAVA_THREADS),
+                     0);
+    pthread_t t[DLOCK_WORKERS];
+    contender k[DLOCK_WORKERS];
+    for (int i = 0; i < DLOCK_WORKERS; i++) {
+        k[i] = (contender){.slot = i, .fd = fd, .path = path};
+        assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
+    }
+    for (int i = 0; i < DLOCK_WORKERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(k[i].errors, 0);
+    }
+    assert_int_equal(curator_read(&java, line, sizeof line, 60000), 0);
+    assert_string_equal(line, "contended 0");
+    close(fd);
+    chaos_verdict v;
+    assert_int_equal(chaos_history_check(hist, &v), 0);
+    unlink(hist);
+    printf("dlock and Curator: %ld sections, %ld overlaps, at most %ld at once, "
+           "%ld fence violations\n",
+           v.cs, v.overlaps, v.max_concurrent, v.fence_violations);
+    assert_int_equal(v.cs, (DLOCK_WORKERS + JAVA_THREADS) * ROUNDS);
+    assert_int_equal(v.torn, 0);
+    assert_int_equal(v.cs_unclosed, 0);
+    assert_int_equal(v.overlaps, 0);
+    assert_int_equal(v.max_concurrent, 1);
+    assert_int_equal(v.fence_violations, 0);
+}
+
+int main(void)
+{
+    const char *missing = curator_missing();
+    if (!test_zk_available() || missing) {
+        const char *why = missing ? missing : "/usr/share/java/zookeeper.jar";
+        const char *need = getenv("DLOCK_TEST_REQUIRE_CURATOR");
+        printf("no %s (apt-get install default-jdk-headless libcurator-recipes-java "
+               "zookeeper): %s\n",
+               why, need && strcmp(need, "1") == 0 ? "FAILED (required)" : "skipped");
+        return need && strcmp(need, "1") == 0 ? 1 : 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(curator_waits_while_dlock_holds_and_gets_it_at_the_release),
+        cmocka_unit_test(dlock_waits_while_curator_holds_and_gets_it_at_the_release),
+        cmocka_unit_test(dlock_and_curator_contend_without_overlap_and_fences_only_grow),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
