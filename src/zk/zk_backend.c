@@ -31,6 +31,8 @@
 
 enum { STEP_RELEASE = 50, STEP_EXTEND, STEP_CLEANUP };
 
+#define AGAIN_MS 50 /* a cut release's delete is sent again this often */
+
 /* ---- the node's path ----------------------------------------------------- */
 
 int dlock__zk_lock_path(char *out, size_t cap, const char *key)
@@ -73,12 +75,37 @@ static void lock_clear(dlock_lock *l, int forked)
 
 /* ---- release, extend, cleanup: one call each on the op's loop -------------- */
 
+static void delete_again(dlock__timer *t)
+{
+    dlock__zk_lockdata *d = DLOCK__OWNER(t, dlock__zk_lockdata, again);
+    d->again_n++;
+    if (dlock__zk_call_start(d->z, &d->call, d->op->loop) != DLOCK_OK) {
+        d->call.zrc = ZSYSTEMERROR;
+        d->call.done(&d->call); /* owed, as any failed release */
+    }
+}
+
+/* A release's delete that the connection cut (the C client reconnects to
+ * another member meanwhile, a leader's failover takes a few hundred ms):
+ * 1 if it is sent again. */
+static int release_again(dlock__zk_lockdata *d, const dlock__zk_call *c)
+{
+    if ((c->zrc != ZCONNECTIONLOSS && c->zrc != ZOPERATIONTIMEOUT) ||
+        dlock__now_ns() >= d->again_until_ns)
+        return 0;
+    d->again.fire = delete_again;
+    d->again.due_ns = dlock__now_ns() + AGAIN_MS * DLOCK__NS_PER_MS;
+    return dlock__timer_set(d->op->loop, &d->again) == DLOCK_OK;
+}
+
 static void verb_done(dlock__zk_call *c)
 {
     dlock__zk_lockdata *d = DLOCK__OWNER(c, dlock__zk_lockdata, call);
     dlock_lock *l = d->op->l;
     dlock__op *op = d->op;
     int step = d->step;
+    if (step == STEP_RELEASE && release_again(d, c))
+        return;
     d->step = 0;
     if (step == STEP_EXTEND) {
         int ours = c->zrc == ZOK && c->stat.ephemeralOwner == d->owner_session &&
@@ -100,8 +127,9 @@ static void verb_done(dlock__zk_call *c)
         dlock__op_complete(op);
         return;
     }
-    /* A release or a free's delete: gone now, or owed. */
-    if (c->zrc == ZOK)
+    /* A release or a free's delete: gone now (a delete sent again finds
+     * none when the one cut got through), or owed. */
+    if (c->zrc == ZOK || (c->zrc == ZNONODE && d->again_n > 0))
         op->v.code = DLOCK_OK;
     else if (c->zrc == ZNONODE || c->zrc == ZINVALIDSTATE || c->zrc == ZSESSIONEXPIRED) {
         dlock__err_set(&l->err, "our node on ZooKeeper went (the session expired)");
@@ -139,6 +167,8 @@ static int release_start(dlock_lock *l, int last, dlock__op *op)
         dlock__op_complete_soon(op, DLOCK_EEXPIRED);
         return DLOCK_OK;
     }
+    d->again_n = 0;
+    d->again_until_ns = dlock__now_ns() + dlock__zk_session_ms(d->z) * DLOCK__NS_PER_MS;
     return verb(l, op, STEP_RELEASE, DLOCK__ZK_DELETE, node);
 }
 

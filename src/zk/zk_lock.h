@@ -30,6 +30,18 @@ typedef struct dlock__zk_lockdata {
      * release): deleted before the next begin, and by the free, else it
      * stays in line as long as the session. "" none. */
     char owed[DLOCK__ZK_PATH_MAX];
+    /* The name (_c_<uuid>-lock-) of a create whose answer was lost with
+     * the connection: its node may be there, first in line for all we
+     * know. The next create looks for it first and deletes it (Curator's
+     * protected mode finds its node the same way). "" none. */
+    char lost[64];
+    /* A release's delete whose answer the connection took is sent again
+     * (Curator's guaranteed delete), every 50 ms until the session
+     * timeout from the release: left there, the node would keep the lock
+     * from everyone until the handle's next acquire or free. */
+    dlock__timer again;
+    int64_t again_until_ns;
+    int again_n;
     dlock__zk_watch *watch; /* the waiter's watch on the node before ours */
     dlock__zk_call call;    /* the engine's request in flight */
     dlock__op *op;

@@ -3,10 +3,12 @@
  * watch_ready, unwatch, leave, handed; every wait here is in line,
  * in_line = 1), Curator's InterProcessMutex recipe:
  *
- *   begin  a node owed a delete first (zk_lock.h, owed); then an
- *          ephemeral sequential node <path>/_c_<uuid>-lock-, creating the
- *          missing ancestors as container nodes when the server says
- *          there are none;
+ *   begin  a node owed a delete first (zk_lock.h, owed), and a node whose
+ *          create's answer was lost (zk_lock.h, lost) looked for and
+ *          deleted; then an ephemeral sequential node
+ *          <path>/_c_<uuid>-lock-, creating the missing ancestors as
+ *          container nodes when the server says there are none (a try
+ *          whose node went does the same);
  *   try    a look: the lock's children read; ours the lowest sequence:
  *          granted (fence: our node's czxid); else a try-once deletes its
  *          node and is refused, a waiter watches the one node just before
@@ -35,7 +37,16 @@
 
 #define LD DLOCK__ZK_LD
 
-enum { STEP_OWED = 1, STEP_PARENTS, STEP_CREATE, STEP_CHILDREN, STEP_WATCH, STEP_GIVE_UP, STEP_LEAVE };
+enum {
+    STEP_OWED = 1,
+    STEP_FIND,
+    STEP_PARENTS,
+    STEP_CREATE,
+    STEP_CHILDREN,
+    STEP_WATCH,
+    STEP_GIVE_UP,
+    STEP_LEAVE
+};
 
 int64_t dlock__zk_node_seq(const char *name)
 {
@@ -123,6 +134,10 @@ static void created(dlock_lock *l, dlock__zk_call *c)
         return;
     }
     if (c->zrc != ZOK) {
+        /* The connection went with the request: the server may have made
+         * the node, which would stand first in line, ours, unknown to us. */
+        if (c->zrc == ZCONNECTIONLOSS || c->zrc == ZOPERATIONTIMEOUT)
+            (void)dlock__zk_path_set(d->lost, base_name(c->path), NULL);
         failed(l, c->zrc);
         return;
     }
@@ -134,6 +149,45 @@ static void created(dlock_lock *l, dlock__zk_call *c)
         answer(l, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, 0);
     else
         answer(l, DLOCK_OK, 0, -1); /* the begin: in line */
+}
+
+/* Into the line: what a node of ours in it that we do not know of first
+ * (owed: a delete that did not get through; lost: a create whose answer
+ * did not come), else a node of ours. Every create goes through here: a
+ * node of ours left before the new one would keep it, and everyone
+ * behind, waiting until the session ends. */
+static int enter_line(dlock_lock *l)
+{
+    dlock__zk_lockdata *d = LD(l);
+    if (d->owed[0])
+        return call(l, STEP_OWED, DLOCK__ZK_DELETE, d->owed);
+    if (d->lost[0])
+        return call(l, STEP_FIND, DLOCK__ZK_CHILDREN, d->path);
+    return create(l);
+}
+
+/* The owed node deleted, or the line read for the lost one (which then
+ * is owed): into the line, or back off (the connection is not back). */
+static void cleared(dlock_lock *l, dlock__zk_call *c)
+{
+    dlock__zk_lockdata *d = LD(l);
+    int gone = c->zrc == ZOK || c->zrc == ZNONODE || c->zrc == ZINVALIDSTATE ||
+               c->zrc == ZSESSIONEXPIRED; /* (an ended session took its nodes) */
+    if (!gone) {
+        failed(l, c->zrc);
+        return;
+    }
+    if (d->step == STEP_OWED) {
+        d->owed[0] = '\0';
+    } else {
+        for (size_t i = 0; c->zrc == ZOK && i < c->n_children; i++)
+            if (strncmp(c->children[i], d->lost, strlen(d->lost)) == 0)
+                (void)(dlock__zk_path_set(d->owed, d->path, "/") &&
+                       dlock__zk_path_set(d->owed, d->owed, c->children[i]));
+        d->lost[0] = '\0';
+    }
+    if (enter_line(l) != DLOCK_OK)
+        answer(l, DLOCK_EIO, DLOCK__V_RETRY, 0);
 }
 
 /* The node before ours went, or the session moved: the waiter's sleep
@@ -227,10 +281,8 @@ static void step_done(dlock__zk_call *c)
     dlock_lock *l = d->op->l;
     switch (d->step) {
     case STEP_OWED:
-        if (c->zrc == ZOK || c->zrc == ZNONODE || c->zrc == ZINVALIDSTATE)
-            d->owed[0] = '\0';
-        if (create(l) != DLOCK_OK)
-            answer(l, DLOCK_EIO, DLOCK__V_RETRY, 0);
+    case STEP_FIND:
+        cleared(l, c);
         break;
     case STEP_PARENTS:
         if (c->zrc == ZNONODE) { /* even the first: the URL's chroot is not there */
@@ -287,9 +339,7 @@ int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op)
         (void)dlock__zk_path_set(d->owed, d->node, NULL);
         d->node[0] = '\0';
     }
-    if (d->owed[0])
-        return call(l, STEP_OWED, DLOCK__ZK_DELETE, d->owed);
-    return create(l);
+    return enter_line(l);
 }
 
 int dlock__zk_wait_try(dlock_lock *l, dlock__op *op)
@@ -299,7 +349,7 @@ int dlock__zk_wait_try(dlock_lock *l, dlock__op *op)
     d->trying = 1;
     d->parents_made = 0;
     if (!d->node[0])
-        return create(l); /* our node went: in line again (the next try looks) */
+        return enter_line(l); /* our node went: in line again (the next try looks) */
     return call(l, STEP_CHILDREN, DLOCK__ZK_CHILDREN, d->path);
 }
 
