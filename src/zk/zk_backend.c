@@ -57,6 +57,7 @@ static int lock_init(dlock_lock *l)
         return DLOCK_ENOMEM;
     d->z = ZK(l->client);
     d->bad_path = !dlock__zk_lock_path(d->path, sizeof d->path, l->name);
+    d->role = dlock__zk_role(l->kind);
     l->store = d;
     return DLOCK_OK;
 }
@@ -158,8 +159,11 @@ static int verb(dlock_lock *l, dlock__op *op, int step, int what, const char *pa
 /* The hold's node goes (the next in line is woken by its watch). */
 static int release_start(dlock_lock *l, int last, dlock__op *op)
 {
-    (void)last; /* one hold per handle: the kinds here are not counted */
     dlock__zk_lockdata *d = LD(l);
+    if (!last) { /* a counted kind's re-entry: counted down in the handle (engine.c) */
+        dlock__op_complete_soon(op, DLOCK_OK);
+        return DLOCK_OK;
+    }
     char node[DLOCK__ZK_PATH_MAX];
     (void)dlock__zk_path_set(node, d->node, NULL);
     d->node[0] = '\0'; /* the engine lets the hold go */
@@ -301,13 +305,17 @@ static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
     return 0; /* the session is timed by the server, from our last word */
 }
 
+/* What ZooKeeper serves for kind k: the read-write kinds themselves
+ * (Curator's InterProcessReadWriteLock: readers and writers in one line,
+ * zk_wait.c), the others as a line of owners (InterProcessMutex; a
+ * counted kind's re-entries counted in the handle). No semaphore yet. */
 static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
 {
     (void)c;
+    if (dlock__zk_role(k) != DLOCK__ZK_MUTEX)
+        return k;
     const dlock__kind *in_line = dlock__kind_in_line(k);
-    /* Stage 1 (issue 41): exclusive owners one at a time; the counted and
-     * semaphore kinds are not served yet. */
-    if (!in_line || in_line->counted || in_line->id == DLOCK__KIND_SEMAPHORE)
+    if (!in_line || in_line->id == DLOCK__KIND_SEMAPHORE)
         return NULL;
     return in_line;
 }

@@ -11,11 +11,17 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "kinds.h"
 #include "op.h"
 #include "zk_session.h"
 
-/* What a node's name holds before its sequence: Curator's lock name. */
-#define DLOCK__ZK_LOCK_NAME "-lock-"
+/* What a node's name holds between "_c_<uuid>-" and its sequence:
+ * Curator's lock names, InterProcessMutex's and InterProcessReadWriteLock's
+ * reader's and writer's. A node's role in the line is its name's. */
+#define DLOCK__ZK_LOCK_NAME "lock-"
+#define DLOCK__ZK_READ_NAME "__READ__"
+#define DLOCK__ZK_WRITE_NAME "__WRIT__"
+enum { DLOCK__ZK_MUTEX, DLOCK__ZK_READ, DLOCK__ZK_WRITE };
 
 typedef struct dlock__zk_lockdata {
     dlock__zk *z;
@@ -49,13 +55,24 @@ typedef struct dlock__zk_lockdata {
     int failures;           /* looks failed in a row (their backoff) */
     int parents_made;       /* this step made the lock's ancestors already */
     int trying;             /* the step is a try's (a begin's: 0) */
+    int role;               /* DLOCK__ZK_MUTEX, _READ or _WRITE: the handle's kind's */
+    int reentered;          /* a counted kind's begin re-entered the hold: the try says so */
 } dlock__zk_lockdata;
 
 #define DLOCK__ZK_LD(l) ((dlock__zk_lockdata *)(l)->store)
 
-/* The sequence of a node's name (its last DLOCK__ZK_LOCK_NAME's digits), or
- * -1 if it is no lock node. */
-int64_t dlock__zk_node_seq(const char *name);
+/* The sequence of a node's name (the 10 digits after one of Curator's lock
+ * names), or -1 if it is no lock node; its role in *role (may be NULL). */
+int64_t dlock__zk_node_seq(const char *name, int *role);
+
+/* The role a handle of kind k takes: a reader for the shared kinds, a
+ * writer for the exclusive ones, else a mutex's owner. */
+int dlock__zk_role(const dlock__kind *k);
+
+/* Whether a node of role `role` keeps one of role `mine` behind it
+ * waiting: a reader waits only for writers (and mutex owners) before it,
+ * as Curator's readers do; the others wait for every node before them. */
+int dlock__zk_blocks(int mine, int role);
 
 /* The lock's node for a key: the key if it is a path ("/locks/a", as
  * Curator's users name theirs), else "/" + the key. 1 if that is a

@@ -45,20 +45,46 @@ enum {
     STEP_CHILDREN,
     STEP_WATCH,
     STEP_GIVE_UP,
+    STEP_REENTER,
     STEP_LEAVE
 };
 
-int64_t dlock__zk_node_seq(const char *name)
+int64_t dlock__zk_node_seq(const char *name, int *role)
 {
-    const char *at = NULL, *p = name;
-    while ((p = strstr(p, DLOCK__ZK_LOCK_NAME)) != NULL)
-        at = p++;
-    if (!at)
+    static const char *const names[] = {[DLOCK__ZK_MUTEX] = DLOCK__ZK_LOCK_NAME,
+                                        [DLOCK__ZK_READ] = DLOCK__ZK_READ_NAME,
+                                        [DLOCK__ZK_WRITE] = DLOCK__ZK_WRITE_NAME};
+    size_t n = strlen(name);
+    if (n < 10 || strspn(name + n - 10, "0123456789") != 10)
         return -1;
-    at += strlen(DLOCK__ZK_LOCK_NAME);
-    if (strlen(at) != 10 || strspn(at, "0123456789") != 10)
-        return -1;
-    return strtoll(at, NULL, 10);
+    for (int r = 0; r < (int)(sizeof names / sizeof names[0]); r++) {
+        size_t m = strlen(names[r]);
+        if (n >= 10 + m && memcmp(name + n - 10 - m, names[r], m) == 0) {
+            if (role)
+                *role = r;
+            return strtoll(name + n - 10, NULL, 10);
+        }
+    }
+    return -1;
+}
+
+int dlock__zk_role(const dlock__kind *k)
+{
+    switch (k->id) {
+    case DLOCK__KIND_SHARED:
+    case DLOCK__KIND_SHARED_COUNTED:
+        return DLOCK__ZK_READ;
+    case DLOCK__KIND_EXCLUSIVE:
+    case DLOCK__KIND_EXCLUSIVE_COUNTED:
+        return DLOCK__ZK_WRITE;
+    default:
+        return DLOCK__ZK_MUTEX;
+    }
+}
+
+int dlock__zk_blocks(int mine, int role)
+{
+    return mine != DLOCK__ZK_READ || role != DLOCK__ZK_READ;
 }
 
 static const char *base_name(const char *path)
@@ -110,14 +136,18 @@ static void failed(dlock_lock *l, int zrc)
            DLOCK__V_RETRY | (d->node[0] ? DLOCK__V_QUEUED : 0), pause);
 }
 
-/* Our node's name prefix: Curator's protected name, a random UUID. */
+/* Our node's name prefix: Curator's protected name, a random UUID, and
+ * the lock name of the handle's role. */
 static int create(dlock_lock *l)
 {
+    static const char *const names[] = {[DLOCK__ZK_MUTEX] = DLOCK__ZK_LOCK_NAME,
+                                        [DLOCK__ZK_READ] = DLOCK__ZK_READ_NAME,
+                                        [DLOCK__ZK_WRITE] = DLOCK__ZK_WRITE_NAME};
     char hex[33], name[64], prefix[DLOCK__ZK_PATH_MAX];
     if (dlock__token_hex(hex) != DLOCK_OK)
         return DLOCK_EIO;
-    snprintf(name, sizeof name, "/_c_%.8s-%.4s-4%.3s-a%.3s-%.12s" DLOCK__ZK_LOCK_NAME, hex,
-             hex + 8, hex + 12, hex + 15, hex + 18);
+    snprintf(name, sizeof name, "/_c_%.8s-%.4s-4%.3s-a%.3s-%.12s-%s", hex, hex + 8, hex + 12,
+             hex + 15, hex + 18, names[LD(l)->role]);
     if (!dlock__zk_path_set(prefix, LD(l)->path, name))
         return DLOCK_EINVAL;
     return call(l, STEP_CREATE, DLOCK__ZK_CREATE, prefix);
@@ -206,15 +236,16 @@ static void looked(dlock_lock *l, dlock__zk_call *c)
         failed(l, c->zrc);
         return;
     }
-    int64_t ours = dlock__zk_node_seq(base_name(d->node)), pred_seq = -1;
+    int64_t ours = dlock__zk_node_seq(base_name(d->node), NULL), pred_seq = -1;
     const char *pred = NULL;
-    int found = 0;
+    int found = 0, role = 0;
     for (size_t i = 0; i < c->n_children; i++) {
-        int64_t s = dlock__zk_node_seq(c->children[i]);
+        int64_t s = dlock__zk_node_seq(c->children[i], &role);
         if (s < 0)
             continue;
         found |= strcmp(c->children[i], base_name(d->node)) == 0;
-        if (s < ours && s > pred_seq) {
+        /* the nearest node before ours that keeps us waiting */
+        if (s < ours && s > pred_seq && dlock__zk_blocks(d->role, role)) {
             pred_seq = s;
             pred = c->children[i];
         }
@@ -266,6 +297,32 @@ static void watched(dlock_lock *l, dlock__zk_call *c)
     answer(l, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, RECHECK_MS);
 }
 
+/* A counted kind's re-entry, the look at our node back: one more hold,
+ * counted in the handle as Curator counts a thread's re-entries, if the
+ * node is still ours; else that hold ended with its session, and the
+ * acquire gets in line anew. */
+static void reentry_looked(dlock_lock *l, dlock__zk_call *c)
+{
+    dlock__zk_lockdata *d = LD(l);
+    if (c->zrc == ZOK && c->stat.ephemeralOwner == d->owner_session &&
+        c->stat.czxid == d->czxid) {
+        l->holds++;
+        dlock__lock_granted(l, c->sent_ns + dlock__zk_session_ms(d->z) * DLOCK__NS_PER_MS);
+        d->reentered = 1;
+        answer(l, DLOCK_OK, 0, -1);
+        return;
+    }
+    if (c->zrc != ZOK && c->zrc != ZNONODE && c->zrc != ZINVALIDSTATE &&
+        c->zrc != ZSESSIONEXPIRED) {
+        failed(l, c->zrc); /* not known: the begin comes again */
+        return;
+    }
+    dlock__engine_ended(l, DLOCK_EEXPIRED); /* drop() forgets the node */
+    dlock__err_clear(&l->err);
+    if (enter_line(l) != DLOCK_OK)
+        answer(l, DLOCK_EIO, DLOCK__V_RETRY, 0);
+}
+
 /* A node deleted (given up, left): "" when gone, owed otherwise. */
 static void node_deleted(dlock_lock *l, int zrc)
 {
@@ -303,6 +360,9 @@ static void step_done(dlock__zk_call *c)
     case STEP_WATCH:
         watched(l, c);
         break;
+    case STEP_REENTER:
+        reentry_looked(l, c);
+        break;
     case STEP_GIVE_UP:
         node_deleted(l, c->zrc);
         answer(l, DLOCK_ENOTACQUIRED, 0, -1);
@@ -334,7 +394,10 @@ int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op)
     d->trying = 0;
     d->failures = 0;
     d->parents_made = 0;
+    d->reentered = 0;
     dlock__err_clear(&l->err);
+    if (d->node[0] && l->kind->counted && dlock__lock_get_state(l) == DLOCK_STATE_HELD)
+        return call(l, STEP_REENTER, DLOCK__ZK_EXISTS, d->node);
     if (d->node[0]) { /* a wait that ended without a word: its node is owed */
         (void)dlock__zk_path_set(d->owed, d->node, NULL);
         d->node[0] = '\0';
@@ -348,6 +411,11 @@ int dlock__zk_wait_try(dlock_lock *l, dlock__op *op)
     d->op = op;
     d->trying = 1;
     d->parents_made = 0;
+    if (d->reentered) { /* the begin took one more hold of ours */
+        d->reentered = 0;
+        dlock__op_complete_soon(op, DLOCK_OK);
+        return DLOCK_OK;
+    }
     if (!d->node[0])
         return enter_line(l); /* our node went: in line again (the next try looks) */
     return call(l, STEP_CHILDREN, DLOCK__ZK_CHILDREN, d->path);

@@ -9,7 +9,8 @@
  * both sides) that only grow. Every timing is taken after the JVM said
  * "ready": its start is in none. Skipped, with the reason, without java,
  * javac or the jars (failed instead under DLOCK_TEST_REQUIRE_CURATOR=1,
- * as scripts/check.sh runs the suite). */
+ * as scripts/check.sh runs the suite). InterProcessReadWriteLock too:
+ * readers of both share, and writers of both exclude them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,6 +201,57 @@ static void dlock_waits_while_curator_holds_and_gets_it_at_the_release(void **st
     dlock_client_free(c);
 }
 
+/* ---- InterProcessReadWriteLock ---------------------------------------------- */
+
+static void dlock_and_curator_read_write_locks_share_and_exclude(void **state)
+{
+    (void)state;
+    const char *path = "/curator/rw";
+    char line[256];
+    dlock_client *c = client_new();
+    dlock_lock *r = NULL, *w = NULL, *late = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = DLOCK_SHARED;
+    assert_int_equal(dlock_lock_new(&r, c, path, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_new(&late, c, path, &o), DLOCK_OK);
+    o.flags = DLOCK_EXCLUSIVE;
+    assert_int_equal(dlock_lock_new(&w, c, path, &o), DLOCK_OK);
+    /* Curator's reader and dlock's share; dlock's writer is kept out. */
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "rw read acquire %s 0", path),
+                     0);
+    assert_int_equal(strncmp(line, "got", 3), 0);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_ENOTACQUIRED);
+    /* Curator's writer waits behind both readers; a reader of dlock's that
+     * comes after it waits for it (Curator's readers do the same). */
+    assert_int_equal(
+        curator_ask(&java, line, sizeof line, 10000, "rw write queue %s 20000 3", path), 0);
+    assert_string_equal(line, "queued");
+    assert_int_equal(dlock_lock_acquire(late, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(curator_read(&java, line, sizeof line, 300), -1);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "rw read release %s", path),
+                     0);
+    assert_int_equal(curator_read(&java, line, sizeof line, 300), -1); /* dlock's reads */
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(curator_read(&java, line, sizeof line, 10000), 0);
+    assert_int_equal(strncmp(line, "got", 3), 0); /* Curator writes */
+    /* dlock's writer waits for Curator's, and gets it at its release. */
+    waiting ww = {.l = w};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &ww), 0);
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&ww.over), 0);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "rw write release %s", path),
+                     0);
+    pthread_join(t, NULL);
+    assert_int_equal(ww.rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(late);
+    dlock_client_free(c);
+}
+
 /* ---- both contend ------------------------------------------------------------ */
 
 #define DLOCK_WORKERS 2
@@ -289,6 +341,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(curator_waits_while_dlock_holds_and_gets_it_at_the_release),
         cmocka_unit_test(dlock_waits_while_curator_holds_and_gets_it_at_the_release),
+        cmocka_unit_test(dlock_and_curator_read_write_locks_share_and_exclude),
         cmocka_unit_test(dlock_and_curator_contend_without_overlap_and_fences_only_grow),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

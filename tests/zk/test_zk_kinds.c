@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The ZooKeeper backend's other kinds, on Curator's layouts, on a real
+ * member: reentrant (DLOCK_REENTRANT: one node, its re-entries counted in
+ * the handle as Curator's InterProcessMutex counts a thread's), and
+ * shared/exclusive (DLOCK_SHARED / DLOCK_EXCLUSIVE: Curator's
+ * InterProcessReadWriteLock, `_c_<uuid>-__READ__<seq>` and
+ * `-__WRIT__<seq>` nodes in one line, a reader waiting only for writers
+ * before it); each under contention with the chaos history's checker. A
+ * semaphore is refused (DLOCK_ENOTSUP) for now. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlock.h"
+#include "history.h"
+#include "proc.h"
+#include "test_util.h"
+#include "zk_server.h"
+
+static test_zk srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return test_zk_start(&srv);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_zk_stop(&srv);
+    return 0;
+}
+
+static dlock_client *client_new(void)
+{
+    const char *u = srv.url;
+    dlock_client *c = NULL;
+    char err[256] = "";
+    int rc = dlock_client_new(&c, &u, 1, NULL, err, sizeof err);
+    if (rc != DLOCK_OK)
+        fail_msg("client: %s (%s)", dlock_strerror(rc), err);
+    return c;
+}
+
+static dlock_lock *lock_new(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = flags;
+    int rc = dlock_lock_new(&l, c, name, &o);
+    if (rc != DLOCK_OK)
+        fail_msg("lock %s: %s", name, dlock_strerror(rc));
+    return l;
+}
+
+static dlock_holders_info holders(dlock_client *c, const char *name, dlock_holder *h, size_t n)
+{
+    dlock_holders_info hi;
+    assert_int_equal(dlock_client_holders(c, name, 0, &hi, h, n), DLOCK_OK);
+    return hi;
+}
+
+/* ---- reentrant ------------------------------------------------------------------ */
+
+static void a_reentrant_hold_is_one_node_counted_in_the_handle(void **state)
+{
+    (void)state;
+    const char *name = "/kinds/reentrant";
+    dlock_client *a = client_new(), *b = client_new();
+    dlock_lock *la = lock_new(a, name, DLOCK_REENTRANT), *lb = lock_new(b, name, 0);
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(la);
+    dlock_holder h[2];
+    assert_int_equal(holders(a, name, h, 2).count, 1);
+    char token[DLOCK_TOKEN_MAX + 1];
+    snprintf(token, sizeof token, "%s", h[0].token);
+    assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK); /* re-entries: no new node */
+    assert_int_equal(dlock_lock_acquire(la, 1000), DLOCK_OK);
+    dlock_holders_info hi = holders(a, name, h, 2);
+    assert_int_equal(hi.count, 1);
+    assert_string_equal(h[0].token, token);
+    assert_int_equal(dlock_lock_fence(la), fence);
+    /* Two of the three releases count down; the lock stays held. */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(lb, 0), DLOCK_ENOTACQUIRED);
+    }
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(lb, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(lb) > fence);
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(la), DLOCK_ENOTHELD);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* ---- contenders of one kind or two ----------------------------------------------- */
+
+typedef struct contender {
+    int slot, fd, rounds, errors, reentries;
+    unsigned flags;
+    const char *name;
+} contender;
+
+static int kind_of(unsigned flags)
+{
+    return flags & DLOCK_SHARED ? CHAOS_KIND_SHARED : CHAOS_KIND_EXCLUSIVE;
+}
+
+static void *contend(void *arg)
+{
+    contender *k = arg;
+    dlock_client *c = client_new();
+    dlock_lock *l = lock_new(c, k->name, k->flags);
+    for (uint32_t cs = 0; cs < (uint32_t)k->rounds; cs++) {
+        if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
+            k->errors++;
+            continue;
+        }
+        uint64_t fence = dlock_lock_fence(l);
+        chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
+                           kind_of(k->flags), 0);
+        for (int r = 0; r < k->reentries; r++)
+            if (dlock_lock_acquire(l, 0) != DLOCK_OK || dlock_lock_fence(l) != fence)
+                k->errors++;
+        test_sleep_ms(5);
+        for (int r = 0; r < k->reentries; r++)
+            if (dlock_lock_release(l) != DLOCK_OK)
+                k->errors++;
+        chaos_history_note(k->fd, CHAOS_REC_EXIT, k->slot, (uint32_t)k->slot + 1, cs, fence, 0,
+                           0);
+        if (dlock_lock_release(l) != DLOCK_OK)
+            k->errors++;
+    }
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    return NULL;
+}
+
+#define MAX_CONTENDERS 6
+
+/* Run the contenders and check their history; its verdict. */
+static chaos_verdict run_contenders(contender *k, int n)
+{
+    char hist[300];
+    test_tmp_path(hist, sizeof hist, "dlock-zk-kinds-history");
+    unlink(hist);
+    int fd = chaos_history_open(hist);
+    assert_true(fd >= 0);
+    pthread_t t[MAX_CONTENDERS];
+    long sections = 0;
+    for (int i = 0; i < n; i++) {
+        k[i].slot = i;
+        k[i].fd = fd;
+        sections += k[i].rounds;
+        assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(k[i].errors, 0);
+    }
+    close(fd);
+    chaos_verdict v;
+    assert_int_equal(chaos_history_check(hist, &v), 0);
+    unlink(hist);
+    printf("%ld sections, %ld overlaps, at most %ld at once (%ld readers), "
+           "%ld fence violations\n",
+           v.cs, v.overlaps, v.max_concurrent, v.max_readers, v.fence_violations);
+    assert_int_equal(v.cs, sections);
+    assert_int_equal(v.cs_unclosed, 0);
+    assert_int_equal(v.overlaps, 0);
+    assert_int_equal(v.fence_violations, 0);
+    return v;
+}
+
+static void reentrant_contenders_never_overlap(void **state)
+{
+    (void)state;
+    contender k[3];
+    for (int i = 0; i < 3; i++)
+        k[i] = (contender){.rounds = 8, .reentries = 2, .flags = DLOCK_REENTRANT,
+                           .name = "/kinds/reentrant-loop"};
+    chaos_verdict v = run_contenders(k, 3);
+    assert_int_equal(v.max_concurrent, 1);
+}
+
+/* ---- shared and exclusive ------------------------------------------------------- */
+
+typedef struct waiting {
+    dlock_lock *l;
+    int rc;
+    atomic_int over;
+} waiting;
+
+static void *wait_for(void *arg)
+{
+    waiting *w = arg;
+    w->rc = dlock_lock_acquire(w->l, 20000);
+    atomic_store(&w->over, 1);
+    return NULL;
+}
+
+static void readers_share_and_a_reader_waits_only_for_an_earlier_writer(void **state)
+{
+    (void)state;
+    const char *name = "/kinds/rw";
+    dlock_client *c = client_new();
+    dlock_lock *r1 = lock_new(c, name, DLOCK_SHARED), *r2 = lock_new(c, name, DLOCK_SHARED);
+    assert_int_equal(dlock_lock_acquire(r1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r2, 0), DLOCK_OK); /* readers share */
+    assert_int_equal(dlock_lock_fence(r1), 0);              /* and hold no fence */
+    dlock_holder h[4];
+    dlock_holders_info hi = holders(c, name, h, 4);
+    assert_int_equal(hi.mode, DLOCK_HOLD_SHARED);
+    assert_int_equal(hi.count, 2);
+    assert_non_null(strstr(h[0].token, "-__READ__"));
+    /* A writer waits for the readers, in line behind them. */
+    dlock_lock *w1 = lock_new(c, name, DLOCK_EXCLUSIVE);
+    assert_int_equal(dlock_lock_acquire(w1, 0), DLOCK_ENOTACQUIRED);
+    waiting ww = {.l = w1};
+    pthread_t tw;
+    assert_int_equal(pthread_create(&tw, NULL, wait_for, &ww), 0);
+    test_sleep_ms(300);
+    /* A reader that comes after the waiting writer waits for it. */
+    dlock_lock *r3 = lock_new(c, name, DLOCK_SHARED);
+    assert_int_equal(dlock_lock_acquire(r3, 0), DLOCK_ENOTACQUIRED);
+    waiting wr = {.l = r3};
+    pthread_t tr;
+    assert_int_equal(pthread_create(&tr, NULL, wait_for, &wr), 0);
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&ww.over), 0);
+    assert_int_equal(atomic_load(&wr.over), 0);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    test_sleep_ms(200);
+    assert_int_equal(atomic_load(&ww.over), 0); /* r2 still reads */
+    assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
+    pthread_join(tw, NULL);
+    assert_int_equal(ww.rc, DLOCK_OK);
+    assert_true(dlock_lock_fence(w1) > 0);
+    hi = holders(c, name, h, 4);
+    assert_int_equal(hi.mode, DLOCK_HOLD_EXCLUSIVE);
+    assert_non_null(strstr(h[0].token, "-__WRIT__"));
+    test_sleep_ms(200);
+    assert_int_equal(atomic_load(&wr.over), 0); /* the writer writes */
+    assert_int_equal(dlock_lock_release(w1), DLOCK_OK);
+    pthread_join(tr, NULL);
+    assert_int_equal(wr.rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r3), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(r3);
+    dlock_lock_free(w1);
+    dlock_client_free(c);
+}
+
+static void readers_and_writers_contend_without_a_writer_beside_anyone(void **state)
+{
+    (void)state;
+    contender k[5];
+    for (int i = 0; i < 5; i++)
+        k[i] = (contender){.rounds = 10, .name = "/kinds/rw-loop",
+                           .flags = i < 2 ? DLOCK_EXCLUSIVE : DLOCK_SHARED};
+    k[4].flags = DLOCK_SHARED | DLOCK_REENTRANT; /* a reentrant reader too */
+    k[4].reentries = 1;
+    k[1].flags = DLOCK_EXCLUSIVE | DLOCK_REENTRANT;
+    k[1].reentries = 1;
+    chaos_verdict v = run_contenders(k, 5);
+    assert_true(v.max_readers >= 2); /* readers did read together */
+}
+
+static void a_semaphore_is_refused_for_now(void **state)
+{
+    (void)state;
+    dlock_client *c = client_new();
+    dlock_lock *s = NULL;
+    int rc = dlock_semaphore_new(&s, c, "/kinds/sem", 2, NULL);
+    assert_int_equal(rc, DLOCK_ENOTSUP);
+    assert_null(s);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    if (!test_zk_available()) {
+        printf("no ZooKeeper (apt-get install zookeeper): skipped\n");
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_reentrant_hold_is_one_node_counted_in_the_handle),
+        cmocka_unit_test(reentrant_contenders_never_overlap),
+        cmocka_unit_test(readers_share_and_a_reader_waits_only_for_an_earlier_writer),
+        cmocka_unit_test(readers_and_writers_contend_without_a_writer_beside_anyone),
+        cmocka_unit_test(a_semaphore_is_refused_for_now),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
