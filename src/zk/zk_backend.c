@@ -58,6 +58,9 @@ static int lock_init(dlock_lock *l)
     d->z = ZK(l->client);
     d->bad_path = !dlock__zk_lock_path(d->path, sizeof d->path, l->name);
     d->role = dlock__zk_role(l->kind);
+    /* a semaphore waits in Curator's InterProcessSemaphoreV2 locks line */
+    (void)dlock__zk_path_set(d->line, d->path,
+                             l->kind->id == DLOCK__KIND_SEMAPHORE ? "/locks" : NULL);
     l->store = d;
     return DLOCK_OK;
 }
@@ -308,15 +311,14 @@ static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
 /* What ZooKeeper serves for kind k: the read-write kinds themselves
  * (Curator's InterProcessReadWriteLock: readers and writers in one line,
  * zk_wait.c), the others as a line of owners (InterProcessMutex; a
- * counted kind's re-entries counted in the handle). No semaphore yet. */
+ * counted kind's re-entries counted in the handle), and a semaphore as
+ * InterProcessSemaphoreV2 (zk_semaphore.c). */
 static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
 {
     (void)c;
     if (dlock__zk_role(k) != DLOCK__ZK_MUTEX)
         return k;
     const dlock__kind *in_line = dlock__kind_in_line(k);
-    if (!in_line || in_line->id == DLOCK__KIND_SEMAPHORE)
-        return NULL;
     return in_line;
 }
 

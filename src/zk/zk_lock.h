@@ -26,6 +26,9 @@ enum { DLOCK__ZK_MUTEX, DLOCK__ZK_READ, DLOCK__ZK_WRITE };
 typedef struct dlock__zk_lockdata {
     dlock__zk *z;
     char path[DLOCK__ZK_PATH_MAX]; /* the lock's node: "/" + the key, or the key if it is a path */
+    /* Where the handle waits in line: path, or a semaphore's path/locks
+     * (Curator's InterProcessSemaphoreV2: zk_semaphore.c). */
+    char line[DLOCK__ZK_PATH_MAX];
     int bad_path;                  /* the key is no ZooKeeper path: acquires say so */
     /* Our node in the line, "" none: its path, its create zxid (the
      * fence) and the session that owns it. */
@@ -36,11 +39,15 @@ typedef struct dlock__zk_lockdata {
      * release): deleted before the next begin, and by the free, else it
      * stays in line as long as the session. "" none. */
     char owed[DLOCK__ZK_PATH_MAX];
-    /* The name (_c_<uuid>-lock-) of a create whose answer was lost with
-     * the connection: its node may be there, first in line for all we
-     * know. The next create looks for it first and deletes it (Curator's
-     * protected mode finds its node the same way). "" none. */
-    char lost[64];
+    /* The path (<line>/_c_<uuid>-lock-) of a create whose answer was lost
+     * with the connection: its node may be there, first in line for all
+     * we know. The next create looks for it first and deletes it
+     * (Curator's protected mode finds its node the same way). "" none. */
+    char lost[DLOCK__ZK_PATH_MAX];
+    /* A semaphore's lease node while it waits for a lease (its czxid and
+     * session), "" none: the hold once granted (node then). */
+    char lease[DLOCK__ZK_PATH_MAX];
+    int64_t lease_czxid, lease_owner;
     /* A release's delete whose answer the connection took is sent again
      * (Curator's guaranteed delete), every 50 ms until the session
      * timeout from the release: left there, the node would keep the lock
@@ -85,6 +92,27 @@ int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_s
                      dlock_lock_status *summary);
 int dlock__zk_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                       dlock_holders_info *info, dlock_holder *out, size_t max_out);
+
+/* zk_wait.c's steps, for zk_semaphore.c: start a call of the wait's
+ * (step: one of zk_semaphore.c's, DLOCK__ZK_SEM_STEP and up, is handed to
+ * dlock__zk_sem_done), answer the engine's request, or back off after a
+ * failure. */
+#define DLOCK__ZK_SEM_STEP 100
+int dlock__zk_wait_call(dlock_lock *l, int step, int what, const char *path);
+void dlock__zk_wait_answer(dlock_lock *l, int code, unsigned flags, int64_t look_ms);
+void dlock__zk_wait_failed(dlock_lock *l, int zrc);
+/* A try-once not first: its node goes, and it is refused. */
+void dlock__zk_wait_give_up(dlock_lock *l);
+/* The waiter's watch fired (the session thread). */
+void dlock__zk_wait_woken(void *arg);
+
+/* A semaphore (zk_semaphore.c): first in its locks line, on to the
+ * lease; a call of its steps answered; the lease of a wait that ends
+ * deleted (1: started; then a refusal answered, or, refuse 0, the
+ * engine's code stands). */
+void dlock__zk_sem_first(dlock_lock *l);
+void dlock__zk_sem_done(dlock_lock *l, dlock__zk_call *c);
+int dlock__zk_sem_leave(dlock_lock *l, int refuse);
 
 int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op);
 int dlock__zk_wait_try(dlock_lock *l, dlock__op *op);

@@ -136,6 +136,28 @@ static void failed(dlock_lock *l, int zrc)
            DLOCK__V_RETRY | (d->node[0] ? DLOCK__V_QUEUED : 0), pause);
 }
 
+int dlock__zk_wait_call(dlock_lock *l, int step, int what, const char *path)
+{
+    return call(l, step, what, path);
+}
+
+void dlock__zk_wait_answer(dlock_lock *l, int code, unsigned flags, int64_t look_ms)
+{
+    answer(l, code, flags, look_ms);
+}
+
+void dlock__zk_wait_failed(dlock_lock *l, int zrc)
+{
+    failed(l, zrc);
+}
+
+void dlock__zk_wait_give_up(dlock_lock *l)
+{
+    dlock__err_set(&l->err, "held by another owner");
+    if (call(l, STEP_GIVE_UP, DLOCK__ZK_DELETE, LD(l)->node) != DLOCK_OK)
+        answer(l, DLOCK_ENOTACQUIRED, 0, -1);
+}
+
 /* Our node's name prefix: Curator's protected name, a random UUID, and
  * the lock name of the handle's role. */
 static int create(dlock_lock *l)
@@ -148,7 +170,7 @@ static int create(dlock_lock *l)
         return DLOCK_EIO;
     snprintf(name, sizeof name, "/_c_%.8s-%.4s-4%.3s-a%.3s-%.12s-%s", hex, hex + 8, hex + 12,
              hex + 15, hex + 18, names[LD(l)->role]);
-    if (!dlock__zk_path_set(prefix, LD(l)->path, name))
+    if (!dlock__zk_path_set(prefix, LD(l)->line, name))
         return DLOCK_EINVAL;
     return call(l, STEP_CREATE, DLOCK__ZK_CREATE, prefix);
 }
@@ -158,7 +180,7 @@ static void created(dlock_lock *l, dlock__zk_call *c)
     dlock__zk_lockdata *d = LD(l);
     if (c->zrc == ZNONODE && !d->parents_made) {
         d->parents_made = 1; /* a second ZNONODE is a failure */
-        int rc = call(l, STEP_PARENTS, DLOCK__ZK_PARENTS, d->path);
+        int rc = call(l, STEP_PARENTS, DLOCK__ZK_PARENTS, d->line);
         if (rc != DLOCK_OK)
             answer(l, rc, 0, -1);
         return;
@@ -167,7 +189,7 @@ static void created(dlock_lock *l, dlock__zk_call *c)
         /* The connection went with the request: the server may have made
          * the node, which would stand first in line, ours, unknown to us. */
         if (c->zrc == ZCONNECTIONLOSS || c->zrc == ZOPERATIONTIMEOUT)
-            (void)dlock__zk_path_set(d->lost, base_name(c->path), NULL);
+            (void)dlock__zk_path_set(d->lost, c->path, NULL);
         failed(l, c->zrc);
         return;
     }
@@ -191,8 +213,12 @@ static int enter_line(dlock_lock *l)
     dlock__zk_lockdata *d = LD(l);
     if (d->owed[0])
         return call(l, STEP_OWED, DLOCK__ZK_DELETE, d->owed);
-    if (d->lost[0])
-        return call(l, STEP_FIND, DLOCK__ZK_CHILDREN, d->path);
+    if (d->lost[0]) { /* the line it was made in */
+        char dir[DLOCK__ZK_PATH_MAX];
+        (void)dlock__zk_path_set(dir, d->lost, NULL);
+        *strrchr(dir, '/') = '\0';
+        return call(l, STEP_FIND, DLOCK__ZK_CHILDREN, dir);
+    }
     return create(l);
 }
 
@@ -210,9 +236,10 @@ static void cleared(dlock_lock *l, dlock__zk_call *c)
     if (d->step == STEP_OWED) {
         d->owed[0] = '\0';
     } else {
+        const char *name = base_name(d->lost);
         for (size_t i = 0; c->zrc == ZOK && i < c->n_children; i++)
-            if (strncmp(c->children[i], d->lost, strlen(d->lost)) == 0)
-                (void)(dlock__zk_path_set(d->owed, d->path, "/") &&
+            if (strncmp(c->children[i], name, strlen(name)) == 0)
+                (void)(dlock__zk_path_set(d->owed, c->path, "/") &&
                        dlock__zk_path_set(d->owed, d->owed, c->children[i]));
         d->lost[0] = '\0';
     }
@@ -223,7 +250,7 @@ static void cleared(dlock_lock *l, dlock__zk_call *c)
 /* The node before ours went, or the session moved: the waiter's sleep
  * ends, as a release message ends it (wakeup_chan.c). On the session
  * thread. */
-static void pred_gone(void *arg)
+void dlock__zk_wait_woken(void *arg)
 {
     dlock__lock_waiter_wake(arg);
 }
@@ -257,6 +284,10 @@ static void looked(dlock_lock *l, dlock__zk_call *c)
         answer(l, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY, 0);
         return;
     }
+    if (!pred && l->kind->id == DLOCK__KIND_SEMAPHORE) {
+        dlock__zk_sem_first(l); /* first in the locks line: now a lease */
+        return;
+    }
     if (!pred) {
         /* First in line: ours, for as long as the session lives, which
          * the read proves it did when it was sent. */
@@ -270,15 +301,13 @@ static void looked(dlock_lock *l, dlock__zk_call *c)
         return;
     }
     if (l->try_once) {
-        dlock__err_set(&l->err, "held by another owner");
-        if (call(l, STEP_GIVE_UP, DLOCK__ZK_DELETE, d->node) != DLOCK_OK)
-            answer(l, DLOCK_ENOTACQUIRED, 0, -1);
+        dlock__zk_wait_give_up(l);
         return;
     }
     char path[DLOCK__ZK_PATH_MAX];
-    (void)(dlock__zk_path_set(path, d->path, "/") && dlock__zk_path_set(path, path, pred));
+    (void)(dlock__zk_path_set(path, d->line, "/") && dlock__zk_path_set(path, path, pred));
     dlock__zk_watch_drop(d->z, d->watch);
-    d->watch = dlock__zk_watch_new(d->z, pred_gone, l);
+    d->watch = dlock__zk_watch_new(d->z, dlock__zk_wait_woken, l);
     d->call.watch = d->watch;
     if (!d->watch || call(l, STEP_WATCH, DLOCK__ZK_WATCH, path) != DLOCK_OK)
         answer(l, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, RECHECK_MS);
@@ -336,6 +365,10 @@ static void step_done(dlock__zk_call *c)
 {
     dlock__zk_lockdata *d = DLOCK__OWNER(c, dlock__zk_lockdata, call);
     dlock_lock *l = d->op->l;
+    if (d->step >= DLOCK__ZK_SEM_STEP) {
+        dlock__zk_sem_done(l, c);
+        return;
+    }
     switch (d->step) {
     case STEP_OWED:
     case STEP_FIND:
@@ -365,10 +398,13 @@ static void step_done(dlock__zk_call *c)
         break;
     case STEP_GIVE_UP:
         node_deleted(l, c->zrc);
-        answer(l, DLOCK_ENOTACQUIRED, 0, -1);
+        if (!d->lease[0] || !dlock__zk_sem_leave(l, 1))
+            answer(l, DLOCK_ENOTACQUIRED, 0, -1);
         break;
     default: /* STEP_LEAVE: the engine's code stands */
         node_deleted(l, c->zrc);
+        if (d->lease[0] && dlock__zk_sem_leave(l, 0))
+            break; /* a semaphore's lease goes too */
         d->step = 0;
         dlock__op_complete(d->op);
     }
@@ -418,7 +454,7 @@ int dlock__zk_wait_try(dlock_lock *l, dlock__op *op)
     }
     if (!d->node[0])
         return enter_line(l); /* our node went: in line again (the next try looks) */
-    return call(l, STEP_CHILDREN, DLOCK__ZK_CHILDREN, d->path);
+    return call(l, STEP_CHILDREN, DLOCK__ZK_CHILDREN, d->line);
 }
 
 int dlock__zk_wait_watch(dlock_lock *l)
@@ -427,7 +463,7 @@ int dlock__zk_wait_watch(dlock_lock *l)
     if (!d->node[0])
         return DLOCK_ENOTSUP;
     /* The looks set the watch; this one only says where it wakes. */
-    if (!d->watch && !(d->watch = dlock__zk_watch_new(d->z, pred_gone, l)))
+    if (!d->watch && !(d->watch = dlock__zk_watch_new(d->z, dlock__zk_wait_woken, l)))
         return DLOCK_ENOMEM;
     return DLOCK_OK;
 }

@@ -9,8 +9,9 @@
  * both sides) that only grow. Every timing is taken after the JVM said
  * "ready": its start is in none. Skipped, with the reason, without java,
  * javac or the jars (failed instead under DLOCK_TEST_REQUIRE_CURATOR=1,
- * as scripts/check.sh runs the suite). InterProcessReadWriteLock too:
- * readers of both share, and writers of both exclude them. */
+ * as scripts/check.sh runs the suite). InterProcessReadWriteLock too
+ * (readers of both share, writers of both exclude them), and
+ * InterProcessSemaphoreV2 (both sides' leases count against one N). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -260,6 +261,7 @@ static void dlock_and_curator_read_write_locks_share_and_exclude(void **state)
 
 typedef struct contender {
     int slot, fd, errors;
+    unsigned permits; /* a semaphore's N, 0: a lock */
     const char *path;
 } contender;
 
@@ -267,7 +269,12 @@ static void *contend(void *arg)
 {
     contender *k = arg;
     dlock_client *c = client_new();
-    dlock_lock *l = lock_new(c, k->path);
+    dlock_lock *l = NULL;
+    if (k->permits)
+        assert_int_equal(dlock_semaphore_new(&l, c, k->path, k->permits, NULL), DLOCK_OK);
+    else
+        l = lock_new(c, k->path);
+    int kind = k->permits ? CHAOS_KIND_PERMIT : CHAOS_KIND_EXCLUSIVE;
     for (uint32_t cs = 0; cs < ROUNDS; cs++) {
         if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
             k->errors++;
@@ -275,8 +282,8 @@ static void *contend(void *arg)
         }
         uint64_t fence = dlock_lock_fence(l);
         chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
-                           CHAOS_KIND_EXCLUSIVE, 0);
-        test_sleep_ms(5);
+                           kind, 0);
+        test_sleep_ms(k->permits ? 20 : 5);
         chaos_history_note(k->fd, CHAOS_REC_EXIT, k->slot, (uint32_t)k->slot + 1, cs, fence, 0,
                            0);
         if (dlock_lock_release(l) != DLOCK_OK)
@@ -287,23 +294,23 @@ static void *contend(void *arg)
     return NULL;
 }
 
-static void dlock_and_curator_contend_without_overlap_and_fences_only_grow(void **state)
+/* Curator's threads (java_kind: "" its mutex, "sem N " a semaphore's
+ * lease) and dlock's contend on path; the history's verdict. */
+static chaos_verdict contend_both(const char *path, const char *java_kind, unsigned permits)
 {
-    (void)state;
-    const char *path = "/curator/contended";
     char hist[300], line[256];
     test_tmp_path(hist, sizeof hist, "dlock-zk-curator-history");
     unlink(hist);
     int fd = chaos_history_open(hist);
     assert_true(fd >= 0);
     /* Curator's threads first (slots 100 and up), then dlock's. */
-    assert_int_equal(curator_send(&java, "contend %s %d 5 %s 100 %d", path, ROUNDS, hist,
-                                  JAVA_THREADS),
+    assert_int_equal(curator_send(&java, "%scontend %s %d %d %s 100 %d", java_kind, path, ROUNDS,
+                                  permits ? 20 : 5, hist, JAVA_THREADS),
                      0);
     pthread_t t[DLOCK_WORKERS];
     contender k[DLOCK_WORKERS];
     for (int i = 0; i < DLOCK_WORKERS; i++) {
-        k[i] = (contender){.slot = i, .fd = fd, .path = path};
+        k[i] = (contender){.slot = i, .fd = fd, .path = path, .permits = permits};
         assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
     }
     for (int i = 0; i < DLOCK_WORKERS; i++) {
@@ -323,8 +330,47 @@ static void dlock_and_curator_contend_without_overlap_and_fences_only_grow(void 
     assert_int_equal(v.torn, 0);
     assert_int_equal(v.cs_unclosed, 0);
     assert_int_equal(v.overlaps, 0);
-    assert_int_equal(v.max_concurrent, 1);
     assert_int_equal(v.fence_violations, 0);
+    return v;
+}
+
+static void dlock_and_curator_contend_without_overlap_and_fences_only_grow(void **state)
+{
+    (void)state;
+    chaos_verdict v = contend_both("/curator/contended", "", 0);
+    assert_int_equal(v.max_concurrent, 1);
+}
+
+/* ---- InterProcessSemaphoreV2 ------------------------------------------------- */
+
+static void dlock_and_curator_semaphores_share_the_permits(void **state)
+{
+    (void)state;
+    const char *path = "/curator/sem";
+    char line[256];
+    dlock_client *c = client_new();
+    dlock_lock *s1 = NULL, *s2 = NULL;
+    assert_int_equal(dlock_semaphore_new(&s1, c, path, 2, NULL), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_new(&s2, c, path, 2, NULL), DLOCK_OK);
+    /* Curator's lease and dlock's fill the two permits. */
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "sem 2 acquire %s 0", path), 0);
+    assert_int_equal(strncmp(line, "got", 3), 0);
+    assert_int_equal(dlock_lock_acquire(s1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(s2, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "sem 2 release %s", path), 0);
+    assert_int_equal(strncmp(line, "released", 8), 0);
+    assert_int_equal(dlock_lock_acquire(s2, 0), DLOCK_OK);
+    /* dlock's two: Curator's try finds none left */
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "sem 2 acquire %s 0", path), 0);
+    assert_int_equal(strncmp(line, "timeout", 7), 0);
+    assert_int_equal(dlock_lock_release(s1), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(s2), DLOCK_OK);
+    dlock_lock_free(s1);
+    dlock_lock_free(s2);
+    dlock_client_free(c);
+    chaos_verdict v = contend_both("/curator/sem-loop", "sem 2 ", 2);
+    printf("at most %ld permits at once\n", v.max_permits);
+    assert_int_equal(v.max_permits, 2);
 }
 
 int main(void)
@@ -343,6 +389,7 @@ int main(void)
         cmocka_unit_test(dlock_waits_while_curator_holds_and_gets_it_at_the_release),
         cmocka_unit_test(dlock_and_curator_read_write_locks_share_and_exclude),
         cmocka_unit_test(dlock_and_curator_contend_without_overlap_and_fences_only_grow),
+        cmocka_unit_test(dlock_and_curator_semaphores_share_the_permits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,8 +5,9 @@
  * shared/exclusive (DLOCK_SHARED / DLOCK_EXCLUSIVE: Curator's
  * InterProcessReadWriteLock, `_c_<uuid>-__READ__<seq>` and
  * `-__WRIT__<seq>` nodes in one line, a reader waiting only for writers
- * before it); each under contention with the chaos history's checker. A
- * semaphore is refused (DLOCK_ENOTSUP) for now. */
+ * before it), and semaphores (dlock_semaphore_new(): Curator's
+ * InterProcessSemaphoreV2, a locks line and lease nodes); each under
+ * contention with the chaos history's checker. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,21 +110,27 @@ static void a_reentrant_hold_is_one_node_counted_in_the_handle(void **state)
 /* ---- contenders of one kind or two ----------------------------------------------- */
 
 typedef struct contender {
-    int slot, fd, rounds, errors, reentries;
-    unsigned flags;
+    int slot, fd, rounds, errors, reentries, hold_ms; /* hold_ms: 5 if 0 */
+    unsigned flags, permits; /* permits: a semaphore's N */
     const char *name;
 } contender;
 
-static int kind_of(unsigned flags)
+static int kind_of(const contender *k)
 {
-    return flags & DLOCK_SHARED ? CHAOS_KIND_SHARED : CHAOS_KIND_EXCLUSIVE;
+    return k->permits               ? CHAOS_KIND_PERMIT
+           : k->flags & DLOCK_SHARED ? CHAOS_KIND_SHARED
+                                     : CHAOS_KIND_EXCLUSIVE;
 }
 
 static void *contend(void *arg)
 {
     contender *k = arg;
     dlock_client *c = client_new();
-    dlock_lock *l = lock_new(c, k->name, k->flags);
+    dlock_lock *l = NULL;
+    if (k->permits)
+        assert_int_equal(dlock_semaphore_new(&l, c, k->name, k->permits, NULL), DLOCK_OK);
+    else
+        l = lock_new(c, k->name, k->flags);
     for (uint32_t cs = 0; cs < (uint32_t)k->rounds; cs++) {
         if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
             k->errors++;
@@ -131,11 +138,11 @@ static void *contend(void *arg)
         }
         uint64_t fence = dlock_lock_fence(l);
         chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
-                           kind_of(k->flags), 0);
+                           kind_of(k), 0);
         for (int r = 0; r < k->reentries; r++)
             if (dlock_lock_acquire(l, 0) != DLOCK_OK || dlock_lock_fence(l) != fence)
                 k->errors++;
-        test_sleep_ms(5);
+        test_sleep_ms(k->hold_ms ? k->hold_ms : 5);
         for (int r = 0; r < k->reentries; r++)
             if (dlock_lock_release(l) != DLOCK_OK)
                 k->errors++;
@@ -175,9 +182,9 @@ static chaos_verdict run_contenders(contender *k, int n)
     chaos_verdict v;
     assert_int_equal(chaos_history_check(hist, &v), 0);
     unlink(hist);
-    printf("%ld sections, %ld overlaps, at most %ld at once (%ld readers), "
+    printf("%ld sections, %ld overlaps, at most %ld at once (%ld readers, %ld permits), "
            "%ld fence violations\n",
-           v.cs, v.overlaps, v.max_concurrent, v.max_readers, v.fence_violations);
+           v.cs, v.overlaps, v.max_concurrent, v.max_readers, v.max_permits, v.fence_violations);
     assert_int_equal(v.cs, sections);
     assert_int_equal(v.cs_unclosed, 0);
     assert_int_equal(v.overlaps, 0);
@@ -280,15 +287,48 @@ static void readers_and_writers_contend_without_a_writer_beside_anyone(void **st
     assert_true(v.max_readers >= 2); /* readers did read together */
 }
 
-static void a_semaphore_is_refused_for_now(void **state)
+/* ---- semaphore ------------------------------------------------------------------ */
+
+static void a_semaphore_of_two_lets_two_in_and_a_third_waits(void **state)
 {
     (void)state;
+    const char *name = "/kinds/sem";
     dlock_client *c = client_new();
-    dlock_lock *s = NULL;
-    int rc = dlock_semaphore_new(&s, c, "/kinds/sem", 2, NULL);
-    assert_int_equal(rc, DLOCK_ENOTSUP);
-    assert_null(s);
+    dlock_lock *s[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_semaphore_new(&s[i], c, name, 2, NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(s[0], 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(s[1], 0), DLOCK_OK);
+    assert_non_null(strstr(dlock_lock_token(s[0]), "-lease-")); /* Curator's lease node */
+    assert_int_equal(dlock_lock_fence(s[0]), 0);
+    assert_int_equal(dlock_lock_acquire(s[2], 0), DLOCK_ENOTACQUIRED);
+    waiting w = {.l = s[2]};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&w.over), 0);
+    assert_int_equal(dlock_lock_extend(s[1], 0), DLOCK_OK); /* the lease is still ours */
+    int64_t released = test_now_ms();
+    assert_int_equal(dlock_lock_release(s[0]), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    /* woken by its watch on the leases, not its 2 s look */
+    assert_true(test_now_ms() - released < 1000);
+    assert_int_equal(dlock_lock_release(s[1]), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(s[2]), DLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(s[i]);
     dlock_client_free(c);
+}
+
+static void semaphore_contenders_never_exceed_the_permits(void **state)
+{
+    (void)state;
+    contender k[5];
+    for (int i = 0; i < 5; i++)
+        k[i] = (contender){.rounds = 8, .permits = 2, .hold_ms = 30, .name = "/kinds/sem-loop"};
+    chaos_verdict v = run_contenders(k, 5);
+    assert_int_equal(v.max_permits, 2); /* two at once, never three */
 }
 
 int main(void)
@@ -302,7 +342,8 @@ int main(void)
         cmocka_unit_test(reentrant_contenders_never_overlap),
         cmocka_unit_test(readers_share_and_a_reader_waits_only_for_an_earlier_writer),
         cmocka_unit_test(readers_and_writers_contend_without_a_writer_beside_anyone),
-        cmocka_unit_test(a_semaphore_is_refused_for_now),
+        cmocka_unit_test(a_semaphore_of_two_lets_two_in_and_a_third_waits),
+        cmocka_unit_test(semaphore_contenders_never_exceed_the_permits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

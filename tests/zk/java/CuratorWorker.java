@@ -19,6 +19,8 @@
 //                                HISTORY (tests/chaos/history.h); "contended ERRORS"
 //   rw read|write VERB PATH ...  the same verbs on an InterProcessReadWriteLock's read or
 //                                write lock: "rw read acquire PATH TIMEOUT_MS", ...
+//   sem N VERB PATH ...          the same on an InterProcessSemaphoreV2 of N leases, a
+//                                lease each: "sem 2 acquire PATH TIMEOUT_MS", ...
 //   quit
 //
 // T_NS is System.nanoTime(), CLOCK_MONOTONIC on Linux: the C side's clock.
@@ -40,6 +42,8 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.RetryOneTime;
 import org.apache.zookeeper.data.Stat;
 
@@ -70,6 +74,38 @@ public final class CuratorWorker {
         }
     }
 
+    // A semaphore's lease as a lock: taken, given back.
+    static final class SemLock implements InterProcessLock {
+        final InterProcessSemaphoreV2 sem;
+        volatile Lease lease;
+
+        SemLock(CuratorFramework c, String path, int n) {
+            sem = new InterProcessSemaphoreV2(c, path, n);
+        }
+
+        @Override
+        public void acquire() throws Exception {
+            lease = sem.acquire();
+        }
+
+        @Override
+        public boolean acquire(long time, TimeUnit unit) throws Exception {
+            lease = sem.acquire(time, unit);
+            return lease != null;
+        }
+
+        @Override
+        public void release() throws Exception {
+            lease.close();
+            lease = null;
+        }
+
+        @Override
+        public boolean isAcquiredInThisProcess() {
+            return lease != null;
+        }
+    }
+
     private static CuratorFramework client;
     private static final Map<String, Held> locks = new HashMap<>();
 
@@ -81,6 +117,8 @@ public final class CuratorWorker {
     private static InterProcessLock newLock(String kind, String path) {
         if (kind.equals("mutex"))
             return new Mutex(client, path);
+        if (kind.startsWith("sem:"))
+            return new SemLock(client, path, Integer.parseInt(kind.substring(4)));
         InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
         return kind.equals("read") ? rw.readLock() : rw.writeLock();
     }
@@ -136,8 +174,9 @@ public final class CuratorWorker {
         out.write(b.array());
     }
 
+    // kind: the history's (0 exclusive, 1 shared, 2 a permit)
     private static int contendOne(InterProcessLock l, int rounds, long holdMs, String history,
-                                  int slot, boolean shared) throws Exception {
+                                  int slot, int kind) throws Exception {
         int errors = 0;
         try (FileOutputStream out = new FileOutputStream(history, true)) {
             for (int cs = 0; cs < rounds; cs++) {
@@ -145,7 +184,7 @@ public final class CuratorWorker {
                     errors++;
                     continue;
                 }
-                note(out, 1, slot, cs, czxid(l), shared ? 1 : 0); /* ENTER */
+                note(out, 1, slot, cs, czxid(l), kind); /* ENTER */
                 Thread.sleep(holdMs);
                 note(out, 2, slot, cs, 0, 0);                        /* EXIT */
                 l.release();
@@ -165,7 +204,8 @@ public final class CuratorWorker {
             int s = slot + i;
             t[i] = new Thread(() -> {
                 try {
-                    errors.addAndGet(contendOne(l, rounds, holdMs, history, s, kind.equals("read")));
+                    int k = kind.equals("read") ? 1 : kind.startsWith("sem:") ? 2 : 0;
+                    errors.addAndGet(contendOne(l, rounds, holdMs, history, s, k));
                 } catch (Exception e) {
                     System.err.println("contend: " + e);
                     errors.incrementAndGet();
@@ -183,6 +223,9 @@ public final class CuratorWorker {
         int at = 0;
         if (w[0].equals("rw")) {
             kind = w[1];
+            at = 2;
+        } else if (w[0].equals("sem")) {
+            kind = "sem:" + w[1];
             at = 2;
         }
         String verb = w[at], path = w.length > at + 1 ? w[at + 1] : "";
