@@ -32,6 +32,8 @@
 #include "history.h"
 #include "proc.h"
 #include "test_util.h"
+#include "test_waiter.h"
+#include "zk_contend.h"
 #include "zk_server.h"
 
 static test_zk srv;
@@ -64,19 +66,13 @@ static int teardown(void **state)
 static dlock_client *client_new(void)
 {
     const char *u = srv.url;
-    dlock_client *c = NULL;
-    char err[256] = "";
-    int rc = dlock_client_new(&c, &u, 1, NULL, err, sizeof err);
-    if (rc != DLOCK_OK)
-        fail_msg("client: %s (%s)", dlock_strerror(rc), err);
-    return c;
+    return test_client_new(&u, 1, NULL);
 }
 
-static dlock_lock *lock_new(dlock_client *c, const char *name)
+static dlock_lock *lock_new(dlock_client *c, const char *name, unsigned flags)
 {
-    dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    assert_int_equal(dlock_lock_new(&l, c, name, &o), DLOCK_OK);
+    dlock_lock *l = zk_test_lock(c, name, flags, 0);
+    assert_non_null(l);
     return l;
 }
 
@@ -105,7 +101,7 @@ static void curator_waits_while_dlock_holds_and_gets_it_at_the_release(void **st
     (void)state;
     const char *path = "/curator/dlock-holds";
     dlock_client *c = client_new();
-    dlock_lock *l = lock_new(c, path);
+    dlock_lock *l = lock_new(c, path, 0);
     assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
     char line[256];
@@ -143,22 +139,6 @@ static void curator_waits_while_dlock_holds_and_gets_it_at_the_release(void **st
     dlock_client_free(c);
 }
 
-typedef struct waiting {
-    dlock_lock *l;
-    int rc;
-    int64_t got_ns;
-    atomic_int over;
-} waiting;
-
-static void *wait_for(void *arg)
-{
-    waiting *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 20000);
-    w->got_ns = chaos_now_ns();
-    atomic_store(&w->over, 1);
-    return NULL;
-}
-
 static void dlock_waits_while_curator_holds_and_gets_it_at_the_release(void **state)
 {
     (void)state;
@@ -168,37 +148,36 @@ static void dlock_waits_while_curator_holds_and_gets_it_at_the_release(void **st
     int64_t held_ns, czxid;
     curator_got(line, &held_ns, &czxid);
     dlock_client *c = client_new();
-    waiting w = {.l = lock_new(c, path)};
+    dlock_lock *l = lock_new(c, path, 0);
     /* dlock's try while Curator holds: refused, and it left no node. */
-    assert_int_equal(dlock_lock_acquire(w.l, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED);
     assert_int_equal(children(path), 1);
     dlock_holders_info hi;
     dlock_holder h[1];
     assert_int_equal(dlock_client_holders(c, path, 0, &hi, h, 1), DLOCK_OK);
     assert_int_equal(hi.count, 1);
     assert_int_equal(strncmp(h[0].token, "_c_", 3), 0); /* Curator's protected node */
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, l, 20000, TEST_WAITER_KEEP), 0);
     int64_t end = test_now_ms() + 10000;
     while (children(path) < 2 && test_now_ms() < end)
         test_sleep_ms(10);
     assert_int_equal(children(path), 2); /* dlock's node in line behind Curator's */
     test_sleep_ms(300);
-    assert_int_equal(atomic_load(&w.over), 0);
+    assert_int_equal(atomic_load(&w.done), 0);
     assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "release %s", path), 0);
     long long released_ns = 0;
     assert_int_equal(sscanf(line, "released %lld", &released_ns), 1);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(w.got_ns > released_ns);
-    printf("dlock got the lock %.1f ms after Curator's release\n",
-           (double)(w.got_ns - released_ns) / 1e6);
-    if (w.got_ns - released_ns > 1000 * 1000000LL)
-        fail_msg("dlock got the lock %lld ms after Curator's release",
-                 (long long)(w.got_ns - released_ns) / 1000000);
-    assert_true(dlock_lock_fence(w.l) > (uint64_t)czxid);
-    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
-    dlock_lock_free(w.l);
+    assert_int_equal(test_waiter_join(&w), DLOCK_OK);
+    /* (test_now_ms() and the JVM's nanoTime are one clock) */
+    int64_t after_ms = atomic_load(&w.done_ms) - released_ns / 1000000;
+    assert_true(after_ms >= 0);
+    printf("dlock got the lock %lld ms after Curator's release\n", (long long)after_ms);
+    if (after_ms > 1000)
+        fail_msg("dlock got the lock %lld ms after Curator's release", (long long)after_ms);
+    assert_true(dlock_lock_fence(l) > (uint64_t)czxid);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
     dlock_client_free(c);
 }
 
@@ -210,13 +189,8 @@ static void dlock_and_curator_read_write_locks_share_and_exclude(void **state)
     const char *path = "/curator/rw";
     char line[256];
     dlock_client *c = client_new();
-    dlock_lock *r = NULL, *w = NULL, *late = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.flags = DLOCK_SHARED;
-    assert_int_equal(dlock_lock_new(&r, c, path, &o), DLOCK_OK);
-    assert_int_equal(dlock_lock_new(&late, c, path, &o), DLOCK_OK);
-    o.flags = DLOCK_EXCLUSIVE;
-    assert_int_equal(dlock_lock_new(&w, c, path, &o), DLOCK_OK);
+    dlock_lock *r = lock_new(c, path, DLOCK_SHARED), *late = lock_new(c, path, DLOCK_SHARED);
+    dlock_lock *w = lock_new(c, path, DLOCK_EXCLUSIVE);
     /* Curator's reader and dlock's share; dlock's writer is kept out. */
     assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "rw read acquire %s 0", path),
                      0);
@@ -237,15 +211,13 @@ static void dlock_and_curator_read_write_locks_share_and_exclude(void **state)
     assert_int_equal(curator_read(&java, line, sizeof line, 10000), 0);
     assert_int_equal(strncmp(line, "got", 3), 0); /* Curator writes */
     /* dlock's writer waits for Curator's, and gets it at its release. */
-    waiting ww = {.l = w};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for, &ww), 0);
+    test_waiter ww;
+    assert_int_equal(test_waiter_start(&ww, w, 20000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
-    assert_int_equal(atomic_load(&ww.over), 0);
+    assert_int_equal(atomic_load(&ww.done), 0);
     assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "rw write release %s", path),
                      0);
-    pthread_join(t, NULL);
-    assert_int_equal(ww.rc, DLOCK_OK);
+    assert_int_equal(test_waiter_join(&ww), DLOCK_OK);
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);
     dlock_lock_free(r);
     dlock_lock_free(w);
@@ -259,73 +231,28 @@ static void dlock_and_curator_read_write_locks_share_and_exclude(void **state)
 #define JAVA_THREADS 2
 #define ROUNDS 12
 
-typedef struct contender {
-    int slot, fd, errors;
-    unsigned permits; /* a semaphore's N, 0: a lock */
-    const char *path;
-} contender;
-
-static void *contend(void *arg)
-{
-    contender *k = arg;
-    dlock_client *c = client_new();
-    dlock_lock *l = NULL;
-    if (k->permits)
-        assert_int_equal(dlock_semaphore_new(&l, c, k->path, k->permits, NULL), DLOCK_OK);
-    else
-        l = lock_new(c, k->path);
-    int kind = k->permits ? CHAOS_KIND_PERMIT : CHAOS_KIND_EXCLUSIVE;
-    for (uint32_t cs = 0; cs < ROUNDS; cs++) {
-        if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
-            k->errors++;
-            continue;
-        }
-        uint64_t fence = dlock_lock_fence(l);
-        chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
-                           kind, 0);
-        test_sleep_ms(k->permits ? 20 : 5);
-        chaos_history_note(k->fd, CHAOS_REC_EXIT, k->slot, (uint32_t)k->slot + 1, cs, fence, 0,
-                           0);
-        if (dlock_lock_release(l) != DLOCK_OK)
-            k->errors++;
-    }
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return NULL;
-}
-
 /* Curator's threads (java_kind: "" its mutex, "sem N " a semaphore's
  * lease) and dlock's contend on path; the history's verdict. */
 static chaos_verdict contend_both(const char *path, const char *java_kind, unsigned permits)
 {
     char hist[300], line[256];
-    test_tmp_path(hist, sizeof hist, "dlock-zk-curator-history");
-    unlink(hist);
-    int fd = chaos_history_open(hist);
+    int fd = zk_history_new(hist, sizeof hist, "dlock-zk-curator-history");
     assert_true(fd >= 0);
     /* Curator's threads first (slots 100 and up), then dlock's. */
     assert_int_equal(curator_send(&java, "%scontend %s %d %d %s 100 %d", java_kind, path, ROUNDS,
                                   permits ? 20 : 5, hist, JAVA_THREADS),
                      0);
-    pthread_t t[DLOCK_WORKERS];
-    contender k[DLOCK_WORKERS];
-    for (int i = 0; i < DLOCK_WORKERS; i++) {
-        k[i] = (contender){.slot = i, .fd = fd, .path = path, .permits = permits};
-        assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
-    }
-    for (int i = 0; i < DLOCK_WORKERS; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(k[i].errors, 0);
-    }
+    static zk_contender k[DLOCK_WORKERS]; /* a failed assert leaves the threads running */
+    for (int i = 0; i < DLOCK_WORKERS; i++)
+        k[i] = (zk_contender){.url = srv.url, .name = path, .permits = permits,
+                              .rounds = ROUNDS, .hold_ms = permits ? 20 : 5};
+    assert_int_equal(zk_contend_start(k, DLOCK_WORKERS, fd), 0);
+    assert_int_equal(zk_contend_join(k, DLOCK_WORKERS), 0);
     assert_int_equal(curator_read(&java, line, sizeof line, 60000), 0);
     assert_string_equal(line, "contended 0");
     close(fd);
     chaos_verdict v;
-    assert_int_equal(chaos_history_check(hist, &v), 0);
-    unlink(hist);
-    printf("dlock and Curator: %ld sections, %ld overlaps, at most %ld at once, "
-           "%ld fence violations\n",
-           v.cs, v.overlaps, v.max_concurrent, v.fence_violations);
+    assert_int_equal(zk_history_verdict(hist, &v), 0);
     assert_int_equal(v.cs, (DLOCK_WORKERS + JAVA_THREADS) * ROUNDS);
     assert_int_equal(v.torn, 0);
     assert_int_equal(v.cs_unclosed, 0);

@@ -26,6 +26,7 @@
 #include "history.h"
 #include "proc.h"
 #include "test_util.h"
+#include "zk_contend.h"
 #include "zk_ensemble.h"
 #include "zk_session.h"
 
@@ -34,11 +35,15 @@
 #define SESSION_MS 8000
 
 static test_zk_ensemble ens;
+static char url[400]; /* every member, and SESSION_MS */
 
 static int setup(void **state)
 {
     (void)state;
-    return test_zk_ensemble_start(&ens, 3);
+    if (test_zk_ensemble_start(&ens, 3) != 0)
+        return -1;
+    snprintf(url, sizeof url, "%s?session_timeout_ms=%d", ens.url, SESSION_MS);
+    return 0;
 }
 
 static int teardown(void **state)
@@ -50,14 +55,8 @@ static int teardown(void **state)
 
 static dlock_client *client_new(void)
 {
-    char url[400], err[256] = "";
-    snprintf(url, sizeof url, "%s?session_timeout_ms=%d", ens.url, SESSION_MS);
     const char *u = url;
-    dlock_client *c = NULL;
-    int rc = dlock_client_new(&c, &u, 1, NULL, err, sizeof err);
-    if (rc != DLOCK_OK)
-        fail_msg("client of %s: %s (%s)", url, dlock_strerror(rc), err);
-    return c;
+    return test_client_new(&u, 1, NULL);
 }
 
 /* 1 if member i lists c's session among its connections ("cons"). */
@@ -95,55 +94,10 @@ static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
 
 /* ---- contenders that note their sections ------------------------------------ */
 
-typedef struct contender {
-    int slot, fd, rounds, hold_ms, errors;
-    const char *name;
-    atomic_int entered; /* sections entered so far */
-} contender;
-
-static void *contend(void *arg)
-{
-    contender *k = arg;
-    dlock_client *c = client_new();
-    dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    assert_int_equal(dlock_lock_new(&l, c, k->name, &o), DLOCK_OK);
-    for (uint32_t cs = 0; cs < (uint32_t)k->rounds; cs++) {
-        int rc = dlock_lock_acquire(l, 60000);
-        if (rc != DLOCK_OK) {
-            fprintf(stderr, "slot %d: acquire: %s (%s)\n", k->slot, dlock_strerror(rc),
-                    dlock_lock_errmsg(l));
-            k->errors++;
-            continue;
-        }
-        uint64_t fence = dlock_lock_fence(l);
-        chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
-                           CHAOS_KIND_EXCLUSIVE, 0);
-        atomic_fetch_add(&k->entered, 1);
-        test_sleep_ms(k->hold_ms);
-        chaos_history_note(k->fd, CHAOS_REC_EXIT, k->slot, (uint32_t)k->slot + 1, cs, fence, 0,
-                           0);
-        /* A release whose delete the failover cut sends it again (the
-         * node would keep the lock from everyone): it succeeds. */
-        rc = dlock_lock_release(l);
-        if (rc != DLOCK_OK) {
-            fprintf(stderr, "slot %d: release: %s (%s)\n", k->slot, dlock_strerror(rc),
-                    dlock_lock_errmsg(l));
-            k->errors++;
-        }
-    }
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return NULL;
-}
-
 static void check_history(const char *hist, long sections)
 {
     chaos_verdict v;
-    assert_int_equal(chaos_history_check(hist, &v), 0);
-    unlink(hist);
-    printf("%ld sections, %ld overlaps, at most %ld at once, %ld fence violations\n", v.cs,
-           v.overlaps, v.max_concurrent, v.fence_violations);
+    assert_int_equal(zk_history_verdict(hist, &v), 0);
     assert_int_equal(v.cs, sections);
     assert_int_equal(v.torn, 0);
     assert_int_equal(v.cs_unclosed, 0);
@@ -161,9 +115,7 @@ static void a_hold_on_the_leader_survives_its_death_and_the_line_holds(void **st
     (void)state;
     const char *name = "/failover/held";
     char hist[300];
-    test_tmp_path(hist, sizeof hist, "dlock-zk-ensemble-history");
-    unlink(hist);
-    int fd = chaos_history_open(hist);
+    int fd = zk_history_new(hist, sizeof hist, "dlock-zk-ensemble-history");
     assert_true(fd >= 0);
     int leader = test_zk_ensemble_leader(&ens);
     assert_true(leader >= 0);
@@ -178,12 +130,10 @@ static void a_hold_on_the_leader_survives_its_death_and_the_line_holds(void **st
     assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
     uint64_t f1 = dlock_lock_fence(la);
     chaos_history_note(fd, CHAOS_REC_ENTER, 9, 10, 0, f1, CHAOS_KIND_EXCLUSIVE, 0);
-    pthread_t t[WAITERS];
-    static contender k[WAITERS]; /* a failed assert leaves the threads running */
-    for (int i = 0; i < WAITERS; i++) {
-        k[i] = (contender){.slot = i, .fd = fd, .rounds = 1, .hold_ms = 20, .name = name};
-        assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
-    }
+    static zk_contender k[WAITERS]; /* a failed assert leaves the threads running */
+    for (int i = 0; i < WAITERS; i++)
+        k[i] = (zk_contender){.url = url, .name = name, .rounds = 1, .hold_ms = 20};
+    assert_int_equal(zk_contend_start(k, WAITERS, fd), 0);
     test_sleep_ms(500); /* the waiters are in line, watching */
     int64_t killed = test_now_ms();
     test_zk_ensemble_kill(&ens, leader);
@@ -208,10 +158,7 @@ static void a_hold_on_the_leader_survives_its_death_and_the_line_holds(void **st
         assert_int_equal(atomic_load(&k[i].entered), 0);
     chaos_history_note(fd, CHAOS_REC_EXIT, 9, 10, 0, f1, 0, 0);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK);
-    for (int i = 0; i < WAITERS; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(k[i].errors, 0);
-    }
+    assert_int_equal(zk_contend_join(k, WAITERS), 0);
     /* A hold taken under the new leader: its czxid's epoch (high 32
      * bits) is the new one's, larger. */
     assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
@@ -236,19 +183,15 @@ static void contenders_never_overlap_while_the_leader_dies(void **state)
 {
     (void)state;
     char hist[300];
-    test_tmp_path(hist, sizeof hist, "dlock-zk-ensemble-loop");
-    unlink(hist);
-    int fd = chaos_history_open(hist);
+    int fd = zk_history_new(hist, sizeof hist, "dlock-zk-ensemble-loop");
     assert_true(fd >= 0);
     int leader = test_zk_ensemble_leader(&ens);
     assert_true(leader >= 0);
-    pthread_t t[CONTENDERS];
-    static contender k[CONTENDERS];
-    for (int i = 0; i < CONTENDERS; i++) {
-        k[i] = (contender){.slot = i, .fd = fd, .rounds = ROUNDS, .hold_ms = 20,
-                           .name = "/failover/loop"};
-        assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
-    }
+    static zk_contender k[CONTENDERS];
+    for (int i = 0; i < CONTENDERS; i++)
+        k[i] = (zk_contender){.url = url, .name = "/failover/loop", .rounds = ROUNDS,
+                              .hold_ms = 20};
+    assert_int_equal(zk_contend_start(k, CONTENDERS, fd), 0);
     /* Kill the leader once a third of the sections are done. */
     int64_t end = test_now_ms() + 30000;
     for (;;) {
@@ -264,10 +207,7 @@ static void contenders_never_overlap_while_the_leader_dies(void **state)
     int next = test_zk_ensemble_wait(&ens, 30000);
     printf("leader %d killed: member %d leads %lld ms later\n", leader, next,
            (long long)(test_now_ms() - killed));
-    for (int i = 0; i < CONTENDERS; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(k[i].errors, 0);
-    }
+    assert_int_equal(zk_contend_join(k, CONTENDERS), 0); /* every acquire and release */
     close(fd);
     check_history(hist, CONTENDERS * ROUNDS);
     assert_int_equal(test_zk_ensemble_restart(&ens, leader), 0);

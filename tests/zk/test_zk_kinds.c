@@ -25,6 +25,8 @@
 #include "history.h"
 #include "proc.h"
 #include "test_util.h"
+#include "test_waiter.h"
+#include "zk_contend.h"
 #include "zk_server.h"
 
 static test_zk srv;
@@ -45,22 +47,13 @@ static int teardown(void **state)
 static dlock_client *client_new(void)
 {
     const char *u = srv.url;
-    dlock_client *c = NULL;
-    char err[256] = "";
-    int rc = dlock_client_new(&c, &u, 1, NULL, err, sizeof err);
-    if (rc != DLOCK_OK)
-        fail_msg("client: %s (%s)", dlock_strerror(rc), err);
-    return c;
+    return test_client_new(&u, 1, NULL);
 }
 
 static dlock_lock *lock_new(dlock_client *c, const char *name, unsigned flags)
 {
-    dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.flags = flags;
-    int rc = dlock_lock_new(&l, c, name, &o);
-    if (rc != DLOCK_OK)
-        fail_msg("lock %s: %s", name, dlock_strerror(rc));
+    dlock_lock *l = zk_test_lock(c, name, flags, 0);
+    assert_non_null(l);
     return l;
 }
 
@@ -109,82 +102,24 @@ static void a_reentrant_hold_is_one_node_counted_in_the_handle(void **state)
 
 /* ---- contenders of one kind or two ----------------------------------------------- */
 
-typedef struct contender {
-    int slot, fd, rounds, errors, reentries, hold_ms; /* hold_ms: 5 if 0 */
-    unsigned flags, permits; /* permits: a semaphore's N */
-    const char *name;
-} contender;
-
-static int kind_of(const contender *k)
-{
-    return k->permits               ? CHAOS_KIND_PERMIT
-           : k->flags & DLOCK_SHARED ? CHAOS_KIND_SHARED
-                                     : CHAOS_KIND_EXCLUSIVE;
-}
-
-static void *contend(void *arg)
-{
-    contender *k = arg;
-    dlock_client *c = client_new();
-    dlock_lock *l = NULL;
-    if (k->permits)
-        assert_int_equal(dlock_semaphore_new(&l, c, k->name, k->permits, NULL), DLOCK_OK);
-    else
-        l = lock_new(c, k->name, k->flags);
-    for (uint32_t cs = 0; cs < (uint32_t)k->rounds; cs++) {
-        if (dlock_lock_acquire(l, 30000) != DLOCK_OK) {
-            k->errors++;
-            continue;
-        }
-        uint64_t fence = dlock_lock_fence(l);
-        chaos_history_note(k->fd, CHAOS_REC_ENTER, k->slot, (uint32_t)k->slot + 1, cs, fence,
-                           kind_of(k), 0);
-        for (int r = 0; r < k->reentries; r++)
-            if (dlock_lock_acquire(l, 0) != DLOCK_OK || dlock_lock_fence(l) != fence)
-                k->errors++;
-        test_sleep_ms(k->hold_ms ? k->hold_ms : 5);
-        for (int r = 0; r < k->reentries; r++)
-            if (dlock_lock_release(l) != DLOCK_OK)
-                k->errors++;
-        chaos_history_note(k->fd, CHAOS_REC_EXIT, k->slot, (uint32_t)k->slot + 1, cs, fence, 0,
-                           0);
-        if (dlock_lock_release(l) != DLOCK_OK)
-            k->errors++;
-    }
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    return NULL;
-}
-
 #define MAX_CONTENDERS 6
 
 /* Run the contenders and check their history; its verdict. */
-static chaos_verdict run_contenders(contender *k, int n)
+static chaos_verdict run_contenders(zk_contender *k, int n)
 {
     char hist[300];
-    test_tmp_path(hist, sizeof hist, "dlock-zk-kinds-history");
-    unlink(hist);
-    int fd = chaos_history_open(hist);
+    int fd = zk_history_new(hist, sizeof hist, "dlock-zk-kinds-history");
     assert_true(fd >= 0);
-    pthread_t t[MAX_CONTENDERS];
     long sections = 0;
     for (int i = 0; i < n; i++) {
-        k[i].slot = i;
-        k[i].fd = fd;
+        k[i].url = srv.url;
         sections += k[i].rounds;
-        assert_int_equal(pthread_create(&t[i], NULL, contend, &k[i]), 0);
     }
-    for (int i = 0; i < n; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(k[i].errors, 0);
-    }
+    assert_int_equal(zk_contend_start(k, n, fd), 0);
+    assert_int_equal(zk_contend_join(k, n), 0);
     close(fd);
     chaos_verdict v;
-    assert_int_equal(chaos_history_check(hist, &v), 0);
-    unlink(hist);
-    printf("%ld sections, %ld overlaps, at most %ld at once (%ld readers, %ld permits), "
-           "%ld fence violations\n",
-           v.cs, v.overlaps, v.max_concurrent, v.max_readers, v.max_permits, v.fence_violations);
+    assert_int_equal(zk_history_verdict(hist, &v), 0);
     assert_int_equal(v.cs, sections);
     assert_int_equal(v.cs_unclosed, 0);
     assert_int_equal(v.overlaps, 0);
@@ -195,29 +130,15 @@ static chaos_verdict run_contenders(contender *k, int n)
 static void reentrant_contenders_never_overlap(void **state)
 {
     (void)state;
-    contender k[3];
+    static zk_contender k[3]; /* a failed assert leaves the threads running */
     for (int i = 0; i < 3; i++)
-        k[i] = (contender){.rounds = 8, .reentries = 2, .flags = DLOCK_REENTRANT,
-                           .name = "/kinds/reentrant-loop"};
+        k[i] = (zk_contender){.rounds = 8, .reentries = 2, .flags = DLOCK_REENTRANT,
+                              .name = "/kinds/reentrant-loop"};
     chaos_verdict v = run_contenders(k, 3);
     assert_int_equal(v.max_concurrent, 1);
 }
 
 /* ---- shared and exclusive ------------------------------------------------------- */
-
-typedef struct waiting {
-    dlock_lock *l;
-    int rc;
-    atomic_int over;
-} waiting;
-
-static void *wait_for(void *arg)
-{
-    waiting *w = arg;
-    w->rc = dlock_lock_acquire(w->l, 20000);
-    atomic_store(&w->over, 1);
-    return NULL;
-}
 
 static void readers_share_and_a_reader_waits_only_for_an_earlier_writer(void **state)
 {
@@ -236,34 +157,30 @@ static void readers_share_and_a_reader_waits_only_for_an_earlier_writer(void **s
     /* A writer waits for the readers, in line behind them. */
     dlock_lock *w1 = lock_new(c, name, DLOCK_EXCLUSIVE);
     assert_int_equal(dlock_lock_acquire(w1, 0), DLOCK_ENOTACQUIRED);
-    waiting ww = {.l = w1};
-    pthread_t tw;
-    assert_int_equal(pthread_create(&tw, NULL, wait_for, &ww), 0);
+    test_waiter ww;
+    assert_int_equal(test_waiter_start(&ww, w1, 20000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
     /* A reader that comes after the waiting writer waits for it. */
     dlock_lock *r3 = lock_new(c, name, DLOCK_SHARED);
     assert_int_equal(dlock_lock_acquire(r3, 0), DLOCK_ENOTACQUIRED);
-    waiting wr = {.l = r3};
-    pthread_t tr;
-    assert_int_equal(pthread_create(&tr, NULL, wait_for, &wr), 0);
+    test_waiter wr;
+    assert_int_equal(test_waiter_start(&wr, r3, 20000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
-    assert_int_equal(atomic_load(&ww.over), 0);
-    assert_int_equal(atomic_load(&wr.over), 0);
+    assert_int_equal(atomic_load(&ww.done), 0);
+    assert_int_equal(atomic_load(&wr.done), 0);
     assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
     test_sleep_ms(200);
-    assert_int_equal(atomic_load(&ww.over), 0); /* r2 still reads */
+    assert_int_equal(atomic_load(&ww.done), 0); /* r2 still reads */
     assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
-    pthread_join(tw, NULL);
-    assert_int_equal(ww.rc, DLOCK_OK);
+    assert_int_equal(test_waiter_join(&ww), DLOCK_OK);
     assert_true(dlock_lock_fence(w1) > 0);
     hi = holders(c, name, h, 4);
     assert_int_equal(hi.mode, DLOCK_HOLD_EXCLUSIVE);
     assert_non_null(strstr(h[0].token, "-__WRIT__"));
     test_sleep_ms(200);
-    assert_int_equal(atomic_load(&wr.over), 0); /* the writer writes */
+    assert_int_equal(atomic_load(&wr.done), 0); /* the writer writes */
     assert_int_equal(dlock_lock_release(w1), DLOCK_OK);
-    pthread_join(tr, NULL);
-    assert_int_equal(wr.rc, DLOCK_OK);
+    assert_int_equal(test_waiter_join(&wr), DLOCK_OK);
     assert_int_equal(dlock_lock_release(r3), DLOCK_OK);
     dlock_lock_free(r1);
     dlock_lock_free(r2);
@@ -275,10 +192,10 @@ static void readers_share_and_a_reader_waits_only_for_an_earlier_writer(void **s
 static void readers_and_writers_contend_without_a_writer_beside_anyone(void **state)
 {
     (void)state;
-    contender k[5];
+    static zk_contender k[5];
     for (int i = 0; i < 5; i++)
-        k[i] = (contender){.rounds = 10, .name = "/kinds/rw-loop",
-                           .flags = i < 2 ? DLOCK_EXCLUSIVE : DLOCK_SHARED};
+        k[i] = (zk_contender){.rounds = 10, .name = "/kinds/rw-loop",
+                              .flags = i < 2 ? DLOCK_EXCLUSIVE : DLOCK_SHARED};
     k[4].flags = DLOCK_SHARED | DLOCK_REENTRANT; /* a reentrant reader too */
     k[4].reentries = 1;
     k[1].flags = DLOCK_EXCLUSIVE | DLOCK_REENTRANT;
@@ -296,22 +213,20 @@ static void a_semaphore_of_two_lets_two_in_and_a_third_waits(void **state)
     dlock_client *c = client_new();
     dlock_lock *s[3];
     for (int i = 0; i < 3; i++)
-        assert_int_equal(dlock_semaphore_new(&s[i], c, name, 2, NULL), DLOCK_OK);
+        assert_non_null(s[i] = zk_test_lock(c, name, 0, 2));
     assert_int_equal(dlock_lock_acquire(s[0], 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(s[1], 0), DLOCK_OK);
     assert_non_null(strstr(dlock_lock_token(s[0]), "-lease-")); /* Curator's lease node */
     assert_int_equal(dlock_lock_fence(s[0]), 0);
     assert_int_equal(dlock_lock_acquire(s[2], 0), DLOCK_ENOTACQUIRED);
-    waiting w = {.l = s[2]};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, wait_for, &w), 0);
+    test_waiter w;
+    assert_int_equal(test_waiter_start(&w, s[2], 20000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
-    assert_int_equal(atomic_load(&w.over), 0);
+    assert_int_equal(atomic_load(&w.done), 0);
     assert_int_equal(dlock_lock_extend(s[1], 0), DLOCK_OK); /* the lease is still ours */
     int64_t released = test_now_ms();
     assert_int_equal(dlock_lock_release(s[0]), DLOCK_OK);
-    pthread_join(t, NULL);
-    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(test_waiter_join(&w), DLOCK_OK);
     /* woken by its watch on the leases, not its 2 s look */
     assert_true(test_now_ms() - released < 1000);
     assert_int_equal(dlock_lock_release(s[1]), DLOCK_OK);
@@ -324,9 +239,10 @@ static void a_semaphore_of_two_lets_two_in_and_a_third_waits(void **state)
 static void semaphore_contenders_never_exceed_the_permits(void **state)
 {
     (void)state;
-    contender k[5];
+    static zk_contender k[5];
     for (int i = 0; i < 5; i++)
-        k[i] = (contender){.rounds = 8, .permits = 2, .hold_ms = 30, .name = "/kinds/sem-loop"};
+        k[i] = (zk_contender){.rounds = 8, .permits = 2, .hold_ms = 30,
+                              .name = "/kinds/sem-loop"};
     chaos_verdict v = run_contenders(k, 5);
     assert_int_equal(v.max_permits, 2); /* two at once, never three */
 }
