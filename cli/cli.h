@@ -187,10 +187,11 @@ typedef struct cli_lock_opts {
     const char *const *names; /* run: the names taken together (busy messages) */
     size_t n_names;
     int64_t lock_delay_ms; /* --lock-delay D (0: none) */
+    int exclusive;         /* -x given (the default is exclusive too, but on zk://) */
 } cli_lock_opts;
 
 /* The defaults of the lock options; extend waits for nothing. */
-#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0, NULL, 0, 0}
+#define CLI_LOCK_OPTS_INIT {30000, DLOCK_WAIT_FOREVER, 0, CLI_EXIT_CONFLICT, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
 
 /* common.c */
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -221,6 +221,7 @@ int cli_lock_option(const char *cmd, int c, const char *arg, cli_lock_opts *o)
         return 0;
     case 'x':
         o->shared = 0;
+        o->exclusive = 1;
         return 0;
     case CLI_OPT_LOCK_DELAY:
         if (cli_parse_duration(cmd, "--lock-delay", arg, &o->lock_delay_ms))
@@ -268,7 +269,7 @@ const char *cli_nodes(const dlock_client *c, char *buf, size_t len)
 /* What the URLs are, for messages: etcd (modes it lacks), plain TCP
  * without --tls (a TLS port answers such a client with silence), and the
  * default URL (no -r, no DLOCK_REDIS). */
-static int client_etcd, client_plain_tcp, client_default_url;
+static int client_etcd, client_zk, client_plain_tcp, client_default_url;
 
 /* URLs come from -r, else from DLOCK_REDIS (comma-separated), else the
  * local default. */
@@ -352,6 +353,7 @@ int cli_open_client(cli_global *g, dlock_client **out)
         return rc;
     for (size_t i = 0; i < g->n_urls; i++) {
         client_etcd |= !strncmp(g->urls[i], "etcd://", 7) || !strncmp(g->urls[i], "etcds://", 8);
+        client_zk |= !strncmp(g->urls[i], "zk://", 5);
         client_plain_tcp |= !g->copts.tls && (!strncmp(g->urls[i], "redis://", 8) ||
                                                !strncmp(g->urls[i], "redis-sentinel://", 17));
     }
@@ -443,11 +445,17 @@ dlock_lock_options cli_lock_options(const cli_lock_opts *o, unsigned flags)
     /* Exclusive by default: the writer side of a read-write lock holds the
      * same plain key as before, so `dlock release`, other tools and older
      * dlock versions see the same lock; it only also waits for `run -s`
-     * readers (and keeps new ones back while it waits). */
+     * readers (and keeps new ones back while it waits). On ZooKeeper a
+     * plain lock does that already (a reader waits for every other node
+     * before its own), and is Curator's InterProcessMutex, which `dlock
+     * run` users there pair with; -x is Curator's read-write lock's writer
+     * (docs/backends.md, "ZooKeeper"). */
     if (o->fair)
         lo.flags |= DLOCK_FAIR;
-    else if (o->permits == 0)
-        lo.flags |= o->shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+    else if (o->permits == 0 && o->shared)
+        lo.flags |= DLOCK_SHARED;
+    else if (o->permits == 0 && (o->exclusive || !client_zk))
+        lo.flags |= DLOCK_EXCLUSIVE;
     return lo;
 }
 

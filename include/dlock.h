@@ -168,7 +168,7 @@ typedef enum dlock_error {
      *  (fair mode over several nodes; etcd:// or zk:// URLs in a build
      *  without that store; on etcd, shared locks, lock-delay, and an
      *  extend to another TTL of a handle whose lease other handles of its
-     *  owner share (DLOCK_REENTRANT); on ZooKeeper, the kinds and calls
+     *  owner share (DLOCK_REENTRANT); on ZooKeeper, the calls
      *  its section of dlock_client_new() names). */
     DLOCK_ENOTSUP = -17,
     /** The server replied with something dlock never expects. */
@@ -816,7 +816,7 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * without the etcd backend (DLOCK_WITH_ETCD=OFF) refuses etcd:// URLs with
  * DLOCK_ENOTSUP.
  *
- * ZooKeeper (stage 1): zk://[user:password@]host:port[,host:port...]
+ * ZooKeeper: zk://[user:password@]host:port[,host:port...]
  * [/chroot][?session_timeout_ms=N] names an ensemble (bare host:port
  * entries after it continue the list); user:password, or the options
  * username and password, is digest authentication. Unlike the other
@@ -826,8 +826,11 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * is the lease of every hold of the client (ttl_ms is not used), so a
  * hold never outlives its client (dlock_lock_forget() leaves it until the
  * client is freed), and adopt, identity, list and break are DLOCK_ENOTSUP.
- * Plain, exclusive and fair locks and several names at once; other kinds
- * and lock_delay_ms are DLOCK_ENOTSUP. Not yet kept on ZooKeeper: a
+ * Every kind, on Curator's layouts (InterProcessMutex, its
+ * InterProcessReadWriteLock for shared and exclusive locks,
+ * InterProcessSemaphoreV2 for semaphores; docs/backends.md), and several
+ * names at once; there the default lock (no mode flag) is the plain one,
+ * InterProcessMutex. lock_delay_ms is DLOCK_ENOTSUP. Not yet kept on ZooKeeper: a
  * request's own io_timeout_ms (the C client's session timeout bounds a
  * request to a stalled member instead), and a cancel's "within
  * milliseconds" with a request in flight to a stalled member (the leave
@@ -1411,8 +1414,7 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
  *         over several nodes; shared locks and lock_delay_ms on etcd;
- *         on ZooKeeper reentrant and shared locks, semaphores and
- *         lock_delay_ms),
+ *         lock_delay_ms on ZooKeeper),
  *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)

@@ -31,6 +31,8 @@
 
 enum { STEP_RELEASE = 50, STEP_EXTEND, STEP_CLEANUP };
 
+#define AGAIN_MS 50 /* a cut release's delete is sent again this often */
+
 /* ---- the node's path ----------------------------------------------------- */
 
 int dlock__zk_lock_path(char *out, size_t cap, const char *key)
@@ -56,7 +58,13 @@ static int lock_init(dlock_lock *l)
     d->z = ZK(l->client);
     l->store = d; /* lock_clear frees it, also on a refusal */
     /* a key that is no path would be refused by every request */
-    return dlock__zk_lock_path(d->path, sizeof d->path, l->name) ? DLOCK_OK : DLOCK_EINVAL;
+    if (!dlock__zk_lock_path(d->path, sizeof d->path, l->name))
+        return DLOCK_EINVAL;
+    d->role = dlock__zk_role(l->kind);
+    /* a semaphore waits in Curator's InterProcessSemaphoreV2 locks line */
+    (void)dlock__zk_path_set(d->line, d->path,
+                             l->kind->id == DLOCK__KIND_SEMAPHORE ? "/locks" : NULL);
+    return DLOCK_OK;
 }
 
 static void lock_clear(dlock_lock *l, int forked)
@@ -73,12 +81,37 @@ static void lock_clear(dlock_lock *l, int forked)
 
 /* ---- release, extend, cleanup: one call each on the op's loop -------------- */
 
+static void delete_again(dlock__timer *t)
+{
+    dlock__zk_lockdata *d = DLOCK__OWNER(t, dlock__zk_lockdata, again);
+    d->again_n++;
+    if (dlock__zk_call_start(d->z, &d->call, d->op->loop) != DLOCK_OK) {
+        d->call.zrc = ZSYSTEMERROR;
+        d->call.done(&d->call); /* owed, as any failed release */
+    }
+}
+
+/* A release's delete that the connection cut (the C client reconnects to
+ * another member meanwhile, a leader's failover takes a few hundred ms):
+ * 1 if it is sent again. */
+static int release_again(dlock__zk_lockdata *d, const dlock__zk_call *c)
+{
+    if ((c->zrc != ZCONNECTIONLOSS && c->zrc != ZOPERATIONTIMEOUT) ||
+        dlock__now_ns() >= d->again_until_ns)
+        return 0;
+    d->again.fire = delete_again;
+    d->again.due_ns = dlock__now_ns() + AGAIN_MS * DLOCK__NS_PER_MS;
+    return dlock__timer_set(d->op->loop, &d->again) == DLOCK_OK;
+}
+
 static void verb_done(dlock__zk_call *c)
 {
     dlock__zk_lockdata *d = DLOCK__OWNER(c, dlock__zk_lockdata, call);
     dlock_lock *l = d->op->l;
     dlock__op *op = d->op;
     int step = d->step;
+    if (step == STEP_RELEASE && release_again(d, c))
+        return;
     d->step = 0;
     if (step == STEP_EXTEND) {
         int ours = c->zrc == ZOK && c->stat.ephemeralOwner == d->owner_session &&
@@ -100,8 +133,9 @@ static void verb_done(dlock__zk_call *c)
         dlock__op_complete(op);
         return;
     }
-    /* A release or a free's delete: gone now, or owed. */
-    if (c->zrc == ZOK)
+    /* A release or a free's delete: gone now (a delete sent again finds
+     * none when the one cut got through), or owed. */
+    if (c->zrc == ZOK || (c->zrc == ZNONODE && d->again_n > 0))
         op->v.code = DLOCK_OK;
     else if (c->zrc == ZNONODE || c->zrc == ZINVALIDSTATE || c->zrc == ZSESSIONEXPIRED) {
         dlock__err_set(&l->err, "our node on ZooKeeper went (the session expired)");
@@ -130,8 +164,11 @@ static int verb(dlock_lock *l, dlock__op *op, int step, int what, const char *pa
 /* The hold's node goes (the next in line is woken by its watch). */
 static int release_start(dlock_lock *l, int last, dlock__op *op)
 {
-    (void)last; /* one hold per handle: the kinds here are not counted */
     dlock__zk_lockdata *d = LD(l);
+    if (!last) { /* a counted kind's re-entry: counted down in the handle (engine.c) */
+        dlock__op_complete_soon(op, DLOCK_OK);
+        return DLOCK_OK;
+    }
     char node[DLOCK__ZK_PATH_MAX];
     (void)dlock__zk_path_set(node, d->node, NULL);
     d->node[0] = '\0'; /* the engine lets the hold go */
@@ -139,6 +176,8 @@ static int release_start(dlock_lock *l, int last, dlock__op *op)
         dlock__op_complete_soon(op, DLOCK_EEXPIRED);
         return DLOCK_OK;
     }
+    d->again_n = 0;
+    d->again_until_ns = dlock__now_ns() + dlock__zk_session_ms(d->z) * DLOCK__NS_PER_MS;
     return verb(l, op, STEP_RELEASE, DLOCK__ZK_DELETE, node);
 }
 
@@ -271,14 +310,17 @@ static int64_t no_drift(dlock_lock *l, int64_t ttl_ms)
     return 0; /* the session is timed by the server, from our last word */
 }
 
+/* What ZooKeeper serves for kind k: the read-write kinds themselves
+ * (Curator's InterProcessReadWriteLock: readers and writers in one line,
+ * zk_wait.c), the others as a line of owners (InterProcessMutex; a
+ * counted kind's re-entries counted in the handle), and a semaphore as
+ * InterProcessSemaphoreV2 (zk_semaphore.c). */
 static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
 {
     (void)c;
+    if (dlock__zk_role(k) != DLOCK__ZK_MUTEX)
+        return k;
     const dlock__kind *in_line = dlock__kind_in_line(k);
-    /* Stage 1 (issue 41): exclusive owners one at a time; the counted and
-     * semaphore kinds are not served yet. */
-    if (!in_line || in_line->counted || in_line->id == DLOCK__KIND_SEMAPHORE)
-        return NULL;
     return in_line;
 }
 

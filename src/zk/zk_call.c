@@ -124,7 +124,9 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
 }
 
-static int send_watch(dlock__zk_call *c)
+/* A watch's call: on the node (its stat), or on its children (their
+ * names), the watch shared by the waiter's calls. */
+static int send_watch(dlock__zk_call *c, int children)
 {
     dlock__zk *z = c->z;
     dlock__zk_watch *w = c->watch;
@@ -135,7 +137,8 @@ static int send_watch(dlock__zk_call *c)
         w->refs++;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
-    int rc = zoo_awexists(z->zh, c->path, watch_fired, w, stat_read, c);
+    int rc = children ? zoo_awget_children(z->zh, c->path, watch_fired, w, children_read, c)
+                      : zoo_awexists(z->zh, c->path, watch_fired, w, stat_read, c);
     if (rc != ZOK && !set_before) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
         w->zh = NULL;
@@ -170,7 +173,8 @@ static void send_call(dlock__post *p)
             rc = zoo_aexists(z->zh, c->path, 0, stat_read, c);
             break;
         case DLOCK__ZK_WATCH:
-            rc = send_watch(c);
+        case DLOCK__ZK_WATCH_CHILDREN:
+            rc = send_watch(c, c->what == DLOCK__ZK_WATCH_CHILDREN);
             break;
         default:
             rc = zoo_adelete(z->zh, c->path, -1, deleted, c);

@@ -4,6 +4,7 @@
  * lowest sequence, its fence that node's czxid. Each is a call waited for
  * on a private loop of the caller's (a blocking look). The TTL is -1: a
  * holder lives as long as its session, which the server times. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,32 +47,57 @@ static int look_once(dlock__zk *z, looking *k, int what, const char *path)
     return rc;
 }
 
-/* The owner of the lock at key: its node's name ("" free) and czxid. */
-static int read_owner(dlock__zk *z, const char *key, char *owner, uint64_t *fence)
+/* Who holds the lock at key: the node with the lowest sequence, or, when
+ * that is a reader's, every reader before the first writer (Curator's
+ * read-write lock); their names (up to max, each DLOCK__ZK_PATH_MAX
+ * bytes) and count, and an exclusive owner's czxid as the fence (readers
+ * have none). */
+typedef struct holding {
+    size_t count;
+    int shared;
+    uint64_t fence;
+} holding;
+
+static int read_holders(dlock__zk *z, const char *key, char (*names)[DLOCK__ZK_PATH_MAX],
+                        size_t max, holding *h)
 {
     char path[DLOCK__ZK_PATH_MAX], first[DLOCK__ZK_PATH_MAX] = "";
-    owner[0] = '\0';
-    *fence = 0;
+    *h = (holding){0};
     if (!dlock__zk_lock_path(path, sizeof path, key))
         return DLOCK_EINVAL;
     looking k = {0};
     int rc = look_once(z, &k, DLOCK__ZK_CHILDREN, path);
-    int64_t best = -1;
-    for (size_t i = 0; rc == DLOCK_OK && i < k.c.n_children; i++) {
-        int64_t s = dlock__zk_node_seq(k.c.children[i]);
-        if (s >= 0 && (best < 0 || s < best)) {
-            best = s;
-            (void)(dlock__zk_path_set(first, path, "/") &&
-                   dlock__zk_path_set(first, first, k.c.children[i]));
-        }
-    }
     if (rc == DLOCK_OK && k.c.zrc != ZOK && k.c.zrc != ZNONODE)
         rc = dlock__zk_error(k.c.zrc);
-    if (rc == DLOCK_OK && first[0]) {
-        rc = look_once(z, &k, DLOCK__ZK_EXISTS, first);
+    int64_t lowest = -1, first_writer = INT64_MAX;
+    int role = 0;
+    for (size_t i = 0; rc == DLOCK_OK && i < k.c.n_children; i++) {
+        int64_t s = dlock__zk_node_seq(k.c.children[i], &role);
+        if (s < 0)
+            continue;
+        if (lowest < 0 || s < lowest) {
+            lowest = s;
+            (void)dlock__zk_path_set(first, k.c.children[i], NULL);
+        }
+        if (role != DLOCK__ZK_READ && s < first_writer)
+            first_writer = s;
+    }
+    if (lowest >= 0 && lowest < first_writer) { /* readers hold */
+        h->shared = 1;
+        for (size_t i = 0; i < k.c.n_children; i++) {
+            int64_t s = dlock__zk_node_seq(k.c.children[i], &role);
+            if (s >= 0 && s < first_writer && h->count++ < max)
+                (void)dlock__zk_path_set(names[h->count - 1], k.c.children[i], NULL);
+        }
+    } else if (lowest >= 0) {
+        char node[DLOCK__ZK_PATH_MAX];
+        (void)(dlock__zk_path_set(node, path, "/") && dlock__zk_path_set(node, node, first));
+        rc = look_once(z, &k, DLOCK__ZK_EXISTS, node);
         if (rc == DLOCK_OK && k.c.zrc == ZOK) { /* (ZNONODE: released since) */
-            (void)dlock__zk_path_set(owner, strrchr(first, '/') + 1, NULL);
-            *fence = (uint64_t)k.c.stat.czxid;
+            h->count = 1;
+            h->fence = (uint64_t)k.c.stat.czxid;
+            if (max > 0)
+                (void)dlock__zk_path_set(names[0], first, NULL);
         }
     }
     dlock__zk_call_clear(&k.c);
@@ -82,11 +108,10 @@ int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_s
                      dlock_lock_status *summary)
 {
     (void)klen;
-    char owner[DLOCK__ZK_PATH_MAX];
-    uint64_t fence;
-    int rc = read_owner(ZK(c), key, owner, &fence);
-    int held = rc == DLOCK_OK && owner[0];
-    *out = (dlock_node_status){.error = rc, .held = held, .ttl_ms = -1, .fence = fence};
+    holding h;
+    int rc = read_holders(ZK(c), key, NULL, 0, &h);
+    int held = rc == DLOCK_OK && h.count > 0;
+    *out = (dlock_node_status){.error = rc, .held = held, .ttl_ms = -1, .fence = h.fence};
     if (summary)
         *summary = (dlock_lock_status){.state = rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
                                                 : held         ? DLOCK_STATUS_HELD
@@ -96,23 +121,31 @@ int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_s
     return rc;
 }
 
+/* Holder names kept per call: a node name is ~55 bytes. */
+#define HOLDERS_MAX 64
+
 int dlock__zk_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                       dlock_holders_info *info, dlock_holder *out, size_t max_out)
 {
     (void)klen, (void)node; /* one node: the engine checked it */
-    char owner[DLOCK__ZK_PATH_MAX];
-    uint64_t fence;
-    int rc = read_owner(ZK(c), key, owner, &fence);
-    if (rc != DLOCK_OK)
-        return rc;
-    *info = (dlock_holders_info){.mode = owner[0] ? DLOCK_HOLD_EXCLUSIVE : DLOCK_HOLD_FREE,
-                                 .permits = 0, .count = owner[0] ? 1 : 0,
-                                 .writer_waiting_ms = -1};
-    if (owner[0] && max_out > 0) {
-        size_t n = strnlen(owner, sizeof out[0].token - 1); /* a node name is ~55 bytes */
-        memcpy(out[0].token, owner, n);
-        out[0].token[n] = '\0';
-        out[0].ttl_ms = -1;
+    static const size_t cap = HOLDERS_MAX;
+    char(*names)[DLOCK__ZK_PATH_MAX] = dlock__calloc(cap, sizeof *names);
+    if (!names)
+        return DLOCK_ENOMEM;
+    holding h;
+    int rc = read_holders(ZK(c), key, names, max_out < cap ? max_out : cap, &h);
+    if (rc == DLOCK_OK) {
+        *info = (dlock_holders_info){.mode = !h.count   ? DLOCK_HOLD_FREE
+                                             : h.shared ? DLOCK_HOLD_SHARED
+                                                        : DLOCK_HOLD_EXCLUSIVE,
+                                     .count = h.count, .writer_waiting_ms = -1};
+        for (size_t i = 0; i < h.count && i < max_out && i < cap; i++) {
+            size_t n = strnlen(names[i], sizeof out[i].token - 1);
+            memcpy(out[i].token, names[i], n);
+            out[i].token[n] = '\0';
+            out[i].ttl_ms = -1;
+        }
     }
-    return DLOCK_OK;
+    dlock__free(names);
+    return rc;
 }

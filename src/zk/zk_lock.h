@@ -11,15 +11,24 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "kinds.h"
 #include "op.h"
 #include "zk_session.h"
 
-/* What a node's name holds before its sequence: Curator's lock name. */
-#define DLOCK__ZK_LOCK_NAME "-lock-"
+/* What a node's name holds between "_c_<uuid>-" and its sequence:
+ * Curator's lock names, InterProcessMutex's and InterProcessReadWriteLock's
+ * reader's and writer's. A node's role in the line is its name's. */
+#define DLOCK__ZK_LOCK_NAME "lock-"
+#define DLOCK__ZK_READ_NAME "__READ__"
+#define DLOCK__ZK_WRITE_NAME "__WRIT__"
+enum { DLOCK__ZK_MUTEX, DLOCK__ZK_READ, DLOCK__ZK_WRITE };
 
 typedef struct dlock__zk_lockdata {
     dlock__zk *z;
     char path[DLOCK__ZK_PATH_MAX]; /* the lock's node: "/" + the key, or the key if it is a path */
+    /* Where the handle waits in line: path, or a semaphore's path/locks
+     * (Curator's InterProcessSemaphoreV2: zk_semaphore.c). */
+    char line[DLOCK__ZK_PATH_MAX];
     /* Our node in the line, "" none: its path, its create zxid (the
      * fence) and the session that owns it. */
     char node[DLOCK__ZK_PATH_MAX];
@@ -29,6 +38,22 @@ typedef struct dlock__zk_lockdata {
      * release): deleted before the next begin, and by the free, else it
      * stays in line as long as the session. "" none. */
     char owed[DLOCK__ZK_PATH_MAX];
+    /* The path (<line>/_c_<uuid>-lock-) of a create whose answer was lost
+     * with the connection: its node may be there, first in line for all
+     * we know. The next create looks for it first and deletes it
+     * (Curator's protected mode finds its node the same way). "" none. */
+    char lost[DLOCK__ZK_PATH_MAX];
+    /* A semaphore's lease node while it waits for a lease (its czxid and
+     * session), "" none: the hold once granted (node then). */
+    char lease[DLOCK__ZK_PATH_MAX];
+    int64_t lease_czxid, lease_owner;
+    /* A release's delete whose answer the connection took is sent again
+     * (Curator's guaranteed delete), every 50 ms until the session
+     * timeout from the release: left there, the node would keep the lock
+     * from everyone until the handle's next acquire or free. */
+    dlock__timer again;
+    int64_t again_until_ns;
+    int again_n;
     dlock__zk_watch *watch; /* the waiter's watch on the node before ours */
     dlock__zk_call call;    /* the engine's request in flight */
     dlock__op *op;
@@ -36,13 +61,24 @@ typedef struct dlock__zk_lockdata {
     int failures;           /* looks failed in a row (their backoff) */
     int parents_made;       /* this step made the lock's ancestors already */
     int trying;             /* the step is a try's (a begin's: 0) */
+    int role;               /* DLOCK__ZK_MUTEX, _READ or _WRITE: the handle's kind's */
+    int reentered;          /* a counted kind's begin re-entered the hold: the try says so */
 } dlock__zk_lockdata;
 
 #define DLOCK__ZK_LD(l) ((dlock__zk_lockdata *)(l)->store)
 
-/* The sequence of a node's name (its last DLOCK__ZK_LOCK_NAME's digits), or
- * -1 if it is no lock node. */
-int64_t dlock__zk_node_seq(const char *name);
+/* The sequence of a node's name (the 10 digits after one of Curator's lock
+ * names), or -1 if it is no lock node; its role in *role (may be NULL). */
+int64_t dlock__zk_node_seq(const char *name, int *role);
+
+/* The role a handle of kind k takes: a reader for the shared kinds, a
+ * writer for the exclusive ones, else a mutex's owner. */
+int dlock__zk_role(const dlock__kind *k);
+
+/* Whether a node of role `role` keeps one of role `mine` behind it
+ * waiting: a reader waits only for writers (and mutex owners) before it,
+ * as Curator's readers do; the others wait for every node before them. */
+int dlock__zk_blocks(int mine, int role);
 
 /* The lock's node for a key: the key if it is a path ("/locks/a", as
  * Curator's users name theirs), else "/" + the key. 1 if that is a
@@ -55,6 +91,27 @@ int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_s
                      dlock_lock_status *summary);
 int dlock__zk_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                       dlock_holders_info *info, dlock_holder *out, size_t max_out);
+
+/* zk_wait.c's steps, for zk_semaphore.c: start a call of the wait's
+ * (step: one of zk_semaphore.c's, DLOCK__ZK_SEM_STEP and up, is handed to
+ * dlock__zk_sem_done), answer the engine's request, or back off after a
+ * failure. */
+#define DLOCK__ZK_SEM_STEP 100
+int dlock__zk_wait_call(dlock_lock *l, int step, int what, const char *path);
+void dlock__zk_wait_answer(dlock_lock *l, int code, unsigned flags, int64_t look_ms);
+void dlock__zk_wait_failed(dlock_lock *l, int zrc);
+/* A try-once not first: its node goes, and it is refused. */
+void dlock__zk_wait_give_up(dlock_lock *l);
+/* The waiter's watch fired (on the wait's loop: the watch's hop). */
+void dlock__zk_wait_woken(void *arg);
+
+/* A semaphore (zk_semaphore.c): first in its locks line, on to the
+ * lease; a call of its steps answered; the lease of a wait that ends
+ * deleted (1: started; then a refusal answered, or, refuse 0, the
+ * engine's code stands). */
+void dlock__zk_sem_first(dlock_lock *l);
+void dlock__zk_sem_done(dlock_lock *l, dlock__zk_call *c);
+int dlock__zk_sem_leave(dlock_lock *l, int refuse);
 
 int dlock__zk_wait_begin(dlock_lock *l, dlock__op *op);
 int dlock__zk_wait_try(dlock_lock *l, dlock__op *op);

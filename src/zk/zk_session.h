@@ -46,6 +46,7 @@ enum {
     DLOCK__ZK_CHILDREN,  /* the names below path */
     DLOCK__ZK_EXISTS,    /* the node's stat */
     DLOCK__ZK_WATCH,     /* the node's stat, and a watch on it (watch) */
+    DLOCK__ZK_WATCH_CHILDREN, /* the names below path, and a watch on them (watch) */
     DLOCK__ZK_DELETE     /* the node, any version */
 };
 
@@ -53,13 +54,13 @@ typedef struct dlock__zk_call {
     /* The caller's, before dlock__zk_call_start(). */
     int what;
     char path[DLOCK__ZK_PATH_MAX];
-    dlock__zk_watch *watch; /* DLOCK__ZK_WATCH: from dlock__zk_watch_new() */
+    dlock__zk_watch *watch; /* DLOCK__ZK_WATCH(_CHILDREN): from dlock__zk_watch_new() */
     void (*done)(struct dlock__zk_call *c); /* on the caller's loop */
     /* The answer, when done() runs. */
     int zrc;                         /* ZOK or ZooKeeper's error (ZNONODE, ...) */
     struct Stat stat;                /* CREATE, EXISTS, WATCH */
     char created[DLOCK__ZK_PATH_MAX]; /* CREATE: the node's path */
-    char **children;                 /* CHILDREN: owned by the call until _clear */
+    char **children;                 /* (WATCH_)CHILDREN: owned by the call until _clear */
     size_t n_children;
     int64_t sent_ns;                 /* when it was handed over (the monotonic clock) */
     /* The session thread's and the loop's. */

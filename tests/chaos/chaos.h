@@ -55,6 +55,10 @@ typedef struct chaos_scenario {
  * scenario table (by name), as the liveness rows are. */
 int chaos_is_etcd(const chaos_scenario *sc);
 
+/* driver.c: 1 if they are the members of one ZooKeeper ensemble
+ * (zk_rows.c, the rows named zk*), reached through one zk:// URL. */
+int chaos_is_zk(const chaos_scenario *sc);
+
 /* driver.c: 1 if the scenario's workers use a looped client
  * (worker_loop.h): the rows named loop_*, built with libuv only. */
 int chaos_is_looped(const chaos_scenario *sc);
@@ -64,7 +68,7 @@ typedef struct chaos_run {
     int scale;
     test_redis nodes[CHAOS_MAX_NODES];
     chaos_proxy proxies[CHAOS_MAX_NODES];
-    char urls[CHAOS_MAX_NODES][64];
+    char urls[CHAOS_MAX_NODES][128]; /* (a zk:// one names every member) */
     chaos_shared *sh;
     int hist_fd;
     chaos_worker_cfg wcfg;
@@ -155,6 +159,13 @@ int chaos_inject_etcd_member(chaos_run *run, int round);
 /* The leader SIGSTOPped 1.5 s, then the line sampled for one TTL: the
  * most keys in it, and how often more than the workers (the note). */
 int chaos_inject_etcd_leader_stop(chaos_run *run, int round);
+
+/* zk_rows.c (built with DLOCK_WITH_ZOOKEEPER): a ZooKeeper ensemble of
+ * sc->nodes members, the workers' session timeout the scenario's TTL, and
+ * its faults (the leader killed and restarted, a member SIGSTOPped 2 s). */
+int chaos_zk_setup(chaos_run *run);
+void chaos_zk_teardown(chaos_run *run);
+int chaos_inject_zk_member(chaos_run *run, int round);
 
 /* cluster_rows.c: a 3-master/3-replica Redis Cluster in place of the
  * nodes (scenarios named cluster_*), and its faults. */

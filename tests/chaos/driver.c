@@ -167,6 +167,14 @@ static const chaos_scenario scenarios[] = {
       20, 3000, 40, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600,
       chaos_inject_etcd_leader_stop, 0),
 #endif
+#ifdef CHAOS_WITH_ZOOKEEPER
+    /* The ZooKeeper backend (issue 41): a 3-member ensemble, sessions of
+     * 3 s; the leader killed and restarted, or a member stopped 2 s,
+     * while 4 workers contend (a session moves to another member). */
+    S("zk3_member_faults", "zk, 3 members: leader kill -9 + restart / member SIGSTOP 2 s", 3, 4,
+      25, 3000, 10, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600, chaos_inject_zk_member,
+      0),
+#endif
     /* Issue 17: readers and writers of one read-write lock (even workers
      * read), and a semaphore of 2 permits, under holder kill -9 and
      * SIGSTOP. Claimed: no writer beside anyone, never more than 2 permit
@@ -234,6 +242,12 @@ static const chaos_liveness liveness[] = {
      * killed leader's clients fail over within an I/O timeout. */
     {"etcd3_member_faults", 10000, 10, 10000, 0, 0},
     {"etcd3_session_faults", 10000, 10, 10000, 0, 0},
+    /* zk: an election takes about 400 ms here (tickTime 100 ms); a
+     * session on a stopped member moves after two thirds of its 3 s, and
+     * until then each try-once of its worker fails at once (EIO: the C
+     * client has no member), and is made again: 15 % of the sections
+     * failed so, none after waiting (0 overlaps in 675). */
+    {"zk3_member_faults", 10000, 30, 10000, 0, 0},
     /* The row above with 5 workers, holds of 40 ms and a cancelled head
      * of the line's key left to its lease when its revoke was cut off
      * (one TTL, 3 s, more): 6.9 s and 11.3 s seen (a 10 s wait that
@@ -262,6 +276,11 @@ int chaos_is_looped(const chaos_scenario *sc)
 int chaos_is_etcd(const chaos_scenario *sc)
 {
     return strncmp(sc->name, "etcd", 4) == 0;
+}
+
+int chaos_is_zk(const chaos_scenario *sc)
+{
+    return strncmp(sc->name, "zk", 2) == 0;
 }
 
 const chaos_liveness *chaos_liveness_of(const char *scenario)

@@ -101,8 +101,10 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
     run->sc = sc;
     run->scale = scale;
     run->seed = (unsigned)getpid() ^ (unsigned)chaos_now_ns();
-    int own = chaos_is_etcd(sc) || chaos_is_cluster(sc); /* nodes of their own */
+    /* nodes of their own */
+    int own = chaos_is_etcd(sc) || chaos_is_zk(sc) || chaos_is_cluster(sc);
     if (chaos_is_etcd(sc)           ? chaos_etcd_setup(run) != 0
+        : chaos_is_zk(sc)           ? chaos_zk_setup(run) != 0
         : chaos_is_cluster(sc)      ? chaos_cluster_setup(run) != 0
                                     : test_redis_start_many(run->nodes, sc->nodes, NULL) != 0)
         return -1;
@@ -126,7 +128,7 @@ static int setup(chaos_run *run, const chaos_scenario *sc, int scale, char *hist
         return -1;
     chaos_worker_cfg *w = &run->wcfg;
     if (!chaos_is_cluster(sc))
-        w->n_urls = chaos_is_etcd(sc) ? 1 : (size_t)sc->nodes;
+        w->n_urls = chaos_is_etcd(sc) || chaos_is_zk(sc) ? 1 : (size_t)sc->nodes;
     w->lock_name = chaos_is_cluster(sc) ? run->lock_name : "chaos:lock";
     w->ttl_ms = sc->ttl_ms;
     w->hold_ms = sc->hold_ms;
@@ -151,6 +153,8 @@ static void teardown(chaos_run *run)
             chaos_proxy_stop(&run->proxies[i]);
     if (chaos_is_etcd(run->sc))
         chaos_etcd_teardown(run);
+    else if (chaos_is_zk(run->sc))
+        chaos_zk_teardown(run);
     else if (chaos_is_cluster(run->sc))
         chaos_cluster_teardown(run);
     else
@@ -242,7 +246,9 @@ int chaos_run_scenario(const chaos_scenario *sc, int scale, chaos_result *out)
     for (int i = 0; i < sc->workers; i++)
         kill_and_log(&run, i); /* stragglers: a hang is a failure below */
 
-    for (int i = 0; i < sc->nodes && !chaos_is_etcd(sc) && !chaos_is_cluster(sc); i++)
+    for (int i = 0; i < sc->nodes && !chaos_is_etcd(sc) && !chaos_is_zk(sc) &&
+                    !chaos_is_cluster(sc);
+         i++)
         test_redis_resume(&run.nodes[i]);
     int checked = chaos_history_check(hist, &out->v);
     out->faults = run.faults;

@@ -130,6 +130,15 @@ class ZkCli(RunOnAStore, unittest.TestCase):
         self.assertEqual(r.returncode, 69, r.stderr)
         self.assertIn("answered", r.stderr)
 
+    def test_each_kind_runs_on_its_curator_node(self):
+        # The default is Curator's InterProcessMutex (TOKEN_RE); -s and -x
+        # its read-write lock's sides, --permits its semaphore's lease.
+        for args, marker in ((["-s"], "-__READ__"), (["-x"], "-__WRIT__"),
+                             (["--permits", "2"], "-lease-")):
+            r = self.dlock("run", *args, self.name, "--", "sh", "-c", 'echo "$DLOCK_TOKEN"')
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(marker, r.stdout)
+
     def test_a_bad_url_exits_64(self):
         r = self.dlock("run", self.name, "--", "true", url="zk://host-without-port")
         self.assertEqual(r.returncode, 64, r.stderr)

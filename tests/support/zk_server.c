@@ -21,24 +21,34 @@ int test_zk_available(void)
     return access(ZK_JAR, R_OK) == 0 && access(JAVA, X_OK) == 0;
 }
 
-/* ZooKeeper's four-letter "ruok": "imok" once it serves. */
-static int ruok(int port)
+int test_zk_four_letters(int port, const char *word, char *out, size_t cap)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
-        return 0;
+        return -1;
     struct timeval tv = {0, 300 * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    char buf[8] = "";
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && write(fd, "ruok", 4) == 4 &&
-             read(fd, buf, 4) == 4 && memcmp(buf, "imok", 4) == 0;
+    size_t have = 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && write(fd, word, 4) == 4) {
+        ssize_t n;
+        while (have + 1 < cap && (n = read(fd, out + have, cap - 1 - have)) > 0)
+            have += (size_t)n;
+    }
+    out[have] = '\0';
     close(fd);
-    return ok;
+    return have > 0 ? 0 : -1;
 }
 
-static int write_conf(const test_zk *z, const char *path)
+/* ZooKeeper's four-letter "ruok": "imok" once it serves. */
+static int ruok(int port)
+{
+    char buf[16];
+    return test_zk_four_letters(port, "ruok", buf, sizeof buf) == 0 && strcmp(buf, "imok") == 0;
+}
+
+static int write_conf(const test_zk *z, const char *path, const char *extra)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -50,23 +60,26 @@ static int write_conf(const test_zk *z, const char *path)
             "clientPortAddress=127.0.0.1\n"
             "maxSessionTimeout=60000\n"
             "admin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr\n",
-            z->dir, z->port);
+            "4lw.commands.whitelist=ruok,srvr,cons\n"
+            "%s",
+            z->dir, z->port, extra ? extra : "");
     return fclose(f) == 0 ? 0 : -1;
 }
 
-static int spawn(test_zk *z)
+/* Start z's java (a member of an ensemble when extra names the others). */
+static int spawn(test_zk *z, const char *extra)
 {
     char conf[300], log[300], logdir[300];
     snprintf(conf, sizeof conf, "%s/zoo.cfg", z->dir);
     snprintf(log, sizeof log, "%s/zookeeper.log", z->dir);
     snprintf(logdir, sizeof logdir, "-Dzookeeper.log.dir=%s", z->dir);
-    if (write_conf(z, conf) != 0)
+    if (write_conf(z, conf, extra) != 0)
         return -1;
+    const char *main_class = extra ? "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+                                   : "org.apache.zookeeper.server.ZooKeeperServerMain";
     const char *argv[] = {JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                           "-cp", ZK_CONF ":" ZK_JAR, logdir,
-                          "-Dzookeeper.root.logger=WARN,CONSOLE",
-                          "org.apache.zookeeper.server.ZooKeeperServerMain", conf, NULL};
+                          "-Dzookeeper.root.logger=WARN,CONSOLE", main_class, conf, NULL};
     pid_t pid = test_spawn_server(argv, log);
     if (pid < 0)
         return -1;
@@ -85,7 +98,7 @@ int test_zk_start(test_zk *z)
         return -1;
     for (int attempt = 0; attempt < 3; attempt++) {
         z->port = test_free_port();
-        if (z->port < 0 || spawn(z) != 0)
+        if (z->port < 0 || spawn(z, NULL) != 0)
             break;
         int64_t end = test_now_ms() + 30000; /* java on a loaded machine */
         while (test_now_ms() < end) {
@@ -103,6 +116,11 @@ int test_zk_start(test_zk *z)
     }
     fprintf(stderr, "zk_server: the member did not answer (see %s/zookeeper.log)\n", z->dir);
     return -1;
+}
+
+int test_zk_spawn_member(test_zk *z, const char *extra)
+{
+    return spawn(z, extra);
 }
 
 void test_zk_stop(test_zk *z)

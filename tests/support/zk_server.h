@@ -8,6 +8,7 @@
 #ifndef DLOCK_TEST_ZK_SERVER_H
 #define DLOCK_TEST_ZK_SERVER_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 typedef struct test_zk {
@@ -24,6 +25,17 @@ int test_zk_available(void);
  * takes a few seconds). 0, or -1 with a message on stderr and nothing
  * left running. */
 int test_zk_start(test_zk *z);
+
+/* A four-letter word's answer (ZooKeeper's "ruok", "srvr") from the
+ * member on loopback port: out (NUL-terminated), 0, or -1 when it said
+ * nothing within 300 ms. */
+int test_zk_four_letters(int port, const char *word, char *out, size_t cap);
+
+/* Start z's java on z->dir and z->port as they are, with extra appended
+ * to its zoo.cfg: an ensemble's member (support/zk_ensemble.c) when extra
+ * has its server.N lines (QuorumPeerMain), else standalone. 0 or -1;
+ * z->pid is set, nothing is waited for. */
+int test_zk_spawn_member(test_zk *z, const char *extra);
 
 /* SIGTERM, wait; SIGKILL a straggler; remove the temp dir. Safe twice. */
 void test_zk_stop(test_zk *z);

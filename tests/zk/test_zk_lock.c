@@ -537,18 +537,7 @@ static void a_name_that_is_no_path_is_einval_at_new(void **state)
     }
     dlock_lock *ok = lock_of(c, "a/b", 0);
     dlock_lock_free(ok);
-    /* and a reentrant lock is not served yet */
-    dlock_lock *r = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.flags = DLOCK_REENTRANT;
-    int rc = dlock_lock_new(&r, c, "re", &o);
-    if (rc == DLOCK_OK) {
-        assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTSUP);
-        dlock_lock_free(r);
-    } else {
-        assert_int_equal(rc, DLOCK_ENOTSUP);
-    }
-    dlock_client_free(c);
+    dlock_client_free(c); /* (the other kinds: test_zk_kinds.c) */
 }
 
 int main(void)
