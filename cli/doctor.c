@@ -172,12 +172,14 @@ int cli_cmd_doctor(cli_global *g, int argc, char **argv)
     doc_node *nodes[CLI_MAX_URLS] = {0};
     size_t reached = 0;
     for (size_t i = 0; i < g->n_urls; i++)
-        if (!doc_is_etcd(g->urls[i]) && strstr(g->urls[i], "://"))
+        if (!doc_is_etcd(g->urls[i]) && !doc_is_zk(g->urls[i]) && strstr(g->urls[i], "://"))
             s.n_redis++;
     for (size_t i = 0; i < g->n_urls; i++) {
         const char *u = g->urls[i];
         if (doc_is_etcd(u)) {
             reached += doc_etcd_check(u, &s) > 0;
+        } else if (doc_is_zk(u)) {
+            reached += doc_zk_check(u, &s) > 0;
         } else if (strstr(u, "://")) {
             nodes[i] = doc_redis_check(u, &s);
             reached += doc_node_reached(nodes[i]);

@@ -11,6 +11,8 @@
  *   doctor_acl.c    the connecting user's rights (ACL DRYRUN)
  *   doctor_etcd.c   the checks of an etcd cluster (libcurl and jansson,
  *                   when the etcd backend is built)
+ *   doctor_zk.c     the checks of a ZooKeeper ensemble ("srvr" to each
+ *                   member, and a lock through the library)
  *
  * The doctor talks to the servers directly instead of through the library:
  * the library answers "locked" or not, while the doctor needs INFO,
@@ -93,6 +95,11 @@ void doc_check_acl(doc_conn *c, const char *node, const doc_settings *s);
 int doc_etcd_check(const char *url, const doc_settings *s);
 /* Whether url is etcd:// or etcds:// (TLS). */
 int doc_is_etcd(const char *url);
+
+/* doctor_zk.c: a ZooKeeper ensemble (zk://): returns the number of
+ * members that answered. */
+int doc_zk_check(const char *url, const doc_settings *s);
+int doc_is_zk(const char *url);
 
 int cli_cmd_doctor(cli_global *g, int argc, char **argv);
 

@@ -42,7 +42,7 @@ class ZooKeeper:
             with open(conf, "w") as f:
                 f.write(f"tickTime=100\ndataDir={self.dir}/data\nclientPort={self.port}\n"
                         "clientPortAddress=127.0.0.1\nmaxSessionTimeout=60000\n"
-                        "admin.enableServer=false\n4lw.commands.whitelist=ruok\n")
+                        "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n")
             return [JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-cp", "/etc/zookeeper/conf:" + JAR,
                     "org.apache.zookeeper.server.ZooKeeperServerMain", conf]
         try:
@@ -123,6 +123,17 @@ class ZkCli(RunOnAStore, unittest.TestCase):
             self.assertEqual(r.stdout, "")
         r = self.dlock("run", "-n", self.name, "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_doctor_asks_each_member_and_takes_a_lock(self):
+        r = self.dlock("doctor")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)  # a warning: one server
+        self.assertIn("standalone", r.stdout)
+        self.assertRegex(r.stdout, r"ok +lock +a lock on /dlock-doctor/\d+ taken")
+        self.assertRegex(r.stdout, r"WARN +quorum")
+        # a second member that does not answer: no majority, a failure
+        r = self.dlock("doctor", url=f"{self.zk.url},127.0.0.1:{free_port()}")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"FAIL +quorum +1 of 2 members answered")
 
     def test_an_unreachable_ensemble_exits_69(self):
         r = self.dlock("--connect-timeout", "300ms", "run", self.name, "--", "true",
