@@ -384,6 +384,11 @@ int cli_open_client(cli_global *g, dlock_client **out)
         if (g->verbose)
             cli_msg("%s ignored: etcd:// URLs carry their own credentials "
                     "(etcd://user:password@host:port)", env_name);
+    } else if (env_pass && client_zk && !g->copts.username) {
+        /* a Redis AUTH password; ZooKeeper's digest needs the user too */
+        if (g->verbose)
+            cli_msg("%s ignored: zk:// digest authentication is user:password "
+                    "(zk://user:password@host:port, or --user with it)", env_name);
     } else if (env_pass) {
         g->copts.password = env_pass;
     }

@@ -818,8 +818,10 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  *
  * ZooKeeper: zk://[user:password@]host:port[,host:port...]
  * [/chroot][?session_timeout_ms=N] names an ensemble (bare host:port
- * entries after it continue the list); user:password, or the options
- * username and password, is digest authentication. Unlike the other
+ * entries after it continue the list); user:password is digest
+ * authentication, the options username and password each overriding the
+ * URL's (half a digest, a user or a password alone in the end, is
+ * DLOCK_EINVAL, as are tls and min_replicas). Unlike the other
  * stores, the client opens its ZooKeeper session here and waits for it,
  * connect_timeout_ms at most: DLOCK_EIO if no member answers, DLOCK_EAUTH
  * if the credentials are refused. The session's timeout (10 s by default)

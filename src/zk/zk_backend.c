@@ -326,12 +326,39 @@ static const dlock__kind *kind_for(const dlock_client *c, const dlock__kind *k)
 
 /* ---- the client --------------------------------------------------------- */
 
+/* The options' user and password over the URL's, each on its own (as for
+ * Redis: a password kept out of the URL, and of ps, goes with the URL's
+ * user). ZooKeeper's digest is user:password: half of one is refused
+ * rather than dropped without a word. */
+static int credentials(dlock__zk_url *u, const dlock_client_options *opts, char *err,
+                       size_t err_len)
+{
+    if (opts->username) {
+        dlock__free(u->user);
+        if (!(u->user = dlock__strdup(opts->username)))
+            return DLOCK_ENOMEM;
+    }
+    if (opts->password) {
+        if (u->password)
+            memset(u->password, 0, strlen(u->password));
+        dlock__free(u->password);
+        if (!(u->password = dlock__strdup(opts->password)))
+            return DLOCK_ENOMEM;
+    }
+    if (!u->user != !u->password) {
+        snprintf(err, err_len, "zk:// digest authentication needs both a user and a password "
+                 "(zk://user:password@..., or the username and password options)");
+        return DLOCK_EINVAL;
+    }
+    return DLOCK_OK;
+}
+
 static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
                        const dlock_client_options *opts, char *err, size_t err_len)
 {
-    if (opts->cluster || opts->tls) {
+    if (opts->cluster || opts->tls || opts->min_replicas > 0) {
         snprintf(err, err_len, "the %s option is not for zk:// URLs",
-                 opts->cluster ? "cluster" : "tls");
+                 opts->cluster ? "cluster" : opts->tls ? "tls" : "min_replicas");
         return DLOCK_EINVAL;
     }
     c->quorum = 1;
@@ -339,14 +366,9 @@ static int open_client(dlock_client *c, const char *const *urls, size_t n_urls,
     int rc = dlock__zk_url_parse(&u, urls, n_urls, err, err_len);
     if (rc != DLOCK_OK)
         return rc;
-    if (opts->username && opts->password && !u.user) {
-        /* the options' credentials, as for Redis: out of the URL (and ps) */
-        u.user = dlock__strdup(opts->username);
-        u.password = dlock__strdup(opts->password);
-        if (!u.user || !u.password) {
-            dlock__zk_url_clear(&u);
-            return DLOCK_ENOMEM;
-        }
+    if ((rc = credentials(&u, opts, err, err_len)) != DLOCK_OK) {
+        dlock__zk_url_clear(&u);
+        return rc;
     }
     dlock__zk *z = NULL;
     rc = dlock__zk_open(&z, &u, opts->connect_timeout_ms, err, err_len);

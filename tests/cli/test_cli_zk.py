@@ -97,6 +97,24 @@ class ZkCli(RunOnAStore, unittest.TestCase):
         return subprocess.Popen([DLOCK, "-r", url or self.zk.url, *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
+    def test_half_a_digest_exits_64_and_a_redis_password_is_ignored(self):
+        """ZooKeeper's digest is user:password: -a with no user anywhere
+        is refused, not dropped; an exported DLOCK_PASSWORD (a Redis
+        password) does not apply to zk:// without --user."""
+        r = self.dlock("-a", "secret", "run", self.name, "--", "true")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn("needs both a user and a password", r.stderr)
+        e = dict(os.environ, DLOCK_PASSWORD="redis-secret")
+        e.pop("DLOCK_REDIS", None)
+        r = subprocess.run([DLOCK, "-v", "-r", self.zk.url, "run", self.name, "--", "true"],
+                           capture_output=True, text=True, timeout=30, env=e)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("DLOCK_PASSWORD ignored", r.stderr)
+        # with --user it is the digest's password, and ZooKeeper takes it
+        r = subprocess.run([DLOCK, "--user", "app", "-r", self.zk.url, "run", self.name, "--",
+                            "true"], capture_output=True, text=True, timeout=30, env=e)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_a_password_in_the_url_is_not_shown_in_ps(self):
         url = f"zk://app:s3cr3t-pw@127.0.0.1:{self.zk.port}"
         p = self.spawn("run", self.name, "--", "sleep", "2", url=url)
