@@ -159,10 +159,12 @@ static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, co
                 snprintf(buf, len, "\"%s\" is held by another owner on %s (ttl %.1fs)", esc,
                          on, (double)first[0].ttl_ms / 1000.0);
             else if (h.count > 0 && h.mode == DLOCK_HOLD_EXCLUSIVE)
-                /* Not a key dlock wrote (every dlock lock has a lease). */
-                snprintf(buf, len, "\"%s\" is held by another owner on %s, with no TTL: it "
-                         "does not expire by itself (only its owner, or DEL, frees it)",
-                         esc, on);
+                /* On Redis not a key dlock wrote (every dlock lock has a
+                 * lease there); on ZooKeeper every hold: its owner's
+                 * session is its lease, which the server times. */
+                snprintf(buf, len, "\"%s\" is held by another owner on %s, with no TTL of its "
+                         "own: it lasts until its owner lets go (on ZooKeeper, or its "
+                         "session ends; on Redis, or DEL frees it)", esc, on);
             else
                 snprintf(buf, len, "\"%s\" is held by another owner on %s", esc, on);
             return 1;
