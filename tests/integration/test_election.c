@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Elections (dlock.h, "Elections"; docs/elections.md) on one real Redis
+ * node: campaign, proclaim, resign, leader and observe; a standby that
+ * takes over at a resign and after a SIGKILLed leader's lease; a new term
+ * never shown with the previous term's value; observe sees every change,
+ * pushed (each within a time far below the lease, the only other thing
+ * that would make it look); bad input is DLOCK_EINVAL. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock.h"
+#include "proc.h"
+#include "test_util.h"
+
+/* Long enough that a change an observer saw within PUSH_MS was pushed, not
+ * found by its look at the lease's end. */
+#define TTL_MS 10000
+#define PUSH_MS 2000
+
+static dlock_election *election(dlock_client *c, const char *name, int64_t ttl_ms)
+{
+    dlock_election_options o = DLOCK_ELECTION_OPTIONS_INIT;
+    o.ttl_ms = ttl_ms;
+    dlock_election *e = NULL;
+    assert_int_equal(dlock_election_new(&e, c, name, &o), DLOCK_OK);
+    return e;
+}
+
+static void expect_leader(dlock_election *e, uint64_t fence, const char *value)
+{
+    uint64_t f = 99;
+    char buf[64];
+    size_t full = 0;
+    assert_int_equal(dlock_election_leader(e, &f, buf, sizeof buf, &full), DLOCK_OK);
+    assert_int_equal(f, fence);
+    assert_string_equal(buf, value);
+    assert_int_equal(full, strlen(value));
+}
+
+static void bad_input_is_einval(void **state)
+{
+    (void)state;
+    dlock_election *e = NULL;
+    dlock_election_options o = DLOCK_ELECTION_OPTIONS_INIT;
+    assert_int_equal(dlock_election_new(NULL, test_cl, "e", NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_new(&e, NULL, "e", NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_new(&e, test_cl, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_new(&e, test_cl, "", NULL), DLOCK_EINVAL);
+    o.version = 99;
+    assert_int_equal(dlock_election_new(&e, test_cl, "e", &o), DLOCK_EINVAL);
+    o = (dlock_election_options)DLOCK_ELECTION_OPTIONS_INIT;
+    o.ttl_ms = 0;
+    assert_int_equal(dlock_election_new(&e, test_cl, "e", &o), DLOCK_EINVAL);
+    o = (dlock_election_options)DLOCK_ELECTION_OPTIONS_INIT;
+    o.lock_delay_ms = -1;
+    assert_int_equal(dlock_election_new(&e, test_cl, "e", &o), DLOCK_EINVAL);
+    assert_null(e);
+    assert_int_equal(dlock_election_options_init(NULL, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_options_init(&o, 2), DLOCK_EINVAL);
+
+    e = election(test_cl, "e", TTL_MS);
+    char *big = malloc(DLOCK_ELECTION_VALUE_MAX + 2);
+    assert_non_null(big);
+    memset(big, 'v', DLOCK_ELECTION_VALUE_MAX + 1);
+    big[DLOCK_ELECTION_VALUE_MAX + 1] = '\0';
+    assert_int_equal(dlock_election_campaign(NULL, "v", 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_campaign(e, NULL, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_campaign(e, big, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_campaign(e, "v", -5), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_proclaim(e, "v"), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_election_resign(e), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_election_resign(NULL), DLOCK_EINVAL);
+    uint64_t f = 0;
+    char buf[8];
+    assert_int_equal(dlock_election_leader(NULL, &f, buf, sizeof buf, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_leader(e, NULL, buf, sizeof buf, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_leader(e, &f, NULL, 4, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_leader(e, &f, NULL, 0, NULL), DLOCK_OK);
+    assert_int_equal(dlock_election_observe(e, 0, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_observe(NULL, 0, NULL, NULL), DLOCK_EINVAL);
+
+    memset(big, 'v', DLOCK_ELECTION_VALUE_MAX);
+    big[DLOCK_ELECTION_VALUE_MAX] = '\0'; /* the longest is fine */
+    assert_int_equal(dlock_election_campaign(e, big, 0), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(e, "again", 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_proclaim(NULL, "v"), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_proclaim(e, NULL), DLOCK_EINVAL);
+    big[DLOCK_ELECTION_VALUE_MAX] = 'v';
+    assert_int_equal(dlock_election_proclaim(e, big), DLOCK_EINVAL);
+    size_t full = 0;
+    assert_int_equal(dlock_election_leader(e, &f, buf, sizeof buf, &full), DLOCK_OK);
+    assert_int_equal(full, DLOCK_ELECTION_VALUE_MAX); /* cut to the buffer */
+    assert_string_equal(buf, "vvvvvvv");
+    assert_null(dlock_election_lock(NULL));
+    assert_int_equal(dlock_election_fence(NULL), 0);
+    free(big);
+    dlock_election_free(e);
+    dlock_election_free(NULL);
+}
+
+typedef struct campaigner {
+    dlock_election *e;
+    const char *value;
+    int rc;
+    int64_t done_ms;
+} campaigner;
+
+static void *campaign_thread(void *arg)
+{
+    campaigner *c = arg;
+    c->rc = dlock_election_campaign(c->e, c->value, 20000);
+    c->done_ms = test_now_ms();
+    return NULL;
+}
+
+static void campaign_proclaim_resign_hand_over(void **state)
+{
+    (void)state;
+    dlock_election *a = election(test_cl, "job", TTL_MS);
+    dlock_election *b = election(test_cl, "job", TTL_MS);
+    expect_leader(a, 0, "");
+    assert_int_equal(dlock_election_campaign(a, "host-a", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    assert_true(fa > 0);
+    expect_leader(b, fa, "host-a");
+    assert_int_equal(dlock_election_proclaim(a, "host-a:8080"), DLOCK_OK);
+    expect_leader(b, fa, "host-a:8080");
+    assert_int_equal(dlock_election_campaign(b, "host-b", 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_election_proclaim(b, "host-b"), DLOCK_ENOTHELD);
+
+    campaigner cb = {b, "host-b", 1, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, campaign_thread, &cb), 0);
+    usleep(300 * 1000); /* b waits in line */
+    int64_t resigned = test_now_ms();
+    assert_int_equal(dlock_election_resign(a), DLOCK_OK);
+    assert_int_equal(dlock_election_fence(a), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(cb.rc, DLOCK_OK);
+    print_message("# hand-over at a resign: %" PRId64 " ms\n", cb.done_ms - resigned);
+    assert_true(cb.done_ms - resigned < PUSH_MS);
+    uint64_t fb = dlock_election_fence(b);
+    assert_true(fb > fa);
+    expect_leader(a, fb, "host-b");
+    assert_int_equal(dlock_election_resign(b), DLOCK_OK);
+    expect_leader(a, 0, "");
+    dlock_election_free(a);
+    dlock_election_free(b);
+}
+
+/* A holder that has not written its term's value (a term's first moments
+ * on Redis) is shown as nobody, never with the previous term's value. */
+static void a_new_term_never_shows_the_previous_value(void **state)
+{
+    (void)state;
+    dlock_election *a = election(test_cl, "term", TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "old", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    expect_leader(a, fa, "old");
+    /* Another holder takes the lock as a grant does, before its write:
+     * the lock key holds its token and the counter went up. */
+    test_cmd_status(&test_srv, "SET term other-token PX 10000");
+    redisContext *rc = test_redis_admin(&test_srv);
+    assert_non_null(rc);
+    redisReply *r = redisCommand(rc, "INCR %b", "term\0fence", (size_t)10);
+    assert_non_null(r);
+    assert_int_equal(r->integer, (long long)fa + 1);
+    freeReplyObject(r);
+    expect_leader(a, 0, "");
+    /* The same token in a later term (the counter moved on) is not it
+     * either, even once it wrote: its stamp has the earlier fence. */
+    char tok[80];
+    snprintf(tok, sizeof tok, "%s", dlock_lock_token(dlock_election_lock(a)));
+    test_cmd_status(&test_srv, "SET term %s PX 10000", tok);
+    expect_leader(a, 0, "");
+    assert_int_equal(dlock_election_proclaim(a, "new"), DLOCK_OK);
+    expect_leader(a, 0, "");
+    /* Back to a's own term: its value shows. */
+    r = redisCommand(rc, "DECR %b", "term\0fence", (size_t)10);
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(rc);
+    expect_leader(a, fa, "new");
+    test_cmd_status(&test_srv, "SET term other-token PX 10000");
+    assert_int_equal(dlock_election_proclaim(a, "mine"), DLOCK_ENOTOWNER);
+    assert_int_equal(dlock_lock_state_get(dlock_election_lock(a)), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_election_proclaim(a, "mine"), DLOCK_ENOTHELD);
+    dlock_election_free(a);
+}
+
+/* ---- observe ---------------------------------------------------------------- */
+
+#define MAX_SEEN 32
+
+typedef struct seen {
+    pthread_mutex_t mu;
+    int n;
+    uint64_t fence[MAX_SEEN];
+    char value[MAX_SEEN][32];
+    int64_t at_ms[MAX_SEEN];
+    dlock_election *e;
+    int rc;
+} seen;
+
+static int on_leader(void *arg, uint64_t fence, const char *value, size_t len)
+{
+    seen *s = arg;
+    pthread_mutex_lock(&s->mu);
+    if (s->n < MAX_SEEN) {
+        s->fence[s->n] = fence;
+        snprintf(s->value[s->n], sizeof s->value[0], "%.*s", (int)len, value);
+        s->at_ms[s->n] = test_now_ms();
+        s->n++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static void *observe_thread(void *arg)
+{
+    seen *s = arg;
+    s->rc = dlock_election_observe(s->e, DLOCK_WAIT_FOREVER, on_leader, s);
+    return NULL;
+}
+
+static int count_seen(seen *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->n;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* Wait until the observer saw n changes, PUSH_MS at most; the time it
+ * took from `from_ms`. */
+static int64_t wait_seen(seen *s, int n, int64_t from_ms)
+{
+    int64_t end = test_now_ms() + PUSH_MS;
+    while (count_seen(s) < n && test_now_ms() < end)
+        usleep(2000);
+    assert_int_equal(count_seen(s), n);
+    return s->at_ms[n - 1] - from_ms;
+}
+
+static void observe_sees_every_change_in_order(void **state)
+{
+    (void)state;
+    dlock_election *a = election(test_cl, "obs", TTL_MS);
+    dlock_election *b = election(test_cl, "obs", TTL_MS);
+    dlock_election *o = election(test_cl, "obs", TTL_MS);
+    seen s = {.mu = PTHREAD_MUTEX_INITIALIZER, .e = o, .rc = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, observe_thread, &s), 0);
+    wait_seen(&s, 1, test_now_ms()); /* nobody leads */
+
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_election_campaign(a, "a1", 0), DLOCK_OK);
+    int64_t d1 = wait_seen(&s, 2, t0);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_election_proclaim(a, "a2"), DLOCK_OK);
+    int64_t d2 = wait_seen(&s, 3, t0);
+    campaigner cb = {b, "b1", 1, 0};
+    pthread_t tb;
+    assert_int_equal(pthread_create(&tb, NULL, campaign_thread, &cb), 0);
+    usleep(300 * 1000);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_election_resign(a), DLOCK_OK);
+    assert_int_equal(pthread_join(tb, NULL), 0);
+    assert_int_equal(cb.rc, DLOCK_OK);
+    int64_t d3 = wait_seen(&s, 4, t0);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_election_resign(b), DLOCK_OK);
+    int64_t d4 = wait_seen(&s, 5, t0);
+    print_message("# observe, ms from the change: campaign %" PRId64 ", proclaim %" PRId64
+                  ", hand-over %" PRId64 ", resign %" PRId64 "\n", d1, d2, d3, d4);
+
+    dlock_election_cancel(o);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(s.rc, DLOCK_ECANCELED);
+    static const char *const want[] = {"", "a1", "a2", "b1", ""};
+    for (int i = 0; i < 5; i++)
+        assert_string_equal(s.value[i], want[i]);
+    assert_int_equal(s.fence[0], 0);
+    assert_true(s.fence[1] > 0 && s.fence[2] == s.fence[1]);
+    assert_true(s.fence[3] > s.fence[2]);
+    assert_int_equal(s.fence[4], 0);
+    /* An observe's wait ends; a cancel of an observe only does not end
+     * the next campaign. */
+    assert_int_equal(dlock_election_observe(o, 50, on_leader, &s), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_campaign(o, "o", 0), DLOCK_OK);
+    dlock_election_free(a);
+    dlock_election_free(b);
+    dlock_election_free(o);
+}
+
+/* A leader SIGKILLed: a standby leads within the lease; an observer sees
+ * the new term without a message from the dead leader. */
+static void a_killed_leader_is_replaced_within_its_lease(void **state)
+{
+    (void)state;
+    const int64_t ttl = 1500;
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = test_fork_child();
+    if (pid == 0) {
+        dlock_client *c = NULL;
+        const char *url = test_srv.url;
+        if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) != DLOCK_OK)
+            _exit(1);
+        dlock_election_options eo = DLOCK_ELECTION_OPTIONS_INIT;
+        eo.ttl_ms = ttl;
+        dlock_election *e = NULL;
+        if (dlock_election_new(&e, c, "killed", &eo) != DLOCK_OK ||
+            dlock_election_campaign(e, "doomed", 0) != DLOCK_OK)
+            _exit(1);
+        char b = 'L';
+        if (write(ready[1], &b, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    char b;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    dlock_election *s = election(test_cl, "killed", ttl);
+    dlock_election *o = election(test_cl, "killed", ttl);
+    uint64_t f0 = 0;
+    char buf[32];
+    assert_int_equal(dlock_election_leader(o, &f0, buf, sizeof buf, NULL), DLOCK_OK);
+    assert_string_equal(buf, "doomed");
+    usleep(1000 * 1000); /* renewed at least once */
+    int64_t killed = test_now_ms();
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(dlock_election_campaign(s, "standby", 10000), DLOCK_OK);
+    int64_t took = test_now_ms() - killed;
+    print_message("# takeover after SIGKILL (ttl %" PRId64 " ms): %" PRId64 " ms\n", ttl, took);
+    assert_true(took <= ttl + 500);
+    assert_true(dlock_election_fence(s) > f0);
+    expect_leader(o, dlock_election_fence(s), "standby");
+    close(ready[0]);
+    close(ready[1]);
+    dlock_election_free(s);
+    dlock_election_free(o);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
+    const struct CMUnitTest tests[] = {
+        T(bad_input_is_einval),
+        T(campaign_proclaim_resign_hand_over),
+        T(a_new_term_never_shows_the_previous_value),
+        T(observe_sees_every_change_in_order),
+        T(a_killed_leader_is_replaced_within_its_lease),
+    };
+    return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
+}
