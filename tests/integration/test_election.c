@@ -25,6 +25,7 @@
 
 #include "dlock.h"
 #include "proc.h"
+#include "redis_topology.h"
 #include "test_util.h"
 
 /* Long enough that a change an observer saw within PUSH_MS was pushed, not
@@ -257,12 +258,12 @@ static int64_t wait_seen(seen *s, int n, int64_t from_ms)
     return s->at_ms[n - 1] - from_ms;
 }
 
-static void observe_sees_every_change_in_order(void **state)
+/* On client c: every change seen, in order, each within PUSH_MS. */
+static void observe_changes_on(dlock_client *c, const char *name)
 {
-    (void)state;
-    dlock_election *a = election(test_cl, "obs", TTL_MS);
-    dlock_election *b = election(test_cl, "obs", TTL_MS);
-    dlock_election *o = election(test_cl, "obs", TTL_MS);
+    dlock_election *a = election(c, name, TTL_MS);
+    dlock_election *b = election(c, name, TTL_MS);
+    dlock_election *o = election(c, name, TTL_MS);
     seen s = {.mu = PTHREAD_MUTEX_INITIALIZER, .e = o, .rc = 1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, observe_thread, &s), 0);
@@ -286,8 +287,8 @@ static void observe_sees_every_change_in_order(void **state)
     t0 = test_now_ms();
     assert_int_equal(dlock_election_resign(b), DLOCK_OK);
     int64_t d4 = wait_seen(&s, 5, t0);
-    print_message("# observe, ms from the change: campaign %" PRId64 ", proclaim %" PRId64
-                  ", hand-over %" PRId64 ", resign %" PRId64 "\n", d1, d2, d3, d4);
+    print_message("# observe on %s, ms from the change: campaign %" PRId64 ", proclaim %" PRId64
+                  ", hand-over %" PRId64 ", resign %" PRId64 "\n", name, d1, d2, d3, d4);
 
     dlock_election_cancel(o);
     assert_int_equal(pthread_join(t, NULL), 0);
@@ -306,6 +307,12 @@ static void observe_sees_every_change_in_order(void **state)
     dlock_election_free(a);
     dlock_election_free(b);
     dlock_election_free(o);
+}
+
+static void observe_sees_every_change_in_order(void **state)
+{
+    (void)state;
+    observe_changes_on(test_cl, "obs");
 }
 
 /* A leader SIGKILLed: a standby leads within the lease; an observer sees
@@ -358,6 +365,72 @@ static void a_killed_leader_is_replaced_within_its_lease(void **state)
     dlock_election_free(o);
 }
 
+/* ---- Cluster, Sentinel, Redlock -------------------------------------------- */
+
+static test_cluster C;
+static test_sentinel_set S;
+static dlock_client *cluster_cl, *sentinel_cl;
+
+static int topologies_setup(void **state)
+{
+    (void)state;
+    if (test_cluster_start(&C) != 0)
+        return -1;
+    if (test_sentinel_start(&S) != 0) {
+        test_cluster_stop(&C);
+        return -1;
+    }
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.cluster = 1;
+    if (dlock_client_new(&cluster_cl, C.urls, TEST_CLUSTER_NODES, &o, NULL, 0) != DLOCK_OK)
+        return -1;
+    const char *url = S.url;
+    return dlock_client_new(&sentinel_cl, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+static int topologies_teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cluster_cl);
+    dlock_client_free(sentinel_cl);
+    test_cluster_stop(&C);
+    test_sentinel_stop(&S);
+    return 0;
+}
+
+/* On a Cluster the value hash and the election channel are in the lock
+ * key's slot (a sharded channel). */
+static void elections_on_a_cluster(void **state)
+{
+    (void)state;
+    observe_changes_on(cluster_cl, "elect-cl");
+    observe_changes_on(cluster_cl, "{tag}elect-cl");
+}
+
+static void elections_on_a_sentinel_primary(void **state)
+{
+    (void)state;
+    observe_changes_on(sentinel_cl, "elect-sn");
+}
+
+/* The fair lock is one node's: no election over a Redlock. */
+static void no_election_on_redlock(void **state)
+{
+    (void)state;
+    test_redis more[2];
+    assert_int_equal(test_redis_start(&more[0], NULL), 0);
+    assert_int_equal(test_redis_start(&more[1], NULL), 0);
+    const char *three[3] = {test_srv.url, more[0].url, more[1].url};
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_new(&c, three, 3, NULL, NULL, 0), DLOCK_OK);
+    dlock_election *e = (dlock_election *)1;
+    assert_int_equal(dlock_election_new(&e, c, "e", NULL), DLOCK_ENOTSUP);
+    assert_null(e);
+    dlock_client_free(c);
+    test_redis_stop(&more[0]);
+    test_redis_stop(&more[1]);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_teardown(f, test_srv_flush)
@@ -367,6 +440,14 @@ int main(void)
         T(a_new_term_never_shows_the_previous_value),
         T(observe_sees_every_change_in_order),
         T(a_killed_leader_is_replaced_within_its_lease),
+        T(no_election_on_redlock),
     };
-    return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
+    const struct CMUnitTest topologies[] = {
+        cmocka_unit_test(elections_on_a_cluster),
+        cmocka_unit_test(elections_on_a_sentinel_primary),
+    };
+    int failed = cmocka_run_group_tests_name("one node", tests, test_srv_client_setup,
+                                             test_srv_client_teardown);
+    return failed + cmocka_run_group_tests_name("cluster and sentinel", topologies,
+                                                topologies_setup, topologies_teardown);
 }
