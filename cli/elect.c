@@ -52,6 +52,8 @@ static int parse_elect(const char *cmd, int argc, char **argv, elect_opts *o, cl
      * "--" ends them and what follows is the program. */
     while ((c = getopt_long(argc, argv, "-:t:w:nE:qc:vh", longopts, NULL)) != -1) {
         int rc = cli_lock_option(cmd, c, optarg, &r->lk);
+        if (rc < 0)
+            rc = cli_run_option(cmd, c, optarg, r, &shell_cmd, g);
         if (rc >= 0) {
             if (rc)
                 return rc;
@@ -70,26 +72,6 @@ static int parse_elect(const char *cmd, int argc, char **argv, elect_opts *o, cl
         case OPT_AGAIN:
             o->again = 1;
             break;
-        case CLI_OPT_ON_LOST:
-            if (!strcmp(optarg, "term"))
-                r->on_lost = LOST_TERM;
-            else if (!strcmp(optarg, "kill"))
-                r->on_lost = LOST_KILL;
-            else if (!strcmp(optarg, "ignore"))
-                r->on_lost = LOST_IGNORE;
-            else
-                return cli_usage_error(cmd, "--on-lost: expected term, kill or ignore, not '%s'", optarg);
-            break;
-        case CLI_OPT_GRACE:
-            if (cli_parse_duration(cmd, "--grace", optarg, &r->grace_ms))
-                return CLI_EXIT_USAGE;
-            break;
-        case 'c':
-            shell_cmd = optarg;
-            break;
-        case 'v':
-            g->verbose = 1;
-            break;
         case 'h':
             exit(cli_help(cmd));
         default:
@@ -102,11 +84,7 @@ static int parse_elect(const char *cmd, int argc, char **argv, elect_opts *o, cl
         return cli_usage_error(cmd, "unexpected '%s' after -c: the command is one argument",
                                argv[optind]);
     if (shell_cmd) {
-        r->sh_argv[0] = (char *)"/bin/sh";
-        r->sh_argv[1] = (char *)"-c";
-        r->sh_argv[2] = (char *)shell_cmd;
-        r->sh_argv[3] = NULL;
-        r->prog = r->sh_argv;
+        cli_run_shell(r, shell_cmd);
     } else if (optind < argc) {
         r->prog = argv + optind;
     } else {

@@ -46,6 +46,42 @@ static int names_after_dashdash(const char *cmd, int argc, char **argv, run_opts
     return finish_run(cmd, o);
 }
 
+int cli_run_option(const char *cmd, int c, const char *arg, run_opts *o, const char **shell_cmd,
+                   cli_global *g)
+{
+    switch (c) {
+    case CLI_OPT_ON_LOST:
+        if (!strcmp(arg, "term"))
+            o->on_lost = LOST_TERM;
+        else if (!strcmp(arg, "kill"))
+            o->on_lost = LOST_KILL;
+        else if (!strcmp(arg, "ignore"))
+            o->on_lost = LOST_IGNORE;
+        else
+            return cli_usage_error(cmd, "--on-lost: expected term, kill or ignore, not '%s'", arg);
+        return 0;
+    case CLI_OPT_GRACE:
+        return cli_parse_duration(cmd, "--grace", arg, &o->grace_ms) ? CLI_EXIT_USAGE : 0;
+    case 'c':
+        *shell_cmd = arg;
+        return 0;
+    case 'v':
+        g->verbose = 1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+void cli_run_shell(run_opts *o, const char *shell_cmd)
+{
+    o->sh_argv[0] = (char *)"/bin/sh";
+    o->sh_argv[1] = (char *)"-c";
+    o->sh_argv[2] = (char *)shell_cmd;
+    o->sh_argv[3] = NULL;
+    o->prog = o->sh_argv;
+}
+
 static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_global *g)
 {
     static const struct option longopts[] = {
@@ -92,34 +128,20 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
                 return rc;
             continue;
         }
+        rc = cli_run_option(cmd, c, optarg, o, &shell_cmd, g);
+        if (rc >= 0) {
+            if (rc)
+                return rc;
+            if (shell_cmd)
+                break;
+            continue;
+        }
         switch (c) {
-        case CLI_OPT_ON_LOST:
-            if (!strcmp(optarg, "term"))
-                o->on_lost = LOST_TERM;
-            else if (!strcmp(optarg, "kill"))
-                o->on_lost = LOST_KILL;
-            else if (!strcmp(optarg, "ignore"))
-                o->on_lost = LOST_IGNORE;
-            else
-                return cli_usage_error(cmd, "--on-lost: expected term, kill or ignore, not '%s'", optarg);
-            break;
-        case CLI_OPT_GRACE:
-            if (cli_parse_duration(cmd, "--grace", optarg, &o->grace_ms))
-                return CLI_EXIT_USAGE;
-            break;
-        case 'c':
-            shell_cmd = optarg;
-            break;
-        case 'v':
-            g->verbose = 1;
-            break;
         case 'h':
             exit(cli_help(cmd));
         default:
             return cli_bad_option(cmd, c, optopt, argv, optind);
         }
-        if (shell_cmd)
-            break;
     }
     if (shell_cmd) {
         if (!o->n_names && optind + 1 < argc && !strcmp(argv[optind], "--"))
@@ -129,11 +151,7 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
         if (optind < argc)
             return cli_usage_error(cmd, "unexpected '%s' after -c: the command is one argument",
                                    argv[optind]);
-        o->sh_argv[0] = (char *)"/bin/sh";
-        o->sh_argv[1] = (char *)"-c";
-        o->sh_argv[2] = (char *)shell_cmd;
-        o->sh_argv[3] = NULL;
-        o->prog = o->sh_argv;
+        cli_run_shell(o, shell_cmd);
     } else if (dashdash && o->n_names && optind < argc) {
         o->prog = argv + optind;
     }

@@ -43,6 +43,14 @@ typedef struct run_state {
     const char *leader_value;
 } run_state;
 
+/* The options run and elect share (--on-lost, --grace, -c, -v): 0 taken,
+ * a usage error's exit status, or -1 when c is not one of them. -c sets
+ * *shell_cmd. */
+int cli_run_option(const char *cmd, int c, const char *arg, run_opts *o, const char **shell_cmd,
+                   cli_global *g);
+/* The program is `/bin/sh -c shell_cmd`. */
+void cli_run_shell(run_opts *o, const char *shell_cmd);
+
 /* The lock's on_lost (run_state as its argument): the watchdog thread's
  * flag and byte for the main thread. */
 void cli_run_on_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg);

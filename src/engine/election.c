@@ -334,8 +334,8 @@ static int changed(const observe_run *r, const dlock__leader *ld)
            (ld->value_len && memcmp(ld->value, r->last_value, ld->value_len) != 0);
 }
 
-/* Report ld if it changed: 1 when the callback asks to stop, -1 out of
- * memory, else 0. */
+/* Report ld if it changed (its value is taken over): 1 when the
+ * callback asks to stop, else 0. */
 static int report(observe_run *r, dlock__leader *ld, dlock_leader_fn cb, void *arg)
 {
     if (!changed(r, ld))
@@ -403,7 +403,7 @@ static int observe_loop(observe_run *r, dlock_leader_fn cb, void *arg)
                 until_ns = dlock__deadline_after_ms(ld.ttl_ms + 1);
             dlock__leader_clear(&ld);
             if (stop)
-                return stop < 0 ? DLOCK_ENOMEM : DLOCK_OK;
+                return DLOCK_OK;
         } else if (dlock_error_is_transient(rc)) {
             dlock__leader_clear(&ld);
             backoff_ms = backoff_ms ? DLOCK__MIN(backoff_ms * 2, 1000) : 50;

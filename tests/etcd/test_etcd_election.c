@@ -36,25 +36,13 @@ static int have_etcdctl;
 static int setup(void **state)
 {
     (void)state;
-    have_etcdctl = test_etcdctl_installed();
-    if (!have_etcdctl)
-        return 0;
-    setenv("ETCDCTL_API", "3", 1);
-    if (test_etcd_start(&srv, 1) != 0)
-        return -1;
-    snprintf(test_etcdctl_endpoints, sizeof test_etcdctl_endpoints, "--endpoints=127.0.0.1:%d",
-             srv.m[0].client_port);
-    const char *url = srv.url;
-    return dlock_client_new(&cl, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+    return test_etcdctl_setup(&srv, &cl, &have_etcdctl);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (have_etcdctl) {
-        dlock_client_free(cl);
-        test_etcd_stop(&srv);
-    }
+    test_etcdctl_teardown(&srv, cl, have_etcdctl);
     return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "etcd_ctl.h"
+#include "etcd_server.h"
 #include "proc.h"
 #include "test_util.h"
 
@@ -119,3 +120,25 @@ void ctl_run(ctl *c, const char *const *args)
     (void)ctl_stop(c);
 }
 
+
+int test_etcdctl_setup(test_etcd *srv, dlock_client **cl, int *have)
+{
+    *have = test_etcdctl_installed();
+    if (!*have)
+        return 0; /* every test skips */
+    setenv("ETCDCTL_API", "3", 1); /* etcdctl 3.4's default; older ones need it */
+    if (test_etcd_start(srv, 1) != 0)
+        return -1;
+    snprintf(test_etcdctl_endpoints, sizeof test_etcdctl_endpoints, "--endpoints=127.0.0.1:%d",
+             srv->m[0].client_port);
+    const char *url = srv->url;
+    return dlock_client_new(cl, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+}
+
+void test_etcdctl_teardown(test_etcd *srv, dlock_client *cl, int have)
+{
+    if (have) {
+        dlock_client_free(cl);
+        test_etcd_stop(srv);
+    }
+}

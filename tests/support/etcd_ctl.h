@@ -9,11 +9,21 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "dlock.h"
+#include "etcd_server.h"
+
 /* "--endpoints=127.0.0.1:PORT": the test sets it once its member runs. */
 extern char test_etcdctl_endpoints[64];
 
 /* 1 if etcdctl is an executable in PATH. */
 int test_etcdctl_installed(void);
+
+/* A cmocka group setup: *have = whether etcdctl is installed (else
+ * nothing is started and the tests skip); one member in *srv, a client of
+ * it in *cl, test_etcdctl_endpoints set. 0 or -1. The teardown stops
+ * them. */
+int test_etcdctl_setup(test_etcd *srv, dlock_client **cl, int *have);
+void test_etcdctl_teardown(test_etcd *srv, dlock_client *cl, int have);
 
 typedef struct ctl {
     pid_t pid;
