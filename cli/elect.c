@@ -6,8 +6,6 @@
  * Threads: as for run (run.c): the main thread campaigns and supervises
  * the program, the signal thread (wait.c) cancels the campaign's wait or
  * forwards signals, the watchdog renews the term. */
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -172,19 +170,10 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
     int rc = parse_elect(argv[0], argc, argv, &o, g);
     if (rc)
         return rc;
-    cli_child_note_inherited_fds();
-    memset(&rs, 0, sizeof rs);
-    rs.g = g;
-    rs.o = &o.run;
-    rs.kill_at = -1;
-    rs.ev[0] = rs.ev[1] = -1;
+    rc = cli_run_begin(&rs, g, &o.run, &mask);
+    if (rc)
+        return rc;
     rs.leader_value = o.value;
-    atomic_init(&rs.lost_reason, 0);
-    cli_block_signals(&mask); /* before any thread exists */
-    if (pipe2(rs.ev, O_CLOEXEC | O_NONBLOCK) != 0) {
-        cli_msg("pipe: %s", strerror(errno));
-        return CLI_EXIT_OSERR;
-    }
     rc = cli_open_client(g, &rs.client);
     if (rc)
         goto out;

@@ -437,6 +437,24 @@ int cli_run_program(run_state *rs, const sigset_t *mask)
     return rs->status;
 }
 
+int cli_run_begin(run_state *rs, const cli_global *g, const run_opts *o, sigset_t *mask)
+{
+    cli_child_note_inherited_fds();
+    memset(rs, 0, sizeof *rs);
+    rs->g = g;
+    rs->o = o;
+    rs->kill_at = -1;
+    rs->ev[0] = rs->ev[1] = -1;
+    atomic_init(&rs->lost_reason, 0);
+    /* Before any thread exists, so that every thread inherits the mask. */
+    cli_block_signals(mask);
+    if (pipe2(rs->ev, O_CLOEXEC | O_NONBLOCK) != 0) {
+        cli_msg("pipe: %s", strerror(errno));
+        return CLI_EXIT_OSERR;
+    }
+    return 0;
+}
+
 int cli_cmd_run(cli_global *g, int argc, char **argv)
 {
     static run_opts o = {CLI_LOCK_OPTS_INIT, LOST_TERM, 5000, NULL, {NULL}, 0, NULL,
@@ -447,19 +465,9 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
     if (rc)
         return rc;
 
-    cli_child_note_inherited_fds();
-    memset(&rs, 0, sizeof rs);
-    rs.g = g;
-    rs.o = &o;
-    rs.kill_at = -1;
-    rs.ev[0] = rs.ev[1] = -1;
-    atomic_init(&rs.lost_reason, 0);
-    /* Before any thread exists, so that every thread inherits the mask. */
-    cli_block_signals(&mask);
-    if (pipe2(rs.ev, O_CLOEXEC | O_NONBLOCK) != 0) {
-        cli_msg("pipe: %s", strerror(errno));
-        return CLI_EXIT_OSERR;
-    }
+    rc = cli_run_begin(&rs, g, &o, &mask);
+    if (rc)
+        return rc;
     rc = cli_open_client(g, &rs.client);
     if (rc)
         goto out;

@@ -51,6 +51,12 @@ int cli_run_option(const char *cmd, int c, const char *arg, run_opts *o, const c
 /* The program is `/bin/sh -c shell_cmd`. */
 void cli_run_shell(run_opts *o, const char *shell_cmd);
 
+/* rs for a run of o: the signals dlock handles blocked (call it before
+ * any thread exists, so that every thread inherits that; *mask gets the
+ * mask the program is to run with), the self-pipe made. 0 or the exit
+ * status of a failure. */
+int cli_run_begin(run_state *rs, const cli_global *g, const run_opts *o, sigset_t *mask);
+
 /* The lock's on_lost (run_state as its argument): the watchdog thread's
  * flag and byte for the main thread. */
 void cli_run_on_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg);

@@ -25,6 +25,7 @@
 #include "etcd_ctl.h"
 #include "etcd_server.h"
 #include "proc.h"
+#include "test_leaders.h"
 #include "test_util.h"
 
 #define PUSH_MS 2000 /* far below the 10 s lease: a change seen within it was pushed */
@@ -67,71 +68,20 @@ static void expect_leader(dlock_election *e, uint64_t fence, const char *value)
     assert_string_equal(buf, value);
 }
 
-/* ---- an observer thread ------------------------------------------------- */
-
-#define MAX_SEEN 16
-
-typedef struct seen {
-    pthread_mutex_t mu;
-    int n, rc;
-    uint64_t fence[MAX_SEEN];
-    char value[MAX_SEEN][32];
-    dlock_election *e;
-    pthread_t t;
-} seen;
-
-static int on_leader(void *arg, uint64_t fence, const char *value, size_t len)
+static void observe_start(test_leaders *s, const char *name)
 {
-    seen *s = arg;
-    pthread_mutex_lock(&s->mu);
-    if (s->n < MAX_SEEN) {
-        s->fence[s->n] = fence;
-        snprintf(s->value[s->n], sizeof s->value[0], "%.*s", (int)len, value);
-        s->n++;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return 0;
+    test_leaders_start(s, election(name));
 }
 
-static void *observe_main(void *arg)
+static void wait_seen(test_leaders *s, int n)
 {
-    seen *s = arg;
-    s->rc = dlock_election_observe(s->e, DLOCK_WAIT_FOREVER, on_leader, s);
-    return NULL;
+    (void)test_leaders_wait(s, n, 0, PUSH_MS);
 }
 
-static void observe_start(seen *s, const char *name)
+static void observe_stop(test_leaders *s)
 {
-    memset(s, 0, sizeof *s);
-    pthread_mutex_init(&s->mu, NULL);
-    s->rc = 1;
-    s->e = election(name);
-    assert_int_equal(pthread_create(&s->t, NULL, observe_main, s), 0);
-}
-
-static int count(seen *s)
-{
-    pthread_mutex_lock(&s->mu);
-    int n = s->n;
-    pthread_mutex_unlock(&s->mu);
-    return n;
-}
-
-static void wait_seen(seen *s, int n)
-{
-    int64_t end = test_now_ms() + PUSH_MS;
-    while (count(s) < n && test_now_ms() < end)
-        test_sleep_ms(2);
-    assert_int_equal(count(s), n);
-}
-
-static void observe_stop(seen *s)
-{
-    dlock_election_cancel(s->e);
-    assert_int_equal(pthread_join(s->t, NULL), 0);
-    assert_int_equal(s->rc, DLOCK_ECANCELED);
+    test_leaders_stop(s);
     dlock_election_free(s->e);
-    pthread_mutex_destroy(&s->mu);
 }
 
 /* ---- the tests -------------------------------------------------------------- */
@@ -142,7 +92,7 @@ static void campaign_proclaim_resign_and_observe(void **state)
     if (!have_etcdctl)
         skip();
     dlock_election *a = election("e1"), *b = election("e1");
-    seen s;
+    test_leaders s;
     observe_start(&s, "e1");
     wait_seen(&s, 1);
     assert_int_equal(dlock_election_campaign(a, "a1", 0), DLOCK_OK);
@@ -178,7 +128,7 @@ static void etcdctl_leads_and_dlock_follows(void **state)
     (void)state;
     if (!have_etcdctl)
         skip();
-    seen s;
+    test_leaders s;
     observe_start(&s, "e2");
     wait_seen(&s, 1);
     ctl c;

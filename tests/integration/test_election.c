@@ -26,6 +26,7 @@
 #include "dlock.h"
 #include "proc.h"
 #include "redis_topology.h"
+#include "test_leaders.h"
 #include "test_util.h"
 
 /* Long enough that a change an observer saw within PUSH_MS was pushed, not
@@ -206,56 +207,10 @@ static void a_new_term_never_shows_the_previous_value(void **state)
 
 /* ---- observe ---------------------------------------------------------------- */
 
-#define MAX_SEEN 32
-
-typedef struct seen {
-    pthread_mutex_t mu;
-    int n;
-    uint64_t fence[MAX_SEEN];
-    char value[MAX_SEEN][32];
-    int64_t at_ms[MAX_SEEN];
-    dlock_election *e;
-    int rc;
-} seen;
-
-static int on_leader(void *arg, uint64_t fence, const char *value, size_t len)
+/* The observer saw n changes within PUSH_MS; the time from `from_ms`. */
+static int64_t wait_seen(test_leaders *s, int n, int64_t from_ms)
 {
-    seen *s = arg;
-    pthread_mutex_lock(&s->mu);
-    if (s->n < MAX_SEEN) {
-        s->fence[s->n] = fence;
-        snprintf(s->value[s->n], sizeof s->value[0], "%.*s", (int)len, value);
-        s->at_ms[s->n] = test_now_ms();
-        s->n++;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return 0;
-}
-
-static void *observe_thread(void *arg)
-{
-    seen *s = arg;
-    s->rc = dlock_election_observe(s->e, DLOCK_WAIT_FOREVER, on_leader, s);
-    return NULL;
-}
-
-static int count_seen(seen *s)
-{
-    pthread_mutex_lock(&s->mu);
-    int n = s->n;
-    pthread_mutex_unlock(&s->mu);
-    return n;
-}
-
-/* Wait until the observer saw n changes, PUSH_MS at most; the time it
- * took from `from_ms`. */
-static int64_t wait_seen(seen *s, int n, int64_t from_ms)
-{
-    int64_t end = test_now_ms() + PUSH_MS;
-    while (count_seen(s) < n && test_now_ms() < end)
-        usleep(2000);
-    assert_int_equal(count_seen(s), n);
-    return s->at_ms[n - 1] - from_ms;
+    return test_leaders_wait(s, n, from_ms, PUSH_MS);
 }
 
 /* On client c: every change seen, in order, each within PUSH_MS. */
@@ -264,9 +219,8 @@ static void observe_changes_on(dlock_client *c, const char *name)
     dlock_election *a = election(c, name, TTL_MS);
     dlock_election *b = election(c, name, TTL_MS);
     dlock_election *o = election(c, name, TTL_MS);
-    seen s = {.mu = PTHREAD_MUTEX_INITIALIZER, .e = o, .rc = 1};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, observe_thread, &s), 0);
+    test_leaders s;
+    test_leaders_start(&s, o);
     wait_seen(&s, 1, test_now_ms()); /* nobody leads */
 
     int64_t t0 = test_now_ms();
@@ -290,9 +244,7 @@ static void observe_changes_on(dlock_client *c, const char *name)
     print_message("# observe on %s, ms from the change: campaign %" PRId64 ", proclaim %" PRId64
                   ", hand-over %" PRId64 ", resign %" PRId64 "\n", name, d1, d2, d3, d4);
 
-    dlock_election_cancel(o);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(s.rc, DLOCK_ECANCELED);
+    test_leaders_stop(&s);
     static const char *const want[] = {"", "a1", "a2", "b1", ""};
     for (int i = 0; i < 5; i++)
         assert_string_equal(s.value[i], want[i]);
@@ -302,7 +254,7 @@ static void observe_changes_on(dlock_client *c, const char *name)
     assert_int_equal(s.fence[4], 0);
     /* An observe's wait ends; a cancel of an observe only does not end
      * the next campaign. */
-    assert_int_equal(dlock_election_observe(o, 50, on_leader, &s), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_observe(o, 50, test_leaders_on_leader, &s), DLOCK_ETIMEDOUT);
     assert_int_equal(dlock_election_campaign(o, "o", 0), DLOCK_OK);
     dlock_election_free(a);
     dlock_election_free(b);
