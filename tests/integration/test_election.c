@@ -207,6 +207,12 @@ static void a_new_term_never_shows_the_previous_value(void **state)
 
 /* ---- observe ---------------------------------------------------------------- */
 
+static int ignore_leader(void *arg, uint64_t fence, const char *value, size_t len)
+{
+    (void)arg, (void)fence, (void)value, (void)len;
+    return 0;
+}
+
 /* The observer saw n changes within PUSH_MS; the time from `from_ms`. */
 static int64_t wait_seen(test_leaders *s, int n, int64_t from_ms)
 {
@@ -254,7 +260,7 @@ static void observe_changes_on(dlock_client *c, const char *name)
     assert_int_equal(s.fence[4], 0);
     /* An observe's wait ends; a cancel of an observe only does not end
      * the next campaign. */
-    assert_int_equal(dlock_election_observe(o, 50, test_leaders_on_leader, &s), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_observe(o, 50, ignore_leader, NULL), DLOCK_ETIMEDOUT);
     assert_int_equal(dlock_election_campaign(o, "o", 0), DLOCK_OK);
     dlock_election_free(a);
     dlock_election_free(b);
