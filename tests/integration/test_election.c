@@ -273,12 +273,10 @@ static void observe_sees_every_change_in_order(void **state)
     observe_changes_on(test_cl, "obs");
 }
 
-/* A leader SIGKILLed: a standby leads within the lease; an observer sees
- * the new term without a message from the dead leader. */
-static void a_killed_leader_is_replaced_within_its_lease(void **state)
+/* A leader in a child process, SIGKILLed after a second of renewals; a
+ * standby of this process campaigns: the ms from the kill to its lead. */
+static int64_t takeover_after_kill(const char *name, int64_t ttl, int64_t delay)
 {
-    (void)state;
-    const int64_t ttl = 1500;
     int ready[2];
     assert_int_equal(pipe(ready), 0);
     pid_t pid = test_fork_child();
@@ -289,8 +287,9 @@ static void a_killed_leader_is_replaced_within_its_lease(void **state)
             _exit(1);
         dlock_election_options eo = DLOCK_ELECTION_OPTIONS_INIT;
         eo.ttl_ms = ttl;
+        eo.lock_delay_ms = delay;
         dlock_election *e = NULL;
-        if (dlock_election_new(&e, c, "killed", &eo) != DLOCK_OK ||
+        if (dlock_election_new(&e, c, name, &eo) != DLOCK_OK ||
             dlock_election_campaign(e, "doomed", 0) != DLOCK_OK)
             _exit(1);
         char b = 'L';
@@ -301,8 +300,11 @@ static void a_killed_leader_is_replaced_within_its_lease(void **state)
     }
     char b;
     assert_int_equal(read(ready[0], &b, 1), 1);
-    dlock_election *s = election(test_cl, "killed", ttl);
-    dlock_election *o = election(test_cl, "killed", ttl);
+    dlock_election_options eo = DLOCK_ELECTION_OPTIONS_INIT;
+    eo.ttl_ms = ttl;
+    eo.lock_delay_ms = delay;
+    dlock_election *s = NULL, *o = election(test_cl, name, ttl);
+    assert_int_equal(dlock_election_new(&s, test_cl, name, &eo), DLOCK_OK);
     uint64_t f0 = 0;
     char buf[32];
     assert_int_equal(dlock_election_leader(o, &f0, buf, sizeof buf, NULL), DLOCK_OK);
@@ -313,14 +315,40 @@ static void a_killed_leader_is_replaced_within_its_lease(void **state)
     waitpid(pid, NULL, 0);
     assert_int_equal(dlock_election_campaign(s, "standby", 10000), DLOCK_OK);
     int64_t took = test_now_ms() - killed;
-    print_message("# takeover after SIGKILL (ttl %" PRId64 " ms): %" PRId64 " ms\n", ttl, took);
-    assert_true(took <= ttl + 500);
     assert_true(dlock_election_fence(s) > f0);
     expect_leader(o, dlock_election_fence(s), "standby");
+    /* A resign frees the name at once, delay or not. */
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_election_resign(s), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(o, "next", 0), DLOCK_OK);
+    assert_true(test_now_ms() - t0 < 500);
     close(ready[0]);
     close(ready[1]);
     dlock_election_free(s);
     dlock_election_free(o);
+    return took;
+}
+
+/* A leader SIGKILLed: a standby leads within the lease (the kill comes
+ * at most a third of it after the last renewal). */
+static void a_killed_leader_is_replaced_within_its_lease(void **state)
+{
+    (void)state;
+    int64_t took = takeover_after_kill("killed", 1500, 0);
+    print_message("# takeover after SIGKILL (ttl 1500 ms): %" PRId64 " ms\n", took);
+    assert_true(took <= 1500 + 500);
+}
+
+/* With a lock-delay the standby waits for the lease's end plus the delay
+ * (docs/lock-delay.md): the lease ends 1000..1500 ms after the kill. */
+static void a_killed_leader_is_replaced_after_its_lease_and_delay(void **state)
+{
+    (void)state;
+    int64_t took = takeover_after_kill("killed-delay", 1500, 1000);
+    print_message("# takeover after SIGKILL (ttl 1500 ms, lock-delay 1000 ms): %" PRId64 " ms\n",
+                  took);
+    assert_true(took >= 1000 + 1000 - 50);
+    assert_true(took <= 1500 + 1000 + 500);
 }
 
 /* ---- Cluster, Sentinel, Redlock -------------------------------------------- */
@@ -398,6 +426,7 @@ int main(void)
         T(a_new_term_never_shows_the_previous_value),
         T(observe_sees_every_change_in_order),
         T(a_killed_leader_is_replaced_within_its_lease),
+        T(a_killed_leader_is_replaced_after_its_lease_and_delay),
         T(no_election_on_redlock),
     };
     const struct CMUnitTest topologies[] = {
