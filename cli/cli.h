@@ -12,7 +12,9 @@
  *   list.c      list: the held names, as text or JSON
  *   break.c     break: remove every hold of a stuck lock, after asking
  *   json.c      JSON strings of arbitrary bytes (status, list)
- *   run.c       run: hold the lock while a program runs
+ *   run.c       run: hold the lock while a program runs (run.h: what
+ *               elect shares)
+ *   elect.c     elect: run a program while leading an election; leader
  *   child.c     starting the program in its own process group
  *   guard.c     the guardian: stops the program when dlock dies
  *   proc.c      processes seen through /proc: group alive, killing a tree
@@ -348,6 +350,8 @@ int cli_cmd_status(cli_global *g, int argc, char **argv);
 
 int cli_cmd_list(cli_global *g, int argc, char **argv);
 int cli_cmd_break(cli_global *g, int argc, char **argv);
+int cli_cmd_elect(cli_global *g, int argc, char **argv);
+int cli_cmd_leader(cli_global *g, int argc, char **argv);
 
 /* json.c: whether s is well-formed UTF-8; s as a JSON string (control
  * characters escaped, bytes that are not UTF-8 as U+FFFD); and

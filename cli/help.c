@@ -86,6 +86,34 @@ static const command_help commands[] = {
      "terminal), 69 too few nodes answered, 76 the key is not a lock.\n\n"
      "  -f, --force          do not ask\n"
      "      --json           print one JSON object\n"},
+    {"elect",
+     "dlock [GLOBAL] elect [OPTIONS] NAME [--value TEXT] [--again] -- PROGRAM [ARG]...\n"
+     "dlock [GLOBAL] elect [OPTIONS] NAME [--value TEXT] [--again] -c 'SHELL COMMAND'\n",
+     "Campaign in the election NAME (standbys wait in line, in arrival order),\n"
+     "run PROGRAM while leading, resign when it ends (the next standby leads at\n"
+     "once) and exit with its status. A leader that dies is replaced within TTL.\n"
+     "PROGRAM gets DLOCK_NAME, DLOCK_TOKEN, DLOCK_FENCE (the term's fencing token,\n"
+     "which grows from term to term) and DLOCK_LEADER_VALUE. Signals, loss and\n"
+     "exit codes as for run. Not on Redlock (one node, Cluster, Sentinel, etcd).\n\n"
+     "  -t, --ttl=D          a term's lease (default 30s)\n"
+     "  -w, --wait=D         stand by at most D (default: forever)\n"
+     "  -n, --nonblock       do not stand by: lead now or exit 1\n"
+     "  -E, --conflict-exit-code=N  exit status when not leading (1)\n"
+     "      --value=TEXT     what 'dlock leader' shows (default: the host name)\n"
+     "      --again          campaign again after each term, until a signal\n"
+     "      --lock-delay=D   after a term that ends without a resign, nobody leads\n"
+     "                       for D more (Redis only)\n"
+     "  -c, --command=CMD    run CMD with /bin/sh -c instead of PROGRAM\n"
+     "      --on-lost=WHAT   term (default), kill or ignore, as for run\n"
+     "      --grace=D        time between SIGTERM and SIGKILL (default 5s)\n"
+     "  -q, --quiet          no message when another candidate leads (with -n)\n"
+     "  -v, --verbose        report progress on stderr\n"},
+    {"leader", "dlock [GLOBAL] leader [--watch] [--json] NAME\n",
+     "Print the leader of the election NAME: 'FENCE VALUE', or '0' when nobody\n"
+     "leads (exit 1). With --watch, one line at once and one per change (a new\n"
+     "term, a new value, nobody leading), pushed by the store, until killed.\n\n"
+     "      --watch          follow the changes\n"
+     "      --json           one JSON object per line: name, leader, fence, value\n"},
     {"doctor", "dlock [GLOBAL] doctor [--json] [--ttl D] [URL]...\n",
      "Check a deployment (the -r URLs, DLOCK_REDIS, or the URLs given here) and\n"
      "say what is unsafe or slow, each finding with why and how to fix it: server\n"

@@ -23,7 +23,8 @@ typedef struct command {
 static const command commands[] = {
     {"run", cli_cmd_run},         {"acquire", cli_cmd_acquire}, {"release", cli_cmd_release},
     {"extend", cli_cmd_extend},   {"status", cli_cmd_status},   {"list", cli_cmd_list},
-    {"break", cli_cmd_break},     {"doctor", cli_cmd_doctor},
+    {"break", cli_cmd_break},     {"doctor", cli_cmd_doctor},   {"elect", cli_cmd_elect},
+    {"leader", cli_cmd_leader},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

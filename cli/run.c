@@ -22,35 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-
-typedef enum on_lost_action { LOST_TERM, LOST_KILL, LOST_IGNORE } on_lost_action;
-
-typedef struct run_opts {
-    cli_lock_opts lk;
-    on_lost_action on_lost;
-    int64_t grace_ms;
-    const char *name; /* for messages: the name, or the names of a set */
-    const char *names[DLOCK_MULTI_MAX];
-    size_t n_names;
-    char **prog;
-    char *sh_argv[4];
-} run_opts;
-
-typedef struct run_state {
-    const cli_global *g;
-    const run_opts *o;
-    dlock_client *client;
-    dlock_lock *lock;
-    cli_sigwatch sw;
-    cli_child ch;
-    int ev[2];              /* self-pipe */
-    atomic_int lost_reason; /* set by on_lost() on the watchdog thread */
-    int lost_seen;          /* the loss was reported and acted on */
-    int status;             /* the program's exit status, as a shell gives it */
-    int guard_died;         /* the guardian died before the program */
-    int signalled;          /* ... by signalling the program */
-    int64_t kill_at;        /* SIGKILL the group then (ms), or -1 */
-} run_state;
+#include "run.h"
 
 static int finish_run(const char *cmd, run_opts *o);
 
@@ -72,6 +44,42 @@ static int names_after_dashdash(const char *cmd, int argc, char **argv, run_opts
         return cli_usage_error(cmd, "missing PROGRAM after '--'");
     o->prog = argv + optind;
     return finish_run(cmd, o);
+}
+
+int cli_run_option(const char *cmd, int c, const char *arg, run_opts *o, const char **shell_cmd,
+                   cli_global *g)
+{
+    switch (c) {
+    case CLI_OPT_ON_LOST:
+        if (!strcmp(arg, "term"))
+            o->on_lost = LOST_TERM;
+        else if (!strcmp(arg, "kill"))
+            o->on_lost = LOST_KILL;
+        else if (!strcmp(arg, "ignore"))
+            o->on_lost = LOST_IGNORE;
+        else
+            return cli_usage_error(cmd, "--on-lost: expected term, kill or ignore, not '%s'", arg);
+        return 0;
+    case CLI_OPT_GRACE:
+        return cli_parse_duration(cmd, "--grace", arg, &o->grace_ms) ? CLI_EXIT_USAGE : 0;
+    case 'c':
+        *shell_cmd = arg;
+        return 0;
+    case 'v':
+        g->verbose = 1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+void cli_run_shell(run_opts *o, const char *shell_cmd)
+{
+    o->sh_argv[0] = (char *)"/bin/sh";
+    o->sh_argv[1] = (char *)"-c";
+    o->sh_argv[2] = (char *)shell_cmd;
+    o->sh_argv[3] = NULL;
+    o->prog = o->sh_argv;
 }
 
 static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_global *g)
@@ -120,34 +128,20 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
                 return rc;
             continue;
         }
+        rc = cli_run_option(cmd, c, optarg, o, &shell_cmd, g);
+        if (rc >= 0) {
+            if (rc)
+                return rc;
+            if (shell_cmd)
+                break;
+            continue;
+        }
         switch (c) {
-        case CLI_OPT_ON_LOST:
-            if (!strcmp(optarg, "term"))
-                o->on_lost = LOST_TERM;
-            else if (!strcmp(optarg, "kill"))
-                o->on_lost = LOST_KILL;
-            else if (!strcmp(optarg, "ignore"))
-                o->on_lost = LOST_IGNORE;
-            else
-                return cli_usage_error(cmd, "--on-lost: expected term, kill or ignore, not '%s'", optarg);
-            break;
-        case CLI_OPT_GRACE:
-            if (cli_parse_duration(cmd, "--grace", optarg, &o->grace_ms))
-                return CLI_EXIT_USAGE;
-            break;
-        case 'c':
-            shell_cmd = optarg;
-            break;
-        case 'v':
-            g->verbose = 1;
-            break;
         case 'h':
             exit(cli_help(cmd));
         default:
             return cli_bad_option(cmd, c, optopt, argv, optind);
         }
-        if (shell_cmd)
-            break;
     }
     if (shell_cmd) {
         if (!o->n_names && optind + 1 < argc && !strcmp(argv[optind], "--"))
@@ -157,11 +151,7 @@ static int parse_run(const char *cmd, int argc, char **argv, run_opts *o, cli_gl
         if (optind < argc)
             return cli_usage_error(cmd, "unexpected '%s' after -c: the command is one argument",
                                    argv[optind]);
-        o->sh_argv[0] = (char *)"/bin/sh";
-        o->sh_argv[1] = (char *)"-c";
-        o->sh_argv[2] = (char *)shell_cmd;
-        o->sh_argv[3] = NULL;
-        o->prog = o->sh_argv;
+        cli_run_shell(o, shell_cmd);
     } else if (dashdash && o->n_names && optind < argc) {
         o->prog = argv + optind;
     }
@@ -194,7 +184,7 @@ static int finish_run(const char *cmd, run_opts *o)
 }
 
 /* Watchdog thread: no locks, no stdio, just a flag and a byte. */
-static void on_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
+void cli_run_on_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
 {
     run_state *rs = arg;
     char b = 'L';
@@ -205,27 +195,29 @@ static void on_lost(dlock_lock *lock, dlock_lost_reason reason, void *arg)
 }
 
 /* The program's environment: ours, with DLOCK_NAME, DLOCK_TOKEN and
- * DLOCK_FENCE set, and without any password (cli_env_passes()). Built here rather than with setenv(), which is not
- * safe while the library's threads run. */
-static char **program_env(dlock_lock *lock, char **block)
+ * DLOCK_FENCE set (and DLOCK_LEADER_VALUE under `elect`: value, not
+ * NULL), and without any password (cli_env_passes()). Built here rather
+ * than with setenv(), which is not safe while the library's threads run. */
+static char **program_env(dlock_lock *lock, const char *value, char **block)
 {
     extern char **environ;
-    static const char *const ours[] = {"DLOCK_NAME=", "DLOCK_TOKEN=", "DLOCK_FENCE="};
+    static const char *const ours[] = {"DLOCK_NAME=", "DLOCK_TOKEN=", "DLOCK_FENCE=",
+                                       "DLOCK_LEADER_VALUE="};
     size_t n = 0, k = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 4, sizeof *env);
+    char **env = calloc(n + 5, sizeof *env);
     if (!env)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         int skip = 0;
-        for (size_t j = 0; j < 3; j++)
+        for (size_t j = 0; j < 4; j++)
             skip |= !strncmp(environ[i], ours[j], strlen(ours[j]));
         if (!skip && cli_env_passes(environ[i]))
             env[k++] = environ[i];
     }
     const char *name = dlock_lock_name(lock), *token = dlock_lock_token(lock);
-    size_t len = strlen(name) + strlen(token) + 80;
+    size_t len = strlen(name) + strlen(token) + (value ? strlen(value) : 0) + 100;
     char *buf = malloc(len);
     if (!buf) {
         free(env);
@@ -233,11 +225,16 @@ static char **program_env(dlock_lock *lock, char **block)
     }
     int a = snprintf(buf, len, "DLOCK_NAME=%s", name) + 1;
     int b = snprintf(buf + a, len - (size_t)a, "DLOCK_TOKEN=%s", token) + 1;
-    snprintf(buf + a + b, len - (size_t)(a + b), "DLOCK_FENCE=%" PRIu64, dlock_lock_fence(lock));
+    int f = snprintf(buf + a + b, len - (size_t)(a + b), "DLOCK_FENCE=%" PRIu64,
+                     dlock_lock_fence(lock)) + 1;
     *block = buf;
     env[k++] = buf;
     env[k++] = buf + a;
     env[k++] = buf + a + b;
+    if (value) {
+        snprintf(buf + a + b + f, len - (size_t)(a + b + f), "DLOCK_LEADER_VALUE=%s", value);
+        env[k++] = buf + a + b + f;
+    }
     env[k] = NULL;
     return env;
 }
@@ -358,7 +355,7 @@ static void kill_leftovers(run_state *rs)
 /* Release as soon as the program ended; say if the lock was lost. */
 static void release(run_state *rs)
 {
-    int rc = dlock_lock_release(rs->lock);
+    int rc = rs->election ? dlock_election_resign(rs->election) : dlock_lock_release(rs->lock);
     int reason = atomic_load(&rs->lost_reason);
     if (rs->lost_seen)
         return;
@@ -377,11 +374,11 @@ static void release(run_state *rs)
     }
 }
 
-static int run_program(run_state *rs, const sigset_t *mask)
+int cli_run_program(run_state *rs, const sigset_t *mask)
 {
     cli_child *ch = &rs->ch;
     char *block = NULL;
-    char **env = program_env(rs->lock, &block);
+    char **env = program_env(rs->lock, rs->leader_value, &block);
     int err = env ? 0 : ENOMEM;
 
     /* Fork under the mutex: a signal that arrives meanwhile is forwarded
@@ -440,6 +437,24 @@ static int run_program(run_state *rs, const sigset_t *mask)
     return rs->status;
 }
 
+int cli_run_begin(run_state *rs, const cli_global *g, const run_opts *o, sigset_t *mask)
+{
+    cli_child_note_inherited_fds();
+    memset(rs, 0, sizeof *rs);
+    rs->g = g;
+    rs->o = o;
+    rs->kill_at = -1;
+    rs->ev[0] = rs->ev[1] = -1;
+    atomic_init(&rs->lost_reason, 0);
+    /* Before any thread exists, so that every thread inherits the mask. */
+    cli_block_signals(mask);
+    if (pipe2(rs->ev, O_CLOEXEC | O_NONBLOCK) != 0) {
+        cli_msg("pipe: %s", strerror(errno));
+        return CLI_EXIT_OSERR;
+    }
+    return 0;
+}
+
 int cli_cmd_run(cli_global *g, int argc, char **argv)
 {
     static run_opts o = {CLI_LOCK_OPTS_INIT, LOST_TERM, 5000, NULL, {NULL}, 0, NULL,
@@ -450,24 +465,14 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
     if (rc)
         return rc;
 
-    cli_child_note_inherited_fds();
-    memset(&rs, 0, sizeof rs);
-    rs.g = g;
-    rs.o = &o;
-    rs.kill_at = -1;
-    rs.ev[0] = rs.ev[1] = -1;
-    atomic_init(&rs.lost_reason, 0);
-    /* Before any thread exists, so that every thread inherits the mask. */
-    cli_block_signals(&mask);
-    if (pipe2(rs.ev, O_CLOEXEC | O_NONBLOCK) != 0) {
-        cli_msg("pipe: %s", strerror(errno));
-        return CLI_EXIT_OSERR;
-    }
+    rc = cli_run_begin(&rs, g, &o, &mask);
+    if (rc)
+        return rc;
     rc = cli_open_client(g, &rs.client);
     if (rc)
         goto out;
     dlock_lock_options lo = cli_lock_options(&o.lk, DLOCK_AUTO_RENEW);
-    lo.on_lost = on_lost;
+    lo.on_lost = cli_run_on_lost;
     lo.on_lost_arg = &rs;
     rc = cli_open_lock_set(rs.client, o.names, o.n_names, &lo, &o.lk, &rs.lock);
     if (rc)
@@ -478,7 +483,7 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
         goto out;
     rc = cli_acquire(g, rs.client, rs.lock, &o.lk);
     if (rc == DLOCK_OK) {
-        rc = run_program(&rs, &mask);
+        rc = cli_run_program(&rs, &mask);
     } else {
         rc = cli_exit_for(rc, &o.lk, cli_sigwatch_finish(&rs.sw));
     }

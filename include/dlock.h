@@ -1710,6 +1710,220 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
 
 /**@}*/
 
+/* ------------------------------------------------------------------------ */
+/** @name Elections
+ *  One leader among candidates, built on a DLOCK_FAIR lock of the
+ *  election's name (docs/elections.md): a candidate campaigns by waiting
+ *  in line for that lock (standbys are served in arrival order), leads
+ *  while it holds it (renewed by the client's watchdog), and resigns by
+ *  releasing it. Each term's fencing token is the lock's fence: it
+ *  strictly grows from term to term. Beside the lock the leader keeps a
+ *  value (its address, say) that anyone may read (dlock_election_leader())
+ *  or follow (dlock_election_observe()).
+ *
+ *  Stores: Redis wherever DLOCK_FAIR is served (one node, a Cluster, a
+ *  Sentinel-managed primary; not Redlock: DLOCK_ENOTSUP), and etcd, where
+ *  dlock uses the layout of etcd's own election (clientv3/concurrency:
+ *  keys NAME/LEASE with the value as the key's value), so that
+ *  `etcdctl elect` and dlock elect against and observe each other. Not
+ *  on ZooKeeper (DLOCK_ENOTSUP). Not on a client made with an event loop
+ *  (DLOCK_EINVAL): the election's calls block.
+ *
+ *  Threading: as for a lock handle. One thread at a time calls
+ *  dlock_election_campaign(), _proclaim(), _resign() and _free() on a
+ *  handle; dlock_election_leader() and dlock_election_observe() may run on
+ *  other threads meanwhile (each observe call on its own thread), and
+ *  dlock_election_cancel() from any thread. on_lost runs on the client's
+ *  watchdog thread, as a lock's (dlock_lost_fn; its lock argument is
+ *  dlock_election_lock()). */
+/**@{*/
+
+typedef struct dlock_election dlock_election;
+
+#define DLOCK_ELECTION_OPTIONS_VERSION 1
+
+/** Longest value a candidate may proclaim, in bytes (without the NUL). */
+#define DLOCK_ELECTION_VALUE_MAX 65536
+
+/** Election options. Initialise with DLOCK_ELECTION_OPTIONS_INIT; versioned
+ *  as dlock_lock_options. The term's lock is a DLOCK_FAIR |
+ *  DLOCK_AUTO_RENEW lock with these fields. */
+typedef struct dlock_election_options {
+    unsigned int version; /**< DLOCK_ELECTION_OPTIONS_VERSION */
+    /** A term's lease: a leader that dies (or stalls) is replaced within
+     *  it. 1..DLOCK_TTL_MAX_MS (etcd: whole seconds, rounded up); default
+     *  30000. */
+    int64_t ttl_ms;
+    /** Watchdog period; 0 means ttl_ms / 3. */
+    int64_t renew_interval_ms;
+    /** A standby's backoff bounds while it waits (as for a lock);
+     *  defaults 10 and 200; 1..60000. */
+    int64_t retry_min_ms;
+    int64_t retry_max_ms;
+    /** Called once when the watchdog finds the term lost (the lease ran
+     *  out or another owner holds the lock): the leader must stop acting
+     *  as one. See dlock_lost_fn; may be NULL. */
+    dlock_lost_fn on_lost;
+    void *on_lost_arg;
+    /** Lock-delay of a term that ends without a resign (docs/lock-delay.md);
+     *  0 (the default) none; Redis only (etcd: DLOCK_ENOTSUP). */
+    int64_t lock_delay_ms;
+} dlock_election_options;
+
+/** The defaults, by field name (see DLOCK_CLIENT_OPTIONS_INIT). */
+#ifdef __cplusplus
+#define DLOCK_ELECTION_OPTIONS_INIT dlock__election_options_defaults()
+#else
+#define DLOCK_ELECTION_OPTIONS_INIT                                            \
+    {                                                                          \
+        .version = DLOCK_ELECTION_OPTIONS_VERSION, .ttl_ms = 30000,            \
+        .retry_min_ms = 10, .retry_max_ms = 200                                \
+    }
+#endif
+
+/** Fill @p opts with the defaults for @p version
+ *  (1..DLOCK_ELECTION_OPTIONS_VERSION). DLOCK_EINVAL for NULL or an unknown
+ *  version. */
+DLOCK_EXTERN(int)
+dlock_election_options_init(dlock_election_options *opts, unsigned int version);
+
+#ifdef __cplusplus
+static inline dlock_election_options dlock__election_options_defaults(void)
+{
+    dlock_election_options o;
+    dlock_election_options_init(&o, DLOCK_ELECTION_OPTIONS_VERSION);
+    return o;
+}
+#endif
+
+/**
+ * Create a handle for the election called @p name. Takes nothing in the
+ * store.
+ *
+ * @param out    receives the handle; NULL on error.
+ * @param client the client; must outlive the handle.
+ * @param name   1..DLOCK_NAME_MAX bytes, NUL-terminated: the name of the
+ *               term's lock (the client's key_prefix applies; on etcd the
+ *               keys are NAME/LEASE, as etcdctl's).
+ * @param opts   options or NULL for the defaults.
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL out, client or name, an empty or
+ *         long name, an option out of range, an unknown version, a client
+ *         made with an event loop), DLOCK_ENOTSUP (a store without
+ *         elections: Redlock, ZooKeeper; lock_delay_ms on etcd),
+ *         DLOCK_ENOMEM. Thread-safe.
+ */
+DLOCK_EXTERN(int)
+dlock_election_new(dlock_election **out, dlock_client *client, const char *name,
+                   const dlock_election_options *opts);
+
+/** Free the handle; resigns first if it leads (best effort). NULL is a
+ *  no-op. Not while another thread is inside a call on the handle. */
+DLOCK_EXTERN(void) dlock_election_free(dlock_election *e);
+
+/**
+ * Campaign: wait in line until this handle leads, then publish @p value as
+ * the leader's. Returns once the value is visible to dlock_election_leader()
+ * (on Redis it is written right after the grant, stamped with the term;
+ * on etcd it is the key's value from its creation).
+ *
+ * @param value   0..DLOCK_ELECTION_VALUE_MAX bytes, NUL-terminated.
+ * @param wait_ms 0 (try once), a maximum wait, or DLOCK_WAIT_FOREVER.
+ * @return DLOCK_OK (leading: dlock_election_fence() is the term's fence),
+ *         DLOCK_EINVAL (NULL handle or value, a value over
+ *         DLOCK_ELECTION_VALUE_MAX, a negative wait_ms other than
+ *         DLOCK_WAIT_FOREVER, a handle that leads already),
+ *         DLOCK_ENOTACQUIRED (try once: another candidate leads),
+ *         DLOCK_ETIMEDOUT, DLOCK_ECANCELED (dlock_election_cancel()), or a
+ *         node error as dlock_lock_acquire() returns. A term whose value
+ *         could not be written is resigned before the error returns.
+ */
+DLOCK_EXTERN(int)
+dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_ms);
+
+/**
+ * Proclaim: replace the leader's value, only while this handle leads (the
+ * store checks that the term is still ours: Redis compares the holder's
+ * token in a script, etcd the key's create revision in a transaction).
+ *
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL handle or value, a value over
+ *         DLOCK_ELECTION_VALUE_MAX), DLOCK_ENOTHELD (not leading),
+ *         DLOCK_ENOTOWNER or DLOCK_EEXPIRED (the term ended in the store:
+ *         nothing written), or a node error.
+ */
+DLOCK_EXTERN(int) dlock_election_proclaim(dlock_election *e, const char *value);
+
+/**
+ * Resign: end this handle's term (release its lock), handing the lead to
+ * the next standby in line at once.
+ *
+ * @return as dlock_lock_release(): DLOCK_OK, DLOCK_ENOTHELD (not leading),
+ *         DLOCK_ELOST, DLOCK_ENOTOWNER, DLOCK_EEXPIRED, or a node error;
+ *         the handle leads no more after any of them.
+ */
+DLOCK_EXTERN(int) dlock_election_resign(dlock_election *e);
+
+/**
+ * Read the current leader: its term's fence and its value. Nobody leads
+ * (DLOCK_OK, *fence 0, @p value "") while the lock is free and during a
+ * new term's first moments on Redis, before its leader wrote its value: a
+ * term's fence is never shown with an earlier term's value.
+ *
+ * @param fence     receives the leader's fence, 0 if nobody leads.
+ * @param value     receives the value, NUL-terminated, cut to
+ *                  @p value_len - 1 bytes; may be NULL with value_len 0.
+ * @param value_len the size of @p value.
+ * @param full_len  if not NULL, receives the value's whole length (more
+ *                  than @p value_len - 1: it was cut).
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL handle or fence, NULL value with
+ *         value_len > 0), or a node error. Thread-safe.
+ */
+DLOCK_EXTERN(int)
+dlock_election_leader(dlock_election *e, uint64_t *fence, char *value, size_t value_len,
+                      size_t *full_len);
+
+/** Called by dlock_election_observe() with the leader: first the current
+ *  one, then at every change (a new term, a proclaim, nobody leading:
+ *  fence 0 and value ""). Runs on the observing thread. Return 0 to go on
+ *  observing, anything else to stop (observe then returns DLOCK_OK). */
+typedef int (*dlock_leader_fn)(void *arg, uint64_t fence, const char *value,
+                               size_t value_len);
+
+/**
+ * Observe the election: call @p cb with the leader now and at every
+ * change, in order, until @p cb returns non-zero, @p wait_ms passes, or
+ * dlock_election_cancel(). Changes are pushed by the store, not polled:
+ * on Redis the election's wake-up channel (a resign's release message, a
+ * leader's value write), plus one look when the leader's lease would end
+ * (a leader that died publishes nothing); on etcd a watch on the
+ * election's prefix. Changes that come faster than a look may be
+ * merged: the callback sees every leader that was current at one of its
+ * looks, never one out of order. A transient node error (see
+ * dlock_error_is_transient()) is ridden out, with backoff.
+ *
+ * @return DLOCK_OK (the callback stopped it), DLOCK_ETIMEDOUT,
+ *         DLOCK_ECANCELED, DLOCK_EINVAL (NULL handle or cb, a negative
+ *         wait_ms other than DLOCK_WAIT_FOREVER), or a node error that is
+ *         not transient.
+ */
+DLOCK_EXTERN(int)
+dlock_election_observe(dlock_election *e, int64_t wait_ms, dlock_leader_fn cb, void *arg);
+
+/** Interrupt a dlock_election_campaign() or dlock_election_observe()
+ *  waiting on @p e in another thread: it returns DLOCK_ECANCELED. A cancel
+ *  with neither in progress makes the next campaign return at once (as
+ *  dlock_lock_cancel()). Thread-safe. */
+DLOCK_EXTERN(void) dlock_election_cancel(dlock_election *e);
+
+/** This handle's term's fence while it leads, else 0. */
+DLOCK_EXTERN(uint64_t) dlock_election_fence(const dlock_election *e);
+
+/** The term's lock: its state (dlock_lock_state_get()), validity, token,
+ *  name and detail message. Owned by the election; do not free it, nor
+ *  acquire or release it directly. */
+DLOCK_EXTERN(dlock_lock *) dlock_election_lock(dlock_election *e);
+
+/**@}*/
+
 /** @name Locks on an event loop
  *  On a looped client (dlock_client_options.loop) a lock is taken, let go
  *  and extended with these verbs: each starts a request and returns at

@@ -35,7 +35,7 @@ _dlock()
 
     # `run NAME -- PROGRAM ...`: after "--", complete the program and its
     # arguments as bash would.
-    if [ "$cmd" = run ]; then
+    if [ "$cmd" = run ] || [ "$cmd" = elect ]; then
         local j
         for ((j = i + 1; j < COMP_CWORD; j++)); do
             if [ "${COMP_WORDS[j]}" = -- ]; then
@@ -70,16 +70,19 @@ _dlock()
     -t | --ttl | -w | --wait | --timeout | --grace | --connect-timeout | --io-timeout | \
         --min-node-uptime | -E | --conflict-exit-code | --user | -a | --pass | \
         --prefix | -c | --command | --sni | --min-replicas | --min-replicas-timeout | \
-        --permits)
+        --permits | --value | --lock-delay)
         return 0 # a value of the user's own
         ;;
     esac
 
     local opts
     case $cmd in
-    "") opts="$global_opts run acquire release extend status list break doctor" ;;
+    "") opts="$global_opts run acquire release extend status list break doctor elect leader" ;;
     run) opts="$lock_opts -s --shared -x -e --exclusive --permits -c --command --on-lost --grace --" ;;
     acquire) opts="$lock_opts --print-fence" ;;
+    elect) opts="-t --ttl -w --wait --timeout -n --nonblock -E --conflict-exit-code --value
+        --again --lock-delay -c --command --on-lost --grace -q --quiet -v --verbose -h --help --" ;;
+    leader) opts="--watch --json -v --verbose -h --help" ;;
     release) opts="-v --verbose -h --help" ;;
     extend) opts="-t --ttl -v --verbose -h --help" ;;
     status) opts="--json -v --verbose -h --help" ;;

@@ -33,6 +33,9 @@ expect "--print-fence" dlock acquire --pr
 expect "--pass --password-file" dlock --pas
 expect "--json" dlock status --js
 expect "list" dlock li
+expect "elect" dlock ele
+expect "--again" dlock elect --ag
+expect "--watch" dlock leader --wa
 expect "--json" dlock list --js
 expect "doctor" dlock doc
 expect "--json" dlock -r redis://h:1 doctor --js

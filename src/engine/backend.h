@@ -19,6 +19,8 @@
 #include "renewal.h"
 
 struct dlock__kind;
+struct dlock__leader;
+struct dlock__elect_watch;
 
 /* A cancel must end a wait at once: the best-effort step that takes a
  * cancelled waiter out of a list or line (leave below: wq_leave.lua;
@@ -209,6 +211,29 @@ typedef struct dlock__backend {
      * The renewal is stopped already; the backend's record of a hold is
      * dropped by the time it answers. */
     int (*cleanup_start)(dlock_lock *l, dlock__op *op);
+
+    /* ---- elections (election.c, docs/elections.md) --------------------- */
+    /* Blocking calls of the election API on the term's fair lock; NULL:
+     * no elections on this store (DLOCK_ENOTSUP). elect_value_at_grant:
+     * 1 when the grant itself writes the term lock's elect_value (etcd:
+     * the key's value from its creation), 0 when the engine writes it
+     * with elect_write right after the grant (Redis). elect_write: the
+     * value, only if l's hold is still the store's holder (DLOCK_OK,
+     * DLOCK_ENOTOWNER, DLOCK_EEXPIRED, or a node error; l's message
+     * set). elect_read: the leader of the election whose lock key is
+     * key, as election.h says. elect_watch: start waking w (bump
+     * w->woken under w->mu, broadcast w->cond) whenever the leader may
+     * have changed, and return once the store confirmed it (a change from
+     * then on wakes w) or could not within the client's I/O timeout:
+     * DLOCK_OK (watching; elect_unwatch ends it and frees w->rec), or an
+     * error (nothing to end). */
+    int elect_value_at_grant;
+    int (*elect_write)(dlock_lock *l, const char *value, size_t len);
+    int (*elect_read)(dlock_client *c, const char *key, size_t klen,
+                      struct dlock__leader *out);
+    int (*elect_watch)(dlock_client *c, const char *key, size_t klen,
+                       struct dlock__elect_watch *w);
+    void (*elect_unwatch)(dlock_client *c, struct dlock__elect_watch *w);
 } dlock__backend;
 
 /* The backend that serves these URLs (backends.c: the only list). */

@@ -190,6 +190,12 @@ struct dlock_lock {
     char wait_id[DLOCK_TOKEN_HEX_LEN + DLOCK__INBOX_TAG_LEN + 1];
     size_t wait_id_len;
     dlock__errbuf err;
+    /* An election's term lock (election.c): the value its next grant
+     * writes, on a store whose grant writes it (backend.h,
+     * elect_value_at_grant: etcd's key value); NULL for every other
+     * handle. The election's, valid while it campaigns. */
+    const char *elect_value;
+    size_t elect_value_len;
     /* Observing (observe.h): the running acquire's start and tries, the
      * hold's grant (read by the watchdog's thread when it is lost). */
     int64_t obs_start_ns;

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "etcd_client.h"
+#include "etcd_elect.h"
 #include "etcd_hold.h"
 #include "etcd_inspect.h"
 #include "etcd_kv.h"
@@ -515,4 +516,9 @@ const dlock__backend dlock__etcd_backend = {
     .release_lost_start = nothing_owed,
     .drop = drop,
     .cleanup_start = cleanup_start,
+    .elect_value_at_grant = 1,
+    .elect_write = dlock__etcd_elect_write,
+    .elect_read = dlock__etcd_elect_read,
+    .elect_watch = dlock__etcd_elect_watch,
+    .elect_unwatch = dlock__etcd_elect_unwatch,
 };

@@ -147,11 +147,15 @@ static int create(dlock__etcd_wait *w)
     const dlock__etcd_name *name = &LD(w->l)->range;
     char id[DLOCK_IDENTITY_READ_MAX + 1];
     size_t id_len = name->identity ? dlock__etcd_identity_value(name->identity, id, sizeof id) : 0;
+    const char *value = name->identity ? id : NULL;
+    if (w->l->elect_value) { /* an election's key holds its value (election.c) */
+        value = w->l->elect_value;
+        id_len = w->l->elect_value_len;
+    }
     return dlock__etcd_step_call(
         w, "/v3/kv/txn",
-        dlock__etcd_create_body(h->key, h->key_len, name->identity ? id : NULL, id_len, h->lease,
-                                name->begin, name->len, name->end, name->len,
-                                dlock__etcd_permits(w->l)),
+        dlock__etcd_create_body(h->key, h->key_len, value, id_len, h->lease, name->begin,
+                                name->len, name->end, name->len, dlock__etcd_permits(w->l)),
         created);
 }
 

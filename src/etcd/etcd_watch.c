@@ -10,6 +10,13 @@
 #include "etcd_kv.h"
 #include "etcd_watch.h"
 
+/* Any event (or a cancelled watch): what an every_event watch ends on. */
+static int changed(json_t *result)
+{
+    return json_is_true(json_object_get(result, "canceled")) ||
+           json_array_size(json_object_get(result, "events")) > 0;
+}
+
 static int on_msg(json_t *result, void *arg)
 {
     dlock__etcd_watch *w = arg;
@@ -25,7 +32,7 @@ static int on_msg(json_t *result, void *arg)
         if (w->created_rev > w->read_rev && w->moved)
             w->moved(w);
     }
-    if (!dlock__etcd_watch_says_look(result))
+    if (w->every_event ? !changed(result) : !dlock__etcd_watch_says_look(result))
         return 0;
     /* a cancelled watch (compaction) carries no events */
     w->deleted = !json_is_true(json_object_get(result, "canceled"));
@@ -83,7 +90,14 @@ int dlock__etcd_watch_start(dlock__etcd_watch *w, dlock__etcd *e, dlock__loop *l
         if (!token[0])
             return DLOCK_EAUTH;
     }
-    json_t *body = dlock__etcd_watch_body(key, key_len, end, end_len, 0);
+    json_t *body = dlock__etcd_watch_body(key, key_len, w->every_event ? NULL : end,
+                                          end_len, 0);
+    if (body && w->every_event && end && /* every event of the range: no filter */
+        json_object_set_new(json_object_get(body, "create_request"), "range_end",
+                            dlock__etcd_json_b64(end, end_len))) {
+        json_decref(body);
+        body = NULL;
+    }
     w->text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     w->key = w->text ? dlock__malloc(key_len + 1) : NULL;

@@ -33,6 +33,11 @@ typedef struct dlock__etcd_watch {
      * then is not in the stream: read again; the stream stays and covers
      * every change after that read). */
     void (*moved)(struct dlock__etcd_watch *w);
+    /* The caller's, set before the start: 0 a deletion ends the watch
+     * (the waits); 1 any event does, a put too (an election's observer,
+     * etcd_elect.c: a proclaim is a put), and a range is watched without
+     * the NOPUT filter. */
+    int every_event;
     /* When ended() runs: 1 the key went (look again), 0 the stream ended
      * without saying so; deleted: a DELETE event said so (not a
      * cancelled watch). */

@@ -78,6 +78,29 @@ char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_
     return ch;
 }
 
+char *dlock__elect_channel_for(const dlock_client *client, const char *key, size_t len,
+                               size_t *out_len, size_t *sub_off)
+{
+    size_t clen = 0;
+    char *ch = dlock__wake_channel_for(client, key, len, &clen);
+    if (!ch)
+        return NULL;
+    char *out = NULL;
+    *sub_off = 0;
+    if (!dlock__client_cluster(client)) {
+        out = dlock__derived_key(ch, clen, "elect", 5, out_len);
+    } else {
+        size_t hlen = 0;
+        char *h = dlock__cluster_helper_key(key, len, "elect", 5, &hlen);
+        out = h ? concat("\1" DLOCK__WAKE_PREFIX, sizeof DLOCK__WAKE_PREFIX, h, hlen, out_len)
+                : NULL;
+        dlock__free(h);
+        *sub_off = 1;
+    }
+    dlock__free(ch);
+    return out;
+}
+
 char *dlock__inbox_channel(const char *channel, size_t len, const char *client_id,
                            size_t *out_len)
 {

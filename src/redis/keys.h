@@ -36,6 +36,15 @@ char *dlock__wake_channel(const char *key, size_t len, size_t *out_len);
 char *dlock__wake_channel_for(const dlock_client *client, const char *key, size_t len,
                               size_t *out_len);
 
+/* An election's channel (src/redis/elect.c), on which its leader's value
+ * writes are published: the lock's channel NUL "elect" (a name no inbox
+ * has: an inbox's tag is hex), or on a cluster DLOCK__WAKE_PREFIX + the
+ * key's helper form for "elect" (in the key's slot). As the scripts name
+ * it: on a cluster with the byte 1 first (SPUBLISH); *sub_off is the
+ * offset of the name to subscribe to (1 on a cluster, else 0). */
+char *dlock__elect_channel_for(const dlock_client *client, const char *key, size_t len,
+                               size_t *out_len, size_t *sub_off);
+
 /* Addressed wake-ups (docs/waiting.md): a waiting client's inbox for a
  * lock is the lock's channel, NUL, then the tag: the first
  * DLOCK__INBOX_TAG_LEN hex digits of the client id. A wait id or fair

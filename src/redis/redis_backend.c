@@ -125,4 +125,9 @@ const dlock__backend dlock__redis_backend = {
     .release_lost_start = dlock__tidy_release_lost_start,
     .drop = no_record,
     .cleanup_start = dlock__tidy_cleanup_start,
+    .elect_value_at_grant = 0,
+    .elect_write = dlock__redis_elect_write,
+    .elect_read = dlock__redis_elect_read,
+    .elect_watch = dlock__redis_elect_watch,
+    .elect_unwatch = dlock__redis_elect_unwatch,
 };

@@ -22,6 +22,15 @@ int dlock__redis_status(dlock_client *c, const char *key, size_t klen, dlock_nod
 /* dlock_client_identity() (status.c). */
 int dlock__redis_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
                           size_t len);
+/* Elections (elect.c; backend.h, "elections"). */
+struct dlock__leader;
+struct dlock__elect_watch;
+int dlock__redis_elect_write(dlock_lock *l, const char *value, size_t len);
+int dlock__redis_elect_read(dlock_client *c, const char *key, size_t klen,
+                            struct dlock__leader *out);
+int dlock__redis_elect_watch(dlock_client *c, const char *key, size_t klen,
+                             struct dlock__elect_watch *ew);
+void dlock__redis_elect_unwatch(dlock_client *c, struct dlock__elect_watch *ew);
 /* dlock_client_lock_delay() (status.c): delay_status.lua on one node. */
 int dlock__redis_lock_delay(dlock_client *c, const char *key, size_t klen, size_t node,
                             int64_t *left_ms);

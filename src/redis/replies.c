@@ -193,3 +193,31 @@ int64_t dlock__holders_ttl(const redisReply *r, size_t i)
 {
     return r->element[4 + 2 * i]->integer;
 }
+
+void dlock__decode_leader(int err, const redisReply *r, const char *detail,
+                          dlock__leader_reply *out)
+{
+    *out = (dlock__leader_reply){.ttl_ms = -1};
+    if (failed(err, r, detail, &out->err, &out->detail))
+        return;
+    int ok = 1;
+    int64_t state = int_elem(r, 0, &ok);
+    if (ok && state > 0) {
+        int64_t pttl = int_elem(r, 1, &ok), fence = int_elem(r, 2, &ok);
+        out->ttl_ms = pttl >= 0 ? pttl : -1;
+        out->fence = fence > 0 ? (uint64_t)fence : 0;
+    }
+    if (ok && state == 2) {
+        ok = r->elements > 3 && r->element[3]->type == REDIS_REPLY_STRING;
+        if (ok) {
+            out->value = r->element[3]->str;
+            out->value_len = r->element[3]->len;
+        }
+    }
+    if (!ok || state < 0 || state > 2) {
+        out->err = DLOCK_EPROTO;
+        out->detail = "election read script gave an unexpected reply";
+        return;
+    }
+    out->state = (int)state;
+}

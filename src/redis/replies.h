@@ -90,6 +90,21 @@ typedef struct dlock__holders_reply {
 } dlock__holders_reply;
 
 void dlock__decode_holders(int err, const redisReply *r, dlock__holders_reply *out);
+
+/* elect_read.lua: {0} nobody, {1, pttl, fence} a holder without its
+ * term's value, {2, pttl, fence, value} the leader. */
+typedef struct dlock__leader_reply {
+    int err;
+    const char *detail;
+    int state;      /* 0, 1 or 2 as above */
+    int64_t ttl_ms; /* states 1 and 2: the holder's lease left, -1 unknown */
+    uint64_t fence;
+    const char *value; /* state 2: in the reply (not NUL-terminated) */
+    size_t value_len;
+} dlock__leader_reply;
+
+void dlock__decode_leader(int err, const redisReply *r, const char *detail,
+                          dlock__leader_reply *out);
 /* Holder i of a reply decode_holders accepted. */
 const redisReply *dlock__holders_token(const redisReply *r, size_t i);
 int64_t dlock__holders_ttl(const redisReply *r, size_t i);

@@ -29,6 +29,8 @@ static const char *const names[DLOCK__S_COUNT] = {
     [DLOCK__S_WQ_LEAVE] = "wq_leave",
     [DLOCK__S_BREAK] = "break",
     [DLOCK__S_DELAY_STATUS] = "delay_status",
+    [DLOCK__S_ELECT_WRITE] = "elect_write",
+    [DLOCK__S_ELECT_READ] = "elect_read",
 };
 
 static const dlock__script *by_id[DLOCK__S_COUNT];

@@ -41,6 +41,8 @@ typedef enum dlock__script_id {
     DLOCK__S_WQ_LEAVE,     /* wq_leave.lua */
     DLOCK__S_BREAK,        /* break.lua */
     DLOCK__S_DELAY_STATUS, /* delay_status.lua */
+    DLOCK__S_ELECT_WRITE,  /* elect_write.lua */
+    DLOCK__S_ELECT_READ,   /* elect_read.lua */
     DLOCK__S_COUNT
 } dlock__script_id;
 

@@ -114,6 +114,15 @@ static const chaos_scenario scenarios[] = {
     S("fair_workers_stopped", "fair mode, TTL 1 s; SIGSTOP of waiters 0.5-1.5 x TTL, holders 0.3 x TTL",
       1, 4, 25, 1000, 20, DLOCK_FAIR, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 10, 200,
       chaos_inject_stop_fair, 0),
+    /* Elections (issue 39): five candidates, a section per term; the
+     * leader killed mid-term (a standby leads once its lease ends), or
+     * the node stalled 1.5 x TTL (terms lost and won again). */
+    S("election_leader_kill9", "election, 5 candidates, TTL 1 s; kill -9 of the leader mid-term",
+      1, 5, 15, 1000, 20, 0, CHAOS_MODE_ELECT, 0, 0, 0, 0, CLAIM_SAFE, 8, 300,
+      chaos_inject_kill_holder, 0),
+    S("election_node_stalls", "election, 5 candidates, TTL 1 s; SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of the node, 1.5 x TTL",
+      1, 5, 15, 1000, 20, 0, CHAOS_MODE_ELECT, 1, 0, 0, 0, CLAIM_SAFE, 6, 300,
+      chaos_inject_node_stall, 0),
     /* Issue 34 items 5 and 6: fair waiters ride out a stalled node (their
      * looks, and the cleanup an unknown one leaves, are retried until the
      * deadline) and the line goes on once it answers. */

@@ -32,17 +32,24 @@ typedef struct worker {
     dlock_client *client;
     int kind; /* CHAOS_KIND_*: what its sections hold */
     chaos_loop *lp; /* cfg->looped: the client's loop */
+    /* CHAOS_MODE_ELECT: the election whose term lock is `lock`; a section
+     * is a term (campaign, lead, resign). */
+    dlock_election *elect;
 } worker;
 
 /* The blocking verbs, or on a looped client their _start verbs with the
  * worker's loop turned until the answer (worker_loop.h). */
 static int acquire(worker *w, dlock_lock *l, int64_t wait_ms)
 {
+    if (w->elect && l == w->lock)
+        return dlock_election_campaign(w->elect, "chaos", wait_ms);
     return w->lp ? chaos_loop_acquire(w->lp, l, wait_ms, -1) : dlock_lock_acquire(l, wait_ms);
 }
 
 static int release(worker *w, dlock_lock *l)
 {
+    if (w->elect && l == w->lock)
+        return dlock_election_resign(w->elect);
     return w->lp ? chaos_loop_release(w->lp, l) : dlock_lock_release(l);
 }
 
@@ -348,6 +355,13 @@ static int run_dlock(worker *w, long todo)
         snprintf(more[1], sizeof more[1], "%s:set-c", cfg->lock_name);
         const char *names[CHAOS_SET_NAMES] = {more[1], cfg->lock_name, more[0]};
         rc0 = dlock_lock_new_multi(&w->lock, c, names, CHAOS_SET_NAMES, &lo);
+    } else if (cfg->mode == CHAOS_MODE_ELECT) {
+        dlock_election_options eo = DLOCK_ELECTION_OPTIONS_INIT;
+        eo.ttl_ms = cfg->ttl_ms;
+        eo.retry_min_ms = lo.retry_min_ms;
+        eo.retry_max_ms = lo.retry_max_ms;
+        rc0 = dlock_election_new(&w->elect, c, cfg->lock_name, &eo);
+        w->lock = rc0 == DLOCK_OK ? dlock_election_lock(w->elect) : NULL;
     } else {
         if (cfg->mode == CHAOS_MODE_RW) {
             w->kind = w->slot % 2 ? CHAOS_KIND_EXCLUSIVE : CHAOS_KIND_SHARED;
@@ -419,7 +433,10 @@ static int run_dlock(worker *w, long todo)
         dlock_lock_free(w->more[i]);
     for (int k = 0; k < cfg->n_bg; k++)
         dlock_lock_free(bg[k]);
-    dlock_lock_free(w->lock);
+    if (w->elect)
+        dlock_election_free(w->elect); /* and its term lock */
+    else
+        dlock_lock_free(w->lock);
     dlock_client_free(c);
     chaos_loop_free(w->lp); /* what the frees left on the loop ends */
     return 0;
@@ -497,7 +514,7 @@ pid_t chaos_worker_spawn(const chaos_worker_cfg *cfg, chaos_shared *sh, int slot
         _exit(1);
     signal(SIGPIPE, SIG_IGN);
     worker w = {cfg, sh, slot, proc, 0, -1, (unsigned)getpid() ^ (unsigned)chaos_now_ns(), NULL,
-                {NULL}, NULL, CHAOS_KIND_EXCLUSIVE, NULL};
+                {NULL}, NULL, CHAOS_KIND_EXCLUSIVE, NULL, NULL};
     w.fd = chaos_history_open(cfg->history_path);
     if (w.fd < 0)
         _exit(1);

@@ -35,7 +35,11 @@ typedef enum chaos_mode {
     /* A set of CHAOS_SET_NAMES names (dlock_lock_new_multi()): the lock
      * name and two more, all taken by every worker, all or none; the
      * set's fence is its first name's (the lock name sorts first). */
-    CHAOS_MODE_SET = 5
+    CHAOS_MODE_SET = 5,
+    /* An election (issue 39, docs/elections.md): every slot a candidate;
+     * a section is a term, entered when the campaign returns and left
+     * before the resign, with the term's fence. */
+    CHAOS_MODE_ELECT = 6
 } chaos_mode;
 
 #define CHAOS_SET_NAMES 3

@@ -122,6 +122,29 @@ class EtcdCli(RunOnAStore, unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.dlock("status", self.name).returncode, 1)
 
+    def test_elect_and_leader_with_etcdctl(self):
+        # dlock leads: etcdctl reads its value from the key, dlock leader too.
+        r = self.dlock("elect", self.name, "--value", "from-dlock", "--", "sh", "-c",
+                       f'etcdctl --endpoints=127.0.0.1:{self.etcd.port} get --prefix '
+                       f'"{self.name}/" --print-value-only; echo "$DLOCK_LEADER_VALUE"',
+                       env={"ETCDCTL_API": "3"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["from-dlock", "from-dlock"])
+        # etcdctl leads: dlock leader shows it; dlock elect -n does not lead.
+        p = subprocess.Popen(["etcdctl", f"--endpoints=127.0.0.1:{self.etcd.port}", "elect",
+                              self.name, "from-etcdctl"], stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, ETCDCTL_API="3"))
+        try:
+            self.assertIn("from-etcdctl", p.stdout.readline() + p.stdout.readline())
+            r = self.dlock("leader", self.name)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.split()[1], "from-etcdctl")
+            self.assertEqual(self.dlock("elect", "-n", self.name, "--", "true").returncode, 1)
+        finally:
+            p.terminate()
+            p.communicate(timeout=10)
+        self.assertEqual(self.dlock("leader", self.name).returncode, 1)  # nobody leads
+
     def test_extend_to_a_new_ttl_then_release_by_the_same_token(self):
         # etcd moves the key to a new lease of the new TTL (issue 38); the
         # token names the key, so the release by it still frees the name.

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* An election's calls on Redis (backend.h, "elections"; the design is
+ * src/engine/election.c's): the value beside the term's fair lock, in a
+ * hash KEY NUL "value" in the lock key's slot, written by
+ * elect_write.lua and read by elect_read.lua; an observer's wake-ups on
+ * the wake-up thread (wakeup.h): the lock's channel, where a resign's
+ * release publishes, and the election's channel (keys.h), where every
+ * value write publishes, as the waiter's inbox, so that a write wakes the
+ * observers only and not the standbys waiting in line. */
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "election.h"
+#include "error.h"
+#include "fanout.h"
+#include "handle.h"
+#include "keys.h"
+#include "redis_backend.h"
+#include "replies.h"
+#include "scripts.h"
+#include "wakeup.h"
+
+typedef struct write_ctx {
+    dlock__owner_reply rep;
+    char detail[256];
+} write_ctx;
+
+static int write_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                    const char *detail, int64_t start_ns)
+{
+    write_ctx *w = arg;
+    (void)node;
+    (void)idx;
+    (void)start_ns;
+    dlock__decode_owner(err, r, detail, &w->rep);
+    if (w->rep.detail) /* the reply goes when we return */
+        snprintf(w->detail, sizeof w->detail, "%s", w->rep.detail);
+    return 0;
+}
+
+int dlock__redis_elect_write(dlock_lock *l, const char *value, size_t len)
+{
+    dlock_client *c = l->client;
+    size_t vlen = 0, clen = 0, off = 0;
+    char *vkey = dlock__helper_key(c, l->name, l->name_len, "value", 5, &vlen);
+    char *ch = dlock__elect_channel_for(c, l->name, l->name_len, &clen, &off);
+    char fence[24];
+    int flen = snprintf(fence, sizeof fence, "%llu", (unsigned long long)l->fence);
+    int rc = vkey && ch ? DLOCK_OK : DLOCK_ENOMEM;
+    write_ctx w = {{.err = DLOCK_EIO}, ""};
+    if (rc == DLOCK_OK) {
+        const char *args[6] = {l->name, vkey, l->token, fence, value, ch};
+        size_t lens[6] = {l->name_len, vlen, l->token_len, (size_t)flen, len, clen};
+        dlock__req req = {.script = dlock__script_get(DLOCK__S_ELECT_WRITE), .numkeys = 2,
+                          .nargs = 6, .args = args, .arglens = lens};
+        dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms,
+                                 .deadline_ns = INT64_MAX};
+        rc = dlock__fanout(c, &req, 1, &fo, write_cb, &w);
+    }
+    dlock__free(vkey);
+    dlock__free(ch);
+    if (rc == DLOCK_OK && (rc = w.rep.err) == DLOCK_OK && w.rep.verdict != DLOCK__OWN_DONE)
+        rc = w.rep.verdict == DLOCK__OWN_GONE ? DLOCK_EEXPIRED : DLOCK_ENOTOWNER;
+    if (rc == DLOCK_EEXPIRED)
+        dlock__err_set(&l->err, "the election's value was not written: the term's lease had "
+                                "run out");
+    else if (rc == DLOCK_ENOTOWNER)
+        dlock__err_set(&l->err, "the election's value was not written: another candidate "
+                                "holds the term");
+    else if (rc != DLOCK_OK)
+        dlock__err_set(&l->err, "the election's value was not written: %s",
+                       w.detail[0] ? w.detail : dlock_strerror(rc));
+    return rc;
+}
+
+typedef struct read_ctx {
+    dlock__leader *out;
+    int err;
+} read_ctx;
+
+static int read_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
+                   const char *detail, int64_t start_ns)
+{
+    read_ctx *s = arg;
+    dlock__leader_reply rep;
+    (void)node;
+    (void)idx;
+    (void)start_ns;
+    dlock__decode_leader(err, r, detail, &rep);
+    s->err = rep.err;
+    if (rep.err != DLOCK_OK)
+        return 0;
+    /* A holder that has not written its term's value is nobody yet, but
+     * its lease end is when an observer looks again. */
+    s->out->ttl_ms = rep.ttl_ms;
+    if (rep.state == 2) {
+        s->out->value = dlock__malloc(rep.value_len + 1);
+        if (!s->out->value) {
+            s->err = DLOCK_ENOMEM;
+            return 0;
+        }
+        memcpy(s->out->value, rep.value, rep.value_len);
+        s->out->value[rep.value_len] = '\0';
+        s->out->value_len = rep.value_len;
+        s->out->fence = rep.fence;
+    }
+    return 0;
+}
+
+int dlock__redis_elect_read(dlock_client *c, const char *key, size_t klen, dlock__leader *out)
+{
+    size_t flen = 0, vlen = 0;
+    char *fkey = dlock__helper_key(c, key, klen, "fence", 5, &flen);
+    char *vkey = dlock__helper_key(c, key, klen, "value", 5, &vlen);
+    int rc = fkey && vkey ? DLOCK_OK : DLOCK_ENOMEM;
+    if (rc == DLOCK_OK) {
+        const char *args[3] = {key, fkey, vkey};
+        size_t lens[3] = {klen, flen, vlen};
+        dlock__req req = {.script = dlock__script_get(DLOCK__S_ELECT_READ), .numkeys = 3,
+                          .nargs = 3, .args = args, .arglens = lens};
+        dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms,
+                                 .deadline_ns = INT64_MAX};
+        read_ctx ctx = {out, DLOCK_EIO};
+        rc = dlock__fanout(c, &req, 1, &fo, read_cb, &ctx);
+        if (rc == DLOCK_OK)
+            rc = ctx.err;
+    }
+    dlock__free(fkey);
+    dlock__free(vkey);
+    return rc;
+}
+
+/* The observer's waiter record and the channel names it points to. */
+typedef struct elect_rec {
+    dlock__waiter w;
+    char *channel, *elect;
+    int canceled; /* never set: dlock_election_cancel() wakes the observer itself */
+} elect_rec;
+
+/* Called by the wake-up thread under the waiter's mu (the watch's). */
+static void bump(void *arg)
+{
+    dlock__elect_watch *ew = arg;
+    ew->woken++;
+}
+
+static void rec_free(elect_rec *r)
+{
+    dlock__free(r->channel);
+    dlock__free(r->elect);
+    dlock__free(r);
+}
+
+int dlock__redis_elect_watch(dlock_client *c, const char *key, size_t klen,
+                             dlock__elect_watch *ew)
+{
+    elect_rec *r = dlock__calloc(1, sizeof *r);
+    size_t clen = 0, elen = 0, off = 0;
+    if (r) {
+        r->channel = dlock__wake_channel_for(c, key, klen, &clen);
+        r->elect = dlock__elect_channel_for(c, key, klen, &elen, &off);
+    }
+    if (!r || !r->channel || !r->elect) {
+        if (r)
+            rec_free(r);
+        return DLOCK_ENOMEM;
+    }
+    r->w = (dlock__waiter){.channel = r->channel, .channel_len = clen,
+                           .inbox = r->elect + off, .inbox_len = elen - off,
+                           .mu = &ew->mu, .cond = &ew->cond, .canceled = &r->canceled,
+                           .wake = bump, .wake_arg = ew};
+    int rc = dlock__wakeup_watch_start(c, &r->w);
+    if (rc != DLOCK_OK) {
+        rec_free(r);
+        return rc;
+    }
+    /* Until a node confirms the subscriptions a change may go unseen: the
+     * first look comes after that (or after the I/O timeout: a node that
+     * cannot subscribe now still answers the looks at lease ends). */
+    int ready = dlock__wakeup_watch_ready(c, &r->w,
+                                          dlock__deadline_after_ms(c->opts.io_timeout_ms));
+    if (ready < 0) { /* pub/sub refused: no pushes to observe by */
+        dlock__wakeup_unwatch(c, &r->w);
+        rec_free(r);
+        return DLOCK_EREFUSED;
+    }
+    ew->rec = r;
+    return DLOCK_OK;
+}
+
+void dlock__redis_elect_unwatch(dlock_client *c, dlock__elect_watch *ew)
+{
+    elect_rec *r = ew->rec;
+    if (!r)
+        return;
+    dlock__wakeup_unwatch(c, &r->w);
+    rec_free(r);
+    ew->rec = NULL;
+}
