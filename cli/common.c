@@ -495,8 +495,8 @@ int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
     if (rc == DLOCK_OK)
         return 0;
     if (rc == DLOCK_ENOTSUP && client_etcd) {
-        cli_msg("\"%s\": %s is not supported on etcd: one name at a time (DLOCK_ENOTSUP)",
-                names[0], o->permits ? "--permits" : "several names");
+        cli_msg("\"%s\": %s is not supported on etcd (DLOCK_ENOTSUP)", names[0],
+                o->permits ? "--permits with these options" : "this kind over several names");
         return CLI_EXIT_UNAVAILABLE;
     }
     if (rc == DLOCK_ENOTSUP && o->permits)
