@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -143,10 +144,39 @@ static int next_term(run_state *rs)
     return sig;
 }
 
+/* The signal that came, or 0, after ms of sleep in short steps (the
+ * signal thread notes it; this thread has them blocked). */
+static int pause_for(run_state *rs, int64_t ms)
+{
+    for (int64_t end = cli_now_ms() + ms; cli_now_ms() < end;) {
+        CLI_CHECK(pthread_mutex_lock(&rs->sw.mu));
+        int sig = rs->sw.signo;
+        CLI_CHECK(pthread_mutex_unlock(&rs->sw.mu));
+        if (sig)
+            return sig;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 static int elect_terms(run_state *rs, elect_opts *o, const sigset_t *mask)
 {
-    for (;;) {
+    int64_t backoff_ms = 0;
+    for (int terms = 0;; terms++) {
         int rc = campaign(rs, o);
+        /* --again after a term: an outage of the store is ridden out,
+         * with backoff, until a signal (the first campaign still says at
+         * once that the store cannot be reached) */
+        if (rc != DLOCK_OK && o->again && terms > 0 && dlock_error_is_transient(rc)) {
+            backoff_ms = backoff_ms ? (backoff_ms * 2 > 2000 ? 2000 : backoff_ms * 2) : 100;
+            int sig = pause_for(rs, backoff_ms);
+            if (sig)
+                return 128 + sig;
+            terms--; /* not a term: the same campaign again */
+            continue;
+        }
+        backoff_ms = 0;
         if (rc != DLOCK_OK)
             return cli_exit_for(rc, &o->run.lk, cli_sigwatch_finish(&rs->sw));
         rc = cli_run_program(rs, mask);
@@ -222,8 +252,16 @@ static int print_leader(void *arg, uint64_t fence, const char *value, size_t len
         cli_json_string(fence ? value : "", stdout);
         printf("}\n");
     } else if (fence) {
-        char esc[4 * 1024];
-        printf("%" PRIu64 " %s\n", fence, cli_escape(value, esc, sizeof esc));
+        /* every byte may become \xNN: a value is never cut (up to
+         * DLOCK_ELECTION_VALUE_MAX bytes, too many for the stack) */
+        size_t cap = 4 * len + 6;
+        char *esc = malloc(cap);
+        if (!esc) {
+            cli_msg("out of memory");
+            return 1;
+        }
+        printf("%" PRIu64 " %s\n", fence, cli_escape(value, esc, cap));
+        free(esc);
     } else {
         printf("0\n");
     }

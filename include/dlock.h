@@ -1848,7 +1848,9 @@ dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_ms);
  * @return DLOCK_OK, DLOCK_EINVAL (NULL handle or value, a value over
  *         DLOCK_ELECTION_VALUE_MAX), DLOCK_ENOTHELD (not leading),
  *         DLOCK_ENOTOWNER or DLOCK_EEXPIRED (the term ended in the store:
- *         nothing written), or a node error.
+ *         nothing written; on_lost runs first, once, as when the watchdog
+ *         finds the loss, and the handle leads no more: it is let go),
+ *         or a node error.
  */
 DLOCK_EXTERN(int) dlock_election_proclaim(dlock_election *e, const char *value);
 
@@ -1909,9 +1911,11 @@ DLOCK_EXTERN(int)
 dlock_election_observe(dlock_election *e, int64_t wait_ms, dlock_leader_fn cb, void *arg);
 
 /** Interrupt a dlock_election_campaign() or dlock_election_observe()
- *  waiting on @p e in another thread: it returns DLOCK_ECANCELED. A cancel
- *  with neither in progress makes the next campaign return at once (as
- *  dlock_lock_cancel()). Thread-safe. */
+ *  waiting on @p e in another thread, or that has just been called there:
+ *  it returns DLOCK_ECANCELED (an observe then calls its callback no
+ *  more). A cancel with neither in progress makes the next campaign
+ *  return at once (as dlock_lock_cancel()); one that met only an observe
+ *  does not. Thread-safe. */
 DLOCK_EXTERN(void) dlock_election_cancel(dlock_election *e);
 
 /** This handle's term's fence while it leads, else 0. */

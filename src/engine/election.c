@@ -54,8 +54,10 @@ struct dlock_election {
     dlock_lock *lock; /* the term's lock */
     char *value;      /* the value of our campaign (a copy), or NULL */
     size_t value_len;
-    pthread_mutex_t mu; /* guards observers */
+    pthread_mutex_t mu; /* guards observers, observes and cancels */
     observer *observers;
+    int observes;         /* observe calls in progress, registered or not yet */
+    unsigned cancels;     /* dlock_election_cancel() calls so far */
     atomic_int campaigning;
 };
 
@@ -187,10 +189,8 @@ static int term_over(dlock_election *e, int rc)
     return rc;
 }
 
-int dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_ms)
+static int campaign(dlock_election *e, const char *value, int64_t wait_ms)
 {
-    if (!e || !value || dlock__client_forked(e->client))
-        return DLOCK_EINVAL;
     size_t len = value_length(value);
     if (len == SIZE_MAX || dlock_lock_state_get(e->lock) == DLOCK_STATE_HELD)
         return DLOCK_EINVAL;
@@ -200,14 +200,25 @@ int dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_m
     rc = keep_value(e, value, len);
     if (rc != DLOCK_OK)
         return rc;
-    atomic_store(&e->campaigning, 1);
     rc = dlock__engine_acquire(e->lock, wait_ms);
-    atomic_store(&e->campaigning, 0);
     if (rc == DLOCK_OK && !e->lock->backend->elect_value_at_grant) {
         rc = e->lock->backend->elect_write(e->lock, value, len);
         if (rc != DLOCK_OK)
             return term_over(e, rc);
     }
+    return rc;
+}
+
+int dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_ms)
+{
+    if (!e || !value || dlock__client_forked(e->client))
+        return DLOCK_EINVAL;
+    /* Campaigning from the first moment: a cancel from another thread
+     * that comes while the checks run reaches the acquire (the lock's
+     * cancel waits for it), not only an observe. */
+    atomic_store(&e->campaigning, 1);
+    int rc = campaign(e, value, wait_ms);
+    atomic_store(&e->campaigning, 0);
     return rc;
 }
 
@@ -221,8 +232,13 @@ int dlock_election_proclaim(dlock_election *e, const char *value)
     if (dlock_lock_state_get(e->lock) != DLOCK_STATE_HELD)
         return DLOCK_ENOTHELD;
     int rc = e->lock->backend->elect_write(e->lock, value, len);
-    if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED)
+    if (rc == DLOCK_ENOTOWNER || rc == DLOCK_EEXPIRED) {
+        /* The term ended in the store before the watchdog saw it: a
+         * leader that stops its work in on_lost must hear it now, as it
+         * would from the watchdog (once: the state leaves HELD here). */
+        dlock__engine_renew_lost(e->lock, DLOCK_LOST_NOT_OWNER);
         return term_over(e, rc);
+    }
     if (rc == DLOCK_OK)
         rc = keep_value(e, value, len);
     return rc;
@@ -282,14 +298,14 @@ void dlock_election_cancel(dlock_election *e)
 {
     if (!e)
         return;
-    int observed = 0;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    e->cancels++; /* an observe not registered yet finds it when it is */
+    int observed = e->observes > 0;
     for (observer *o = e->observers; o; o = o->next) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&o->w->mu));
         o->w->canceled = 1;
         DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&o->w->cond));
         DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&o->w->mu));
-        observed = 1;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
     /* A cancel that ended an observe only must not end the next
@@ -305,6 +321,7 @@ typedef struct observe_run {
     dlock__elect_watch w;
     observer link;
     int64_t deadline_ns;
+    unsigned cancels; /* e->cancels when the observe began */
     int reported; /* the callback has seen last_* */
     uint64_t last_fence;
     char *last_value;
@@ -318,6 +335,8 @@ static void observing(observe_run *r, int on)
     if (on) {
         r->link = (observer){&r->w, e->observers};
         e->observers = &r->link;
+        if (e->cancels != r->cancels) /* cancelled before it was listed */
+            r->w.canceled = 1;
     } else {
         observer **pp = &e->observers;
         while (*pp != &r->link)
@@ -349,25 +368,31 @@ static int report(observe_run *r, dlock__leader *ld, dlock_leader_fn cb, void *a
     return cb(arg, r->last_fence, r->last_value ? r->last_value : "", r->last_len) != 0;
 }
 
-/* Sleep until a wake-up since `seen`, the cancel, until_ns or the
- * deadline: DLOCK_OK (look again), DLOCK_ECANCELED, DLOCK_ETIMEDOUT. */
-static int sleep_for_change(observe_run *r, unsigned seen, int64_t until_ns)
+/* Sleep until a wake-up since `seen` (only if wakes: a backoff sleeps
+ * its time out whatever wakes), the cancel, until_ns or the deadline:
+ * DLOCK_OK (look again), DLOCK_ECANCELED, DLOCK_ETIMEDOUT. The deadline
+ * is looked at first, so that wake-ups that keep coming cannot hold a
+ * timed observe past it. */
+static int sleep_for_change(observe_run *r, unsigned seen, int wakes, int64_t until_ns)
 {
     int64_t end = until_ns < r->deadline_ns ? until_ns : r->deadline_ns;
     struct timespec ts = dlock__timespec_of(end);
     int rc = DLOCK_OK;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&r->w.mu));
     for (;;) {
+        int64_t now = dlock__now_ns();
         if (r->w.canceled) {
             rc = DLOCK_ECANCELED;
             break;
         }
-        if (r->w.woken != seen)
-            break;
-        if (dlock__now_ns() >= end) {
-            rc = end == r->deadline_ns && end != INT64_MAX ? DLOCK_ETIMEDOUT : DLOCK_OK;
+        if (r->deadline_ns != INT64_MAX && now >= r->deadline_ns) {
+            rc = DLOCK_ETIMEDOUT;
             break;
         }
+        if (wakes && r->w.woken != seen)
+            break;
+        if (now >= end)
+            break;
         if (end == INT64_MAX)
             DLOCK__CHECK_PTHREAD(pthread_cond_wait(&r->w.cond, &r->w.mu));
         else
@@ -377,10 +402,12 @@ static int sleep_for_change(observe_run *r, unsigned seen, int64_t until_ns)
     return rc;
 }
 
-static unsigned woken_now(observe_run *r)
+/* The wake-ups so far; *canceled whether a cancel came. */
+static unsigned woken_now(observe_run *r, int *canceled)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&r->w.mu));
     unsigned n = r->w.woken;
+    *canceled = r->w.canceled;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&r->w.mu));
     return n;
 }
@@ -390,7 +417,10 @@ static int observe_loop(observe_run *r, dlock_leader_fn cb, void *arg)
 {
     int64_t backoff_ms = 0;
     for (;;) {
-        unsigned seen = woken_now(r); /* before the look: a change after it wakes us */
+        int wakes = 1, canceled;
+        unsigned seen = woken_now(r, &canceled); /* before the look: a change after it wakes us */
+        if (canceled) /* (a cancel during the watch's start: no look, no callback) */
+            return DLOCK_ECANCELED;
         dlock__leader ld;
         int rc = read_leader(r->e, &ld);
         int64_t until_ns = INT64_MAX;
@@ -408,12 +438,12 @@ static int observe_loop(observe_run *r, dlock_leader_fn cb, void *arg)
             dlock__leader_clear(&ld);
             backoff_ms = backoff_ms ? DLOCK__MIN(backoff_ms * 2, 1000) : 50;
             until_ns = dlock__deadline_after_ms(backoff_ms);
-            seen = woken_now(r) + 1; /* sleep the backoff out, whatever wakes */
+            wakes = 0; /* sleep the backoff out, whatever wakes */
         } else {
             dlock__leader_clear(&ld);
             return rc;
         }
-        rc = sleep_for_change(r, seen, until_ns);
+        rc = sleep_for_change(r, seen, wakes, until_ns);
         if (rc != DLOCK_OK)
             return rc;
     }
@@ -427,6 +457,10 @@ int dlock_election_observe(dlock_election *e, int64_t wait_ms, dlock_leader_fn c
     memset(&r, 0, sizeof r);
     r.e = e;
     r.deadline_ns = wait_ms == DLOCK_WAIT_FOREVER ? INT64_MAX : dlock__deadline_after_ms(wait_ms);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    r.cancels = e->cancels;
+    e->observes++;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&r.w.mu, NULL));
     dlock__cond_init_monotonic(&r.w.cond);
     observing(&r, 1);
@@ -437,6 +471,9 @@ int dlock_election_observe(dlock_election *e, int64_t wait_ms, dlock_leader_fn c
         c->backend->elect_unwatch(c, &r.w);
     }
     observing(&r, 0);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
+    e->observes--;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&e->mu));
     dlock__free(r.last_value);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&r.w.cond));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&r.w.mu));

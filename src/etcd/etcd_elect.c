@@ -195,13 +195,17 @@ int dlock__etcd_elect_watch(dlock_client *c, const char *key, size_t klen,
     int rc = dlock__etcd_name_init(&r->range, key, klen);
     /* A read first: with credentials it gets the token the stream sends. */
     dlock__etcd_kv first;
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_OK) {
         rc = dlock__etcd_first(r->e, r->range.begin, r->range.len, r->range.end, r->range.len,
                                &first, dlock__etcd_call_deadline(r->e), NULL);
-    if (rc == DLOCK_OK) {
-        dlock__etcd_kv_clear(&first);
-        rc = dlock__loop_thread_start(&r->lt, NULL);
+        if (rc == DLOCK_OK)
+            dlock__etcd_kv_clear(&first);
+        else if (dlock_error_is_transient(rc))
+            rc = DLOCK_OK; /* a member down now: the stream starts again until one answers,
+                              and the observer's looks back off meanwhile (as on Redis) */
     }
+    if (rc == DLOCK_OK)
+        rc = dlock__loop_thread_start(&r->lt, NULL);
     if (rc != DLOCK_OK) {
         dlock__etcd_name_clear(&r->range);
         dlock__free(r);

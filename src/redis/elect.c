@@ -138,11 +138,15 @@ typedef struct elect_rec {
     int canceled; /* never set: dlock_election_cancel() wakes the observer itself */
 } elect_rec;
 
-/* Called by the wake-up thread under the waiter's mu (the watch's). */
+/* Called by the wake-up thread under the waiter's mu (the watch's): a
+ * message, or a subscription confirmed again after a broken connection
+ * (dlock__chan_poke_all, which signals nothing itself). The observer may
+ * be asleep on the condition with no timeout: it is woken here. */
 static void bump(void *arg)
 {
     dlock__elect_watch *ew = arg;
     ew->woken++;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&ew->cond));
 }
 
 static void rec_free(elect_rec *r)
