@@ -129,8 +129,10 @@ static const command_help commands[] = {
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const char global_help[] =
-    "Distributed locks on Redis (Redlock with several nodes) or etcd.\n\n"
-    "Commands: run, acquire, release, extend, status, list, break, doctor\n"
+    "Distributed locks and leader elections on Redis (Redlock with several nodes),\n"
+    "etcd or ZooKeeper.\n\n"
+    "Commands: run, acquire, release, extend, elect, leader, status, list, break,\n"
+    "doctor "
     "('dlock COMMAND --help').\n"
     "Check a deployment: dlock doctor ('dlock doctor --help').\n\n"
     "Global options:\n"
