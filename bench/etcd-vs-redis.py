@@ -46,42 +46,29 @@ import sys
 import tempfile
 import urllib.request
 
-from peers_lib import free_port, pct, run_workers, s3, wait_until
+from peers_lib import free_port, pct, run_workers, s3, start_etcd, stop, wait_until
 
 
 def start_servers(tmp):
-    rport, eport, pport = free_port(), free_port(), free_port()
+    rport = free_port()
     redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1",
                               "--save", "", "--appendonly", "no", "--dir", tmp],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    log = open(os.path.join(tmp, "etcd.log"), "w")
-    etcd = subprocess.Popen(
-        ["etcd", "--name", "m0", "--data-dir", os.path.join(tmp, "etcd"),
-         "--listen-client-urls", f"http://127.0.0.1:{eport}",
-         "--advertise-client-urls", f"http://127.0.0.1:{eport}",
-         "--listen-peer-urls", f"http://127.0.0.1:{pport}",
-         "--initial-advertise-peer-urls", f"http://127.0.0.1:{pport}",
-         "--initial-cluster", f"m0=http://127.0.0.1:{pport}",
-         "--logger", "zap", "--log-level", "warn"], stdout=log, stderr=log)
-    ok = wait_until(lambda: subprocess.run(
-        ["redis-cli", "-p", str(rport), "ping"], capture_output=True).stdout.strip() == b"PONG")
-    ok = ok and wait_until(lambda: subprocess.run(
-        ["etcdctl", f"--endpoints=127.0.0.1:{eport}", "endpoint", "health"],
-        capture_output=True).returncode == 0)
-    if not ok:
-        raise SystemExit("servers did not start")
-    return (redis, etcd, log), f"redis://127.0.0.1:{rport}", f"etcd://127.0.0.1:{eport}"
+    try:
+        etcd, log, eurl = start_etcd(tmp)
+    except BaseException:
+        stop([redis])
+        raise
+    if not wait_until(lambda: subprocess.run(
+            ["redis-cli", "-p", str(rport), "ping"], capture_output=True).stdout.strip() == b"PONG"):
+        stop([redis, etcd])
+        raise SystemExit("redis-server did not start")
+    return (redis, etcd, log), f"redis://127.0.0.1:{rport}", eurl
 
 
 def stop_servers(procs):
     redis, etcd, log = procs
-    for p in (redis, etcd):
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    stop([redis, etcd])
     log.close()
 
 
