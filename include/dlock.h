@@ -1806,9 +1806,12 @@ static inline dlock_election_options dlock__election_options_defaults(void)
  *               term's lock (the client's key_prefix applies; on etcd the
  *               keys are NAME/LEASE, as etcdctl's).
  * @param opts   options or NULL for the defaults.
+ * On a looped client the election's verbs are
+ * dlock_election_campaign_start() and dlock_election_resign_start().
+ *
  * @return DLOCK_OK, DLOCK_EINVAL (NULL out, client or name, an empty or
- *         long name, an option out of range, an unknown version, a client
- *         made with an event loop), DLOCK_ENOTSUP (a store without
+ *         long name, an option out of range, an unknown version),
+ *         DLOCK_ENOTSUP (a store without
  *         elections: Redlock, ZooKeeper; lock_delay_ms on etcd),
  *         DLOCK_ENOMEM. Thread-safe.
  */
@@ -1831,7 +1834,8 @@ DLOCK_EXTERN(void) dlock_election_free(dlock_election *e);
  * @return DLOCK_OK (leading: dlock_election_fence() is the term's fence),
  *         DLOCK_EINVAL (NULL handle or value, a value over
  *         DLOCK_ELECTION_VALUE_MAX, a negative wait_ms other than
- *         DLOCK_WAIT_FOREVER, a handle that leads already),
+ *         DLOCK_WAIT_FOREVER, a handle that leads already, a looped
+ *         client: dlock_election_campaign_start()),
  *         DLOCK_ENOTACQUIRED (try once: another candidate leads),
  *         DLOCK_ETIMEDOUT, DLOCK_ECANCELED (dlock_election_cancel()), or a
  *         node error as dlock_lock_acquire() returns. A term whose value
@@ -1846,7 +1850,7 @@ dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_ms);
  * token in a script, etcd the key's create revision in a transaction).
  *
  * @return DLOCK_OK, DLOCK_EINVAL (NULL handle or value, a value over
- *         DLOCK_ELECTION_VALUE_MAX), DLOCK_ENOTHELD (not leading),
+ *         DLOCK_ELECTION_VALUE_MAX, a looped client), DLOCK_ENOTHELD (not leading),
  *         DLOCK_ENOTOWNER or DLOCK_EEXPIRED (the term ended in the store:
  *         nothing written; on_lost runs first, once, as when the watchdog
  *         finds the loss, and the handle leads no more: it is let go),
@@ -1858,7 +1862,8 @@ DLOCK_EXTERN(int) dlock_election_proclaim(dlock_election *e, const char *value);
  * Resign: end this handle's term (release its lock), handing the lead to
  * the next standby in line at once.
  *
- * @return as dlock_lock_release(): DLOCK_OK, DLOCK_ENOTHELD (not leading),
+ * @return as dlock_lock_release(): DLOCK_OK, DLOCK_EINVAL (a looped
+ *         client: dlock_election_resign_start()), DLOCK_ENOTHELD (not leading),
  *         DLOCK_ELOST, DLOCK_ENOTOWNER, DLOCK_EEXPIRED, or a node error;
  *         the handle leads no more after any of them.
  */
@@ -1904,14 +1909,16 @@ typedef int (*dlock_leader_fn)(void *arg, uint64_t fence, const char *value,
  *
  * @return DLOCK_OK (the callback stopped it), DLOCK_ETIMEDOUT,
  *         DLOCK_ECANCELED, DLOCK_EINVAL (NULL handle or cb, a negative
- *         wait_ms other than DLOCK_WAIT_FOREVER), or a node error that is
- *         not transient.
+ *         wait_ms other than DLOCK_WAIT_FOREVER, a looped client), or a
+ *         node error that is not transient.
  */
 DLOCK_EXTERN(int)
 dlock_election_observe(dlock_election *e, int64_t wait_ms, dlock_leader_fn cb, void *arg);
 
 /** Interrupt a dlock_election_campaign() or dlock_election_observe()
- *  waiting on @p e in another thread, or that has just been called there:
+ *  waiting on @p e in another thread, or that has just been called there
+ *  (on a looped client: a pending dlock_election_campaign_start(), from
+ *  the loop's thread):
  *  it returns DLOCK_ECANCELED (an observe then calls its callback no
  *  more). A cancel with neither in progress makes the next campaign
  *  return at once (as dlock_lock_cancel()); one that met only an observe
@@ -1925,6 +1932,48 @@ DLOCK_EXTERN(uint64_t) dlock_election_fence(const dlock_election *e);
  *  name and detail message. Owned by the election; do not free it, nor
  *  acquire or release it directly. */
 DLOCK_EXTERN(dlock_lock *) dlock_election_lock(dlock_election *e);
+
+/** The callback of dlock_election_campaign_start() and
+ *  dlock_election_resign_start(): @p rc is what the blocking call returns
+ *  (the term lock's message says why, dlock_lock_errmsg()). */
+typedef void (*dlock_election_done_fn)(dlock_election *election, int rc, void *arg);
+
+/**
+ * dlock_election_campaign() on a looped client (dlock_client_options.loop;
+ * "Locks on an event loop" says how a looped client's requests run):
+ * wait in line on the loop and publish @p value; @p cb(e, rc, arg)
+ * follows from the loop, never inside this call, once the value is
+ * visible (on Redis the value's write is one more request on the loop
+ * after the grant; a term whose value could not be written is resigned
+ * before cb hears the error). A looped client's election takes its other
+ * verbs so: dlock_election_resign_start(); dlock_election_leader() blocks
+ * the calling thread for its round trip, as the inspection calls do;
+ * dlock_election_campaign(), dlock_election_proclaim(),
+ * dlock_election_resign() and dlock_election_observe() are DLOCK_EINVAL
+ * there (a blocking observe needs a thread and a client of its own).
+ * dlock_election_cancel() ends a pending campaign's wait (cb gets
+ * DLOCK_ECANCELED); dlock_election_free() with one pending calls cb with
+ * DLOCK_ECANCELED inside it and lets the term go on the loop, as
+ * dlock_lock_free() does.
+ *
+ * @return DLOCK_OK (started), or without a callback: DLOCK_EINVAL (NULL
+ *         handle, value or cb, a client with no loop, a value over
+ *         DLOCK_ELECTION_VALUE_MAX, a handle that leads already),
+ *         DLOCK_EBUSY (a campaign or resign of the handle is pending),
+ *         DLOCK_ENOMEM. A bad wait_ms comes through cb, as for
+ *         dlock_lock_acquire_start().
+ */
+DLOCK_EXTERN(int)
+dlock_election_campaign_start(dlock_election *e, const char *value, int64_t wait_ms,
+                              dlock_election_done_fn cb, void *arg);
+
+/** dlock_election_resign() on a looped client: @p cb(e, rc, arg) follows
+ *  from the loop with what the blocking call returns.
+ *  @return DLOCK_OK (started), or without a callback: DLOCK_EINVAL (NULL
+ *          handle or cb, a client with no loop), DLOCK_EBUSY (a campaign or
+ *          resign is pending), DLOCK_ENOMEM. */
+DLOCK_EXTERN(int)
+dlock_election_resign_start(dlock_election *e, dlock_election_done_fn cb, void *arg);
 
 /**@}*/
 

@@ -18,6 +18,8 @@
 #include "op.h"
 #include "renewal.h"
 
+struct dlock__errbuf;
+
 struct dlock__kind;
 struct dlock__leader;
 struct dlock__elect_watch;
@@ -229,6 +231,14 @@ typedef struct dlock__backend {
      * error (nothing to end). */
     int elect_value_at_grant;
     int (*elect_write)(dlock_lock *l, const char *value, size_t len);
+    /* elect_write as a request on op->loop, for a campaign on a looped
+     * client (election_loop.c); needed where elect_value_at_grant is 0.
+     * It copies what it needs of l and value in the start, and answers
+     * through op with op->v.code as elect_write returns it and its
+     * message in *err (the starter's, alive until done()): l may be
+     * freed before it answers. DLOCK_OK (started) or DLOCK_ENOMEM. */
+    int (*elect_write_start)(dlock_lock *l, const char *value, size_t len, dlock__op *op,
+                             struct dlock__errbuf *err);
     int (*elect_read)(dlock_client *c, const char *key, size_t klen,
                       struct dlock__leader *out);
     int (*elect_watch)(dlock_client *c, const char *key, size_t klen,

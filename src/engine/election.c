@@ -29,11 +29,13 @@
  *     prefix. The backend's elect_watch wakes the observing thread;
  *     everything else is here.
  * A term that is lost (renewals failed) is the lock's loss: on_lost, as
- * for any lock. The calls block (a looped client is refused). */
+ * for any lock. The calls block (a looped client is refused: its
+ * campaign and resign are election_loop.c's requests). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "async.h"
 #include "backend.h"
 #include "client.h"
 #include "clock.h"
@@ -42,24 +44,6 @@
 #include "engine.h"
 #include "handle.h"
 #include "versioned.h"
-
-/* An observe in progress, for dlock_election_cancel(). */
-typedef struct observer {
-    dlock__elect_watch *w;
-    struct observer *next;
-} observer;
-
-struct dlock_election {
-    dlock_client *client;
-    dlock_lock *lock; /* the term's lock */
-    char *value;      /* the value of our campaign (a copy), or NULL */
-    size_t value_len;
-    pthread_mutex_t mu; /* guards observers, observes and cancels */
-    observer *observers;
-    int observes;         /* observe calls in progress, registered or not yet */
-    unsigned cancels;     /* dlock_election_cancel() calls so far */
-    atomic_int campaigning;
-};
 
 static const size_t options_sizes[] = {
     sizeof(dlock_election_options), /* 1 */
@@ -108,6 +92,10 @@ static void free_lock(dlock_lock *l)
 {
     if (!l)
         return;
+    if (l->async) { /* a looped client's: let go on its loop */
+        dlock__async_free(l);
+        return;
+    }
     if (!dlock__client_forked(l->client))
         dlock__engine_let_go(l);
     dlock__lock_destroy(l);
@@ -118,7 +106,7 @@ int dlock_election_new(dlock_election **out, dlock_client *client, const char *n
 {
     if (out)
         *out = NULL;
-    if (!out || !client || !name || dlock__client_forked(client) || client->loop)
+    if (!out || !client || !name || dlock__client_forked(client))
         return DLOCK_EINVAL;
     dlock_lock_options lo;
     int rc = lock_options(opts, &lo);
@@ -148,6 +136,7 @@ void dlock_election_free(dlock_election *e)
 {
     if (!e)
         return;
+    dlock__election_loop_free(e); /* a looped client's pending campaign or resign */
     free_lock(e->lock);
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&e->mu));
     dlock__free(e->value);
@@ -155,14 +144,14 @@ void dlock_election_free(dlock_election *e)
 }
 
 /* A value's length, or SIZE_MAX when it is too long. */
-static size_t value_length(const char *value)
+size_t dlock__election_value_length(const char *value)
 {
     size_t n = strnlen(value, DLOCK_ELECTION_VALUE_MAX + 1);
     return n > DLOCK_ELECTION_VALUE_MAX ? SIZE_MAX : n;
 }
 
 /* Keep our value (etcd's grant writes it from the term's lock). */
-static int keep_value(dlock_election *e, const char *value, size_t len)
+int dlock__election_keep_value(dlock_election *e, const char *value, size_t len)
 {
     char *copy = dlock__malloc(len + 1);
     if (!copy)
@@ -191,13 +180,13 @@ static int term_over(dlock_election *e, int rc)
 
 static int campaign(dlock_election *e, const char *value, int64_t wait_ms)
 {
-    size_t len = value_length(value);
+    size_t len = dlock__election_value_length(value);
     if (len == SIZE_MAX || dlock_lock_state_get(e->lock) == DLOCK_STATE_HELD)
         return DLOCK_EINVAL;
     int rc = dlock__lock_check_wait_ms(e->lock, wait_ms);
     if (rc != DLOCK_OK)
         return rc;
-    rc = keep_value(e, value, len);
+    rc = dlock__election_keep_value(e, value, len);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__engine_acquire(e->lock, wait_ms);
@@ -209,9 +198,15 @@ static int campaign(dlock_election *e, const char *value, int64_t wait_ms)
     return rc;
 }
 
+/* The blocking calls would block a looped client's loop. */
+static int blocking_refused(const dlock_election *e)
+{
+    return !e || dlock__client_forked(e->client) || e->client->loop;
+}
+
 int dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_ms)
 {
-    if (!e || !value || dlock__client_forked(e->client))
+    if (blocking_refused(e) || !value)
         return DLOCK_EINVAL;
     /* Campaigning from the first moment: a cancel from another thread
      * that comes while the checks run reaches the acquire (the lock's
@@ -224,9 +219,9 @@ int dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_m
 
 int dlock_election_proclaim(dlock_election *e, const char *value)
 {
-    if (!e || !value || dlock__client_forked(e->client))
+    if (blocking_refused(e) || !value)
         return DLOCK_EINVAL;
-    size_t len = value_length(value);
+    size_t len = dlock__election_value_length(value);
     if (len == SIZE_MAX)
         return DLOCK_EINVAL;
     if (dlock_lock_state_get(e->lock) != DLOCK_STATE_HELD)
@@ -240,13 +235,13 @@ int dlock_election_proclaim(dlock_election *e, const char *value)
         return term_over(e, rc);
     }
     if (rc == DLOCK_OK)
-        rc = keep_value(e, value, len);
+        rc = dlock__election_keep_value(e, value, len);
     return rc;
 }
 
 int dlock_election_resign(dlock_election *e)
 {
-    if (!e || dlock__client_forked(e->client))
+    if (blocking_refused(e))
         return DLOCK_EINVAL;
     return dlock__engine_release(e->lock);
 }
@@ -298,10 +293,14 @@ void dlock_election_cancel(dlock_election *e)
 {
     if (!e)
         return;
+    if (e->client->loop) { /* a looped client's: from the loop's thread */
+        dlock__election_loop_cancel(e);
+        return;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
     e->cancels++; /* an observe not registered yet finds it when it is */
     int observed = e->observes > 0;
-    for (observer *o = e->observers; o; o = o->next) {
+    for (dlock__observer *o = e->observers; o; o = o->next) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&o->w->mu));
         o->w->canceled = 1;
         DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&o->w->cond));
@@ -319,7 +318,7 @@ void dlock_election_cancel(dlock_election *e)
 typedef struct observe_run {
     dlock_election *e;
     dlock__elect_watch w;
-    observer link;
+    dlock__observer link;
     int64_t deadline_ns;
     unsigned cancels; /* e->cancels when the observe began */
     int reported; /* the callback has seen last_* */
@@ -333,12 +332,12 @@ static void observing(observe_run *r, int on)
     dlock_election *e = r->e;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));
     if (on) {
-        r->link = (observer){&r->w, e->observers};
+        r->link = (dlock__observer){&r->w, e->observers};
         e->observers = &r->link;
         if (e->cancels != r->cancels) /* cancelled before it was listed */
             r->w.canceled = 1;
     } else {
-        observer **pp = &e->observers;
+        dlock__observer **pp = &e->observers;
         while (*pp != &r->link)
             pp = &(*pp)->next;
         *pp = r->link.next;
@@ -451,7 +450,7 @@ static int observe_loop(observe_run *r, dlock_leader_fn cb, void *arg)
 
 int dlock_election_observe(dlock_election *e, int64_t wait_ms, dlock_leader_fn cb, void *arg)
 {
-    if (!e || !cb || (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER))
+    if (blocking_refused(e) || !cb || (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER))
         return DLOCK_EINVAL;
     observe_run r;
     memset(&r, 0, sizeof r);

@@ -14,22 +14,36 @@
 #include "election.h"
 #include "error.h"
 #include "fanout.h"
+#include "fanout_run.h"
 #include "handle.h"
 #include "keys.h"
+#include "op.h"
 #include "redis_backend.h"
 #include "replies.h"
 #include "scripts.h"
 #include "wakeup.h"
 
-typedef struct write_ctx {
+/* A value write (elect_write.lua): its arguments, copied, so that a
+ * started write needs nothing of the handle nor of the caller's value
+ * (an election freed meanwhile, election.c), and what came back. */
+typedef struct write_rec {
     dlock__owner_reply rep;
     char detail[256];
-} write_ctx;
+    char *vkey, *ch, *copy; /* copy: name, token, value, one block */
+    const char *args[6];
+    size_t lens[6];
+    char fence[24];
+    dlock__req req;
+    dlock__fanout_opts fo;
+    dlock__fan fan; /* a started write's run (elect_write_start) */
+    dlock__op *op;
+    dlock__errbuf *err; /* its message's */
+} write_rec;
 
 static int write_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
                     const char *detail, int64_t start_ns)
 {
-    write_ctx *w = arg;
+    write_rec *w = arg;
     (void)node;
     (void)idx;
     (void)start_ns;
@@ -39,39 +53,101 @@ static int write_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
     return 0;
 }
 
-int dlock__redis_elect_write(dlock_lock *l, const char *value, size_t len)
+static void write_clear(write_rec *w)
+{
+    dlock__free(w->vkey);
+    dlock__free(w->ch);
+    dlock__free(w->copy);
+}
+
+/* The script's request for l's hold and value, into w: DLOCK_OK or
+ * DLOCK_ENOMEM (w cleared). */
+static int write_prepare(write_rec *w, dlock_lock *l, const char *value, size_t len)
 {
     dlock_client *c = l->client;
     size_t vlen = 0, clen = 0, off = 0;
-    char *vkey = dlock__helper_key(c, l->name, l->name_len, "value", 5, &vlen);
-    char *ch = dlock__elect_channel_for(c, l->name, l->name_len, &clen, &off);
-    char fence[24];
-    int flen = snprintf(fence, sizeof fence, "%llu", (unsigned long long)l->fence);
-    int rc = vkey && ch ? DLOCK_OK : DLOCK_ENOMEM;
-    write_ctx w = {{.err = DLOCK_EIO}, ""};
-    if (rc == DLOCK_OK) {
-        const char *args[6] = {l->name, vkey, l->token, fence, value, ch};
-        size_t lens[6] = {l->name_len, vlen, l->token_len, (size_t)flen, len, clen};
-        dlock__req req = {.script = dlock__script_get(DLOCK__S_ELECT_WRITE), .numkeys = 2,
-                          .nargs = 6, .args = args, .arglens = lens};
-        dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms,
-                                 .deadline_ns = INT64_MAX};
-        rc = dlock__fanout(c, &req, 1, &fo, write_cb, &w);
+    memset(w, 0, sizeof *w);
+    w->rep.err = DLOCK_EIO;
+    w->vkey = dlock__helper_key(c, l->name, l->name_len, "value", 5, &vlen);
+    w->ch = dlock__elect_channel_for(c, l->name, l->name_len, &clen, &off);
+    w->copy = dlock__malloc(l->name_len + l->token_len + len + 1);
+    if (!w->vkey || !w->ch || !w->copy) {
+        write_clear(w);
+        return DLOCK_ENOMEM;
     }
-    dlock__free(vkey);
-    dlock__free(ch);
-    if (rc == DLOCK_OK && (rc = w.rep.err) == DLOCK_OK && w.rep.verdict != DLOCK__OWN_DONE)
-        rc = w.rep.verdict == DLOCK__OWN_GONE ? DLOCK_EEXPIRED : DLOCK_ENOTOWNER;
+    char *name = w->copy, *token = name + l->name_len, *val = token + l->token_len;
+    memcpy(name, l->name, l->name_len);
+    memcpy(token, l->token, l->token_len);
+    if (len)
+        memcpy(val, value, len);
+    int flen = snprintf(w->fence, sizeof w->fence, "%llu", (unsigned long long)l->fence);
+    const char *args[6] = {name, w->vkey, token, w->fence, val, w->ch};
+    size_t lens[6] = {l->name_len, vlen, l->token_len, (size_t)flen, len, clen};
+    memcpy(w->args, args, sizeof args);
+    memcpy(w->lens, lens, sizeof lens);
+    w->req = (dlock__req){.script = dlock__script_get(DLOCK__S_ELECT_WRITE), .numkeys = 2,
+                          .nargs = 6, .args = w->args, .arglens = w->lens};
+    w->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
+                                 .deadline_ns = INT64_MAX};
+    return DLOCK_OK;
+}
+
+/* The write's code from the run's rc and the script's answer, with the
+ * handle's message (err) set for it. */
+static int write_verdict(write_rec *w, int rc, dlock__errbuf *err)
+{
+    if (rc == DLOCK_OK && (rc = w->rep.err) == DLOCK_OK && w->rep.verdict != DLOCK__OWN_DONE)
+        rc = w->rep.verdict == DLOCK__OWN_GONE ? DLOCK_EEXPIRED : DLOCK_ENOTOWNER;
     if (rc == DLOCK_EEXPIRED)
-        dlock__err_set(&l->err, "the election's value was not written: the term's lease had "
-                                "run out");
+        dlock__err_set(err, "the election's value was not written: the term's lease had "
+                            "run out");
     else if (rc == DLOCK_ENOTOWNER)
-        dlock__err_set(&l->err, "the election's value was not written: another candidate "
-                                "holds the term");
+        dlock__err_set(err, "the election's value was not written: another candidate "
+                            "holds the term");
     else if (rc != DLOCK_OK)
-        dlock__err_set(&l->err, "the election's value was not written: %s",
-                       w.detail[0] ? w.detail : dlock_strerror(rc));
+        dlock__err_set(err, "the election's value was not written: %s",
+                       w->detail[0] ? w->detail : dlock_strerror(rc));
     return rc;
+}
+
+int dlock__redis_elect_write(dlock_lock *l, const char *value, size_t len)
+{
+    write_rec w;
+    int rc = write_prepare(&w, l, value, len);
+    if (rc == DLOCK_OK)
+        rc = dlock__fanout(l->client, &w.req, 1, &w.fo, write_cb, &w);
+    else
+        w.rep.err = rc;
+    rc = write_verdict(&w, rc, &l->err);
+    write_clear(&w);
+    return rc;
+}
+
+static void written(dlock__fan *f)
+{
+    write_rec *w = DLOCK__OWNER(f, write_rec, fan);
+    dlock__op *op = w->op;
+    /* The message goes to the starter's: the handle may be gone
+     * (backend.h, elect_write_start). */
+    op->v.code = write_verdict(w, f->rc, w->err);
+    write_clear(w);
+    dlock__free(w);
+    dlock__op_complete(op);
+}
+
+int dlock__redis_elect_write_start(dlock_lock *l, const char *value, size_t len, dlock__op *op,
+                                   dlock__errbuf *err)
+{
+    write_rec *w = dlock__malloc(sizeof *w);
+    if (!w || write_prepare(w, l, value, len) != DLOCK_OK) {
+        dlock__free(w);
+        return DLOCK_ENOMEM;
+    }
+    w->op = op;
+    w->err = err;
+    dlock__fan_init(&w->fan, l->client, &w->req, 1, &w->fo, write_cb, w);
+    dlock__fan_start(&w->fan, op->loop, written);
+    return DLOCK_OK;
 }
 
 typedef struct read_ctx {

@@ -127,6 +127,7 @@ const dlock__backend dlock__redis_backend = {
     .cleanup_start = dlock__tidy_cleanup_start,
     .elect_value_at_grant = 0,
     .elect_write = dlock__redis_elect_write,
+    .elect_write_start = dlock__redis_elect_write_start,
     .elect_read = dlock__redis_elect_read,
     .elect_watch = dlock__redis_elect_watch,
     .elect_unwatch = dlock__redis_elect_unwatch,

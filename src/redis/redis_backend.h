@@ -26,6 +26,10 @@ int dlock__redis_identity(dlock_client *c, const char *key, size_t klen, size_t 
 struct dlock__leader;
 struct dlock__elect_watch;
 int dlock__redis_elect_write(dlock_lock *l, const char *value, size_t len);
+struct dlock__op;
+struct dlock__errbuf;
+int dlock__redis_elect_write_start(dlock_lock *l, const char *value, size_t len,
+                                   struct dlock__op *op, struct dlock__errbuf *err);
 int dlock__redis_elect_read(dlock_client *c, const char *key, size_t klen,
                             struct dlock__leader *out);
 int dlock__redis_elect_watch(dlock_client *c, const char *key, size_t klen,
