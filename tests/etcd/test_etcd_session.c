@@ -13,7 +13,6 @@
 
 #include <cmocka.h>
 
-#include <curl/curl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,46 +93,11 @@ static int lease_alive(int64_t lease)
 
 /* ---- etcd's own count of the requests it served ---------------------------- */
 
-typedef struct text {
-    char *p;
-    size_t n;
-} text;
-
-static size_t gather(char *p, size_t size, size_t n, void *arg)
-{
-    text *t = arg;
-    char *q = realloc(t->p, t->n + size * n + 1);
-    if (!q)
-        return 0;
-    memcpy(q + t->n, p, size * n);
-    t->p = q;
-    t->n += size * n;
-    t->p[t->n] = '\0';
-    return size * n;
-}
-
-/* grpc_server_handled_total of one gRPC method, summed over its codes:
- * the HTTP/JSON gateway hands every request to etcd's gRPC server, so
- * this counts what a client sent, whatever its transport. */
 static long served(const char *method)
 {
-    char url[128], want[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", srv.m[0].client_port);
-    snprintf(want, sizeof want, "grpc_method=\"%s\"", method);
-    text t = {NULL, 0};
-    CURL *h = curl_easy_init();
-    assert_non_null(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, gather);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    assert_int_equal(curl_easy_perform(h), CURLE_OK);
-    curl_easy_cleanup(h);
-    long sum = 0;
-    for (char *line = strtok(t.p, "\n"); line; line = strtok(NULL, "\n"))
-        if (strncmp(line, "grpc_server_handled_total{", 26) == 0 && strstr(line, want))
-            sum += atol(strrchr(line, ' ') + 1);
-    free(t.p);
-    return sum;
+    long n = test_etcd_served(&srv, 0, method);
+    assert_true(n >= 0);
+    return n;
 }
 
 typedef struct counts {

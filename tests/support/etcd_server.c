@@ -120,6 +120,47 @@ static json_t *member_post(const test_etcd_member *m, const char *path,
     return j;
 }
 
+/* GET url into a string (malloc'd), or NULL. */
+static char *member_get(const char *url, int timeout_ms)
+{
+    CURL *h = curl_easy_init();
+    if (!h)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    CURLcode res = curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    fclose(f);
+    if (res != CURLE_OK) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+long test_etcd_served(const test_etcd *c, int i, const char *method)
+{
+    char url[200], want[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", c->m[i].client_port);
+    snprintf(want, sizeof want, "grpc_method=\"%s\"", method);
+    char *text = member_get(url, 2000);
+    if (!text)
+        return -1;
+    long sum = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (strncmp(line, "grpc_server_handled_total{", 26) == 0 && strstr(line, want))
+            sum += atol(strrchr(line, ' ') + 1);
+    free(text);
+    return sum;
+}
+
 /* "leader" and our own member id from /v3/maintenance/status. */
 static int member_status(const test_etcd_member *m, char *leader, size_t llen,
                          char *self, size_t slen)

@@ -90,6 +90,13 @@ int test_etcd_leader(test_etcd *c, int max_ms);
 /* Wait until a running member reports a leader (0) or max_ms passed (-1). */
 int test_etcd_wait_leader(test_etcd *c, int max_ms);
 
+/* etcd's grpc_server_handled_total of one gRPC method ("Txn",
+ * "LeaseGrant", ...) on member i, summed over its codes: the JSON gateway
+ * hands every request to etcd's gRPC server, so this counts what clients
+ * sent, whatever their transport. -1 if /metrics cannot be read (a
+ * member over TLS included: its metrics are not read here). */
+long test_etcd_served(const test_etcd *c, int i, const char *method);
+
 /* A member that is a follower now (the one after the leader), or -1 if
  * no leader answers within max_ms. */
 int test_etcd_follower(test_etcd *c, int max_ms);
