@@ -33,6 +33,34 @@ int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len)
     memcpy(n->end, key, key_len);
     n->begin[key_len] = '/';
     n->end[key_len] = '/' + 1;
+    n->role = "";
+    n->role_len = 0;
+    n->gap_begin = n->gap_end = NULL;
+    n->gap_len = 0;
+    return DLOCK_OK;
+}
+
+int dlock__etcd_name_role(dlock__etcd_name *n, unsigned flags)
+{
+    static const char reader[] = "read/", writer[] = "write/";
+    if (flags & DLOCK_EXCLUSIVE) {
+        n->role = writer;
+        n->role_len = sizeof writer - 1;
+    }
+    if (!(flags & DLOCK_SHARED))
+        return DLOCK_OK;
+    n->role = reader;
+    n->role_len = sizeof reader - 1;
+    /* [KEY/read/, KEY/read0): the readers' keys, as the recipe names them */
+    n->gap_len = n->len + n->role_len;
+    n->gap_begin = dlock__malloc(n->gap_len);
+    n->gap_end = dlock__malloc(n->gap_len);
+    if (!n->gap_begin || !n->gap_end)
+        return DLOCK_ENOMEM; /* the name's clear frees either */
+    memcpy(n->gap_begin, n->begin, n->len);
+    memcpy(n->gap_begin + n->len, reader, n->role_len);
+    memcpy(n->gap_end, n->gap_begin, n->gap_len);
+    n->gap_end[n->gap_len - 1] = '/' + 1;
     return DLOCK_OK;
 }
 
@@ -40,6 +68,8 @@ void dlock__etcd_name_clear(dlock__etcd_name *n)
 {
     dlock__free(n->begin);
     dlock__free(n->end);
+    dlock__free(n->gap_begin);
+    dlock__free(n->gap_end);
     memset(n, 0, sizeof *n);
 }
 
@@ -81,19 +111,23 @@ int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, i
     char hex[17];
     int n = snprintf(hex, sizeof hex, "%llx", (unsigned long long)id);
     snprintf(h->token, sizeof h->token, "%016llx", (unsigned long long)id);
-    h->key_len = name->len + (size_t)n;
+    size_t pre = name->len + name->role_len;
+    h->key_len = pre + (size_t)n;
     if (!(h->key = dlock__malloc(h->key_len + 1)))
         return DLOCK_ENOMEM;
     memcpy(h->key, name->begin, name->len);
-    memcpy(h->key + name->len, hex, (size_t)n + 1);
+    memcpy(h->key + name->len, name->role, name->role_len);
+    memcpy(h->key + pre, hex, (size_t)n + 1);
     return DLOCK_OK;
 }
 
 int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, size_t key_len)
 {
-    if (key_len <= name->len || memcmp(key, name->begin, name->len) != 0)
+    size_t pre = name->len + name->role_len;
+    if (key_len <= pre || memcmp(key, name->begin, name->len) != 0 ||
+        memcmp(key + name->len, name->role, name->role_len) != 0)
         return 0;
-    return dlock__etcd_key_suffix_len(key, key_len) == key_len - name->len;
+    return dlock__etcd_key_suffix_len(key, key_len) == key_len - pre;
 }
 
 /* A lowercase hex digit's value, or -1 (Go's %x writes lowercase). */

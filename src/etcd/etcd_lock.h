@@ -62,14 +62,31 @@ typedef struct dlock__etcd_name {
     /* The holder identity our keys carry as their value (the client's,
      * dlock_client_options.identity; not owned), or NULL: the key. */
     const char *identity;
+    /* Our keys' part between KEY/ and their ID: "" for a plain lock or a
+     * semaphore (KEY/<ID>), "read/" or "write/" for a reader or a writer
+     * of a read-write lock (etcd's recipe RWMutex: KEY/read/<ID>,
+     * KEY/write/<ID>). Static text. */
+    const char *role;
+    size_t role_len;
+    /* A reader's gap in the line: the readers' keys [KEY/read/, KEY/read0),
+     * which it does not wait behind (NULL: no gap, every key counts). */
+    char *gap_begin, *gap_end;
+    size_t gap_len; /* of both */
 } dlock__etcd_name;
 
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);
 void dlock__etcd_name_clear(dlock__etcd_name *n);
 
-/* h's key for its lease under name: KEY/ and the lease in hex without
- * padding (Go's %x), and its token (16 hex digits). DLOCK_OK or
+/* Our keys' role in the line, by the handle's flags: a reader
+ * (DLOCK_SHARED: KEY/read/<ID>, waiting only behind the keys that are
+ * not readers'), a writer (DLOCK_EXCLUSIVE: KEY/write/<ID>, waiting
+ * behind every key, as a plain lock), or neither (KEY/<ID>). DLOCK_OK or
  * DLOCK_ENOMEM. */
+int dlock__etcd_name_role(dlock__etcd_name *n, unsigned flags);
+
+/* h's key for its lease under name: KEY/, name's role, and the lease in
+ * hex without padding (Go's %x), and its token (16 hex digits). DLOCK_OK
+ * or DLOCK_ENOMEM. */
 int dlock__etcd_hold_key(dlock__etcd_hold *h, const dlock__etcd_name *name);
 /* The same for a key of its own ID (a hold on a session: etcd_session.h). */
 int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t id);
@@ -84,8 +101,9 @@ int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease);
  * grants negative IDs a client asks for. */
 size_t dlock__etcd_key_suffix_len(const char *key, size_t key_len);
 
-/* 1 if key is a waiter key of name itself (KEY/<lease>), not of a name
- * below it (KEY/sub/<lease>). */
+/* 1 if key is a waiter key of name itself in name's role (KEY/<lease>,
+ * KEY/read/<lease>, KEY/write/<lease>), not of a name below it
+ * (KEY/sub/<lease>) nor of the other role. */
 int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, size_t key_len);
 
 /* A new place in line for name: a lease ID drawn at random (the token),

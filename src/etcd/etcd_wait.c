@@ -238,11 +238,11 @@ static int look_call(dlock__etcd_wait *w, const char *path, json_t *body,
 
 static int read_pred(dlock__etcd_wait *w)
 {
-    const dlock__etcd_name *name = &LD(w->l)->range;
+    dlock__etcd_line line;
+    dlock__etcd_step_line(w, &line);
     dlock__etcd_hold *h = &w->s->h;
     return look_call(w, "/v3/kv/txn",
-                     dlock__etcd_predecessor_body(h->key, h->key_len, h->rev, name->begin,
-                                                  name->len, name->end, name->len,
+                     dlock__etcd_predecessor_body(h->key, h->key_len, h->rev, &line,
                                                   dlock__etcd_permits(w->l)),
                      pred_read);
 }
