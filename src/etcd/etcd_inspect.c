@@ -44,7 +44,7 @@ static void holding_clear(holding *h)
     memset(h, 0, sizeof *h);
 }
 
-static int read_holding(struct dlock__etcd_client *ec, const char *key, size_t len, holding *h)
+static int read_holding(dlock__etcd *e, const char *key, size_t len, holding *h)
 {
     dlock__etcd_name range;
     memset(h, 0, sizeof *h);
@@ -54,8 +54,8 @@ static int read_holding(struct dlock__etcd_client *ec, const char *key, size_t l
     dlock__etcd_line line = {range.begin, range.end, range.len, range.len, range.gap_begin,
                              range.gap_end, range.gap_len};
     if (rc == DLOCK_OK)
-        rc = dlock__etcd_rw_read(ec->e, &line, READERS_MAX, &h->writer, &h->readers,
-                                 &h->n_readers, dlock__etcd_call_deadline(ec->e), NULL);
+        rc = dlock__etcd_rw_read(e, &line, READERS_MAX, &h->writer, &h->readers, &h->n_readers,
+                                 dlock__etcd_call_deadline(e), NULL);
     dlock__etcd_name_clear(&range);
     if (rc != DLOCK_OK)
         return rc;
@@ -66,6 +66,15 @@ static int read_holding(struct dlock__etcd_client *ec, const char *key, size_t l
     if (!h->shared && h->writer.key)
         h->count = 1;
     return DLOCK_OK;
+}
+
+int dlock__etcd_readers_holding(dlock__etcd *e, const char *key, size_t len, size_t *n)
+{
+    holding h;
+    int rc = read_holding(e, key, len, &h);
+    *n = rc == DLOCK_OK && h.shared ? h.count : 0;
+    holding_clear(&h);
+    return rc;
 }
 
 /* The i-th holder's key. */
@@ -89,7 +98,7 @@ static int node_status(struct dlock__etcd_client *ec, const char *key, size_t le
                        dlock_node_status *out)
 {
     holding h;
-    int rc = read_holding(ec, key, len, &h);
+    int rc = read_holding(ec->e, key, len, &h);
     int held = rc == DLOCK_OK && h.count > 0;
     *out = (dlock_node_status){rc, held, held ? lease_left_ms(ec, holder_kv(&h, 0)) : -1,
                                held && !h.shared ? (uint64_t)h.writer.create_rev : 0};
@@ -132,7 +141,7 @@ int dlock__etcd_holders(dlock_client *c, const char *key, size_t klen, size_t no
 {
     (void)node; /* the cluster is one node */
     holding h;
-    int rc = read_holding(EC(c), key, klen, &h);
+    int rc = read_holding(EC(c)->e, key, klen, &h);
     if (rc == DLOCK_OK) {
         *info = (dlock_holders_info){.mode = !h.count   ? DLOCK_HOLD_FREE
                                              : h.shared ? DLOCK_HOLD_SHARED

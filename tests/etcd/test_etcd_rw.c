@@ -11,8 +11,10 @@
  * ways. Readers hold no fence; writers' fences (create revisions) grow.
  * Contention of readers and writers (reentrant, auto-renewed on the
  * session) is checked with the chaos history's checker. etcdctl is
- * Debian's etcd-client, started as a child and stopped by its pid; its
- * tests skip when it is missing. */
+ * Debian's etcd-client, and the recipe itself runs in a Go peer
+ * (go/rwmutex_peer.go, built here in GOPATH mode against Debian's
+ * golang-etcd-server-dev); each is started as a child and stopped by its
+ * pid, and their tests skip when it is missing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -307,6 +309,118 @@ static void etcdctl_waits_for_a_readers_hold(void **state)
     dlock_lock_free(r2);
 }
 
+/* ---- the recipe RWMutex (Go) ------------------------------------------------ */
+
+#ifndef DLOCK_RWMUTEX_PEER_SRC
+#error "CMake names tests/etcd/go/rwmutex_peer.go"
+#endif
+
+#define RECIPE_SRC "/usr/share/gocode/src/go.etcd.io/etcd/contrib/recipes/rwmutex.go"
+
+/* The peer's binary, built once (GOPATH mode, Debian's etcd 3.4 sources),
+ * or "" when go or the sources are missing (the tests skip). */
+static char peer_bin[300];
+static int peer_tried;
+
+static const char *peer(void)
+{
+    if (peer_tried)
+        return peer_bin;
+    peer_tried = 1;
+    if (access(RECIPE_SRC, R_OK) != 0 || system("go version >/dev/null 2>&1") != 0) {
+        print_message("go or golang-etcd-server-dev missing: the recipe's tests skip\n");
+        return peer_bin;
+    }
+    char bin[256], cache[256], cmd[1400];
+    test_tmp_path(bin, sizeof bin, "dlock-rwmutex-peer");
+    /* one cache for every run: clientv3 builds once (~15 s), then in 1 s */
+    test_tmp_path(cache, sizeof cache, "dlock-gocache");
+    char *dash = strrchr(cache, '-'); /* made unique with the pid: not here */
+    if (dash)
+        *dash = '\0';
+    snprintf(cmd, sizeof cmd,
+             "GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE='%s' go build -o '%s' '%s' 1>&2",
+             cache, bin, DLOCK_RWMUTEX_PEER_SRC);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(system(cmd), 0);
+    print_message("built the recipe's peer in %lld ms\n", (long long)(test_now_ms() - t0));
+    snprintf(peer_bin, sizeof peer_bin, "%s", bin);
+    return peer_bin;
+}
+
+/* Start the peer on NAME's read or write side, holding it hold_ms. */
+static void peer_start(ctl *c, const char *name, const char *side, int hold_ms)
+{
+    char ep[64], hold[16];
+    snprintf(ep, sizeof ep, "127.0.0.1:%d", srv.m[0].client_port);
+    snprintf(hold, sizeof hold, "%d", hold_ms);
+    const char *argv[] = {peer_bin, ep, name, side, hold, NULL};
+    ctl_start_prog(c, argv);
+}
+
+/* The recipe's reader holds: a dlock reader shares with it, a dlock
+ * writer waits until it unlocked; the recipe's writer holds: a dlock
+ * reader waits until it unlocked. */
+static void dlock_shares_with_the_recipes_reader_and_waits_for_its_writer(void **state)
+{
+    (void)state;
+    if (!*peer())
+        skip();
+    ctl c;
+    peer_start(&c, "rw-go", "read", 2000);
+    assert_true(ctl_wait_for(&c, "\n", 10000));
+    assert_non_null(strstr(c.buf, "held rw-go/read/"));
+    dlock_lock *r = lock_of("rw-go", DLOCK_SHARED), *w = lock_of("rw-go", DLOCK_EXCLUSIVE);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK); /* beside the recipe's reader */
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 15000), DLOCK_OK);
+    assert_true(ctl_wait_for(&c, "done", 100)); /* printed before it unlocked */
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    assert_true(WIFEXITED(ctl_stop(&c)));
+
+    peer_start(&c, "rw-go", "write", 2000);
+    assert_true(ctl_wait_for(&c, "\n", 10000));
+    assert_non_null(strstr(c.buf, "held rw-go/write/"));
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_lock_acquire(r, 15000), DLOCK_OK);
+    assert_true(ctl_wait_for(&c, "done", 100));
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_true(WIFEXITED(ctl_stop(&c)));
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+}
+
+/* A dlock writer holds: the recipe's reader waits until its release; a
+ * dlock reader holds: the recipe's reader shares with it, and the
+ * recipe's writer waits until its release. */
+static void the_recipe_shares_with_dlocks_reader_and_waits_for_its_writer(void **state)
+{
+    (void)state;
+    if (!*peer())
+        skip();
+    dlock_lock *r = lock_of("rw-go2", DLOCK_SHARED), *w = lock_of("rw-go2", DLOCK_EXCLUSIVE);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    ctl c;
+    peer_start(&c, "rw-go2", "read", 0);
+    assert_false(ctl_wait_for(&c, "held", 1500)); /* behind dlock's writer */
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    assert_true(ctl_wait_for(&c, "done", 5000));
+    assert_true(WIFEXITED(ctl_stop(&c)));
+
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    peer_start(&c, "rw-go2", "read", 0);
+    assert_true(ctl_wait_for(&c, "done", 5000)); /* beside dlock's reader */
+    assert_true(WIFEXITED(ctl_stop(&c)));
+    peer_start(&c, "rw-go2", "write", 0);
+    assert_false(ctl_wait_for(&c, "held", 1500)); /* behind dlock's reader */
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_true(ctl_wait_for(&c, "done", 5000));
+    assert_true(WIFEXITED(ctl_stop(&c)));
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+}
+
 /* ---- contention ------------------------------------------------------------- */
 
 /* Readers and writers (a reentrant one of each, auto-renewed ones whose
@@ -351,6 +465,8 @@ int main(void)
         cmocka_unit_test(the_keys_are_the_recipes),
         cmocka_unit_test(a_reader_waits_for_etcdctls_hold),
         cmocka_unit_test(etcdctl_waits_for_a_readers_hold),
+        cmocka_unit_test(dlock_shares_with_the_recipes_reader_and_waits_for_its_writer),
+        cmocka_unit_test(the_recipe_shares_with_dlocks_reader_and_waits_for_its_writer),
         cmocka_unit_test(readers_and_writers_contend_without_a_writer_beside_anyone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
