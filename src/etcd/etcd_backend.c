@@ -231,6 +231,21 @@ static shared_hold *reentrant_find(dlock_lock *l)
     return found;
 }
 
+/* Reentrant: does the owner hold this name on the other side of a
+ * read-write lock (through another handle)? Then an acquire would wait
+ * for the owner itself: upgrade and downgrade are refused, as on Redis. */
+static int reentrant_crossed(dlock_lock *l)
+{
+    struct dlock__etcd_client *ec = LD(l)->ec;
+    int found = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    for (shared_hold *s = ec->reentrant; s && !found; s = s->next)
+        found = s->thread_no == dlock__lock_owner_no(l) &&
+                dlock__etcd_key_in_other_role(&LD(l)->range, s->h.key, s->h.key_len);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    return found;
+}
+
 /* The last hold revokes the lease when no other handle of the owner shares
  * it, or on a session deletes the key (the last user of a tainted session
  * revokes it: etcd_session.h); another is only counted down (the lease
@@ -432,6 +447,11 @@ void dlock__etcd_hold_take(dlock_lock *l, shared_hold *s)
 shared_hold *dlock__etcd_reentrant_find(dlock_lock *l)
 {
     return reentrant_find(l);
+}
+
+int dlock__etcd_reentrant_crossed(dlock_lock *l)
+{
+    return reentrant_crossed(l);
 }
 
 int dlock__etcd_hold_drop_of(struct dlock__etcd_client *ec, shared_hold *s, unsigned n)

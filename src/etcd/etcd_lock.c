@@ -130,6 +130,17 @@ int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, siz
     return dlock__etcd_key_suffix_len(key, key_len) == key_len - pre;
 }
 
+int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key, size_t key_len)
+{
+    if (!name->role_len)
+        return 0; /* a plain lock or a semaphore: no other side */
+    dlock__etcd_name other = *name;
+    int reads = name->gap_begin != NULL;
+    other.role = reads ? "write/" : "read/";
+    other.role_len = strlen(other.role);
+    return dlock__etcd_key_is_waiter(&other, key, key_len);
+}
+
 /* A lowercase hex digit's value, or -1 (Go's %x writes lowercase). */
 static int hex_digit(char c)
 {

@@ -94,6 +94,11 @@ int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, i
  * a plain lock's and etcdctl's are, not a key on a session. */
 int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease);
 
+/* 1 if key is a waiter key of name in the other role of a read-write
+ * lock (a writer's when name's role is a reader's, and the reverse). */
+int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key,
+                                  size_t key_len);
+
 /* The length of key's lease suffix after its last '/': a lease ID (not 0)
  * in 1 to 16 lowercase hex digits, or a negative one as Go's %x prints it
  * ('-' and the magnitude, up to 2^63); 0 when key has none, so it is no

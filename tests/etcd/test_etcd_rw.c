@@ -146,16 +146,20 @@ static void a_plain_lock_and_readers_exclude_each_other(void **state)
     dlock_lock_free(p);
 }
 
-/* A reentrant reader's two handles (one owner: this thread) share one key,
- * which the second reader of another owner shares too; a reentrant
- * writer's re-entries keep its fence. */
+/* A reentrant reader's two handles (one owner: this thread) share one key
+ * until the last of their holds; a reentrant writer (of another client:
+ * another owner) waits for it, and its re-entries keep its fence. */
 static void reentrant_readers_and_writers_count_their_holds(void **state)
 {
     (void)state;
     const char *name = "rw-c";
     dlock_lock *a = lock_of(name, DLOCK_SHARED | DLOCK_REENTRANT);
     dlock_lock *b = lock_of(name, DLOCK_SHARED | DLOCK_REENTRANT);
-    dlock_lock *w = lock_of(name, DLOCK_EXCLUSIVE | DLOCK_REENTRANT);
+    dlock_client *other = test_etcd_client(&srv, -1, 0);
+    assert_non_null(other);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.flags = DLOCK_EXCLUSIVE | DLOCK_REENTRANT;
+    dlock_lock *w = test_lock_with(other, name, &o);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK); /* a re-entry */
     assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK); /* the owner's hold */
@@ -178,6 +182,38 @@ static void reentrant_readers_and_writers_count_their_holds(void **state)
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     dlock_lock_free(a);
     dlock_lock_free(b);
+    dlock_lock_free(w);
+    dlock_client_free(other);
+}
+
+/* A reentrant owner that reads does not wait for itself to write (nor
+ * the reverse): refused at once, as on Redis; a writer that is no
+ * reentrant owner waits for the owner's share and times out. */
+static void upgrade_and_downgrade_are_refused_not_waited_for(void **state)
+{
+    (void)state;
+    const char *name = "rw-u";
+    dlock_lock *r = lock_of(name, DLOCK_SHARED | DLOCK_REENTRANT);
+    dlock_lock *rw = lock_of(name, DLOCK_EXCLUSIVE | DLOCK_REENTRANT);
+    dlock_lock *w = lock_of(name, DLOCK_EXCLUSIVE);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(w, 300), DLOCK_ETIMEDOUT);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(rw, 8000), DLOCK_EINVAL);
+    assert_true(test_now_ms() - t0 < 3000);
+    assert_non_null(strstr(dlock_lock_errmsg(rw), "upgrade and downgrade are not offered"));
+    assert_int_equal(dlock_lock_state_get(rw), DLOCK_STATE_UNLOCKED);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(rw, 0), DLOCK_OK);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_lock_acquire(r, 8000), DLOCK_EINVAL);
+    assert_true(test_now_ms() - t0 < 3000);
+    assert_int_equal(dlock_lock_release(rw), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(rw);
     dlock_lock_free(w);
 }
 
@@ -461,6 +497,7 @@ int main(void)
         cmocka_unit_test(readers_share_a_writer_waits_for_both_and_a_later_reader_for_it),
         cmocka_unit_test(a_plain_lock_and_readers_exclude_each_other),
         cmocka_unit_test(reentrant_readers_and_writers_count_their_holds),
+        cmocka_unit_test(upgrade_and_downgrade_are_refused_not_waited_for),
         cmocka_unit_test(holders_lists_the_readers_as_shared),
         cmocka_unit_test(the_keys_are_the_recipes),
         cmocka_unit_test(a_reader_waits_for_etcdctls_hold),
