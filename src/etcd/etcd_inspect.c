@@ -18,67 +18,8 @@
 /* The client's etcd side (etcd_client.h): its store (client.h). */
 #define EC(c) ((struct dlock__etcd_client *)(c)->store)
 
-/* Readers read per holders call at most (their holders are the first of
- * them, up to the oldest other key). */
-#define READERS_MAX 1000
-
-/* Who holds the lock at key: the oldest key of its line when that is not
- * a reader's (a writer's, a plain lock's, etcdctl's: one exclusive holder,
- * its create revision the fence), else every reader older than the oldest
- * other key (shared, no fence: docs/backends.md). A semaphore's line reads
- * as its oldest key's: no stored N tells its holders from its waiters. */
-typedef struct holding {
-    dlock__etcd_kv writer;
-    dlock__etcd_kv *readers;
-    size_t n_readers; /* read */
-    size_t count;     /* holders: readers before the writer, or the writer */
-    int shared;
-} holding;
-
-static void holding_clear(holding *h)
-{
-    dlock__etcd_kv_clear(&h->writer);
-    for (size_t i = 0; i < h->n_readers; i++)
-        dlock__etcd_kv_clear(&h->readers[i]);
-    dlock__free(h->readers);
-    memset(h, 0, sizeof *h);
-}
-
-static int read_holding(dlock__etcd *e, const char *key, size_t len, holding *h)
-{
-    dlock__etcd_name range;
-    memset(h, 0, sizeof *h);
-    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int rc = dlock__etcd_name_role(&range, DLOCK_SHARED); /* the readers' gap */
-    dlock__etcd_line line = {range.begin, range.end, range.len, range.len, range.gap_begin,
-                             range.gap_end, range.gap_len};
-    if (rc == DLOCK_OK)
-        rc = dlock__etcd_rw_read(e, &line, READERS_MAX, &h->writer, &h->readers, &h->n_readers,
-                                 dlock__etcd_call_deadline(e), NULL);
-    dlock__etcd_name_clear(&range);
-    if (rc != DLOCK_OK)
-        return rc;
-    while (h->count < h->n_readers &&
-           (!h->writer.key || h->readers[h->count].create_rev < h->writer.create_rev))
-        h->count++;
-    h->shared = h->count > 0;
-    if (!h->shared && h->writer.key)
-        h->count = 1;
-    return DLOCK_OK;
-}
-
-int dlock__etcd_readers_holding(dlock__etcd *e, const char *key, size_t len, size_t *n)
-{
-    holding h;
-    int rc = read_holding(e, key, len, &h);
-    *n = rc == DLOCK_OK && h.shared ? h.count : 0;
-    holding_clear(&h);
-    return rc;
-}
-
 /* The i-th holder's key. */
-static const dlock__etcd_kv *holder_kv(const holding *h, size_t i)
+static const dlock__etcd_kv *holder_kv(const dlock__etcd_holding *h, size_t i)
 {
     return h->shared ? &h->readers[i] : &h->writer;
 }
@@ -97,12 +38,12 @@ static int64_t lease_left_ms(struct dlock__etcd_client *ec, const dlock__etcd_kv
 static int node_status(struct dlock__etcd_client *ec, const char *key, size_t len,
                        dlock_node_status *out)
 {
-    holding h;
-    int rc = read_holding(ec->e, key, len, &h);
+    dlock__etcd_holding h;
+    int rc = dlock__etcd_holding_read(ec->e, key, len, &h);
     int held = rc == DLOCK_OK && h.count > 0;
     *out = (dlock_node_status){rc, held, held ? lease_left_ms(ec, holder_kv(&h, 0)) : -1,
                                held && !h.shared ? (uint64_t)h.writer.create_rev : 0};
-    holding_clear(&h);
+    dlock__etcd_holding_clear(&h);
     return rc;
 }
 
@@ -140,8 +81,8 @@ int dlock__etcd_holders(dlock_client *c, const char *key, size_t klen, size_t no
                         dlock_holders_info *info, dlock_holder *out, size_t max_out)
 {
     (void)node; /* the cluster is one node */
-    holding h;
-    int rc = read_holding(EC(c)->e, key, klen, &h);
+    dlock__etcd_holding h;
+    int rc = dlock__etcd_holding_read(EC(c)->e, key, klen, &h);
     if (rc == DLOCK_OK) {
         *info = (dlock_holders_info){.mode = !h.count   ? DLOCK_HOLD_FREE
                                              : h.shared ? DLOCK_HOLD_SHARED
@@ -152,7 +93,7 @@ int dlock__etcd_holders(dlock_client *c, const char *key, size_t klen, size_t no
             out[i].ttl_ms = lease_left_ms(EC(c), holder_kv(&h, i));
         }
     }
-    holding_clear(&h);
+    dlock__etcd_holding_clear(&h);
     return rc;
 }
 

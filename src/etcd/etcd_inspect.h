@@ -22,11 +22,6 @@ int dlock__etcd_status(dlock_client *c, const char *key, size_t klen, dlock_node
 int dlock__etcd_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                         dlock_holders_info *info, dlock_holder *out, size_t max_out);
 
-/* How many readers hold the lock at key (the prefix's and the name's):
- * those before the oldest key that is not a reader's; 0 when that key is
- * the line's oldest (or there is none). */
-int dlock__etcd_readers_holding(struct dlock__etcd *e, const char *key, size_t len, size_t *n);
-
 /* Delete the holder's key at key (if its fence is fence, unless 0):
  * *out says what was removed. DLOCK_OK, DLOCK_ENOTOWNER (another fence
  * holds it; *out filled in), DLOCK_ENOMEM or the request's error. */

@@ -21,6 +21,14 @@ typedef struct dlock__etcd_kv {
 
 void dlock__etcd_kv_clear(dlock__etcd_kv *kv);
 
+/* A request for the calls here (etcd_kv.c, etcd_lease.c): body req
+ * (taken, NULL: DLOCK_ENOMEM) POSTed as dlock__etcd_post() does it; and
+ * the message and code of a reply that is not what etcd sends. */
+int dlock__etcd_kv_post(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
+                        int64_t deadline_ns, int cancel_fd, dlock__errbuf *err, long *code,
+                        int *unknown_before);
+int dlock__etcd_kv_proto(dlock__errbuf *err, const char *what);
+
 /* A waiter's line: the keys of [begin, end) it waits behind, less the
  * gap [gap_begin, gap_end) when gap_begin is set (a reader's: the other
  * readers' keys, etcd_lock.h). A line with a gap is read as two ranges. */

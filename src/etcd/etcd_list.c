@@ -18,7 +18,7 @@
  * and a name with none of those is not listed. A read-write lock's keys
  * (NAME/read/<ID>, NAME/write/<ID>) are listed under NAME; a name whose
  * owner is a reader's key is shared, its holders read as status reads
- * them (one more request). */
+ * them (one more request: etcd_lock.h, holding). */
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,6 @@
 #include "client.h"
 #include "error.h"
 #include "etcd_client.h"
-#include "etcd_inspect.h"
 #include "etcd_kv.h"
 #include "etcd_list.h"
 #include "etcd_lock.h"
@@ -239,7 +238,10 @@ static size_t readers(dlock__etcd *e, const list_state *st, const rec *r)
     if (key) {
         memcpy(key, st->pfx, st->plen);
         memcpy(key + st->plen, r->name, len - st->plen + 1);
-        (void)dlock__etcd_readers_holding(e, key, len, &n);
+        dlock__etcd_holding h;
+        if (dlock__etcd_holding_read(e, key, len, &h) == DLOCK_OK && h.shared)
+            n = h.count;
+        dlock__etcd_holding_clear(&h);
     }
     dlock__free(key);
     return n ? n : 1;

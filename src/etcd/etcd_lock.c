@@ -268,3 +268,41 @@ int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, uint64_t if_
         dlock__err_set(err, "etcd: the owner kept changing; try again");
     return DLOCK_EBUSY;
 }
+
+/* Readers read per look at most (the holders are the first of them, up
+ * to the oldest other key). */
+#define READERS_MAX 1000
+
+void dlock__etcd_holding_clear(dlock__etcd_holding *h)
+{
+    dlock__etcd_kv_clear(&h->writer);
+    for (size_t i = 0; i < h->n_readers; i++)
+        dlock__etcd_kv_clear(&h->readers[i]);
+    dlock__free(h->readers);
+    memset(h, 0, sizeof *h);
+}
+
+int dlock__etcd_holding_read(dlock__etcd *e, const char *key, size_t len,
+                             dlock__etcd_holding *h)
+{
+    dlock__etcd_name range;
+    memset(h, 0, sizeof *h);
+    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    int rc = dlock__etcd_name_role(&range, DLOCK_SHARED); /* the readers' gap */
+    dlock__etcd_line line = {range.begin, range.end, range.len, range.len, range.gap_begin,
+                             range.gap_end, range.gap_len};
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_rw_read(e, &line, READERS_MAX, &h->writer, &h->readers, &h->n_readers,
+                                 step_deadline(e, 0), NULL);
+    dlock__etcd_name_clear(&range);
+    if (rc != DLOCK_OK)
+        return rc;
+    while (h->count < h->n_readers &&
+           (!h->writer.key || h->readers[h->count].create_rev < h->writer.create_rev))
+        h->count++;
+    h->shared = h->count > 0;
+    if (!h->shared && h->writer.key)
+        h->count = 1;
+    return DLOCK_OK;
+}

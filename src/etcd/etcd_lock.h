@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "etcd_http.h"
+#include "etcd_kv.h"
 
 /* One hold (or one waiter's place in line). */
 typedef struct dlock__etcd_hold {
@@ -139,6 +140,26 @@ size_t dlock__etcd_identity_value(const char *text, char *out, size_t len);
 /* Status: the current owner's key, if any. */
 int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
                      int64_t *ttl_ms, uint64_t *fence, dlock__errbuf *err);
+
+/* Who holds the lock at key (the client's prefix + the name), read in
+ * one transaction: the oldest key of its line when that is not a
+ * reader's (a writer's, a plain lock's, etcdctl's: one exclusive holder,
+ * its create revision the fence), else every reader older than the
+ * oldest other key (shared, no fence: docs/backends.md). A semaphore's
+ * line reads as its oldest key's: no stored N tells its holders from its
+ * waiters. dlock__etcd_holding_clear() frees it (also after a failed
+ * read). */
+typedef struct dlock__etcd_holding {
+    dlock__etcd_kv writer;   /* the oldest key that is not a reader's */
+    dlock__etcd_kv *readers; /* the first readers' keys, oldest first */
+    size_t n_readers;        /* read */
+    size_t count;            /* holders: readers before the writer, or it */
+    int shared;              /* readers hold */
+} dlock__etcd_holding;
+
+int dlock__etcd_holding_read(dlock__etcd *e, const char *key, size_t len,
+                             dlock__etcd_holding *h);
+void dlock__etcd_holding_clear(dlock__etcd_holding *h);
 
 /* Seconds of lease for a TTL in ms (rounded up; at least 1). */
 int64_t dlock__etcd_ttl_s(int64_t ttl_ms);
