@@ -3,18 +3,18 @@
  * the layout of etcd's recipe RWMutex (contrib/recipes/rwmutex.go): a
  * reader's key NAME/read/<ID>, a writer's NAME/write/<ID>, one line by
  * create revision. A writer waits for every key before its own; a reader
- * waits only for the last key before its own that is not a reader's, so
- * readers share, a writer waits for the readers before it, and a reader
- * that comes after a waiting writer waits for that writer. Any other key
+ * waits only for the last key before its own that is not a reader's. The
+ * rule itself, holders and contention under the chaos history's checker
+ * are the body ZooKeeper runs too (support/store_rw.c); here what is
+ * etcd's: reentrant holds of one owner sharing one key, upgrade and
+ * downgrade refused, the keys' names, and other clients. Any other key
  * under NAME/ counts as a writer's: `etcdctl lock NAME` (Go's
  * concurrency.Mutex, NAME/<lease>) and a reader exclude each other both
- * ways. Readers hold no fence; writers' fences (create revisions) grow.
- * Contention of readers and writers (reentrant, auto-renewed on the
- * session) is checked with the chaos history's checker. etcdctl is
- * Debian's etcd-client, and the recipe itself runs in a Go peer
- * (go/rwmutex_peer.go, built here in GOPATH mode against Debian's
- * golang-etcd-server-dev); each is started as a child and stopped by its
- * pid, and their tests skip when it is missing. */
+ * ways; and the recipe itself, in a Go peer (go/rwmutex_peer.go, built
+ * here in GOPATH mode against Debian's golang-etcd-server-dev), shares
+ * with dlock's readers and excludes dlock's writers both ways. etcdctl and
+ * the peer are started as children and stopped by their pids; their tests
+ * skip when they are missing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,11 +32,10 @@
 #include "dlock.h"
 #include "etcd_ctl.h"
 #include "etcd_server.h"
-#include "history.h"
 #include "proc.h"
+#include "store_rw.h"
 #include "test_util.h"
 #include "test_waiter.h"
-#include "zk_contend.h"
 
 static test_etcd srv;
 static dlock_client *cl;
@@ -73,78 +72,6 @@ static dlock_lock *lock_of(const char *name, unsigned flags)
 }
 
 /* ---- the rule ------------------------------------------------------------- */
-
-/* Two readers share and hold no fence; a writer waits for both; a reader
- * that comes while the writer waits waits for it, and gets in only after
- * the writer's release. (Fails when a reader waits behind every key: the
- * second reader is refused; or when it skips the writers' keys: the
- * late reader gets in beside the waiting writer.) */
-static void readers_share_a_writer_waits_for_both_and_a_later_reader_for_it(void **state)
-{
-    (void)state;
-    const char *name = "rw-a";
-    dlock_lock *r1 = lock_of(name, DLOCK_SHARED), *r2 = lock_of(name, DLOCK_SHARED);
-    assert_int_equal(dlock_lock_acquire(r1, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(r2, 0), DLOCK_OK); /* readers share */
-    assert_int_equal(dlock_lock_fence(r1), 0);              /* and hold no fence */
-    assert_int_equal(dlock_lock_fence(r2), 0);
-    dlock_lock *w1 = lock_of(name, DLOCK_EXCLUSIVE);
-    assert_int_equal(dlock_lock_acquire(w1, 0), DLOCK_ENOTACQUIRED);
-    test_waiter ww;
-    assert_int_equal(test_waiter_start(&ww, w1, 20000, TEST_WAITER_KEEP), 0);
-    test_sleep_ms(300); /* in line behind the readers */
-    dlock_lock *r3 = lock_of(name, DLOCK_SHARED);
-    assert_int_equal(dlock_lock_acquire(r3, 0), DLOCK_ENOTACQUIRED);
-    test_waiter wr;
-    assert_int_equal(test_waiter_start(&wr, r3, 20000, TEST_WAITER_KEEP), 0);
-    test_sleep_ms(300);
-    assert_int_equal(atomic_load(&ww.done), 0);
-    assert_int_equal(atomic_load(&wr.done), 0);
-    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
-    test_sleep_ms(300);
-    assert_int_equal(atomic_load(&ww.done), 0); /* r2 still reads */
-    int64_t released = test_now_ms();
-    assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
-    assert_int_equal(test_waiter_join(&ww), DLOCK_OK);
-    /* woken by its watch on the reader's key, not a 2 s look */
-    assert_true(test_now_ms() - released < 1500);
-    assert_true(dlock_lock_fence(w1) > 0);
-    test_sleep_ms(300);
-    assert_int_equal(atomic_load(&wr.done), 0); /* the writer writes */
-    assert_int_equal(dlock_lock_release(w1), DLOCK_OK);
-    assert_int_equal(test_waiter_join(&wr), DLOCK_OK);
-    assert_int_equal(dlock_lock_fence(r3), 0);
-    /* a writer after it is refused while it reads, then has a newer fence */
-    uint64_t first = dlock_lock_fence(w1);
-    assert_int_equal(dlock_lock_acquire(w1, 0), DLOCK_ENOTACQUIRED);
-    assert_int_equal(dlock_lock_release(r3), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(w1, 0), DLOCK_OK);
-    assert_true(dlock_lock_fence(w1) > first);
-    assert_int_equal(dlock_lock_release(w1), DLOCK_OK);
-    dlock_lock_free(r1);
-    dlock_lock_free(r2);
-    dlock_lock_free(r3);
-    dlock_lock_free(w1);
-}
-
-/* A plain lock waits behind every key, readers' too, and a reader waits
- * behind a plain lock's key (NAME/<ID>, no role): it counts as a writer. */
-static void a_plain_lock_and_readers_exclude_each_other(void **state)
-{
-    (void)state;
-    const char *name = "rw-b";
-    dlock_lock *r = lock_of(name, DLOCK_SHARED), *p = lock_of(name, 0);
-    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(p, 0), DLOCK_ENOTACQUIRED);
-    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(p, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED);
-    assert_int_equal(dlock_lock_release(p), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
-    dlock_lock_free(r);
-    dlock_lock_free(p);
-}
 
 /* A reentrant reader's two handles (one owner: this thread) share one key
  * until the last of their holds; a reentrant writer (of another client:
@@ -217,55 +144,6 @@ static void upgrade_and_downgrade_are_refused_not_waited_for(void **state)
     dlock_lock_free(w);
 }
 
-/* Readers' holders (dlock_client_holders) are every reader before the
- * first key that is not a reader's, DLOCK_HOLD_SHARED, their tokens the
- * handles'; a writer is one exclusive holder with its fence. */
-static void holders_lists_the_readers_as_shared(void **state)
-{
-    (void)state;
-    const char *name = "rw-h";
-    dlock_lock *r1 = lock_of(name, DLOCK_SHARED), *r2 = lock_of(name, DLOCK_SHARED);
-    dlock_lock *w = lock_of(name, DLOCK_EXCLUSIVE), *r3 = lock_of(name, DLOCK_SHARED);
-    dlock_holders_info hi;
-    dlock_holder h[4];
-    assert_int_equal(dlock_client_holders(cl, name, 0, &hi, h, 4), DLOCK_OK);
-    assert_int_equal(hi.mode, DLOCK_HOLD_FREE);
-    assert_int_equal(hi.count, 0);
-    assert_int_equal(dlock_lock_acquire(r1, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(r2, 0), DLOCK_OK);
-    test_waiter ww, wr;
-    assert_int_equal(test_waiter_start(&ww, w, 20000, TEST_WAITER_KEEP), 0);
-    test_sleep_ms(300);
-    assert_int_equal(test_waiter_start(&wr, r3, 20000, TEST_WAITER_KEEP), 0);
-    test_sleep_ms(300);
-    assert_int_equal(dlock_client_holders(cl, name, 0, &hi, h, 4), DLOCK_OK);
-    assert_int_equal(hi.mode, DLOCK_HOLD_SHARED);
-    assert_int_equal(hi.count, 2); /* not r3, behind the writer */
-    assert_string_equal(h[0].token, dlock_lock_token(r1));
-    assert_string_equal(h[1].token, dlock_lock_token(r2));
-    assert_true(h[0].ttl_ms > 0 && h[0].ttl_ms <= 10000);
-    dlock_node_status ns[1];
-    assert_int_equal(dlock_client_status(cl, name, 1, ns, NULL), DLOCK_OK);
-    assert_int_equal(ns[0].held, 1);
-    assert_int_equal(ns[0].fence, 0); /* readers hold no fence */
-    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
-    assert_int_equal(test_waiter_join(&ww), DLOCK_OK);
-    assert_int_equal(dlock_client_holders(cl, name, 0, &hi, h, 4), DLOCK_OK);
-    assert_int_equal(hi.mode, DLOCK_HOLD_EXCLUSIVE);
-    assert_int_equal(hi.count, 1);
-    assert_string_equal(h[0].token, dlock_lock_token(w));
-    assert_int_equal(dlock_client_status(cl, name, 1, ns, NULL), DLOCK_OK);
-    assert_int_equal(ns[0].fence, dlock_lock_fence(w));
-    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
-    assert_int_equal(test_waiter_join(&wr), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(r3), DLOCK_OK);
-    dlock_lock_free(r1);
-    dlock_lock_free(r2);
-    dlock_lock_free(r3);
-    dlock_lock_free(w);
-}
-
 /* ---- etcdctl lock (Go's concurrency.Mutex) --------------------------------- */
 
 /* The keys are the recipe's: NAME/read/<ID> and NAME/write/<ID>, the ID
@@ -277,6 +155,10 @@ static void the_keys_are_the_recipes(void **state)
         skip();
     dlock_lock *r = lock_of("rw-k", DLOCK_SHARED), *w = lock_of("rw-k", DLOCK_EXCLUSIVE);
     assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    dlock_holders_info hi;
+    dlock_holder h[2];
+    assert_int_equal(dlock_client_holders(cl, "rw-k", 0, &hi, h, 2), DLOCK_OK);
+    assert_true(h[0].ttl_ms > 0 && h[0].ttl_ms <= 10000); /* the reader's lease */
     assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_ENOTACQUIRED);
     test_waiter ww;
     assert_int_equal(test_waiter_start(&ww, w, 20000, TEST_WAITER_KEEP), 0);
@@ -457,54 +339,22 @@ static void the_recipe_shares_with_dlocks_reader_and_waits_for_its_writer(void *
     dlock_lock_free(w);
 }
 
-/* ---- contention ------------------------------------------------------------- */
-
-/* Readers and writers (a reentrant one of each, auto-renewed ones whose
- * keys share the client's session lease) on threads with a client each:
- * no writer overlaps anyone, writers' fences grow, readers did read
- * together. */
-static void readers_and_writers_contend_without_a_writer_beside_anyone(void **state)
-{
-    (void)state;
-    static zk_contender k[6]; /* a failed assert leaves the threads running */
-    for (int i = 0; i < 6; i++)
-        k[i] = (zk_contender){.url = srv.url, .rounds = 10, .name = "rw-loop",
-                              .flags = i < 2 ? DLOCK_EXCLUSIVE : DLOCK_SHARED};
-    k[1].flags |= DLOCK_REENTRANT;
-    k[1].reentries = 1;
-    k[2].flags |= DLOCK_REENTRANT;
-    k[2].reentries = 1;
-    k[3].flags |= DLOCK_AUTO_RENEW;
-    k[5].flags |= DLOCK_AUTO_RENEW;
-    char hist[300];
-    int fd = zk_history_new(hist, sizeof hist, "dlock-etcd-rw-history");
-    assert_true(fd >= 0);
-    assert_int_equal(zk_contend_start(k, 6, fd), 0);
-    assert_int_equal(zk_contend_join(k, 6), 0);
-    close(fd);
-    chaos_verdict v;
-    assert_int_equal(zk_history_verdict(hist, &v), 0);
-    assert_int_equal(v.cs, 60);
-    assert_int_equal(v.cs_unclosed, 0);
-    assert_int_equal(v.overlaps, 0);
-    assert_int_equal(v.fence_violations, 0);
-    assert_true(v.max_readers >= 2); /* readers did read together */
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(readers_share_a_writer_waits_for_both_and_a_later_reader_for_it),
-        cmocka_unit_test(a_plain_lock_and_readers_exclude_each_other),
         cmocka_unit_test(reentrant_readers_and_writers_count_their_holds),
         cmocka_unit_test(upgrade_and_downgrade_are_refused_not_waited_for),
-        cmocka_unit_test(holders_lists_the_readers_as_shared),
         cmocka_unit_test(the_keys_are_the_recipes),
         cmocka_unit_test(a_reader_waits_for_etcdctls_hold),
         cmocka_unit_test(etcdctl_waits_for_a_readers_hold),
         cmocka_unit_test(dlock_shares_with_the_recipes_reader_and_waits_for_its_writer),
         cmocka_unit_test(the_recipe_shares_with_dlocks_reader_and_waits_for_its_writer),
-        cmocka_unit_test(readers_and_writers_contend_without_a_writer_beside_anyone),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    if (setup(NULL) != 0)
+        return 1;
+    /* the rule, holders and contention: the body ZooKeeper runs too */
+    int failed = test_store_rw_run(srv.url);
+    failed += cmocka_run_group_tests(tests, NULL, NULL);
+    teardown(NULL);
+    return failed;
 }
