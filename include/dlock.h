@@ -1039,8 +1039,9 @@ dlock_client_identity(dlock_client *client, const char *name, size_t node, char 
  *            lease that ended).
  * @param len the size of @p buf, at least 1.
  * @return DLOCK_OK, DLOCK_EINVAL (NULL or empty token, NULL, bad name, node
- *         out of range, no buffer), DLOCK_ENOTSUP (an etcd:// client: its
- *         one holder's is dlock_client_identity()'s), DLOCK_EREFUSED (the
+ *         out of range, no buffer), DLOCK_ENOTSUP (an etcd:// client:
+ *         dlock_client_identity() reads its oldest holder's, a writer's or
+ *         the first reader's), DLOCK_EREFUSED (the
  *         server refused HGET: an ACL, a foreign key), or the node's
  *         error. Thread-safe.
  */
