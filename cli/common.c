@@ -427,11 +427,6 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
                 "docs/lock-delay.md)", name);
         return CLI_EXIT_UNAVAILABLE;
     }
-    if (rc == DLOCK_ENOTSUP && client_etcd && lo && (lo->flags & DLOCK_SHARED)) {
-        cli_msg("\"%s\": -s (shared) is not supported on etcd: its locks are exclusive only "
-                "(DLOCK_ENOTSUP)", name);
-        return CLI_EXIT_UNAVAILABLE;
-    }
     if (rc == DLOCK_EINVAL) {
         if (!*name || strlen(name) > DLOCK_NAME_MAX)
             return cli_usage_error(NULL, "the lock name must be 1..%d bytes", DLOCK_NAME_MAX);
@@ -454,12 +449,14 @@ dlock_lock_options cli_lock_options(const cli_lock_opts *o, unsigned flags)
      * plain lock does that already (a reader waits for every other node
      * before its own), and is Curator's InterProcessMutex, which `dlock
      * run` users there pair with; -x is Curator's read-write lock's writer
-     * (docs/backends.md, "ZooKeeper"). */
+     * (docs/backends.md, "ZooKeeper"). So on etcd: the plain lock is
+     * etcd's own (`etcdctl lock`'s NAME/<lease>) and waits for readers
+     * anyway; -x is the recipe RWMutex's writer (NAME/write/<ID>). */
     if (o->fair)
         lo.flags |= DLOCK_FAIR;
     else if (o->permits == 0 && o->shared)
         lo.flags |= DLOCK_SHARED;
-    else if (o->permits == 0 && (o->exclusive || !client_zk))
+    else if (o->permits == 0 && (o->exclusive || (!client_zk && !client_etcd)))
         lo.flags |= DLOCK_EXCLUSIVE;
     return lo;
 }

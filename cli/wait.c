@@ -134,7 +134,7 @@ void cli_sigwatch_stop(cli_sigwatch *sw)
  * a waiting writer's mark (a shared request), every permit taken, or a
  * lock-delay (a hold that ended without a release). 1 and
  * the text in buf if the name keeps us out; 0 if no node shows that (free
- * by now, or the backend lists no holders: etcd). */
+ * by now). */
 static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, const char *on,
                    char *buf, size_t len)
 {

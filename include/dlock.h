@@ -23,7 +23,11 @@
  * lock on the prefix NAME/ (the key layout of etcd's concurrency.Mutex),
  * so `etcdctl lock NAME` and dlock exclude each other; as in etcd, lock
  * "a"'s line also holds lock "a/b"'s keys (a holder of "a/b" keeps "a"
- * busy, not the reverse).
+ * busy, not the reverse). Its shared and exclusive locks are keys
+ * NAME/read/<ID> and NAME/write/<ID> in that line (etcd's recipe
+ * RWMutex): a writer waits for every older key, a reader only for the
+ * older keys that are not readers', so `etcdctl lock NAME` and readers
+ * exclude each other too.
  *
  * A dlock_lock is a handle for one lock name, created from a client. It is
  * acquired, extended and released through the handle; the handle remembers
@@ -166,7 +170,7 @@ typedef enum dlock_error {
     DLOCK_ENOMEM = -16,
     /** Not supported by this build or in this configuration
      *  (fair mode over several nodes; etcd:// or zk:// URLs in a build
-     *  without that store; on etcd, shared locks, lock-delay, and an
+     *  without that store; on etcd, lock-delay, and an
      *  extend to another TTL of a handle whose lease other handles of its
      *  owner share (DLOCK_REENTRANT); on ZooKeeper, the calls
      *  its section of dlock_client_new() names). */
@@ -979,9 +983,16 @@ typedef struct dlock_holders_info {
  * permits are not counted), a semaphore's N, and whether a writer waits.
  * Read-only. The client's key_prefix applies.
  *
+ * etcd: the cluster is node 0; the holders are the readers before the
+ * oldest key of the line that is not a reader's (DLOCK_HOLD_SHARED, each
+ * token the reader's dlock_lock_token()), or that key alone
+ * (DLOCK_HOLD_EXCLUSIVE: a writer, a plain lock, `etcdctl lock`); each
+ * ttl_ms is its lease's, read one lease at a time. N is not stored there:
+ * a semaphore's name reads as its oldest key's.
+ *
  * @param out     receives up to @p max_out holders (may be NULL with 0).
- * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range),
- *         DLOCK_ENOTSUP (an etcd:// client), or the node's error.
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range), or
+ *         the node's error.
  */
 DLOCK_EXTERN(int)
 dlock_client_holders(dlock_client *client, const char *name, size_t node,
@@ -1028,8 +1039,9 @@ dlock_client_identity(dlock_client *client, const char *name, size_t node, char 
  *            lease that ended).
  * @param len the size of @p buf, at least 1.
  * @return DLOCK_OK, DLOCK_EINVAL (NULL or empty token, NULL, bad name, node
- *         out of range, no buffer), DLOCK_ENOTSUP (an etcd:// client: its
- *         one holder's is dlock_client_identity()'s), DLOCK_EREFUSED (the
+ *         out of range, no buffer), DLOCK_ENOTSUP (an etcd:// client:
+ *         dlock_client_identity() reads its oldest holder's, a writer's or
+ *         the first reader's), DLOCK_EREFUSED (the
  *         server refused HGET: an ACL, a foreign key), or the node's
  *         error. Thread-safe.
  */
@@ -1263,7 +1275,10 @@ enum dlock_lock_flags {
      *  DLOCK_REENTRANT the owner (client x thread) may acquire again, also
      *  while a writer waits (it holds already); each acquire needs a
      *  release and the share ends at the last (docs/primitives.md). Not
-     *  combined with DLOCK_FAIR (DLOCK_ENOTSUP). */
+     *  combined with DLOCK_FAIR (DLOCK_ENOTSUP). etcd: a key
+     *  NAME/read/<ID> (etcd's recipe RWMutex) that waits for the last
+     *  older key that is not a reader's (a waiting writer's too: no mark is
+     *  needed); no fence either. */
     DLOCK_SHARED = 1u << 4,
     /** Read-write lock, exclusive side: held exactly like a plain lock
      *  (same value, fencing, renewal), but shared holders keep it out, and
@@ -1276,7 +1291,10 @@ enum dlock_lock_flags {
      *  handle (the fencing token stays the first hold's; N acquires, N
      *  releases); an upgrade or downgrade between reentrant handles of one
      *  owner is DLOCK_EINVAL at once, never a wait for itself. Not combined
-     *  with DLOCK_FAIR (DLOCK_ENOTSUP). */
+     *  with DLOCK_FAIR (DLOCK_ENOTSUP). etcd: a key NAME/write/<ID> that
+     *  waits for every older key, as a plain lock's; its fence is the
+     *  key's create revision. A plain lock there excludes readers too
+     *  (`dlock run` takes it by default on etcd). */
     DLOCK_EXCLUSIVE = 1u << 5
 };
 
@@ -1415,7 +1433,7 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         limit),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; shared locks and lock_delay_ms on etcd;
+ *         over several nodes; lock_delay_ms on etcd;
  *         lock_delay_ms on ZooKeeper),
  *         DLOCK_ENOMEM.
  */

@@ -99,9 +99,8 @@ typedef struct dlock__backend {
     const dlock__renewal_ops *renewal;
 
     /* ---- handles ------------------------------------------------------ */
-    /* The kind this store serves for the kind asked for (etcd: plain,
-     * counted, fair and semaphore; exclusive as plain), or NULL:
-     * DLOCK_ENOTSUP. */
+    /* The kind this store serves for the kind asked for (etcd and
+     * ZooKeeper: every kind, waiting in line), or NULL: DLOCK_ENOTSUP. */
     const struct dlock__kind *(*kind_for)(const dlock_client *c, const struct dlock__kind *k);
     /* The backend's part of a new handle (its keys, its record);
      * DLOCK_OK, DLOCK_ENOMEM, or DLOCK_EINVAL for a name that is no key

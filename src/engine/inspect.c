@@ -88,8 +88,6 @@ static int holders_check(dlock_client *c, const void *args)
     if (!a->info || (a->max_out && !a->out))
         return DLOCK_EINVAL;
     if (!c->backend->holders)
-        /* etcd: no shares, and no stored N tells a semaphore's holders
-         * from its waiters (docs/primitives.md) */
         return DLOCK_ENOTSUP;
     return a->node >= c->backend->node_count(c) ? DLOCK_EINVAL : DLOCK_OK;
 }

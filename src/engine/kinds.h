@@ -87,13 +87,12 @@ typedef struct dlock__kind {
      * fair scripts) or a reentrant hash (the reentrant_*.lua scripts), or
      * one field per lease of a shared lock or semaphore (zlease.lua). */
     int ident;
-    /* The kind a store whose locks are one line of exclusive owners
-     * serves for it (etcd; ZooKeeper's recipe is the same shape): such a
-     * store has a lock of its own and none of the read-write kinds (a
-     * writer there has no readers to wait for, so it is the plain or
-     * counted lock); a semaphore there is the N first owners in line; or
-     * DLOCK__KIND_COUNT: none. A backend of that
-     * shape answers kind_for (backend.h) with dlock__kind_in_line(). */
+    /* The kind a store whose locks are one line of owners serves for it
+     * (etcd; ZooKeeper's recipe is the same shape): the kind itself,
+     * waiting in line (a writer behind every key, a reader behind every
+     * key that is not a reader's; a semaphore's holders the N first
+     * owners), or DLOCK__KIND_COUNT: none. A backend of that shape
+     * answers kind_for (backend.h) with dlock__kind_in_line(). */
     dlock__kind_id in_line;
 } dlock__kind;
 

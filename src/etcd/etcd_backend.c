@@ -126,6 +126,11 @@ static int lock_init(dlock_lock *l)
         dlock__free(d);
         return DLOCK_ENOMEM;
     }
+    if (dlock__etcd_name_role(&d->range, l->opts.flags) != DLOCK_OK) {
+        dlock__etcd_name_clear(&d->range);
+        dlock__free(d);
+        return DLOCK_ENOMEM;
+    }
     d->ec = ec;
     d->range.identity = l->client->identity; /* the client outlives its handles */
     l->store = d;
@@ -183,6 +188,14 @@ static int drop_of(struct dlock__etcd_client *ec, shared_hold *s, unsigned n)
     return last;
 }
 
+/* The holds of the owner's hold that are the handle's: its holds, or one
+ * for a kind whose re-entries through the handle the engine counts in the
+ * handle alone (kinds.h, reenter: the read-write kinds), not here. */
+static unsigned handle_share(const dlock_lock *l)
+{
+    return l->kind->reenter ? 1 : l->holds;
+}
+
 /* Drop the handle's share of its hold. */
 static int hold_drop(dlock_lock *l, unsigned n)
 {
@@ -218,6 +231,21 @@ static shared_hold *reentrant_find(dlock_lock *l)
     return found;
 }
 
+/* Reentrant: does the owner hold this name on the other side of a
+ * read-write lock (through another handle)? Then an acquire would wait
+ * for the owner itself: upgrade and downgrade are refused, as on Redis. */
+static int reentrant_crossed(dlock_lock *l)
+{
+    struct dlock__etcd_client *ec = LD(l)->ec;
+    int found = 0;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
+    for (shared_hold *s = ec->reentrant; s && !found; s = s->next)
+        found = s->thread_no == dlock__lock_owner_no(l) &&
+                dlock__etcd_key_in_other_role(&LD(l)->range, s->h.key, s->h.key_len);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
+    return found;
+}
+
 /* The last hold revokes the lease when no other handle of the owner shares
  * it, or on a session deletes the key (the last user of a tainted session
  * revokes it: etcd_session.h); another is only counted down (the lease
@@ -228,11 +256,12 @@ static int release_start(dlock_lock *l, int last, dlock__op *op)
     struct dlock__etcd_client *ec = LD(l)->ec;
     shared_hold *s = LD(l)->sh;
     if (!last) {
-        hold_drop(l, 1); /* others remain: never the last */
+        if (!l->kind->reenter) /* (a reenter kind's are the handle's alone) */
+            hold_drop(l, 1); /* others remain: never the last */
         return dlock__etcd_release_op(op, ec->e, NULL, &l->err);
     }
     LD(l)->sh = NULL; /* the engine lets the holds go */
-    if (!drop_of(ec, s, l->holds))
+    if (!drop_of(ec, s, handle_share(l)))
         return dlock__etcd_release_op(op, ec->e, NULL, &l->err);
     dlock__etcd_hold h = s->h; /* the request copies what it sends */
     if (s->sess) {
@@ -272,7 +301,7 @@ static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dloc
     struct dlock__etcd_client *ec = LD(l)->ec;
     shared_hold *s = LD(l)->sh;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&ec->mu));
-    int shared = s->holds != l->holds; /* another handle of the owner counts some */
+    int shared = s->holds != handle_share(l); /* another handle of the owner counts some */
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
     dlock__etcd_extend_args a = {.h = &s->h, .ttl_ms = ttl_ms, .err = &l->err,
                                  .ended = extend_ended, .off_session = extend_off_session,
@@ -324,7 +353,7 @@ static void drop(dlock_lock *l)
 {
     if (!LD(l) || !LD(l)->sh)
         return;
-    if (hold_drop(l, l->holds))
+    if (hold_drop(l, handle_share(l)))
         hold_free(LD(l)->sh);
     LD(l)->sh = NULL;
 }
@@ -420,6 +449,11 @@ shared_hold *dlock__etcd_reentrant_find(dlock_lock *l)
     return reentrant_find(l);
 }
 
+int dlock__etcd_reentrant_crossed(dlock_lock *l)
+{
+    return reentrant_crossed(l);
+}
+
 int dlock__etcd_hold_drop_of(struct dlock__etcd_client *ec, shared_hold *s, unsigned n)
 {
     return drop_of(ec, s, n);
@@ -489,6 +523,7 @@ const dlock__backend dlock__etcd_backend = {
     .node_count = one_node,
     .node_name = node_name,
     .status = dlock__etcd_status,
+    .holders = dlock__etcd_holders,
     .identity = dlock__etcd_identity,
     .list = dlock__etcd_list_names,
     .break_holds = dlock__etcd_break_holds,

@@ -126,12 +126,15 @@ static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     if (rc == DLOCK_EEXPIRED && w->s->sess && !w->regranted && (rc = regrant(w)) == DLOCK_OK)
         return;
     if (rc == DLOCK_OK)
-        rc = dlock__etcd_create_reply(rep, h->lease, &h->rev, &first, &ours, &w->l->err);
+        rc = dlock__etcd_create_reply(rep, h->lease, dlock__etcd_permits(w->l), &h->rev,
+                                      &first, &ours, &w->l->err);
     if (rc != DLOCK_OK) {
         dlock__etcd_step_failed(w, rc);
         return;
     }
-    w->owner = ours; /* among the first keys: the first, or a semaphore's N */
+    /* among the first keys: the first, or a semaphore's N; a reader with
+     * no other role's key before it */
+    w->owner = ours;
     w->first_lease = w->owner ? 0 : first.lease;
     w->fresh = 1;
     dlock__etcd_kv_clear(&first);
@@ -145,6 +148,8 @@ static int create(dlock__etcd_wait *w)
 {
     dlock__etcd_hold *h = &w->s->h;
     const dlock__etcd_name *name = &LD(w->l)->range;
+    dlock__etcd_line line;
+    dlock__etcd_step_line(w, &line);
     char id[DLOCK_IDENTITY_READ_MAX + 1];
     size_t id_len = name->identity ? dlock__etcd_identity_value(name->identity, id, sizeof id) : 0;
     const char *value = name->identity ? id : NULL;
@@ -154,8 +159,8 @@ static int create(dlock__etcd_wait *w)
     }
     return dlock__etcd_step_call(
         w, "/v3/kv/txn",
-        dlock__etcd_create_body(h->key, h->key_len, value, id_len, h->lease, name->begin,
-                                name->len, name->end, name->len, dlock__etcd_permits(w->l)),
+        dlock__etcd_create_body(h->key, h->key_len, value, id_len, h->lease, &line,
+                                dlock__etcd_permits(w->l)),
         created);
 }
 

@@ -54,6 +54,8 @@ struct dlock__etcd_lockdata {
  * of s (1 if they were the last); take s off the owner's list; free it. */
 void dlock__etcd_hold_take(dlock_lock *l, dlock__etcd_shared_hold *s);
 dlock__etcd_shared_hold *dlock__etcd_reentrant_find(dlock_lock *l);
+/* The owner holds the name on the other side of a read-write lock. */
+int dlock__etcd_reentrant_crossed(dlock_lock *l);
 int dlock__etcd_hold_drop_of(struct dlock__etcd_client *ec, dlock__etcd_shared_hold *s,
                              unsigned n);
 void dlock__etcd_hold_unlist(struct dlock__etcd_client *ec, dlock__etcd_shared_hold *s);

@@ -4,6 +4,8 @@
  * holder's key, and the list of held names. Each is one request over the
  * client's transport (etcd_client.h), with no handle and no hold of ours:
  * the handle's side is etcd_backend.c's. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -16,19 +18,32 @@
 /* The client's etcd side (etcd_client.h): its store (client.h). */
 #define EC(c) ((struct dlock__etcd_client *)(c)->store)
 
+/* The i-th holder's key. */
+static const dlock__etcd_kv *holder_kv(const dlock__etcd_holding *h, size_t i)
+{
+    return h->shared ? &h->readers[i] : &h->writer;
+}
+
+/* What is left of kv's lease, or -1 (no lease, gone, not read). */
+static int64_t lease_left_ms(struct dlock__etcd_client *ec, const dlock__etcd_kv *kv)
+{
+    int64_t ttl = -1;
+    if (kv->lease == 0 || dlock__etcd_lease_ttl_ms(ec->e, kv->lease, &ttl, NULL,
+                                                   dlock__etcd_call_deadline(ec->e), -1,
+                                                   NULL) != DLOCK_OK)
+        return -1;
+    return ttl;
+}
+
 static int node_status(struct dlock__etcd_client *ec, const char *key, size_t len,
                        dlock_node_status *out)
 {
-    dlock__etcd_name range;
-    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int held = 0;
-    int64_t ttl = -1;
-    uint64_t fence = 0;
-    int rc = dlock__etcd_peek(ec->e, &range, &held, &ttl, &fence, NULL);
-    dlock__etcd_name_clear(&range);
-    *out = (dlock_node_status){rc, rc == DLOCK_OK && held, rc == DLOCK_OK ? ttl : -1,
-                               rc == DLOCK_OK ? fence : 0};
+    dlock__etcd_holding h;
+    int rc = dlock__etcd_holding_read(ec->e, key, len, &h);
+    int held = rc == DLOCK_OK && h.count > 0;
+    *out = (dlock_node_status){rc, held, held ? lease_left_ms(ec, holder_kv(&h, 0)) : -1,
+                               held && !h.shared ? (uint64_t)h.writer.create_rev : 0};
+    dlock__etcd_holding_clear(&h);
     return rc;
 }
 
@@ -42,6 +57,43 @@ int dlock__etcd_status(dlock_client *c, const char *key, size_t klen, dlock_node
                                                       : DLOCK_STATUS_FREE,
                                        1, rc == DLOCK_OK, (size_t)(rc == DLOCK_OK && out->held),
                                        1};
+    return rc;
+}
+
+/* A holder's token: its key's ID in 16 hex digits, as the holder's
+ * dlock_lock_token() says (a negative one as Go's %x prints it, and
+ * another locker's suffix, as they are). */
+static void holder_token(const dlock__etcd_kv *kv, char *out, size_t cap)
+{
+    size_t n = dlock__etcd_key_suffix_len(kv->key, kv->key_len), start = kv->key_len;
+    while (start > 0 && kv->key[start - 1] != '/')
+        start--;
+    if (n > 0 && n == kv->key_len - start && kv->key[start] != '-') {
+        snprintf(out, cap, "%016llx", strtoull(kv->key + start, NULL, 16));
+        return;
+    }
+    n = kv->key_len - start < cap - 1 ? kv->key_len - start : cap - 1;
+    memcpy(out, kv->key + start, n);
+    out[n] = '\0';
+}
+
+int dlock__etcd_holders(dlock_client *c, const char *key, size_t klen, size_t node,
+                        dlock_holders_info *info, dlock_holder *out, size_t max_out)
+{
+    (void)node; /* the cluster is one node */
+    dlock__etcd_holding h;
+    int rc = dlock__etcd_holding_read(EC(c)->e, key, klen, &h);
+    if (rc == DLOCK_OK) {
+        *info = (dlock_holders_info){.mode = !h.count   ? DLOCK_HOLD_FREE
+                                             : h.shared ? DLOCK_HOLD_SHARED
+                                                        : DLOCK_HOLD_EXCLUSIVE,
+                                     .count = h.count, .writer_waiting_ms = -1};
+        for (size_t i = 0; i < h.count && i < max_out; i++) {
+            holder_token(holder_kv(&h, i), out[i].token, sizeof out[i].token);
+            out[i].ttl_ms = lease_left_ms(EC(c), holder_kv(&h, i));
+        }
+    }
+    dlock__etcd_holding_clear(&h);
     return rc;
 }
 

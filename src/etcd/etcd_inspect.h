@@ -15,6 +15,13 @@
 int dlock__etcd_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
                        dlock_lock_status *summary);
 
+/* dlock_client_holders() on etcd: the readers before the oldest key that
+ * is not a reader's (shared), or that key (exclusive), each with its
+ * token and what is left of its lease. The error of the read, or
+ * DLOCK_ENOMEM. */
+int dlock__etcd_holders(dlock_client *c, const char *key, size_t klen, size_t node,
+                        dlock_holders_info *info, dlock_holder *out, size_t max_out);
+
 /* Delete the holder's key at key (if its fence is fence, unless 0):
  * *out says what was removed. DLOCK_OK, DLOCK_ENOTOWNER (another fence
  * holds it; *out filled in), DLOCK_ENOMEM or the request's error. */

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdint.h>
 #include <string.h>
 
 #include "clock.h"
@@ -24,9 +25,9 @@ static json_t *i64(int64_t v)
     return dlock__etcd_json_of_i64(v);
 }
 
-static int post_ub(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
-                   int64_t deadline_ns, int cancel_fd, dlock__errbuf *err,
-                   long *code, int *unknown_before)
+int dlock__etcd_kv_post(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
+                        int64_t deadline_ns, int cancel_fd, dlock__errbuf *err, long *code,
+                        int *unknown_before)
 {
     if (!req)
         return DLOCK_ENOMEM;
@@ -40,18 +41,19 @@ static int post(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
                 int64_t deadline_ns, int cancel_fd, dlock__errbuf *err,
                 long *code)
 {
-    if (!req)
-        return DLOCK_ENOMEM;
-    int rc = dlock__etcd_post(e, path, req, rep, deadline_ns, cancel_fd, err, code, NULL);
-    json_decref(req);
-    return rc;
+    return dlock__etcd_kv_post(e, path, req, rep, deadline_ns, cancel_fd, err, code, NULL);
 }
 
-static int proto(dlock__errbuf *err, const char *what)
+int dlock__etcd_kv_proto(dlock__errbuf *err, const char *what)
 {
     if (err)
         dlock__err_append(err, "etcd: unexpected reply to %s", what);
     return DLOCK_EPROTO;
+}
+
+static int proto(dlock__errbuf *err, const char *what)
+{
+    return dlock__etcd_kv_proto(err, what);
 }
 
 /* Read a kv object (key decoded). */
@@ -93,134 +95,6 @@ static int first_kv(json_t *range, dlock__etcd_kv *kv)
     return read_kv(json_array_get(kvs, 0), kv);
 }
 
-json_t *dlock__etcd_grant_body(int64_t id, int64_t ttl_s)
-{
-    return json_pack("{s:o, s:o}", "ID", i64(id), "TTL", i64(ttl_s));
-}
-
-int dlock__etcd_grant_reply(int rc, long code, json_t *rep, int64_t ttl_s, int64_t *granted_s,
-                            dlock__errbuf *err)
-{
-    /* Our IDs are random 63-bit numbers: an existing lease with ours is an
-     * earlier copy of this grant whose reply was lost. */
-    if (rc == DLOCK_EREFUSED && code == 9) {
-        *granted_s = ttl_s;
-        if (err)
-            dlock__err_clear(err);
-        return DLOCK_OK;
-    }
-    if (rc != DLOCK_OK)
-        return rc;
-    int64_t got;
-    rc = dlock__etcd_json_i64(rep, "TTL", &got) || got <= 0
-             ? proto(err, "lease grant") : DLOCK_OK;
-    *granted_s = got;
-    return rc;
-}
-
-int dlock__etcd_lease_grant(dlock__etcd *e, int64_t id, int64_t ttl_s,
-                            int64_t *granted_s, int64_t deadline_ns,
-                            int cancel_fd, dlock__errbuf *err)
-{
-    json_t *rep = NULL;
-    long code = 0;
-    int rc = post(e, "/v3/lease/grant", dlock__etcd_grant_body(id, ttl_s), &rep, deadline_ns,
-                  cancel_fd, err, &code);
-    rc = dlock__etcd_grant_reply(rc, code, rep, ttl_s, granted_s, err);
-    json_decref(rep);
-    return rc;
-}
-
-json_t *dlock__etcd_lease_body(int64_t id)
-{
-    return json_pack("{s:o}", "ID", i64(id));
-}
-
-json_t *dlock__etcd_ttl_keys_body(int64_t id)
-{
-    return json_pack("{s:o, s:b}", "ID", i64(id), "keys", 1);
-}
-
-size_t dlock__etcd_ttl_key_count(json_t *rep)
-{
-    return json_array_size(json_object_get(rep, "keys"));
-}
-
-json_t *dlock__etcd_keepalive_body(int64_t id)
-{
-    return dlock__etcd_lease_body(id);
-}
-
-int dlock__etcd_keepalive_reply(json_t *rep, int64_t id, int64_t *ttl_s, dlock__errbuf *err)
-{
-    /* A stream of one: {"result":{"ID":..,"TTL":..}}; no TTL: gone. */
-    json_t *res = json_object_get(rep, "result");
-    int64_t ttl = 0;
-    int rc = DLOCK_OK;
-    if (!json_is_object(res) || dlock__etcd_json_i64(res, "TTL", &ttl))
-        rc = proto(err, "lease keepalive");
-    else if (ttl <= 0) {
-        rc = DLOCK_EEXPIRED;
-        if (err)
-            dlock__err_append(err, "etcd: lease %llx has expired", (unsigned long long)id);
-    }
-    *ttl_s = ttl;
-    return rc;
-}
-
-int dlock__etcd_lease_keepalive(dlock__etcd *e, int64_t id, int64_t *ttl_s,
-                                int64_t deadline_ns, int cancel_fd, dlock__errbuf *err)
-{
-    json_t *rep = NULL;
-    int rc = post(e, "/v3/lease/keepalive", dlock__etcd_keepalive_body(id), &rep, deadline_ns,
-                  cancel_fd, err, NULL);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__etcd_keepalive_reply(rep, id, ttl_s, err);
-    json_decref(rep);
-    return rc;
-}
-
-int dlock__etcd_lease_revoke(dlock__etcd *e, int64_t id, int64_t deadline_ns,
-                             int cancel_fd, dlock__errbuf *err, int *unknown_before)
-{
-    json_t *rep = NULL;
-    int rc = post_ub(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", i64(id)), &rep,
-                     deadline_ns, cancel_fd, err, NULL, unknown_before);
-    json_decref(rep);
-    return rc;
-}
-
-int dlock__etcd_ttl_reply(json_t *rep, int64_t *ttl_ms, int64_t *granted_s, dlock__errbuf *err)
-{
-    int64_t ttl, granted;
-    int rc = DLOCK_OK;
-    *ttl_ms = -1;
-    if (dlock__etcd_json_i64(rep, "TTL", &ttl) ||
-        dlock__etcd_json_i64(rep, "grantedTTL", &granted))
-        rc = proto(err, "lease timetolive");
-    else
-        *ttl_ms = ttl >= 0 ? ttl * 1000 : -1; /* -1: not found */
-    if (granted_s)
-        *granted_s = rc == DLOCK_OK ? granted : 0;
-    return rc;
-}
-
-int dlock__etcd_lease_ttl_ms(dlock__etcd *e, int64_t id, int64_t *ttl_ms,
-                             int64_t *granted_s, int64_t deadline_ns, int cancel_fd,
-                             dlock__errbuf *err)
-{
-    json_t *rep = NULL;
-    *ttl_ms = -1;
-    int rc = post(e, "/v3/lease/timetolive", dlock__etcd_lease_body(id),
-                  &rep, deadline_ns, cancel_fd, err, NULL);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__etcd_ttl_reply(rep, ttl_ms, granted_s, err);
-    json_decref(rep);
-    return rc;
-}
-
 /* The first `limit` keys of [begin, end) by create revision in order,
  * only those created up to max_create_rev (0: all). (The reply's "count"
  * ignores that filter, so callers count the keys returned.) */
@@ -246,40 +120,97 @@ static json_t *txn_part(json_t *rep, size_t n, const char *kind)
     return json_object_get(json_array_get(parts, n), kind);
 }
 
-/* 1 if one of a range response's kvs has create revision rev. */
-static int range_has_rev(json_t *range, int64_t rev)
+/* How many kvs of a txn reply's range responses from the from-th on
+ * have a create revision below rev. */
+static int64_t count_below(json_t *rep, size_t from, int64_t rev)
 {
-    json_t *kvs = json_object_get(range, "kvs"), *kv;
-    size_t i;
-    int64_t r;
-    json_array_foreach(kvs, i, kv)
-    {
-        if (dlock__etcd_json_i64(kv, "create_revision", &r) == 0 && r == rev)
-            return 1;
+    int64_t n = 0, r;
+    size_t parts = json_array_size(json_object_get(rep, "responses")), i;
+    for (size_t p = from; p < parts; p++) {
+        json_t *kvs = json_object_get(txn_part(rep, p, "response_range"), "kvs"), *kv;
+        json_array_foreach(kvs, i, kv)
+        {
+            if (dlock__etcd_json_i64(kv, "create_revision", &r) == 0 && r < rev)
+                n++;
+        }
+    }
+    return n;
+}
+
+/* The line's ranges as requests (one, or two around a gap), each for the
+ * first `limit` keys in order, created up to max_create_rev (0: all),
+ * appended to ops as {"request_range": ...}. 0, or -1 out of memory. */
+static int line_ranges(json_t *ops, const dlock__etcd_line *line, const char *order,
+                       int64_t max_create_rev, int64_t limit)
+{
+    const char *b[2] = {line->begin, line->gap_end}, *e[2] = {line->gap_begin, line->end};
+    size_t bl[2] = {line->begin_len, line->gap_len}, el[2] = {line->gap_len, line->end_len};
+    if (!line->gap_begin) {
+        e[0] = line->end;
+        el[0] = line->end_len;
+    }
+    for (int i = 0; i < (line->gap_begin ? 2 : 1); i++) {
+        json_t *r = range_req(b[i], bl[i], e[i], el[i], order, max_create_rev, limit);
+        if (!ops || json_array_append_new(ops, json_pack("{s:o}", "request_range", r)))
+            return -1;
     }
     return 0;
 }
 
 json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *value,
-                                size_t value_len, int64_t lease, const char *begin,
-                                size_t begin_len, const char *end, size_t end_len,
+                                size_t value_len, int64_t lease, const dlock__etcd_line *line,
                                 int64_t permits)
 {
     /* Create-if-absent makes the request idempotent: a copy sent again
      * after a lost reply reads the key the first copy made. */
-    return json_pack(
-        "{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o, s:o, s:o}}, {s:o}],"
-        " s:[{s:{s:o}}, {s:o}]}",
+    json_t *body = json_pack(
+        "{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o, s:o, s:o}}], s:[{s:{s:o}}]}",
         "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
         "create_revision", i64(0),
         "success", "request_put", "key", b64(key, key_len), "value",
         value ? b64(value, value_len) : b64(key, key_len), "lease", i64(lease),
-        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0, permits),
-        "failure", "request_range", "key", b64(key, key_len),
-        "request_range", range_req(begin, begin_len, end, end_len, "ASCEND", 0, permits));
+        "failure", "request_range", "key", b64(key, key_len));
+    if (body && (line_ranges(json_object_get(body, "success"), line, "ASCEND", 0, permits) ||
+                 line_ranges(json_object_get(body, "failure"), line, "ASCEND", 0, permits))) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
 }
 
-int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
+/* The kv of a txn reply's range responses [from, to) whose create
+ * revision is the lowest of their first kvs (last: the highest), left
+ * empty when they hold none. */
+static int pick_kv_of(json_t *rep, size_t from, size_t to, int last, dlock__etcd_kv *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t parts = json_array_size(json_object_get(rep, "responses"));
+    for (size_t p = from; p < parts && p < to; p++) {
+        dlock__etcd_kv kv;
+        int rc = first_kv(txn_part(rep, p, "response_range"), &kv);
+        if (rc != DLOCK_OK) {
+            dlock__etcd_kv_clear(&kv);
+            dlock__etcd_kv_clear(out);
+            return rc;
+        }
+        if (kv.key && (!out->key || (last ? kv.create_rev > out->create_rev
+                                          : kv.create_rev < out->create_rev))) {
+            dlock__etcd_kv_clear(out);
+            *out = kv;
+        } else {
+            dlock__etcd_kv_clear(&kv);
+        }
+    }
+    return DLOCK_OK;
+}
+
+/* The same over the responses from the from-th on. */
+static int pick_kv(json_t *rep, size_t from, int last, dlock__etcd_kv *out)
+{
+    return pick_kv_of(rep, from, SIZE_MAX, last, out);
+}
+
+int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t permits, int64_t *my_rev,
                              dlock__etcd_kv *first, int *ours, dlock__errbuf *err)
 {
     memset(first, 0, sizeof *first);
@@ -299,14 +230,16 @@ int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
         dlock__etcd_kv_clear(&mine);
     }
     if (rc == DLOCK_OK)
-        rc = first_kv(txn_part(rep, 1, "response_range"), first);
-    if (rc == DLOCK_OK && !first->key)
-        rc = DLOCK_EPROTO; /* at least our own key is there */
+        rc = pick_kv(rep, 1, 0, first);
+    /* at least our own key is there, unless it is in the line's gap (a
+     * reader's: two ranges, around it) */
+    if (rc == DLOCK_OK && !first->key && json_array_size(json_object_get(rep, "responses")) < 3)
+        rc = DLOCK_EPROTO;
     if (rc == DLOCK_EPROTO)
         return proto(err, "the lock's create transaction");
     *my_rev = rev;
     if (ours)
-        *ours = range_has_rev(txn_part(rep, 1, "response_range"), rev);
+        *ours = count_below(rep, 1, rev) < permits;
     return rc;
 }
 
@@ -346,28 +279,30 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
                                  int cancel_fd, dlock__errbuf *err)
 {
     memset(first, 0, sizeof *first);
-    json_t *req = dlock__etcd_create_body(key, key_len, value, value_len, lease, begin,
-                                          begin_len, end, end_len, 1);
+    dlock__etcd_line line = {.begin = begin, .end = end, .begin_len = begin_len,
+                             .end_len = end_len};
+    json_t *req = dlock__etcd_create_body(key, key_len, value, value_len, lease, &line, 1);
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    rc = dlock__etcd_create_reply(rep, lease, my_rev, first, NULL, err);
+    rc = dlock__etcd_create_reply(rep, lease, 1, my_rev, first, NULL, err);
     json_decref(rep);
     return rc;
 }
 
 json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
-                                     const char *begin, size_t begin_len, const char *end,
-                                     size_t end_len, int64_t limit)
+                                     const dlock__etcd_line *line, int64_t limit)
 {
-    return json_pack(
-        "{s:[{s:o, s:s, s:s, s:o}], s:[{s:o}], s:[]}",
-        "compare", "key", b64(key, key_len), "target", "CREATE", "result", "EQUAL",
-        "create_revision", i64(my_rev),
-        "success", "request_range",
-        range_req(begin, begin_len, end, end_len, "DESCEND", my_rev - 1, limit),
-        "failure");
+    json_t *body = json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[], s:[]}", "compare", "key",
+                             b64(key, key_len), "target", "CREATE", "result", "EQUAL",
+                             "create_revision", i64(my_rev), "success", "failure");
+    if (body &&
+        line_ranges(json_object_get(body, "success"), line, "DESCEND", my_rev - 1, limit)) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
 }
 
 int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *rev,
@@ -383,13 +318,17 @@ int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *re
     if (dlock__etcd_json_i64(json_object_get(rep, "header"), "revision", rev))
         rc = DLOCK_EPROTO;
     else
-        rc = first_kv(txn_part(rep, 0, "response_range"), pred);
+        rc = pick_kv(rep, 0, 1, pred);
     if (n_ahead) {
         /* "more": keys before ours past the limit (etcd prunes by create
          * revision before it cuts at the limit), so n is exact up to it */
-        json_t *range = txn_part(rep, 0, "response_range");
-        *n_ahead = json_array_size(json_object_get(range, "kvs")) +
-                   (json_is_true(json_object_get(range, "more")) ? 1 : 0);
+        size_t parts = json_array_size(json_object_get(rep, "responses"));
+        *n_ahead = 0;
+        for (size_t p = 0; p < parts; p++) {
+            json_t *range = txn_part(rep, p, "response_range");
+            *n_ahead += json_array_size(json_object_get(range, "kvs")) +
+                        (json_is_true(json_object_get(range, "more")) ? 1 : 0);
+        }
     }
     return rc == DLOCK_EPROTO ? proto(err, "the predecessor read") : rc;
 }
@@ -401,8 +340,9 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
                             dlock__errbuf *err)
 {
     memset(pred, 0, sizeof *pred);
-    json_t *req = dlock__etcd_predecessor_body(key, key_len, my_rev, begin, begin_len, end,
-                                               end_len, 1);
+    dlock__etcd_line line = {.begin = begin, .end = end, .begin_len = begin_len,
+                             .end_len = end_len};
+    json_t *req = dlock__etcd_predecessor_body(key, key_len, my_rev, &line, 1);
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, cancel_fd, err, NULL);
     if (rc != DLOCK_OK)
@@ -410,6 +350,50 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
     rc = dlock__etcd_predecessor_reply(rep, pred, rev, NULL, err);
     json_decref(rep);
     return rc;
+}
+
+int dlock__etcd_rw_read(dlock__etcd *e, const dlock__etcd_line *line, int64_t limit,
+                        dlock__etcd_kv *writer, dlock__etcd_kv **readers, size_t *n,
+                        int64_t deadline_ns, dlock__errbuf *err)
+{
+    memset(writer, 0, sizeof *writer);
+    *readers = NULL;
+    *n = 0;
+    json_t *req = json_pack("{s:[], s:[], s:[]}", "compare", "success", "failure");
+    json_t *ops = req ? json_object_get(req, "success") : NULL;
+    if (ops && (line_ranges(ops, line, "ASCEND", 0, 1) ||
+                json_array_append_new(
+                    ops, json_pack("{s:o}", "request_range",
+                                   range_req(line->gap_begin, line->gap_len, line->gap_end,
+                                             line->gap_len, "ASCEND", 0, limit))))) {
+        json_decref(req);
+        req = NULL;
+    }
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = pick_kv_of(rep, 0, 2, 0, writer);
+    json_t *kvs = json_object_get(txn_part(rep, 2, "response_range"), "kvs");
+    size_t m = json_array_size(kvs);
+    if (rc == DLOCK_OK && m > 0 && !(*readers = dlock__calloc(m, sizeof **readers)))
+        rc = DLOCK_ENOMEM;
+    for (size_t i = 0; i < m && rc == DLOCK_OK; i++) {
+        if ((rc = read_kv(json_array_get(kvs, i), &(*readers)[i])) == DLOCK_OK)
+            (*n)++;
+        else
+            dlock__etcd_kv_clear(&(*readers)[i]);
+    }
+    json_decref(rep);
+    if (rc != DLOCK_OK) {
+        dlock__etcd_kv_clear(writer);
+        for (size_t i = 0; i < *n; i++)
+            dlock__etcd_kv_clear(&(*readers)[i]);
+        dlock__free(*readers);
+        *readers = NULL;
+        *n = 0;
+    }
+    return rc == DLOCK_EPROTO ? proto(err, "the read-write line's read") : rc;
 }
 
 int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,

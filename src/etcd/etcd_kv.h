@@ -21,6 +21,24 @@ typedef struct dlock__etcd_kv {
 
 void dlock__etcd_kv_clear(dlock__etcd_kv *kv);
 
+/* A request for the calls here (etcd_kv.c, etcd_lease.c): body req
+ * (taken, NULL: DLOCK_ENOMEM) POSTed as dlock__etcd_post() does it; and
+ * the message and code of a reply that is not what etcd sends. */
+int dlock__etcd_kv_post(dlock__etcd *e, const char *path, json_t *req, json_t **rep,
+                        int64_t deadline_ns, int cancel_fd, dlock__errbuf *err, long *code,
+                        int *unknown_before);
+int dlock__etcd_kv_proto(dlock__errbuf *err, const char *what);
+
+/* A waiter's line: the keys of [begin, end) it waits behind, less the
+ * gap [gap_begin, gap_end) when gap_begin is set (a reader's: the other
+ * readers' keys, etcd_lock.h). A line with a gap is read as two ranges. */
+typedef struct dlock__etcd_line {
+    const char *begin, *end;
+    size_t begin_len, end_len;
+    const char *gap_begin, *gap_end;
+    size_t gap_len; /* of both */
+} dlock__etcd_line;
+
 /* Grant lease `id` (chosen by us, so that a grant whose reply was lost can
  * be sent again: etcd answers "lease already exists" to the copy) for
  * ttl_s seconds. *granted_s: the TTL etcd gave (it may raise it to its
@@ -84,12 +102,14 @@ int dlock__etcd_create_and_first(dlock__etcd *e, const char *key, size_t key_len
 
 /* The create transaction in two halves, for a request on a loop; it
  * reads the first `permits` keys of the line (a semaphore's holders), and
- * *ours (may be NULL) says whether key is one of them. */
+ * *ours (may be NULL) says whether fewer than permits of them are older
+ * than key (key is one of them; a reader, whose key is in the line's gap:
+ * no key it waits behind is older). *first: the oldest key of the line
+ * (none for a reader with nobody to wait for). */
 json_t *dlock__etcd_create_body(const char *key, size_t key_len, const char *value,
-                                size_t value_len, int64_t lease, const char *begin,
-                                size_t begin_len, const char *end, size_t end_len,
+                                size_t value_len, int64_t lease, const dlock__etcd_line *line,
                                 int64_t permits);
-int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t *my_rev,
+int dlock__etcd_create_reply(json_t *rep, int64_t lease, int64_t permits, int64_t *my_rev,
                              dlock__etcd_kv *first, int *ours, dlock__errbuf *err);
 
 /* Move key from lease old to lease new, keeping its value and its create
@@ -118,14 +138,22 @@ int dlock__etcd_predecessor(dlock__etcd *e, const char *key, size_t key_len,
                             dlock__errbuf *err);
 
 /* The predecessor read in two halves, for a request on a loop: up to
- * limit keys created before key (a semaphore's N), *n_ahead (may be NULL)
- * how many came, one more when etcd said there are more ("more"), *pred
- * the one just before key. */
+ * limit keys of the line created before key (a semaphore's N), per range
+ * of the line, *n_ahead (may be NULL) how many came, one more per range
+ * where etcd said there are more ("more"), *pred the one just before key. */
 json_t *dlock__etcd_predecessor_body(const char *key, size_t key_len, int64_t my_rev,
-                                     const char *begin, size_t begin_len, const char *end,
-                                     size_t end_len, int64_t limit);
+                                     const dlock__etcd_line *line, int64_t limit);
 int dlock__etcd_predecessor_reply(json_t *rep, dlock__etcd_kv *pred, int64_t *rev,
                                   size_t *n_ahead, dlock__errbuf *err);
+
+/* A read-write line's holders, in one transaction (etcd_inspect.c):
+ * *writer, the oldest key of the line outside its gap (none: no key
+ * there), and *readers, the first `limit` keys of the gap (the readers')
+ * by create revision (*n of them; free each with dlock__etcd_kv_clear and
+ * the array with dlock__free). line has a gap. */
+int dlock__etcd_rw_read(dlock__etcd *e, const dlock__etcd_line *line, int64_t limit,
+                        dlock__etcd_kv *writer, dlock__etcd_kv **readers, size_t *n,
+                        int64_t deadline_ns, dlock__errbuf *err);
 
 /* Read the first key of [begin, end) by create revision (no key: free). */
 int dlock__etcd_first(dlock__etcd *e, const char *begin, size_t begin_len,

@@ -15,7 +15,10 @@
  * hex, upper-case hex, trailing bytes) is still in that name's line, the
  * acquire waits for it and status reports it: it is counted as the
  * owner (the oldest) or a waiter of a name that holds a locker's key,
- * and a name with none of those is not listed. */
+ * and a name with none of those is not listed. A read-write lock's keys
+ * (NAME/read/<ID>, NAME/write/<ID>) are listed under NAME; a name whose
+ * owner is a reader's key is shared, its holders read as status reads
+ * them (one more request: etcd_lock.h, holding). */
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +40,14 @@ typedef struct rec {
     char *identity;  /* the owner's, or NULL */
     size_t keys;     /* the owner and its waiters */
     int locker;      /* 1 when one of them ends in /<lease> */
+    int reads;       /* the owner is a reader's key (NAME/read/<ID>) */
 } rec;
 
-/* r's owner is kv now: take its lease and identity. */
-static int own(rec *r, const dlock__etcd_kv *kv)
+/* r's owner is kv now (a reader's key: reads): take its lease and
+ * identity. */
+static int own(rec *r, const dlock__etcd_kv *kv, int reads)
 {
+    r->reads = reads;
     size_t len = 0;
     const char *id = dlock__etcd_kv_identity(kv, &len);
     char *copy = NULL;
@@ -62,7 +68,8 @@ typedef struct list_state {
     rec *v;
     size_t n, cap;
     const char *glob;
-    size_t plen; /* the prefix's length */
+    const char *pfx; /* the client's key_prefix */
+    size_t plen;     /* its length */
 } list_state;
 
 /* The literal start of a glob: its bytes up to the first unescaped
@@ -78,14 +85,31 @@ static size_t literal_start(const char *glob, char *out)
     return n;
 }
 
+/* 1 if the name of len bytes at name ends in /role. */
+static int ends_in(const char *name, size_t len, const char *role)
+{
+    size_t n = strlen(role);
+    return len > n + 1 && name[len - n - 1] == '/' && memcmp(name + len - n, role, n) == 0;
+}
+
 /* The length of the name of key (past the prefix): the bytes before its
- * last '/', whose line ([NAME/, NAME0)) holds the key; 0 when none. */
-static size_t name_len(const list_state *st, const dlock__etcd_kv *kv)
+ * last '/', whose line ([NAME/, NAME0)) holds the key; 0 when none. A
+ * reader's or writer's key of a read-write lock (NAME/read/<ID>,
+ * NAME/write/<ID>: etcd_lock.h) is NAME's, not "NAME/read"'s; *reads
+ * says it is a reader's. */
+static size_t name_len(const list_state *st, const dlock__etcd_kv *kv, int *reads)
 {
     size_t len = kv->key_len;
     while (len > st->plen && kv->key[len - 1] != '/')
         len--;
-    return len > st->plen + 1 ? len - 1 - st->plen : 0;
+    len = len > st->plen + 1 ? len - 1 - st->plen : 0;
+    const char *name = kv->key + st->plen;
+    *reads = ends_in(name, len, "read");
+    if (*reads)
+        len -= sizeof "/read" - 1;
+    else if (ends_in(name, len, "write"))
+        len -= sizeof "/write" - 1;
+    return len;
 }
 
 /* Add the key's name (or count the key into the last record). A name's
@@ -94,7 +118,8 @@ static size_t name_len(const list_state *st, const dlock__etcd_kv *kv)
  * name after the walk. */
 static int take_key(list_state *st, const dlock__etcd_kv *kv)
 {
-    size_t len = name_len(st, kv);
+    int reads = 0;
+    size_t len = name_len(st, kv, &reads);
     if (!len)
         return DLOCK_OK; /* in no name's line */
     int locker = dlock__etcd_key_suffix_len(kv->key, kv->key_len) != 0;
@@ -105,7 +130,7 @@ static int take_key(list_state *st, const dlock__etcd_kv *kv)
     if (last && strlen(last->name) == len && memcmp(last->name, name, len) == 0) {
         last->keys++;
         last->locker |= locker;
-        return kv->create_rev < last->first_rev ? own(last, kv) : DLOCK_OK;
+        return kv->create_rev < last->first_rev ? own(last, kv, reads) : DLOCK_OK;
     }
     char *copy = dlock__malloc(len + 1);
     if (!copy)
@@ -126,8 +151,8 @@ static int take_key(list_state *st, const dlock__etcd_kv *kv)
         st->v = v;
         st->cap = cap;
     }
-    st->v[st->n] = (rec){copy, 0, 0, NULL, 1, locker};
-    return own(&st->v[st->n++], kv);
+    st->v[st->n] = (rec){copy, 0, 0, NULL, 1, locker, 0};
+    return own(&st->v[st->n++], kv, reads);
 }
 
 static int by_name_then_rev(const void *a, const void *b)
@@ -204,15 +229,39 @@ static int walk(dlock__etcd *e, list_state *st, char *begin, size_t blen, const 
     }
 }
 
-static int report(dlock__etcd *e, const rec *r, dlock_list_fn cb, void *arg)
+/* A name its readers hold: how many (one more read of its line, as
+ * dlock_client_holders() reads it), at least the owner. */
+static size_t readers(dlock__etcd *e, const list_state *st, const rec *r)
+{
+    size_t n = 0, len = st->plen + strlen(r->name);
+    char *key = dlock__malloc(len + 1);
+    if (key) {
+        memcpy(key, st->pfx, st->plen);
+        memcpy(key + st->plen, r->name, len - st->plen + 1);
+        dlock__etcd_holding h;
+        if (dlock__etcd_holding_read(e, key, len, &h) == DLOCK_OK && h.shared)
+            n = h.count;
+        dlock__etcd_holding_clear(&h);
+    }
+    dlock__free(key);
+    return n ? n : 1;
+}
+
+static int report(dlock__etcd *e, const list_state *st, const rec *r, dlock_list_fn cb,
+                  void *arg)
 {
     int64_t ttl = -1;
     /* A lease gone since the range: -1 (the name may be free by now). */
     (void)dlock__etcd_lease_ttl_ms(e, r->lease, &ttl, NULL, dlock__etcd_call_deadline(e), -1,
                                    NULL);
+    size_t holders = r->reads ? readers(e, st, r) : 1;
+    if (holders > r->keys)
+        holders = r->keys; /* read later than the walk */
+    /* readers hold no fence */
     dlock_list_entry en = {DLOCK_LIST_ENTRY_VERSION, r->name, DLOCK_STATUS_HELD,
-                           DLOCK_HOLD_EXCLUSIVE, 0, 1, ttl, r->keys - 1,
-                           (uint64_t)r->first_rev, 1, 1, 1, r->identity};
+                           r->reads ? DLOCK_HOLD_SHARED : DLOCK_HOLD_EXCLUSIVE, 0, holders, ttl,
+                           r->keys - holders, r->reads ? 0 : (uint64_t)r->first_rev, 1, 1, 1,
+                           r->identity};
     return cb(arg, &en) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 
@@ -243,12 +292,12 @@ int dlock__etcd_list(dlock_client *c, dlock__etcd *e, const char *pattern, dlock
         end[elen - 1]++;
     else
         end[elen++] = '\0';
-    list_state st = {NULL, 0, 0, pattern, plen};
+    list_state st = {NULL, 0, 0, pattern, pfx, plen};
     int rc = walk(e, &st, begin, blen, end, elen); /* frees begin */
     dlock__free(end);
     merge(&st);
     for (size_t i = 0; rc == DLOCK_OK && i < st.n; i++)
-        rc = report(e, &st.v[i], cb, arg);
+        rc = report(e, &st, &st.v[i], cb, arg);
     for (size_t i = 0; i < st.n; i++)
         rec_free(&st.v[i]);
     dlock__free(st.v);

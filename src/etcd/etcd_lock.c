@@ -33,6 +33,34 @@ int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len)
     memcpy(n->end, key, key_len);
     n->begin[key_len] = '/';
     n->end[key_len] = '/' + 1;
+    n->role = "";
+    n->role_len = 0;
+    n->gap_begin = n->gap_end = NULL;
+    n->gap_len = 0;
+    return DLOCK_OK;
+}
+
+int dlock__etcd_name_role(dlock__etcd_name *n, unsigned flags)
+{
+    static const char reader[] = "read/", writer[] = "write/";
+    if (flags & DLOCK_EXCLUSIVE) {
+        n->role = writer;
+        n->role_len = sizeof writer - 1;
+    }
+    if (!(flags & DLOCK_SHARED))
+        return DLOCK_OK;
+    n->role = reader;
+    n->role_len = sizeof reader - 1;
+    /* [KEY/read/, KEY/read0): the readers' keys, as the recipe names them */
+    n->gap_len = n->len + n->role_len;
+    n->gap_begin = dlock__malloc(n->gap_len);
+    n->gap_end = dlock__malloc(n->gap_len);
+    if (!n->gap_begin || !n->gap_end)
+        return DLOCK_ENOMEM; /* the name's clear frees either */
+    memcpy(n->gap_begin, n->begin, n->len);
+    memcpy(n->gap_begin + n->len, reader, n->role_len);
+    memcpy(n->gap_end, n->gap_begin, n->gap_len);
+    n->gap_end[n->gap_len - 1] = '/' + 1;
     return DLOCK_OK;
 }
 
@@ -40,6 +68,8 @@ void dlock__etcd_name_clear(dlock__etcd_name *n)
 {
     dlock__free(n->begin);
     dlock__free(n->end);
+    dlock__free(n->gap_begin);
+    dlock__free(n->gap_end);
     memset(n, 0, sizeof *n);
 }
 
@@ -81,19 +111,34 @@ int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, i
     char hex[17];
     int n = snprintf(hex, sizeof hex, "%llx", (unsigned long long)id);
     snprintf(h->token, sizeof h->token, "%016llx", (unsigned long long)id);
-    h->key_len = name->len + (size_t)n;
+    size_t pre = name->len + name->role_len;
+    h->key_len = pre + (size_t)n;
     if (!(h->key = dlock__malloc(h->key_len + 1)))
         return DLOCK_ENOMEM;
     memcpy(h->key, name->begin, name->len);
-    memcpy(h->key + name->len, hex, (size_t)n + 1);
+    memcpy(h->key + name->len, name->role, name->role_len);
+    memcpy(h->key + pre, hex, (size_t)n + 1);
     return DLOCK_OK;
 }
 
 int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, size_t key_len)
 {
-    if (key_len <= name->len || memcmp(key, name->begin, name->len) != 0)
+    size_t pre = name->len + name->role_len;
+    if (key_len <= pre || memcmp(key, name->begin, name->len) != 0 ||
+        memcmp(key + name->len, name->role, name->role_len) != 0)
         return 0;
-    return dlock__etcd_key_suffix_len(key, key_len) == key_len - name->len;
+    return dlock__etcd_key_suffix_len(key, key_len) == key_len - pre;
+}
+
+int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key, size_t key_len)
+{
+    if (!name->role_len)
+        return 0; /* a plain lock or a semaphore: no other side */
+    dlock__etcd_name other = *name;
+    int reads = name->gap_begin != NULL;
+    other.role = reads ? "write/" : "read/";
+    other.role_len = strlen(other.role);
+    return dlock__etcd_key_is_waiter(&other, key, key_len);
 }
 
 /* A lowercase hex digit's value, or -1 (Go's %x writes lowercase). */
@@ -222,4 +267,42 @@ int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, uint64_t if_
     if (err)
         dlock__err_set(err, "etcd: the owner kept changing; try again");
     return DLOCK_EBUSY;
+}
+
+/* Readers read per look at most (the holders are the first of them, up
+ * to the oldest other key). */
+#define READERS_MAX 1000
+
+void dlock__etcd_holding_clear(dlock__etcd_holding *h)
+{
+    dlock__etcd_kv_clear(&h->writer);
+    for (size_t i = 0; i < h->n_readers; i++)
+        dlock__etcd_kv_clear(&h->readers[i]);
+    dlock__free(h->readers);
+    memset(h, 0, sizeof *h);
+}
+
+int dlock__etcd_holding_read(dlock__etcd *e, const char *key, size_t len,
+                             dlock__etcd_holding *h)
+{
+    dlock__etcd_name range;
+    memset(h, 0, sizeof *h);
+    if (dlock__etcd_name_init(&range, key, len) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    int rc = dlock__etcd_name_role(&range, DLOCK_SHARED); /* the readers' gap */
+    dlock__etcd_line line = {range.begin, range.end, range.len, range.len, range.gap_begin,
+                             range.gap_end, range.gap_len};
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_rw_read(e, &line, READERS_MAX, &h->writer, &h->readers, &h->n_readers,
+                                 step_deadline(e, 0), NULL);
+    dlock__etcd_name_clear(&range);
+    if (rc != DLOCK_OK)
+        return rc;
+    while (h->count < h->n_readers &&
+           (!h->writer.key || h->readers[h->count].create_rev < h->writer.create_rev))
+        h->count++;
+    h->shared = h->count > 0;
+    if (!h->shared && h->writer.key)
+        h->count = 1;
+    return DLOCK_OK;
 }

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "etcd_http.h"
+#include "etcd_kv.h"
 
 /* One hold (or one waiter's place in line). */
 typedef struct dlock__etcd_hold {
@@ -62,20 +63,42 @@ typedef struct dlock__etcd_name {
     /* The holder identity our keys carry as their value (the client's,
      * dlock_client_options.identity; not owned), or NULL: the key. */
     const char *identity;
+    /* Our keys' part between KEY/ and their ID: "" for a plain lock or a
+     * semaphore (KEY/<ID>), "read/" or "write/" for a reader or a writer
+     * of a read-write lock (etcd's recipe RWMutex: KEY/read/<ID>,
+     * KEY/write/<ID>). Static text. */
+    const char *role;
+    size_t role_len;
+    /* A reader's gap in the line: the readers' keys [KEY/read/, KEY/read0),
+     * which it does not wait behind (NULL: no gap, every key counts). */
+    char *gap_begin, *gap_end;
+    size_t gap_len; /* of both */
 } dlock__etcd_name;
 
 int dlock__etcd_name_init(dlock__etcd_name *n, const char *key, size_t key_len);
 void dlock__etcd_name_clear(dlock__etcd_name *n);
 
-/* h's key for its lease under name: KEY/ and the lease in hex without
- * padding (Go's %x), and its token (16 hex digits). DLOCK_OK or
+/* Our keys' role in the line, by the handle's flags: a reader
+ * (DLOCK_SHARED: KEY/read/<ID>, waiting only behind the keys that are
+ * not readers'), a writer (DLOCK_EXCLUSIVE: KEY/write/<ID>, waiting
+ * behind every key, as a plain lock), or neither (KEY/<ID>). DLOCK_OK or
  * DLOCK_ENOMEM. */
+int dlock__etcd_name_role(dlock__etcd_name *n, unsigned flags);
+
+/* h's key for its lease under name: KEY/, name's role, and the lease in
+ * hex without padding (Go's %x), and its token (16 hex digits). DLOCK_OK
+ * or DLOCK_ENOMEM. */
 int dlock__etcd_hold_key(dlock__etcd_hold *h, const dlock__etcd_name *name);
 /* The same for a key of its own ID (a hold on a session: etcd_session.h). */
 int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, int64_t id);
 /* 1 if key's ID (its suffix) is lease's: a key on a lease of its own, as
  * a plain lock's and etcdctl's are, not a key on a session. */
 int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease);
+
+/* 1 if key is a waiter key of name in the other role of a read-write
+ * lock (a writer's when name's role is a reader's, and the reverse). */
+int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key,
+                                  size_t key_len);
 
 /* The length of key's lease suffix after its last '/': a lease ID (not 0)
  * in 1 to 16 lowercase hex digits, or a negative one as Go's %x prints it
@@ -84,8 +107,9 @@ int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease);
  * grants negative IDs a client asks for. */
 size_t dlock__etcd_key_suffix_len(const char *key, size_t key_len);
 
-/* 1 if key is a waiter key of name itself (KEY/<lease>), not of a name
- * below it (KEY/sub/<lease>). */
+/* 1 if key is a waiter key of name itself in name's role (KEY/<lease>,
+ * KEY/read/<lease>, KEY/write/<lease>), not of a name below it
+ * (KEY/sub/<lease>) nor of the other role. */
 int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, size_t key_len);
 
 /* A new place in line for name: a lease ID drawn at random (the token),
@@ -116,6 +140,26 @@ size_t dlock__etcd_identity_value(const char *text, char *out, size_t len);
 /* Status: the current owner's key, if any. */
 int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
                      int64_t *ttl_ms, uint64_t *fence, dlock__errbuf *err);
+
+/* Who holds the lock at key (the client's prefix + the name), read in
+ * one transaction: the oldest key of its line when that is not a
+ * reader's (a writer's, a plain lock's, etcdctl's: one exclusive holder,
+ * its create revision the fence), else every reader older than the
+ * oldest other key (shared, no fence: docs/backends.md). A semaphore's
+ * line reads as its oldest key's: no stored N tells its holders from its
+ * waiters. dlock__etcd_holding_clear() frees it (also after a failed
+ * read). */
+typedef struct dlock__etcd_holding {
+    dlock__etcd_kv writer;   /* the oldest key that is not a reader's */
+    dlock__etcd_kv *readers; /* the first readers' keys, oldest first */
+    size_t n_readers;        /* read */
+    size_t count;            /* holders: readers before the writer, or it */
+    int shared;              /* readers hold */
+} dlock__etcd_holding;
+
+int dlock__etcd_holding_read(dlock__etcd *e, const char *key, size_t len,
+                             dlock__etcd_holding *h);
+void dlock__etcd_holding_clear(dlock__etcd_holding *h);
 
 /* Seconds of lease for a TTL in ms (rounded up; at least 1). */
 int64_t dlock__etcd_ttl_s(int64_t ttl_ms);

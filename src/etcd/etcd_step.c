@@ -21,6 +21,14 @@ int64_t dlock__etcd_permits(const dlock_lock *l)
     return l->permits ? (int64_t)l->permits : 1;
 }
 
+void dlock__etcd_step_line(const dlock__etcd_wait *w, dlock__etcd_line *line)
+{
+    const dlock__etcd_name *n = &LD(w->l)->range;
+    *line = (dlock__etcd_line){.begin = n->begin, .end = n->end, .begin_len = n->len,
+                               .end_len = n->len, .gap_begin = n->gap_begin,
+                               .gap_end = n->gap_end, .gap_len = n->gap_len};
+}
+
 int dlock__etcd_step_transient(int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN || rc == DLOCK_EBUSY;

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "etcd_hold.h"
+#include "etcd_kv.h"
 #include "etcd_renew.h"
 #include "etcd_request.h"
 #include "etcd_watch.h"
@@ -64,6 +65,9 @@ struct dlock__etcd_wait {
 };
 
 dlock__etcd *dlock__etcd_step_etcd(const dlock__etcd_wait *w);
+/* The keys the waiter waits behind (etcd_kv.h): its name's whole range,
+ * or a reader's less the readers' keys (etcd_lock.h, gap). */
+void dlock__etcd_step_line(const dlock__etcd_wait *w, dlock__etcd_line *line);
 /* How many of the first keys in line hold: a semaphore's N, else 1. */
 int64_t dlock__etcd_permits(const dlock_lock *l);
 /* Revoke lease within budget_ms (0: the client's deadlines), shared by

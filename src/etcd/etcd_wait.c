@@ -41,6 +41,12 @@ typedef dlock__etcd_shared_hold shared_hold;
 static int get_in_line(dlock__etcd_wait *w)
 {
     int started = 0, rc = DLOCK_OK;
+    if ((w->l->opts.flags & DLOCK_REENTRANT) && dlock__etcd_reentrant_crossed(w->l)) {
+        dlock__err_set(&w->l->err, "this owner (client x thread) holds \"%s\" on the other "
+                       "side through another handle (upgrade and downgrade are not "
+                       "offered: release first)", w->l->name);
+        return DLOCK_EINVAL; /* not a wait for itself */
+    }
     if (w->l->opts.flags & DLOCK_REENTRANT)
         rc = dlock__etcd_reenter(w, &started);
     if (rc == DLOCK_OK && !started)
@@ -254,11 +260,11 @@ static int look_call(dlock__etcd_wait *w, const char *path, json_t *body,
 
 static int read_pred(dlock__etcd_wait *w)
 {
-    const dlock__etcd_name *name = &LD(w->l)->range;
+    dlock__etcd_line line;
+    dlock__etcd_step_line(w, &line);
     dlock__etcd_hold *h = &w->s->h;
     return look_call(w, "/v3/kv/txn",
-                     dlock__etcd_predecessor_body(h->key, h->key_len, h->rev, name->begin,
-                                                  name->len, name->end, name->len,
+                     dlock__etcd_predecessor_body(h->key, h->key_len, h->rev, &line,
                                                   dlock__etcd_permits(w->l)),
                      pred_read);
 }

@@ -175,6 +175,15 @@ static const chaos_scenario scenarios[] = {
       "etcd, 3 members: the leader SIGSTOPped 1.5 s while half the waits are cancelled", 3, 4,
       20, 3000, 40, 0, CHAOS_MODE_DLOCK, 0, 0, 0, 0, CLAIM_SAFE, 4, 600,
       chaos_inject_etcd_leader_stop, 0),
+    /* Readers and writers of one read-write lock (issue 38: the recipe
+     * RWMutex's keys, a reader waiting only for older keys that are not
+     * readers'), even workers reading, under the member faults above.
+     * Claimed: no writer beside anyone, writers' fences growing; the note
+     * shows that readers did share. */
+    S("etcd3_rw_member_faults",
+      "etcd read-write lock, 3 readers + 3 writers, 3 members: leader kill -9 + restart / member SIGSTOP 2 s",
+      3, 6, 20, 3000, 10, 0, CHAOS_MODE_RW, 0, 0, 0, 0, CLAIM_SAFE, 4, 600,
+      chaos_inject_etcd_member, 0),
 #endif
 #ifdef CHAOS_WITH_ZOOKEEPER
     /* The ZooKeeper backend (issue 41): a 3-member ensemble, sessions of
@@ -251,6 +260,8 @@ static const chaos_liveness liveness[] = {
      * killed leader's clients fail over within an I/O timeout. */
     {"etcd3_member_faults", 10000, 10, 10000, 0, 0},
     {"etcd3_session_faults", 10000, 10, 10000, 0, 0},
+    /* Six workers, a writer waiting for every reader before it. */
+    {"etcd3_rw_member_faults", 10000, 10, 10000, 0, 0},
     /* zk: an election takes about 400 ms here (tickTime 100 ms); a
      * session on a stopped member moves after two thirds of its 3 s, and
      * until then each try-once of its worker fails at once (EIO: the C

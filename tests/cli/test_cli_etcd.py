@@ -177,6 +177,32 @@ class EtcdCli(RunOnAStore, unittest.TestCase):
         r = self.dlock("list", "--json", self.name + "-*")
         self.assertEqual((r.returncode, json.loads(r.stdout)), (0, []), r.stderr)
 
+    def test_readers_share_and_keep_a_writer_and_the_default_lock_out(self):
+        # run -s is the recipe RWMutex's reader (NAME/read/<ID>): a second
+        # reader runs beside it; -x (NAME/write/<ID>) and the default lock
+        # (etcd's own, NAME/<lease>) are busy (1) until it is done.
+        p = self.spawn("run", "-s", self.name, "--", "sh", "-c", "echo in; sleep 3")
+        try:
+            self.assertEqual(p.stdout.readline(), "in\n")
+            keys = self.etcd.ctl("get", "--prefix", "--keys-only", self.name + "/").stdout
+            self.assertIn(self.name + "/read/", keys)
+            r = self.dlock("run", "-s", "-w", "0", self.name, "--", "echo", "beside")
+            self.assertEqual((r.returncode, r.stdout), (0, "beside\n"), r.stderr)
+            for args in (["-x"], []):
+                r = self.dlock("run", *args, "-w", "0", self.name, "--", "true")
+                self.assertEqual(r.returncode, 1, r.stderr)
+            r = self.dlock("list", "--json", self.name)
+            got = json.loads(r.stdout)
+            self.assertEqual([(e["name"], e["mode"], e["holders"], e["fence"]) for e in got],
+                             [(self.name, "shared", 1, 0)])
+            r = self.dlock("run", "-x", "-w", "10s", self.name, "--", "sh", "-c",
+                           'echo "$DLOCK_TOKEN"')
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stdout.strip(), TOKEN_RE)
+        finally:
+            p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 0)
+
     def test_lost_lock_exits_75(self):
         p = self.spawn("run", "-t", "3s", self.name, "--", "sleep", "30")
         self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))

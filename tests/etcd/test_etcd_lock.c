@@ -646,16 +646,21 @@ static void what_does_not_apply_is_refused(void **state)
     assert_int_equal(dlock_lock_state_get(p), DLOCK_STATE_UNLOCKED);
     dlock_lock_free(p);
     /* a set of names is made (test_etcd_multi takes them); a shared one
-     * is refused as a shared lock is, and no handle made */
+     * too, its names readers (test_etcd_rw): two such sets share */
     const char *ab[] = {"api-set-b", "api-set-a"};
-    dlock_lock *set = NULL;
+    dlock_lock *set = NULL, *set2 = NULL;
     assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, NULL), DLOCK_OK);
     dlock_lock_free(set);
     dlock_lock_options so = DLOCK_LOCK_OPTIONS_INIT;
     so.flags = DLOCK_SHARED;
-    set = (dlock_lock *)1;
-    assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, &so), DLOCK_ENOTSUP);
-    assert_null(set);
+    assert_int_equal(dlock_lock_new_multi(&set, cl, ab, 2, &so), DLOCK_OK);
+    assert_int_equal(dlock_lock_new_multi(&set2, cl, ab, 2, &so), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(set2, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(set2), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(set), DLOCK_OK);
+    dlock_lock_free(set);
+    dlock_lock_free(set2);
     /* a lock-delay: Redis only for now (docs/lock-delay.md), and no handle
      * made; none pending to read either */
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;

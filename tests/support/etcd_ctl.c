@@ -40,6 +40,8 @@ int test_etcdctl_installed(void)
     return 0;
 }
 
+static void start_argv(ctl *c, const char *const *argv);
+
 /* Start `etcdctl --endpoints=... args...` (args NULL-terminated, at most
  * 12) with its stdout on a pipe. */
 void ctl_start(ctl *c, const char *const *args)
@@ -49,6 +51,17 @@ void ctl_start(ctl *c, const char *const *args)
     for (; *args && n < 15; args++)
         argv[n++] = *args;
     argv[n] = NULL;
+    start_argv(c, argv);
+}
+
+void ctl_start_prog(ctl *c, const char *const *argv)
+{
+    start_argv(c, argv);
+}
+
+/* argv[0] (looked up in PATH) with its stdout on a pipe. */
+static void start_argv(ctl *c, const char *const *argv)
+{
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     memset(c, 0, sizeof *c);
@@ -59,7 +72,7 @@ void ctl_start(ctl *c, const char *const *args)
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
-        execvp("etcdctl", (char *const *)argv);
+        execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
     close(fds[1]);

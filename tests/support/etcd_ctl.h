@@ -35,6 +35,9 @@ typedef struct ctl {
 /* Start `etcdctl --endpoints=... args...` (args NULL-terminated, at most
  * 12) with its stdout on a pipe. */
 void ctl_start(ctl *c, const char *const *args);
+/* The same for another program (argv NULL-terminated, argv[0] looked up
+ * in PATH), stopped and read alike: a Go peer (test_etcd_rw). */
+void ctl_start_prog(ctl *c, const char *const *argv);
 /* Read what etcdctl prints for up to max_ms, until it printed a line that
  * holds `want` (1) or it closed its stdout (0). */
 int ctl_wait_for(ctl *c, const char *want, int max_ms);

@@ -86,7 +86,7 @@ static void every_kind_row_says_what_it_is(void **state)
  * row tests kind ids). These are the decisions the code made before they
  * moved there: the first try tested for the plain kind, and dlock_lock_new() mapped or refused
  * kinds on etcd by their position in the enum (semaphores since served
- * there: issue 38). */
+ * there, and the read-write kinds as themselves: issue 38). */
 static void capabilities_in_the_row_are_the_old_decisions(void **state)
 {
     (void)state;
@@ -101,15 +101,10 @@ static void capabilities_in_the_row_are_the_old_decisions(void **state)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const dlock__kind *x = k[i];
         assert_int_equal(x->raw_first_try, x->id == DLOCK__KIND_PLAIN);
-        const dlock__kind *old_etcd = x;
-        if (x->id == DLOCK__KIND_EXCLUSIVE)
-            old_etcd = dlock__kind_of(0, 0);
-        else if (x->id == DLOCK__KIND_EXCLUSIVE_COUNTED)
-            old_etcd = dlock__kind_of(DLOCK_REENTRANT, 0);
-        /* a semaphore is served in line since issue 38 (itself) */
-        if (old_etcd->id >= DLOCK__KIND_SHARED && old_etcd->id != DLOCK__KIND_SEMAPHORE)
-            old_etcd = NULL;
-        assert_ptr_equal(dlock__kind_in_line(x), old_etcd);
+        /* every kind is served in line as itself since issue 38 (the
+         * semaphore as the N oldest keys, readers and writers as the
+         * recipe RWMutex's keys) */
+        assert_ptr_equal(dlock__kind_in_line(x), x);
     }
 }
 

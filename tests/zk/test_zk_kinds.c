@@ -5,7 +5,7 @@
  * shared/exclusive (DLOCK_SHARED / DLOCK_EXCLUSIVE: Curator's
  * InterProcessReadWriteLock, `_c_<uuid>-__READ__<seq>` and
  * `-__WRIT__<seq>` nodes in one line, a reader waiting only for writers
- * before it), and semaphores (dlock_semaphore_new(): Curator's
+ * before it: the body etcd runs too, support/store_rw.c), and semaphores (dlock_semaphore_new(): Curator's
  * InterProcessSemaphoreV2, a locks line and lease nodes); each under
  * contention with the chaos history's checker. */
 #include <setjmp.h>
@@ -24,6 +24,7 @@
 #include "dlock.h"
 #include "history.h"
 #include "proc.h"
+#include "store_rw.h"
 #include "test_util.h"
 #include "test_waiter.h"
 #include "zk_contend.h"
@@ -138,72 +139,6 @@ static void reentrant_contenders_never_overlap(void **state)
     assert_int_equal(v.max_concurrent, 1);
 }
 
-/* ---- shared and exclusive ------------------------------------------------------- */
-
-static void readers_share_and_a_reader_waits_only_for_an_earlier_writer(void **state)
-{
-    (void)state;
-    const char *name = "/kinds/rw";
-    dlock_client *c = client_new();
-    dlock_lock *r1 = lock_new(c, name, DLOCK_SHARED), *r2 = lock_new(c, name, DLOCK_SHARED);
-    assert_int_equal(dlock_lock_acquire(r1, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(r2, 0), DLOCK_OK); /* readers share */
-    assert_int_equal(dlock_lock_fence(r1), 0);              /* and hold no fence */
-    dlock_holder h[4];
-    dlock_holders_info hi = holders(c, name, h, 4);
-    assert_int_equal(hi.mode, DLOCK_HOLD_SHARED);
-    assert_int_equal(hi.count, 2);
-    assert_non_null(strstr(h[0].token, "-__READ__"));
-    /* A writer waits for the readers, in line behind them. */
-    dlock_lock *w1 = lock_new(c, name, DLOCK_EXCLUSIVE);
-    assert_int_equal(dlock_lock_acquire(w1, 0), DLOCK_ENOTACQUIRED);
-    test_waiter ww;
-    assert_int_equal(test_waiter_start(&ww, w1, 20000, TEST_WAITER_KEEP), 0);
-    test_sleep_ms(300);
-    /* A reader that comes after the waiting writer waits for it. */
-    dlock_lock *r3 = lock_new(c, name, DLOCK_SHARED);
-    assert_int_equal(dlock_lock_acquire(r3, 0), DLOCK_ENOTACQUIRED);
-    test_waiter wr;
-    assert_int_equal(test_waiter_start(&wr, r3, 20000, TEST_WAITER_KEEP), 0);
-    test_sleep_ms(300);
-    assert_int_equal(atomic_load(&ww.done), 0);
-    assert_int_equal(atomic_load(&wr.done), 0);
-    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
-    test_sleep_ms(200);
-    assert_int_equal(atomic_load(&ww.done), 0); /* r2 still reads */
-    assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
-    assert_int_equal(test_waiter_join(&ww), DLOCK_OK);
-    assert_true(dlock_lock_fence(w1) > 0);
-    hi = holders(c, name, h, 4);
-    assert_int_equal(hi.mode, DLOCK_HOLD_EXCLUSIVE);
-    assert_non_null(strstr(h[0].token, "-__WRIT__"));
-    test_sleep_ms(200);
-    assert_int_equal(atomic_load(&wr.done), 0); /* the writer writes */
-    assert_int_equal(dlock_lock_release(w1), DLOCK_OK);
-    assert_int_equal(test_waiter_join(&wr), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(r3), DLOCK_OK);
-    dlock_lock_free(r1);
-    dlock_lock_free(r2);
-    dlock_lock_free(r3);
-    dlock_lock_free(w1);
-    dlock_client_free(c);
-}
-
-static void readers_and_writers_contend_without_a_writer_beside_anyone(void **state)
-{
-    (void)state;
-    static zk_contender k[5];
-    for (int i = 0; i < 5; i++)
-        k[i] = (zk_contender){.rounds = 10, .name = "/kinds/rw-loop",
-                              .flags = i < 2 ? DLOCK_EXCLUSIVE : DLOCK_SHARED};
-    k[4].flags = DLOCK_SHARED | DLOCK_REENTRANT; /* a reentrant reader too */
-    k[4].reentries = 1;
-    k[1].flags = DLOCK_EXCLUSIVE | DLOCK_REENTRANT;
-    k[1].reentries = 1;
-    chaos_verdict v = run_contenders(k, 5);
-    assert_true(v.max_readers >= 2); /* readers did read together */
-}
-
 /* ---- semaphore ------------------------------------------------------------------ */
 
 static void a_semaphore_of_two_lets_two_in_and_a_third_waits(void **state)
@@ -256,10 +191,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_reentrant_hold_is_one_node_counted_in_the_handle),
         cmocka_unit_test(reentrant_contenders_never_overlap),
-        cmocka_unit_test(readers_share_and_a_reader_waits_only_for_an_earlier_writer),
-        cmocka_unit_test(readers_and_writers_contend_without_a_writer_beside_anyone),
         cmocka_unit_test(a_semaphore_of_two_lets_two_in_and_a_third_waits),
         cmocka_unit_test(semaphore_contenders_never_exceed_the_permits),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    int failed = cmocka_run_group_tests(tests, setup, NULL);
+    /* shared and exclusive: the body etcd runs too */
+    failed += test_store_rw_run(srv.url);
+    teardown(NULL);
+    return failed;
 }
