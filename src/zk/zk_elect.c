@@ -19,10 +19,10 @@
  *     a loop thread of the observer's own: on the path's children (a
  *     candidate came or went: a resign, a session that ended) and on the
  *     first node's data (a proclaim); on the path's existence while it is
- *     not there. The observer is woken each time the watches are set again
- *     (its look then sees whatever changed before, and a change after
- *     fires them), and after a failed call (it looks again as the calls
- *     back off). */
+ *     not there. The observer is woken when one fires, each time the
+ *     watches are set again (its look then sees whatever changed before,
+ *     and a change after fires them), and after a failed call (it looks
+ *     again as the calls back off). */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -171,8 +171,12 @@ static void bump(elect_rec *r)
 
 static void arm(elect_rec *r);
 
+/* A watch fired: the observer looks at once (a term shorter than the
+ * arming's two calls is seen that way), and the watches are set again,
+ * which wakes it once more. */
 static void fired(void *arg)
 {
+    bump(arg);
     arm(arg);
 }
 
