@@ -121,6 +121,7 @@ public final class CuratorWorker {
     // A LeaderSelector that leads until told to abdicate.
     static final class Selector extends LeaderSelectorListenerAdapter {
         final String path;
+        final CountDownLatch selecting = new CountDownLatch(1); // "selecting" said
         final CountDownLatch abdicate = new CountDownLatch(1);
         final CountDownLatch done = new CountDownLatch(1);
         LeaderSelector selector;
@@ -138,6 +139,7 @@ public final class CuratorWorker {
                 kids.sort(Comparator.comparing(k -> k.substring(k.lastIndexOf("lock-") + 5)));
                 Stat st = c.checkExists().forPath(path + "/" + kids.get(0));
                 long czxid = st == null ? -1 : st.getCzxid();
+                selecting.await(); // its answer first, then this line
                 say("leading " + t + " " + czxid);
                 abdicate.await();
             } finally {
@@ -161,7 +163,9 @@ public final class CuratorWorker {
         long end = System.nanoTime() + 10000 * 1000000L;
         while (children(path) < n && System.nanoTime() < end)
             Thread.sleep(5);
-        return "selecting";
+        say("selecting");
+        s.selecting.countDown();
+        return null;
     }
 
     private static String abdicate(String path) throws Exception {
