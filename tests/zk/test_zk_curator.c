@@ -36,6 +36,7 @@
 #include "dlock.h"
 #include "history.h"
 #include "proc.h"
+#include "test_leaders.h"
 #include "test_util.h"
 #include "test_waiter.h"
 #include "zk_contend.h"
@@ -307,31 +308,9 @@ static void dlock_and_curator_semaphores_share_the_permits(void **state)
 
 /* ---- LeaderSelector ----------------------------------------------------------- */
 
-typedef struct campaigner {
-    dlock_election *e;
-    const char *value;
-    int rc;
-    _Atomic int64_t done_ms;
-} campaigner;
-
-static void *campaign_thread(void *arg)
-{
-    campaigner *c = arg;
-    c->rc = dlock_election_campaign(c->e, c->value, 20000);
-    atomic_store(&c->done_ms, test_now_ms());
-    return NULL;
-}
-
 static void expect_leader(dlock_election *e, uint64_t fence, const char *value)
 {
-    uint64_t f = 0;
-    char buf[64];
-    assert_int_equal(dlock_election_leader(e, &f, buf, sizeof buf, NULL), DLOCK_OK);
-    assert_string_equal(buf, value);
-    if (fence)
-        assert_int_equal(f, fence);
-    else
-        assert_true(f > 0);
+    test_expect_leader(e, fence, value, fence == 0);
 }
 
 /* Curator's "leading T_NS CZXID". */
@@ -362,9 +341,9 @@ static void curator_leads_and_dlock_waits_then_takes_over(void **state)
     /* Curator's participant id, and its node's czxid as the fence */
     expect_leader(o, (uint64_t)czxid, "curator-1");
     assert_int_equal(dlock_election_campaign(e, "dlock-b", 0), DLOCK_ENOTACQUIRED);
-    campaigner cb = {e, "dlock-b", 1, 0};
+    test_campaigner cb = {e, "dlock-b", 1, 0};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, campaign_thread, &cb), 0);
+    assert_int_equal(pthread_create(&t, NULL, test_campaign_thread, &cb), 0);
     int64_t end = test_now_ms() + 10000;
     while (children(path) < 2 && test_now_ms() < end)
         test_sleep_ms(10);
