@@ -261,6 +261,7 @@ static void answered(dlock__zk_call *c)
     int step = r->step;
     r->step = 0;
     if (r->stopping) {
+        drop_watches(r); /* the call no longer uses them */
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&r->ew->mu));
         r->idle = 1;
         DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&r->ew->cond));
@@ -292,14 +293,16 @@ static void again_fired(dlock__timer *t)
     arm(DLOCK__OWNER(t, elect_rec, again));
 }
 
-/* On the observer's loop: no more calls; idle once none is in flight. */
+/* On the observer's loop: no more calls; idle once none is in flight. A
+ * call in flight may not have been sent yet, its watch record still to be
+ * referenced by the session thread: the watches go with its answer. */
 static void stop_posted(dlock__post *p)
 {
     elect_rec *r = DLOCK__OWNER(p, elect_rec, stop);
     r->stopping = 1;
     dlock__timer_clear(dlock__loop_thread_loop(&r->lt), &r->again);
-    drop_watches(r);
     if (!r->step) {
+        drop_watches(r);
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&r->ew->mu));
         r->idle = 1;
         DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&r->ew->cond));

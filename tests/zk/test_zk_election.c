@@ -53,17 +53,32 @@ static dlock_client *client_new(const char *tail)
 static int setup(void **state)
 {
     (void)state;
-    if (test_zk_start(&srv) != 0)
-        return -1;
-    cl = client_new("");
-    return cl ? 0 : -1;
+    return test_zk_start(&srv);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    dlock_client_free(cl);
     test_zk_stop(&srv);
+    return 0;
+}
+
+/* Each test's client, freed after it: a test that forks does so before
+ * it makes its own, with no thread of ours running (TSan refuses a fork
+ * of a process with threads, and this file runs under it, label
+ * threads). */
+static int client_setup(void **state)
+{
+    (void)state;
+    cl = client_new("");
+    return cl ? 0 : -1;
+}
+
+static int client_teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(cl);
+    cl = NULL;
     return 0;
 }
 
@@ -152,8 +167,9 @@ static int64_t takeover_after(const char *name, int sig)
 {
     int ready[2];
     assert_int_equal(pipe(ready), 0);
-    pid_t pid = test_fork_child();
+    pid_t pid = test_fork_child(); /* before this test makes any thread */
     if (pid == 0) {
+        close(ready[0]);
         char url[400];
         snprintf(url, sizeof url, "%s?session_timeout_ms=%d", srv.url, SESSION_MS);
         const char *u = url;
@@ -169,8 +185,11 @@ static int64_t takeover_after(const char *name, int sig)
         for (;;)
             pause();
     }
+    close(ready[1]); /* a child that died ends the read */
     char b;
     assert_int_equal(read(ready[0], &b, 1), 1);
+    close(ready[0]);
+    cl = client_new("");
     dlock_election *s = election(cl, name), *o = election(cl, name);
     uint64_t f0 = 0;
     char buf[32];
@@ -195,8 +214,6 @@ static int64_t takeover_after(const char *name, int sig)
         kill(pid, SIGCONT);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    close(ready[0]);
-    close(ready[1]);
     assert_int_equal(dlock_election_resign(s), DLOCK_OK);
     dlock_election_free(s);
     dlock_election_free(o);
@@ -359,11 +376,15 @@ int main(void)
         return 0;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(campaign_proclaim_resign_hand_over),
-        cmocka_unit_test(observe_sees_every_change_in_order),
-        cmocka_unit_test(a_killed_leader_is_replaced_when_its_session_expires),
-        cmocka_unit_test(a_stopped_leader_is_replaced_when_its_session_expires),
-        cmocka_unit_test(many_terms_one_leader_at_a_time_and_fences_only_grow),
+#define T(f) cmocka_unit_test_setup_teardown(f, client_setup, client_teardown)
+        T(campaign_proclaim_resign_hand_over),
+        T(observe_sees_every_change_in_order),
+        /* these fork first, then make the client */
+        cmocka_unit_test_teardown(a_killed_leader_is_replaced_when_its_session_expires,
+                                  client_teardown),
+        cmocka_unit_test_teardown(a_stopped_leader_is_replaced_when_its_session_expires,
+                                  client_teardown),
+        T(many_terms_one_leader_at_a_time_and_fences_only_grow),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
