@@ -1743,9 +1743,14 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  Sentinel-managed primary; not Redlock: DLOCK_ENOTSUP), and etcd, where
  *  dlock uses the layout of etcd's own election (clientv3/concurrency:
  *  keys NAME/LEASE with the value as the key's value), so that
- *  `etcdctl elect` and dlock elect against and observe each other. Not
- *  on ZooKeeper (DLOCK_ENOTSUP). Not on a client made with an event loop
- *  (DLOCK_EINVAL): the election's calls block.
+ *  `etcdctl elect` and dlock elect against and observe each other; and
+ *  ZooKeeper, where dlock uses the layout of Curator's LeaderSelector
+ *  (its InterProcessMutex line, each candidate's node holding its value
+ *  as the participant id), so that a LeaderSelector and dlock elect
+ *  against and see each other; there the session's timeout is the term's
+ *  lease (ttl_ms is not used) and the fence is the node's czxid. Not on
+ *  a client made with an event loop (DLOCK_EINVAL): the election's calls
+ *  block.
  *
  *  Threading: as for a lock handle. One thread at a time calls
  *  dlock_election_campaign(), _proclaim(), _resign() and _free() on a
@@ -1769,8 +1774,9 @@ typedef struct dlock_election dlock_election;
 typedef struct dlock_election_options {
     unsigned int version; /**< DLOCK_ELECTION_OPTIONS_VERSION */
     /** A term's lease: a leader that dies (or stalls) is replaced within
-     *  it. 1..DLOCK_TTL_MAX_MS (etcd: whole seconds, rounded up); default
-     *  30000. */
+     *  it. 1..DLOCK_TTL_MAX_MS (etcd: whole seconds, rounded up;
+     *  ZooKeeper: not used, the client's session timeout is the lease);
+     *  default 30000. */
     int64_t ttl_ms;
     /** Watchdog period; 0 means ttl_ms / 3. */
     int64_t renew_interval_ms;
@@ -1784,7 +1790,7 @@ typedef struct dlock_election_options {
     dlock_lost_fn on_lost;
     void *on_lost_arg;
     /** Lock-delay of a term that ends without a resign (docs/lock-delay.md);
-     *  0 (the default) none; Redis only (etcd: DLOCK_ENOTSUP). */
+     *  0 (the default) none; Redis only (etcd, ZooKeeper: DLOCK_ENOTSUP). */
     int64_t lock_delay_ms;
 } dlock_election_options;
 
@@ -1822,15 +1828,16 @@ static inline dlock_election_options dlock__election_options_defaults(void)
  * @param client the client; must outlive the handle.
  * @param name   1..DLOCK_NAME_MAX bytes, NUL-terminated: the name of the
  *               term's lock (the client's key_prefix applies; on etcd the
- *               keys are NAME/LEASE, as etcdctl's).
+ *               keys are NAME/LEASE, as etcdctl's; on ZooKeeper a path,
+ *               or "/" + NAME, as for a lock).
  * @param opts   options or NULL for the defaults.
  * On a looped client the election's verbs are
  * dlock_election_campaign_start() and dlock_election_resign_start().
  *
  * @return DLOCK_OK, DLOCK_EINVAL (NULL out, client or name, an empty or
  *         long name, an option out of range, an unknown version),
- *         DLOCK_ENOTSUP (a store without
- *         elections: Redlock, ZooKeeper; lock_delay_ms on etcd),
+ *         DLOCK_ENOTSUP (a store without elections: Redlock;
+ *         lock_delay_ms on etcd and ZooKeeper),
  *         DLOCK_ENOMEM. Thread-safe.
  */
 DLOCK_EXTERN(int)

@@ -427,4 +427,9 @@ const dlock__backend dlock__zk_backend = {
     .release_lost_start = release_lost_start,
     .drop = drop,
     .cleanup_start = cleanup_start,
+    .elect_value_at_grant = 1,
+    .elect_write = dlock__zk_elect_write,
+    .elect_read = dlock__zk_elect_read,
+    .elect_watch = dlock__zk_elect_watch,
+    .elect_unwatch = dlock__zk_elect_unwatch,
 };

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "loop_poll.h"
 #include "zk_session.h"
 #include "zk_session_priv.h"
 
@@ -97,6 +98,26 @@ static void stat_read(int rc, const struct Stat *st, const void *data)
     answered(c, rc);
 }
 
+static void data_read(int rc, const char *value, int value_len, const struct Stat *st,
+                      const void *data)
+{
+    dlock__zk_call *c = (dlock__zk_call *)data;
+    if (rc == ZOK && st)
+        c->stat = *st;
+    if (rc == ZOK) { /* a node without data (value_len -1) reads as empty */
+        size_t n = value && value_len > 0 ? (size_t)value_len : 0;
+        if ((c->value = dlock__malloc(n + 1)) == NULL) {
+            rc = ZSYSTEMERROR; /* out of memory: the look fails, and is made again */
+        } else {
+            if (n)
+                memcpy(c->value, value, n);
+            c->value[n] = '\0';
+            c->value_len = n;
+        }
+    }
+    answered(c, rc);
+}
+
 static void deleted(int rc, const void *data)
 {
     answered((dlock__zk_call *)data, rc);
@@ -124,9 +145,9 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
 }
 
-/* A watch's call: on the node (its stat), or on its children (their
- * names), the watch shared by the waiter's calls. */
-static int send_watch(dlock__zk_call *c, int children)
+/* A watch's call: on the node (its stat, or its data), or on its
+ * children (their names), the watch shared by the waiter's calls. */
+static int send_watch(dlock__zk_call *c)
 {
     dlock__zk *z = c->z;
     dlock__zk_watch *w = c->watch;
@@ -137,8 +158,13 @@ static int send_watch(dlock__zk_call *c, int children)
         w->refs++;
     }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&z->mu));
-    int rc = children ? zoo_awget_children(z->zh, c->path, watch_fired, w, children_read, c)
-                      : zoo_awexists(z->zh, c->path, watch_fired, w, stat_read, c);
+    int rc;
+    if (c->what == DLOCK__ZK_WATCH_CHILDREN)
+        rc = zoo_awget_children(z->zh, c->path, watch_fired, w, children_read, c);
+    else if (c->what == DLOCK__ZK_WATCH_DATA)
+        rc = zoo_awget(z->zh, c->path, watch_fired, w, data_read, c);
+    else
+        rc = zoo_awexists(z->zh, c->path, watch_fired, w, stat_read, c);
     if (rc != ZOK && !set_before) {
         DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&z->mu));
         w->zh = NULL;
@@ -158,8 +184,9 @@ static void send_call(dlock__post *p)
     if (z->zh) {
         switch (c->what) {
         case DLOCK__ZK_CREATE:
-            rc = zoo_acreate2(z->zh, c->path, "", 0, &ZOO_OPEN_ACL_UNSAFE,
-                              ZOO_EPHEMERAL_SEQUENTIAL, created, c);
+            /* (an election's node holds its value: Curator's LeaderSelector's id) */
+            rc = zoo_acreate2(z->zh, c->path, c->data ? c->data : "", (int)c->data_len,
+                              &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, created, c);
             break;
         case DLOCK__ZK_PARENTS:
             c->parent_at = 0;
@@ -174,7 +201,15 @@ static void send_call(dlock__post *p)
             break;
         case DLOCK__ZK_WATCH:
         case DLOCK__ZK_WATCH_CHILDREN:
-            rc = send_watch(c, c->what == DLOCK__ZK_WATCH_CHILDREN);
+        case DLOCK__ZK_WATCH_DATA:
+            rc = send_watch(c);
+            break;
+        case DLOCK__ZK_GET_DATA:
+            rc = zoo_aget(z->zh, c->path, 0, data_read, c);
+            break;
+        case DLOCK__ZK_SET_DATA:
+            rc = zoo_aset(z->zh, c->path, c->data ? c->data : "", (int)c->data_len, -1,
+                          stat_read, c);
             break;
         default:
             rc = zoo_adelete(z->zh, c->path, -1, deleted, c);
@@ -230,11 +265,36 @@ int dlock__zk_call_start(dlock__zk *z, dlock__zk_call *c, dlock__loop *loop)
 
 void dlock__zk_call_clear(dlock__zk_call *c)
 {
+    dlock__free(c->value);
+    c->value = NULL;
+    c->value_len = 0;
     for (size_t i = 0; i < c->n_children; i++)
         dlock__free(c->children[i]);
     dlock__free(c->children);
     c->children = NULL;
     c->n_children = 0;
+}
+
+static void waited(dlock__zk_call *c)
+{
+    (void)c; /* call_ready closed the eventfd: the wait sees it */
+}
+
+static int answer_in(void *arg)
+{
+    return ((dlock__zk_call *)arg)->efd < 0;
+}
+
+int dlock__zk_call_wait(dlock__zk *z, dlock__zk_call *c)
+{
+    dlock__loop_poll lp;
+    dlock__loop_poll_init(&lp);
+    c->done = waited;
+    int rc = dlock__zk_call_start(z, c, &lp.loop);
+    if (rc == DLOCK_OK)
+        (void)dlock__loop_poll_run(&lp, answer_in, c, INT64_MAX);
+    dlock__loop_poll_close(&lp);
+    return rc;
 }
 
 int dlock__zk_path_set(char *out, const char *a, const char *b)

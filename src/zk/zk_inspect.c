@@ -10,41 +10,17 @@
 
 #include "backend.h"
 #include "client.h"
-#include "loop_poll.h"
 #include "zk_lock.h"
 #include "zk_session.h"
 
 #define ZK(c) ((dlock__zk *)(c)->store)
 
-typedef struct looking {
-    dlock__zk_call c;
-    int done;
-} looking;
-
-static void looked(dlock__zk_call *c)
-{
-    DLOCK__OWNER(c, looking, c)->done = 1;
-}
-
-static int look_done(void *arg)
-{
-    return ((looking *)arg)->done;
-}
-
 /* One call, waited for on a loop of the caller's own. */
-static int look_once(dlock__zk *z, looking *k, int what, const char *path)
+static int look_once(dlock__zk *z, dlock__zk_call *c, int what, const char *path)
 {
-    dlock__loop_poll lp;
-    dlock__loop_poll_init(&lp);
-    k->done = 0;
-    k->c.what = what;
-    k->c.done = looked;
-    (void)dlock__zk_path_set(k->c.path, path, NULL);
-    int rc = dlock__zk_call_start(z, &k->c, &lp.loop);
-    if (rc == DLOCK_OK)
-        (void)dlock__loop_poll_run(&lp, look_done, k, INT64_MAX);
-    dlock__loop_poll_close(&lp);
-    return rc;
+    c->what = what;
+    (void)dlock__zk_path_set(c->path, path, NULL);
+    return dlock__zk_call_wait(z, c);
 }
 
 /* Who holds the lock at key: the node with the lowest sequence, or, when
@@ -65,42 +41,42 @@ static int read_holders(dlock__zk *z, const char *key, char (*names)[DLOCK__ZK_P
     *h = (holding){0};
     if (!dlock__zk_lock_path(path, sizeof path, key))
         return DLOCK_EINVAL;
-    looking k = {0};
+    dlock__zk_call k = {0};
     int rc = look_once(z, &k, DLOCK__ZK_CHILDREN, path);
-    if (rc == DLOCK_OK && k.c.zrc != ZOK && k.c.zrc != ZNONODE)
-        rc = dlock__zk_error(k.c.zrc);
+    if (rc == DLOCK_OK && k.zrc != ZOK && k.zrc != ZNONODE)
+        rc = dlock__zk_error(k.zrc);
     int64_t lowest = -1, first_writer = INT64_MAX;
     int role = 0;
-    for (size_t i = 0; rc == DLOCK_OK && i < k.c.n_children; i++) {
-        int64_t s = dlock__zk_node_seq(k.c.children[i], &role);
+    for (size_t i = 0; rc == DLOCK_OK && i < k.n_children; i++) {
+        int64_t s = dlock__zk_node_seq(k.children[i], &role);
         if (s < 0)
             continue;
         if (lowest < 0 || s < lowest) {
             lowest = s;
-            (void)dlock__zk_path_set(first, k.c.children[i], NULL);
+            (void)dlock__zk_path_set(first, k.children[i], NULL);
         }
         if (role != DLOCK__ZK_READ && s < first_writer)
             first_writer = s;
     }
     if (lowest >= 0 && lowest < first_writer) { /* readers hold */
         h->shared = 1;
-        for (size_t i = 0; i < k.c.n_children; i++) {
-            int64_t s = dlock__zk_node_seq(k.c.children[i], &role);
+        for (size_t i = 0; i < k.n_children; i++) {
+            int64_t s = dlock__zk_node_seq(k.children[i], &role);
             if (s >= 0 && s < first_writer && h->count++ < max)
-                (void)dlock__zk_path_set(names[h->count - 1], k.c.children[i], NULL);
+                (void)dlock__zk_path_set(names[h->count - 1], k.children[i], NULL);
         }
     } else if (lowest >= 0) {
         char node[DLOCK__ZK_PATH_MAX];
         (void)(dlock__zk_path_set(node, path, "/") && dlock__zk_path_set(node, node, first));
         rc = look_once(z, &k, DLOCK__ZK_EXISTS, node);
-        if (rc == DLOCK_OK && k.c.zrc == ZOK) { /* (ZNONODE: released since) */
+        if (rc == DLOCK_OK && k.zrc == ZOK) { /* (ZNONODE: released since) */
             h->count = 1;
-            h->fence = (uint64_t)k.c.stat.czxid;
+            h->fence = (uint64_t)k.stat.czxid;
             if (max > 0)
                 (void)dlock__zk_path_set(names[0], first, NULL);
         }
     }
-    dlock__zk_call_clear(&k.c);
+    dlock__zk_call_clear(&k);
     return rc;
 }
 

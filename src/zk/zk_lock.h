@@ -121,4 +121,15 @@ void dlock__zk_wait_unwatch(dlock_lock *l);
 int dlock__zk_wait_leave(dlock_lock *l, int64_t timeout_ms, dlock__op *op);
 int dlock__zk_wait_handed(dlock_lock *l);
 
+/* An election's calls (zk_elect.c; backend.h, "elections"): Curator's
+ * LeaderSelector layout, the term lock's node holding the value. */
+struct dlock__leader;
+struct dlock__elect_watch;
+int dlock__zk_elect_write(dlock_lock *l, const char *value, size_t len);
+int dlock__zk_elect_read(dlock_client *c, const char *key, size_t klen,
+                         struct dlock__leader *out);
+int dlock__zk_elect_watch(dlock_client *c, const char *key, size_t klen,
+                          struct dlock__elect_watch *w);
+void dlock__zk_elect_unwatch(dlock_client *c, struct dlock__elect_watch *w);
+
 #endif

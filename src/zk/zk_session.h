@@ -47,14 +47,21 @@ enum {
     DLOCK__ZK_EXISTS,    /* the node's stat */
     DLOCK__ZK_WATCH,     /* the node's stat, and a watch on it (watch) */
     DLOCK__ZK_WATCH_CHILDREN, /* the names below path, and a watch on them (watch) */
-    DLOCK__ZK_DELETE     /* the node, any version */
+    DLOCK__ZK_DELETE,    /* the node, any version */
+    DLOCK__ZK_GET_DATA,  /* the node's data and stat */
+    DLOCK__ZK_WATCH_DATA, /* the node's data and stat, and a watch on it (watch) */
+    DLOCK__ZK_SET_DATA   /* data into the node, any version; its stat after */
 };
 
 typedef struct dlock__zk_call {
     /* The caller's, before dlock__zk_call_start(). */
     int what;
     char path[DLOCK__ZK_PATH_MAX];
-    dlock__zk_watch *watch; /* DLOCK__ZK_WATCH(_CHILDREN): from dlock__zk_watch_new() */
+    dlock__zk_watch *watch; /* DLOCK__ZK_WATCH(_CHILDREN, _DATA): from dlock__zk_watch_new() */
+    /* CREATE: the new node's data (NULL: none, as before elections);
+     * SET_DATA: what is written. The caller's, until done() runs. */
+    const char *data;
+    size_t data_len;
     void (*done)(struct dlock__zk_call *c); /* on the caller's loop */
     /* The answer, when done() runs. */
     int zrc;                         /* ZOK or ZooKeeper's error (ZNONODE, ...) */
@@ -62,6 +69,8 @@ typedef struct dlock__zk_call {
     char created[DLOCK__ZK_PATH_MAX]; /* CREATE: the node's path */
     char **children;                 /* (WATCH_)CHILDREN: owned by the call until _clear */
     size_t n_children;
+    char *value;                     /* (WATCH_)GET_DATA: owned by the call until _clear */
+    size_t value_len;
     int64_t sent_ns;                 /* when it was handed over (the monotonic clock) */
     /* The session thread's and the loop's. */
     dlock__zk *z;
@@ -100,8 +109,12 @@ void dlock__zk_session_id(dlock__zk *z, clientid_t *out);
 /* Start c on loop: DLOCK_OK and c->done later, exactly once, from loop;
  * or DLOCK_EIO (no eventfd) / the loop's error, and done never comes. */
 int dlock__zk_call_start(dlock__zk *z, dlock__zk_call *c, dlock__loop *loop);
-/* Free what an answer holds (the children). */
+/* Free what an answer holds (the children, the data). */
 void dlock__zk_call_clear(dlock__zk_call *c);
+/* Start c and wait for its answer on a private loop of the caller's (a
+ * blocking look: status, an election's calls); c->done is the wait's.
+ * DLOCK_OK (the answer in c->zrc), or why it could not start. */
+int dlock__zk_call_wait(dlock__zk *z, dlock__zk_call *c);
 /* out = a + b (b may be NULL), a path of DLOCK__ZK_PATH_MAX bytes at
  * most: 1, or 0 (out "") if it is longer. */
 int dlock__zk_path_set(char *out, const char *a, const char *b);

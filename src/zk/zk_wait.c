@@ -118,6 +118,11 @@ static int call(dlock_lock *l, int step, int what, const char *path)
     d->step = step;
     d->call.what = what;
     d->call.done = step_done;
+    /* An election's node holds its value from its create (Curator's
+     * LeaderSelector: the participant's id), so that the first in line
+     * is a leader with a value at once (backend.h, elect_value_at_grant). */
+    d->call.data = what == DLOCK__ZK_CREATE ? l->elect_value : NULL;
+    d->call.data_len = what == DLOCK__ZK_CREATE && l->elect_value ? l->elect_value_len : 0;
     if (!dlock__zk_path_set(d->call.path, path, NULL))
         return DLOCK_EINVAL;
     int rc = dlock__zk_call_start(d->z, &d->call, d->op->loop);

@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,22 +37,12 @@
 
 static dlock_election *election(dlock_client *c, const char *name, int64_t ttl_ms)
 {
-    dlock_election_options o = DLOCK_ELECTION_OPTIONS_INIT;
-    o.ttl_ms = ttl_ms;
-    dlock_election *e = NULL;
-    assert_int_equal(dlock_election_new(&e, c, name, &o), DLOCK_OK);
-    return e;
+    return test_election_new(c, name, ttl_ms);
 }
 
 static void expect_leader(dlock_election *e, uint64_t fence, const char *value)
 {
-    uint64_t f = 99;
-    char buf[64];
-    size_t full = 0;
-    assert_int_equal(dlock_election_leader(e, &f, buf, sizeof buf, &full), DLOCK_OK);
-    assert_int_equal(f, fence);
-    assert_string_equal(buf, value);
-    assert_int_equal(full, strlen(value));
+    test_expect_leader(e, fence, value, 0);
 }
 
 static void bad_input_is_einval(void **state)
@@ -115,21 +106,6 @@ static void bad_input_is_einval(void **state)
     dlock_election_free(NULL);
 }
 
-typedef struct campaigner {
-    dlock_election *e;
-    const char *value;
-    int rc;
-    int64_t done_ms;
-} campaigner;
-
-static void *campaign_thread(void *arg)
-{
-    campaigner *c = arg;
-    c->rc = dlock_election_campaign(c->e, c->value, 20000);
-    c->done_ms = test_now_ms();
-    return NULL;
-}
-
 static void campaign_proclaim_resign_hand_over(void **state)
 {
     (void)state;
@@ -145,17 +121,17 @@ static void campaign_proclaim_resign_hand_over(void **state)
     assert_int_equal(dlock_election_campaign(b, "host-b", 0), DLOCK_ENOTACQUIRED);
     assert_int_equal(dlock_election_proclaim(b, "host-b"), DLOCK_ENOTHELD);
 
-    campaigner cb = {b, "host-b", 1, 0};
+    test_campaigner cb = {b, "host-b", 1, 0};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, campaign_thread, &cb), 0);
+    assert_int_equal(pthread_create(&t, NULL, test_campaign_thread, &cb), 0);
     usleep(300 * 1000); /* b waits in line */
     int64_t resigned = test_now_ms();
     assert_int_equal(dlock_election_resign(a), DLOCK_OK);
     assert_int_equal(dlock_election_fence(a), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(cb.rc, DLOCK_OK);
-    print_message("# hand-over at a resign: %" PRId64 " ms\n", cb.done_ms - resigned);
-    assert_true(cb.done_ms - resigned < PUSH_MS);
+    print_message("# hand-over at a resign: %" PRId64 " ms\n", atomic_load(&cb.done_ms) - resigned);
+    assert_true(atomic_load(&cb.done_ms) - resigned < PUSH_MS);
     uint64_t fb = dlock_election_fence(b);
     assert_true(fb > fa);
     expect_leader(a, fb, "host-b");
@@ -207,70 +183,10 @@ static void a_new_term_never_shows_the_previous_value(void **state)
 
 /* ---- observe ---------------------------------------------------------------- */
 
-static int ignore_leader(void *arg, uint64_t fence, const char *value, size_t len)
-{
-    (void)arg, (void)fence, (void)value, (void)len;
-    return 0;
-}
-
-/* The observer saw n changes within PUSH_MS; the time from `from_ms`. */
-static int64_t wait_seen(test_leaders *s, int n, int64_t from_ms)
-{
-    return test_leaders_wait(s, n, from_ms, PUSH_MS);
-}
-
-/* On client c: every change seen, in order, each within PUSH_MS. */
-static void observe_changes_on(dlock_client *c, const char *name)
-{
-    dlock_election *a = election(c, name, TTL_MS);
-    dlock_election *b = election(c, name, TTL_MS);
-    dlock_election *o = election(c, name, TTL_MS);
-    test_leaders s;
-    test_leaders_start(&s, o);
-    wait_seen(&s, 1, test_now_ms()); /* nobody leads */
-
-    int64_t t0 = test_now_ms();
-    assert_int_equal(dlock_election_campaign(a, "a1", 0), DLOCK_OK);
-    int64_t d1 = wait_seen(&s, 2, t0);
-    t0 = test_now_ms();
-    assert_int_equal(dlock_election_proclaim(a, "a2"), DLOCK_OK);
-    int64_t d2 = wait_seen(&s, 3, t0);
-    campaigner cb = {b, "b1", 1, 0};
-    pthread_t tb;
-    assert_int_equal(pthread_create(&tb, NULL, campaign_thread, &cb), 0);
-    usleep(300 * 1000);
-    t0 = test_now_ms();
-    assert_int_equal(dlock_election_resign(a), DLOCK_OK);
-    assert_int_equal(pthread_join(tb, NULL), 0);
-    assert_int_equal(cb.rc, DLOCK_OK);
-    int64_t d3 = wait_seen(&s, 4, t0);
-    t0 = test_now_ms();
-    assert_int_equal(dlock_election_resign(b), DLOCK_OK);
-    int64_t d4 = wait_seen(&s, 5, t0);
-    print_message("# observe on %s, ms from the change: campaign %" PRId64 ", proclaim %" PRId64
-                  ", hand-over %" PRId64 ", resign %" PRId64 "\n", name, d1, d2, d3, d4);
-
-    test_leaders_stop(&s);
-    static const char *const want[] = {"", "a1", "a2", "b1", ""};
-    for (int i = 0; i < 5; i++)
-        assert_string_equal(s.value[i], want[i]);
-    assert_int_equal(s.fence[0], 0);
-    assert_true(s.fence[1] > 0 && s.fence[2] == s.fence[1]);
-    assert_true(s.fence[3] > s.fence[2]);
-    assert_int_equal(s.fence[4], 0);
-    /* An observe's wait ends; a cancel of an observe only does not end
-     * the next campaign. */
-    assert_int_equal(dlock_election_observe(o, 50, ignore_leader, NULL), DLOCK_ETIMEDOUT);
-    assert_int_equal(dlock_election_campaign(o, "o", 0), DLOCK_OK);
-    dlock_election_free(a);
-    dlock_election_free(b);
-    dlock_election_free(o);
-}
-
 static void observe_sees_every_change_in_order(void **state)
 {
     (void)state;
-    observe_changes_on(test_cl, "obs");
+    test_leaders_observe_changes(test_cl, "obs", TTL_MS, PUSH_MS);
 }
 
 /* A leader in a child process, SIGKILLed after a second of renewals; a
@@ -389,14 +305,14 @@ static int topologies_teardown(void **state)
 static void elections_on_a_cluster(void **state)
 {
     (void)state;
-    observe_changes_on(cluster_cl, "elect-cl");
-    observe_changes_on(cluster_cl, "{tag}elect-cl");
+    test_leaders_observe_changes(cluster_cl, "elect-cl", TTL_MS, PUSH_MS);
+    test_leaders_observe_changes(cluster_cl, "{tag}elect-cl", TTL_MS, PUSH_MS);
 }
 
 static void elections_on_a_sentinel_primary(void **state)
 {
     (void)state;
-    observe_changes_on(sentinel_cl, "elect-sn");
+    test_leaders_observe_changes(sentinel_cl, "elect-sn", TTL_MS, PUSH_MS);
 }
 
 /* The fair lock is one node's: no election over a Redlock. */

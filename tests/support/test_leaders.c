@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* An election's observer on a thread (test_leaders.h). */
+/* An election's observer on a thread, a campaign on one, and the
+ * store-independent observe body (test_leaders.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,8 +8,12 @@
 
 #include <cmocka.h>
 
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proc.h"
 #include "test_leaders.h"
@@ -70,4 +75,89 @@ void test_leaders_stop(test_leaders *s)
     assert_int_equal(pthread_join(s->thread, NULL), 0);
     assert_int_equal(s->rc, DLOCK_ECANCELED);
     pthread_mutex_destroy(&s->mu);
+}
+
+void *test_campaign_thread(void *arg)
+{
+    test_campaigner *c = arg;
+    c->rc = dlock_election_campaign(c->e, c->value, 20000);
+    atomic_store(&c->done_ms, test_now_ms());
+    return NULL;
+}
+
+void test_expect_leader(dlock_election *e, uint64_t fence, const char *value, int any_fence)
+{
+    uint64_t f = 99;
+    char buf[64];
+    size_t full = 0;
+    assert_int_equal(dlock_election_leader(e, &f, buf, sizeof buf, &full), DLOCK_OK);
+    if (any_fence)
+        assert_true(f > 0);
+    else
+        assert_int_equal(f, fence);
+    assert_string_equal(buf, value);
+    assert_int_equal(full, strlen(value));
+}
+
+static int ignore_leader(void *arg, uint64_t fence, const char *value, size_t len)
+{
+    (void)arg, (void)fence, (void)value, (void)len;
+    return 0;
+}
+
+dlock_election *test_election_new(dlock_client *c, const char *name, int64_t ttl_ms)
+{
+    dlock_election_options o = DLOCK_ELECTION_OPTIONS_INIT;
+    o.ttl_ms = ttl_ms;
+    dlock_election *e = NULL;
+    assert_int_equal(dlock_election_new(&e, c, name, &o), DLOCK_OK);
+    return e;
+}
+
+void test_leaders_observe_changes(dlock_client *c, const char *name, int64_t ttl_ms,
+                                  int push_ms)
+{
+    dlock_election *a = test_election_new(c, name, ttl_ms);
+    dlock_election *b = test_election_new(c, name, ttl_ms);
+    dlock_election *o = test_election_new(c, name, ttl_ms);
+    test_leaders s;
+    test_leaders_start(&s, o);
+    test_leaders_wait(&s, 1, test_now_ms(), push_ms); /* nobody leads */
+
+    int64_t t0 = test_now_ms();
+    assert_int_equal(dlock_election_campaign(a, "a1", 0), DLOCK_OK);
+    int64_t d1 = test_leaders_wait(&s, 2, t0, push_ms);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_election_proclaim(a, "a2"), DLOCK_OK);
+    int64_t d2 = test_leaders_wait(&s, 3, t0, push_ms);
+    test_campaigner cb = {b, "b1", 1, 0};
+    pthread_t tb;
+    assert_int_equal(pthread_create(&tb, NULL, test_campaign_thread, &cb), 0);
+    usleep(300 * 1000);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_election_resign(a), DLOCK_OK);
+    assert_int_equal(pthread_join(tb, NULL), 0);
+    assert_int_equal(cb.rc, DLOCK_OK);
+    int64_t d3 = test_leaders_wait(&s, 4, t0, push_ms);
+    t0 = test_now_ms();
+    assert_int_equal(dlock_election_resign(b), DLOCK_OK);
+    int64_t d4 = test_leaders_wait(&s, 5, t0, push_ms);
+    print_message("# observe on %s, ms from the change: campaign %" PRId64 ", proclaim %" PRId64
+                  ", hand-over %" PRId64 ", resign %" PRId64 "\n", name, d1, d2, d3, d4);
+
+    test_leaders_stop(&s);
+    static const char *const want[] = {"", "a1", "a2", "b1", ""};
+    for (int i = 0; i < 5; i++)
+        assert_string_equal(s.value[i], want[i]);
+    assert_int_equal(s.fence[0], 0);
+    assert_true(s.fence[1] > 0 && s.fence[2] == s.fence[1]);
+    assert_true(s.fence[3] > s.fence[2]);
+    assert_int_equal(s.fence[4], 0);
+    /* An observe's wait ends; a cancel of an observe only does not end
+     * the next campaign. */
+    assert_int_equal(dlock_election_observe(o, 50, ignore_leader, NULL), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_campaign(o, "o", 0), DLOCK_OK);
+    dlock_election_free(a);
+    dlock_election_free(b);
+    dlock_election_free(o);
 }

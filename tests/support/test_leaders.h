@@ -6,6 +6,7 @@
 #define DLOCK_TEST_LEADERS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "dlock.h"
@@ -33,5 +34,32 @@ int64_t test_leaders_wait(test_leaders *s, int n, int64_t from_ms, int max_ms);
 void test_leaders_stop(test_leaders *s);
 /* The callback itself, for a test's own observe call. */
 int test_leaders_on_leader(void *arg, uint64_t fence, const char *value, size_t len);
+
+/* A new election on c with terms of ttl_ms (the test fails otherwise). */
+dlock_election *test_election_new(dlock_client *c, const char *name, int64_t ttl_ms);
+
+/* A campaign on a thread of its own (wait 20 s): its return and when. */
+typedef struct test_campaigner {
+    dlock_election *e;
+    const char *value;
+    int rc;
+    _Atomic int64_t done_ms; /* 0 until it returned */
+} test_campaigner;
+
+void *test_campaign_thread(void *arg);
+
+/* dlock_election_leader() shows fence (0: nobody; any fence > 0 if
+ * any_fence) and value, in full. */
+void test_expect_leader(dlock_election *e, uint64_t fence, const char *value, int any_fence);
+
+/* The store-independent body of "observe sees every change in order"
+ * (test_election on Redis, test_zk_election on ZooKeeper): on client c,
+ * election `name` (its terms' ttl_ms), an observer sees nobody, a's
+ * campaign, a's proclaim, the hand-over to b at a's resign and b's
+ * resign, in order, each within push_ms of it, with the fences each term
+ * should have; then a timed observe ends and a cancel of an observe only
+ * leaves the next campaign alone. */
+void test_leaders_observe_changes(dlock_client *c, const char *name, int64_t ttl_ms,
+                                  int push_ms);
 
 #endif

@@ -11,7 +11,12 @@
  * javac or the jars (failed instead under DLOCK_TEST_REQUIRE_CURATOR=1,
  * as scripts/check.sh runs the suite). InterProcessReadWriteLock too
  * (readers of both share, writers of both exclude them), and
- * InterProcessSemaphoreV2 (both sides' leases count against one N). */
+ * InterProcessSemaphoreV2 (both sides' leases count against one N).
+ * Elections with LeaderSelector, both ways: Curator leads and
+ * dlock_election_leader() shows its participant id while dlock's campaign
+ * waits, and takes over at its abdication; dlock leads and Curator's
+ * getLeader() shows dlock's value while its selector waits, and leads at
+ * dlock's resign. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +36,7 @@
 #include "dlock.h"
 #include "history.h"
 #include "proc.h"
+#include "test_leaders.h"
 #include "test_util.h"
 #include "test_waiter.h"
 #include "zk_contend.h"
@@ -300,6 +306,117 @@ static void dlock_and_curator_semaphores_share_the_permits(void **state)
     assert_int_equal(v.max_permits, 2);
 }
 
+/* ---- LeaderSelector ----------------------------------------------------------- */
+
+static void expect_leader(dlock_election *e, uint64_t fence, const char *value)
+{
+    test_expect_leader(e, fence, value, fence == 0);
+}
+
+/* Curator's "leading T_NS CZXID". */
+static void curator_leads(const char *line, int64_t *t_ns, int64_t *czxid)
+{
+    long long t = 0, z = 0;
+    if (sscanf(line, "leading %lld %lld", &t, &z) != 2)
+        fail_msg("Curator answered \"%s\", not \"leading ...\"", line);
+    *t_ns = t;
+    *czxid = z;
+}
+
+static void curator_leads_and_dlock_waits_then_takes_over(void **state)
+{
+    (void)state;
+    const char *path = "/curator/elect-curator";
+    char line[256];
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "select %s curator-1 1", path),
+                     0);
+    assert_string_equal(line, "selecting");
+    assert_int_equal(curator_read(&java, line, sizeof line, 10000), 0);
+    int64_t led_ns, czxid;
+    curator_leads(line, &led_ns, &czxid);
+    dlock_client *c = client_new();
+    dlock_election *e = NULL, *o = NULL;
+    assert_int_equal(dlock_election_new(&e, c, path, NULL), DLOCK_OK);
+    assert_int_equal(dlock_election_new(&o, c, path, NULL), DLOCK_OK);
+    /* Curator's participant id, and its node's czxid as the fence */
+    expect_leader(o, (uint64_t)czxid, "curator-1");
+    assert_int_equal(dlock_election_campaign(e, "dlock-b", 0), DLOCK_ENOTACQUIRED);
+    test_campaigner cb = {e, "dlock-b", 1, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, test_campaign_thread, &cb), 0);
+    int64_t end = test_now_ms() + 10000;
+    while (children(path) < 2 && test_now_ms() < end)
+        test_sleep_ms(10);
+    assert_int_equal(children(path), 2); /* dlock's node in line behind Curator's */
+    test_sleep_ms(300);
+    assert_int_equal(atomic_load(&cb.done_ms), 0);
+    /* Curator sees itself lead, dlock's candidate among the participants */
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "leader %s", path), 0);
+    assert_string_equal(line, "leader [curator-1] true");
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "abdicate %s", path), 0);
+    long long abdicated_ns = 0;
+    assert_int_equal(sscanf(line, "abdicated %lld", &abdicated_ns), 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(cb.rc, DLOCK_OK);
+    int64_t after_ms = atomic_load(&cb.done_ms) - abdicated_ns / 1000000;
+    printf("dlock led %lld ms after Curator's abdication\n", (long long)after_ms);
+    if (after_ms > 1000)
+        fail_msg("dlock led %lld ms after Curator's abdication", (long long)after_ms);
+    assert_true(dlock_election_fence(e) > (uint64_t)czxid);
+    expect_leader(o, dlock_election_fence(e), "dlock-b");
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "leader %s", path), 0);
+    assert_string_equal(line, "leader [dlock-b] true");
+    assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "leader %s", path), 0);
+    assert_string_equal(line, "leader [] false"); /* nobody */
+    dlock_election_free(e);
+    dlock_election_free(o);
+    dlock_client_free(c);
+}
+
+static void dlock_leads_and_curator_waits_then_takes_over(void **state)
+{
+    (void)state;
+    const char *path = "/curator/elect-dlock";
+    char line[256];
+    dlock_client *c = client_new();
+    dlock_election *e = NULL;
+    assert_int_equal(dlock_election_new(&e, c, path, NULL), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(e, "dlock-a", 0), DLOCK_OK);
+    uint64_t fence = dlock_election_fence(e);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "leader %s", path), 0);
+    assert_string_equal(line, "leader [dlock-a] true");
+    /* a proclaim is the id Curator reads */
+    assert_int_equal(dlock_election_proclaim(e, "dlock-a:8080"), DLOCK_OK);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "leader %s", path), 0);
+    assert_string_equal(line, "leader [dlock-a:8080] true");
+    /* Curator's selector waits in line behind dlock's node */
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "select %s curator-2 2", path),
+                     0);
+    assert_string_equal(line, "selecting");
+    assert_int_equal(curator_read(&java, line, sizeof line, 500), -1);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "leader %s", path), 0);
+    assert_string_equal(line, "leader [dlock-a:8080] true");
+    int64_t resigned_ns = chaos_now_ns();
+    assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+    assert_int_equal(curator_read(&java, line, sizeof line, 10000), 0);
+    int64_t led_ns, czxid;
+    curator_leads(line, &led_ns, &czxid);
+    assert_true(led_ns > resigned_ns);
+    printf("Curator led %.1f ms after dlock's resign\n", (double)(led_ns - resigned_ns) / 1e6);
+    if (led_ns - resigned_ns > 1000 * 1000000LL)
+        fail_msg("Curator led %" PRId64 " ms after dlock's resign",
+                 (led_ns - resigned_ns) / 1000000);
+    assert_true((uint64_t)czxid > fence);
+    expect_leader(e, (uint64_t)czxid, "curator-2");
+    assert_int_equal(dlock_election_campaign(e, "dlock-a", 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(curator_ask(&java, line, sizeof line, 10000, "abdicate %s", path), 0);
+    assert_int_equal(strncmp(line, "abdicated", 9), 0);
+    assert_int_equal(children(path), 0);
+    dlock_election_free(e);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const char *missing = curator_missing();
@@ -317,6 +434,8 @@ int main(void)
         cmocka_unit_test(dlock_and_curator_read_write_locks_share_and_exclude),
         cmocka_unit_test(dlock_and_curator_contend_without_overlap_and_fences_only_grow),
         cmocka_unit_test(dlock_and_curator_semaphores_share_the_permits),
+        cmocka_unit_test(curator_leads_and_dlock_waits_then_takes_over),
+        cmocka_unit_test(dlock_leads_and_curator_waits_then_takes_over),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -21,6 +21,12 @@
 //                                write lock: "rw read acquire PATH TIMEOUT_MS", ...
 //   sem N VERB PATH ...          the same on an InterProcessSemaphoreV2 of N leases, a
 //                                lease each: "sem 2 acquire PATH TIMEOUT_MS", ...
+//   select PATH ID N             a LeaderSelector of participant id ID on PATH, started;
+//                                "selecting" once PATH has N nodes in line, then, when it
+//                                leads, "leading T_NS CZXID" (it leads until abdicate)
+//   abdicate PATH                its takeLeadership returns: "abdicated T_NS", T_NS taken
+//                                before; the selector is closed
+//   leader PATH                  LeaderSelector.getLeader(): "leader [ID] IS_LEADER"
 //   quit
 //
 // T_NS is System.nanoTime(), CLOCK_MONOTONIC on Linux: the C side's clock.
@@ -31,7 +37,9 @@ import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.Comparator;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -39,6 +47,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import java.util.concurrent.CountDownLatch;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -106,8 +118,77 @@ public final class CuratorWorker {
         }
     }
 
+    // A LeaderSelector that leads until told to abdicate.
+    static final class Selector extends LeaderSelectorListenerAdapter {
+        final String path;
+        final CountDownLatch selecting = new CountDownLatch(1); // "selecting" said
+        final CountDownLatch abdicate = new CountDownLatch(1);
+        final CountDownLatch done = new CountDownLatch(1);
+        LeaderSelector selector;
+
+        Selector(String path) {
+            this.path = path;
+        }
+
+        @Override
+        public void takeLeadership(CuratorFramework c) throws Exception {
+            try {
+                long t = System.nanoTime();
+                // Our node is the first in line: its czxid is the term's fence.
+                List<String> kids = c.getChildren().forPath(path);
+                kids.sort(Comparator.comparing(k -> k.substring(k.lastIndexOf("lock-") + 5)));
+                Stat st = c.checkExists().forPath(path + "/" + kids.get(0));
+                long czxid = st == null ? -1 : st.getCzxid();
+                selecting.await(); // its answer first, then this line
+                say("leading " + t + " " + czxid);
+                abdicate.await();
+            } finally {
+                done.countDown();
+            }
+        }
+    }
+
     private static CuratorFramework client;
     private static final Map<String, Held> locks = new HashMap<>();
+    private static final Map<String, Selector> selectors = new HashMap<>();
+
+    private static String select(String path, String id, int n) throws Exception {
+        Selector s = new Selector(path);
+        s.selector = new LeaderSelector(client, path, s);
+        s.selector.setId(id);
+        synchronized (selectors) {
+            selectors.put(path, s);
+        }
+        s.selector.start();
+        long end = System.nanoTime() + 10000 * 1000000L;
+        while (children(path) < n && System.nanoTime() < end)
+            Thread.sleep(5);
+        say("selecting");
+        s.selecting.countDown();
+        return null;
+    }
+
+    private static String abdicate(String path) throws Exception {
+        Selector s;
+        synchronized (selectors) {
+            s = selectors.remove(path);
+        }
+        long t = System.nanoTime();
+        s.abdicate.countDown();
+        s.done.await(10, TimeUnit.SECONDS);
+        s.selector.close();
+        return "abdicated " + t;
+    }
+
+    private static String leader(String path) throws Exception {
+        LeaderSelector l = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+            @Override
+            public void takeLeadership(CuratorFramework c) {
+            }
+        });
+        Participant p = l.getLeader();
+        return "leader [" + p.getId() + "] " + p.isLeader();
+    }
 
     private static synchronized void say(String line) {
         System.out.println(line);
@@ -248,6 +329,12 @@ public final class CuratorWorker {
         }
         case "children":
             return "children " + children(path);
+        case "select":
+            return select(path, w[at + 2], Integer.parseInt(w[at + 3]));
+        case "abdicate":
+            return abdicate(path);
+        case "leader":
+            return leader(path);
         case "contend":
             return "contended " + contend(kind, path, Integer.parseInt(w[at + 2]),
                                           Long.parseLong(w[at + 3]), w[at + 4],
