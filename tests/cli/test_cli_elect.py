@@ -14,9 +14,11 @@ while their fences grow; usage errors exit 64.
 """
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -96,18 +98,28 @@ class Elect(DlockTest):
         w = self.spawn("leader", "--watch", "--json", self.name)
         lines = []
 
-        def seen(n):
+        got = queue.Queue()
+        threading.Thread(target=lambda: [got.put(x) for x in w.stdout], daemon=True).start()
+
+        def seen(n, within=20):
+            # A deadline, not a bare readline: a change the watcher never
+            # prints must fail the test, not hang it until ctest's timeout
+            # (a reader thread: select() on a buffered pipe misses the
+            # lines already in its buffer).
+            end = time.monotonic() + within
             while len(lines) < n:
-                line = w.stdout.readline()
-                if not line:
+                try:
+                    lines.append(json.loads(got.get(timeout=max(end - time.monotonic(), 0.01))))
+                except queue.Empty:
                     return False
-                lines.append(json.loads(line))
             return True
 
         self.assertTrue(seen(1))
         a = self.spawn("elect", self.name, "--value", "a", "--", "sleep", "1")
         self.assertTrue(seen(2))
-        r = self.dlock("elect", self.name, "--value", "b", "--", "true")
+        # b leads 0.3 s: a term shorter than one look may be merged into
+        # the next (docs/elections.md), and a loaded machine stretches a look.
+        r = self.dlock("elect", self.name, "--value", "b", "--", "sleep", "0.3")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(seen(4))
         a.communicate(timeout=10)
