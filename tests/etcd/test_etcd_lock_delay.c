@@ -184,30 +184,11 @@ static void a_waiter_without_a_delay_is_not_held_back(void **state)
 static void a_clean_release_in_a_child_costs_no_delay(void **state)
 {
     (void)state;
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = test_fork_child();
-    if (pid == 0) {
-        close(fds[0]);
-        dlock_client *c = test_etcd_client(&srv, -1, 0);
-        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-        o.ttl_ms = TTL_MS;
-        o.lock_delay_ms = LONG_DELAY_MS;
-        o.flags = DLOCK_AUTO_RENEW;
-        dlock_lock *l = NULL;
-        unsigned char rc = 99;
-        if (c && dlock_lock_new(&l, c, "ld-clean", &o) == DLOCK_OK &&
-            dlock_lock_acquire(l, 5000) == DLOCK_OK) {
-            test_sleep_ms(500);
-            rc = (unsigned char)dlock_lock_release(l);
-        }
-        _exit(write(fds[1], &rc, 1) == 1 && rc == 0 ? 0 : 2);
-    }
-    close(fds[1]);
-    unsigned char rc = 255;
-    assert_int_equal(read(fds[0], &rc, 1), 1);
-    close(fds[0]);
-    assert_int_equal(rc, 0);
+    test_delay_target t = target("clean");
+    t.delay_ms = LONG_DELAY_MS;
+    t.hold_ms = 500;
+    test_delay_kind k = {"plain", 0, 0, 0, 0};
+    pid_t pid = test_delay_holder(&t, &k, "ld-clean", 0);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);

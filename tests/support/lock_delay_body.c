@@ -48,9 +48,10 @@ int test_delay_lock(const test_delay_target *t, dlock_client *c, const test_dela
 }
 
 /* The child: take the lock, say so (one byte: 0 or the failing code),
- * renew for hold_ms, and die without a word to the store. */
+ * renew for hold_ms, and die without a word to the store (die), or
+ * release and exit 0. */
 static void holder_child(const test_delay_target *t, const test_delay_kind *k, const char *name,
-                         int wr)
+                         int die, int wr)
 {
     dlock_client *c = test_delay_client(t);
     dlock_lock *l = NULL;
@@ -60,19 +61,21 @@ static void holder_child(const test_delay_target *t, const test_delay_kind *k, c
     if (write(wr, &rc, 1) != 1 || rc != 0)
         _exit(2);
     test_sleep_ms((int)t->hold_ms);
+    if (!die)
+        _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 4);
     raise(SIGKILL);
     _exit(3);
 }
 
-pid_t test_delay_dying_holder(const test_delay_target *t, const test_delay_kind *k,
-                              const char *name)
+pid_t test_delay_holder(const test_delay_target *t, const test_delay_kind *k, const char *name,
+                        int die)
 {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t pid = test_fork_child();
     if (pid == 0) {
         close(fds[0]);
-        holder_child(t, k, name, fds[1]);
+        holder_child(t, k, name, die, fds[1]);
     }
     close(fds[1]);
     unsigned char rc = 255;
@@ -80,6 +83,12 @@ pid_t test_delay_dying_holder(const test_delay_target *t, const test_delay_kind 
     close(fds[0]);
     assert_int_equal(rc, 0);
     return pid;
+}
+
+pid_t test_delay_dying_holder(const test_delay_target *t, const test_delay_kind *k,
+                              const char *name)
+{
+    return test_delay_holder(t, k, name, 1);
 }
 
 int64_t test_delay_wait_gone(dlock_client *c, const char *name, int64_t *last_all)

@@ -61,6 +61,9 @@ int test_delay_lock(const test_delay_target *t, dlock_client *c, const test_dela
  * holds: its pid. */
 pid_t test_delay_dying_holder(const test_delay_target *t, const test_delay_kind *k,
                               const char *name);
+/* The same with die 0: the child releases after t->hold_ms and exits 0. */
+pid_t test_delay_holder(const test_delay_target *t, const test_delay_kind *k, const char *name,
+                        int die);
 
 /* Wait until status sees the name held by nobody: the end of that look;
  * *last_all the start of the last look that saw it held everywhere. */
