@@ -112,6 +112,16 @@ static void delayed(dlock__etcd_wait *w, int64_t dead_lease, const char *begin, 
     dlock__etcd_step_answer(w, DLOCK_ENOTACQUIRED, DLOCK__V_RETRY | DLOCK__V_QUEUED, look_ms);
 }
 
+/* Is a dead holder's companion in the way of a place the kind's own rule
+ * found in (etcd_wait.c)? A lock's: any (the kind let it in with nobody
+ * ahead, or with live holders it may share with). A semaphore's: its
+ * dead holders' permits count with the keys ahead of ours. */
+static int in_the_way(const dlock__etcd_wait *w, size_t ahead, size_t dead)
+{
+    int64_t permits = dlock__etcd_permits(w->l);
+    return dead > 0 && (permits <= 1 || (int64_t)(ahead + dead) >= permits);
+}
+
 static void checked(dlock__etcd_wait *w, int rc, long code, json_t *rep)
 {
     (void)code;
@@ -120,7 +130,7 @@ static void checked(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     char *begin = NULL, *end = NULL;
     if (rc == DLOCK_OK)
         rc = dlock__etcd_delay_check_reply(rep, w->s->h.rev, &ahead, &dead, &dead_lease, 1, &rev);
-    if (rc == DLOCK_OK && (int64_t)(ahead + dead) < dlock__etcd_permits(w->l)) {
+    if (rc == DLOCK_OK && !in_the_way(w, ahead, dead)) {
         w->delay_ok_rev = w->s->h.rev; /* no dead holder in the way: on to the grant */
         dlock__etcd_watch_stop(&w->delay_watch);
         rc = dlock__etcd_granted(w);

@@ -10,8 +10,9 @@
 
 /* Ours is among the first keys (dlock__etcd_granted): unless this place
  * was checked already, read the name's companions and the line. With no
- * dead holder's companion in the way (a semaphore: fewer than its N with
- * the keys ahead of ours) the grant goes on (dlock__etcd_granted again);
+ * dead holder's companion in the way (a lock: none at all; a semaphore:
+ * fewer than its N with the keys ahead of ours) the grant goes on
+ * (dlock__etcd_granted again);
  * else a try-once is refused ("free but under a lock-delay", the delay's
  * time left as the holder's TTL) and leaves the line, and a waiter keeps
  * its place, watches the companions and answers V_QUEUED, to look again
