@@ -211,9 +211,7 @@ static void put_done(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     int64_t lease = dlock__etcd_delay_lease_of_token(h->token);
     if (rc == DLOCK_OK) {
         h->delay_lease = lease;
-        rc = dlock__etcd_granted(w); /* takes the hold now */
-        if (rc != DLOCK_OK)
-            dlock__etcd_step_failed(w, rc);
+        w->delay_then(w); /* takes the hold now */
         return;
     }
     /* The put's outcome may be unknown: a companion left would delay the
@@ -243,11 +241,12 @@ static void companion_granted(dlock__etcd_wait *w, int rc, long code, json_t *re
         dlock__etcd_step_failed(w, rc);
 }
 
-int dlock__etcd_delay_mark(dlock__etcd_wait *w)
+int dlock__etcd_delay_mark(dlock__etcd_wait *w, void (*then)(dlock__etcd_wait *w))
 {
     dlock__etcd_hold *h = &w->s->h;
     if (!has_delay(w) || h->delay_lease)
         return 0;
+    w->delay_then = then;
     int64_t lease = dlock__etcd_delay_lease_of_token(h->token);
     int rc = dlock__etcd_step_call(
         w, "/v3/lease/grant",

@@ -21,12 +21,13 @@
  * start failed (the error); 0: nothing to do, go on. */
 int dlock__etcd_delay_before_grant(dlock__etcd_wait *w, int *started);
 
-/* The hold is about to be taken (etcd_enter.c's take): a handle with a
- * delay first grants its hold's companion lease and puts the companion,
- * then runs dlock__etcd_granted() again, which takes the hold (with
- * h->delay_lease set). A companion that could not be put is revoked,
- * best effort, and the grant fails as a step does. 1: started (the
- * caller returns); 0: nothing to do (no delay, or made already). */
-int dlock__etcd_delay_mark(dlock__etcd_wait *w);
+/* The hold is about to be taken (etcd_enter.c's take, the last step of a
+ * grant: nothing can fail after it): a handle with a delay first grants
+ * its hold's companion lease and puts the companion, then runs then(w)
+ * again, which takes the hold (with h->delay_lease set). A companion
+ * that could not be put is revoked, best effort, and the grant fails as
+ * a step does. 1: started (the caller returns); 0: nothing to do (no
+ * delay, or made already). */
+int dlock__etcd_delay_mark(dlock__etcd_wait *w, void (*then)(dlock__etcd_wait *w));
 
 #endif

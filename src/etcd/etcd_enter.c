@@ -21,7 +21,7 @@ typedef dlock__etcd_shared_hold shared_hold;
 /* Ours: the place in line becomes the handle's hold. */
 static void take(dlock__etcd_wait *w)
 {
-    if (dlock__etcd_delay_mark(w)) /* a lock-delay's companion first: etcd_delay_wait.h */
+    if (dlock__etcd_delay_mark(w, take)) /* a lock-delay's companion first: etcd_delay_wait.h */
         return;
     dlock_lock *l = w->l;
     struct dlock__etcd_client *ec = LD(l)->ec;

@@ -63,10 +63,12 @@ struct dlock__etcd_wait {
     unsigned breaks;
     /* Lock-delay (etcd_delay_wait.c): the place (its create revision)
      * whose check found no dead holder's companion in its way, a failed
-     * companion's code while its lease is revoked, and the watch on the
-     * name's companions while one is. */
+     * companion's code while its lease is revoked, the step that takes
+     * the hold once the companion is put, and the watch on the name's
+     * companions while one is. */
     int64_t delay_ok_rev;
     int delay_rc;
+    void (*delay_then)(dlock__etcd_wait *w);
     dlock__etcd_watch delay_watch;
 };
 
