@@ -151,7 +151,7 @@ static int adopt(cli_global *g, const char *cmd, const char *name, const char *t
     lo.flags = DLOCK_NO_FENCE;
     lo.lock_delay_ms = lock_delay_ms < 0 ? 1 : lock_delay_ms;
     if (lock_delay_ms < 0 && dlock_lock_new(lock, *c, name, &lo) == DLOCK_ENOTSUP)
-        lo.lock_delay_ms = 0; /* etcd: no delays to take out */
+        lo.lock_delay_ms = 0; /* ZooKeeper: no delays to take out */
     if (!*lock && (rc = cli_open_lock(*c, name, &lo, lock)) != 0)
         return rc;
     if (dlock_lock_adopt(*lock, token) != DLOCK_OK)

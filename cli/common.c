@@ -422,8 +422,8 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
                                                  : "by this libdlock");
         return CLI_EXIT_UNAVAILABLE;
     }
-    if (rc == DLOCK_ENOTSUP && client_etcd && lo && lo->lock_delay_ms > 0) {
-        cli_msg("\"%s\": --lock-delay is not supported on etcd yet (DLOCK_ENOTSUP; "
+    if (rc == DLOCK_ENOTSUP && client_zk && lo && lo->lock_delay_ms > 0) {
+        cli_msg("\"%s\": --lock-delay is not supported on ZooKeeper yet (DLOCK_ENOTSUP; "
                 "docs/lock-delay.md)", name);
         return CLI_EXIT_UNAVAILABLE;
     }

@@ -129,12 +129,26 @@ void cli_sigwatch_stop(cli_sigwatch *sw)
     CLI_CHECK(pthread_mutex_destroy(&sw->mu));
 }
 
+/* A lock-delay on node i keeps `name` (esc: escaped) out: 1 and the
+ * text in buf. */
+static int delayed_on(dlock_client *c, const char *name, size_t i, const char *esc,
+                      const char *on, char *buf, size_t len)
+{
+    int64_t delay_ms = 0;
+    if (dlock_client_lock_delay(c, name, i, &delay_ms) != DLOCK_OK || delay_ms <= 0)
+        return 0;
+    snprintf(buf, len, "\"%s\" is free but under a lock-delay on %s (%.1fs left: "
+             "a hold ended without a release)", esc, on, (double)delay_ms / 1000.0);
+    return 1;
+}
+
 /* Why `name` keeps us out, from the first node that shows a holder:
  * another owner (with its lease), shared holders (an exclusive request),
  * a waiting writer's mark (a shared request), every permit taken, or a
  * lock-delay (a hold that ended without a release). 1 and
  * the text in buf if the name keeps us out; 0 if no node shows that (free
- * by now). */
+ * by now; a node whose holders cannot be listed is asked for a
+ * lock-delay only). */
 static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, const char *on,
                    char *buf, size_t len)
 {
@@ -143,8 +157,11 @@ static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, co
     for (size_t i = 0; i < dlock_client_node_count(c); i++) {
         dlock_holders_info h;
         dlock_holder first[64];
-        if (dlock_client_holders(c, name, i, &h, first, 64) != DLOCK_OK)
+        if (dlock_client_holders(c, name, i, &h, first, 64) != DLOCK_OK) {
+            if (delayed_on(c, name, i, esc, on, buf, len))
+                return 1;
             continue;
+        }
         int64_t soonest = -1, last = -1;
         for (size_t k = 0; k < h.count && k < 64; k++) {
             if (soonest < 0 || first[k].ttl_ms < soonest)
@@ -195,15 +212,10 @@ static int blocker(dlock_client *c, const char *name, const cli_lock_opts *o, co
                 return 1;
             }
             break;
-        default: { /* free on this node, unless a lock-delay keeps it */
-            int64_t delay_ms = 0;
-            if (dlock_client_lock_delay(c, name, i, &delay_ms) == DLOCK_OK && delay_ms > 0) {
-                snprintf(buf, len, "\"%s\" is free but under a lock-delay on %s (%.1fs left: "
-                         "a hold ended without a release)", esc, on, (double)delay_ms / 1000.0);
+        default: /* free on this node, unless a lock-delay keeps it */
+            if (delayed_on(c, name, i, esc, on, buf, len))
                 return 1;
-            }
             break;
-        }
         }
     }
     return 0;

@@ -170,7 +170,7 @@ typedef enum dlock_error {
     DLOCK_ENOMEM = -16,
     /** Not supported by this build or in this configuration
      *  (fair mode over several nodes; etcd:// or zk:// URLs in a build
-     *  without that store; on etcd, lock-delay, and an
+     *  without that store; on etcd, an
      *  extend to another TTL of a handle whose lease other handles of its
      *  owner share (DLOCK_REENTRANT); on ZooKeeper, the calls
      *  its section of dlock_client_new() names). */
@@ -1052,16 +1052,20 @@ dlock_client_holder_identity(dlock_client *client, const char *name, size_t node
 /**
  * How long lock @p name's lock-delay (dlock_lock_options.lock_delay_ms,
  * docs/lock-delay.md) still keeps new holders out on node @p node (0 with
- * a single node): a hold that ended without a release (its lease ran out)
- * keeps the name for its delay past its lease's end. Read-only; the
- * client's key_prefix applies. `dlock status` shows it as "delayed".
+ * a single node, and on etcd: the cluster is one node): a hold that ended
+ * without a release (its lease ran out) keeps the name for its delay past
+ * its lease's end. Read-only; the client's key_prefix applies. `dlock
+ * status` shows it as "delayed". On etcd the time left is the longest
+ * left of the dead holders' companion leases, which etcd reports in
+ * whole seconds rounded down: up to 999 ms are added (docs/backends.md,
+ * "Lock-delay on etcd").
  *
  * @param left_ms receives the ms left of the latest such delay on the
  *                node, or 0 when none is pending (no hold ended without a
  *                release within its delay; a live hold's is not pending).
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range),
- *         DLOCK_ENOTSUP (an etcd:// or zk:// client), or the node's
- *         error. Thread-safe.
+ *         DLOCK_ENOTSUP (a zk:// client), or the node's error.
+ *         Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_client_lock_delay(dlock_client *client, const char *name, size_t node, int64_t *left_ms);
@@ -1099,7 +1103,10 @@ typedef struct dlock_break_result {
  * to the head of the line and not yet taken, is not a hold and stays), on
  * every node of a Redlock; on
  * etcd the owner's key (the oldest under the name) is deleted if it is
- * still the owner's, so the next waiter in line takes the lock.
+ * still the owner's, so the next waiter in line takes the lock. A break
+ * is no release: the broken holder's lock-delay stands (it may still be
+ * writing; docs/lock-delay.md), on etcd until its companion lease lapses
+ * (TTL + delay after the holder's last renewal at most).
  *
  * @param fence  0: break whoever holds the name. Else the fencing token
  *               of the holder the caller looked at (dlock_client_status()'s
@@ -1385,8 +1392,20 @@ typedef struct dlock_lock_options {
      *  It answers the problem fencing tokens answer, without the storage
      *  checking tokens, but only as well as the delay covers the longest
      *  write in flight (docs/lock-delay.md compares them). Every kind on
-     *  every Redis deployment; etcd and ZooKeeper: DLOCK_ENOTSUP for now. 0 (the
-     *  default) is off; 0..DLOCK_LOCK_DELAY_MAX_MS. */
+     *  every Redis deployment and on etcd (there a companion key on a
+     *  lease of TTL + delay, kept alive with the hold: docs/backends.md,
+     *  "Lock-delay on etcd"; etcd counts whole seconds, so the delay is
+     *  rounded up to one, and on an auto-renewed lock's session a third
+     *  of the TTL more); ZooKeeper: DLOCK_ENOTSUP for now. What ends a
+     *  hold cleanly: dlock_lock_release() of a live hold (also through a
+     *  handle that adopted its token with a delay set, as `dlock release`
+     *  does), and a free of a held handle. What does not: a lease that ran
+     *  out (a release after that frees nothing), dlock_lock_forget() (the
+     *  hold lapses by its TTL), dlock_client_break() (the broken holder
+     *  may still be writing: the delay stands). dlock_lock_extend() of a
+     *  handle with a delay moves the delay with the new lease; an adopted
+     *  handle keeps the token's delay alive only if it sets lock_delay_ms
+     *  too. 0 (the default) is off; 0..DLOCK_LOCK_DELAY_MAX_MS. */
     int64_t lock_delay_ms;
 } dlock_lock_options;
 
@@ -1433,8 +1452,7 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         limit),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
- *         over several nodes; lock_delay_ms on etcd;
- *         lock_delay_ms on ZooKeeper),
+ *         over several nodes; lock_delay_ms on ZooKeeper),
  *         DLOCK_ENOMEM.
  */
 DLOCK_EXTERN(int)
@@ -1789,8 +1807,11 @@ typedef struct dlock_election_options {
      *  as one. See dlock_lost_fn; may be NULL. */
     dlock_lost_fn on_lost;
     void *on_lost_arg;
-    /** Lock-delay of a term that ends without a resign (docs/lock-delay.md);
-     *  0 (the default) none; Redis only (etcd, ZooKeeper: DLOCK_ENOTSUP). */
+    /** Lock-delay of a term that ends without a resign (docs/lock-delay.md):
+     *  after a leader killed or cut off, no candidate with a delay leads
+     *  until this long past its lease's end; a resign frees the term at
+     *  once. 0 (the default) none; Redis and etcd (ZooKeeper:
+     *  DLOCK_ENOTSUP). */
     int64_t lock_delay_ms;
 } dlock_election_options;
 
@@ -1837,7 +1858,7 @@ static inline dlock_election_options dlock__election_options_defaults(void)
  * @return DLOCK_OK, DLOCK_EINVAL (NULL out, client or name, an empty or
  *         long name, an option out of range, an unknown version),
  *         DLOCK_ENOTSUP (a store without elections: Redlock;
- *         lock_delay_ms on etcd and ZooKeeper),
+ *         lock_delay_ms on ZooKeeper),
  *         DLOCK_ENOMEM. Thread-safe.
  */
 DLOCK_EXTERN(int)

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "etcd_client.h"
+#include "etcd_delay.h"
 #include "etcd_elect.h"
 #include "etcd_hold.h"
 #include "etcd_inspect.h"
@@ -306,7 +307,10 @@ static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dloc
     dlock__etcd_extend_args a = {.h = &s->h, .ttl_ms = ttl_ms, .err = &l->err,
                                  .ended = extend_ended, .off_session = extend_off_session,
                                  .arg = l,
-                                 .owed = &LD(l)->owed_lease, .shared = shared};
+                                 .owed = &LD(l)->owed_lease, .shared = shared,
+                                 .key = l->name, .key_len = l->name_len,
+                                 .prefix_len = l->prefix_len,
+                                 .delay_ms = l->opts.lock_delay_ms};
     return dlock__etcd_extend_op(op, ec->e, &a);
 }
 
@@ -341,6 +345,10 @@ static int adopt(dlock_lock *l, const char *token, size_t len)
         return DLOCK_ENOMEM;
     }
     s->h.valid_until_ns = INT64_MIN; /* unknown until an extend */
+    /* the token names its lock-delay companion too (etcd_delay.h): kept
+     * alive and given back with the hold, as its holder would have */
+    if (l->opts.lock_delay_ms > 0)
+        s->h.delay_lease = dlock__etcd_delay_lease_of_token(s->h.token);
     s->holds = 1;
     LD(l)->sh = s; /* the engine takes the token, fence 0, holds and state */
     return DLOCK_OK;
@@ -527,8 +535,10 @@ const dlock__backend dlock__etcd_backend = {
     .identity = dlock__etcd_identity,
     .list = dlock__etcd_list_names,
     .break_holds = dlock__etcd_break_holds,
+    .lock_delay = dlock__etcd_delay_left,
     .late_answer_counts = 1,
     .sets = 1,
+    .lock_delays = 1,
     .renewal = &etcd_renewal_ops,
     .kind_for = kind_for,
     .lock_init = lock_init,

@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "clock.h"
 #include "engine.h"
+#include "etcd_delay_wait.h"
 #include "etcd_kv.h"
 #include "etcd_session.h"
 #include "etcd_step.h"
@@ -20,6 +21,8 @@ typedef dlock__etcd_shared_hold shared_hold;
 /* Ours: the place in line becomes the handle's hold. */
 static void take(dlock__etcd_wait *w)
 {
+    if (dlock__etcd_delay_mark(w, take)) /* a lock-delay's companion first: etcd_delay_wait.h */
+        return;
     dlock_lock *l = w->l;
     struct dlock__etcd_client *ec = LD(l)->ec;
     shared_hold *s = w->s;
@@ -62,6 +65,10 @@ static void finally_kept(dlock__etcd_wait *w, int rc, long code, json_t *rep)
  * (if that fails too, the lease still runs from the last one). */
 int dlock__etcd_granted(dlock__etcd_wait *w)
 {
+    int delayed = 0; /* a dead holder's lock-delay first: etcd_delay_wait.h */
+    int rc = dlock__etcd_delay_before_grant(w, &delayed);
+    if (rc != DLOCK_OK || delayed)
+        return rc;
     dlock__etcd_hold *h = &w->s->h;
     if (h->valid_until_ns - dlock__now_ns() >= h->ttl_s * 2000 / 3 * DLOCK__NS_PER_MS - 1) {
         take(w);

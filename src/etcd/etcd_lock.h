@@ -51,6 +51,9 @@ typedef struct dlock__etcd_hold {
      * hold's: the key's ID is not the lease's, and giving the hold back
      * deletes the key, never revokes the lease. */
     int on_session;
+    /* The lease of the hold's lock-delay companion (etcd_delay.h), kept
+     * alive with the hold's and revoked by its clean release; 0: none. */
+    int64_t delay_lease;
 } dlock__etcd_hold;
 
 void dlock__etcd_hold_clear(dlock__etcd_hold *h);

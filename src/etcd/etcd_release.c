@@ -5,6 +5,7 @@
 
 #include "clock.h"
 #include "common.h"
+#include "etcd_delay.h"
 #include "etcd_kv.h"
 #include "etcd_relet.h"
 #include "etcd_release.h"
@@ -25,6 +26,9 @@ typedef struct revoke {
     int64_t lease;
     dlock__etcd *e;
     dlock__etcd_hold key;
+    /* The hold's lock-delay companion lease (etcd_delay.h), revoked
+     * once the hold's own release went through; 0: none. */
+    int64_t delay_lease;
 } revoke;
 
 static void revoked(dlock__etcd_req *q)
@@ -70,6 +74,35 @@ static void release_answered(revoke *r)
     op->v.code = r->rc;
     dlock__free(r);
     dlock__op_complete(op);
+}
+
+/* The companion's revoke is back: its outcome changes nothing (a
+ * companion left lapses by its TTL, a lock-delay for nothing). */
+static void companion_revoked(dlock__etcd_req *q)
+{
+    revoke *r = DLOCK__OWNER(q, revoke, q);
+    if (q->rc == DLOCK_OK)
+        json_decref(q->out);
+    release_answered(r);
+}
+
+/* A clean release (the hold's key went while its lease lived) frees the
+ * name at once: its lock-delay companion goes too, after the key, so a
+ * release that finds the lease ended (DLOCK_EEXPIRED: not clean) leaves
+ * the delay, and so does a holder that dies between the two. */
+static void released(revoke *r)
+{
+    int64_t companion = r->delay_lease;
+    r->delay_lease = 0;
+    if (r->rc == DLOCK_OK && companion) {
+        r->q.err = NULL;
+        r->q.done = companion_revoked;
+        if (dlock__etcd_req_post(&r->q, r->e, r->op->loop, "/v3/lease/revoke",
+                                 dlock__etcd_lease_body(companion),
+                                 dlock__etcd_call_deadline(r->e)) == DLOCK_OK)
+            return;
+    }
+    release_answered(r);
 }
 
 static void lease_keys_read(dlock__etcd_req *q);
@@ -154,8 +187,10 @@ int dlock__etcd_release_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_hold
     revoke *r = dlock__malloc(sizeof *r);
     if (!r)
         return DLOCK_ENOMEM;
-    r->done = release_answered;
+    r->done = released;
     r->op = op;
+    r->e = e;
+    r->delay_lease = h->delay_lease;
     int rc = h->rev == 0 && h->key ? adopted_start(r, e, h, err)
                                    : revoke_start(r, e, h, op->loop, err);
     if (rc != DLOCK_OK)
@@ -212,6 +247,10 @@ typedef struct extend {
     dlock__etcd_req q;       /* the TTL lookup of an adopted hold */
     dlock__etcd_renew_req r; /* then the renewal, */
     dlock__etcd_relet m;     /* or the move to a new lease */
+    const char *key;         /* a lock-delay's: what its companion's move needs */
+    size_t key_len, prefix_len;
+    int64_t delay_ms;
+    dlock__etcd_delay_move dm;
 } extend;
 
 static void extend_answered(extend *x, int rc)
@@ -266,8 +305,16 @@ static void renewed(dlock__etcd_renew_req *r)
     extend_answered(x, r->rc);
 }
 
+/* The companion's move is back: best effort, the extend stands (a
+ * companion left on its old lease ends its delay early). */
+static void companion_moved(dlock__etcd_delay_move *dm)
+{
+    extend_answered(DLOCK__OWNER(dm, extend, dm), DLOCK_OK);
+}
+
 /* The key is on the new lease (the hold's now), or the move failed; a
- * lease whose revoke did not go through is the handle's to revoke later. */
+ * lease whose revoke did not go through is the handle's to revoke later.
+ * A hold with a lock-delay moves its companion to the new TTL too. */
 static void relet_done(dlock__etcd_relet *m)
 {
     extend *x = DLOCK__OWNER(m, extend, m);
@@ -290,6 +337,11 @@ static void relet_done(dlock__etcd_relet *m)
     } else if (m->rc == DLOCK_ENOTOWNER) {
         x->ended(x->arg);
     }
+    x->dm.done = companion_moved;
+    if (m->rc == DLOCK_OK && h->delay_lease && x->key &&
+        dlock__etcd_delay_move_start(&x->dm, x->e, x->op->loop, x->key, x->key_len,
+                                     x->prefix_len, h, x->delay_ms) == DLOCK_OK)
+        return;
     extend_answered(x, m->rc);
 }
 
@@ -382,7 +434,9 @@ int dlock__etcd_extend_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_exten
     if (!x)
         return DLOCK_ENOMEM;
     *x = (extend){.op = op, .e = e, .h = a->h, .ttl_ms = a->ttl_ms, .err = a->err,
-                  .ended = a->ended, .off_session = a->off_session, .arg = a->arg, .owed = a->owed, .shared = a->shared};
+                  .ended = a->ended, .off_session = a->off_session, .arg = a->arg, .owed = a->owed, .shared = a->shared,
+                  .key = a->key, .key_len = a->key_len, .prefix_len = a->prefix_len,
+                  .delay_ms = a->delay_ms};
     int rc;
     if (x->h->ttl_s == 0) /* adopted: learn the key's lease and its granted TTL */
         rc = lease_lookup(x);

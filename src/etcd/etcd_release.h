@@ -39,6 +39,12 @@ typedef struct dlock__etcd_extend_args {
     void *arg;
     int64_t *owed; /* where a lease owed a revoke goes (etcd_hold.h) */
     int shared;    /* the owner's other handles share h's lease */
+    /* A hold with a lock-delay companion (h->delay_lease): the lock's key
+     * (prefix_len bytes of it the prefix) and the delay, so that a move to
+     * a new lease moves the companion too (etcd_delay.h). */
+    const char *key;
+    size_t key_len, prefix_len;
+    int64_t delay_ms;
 } dlock__etcd_extend_args;
 
 /* The engine's extend of a->h: ttl_ms 0 renews the lease to the TTL it

@@ -9,8 +9,33 @@
 
 typedef dlock__etcd_renew_req renew;
 
+static void end(renew *r, int rc);
+
+/* The companion's keep-alive is back: best effort, as it outlives the
+ * hold's lease by the delay (the next renewal tries again). */
+static void companion_kept(dlock__etcd_req *q)
+{
+    renew *r = DLOCK__OWNER(q, renew, q);
+    if (q->rc == DLOCK_OK)
+        json_decref(q->out);
+    end(r, DLOCK_OK);
+}
+
 static void end(renew *r, int rc)
 {
+    /* A hold with a lock-delay keeps its companion's lease alive too, but
+     * only once its own lease is confirmed alive: a late renewal of a
+     * lease that ended must not move the delay's end (etcd_delay.h). */
+    int64_t companion = r->delay_lease;
+    r->delay_lease = 0;
+    if (rc == DLOCK_OK && companion) {
+        r->q.done = companion_kept;
+        r->q.err = NULL;
+        if (dlock__etcd_req_post(&r->q, r->e, r->loop, "/v3/lease/keepalive",
+                                 dlock__etcd_keepalive_body(companion),
+                                 r->deadline_ns) == DLOCK_OK)
+            return;
+    }
     if (rc == DLOCK_OK)
         r->valid_until_ns = r->sent_ns + r->ttl_s * 1000 * DLOCK__NS_PER_MS;
     dlock__free(r->key);
@@ -100,6 +125,7 @@ int dlock__etcd_renew_start(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->loop = loop;
     r->lease = h->lease;
     r->rev = h->rev;
+    r->delay_lease = h->delay_lease;
     r->deadline_ns = deadline_ns;
     r->ttl_s = 0;
     r->valid_until_ns = INT64_MIN;

@@ -30,6 +30,9 @@ typedef struct dlock__etcd_renew_req {
     dlock__etcd *e;
     dlock__loop *loop;
     int64_t lease, rev;
+    /* The hold's lock-delay companion lease (etcd_delay.h), kept alive
+     * last, once the hold's lease and key are confirmed; 0: none. */
+    int64_t delay_lease;
     char *key;
     size_t key_len;
     int64_t deadline_ns, sent_ns, ttl_s;

@@ -74,6 +74,7 @@ static void cancel_raised(dlock__fd_flag *f)
 void dlock__etcd_step_unwatch(dlock__etcd_wait *w)
 {
     dlock__etcd_watch_stop(&w->watch);
+    dlock__etcd_watch_stop(&w->delay_watch);
 }
 
 /* The request answers: nothing of the step is left on the loop. From

@@ -62,6 +62,15 @@ struct dlock__etcd_wait {
      * lived long or saw a deletion (etcd_wait.c). */
     dlock__etcd_watch watch;
     unsigned breaks;
+    /* Lock-delay (etcd_delay_wait.c): the place (its create revision)
+     * whose check found no dead holder's companion in its way, a failed
+     * companion's code while its lease is revoked, the step that takes
+     * the hold once the companion is put, and the watch on the name's
+     * companions while one is. */
+    int64_t delay_ok_rev;
+    int delay_rc;
+    void (*delay_then)(dlock__etcd_wait *w);
+    dlock__etcd_watch delay_watch;
 };
 
 dlock__etcd *dlock__etcd_step_etcd(const dlock__etcd_wait *w);

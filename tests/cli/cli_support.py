@@ -9,6 +9,7 @@ script shares (RunOnAStore).
 Imported by the test scripts from their own directory (Python puts a
 script's directory first on sys.path), so ctest needs nothing more.
 """
+import json
 import os
 import socket
 import subprocess
@@ -194,3 +195,43 @@ class RunOnAStore:
         self.assertGreater(int(r.stdout), 0)
         p.communicate(timeout=30)
         self.assertEqual(p.returncode, 0)
+
+
+def lock_delay_case(t, ttl, delay, wait_max_s):
+    """--lock-delay on t's store (a unittest.TestCase with dlock(*args),
+    spawn(*args) and name): a holder killed by SIGKILL (dlock run's
+    guardian is killed with it: its lease simply runs out) keeps the name
+    for the delay more, status says "delayed", a try-once says why, a
+    waiter gets it within wait_max_s; an extend with the delay and
+    `dlock release` (no --lock-delay: it takes any delay out) leave the
+    name free at once. test_cli.py (Redis) and test_cli_etcd.py run it."""
+    p = t.spawn("run", "-t", ttl, "--lock-delay", delay, t.name, "--", "sleep", "30")
+    wait_until(lambda: t.dlock("status", t.name).returncode == 0, 10)
+    p.kill()
+    p.wait()
+    # The guardian SIGKILLs the program when dlock run dies; the lease
+    # then runs out and the delay starts.
+    wait_until(lambda: t.dlock("status", t.name).returncode == 1, 10)
+    r = t.dlock("status", t.name)
+    t.assertIn("delayed", r.stdout)
+    j = json.loads(t.dlock("status", "--json", t.name).stdout)
+    t.assertGreater(j["nodes"][0]["lock_delay_ms"], 0)
+    r = t.dlock("acquire", "-n", "--lock-delay", delay, t.name)
+    t.assertEqual(r.returncode, 1, r.stderr)
+    t.assertIn("lock-delay", r.stderr)
+    t0 = time.monotonic()
+    r = t.dlock("acquire", "-t", "30s", "-w", "10s", "--lock-delay", delay, t.name)
+    t.assertEqual(r.returncode, 0, r.stderr)
+    token = r.stdout.strip()
+    t.assertLess(time.monotonic() - t0, wait_max_s)
+    r = t.dlock("extend", "-t", "20s", "--lock-delay", delay, t.name, token)
+    t.assertEqual(r.returncode, 0, r.stderr)
+    t.assertEqual(t.dlock("release", t.name, token).returncode, 0)
+    r = t.dlock("run", "-n", "--lock-delay", delay, t.name, "--", "true")
+    t.assertEqual(r.returncode, 0, r.stderr)
+    t.assertEqual(t.dlock("status", "--json", t.name).returncode, 1)
+    t.assertEqual(json.loads(t.dlock("status", "--json", t.name).stdout)
+                  ["nodes"][0]["lock_delay_ms"], 0)
+    for bad in ("-1s", "2h", "soon"):
+        with t.subTest(bad=bad):
+            t.assertEqual(t.dlock("acquire", "--lock-delay", bad, t.name).returncode, 64)

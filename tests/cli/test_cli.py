@@ -21,7 +21,8 @@ import tempfile
 import time
 import unittest
 
-from cli_support import MoreRedisServers, RedisServer, blocks_signal, free_port, wait_until
+from cli_support import (MoreRedisServers, RedisServer, blocks_signal, free_port,
+                         lock_delay_case, wait_until)
 
 DLOCK = None  # set from argv[1]
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -895,39 +896,7 @@ class Scripting(DlockTest):
                 self.assertEqual(r.stdout, "")
 
     def test_lock_delay_keeps_a_name_whose_holder_died_and_not_a_released_one(self):
-        # A holder killed by SIGKILL (dlock run's guardian is killed with it:
-        # its lease simply runs out) keeps the name for --lock-delay more.
-        p = self.spawn("run", "-t", "500ms", "--lock-delay", "1500ms", self.name, "--",
-                       "sleep", "30")
-        wait_until(lambda: self.dlock("status", self.name).returncode == 0, 10)
-        p.kill()
-        p.wait()
-        # The guardian SIGKILLs the program when dlock run dies; the lease
-        # then runs out (500 ms) and the delay starts.
-        wait_until(lambda: self.dlock("status", self.name).returncode == 1, 10)
-        r = self.dlock("status", self.name)
-        self.assertIn("delayed", r.stdout)
-        j = json.loads(self.dlock("status", "--json", self.name).stdout)
-        self.assertGreater(j["nodes"][0]["lock_delay_ms"], 0)
-        r = self.dlock("acquire", "-n", "--lock-delay", "1500ms", self.name)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("lock-delay", r.stderr)
-        t0 = time.monotonic()
-        token = self.acquire("30s", "-w", "10s", "--lock-delay", "1500ms")
-        self.assertLess(time.monotonic() - t0, 1.5 + 2)
-        r = self.dlock("extend", "-t", "20s", "--lock-delay", "1500ms", self.name, token)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        # `dlock release` (no --lock-delay: it takes any delay out) frees it
-        # at once, for the next with the delay too.
-        self.assertEqual(self.dlock("release", self.name, token).returncode, 0)
-        r = self.dlock("run", "-n", "--lock-delay", "1500ms", self.name, "--", "true")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.dlock("status", "--json", self.name).returncode, 1)
-        self.assertEqual(json.loads(self.dlock("status", "--json", self.name).stdout)
-                         ["nodes"][0]["lock_delay_ms"], 0)
-        for bad in ("-1s", "2h", "soon"):
-            with self.subTest(bad=bad):
-                self.assertUsage(self.dlock("acquire", "--lock-delay", bad, self.name))
+        lock_delay_case(self, "500ms", "1500ms", 1.5 + 2)
 
     def test_status_exits_0_when_held_and_1_when_free(self):
         r = self.dlock("status", self.name)

@@ -20,7 +20,8 @@ import sys
 import tempfile
 import unittest
 
-from cli_support import RunOnAStore, free_port, start_process, stop_process, wait_until
+from cli_support import (RunOnAStore, free_port, lock_delay_case, start_process,
+                         stop_process, wait_until)
 from test_cli import make_certs
 
 DLOCK = None
@@ -121,6 +122,12 @@ class EtcdCli(RunOnAStore, unittest.TestCase):
         r = self.dlock("release", self.name, token)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.dlock("status", self.name).returncode, 1)
+
+    def test_lock_delay_keeps_a_name_whose_holder_died_and_not_a_released_one(self):
+        # etcd's default shortest lease is 2 s and its delay whole seconds:
+        # the companion outlives the key by the delay's second and, on
+        # dlock run's session, a third of the TTL more (docs/backends.md)
+        lock_delay_case(self, "2s", "1s", 1 + 1 + 3)
 
     def test_elect_and_leader_with_etcdctl(self):
         # dlock leads: etcdctl reads its value from the key, dlock leader too.

@@ -182,26 +182,12 @@ static void dlock_leads_and_etcdctl_follows(void **state)
     dlock_election_free(d);
 }
 
-/* A lock-delay is the lock's, which etcd does not keep yet. */
-static void a_lock_delay_is_not_supported(void **state)
-{
-    (void)state;
-    if (!have_etcdctl)
-        skip();
-    dlock_election_options o = DLOCK_ELECTION_OPTIONS_INIT;
-    o.lock_delay_ms = 1000;
-    dlock_election *e = NULL;
-    assert_int_equal(dlock_election_new(&e, cl, "e4", &o), DLOCK_ENOTSUP);
-    assert_null(e);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(campaign_proclaim_resign_and_observe),
         cmocka_unit_test(etcdctl_leads_and_dlock_follows),
         cmocka_unit_test(dlock_leads_and_etcdctl_follows),
-        cmocka_unit_test(a_lock_delay_is_not_supported),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -661,16 +661,21 @@ static void what_does_not_apply_is_refused(void **state)
     assert_int_equal(dlock_lock_release(set), DLOCK_OK);
     dlock_lock_free(set);
     dlock_lock_free(set2);
-    /* a lock-delay: Redis only for now (docs/lock-delay.md), and no handle
-     * made; none pending to read either */
+    /* a lock-delay (test_etcd_lock_delay has its behaviour): made, none
+     * pending on a name never held; the bounds are checked as on Redis */
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.lock_delay_ms = 1000;
-    dlock_lock *delayed = (dlock_lock *)1;
-    assert_int_equal(dlock_lock_new(&delayed, cl, "api-delay", &lo), DLOCK_ENOTSUP);
+    dlock_lock *delayed = NULL;
+    assert_int_equal(dlock_lock_new(&delayed, cl, "api-delay", &lo), DLOCK_OK);
+    dlock_lock_free(delayed);
+    lo.lock_delay_ms = DLOCK_LOCK_DELAY_MAX_MS + 1;
+    delayed = (dlock_lock *)1;
+    assert_int_equal(dlock_lock_new(&delayed, cl, "api-delay", &lo), DLOCK_EINVAL);
     assert_null(delayed);
     int64_t left = -1;
-    assert_int_equal(dlock_client_lock_delay(cl, "api-delay", 0, &left), DLOCK_ENOTSUP);
+    assert_int_equal(dlock_client_lock_delay(cl, "api-delay", 0, &left), DLOCK_OK);
     assert_int_equal(left, 0);
+    assert_int_equal(dlock_client_lock_delay(cl, "api-delay", 1, &left), DLOCK_EINVAL);
     /* a Redis URL and an etcd URL in one client */
     const char *mixed[] = {srv.url, "redis://127.0.0.1:6379"};
     dlock_client *c = NULL;

@@ -16,15 +16,14 @@
 
 #include <cmocka.h>
 
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "dlock.h"
+#include "lock_delay_body.h"
 #include "proc.h"
 #include "redis_topology.h"
 #include "test_util.h"
@@ -37,23 +36,8 @@
  * slack on a loaded machine, generous. */
 #define LATE_MS 1500
 
-/* Where the locks live. */
-typedef struct target {
-    const char *label;
-    const char *urls[TEST_CLUSTER_NODES];
-    size_t n;
-    int cluster;
-    const test_redis *one; /* one node: its script calls are counted */
-} target;
-
-/* What is locked: a kind of lock, a semaphore or a set of two names. */
-typedef struct kind {
-    const char *label;
-    unsigned flags;
-    unsigned permits; /* a semaphore of this many permits (0: none) */
-    int multi;        /* the set {NAME:a, NAME:b} */
-    int one_node;     /* DLOCK_FAIR: one node only */
-} kind;
+typedef test_delay_kind kind;
+typedef test_delay_target target;
 
 static const kind kinds[] = {
     {"plain", 0, 0, 0, 0},
@@ -66,164 +50,43 @@ static const kind kinds[] = {
     {"several names", 0, 0, 1, 0},
 };
 
-/* No cmocka here: a child uses these too. NULL on failure. */
-static dlock_client *client_of(const target *t)
+static long long script_calls(const void *srv)
 {
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.cluster = t->cluster;
-    dlock_client *c = NULL;
-    if (dlock_client_new(&c, t->urls, t->n, &o, NULL, 0) != DLOCK_OK)
-        return NULL;
-    return c;
+    return test_script_calls(srv);
 }
 
-static int lock_of(dlock_client *c, const kind *k, const char *name, unsigned flags,
-                   int64_t delay_ms, dlock_lock **out)
+/* One node: the try-once, the waiting acquire's first try and the one
+ * after the delay's sleep, and a release message's look perhaps (a set:
+ * per name; a fair waiter looks each refresh, 4 more). Without the sleep
+ * until the delay's end the plain case made 7 (a subscribed waiter's 200
+ * ms safety looks). */
+static long long calls_max(unsigned flags, int multi)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = TTL_MS;
-    o.flags = k->flags | flags;
-    o.retry_min_ms = 1;
-    o.retry_max_ms = 20; /* a poller would call often: the count below would show it */
-    o.lock_delay_ms = delay_ms;
-    if (k->permits)
-        return dlock_semaphore_new(out, c, name, k->permits, &o);
-    if (k->multi) {
-        char a[128], b[128];
-        snprintf(a, sizeof a, "%s:a", name);
-        snprintf(b, sizeof b, "%s:b", name);
-        return dlock_lock_new_multi(out, c, (const char *const[]){a, b}, 2, &o);
-    }
-    return dlock_lock_new(out, c, name, &o);
+    return flags & DLOCK_FAIR ? 8 : multi ? 6 : 4;
 }
 
-/* The child: take the lock, say so (one byte: 0 or the failing code),
- * renew for HOLD_MS, and die without a word to the store. */
-static void holder_child(const target *t, const kind *k, const char *name, int wr)
+static target target_of(const char *label, const char *const *urls, size_t n, int cluster,
+                        const test_redis *one)
 {
-    dlock_client *c = client_of(t);
-    dlock_lock *l = NULL;
-    unsigned char rc = 99;
-    if (c && lock_of(c, k, name, DLOCK_AUTO_RENEW, DELAY_MS, &l) == DLOCK_OK)
-        rc = (unsigned char)dlock_lock_acquire(l, 5000);
-    if (write(wr, &rc, 1) != 1 || rc != 0)
-        _exit(2);
-    test_sleep_ms(HOLD_MS);
-    raise(SIGKILL);
-    _exit(3);
-}
-
-/* Start holder_child() and wait until it holds: its pid. */
-static pid_t dying_holder(const target *t, const kind *k, const char *name)
-{
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = test_fork_child();
-    if (pid == 0) {
-        close(fds[0]);
-        holder_child(t, k, name, fds[1]);
-    }
-    close(fds[1]);
-    unsigned char rc = 255;
-    assert_int_equal(read(fds[0], &rc, 1), 1);
-    close(fds[0]);
-    assert_int_equal(rc, 0);
-    return pid;
-}
-
-/* The name the status looks at: a set's first. */
-static void status_name(const kind *k, const char *name, char *out, size_t len)
-{
-    snprintf(out, len, k->multi ? "%s:a" : "%s", name);
-}
-
-/* Wait until no node holds the name. *last_all: the start of the last
- * look that saw it on every node (its lease ended after that); returns the
- * end of the first look that saw it nowhere. */
-static int64_t wait_gone(dlock_client *c, const char *name, int64_t *last_all)
-{
-    dlock_node_status st[TEST_CLUSTER_NODES];
-    int64_t until = test_now_ms() + 5000;
-    for (;;) {
-        int64_t t0 = test_now_ms();
-        dlock_lock_status s;
-        assert_int_equal(dlock_client_status(c, name, TEST_CLUSTER_NODES, st, &s), DLOCK_OK);
-        int64_t t1 = test_now_ms();
-        if (s.held_on == s.nodes)
-            *last_all = t0;
-        if (s.held_on == 0)
-            return t1;
-        assert_true(t1 < until);
-        test_sleep_ms(2);
-    }
-}
-
-static void killed_holder_keeps_the_name_for_the_delay(const target *t, const kind *k)
-{
-    char name[128], sname[160];
-    snprintf(name, sizeof name, "ld:%s:%s", t->label, k->label);
-    status_name(k, name, sname, sizeof sname);
-    pid_t pid = dying_holder(t, k, name);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-
-    dlock_client *c = client_of(t);
-    assert_non_null(c);
-    int64_t last_all = 0, gone = wait_gone(c, sname, &last_all);
-    assert_true(last_all > 0);
-    int64_t left = -1;
-    assert_int_equal(dlock_client_lock_delay(c, sname, 0, &left), DLOCK_OK);
-    assert_true(left > 0 && left <= DELAY_MS);
-
-    dlock_lock *l = NULL;
-    assert_int_equal(lock_of(c, k, name, 0, DELAY_MS, &l), DLOCK_OK);
-    long long calls = t->one ? test_script_calls(t->one) : 0;
-    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_ENOTACQUIRED); /* freed, not free */
-    assert_int_equal(dlock_lock_acquire(l, 10000), DLOCK_OK);
-    int64_t got = test_now_ms();
-    calls = t->one ? test_script_calls(t->one) - calls : -1;
-    printf("# %s, %s: got it %lld ms after the last look that saw the lease (delay %d), "
-           "%lld ms after the name was gone; %lld script calls\n",
-           t->label, k->label, (long long)(got - last_all), DELAY_MS,
-           (long long)(got - gone), calls);
-    assert_true(got - last_all >= DELAY_MS);
-    assert_true(got - gone <= DELAY_MS + LATE_MS);
-    /* One node: the try-once, the waiting acquire's first try and the one
-     * after the delay's sleep, and a release message's look perhaps (a
-     * set: per name; a fair waiter looks each refresh, 4 more). Without
-     * the sleep until the delay's end the plain case made 7 (a subscribed
-     * waiter's 200 ms safety looks). */
-    if (t->one)
-        assert_true(calls <= (k->flags & DLOCK_FAIR ? 8 : k->multi ? 6 : 4));
-
-    /* A clean release frees it at once, for anyone with the delay. */
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(dlock_client_lock_delay(c, sname, 0, &left), DLOCK_OK);
-    assert_int_equal(left, 0);
-    dlock_lock *m = NULL;
-    assert_int_equal(lock_of(c, k, name, 0, DELAY_MS, &m), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(m, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(m), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    dlock_lock_free(m);
-    dlock_lock_free(l);
-    dlock_client_free(c);
+    target t = {label, {NULL}, n, cluster, TTL_MS, DELAY_MS, HOLD_MS, DELAY_MS, LATE_MS,
+                one ? script_calls : NULL, one, calls_max};
+    for (size_t i = 0; i < n; i++)
+        t.urls[i] = urls[i];
+    return t;
 }
 
 static void every_kind(const target *t)
 {
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (!(kinds[i].one_node && t->n > 1))
-            killed_holder_keeps_the_name_for_the_delay(t, &kinds[i]);
+            test_delay_killed_holder(t, &kinds[i]);
 }
 
 /* ---- one node ------------------------------------------------------------ */
 
 static target one_node(void)
 {
-    return (target){"one", {test_srv.url}, 1, 0, &test_srv};
+    return target_of("one", (const char *const[]){test_srv.url}, 1, 0, &test_srv);
 }
 
 static void one_node_every_kind(void **state)
@@ -244,11 +107,11 @@ static void a_dead_holders_permit_is_counted_for_the_delay(void **state)
         char name[64];
         snprintf(name, sizeof name, "ld:permits:%u", n);
         kind k = {"semaphore", 0, n, 0, 1};
-        pid_t pid = dying_holder(&t, &k, name);
-        dlock_client *c = client_of(&t);
+        pid_t pid = test_delay_dying_holder(&t, &k, name);
+        dlock_client *c = test_delay_client(&t);
         dlock_lock *live = NULL, *next = NULL;
-        assert_int_equal(lock_of(c, &k, name, DLOCK_AUTO_RENEW, DELAY_MS, &live), DLOCK_OK);
-        assert_int_equal(lock_of(c, &k, name, 0, DELAY_MS, &next), DLOCK_OK);
+        assert_int_equal(test_delay_lock(&t, c, &k, name, DLOCK_AUTO_RENEW, DELAY_MS, &live), DLOCK_OK);
+        assert_int_equal(test_delay_lock(&t, c, &k, name, 0, DELAY_MS, &next), DLOCK_OK);
         assert_int_equal(dlock_lock_acquire(live, 0), DLOCK_OK);
         int st;
         assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -374,7 +237,9 @@ static int three_teardown(void **state)
 static void redlock_every_kind(void **state)
 {
     (void)state;
-    target t = {"redlock", {three[0].url, three[1].url, three[2].url}, 3, 0, NULL};
+    target t = target_of("redlock", (const char *const[]){three[0].url, three[1].url,
+                                                          three[2].url},
+                         3, 0, NULL);
     every_kind(&t);
 }
 
@@ -400,9 +265,7 @@ static int cluster_teardown(void **state)
 static void cluster_every_kind(void **state)
 {
     (void)state;
-    target t = {"cluster", {0}, TEST_CLUSTER_NODES, 1, NULL};
-    for (size_t i = 0; i < TEST_CLUSTER_NODES; i++)
-        t.urls[i] = C.urls[i];
+    target t = target_of("cluster", C.urls, TEST_CLUSTER_NODES, 1, NULL);
     every_kind(&t);
 }
 
