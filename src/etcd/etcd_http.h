@@ -64,6 +64,11 @@ int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
  * err says which), DLOCK_ENOMEM. */
 int dlock__etcd_use_tls(dlock__etcd *e, const dlock_client_options *o, char *err,
                         size_t err_len);
+/* The unary requests over gRPC rather than the gateway (etcd_grpc.h);
+ * after dlock__etcd_use_tls(), before the first request. DLOCK_OK,
+ * DLOCK_ENOTSUP (a build without gRPC, or TLS: err says why),
+ * DLOCK_ENOMEM. */
+int dlock__etcd_use_grpc(dlock__etcd *e, char *err, size_t err_len);
 /* How many idle transfers the pool keeps (the client's pool_size); call
  * before the first request. */
 void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle);
