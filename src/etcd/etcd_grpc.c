@@ -20,10 +20,11 @@
 #include "clock.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.pb-c.h"
 #include "etcd_grpc.h"
-#include "etcd_http.h"
+#include "etcd_json.h"
 #include "etcd_pbjson.h"
 #include "etcd_tls.h"
 #include "fork.h"
+#include "loop_poll.h"
 
 /* The largest reply taken, as on the gateway (etcd_http.c's BODY_MAX). */
 #define REPLY_MAX (16 << 20)
@@ -89,8 +90,8 @@ struct dlock__etcd_gcall {
     grpc_slice details;
     int batch_ok, ready_at_start;
     _Atomic int state; /* the loop and the thread each let go once */
-    int efd;
-    dlock__io io;
+    int efd;             /* written once, by the thread, at the completion */
+    dlock__fd_flag done; /* efd on the caller's loop (one-shot) */
     dlock__loop *loop;
     void (*on_end)(void *arg, dlock__etcd_answer *a);
     void *arg;
@@ -282,7 +283,7 @@ static int pack_body(dlock__etcd_gcall *c, const char *body, char *why, size_t w
     return DLOCK_OK;
 }
 
-static void call_ready(dlock__io *io, unsigned events);
+static void call_done(dlock__fd_flag *f);
 
 static int start_batch(dlock__etcd_gcall *c, int64_t until_ns)
 {
@@ -351,14 +352,10 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
     int rc = pack_body(c, body, why, why_len);
     if (rc == DLOCK_OK && (c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
         rc = errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
-    if (rc == DLOCK_OK) {
-        c->io.fd = c->efd;
-        c->io.want = DLOCK__IO_READ;
-        c->io.ready = call_ready;
-        rc = dlock__io_set(loop, &c->io);
-    }
+    if (rc == DLOCK_OK && (rc = dlock__fd_flag_watch(loop, &c->done, c->efd)) == DLOCK_OK)
+        c->done.on_raise = call_done;
     if (rc == DLOCK_OK && (rc = start_batch(c, until_ns)) != DLOCK_OK)
-        dlock__io_clear(loop, &c->io);
+        dlock__fd_flag_clear(loop, &c->done);
     if (rc != DLOCK_OK) {
         gcall_free(c); /* no batch started: nothing in the queue */
         return rc;
@@ -369,7 +366,7 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
 
 void dlock__etcd_gcall_cancel(dlock__etcd_gcall *c)
 {
-    dlock__io_clear(c->loop, &c->io);
+    dlock__fd_flag_clear(c->loop, &c->done);
     grpc_call_cancel(c->call, NULL);
     /* the thread frees it when the completion comes, unless it came */
     if (atomic_exchange(&c->state, ABANDONED) == COMPLETED)
@@ -451,14 +448,10 @@ static int answer_of(dlock__etcd_gcall *c, dlock__etcd_answer *a)
     return rc;
 }
 
-static void call_ready(dlock__io *io, unsigned events)
+/* The thread wrote the eventfd: the flag cleared itself. */
+static void call_done(dlock__fd_flag *f)
 {
-    (void)events;
-    dlock__etcd_gcall *c = DLOCK__OWNER(io, dlock__etcd_gcall, io);
-    uint64_t n;
-    if (read(c->efd, &n, sizeof n) != (ssize_t)sizeof n)
-        return; /* not yet (a spurious wake-up) */
-    dlock__io_clear(c->loop, &c->io);
+    dlock__etcd_gcall *c = DLOCK__OWNER(f, dlock__etcd_gcall, done);
     dlock__etcd_answer a;
     memset(&a, 0, sizeof a);
     a.rc = answer_of(c, &a);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "etcd_http.h"
+#include "etcd_json.h"
 #include "etcd_pbjson.h"
 
 typedef const ProtobufCFieldDescriptor field;
