@@ -75,7 +75,6 @@ struct dlock__etcd_grpc {
     int thread_on;
 };
 
-enum { RUNNING, COMPLETED, ABANDONED };
 
 struct dlock__etcd_gcall {
     dlock__etcd_grpc *g;
@@ -89,7 +88,7 @@ struct dlock__etcd_gcall {
     grpc_status_code status;
     grpc_slice details;
     int batch_ok, ready_at_start;
-    _Atomic int state; /* the loop and the thread each let go once */
+    _Atomic int holders; /* the loop and the thread: the last to let go frees */
     int efd;             /* written once, by the thread, at the completion */
     dlock__fd_flag done; /* efd on the caller's loop (one-shot) */
     dlock__loop *loop;
@@ -144,8 +143,15 @@ static void gcall_free(dlock__etcd_gcall *c)
 
 /* ---- the completion-queue thread ------------------------------------------- */
 
-/* Every completion is a call's end: tell its loop, or free an abandoned
- * call (its request is gone). */
+/* One side (the loop, or the thread) is done with the call's record. */
+static void let_go(dlock__etcd_gcall *c)
+{
+    if (atomic_fetch_sub(&c->holders, 1) == 1)
+        gcall_free(c);
+}
+
+/* Every completion is a call's end: tell its loop (whose flag may be
+ * cleared already: a cancelled call), then let go of the record. */
 static void *cq_main(void *arg)
 {
     dlock__etcd_grpc *g = arg;
@@ -156,16 +162,15 @@ static void *cq_main(void *arg)
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
         dlock__etcd_gcall *c = ev.tag;
+        /* the loop's set-up, released before the batch started */
+        (void)atomic_load_explicit(&c->holders, memory_order_acquire);
         c->batch_ok = ev.success;
-        if (atomic_exchange(&c->state, COMPLETED) == ABANDONED) {
-            gcall_free(c);
-            continue;
-        }
         uint64_t one = 1;
         ssize_t n;
         do
             n = write(c->efd, &one, sizeof one);
         while (n < 0 && errno == EINTR);
+        let_go(c);
     }
 }
 
@@ -246,6 +251,8 @@ void dlock__etcd_grpc_free(dlock__etcd_grpc *g)
     grpc_completion_queue_shutdown(g->cq);
     if (g->thread_on)
         DLOCK__CHECK_PTHREAD(pthread_join(g->thread, NULL));
+    else /* no thread was made: no call either; the queue says it is shut */
+        cq_main(g);
     grpc_completion_queue_destroy(g->cq);
     for (size_t i = 0; i < g->n; i++)
         grpc_channel_destroy(g->ch[i]);
@@ -340,7 +347,7 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
     c->details = grpc_empty_slice();
     grpc_metadata_array_init(&c->head);
     grpc_metadata_array_init(&c->tail);
-    atomic_init(&c->state, RUNNING);
+    atomic_init(&c->holders, 2);
     c->loop = loop;
     c->on_end = on_end;
     c->arg = arg;
@@ -354,6 +361,9 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
         rc = errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
     if (rc == DLOCK_OK && (rc = dlock__fd_flag_watch(loop, &c->done, c->efd)) == DLOCK_OK)
         c->done.on_raise = call_done;
+    /* released to the thread: what the loop set up happens before what
+     * it reads at the completion (its exchange acquires) */
+    atomic_store_explicit(&c->holders, 2, memory_order_release);
     if (rc == DLOCK_OK && (rc = start_batch(c, until_ns)) != DLOCK_OK)
         dlock__fd_flag_clear(loop, &c->done);
     if (rc != DLOCK_OK) {
@@ -368,9 +378,8 @@ void dlock__etcd_gcall_cancel(dlock__etcd_gcall *c)
 {
     dlock__fd_flag_clear(c->loop, &c->done);
     grpc_call_cancel(c->call, NULL);
-    /* the thread frees it when the completion comes, unless it came */
-    if (atomic_exchange(&c->state, ABANDONED) == COMPLETED)
-        gcall_free(c);
+    /* the thread frees it after the completion, unless that came */
+    let_go(c);
 }
 
 /* ---- the answer, on the loop ------------------------------------------------ */
@@ -452,11 +461,16 @@ static int answer_of(dlock__etcd_gcall *c, dlock__etcd_answer *a)
 static void call_done(dlock__fd_flag *f)
 {
     dlock__etcd_gcall *c = DLOCK__OWNER(f, dlock__etcd_gcall, done);
+    /* The count read: what the thread wrote into the record before the
+     * eventfd happens before what the loop reads now (the poll alone
+     * orders them in fact, but TSan cannot see it). */
+    uint64_t n;
+    (void)!read(c->efd, &n, sizeof n);
     dlock__etcd_answer a;
     memset(&a, 0, sizeof a);
     a.rc = answer_of(c, &a);
     void (*on_end)(void *arg, dlock__etcd_answer *a) = c->on_end;
     void *arg = c->arg;
-    gcall_free(c); /* completed: the thread is done with it */
+    let_go(c);
     on_end(arg, &a);
 }

@@ -15,9 +15,11 @@
  * from curl.
  *
  * A call's record is shared by the loop and that thread until both let
- * go: a call cancelled on the loop (dlock__etcd_gcall_cancel) is
- * cancelled in the C core, and whichever side comes second frees it, so
- * the late completion touches only the record, never the request.
+ * go (the loop once it read the answer or cancelled, the thread once it
+ * wrote the eventfd), and whichever comes second frees it: a call
+ * cancelled on the loop (dlock__etcd_gcall_cancel) is cancelled in the C
+ * core, and its late completion touches only the record, never the
+ * request.
  *
  * What a failure means, as on the gateway (etcd_http.h): a status a
  * member sent is mapped by dlock__etcd_map_error(); a transport failure
