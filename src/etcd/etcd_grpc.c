@@ -69,7 +69,6 @@ struct dlock__etcd_grpc {
     size_t n;
     grpc_channel *ch[DLOCK__ETCD_MAX_ENDPOINTS];
     void *reg[DLOCK__ETCD_MAX_ENDPOINTS][N_METHODS]; /* registered methods */
-    char *name[DLOCK__ETCD_MAX_ENDPOINTS];
     grpc_completion_queue *cq;
     pthread_t thread;
     int thread_on;
@@ -101,22 +100,17 @@ int dlock__etcd_grpc_built(void)
     return 1;
 }
 
-int dlock__etcd_grpc_has(const char *path)
+static const method *method_of(const char *path)
 {
     for (size_t i = 0; i < N_METHODS; i++)
         if (strcmp(methods[i].path, path) == 0)
-            return 1;
-    return 0;
+            return &methods[i];
+    return NULL;
 }
 
-static const method *method_of(const char *path, size_t *at)
+int dlock__etcd_grpc_has(const char *path)
 {
-    for (size_t i = 0; i < N_METHODS; i++)
-        if (strcmp(methods[i].path, path) == 0) {
-            *at = i;
-            return &methods[i];
-        }
-    return NULL;
+    return method_of(path) != NULL;
 }
 
 /* ---- a call's record ------------------------------------------------------- */
@@ -226,7 +220,6 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
     g->cq = grpc_completion_queue_create_for_next(NULL);
     g->n = u->n;
     for (size_t i = 0; i < u->n; i++) {
-        g->name[i] = u->name[i]; /* the client's URL keeps them */
         g->ch[i] = channel_new(u->name[i], connect_timeout_ms);
         for (size_t k = 0; k < N_METHODS; k++)
             g->reg[i][k] = grpc_channel_register_call(g->ch[i], methods[k].name, NULL, NULL);
@@ -331,8 +324,7 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len)
 {
     *out = NULL;
-    size_t k;
-    const method *m = method_of(path, &k);
+    const method *m = method_of(path);
     if (!m) {
         snprintf(why, why_len, "%s has no gRPC method here", path);
         return DLOCK_EPROTO;
