@@ -822,8 +822,9 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * completion queue, whose answers reach the client's loop through an
  * eventfd), and gRPC's C core runs threads of its own.
  * DLOCK_ETCD_TRANSPORT=gateway, empty or unset: the gateway; another
- * value: DLOCK_EINVAL; grpc in a build without it, or with TLS (etcds://
- * or tls): DLOCK_ENOTSUP. A client made in a child of fork() of a process
+ * value: DLOCK_EINVAL; grpc in a build without it, or with tls_ca_dir or
+ * tls_insecure (gRPC's C core takes neither): DLOCK_ENOTSUP. Over gRPC, TLS
+ * with no tls_ca_file trusts gRPC's default roots, not the system store. A client made in a child of fork() of a process
  * that had started gRPC uses the gateway (gRPC's C core does not survive
  * fork()).
  *

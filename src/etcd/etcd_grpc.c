@@ -69,6 +69,7 @@ struct dlock__etcd_grpc {
     size_t n;
     grpc_channel *ch[DLOCK__ETCD_MAX_ENDPOINTS];
     void *reg[DLOCK__ETCD_MAX_ENDPOINTS][N_METHODS]; /* registered methods */
+    int tls; /* the channels are TLS */
     grpc_completion_queue *cq;
     pthread_t thread;
     int thread_on;
@@ -170,9 +171,66 @@ static void *cq_main(void *arg)
 
 /* ---- the client's transport ------------------------------------------------ */
 
-static grpc_channel *channel_new(const char *target, int connect_timeout_ms)
+/* A whole PEM file, NUL-terminated (NULL: not read; err says why). */
+static char *read_pem(const char *path, char *err, size_t err_len)
 {
-    grpc_arg args[6];
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1L << 20) &&
+        fseek(f, 0, SEEK_SET) == 0 && (text = dlock__malloc((size_t)n + 1)) != NULL &&
+        fread(text, 1, (size_t)n, f) == (size_t)n)
+        text[n] = '\0';
+    else {
+        dlock__free(text);
+        text = NULL;
+        snprintf(err, err_len, "etcd: cannot read %s for gRPC's TLS", path);
+    }
+    if (f)
+        fclose(f);
+    return text;
+}
+
+/* The channel credentials: plain, or TLS with the client's files (the
+ * files were checked at the client's making, etcd_tls.h). gRPC takes PEM
+ * text, not a CA directory, and has no switch for no verification: those
+ * two options are refused. */
+static int credentials(const dlock__etcd_tls *t, grpc_channel_credentials **out, char *err,
+                       size_t err_len)
+{
+    *out = NULL;
+    if (!t || !t->on) {
+        *out = grpc_insecure_credentials_create();
+        return DLOCK_OK;
+    }
+    if (t->ca_dir || t->insecure) {
+        snprintf(err, err_len, "etcd: %s is not built on the gRPC transport: use the gateway "
+                 "(unset DLOCK_ETCD_TRANSPORT)", t->ca_dir ? "tls_ca_dir" : "tls_insecure");
+        return DLOCK_ENOTSUP;
+    }
+    char *ca = NULL, *cert = NULL, *key = NULL;
+    int rc = DLOCK_OK;
+    if ((t->ca_file && !(ca = read_pem(t->ca_file, err, err_len))) ||
+        (t->cert_file && !(cert = read_pem(t->cert_file, err, err_len))) ||
+        (t->key_file && !(key = read_pem(t->key_file, err, err_len))))
+        rc = DLOCK_EINVAL;
+    if (rc == DLOCK_OK) {
+        /* no CA file: gRPC's default roots */
+        grpc_ssl_pem_key_cert_pair pair = {key, cert};
+        *out = grpc_ssl_credentials_create(ca, cert && key ? &pair : NULL, NULL, NULL);
+    }
+    if (key)
+        memset(key, 0, strlen(key));
+    dlock__free(ca);
+    dlock__free(cert);
+    dlock__free(key);
+    return rc;
+}
+
+static grpc_channel *channel_new(const char *target, grpc_channel_credentials *creds,
+                                 const char *server_name, int connect_timeout_ms)
+{
+    grpc_arg args[7];
     memset(args, 0, sizeof args);
     const char *keys[] = {GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
                           GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
@@ -180,16 +238,19 @@ static grpc_channel *channel_new(const char *target, int connect_timeout_ms)
     /* the minimum backoff is also how long one connect may take */
     int values[] = {RECONNECT_FIRST_MS, connect_timeout_ms > 0 ? connect_timeout_ms : 1000,
                     RECONNECT_MAX_MS, REPLY_MAX, 0, 1};
-    for (size_t i = 0; i < DLOCK__ARRAY_LEN(args); i++) {
+    size_t n = DLOCK__ARRAY_LEN(keys);
+    for (size_t i = 0; i < n; i++) {
         args[i].type = GRPC_ARG_INTEGER;
         args[i].key = (char *)keys[i];
         args[i].value.integer = values[i];
     }
-    grpc_channel_args ca = {DLOCK__ARRAY_LEN(args), args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    grpc_channel *ch = grpc_channel_create(target, creds, &ca);
-    grpc_channel_credentials_release(creds);
-    return ch;
+    if (server_name) { /* the name the certificate must hold, and SNI */
+        args[n].type = GRPC_ARG_STRING;
+        args[n].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+        args[n++].value.string = (char *)server_name;
+    }
+    grpc_channel_args ca = {n, args};
+    return grpc_channel_create(target, creds, &ca);
 }
 
 int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
@@ -197,11 +258,7 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
                          size_t err_len)
 {
     *out = NULL;
-    if (t && t->on) {
-        snprintf(err, err_len, "etcd: TLS (etcds:// or the tls option) is not built on the gRPC "
-                 "transport yet: use the gateway (unset DLOCK_ETCD_TRANSPORT)");
-        return DLOCK_ENOTSUP;
-    }
+    grpc_channel_credentials *creds = NULL;
     /* The C core's threads and state do not survive fork(): in a child of
      * a process that started it, it must not be used (it would wait for
      * threads that are not there), so a client made there stays on the
@@ -217,14 +274,23 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
         return DLOCK_ENOMEM;
     }
     grpc_init();
+    int rc = credentials(t, &creds, err, err_len);
+    if (rc != DLOCK_OK) {
+        dlock__free(g);
+        grpc_shutdown();
+        return rc;
+    }
+    g->tls = t && t->on;
     g->cq = grpc_completion_queue_create_for_next(NULL);
     g->n = u->n;
     for (size_t i = 0; i < u->n; i++) {
-        g->ch[i] = channel_new(u->name[i], connect_timeout_ms);
+        g->ch[i] = channel_new(u->name[i], creds, t && t->on ? t->server_name : NULL,
+                               connect_timeout_ms);
         for (size_t k = 0; k < N_METHODS; k++)
             g->reg[i][k] = grpc_channel_register_call(g->ch[i], methods[k].name, NULL, NULL);
     }
-    int rc = pthread_create(&g->thread, NULL, cq_main, g);
+    grpc_channel_credentials_release(creds);
+    rc = pthread_create(&g->thread, NULL, cq_main, g);
     g->thread_on = rc == 0;
     if (rc != 0) {
         dlock__etcd_grpc_free(g);
@@ -421,6 +487,20 @@ static int transport_rc(dlock__etcd_gcall *c, const char *details)
     return DLOCK_EUNKNOWN;
 }
 
+/* A TLS channel's failure to connect that is TLS's: a handshake that
+ * failed (a certificate not verified, a name it does not hold), or a new
+ * session the member ended before it was ready, our request unsent (under
+ * TLS 1.3 the member looks at our certificate, or sees that we sent none,
+ * after our side of the handshake: the gateway's new_session_cut in
+ * etcd_tls.c). */
+static int tls_failure(const char *d)
+{
+    if (strstr(d, "andshake") || strstr(d, "SSL") || strstr(d, "not in peer certificate"))
+        return 1;
+    return strstr(d, "failed to connect") &&
+           (strstr(d, "Endpoint read failed") || strstr(d, "Socket closed"));
+}
+
 static int answer_of(dlock__etcd_gcall *c, dlock__etcd_answer *a)
 {
     if (c->batch_ok && c->status == GRPC_STATUS_OK)
@@ -440,6 +520,13 @@ static int answer_of(dlock__etcd_gcall *c, dlock__etcd_answer *a)
         snprintf(a->why, sizeof a->why, "%s (code %d)", d, (int)s);
         a->code = (long)s;
         rc = dlock__etcd_map_error(a->code, d);
+    } else if (c->g->tls && tls_failure(d)) {
+        /* the handshake failed, or the member refused our certificate:
+         * nothing was applied, as etcd_tls.h says of the gateway */
+        int verify = strstr(d, "verify failed") || strstr(d, "not in peer certificate");
+        snprintf(a->why, sizeof a->why, "TLS %s: gRPC: %s (status %d)",
+                 verify ? "certificate verification failed" : "handshake failed", d, (int)s);
+        rc = DLOCK_ETLS;
     } else {
         snprintf(a->why, sizeof a->why, "gRPC: %s (status %d)", *d ? d : "the call failed",
                  (int)s);

@@ -21,11 +21,18 @@
  * core, and its late completion touches only the record, never the
  * request.
  *
+ * TLS (etcds://, or the tls option) is gRPC's SSL credentials with the
+ * client's CA, certificate and key files read as PEM, and
+ * tls_server_name as the name the member's certificate must hold (and
+ * SNI); no CA file: gRPC's default roots.
+ *
  * What a failure means, as on the gateway (etcd_http.h): a status a
- * member sent is mapped by dlock__etcd_map_error(); a transport failure
- * is DLOCK_EIO when the call cannot have reached the member (its channel
- * was never connected while it ran: refused, unreachable, connecting
- * past the deadline), otherwise DLOCK_EUNKNOWN (it may have run). */
+ * member sent is mapped by dlock__etcd_map_error(); a TLS handshake that
+ * failed, or a new TLS session the member ended before it was ready, is
+ * DLOCK_ETLS; another transport failure is DLOCK_EIO when the call cannot
+ * have reached the member (its channel was never connected while it ran:
+ * refused, unreachable, connecting past the deadline), otherwise
+ * DLOCK_EUNKNOWN (it may have run). */
 #ifndef DLOCK_ETCD_GRPC_H
 #define DLOCK_ETCD_GRPC_H
 
@@ -56,7 +63,9 @@ int dlock__etcd_grpc_built(void);
  * says), each connect given connect_timeout_ms. DLOCK_OK (*out NULL in
  * a child of fork() of a process that started gRPC's C core, which does
  * not survive fork(): that client keeps the gateway); DLOCK_ENOTSUP
- * (a build without gRPC, or TLS on gRPC: err says so); DLOCK_ENOMEM. */
+ * (a build without gRPC, or tls_ca_dir or tls_insecure, which gRPC's
+ * C core has no way to take: err says so); DLOCK_EINVAL (a TLS file
+ * that cannot be read); DLOCK_ENOMEM. */
 struct dlock__etcd_tls;
 int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
                          const struct dlock__etcd_tls *t, int connect_timeout_ms, char *err,
