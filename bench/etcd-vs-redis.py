@@ -7,6 +7,10 @@ as a peer on the same etcd member.
 
 Usage: bench/etcd-vs-redis.py [BUILD_DIR] [--rounds N] [--s1-only] [--base BUILD_DIR]
 
+When BUILD_DIR has the etcd backend's gRPC transport
+(-DDLOCK_WITH_ETCD_GRPC), the rows etcd-grpc and etcd-session-grpc are
+the etcd and etcd-session workers with DLOCK_ETCD_TRANSPORT=grpc.
+
 When BUILD_DIR/bench/etcd-transport-probe was built (bench/CMakeLists.txt
 says what it needs), its gRPC and gateway rows run S1 too: Go's Mutex
 cycle, the same requests, over each transport (bench/etcd-transport/).
@@ -122,6 +126,15 @@ def s1(worker, tmp, url, tag, extra=()):
             r["viol"] + r["errors"], max(lat, default=0) / 1e6)
 
 
+def grpc_built(build):
+    """Whether the build has the etcd backend's gRPC transport."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            return any(line.strip() == "DLOCK_WITH_ETCD_GRPC:BOOL=ON" for line in f)
+    except OSError:
+        return False
+
+
 def main():
     build = "build"
     rounds = 2
@@ -152,6 +165,9 @@ def main():
     if base:
         peers.append(("etcd-session@base", os.path.join(base, "bench", "dlock-bench-worker"),
                       eurl, ["renew=1"]))
+    if grpc_built(build):  # the same worker, its requests over gRPC
+        grpc = ["env", "DLOCK_ETCD_TRANSPORT=grpc", worker]
+        peers += [("etcd-grpc", grpc, eurl, []), ("etcd-session-grpc", grpc, eurl, ["renew=1"])]
     if gow:
         peers.append(("go-etcd", gow, eurl, []))
     probe = os.path.join(build, "bench", "etcd-transport-probe")
@@ -186,7 +202,9 @@ def main():
                   f"{med('etcd-session') / med('etcd-session@base'):.3f} (median rates "
                   f"{med('etcd-session'):.1f} / {med('etcd-session@base'):.1f} per s)")
         if gow:
-            for n in ("etcd", "etcd-session"):
+            for n in ("etcd", "etcd-session", "etcd-grpc", "etcd-session-grpc"):
+                if not any(x[0] == n for x in rows):
+                    continue
                 print(f"{sc}: {n} / Go Mutex = {med(n) / med('go-etcd'):.3f} "
                       f"(median rates {med(n):.1f} / {med('go-etcd'):.1f} per s)")
         if gow and probes and sc == "S1":

@@ -818,7 +818,19 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * idle HTTP connections the client keeps (the others close when their
  * request ends). A build
  * without the etcd backend (DLOCK_WITH_ETCD=OFF) refuses etcd:// URLs with
- * DLOCK_ENOTSUP.
+ * DLOCK_ENOTSUP. Requests go to etcd's JSON gateway over HTTP unless the
+ * environment has DLOCK_ETCD_TRANSPORT=grpc when the client is made: then
+ * they are gRPC calls (gRPC's C core, when the build has it:
+ * DLOCK_WITH_ETCD_GRPC), on one HTTP/2 connection per member, and the
+ * watches stay on the gateway; such a client runs one more thread (gRPC's
+ * completion queue, whose answers reach the client's loop through an
+ * eventfd), and gRPC's C core runs threads of its own.
+ * DLOCK_ETCD_TRANSPORT=gateway, empty or unset: the gateway; another
+ * value: DLOCK_EINVAL; grpc in a build without it, or with tls_ca_dir or
+ * tls_insecure (gRPC's C core takes neither): DLOCK_ENOTSUP. Over gRPC, TLS
+ * with no tls_ca_file trusts gRPC's default roots, not the system store. A client made in a child of fork() of a process
+ * that had started gRPC uses the gateway (gRPC's C core does not survive
+ * fork()).
  *
  * ZooKeeper: zk://[user:password@]host:port[,host:port...]
  * [/chroot][?session_timeout_ms=N] names an ensemble (bare host:port

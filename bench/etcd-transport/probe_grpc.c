@@ -2,7 +2,7 @@
 /* The probe's gRPC transport: gRPC's C core (a unary call is one batch of
  * six operations on a completion queue, waited for with
  * grpc_completion_queue_pluck) and messages from etcd's own .proto files
- * through protobuf-c (strip-proto.py, protoc-c). */
+ * through protobuf-c (cmake/strip-etcd-proto.py, protoc-c). */
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "etcd_client.h"
@@ -23,6 +24,16 @@ int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *
     if (opts->username || opts->password) {
         snprintf(err, err_len, "etcd: give credentials in the URL (etcd://user:password@...), "
                  "not in the options");
+        return DLOCK_EINVAL;
+    }
+    /* The transport of the unary requests (etcd_grpc.h): the gateway by
+     * default, gRPC when asked for, from the environment so that the
+     * dlock command and every program can choose it without new code. */
+    const char *transport = getenv("DLOCK_ETCD_TRANSPORT");
+    int grpc = transport && strcmp(transport, "grpc") == 0;
+    if (transport && *transport && !grpc && strcmp(transport, "gateway") != 0) {
+        snprintf(err, err_len, "DLOCK_ETCD_TRANSPORT is \"%s\": it can be grpc or gateway",
+                 transport);
         return DLOCK_EINVAL;
     }
     dlock__etcd_url u;
@@ -55,6 +66,8 @@ int dlock__etcd_client_open(struct dlock__etcd_client **out, const char *const *
         snprintf(err, err_len, "out of memory");
     else
         rc = dlock__etcd_use_tls(ec->e, opts, err, err_len);
+    if (rc == DLOCK_OK && grpc)
+        rc = dlock__etcd_use_grpc(ec->e, err, err_len);
     if (rc != DLOCK_OK) {
         dlock__etcd_url_clear(&u);
         dlock__etcd_free(ec->e);

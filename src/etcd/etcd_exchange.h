@@ -29,6 +29,7 @@ struct dlock__etcd {
     size_t n_idle, max_idle; /* the pool keeps max_idle at most (pool_size) */
     char *token; /* authentication token; NULL before the first */
     _Atomic size_t current; /* the endpoint that answered last */
+    struct dlock__etcd_grpc *grpc; /* the unary requests over gRPC, or NULL */
 };
 
 /* Where an exchange's reply goes. */
@@ -77,11 +78,10 @@ int dlock__etcd_decode(dlock__etcd_sink *s, long http_code, json_t **out, long *
                        char *why, size_t why_len);
 
 /* /v3/auth/authenticate: its body (NULL out of memory; _free wipes it),
- * and its reply taken as the client's token. */
+ * and its reply (decoded) taken as the client's token. */
 char *dlock__etcd_auth_body(dlock__etcd *e);
 void dlock__etcd_auth_body_free(char *body);
-int dlock__etcd_auth_take(dlock__etcd *e, dlock__etcd_sink *s, long http, char *why,
-                          size_t why_len);
+int dlock__etcd_auth_take(dlock__etcd *e, json_t *rep, char *why, size_t why_len);
 /* The token to send, copied into buf ("" when there is none yet). */
 void dlock__etcd_token_copy(dlock__etcd *e, char *buf, size_t len);
 /* Forget the token when it is still `stale` (the member said it is): a

@@ -11,6 +11,7 @@
 #include "common.h"
 #include "etcd_http.h"
 #include "etcd_exchange.h"
+#include "etcd_grpc.h"
 #include "etcd_transfer.h"
 
 /* A reply body larger than this is not something etcd sends us. */
@@ -53,6 +54,11 @@ int dlock__etcd_use_tls(dlock__etcd *e, const dlock_client_options *o, char *err
     return dlock__etcd_tls_init(&e->tls, &e->url, o, err, err_len);
 }
 
+int dlock__etcd_use_grpc(dlock__etcd *e, char *err, size_t err_len)
+{
+    return dlock__etcd_grpc_new(&e->grpc, &e->url, &e->tls, e->connect_timeout_ms, err, err_len);
+}
+
 void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle)
 {
     e->max_idle = max_idle;
@@ -86,6 +92,10 @@ static void free_all(dlock__etcd *e, int forked)
     if (e->token)
         memset(e->token, 0, strlen(e->token));
     dlock__free(e->token);
+    if (forked)
+        dlock__etcd_grpc_free_inherited(e->grpc);
+    else
+        dlock__etcd_grpc_free(e->grpc);
     dlock__etcd_url_clear(&e->url);
     dlock__etcd_tls_clear(&e->tls);
     if (!forked)
@@ -346,20 +356,14 @@ void dlock__etcd_auth_body_free(char *body)
     free(body);
 }
 
-int dlock__etcd_auth_take(dlock__etcd *e, sink *s, long http, char *why, size_t why_len)
+int dlock__etcd_auth_take(dlock__etcd *e, json_t *rep, char *why, size_t why_len)
 {
-    json_t *rep = NULL;
-    int rc = dlock__etcd_decode(s, http, &rep, NULL, why, why_len);
-    if (rc != DLOCK_OK)
-        return rc;
     json_t *tok = json_object_get(rep, "token");
     if (!json_is_string(tok)) {
-        json_decref(rep);
         snprintf(why, why_len, "authenticate: no token in the reply");
         return DLOCK_EPROTO;
     }
     char *copy = dlock__strdup(json_string_value(tok));
-    json_decref(rep);
     if (!copy)
         return DLOCK_ENOMEM;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&e->mu));

@@ -48,6 +48,7 @@
 
 #include "common.h"
 #include "error.h"
+#include "etcd_json.h"
 #include "etcd_url.h"
 
 typedef struct dlock__etcd dlock__etcd;
@@ -64,6 +65,11 @@ int dlock__etcd_new(dlock__etcd **out, dlock__etcd_url *url,
  * err says which), DLOCK_ENOMEM. */
 int dlock__etcd_use_tls(dlock__etcd *e, const dlock_client_options *o, char *err,
                         size_t err_len);
+/* The unary requests over gRPC rather than the gateway (etcd_grpc.h);
+ * after dlock__etcd_use_tls(), before the first request. DLOCK_OK,
+ * DLOCK_ENOTSUP (a build without gRPC, or TLS: err says why),
+ * DLOCK_ENOMEM. */
+int dlock__etcd_use_grpc(dlock__etcd *e, char *err, size_t err_len);
 /* How many idle transfers the pool keeps (the client's pool_size); call
  * before the first request. */
 void dlock__etcd_pool_size(dlock__etcd *e, size_t max_idle);
@@ -81,14 +87,6 @@ int dlock__etcd_io_timeout_ms(const dlock__etcd *e);
  * one untried. */
 int64_t dlock__etcd_call_deadline(const dlock__etcd *e);
 
-/* Map a gateway error (gRPC code, message) to a dlock code (never OK). */
-int dlock__etcd_map_error(long grpc_code, const char *msg);
-/* 1 when that error says the token is stale (expired, unknown, or older
- * than the auth store's last change: "revision of auth store is old"):
- * a client with credentials authenticates again and sends the request
- * once more, which is safe because the member refused it unapplied. */
-int dlock__etcd_token_stale(long grpc_code, const char *msg);
-
 /* POST body to path; on DLOCK_OK *out is the reply object (caller
  * json_decref()s). deadline_ns bounds the whole call; cancel_fd (or -1)
  * readable ends it with DLOCK_ECANCELED. On error, err says which endpoint
@@ -99,17 +97,5 @@ int dlock__etcd_token_stale(long grpc_code, const char *msg);
 int dlock__etcd_post(dlock__etcd *e, const char *path, json_t *body,
                      json_t **out, int64_t deadline_ns, int cancel_fd,
                      dlock__errbuf *err, long *server_code, int *unknown_before);
-
-/* ---- JSON helpers for the gateway's encoding ---------------------------- */
-
-/* int64 fields come as decimal strings (proto3 JSON); absent means 0.
- * Returns 0 or -1 if the field is there but not a number. */
-int dlock__etcd_json_i64(json_t *obj, const char *field, int64_t *out);
-/* A JSON string holding an int64 in decimal (new reference or NULL). */
-json_t *dlock__etcd_json_of_i64(int64_t v);
-/* bytes fields are base64: encode (new reference or NULL) / decode into a
- * fresh buffer (caller dlock__free()s; NULL on bad input or OOM). */
-json_t *dlock__etcd_json_b64(const void *data, size_t len);
-char *dlock__etcd_b64_decode(const char *text, size_t *out_len);
 
 #endif

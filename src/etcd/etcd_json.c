@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The etcd gateway's JSON encoding (proto3 JSON): int64 as decimal
  * strings, bytes as base64, and what the gRPC codes of its error replies
- * mean to dlock (etcd_http.h). jansson builds and reads the JSON;
+ * mean to dlock (etcd_json.h). jansson builds and reads the JSON;
  * OpenSSL's EVP_EncodeBlock/EVP_DecodeBlock do the base64. */
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +12,7 @@
 #include <openssl/evp.h>
 
 #include "common.h"
-#include "etcd_http.h"
+#include "etcd_json.h"
 
 int dlock__etcd_map_error(long code, const char *msg)
 {

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "common.h"
 #include "etcd_exchange.h"
+#include "etcd_grpc.h"
 #include "etcd_request.h"
 #include "loop_poll.h"
 
@@ -21,9 +22,11 @@ static void finish(req *q, int rc)
     if (rc == DLOCK_EIO && q->any_sent)
         rc = DLOCK_EUNKNOWN;
     q->unknown_before = q->any_sent;
-    dlock__etcd_transfer_unbind(q->h);
-    dlock__etcd_handle_put(e, q->h);
-    q->h = NULL;
+    if (q->h) {
+        dlock__etcd_transfer_unbind(q->h);
+        dlock__etcd_handle_put(e, q->h);
+        q->h = NULL;
+    }
     free(q->text);
     q->text = NULL;
     dlock__etcd_auth_body_free(q->auth_body);
@@ -56,16 +59,28 @@ static void endpoint_failed(req *q, int rc)
     try_endpoint(q);
 }
 
-/* One exchange on this endpoint, ended() called from the loop when it is
- * over. */
+static void http_ended(dlock__etcd_transfer *t);
+static void grpc_ended(void *arg, dlock__etcd_answer *a);
+
+/* One exchange on this endpoint (authenticating: the authentication),
+ * over gRPC or the gateway; its end comes from the loop. */
 static int send_one(req *q, const char *path, const char *body, const char *token,
-                    void (*ended)(dlock__etcd_transfer *t))
+                    int authenticating)
 {
-    q->s.len = 0;
+    q->authenticating = authenticating;
     q->why[0] = '\0';
-    int rc = dlock__etcd_exchange_begin(q->e, q->h, q->ep, path, body, strlen(body), token,
-                                        &q->s, &q->hdrs);
-    if (rc == DLOCK_OK && (rc = dlock__etcd_transfer_start(q->h, q->until_ns, ended)) != DLOCK_OK) {
+    int rc;
+    if (q->grpc) {
+        rc = dlock__etcd_gcall_start(q->e->grpc, q->ep, path, body, token, q->until_ns, q->loop,
+                                     grpc_ended, q, &q->g, q->why, sizeof q->why);
+        q->running = rc == DLOCK_OK;
+        return rc;
+    }
+    q->s.len = 0;
+    rc = dlock__etcd_exchange_begin(q->e, q->h, q->ep, path, body, strlen(body), token, &q->s,
+                                    &q->hdrs);
+    if (rc == DLOCK_OK &&
+        (rc = dlock__etcd_transfer_start(q->h, q->until_ns, http_ended)) != DLOCK_OK) {
         dlock__etcd_exchange_finish(q->h, rc, &q->s, q->hdrs, &(int){0}, &(long){0}, q->why,
                                     sizeof q->why);
         q->hdrs = NULL;
@@ -91,25 +106,22 @@ static int exchange_rc(req *q, long *http)
     return rc;
 }
 
-static void request_ended(dlock__etcd_transfer *t);
-
 /* The request itself, with the token if the client authenticates. */
 static void send_request(req *q)
 {
-    int rc = send_one(q, q->path, q->text, q->token[0] ? q->token : NULL, request_ended);
+    int rc = send_one(q, q->path, q->text, q->token[0] ? q->token : NULL, 0);
     if (rc != DLOCK_OK)
         finish(q, rc);
 }
 
-static void auth_ended(dlock__etcd_transfer *t)
+/* The authentication's reply (rep, taken) or failure. */
+static void auth_answered(req *q, int rc, json_t *rep)
 {
-    req *q = t->on_end_arg;
-    long http = 0;
-    int rc = exchange_rc(q, &http);
     dlock__etcd_auth_body_free(q->auth_body);
     q->auth_body = NULL;
     if (rc == DLOCK_OK)
-        rc = dlock__etcd_auth_take(q->e, &q->s, http, q->why, sizeof q->why);
+        rc = dlock__etcd_auth_take(q->e, rep, q->why, sizeof q->why);
+    json_decref(rep);
     if (rc != DLOCK_OK) {
         endpoint_failed(q, rc);
         return;
@@ -126,7 +138,7 @@ static void begin_pass(req *q)
         dlock__etcd_token_copy(q->e, q->token, sizeof q->token);
         if (!q->token[0]) {
             int rc = (q->auth_body = dlock__etcd_auth_body(q->e))
-                         ? send_one(q, "/v3/auth/authenticate", q->auth_body, NULL, auth_ended)
+                         ? send_one(q, "/v3/auth/authenticate", q->auth_body, NULL, 1)
                          : DLOCK_ENOMEM;
             if (rc != DLOCK_OK)
                 finish(q, rc);
@@ -136,15 +148,11 @@ static void begin_pass(req *q)
     send_request(q);
 }
 
-static void request_ended(dlock__etcd_transfer *t)
+/* The request's reply (out, taken, when rc is DLOCK_OK) or failure; code:
+ * the gRPC status of a member's error. */
+static void request_answered(req *q, int rc, json_t *out, long code)
 {
-    req *q = t->on_end_arg;
-    long http = 0, code = 0;
-    int rc = exchange_rc(q, &http);
-    if (rc == DLOCK_OK) {
-        rc = dlock__etcd_decode(&q->s, http, &q->out, &code, q->why, sizeof q->why);
-        q->server_code = code;
-    }
+    q->server_code = code;
     if (rc != DLOCK_OK && q->e->url.user && q->pass == 0 && dlock__etcd_token_stale(code, q->why)) {
         dlock__etcd_token_drop(q->e, q->token); /* stale: authenticate again */
         q->pass = 1;
@@ -152,11 +160,40 @@ static void request_ended(dlock__etcd_transfer *t)
         return;
     }
     if (rc == DLOCK_OK) {
+        q->out = out;
         atomic_store(&q->e->current, q->ep);
         finish(q, DLOCK_OK);
         return;
     }
     endpoint_failed(q, rc);
+}
+
+static void exchange_answered(req *q, int rc, json_t *out, long code)
+{
+    if (q->authenticating)
+        auth_answered(q, rc, out);
+    else
+        request_answered(q, rc, out, code);
+}
+
+static void http_ended(dlock__etcd_transfer *t)
+{
+    req *q = t->on_end_arg;
+    long http = 0, code = 0;
+    json_t *out = NULL;
+    int rc = exchange_rc(q, &http);
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_decode(&q->s, http, &out, &code, q->why, sizeof q->why);
+    exchange_answered(q, rc, out, code);
+}
+
+static void grpc_ended(void *arg, dlock__etcd_answer *a)
+{
+    req *q = arg;
+    q->g = NULL;
+    q->running = 0;
+    snprintf(q->why, sizeof q->why, "%s", a->why);
+    exchange_answered(q, a->rc, a->out, a->code);
 }
 
 /* The next endpoint, starting with the one that answered last. */
@@ -193,15 +230,23 @@ int dlock__etcd_req_start(req *q, dlock__etcd *e, dlock__loop *loop, const char 
     q->auth_body = NULL;
     q->hdrs = NULL;
     memset(&q->s, 0, sizeof q->s);
+    q->g = NULL;
+    q->h = NULL;
+    /* gRPC when the client chose it (etcd_grpc.h); every path the
+     * backend posts to has its method */
+    q->grpc = e->grpc && dlock__etcd_grpc_has(path);
     q->text = json_dumps(body, JSON_COMPACT);
-    q->h = q->text ? dlock__etcd_handle_get(e) : NULL;
-    if (!q->h) {
+    if (q->text && !q->grpc)
+        q->h = dlock__etcd_handle_get(e);
+    if (!q->text || (!q->grpc && !q->h)) {
         free(q->text);
         q->text = NULL;
         return DLOCK_ENOMEM;
     }
-    q->h->on_end_arg = q;
-    dlock__etcd_transfer_bind(q->h, loop);
+    if (q->h) {
+        q->h->on_end_arg = q;
+        dlock__etcd_transfer_bind(q->h, loop);
+    }
     q->first = atomic_load(&e->current) % e->url.n;
     q->i = 0;
     memset(&q->first_step, 0, sizeof q->first_step); /* not registered: fired or new */
@@ -223,7 +268,11 @@ int dlock__etcd_req_post(req *q, dlock__etcd *e, dlock__loop *loop, const char *
 void dlock__etcd_req_cancel(req *q)
 {
     dlock__timer_clear(q->loop, &q->first_step);
-    if (q->running) {
+    if (q->running && q->g) {
+        q->running = 0;
+        dlock__etcd_gcall_cancel(q->g); /* its late completion frees only itself */
+        q->g = NULL;
+    } else if (q->running) {
         q->running = 0;
         dlock__etcd_transfer_end(q->h); /* cut short: curl closes its connection */
         curl_slist_free_all(q->hdrs);

@@ -2,7 +2,8 @@
 /* A POST to etcd as a request on a loop (loop.h): the exchanges of one
  * call (authentication when needed, the request, on each endpoint in
  * turn, failing over as etcd_http.h says) are transfers on that loop
- * (etcd_transfer.h), each started from the one before's end, and done()
+ * (etcd_transfer.h), or gRPC calls answered on it when the client chose
+ * gRPC (etcd_grpc.h), each started from the one before's end, and done()
  * runs once from the loop, never inside the start. dlock__etcd_post() is
  * this request on a private loop; the watchdog's renewals run it on the
  * watchdog's loop (etcd_renew.c). */
@@ -42,7 +43,10 @@ typedef struct dlock__etcd_req {
     int64_t deadline_ns, try_ms, until_ns;
     int pass;            /* 1 once a stale token was dropped on this endpoint */
     int any_sent;
-    int running;         /* a transfer is on the loop */
+    int running;         /* an exchange is on the loop */
+    int grpc;            /* over gRPC (etcd_grpc.h), not the gateway */
+    int authenticating;  /* the exchange is the authentication */
+    struct dlock__etcd_gcall *g; /* the gRPC call running */
     dlock__etcd_sink s;
     struct curl_slist *hdrs;
     char token[1024];

@@ -408,3 +408,9 @@ int test_etcd_follower(test_etcd *c, int max_ms)
     int leader = test_etcd_leader(c, max_ms);
     return leader < 0 ? -1 : (leader + 1) % c->n;
 }
+
+int test_etcd_grpc(void)
+{
+    const char *t = getenv("DLOCK_ETCD_TRANSPORT");
+    return t && strcmp(t, "grpc") == 0;
+}

@@ -107,6 +107,9 @@ int test_etcd_follower(test_etcd *c, int max_ms);
 /* A test file's group setup: start n members into c and make *cl a
  * client of them all with options o (NULL: the defaults). 0, or -1 with
  * nothing left running. */
+/* 1 when the tests run over the gRPC transport (DLOCK_ETCD_TRANSPORT=grpc,
+ * as the "grpc" ctest rows set it): what differs is the connections. */
+int test_etcd_grpc(void);
 int test_etcd_setup(test_etcd *c, int n, const dlock_client_options *o, dlock_client **cl);
 /* Its teardown: free cl, stop c. */
 void test_etcd_teardown(test_etcd *c, dlock_client *cl);

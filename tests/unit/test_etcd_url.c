@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "dlock.h"
@@ -168,6 +169,57 @@ static void client_on_etcd_urls_depends_on_the_build(void **state)
 #endif
 }
 
+/* DLOCK_ETCD_TRANSPORT at dlock_client_new(): grpc is a client of its own
+ * in a build with the gRPC transport (nothing connected yet; TLS too, but
+ * not tls_insecure, which gRPC's C core has no switch for), refused with
+ * DLOCK_ENOTSUP without it; gateway and empty are the default; anything
+ * else is DLOCK_EINVAL. */
+static void the_transport_switch_depends_on_the_build(void **state)
+{
+    (void)state;
+    const char *plain[] = {"etcd://127.0.0.1:1"}, *tls[] = {"etcds://127.0.0.1:1"};
+    dlock_client *c = NULL, *t = NULL;
+    char err[512] = "";
+    setenv("DLOCK_ETCD_TRANSPORT", "grpc", 1);
+    int rc = dlock_client_new(&c, plain, 1, NULL, err, sizeof err);
+    int tls_rc = dlock_client_new(&t, tls, 1, NULL, err, sizeof err);
+#if DLOCK_TEST_WITH_ETCD_GRPC
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(tls_rc, DLOCK_OK);
+    dlock_client_free(t);
+    t = NULL;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.tls_insecure = 1;
+    assert_int_equal(dlock_client_new(&t, tls, 1, &o, err, sizeof err), DLOCK_ENOTSUP);
+    assert_non_null(strstr(err, "tls_insecure"));
+#elif DLOCK_TEST_WITH_ETCD
+    assert_int_equal(rc, DLOCK_ENOTSUP);
+    assert_int_equal(tls_rc, DLOCK_ENOTSUP);
+    assert_non_null(strstr(err, "no gRPC transport"));
+#else
+    assert_int_equal(rc, DLOCK_ENOTSUP);
+    (void)tls_rc;
+#endif
+    assert_null(t);
+    dlock_client_free(c);
+    c = NULL;
+    setenv("DLOCK_ETCD_TRANSPORT", "carrier-pigeon", 1);
+    rc = dlock_client_new(&c, plain, 1, NULL, err, sizeof err);
+#if DLOCK_TEST_WITH_ETCD
+    assert_int_equal(rc, DLOCK_EINVAL);
+    assert_non_null(strstr(err, "DLOCK_ETCD_TRANSPORT"));
+#endif
+    const char *fine[] = {"gateway", ""};
+    for (size_t i = 0; i < 2; i++) {
+        setenv("DLOCK_ETCD_TRANSPORT", fine[i], 1);
+        rc = dlock_client_new(&c, plain, 1, NULL, err, sizeof err);
+        assert_int_equal(rc, DLOCK_TEST_WITH_ETCD ? DLOCK_OK : DLOCK_ENOTSUP);
+        dlock_client_free(c);
+        c = NULL;
+    }
+    unsetenv("DLOCK_ETCD_TRANSPORT");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +231,7 @@ int main(void)
         cmocka_unit_test(credentials_that_disagree_are_refused),
         cmocka_unit_test(scheme_test_ignores_case_only),
         cmocka_unit_test(client_on_etcd_urls_depends_on_the_build),
+        cmocka_unit_test(the_transport_switch_depends_on_the_build),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@ into OUT_DIR in the layout their imports name, without the gogoproto and
 google.api options, which only the Go and gateway generators read:
 protoc-c then makes C for exactly etcd's messages and field numbers.
 
-Usage: strip-proto.py OUT_DIR [ETCD_SRC]
+Usage: strip-etcd-proto.py OUT_DIR [ETCD_SRC]
 """
 import os
 import re
