@@ -44,10 +44,13 @@ static json_t *round_trip(const ProtobufCMessageDescriptor *d, json_t *j)
     return out;
 }
 
+/* The line of lock "k": its keys k/..., no readers' gap. */
+static const dlock__etcd_line line = {.begin = "k/", .end = "k0", .begin_len = 2, .end_len = 2};
+
 static void the_create_transaction_reaches_etcd_as_the_gateway_would_send_it(void **state)
 {
     (void)state;
-    json_t *body = dlock__etcd_create_body("k/1", 3, NULL, 0, 0x1234, "k/", 2, "k0", 2, 1);
+    json_t *body = dlock__etcd_create_body("k/1", 3, NULL, 0, 0x1234, &line, 1);
     assert_non_null(body);
     ProtobufCMessage *m = of_json(&etcdserverpb__txn_request__descriptor, body);
     Etcdserverpb__TxnRequest *t = (Etcdserverpb__TxnRequest *)m;
@@ -161,7 +164,7 @@ static void what_a_message_cannot_hold_is_refused(void **state)
 static void every_allocation_failure_is_out_of_memory_and_leaks_nothing(void **state)
 {
     (void)state;
-    json_t *body = dlock__etcd_create_body("k/1", 3, "v", 1, 1, "k/", 2, "k0", 2, 1);
+    json_t *body = dlock__etcd_create_body("k/1", 3, "v", 1, 1, &line, 1);
     for (long n = 0;; n++) {
         ProtobufCMessage *m = NULL;
         char why[200];
