@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Elections on an application's event loop (the poll driver), against a
- * real redis-server and, with the etcd backend, a real etcd member:
+ * real redis-server and, with those backends, a real etcd member and a
+ * real ZooKeeper member:
  * dlock_election_campaign_start() leads and publishes its value (Redis:
  * a write on the loop after the grant; etcd: the key's own value), a
  * standby on the loop takes over when a blocking leader resigns, a cancel
@@ -23,6 +24,9 @@
 #include "test_util.h"
 #if DLOCK_TEST_WITH_ETCD
 #include "etcd_server.h"
+#endif
+#if DLOCK_TEST_WITH_ZOOKEEPER
+#include "zk_server.h"
 #endif
 
 static const test_loop_driver *d = &test_poll_driver;
@@ -278,6 +282,17 @@ int main(void)
     url = esrv.url;
     rc |= cmocka_run_group_tests_name("etcd", tests, NULL, NULL);
     test_etcd_stop(&esrv);
+#endif
+#if DLOCK_TEST_WITH_ZOOKEEPER
+    /* ZooKeeper's value is the node's data from its create, as etcd's. */
+    test_zk zsrv;
+    if (test_zk_available()) {
+        if (test_zk_start(&zsrv) != 0)
+            return 1;
+        url = zsrv.url;
+        rc |= cmocka_run_group_tests_name("zookeeper", tests, NULL, NULL);
+        test_zk_stop(&zsrv);
+    }
 #endif
     return rc;
 }
