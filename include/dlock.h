@@ -936,6 +936,11 @@ typedef struct dlock_node_status {
  * majority rule is the library's, as for an acquire). The client's
  * key_prefix applies, as for dlock_lock_new(). Inputs first, outputs last.
  *
+ * etcd: the fence is the owner's key's create revision; when readers
+ * hold, the oldest reader's key's (readers hold no fence themselves,
+ * dlock_lock_fence() is 0; every later grant's fence is larger), which
+ * dlock_client_break() takes as its guard.
+ *
  * @param n_nodes the length of @p nodes: at least dlock_client_node_count().
  * @param nodes   receives one entry per node.
  * @param summary receives the verdict; may be NULL.
@@ -1098,15 +1103,20 @@ typedef struct dlock_break_result {
  * (break.lua: TYPE, ZCOUNT, DEL, PUBLISH; a waiter's turn, the lock handed
  * to the head of the line and not yet taken, is not a hold and stays), on
  * every node of a Redlock; on
- * etcd the owner's key (the oldest under the name) is deleted if it is
- * still the owner's, so the next waiter in line takes the lock.
+ * etcd the holders' keys as dlock_client_holders() finds them (the oldest
+ * under the name, or every reader before the oldest other key, up to 128
+ * in one transaction) are deleted if they are still theirs, so the next
+ * waiter in line takes the lock.
  *
  * @param fence  0: break whoever holds the name. Else the fencing token
  *               of the holder the caller looked at (dlock_client_status()'s
  *               fence): break only if no grant came since, so that a holder
  *               that took the lock meanwhile is not broken by mistake. A
  *               lock without a fencing counter (DLOCK_NO_FENCE) has fence 0
- *               and cannot be guarded this way.
+ *               and cannot be guarded this way. etcd: status's fence of a
+ *               name its readers hold (the oldest reader's key's create
+ *               revision) guards them: a writer that came later is not
+ *               broken.
  * @param result receives what was removed; may be NULL. Filled whenever
  *               the nodes were asked.
  * @return DLOCK_OK when the only node, or a majority of several, answered
@@ -1152,7 +1162,8 @@ typedef struct dlock_list_entry {
     /** Waiters known to the servers: the waiter list plus the fair queue
      *  (the most over the nodes). */
     size_t waiters;
-    uint64_t fence;        /**< last fencing token granted (the highest) */
+    uint64_t fence;        /**< last fencing token granted (the highest; etcd: as
+                                dlock_client_status() says, readers too) */
     size_t held_on;        /**< nodes where the name is held */
     size_t nodes;          /**< nodes of the client */
     size_t quorum;         /**< nodes needed for a majority */

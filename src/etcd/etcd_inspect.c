@@ -41,8 +41,10 @@ static int node_status(struct dlock__etcd_client *ec, const char *key, size_t le
     dlock__etcd_holding h;
     int rc = dlock__etcd_holding_read(ec->e, key, len, &h);
     int held = rc == DLOCK_OK && h.count > 0;
+    /* the fence: the oldest holder's create revision, a reader's too
+     * (readers hold none themselves): what a guarded break compares */
     *out = (dlock_node_status){rc, held, held ? lease_left_ms(ec, holder_kv(&h, 0)) : -1,
-                               held && !h.shared ? (uint64_t)h.writer.create_rev : 0};
+                               held ? (uint64_t)holder_kv(&h, 0)->create_rev : 0};
     dlock__etcd_holding_clear(&h);
     return rc;
 }
@@ -122,18 +124,16 @@ int dlock__etcd_identity(dlock_client *c, const char *key, size_t klen, size_t n
 int dlock__etcd_break_holds(dlock_client *c, const char *key, size_t klen, uint64_t fence,
                             dlock_break_result *out)
 {
-    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, 1, 1};
-    dlock__etcd_name range;
-    if (dlock__etcd_name_init(&range, key, klen) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int removed = 0;
+    size_t removed = 0;
+    int shared = 0;
     uint64_t owner_fence = 0;
-    int rc = dlock__etcd_break(EC(c)->e, &range, fence, &removed, &owner_fence, NULL);
-    dlock__etcd_name_clear(&range);
+    int rc = dlock__etcd_break(EC(c)->e, key, klen, fence, &removed, &shared, &owner_fence, NULL);
+    dlock_hold_mode mode = !removed ? DLOCK_HOLD_FREE
+                           : shared ? DLOCK_HOLD_SHARED
+                                    : DLOCK_HOLD_EXCLUSIVE;
+    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, 1, 1};
     if (rc == DLOCK_OK || rc == DLOCK_ENOTOWNER)
-        *out = (dlock_break_result){(size_t)removed,
-                                    removed ? DLOCK_HOLD_EXCLUSIVE : DLOCK_HOLD_FREE, owner_fence,
-                                    (size_t)removed, 1, 1, 1};
+        *out = (dlock_break_result){removed, mode, owner_fence, (size_t)(removed > 0), 1, 1, 1};
     return rc;
 }
 

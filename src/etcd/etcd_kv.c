@@ -483,6 +483,34 @@ int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_le
     return rc;
 }
 
+int dlock__etcd_delete_all_if_created(dlock__etcd *e, const dlock__etcd_kv *kvs, size_t n,
+                                      int64_t deadline_ns, dlock__errbuf *err)
+{
+    /* One transaction: every key goes, or none (one made again or gone
+     * since the read fails its compare). */
+    json_t *req = json_pack("{s:[], s:[], s:[]}", "compare", "success", "failure");
+    json_t *cmp = req ? json_object_get(req, "compare") : NULL;
+    json_t *ops = req ? json_object_get(req, "success") : NULL;
+    for (size_t i = 0; req && i < n; i++) {
+        if (json_array_append_new(cmp, json_pack("{s:o, s:s, s:s, s:o}", "key",
+                                                 b64(kvs[i].key, kvs[i].key_len), "target",
+                                                 "CREATE", "result", "EQUAL", "create_revision",
+                                                 i64(kvs[i].create_rev))) ||
+            json_array_append_new(ops, json_pack("{s:{s:o}}", "request_delete_range", "key",
+                                                 b64(kvs[i].key, kvs[i].key_len)))) {
+            json_decref(req);
+            req = NULL;
+        }
+    }
+    json_t *rep = NULL;
+    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, -1, err, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = json_is_true(json_object_get(rep, "succeeded")) ? DLOCK_OK : DLOCK_ENOTOWNER;
+    json_decref(rep);
+    return rc;
+}
+
 json_t *dlock__etcd_key_delete_body(const char *key, size_t key_len, int64_t lease)
 {
     return json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o}}], s:[]}", "compare", "key",

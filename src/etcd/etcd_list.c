@@ -257,11 +257,10 @@ static int report(dlock__etcd *e, const list_state *st, const rec *r, dlock_list
     size_t holders = r->reads ? readers(e, st, r) : 1;
     if (holders > r->keys)
         holders = r->keys; /* read later than the walk */
-    /* readers hold no fence */
+    /* the oldest holder's create revision, a reader's too, as status's */
     dlock_list_entry en = {DLOCK_LIST_ENTRY_VERSION, r->name, DLOCK_STATUS_HELD,
                            r->reads ? DLOCK_HOLD_SHARED : DLOCK_HOLD_EXCLUSIVE, 0, holders, ttl,
-                           r->keys - holders, r->reads ? 0 : (uint64_t)r->first_rev, 1, 1, 1,
-                           r->identity};
+                           r->keys - holders, (uint64_t)r->first_rev, 1, 1, 1, r->identity};
     return cb(arg, &en) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 

@@ -233,39 +233,52 @@ int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
     return rc;
 }
 
-int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, uint64_t if_fence,
-                      int *removed, uint64_t *fence, dlock__errbuf *err)
+/* Keys deleted per transaction by a break: etcd's default cap on a
+ * transaction's operations (--max-txn-ops). */
+#define BREAK_TXN_KEYS 128
+
+int dlock__etcd_break(dlock__etcd *e, const char *key, size_t len, uint64_t if_fence,
+                      size_t *removed, int *shared, uint64_t *fence, dlock__errbuf *err)
 {
     *removed = 0;
+    *shared = 0;
     *fence = 0;
-    /* The owner may change between the read and the delete (it released,
-     * its lease ended): then the new owner is read and broken, a few times
-     * at most. */
-    for (int tries = 0; tries < 3; tries++) {
-        dlock__etcd_kv first;
-        int rc = dlock__etcd_first(e, name->begin, name->len, name->end, name->len, &first,
-                                   step_deadline(e, 0), err);
-        if (rc != DLOCK_OK || !first.key) {
-            dlock__etcd_kv_clear(&first);
+    /* The holders may change between the read and the delete (one
+     * released, its lease ended): then they are read again and broken, a
+     * few times at most; the guard is checked at each read until some are
+     * gone. Readers go BREAK_TXN_KEYS at a time, each batch whole or not
+     * at all, until a read finds none left of the holders broken (a
+     * writer that got in after them is not theirs: it stays). */
+    for (int tries = 0; tries < 3;) {
+        dlock__etcd_holding h;
+        int rc = dlock__etcd_holding_read(e, key, len, &h);
+        if (rc != DLOCK_OK || !h.count || (*removed && !h.shared)) {
+            dlock__etcd_holding_clear(&h);
             return rc;
         }
-        if (if_fence && (uint64_t)first.create_rev != if_fence) {
-            *fence = (uint64_t)first.create_rev; /* another owner than the one asked for */
-            dlock__etcd_kv_clear(&first);
-            return DLOCK_ENOTOWNER;
+        const dlock__etcd_kv *held = h.shared ? h.readers : &h.writer;
+        if (!*removed) {
+            *fence = (uint64_t)held->create_rev; /* the oldest holder's: status's */
+            *shared = h.shared;
+            if (if_fence && *fence != if_fence) { /* other holders than the ones asked for */
+                dlock__etcd_holding_clear(&h);
+                return DLOCK_ENOTOWNER;
+            }
         }
-        rc = dlock__etcd_delete_if_created(e, first.key, first.key_len, first.create_rev,
-                                           step_deadline(e, 0), err);
-        if (rc != DLOCK_ENOTOWNER || if_fence) { /* that owner's key, or gone: done */
-            *removed = rc == DLOCK_OK;
-            *fence = (uint64_t)first.create_rev;
-            dlock__etcd_kv_clear(&first);
-            return rc == DLOCK_ENOTOWNER ? DLOCK_OK : rc;
-        }
-        dlock__etcd_kv_clear(&first);
+        size_t n = h.count < BREAK_TXN_KEYS ? h.count : BREAK_TXN_KEYS;
+        int more = h.count > n;
+        rc = dlock__etcd_delete_all_if_created(e, held, n, step_deadline(e, 0), err);
+        dlock__etcd_holding_clear(&h);
+        if (rc == DLOCK_OK)
+            *removed += n;
+        if (rc == DLOCK_OK && !more)
+            return DLOCK_OK;
+        if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER)
+            return rc;
+        tries += rc != DLOCK_OK;
     }
     if (err)
-        dlock__err_set(err, "etcd: the owner kept changing; try again");
+        dlock__err_set(err, "etcd: the holders kept changing; try again");
     return DLOCK_EBUSY;
 }
 

@@ -193,8 +193,13 @@ class EtcdCli(RunOnAStore, unittest.TestCase):
                 self.assertEqual(r.returncode, 1, r.stderr)
             r = self.dlock("list", "--json", self.name)
             got = json.loads(r.stdout)
-            self.assertEqual([(e["name"], e["mode"], e["holders"], e["fence"]) for e in got],
-                             [(self.name, "shared", 1, 0)])
+            self.assertEqual([(e["name"], e["mode"], e["holders"]) for e in got],
+                             [(self.name, "shared", 1)])
+            # readers hold no fence; shown is the reader's key's create
+            # revision, the guard `dlock break` takes (as status shows it)
+            r = self.dlock("status", "--json", self.name)
+            self.assertGreater(got[0]["fence"], 0)
+            self.assertEqual(json.loads(r.stdout)["nodes"][0]["fence"], got[0]["fence"], r.stdout)
             r = self.dlock("run", "-x", "-w", "10s", self.name, "--", "sh", "-c",
                            'echo "$DLOCK_TOKEN"')
             self.assertEqual(r.returncode, 0, r.stderr)
