@@ -27,7 +27,10 @@
  * NAME/read/<ID> and NAME/write/<ID> in that line (etcd's recipe
  * RWMutex): a writer waits for every older key, a reader only for the
  * older keys that are not readers', so `etcdctl lock NAME` and readers
- * exclude each other too.
+ * exclude each other too. A lock name that ends in "/read" or "/write"
+ * or holds "/read/" is refused there (DLOCK_EINVAL): its keys would be
+ * another name's readers' or writers' (no key tells them apart), so a
+ * reader of NAME would not wait for a holder of NAME/read.
  *
  * A dlock_lock is a handle for one lock name, created from a client. It is
  * acquired, extended and released through the handle; the handle remembers
@@ -1305,7 +1308,10 @@ enum dlock_lock_flags {
      *  with DLOCK_FAIR (DLOCK_ENOTSUP). etcd: a key NAME/write/<ID> that
      *  waits for every older key, as a plain lock's; its fence is the
      *  key's create revision. A plain lock there excludes readers too
-     *  (`dlock run` takes it by default on etcd). */
+     *  (`dlock run` takes it by default on etcd); its key is another
+     *  (NAME/<ID>), so an owner's reentrant plain lock and its reentrant
+     *  reader or writer of one name refuse each other (DLOCK_EINVAL, as an
+     *  upgrade), as on Redis (DLOCK_EWRONGTYPE there). */
     DLOCK_EXCLUSIVE = 1u << 5
 };
 
@@ -1441,7 +1447,8 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         DLOCK_LOCK_DELAY_MAX_MS, DLOCK_SHARED with DLOCK_EXCLUSIVE; on
  *         zk://, a key that is no ZooKeeper path: an empty, "." or ".."
  *         segment, a trailing "/", or longer than the backend's path
- *         limit),
+ *         limit; on etcd://, a name that ends in "/read" or "/write" or
+ *         holds "/read/": another name's reader's or writer's keys),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
  *         over several nodes; lock_delay_ms on etcd;

@@ -132,13 +132,37 @@ int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, siz
 
 int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key, size_t key_len)
 {
-    if (!name->role_len)
-        return 0; /* a plain lock or a semaphore: no other side */
+    /* A plain lock's (or a semaphore's) key, a reader's, a writer's: no
+     * name ends in /read or /write, nor holds /read/ (dlock__etcd_name_ok),
+     * so a key of ours is one of these for one name only. */
+    static const char *const roles[] = {"", "read/", "write/"};
     dlock__etcd_name other = *name;
-    int reads = name->gap_begin != NULL;
-    other.role = reads ? "write/" : "read/";
-    other.role_len = strlen(other.role);
-    return dlock__etcd_key_is_waiter(&other, key, key_len);
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        if (strcmp(roles[i], name->role) == 0)
+            continue;
+        other.role = roles[i];
+        other.role_len = strlen(roles[i]);
+        if (dlock__etcd_key_is_waiter(&other, key, key_len))
+            return 1;
+    }
+    return 0;
+}
+
+/* 1 if the len bytes at s end in the text end (NUL-terminated). */
+static int ends_with(const char *s, size_t len, const char *end)
+{
+    size_t n = strlen(end);
+    return len >= n && memcmp(s + len - n, end, n) == 0;
+}
+
+int dlock__etcd_name_ok(const char *name, size_t len)
+{
+    if (ends_with(name, len, "/read") || ends_with(name, len, "/write"))
+        return 0;
+    for (size_t i = 0; i + 6 <= len; i++)
+        if (memcmp(name + i, "/read/", 6) == 0)
+            return 0;
+    return 1;
 }
 
 /* A lowercase hex digit's value, or -1 (Go's %x writes lowercase). */

@@ -95,10 +95,20 @@ int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, i
  * a plain lock's and etcdctl's are, not a key on a session. */
 int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease);
 
-/* 1 if key is a waiter key of name in the other role of a read-write
- * lock (a writer's when name's role is a reader's, and the reverse). */
+/* 1 if key is a waiter key of name in another role than name's: a
+ * plain lock's, a reader's or a writer's (an owner's reentrant holds of
+ * one name in two modes, which would wait for each other). */
 int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key,
                                   size_t key_len);
+
+/* 0 if a lock may not be named name (len bytes, the client's prefix
+ * left out) on etcd: a name that ends in /read or /write, or holds
+ * /read/. Its keys would read as another name's reader's or writer's
+ * (NAME/read/<ID>, NAME/write/<ID>), and no key tells which: a reader of
+ * NAME would not wait for NAME/read's holders (they are in its gap), and
+ * NAME's readers and writers would keep NAME/read and NAME/write busy.
+ * 1 otherwise. */
+int dlock__etcd_name_ok(const char *name, size_t len);
 
 /* The length of key's lease suffix after its last '/': a lease ID (not 0)
  * in 1 to 16 lowercase hex digits, or a negative one as Go's %x prints it

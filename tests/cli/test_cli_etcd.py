@@ -208,6 +208,17 @@ class EtcdCli(RunOnAStore, unittest.TestCase):
             p.communicate(timeout=20)
         self.assertEqual(p.returncode, 0)
 
+    def test_a_name_that_would_be_a_readers_or_writers_key_is_refused(self):
+        # NAME/read's keys are NAME's readers' by their layout: refused
+        # before anything is sent, alone or in a set (docs/backends.md)
+        for args in ([self.name + "/read"], [self.name + "/write"],
+                     ["-s", self.name + "/read/x"], [self.name, self.name + "/read"]):
+            r = self.dlock("run", *args, "--", "true")
+            self.assertEqual(r.returncode, 64, r.stderr)
+            self.assertIn("may not end in /read or /write", r.stderr)
+        r = self.dlock("run", self.name + "/reads", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_lost_lock_exits_75(self):
         p = self.spawn("run", "-t", "3s", self.name, "--", "sleep", "30")
         self.assertTrue(wait_until(lambda: self.dlock("status", self.name).returncode == 0))
