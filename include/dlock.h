@@ -1016,7 +1016,9 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  * need not keep identities itself. A shared lock's or semaphore's live
  * holders' identities are joined with "; " in the order their leases end
  * (the first 8, then "+N more"); dlock_client_holder_identity() reads one
- * of them. On etcd the cluster is node 0, the owner's key is read.
+ * of them. On etcd the cluster is node 0 and the holders' keys are read:
+ * the owner's, or the readers' (oldest first, as their leases' ends are
+ * not read) when readers hold.
  *
  * @param buf receives the identity, NUL-terminated and cut to fit: ""
  *            when the name is free on that node or its holder keeps none
@@ -1048,8 +1050,8 @@ dlock_client_identity(dlock_client *client, const char *name, size_t node, char 
  * @param len the size of @p buf, at least 1.
  * @return DLOCK_OK, DLOCK_EINVAL (NULL or empty token, NULL, bad name, node
  *         out of range, no buffer), DLOCK_ENOTSUP (an etcd:// client:
- *         dlock_client_identity() reads its oldest holder's, a writer's or
- *         the first reader's), DLOCK_EREFUSED (the
+ *         dlock_client_identity() reads its holders', a writer's or
+ *         every reader's joined), DLOCK_EREFUSED (the
  *         server refused HGET: an ACL, a foreign key), or the node's
  *         error. Thread-safe.
  */
