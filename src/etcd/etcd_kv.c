@@ -470,17 +470,8 @@ int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
 int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_len, int64_t rev,
                                   int64_t deadline_ns, dlock__errbuf *err)
 {
-    json_t *req = json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o}}], s:[]}", "compare", "key",
-                            b64(key, key_len), "target", "CREATE", "result", "EQUAL",
-                            "create_revision", i64(rev), "success", "request_delete_range",
-                            "key", b64(key, key_len), "failure");
-    json_t *rep = NULL;
-    int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, -1, err, NULL);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = json_is_true(json_object_get(rep, "succeeded")) ? DLOCK_OK : DLOCK_ENOTOWNER;
-    json_decref(rep);
-    return rc;
+    dlock__etcd_kv kv = {.key = (char *)key, .key_len = key_len, .create_rev = rev};
+    return dlock__etcd_delete_all_if_created(e, &kv, 1, deadline_ns, err);
 }
 
 int dlock__etcd_delete_all_if_created(dlock__etcd *e, const dlock__etcd_kv *kvs, size_t n,

@@ -114,12 +114,7 @@ static void a_fence_guards_a_newer_owner(void **state)
 
 static dlock_lock *rw_lock(const char *name, unsigned flags)
 {
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    o.ttl_ms = 10000;
-    o.flags = flags;
-    o.retry_min_ms = 10;
-    o.retry_max_ms = 100;
-    return test_lock_with(cl, name, &o);
+    return test_lock_new(cl, name, 10000, flags, 10, 100);
 }
 
 /* dlock.h: a break removes every hold, and removed counts a shared lock's
