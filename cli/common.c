@@ -403,6 +403,20 @@ int cli_open_client(cli_global *g, dlock_client **out)
     return cli_exit_for(rc, NULL, 0);
 }
 
+/* A usage error for a name etcd refuses (dlock_lock_new(): NAME/read's
+ * keys would be NAME's readers'), or 0 for any other. */
+static int etcd_role_name(const char *name)
+{
+    size_t len = strlen(name);
+    int bad = strstr(name, "/read/") || (len >= 5 && !strcmp(name + len - 5, "/read")) ||
+              (len >= 6 && !strcmp(name + len - 6, "/write"));
+    if (!client_etcd || !bad)
+        return 0;
+    return cli_usage_error(NULL, "\"%s\": on etcd a lock name may not end in /read or "
+                           "/write nor hold /read/ (another name's reader's or writer's keys: "
+                           "docs/backends.md)", name);
+}
+
 int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *lo,
                   dlock_lock **out)
 {
@@ -430,6 +444,8 @@ int cli_open_lock(dlock_client *c, const char *name, const dlock_lock_options *l
     if (rc == DLOCK_EINVAL) {
         if (!*name || strlen(name) > DLOCK_NAME_MAX)
             return cli_usage_error(NULL, "the lock name must be 1..%d bytes", DLOCK_NAME_MAX);
+        if ((rc = etcd_role_name(name)) != 0)
+            return rc;
         return cli_usage_error(NULL, "\"%s\": invalid lock options", name);
     }
     cli_msg("\"%s\": %s (%s)", name, dlock_strerror(rc), dlock_errname(rc));
@@ -505,6 +521,11 @@ int cli_open_lock_set(dlock_client *c, const char *const *names, size_t n,
             for (size_t j = i + 1; j < n; j++)
                 if (!strcmp(names[i], names[j]))
                     return cli_usage_error(NULL, "the name \"%s\" is given twice", names[i]);
+    }
+    for (size_t i = 0; rc == DLOCK_EINVAL && i < n; i++) {
+        int bad = etcd_role_name(names[i]);
+        if (bad)
+            return bad;
     }
     if (rc == DLOCK_EINVAL)
         return cli_usage_error(NULL, "every lock name must be 1..%d bytes", DLOCK_NAME_MAX);

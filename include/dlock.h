@@ -27,7 +27,10 @@
  * NAME/read/<ID> and NAME/write/<ID> in that line (etcd's recipe
  * RWMutex): a writer waits for every older key, a reader only for the
  * older keys that are not readers', so `etcdctl lock NAME` and readers
- * exclude each other too.
+ * exclude each other too. A lock name that ends in "/read" or "/write"
+ * or holds "/read/" is refused there (DLOCK_EINVAL): its keys would be
+ * another name's readers' or writers' (no key tells them apart), so a
+ * reader of NAME would not wait for a holder of NAME/read.
  *
  * A dlock_lock is a handle for one lock name, created from a client. It is
  * acquired, extended and released through the handle; the handle remembers
@@ -948,6 +951,11 @@ typedef struct dlock_node_status {
  * majority rule is the library's, as for an acquire). The client's
  * key_prefix applies, as for dlock_lock_new(). Inputs first, outputs last.
  *
+ * etcd: the fence is the owner's key's create revision; when readers
+ * hold, the oldest reader's key's (readers hold no fence themselves,
+ * dlock_lock_fence() is 0; every later grant's fence is larger), which
+ * dlock_client_break() takes as its guard.
+ *
  * @param n_nodes the length of @p nodes: at least dlock_client_node_count().
  * @param nodes   receives one entry per node.
  * @param summary receives the verdict; may be NULL.
@@ -1020,7 +1028,9 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  * need not keep identities itself. A shared lock's or semaphore's live
  * holders' identities are joined with "; " in the order their leases end
  * (the first 8, then "+N more"); dlock_client_holder_identity() reads one
- * of them. On etcd the cluster is node 0, the owner's key is read.
+ * of them. On etcd the cluster is node 0 and the holders' keys are read:
+ * the owner's, or the readers' (oldest first, as their leases' ends are
+ * not read) when readers hold.
  *
  * @param buf receives the identity, NUL-terminated and cut to fit: ""
  *            when the name is free on that node or its holder keeps none
@@ -1052,8 +1062,8 @@ dlock_client_identity(dlock_client *client, const char *name, size_t node, char 
  * @param len the size of @p buf, at least 1.
  * @return DLOCK_OK, DLOCK_EINVAL (NULL or empty token, NULL, bad name, node
  *         out of range, no buffer), DLOCK_ENOTSUP (an etcd:// client:
- *         dlock_client_identity() reads its oldest holder's, a writer's or
- *         the first reader's), DLOCK_EREFUSED (the
+ *         dlock_client_identity() reads its holders', a writer's or
+ *         every reader's joined), DLOCK_EREFUSED (the
  *         server refused HGET: an ACL, a foreign key), or the node's
  *         error. Thread-safe.
  */
@@ -1114,18 +1124,23 @@ typedef struct dlock_break_result {
  * (break.lua: TYPE, ZCOUNT, DEL, PUBLISH; a waiter's turn, the lock handed
  * to the head of the line and not yet taken, is not a hold and stays), on
  * every node of a Redlock; on
- * etcd the owner's key (the oldest under the name) is deleted if it is
- * still the owner's, so the next waiter in line takes the lock. A break
- * is no release: the broken holder's lock-delay stands (it may still be
- * writing; docs/lock-delay.md), on etcd until its companion lease lapses
- * (TTL + delay after the holder's last renewal at most).
+ * etcd the holders' keys as dlock_client_holders() finds them (the oldest
+ * under the name, or every reader before the oldest other key, up to 128
+ * in one transaction) are deleted if they are still theirs, so the next
+ * waiter in line takes the lock. A break is no release: the broken
+ * holder's lock-delay stands (it may still be writing; docs/lock-delay.md),
+ * on etcd until its companion lease lapses (TTL + delay after the holder's
+ * last renewal at most).
  *
  * @param fence  0: break whoever holds the name. Else the fencing token
  *               of the holder the caller looked at (dlock_client_status()'s
  *               fence): break only if no grant came since, so that a holder
  *               that took the lock meanwhile is not broken by mistake. A
  *               lock without a fencing counter (DLOCK_NO_FENCE) has fence 0
- *               and cannot be guarded this way.
+ *               and cannot be guarded this way. etcd: status's fence of a
+ *               name its readers hold (the oldest reader's key's create
+ *               revision) guards them: a writer that came later is not
+ *               broken.
  * @param result receives what was removed; may be NULL. Filled whenever
  *               the nodes were asked.
  * @return DLOCK_OK when the only node, or a majority of several, answered
@@ -1171,7 +1186,8 @@ typedef struct dlock_list_entry {
     /** Waiters known to the servers: the waiter list plus the fair queue
      *  (the most over the nodes). */
     size_t waiters;
-    uint64_t fence;        /**< last fencing token granted (the highest) */
+    uint64_t fence;        /**< last fencing token granted (the highest; etcd: as
+                                dlock_client_status() says, readers too) */
     size_t held_on;        /**< nodes where the name is held */
     size_t nodes;          /**< nodes of the client */
     size_t quorum;         /**< nodes needed for a majority */
@@ -1313,7 +1329,10 @@ enum dlock_lock_flags {
      *  with DLOCK_FAIR (DLOCK_ENOTSUP). etcd: a key NAME/write/<ID> that
      *  waits for every older key, as a plain lock's; its fence is the
      *  key's create revision. A plain lock there excludes readers too
-     *  (`dlock run` takes it by default on etcd). */
+     *  (`dlock run` takes it by default on etcd); its key is another
+     *  (NAME/<ID>), so an owner's reentrant plain lock and its reentrant
+     *  reader or writer of one name refuse each other (DLOCK_EINVAL, as an
+     *  upgrade), as on Redis (DLOCK_EWRONGTYPE there). */
     DLOCK_EXCLUSIVE = 1u << 5
 };
 
@@ -1461,7 +1480,8 @@ static inline dlock_lock_options dlock__lock_options_defaults(void)
  *         DLOCK_LOCK_DELAY_MAX_MS, DLOCK_SHARED with DLOCK_EXCLUSIVE; on
  *         zk://, a key that is no ZooKeeper path: an empty, "." or ".."
  *         segment, a trailing "/", or longer than the backend's path
- *         limit),
+ *         limit; on etcd://, a name that ends in "/read" or "/write" or
+ *         holds "/read/": another name's reader's or writer's keys),
  *         DLOCK_ENOTSUP (DLOCK_FAIR on several nodes or with
  *         DLOCK_REENTRANT, DLOCK_SHARED or DLOCK_EXCLUSIVE; a semaphore
  *         over several nodes; lock_delay_ms on ZooKeeper),

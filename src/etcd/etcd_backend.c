@@ -122,6 +122,8 @@ static const dlock__renewal_ops etcd_renewal_ops = {
 static int lock_init(dlock_lock *l)
 {
     struct dlock__etcd_client *ec = EC(l->client);
+    if (!dlock__etcd_name_ok(l->name + l->prefix_len, l->name_len - l->prefix_len))
+        return DLOCK_EINVAL; /* NAME/read, NAME/write: another name's keys */
     struct dlock__etcd_lockdata *d = dlock__calloc(1, sizeof *d);
     if (!d || dlock__etcd_name_init(&d->range, l->name, l->name_len) != DLOCK_OK) {
         dlock__free(d);
@@ -232,9 +234,10 @@ static shared_hold *reentrant_find(dlock_lock *l)
     return found;
 }
 
-/* Reentrant: does the owner hold this name on the other side of a
- * read-write lock (through another handle)? Then an acquire would wait
- * for the owner itself: upgrade and downgrade are refused, as on Redis. */
+/* Reentrant: does the owner hold this name in another mode (through
+ * another handle): a reader and a writer, or either and a plain lock?
+ * Then an acquire would wait for the owner itself (their keys differ):
+ * upgrade and downgrade are refused, as on Redis. */
 static int reentrant_crossed(dlock_lock *l)
 {
     struct dlock__etcd_client *ec = LD(l)->ec;

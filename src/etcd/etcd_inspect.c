@@ -41,8 +41,10 @@ static int node_status(struct dlock__etcd_client *ec, const char *key, size_t le
     dlock__etcd_holding h;
     int rc = dlock__etcd_holding_read(ec->e, key, len, &h);
     int held = rc == DLOCK_OK && h.count > 0;
+    /* the fence: the oldest holder's create revision, a reader's too
+     * (readers hold none themselves): what a guarded break compares */
     *out = (dlock_node_status){rc, held, held ? lease_left_ms(ec, holder_kv(&h, 0)) : -1,
-                               held && !h.shared ? (uint64_t)h.writer.create_rev : 0};
+                               held ? (uint64_t)holder_kv(&h, 0)->create_rev : 0};
     dlock__etcd_holding_clear(&h);
     return rc;
 }
@@ -97,16 +99,86 @@ int dlock__etcd_holders(dlock_client *c, const char *key, size_t klen, size_t no
     return rc;
 }
 
+/* Identities listed for readers, then "+N more" (as Redis's status.lua). */
+#define IDENT_LISTED 8
+
+/* Append one identity (len bytes) to buf (cap bytes, NUL-terminated so
+ * far at *at), "; " between, cut to fit. */
+static void join(char *buf, size_t cap, size_t *at, const char *id, size_t len)
+{
+    if (*at && *at + 2 < cap) {
+        memcpy(buf + *at, "; ", 2);
+        *at += 2;
+    }
+    size_t n = len < cap - 1 - *at ? len : cap - 1 - *at;
+    memcpy(buf + *at, id, n);
+    *at += n;
+    buf[*at] = '\0';
+}
+
+static int by_create_rev(const void *a, const void *b)
+{
+    const dlock__etcd_kv *x = a, *y = b;
+    return (x->create_rev > y->create_rev) - (x->create_rev < y->create_rev);
+}
+
+/* The readers' identities, oldest first: one page of the readers' keys
+ * with their values ([KEY/read/, KEY/read0)), the holders among them
+ * (created no later than the last holder h read). */
+static int readers_identity(struct dlock__etcd_client *ec, const char *key, size_t klen,
+                            const dlock__etcd_holding *h, char *buf, size_t len)
+{
+    dlock__etcd_name range;
+    int rc = dlock__etcd_name_init(&range, key, klen);
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_name_role(&range, DLOCK_SHARED); /* the readers' gap */
+    dlock__etcd_kv *kvs = NULL;
+    size_t n = 0, at = 0, listed = 0;
+    int more = 0;
+    if (rc == DLOCK_OK)
+        rc = dlock__etcd_range_page(ec->e, range.gap_begin, range.gap_len, range.gap_end,
+                                    range.gap_len, 1000, &kvs, &n, &more,
+                                    dlock__etcd_call_deadline(ec->e), NULL);
+    if (n > 1)
+        qsort(kvs, n, sizeof *kvs, by_create_rev);
+    int64_t last = h->readers[h->count - 1].create_rev;
+    for (size_t i = 0; i < n && kvs[i].create_rev <= last && listed < IDENT_LISTED; i++) {
+        size_t idlen = 0;
+        const char *id = dlock__etcd_kv_identity(&kvs[i], &idlen);
+        listed++;
+        if (id)
+            join(buf, len, &at, id, idlen);
+    }
+    if (at && h->count > IDENT_LISTED) {
+        char tail[32];
+        int m = snprintf(tail, sizeof tail, "+%zu more", h->count - IDENT_LISTED);
+        join(buf, len, &at, tail, (size_t)m);
+    }
+    for (size_t i = 0; i < n; i++)
+        dlock__etcd_kv_clear(&kvs[i]);
+    dlock__free(kvs);
+    dlock__etcd_name_clear(&range);
+    return rc;
+}
+
 int dlock__etcd_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
                          size_t len)
 {
     (void)node; /* the cluster is one node */
+    dlock__etcd_holding h;
+    int rc = dlock__etcd_holding_read(EC(c)->e, key, klen, &h);
+    buf[0] = '\0';
+    if (rc == DLOCK_OK && h.shared)
+        rc = readers_identity(EC(c), key, klen, &h, buf, len);
+    dlock__etcd_holding_clear(&h);
+    if (rc != DLOCK_OK || buf[0])
+        return rc;
     dlock__etcd_name range;
     if (dlock__etcd_name_init(&range, key, klen) != DLOCK_OK)
         return DLOCK_ENOMEM;
     dlock__etcd_kv first;
-    int rc = dlock__etcd_first_value(EC(c)->e, range.begin, range.len, range.end, range.len,
-                                     &first, dlock__etcd_call_deadline(EC(c)->e), NULL);
+    rc = dlock__etcd_first_value(EC(c)->e, range.begin, range.len, range.end, range.len,
+                                 &first, dlock__etcd_call_deadline(EC(c)->e), NULL);
     size_t idlen = 0;
     const char *id = rc == DLOCK_OK ? dlock__etcd_kv_identity(&first, &idlen) : NULL;
     if (id) {
@@ -122,18 +194,16 @@ int dlock__etcd_identity(dlock_client *c, const char *key, size_t klen, size_t n
 int dlock__etcd_break_holds(dlock_client *c, const char *key, size_t klen, uint64_t fence,
                             dlock_break_result *out)
 {
-    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, 1, 1};
-    dlock__etcd_name range;
-    if (dlock__etcd_name_init(&range, key, klen) != DLOCK_OK)
-        return DLOCK_ENOMEM;
-    int removed = 0;
+    size_t removed = 0;
+    int shared = 0;
     uint64_t owner_fence = 0;
-    int rc = dlock__etcd_break(EC(c)->e, &range, fence, &removed, &owner_fence, NULL);
-    dlock__etcd_name_clear(&range);
+    int rc = dlock__etcd_break(EC(c)->e, key, klen, fence, &removed, &shared, &owner_fence, NULL);
+    dlock_hold_mode mode = !removed ? DLOCK_HOLD_FREE
+                           : shared ? DLOCK_HOLD_SHARED
+                                    : DLOCK_HOLD_EXCLUSIVE;
+    *out = (dlock_break_result){0, DLOCK_HOLD_FREE, 0, 0, 0, 1, 1};
     if (rc == DLOCK_OK || rc == DLOCK_ENOTOWNER)
-        *out = (dlock_break_result){(size_t)removed,
-                                    removed ? DLOCK_HOLD_EXCLUSIVE : DLOCK_HOLD_FREE, owner_fence,
-                                    (size_t)removed, 1, 1, 1};
+        *out = (dlock_break_result){removed, mode, owner_fence, (size_t)(removed > 0), 1, 1, 1};
     return rc;
 }
 

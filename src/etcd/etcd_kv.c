@@ -470,10 +470,29 @@ int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
 int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_len, int64_t rev,
                                   int64_t deadline_ns, dlock__errbuf *err)
 {
-    json_t *req = json_pack("{s:[{s:o, s:s, s:s, s:o}], s:[{s:{s:o}}], s:[]}", "compare", "key",
-                            b64(key, key_len), "target", "CREATE", "result", "EQUAL",
-                            "create_revision", i64(rev), "success", "request_delete_range",
-                            "key", b64(key, key_len), "failure");
+    dlock__etcd_kv kv = {.key = (char *)key, .key_len = key_len, .create_rev = rev};
+    return dlock__etcd_delete_all_if_created(e, &kv, 1, deadline_ns, err);
+}
+
+int dlock__etcd_delete_all_if_created(dlock__etcd *e, const dlock__etcd_kv *kvs, size_t n,
+                                      int64_t deadline_ns, dlock__errbuf *err)
+{
+    /* One transaction: every key goes, or none (one made again or gone
+     * since the read fails its compare). */
+    json_t *req = json_pack("{s:[], s:[], s:[]}", "compare", "success", "failure");
+    json_t *cmp = req ? json_object_get(req, "compare") : NULL;
+    json_t *ops = req ? json_object_get(req, "success") : NULL;
+    for (size_t i = 0; req && i < n; i++) {
+        if (json_array_append_new(cmp, json_pack("{s:o, s:s, s:s, s:o}", "key",
+                                                 b64(kvs[i].key, kvs[i].key_len), "target",
+                                                 "CREATE", "result", "EQUAL", "create_revision",
+                                                 i64(kvs[i].create_rev))) ||
+            json_array_append_new(ops, json_pack("{s:{s:o}}", "request_delete_range", "key",
+                                                 b64(kvs[i].key, kvs[i].key_len)))) {
+            json_decref(req);
+            req = NULL;
+        }
+    }
     json_t *rep = NULL;
     int rc = post(e, "/v3/kv/txn", req, &rep, deadline_ns, -1, err, NULL);
     if (rc != DLOCK_OK)

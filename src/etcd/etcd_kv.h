@@ -178,6 +178,13 @@ int dlock__etcd_range_page(dlock__etcd *e, const char *begin, size_t begin_len,
 int dlock__etcd_delete_if_created(dlock__etcd *e, const char *key, size_t key_len, int64_t rev,
                                   int64_t deadline_ns, dlock__errbuf *err);
 
+/* The same for n keys at once, in one transaction (a compare per key):
+ * all of them go, or none (DLOCK_ENOTOWNER: one was gone or made again).
+ * etcd caps a transaction's operations (--max-txn-ops, 128 by default):
+ * n is at most that. */
+int dlock__etcd_delete_all_if_created(dlock__etcd *e, const dlock__etcd_kv *kvs, size_t n,
+                                      int64_t deadline_ns, dlock__errbuf *err);
+
 /* Delete key if it is still on lease (a hold on a session, whose lease
  * is not the hold's to revoke: etcd_session.h): its body, and what the
  * reply says: DLOCK_OK, or DLOCK_EEXPIRED when the key is gone or on

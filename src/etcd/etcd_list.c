@@ -16,7 +16,8 @@
  * acquire waits for it and status reports it: it is counted as the
  * owner (the oldest) or a waiter of a name that holds a locker's key,
  * and a name with none of those is not listed. A read-write lock's keys
- * (NAME/read/<ID>, NAME/write/<ID>) are listed under NAME; a name whose
+ * (NAME/read/<ID>, NAME/write/<ID>) are listed under NAME, the recipe
+ * RWMutex's own too (NAME/write/<UnixNano in decimal>); a name whose
  * owner is a reader's key is shared, its holders read as status reads
  * them (one more request: etcd_lock.h, holding). */
 #include <fnmatch.h>
@@ -96,8 +97,8 @@ static int ends_in(const char *name, size_t len, const char *role)
  * last '/', whose line ([NAME/, NAME0)) holds the key; 0 when none. A
  * reader's or writer's key of a read-write lock (NAME/read/<ID>,
  * NAME/write/<ID>: etcd_lock.h) is NAME's, not "NAME/read"'s; *reads
- * says it is a reader's. */
-static size_t name_len(const list_state *st, const dlock__etcd_kv *kv, int *reads)
+ * says it is a reader's, *role either. */
+static size_t name_len(const list_state *st, const dlock__etcd_kv *kv, int *reads, int *role)
 {
     size_t len = kv->key_len;
     while (len > st->plen && kv->key[len - 1] != '/')
@@ -105,11 +106,24 @@ static size_t name_len(const list_state *st, const dlock__etcd_kv *kv, int *read
     len = len > st->plen + 1 ? len - 1 - st->plen : 0;
     const char *name = kv->key + st->plen;
     *reads = ends_in(name, len, "read");
+    *role = *reads || ends_in(name, len, "write");
     if (*reads)
         len -= sizeof "/read" - 1;
-    else if (ends_in(name, len, "write"))
+    else if (*role)
         len -= sizeof "/write" - 1;
     return len;
+}
+
+/* 1 if a reader's or writer's key ends in the recipe RWMutex's own
+ * suffix: time.Now().UnixNano() in decimal (19 digits today; 1 to 20
+ * taken), not a lease ID, but a locker's key all the same. */
+static int recipe_suffix(const dlock__etcd_kv *kv)
+{
+    size_t n = 0;
+    while (n < kv->key_len && kv->key[kv->key_len - 1 - n] >= '0' &&
+           kv->key[kv->key_len - 1 - n] <= '9')
+        n++;
+    return n > 0 && n <= 20 && n < kv->key_len && kv->key[kv->key_len - 1 - n] == '/';
 }
 
 /* Add the key's name (or count the key into the last record). A name's
@@ -118,11 +132,12 @@ static size_t name_len(const list_state *st, const dlock__etcd_kv *kv, int *read
  * name after the walk. */
 static int take_key(list_state *st, const dlock__etcd_kv *kv)
 {
-    int reads = 0;
-    size_t len = name_len(st, kv, &reads);
+    int reads = 0, role = 0;
+    size_t len = name_len(st, kv, &reads, &role);
     if (!len)
         return DLOCK_OK; /* in no name's line */
-    int locker = dlock__etcd_key_suffix_len(kv->key, kv->key_len) != 0;
+    int locker = dlock__etcd_key_suffix_len(kv->key, kv->key_len) != 0 ||
+                 (role && recipe_suffix(kv));
     const char *name = kv->key + st->plen;
     if (memchr(name, '\0', len))
         return DLOCK_OK; /* names hold no NUL (an older dlock's key) */
@@ -257,11 +272,10 @@ static int report(dlock__etcd *e, const list_state *st, const rec *r, dlock_list
     size_t holders = r->reads ? readers(e, st, r) : 1;
     if (holders > r->keys)
         holders = r->keys; /* read later than the walk */
-    /* readers hold no fence */
+    /* the oldest holder's create revision, a reader's too, as status's */
     dlock_list_entry en = {DLOCK_LIST_ENTRY_VERSION, r->name, DLOCK_STATUS_HELD,
                            r->reads ? DLOCK_HOLD_SHARED : DLOCK_HOLD_EXCLUSIVE, 0, holders, ttl,
-                           r->keys - holders, r->reads ? 0 : (uint64_t)r->first_rev, 1, 1, 1,
-                           r->identity};
+                           r->keys - holders, (uint64_t)r->first_rev, 1, 1, 1, r->identity};
     return cb(arg, &en) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 

@@ -132,13 +132,37 @@ int dlock__etcd_key_is_waiter(const dlock__etcd_name *name, const char *key, siz
 
 int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key, size_t key_len)
 {
-    if (!name->role_len)
-        return 0; /* a plain lock or a semaphore: no other side */
+    /* A plain lock's (or a semaphore's) key, a reader's, a writer's: no
+     * name ends in /read or /write, nor holds /read/ (dlock__etcd_name_ok),
+     * so a key of ours is one of these for one name only. */
+    static const char *const roles[] = {"", "read/", "write/"};
     dlock__etcd_name other = *name;
-    int reads = name->gap_begin != NULL;
-    other.role = reads ? "write/" : "read/";
-    other.role_len = strlen(other.role);
-    return dlock__etcd_key_is_waiter(&other, key, key_len);
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        if (strcmp(roles[i], name->role) == 0)
+            continue;
+        other.role = roles[i];
+        other.role_len = strlen(roles[i]);
+        if (dlock__etcd_key_is_waiter(&other, key, key_len))
+            return 1;
+    }
+    return 0;
+}
+
+/* 1 if the len bytes at s end in the text end (NUL-terminated). */
+static int ends_with(const char *s, size_t len, const char *end)
+{
+    size_t n = strlen(end);
+    return len >= n && memcmp(s + len - n, end, n) == 0;
+}
+
+int dlock__etcd_name_ok(const char *name, size_t len)
+{
+    if (ends_with(name, len, "/read") || ends_with(name, len, "/write"))
+        return 0;
+    for (size_t i = 0; i + 6 <= len; i++)
+        if (memcmp(name + i, "/read/", 6) == 0)
+            return 0;
+    return 1;
 }
 
 /* A lowercase hex digit's value, or -1 (Go's %x writes lowercase). */
@@ -233,39 +257,52 @@ int dlock__etcd_peek(dlock__etcd *e, const dlock__etcd_name *name, int *held,
     return rc;
 }
 
-int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, uint64_t if_fence,
-                      int *removed, uint64_t *fence, dlock__errbuf *err)
+/* Keys deleted per transaction by a break: etcd's default cap on a
+ * transaction's operations (--max-txn-ops). */
+#define BREAK_TXN_KEYS 128
+
+int dlock__etcd_break(dlock__etcd *e, const char *key, size_t len, uint64_t if_fence,
+                      size_t *removed, int *shared, uint64_t *fence, dlock__errbuf *err)
 {
     *removed = 0;
+    *shared = 0;
     *fence = 0;
-    /* The owner may change between the read and the delete (it released,
-     * its lease ended): then the new owner is read and broken, a few times
-     * at most. */
-    for (int tries = 0; tries < 3; tries++) {
-        dlock__etcd_kv first;
-        int rc = dlock__etcd_first(e, name->begin, name->len, name->end, name->len, &first,
-                                   step_deadline(e, 0), err);
-        if (rc != DLOCK_OK || !first.key) {
-            dlock__etcd_kv_clear(&first);
+    /* The holders may change between the read and the delete (one
+     * released, its lease ended): then they are read again and broken, a
+     * few times at most; the guard is checked at each read until some are
+     * gone. Readers go BREAK_TXN_KEYS at a time, each batch whole or not
+     * at all, until a read finds none left of the holders broken (a
+     * writer that got in after them is not theirs: it stays). */
+    for (int tries = 0; tries < 3;) {
+        dlock__etcd_holding h;
+        int rc = dlock__etcd_holding_read(e, key, len, &h);
+        if (rc != DLOCK_OK || !h.count || (*removed && !h.shared)) {
+            dlock__etcd_holding_clear(&h);
             return rc;
         }
-        if (if_fence && (uint64_t)first.create_rev != if_fence) {
-            *fence = (uint64_t)first.create_rev; /* another owner than the one asked for */
-            dlock__etcd_kv_clear(&first);
-            return DLOCK_ENOTOWNER;
+        const dlock__etcd_kv *held = h.shared ? h.readers : &h.writer;
+        if (!*removed) {
+            *fence = (uint64_t)held->create_rev; /* the oldest holder's: status's */
+            *shared = h.shared;
+            if (if_fence && *fence != if_fence) { /* other holders than the ones asked for */
+                dlock__etcd_holding_clear(&h);
+                return DLOCK_ENOTOWNER;
+            }
         }
-        rc = dlock__etcd_delete_if_created(e, first.key, first.key_len, first.create_rev,
-                                           step_deadline(e, 0), err);
-        if (rc != DLOCK_ENOTOWNER || if_fence) { /* that owner's key, or gone: done */
-            *removed = rc == DLOCK_OK;
-            *fence = (uint64_t)first.create_rev;
-            dlock__etcd_kv_clear(&first);
-            return rc == DLOCK_ENOTOWNER ? DLOCK_OK : rc;
-        }
-        dlock__etcd_kv_clear(&first);
+        size_t n = h.count < BREAK_TXN_KEYS ? h.count : BREAK_TXN_KEYS;
+        int more = h.count > n;
+        rc = dlock__etcd_delete_all_if_created(e, held, n, step_deadline(e, 0), err);
+        dlock__etcd_holding_clear(&h);
+        if (rc == DLOCK_OK)
+            *removed += n;
+        if (rc == DLOCK_OK && !more)
+            return DLOCK_OK;
+        if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER)
+            return rc;
+        tries += rc != DLOCK_OK;
     }
     if (err)
-        dlock__err_set(err, "etcd: the owner kept changing; try again");
+        dlock__err_set(err, "etcd: the holders kept changing; try again");
     return DLOCK_EBUSY;
 }
 

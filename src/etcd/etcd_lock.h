@@ -98,10 +98,20 @@ int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, i
  * a plain lock's and etcdctl's are, not a key on a session. */
 int dlock__etcd_key_names_lease(const char *key, size_t key_len, int64_t lease);
 
-/* 1 if key is a waiter key of name in the other role of a read-write
- * lock (a writer's when name's role is a reader's, and the reverse). */
+/* 1 if key is a waiter key of name in another role than name's: a
+ * plain lock's, a reader's or a writer's (an owner's reentrant holds of
+ * one name in two modes, which would wait for each other). */
 int dlock__etcd_key_in_other_role(const dlock__etcd_name *name, const char *key,
                                   size_t key_len);
+
+/* 0 if a lock may not be named name (len bytes, the client's prefix
+ * left out) on etcd: a name that ends in /read or /write, or holds
+ * /read/. Its keys would read as another name's reader's or writer's
+ * (NAME/read/<ID>, NAME/write/<ID>), and no key tells which: a reader of
+ * NAME would not wait for NAME/read's holders (they are in its gap), and
+ * NAME's readers and writers would keep NAME/read and NAME/write busy.
+ * 1 otherwise. */
+int dlock__etcd_name_ok(const char *name, size_t len);
 
 /* The length of key's lease suffix after its last '/': a lease ID (not 0)
  * in 1 to 16 lowercase hex digits, or a negative one as Go's %x prints it
@@ -167,13 +177,17 @@ void dlock__etcd_holding_clear(dlock__etcd_holding *h);
 /* Seconds of lease for a TTL in ms (rounded up; at least 1). */
 int64_t dlock__etcd_ttl_s(int64_t ttl_ms);
 
-/* dlock_client_break(): delete the owner's key (the oldest under the
- * name) if it is still that owner's, so the next waiter takes the lock.
- * *removed 1 and *fence its create revision when one was deleted; 0 when
- * the name was free. if_fence not 0: only the owner whose key has that
- * create revision, else DLOCK_ENOTOWNER (*fence: the owner's) and nothing
- * is deleted. DLOCK_EBUSY if the owner changed at every try. */
-int dlock__etcd_break(dlock__etcd *e, const dlock__etcd_name *name, uint64_t if_fence,
-                      int *removed, uint64_t *fence, dlock__errbuf *err);
+/* dlock_client_break() of the lock at key (the client's prefix + the
+ * name): delete its holders' keys as dlock__etcd_holding_read() finds
+ * them (the oldest key when it is not a reader's; else every reader
+ * before the oldest other key, *shared 1), each only if it is still the
+ * same key (its create revision), so the next waiter takes the lock.
+ * *removed: how many went (0: the name was free); *fence: the oldest
+ * holder's create revision (status's fence, readers' too). if_fence not
+ * 0: only when the oldest holder's create revision is if_fence, else
+ * DLOCK_ENOTOWNER (*fence: the holder's now) and nothing is deleted.
+ * DLOCK_EBUSY if the holders changed at every try. */
+int dlock__etcd_break(dlock__etcd *e, const char *key, size_t len, uint64_t if_fence,
+                      size_t *removed, int *shared, uint64_t *fence, dlock__errbuf *err);
 
 #endif

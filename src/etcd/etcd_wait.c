@@ -42,9 +42,9 @@ static int get_in_line(dlock__etcd_wait *w)
 {
     int started = 0, rc = DLOCK_OK;
     if ((w->l->opts.flags & DLOCK_REENTRANT) && dlock__etcd_reentrant_crossed(w->l)) {
-        dlock__err_set(&w->l->err, "this owner (client x thread) holds \"%s\" on the other "
-                       "side through another handle (upgrade and downgrade are not "
-                       "offered: release first)", w->l->name);
+        dlock__err_set(&w->l->err, "this owner (client x thread) holds \"%s\" in another "
+                       "mode (plain, shared, exclusive) through another handle (upgrade and "
+                       "downgrade are not offered: release first)", w->l->name);
         return DLOCK_EINVAL; /* not a wait for itself */
     }
     if (w->l->opts.flags & DLOCK_REENTRANT)

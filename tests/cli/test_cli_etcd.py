@@ -200,8 +200,13 @@ class EtcdCli(RunOnAStore, unittest.TestCase):
                 self.assertEqual(r.returncode, 1, r.stderr)
             r = self.dlock("list", "--json", self.name)
             got = json.loads(r.stdout)
-            self.assertEqual([(e["name"], e["mode"], e["holders"], e["fence"]) for e in got],
-                             [(self.name, "shared", 1, 0)])
+            self.assertEqual([(e["name"], e["mode"], e["holders"]) for e in got],
+                             [(self.name, "shared", 1)])
+            # readers hold no fence; shown is the reader's key's create
+            # revision, the guard `dlock break` takes (as status shows it)
+            r = self.dlock("status", "--json", self.name)
+            self.assertGreater(got[0]["fence"], 0)
+            self.assertEqual(json.loads(r.stdout)["nodes"][0]["fence"], got[0]["fence"], r.stdout)
             r = self.dlock("run", "-x", "-w", "10s", self.name, "--", "sh", "-c",
                            'echo "$DLOCK_TOKEN"')
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -209,6 +214,17 @@ class EtcdCli(RunOnAStore, unittest.TestCase):
         finally:
             p.communicate(timeout=20)
         self.assertEqual(p.returncode, 0)
+
+    def test_a_name_that_would_be_a_readers_or_writers_key_is_refused(self):
+        # NAME/read's keys are NAME's readers' by their layout: refused
+        # before anything is sent, alone or in a set (docs/backends.md)
+        for args in ([self.name + "/read"], [self.name + "/write"],
+                     ["-s", self.name + "/read/x"], [self.name, self.name + "/read"]):
+            r = self.dlock("run", *args, "--", "true")
+            self.assertEqual(r.returncode, 64, r.stderr)
+            self.assertIn("may not end in /read or /write", r.stderr)
+        r = self.dlock("run", self.name + "/reads", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_lost_lock_exits_75(self):
         p = self.spawn("run", "-t", "3s", self.name, "--", "sleep", "30")

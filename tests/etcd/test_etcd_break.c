@@ -2,7 +2,10 @@
 /* dlock_client_break() on an etcd:// client against a real etcd member:
  * the owner's key goes, the next waiter in line takes the lock with a
  * larger fence, the broken holder is told at its next renewal (on_lost,
- * DLOCK_LOST_NOT_OWNER), and a free name is left as it is. */
+ * DLOCK_LOST_NOT_OWNER), and a free name is left as it is. A name its
+ * readers hold loses every reader at once, and the guard status shows
+ * for it (what `dlock break` passes on) spares a writer that came
+ * later. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,6 +112,79 @@ static void a_fence_guards_a_newer_owner(void **state)
     dlock_lock_free(old);
 }
 
+static dlock_lock *rw_lock(const char *name, unsigned flags)
+{
+    return test_lock_new(cl, name, 10000, flags, 10, 100);
+}
+
+/* dlock.h: a break removes every hold, and removed counts a shared lock's
+ * live holders. Two readers hold, a writer waits behind them: both
+ * readers go in one break (DLOCK_HOLD_SHARED, 2), and the writer gets in
+ * long before their leases end. */
+static void a_break_removes_every_reader(void **state)
+{
+    (void)state;
+    const char *name = "brk-readers";
+    dlock_lock *r1 = rw_lock(name, DLOCK_SHARED), *r2 = rw_lock(name, DLOCK_SHARED);
+    waiter w = {rw_lock(name, DLOCK_EXCLUSIVE), -1};
+    assert_int_equal(dlock_lock_acquire(r1, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r2, 0), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
+    test_sleep_ms(300); /* in line behind both readers */
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, name, 0, &res), DLOCK_OK);
+    assert_int_equal(res.mode, DLOCK_HOLD_SHARED);
+    assert_int_equal(res.removed, 2);
+    int64_t t0 = test_now_ms();
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(test_now_ms() - t0 < 3000); /* not the readers' 10 s leases */
+    assert_true(dlock_lock_fence(w.l) > res.fence);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    (void)dlock_lock_release(r1); /* its lease, without the key */
+    (void)dlock_lock_release(r2);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w.l);
+}
+
+/* `dlock break` shows status's fence and passes it on as the guard
+ * (cli/break.c): for a name its readers hold that is the oldest reader's
+ * key's create revision (not 0, which would break whoever holds it). The
+ * readers leave and a writer takes the lock before the answer: the
+ * writer is not broken. With the guard of the readers still there, they
+ * are. */
+static void a_guarded_break_of_readers_spares_a_later_writer(void **state)
+{
+    (void)state;
+    const char *name = "brk-guard";
+    dlock_lock *r = rw_lock(name, DLOCK_SHARED), *w = rw_lock(name, DLOCK_EXCLUSIVE);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(r), 0); /* a reader holds no fence */
+    dlock_lock_status st;
+    dlock_node_status ns;
+    assert_int_equal(dlock_client_status(cl, name, 1, &ns, &st), DLOCK_OK);
+    uint64_t seen = ns.fence;
+    assert_true(seen > 0);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(cl, name, seen, &res), DLOCK_ENOTOWNER);
+    assert_int_equal(res.removed, 0);
+    assert_int_equal(res.fence, dlock_lock_fence(w));
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK); /* still its */
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_client_status(cl, name, 1, &ns, &st), DLOCK_OK);
+    assert_int_equal(dlock_client_break(cl, name, ns.fence, &res), DLOCK_OK);
+    assert_int_equal(res.removed, 1);
+    assert_int_equal(res.mode, DLOCK_HOLD_SHARED);
+    assert_int_equal(res.fence, ns.fence);
+    (void)dlock_lock_release(r);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+}
+
 static void a_free_name_is_left_alone(void **state)
 {
     (void)state;
@@ -126,6 +202,8 @@ int main(void)
         cmocka_unit_test(the_next_in_line_takes_the_broken_lock),
         cmocka_unit_test(a_fence_guards_a_newer_owner),
         cmocka_unit_test(a_free_name_is_left_alone),
+        cmocka_unit_test(a_break_removes_every_reader),
+        cmocka_unit_test(a_guarded_break_of_readers_spares_a_later_writer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -67,10 +67,47 @@ static void the_owners_key_carries_its_identity_until_release(void **state)
     dlock_lock_free(w);
 }
 
+/* A shared lock's holders' identities are joined with "; " (dlock.h):
+ * on etcd every reader's before the oldest other key, oldest first (a
+ * reader that keeps none adds nothing). */
+static void the_readers_identities_are_joined(void **state)
+{
+    (void)state;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = 5000;
+    o.flags = DLOCK_SHARED;
+    dlock_lock *a = test_lock_with(with_id, "eid:r", &o), *b = test_lock_with(off, "eid:r", &o);
+    const char *url = srv.url;
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.identity = 1;
+    co.identity_text = "reader-B";
+    dlock_client *cb = NULL;
+    assert_int_equal(dlock_client_new(&cb, &url, 1, &co, NULL, 0), DLOCK_OK);
+    dlock_lock *c = test_lock_with(cb, "eid:r", &o);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, 0), DLOCK_OK); /* keeps none */
+    assert_int_equal(dlock_lock_acquire(c, 0), DLOCK_OK);
+    const char *id = seen("eid:r");
+    assert_true(strncmp(id, "etcd-job 7 since=", 17) == 0);
+    const char *sep = strstr(id, "; ");
+    assert_non_null(sep);
+    assert_true(strncmp(sep + 2, "reader-B since=", 15) == 0);
+    assert_null(strstr(sep + 2, "; "));
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_true(strncmp(seen("eid:r"), "reader-B since=", 15) == 0);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(c), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(c);
+    dlock_client_free(cb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_owners_key_carries_its_identity_until_release),
+        cmocka_unit_test(the_readers_identities_are_joined),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -277,12 +277,43 @@ static void a_name_across_range_pages_is_listed_once(void **state)
     dlock__etcd_free(e);
 }
 
+/* The recipe RWMutex's own keys (NAME/write/<UnixNano>, NAME/read/<...>:
+ * 19 decimal digits, no lease ID) hold the name for the wait and for
+ * status; list shows the name as well, as it shows dlock's writer and
+ * readers. A decimal suffix elsewhere is still nobody's lock. */
+static void a_name_the_recipes_keys_hold_is_listed(void **state)
+{
+    (void)state;
+    dlock__etcd *e = raw_client();
+    const char *w = "app:rgo-w/write/1732900000000000000";
+    const char *r = "app:rgo-r/read/1732900000000000001";
+    const char *other = "app:rgo-n/1732900000000000002";
+    put_key(e, w, strlen(w), 0);
+    put_key(e, r, strlen(r), 0);
+    put_key(e, other, strlen(other), 0);
+    dlock_lock_status st;
+    dlock_node_status ns;
+    assert_int_equal(dlock_client_status(cl, "rgo-w", 1, &ns, &st), DLOCK_OK);
+    assert_true(ns.held); /* status sees it */
+    seen s = {0};
+    assert_int_equal(dlock_client_list(cl, "rgo-*", on_entry, &s), DLOCK_OK);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.name[0], "rgo-r");
+    assert_int_equal(s.e[0].mode, DLOCK_HOLD_SHARED);
+    assert_int_equal(s.e[0].holders, 1);
+    assert_string_equal(s.name[1], "rgo-w");
+    assert_int_equal(s.e[1].mode, DLOCK_HOLD_EXCLUSIVE);
+    assert_int_equal(s.e[1].fence, ns.fence);
+    dlock__etcd_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names_come_in_order_with_fence_ttl_and_waiters),
         cmocka_unit_test(the_owners_identity_is_listed),
         cmocka_unit_test(a_name_across_range_pages_is_listed_once),
+        cmocka_unit_test(a_name_the_recipes_keys_hold_is_listed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -144,6 +144,65 @@ static void upgrade_and_downgrade_are_refused_not_waited_for(void **state)
     dlock_lock_free(w);
 }
 
+/* A reentrant plain lock of an owner that holds the name as a reentrant
+ * reader or writer (another key: NAME/<ID>, not NAME/read/<ID> nor
+ * NAME/write/<ID>) would wait for that owner's own key: refused at once,
+ * as an upgrade is, and the reverse too. */
+static void a_reentrant_plain_lock_and_a_reader_or_writer_refuse_each_other(void **state)
+{
+    (void)state;
+    const char *name = "rw-p";
+    unsigned sides[] = {DLOCK_SHARED, DLOCK_EXCLUSIVE};
+    for (size_t i = 0; i < 2; i++) {
+        dlock_lock *side = lock_of(name, sides[i] | DLOCK_REENTRANT);
+        dlock_lock *plain = lock_of(name, DLOCK_REENTRANT);
+        assert_int_equal(dlock_lock_acquire(side, 0), DLOCK_OK);
+        int64_t t0 = test_now_ms();
+        assert_int_equal(dlock_lock_acquire(plain, 8000), DLOCK_EINVAL);
+        assert_true(test_now_ms() - t0 < 3000);
+        assert_non_null(strstr(dlock_lock_errmsg(plain), "upgrade and downgrade are not offered"));
+        assert_int_equal(dlock_lock_release(side), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(plain, 0), DLOCK_OK);
+        t0 = test_now_ms();
+        assert_int_equal(dlock_lock_acquire(side, 8000), DLOCK_EINVAL);
+        assert_true(test_now_ms() - t0 < 3000);
+        assert_int_equal(dlock_lock_release(plain), DLOCK_OK);
+        dlock_lock_free(side);
+        dlock_lock_free(plain);
+    }
+}
+
+/* A lock NAME/read's keys (NAME/read/<ID>) are a reader's of NAME by
+ * their layout, and NAME/write's a writer's: a reader of NAME would get
+ * in beside a holder of NAME/read (or of any name under NAME/read/), and
+ * NAME's readers and writers would hold NAME/read and NAME/write. No key
+ * tells the two apart, so dlock makes no lock of such a name on etcd. */
+static void names_that_would_be_a_readers_or_writers_keys_are_refused(void **state)
+{
+    (void)state;
+    const char *bad[] = {"rw-n/read", "rw-n/write", "rw-n/read/x", "a/b/read"};
+    const char *good[] = {"rw-n/reads", "rw-n/writer", "read/x", "write", "rw-n/write/x",
+                          "rw-n/x/readx"};
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *l = NULL;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(dlock_lock_new(&l, cl, bad[i], &o), DLOCK_EINVAL);
+        assert_null(l);
+    }
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        assert_int_equal(dlock_lock_new(&l, cl, good[i], &o), DLOCK_OK);
+        dlock_lock_free(l);
+        l = NULL;
+    }
+    /* what that would have let happen: a reader beside a/read's holder */
+    dlock_lock *sub = lock_of("rw-n/x", 0), *r = lock_of("rw-n", DLOCK_SHARED);
+    assert_int_equal(dlock_lock_acquire(sub, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_ENOTACQUIRED); /* a/x keeps a busy */
+    assert_int_equal(dlock_lock_release(sub), DLOCK_OK);
+    dlock_lock_free(sub);
+    dlock_lock_free(r);
+}
+
 /* ---- etcdctl lock (Go's concurrency.Mutex) --------------------------------- */
 
 /* The keys are the recipe's: NAME/read/<ID> and NAME/write/<ID>, the ID
@@ -344,6 +403,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reentrant_readers_and_writers_count_their_holds),
         cmocka_unit_test(upgrade_and_downgrade_are_refused_not_waited_for),
+        cmocka_unit_test(a_reentrant_plain_lock_and_a_reader_or_writer_refuse_each_other),
+        cmocka_unit_test(names_that_would_be_a_readers_or_writers_keys_are_refused),
         cmocka_unit_test(the_keys_are_the_recipes),
         cmocka_unit_test(a_reader_waits_for_etcdctls_hold),
         cmocka_unit_test(etcdctl_waits_for_a_readers_hold),
