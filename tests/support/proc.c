@@ -34,11 +34,20 @@ void test_sleep_ms(int ms)
 int test_start_procs(pid_t *pids, int n, int (*fn)(int i, void *arg), void *arg)
 {
     int failed = 0;
+    pid_t parent = getpid();
     fflush(NULL);
     for (int i = 0; i < n; i++) {
         pids[i] = fork();
-        if (pids[i] == 0)
+        if (pids[i] == 0) {
+            /* A worker dies with the test: a test that fails before it
+             * stops its workers (cmocka leaves the function) must not
+             * leave them running, holding ctest's output pipe open until
+             * its timeout (test_etcd_cluster did, 300 s). */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)
+                _exit(3);
             _exit(fn(i, arg) & 0xff);
+        }
         if (pids[i] < 0)
             failed++;
     }
