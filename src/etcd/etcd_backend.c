@@ -21,6 +21,7 @@
 #include "etcd_elect.h"
 #include "etcd_hold.h"
 #include "etcd_inspect.h"
+#include "etcd_keepalive.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
 #include "etcd_release.h"
@@ -49,7 +50,7 @@ static void lock_side_free(struct dlock__etcd_client *ec, int forked)
         dlock__etcd_hold_clear(&s->h);
         dlock__free(s);
     }
-    dlock__etcd_sessions_free(ec);
+    dlock__etcd_sessions_free(ec, dlock__etcd_keeper_forget);
 }
 
 /* ---- handles (state and validity under the handle's mutex: handle.c) ------- */
@@ -104,14 +105,18 @@ static int renew_start(void *owner, int64_t deadline_ns, dlock__loop *loop, dloc
     g->q = q;
     g->r.done = renewed;
     /* the hold is stable while the record is registered; the request
-     * copies it, since the record may be let go while it is in flight */
-    if (dlock__etcd_renew_start(&g->r, LD(l)->ec->e, &LD(l)->sh->h, deadline_ns, loop) !=
-        DLOCK_OK) {
+     * copies it, since the record may be let go while it is in flight.
+     * Holds on one session share its keep-alive (etcd_keepalive.h): one
+     * per look of the watchdog, not one per lock. */
+    if ((g->sess = LD(l)->sh->sess))
+        dlock__etcd_session_get(g->sess);
+    if (dlock__etcd_renew_start_shared(&g->r, LD(l)->ec->e, &LD(l)->sh->h, g->sess, deadline_ns,
+                                       loop) != DLOCK_OK) {
+        if (g->sess)
+            (void)dlock__etcd_session_put(g->sess);
         dlock__free(g);
         return 0;
     }
-    if ((g->sess = LD(l)->sh->sess))
-        dlock__etcd_session_get(g->sess);
     return 1;
 }
 

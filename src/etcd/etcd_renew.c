@@ -6,6 +6,7 @@
 #include "common.h"
 #include "etcd_kv.h"
 #include "etcd_renew.h"
+#include "etcd_session.h"
 
 typedef dlock__etcd_renew_req renew;
 
@@ -118,8 +119,9 @@ static void adopted_read(dlock__etcd_req *q)
         end(r, rc); /* from the loop: the read's done */
 }
 
-int dlock__etcd_renew_start(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
-                            int64_t deadline_ns, dlock__loop *loop)
+/* What both starts copy from the hold; DLOCK_ENOMEM: nothing to undo. */
+static int setup(renew *r, dlock__etcd *e, const dlock__etcd_hold *h, int64_t deadline_ns,
+                 dlock__loop *loop)
 {
     r->e = e;
     r->loop = loop;
@@ -129,14 +131,23 @@ int dlock__etcd_renew_start(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->deadline_ns = deadline_ns;
     r->ttl_s = 0;
     r->valid_until_ns = INT64_MIN;
+    r->joined = 0;
     r->key_len = h->key_len;
     if (!(r->key = dlock__malloc(h->key_len + 1)))
         return DLOCK_ENOMEM;
     memcpy(r->key, h->key, h->key_len + 1);
+    r->q.err = r->err;
+    return DLOCK_OK;
+}
+
+int dlock__etcd_renew_start(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
+                            int64_t deadline_ns, dlock__loop *loop)
+{
+    if (setup(r, e, h, deadline_ns, loop) != DLOCK_OK)
+        return DLOCK_ENOMEM;
     int adopted = r->rev == 0;
     json_t *body = adopted ? dlock__etcd_get_body(r->key, r->key_len)
                            : dlock__etcd_keepalive_body(r->lease);
-    r->q.err = r->err;
     r->q.done = adopted ? adopted_read : keepalive_done;
     r->sent_ns = dlock__now_ns();
     int rc = dlock__etcd_req_post(&r->q, e, loop, adopted ? "/v3/kv/range" : "/v3/lease/keepalive",
@@ -148,8 +159,53 @@ int dlock__etcd_renew_start(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
     return rc;
 }
 
+/* The session's keep-alive is back: the lease lives (or not); then is our
+ * key still there? */
+static void joined_kept(dlock__etcd_ka_join *j)
+{
+    renew *r = DLOCK__OWNER(j, renew, j);
+    r->joined = 0;
+    r->sent_ns = j->sent_ns;
+    r->ttl_s = j->ttl_s;
+    int rc = j->rc;
+    if (rc == DLOCK_OK) {
+        r->q.done = read_done;
+        rc = dlock__etcd_req_post(&r->q, r->e, r->loop, "/v3/kv/range",
+                                  dlock__etcd_get_body(r->key, r->key_len), r->deadline_ns);
+    }
+    if (rc != DLOCK_OK)
+        end(r, rc); /* from the loop: the keep-alive's done */
+}
+
+int dlock__etcd_renew_start_shared(renew *r, dlock__etcd *e, const dlock__etcd_hold *h,
+                                   struct dlock__etcd_session *s, int64_t deadline_ns,
+                                   dlock__loop *loop)
+{
+    /* an adopted hold reads its key first (its lease may have moved) */
+    if (!s || h->rev == 0 || h->lease != s->lease)
+        return dlock__etcd_renew_start(r, e, h, deadline_ns, loop);
+    if (setup(r, e, h, deadline_ns, loop) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    r->j.err = r->err;
+    r->j.deadline_ns = deadline_ns;
+    r->j.done = joined_kept;
+    if (dlock__etcd_keepalive_join(&r->j, s, e, loop) == DLOCK_OK) {
+        r->joined = 1;
+        return DLOCK_OK;
+    }
+    dlock__free(r->key); /* no keeper for us: a keep-alive of our own */
+    r->key = NULL;
+    return dlock__etcd_renew_start(r, e, h, deadline_ns, loop);
+}
+
 void dlock__etcd_renew_cancel(renew *r)
 {
+    if (r->joined) { /* waiting for the session's keep-alive */
+        dlock__etcd_keepalive_leave(&r->j);
+        r->joined = 0;
+        end(r, DLOCK_ECANCELED);
+        return;
+    }
     dlock__etcd_req_cancel(&r->q); /* its done ends r */
 }
 

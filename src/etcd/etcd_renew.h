@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "etcd_keepalive.h"
 #include "etcd_lock.h"
 #include "etcd_request.h"
 
@@ -37,6 +38,8 @@ typedef struct dlock__etcd_renew_req {
     size_t key_len;
     int64_t deadline_ns, sent_ns, ttl_s;
     dlock__etcd_req q; /* the step in flight */
+    dlock__etcd_ka_join j; /* or the session's keep-alive, joined */
+    int joined;
 } dlock__etcd_renew_req;
 
 /* Renew h's lease and check its key on loop, every step by deadline_ns.
@@ -44,6 +47,15 @@ typedef struct dlock__etcd_renew_req {
  * h is copied: the caller may let it go meanwhile. */
 int dlock__etcd_renew_start(dlock__etcd_renew_req *r, dlock__etcd *e, const dlock__etcd_hold *h,
                             int64_t deadline_ns, dlock__loop *loop);
+
+/* The same, for a hold on session s (NULL: none) on the watchdog's loop:
+ * the hold's lease is s's, whose keep-alive it joins (etcd_keepalive.h)
+ * instead of sending one of its own, then reads its key. valid_until_ns
+ * is counted from that keep-alive's send, which is never earlier than
+ * this start. */
+int dlock__etcd_renew_start_shared(dlock__etcd_renew_req *r, dlock__etcd *e,
+                                   const dlock__etcd_hold *h, struct dlock__etcd_session *s,
+                                   int64_t deadline_ns, dlock__loop *loop);
 
 /* From the loop, while r is in flight: end it now with DLOCK_ECANCELED
  * (done() runs inside this call). */

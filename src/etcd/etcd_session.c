@@ -131,11 +131,14 @@ int dlock__etcd_session_put(session *s)
     return revoke;
 }
 
-void dlock__etcd_sessions_free(struct dlock__etcd_client *ec)
+void dlock__etcd_sessions_free(struct dlock__etcd_client *ec,
+                               void (*keeper_free)(struct dlock__etcd_keeper *k))
 {
     while (ec->sessions) {
         session *s = ec->sessions;
         ec->sessions = s->next;
+        if (s->keeper)
+            keeper_free(s->keeper);
         dlock__free(s);
     }
 }

@@ -10,8 +10,10 @@
  *
  * A session is made on first use (the grant of an ID of ours, as a
  * lease per acquire is), kept alive by its users' renewals (the
- * watchdog's, each hold's; a waiter's looks) and by an acquire that finds
- * it past a third of its TTL, and never revoked while it is in use: an
+ * watchdog's, whose renewals of the holds on one session share one
+ * keep-alive: etcd_keepalive.h; a waiter's looks, each its own) and by an
+ * acquire that finds it past a third of its TTL, and never revoked while
+ * it is in use: an
  * idle one lapses one TTL after its last keep-alive. One that etcd no
  * longer knows leaves the table at once, so no new key goes on it; the
  * keys on it are gone with it, and each hold finds its own loss at its
@@ -45,6 +47,9 @@ typedef struct dlock__etcd_session {
     unsigned refs; /* holds and places in line on it */
     int tainted;
     int listed; /* in the client's table: new keys may go on it */
+    /* The watchdog's renewals' shared keep-alive (etcd_keepalive.h), or
+     * NULL when none waits for one. */
+    struct dlock__etcd_keeper *keeper;
     struct dlock__etcd_session *next;
 } dlock__etcd_session;
 
@@ -81,7 +86,10 @@ int dlock__etcd_session_last_tainted(dlock__etcd_session *s);
  * tainted session, whose lease the caller then revokes. */
 int dlock__etcd_session_put(dlock__etcd_session *s);
 
-/* The client's close: free the table (memory only: idle sessions lapse). */
-void dlock__etcd_sessions_free(struct dlock__etcd_client *ec);
+/* The client's close: free the table (memory only: idle sessions lapse),
+ * and with keeper_free a keeper still in one (etcd_keepalive.h: a forked
+ * child's copy of one in flight in the parent). */
+void dlock__etcd_sessions_free(struct dlock__etcd_client *ec,
+                               void (*keeper_free)(struct dlock__etcd_keeper *k));
 
 #endif

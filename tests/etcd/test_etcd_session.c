@@ -44,12 +44,14 @@ static int teardown(void **state)
     return 0;
 }
 
-static atomic_int lost_calls;
+static atomic_int lost_calls, lost_not_owner;
 
 static void count_lost(dlock_lock *l, dlock_lost_reason why, void *arg)
 {
-    (void)l, (void)why, (void)arg;
+    (void)l, (void)arg;
     atomic_fetch_add(&lost_calls, 1);
+    if (why == DLOCK_LOST_NOT_OWNER)
+        atomic_fetch_add(&lost_not_owner, 1);
 }
 
 static dlock_lock *lock_on(dlock_client *c, const char *name, int64_t ttl_ms, unsigned flags,
@@ -214,6 +216,77 @@ static void a_lost_session_loses_every_lock_on_it(void **state)
     dlock_lock_free(b);
 }
 
+/* ---- one keep-alive per session per renewal period (etcd_keepalive.h) ------- */
+
+#define SHARED_LOCKS 8
+#define SHARED_TTL_MS 3000 /* renewed every second */
+
+static void take_all(dlock_lock **l, const char *prefix)
+{
+    for (int i = 0; i < SHARED_LOCKS; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s-%d", prefix, i);
+        l[i] = lock_on(cl, name, SHARED_TTL_MS, DLOCK_AUTO_RENEW, 0);
+        assert_int_equal(dlock_lock_acquire(l[i], 0), DLOCK_OK);
+    }
+}
+
+/* Eight auto-renewed locks on one session, held over several renewal
+ * periods: their renewals join one keep-alive of the session per look of
+ * the watchdog (about one a period), where each used to send its own
+ * (eight a period); each still reads its own key, and every lock stays
+ * held with a lease end in the session's TTL ahead. */
+static void locks_on_one_session_share_its_keep_alive(void **state)
+{
+    (void)state;
+    atomic_store(&lost_calls, 0);
+    dlock_lock *l[SHARED_LOCKS];
+    take_all(l, "sess-share");
+    long ka0 = served("LeaseKeepAlive"), range0 = served("Range");
+    const int periods = 5;
+    test_sleep_ms(periods * SHARED_TTL_MS / 3 + SHARED_TTL_MS / 6);
+    long ka = served("LeaseKeepAlive") - ka0, reads = served("Range") - range0;
+    printf("# %d locks over %d renewal periods: %ld keep-alives, %ld reads\n", SHARED_LOCKS,
+           periods, ka, reads);
+    /* one per period, and room for a look that split (a late round) */
+    assert_true(ka >= periods / 2);
+    assert_true(ka <= 2 * periods);
+    assert_true(reads >= (long)SHARED_LOCKS * (periods - 1)); /* each checks its key */
+    for (int i = 0; i < SHARED_LOCKS; i++) {
+        assert_int_equal(dlock_lock_state_get(l[i]), DLOCK_STATE_HELD);
+        int64_t left = dlock_lock_validity_ms(l[i]);
+        assert_true(left > 0 && left <= SHARED_TTL_MS);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        dlock_lock_free(l[i]);
+    }
+    assert_int_equal(atomic_load(&lost_calls), 0);
+}
+
+/* The shared keep-alive finds the session gone (revoked from outside):
+ * every lock on it is lost at that renewal, on_lost once each. */
+static void a_lost_shared_keep_alive_loses_every_lock(void **state)
+{
+    (void)state;
+    atomic_store(&lost_calls, 0);
+    atomic_store(&lost_not_owner, 0);
+    dlock_lock *l[SHARED_LOCKS];
+    take_all(l, "sess-share-lost");
+    int64_t lease = key_lease("sess-share-lost-0", dlock_lock_token(l[0]));
+    assert_true(lease != 0);
+    test_sleep_ms(SHARED_TTL_MS / 2); /* a shared renewal first */
+    assert_int_equal(dlock__etcd_lease_revoke(raw, lease, dlock__deadline_after_ms(3000), -1,
+                                              NULL, NULL),
+                     DLOCK_OK);
+    for (int i = 0; i < SHARED_LOCKS; i++)
+        assert_true(test_wait_for_state(l[i], DLOCK_STATE_LOST, 5000));
+    assert_int_equal(atomic_load(&lost_calls), SHARED_LOCKS);
+    assert_int_equal(atomic_load(&lost_not_owner), SHARED_LOCKS);
+    for (int i = 0; i < SHARED_LOCKS; i++) {
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_ELOST);
+        dlock_lock_free(l[i]);
+    }
+}
+
 /* An idle session revoked behind the client's back (no renewal is there
  * to notice): the next acquire's create finds its lease gone, and the
  * acquire goes on at once on a new session. */
@@ -292,6 +365,8 @@ int main(void)
         cmocka_unit_test(handles_on_one_session_keep_distinct_keys),
         cmocka_unit_test(a_lost_session_loses_every_lock_on_it),
         cmocka_unit_test(an_idle_session_revoked_is_replaced),
+        cmocka_unit_test(locks_on_one_session_share_its_keep_alive),
+        cmocka_unit_test(a_lost_shared_keep_alive_loses_every_lock),
         cmocka_unit_test(an_unknown_create_taints_the_session),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
