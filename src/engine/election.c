@@ -57,6 +57,14 @@ int dlock_election_options_init(dlock_election_options *opts, unsigned int versi
                                  DLOCK__ARRAY_LEN(options_sizes), version);
 }
 
+void dlock__elect_watch_bump(dlock__elect_watch *w)
+{
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&w->mu));
+    w->woken++;
+    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&w->cond));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&w->mu));
+}
+
 void dlock__leader_clear(dlock__leader *ld)
 {
     dlock__free(ld->value);

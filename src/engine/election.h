@@ -70,4 +70,8 @@ typedef struct dlock__elect_watch {
     void *rec;
 } dlock__elect_watch;
 
+/* Any thread not holding w->mu: one wake-up of w's observer (woken
+ * bumped, cond broadcast). */
+void dlock__elect_watch_bump(dlock__elect_watch *w);
+
 #endif

@@ -121,10 +121,7 @@ typedef struct elect_rec {
 
 static void bump(elect_rec *r)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&r->ew->mu));
-    r->ew->woken++;
-    DLOCK__CHECK_PTHREAD(pthread_cond_broadcast(&r->ew->cond));
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&r->ew->mu));
+    dlock__elect_watch_bump(r->ew);
 }
 
 static void start_stream(elect_rec *r);
