@@ -245,8 +245,8 @@ static const chaos_liveness liveness[] = {
     {"fair_waiters_killed", 9000, 5, 7500, 0, 0},
     /* A stall lasts 1.5 s; a request cut off by it waits its I/O timeout
      * (1 s); a section tries once, then waits, as `dlock run -w` does. */
-    {"loop_node_stalls_1node", 8000, 10, 8000, 0, 20},
-    {"loop_conn_faults_redlock3", 8000, 10, 8000, 0, 20},
+    {"loop_node_stalls_1node", 8000, 10, 8000, 0, 50},
+    {"loop_conn_faults_redlock3", 8000, 10, 8000, 0, 50},
     /* A stopped worker's own wait includes its stop (1.5 s at most); a
      * claim handed to a stopped waiter lapses within 1 s (TTL 1 s). */
     {"fair_workers_stopped", 5000, 5, 4000, 0, 0},
