@@ -225,10 +225,7 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
     rc = elect_terms(&rs, &o, &mask);
     cli_sigwatch_stop(&rs.sw);
 out:
-    dlock_election_free(rs.election);
-    dlock_client_free(rs.client);
-    close(rs.ev[0]);
-    close(rs.ev[1]);
+    cli_run_end(&rs);
     return rc;
 }
 

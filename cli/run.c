@@ -455,6 +455,19 @@ int cli_run_begin(run_state *rs, const cli_global *g, const run_opts *o, sigset_
     return 0;
 }
 
+void cli_run_end(run_state *rs)
+{
+    if (rs->election)
+        dlock_election_free(rs->election); /* rs->lock is the election's */
+    else
+        dlock_lock_free(rs->lock);
+    dlock_client_free(rs->client);
+    if (rs->ev[0] >= 0)
+        close(rs->ev[0]);
+    if (rs->ev[1] >= 0)
+        close(rs->ev[1]);
+}
+
 int cli_cmd_run(cli_global *g, int argc, char **argv)
 {
     static run_opts o = {CLI_LOCK_OPTS_INIT, LOST_TERM, 5000, NULL, {NULL}, 0, NULL,
@@ -489,9 +502,6 @@ int cli_cmd_run(cli_global *g, int argc, char **argv)
     }
     cli_sigwatch_stop(&rs.sw);
 out:
-    dlock_lock_free(rs.lock);
-    dlock_client_free(rs.client);
-    close(rs.ev[0]);
-    close(rs.ev[1]);
+    cli_run_end(&rs);
     return rc;
 }

@@ -56,6 +56,9 @@ void cli_run_shell(run_opts *o, const char *shell_cmd);
  * mask the program is to run with), the self-pipe made. 0 or the exit
  * status of a failure. */
 int cli_run_begin(run_state *rs, const cli_global *g, const run_opts *o, sigset_t *mask);
+/* The end of what cli_run_begin started: the election (or the lock), the
+ * client and the self-pipe, each if it was made. */
+void cli_run_end(run_state *rs);
 
 /* The lock's on_lost (run_state as its argument): the watchdog thread's
  * flag and byte for the main thread. */
