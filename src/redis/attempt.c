@@ -184,8 +184,10 @@ static void grant(att *r)
      * usual case) that is already so, and the round trip is skipped
      * (docs/fencing.md). Redlock fencing: the counter is raised to fence
      * on a majority before the grant is reported, so every later
-     * majority sees at least this value. */
-    if (!(l->client->n_nodes > 1 && l->fence_key && r->fresh && t->at_max < t->quorum)) {
+     * majority sees at least this value. A reader's grant raises the
+     * counter too (kinds.h, guards) but holds no fence: nothing to sync. */
+    if (!(l->client->n_nodes > 1 && l->fence_key && l->kind->fenced && r->fresh &&
+          t->at_max < t->quorum)) {
         granted(r, DLOCK_OK);
         return;
     }

@@ -440,7 +440,7 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
             settle(l);
             if (reentry)
                 l->holds = 1;
-            if (l->fence_key)
+            if (l->fence_key && l->kind->fenced) /* readers' counter: no fence to sync */
                 fence_lost(l, &retry);
             if (reentry)
                 l->holds = 1;
