@@ -56,9 +56,10 @@ typedef struct dlock__kind {
     dlock__wait_style wait;    /* how a waiting acquire goes */
     int fenced;                /* keeps a fencing counter (unless DLOCK_NO_FENCE) */
     /* Holds no fence, but each grant raises the name's fencing counter
-     * (unless DLOCK_NO_FENCE): a reader's, so that the counter status shows
-     * for a name its readers hold is a guard for dlock_client_break() that
-     * a later grant, a writer's or another reader's, moves past. */
+     * (unless DLOCK_NO_FENCE) and syncs it on several masters as a fenced
+     * kind's: a reader's, so that the counter status shows for a name its
+     * readers hold is a guard for dlock_client_break() that a later
+     * grant, a writer's or another reader's, moves past. */
     int guards;
     int adopt;                 /* dlock_lock_adopt() may give it a token */
     /* The kind's extra key and argument of its acquire script: a helper

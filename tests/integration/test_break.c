@@ -334,6 +334,43 @@ static void a_readers_guard_spares_a_later_writer_on_a_redlock(void **state)
     dlock_client_free(c);
 }
 
+/* Counters apart on a Redlock (node 0 ahead: it granted alone once): the
+ * readers' grant syncs the largest counter of their majority back, as a
+ * writer's does, so a writer granted later by the two other nodes alone
+ * still gets a fence above what status showed for the readers. Without
+ * the sync its fence was 5, under the 11 shown, and the break removed it. */
+static void a_readers_guard_holds_on_a_redlock_with_counters_apart(void **state)
+{
+    (void)state;
+    static const char fk[] = "rwapart\0fence";
+    for (int i = 0; i < N; i++) {
+        test_flushall(&srv[i]);
+        freeReplyObject(test_cmd_bin(&srv[i], "SET %b %s", fk, sizeof fk - 1, i ? "3" : "10"));
+    }
+    dlock_client *c = test_client_timeouts(srv, N, 300, 300);
+    dlock_lock *r = test_lock_new(c, "rwapart", 60000, DLOCK_SHARED, 10, 50);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(r), 0);
+    uint64_t seen = shown_fence(c, "rwapart");
+    assert_int_equal(seen, 11);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    char down[64];
+    snprintf(down, sizeof down, "redis://127.0.0.1:%d", test_free_port());
+    const char *two_up[N] = {down, srv[1].url, srv[2].url};
+    dlock_client *c2 = test_client_new(two_up, N, NULL);
+    dlock_lock *w = test_lock_new(c2, "rwapart", 60000, DLOCK_EXCLUSIVE, 10, 50);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(w) > seen);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(c, "rwapart", seen, &res), DLOCK_ENOTOWNER);
+    assert_int_equal(res.removed_on, 0);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK); /* still its */
+    dlock_lock_free(w);
+    dlock_lock_free(r);
+    dlock_client_free(c2);
+    dlock_client_free(c);
+}
+
 /* On a Redlock a guarded break looks at every node's counter first: a
  * grant seen on one node (a contender's there: the holder's key had ended
  * on that node, say) breaks nothing anywhere, as the CLI's "nothing
@@ -456,6 +493,7 @@ int main(void)
         cmocka_unit_test(a_fence_guards_a_newer_holder),
         cmocka_unit_test(a_readers_guard_spares_a_later_writer),
         cmocka_unit_test(a_readers_guard_spares_a_later_writer_on_a_redlock),
+        cmocka_unit_test(a_readers_guard_holds_on_a_redlock_with_counters_apart),
         cmocka_unit_test(a_refusal_on_one_redlock_node_breaks_nothing),
         cmocka_unit_test(bad_inputs_are_einval),
         cmocka_unit_test(a_redlock_is_broken_on_a_majority),

@@ -440,7 +440,7 @@ static void run_steps(dlock_lock *l, int waiter, int try_once, int reentry)
             settle(l);
             if (reentry)
                 l->holds = 1;
-            if (l->fence_key && l->kind->fenced) /* readers' counter: no fence to sync */
+            if (l->fence_key)
                 fence_lost(l, &retry);
             if (reentry)
                 l->holds = 1;
@@ -650,7 +650,7 @@ static void every_step_is_complete_and_acks_are_the_old_rule(void **state)
         assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_LEAVE_LIST)->script != DLOCK__S_NONE,
                          kind->wake_one);
         assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_FENCE_SYNC)->script != DLOCK__S_NONE,
-                         kind->fenced && kind->wait != DLOCK__WAIT_QUEUE);
+                         (kind->fenced || kind->guards) && kind->wait != DLOCK__WAIT_QUEUE);
     }
 }
 

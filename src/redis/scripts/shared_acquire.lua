@@ -18,7 +18,10 @@
 -- grant writes our field beside the other holders', and the fields of
 -- ended leases go (zlease_ident)
 --
--- Replies  {1, 0}             granted
+-- Replies  {1, guard}         granted; guard the counter after the grant's
+--                             INCR (0 without KEYS[2]): no fence of the
+--                             reader's, the value a Redlock client syncs
+--                             (fence_sync.lua) as a writer's
 --          {0, pttl, holder}  not now: an exclusive holder (its token and
 --                             TTL), a waiting writer (holder '', the mark's
 --                             TTL), or all N permits taken (holder '', ms
@@ -114,7 +117,7 @@ if delay_left then
 end
 -- The counter first of the grant's writes: refused (an ACL), it leaves
 -- nothing; raised and then the grant refused, it has only grown.
-if fk then redis.call('incr', fk) end
+local guard = fk and redis.call('incr', fk) or 0
 local last = now + ttl
 local top = redis.call('zrevrangebyscore', key, '(inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 1)
 if #top > 0 and tonumber(top[2]) > last then last = tonumber(top[2]) end
@@ -128,4 +131,4 @@ redis.call('zadd', key, now + ttl, tok)
 if t == 'none' then redis.call('pexpire', key, last - now) end -- a set has it already
 if ident_write then ident_write(tok, ident_text, last - now, false) end
 if delay_mark then delay_mark(tok, ttl) end
-return {1, 0}
+return {1, guard}
