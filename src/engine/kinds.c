@@ -35,10 +35,11 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS, .wake_one = 1,
                                .ident = 1, .in_line = DLOCK__KIND_EXCLUSIVE},
     /* Readers hold no fencing token: they do not write (docs/fencing.md).
-     * Their grants still raise the name's counter (guards): what a guarded
-     * break of a name its readers hold compares (break.lua). In a line of owners (etcd) readers and writers are keys of their
-     * role, and a reader waits only behind the keys that are not
-     * readers' (etcd_lock.h; docs/backends.md). */
+     * Their grants still raise the name's counter (guards): what a
+     * guarded break of a name its readers hold compares (break.lua). In a
+     * line of owners (etcd) readers and writers are keys of their role,
+     * and a reader waits only behind the keys that are not readers'
+     * (etcd_lock.h; docs/backends.md). */
     [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
                             .leave = DLOCK__S_NONE, .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
                             .guards = 1, .adopt = 1, .aux_key = "ww",
