@@ -490,8 +490,8 @@ int cli_check_lock_mode(const char *cmd, const cli_lock_opts *o, size_t n_names)
         return cli_usage_error(cmd, "--permits takes one NAME, not %zu", n_names);
     if (n_names > DLOCK_MULTI_MAX)
         return cli_usage_error(cmd, "at most %d names", DLOCK_MULTI_MAX);
-    if (o->fence && (o->shared || o->permits))
-        return cli_usage_error(cmd, "--fence: only exclusive holders get a fencing token");
+    if (o->fence && o->permits) /* -s may: its grants raise the break's guard */
+        return cli_usage_error(cmd, "--fence: a semaphore keeps no fencing counter");
     return 0;
 }
 

@@ -22,7 +22,9 @@ typedef struct command_help {
     "                       exit status when the lock is not acquired (1)\n"   \
     "      --fair           serve waiters in arrival order (one node only)\n"  \
     "      --fence          keep a fencing counter for NAME (a key that stays\n" \
-    "                       forever); --no-fence (the default) keeps none\n"   \
+    "                       forever; readers, -s, hold no token but raise it,\n" \
+    "                       which guards a break); --no-fence (the default)\n" \
+    "                       keeps none\n"                                      \
     "      --lock-delay=D   after a hold ends without a release (its holder\n" \
     "                       died), keep NAME from everyone for D more (every\n" \
     "                       user of NAME gives the same D; default 0: none)\n" \

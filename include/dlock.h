@@ -941,7 +941,9 @@ typedef struct dlock_node_status {
     int held;
     /** Remaining TTL of the key in ms; -1 if free or without TTL. */
     int64_t ttl_ms;
-    /** Last fencing token granted on this node (0 if none yet). */
+    /** Last fencing token granted on this node (0 if none yet; Redis:
+     *  the counter, which readers' grants raise too: see
+     *  dlock_client_status()). */
     uint64_t fence;
 } dlock_node_status;
 
@@ -951,10 +953,13 @@ typedef struct dlock_node_status {
  * majority rule is the library's, as for an acquire). The client's
  * key_prefix applies, as for dlock_lock_new(). Inputs first, outputs last.
  *
- * etcd: the fence is the owner's key's create revision; when readers
- * hold, the oldest reader's key's (readers hold no fence themselves,
- * dlock_lock_fence() is 0; every later grant's fence is larger), which
- * dlock_client_break() takes as its guard.
+ * Redis: the fence is the name's counter, which a reader's grant
+ * (DLOCK_SHARED) raises too, so that for a name its readers hold it is a
+ * guard for dlock_client_break() that any later grant, a writer's or a
+ * reader's, moves past (readers hold no fence themselves,
+ * dlock_lock_fence() is 0). etcd: the fence is the owner's key's create
+ * revision; when readers hold, the oldest reader's key's (every later
+ * grant's fence is larger), which dlock_client_break() takes as its guard.
  *
  * @param n_nodes the length of @p nodes: at least dlock_client_node_count().
  * @param nodes   receives one entry per node.
@@ -1099,8 +1104,10 @@ typedef struct dlock_break_result {
      *  semaphore; 0 when the name was free). */
     size_t removed;
     dlock_hold_mode mode;  /**< what the name was (DLOCK_HOLD_FREE: free) */
-    /** The highest fencing token given for the name so far (0: none).
-     *  Every later grant's is larger: breaking never moves it back. */
+    /** The highest fencing token given for the name so far (0: none;
+     *  Redis: the counter, readers' grants included, as
+     *  dlock_client_status() shows it). Every later grant's is larger:
+     *  breaking never moves it back. */
     uint64_t fence;
     size_t removed_on;     /**< nodes where a hold was removed */
     size_t answered;       /**< nodes that answered */
@@ -1137,10 +1144,12 @@ typedef struct dlock_break_result {
  *               fence): break only if no grant came since, so that a holder
  *               that took the lock meanwhile is not broken by mistake. A
  *               lock without a fencing counter (DLOCK_NO_FENCE) has fence 0
- *               and cannot be guarded this way. etcd: status's fence of a
- *               name its readers hold (the oldest reader's key's create
- *               revision) guards them: a writer that came later is not
- *               broken.
+ *               and cannot be guarded this way. Status's fence of a name
+ *               its readers hold guards them too, so that a writer that
+ *               came later is not broken: on Redis the counter their
+ *               grants raised (a reader that came later fails the guard
+ *               as well; readers of a DLOCK_NO_FENCE handle raise none),
+ *               on etcd the oldest reader's key's create revision.
  * @param result receives what was removed; may be NULL. Filled whenever
  *               the nodes were asked.
  * @return DLOCK_OK when the only node, or a majority of several, answered
@@ -1186,7 +1195,7 @@ typedef struct dlock_list_entry {
     /** Waiters known to the servers: the waiter list plus the fair queue
      *  (the most over the nodes). */
     size_t waiters;
-    uint64_t fence;        /**< last fencing token granted (the highest; etcd: as
+    uint64_t fence;        /**< last fencing token granted (the highest; as
                                 dlock_client_status() says, readers too) */
     size_t held_on;        /**< nodes where the name is held */
     size_t nodes;          /**< nodes of the client */
@@ -1306,7 +1315,10 @@ enum dlock_lock_flags {
      *  lease), never beside an exclusive holder, and not granted while a
      *  writer waits (writer preference: see docs/primitives.md). Stored as
      *  a sorted set of holders' tokens scored by lease end. No fencing
-     *  token (dlock_lock_fence() is 0). Works on several nodes. With
+     *  token (dlock_lock_fence() is 0), but each grant raises the name's
+     *  fencing counter (unless DLOCK_NO_FENCE), which guards a
+     *  dlock_client_break() of the readers (dlock_client_status()); a
+     *  writer's fence skips the readers' numbers. Works on several nodes. With
      *  DLOCK_REENTRANT the owner (client x thread) may acquire again, also
      *  while a writer waits (it holds already); each acquire needs a
      *  release and the share ends at the last (docs/primitives.md). Not

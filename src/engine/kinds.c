@@ -35,13 +35,16 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
                                .aux_key = "ww", .aux_arg = DLOCK__AUX_MARK_MS, .wake_one = 1,
                                .ident = 1, .in_line = DLOCK__KIND_EXCLUSIVE},
     /* Readers hold no fencing token: they do not write (docs/fencing.md).
-     * In a line of owners (etcd) readers and writers are keys of their
-     * role, and a reader waits only behind the keys that are not
-     * readers' (etcd_lock.h; docs/backends.md). */
+     * Their grants still raise the name's counter (guards): what a
+     * guarded break of a name its readers hold compares (break.lua). In a
+     * line of owners (etcd) readers and writers are keys of their role,
+     * and a reader waits only behind the keys that are not readers'
+     * (etcd_lock.h; docs/backends.md). */
     [DLOCK__KIND_SHARED] = {.id = DLOCK__KIND_SHARED, .name = "shared", .multi_node = 1,
                             .leave = DLOCK__S_NONE, .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
-                            .adopt = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
-                            .ident = 1, .in_line = DLOCK__KIND_SHARED},
+                            .guards = 1, .adopt = 1, .aux_key = "ww",
+                            .aux_arg = DLOCK__AUX_ZERO, .ident = 1,
+                            .in_line = DLOCK__KIND_SHARED},
     /* N permits counted per node do not add up over several masters: with
      * N = 2 and three nodes, three holders can each win a different pair
      * of nodes while no node sees more than two (docs/primitives.md). */
@@ -58,7 +61,7 @@ static const dlock__kind kinds[DLOCK__KIND_COUNT] = {
     [DLOCK__KIND_SHARED_COUNTED] = {.id = DLOCK__KIND_SHARED_COUNTED, .name = "shared-counted",
                                     .reenter = 1, .multi_node = 1, .leave = DLOCK__S_NONE,
                                     .renew_mode = "z", .wait = DLOCK__WAIT_RETRY,
-                                    .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
+                                    .guards = 1, .aux_key = "ww", .aux_arg = DLOCK__AUX_ZERO,
                                     .ident = 1, .in_line = DLOCK__KIND_SHARED_COUNTED},
     /* A reentrant writer: still a plain string (readers see a writer, and
      * plain release, extend, renewal and fencing serve it), its token

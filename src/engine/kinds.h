@@ -55,6 +55,12 @@ typedef struct dlock__kind {
     const char *renew_mode;    /* renew_batch.lua's mode argument */
     dlock__wait_style wait;    /* how a waiting acquire goes */
     int fenced;                /* keeps a fencing counter (unless DLOCK_NO_FENCE) */
+    /* Holds no fence, but each grant raises the name's fencing counter
+     * (unless DLOCK_NO_FENCE) and syncs it on several masters as a fenced
+     * kind's: a reader's, so that the counter status shows for a name its
+     * readers hold is a guard for dlock_client_break() that a later
+     * grant, a writer's or another reader's, moves past. */
+    int guards;
     int adopt;                 /* dlock_lock_adopt() may give it a token */
     /* The kind's extra key and argument of its acquire script: a helper
      * key KEY NUL aux_key (NULL: none), sent after the fencing counter, and

@@ -141,8 +141,8 @@ static void granted(att *r, int rc)
 {
     dlock_lock *l = r->l;
     if (rc == DLOCK_OK && dlock__now_ns() < r->lease_end) {
-        if (r->fresh)
-            l->fence = r->t.max_fence;
+        if (r->fresh) /* a reader's counter is a guard, not its fence */
+            l->fence = l->kind->fenced ? r->t.max_fence : 0;
         l->holds = r->counted ? l->holds + 1 : 1;
         dlock__fanout_send_behind(l->client, r->kept, NULL, 0); /* timed out: closed */
         dlock__lock_granted(l, r->lease_end);
@@ -184,7 +184,9 @@ static void grant(att *r)
      * usual case) that is already so, and the round trip is skipped
      * (docs/fencing.md). Redlock fencing: the counter is raised to fence
      * on a majority before the grant is reported, so every later
-     * majority sees at least this value. */
+     * majority sees at least this value. A reader's grant raises the
+     * counter too (kinds.h, guards), and syncs it alike: the guard status
+     * shows for readers must be below every later writer's fence. */
     if (!(l->client->n_nodes > 1 && l->fence_key && r->fresh && t->at_max < t->quorum)) {
         granted(r, DLOCK_OK);
         return;

@@ -409,7 +409,8 @@ int dlock__fence_cb(void *arg, size_t node, uint32_t idx, int err, const redisRe
 #define FENCE_SYNC {DLOCK__S_FENCE_SYNC, fence_sync_args, dlock__fence_cb, 0}
 
 /* The writer kinds hold a plain string (plain release, extend, fencing);
- * readers and permits share shared_*.lua and keep no fencing counter; the
+ * readers and permits share shared_*.lua, and readers raise the fencing
+ * counter (the break's guard, kinds.h) and sync it as writers do; the
  * waiter list is the wake-one kinds' (kinds.h). The fair acquire waits for
  * no replica: the extend that confirms its hand-over does. */
 static const dlock__step_row steps[DLOCK__KIND_COUNT][DLOCK__STEP_COUNT] = {
@@ -433,13 +434,13 @@ static const dlock__step_row steps[DLOCK__KIND_COUNT][DLOCK__STEP_COUNT] = {
                                LEAVE_LIST, FENCE_SYNC},
     [DLOCK__KIND_SHARED] = {ACQUIRE(DLOCK__S_Z_ACQUIRE), RELEASE(DLOCK__S_Z_RELEASE),
                             EXTEND(DLOCK__S_Z_EXTEND), UNDO(DLOCK__S_Z_RELEASE), NONE, NONE,
-                            NONE, NONE},
+                            NONE, FENCE_SYNC},
     [DLOCK__KIND_SEMAPHORE] = {ACQUIRE(DLOCK__S_Z_ACQUIRE), RELEASE(DLOCK__S_Z_RELEASE),
                                EXTEND(DLOCK__S_Z_EXTEND), UNDO(DLOCK__S_Z_RELEASE), NONE, NONE,
                                NONE, NONE},
     [DLOCK__KIND_SHARED_COUNTED] = {ACQUIRE(DLOCK__S_Z_ACQUIRE), RELEASE(DLOCK__S_Z_RELEASE),
                                     EXTEND(DLOCK__S_Z_EXTEND), UNDO(DLOCK__S_Z_RELEASE), NONE,
-                                    NONE, NONE, NONE},
+                                    NONE, NONE, FENCE_SYNC},
     [DLOCK__KIND_EXCLUSIVE_COUNTED] = {ACQUIRE(DLOCK__S_X_ACQUIRE), RELEASE(DLOCK__S_RELEASE),
                                        EXTEND(DLOCK__S_EXTEND), UNDO(DLOCK__S_RELEASE), NONE,
                                        NONE, LEAVE_LIST, FENCE_SYNC},

@@ -88,7 +88,7 @@ int dlock__redis_lock_init(dlock_lock *l)
     dlock_client *client = l->client;
     l->channel = dlock__wake_channel_for(client, l->name, l->name_len, &l->channel_len);
     int ok = l->channel != NULL;
-    if (ok && kind->fenced && !(l->opts.flags & DLOCK_NO_FENCE))
+    if (ok && (kind->fenced || kind->guards) && !(l->opts.flags & DLOCK_NO_FENCE))
         ok = (l->fence_key = helper(l, "fence", 5, &l->fence_len)) != NULL;
     if (ok && kind->aux_key)
         ok = (l->aux_key = helper(l, kind->aux_key, strlen(kind->aux_key), &l->aux_len)) != NULL;

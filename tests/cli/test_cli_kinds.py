@@ -127,7 +127,7 @@ class Kinds(DlockTest):
                      ["run", "--fair", "a", "b", "--", "true"],
                      ["run", "--permits", "2", "a", "b", "--", "true"],
                      ["run", "a", "a", "--", "true"],
-                     ["run", "-s", "--fence", self.name, "--", "true"],
+                     ["run", "--permits", "2", "--fence", self.name, "--", "true"],
                      ["acquire", "--permits", "2", self.name],
                      ["acquire", "-s", self.name]):
             with self.subTest(argv=argv):

@@ -4,7 +4,9 @@
  * DLOCK_ELOST), the next grant's fence larger than every one before; a
  * waiter, plain and fair, taking the broken lock long before the broken
  * lease would have ended; a free name; a key that is not a lock left as
- * it is; a waiter's turn left alone; a fence guarding a newer holder; a
+ * it is; a waiter's turn left alone; a fence guarding a newer holder, and
+ * the fence status shows for a name its readers hold guarding a writer or
+ * reader that came later (one node, a Redlock, a Cluster); a
  * Redlock of three with a node down and with two down; bad
  * inputs; a Cluster lock broken on its slot's master. */
 #include <setjmp.h>
@@ -69,6 +71,21 @@ static dlock_lock *renewed(dlock_client *c, const char *name, unsigned flags, un
     return l;
 }
 
+/* The fence `dlock break` shows and passes on as its guard: status's, the
+ * highest over the nodes (cli/break.c). */
+static uint64_t shown_fence(dlock_client *c, const char *name)
+{
+    dlock_node_status ns[N];
+    size_t n = dlock_client_node_count(c);
+    assert_true(n <= N);
+    assert_int_equal(dlock_client_status(c, name, n, ns, NULL), DLOCK_OK);
+    uint64_t f = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ns[i].error == DLOCK_OK && ns[i].fence > f)
+            f = ns[i].fence;
+    return f;
+}
+
 typedef struct kind_case {
     const char *name;
     unsigned flags, permits;
@@ -99,12 +116,17 @@ static void every_kind_is_broken_and_its_holders_learn_it(void **state)
             if (dlock_lock_fence(h[i]) > top)
                 top = dlock_lock_fence(h[i]);
         }
+        /* The counter: the last holder's fence, or, readers', what their
+         * grants raised it to (they hold none: top stays 0). */
+        uint64_t shown = shown_fence(c, kc->name);
         dlock_break_result res;
         assert_int_equal(dlock_client_break(c, kc->name, 0, &res), DLOCK_OK);
         if (res.removed != (size_t)kc->holders || res.mode != kc->mode)
             fail_msg("%s: removed %zu (want %d), mode %d (want %d)", kc->name, res.removed,
                      kc->holders, (int)res.mode, (int)kc->mode);
-        assert_int_equal(res.fence, top);
+        assert_int_equal(res.fence, shown);
+        if (top > 0)
+            assert_int_equal(res.fence, top);
         assert_int_equal(res.removed_on, 1);
         assert_int_equal(res.answered, 1);
         assert_int_equal(res.nodes, 1);
@@ -238,6 +260,117 @@ static void a_fence_guards_a_newer_holder(void **state)
     dlock_client_free(c);
 }
 
+/* A name only readers ever held: the operator looks (status), the readers
+ * leave and a writer takes the name before the answer. A break guarded by
+ * what was shown must spare the writer (dlock.1: only the holder shown
+ * goes). Found by review: status showed fence 0 for readers, which the
+ * break reads as "whoever holds it", and the writer was broken. A reader
+ * that came after the look makes the guard fail too; the guard shown now
+ * removes every reader. */
+static void readers_guard_spares_later_holders(dlock_client *c, const char *name)
+{
+    dlock_lock *r[3], *w = test_lock_new(c, name, 60000, DLOCK_EXCLUSIVE, 10, 50);
+    for (int i = 0; i < 3; i++)
+        r[i] = test_lock_new(c, name, 60000, DLOCK_SHARED, 10, 50);
+    assert_int_equal(dlock_lock_acquire(r[0], 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r[1], 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(r[0]), 0); /* a reader holds no fence */
+    uint64_t seen = shown_fence(c, name);
+    assert_int_equal(dlock_lock_release(r[0]), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r[1]), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    dlock_break_result res;
+    int rc = dlock_client_break(c, name, seen, &res);
+    if (rc != DLOCK_ENOTOWNER || res.removed_on != 0)
+        fail_msg("%s: a break guarded by the readers' fence %llu gave %s and removed holds on "
+                 "%zu node(s): the writer that came after them (fence %llu) was broken",
+                 name, (unsigned long long)seen, dlock_errname(rc), res.removed_on,
+                 (unsigned long long)dlock_lock_fence(w));
+    assert_true(seen > 0);
+    assert_true(dlock_lock_fence(w) > seen); /* fences keep growing */
+    assert_int_equal(res.fence, dlock_lock_fence(w));
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK); /* still its */
+    assert_int_equal(dlock_lock_acquire(r[0], 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r[1], 0), DLOCK_OK);
+    seen = shown_fence(c, name);
+    assert_true(seen > dlock_lock_fence(w));
+    assert_int_equal(dlock_lock_acquire(r[2], 0), DLOCK_OK); /* after the look */
+    assert_int_equal(dlock_client_break(c, name, seen, &res), DLOCK_ENOTOWNER);
+    assert_int_equal(res.removed_on, 0);
+    seen = shown_fence(c, name);
+    assert_int_equal(dlock_client_break(c, name, seen, &res), DLOCK_OK);
+    assert_int_equal(res.removed, 3);
+    assert_int_equal(res.mode, DLOCK_HOLD_SHARED);
+    assert_int_equal(res.fence, seen);
+    assert_int_equal(res.removed_on, dlock_client_node_count(c));
+    for (int i = 0; i < 3; i++) {
+        assert_int_not_equal(dlock_lock_release(r[i]), DLOCK_OK); /* broken */
+        dlock_lock_free(r[i]);
+    }
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(w) > seen);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    dlock_lock_free(w);
+}
+
+static void a_readers_guard_spares_a_later_writer(void **state)
+{
+    (void)state;
+    test_flushall(&srv[0]);
+    dlock_client *c = test_client_for(&srv[0], NULL);
+    readers_guard_spares_later_holders(c, "rwguard");
+    dlock_client_free(c);
+}
+
+/* The same on a Redlock of three: each node's counter moves with the
+ * grants it saw, and the break looks at every node's first. */
+static void a_readers_guard_spares_a_later_writer_on_a_redlock(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N; i++)
+        test_flushall(&srv[i]);
+    dlock_client *c = test_client_timeouts(srv, N, 300, 300);
+    readers_guard_spares_later_holders(c, "rwguard3");
+    dlock_client_free(c);
+}
+
+/* Counters apart on a Redlock (node 0 ahead: it granted alone once): the
+ * readers' grant syncs the largest counter of their majority back, as a
+ * writer's does, so a writer granted later by the two other nodes alone
+ * still gets a fence above what status showed for the readers. Without
+ * the sync its fence was 5, under the 11 shown, and the break removed it. */
+static void a_readers_guard_holds_on_a_redlock_with_counters_apart(void **state)
+{
+    (void)state;
+    static const char fk[] = "rwapart\0fence";
+    for (int i = 0; i < N; i++) {
+        test_flushall(&srv[i]);
+        freeReplyObject(test_cmd_bin(&srv[i], "SET %b %s", fk, sizeof fk - 1, i ? "3" : "10"));
+    }
+    dlock_client *c = test_client_timeouts(srv, N, 300, 300);
+    dlock_lock *r = test_lock_new(c, "rwapart", 60000, DLOCK_SHARED, 10, 50);
+    assert_int_equal(dlock_lock_acquire(r, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_fence(r), 0);
+    uint64_t seen = shown_fence(c, "rwapart");
+    assert_int_equal(seen, 11);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    char down[64];
+    snprintf(down, sizeof down, "redis://127.0.0.1:%d", test_free_port());
+    const char *two_up[N] = {down, srv[1].url, srv[2].url};
+    dlock_client *c2 = test_client_new(two_up, N, NULL);
+    dlock_lock *w = test_lock_new(c2, "rwapart", 60000, DLOCK_EXCLUSIVE, 10, 50);
+    assert_int_equal(dlock_lock_acquire(w, 0), DLOCK_OK);
+    assert_true(dlock_lock_fence(w) > seen);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(c, "rwapart", seen, &res), DLOCK_ENOTOWNER);
+    assert_int_equal(res.removed_on, 0);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK); /* still its */
+    dlock_lock_free(w);
+    dlock_lock_free(r);
+    dlock_client_free(c2);
+    dlock_client_free(c);
+}
+
 /* On a Redlock a guarded break looks at every node's counter first: a
  * grant seen on one node (a contender's there: the holder's key had ended
  * on that node, say) breaks nothing anywhere, as the CLI's "nothing
@@ -329,7 +462,9 @@ static void a_cluster_lock_is_broken_on_its_master(void **state)
     o.cluster = 1;
     dlock_client *c = test_client_new(cluster.urls, TEST_CLUSTER_NODES, &o);
     const char *names[] = {"job:7", "{tag}job"};
+    const char *rw_names[] = {"rw:7", "{tag}rw"};
     for (size_t i = 0; i < 2; i++) {
+        readers_guard_spares_later_holders(c, rw_names[i]); /* the counter in the slot */
         dlock_lock *h = renewed(c, names[i], 0, 0);
         atomic_store(&lost_calls, 0);
         dlock_break_result res;
@@ -356,6 +491,9 @@ int main(void)
         cmocka_unit_test(a_free_name_and_a_key_that_is_not_a_lock),
         cmocka_unit_test(a_waiters_turn_is_not_broken),
         cmocka_unit_test(a_fence_guards_a_newer_holder),
+        cmocka_unit_test(a_readers_guard_spares_a_later_writer),
+        cmocka_unit_test(a_readers_guard_spares_a_later_writer_on_a_redlock),
+        cmocka_unit_test(a_readers_guard_holds_on_a_redlock_with_counters_apart),
         cmocka_unit_test(a_refusal_on_one_redlock_node_breaks_nothing),
         cmocka_unit_test(bad_inputs_are_einval),
         cmocka_unit_test(a_redlock_is_broken_on_a_majority),

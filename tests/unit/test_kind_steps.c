@@ -650,7 +650,7 @@ static void every_step_is_complete_and_acks_are_the_old_rule(void **state)
         assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_LEAVE_LIST)->script != DLOCK__S_NONE,
                          kind->wake_one);
         assert_int_equal(dlock__kind_step(kind, DLOCK__STEP_FENCE_SYNC)->script != DLOCK__S_NONE,
-                         kind->fenced && kind->wait != DLOCK__WAIT_QUEUE);
+                         (kind->fenced || kind->guards) && kind->wait != DLOCK__WAIT_QUEUE);
     }
 }
 

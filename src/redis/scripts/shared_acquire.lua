@@ -3,7 +3,9 @@
 -- a semaphore: one member per holder with a lease of its own (zlease.lua).
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  (shared locks only) the "writer waiting" mark, KEY NUL "ww"
+-- KEYS[2]  (shared locks only, optional: when #KEYS == 3) the fencing
+--          counter of this lock name, raised by the grant
+-- KEYS[#KEYS]  (shared locks only) the "writer waiting" mark, KEY NUL "ww"
 -- ARGV[1]  our owner token
 -- ARGV[2]  TTL in ms, > 0
 -- ARGV[3]  0 for a shared lock, else the semaphore's number of permits N
@@ -16,7 +18,10 @@
 -- grant writes our field beside the other holders', and the fields of
 -- ended leases go (zlease_ident)
 --
--- Replies  {1, 0}             granted
+-- Replies  {1, guard}         granted; guard the counter after the grant's
+--                             INCR (0 without KEYS[2]): no fence of the
+--                             reader's, the value a Redlock client syncs
+--                             (fence_sync.lua) as a writer's
 --          {0, pttl, holder}  not now: an exclusive holder (its token and
 --                             TTL), a waiting writer (holder '', the mark's
 --                             TTL), or all N permits taken (holder '', ms
@@ -24,17 +29,30 @@
 --          {-1, stored}       a semaphore whose key stores another N
 --          {-2, 0}            (with ARGV[4]) the owner is the writer
 --          error WRONGTYPE    the key holds another kind of lock, or is not a
---                             lock (a sorted set without a TTL)
+--                             lock (a sorted set without a TTL), or the
+--                             counter is not a counter
 --
 -- Invariant: a shared holder is never granted beside an exclusive one, nor
 -- while a writer waits (writer preference) unless its owner holds a share
 -- already; a semaphore never has more than
 -- N live leases. Expired members are pruned first and never counted. Every
 -- check runs before the first write.
+--
+-- The counter: a reader holds no fencing token (it does not write), but
+-- its grant raises the name's counter as a writer's does (INCR), so that
+-- the counter is above what status showed once anyone, reader or writer,
+-- was granted the name since. That is what a guarded break compares
+-- (break.lua): without it a name only readers ever held showed fence 0,
+-- "break whoever holds it", and a writer that came after the readers shown
+-- was broken. Writers' fences keep growing (the counter never goes down);
+-- they skip the readers' numbers.
 --#include ident.lua
 --#include delay.lua
+--#include bad_fence.lua
 --#include zlease.lua
 local key, tok, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local fk = #KEYS == 3 and KEYS[2] or nil
+local mark = KEYS[#KEYS]
 local t = redis.call('type', key).ok
 -- Every sorted set dlock writes has a TTL (its last lease's end): one
 -- without is not a lock of ours (holders.lua says so too).
@@ -58,14 +76,18 @@ if n == 0 then
   if stored then
     return redis.error_reply('WRONGTYPE lock key holds a semaphore, not a shared lock; nothing written')
   end
-  local mark = redis.call('pttl', KEYS[2])
+  local left = redis.call('pttl', mark)
   local holds = false
-  if mark > 0 and ARGV[4] and t == 'zset' then
+  if left > 0 and ARGV[4] and t == 'zset' then
     for _, m in ipairs(redis.call('zrangebyscore', key, '(' .. now, '(inf')) do
       if string.sub(m, 1, #ARGV[4]) == ARGV[4] then holds = true break end
     end
   end
-  if mark > 0 and not holds then return {0, mark, ''} end
+  if left > 0 and not holds then return {0, left, ''} end
+  if fk then
+    local e = bad_fence(fk)
+    if e then return e end
+  end
 else
   if stored and stored ~= n then return {-1, stored} end
   if not stored and live > 0 then
@@ -93,6 +115,9 @@ if delay_left then
   if n == 0 and ms > 0 then return delay_refused(ms) end
   if n > 0 and dead > 0 and live + dead >= n then return delay_refused(soonest) end
 end
+-- The counter first of the grant's writes: refused (an ACL), it leaves
+-- nothing; raised and then the grant refused, it has only grown.
+local guard = fk and redis.call('incr', fk) or 0
 local last = now + ttl
 local top = redis.call('zrevrangebyscore', key, '(inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 1)
 if #top > 0 and tonumber(top[2]) > last then last = tonumber(top[2]) end
@@ -106,4 +131,4 @@ redis.call('zadd', key, now + ttl, tok)
 if t == 'none' then redis.call('pexpire', key, last - now) end -- a set has it already
 if ident_write then ident_write(tok, ident_text, last - now, false) end
 if delay_mark then delay_mark(tok, ttl) end
-return {1, 0}
+return {1, guard}
