@@ -90,7 +90,8 @@ static int lease_holders(dlock__zk *z, const char *path, dlock__zk_holding *h)
         h->n_names = k.n_children;
         k.children = NULL;
         k.n_children = 0;
-        qsort(h->names, h->n_names, sizeof *h->names, by_seq);
+        if (h->n_names > 1)
+            qsort(h->names, h->n_names, sizeof *h->names, by_seq);
         while (h->count < h->n_names && any_seq(h->names[h->count]) >= 0)
             h->count++;
         h->mode = DLOCK_HOLD_SEMAPHORE;
@@ -135,7 +136,8 @@ static int read_once(dlock__zk *z, const char *path, dlock__zk_holding *h, int *
     h->n_names = k.n_children;
     k.children = NULL;
     k.n_children = 0;
-    qsort(h->names, h->n_names, sizeof *h->names, by_seq);
+    if (h->n_names > 1)
+        qsort(h->names, h->n_names, sizeof *h->names, by_seq);
     line_holders(h);
     int leases = 0;
     for (size_t i = 0; !h->count && i < h->n_names; i++)
