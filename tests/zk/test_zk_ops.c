@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "test_waiter.h"
 #include "zk_contend.h"
 #include "zk_server.h"
+#include "zk_session.h"
 
 static test_zk srv;
 
@@ -339,6 +341,93 @@ static void the_holders_identity_is_its_nodes_data(void **state)
     dlock_client_free(b);
 }
 
+/* ---- an ACL that forbids the delete -------------------------------------------- */
+
+static void quiet(const char *message)
+{
+    (void)message;
+}
+
+static void connected(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)type, (void)path;
+    if (state == ZOO_CONNECTED_STATE)
+        *(int *)ctx = 1;
+}
+
+static void auth_done(int rc, const void *data)
+{
+    *(int *)(intptr_t)data = rc == ZOK ? 1 : -1;
+}
+
+static void create_done(int rc, const char *value, const void *data)
+{
+    (void)value;
+    *(int *)(intptr_t)data = rc == ZOK || rc == ZNODEEXISTS ? 1 : -1;
+}
+
+/* Drive zh (the library's lock held by the caller) until *flag is set,
+ * 5 s at most. */
+static void drive_until(zhandle_t *zh, const int *flag)
+{
+    for (int64_t end = test_now_ms() + 5000; !*flag && test_now_ms() < end;) {
+        int fd = -1, interest = 0;
+        struct timeval tv;
+        zookeeper_interest(zh, &fd, &interest, &tv);
+        struct pollfd p = {fd, (short)((interest & ZOOKEEPER_READ ? POLLIN : 0) |
+                                       (interest & ZOOKEEPER_WRITE ? POLLOUT : 0)), 0};
+        dlock__zk_lib_unlock();
+        int n = poll(&p, fd >= 0, 20);
+        dlock__zk_lib_lock();
+        zookeeper_process(zh, n > 0 ? ((p.revents & ~POLLOUT ? ZOOKEEPER_READ : 0) |
+                                       (p.revents & POLLOUT ? ZOOKEEPER_WRITE : 0))
+                                    : 0);
+    }
+    assert_int_equal(*flag, 1);
+}
+
+/* The znode path made by a session authenticated as digest owner:pw,
+ * with every right for that user and only READ for the world. */
+static void make_guarded_path(const char *path)
+{
+    char auth_scheme[] = "auth", none[] = "", world[] = "world", anyone[] = "anyone";
+    struct ACL acl[2] = {{ZOO_PERM_ALL, {auth_scheme, none}}, {ZOO_PERM_READ, {world, anyone}}};
+    struct ACL_vector v = {2, acl};
+    int up = 0, authed = 0, made = 0;
+    dlock__zk_lib_lock(); /* the library's log buffers are shared (zk_session.h) */
+    zhandle_t *zh = zookeeper_init2(srv.url + 5, connected, 5000, NULL, &up, 0, quiet);
+    assert_non_null(zh);
+    drive_until(zh, &up);
+    assert_int_equal(zoo_add_auth(zh, "digest", "owner:pw", 8, auth_done, &authed), ZOK);
+    drive_until(zh, &authed);
+    assert_int_equal(zoo_acreate(zh, path, "", 0, &v, 0, create_done, &made), ZOK);
+    drive_until(zh, &made);
+    zookeeper_close(zh);
+    dlock__zk_lib_unlock();
+}
+
+static void a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it(void **state)
+{
+    (void)state;
+    make_guarded_path("/ops-acl");
+    const char *u = srv.url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.username = "owner";
+    o.password = "pw";
+    dlock_client *owner = test_client_new(&u, 1, &o), *other = client_new(NULL, NULL);
+    dlock_lock *l = lock_new(owner, "/ops-acl", 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    dlock_break_result r;
+    assert_int_equal(dlock_client_break(other, "/ops-acl", 0, &r), DLOCK_EAUTH);
+    assert_int_equal(r.removed, 0);
+    assert_int_equal(dlock_lock_extend(l, 0), DLOCK_OK); /* still its node */
+    assert_int_equal(dlock_client_break(owner, "/ops-acl", 0, &r), DLOCK_OK);
+    assert_int_equal(r.removed, 1);
+    dlock_lock_free(l);
+    dlock_client_free(owner);
+    dlock_client_free(other);
+}
+
 int main(void)
 {
     if (!test_zk_available()) {
@@ -352,6 +441,7 @@ int main(void)
         cmocka_unit_test(a_break_of_readers_removes_them_all_and_the_writer_gets_it),
         cmocka_unit_test(a_semaphores_leases_are_its_holders_and_a_break_removes_them),
         cmocka_unit_test(the_holders_identity_is_its_nodes_data),
+        cmocka_unit_test(a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
