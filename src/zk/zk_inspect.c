@@ -54,6 +54,18 @@ static int by_seq(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The names a call read are h's now, sorted by sequence (the others
+ * last). */
+static void take_names(dlock__zk_holding *h, dlock__zk_call *k)
+{
+    h->names = k->children;
+    h->n_names = k->n_children;
+    k->children = NULL;
+    k->n_children = 0;
+    if (h->n_names > 1)
+        qsort(h->names, h->n_names, sizeof *h->names, by_seq);
+}
+
 /* The line in names (sorted by sequence): its holders, the first
  * count, and its mode; the other lock nodes wait. */
 static void line_holders(dlock__zk_holding *h)
@@ -86,12 +98,7 @@ static int lease_holders(dlock__zk *z, const char *path, dlock__zk_holding *h)
     if (rc == DLOCK_OK)
         rc = look_rc(look_once(z, &k, DLOCK__ZK_CHILDREN, h->dir), &k);
     if (rc == DLOCK_OK && k.zrc == ZOK) {
-        h->names = k.children; /* ours now */
-        h->n_names = k.n_children;
-        k.children = NULL;
-        k.n_children = 0;
-        if (h->n_names > 1)
-            qsort(h->names, h->n_names, sizeof *h->names, by_seq);
+        take_names(h, &k);
         while (h->count < h->n_names && any_seq(h->names[h->count]) >= 0)
             h->count++;
         h->mode = DLOCK_HOLD_SEMAPHORE;
@@ -132,12 +139,7 @@ static int read_once(dlock__zk *z, const char *path, dlock__zk_holding *h, int *
         dlock__zk_call_clear(&k);
         return 1;
     }
-    h->names = k.children; /* ours now */
-    h->n_names = k.n_children;
-    k.children = NULL;
-    k.n_children = 0;
-    if (h->n_names > 1)
-        qsort(h->names, h->n_names, sizeof *h->names, by_seq);
+    take_names(h, &k);
     line_holders(h);
     int leases = 0;
     for (size_t i = 0; !h->count && i < h->n_names; i++)

@@ -157,39 +157,12 @@ static void list_names_every_kind_with_its_holders_and_waiters(void **state)
 
 /* ---- break ------------------------------------------------------------------ */
 
-/* A child's hold of "stuck" under /ops/break/ (its fence into fd), kept
- * until it is killed: stopped meanwhile, its session lives on (10 s). */
-static void hold_in_child(int fd)
-{
-    const char *u = srv.url;
-    dlock_client *c = NULL;
-    dlock_lock *l = NULL;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.key_prefix = "/ops/break/";
-    uint64_t fence = 0;
-    if (dlock_client_new(&c, &u, 1, &o, NULL, 0) == DLOCK_OK &&
-        dlock_lock_new(&l, c, "stuck", NULL) == DLOCK_OK && dlock_lock_acquire(l, 0) == DLOCK_OK)
-        fence = dlock_lock_fence(l);
-    if (write(fd, &fence, sizeof fence) != (ssize_t)sizeof fence)
-        _exit(2);
-    for (;;)
-        pause();
-}
-
 static void a_guarded_break_frees_a_stopped_holder_for_its_waiter(void **state)
 {
     (void)state;
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    pid_t pid = test_fork_child(); /* before this test makes any thread */
-    if (pid == 0) {
-        close(p[0]);
-        hold_in_child(p[1]);
-    }
-    close(p[1]);
-    uint64_t fence = 0;
-    assert_int_equal(read(p[0], &fence, sizeof fence), (ssize_t)sizeof fence);
-    close(p[0]);
+    /* stopped, the holder's session lives on (10 s) */
+    pid_t pid = 0;
+    uint64_t fence = zk_hold_in_child(srv.url, "/ops/break/stuck", &pid); /* before any thread */
     assert_true(fence > 0);
     assert_int_equal(kill(pid, SIGSTOP), 0);
     dlock_client *c = client_new("/ops/break/", NULL);
