@@ -846,7 +846,9 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * if the credentials are refused. The session's timeout (10 s by default)
  * is the lease of every hold of the client (ttl_ms is not used), so a
  * hold never outlives its client (dlock_lock_forget() leaves it until the
- * client is freed), and adopt, identity, list and break are DLOCK_ENOTSUP.
+ * client is freed), and adopt is DLOCK_ENOTSUP (a hold is its session's);
+ * status, holders, identity, list and break read and delete the lock's
+ * nodes (docs/backends.md, "ZooKeeper").
  * Every kind, on Curator's layouts (InterProcessMutex, its
  * InterProcessReadWriteLock for shared and exclusive locks,
  * InterProcessSemaphoreV2 for semaphores; docs/backends.md), and several
@@ -960,6 +962,9 @@ typedef struct dlock_node_status {
  * dlock_lock_fence() is 0). etcd: the fence is the owner's key's create
  * revision; when readers hold, the oldest reader's key's (every later
  * grant's fence is larger), which dlock_client_break() takes as its guard.
+ * ZooKeeper likewise: the owner's node's czxid, or the oldest reader's or
+ * (a semaphore) lease's node's; ttl_ms -1 (the holder's session is its
+ * lease).
  *
  * @param n_nodes the length of @p nodes: at least dlock_client_node_count().
  * @param nodes   receives one entry per node.
@@ -1013,7 +1018,11 @@ typedef struct dlock_holders_info {
  * token the reader's dlock_lock_token()), or that key alone
  * (DLOCK_HOLD_EXCLUSIVE: a writer, a plain lock, `etcdctl lock`); each
  * ttl_ms is its lease's, read one lease at a time. N is not stored there:
- * a semaphore's name reads as its oldest key's.
+ * a semaphore's name reads as its oldest key's. ZooKeeper: each token is
+ * the holder's node's name, ttl_ms -1; a semaphore's holders are its
+ * lease nodes (<path>/leases: DLOCK_HOLD_SEMAPHORE, permits 0, as N is
+ * stored nowhere there; a lease asked for while all are taken counts
+ * too, as Curator counts it).
  *
  * @param out     receives up to @p max_out holders (may be NULL with 0).
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range), or
@@ -1035,7 +1044,11 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  * (the first 8, then "+N more"); dlock_client_holder_identity() reads one
  * of them. On etcd the cluster is node 0 and the holders' keys are read:
  * the owner's, or the readers' (oldest first, as their leases' ends are
- * not read) when readers hold.
+ * not read) when readers hold. On ZooKeeper the identity is the holder's
+ * node's data (written at its create when the holder's client keeps
+ * identities; Curator's recipes write their client's IP address there)
+ * followed by " since=" and the node's ctime (the server's clock when
+ * the holder got in line); a node without data reads as "".
  *
  * @param buf receives the identity, NUL-terminated and cut to fit: ""
  *            when the name is free on that node or its holder keeps none
@@ -1044,8 +1057,7 @@ dlock_client_holders(dlock_client *client, const char *name, size_t node,
  *            holds any one identity dlock writes; several holders' need
  *            more, or come cut).
  * @return DLOCK_OK, DLOCK_EINVAL (NULL, bad name, node out of range, no
- *         buffer), DLOCK_ENOTSUP (a zk:// client), or the node's error.
- *         Thread-safe.
+ *         buffer), or the node's error. Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_client_identity(dlock_client *client, const char *name, size_t node, char *buf,
@@ -1059,7 +1071,8 @@ dlock_client_identity(dlock_client *client, const char *name, size_t node, char 
  * dlock_client_identity() joins for several holders, one at a time. Same
  * text as dlock_client_identity(); read-only; the client's key_prefix
  * applies; the calling client need not keep identities itself. One HGET
- * on Redis.
+ * on Redis; on ZooKeeper the node named @p token (or the lease of that
+ * name) is read.
  *
  * @param buf receives the identity, NUL-terminated and cut to fit: "" when
  *            the token keeps none there (no such holder, identity off, a
@@ -1165,7 +1178,15 @@ typedef struct dlock_break_result {
  *         error of the only node; or
  *         DLOCK_ENOQUORUM when fewer than a majority of several nodes
  *         answered (holds may have been removed from those that did);
- *         DLOCK_ENOTSUP on a zk:// client (not yet).
+ *         DLOCK_EAUTH (ZooKeeper: an ACL forbids deleting a holder's node).
+ *
+ * ZooKeeper: the holders' nodes are deleted by name, one request each (a
+ * node's name is never given to another create, so only the holders read
+ * go, never one that came since): the owner's, every reader before the
+ * first writer, or a semaphore's lease nodes; the next in line is woken by
+ * its watch as by a release. The guard is the oldest holder's node's
+ * czxid, as dlock_client_status() reports it (a reader's and a lease's
+ * too): a holder that came since has another.
  */
 DLOCK_EXTERN(int)
 dlock_client_break(dlock_client *client, const char *name, uint64_t fence,
@@ -1259,7 +1280,17 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  *         walked meanwhile (list again; no callback then); the
  *         error of the only node; or DLOCK_ENOQUORUM when fewer than a
  *         majority of several nodes could be listed (no callback then);
- *         DLOCK_ENOTSUP on a zk:// client (not yet).
+ *         DLOCK_EIO on a zk:// client whose tree below the prefix has
+ *         more than 100,000 znodes (no callback then).
+ *
+ * ZooKeeper: the tree below the prefix's path (the pattern's literal
+ * start up to its last '/' narrows where the walk begins) is read with
+ * getChildren, one request per znode; a znode whose children are lock
+ * nodes (Curator's _c_<uuid>-lock-, -__READ__, -__WRIT__) or a
+ * semaphore's "leases" is a name, listed without its leading '/', its
+ * holders and fence read as dlock_client_status() reads them (one to
+ * three requests more per name), ttl_ms -1, its identity the oldest
+ * holder's node's data. The names are gathered before the first callback.
  */
 DLOCK_EXTERN(int)
 dlock_client_list(dlock_client *client, const char *pattern, dlock_list_fn cb, void *arg);

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* What a client asks about a name without a handle (backend.h: status,
- * holders) on ZooKeeper: the lock's line read, its owner the node with the
- * lowest sequence, its fence that node's czxid. Each is a call waited for
- * on a private loop of the caller's (a blocking look). The TTL is -1: a
- * holder lives as long as its session, which the server times. */
+ * holders, identity) on ZooKeeper: the lock's line read, its owner the node
+ * with the lowest sequence (or the readers before the first writer, or a
+ * semaphore's leases), its fence the oldest holder's czxid, its identity
+ * that node's data. Each is a call waited for on a private loop of the
+ * caller's (a blocking look). The TTL is -1: a holder lives as long as its
+ * session, which the server times. */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -15,6 +19,9 @@
 
 #define ZK(c) ((dlock__zk *)(c)->store)
 
+/* Holders whose identities dlock_client_identity() joins (dlock.h). */
+#define IDENTITIES_JOINED 8
+
 /* One call, waited for on a loop of the caller's own. */
 static int look_once(dlock__zk *z, dlock__zk_call *c, int what, const char *path)
 {
@@ -23,71 +30,168 @@ static int look_once(dlock__zk *z, dlock__zk_call *c, int what, const char *path
     return dlock__zk_call_wait(z, c);
 }
 
-/* Who holds the lock at key: the node with the lowest sequence, or, when
- * that is a reader's, every reader before the first writer (Curator's
- * read-write lock); their names (up to max, each DLOCK__ZK_PATH_MAX
- * bytes) and count, and an exclusive owner's czxid as the fence (readers
- * have none). */
-typedef struct holding {
-    size_t count;
-    int shared;
-    uint64_t fence;
-} holding;
-
-static int read_holders(dlock__zk *z, const char *key, char (*names)[DLOCK__ZK_PATH_MAX],
-                        size_t max, holding *h)
+/* A call's answer as dlock's code: a missing node is no error here. */
+static int look_rc(int rc, const dlock__zk_call *c)
 {
-    char path[DLOCK__ZK_PATH_MAX], first[DLOCK__ZK_PATH_MAX] = "";
-    *h = (holding){0};
-    if (!dlock__zk_lock_path(path, sizeof path, key))
-        return DLOCK_EINVAL;
-    dlock__zk_call k = {0};
-    int rc = look_once(z, &k, DLOCK__ZK_CHILDREN, path);
-    if (rc == DLOCK_OK && k.zrc != ZOK && k.zrc != ZNONODE)
-        rc = dlock__zk_error(k.zrc);
-    int64_t lowest = -1, first_writer = INT64_MAX;
-    int role = 0;
-    for (size_t i = 0; rc == DLOCK_OK && i < k.n_children; i++) {
-        int64_t s = dlock__zk_node_seq(k.children[i], &role);
-        if (s < 0)
-            continue;
-        if (lowest < 0 || s < lowest) {
-            lowest = s;
-            (void)dlock__zk_path_set(first, k.children[i], NULL);
-        }
-        if (role != DLOCK__ZK_READ && s < first_writer)
-            first_writer = s;
+    return rc == DLOCK_OK && c->zrc != ZOK && c->zrc != ZNONODE ? dlock__zk_error(c->zrc) : rc;
+}
+
+/* The sequence a node's name ends in: a lock node's (dlock__zk_node_seq),
+ * or a lease's (Curator's _c_<uuid>-lease-<10 digits>); -1 none. */
+static int64_t any_seq(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 10 || strspn(name + n - 10, "0123456789") != 10)
+        return -1;
+    return strtoll(name + n - 10, NULL, 10);
+}
+
+static int by_seq(const void *a, const void *b)
+{
+    int64_t x = any_seq(*(char *const *)a), y = any_seq(*(char *const *)b);
+    x = x < 0 ? INT64_MAX : x;
+    y = y < 0 ? INT64_MAX : y;
+    return (x > y) - (x < y);
+}
+
+/* The names a call read are h's now, sorted by sequence (the others
+ * last). */
+static void take_names(dlock__zk_holding *h, dlock__zk_call *k)
+{
+    h->names = k->children;
+    h->n_names = k->n_children;
+    k->children = NULL;
+    k->n_children = 0;
+    if (h->n_names > 1)
+        qsort(h->names, h->n_names, sizeof *h->names, by_seq);
+}
+
+/* The line in names (sorted by sequence): its holders, the first
+ * count, and its mode; the other lock nodes wait. */
+static void line_holders(dlock__zk_holding *h)
+{
+    size_t nodes = 0, readers = 0;
+    int role = 0, writer_seen = 0;
+    for (size_t i = 0; i < h->n_names && dlock__zk_node_seq(h->names[i], &role) >= 0; i++) {
+        nodes++;
+        writer_seen |= role != DLOCK__ZK_READ;
+        readers += !writer_seen;
     }
-    if (lowest >= 0 && lowest < first_writer) { /* readers hold */
-        h->shared = 1;
-        for (size_t i = 0; i < k.n_children; i++) {
-            int64_t s = dlock__zk_node_seq(k.children[i], &role);
-            if (s >= 0 && s < first_writer && h->count++ < max)
-                (void)dlock__zk_path_set(names[h->count - 1], k.children[i], NULL);
-        }
-    } else if (lowest >= 0) {
-        char node[DLOCK__ZK_PATH_MAX];
-        (void)(dlock__zk_path_set(node, path, "/") && dlock__zk_path_set(node, node, first));
-        rc = look_once(z, &k, DLOCK__ZK_EXISTS, node);
-        if (rc == DLOCK_OK && k.zrc == ZOK) { /* (ZNONODE: released since) */
-            h->count = 1;
-            h->fence = (uint64_t)k.stat.czxid;
-            if (max > 0)
-                (void)dlock__zk_path_set(names[0], first, NULL);
-        }
+    h->mode = !nodes ? DLOCK_HOLD_FREE : readers ? DLOCK_HOLD_SHARED : DLOCK_HOLD_EXCLUSIVE;
+    h->count = readers ? readers : nodes > 0;
+    h->waiters = nodes - h->count;
+}
+
+/* A semaphore's leases (every lease node is a holder: a waiter's lease
+ * asked for while all are taken too, as Curator counts them), its locks
+ * line's nodes its waiters. */
+static int lease_holders(dlock__zk *z, const char *path, dlock__zk_holding *h)
+{
+    dlock__zk_call k = {0};
+    char locks[DLOCK__ZK_PATH_MAX];
+    (void)dlock__zk_path_set(locks, path, "/locks");
+    int rc = look_rc(look_once(z, &k, DLOCK__ZK_CHILDREN, locks), &k);
+    for (size_t i = 0; rc == DLOCK_OK && k.zrc == ZOK && i < k.n_children; i++)
+        h->waiters += dlock__zk_node_seq(k.children[i], NULL) >= 0;
+    dlock__zk_call_clear(&k);
+    (void)dlock__zk_path_set(h->dir, path, "/leases");
+    if (rc == DLOCK_OK)
+        rc = look_rc(look_once(z, &k, DLOCK__ZK_CHILDREN, h->dir), &k);
+    if (rc == DLOCK_OK && k.zrc == ZOK) {
+        take_names(h, &k);
+        while (h->count < h->n_names && any_seq(h->names[h->count]) >= 0)
+            h->count++;
+        h->mode = DLOCK_HOLD_SEMAPHORE;
     }
     dlock__zk_call_clear(&k);
     return rc;
+}
+
+/* The oldest holder's node: its czxid (the fence), data and ctime. 0 if
+ * it went meanwhile (the caller reads again). */
+static int oldest_holder(dlock__zk *z, dlock__zk_holding *h, int *rc)
+{
+    char node[DLOCK__ZK_PATH_MAX];
+    dlock__zk_call k = {0};
+    (void)(dlock__zk_path_set(node, h->dir, "/") && dlock__zk_path_set(node, node, h->names[0]));
+    *rc = look_rc(look_once(z, &k, DLOCK__ZK_GET_DATA, node), &k);
+    int there = *rc == DLOCK_OK && k.zrc == ZOK;
+    if (there) {
+        h->fence = (uint64_t)k.stat.czxid;
+        h->ctime_ms = k.stat.ctime;
+        h->data = k.value; /* ours now */
+        h->data_len = k.value_len;
+        k.value = NULL;
+    }
+    dlock__zk_call_clear(&k);
+    return there || *rc != DLOCK_OK;
+}
+
+/* One read of the lock at path: 1 done (rc its code), 0 read again (the
+ * oldest holder went between the two calls). */
+static int read_once(dlock__zk *z, const char *path, dlock__zk_holding *h, int *rc)
+{
+    dlock__zk_holding_clear(h);
+    (void)dlock__zk_path_set(h->dir, path, NULL);
+    dlock__zk_call k = {0};
+    *rc = look_rc(look_once(z, &k, DLOCK__ZK_CHILDREN, path), &k);
+    if (*rc != DLOCK_OK || k.zrc != ZOK) {
+        dlock__zk_call_clear(&k);
+        return 1;
+    }
+    take_names(h, &k);
+    line_holders(h);
+    int leases = 0;
+    for (size_t i = 0; !h->count && i < h->n_names; i++)
+        leases |= strcmp(h->names[i], "leases") == 0;
+    if (leases) {
+        for (size_t i = 0; i < h->n_names; i++)
+            dlock__free(h->names[i]);
+        dlock__free(h->names);
+        h->names = NULL;
+        h->n_names = 0;
+        *rc = lease_holders(z, path, h);
+    }
+    if (*rc != DLOCK_OK || !h->count)
+        return 1;
+    return oldest_holder(z, h, rc);
+}
+
+int dlock__zk_holding_read(dlock__zk *z, const char *path, dlock__zk_holding *h)
+{
+    memset(h, 0, sizeof *h);
+    int rc = DLOCK_OK;
+    for (int tries = 0; tries < 3; tries++) {
+        if (read_once(z, path, h, &rc))
+            return rc;
+    }
+    /* The oldest kept going: read as free, as a holder gone since would be. */
+    dlock__zk_holding_clear(h);
+    return DLOCK_OK;
+}
+
+void dlock__zk_holding_clear(dlock__zk_holding *h)
+{
+    for (size_t i = 0; i < h->n_names; i++)
+        dlock__free(h->names[i]);
+    dlock__free(h->names);
+    dlock__free(h->data);
+    memset(h, 0, sizeof *h);
 }
 
 int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
                      dlock_lock_status *summary)
 {
     (void)klen;
-    holding h;
-    int rc = read_holders(ZK(c), key, NULL, 0, &h);
+    dlock__zk_holding h;
+    char path[DLOCK__ZK_PATH_MAX];
+    int rc = DLOCK_EINVAL;
+    memset(&h, 0, sizeof h);
+    if (dlock__zk_lock_path(path, sizeof path, key))
+        rc = dlock__zk_holding_read(ZK(c), path, &h);
     int held = rc == DLOCK_OK && h.count > 0;
     *out = (dlock_node_status){.error = rc, .held = held, .ttl_ms = -1, .fence = h.fence};
+    dlock__zk_holding_clear(&h);
     if (summary)
         *summary = (dlock_lock_status){.state = rc != DLOCK_OK ? DLOCK_STATUS_UNKNOWN
                                                 : held         ? DLOCK_STATUS_HELD
@@ -97,31 +201,116 @@ int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_s
     return rc;
 }
 
-/* Holder names kept per call: a node name is ~55 bytes. */
-#define HOLDERS_MAX 64
+/* The holding of the lock at key, or DLOCK_EINVAL for a key that is no
+ * ZooKeeper path. */
+static int holding_of(dlock_client *c, const char *key, dlock__zk_holding *h)
+{
+    char path[DLOCK__ZK_PATH_MAX];
+    memset(h, 0, sizeof *h);
+    if (!dlock__zk_lock_path(path, sizeof path, key))
+        return DLOCK_EINVAL;
+    return dlock__zk_holding_read(ZK(c), path, h);
+}
 
 int dlock__zk_holders(dlock_client *c, const char *key, size_t klen, size_t node,
                       dlock_holders_info *info, dlock_holder *out, size_t max_out)
 {
     (void)klen, (void)node; /* one node: the engine checked it */
-    static const size_t cap = HOLDERS_MAX;
-    char(*names)[DLOCK__ZK_PATH_MAX] = dlock__calloc(cap, sizeof *names);
-    if (!names)
-        return DLOCK_ENOMEM;
-    holding h;
-    int rc = read_holders(ZK(c), key, names, max_out < cap ? max_out : cap, &h);
+    dlock__zk_holding h;
+    int rc = holding_of(c, key, &h);
     if (rc == DLOCK_OK) {
-        *info = (dlock_holders_info){.mode = !h.count   ? DLOCK_HOLD_FREE
-                                             : h.shared ? DLOCK_HOLD_SHARED
-                                                        : DLOCK_HOLD_EXCLUSIVE,
-                                     .count = h.count, .writer_waiting_ms = -1};
-        for (size_t i = 0; i < h.count && i < max_out && i < cap; i++) {
-            size_t n = strnlen(names[i], sizeof out[i].token - 1);
-            memcpy(out[i].token, names[i], n);
+        /* a semaphore's N is the holders' own (Curator keeps it nowhere) */
+        *info = (dlock_holders_info){.mode = h.mode, .count = h.count, .writer_waiting_ms = -1};
+        for (size_t i = 0; i < h.count && i < max_out; i++) {
+            size_t n = strnlen(h.names[i], sizeof out[i].token - 1);
+            memcpy(out[i].token, h.names[i], n);
             out[i].token[n] = '\0';
             out[i].ttl_ms = -1;
         }
     }
-    dlock__free(names);
+    dlock__zk_holding_clear(&h);
+    return rc;
+}
+
+/* ---- identity: the holder node's data ----------------------------------------- */
+
+void dlock__zk_identity_text(const char *data, size_t dlen, int64_t ctime_ms, char *buf,
+                             size_t len)
+{
+    buf[0] = '\0';
+    if (!data || !dlen)
+        return;
+    char since[40];
+    int s = snprintf(since, sizeof since, " since=%" PRId64, ctime_ms);
+    size_t n = dlen < len - 1 ? dlen : len - 1;
+    memcpy(buf, data, n);
+    size_t m = s > 0 && (size_t)s < len - 1 - n ? (size_t)s : len - 1 - n;
+    memcpy(buf + n, since, m);
+    buf[n + m] = '\0';
+}
+
+/* The identity of node dir/name into buf ("" none, or gone). */
+static int node_identity(dlock__zk *z, const char *dir, const char *name, char *buf, size_t len)
+{
+    char node[DLOCK__ZK_PATH_MAX];
+    dlock__zk_call k = {0};
+    buf[0] = '\0';
+    if (!dlock__zk_path_set(node, dir, "/") || !dlock__zk_path_set(node, node, name))
+        return DLOCK_EINVAL;
+    int rc = look_rc(look_once(z, &k, DLOCK__ZK_GET_DATA, node), &k);
+    if (rc == DLOCK_OK && k.zrc == ZOK)
+        dlock__zk_identity_text(k.value, k.value_len, k.stat.ctime, buf, len);
+    dlock__zk_call_clear(&k);
+    return rc;
+}
+
+/* buf += one holder's identity (with "; " after the first), cut to fit. */
+static void join(char *buf, size_t len, const char *one)
+{
+    size_t at = strlen(buf);
+    if (!one[0] || at + 1 >= len)
+        return;
+    snprintf(buf + at, len - at, "%s%s", at ? "; " : "", one);
+}
+
+int dlock__zk_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
+                       size_t len)
+{
+    (void)klen, (void)node;
+    dlock__zk_holding h;
+    buf[0] = '\0';
+    int rc = holding_of(c, key, &h);
+    char one[DLOCK_IDENTITY_READ_MAX + 1];
+    if (rc == DLOCK_OK && h.count) {
+        dlock__zk_identity_text(h.data, h.data_len, h.ctime_ms, one, sizeof one);
+        join(buf, len, one);
+    }
+    /* a shared lock's or semaphore's holders: the oldest first (their
+     * leases are one session timeout each: none ends before another) */
+    for (size_t i = 1; rc == DLOCK_OK && i < h.count && i < IDENTITIES_JOINED; i++) {
+        if ((rc = node_identity(ZK(c), h.dir, h.names[i], one, sizeof one)) == DLOCK_OK)
+            join(buf, len, one);
+    }
+    if (rc == DLOCK_OK && h.count > IDENTITIES_JOINED && buf[0]) {
+        snprintf(one, sizeof one, "+%zu more", h.count - IDENTITIES_JOINED);
+        join(buf, len, one);
+    }
+    dlock__zk_holding_clear(&h);
+    return rc;
+}
+
+int dlock__zk_holder_identity(dlock_client *c, const char *key, size_t klen, size_t node,
+                              const char *token, size_t tlen, char *buf, size_t len)
+{
+    (void)klen, (void)node;
+    char path[DLOCK__ZK_PATH_MAX], leases[DLOCK__ZK_PATH_MAX];
+    buf[0] = '\0';
+    /* a token is a node's name: a lock node's, or a semaphore's lease's */
+    if (!dlock__zk_lock_path(path, sizeof path, key) || memchr(token, '/', tlen) ||
+        tlen >= 64 || !strcmp(token, ".") || !strcmp(token, ".."))
+        return DLOCK_EINVAL;
+    int rc = node_identity(ZK(c), path, token, buf, len);
+    if (rc == DLOCK_OK && !buf[0] && dlock__zk_path_set(leases, path, "/leases"))
+        rc = node_identity(ZK(c), leases, token, buf, len);
     return rc;
 }

@@ -86,7 +86,41 @@ int dlock__zk_blocks(int mine, int role);
  * to spare for a node below it), else 0. */
 int dlock__zk_lock_path(char *out, size_t cap, const char *key);
 
-/* dlock_client_status() and dlock_client_holders() (zk_inspect.c). */
+/* Who holds the lock at path, read as every look without a handle reads
+ * it (zk_inspect.c): a line's owner (the node with the lowest sequence),
+ * or its readers before the first writer, or a semaphore's leases
+ * (<path>/leases, when the path holds no lock node but has that child). */
+typedef struct dlock__zk_holding {
+    dlock_hold_mode mode;          /* FREE, EXCLUSIVE, SHARED or SEMAPHORE */
+    size_t count;                  /* holders: names[0..count), oldest first */
+    size_t waiters;                /* the line's other nodes (a semaphore's locks line) */
+    uint64_t fence;                /* the oldest holder's czxid; 0 when free */
+    char dir[DLOCK__ZK_PATH_MAX];  /* the holders' parent: path or <path>/leases */
+    char **names;                  /* every child read (owned), the holders first */
+    size_t n_names;
+    char *data;                    /* the oldest holder's node data (owned), or NULL */
+    size_t data_len;
+    int64_t ctime_ms;              /* its node's create time (the server's clock) */
+} dlock__zk_holding;
+
+/* Read h for the lock at path (a ZooKeeper path): DLOCK_OK (free: count
+ * 0), or the error of a call. dlock__zk_holding_clear() frees it either way. */
+int dlock__zk_holding_read(dlock__zk *z, const char *path, dlock__zk_holding *h);
+void dlock__zk_holding_clear(dlock__zk_holding *h);
+/* A node's data as an identity: the data, " since=" and its ctime, cut
+ * to len (a node without data: ""). */
+void dlock__zk_identity_text(const char *data, size_t dlen, int64_t ctime_ms, char *buf,
+                             size_t len);
+
+/* dlock_client_status(), _holders(), _identity() and _holder_identity()
+ * (zk_inspect.c); _break() and _list() (zk_ops.c). */
+int dlock__zk_identity(dlock_client *c, const char *key, size_t klen, size_t node, char *buf,
+                       size_t len);
+int dlock__zk_holder_identity(dlock_client *c, const char *key, size_t klen, size_t node,
+                              const char *token, size_t tlen, char *buf, size_t len);
+int dlock__zk_break_holds(dlock_client *c, const char *key, size_t klen, uint64_t fence,
+                          dlock_break_result *out);
+int dlock__zk_list(dlock_client *c, const char *pattern, dlock_list_fn cb, void *arg);
 int dlock__zk_status(dlock_client *c, const char *key, size_t klen, dlock_node_status *out,
                      dlock_lock_status *summary);
 int dlock__zk_holders(dlock_client *c, const char *key, size_t klen, size_t node,

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "client.h"
 #include "clock.h"
 #include "engine.h"
 #include "handle.h"
@@ -121,8 +122,19 @@ static int call(dlock_lock *l, int step, int what, const char *path)
     /* An election's node holds its value from its create (Curator's
      * LeaderSelector: the participant's id), so that the first in line
      * is a leader with a value at once (backend.h, elect_value_at_grant). */
-    d->call.data = what == DLOCK__ZK_CREATE ? l->elect_value : NULL;
-    d->call.data_len = what == DLOCK__ZK_CREATE && l->elect_value ? l->elect_value_len : 0;
+    d->call.data = NULL;
+    d->call.data_len = 0;
+    if (what == DLOCK__ZK_CREATE && l->elect_value) {
+        d->call.data = l->elect_value;
+        d->call.data_len = l->elect_value_len;
+    } else if (what == DLOCK__ZK_CREATE && l->client->identity) {
+        /* The holder's identity (dlock_client_options.identity) is the
+         * node's data, where Curator's lock recipes keep their client's
+         * address and never read it back: dlock_client_identity() reads
+         * it, with the node's ctime as its since. */
+        d->call.data = l->client->identity;
+        d->call.data_len = strlen(l->client->identity);
+    }
     if (!dlock__zk_path_set(d->call.path, path, NULL))
         return DLOCK_EINVAL;
     int rc = dlock__zk_call_start(d->z, &d->call, d->op->loop);

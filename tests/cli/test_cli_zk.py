@@ -10,7 +10,7 @@ the end; skipped without java or the jar. run, busy (1), waiting and status
 as on Redis; acquire, release and extend by token refused (69: a lock there
 ends with its process's session); a password in the URL shows as *** in
 ps; an unreachable ensemble exits 69; elect and leader (--watch) in
-Curator's LeaderSelector layout.
+Curator's LeaderSelector layout; list, status and break --force.
 """
 import json
 import os
@@ -172,6 +172,48 @@ class ZkCli(RunOnAStore, unittest.TestCase):
             r = self.dlock("run", *args, self.name, "--", "sh", "-c", 'echo "$DLOCK_TOKEN"')
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn(marker, r.stdout)
+
+    def test_list_status_and_break_show_and_free_what_is_held(self):
+        """list names every kind with its holders, status a holder's
+        identity (its node's data), break --force removes the holder (which
+        learns it at its next renewal and exits 75) and its waiter runs."""
+        pfx = ["--prefix", self.name + "/"]
+        short = self.zk.url + "?session_timeout_ms=3000"  # renewals each second
+        held = [self.spawn(*pfx, "run", "job", "--", "sleep", "60", url=short),
+                self.spawn(*pfx, "run", "-s", "sh", "--", "sleep", "60"),
+                self.spawn(*pfx, "run", "-s", "sh", "--", "sleep", "60"),
+                self.spawn(*pfx, "run", "--permits", "3", "sem", "--", "sleep", "60")]
+        try:
+            def listed():
+                r = self.dlock(*pfx, "list", "--json")
+                return {e["name"]: e for e in json.loads(r.stdout)} if r.returncode == 0 else {}
+            self.assertTrue(wait_until(lambda: len(listed()) == 3
+                                       and listed()["sh"]["holders"] == 2, 10))
+            waiter = self.spawn(*pfx, "run", "job", "--", "true")
+            self.assertTrue(wait_until(lambda: listed()["job"]["waiters"] == 1, 10))
+            got = listed()
+            self.assertEqual((got["job"]["mode"], got["job"]["holders"]), ("exclusive", 1))
+            self.assertEqual((got["sh"]["mode"], got["sh"]["holders"]), ("shared", 2))
+            self.assertEqual((got["sem"]["mode"], got["sem"]["holders"]), ("semaphore", 1))
+            self.assertRegex(got["job"]["identity"], r"^host=\S+ pid=[0-9]+ prog=dlock since=")
+            r = self.dlock(*pfx, "status", "job")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("prog=dlock since=", r.stdout)
+            r = self.dlock(*pfx, "break", "--force", "--json", "job")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            broke = json.loads(r.stdout)
+            self.assertEqual((broke["removed"], broke["mode"]), (1, "exclusive"))
+            self.assertEqual(broke["fence"], got["job"]["fence"])
+            waiter.communicate(timeout=10)
+            self.assertEqual(waiter.returncode, 0)
+            held[0].communicate(timeout=10)
+            self.assertEqual(held[0].returncode, 75)
+            r = self.dlock(*pfx, "break", "--force", "--json", "sh")
+            self.assertEqual((json.loads(r.stdout)["removed"], r.returncode), (2, 0), r.stderr)
+        finally:
+            for p in held:
+                p.kill()
+                p.communicate()
 
     def test_elect_and_leader_hand_over_and_watch_sees_each_change(self):
         # Curator's LeaderSelector layout: the fence is the node's czxid,

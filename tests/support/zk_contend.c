@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "test_util.h"
 #include "zk_contend.h"
 
 dlock_lock *zk_test_lock(dlock_client *c, const char *name, unsigned flags, unsigned permits)
@@ -104,4 +105,29 @@ int zk_history_verdict(const char *path, chaos_verdict *v)
                v->cs, v->overlaps, v->max_concurrent, v->max_readers, v->max_permits,
                v->fence_violations);
     return rc;
+}
+
+uint64_t zk_hold_in_child(const char *url, const char *name, pid_t *pid)
+{
+    int p[2];
+    uint64_t fence = 0;
+    if (pipe(p) != 0)
+        return 0;
+    if ((*pid = test_fork_child()) == 0) {
+        close(p[0]);
+        dlock_client *c = NULL;
+        dlock_lock *l = NULL;
+        if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) == DLOCK_OK &&
+            dlock_lock_new(&l, c, name, NULL) == DLOCK_OK && dlock_lock_acquire(l, 0) == DLOCK_OK)
+            fence = dlock_lock_fence(l);
+        if (write(p[1], &fence, sizeof fence) != (ssize_t)sizeof fence)
+            _exit(2);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    if (read(p[0], &fence, sizeof fence) != (ssize_t)sizeof fence)
+        fence = 0;
+    close(p[0]);
+    return fence;
 }

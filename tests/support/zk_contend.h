@@ -9,6 +9,8 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 #include <stdatomic.h>
 
 #include "dlock.h"
@@ -45,5 +47,11 @@ int zk_history_new(char *path, size_t cap, const char *stem);
 
 /* Check the history at path (then removed), print its figures: 0, or -1. */
 int zk_history_verdict(const char *path, chaos_verdict *v);
+
+/* A holder in a child process (forked: call it before the test makes a
+ * thread): a client of its own on url takes lock name and keeps it, with
+ * no release and no close, until the child is killed (by *pid). The
+ * hold's fence, or 0 when the child did not get the lock. */
+uint64_t zk_hold_in_child(const char *url, const char *name, pid_t *pid);
 
 #endif

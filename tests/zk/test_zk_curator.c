@@ -69,10 +69,16 @@ static int teardown(void **state)
     return 0;
 }
 
+/* dlock's clients keep identities: their nodes carry the text as data
+ * where Curator's carry their client's address, and Curator's recipes
+ * must not mind. */
 static dlock_client *client_new(void)
 {
     const char *u = srv.url;
-    return test_client_new(&u, 1, NULL);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.identity = 1;
+    o.identity_text = "dlock-interop";
+    return test_client_new(&u, 1, &o);
 }
 
 static dlock_lock *lock_new(dlock_client *c, const char *name, unsigned flags)
@@ -163,6 +169,12 @@ static void dlock_waits_while_curator_holds_and_gets_it_at_the_release(void **st
     assert_int_equal(dlock_client_holders(c, path, 0, &hi, h, 1), DLOCK_OK);
     assert_int_equal(hi.count, 1);
     assert_int_equal(strncmp(h[0].token, "_c_", 3), 0); /* Curator's protected node */
+    /* Curator's node's data (its client's address) reads as the identity */
+    char id[DLOCK_IDENTITY_READ_MAX + 1];
+    assert_int_equal(dlock_client_identity(c, path, 0, id, sizeof id), DLOCK_OK);
+    assert_non_null(strstr(id, " since="));
+    assert_int_not_equal(strncmp(id, "dlock-interop", 13), 0);
+    printf("Curator's holder's identity: %s\n", id);
     test_waiter w;
     assert_int_equal(test_waiter_start(&w, l, 20000, TEST_WAITER_KEEP), 0);
     int64_t end = test_now_ms() + 10000;

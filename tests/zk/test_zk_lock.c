@@ -25,6 +25,7 @@
 #include "history.h"
 #include "proc.h"
 #include "test_util.h"
+#include "zk_contend.h"
 #include "zk_server.h"
 #include "zk_session.h"
 
@@ -317,40 +318,15 @@ static void contenders_never_overlap_and_fences_only_grow(void **state)
 
 /* ---- a holder that dies ---------------------------------------------------- */
 
-/* The child: take "dead" on a session of 1 s, say its fence, and wait to
- * be killed (no release, no close: its session ends by expiring). */
-static void hold_until_killed(int out)
-{
-    char url[400];
-    snprintf(url, sizeof url, "%s?session_timeout_ms=1000", srv.url);
-    const char *u = url;
-    dlock_client *c = NULL;
-    dlock_lock *l = NULL;
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    uint64_t fence = 0;
-    if (dlock_client_new(&c, &u, 1, NULL, NULL, 0) == DLOCK_OK &&
-        dlock_lock_new(&l, c, "dead", &o) == DLOCK_OK && dlock_lock_acquire(l, 0) == DLOCK_OK)
-        fence = dlock_lock_fence(l);
-    if (write(out, &fence, sizeof fence) != (ssize_t)sizeof fence)
-        _exit(2);
-    for (;;)
-        pause();
-}
-
 static void a_dead_holders_lock_passes_on_when_its_session_expires(void **state)
 {
     (void)state;
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    pid_t pid = test_fork_child(); /* before this test makes any thread */
-    if (pid == 0) {
-        close(p[0]);
-        hold_until_killed(p[1]);
-    }
-    close(p[1]);
-    uint64_t dead_fence = 0;
-    assert_int_equal(read(p[0], &dead_fence, sizeof dead_fence), (ssize_t)sizeof dead_fence);
-    close(p[0]);
+    /* The child takes "dead" on a session of 1 s and waits to be killed
+     * (no release, no close: its session ends by expiring). */
+    char url[400];
+    snprintf(url, sizeof url, "%s?session_timeout_ms=1000", srv.url);
+    pid_t pid = 0;
+    uint64_t dead_fence = zk_hold_in_child(url, "dead", &pid); /* before any thread */
     assert_true(dead_fence > 0);
     dlock_client *c = client_of("");
     dlock_lock *l = lock_of(c, "dead", 0);
