@@ -20,6 +20,11 @@ typedef struct revoke {
     int64_t valid_until_ns, sent_ns;
     dlock__op *op; /* the engine's request, or NULL */
     int key_only;  /* a key on a session: its delete, not a revoke */
+    /* A key on a session whose fence is known: the key is the hold's
+     * own (it names the hold's random ID), so its release is a plain
+     * DeleteRange judged by the deleted key's create revision, this
+     * (etcd_kv.h); 0: the transaction on the lease. */
+    int64_t drop_rev;
     dlock__etcd_req q;
     /* An adopted hold's: its token's lease, and what the key read needs;
      * then its key, while its lease's keys are counted */
@@ -36,7 +41,8 @@ static void revoked(dlock__etcd_req *q)
     revoke *r = DLOCK__OWNER(q, revoke, q);
     int rc = q->rc;
     if (rc == DLOCK_OK && r->key_only)
-        rc = dlock__etcd_key_delete_reply(q->out, q->err);
+        rc = r->drop_rev ? dlock__etcd_key_drop_reply(q->out, r->drop_rev, q->err)
+                         : dlock__etcd_key_delete_reply(q->out, q->err);
     json_decref(q->out);
     /* "Not found" after a copy of this revoke (or delete) went unanswered:
      * the lease cannot have ended by itself while it was valid when we
@@ -60,6 +66,11 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->q.err = err;
     r->q.done = revoked;
     r->key_only = h->on_session;
+    r->drop_rev = h->on_session ? h->rev : 0;
+    if (r->drop_rev) /* one write, as Go's Mutex's Unlock */
+        return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/deleterange",
+                                    dlock__etcd_key_drop_body(h->key, h->key_len),
+                                    dlock__etcd_call_deadline(e));
     if (h->on_session) /* the session's lease is not this hold's to revoke */
         return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/txn",
                                     dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),
