@@ -519,27 +519,6 @@ int dlock__etcd_key_delete_reply(json_t *rep, dlock__errbuf *err)
     return DLOCK_EEXPIRED;
 }
 
-json_t *dlock__etcd_key_drop_body(const char *key, size_t key_len)
-{
-    return json_pack("{s:o, s:b}", "key", b64(key, key_len), "prev_kv", 1);
-}
-
-int dlock__etcd_key_drop_reply(json_t *rep, int64_t rev, dlock__errbuf *err)
-{
-    int64_t deleted = 0, was = 0;
-    json_t *prev = json_array_get(json_object_get(rep, "prev_kvs"), 0);
-    if (dlock__etcd_json_i64(rep, "deleted", &deleted) ||
-        (prev && dlock__etcd_json_i64(prev, "create_revision", &was)))
-        return proto(err, "deleterange");
-    if (deleted == 1 && prev && was == rev)
-        return DLOCK_OK;
-    if (err)
-        dlock__err_set(err, deleted ? "etcd: the lock key had been made again (its hold was lost)"
-                                    : "etcd: the lock key was gone (its lease ended, or it was "
-                                      "broken)");
-    return DLOCK_EEXPIRED;
-}
-
 json_t *dlock__etcd_get_body(const char *key, size_t key_len)
 {
     return json_pack("{s:o, s:b}", "key", b64(key, key_len), "keys_only", 1);

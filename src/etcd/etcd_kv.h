@@ -192,16 +192,6 @@ int dlock__etcd_delete_all_if_created(dlock__etcd *e, const dlock__etcd_kv *kvs,
 json_t *dlock__etcd_key_delete_body(const char *key, size_t key_len, int64_t lease);
 int dlock__etcd_key_delete_reply(json_t *rep, dlock__errbuf *err);
 
-/* Delete a hold's own key (a hold on a session: its key names its own
- * random ID, so no other hold's create makes it) with one DeleteRange,
- * as Go's Mutex does, and judge the hold from the key it deleted: its
- * body, and what the reply says: DLOCK_OK when the key deleted was made
- * at rev (the hold's fence), DLOCK_EEXPIRED when there was none (the
- * lease ended, or it was broken) or it was made again (at another
- * revision: a late copy of a create whose hold was lost). */
-json_t *dlock__etcd_key_drop_body(const char *key, size_t key_len);
-int dlock__etcd_key_drop_reply(json_t *rep, int64_t rev, dlock__errbuf *err);
-
 /* Read one key (no key when absent). */
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,
                     dlock__etcd_kv *kv, int64_t deadline_ns, int cancel_fd,
