@@ -36,7 +36,8 @@ plain ones (a lease per acquire on etcd); the row etcd-session is the same
 worker with DLOCK_AUTO_RENEW (renew=1: on etcd the client's session, one
 lease per TTL, as Go's Mutex on a Session). --base BUILD_DIR adds that row
 for another build's worker (etcd-session@base: e.g. main's, a lease per
-acquire). --s1-only leaves S3 out.
+acquire), and etcd-session-grpc@base when that build has the gRPC
+transport. --s1-only leaves S3 out.
 
 After each etcd S1 the requests etcd served per cycle are printed, from its
 /metrics (grpc_server_handled_total by method: the HTTP/JSON gateway hands
@@ -163,8 +164,11 @@ def main():
     peers = [("redis", worker, rurl, []), ("etcd", worker, eurl, []),
              ("etcd-session", worker, eurl, ["renew=1"])]
     if base:
-        peers.append(("etcd-session@base", os.path.join(base, "bench", "dlock-bench-worker"),
-                      eurl, ["renew=1"]))
+        bw = os.path.join(base, "bench", "dlock-bench-worker")
+        peers.append(("etcd-session@base", bw, eurl, ["renew=1"]))
+        if grpc_built(base):  # the base's session lock over gRPC too
+            peers.append(("etcd-session-grpc@base", ["env", "DLOCK_ETCD_TRANSPORT=grpc", bw],
+                          eurl, ["renew=1"]))
     if grpc_built(build):  # the same worker, its requests over gRPC
         grpc = ["env", "DLOCK_ETCD_TRANSPORT=grpc", worker]
         peers += [("etcd-grpc", grpc, eurl, []), ("etcd-session-grpc", grpc, eurl, ["renew=1"])]
@@ -202,7 +206,8 @@ def main():
                   f"{med('etcd-session') / med('etcd-session@base'):.3f} (median rates "
                   f"{med('etcd-session'):.1f} / {med('etcd-session@base'):.1f} per s)")
         if gow:
-            for n in ("etcd", "etcd-session", "etcd-grpc", "etcd-session-grpc"):
+            for n in ("etcd", "etcd-session", "etcd-grpc", "etcd-session-grpc",
+                      "etcd-session@base", "etcd-session-grpc@base"):
                 if not any(x[0] == n for x in rows):
                     continue
                 print(f"{sc}: {n} / Go Mutex = {med(n) / med('go-etcd'):.3f} "

@@ -827,7 +827,9 @@ static inline dlock_client_options dlock__client_options_defaults(void)
  * DLOCK_WITH_ETCD_GRPC), on one HTTP/2 connection per member, and the
  * watches stay on the gateway; such a client runs one more thread (gRPC's
  * completion queue, whose answers reach the client's loop through an
- * eventfd), and gRPC's C core runs threads of its own.
+ * eventfd; a blocking call waits in the queue itself while its request
+ * is the only thing it waits for), and gRPC's C core runs threads of its
+ * own.
  * DLOCK_ETCD_TRANSPORT=gateway, empty or unset: the gateway; another
  * value: DLOCK_EINVAL; grpc in a build without it, or with tls_ca_dir or
  * tls_insecure (gRPC's C core takes neither): DLOCK_ENOTSUP. Over gRPC, TLS

@@ -36,7 +36,14 @@
  * outcome, only the number of system calls. The Redis fan-out offers it
  * for one plain socket awaiting one reply: one recv() with the socket's
  * receive timeout instead of poll() + recv() (S1's 5 system calls,
- * docs/design.md). */
+ * docs/design.md).
+ *
+ * Its companion, `polled`: a loop that offers `alone` calls it for each
+ * record that has it before every poll() that watches the record (it
+ * was not alone, or declined), so that an owner whose fd becomes ready
+ * only by another thread's work, which its `alone` would have done
+ * itself, hands that work back in time (the etcd backend's gRPC calls:
+ * etcd_grpc.c). It runs on the loop's thread and changes no record. */
 #ifndef DLOCK_LOOP_H
 #define DLOCK_LOOP_H
 
@@ -70,6 +77,8 @@ typedef struct dlock_io {
     /* Optional (above): 1 if it waited and ran its step itself, 0 to be
      * polled. NULL: never. */
     int (*alone)(struct dlock_io *io, int64_t until_ns);
+    /* Optional (above): the loop polls the fd now. NULL: nothing to do. */
+    void (*polled)(struct dlock_io *io);
     dlock__loop_link link;
     void *slot; /* an application's adapter's (dlock_io_slot()) */
     void *app;  /* the application's loop it is set on, or NULL (loop_app.c) */

@@ -242,6 +242,9 @@ static int poll_and_dispatch(dlock__loop_poll *lp, int64_t deadline_ns, int (*do
     if (n == 1 && lp->n_ios == 1 && nfds == 1 && ms != 0 && lp->turn[0]->alone &&
         lp->turn[0]->alone(lp->turn[0], until))
         return done(arg); /* the record waited by itself (loop.h) */
+    for (unsigned i = 0; i < n; i++)
+        if (lp->turn[i]->polled)
+            lp->turn[i]->polled(lp->turn[i]);
     lp->n_turn = n;
     int got = poll(lp->pfd, nfds, ms);
     if (got < 0 && errno != EINTR)
@@ -297,6 +300,11 @@ int dlock__loop_poll_run(dlock__loop_poll *lp, int (*done)(void *arg), void *arg
         if (fire_batch(lp, &batch, 0, done, arg))
             return 1;
     }
+}
+
+int dlock__loop_is_poll(const dlock__loop *l)
+{
+    return l->ops == &poll_ops;
 }
 
 /* ---- helpers for blocking calls ------------------------------------------------- */

@@ -58,6 +58,11 @@ void dlock__loop_poll_close(dlock__loop_poll *lp);
 int dlock__loop_poll_run(dlock__loop_poll *lp, int (*done)(void *arg), void *arg,
                          int64_t deadline_ns);
 
+/* 1 if l is a private loop of this kind (whose poll() it leaves to a
+ * lone record that offers `alone`, and tells one that does not wait
+ * alone: loop.h, `polled`), 0 for an application's or another loop. */
+int dlock__loop_is_poll(const dlock__loop *l);
+
 /* A flag raised when an fd turns readable: the cancel eventfd of a waiting
  * call, as an io record. Once raised it stops watching, then calls
  * on_raise if set (a request on a loop it does not turn learns of the

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The etcd backend's gRPC transport (etcd_grpc.h): channels, the
- * completion-queue thread, and one unary call as a record shared with
- * that thread. The C core calls stay in this file. */
+/* The etcd backend's gRPC transport (etcd_grpc.h): channels, and one
+ * unary call as a record shared with whoever takes its completion (who
+ * polls the completion queue: etcd_grpc_poll.c). The C core calls stay
+ * in this file and that one. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +21,7 @@
 #include "clock.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.pb-c.h"
 #include "etcd_grpc.h"
+#include "etcd_grpc_call.h"
 #include "etcd_json.h"
 #include "etcd_pbjson.h"
 #include "etcd_tls.h"
@@ -35,17 +37,16 @@
 #define RECONNECT_MAX_MS 1000
 
 /* The gateway paths the backend posts to, as gRPC methods. */
-typedef struct method {
-    const char *path, *name;
-    const ProtobufCMessageDescriptor *in, *out;
-    int stream_of_one; /* a stream on the gateway: the reply is {"result": ...} */
-} method;
+typedef dlock__etcd_gmethod method;
 
 static const method methods[] = {
     {"/v3/kv/range", "/etcdserverpb.KV/Range", &etcdserverpb__range_request__descriptor,
      &etcdserverpb__range_response__descriptor, 0},
     {"/v3/kv/txn", "/etcdserverpb.KV/Txn", &etcdserverpb__txn_request__descriptor,
      &etcdserverpb__txn_response__descriptor, 0},
+    {"/v3/kv/deleterange", "/etcdserverpb.KV/DeleteRange",
+     &etcdserverpb__delete_range_request__descriptor,
+     &etcdserverpb__delete_range_response__descriptor, 0},
     {"/v3/lease/grant", "/etcdserverpb.Lease/LeaseGrant",
      &etcdserverpb__lease_grant_request__descriptor,
      &etcdserverpb__lease_grant_response__descriptor, 0},
@@ -64,37 +65,8 @@ static const method methods[] = {
      &etcdserverpb__authenticate_response__descriptor, 0},
 };
 #define N_METHODS DLOCK__ARRAY_LEN(methods)
+_Static_assert(N_METHODS == DLOCK__ETCD_GRPC_METHODS, "etcd_grpc_call.h counts the methods");
 
-struct dlock__etcd_grpc {
-    size_t n;
-    grpc_channel *ch[DLOCK__ETCD_MAX_ENDPOINTS];
-    void *reg[DLOCK__ETCD_MAX_ENDPOINTS][N_METHODS]; /* registered methods */
-    int tls; /* the channels are TLS */
-    grpc_completion_queue *cq;
-    pthread_t thread;
-    int thread_on;
-};
-
-
-struct dlock__etcd_gcall {
-    dlock__etcd_grpc *g;
-    const method *m;
-    size_t ep;
-    grpc_call *call;
-    grpc_byte_buffer *send, *recv;
-    grpc_metadata_array head, tail;
-    grpc_metadata token;
-    int has_token;
-    grpc_status_code status;
-    grpc_slice details;
-    int batch_ok, ready_at_start;
-    _Atomic int holders; /* the loop and the thread: the last to let go frees */
-    int efd;             /* written once, by the thread, at the completion */
-    dlock__fd_flag done; /* efd on the caller's loop (one-shot) */
-    dlock__loop *loop;
-    void (*on_end)(void *arg, dlock__etcd_answer *a);
-    void *arg;
-};
 
 int dlock__etcd_grpc_built(void)
 {
@@ -112,61 +84,6 @@ static const method *method_of(const char *path)
 int dlock__etcd_grpc_has(const char *path)
 {
     return method_of(path) != NULL;
-}
-
-/* ---- a call's record ------------------------------------------------------- */
-
-static void gcall_free(dlock__etcd_gcall *c)
-{
-    if (c->call)
-        grpc_call_unref(c->call);
-    if (c->send)
-        grpc_byte_buffer_destroy(c->send);
-    if (c->recv)
-        grpc_byte_buffer_destroy(c->recv);
-    grpc_metadata_array_destroy(&c->head);
-    grpc_metadata_array_destroy(&c->tail);
-    grpc_slice_unref(c->details);
-    if (c->has_token) {
-        grpc_slice_unref(c->token.key);
-        grpc_slice_unref(c->token.value);
-    }
-    if (c->efd >= 0)
-        close(c->efd);
-    dlock__free(c);
-}
-
-/* ---- the completion-queue thread ------------------------------------------- */
-
-/* One side (the loop, or the thread) is done with the call's record. */
-static void let_go(dlock__etcd_gcall *c)
-{
-    if (atomic_fetch_sub(&c->holders, 1) == 1)
-        gcall_free(c);
-}
-
-/* Every completion is a call's end: tell its loop (whose flag may be
- * cleared already: a cancelled call), then let go of the record. */
-static void *cq_main(void *arg)
-{
-    dlock__etcd_grpc *g = arg;
-    for (;;) {
-        grpc_event ev = grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-        if (ev.type == GRPC_QUEUE_SHUTDOWN)
-            return NULL;
-        if (ev.type != GRPC_OP_COMPLETE)
-            continue;
-        dlock__etcd_gcall *c = ev.tag;
-        /* the loop's set-up, released before the batch started */
-        (void)atomic_load_explicit(&c->holders, memory_order_acquire);
-        c->batch_ok = ev.success;
-        uint64_t one = 1;
-        ssize_t n;
-        do
-            n = write(c->efd, &one, sizeof one);
-        while (n < 0 && errno == EINTR);
-        let_go(c);
-    }
 }
 
 /* ---- the client's transport ------------------------------------------------ */
@@ -281,6 +198,8 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
         return rc;
     }
     g->tls = t && t->on;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_init(&g->mu, NULL));
+    DLOCK__CHECK_PTHREAD(pthread_cond_init(&g->cv, NULL));
     g->cq = grpc_completion_queue_create_for_next(NULL);
     g->n = u->n;
     for (size_t i = 0; i < u->n; i++) {
@@ -290,7 +209,7 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
             g->reg[i][k] = grpc_channel_register_call(g->ch[i], methods[k].name, NULL, NULL);
     }
     grpc_channel_credentials_release(creds);
-    rc = pthread_create(&g->thread, NULL, cq_main, g);
+    rc = pthread_create(&g->thread, NULL, dlock__etcd_grpc_poll_main, g);
     g->thread_on = rc == 0;
     if (rc != 0) {
         dlock__etcd_grpc_free(g);
@@ -307,12 +226,15 @@ void dlock__etcd_grpc_free(dlock__etcd_grpc *g)
         return;
     /* Calls cancelled late are still in the queue: the thread frees each
      * as it completes, then sees the shutdown. */
+    dlock__etcd_grpc_closing(g);
     grpc_completion_queue_shutdown(g->cq);
     if (g->thread_on)
         DLOCK__CHECK_PTHREAD(pthread_join(g->thread, NULL));
     else /* no thread was made: no call either; the queue says it is shut */
-        cq_main(g);
+        dlock__etcd_grpc_poll_main(g);
     grpc_completion_queue_destroy(g->cq);
+    DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&g->cv));
+    DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&g->mu));
     for (size_t i = 0; i < g->n; i++)
         grpc_channel_destroy(g->ch[i]);
     dlock__free(g);
@@ -354,6 +276,7 @@ static void call_done(dlock__fd_flag *f);
 static int start_batch(dlock__etcd_gcall *c, int64_t until_ns)
 {
     dlock__etcd_grpc *g = c->g;
+    dlock__etcd_grpc_catch_up(g);
     int64_t left_ns = until_ns - dlock__now_ns();
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_nanos(left_ns > 0 ? left_ns : 0,
@@ -361,6 +284,8 @@ static int start_batch(dlock__etcd_gcall *c, int64_t until_ns)
     size_t k = (size_t)(c->m - methods);
     c->ready_at_start = grpc_channel_check_connectivity_state(g->ch[c->ep], 0) ==
                         GRPC_CHANNEL_READY;
+    if (!c->ready_at_start)
+        dlock__etcd_grpc_watch(g, c->ep);
     c->call = grpc_channel_create_registered_call(g->ch[c->ep], NULL, GRPC_PROPAGATE_DEFAULTS,
                                                   g->cq, g->reg[c->ep][k], deadline, NULL);
     grpc_op ops[6];
@@ -417,17 +342,25 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
     int rc = pack_body(c, body, why, why_len);
     if (rc == DLOCK_OK && (c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
         rc = errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
-    if (rc == DLOCK_OK && (rc = dlock__fd_flag_watch(loop, &c->done, c->efd)) == DLOCK_OK)
+    if (rc == DLOCK_OK && (rc = dlock__fd_flag_watch(loop, &c->done, c->efd)) == DLOCK_OK) {
         c->done.on_raise = call_done;
-    /* released to the thread: what the loop set up happens before what
+        c->done.io.alone = dlock__etcd_gcall_alone;
+        c->done.io.polled = dlock__etcd_gcall_polled;
+    }
+    /* released to the poller: what the loop set up happens before what
      * it reads at the completion (its exchange acquires) */
     atomic_store_explicit(&c->holders, 2, memory_order_release);
     if (rc == DLOCK_OK && (rc = start_batch(c, until_ns)) != DLOCK_OK)
         dlock__fd_flag_clear(loop, &c->done);
     if (rc != DLOCK_OK) {
-        gcall_free(c); /* no batch started: nothing in the queue */
+        dlock__etcd_gcall_free(c); /* no batch started: nothing in the queue */
         return rc;
     }
+    /* An application's loop never polls the queue: the thread does. A
+     * private loop's call is its caller's to poll for, or to hand back
+     * (dlock__etcd_gcall_alone(), dlock__etcd_gcall_polled()). */
+    if (!dlock__loop_is_poll(loop))
+        dlock__etcd_gcall_hand_back(c);
     *out = c;
     return DLOCK_OK;
 }
@@ -436,8 +369,10 @@ void dlock__etcd_gcall_cancel(dlock__etcd_gcall *c)
 {
     dlock__fd_flag_clear(c->loop, &c->done);
     grpc_call_cancel(c->call, NULL);
-    /* the thread frees it after the completion, unless that came */
-    let_go(c);
+    /* nobody's loop polls for it now: the thread takes its completion and
+     * frees it, unless that came */
+    dlock__etcd_gcall_hand_back(c);
+    dlock__etcd_gcall_let_go(c);
 }
 
 /* ---- the answer, on the loop ------------------------------------------------ */
@@ -536,20 +471,26 @@ static int answer_of(dlock__etcd_gcall *c, dlock__etcd_answer *a)
     return rc;
 }
 
-/* The thread wrote the eventfd: the flag cleared itself. */
-static void call_done(dlock__fd_flag *f)
+/* The call's end on its loop: its answer to the request. */
+void dlock__etcd_gcall_answered(dlock__etcd_gcall *c)
 {
-    dlock__etcd_gcall *c = DLOCK__OWNER(f, dlock__etcd_gcall, done);
-    /* The count read: what the thread wrote into the record before the
-     * eventfd happens before what the loop reads now (the poll alone
-     * orders them in fact, but TSan cannot see it). */
-    uint64_t n;
-    (void)!read(c->efd, &n, sizeof n);
     dlock__etcd_answer a;
     memset(&a, 0, sizeof a);
     a.rc = answer_of(c, &a);
     void (*on_end)(void *arg, dlock__etcd_answer *a) = c->on_end;
     void *arg = c->arg;
-    let_go(c);
+    dlock__etcd_gcall_let_go(c);
     on_end(arg, &a);
+}
+
+/* The poller wrote the eventfd: the flag cleared itself. */
+static void call_done(dlock__fd_flag *f)
+{
+    dlock__etcd_gcall *c = DLOCK__OWNER(f, dlock__etcd_gcall, done);
+    /* The count read: what the poller wrote into the record before the
+     * eventfd happens before what the loop reads now (the poll alone
+     * orders them in fact, but TSan cannot see it). */
+    uint64_t n;
+    (void)!read(c->efd, &n, sizeof n);
+    dlock__etcd_gcall_answered(c);
 }

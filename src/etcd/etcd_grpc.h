@@ -8,15 +8,17 @@
  *
  * A client that chose gRPC (DLOCK_ETCD_TRANSPORT=grpc in the environment
  * at dlock_client_new()) has one channel per member, one completion queue, and one
- * thread that waits on it (the C core has no fd a loop could poll). Each
- * call has an eventfd registered on the caller's loop: the thread writes
- * it when the call completes, and the loop reads the reply and calls
- * back, so the caller sees its answer on its loop's thread, as it does
- * from curl.
+ * thread that polls it while calls that need it are pending (the C core
+ * has no fd a loop could poll); a blocking call alone on its private
+ * loop polls the queue itself (etcd_grpc_poll.c). Each call has an
+ * eventfd registered on the caller's loop: the poller that takes the
+ * call's completion writes it (or, the call's own caller, answers at
+ * once), and the loop reads the reply and calls back, so the caller sees
+ * its answer on its loop's thread, as it does from curl.
  *
- * A call's record is shared by the loop and that thread until both let
- * go (the loop once it read the answer or cancelled, the thread once it
- * wrote the eventfd), and whichever comes second frees it: a call
+ * A call's record is shared by the loop and its poller until both let
+ * go (the loop once it read the answer or cancelled, the poller once it
+ * took the completion), and whichever comes second frees it: a call
  * cancelled on the loop (dlock__etcd_gcall_cancel) is cancelled in the C
  * core, and its late completion touches only the record, never the
  * request.

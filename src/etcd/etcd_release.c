@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "common.h"
 #include "etcd_delay.h"
+#include "etcd_json.h"
 #include "etcd_kv.h"
 #include "etcd_relet.h"
 #include "etcd_release.h"
@@ -20,6 +21,11 @@ typedef struct revoke {
     int64_t valid_until_ns, sent_ns;
     dlock__op *op; /* the engine's request, or NULL */
     int key_only;  /* a key on a session: its delete, not a revoke */
+    /* A key on a session whose fence is known: the key is the hold's
+     * own (it names the hold's random ID), so its release is a plain
+     * DeleteRange judged by the deleted key's create revision, this
+     * (etcd_kv.h); 0: the transaction on the lease. */
+    int64_t drop_rev;
     dlock__etcd_req q;
     /* An adopted hold's: its token's lease, and what the key read needs;
      * then its key, while its lease's keys are counted */
@@ -31,12 +37,41 @@ typedef struct revoke {
     int64_t delay_lease;
 } revoke;
 
+/* Delete a hold's own key (a hold on a session: its key names its own
+ * random ID, so no other hold's create makes it) with one DeleteRange,
+ * as Go's Mutex does, and judge the hold from the key it deleted: its
+ * body, and what the reply says: DLOCK_OK when the key deleted was made
+ * at rev (the hold's fence), DLOCK_EEXPIRED when there was none (the
+ * lease ended, or it was broken) or it was made again (at another
+ * revision: a late copy of a create whose hold was lost). */
+static json_t *key_drop_body(const char *key, size_t key_len)
+{
+    return json_pack("{s:o, s:b}", "key", dlock__etcd_json_b64(key, key_len), "prev_kv", 1);
+}
+
+static int key_drop_reply(json_t *rep, int64_t rev, dlock__errbuf *err)
+{
+    int64_t deleted = 0, was = 0;
+    json_t *prev = json_array_get(json_object_get(rep, "prev_kvs"), 0);
+    if (dlock__etcd_json_i64(rep, "deleted", &deleted) ||
+        (prev && dlock__etcd_json_i64(prev, "create_revision", &was)))
+        return dlock__etcd_kv_proto(err, "deleterange");
+    if (deleted == 1 && prev && was == rev)
+        return DLOCK_OK;
+    if (err)
+        dlock__err_set(err, deleted ? "etcd: the lock key had been made again (its hold was lost)"
+                                    : "etcd: the lock key was gone (its lease ended, or it was "
+                                      "broken)");
+    return DLOCK_EEXPIRED;
+}
+
 static void revoked(dlock__etcd_req *q)
 {
     revoke *r = DLOCK__OWNER(q, revoke, q);
     int rc = q->rc;
     if (rc == DLOCK_OK && r->key_only)
-        rc = dlock__etcd_key_delete_reply(q->out, q->err);
+        rc = r->drop_rev ? key_drop_reply(q->out, r->drop_rev, q->err)
+                         : dlock__etcd_key_delete_reply(q->out, q->err);
     json_decref(q->out);
     /* "Not found" after a copy of this revoke (or delete) went unanswered:
      * the lease cannot have ended by itself while it was valid when we
@@ -60,6 +95,11 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->q.err = err;
     r->q.done = revoked;
     r->key_only = h->on_session;
+    r->drop_rev = h->on_session ? h->rev : 0;
+    if (r->drop_rev) /* one write, as Go's Mutex's Unlock */
+        return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/deleterange",
+                                    key_drop_body(h->key, h->key_len),
+                                    dlock__etcd_call_deadline(e));
     if (h->on_session) /* the session's lease is not this hold's to revoke */
         return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/txn",
                                     dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),

@@ -103,12 +103,13 @@ static long served(const char *method)
 }
 
 typedef struct counts {
-    long txn, grant, revoke;
+    long txn, del, grant, revoke;
 } counts;
 
 static counts count_now(void)
 {
-    return (counts){served("Txn"), served("LeaseGrant"), served("LeaseRevoke")};
+    return (counts){served("Txn"), served("DeleteRange"), served("LeaseGrant"),
+                    served("LeaseRevoke")};
 }
 
 /* n acquire + release cycles of l; the requests etcd served meanwhile. */
@@ -120,14 +121,14 @@ static counts cycles(dlock_lock *l, int n)
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     }
     counts b = count_now();
-    return (counts){b.txn - a.txn, b.grant - a.grant, b.revoke - a.revoke};
+    return (counts){b.txn - a.txn, b.del - a.del, b.grant - a.grant, b.revoke - a.revoke};
 }
 
 /* ---- the tests --------------------------------------------------------------- */
 
-/* An auto-renew lock's cycle is the create transaction and the delete
- * transaction on the session's lease: two writes, no grant, no revoke,
- * where a plain lock's is a grant, the create and a revoke. */
+/* An auto-renew lock's cycle is the create transaction and a plain
+ * DeleteRange of its key (as Go's Mutex): two writes, no grant, no
+ * revoke, where a plain lock's is a grant, the create and a revoke. */
 static void an_auto_renew_cycle_is_two_writes(void **state)
 {
     (void)state;
@@ -136,9 +137,11 @@ static void an_auto_renew_cycle_is_two_writes(void **state)
     dlock_lock *p = lock_on(cl, "sess-cycle-plain", 10000, 0, 0);
     (void)cycles(a, 1); /* the session's grant */
     counts s = cycles(a, N), q = cycles(p, N);
-    printf("# %d cycles: auto-renew txn %ld grant %ld revoke %ld; plain txn %ld grant %ld "
-           "revoke %ld\n", N, s.txn, s.grant, s.revoke, q.txn, q.grant, q.revoke);
-    assert_int_equal(s.txn, 2 * N);
+    printf("# %d cycles: auto-renew txn %ld delete %ld grant %ld revoke %ld; plain txn %ld "
+           "delete %ld grant %ld revoke %ld\n", N, s.txn, s.del, s.grant, s.revoke, q.txn, q.del,
+           q.grant, q.revoke);
+    assert_int_equal(s.txn, N);
+    assert_int_equal(s.del, N);
     assert_int_equal(s.grant, 0);
     assert_int_equal(s.revoke, 0);
     assert_int_equal(q.txn, N);
@@ -214,6 +217,47 @@ static void a_lost_session_loses_every_lock_on_it(void **state)
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     dlock_lock_free(a);
     dlock_lock_free(b);
+}
+
+/* The release's DeleteRange judges the hold by the key it deleted: a key
+ * deleted behind the holder's back (etcdctl del, a break) or made again
+ * at another revision (a late copy of a create after the loss) is a lost
+ * lock, DLOCK_EEXPIRED, as the delete transaction on the lease said. The
+ * 30 s TTL keeps the watchdog's next look 10 s away: the release is the
+ * first to find out. */
+static void a_release_finds_its_key_lost(void **state)
+{
+    (void)state;
+    dlock_lock *a = lock_on(cl, "sess-gone", 30000, DLOCK_AUTO_RENEW, 0);
+    char key[128];
+    for (int again = 0; again < 2; again++) {
+        assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+        int n = snprintf(key, sizeof key, "sess-gone/%llx",
+                         strtoull(dlock_lock_token(a), NULL, 16));
+        int64_t lease = key_lease("sess-gone", dlock_lock_token(a));
+        dlock__etcd_kv kv;
+        assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv,
+                                         dlock__deadline_after_ms(3000), -1, NULL),
+                         DLOCK_OK);
+        assert_non_null(kv.key);
+        assert_int_equal(dlock__etcd_delete_if_created(raw, key, (size_t)n, kv.create_rev,
+                                                       dlock__deadline_after_ms(3000), NULL),
+                         DLOCK_OK);
+        dlock__etcd_kv_clear(&kv);
+        char msg[256];
+        if (again) /* the same key on the same lease, a later create revision */
+            assert_int_equal(test_etcd_put_key(raw, key, (size_t)n, lease, NULL, msg,
+                                               sizeof msg),
+                             DLOCK_OK);
+        assert_int_equal(dlock_lock_release(a), DLOCK_EEXPIRED);
+        assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv,
+                                         dlock__deadline_after_ms(3000), -1, NULL),
+                         DLOCK_OK);
+        assert_null(kv.key); /* a key made again by this hold's late create goes too */
+    }
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK); /* and a clean one is clean */
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
 }
 
 /* ---- one keep-alive per session per renewal period (etcd_keepalive.h) ------- */
@@ -364,6 +408,7 @@ int main(void)
         cmocka_unit_test(an_auto_renew_cycle_is_two_writes),
         cmocka_unit_test(handles_on_one_session_keep_distinct_keys),
         cmocka_unit_test(a_lost_session_loses_every_lock_on_it),
+        cmocka_unit_test(a_release_finds_its_key_lost),
         cmocka_unit_test(an_idle_session_revoked_is_replaced),
         cmocka_unit_test(locks_on_one_session_share_its_keep_alive),
         cmocka_unit_test(a_lost_shared_keep_alive_loses_every_lock),
