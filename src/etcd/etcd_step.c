@@ -3,8 +3,10 @@
 #include <string.h>
 
 #include "backend.h"
+#include "client.h"
 #include "clock.h"
 #include "etcd_kv.h"
+#include "etcd_owed.h"
 #include "etcd_session.h"
 #include "etcd_step.h"
 #include "handle.h"
@@ -227,6 +229,11 @@ void dlock__etcd_step_owe(dlock__etcd_wait *w, int rc)
     /* "not found": the lease is gone already (revoked, or lapsed) */
     if (!w->s || rc == DLOCK_OK || rc == DLOCK_EEXPIRED)
         return;
+    /* unknown, or cut by a cancel's budget: the client's settler sends it
+     * again until etcd answers (etcd_owed.h); the handle keeps its copy
+     * for its next acquire or free, as a settler out of memory owes */
+    if (dlock__etcd_owed_unknown(rc) || rc == DLOCK_ECANCELED)
+        dlock__etcd_owe(LD(w->l)->ec, w->l->client->loop, &w->s->h);
     if (w->s->h.on_session)
         (void)owe_key(LD(w->l), &w->s->h);
     else

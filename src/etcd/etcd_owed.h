@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* What a release or a leave still owes etcd after it answered (backend.h:
+ * settle), sent again in the background until etcd answers it.
+ *
+ * A release (a lease's revoke, or on a session its key's delete) or a
+ * cancelled waiter's leave that gets no definite answer (every member
+ * failed, or none answered within its io_timeout_ms: an election with no
+ * leader for a moment) would leave the key in line until its lease ends,
+ * and every other waiter would wait that long. Such a revoke or delete is
+ * handed to the client's settler: one record per client, made on first
+ * use, whose requests run on a loop of their own (a thread, or on a
+ * looped client the application's loop: loop_thread.h), never on a
+ * caller's. It sends each again with a backoff (100 ms, doubling to 1 s)
+ * until etcd answers it: done, or the lease or key gone ("not found"),
+ * or any other definite refusal; or until the lease would have ended
+ * anyway: one TTL past its end as we last knew it, since a new leader
+ * renews every lease by its TTL when it takes over. A key on a session
+ * (whose lease others keep alive) is sent again while the client lives:
+ * its delete is definite as soon as a member answers. A hold's clean
+ * late release revokes its lock-delay companion too (etcd_delay.h),
+ * once, best effort.
+ *
+ * Every resend is the request that was owed: a revoke of a lease that
+ * was the hold's alone (a session's only when the hold was its tainted
+ * last user: etcd_session.h), or the delete of one key if it is still
+ * on that lease. A re-acquire by the same client meanwhile makes a new
+ * lease or a new key (a new random ID), which no resend can touch.
+ *
+ * The client's free ends the settler at once: a resend in flight is cut,
+ * the rest are dropped, and those keys end with their leases, as before
+ * (no free waits for a cluster with no leader). */
+#ifndef DLOCK_ETCD_OWED_H
+#define DLOCK_ETCD_OWED_H
+
+#include "error.h"
+#include "etcd_client.h"
+#include "etcd_lock.h"
+#include "loop.h"
+#include "op.h"
+
+/* Is a release's or a leave's outcome rc unknown, so that its request is
+ * still owed? An I/O failure, no answer in time, etcd busy (no leader). */
+int dlock__etcd_owed_unknown(int rc);
+
+/* h's revoke (or, h->on_session, its key's delete) is owed: sent again
+ * by the client's settler, loop the client's application loop (NULL: a
+ * thread of the settler's own). Any thread; best effort: out of memory
+ * or threads, nothing is sent and the lease lapses by its TTL. h is
+ * copied. An adopted hold (h->rev 0: its lease unknown) owes nothing
+ * here. */
+void dlock__etcd_owe(dlock__etcd_client *ec, dlock__loop *loop, const dlock__etcd_hold *h);
+
+/* The engine's release of h (etcd_release.h, dlock__etcd_release_op),
+ * whose request is owed to the settler when its outcome is unknown; the
+ * release answers what it answers anyway. DLOCK_OK (done() follows) or
+ * DLOCK_ENOMEM. */
+int dlock__etcd_release_owing(dlock__op *op, dlock__etcd_client *ec, dlock__loop *app,
+                              const dlock__etcd_hold *h, dlock__errbuf *err);
+
+/* The client's close (etcd_client.c): end the settler, cutting a resend
+ * in flight; forked (a child of fork()): memory only. */
+void dlock__etcd_owed_close(dlock__etcd_client *ec, int forked);
+
+#endif
