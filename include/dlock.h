@@ -1622,6 +1622,14 @@ DLOCK_EXTERN(int) dlock_lock_acquire(dlock_lock *lock, int64_t wait_ms);
  *         does not keep the key (or a fair line) until its TTL. Sending it
  *         again is safe: release compares the token, and a counted
  *         release carries an operation number applied at most once.
+ *         On etcd, a release that no member answered (DLOCK_EUNKNOWN,
+ *         DLOCK_EIO, DLOCK_EBUSY: a leader election, say) returns that
+ *         code and leaves the handle unlocked, and the client sends its
+ *         revoke (or its session key's delete) again in the background,
+ *         with a backoff, until etcd answers or the lease has ended
+ *         anyway, so the next waiter does not wait for the lease's TTL;
+ *         dlock_client_free() drops what is still owed
+ *         (docs/backends.md).
  */
 DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
 

@@ -46,16 +46,21 @@ int dlock__etcd_owed_unknown(int rc);
  * by the client's settler, loop the client's application loop (NULL: a
  * thread of the settler's own). Any thread; best effort: out of memory
  * or threads, nothing is sent and the lease lapses by its TTL. h is
- * copied. An adopted hold (h->rev 0: its lease unknown) owes nothing
- * here. */
+ * copied. */
 void dlock__etcd_owe(dlock__etcd_client *ec, dlock__loop *loop, const dlock__etcd_hold *h);
 
 /* The engine's release of h (etcd_release.h, dlock__etcd_release_op),
  * whose request is owed to the settler when its outcome is unknown; the
- * release answers what it answers anyway. DLOCK_OK (done() follows) or
- * DLOCK_ENOMEM. */
+ * release answers what it answers anyway. An adopted hold's (h->rev 0:
+ * its lease is read from its key first) is not owed, nor is one out of
+ * memory. DLOCK_OK (done() follows) or DLOCK_ENOMEM. */
 int dlock__etcd_release_owing(dlock__op *op, dlock__etcd_client *ec, dlock__loop *app,
                               const dlock__etcd_hold *h, dlock__errbuf *err);
+
+/* Tests only (test_etcd_wait): 1 owes nothing to any settler, so that
+ * what a handle keeps owed for its next acquire or free (etcd_hold.h) is
+ * the only resend, as when the settler is out of memory. */
+extern _Atomic int dlock__etcd_owed_off_for_tests;
 
 /* The client's close (etcd_client.c): end the settler, cutting a resend
  * in flight; forked (a child of fork()): memory only. */

@@ -29,6 +29,7 @@
 #include "etcd_client.h"
 #include "etcd_hold.h"
 #include "etcd_kv.h"
+#include "etcd_owed.h"
 #include "etcd_step.h"
 #include "handle.h"
 #include "proc.h"
@@ -603,15 +604,17 @@ static size_t waiters_of(const char *name)
     return n;
 }
 
-/* A cancel's leave cut off by a stopped member (its revoke gets 100 ms):
- * the member may still apply the revoke when it runs again (it had the
- * request; seen under load), else nothing takes the waiter's key out of
- * line: nothing renews its lease after the cancel, and etcd deletes the
- * key when the lease ends, one TTL (5 s here) after its last keep-alive.
- * Until then the key is the first in line once the holder lets go:
- * status reports it (its create revision the fence) and the next waiter
- * waits for it, as docs/backends.md says; nobody holds the lock
- * meanwhile. Either way the next waiter has the lock within one TTL. */
+/* A cancel's leave cut off by a stopped member (its revoke gets 100 ms),
+ * without the client's settler (etcd_owed.h; as when it is out of
+ * memory): the member may still apply the revoke when it runs again (it
+ * had the request; seen under load), else nothing takes the waiter's key
+ * out of line: nothing renews its lease after the cancel, and etcd
+ * deletes the key when the lease ends, one TTL (5 s here) after its last
+ * keep-alive. Until then the key is the first in line once the holder
+ * lets go: status reports it (its create revision the fence) and the
+ * next waiter waits for it, as docs/backends.md says; nobody holds the
+ * lock meanwhile. Either way the next waiter has the lock within one
+ * TTL. */
 /* A wait of a new handle on name (TTL 5 s), in line behind a holder, then
  * cancelled while the member is stopped (its revoke cut off), the member
  * resumed: the handle, its wait answered DLOCK_ECANCELED; *cancel_ns when
@@ -640,6 +643,7 @@ static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void
 {
     (void)state;
     const char *name = "wait-cut-leave";
+    dlock__etcd_owed_off_for_tests = 1;
     dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
     assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
     int64_t cancel_ns;
@@ -674,6 +678,32 @@ static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void
     dlock_lock_free(next);
     dlock_lock_free(cut);
     dlock_lock_free(holder);
+    dlock__etcd_owed_off_for_tests = 0;
+}
+
+/* With the settler, the cut revoke is sent again in the background (0.1
+ * s after the cut, then backing off) once the member runs again: the
+ * next waiter has the lock soon after the holder lets go, not one TTL
+ * after the cancel (more than 2.5 s without it, above). */
+static void a_cut_leave_is_sent_again_once_the_member_is_back(void **state)
+{
+    (void)state;
+    const char *name = "wait-cut-settled";
+    dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    int64_t cancel_ns;
+    dlock_lock *cut = cut_once(name, &cancel_ns);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock *next = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(next, 10000), DLOCK_OK);
+    int64_t got_ns = dlock__now_ns();
+    print_message("with the settler, the next waiter got the lock %lld ms after the cancel\n",
+                  (long long)((got_ns - cancel_ns) / DLOCK__NS_PER_MS));
+    assert_true(got_ns - cancel_ns < 2000 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    dlock_lock_free(next);
+    dlock_lock_free(cut);
+    dlock_lock_free(holder);
 }
 
 /* ---- a cut leave's revoke, owed and sent again -------------------------------- */
@@ -699,11 +729,13 @@ static dlock_lock *cut_a_wait(const char *name)
  * (cut_a_wait); the test is skipped if no round left one. */
 static dlock_lock *held_and_cut(const char *name, dlock_lock **holder)
 {
+    dlock__etcd_owed_off_for_tests = 1; /* the handle's own resend alone */
     *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
     assert_int_equal(dlock_lock_acquire(*holder, 0), DLOCK_OK);
     dlock_lock *l = cut_a_wait(name);
     if (!l) {
         dlock_lock_free(*holder);
+        dlock__etcd_owed_off_for_tests = 0;
         skip();
     }
     return l;
@@ -740,6 +772,7 @@ static void the_next_acquire_revokes_what_a_cut_leave_left(void **state)
                   (long long)((dlock__now_ns() - t0) / DLOCK__NS_PER_MS));
     nothing_left_in_line(name, holder);
     dlock_lock_free(l);
+    dlock__etcd_owed_off_for_tests = 0;
 }
 
 /* So does the handle's free. */
@@ -750,6 +783,7 @@ static void the_free_revokes_what_a_cut_leave_left(void **state)
     dlock_lock *holder;
     dlock_lock_free(held_and_cut(name, &holder));
     nothing_left_in_line(name, holder);
+    dlock__etcd_owed_off_for_tests = 0;
 }
 
 /* ---- a count left in the handle's wake eventfd -------------------------------- */
@@ -809,6 +843,7 @@ int main(void)
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
         cmocka_unit_test(a_cancel_cuts_the_leave_at_the_deadline),
         cmocka_unit_test(a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most),
+        cmocka_unit_test(a_cut_leave_is_sent_again_once_the_member_is_back),
         cmocka_unit_test(the_next_acquire_revokes_what_a_cut_leave_left),
         cmocka_unit_test(the_free_revokes_what_a_cut_leave_left),
         cmocka_unit_test(a_count_left_in_the_wake_fd_does_not_end_the_next_wait),
