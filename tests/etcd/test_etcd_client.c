@@ -10,7 +10,11 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -487,6 +491,93 @@ static void a_cancel_while_the_member_is_stopped_then_a_free_is_clean(void **sta
     }
 }
 
+/* Review (relsettle): each retry of a wait against a member that never
+ * answers leaves its place's leave owed to the client's settler
+ * (etcd_step.c, dlock__etcd_step_owe), one record per retry, each sent
+ * again every second: for 60 s for a lease of its own whose TTL was never
+ * learned, for ever (INT64_MAX) for a key on a session. So a wait during
+ * an outage leaves a background load that grows with the wait's length,
+ * and that all lands on the cluster the moment it answers again. The
+ * "member" here reads each request and closes (sent, no reply); it counts
+ * connections (one per request: an unanswered transfer is cut). Before
+ * the settler nothing was sent after the acquire returned. */
+typedef struct silent_member {
+    int fd;
+    atomic_long conns;
+    atomic_int stop;
+} silent_member;
+
+static void *silent_accept(void *arg)
+{
+    silent_member *m = arg;
+    while (!atomic_load(&m->stop)) {
+        struct pollfd p = {.fd = m->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int fd = accept(m->fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        atomic_fetch_add(&m->conns, 1);
+        char buf[4096];
+        (void)recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        close(fd);
+    }
+    return NULL;
+}
+
+static void a_failed_wait_leaves_no_growing_background_load(unsigned flags)
+{
+    silent_member m = {.fd = socket(AF_INET, SOCK_STREAM, 0)};
+    assert_true(m.fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(m.fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(m.fd, 512), 0);
+    socklen_t al = sizeof a;
+    assert_int_equal(getsockname(m.fd, (struct sockaddr *)&a, &al), 0);
+    char url[64];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", ntohs(a.sin_port));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, silent_accept, &m), 0);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 100;
+    o.connect_timeout_ms = 100;
+    const char *urls[] = {url};
+    dlock_client *c = test_client_new(urls, 1, &o);
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = 5000;
+    lo.flags = flags;
+    dlock_lock *l = test_lock_with(c, "review-owed-load", &lo);
+    int rc = dlock_lock_acquire(l, 3000);
+    long during = atomic_load(&m.conns);
+    test_sleep_ms(1000);
+    long from = atomic_load(&m.conns);
+    test_sleep_ms(3000);
+    long after = atomic_load(&m.conns) - from;
+    printf("# %s: acquire(3000) %s, %ld requests during it, %ld in 3 s starting 1 s after it "
+           "returned\n",
+           flags ? "session" : "own lease", dlock_errname(rc), during, after);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    atomic_store(&m.stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    close(m.fd);
+    assert_int_not_equal(rc, DLOCK_OK);
+    /* a few leaves still owed may be sent again, not one per retry */
+    assert_true(after <= 15);
+}
+
+static void a_failed_wait_leaves_no_growing_load_own_lease(void **state)
+{
+    (void)state;
+    a_failed_wait_leaves_no_growing_background_load(0);
+}
+
+static void a_failed_wait_leaves_no_growing_load_session(void **state)
+{
+    (void)state;
+    a_failed_wait_leaves_no_growing_background_load(DLOCK_AUTO_RENEW);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +593,8 @@ int main(void)
         cmocka_unit_test(auth_refused_is_eauth_and_accepted_works),
         cmocka_unit_test(calls_one_after_another_reuse_one_connection),
         cmocka_unit_test(a_cancel_while_the_member_is_stopped_then_a_free_is_clean),
+        cmocka_unit_test(a_failed_wait_leaves_no_growing_load_own_lease),
+        cmocka_unit_test(a_failed_wait_leaves_no_growing_load_session),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
