@@ -16,6 +16,13 @@
 /* A lease whose TTL we never learned (an owed lease a relet or a cut
  * leave left, its TTL not kept): sent again for this long at most. */
 #define OWED_UNKNOWN_TTL_S 60
+/* With no leader no lease expires, and a new leader renews every lease
+ * by its TTL when it takes over: an unknown answer keeps the record at
+ * least this long past one TTL from now, the time an election may take. */
+#define OWED_ELECTION_MARGIN_MS 5000
+/* Records per client at most: past it the oldest is dropped (its key
+ * ends with its lease, as before the settler). */
+#define OWED_MAX_RECORDS 64
 
 typedef struct settler settler;
 
@@ -24,14 +31,23 @@ typedef struct owed {
     settler *st;
     dlock__etcd_req q;
     dlock__timer again;  /* the backoff's end */
+    const void *owner;   /* the handle that owed it: one record per handle and kind */
+    int leave;           /* a waiter's leave, not a hold's release */
     int64_t lease;       /* revoked, or the lease the key must still be on */
     char *key;           /* a key on a session: deleted, not its lease revoked */
     size_t key_len;
+    int64_t rev;         /* the key's create revision (0: unknown), compared too */
     int64_t delay_lease; /* the lock-delay companion, revoked after a clean send */
+    int64_t ttl_ms;      /* the lease's TTL, as far as known */
     int64_t until_ns;    /* past this the lease has ended anyway */
+    /* The first send (the engine's) and the hold's validity then: "not
+     * found" after it means that send went through (valid_until INT64_MIN:
+     * never counted so). */
+    int64_t first_sent_ns, valid_until_ns;
     int64_t backoff_ms;
     int in_flight;
     int companion;       /* the request in flight is the companion's revoke */
+    int dropped;         /* replaced or over the cap: ends when it is back */
     struct owed *next, *prev;
 } owed;
 
@@ -41,7 +57,7 @@ struct settler {
     dlock__post take; /* moves the handed-over records onto the loop */
     pthread_mutex_t mu;
     owed *incoming; /* under mu: handed over, not on the loop yet */
-    owed *active;   /* the loop's own */
+    owed *active;   /* the loop's own, newest first */
     int closing;    /* the close cuts: a record that ends is freed */
 };
 
@@ -89,7 +105,8 @@ static int send_now(owed *o)
     o->q.err = NULL;
     o->q.done = sent;
     json_t *body = o->companion ? dlock__etcd_lease_body(o->delay_lease)
-                   : o->key     ? dlock__etcd_key_delete_body(o->key, o->key_len, o->lease)
+                   : o->key     ? dlock__etcd_key_delete_rev_body(o->key, o->key_len, o->lease,
+                                                                  o->rev)
                                 : dlock__etcd_lease_body(o->lease);
     const char *path = o->key && !o->companion ? "/v3/kv/txn" : "/v3/lease/revoke";
     int rc = dlock__etcd_req_post(&o->q, st->e, settler_loop(st), path, body,
@@ -133,30 +150,81 @@ static void sent(dlock__etcd_req *q)
         rc = dlock__etcd_key_delete_reply(q->out, NULL);
     if (q->rc == DLOCK_OK)
         json_decref(q->out);
-    if (o->st->closing || o->companion) {
+    if (o->st->closing || o->companion || o->dropped) {
         owed_end(o);
         return;
     }
     if (dlock__etcd_owed_unknown(rc)) {
+        /* no leader, or none reached: no lease ends meanwhile, and the
+         * next leader renews it by its TTL */
+        int64_t at = dlock__now_ns() + (o->ttl_ms + OWED_ELECTION_MARGIN_MS) * DLOCK__NS_PER_MS;
+        o->until_ns = DLOCK__MAX(o->until_ns, at);
         resend_later(o);
         return;
     }
+    /* "Not found" after the engine's send went unanswered while the hold
+     * was valid: that send went through, a clean release (as revoked() in
+     * etcd_release.c counts it), so its companion goes too. */
+    if (rc == DLOCK_EEXPIRED && o->valid_until_ns != INT64_MIN &&
+        o->first_sent_ns < o->valid_until_ns)
+        rc = DLOCK_OK;
     o->companion = rc == DLOCK_OK && o->delay_lease;
     if (!o->companion || send_now(o) != DLOCK_OK)
         owed_end(o);
 }
 
-/* On the loop: the records handed over start their backoff. */
+/* A record replaced or over the cap: cut now if in flight (its sent()
+ * ends it), else ended. */
+static void drop(owed *o)
+{
+    o->dropped = 1;
+    if (o->in_flight) {
+        dlock__etcd_req_cancel(&o->q);
+        return;
+    }
+    dlock__timer_clear(settler_loop(o->st), &o->again);
+    owed_end(o);
+}
+
+/* o is new: the same handle's older record of its kind goes (a wait
+ * that fails again and again owes one leave, not one per try), and
+ * the oldest past OWED_MAX_RECORDS. */
+static void make_room(settler *st, const owed *o)
+{
+    owed *last = NULL;
+    for (owed *a = st->active, *next; a; a = next) {
+        next = a->next;
+        if (a->owner == o->owner && a->leave == o->leave && !a->dropped)
+            drop(a);
+        else if (!a->dropped)
+            last = a;
+    }
+    size_t live = 0;
+    for (owed *a = st->active; a; a = a->next)
+        live += !a->dropped;
+    if (live >= OWED_MAX_RECORDS && last)
+        drop(last);
+}
+
+/* On the loop: the records handed over start their backoff, in the
+ * order they were owed. */
 static void take_posted(dlock__post *p)
 {
     settler *st = DLOCK__OWNER(p, settler, take);
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&st->mu));
-    owed *list = st->incoming;
+    owed *list = st->incoming, *fifo = NULL;
     st->incoming = NULL;
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&st->mu));
-    while (list) {
+    while (list) { /* handed over newest first */
         owed *o = list;
         list = o->next;
+        o->next = fifo;
+        fifo = o;
+    }
+    while (fifo) {
+        owed *o = fifo;
+        fifo = o->next;
+        make_room(st, o);
         o->prev = NULL;
         o->next = st->active;
         if (st->active)
@@ -188,26 +256,30 @@ static settler *settler_get(dlock__etcd_client *ec, dlock__loop *loop)
     return st;
 }
 
-/* Past this, the lease has ended whatever we send: one TTL after its end
- * as last known, since a new leader renews every lease by its TTL. */
-static int64_t owed_until(const dlock__etcd_hold *h)
+/* Past this, the lease has ended whatever we send, unless an unknown
+ * answer comes first (sent() pushes it then): one TTL and an election's
+ * margin after its end as last known (a session's: while the client
+ * keeps it, the session's life, its keep-alives answered). */
+static int64_t owed_until(const dlock__etcd_hold *h, int64_t ttl_ms)
 {
-    if (h->on_session)
-        return INT64_MAX; /* its lease lives on for the session's other users */
-    int64_t ttl_s = h->ttl_s > 0 ? h->ttl_s : OWED_UNKNOWN_TTL_S;
     int64_t now = dlock__now_ns();
     int64_t end = h->valid_until_ns > now ? h->valid_until_ns : now;
-    return end + ttl_s * 1000 * DLOCK__NS_PER_MS;
+    return end + (ttl_ms + OWED_ELECTION_MARGIN_MS) * DLOCK__NS_PER_MS;
 }
 
-void dlock__etcd_owe(dlock__etcd_client *ec, dlock__loop *loop, const dlock__etcd_hold *h)
+void dlock__etcd_owe(dlock__etcd_client *ec, dlock__loop *loop, const dlock__etcd_hold *h,
+                     const dlock__etcd_owed_by *by)
 {
     if (!h->lease || (h->on_session && !h->key) || dlock__etcd_owed_off_for_tests)
         return;
     owed *o = dlock__calloc(1, sizeof *o);
     if (!o)
         return;
-    *o = (owed){.lease = h->lease, .delay_lease = h->delay_lease, .until_ns = owed_until(h),
+    int64_t ttl_ms = (h->ttl_s > 0 ? h->ttl_s : OWED_UNKNOWN_TTL_S) * 1000;
+    *o = (owed){.owner = by->owner, .leave = by->leave, .lease = h->lease,
+                .rev = h->on_session ? h->rev : 0, .delay_lease = h->delay_lease,
+                .ttl_ms = ttl_ms, .until_ns = owed_until(h, ttl_ms),
+                .first_sent_ns = by->sent_ns, .valid_until_ns = h->valid_until_ns,
                 .backoff_ms = OWED_FIRST_BACKOFF_MS};
     if (h->on_session) {
         if (!(o->key = dlock__malloc(h->key_len + 1))) {
@@ -239,6 +311,7 @@ typedef struct owing {
     dlock__etcd_client *ec;
     dlock__loop *app;
     dlock__etcd_hold h; /* what was sent: its key is our copy */
+    int64_t sent_ns;
 } owing;
 
 static void owing_answered(dlock__op *inner)
@@ -247,7 +320,8 @@ static void owing_answered(dlock__op *inner)
     dlock__op *op = w->op;
     op->v.code = inner->v.code;
     if (dlock__etcd_owed_unknown(inner->v.code))
-        dlock__etcd_owe(w->ec, w->app, &w->h);
+        dlock__etcd_owe(w->ec, w->app, &w->h,
+                        &(dlock__etcd_owed_by){.owner = op->l, .sent_ns = w->sent_ns});
     dlock__free(w->h.key);
     dlock__free(w);
     dlock__op_complete(op);
@@ -273,6 +347,7 @@ int dlock__etcd_release_owing(dlock__op *op, dlock__etcd_client *ec, dlock__loop
     if (key)
         memcpy(key, h->key, h->key_len + 1);
     dlock__op_begin(&w->inner, op->l, op->loop, owing_answered);
+    w->sent_ns = dlock__now_ns();
     int rc = dlock__etcd_release_op(&w->inner, ec->e, h, err);
     if (rc != DLOCK_OK) {
         dlock__free(w->h.key);

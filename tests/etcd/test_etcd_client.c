@@ -24,7 +24,10 @@
 #include "clock.h"
 #include "dlock.h"
 #include "error.h"
+#include "client.h"
+#include "etcd_hold.h"
 #include "etcd_kv.h"
+#include "etcd_owed.h"
 #include "etcd_server.h"
 #include "proc.h"
 #include "test_util.h"
@@ -525,24 +528,39 @@ static void *silent_accept(void *arg)
     return NULL;
 }
 
-static void a_failed_wait_leaves_no_growing_background_load(unsigned flags)
+/* The silent member on a loopback port, its accepting thread t, and a
+ * client of it alone (io_timeout 100 ms). */
+static dlock_client *silent_start(silent_member *m, pthread_t *t)
 {
-    silent_member m = {.fd = socket(AF_INET, SOCK_STREAM, 0)};
-    assert_true(m.fd >= 0);
+    *m = (silent_member){.fd = socket(AF_INET, SOCK_STREAM, 0)};
+    assert_true(m->fd >= 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(m.fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(m.fd, 512), 0);
+    assert_int_equal(bind(m->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(m->fd, 512), 0);
     socklen_t al = sizeof a;
-    assert_int_equal(getsockname(m.fd, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(getsockname(m->fd, (struct sockaddr *)&a, &al), 0);
     char url[64];
     snprintf(url, sizeof url, "etcd://127.0.0.1:%d", ntohs(a.sin_port));
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, silent_accept, &m), 0);
+    assert_int_equal(pthread_create(t, NULL, silent_accept, m), 0);
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.io_timeout_ms = 100;
     o.connect_timeout_ms = 100;
     const char *urls[] = {url};
-    dlock_client *c = test_client_new(urls, 1, &o);
+    return test_client_new(urls, 1, &o);
+}
+
+static void silent_stop(silent_member *m, pthread_t t)
+{
+    atomic_store(&m->stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    close(m->fd);
+}
+
+static void a_failed_wait_leaves_no_growing_background_load(unsigned flags)
+{
+    silent_member m;
+    pthread_t t;
+    dlock_client *c = silent_start(&m, &t);
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     lo.ttl_ms = 5000;
     lo.flags = flags;
@@ -558,9 +576,7 @@ static void a_failed_wait_leaves_no_growing_background_load(unsigned flags)
            flags ? "session" : "own lease", dlock_errname(rc), during, after);
     dlock_lock_free(l);
     dlock_client_free(c);
-    atomic_store(&m.stop, 1);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    close(m.fd);
+    silent_stop(&m, t);
     assert_int_not_equal(rc, DLOCK_OK);
     /* a few leaves still owed may be sent again, not one per retry */
     assert_true(after <= 15);
@@ -576,6 +592,45 @@ static void a_failed_wait_leaves_no_growing_load_session(void **state)
 {
     (void)state;
     a_failed_wait_leaves_no_growing_background_load(DLOCK_AUTO_RENEW);
+}
+
+/* Requests the silent member got in the 3 s starting 1 s after n
+ * leaves were owed, by one handle (owners 1) or by n handles. */
+static long owed_load(silent_member *m, dlock_client *c, int n, int owners)
+{
+    static char handles[256];
+    assert_true(n <= (int)sizeof handles);
+    for (int i = 0; i < n; i++) {
+        dlock__etcd_hold h = {.lease = 7000 + i, .ttl_s = 5, .valid_until_ns = dlock__now_ns()};
+        dlock__etcd_owe(DLOCK__ETCD_EC(c), NULL, &h,
+                        &(dlock__etcd_owed_by){.owner = &handles[owners > 1 ? i : 0],
+                                               .leave = 1, .sent_ns = INT64_MAX});
+    }
+    test_sleep_ms(1000);
+    long from = atomic_load(&m->conns);
+    test_sleep_ms(3000);
+    return atomic_load(&m->conns) - from;
+}
+
+/* The settler keeps one owed leave per handle (a newer replaces the
+ * older) and 64 records per client (past that the oldest goes), each
+ * sent again about once a second while nobody answers: 200 leaves of one
+ * handle are about 3 requests in 3 s, of 200 handles about 3 x 64 (600
+ * without the cap). */
+static void owed_leaves_are_one_per_handle_and_capped(void **state)
+{
+    (void)state;
+    silent_member m;
+    pthread_t t;
+    dlock_client *c = silent_start(&m, &t);
+    long one = owed_load(&m, c, 200, 1);
+    long many = owed_load(&m, c, 200, 200);
+    printf("# 200 leaves owed by one handle: %ld requests in 3 s; by 200 handles: %ld\n", one,
+           many);
+    dlock_client_free(c);
+    silent_stop(&m, t);
+    assert_true(one >= 1 && one <= 8);
+    assert_true(many >= 64 && many <= 64 * 4 + 8);
 }
 
 int main(void)
@@ -595,6 +650,7 @@ int main(void)
         cmocka_unit_test(a_cancel_while_the_member_is_stopped_then_a_free_is_clean),
         cmocka_unit_test(a_failed_wait_leaves_no_growing_load_own_lease),
         cmocka_unit_test(a_failed_wait_leaves_no_growing_load_session),
+        cmocka_unit_test(owed_leaves_are_one_per_handle_and_capped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
