@@ -176,7 +176,10 @@ static void an_owed_release_is_sent_again_on_the_loop(void **state)
     t0 = (int64_t)(test_now_us() / 1000);
     dlock_client_free(other);
     took = (int64_t)(test_now_us() / 1000) - t0;
-    assert_true(took < 100);
+    /* the point is that the free does not wait out the outage (a resend
+     * would, for ever): a generous bound, not a timing of the free */
+    printf("# the client's free with a release owed took %lld ms\n", (long long)took);
+    assert_true(took < 2000);
     assert_int_equal(test_etcd_restart(&srv, 0), 0);
     dlock_lock_free(a);
 }
