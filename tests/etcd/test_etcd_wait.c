@@ -740,6 +740,48 @@ static void a_cut_leave_is_sent_again_once_the_member_is_back(void **state)
     dlock_lock_free(holder);
 }
 
+/* A release that etcd applied but whose answer was lost (a proxy that
+ * forwards requests and drops replies: DLOCK_EUNKNOWN) is owed; its
+ * resend finds the lease gone ("not found"). The hold was valid when the
+ * first copy went, so that copy was our clean release, and the settler
+ * revokes the lock-delay companion too: the next waiter with a delay has
+ * the lock within the settler's backoff, not after the companion's TTL
+ * (the hold's 3 s and the delay's 5 s) as if the holder had died. */
+static void an_owed_release_answered_not_found_frees_its_lock_delay(void **state)
+{
+    (void)state;
+    enum { TTL_MS = 3000, DELAY_MS = 5000 };
+    const char *name = "wait-owed-delay";
+    chaos_proxy px;
+    dlock_client *pc = proxied_client(&px, 0, 300);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = TTL_MS;
+    o.lock_delay_ms = DELAY_MS;
+    o.retry_max_ms = 50;
+    dlock_lock *holder = test_lock_with(pc, name, &o);
+    dlock_lock *next = test_lock_with(cl, name, &o);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_DEAF, 0), 0);
+    int rc = dlock_lock_release(holder); /* applied, its answer lost */
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    test_sleep_ms(300); /* a resend or two lost too */
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
+    int64_t back_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_acquire(next, 3 * (TTL_MS + DELAY_MS)), DLOCK_OK);
+    int64_t took_ms = (dlock__now_ns() - back_ns) / DLOCK__NS_PER_MS;
+    print_message("the next waiter (lock-delay %d ms) got the lock %lld ms after the "
+                  "replies came through again\n",
+                  (int)DELAY_MS, (long long)took_ms);
+    /* the settler's backoff is 1 s at most by then; the companion's
+     * TTL would be about 8 s */
+    assert_true(took_ms < 2500);
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    dlock_lock_free(next);
+    dlock_lock_free(holder);
+    dlock_client_free(pc);
+    chaos_proxy_stop(&px);
+}
+
 /* ---- a cut leave's revoke, owed and sent again -------------------------------- */
 
 /* cut_once(), until the handle's key outlived the resume by 300 ms (the
@@ -876,6 +918,8 @@ int main(void)
             a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most, settler_off,
             settler_on),
         cmocka_unit_test_setup_teardown(a_cut_leave_is_sent_again_once_the_member_is_back,
+                                        settler_on, settler_on),
+        cmocka_unit_test_setup_teardown(an_owed_release_answered_not_found_frees_its_lock_delay,
                                         settler_on, settler_on),
         cmocka_unit_test_setup_teardown(the_next_acquire_revokes_what_a_cut_leave_left,
                                         settler_off, settler_on),
