@@ -510,21 +510,6 @@ json_t *dlock__etcd_key_delete_body(const char *key, size_t key_len, int64_t lea
                      "failure");
 }
 
-json_t *dlock__etcd_key_delete_rev_body(const char *key, size_t key_len, int64_t lease,
-                                        int64_t rev)
-{
-    json_t *body = dlock__etcd_key_delete_body(key, key_len, lease);
-    if (!body || rev <= 0)
-        return body;
-    json_t *cmp = json_pack("{s:o, s:s, s:s, s:o}", "key", b64(key, key_len), "target", "CREATE",
-                            "result", "EQUAL", "create_revision", i64(rev));
-    if (!cmp || json_array_append_new(json_object_get(body, "compare"), cmp) != 0) {
-        json_decref(body);
-        return NULL;
-    }
-    return body;
-}
-
 int dlock__etcd_key_delete_reply(json_t *rep, dlock__errbuf *err)
 {
     if (json_is_true(json_object_get(rep, "succeeded")))

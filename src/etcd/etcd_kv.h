@@ -191,10 +191,6 @@ int dlock__etcd_delete_all_if_created(dlock__etcd *e, const dlock__etcd_kv *kvs,
  * another lease. */
 json_t *dlock__etcd_key_delete_body(const char *key, size_t key_len, int64_t lease);
 int dlock__etcd_key_delete_reply(json_t *rep, dlock__errbuf *err);
-/* The same, the key's create revision compared too when rev > 0 (a
- * resend long after the first copy: etcd_owed.h). */
-json_t *dlock__etcd_key_delete_rev_body(const char *key, size_t key_len, int64_t lease,
-                                        int64_t rev);
 
 /* Read one key (no key when absent). */
 int dlock__etcd_get(dlock__etcd *e, const char *key, size_t key_len,

@@ -5,6 +5,7 @@
 
 #include "clock.h"
 #include "common.h"
+#include "etcd_json.h"
 #include "etcd_kv.h"
 #include "etcd_owed.h"
 #include "etcd_release.h"
@@ -99,14 +100,31 @@ static void owed_end(owed *o)
 
 static void sent(dlock__etcd_req *q);
 
+/* The owed key's delete (etcd_kv.h), its create revision compared too
+ * when known: a resend long after the first copy deletes only the key
+ * the hold made. */
+static json_t *key_delete_body(const owed *o)
+{
+    json_t *body = dlock__etcd_key_delete_body(o->key, o->key_len, o->lease);
+    if (!body || o->rev <= 0)
+        return body;
+    json_t *cmp = json_pack("{s:o, s:s, s:s, s:o}", "key", dlock__etcd_json_b64(o->key, o->key_len),
+                            "target", "CREATE", "result", "EQUAL", "create_revision",
+                            dlock__etcd_json_of_i64(o->rev));
+    if (!cmp || json_array_append_new(json_object_get(body, "compare"), cmp) != 0) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
 static int send_now(owed *o)
 {
     settler *st = o->st;
     o->q.err = NULL;
     o->q.done = sent;
     json_t *body = o->companion ? dlock__etcd_lease_body(o->delay_lease)
-                   : o->key     ? dlock__etcd_key_delete_rev_body(o->key, o->key_len, o->lease,
-                                                                  o->rev)
+                   : o->key     ? key_delete_body(o)
                                 : dlock__etcd_lease_body(o->lease);
     const char *path = o->key && !o->companion ? "/v3/kv/txn" : "/v3/lease/revoke";
     int rc = dlock__etcd_req_post(&o->q, st->e, settler_loop(st), path, body,

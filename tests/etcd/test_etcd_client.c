@@ -26,6 +26,7 @@
 #include "error.h"
 #include "client.h"
 #include "etcd_hold.h"
+#include "etcd_json.h"
 #include "etcd_kv.h"
 #include "etcd_owed.h"
 #include "etcd_server.h"
@@ -633,6 +634,75 @@ static void owed_leaves_are_one_per_handle_and_capped(void **state)
     assert_true(many >= 64 && many <= 64 * 4 + 8);
 }
 
+/* key on lease, as a plain put: its create revision. */
+static int64_t put_on(dlock__etcd *e, const char *key, int64_t lease)
+{
+    json_t *req = json_pack("{s:o, s:o, s:o}", "key", dlock__etcd_json_b64(key, strlen(key)),
+                            "value", dlock__etcd_json_b64("v", 1), "lease",
+                            dlock__etcd_json_of_i64(lease));
+    json_t *rep = NULL;
+    assert_int_equal(dlock__etcd_post(e, "/v3/kv/put", req, &rep, soon(), -1, NULL, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(req);
+    json_decref(rep);
+    dlock__etcd_kv kv;
+    assert_int_equal(dlock__etcd_get(e, key, strlen(key), &kv, soon(), -1, NULL), DLOCK_OK);
+    assert_non_null(kv.key);
+    int64_t rev = kv.create_rev;
+    dlock__etcd_kv_clear(&kv);
+    return rev;
+}
+
+static int key_there(dlock__etcd *e, const char *key)
+{
+    dlock__etcd_kv kv;
+    assert_int_equal(dlock__etcd_get(e, key, strlen(key), &kv, soon(), -1, NULL), DLOCK_OK);
+    int there = kv.key != NULL;
+    dlock__etcd_kv_clear(&kv);
+    return there;
+}
+
+/* An owed delete of a key on a session compares the key's create
+ * revision too, when known: the same key made again on the same lease
+ * after the hold's (a later create) is not the owed one and stays; the
+ * owed delete of the key as it is now deletes it. */
+static void an_owed_key_delete_spares_the_key_made_again(void **state)
+{
+    (void)state;
+    const char *key = "owed-rev/0123456789abcdef";
+    const int64_t lease = 0x5e551011;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    int64_t ttl = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, lease, 30, &ttl, soon(), -1, NULL), DLOCK_OK);
+    int64_t first = put_on(e, key, lease);
+    json_t *rep = NULL;
+    json_t *del = dlock__etcd_key_delete_body(key, strlen(key), lease);
+    assert_int_equal(dlock__etcd_post(e, "/v3/kv/txn", del, &rep, soon(), -1, NULL, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(del);
+    json_decref(rep);
+    int64_t again = put_on(e, key, lease);
+    assert_true(again > first);
+    const char *urls[] = {srv.url};
+    dlock_client *c = test_client_new(urls, 1, NULL);
+    dlock__etcd_hold h = {.lease = lease, .rev = first, .ttl_s = 30, .key = (char *)key,
+                          .key_len = strlen(key), .on_session = 1,
+                          .valid_until_ns = dlock__deadline_after_ms(30000)};
+    dlock__etcd_owed_by by = {.owner = &h, .sent_ns = dlock__now_ns()};
+    dlock__etcd_owe(DLOCK__ETCD_EC(c), NULL, &h, &by);
+    test_sleep_ms(600); /* sent again 0.1 s after it was owed: "not found" */
+    int spared = key_there(e, key);
+    h.rev = again;
+    dlock__etcd_owe(DLOCK__ETCD_EC(c), NULL, &h, &by);
+    test_sleep_ms(600);
+    int deleted = !key_there(e, key);
+    dlock_client_free(c);
+    assert_int_equal(dlock__etcd_lease_revoke(e, lease, soon(), -1, NULL, NULL), DLOCK_OK);
+    dlock__etcd_free(e);
+    assert_true(spared);
+    assert_true(deleted);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -651,6 +721,7 @@ int main(void)
         cmocka_unit_test(a_failed_wait_leaves_no_growing_load_own_lease),
         cmocka_unit_test(a_failed_wait_leaves_no_growing_load_session),
         cmocka_unit_test(owed_leaves_are_one_per_handle_and_capped),
+        cmocka_unit_test(an_owed_key_delete_spares_the_key_made_again),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
