@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -621,6 +622,11 @@ static long owed_load(silent_member *m, dlock_client *c, int n, int owners)
 static void owed_leaves_are_one_per_handle_and_capped(void **state)
 {
     (void)state;
+    /* a connection per request holds over the gateway only: gRPC keeps
+     * one and backs off its reconnects */
+    const char *transport = getenv("DLOCK_ETCD_TRANSPORT");
+    if (transport && strcmp(transport, "grpc") == 0)
+        skip();
     silent_member m;
     pthread_t t;
     dlock_client *c = silent_start(&m, &t);
