@@ -1667,6 +1667,16 @@ DLOCK_EXTERN(int) dlock_lock_acquire(dlock_lock *lock, int64_t wait_ms);
  *         does not keep the key (or a fair line) until its TTL. Sending it
  *         again is safe: release compares the token, and a counted
  *         release carries an operation number applied at most once.
+ *         On etcd, a release that no member answered (DLOCK_EUNKNOWN,
+ *         DLOCK_EIO, DLOCK_EBUSY, DLOCK_ETIMEDOUT: a leader election,
+ *         say) returns that code and leaves the handle unlocked, and the
+ *         client sends its revoke (or its session key's delete) again in
+ *         the background, with a backoff, until etcd answers or the lease
+ *         has ended anyway, so the next waiter does not wait for the
+ *         lease's TTL; so does a failed or cancelled wait's leave with
+ *         such a code (or cut by a cancel, DLOCK_ECANCELED) once its key
+ *         may exist. dlock_client_free() drops what is still owed
+ *         (docs/backends.md).
  */
 DLOCK_EXTERN(int) dlock_lock_release(dlock_lock *lock);
 

@@ -190,9 +190,11 @@ typedef struct dlock__backend {
      * (DLOCK_ENOMEM), nothing sent, and done() never comes. The engine runs them on its call's loop (call.c); on a loop
      * shared with other work a stalled node holds up none of it. Nothing
      * to send still answers from the loop's next turn. Redis: chains of fan-outs on op->loop (tidy.c);
-     * etcd: settle and the lost path owe nothing (a lease a cut leave
+     * etcd: settle and the lost path owe nothing here (a lease a cut leave
  * left owed waits for the next acquire's begin or the free), and the
- * free's cleanup is its release_start, or else the owed lease's revoke.
+ * free's cleanup is its release_start, or else the owed lease's revoke;
+ * a release or leave with no answer is owed to the client's settler
+ * instead, which sends it again in the background (etcd_owed.h).
      * settle_start: before the token changes outside an acquire (adopt),
      * settle what an earlier operation left with an unknown outcome.
      * Its answer may be DLOCK_ENOMEM, with the handle's message: what is

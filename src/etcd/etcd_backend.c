@@ -24,6 +24,7 @@
 #include "etcd_keepalive.h"
 #include "etcd_kv.h"
 #include "etcd_lock.h"
+#include "etcd_owed.h"
 #include "etcd_release.h"
 #include "etcd_renew.h"
 #include "etcd_session.h"
@@ -281,7 +282,8 @@ static int release_start(dlock_lock *l, int last, dlock__op *op)
         }
         s->sess = NULL;
     }
-    int rc = dlock__etcd_release_op(op, ec->e, &h, &l->err);
+    /* a revoke or delete with no answer is the settler's (etcd_owed.h) */
+    int rc = dlock__etcd_release_owing(op, ec, l->client->loop, &h, &l->err);
     hold_free(s);
     return rc;
 }

@@ -85,6 +85,8 @@ void dlock__etcd_client_close(struct dlock__etcd_client *ec, int forked)
 {
     if (!ec)
         return;
+    if (ec->owed_close)
+        ec->owed_close(ec, forked); /* its resends use ec->e */
     if (ec->lock_side_free)
         ec->lock_side_free(ec, forked);
     /* curl handles hold sockets shared with the parent after fork(): their

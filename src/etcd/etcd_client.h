@@ -25,6 +25,11 @@ typedef struct dlock__etcd_client {
     /* Set by the lock side with the above: free the holds (forked: memory
      * only). */
     void (*lock_side_free)(struct dlock__etcd_client *ec, int forked);
+    /* The settler of owed revokes and deletes (etcd_owed.h), made on
+     * first use under mu, or NULL; with it the hook that ends it, which
+     * the close calls first (its resends use e). */
+    void *owed;
+    void (*owed_close)(struct dlock__etcd_client *ec, int forked);
 } dlock__etcd_client;
 
 /* 1 if the client is to be opened on etcd: urls[0] is etcd:// or etcds://. */

@@ -129,6 +129,10 @@ static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     dlock__etcd_kv first;
     int ours = 0;
     taint_if_unknown(w, rc);
+    /* EIO: no member got it; EBUSY and other refusals: no key made,
+     * unless a copy before went unanswered */
+    w->keyed = rc == DLOCK_OK || rc == DLOCK_EUNKNOWN || rc == DLOCK_ECANCELED ||
+               rc == DLOCK_ETIMEDOUT || w->q.unknown_before;
     /* "lease not found": no key was made on it */
     if (rc == DLOCK_EEXPIRED && w->s->sess && !w->regranted && (rc = regrant(w)) == DLOCK_OK)
         return;

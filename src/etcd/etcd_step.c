@@ -3,8 +3,10 @@
 #include <string.h>
 
 #include "backend.h"
+#include "client.h"
 #include "clock.h"
 #include "etcd_kv.h"
+#include "etcd_owed.h"
 #include "etcd_session.h"
 #include "etcd_step.h"
 #include "handle.h"
@@ -165,6 +167,7 @@ void dlock__etcd_step_place_free(dlock__etcd_wait *w)
     w->last_only = 0;
     w->first_lease = 0;
     w->fresh = 0;
+    w->keyed = 0;
 }
 
 /* Revoke h's lease (deleting our key), or on a session delete h's key,
@@ -227,6 +230,15 @@ void dlock__etcd_step_owe(dlock__etcd_wait *w, int rc)
     /* "not found": the lease is gone already (revoked, or lapsed) */
     if (!w->s || rc == DLOCK_OK || rc == DLOCK_EEXPIRED)
         return;
+    /* unknown, or cut by a cancel's budget: the client's settler sends it
+     * again until etcd answers (etcd_owed.h), if the place's key may be
+     * there (a create that never went out, or a grant that failed, made
+     * none: a wait retrying through an outage owes nothing for those);
+     * the handle keeps its copy for its next acquire or free, as a
+     * settler out of memory owes */
+    if (w->keyed && (dlock__etcd_owed_unknown(rc) || rc == DLOCK_ECANCELED))
+        dlock__etcd_owe(LD(w->l)->ec, w->l->client->loop, &w->s->h,
+                        &(dlock__etcd_owed_by){.owner = w->l, .leave = 1, .sent_ns = INT64_MAX});
     if (w->s->h.on_session)
         (void)owe_key(LD(w->l), &w->s->h);
     else

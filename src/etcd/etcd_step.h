@@ -42,6 +42,9 @@ struct dlock__etcd_wait {
     int reentered; /* begin re-entered: the try grants */
     int paying_key; /* begin's step in flight pays an owed key (etcd_hold.h) */
     int regranted;  /* this place's session was found gone and replaced */
+    /* This place's create may have made its key (sent, and answered, or
+     * not answered): only then is its leave owed to the settler. */
+    int keyed;
     /* Our place in line (NULL: none) and what we know of it. */
     dlock__etcd_shared_hold *s;
     int owner;           /* ours is the first key */

@@ -10,9 +10,14 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,7 +25,11 @@
 #include "clock.h"
 #include "dlock.h"
 #include "error.h"
+#include "client.h"
+#include "etcd_hold.h"
+#include "etcd_json.h"
 #include "etcd_kv.h"
+#include "etcd_owed.h"
 #include "etcd_server.h"
 #include "proc.h"
 #include "test_util.h"
@@ -487,6 +496,219 @@ static void a_cancel_while_the_member_is_stopped_then_a_free_is_clean(void **sta
     }
 }
 
+/* Review (relsettle): each retry of a wait against a member that never
+ * answers leaves its place's leave owed to the client's settler
+ * (etcd_step.c, dlock__etcd_step_owe), one record per retry, each sent
+ * again every second: for 60 s for a lease of its own whose TTL was never
+ * learned, for ever (INT64_MAX) for a key on a session. So a wait during
+ * an outage leaves a background load that grows with the wait's length,
+ * and that all lands on the cluster the moment it answers again. The
+ * "member" here reads each request and closes (sent, no reply); it counts
+ * connections (one per request: an unanswered transfer is cut). Before
+ * the settler nothing was sent after the acquire returned. */
+typedef struct silent_member {
+    int fd;
+    atomic_long conns;
+    atomic_int stop;
+} silent_member;
+
+static void *silent_accept(void *arg)
+{
+    silent_member *m = arg;
+    while (!atomic_load(&m->stop)) {
+        struct pollfd p = {.fd = m->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int fd = accept(m->fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        atomic_fetch_add(&m->conns, 1);
+        char buf[4096];
+        (void)recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        close(fd);
+    }
+    return NULL;
+}
+
+/* The silent member on a loopback port, its accepting thread t, and a
+ * client of it alone (io_timeout 100 ms). */
+static dlock_client *silent_start(silent_member *m, pthread_t *t)
+{
+    *m = (silent_member){.fd = socket(AF_INET, SOCK_STREAM, 0)};
+    assert_true(m->fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(m->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(m->fd, 512), 0);
+    socklen_t al = sizeof a;
+    assert_int_equal(getsockname(m->fd, (struct sockaddr *)&a, &al), 0);
+    char url[64];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", ntohs(a.sin_port));
+    assert_int_equal(pthread_create(t, NULL, silent_accept, m), 0);
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 100;
+    o.connect_timeout_ms = 100;
+    const char *urls[] = {url};
+    return test_client_new(urls, 1, &o);
+}
+
+static void silent_stop(silent_member *m, pthread_t t)
+{
+    atomic_store(&m->stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    close(m->fd);
+}
+
+static void a_failed_wait_leaves_no_growing_background_load(unsigned flags)
+{
+    silent_member m;
+    pthread_t t;
+    dlock_client *c = silent_start(&m, &t);
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    lo.ttl_ms = 5000;
+    lo.flags = flags;
+    dlock_lock *l = test_lock_with(c, "review-owed-load", &lo);
+    int rc = dlock_lock_acquire(l, 3000);
+    long during = atomic_load(&m.conns);
+    test_sleep_ms(1000);
+    long from = atomic_load(&m.conns);
+    test_sleep_ms(3000);
+    long after = atomic_load(&m.conns) - from;
+    printf("# %s: acquire(3000) %s, %ld requests during it, %ld in 3 s starting 1 s after it "
+           "returned\n",
+           flags ? "session" : "own lease", dlock_errname(rc), during, after);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    silent_stop(&m, t);
+    assert_int_not_equal(rc, DLOCK_OK);
+    /* a few leaves still owed may be sent again, not one per retry */
+    assert_true(after <= 15);
+}
+
+static void a_failed_wait_leaves_no_growing_load_own_lease(void **state)
+{
+    (void)state;
+    a_failed_wait_leaves_no_growing_background_load(0);
+}
+
+static void a_failed_wait_leaves_no_growing_load_session(void **state)
+{
+    (void)state;
+    a_failed_wait_leaves_no_growing_background_load(DLOCK_AUTO_RENEW);
+}
+
+/* Requests the silent member got in the 3 s starting 1 s after n
+ * leaves were owed, by one handle (owners 1) or by n handles. */
+static long owed_load(silent_member *m, dlock_client *c, int n, int owners)
+{
+    static char handles[256];
+    assert_true(n <= (int)sizeof handles);
+    for (int i = 0; i < n; i++) {
+        dlock__etcd_hold h = {.lease = 7000 + i, .ttl_s = 5, .valid_until_ns = dlock__now_ns()};
+        dlock__etcd_owe(DLOCK__ETCD_EC(c), NULL, &h,
+                        &(dlock__etcd_owed_by){.owner = &handles[owners > 1 ? i : 0],
+                                               .leave = 1, .sent_ns = INT64_MAX});
+    }
+    test_sleep_ms(1000);
+    long from = atomic_load(&m->conns);
+    test_sleep_ms(3000);
+    return atomic_load(&m->conns) - from;
+}
+
+/* The settler keeps one owed leave per handle (a newer replaces the
+ * older) and 64 records per client (past that the oldest goes), each
+ * sent again about once a second while nobody answers: 200 leaves of one
+ * handle are about 3 requests in 3 s, of 200 handles about 3 x 64 (600
+ * without the cap). */
+static void owed_leaves_are_one_per_handle_and_capped(void **state)
+{
+    (void)state;
+    /* a connection per request holds over the gateway only: gRPC keeps
+     * one and backs off its reconnects */
+    const char *transport = getenv("DLOCK_ETCD_TRANSPORT");
+    if (transport && strcmp(transport, "grpc") == 0)
+        skip();
+    silent_member m;
+    pthread_t t;
+    dlock_client *c = silent_start(&m, &t);
+    long one = owed_load(&m, c, 200, 1);
+    long many = owed_load(&m, c, 200, 200);
+    printf("# 200 leaves owed by one handle: %ld requests in 3 s; by 200 handles: %ld\n", one,
+           many);
+    dlock_client_free(c);
+    silent_stop(&m, t);
+    assert_true(one >= 1 && one <= 8);
+    assert_true(many >= 64 && many <= 64 * 4 + 8);
+}
+
+/* key on lease, as a plain put: its create revision. */
+static int64_t put_on(dlock__etcd *e, const char *key, int64_t lease)
+{
+    json_t *req = json_pack("{s:o, s:o, s:o}", "key", dlock__etcd_json_b64(key, strlen(key)),
+                            "value", dlock__etcd_json_b64("v", 1), "lease",
+                            dlock__etcd_json_of_i64(lease));
+    json_t *rep = NULL;
+    assert_int_equal(dlock__etcd_post(e, "/v3/kv/put", req, &rep, soon(), -1, NULL, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(req);
+    json_decref(rep);
+    dlock__etcd_kv kv;
+    assert_int_equal(dlock__etcd_get(e, key, strlen(key), &kv, soon(), -1, NULL), DLOCK_OK);
+    assert_non_null(kv.key);
+    int64_t rev = kv.create_rev;
+    dlock__etcd_kv_clear(&kv);
+    return rev;
+}
+
+static int key_there(dlock__etcd *e, const char *key)
+{
+    dlock__etcd_kv kv;
+    assert_int_equal(dlock__etcd_get(e, key, strlen(key), &kv, soon(), -1, NULL), DLOCK_OK);
+    int there = kv.key != NULL;
+    dlock__etcd_kv_clear(&kv);
+    return there;
+}
+
+/* An owed delete of a key on a session compares the key's create
+ * revision too, when known: the same key made again on the same lease
+ * after the hold's (a later create) is not the owed one and stays; the
+ * owed delete of the key as it is now deletes it. */
+static void an_owed_key_delete_spares_the_key_made_again(void **state)
+{
+    (void)state;
+    const char *key = "owed-rev/0123456789abcdef";
+    const int64_t lease = 0x5e551011;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    int64_t ttl = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, lease, 30, &ttl, soon(), -1, NULL), DLOCK_OK);
+    int64_t first = put_on(e, key, lease);
+    json_t *rep = NULL;
+    json_t *del = dlock__etcd_key_delete_body(key, strlen(key), lease);
+    assert_int_equal(dlock__etcd_post(e, "/v3/kv/txn", del, &rep, soon(), -1, NULL, NULL, NULL),
+                     DLOCK_OK);
+    json_decref(del);
+    json_decref(rep);
+    int64_t again = put_on(e, key, lease);
+    assert_true(again > first);
+    const char *urls[] = {srv.url};
+    dlock_client *c = test_client_new(urls, 1, NULL);
+    dlock__etcd_hold h = {.lease = lease, .rev = first, .ttl_s = 30, .key = (char *)key,
+                          .key_len = strlen(key), .on_session = 1,
+                          .valid_until_ns = dlock__deadline_after_ms(30000)};
+    dlock__etcd_owed_by by = {.owner = &h, .sent_ns = dlock__now_ns()};
+    dlock__etcd_owe(DLOCK__ETCD_EC(c), NULL, &h, &by);
+    test_sleep_ms(600); /* sent again 0.1 s after it was owed: "not found" */
+    int spared = key_there(e, key);
+    h.rev = again;
+    dlock__etcd_owe(DLOCK__ETCD_EC(c), NULL, &h, &by);
+    test_sleep_ms(600);
+    int deleted = !key_there(e, key);
+    dlock_client_free(c);
+    assert_int_equal(dlock__etcd_lease_revoke(e, lease, soon(), -1, NULL, NULL), DLOCK_OK);
+    dlock__etcd_free(e);
+    assert_true(spared);
+    assert_true(deleted);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +724,10 @@ int main(void)
         cmocka_unit_test(auth_refused_is_eauth_and_accepted_works),
         cmocka_unit_test(calls_one_after_another_reuse_one_connection),
         cmocka_unit_test(a_cancel_while_the_member_is_stopped_then_a_free_is_clean),
+        cmocka_unit_test(a_failed_wait_leaves_no_growing_load_own_lease),
+        cmocka_unit_test(a_failed_wait_leaves_no_growing_load_session),
+        cmocka_unit_test(owed_leaves_are_one_per_handle_and_capped),
+        cmocka_unit_test(an_owed_key_delete_spares_the_key_made_again),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

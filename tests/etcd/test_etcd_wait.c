@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "etcd_client.h"
 #include "etcd_hold.h"
 #include "etcd_kv.h"
+#include "etcd_owed.h"
 #include "etcd_step.h"
 #include "handle.h"
 #include "proc.h"
@@ -60,6 +62,23 @@ static int teardown(void **state)
 {
     (void)state;
     test_etcd_teardown(&srv, cl);
+    return 0;
+}
+
+/* A test's own setup and teardown: the client's settler off (the
+ * handle's own resend alone) for the test, on again after it whatever
+ * its outcome, so that a failed assertion leaves it on for the rest. */
+static int settler_off(void **state)
+{
+    (void)state;
+    dlock__etcd_owed_off_for_tests = 1;
+    return 0;
+}
+
+static int settler_on(void **state)
+{
+    (void)state;
+    dlock__etcd_owed_off_for_tests = 0;
     return 0;
 }
 
@@ -603,15 +622,17 @@ static size_t waiters_of(const char *name)
     return n;
 }
 
-/* A cancel's leave cut off by a stopped member (its revoke gets 100 ms):
- * the member may still apply the revoke when it runs again (it had the
- * request; seen under load), else nothing takes the waiter's key out of
- * line: nothing renews its lease after the cancel, and etcd deletes the
- * key when the lease ends, one TTL (5 s here) after its last keep-alive.
- * Until then the key is the first in line once the holder lets go:
- * status reports it (its create revision the fence) and the next waiter
- * waits for it, as docs/backends.md says; nobody holds the lock
- * meanwhile. Either way the next waiter has the lock within one TTL. */
+/* A cancel's leave cut off by a stopped member (its revoke gets 100 ms),
+ * without the client's settler (etcd_owed.h; as when it is out of
+ * memory): the member may still apply the revoke when it runs again (it
+ * had the request; seen under load), else nothing takes the waiter's key
+ * out of line: nothing renews its lease after the cancel, and etcd
+ * deletes the key when the lease ends, one TTL (5 s here) after its last
+ * keep-alive. Until then the key is the first in line once the holder
+ * lets go: status reports it (its create revision the fence) and the
+ * next waiter waits for it, as docs/backends.md says; nobody holds the
+ * lock meanwhile. Either way the next waiter has the lock within one
+ * TTL. */
 /* A wait of a new handle on name (TTL 5 s), in line behind a holder, then
  * cancelled while the member is stopped (its revoke cut off), the member
  * resumed: the handle, its wait answered DLOCK_ECANCELED; *cancel_ns when
@@ -674,6 +695,91 @@ static void a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most(void
     dlock_lock_free(next);
     dlock_lock_free(cut);
     dlock_lock_free(holder);
+}
+
+/* With the settler, a leave the member never got is sent again in the
+ * background (0.1 s after it failed, then backing off to 1 s) once the
+ * member is back: the next waiter has the lock soon after the holder
+ * lets go, not one TTL (5 s) after the member's restart, which renews
+ * every lease by its TTL. The member is killed (kill -9) and started
+ * again, not stopped: a stopped member applies a revoke queued on its
+ * socket when it runs again, which settles the leave without the settler
+ * in some runs. */
+static void a_cut_leave_is_sent_again_once_the_member_is_back(void **state)
+{
+    (void)state;
+    const char *name = "wait-cut-settled";
+    dlock_lock *holder = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {.l = test_lock_new(cl, name, 5000, 0, 10, 50), .wait_ms = 10000};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    for (int i = 0; i < 200 && waiters_of(name) < 1; i++) /* in line, then watching */
+        test_sleep_ms(10);
+    assert_int_equal(waiters_of(name), 1);
+    test_sleep_ms(200);
+    test_etcd_kill9(&srv, 0);
+    dlock_lock_cancel(w.l); /* its leave finds no member */
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_int_equal(test_etcd_restart(&srv, 0), 0);
+    int64_t back_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock *next = test_lock_new(cl, name, 30000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(next, 10000), DLOCK_OK);
+    int64_t got_ns = dlock__now_ns();
+    print_message("with the settler, the next waiter got the lock %lld ms after the member "
+                  "was back\n",
+                  (long long)((got_ns - back_ns) / DLOCK__NS_PER_MS));
+    /* the settler's next resend at most 1 s after the restart; without
+     * it the waiter's lease, renewed by the restart, lasts 5 s */
+    assert_true(got_ns - back_ns < 2500 * DLOCK__NS_PER_MS);
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    dlock_lock_free(next);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+}
+
+/* A release that etcd applied but whose answer was lost (a proxy that
+ * forwards requests and drops replies: DLOCK_EUNKNOWN) is owed; its
+ * resend finds the lease gone ("not found"). The hold was valid when the
+ * first copy went, so that copy was our clean release, and the settler
+ * revokes the lock-delay companion too: the next waiter with a delay has
+ * the lock within the settler's backoff, not after the companion's TTL
+ * (the hold's 3 s and the delay's 5 s) as if the holder had died. */
+static void an_owed_release_answered_not_found_frees_its_lock_delay(void **state)
+{
+    (void)state;
+    enum { TTL_MS = 3000, DELAY_MS = 5000 };
+    const char *name = "wait-owed-delay";
+    chaos_proxy px;
+    dlock_client *pc = proxied_client(&px, 0, 300);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    o.ttl_ms = TTL_MS;
+    o.lock_delay_ms = DELAY_MS;
+    o.retry_max_ms = 50;
+    dlock_lock *holder = test_lock_with(pc, name, &o);
+    dlock_lock *next = test_lock_with(cl, name, &o);
+    assert_int_equal(dlock_lock_acquire(holder, 0), DLOCK_OK);
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_DEAF, 0), 0);
+    int rc = dlock_lock_release(holder); /* applied, its answer lost */
+    assert_int_equal(rc, DLOCK_EUNKNOWN);
+    test_sleep_ms(300); /* a resend or two lost too */
+    assert_int_equal(chaos_proxy_set(&px, CHAOS_PROXY_PASS, 0), 0);
+    int64_t back_ns = dlock__now_ns();
+    assert_int_equal(dlock_lock_acquire(next, 3 * (TTL_MS + DELAY_MS)), DLOCK_OK);
+    int64_t took_ms = (dlock__now_ns() - back_ns) / DLOCK__NS_PER_MS;
+    print_message("the next waiter (lock-delay %d ms) got the lock %lld ms after the "
+                  "replies came through again\n",
+                  (int)DELAY_MS, (long long)took_ms);
+    /* the settler's backoff is 1 s at most by then; the companion's
+     * TTL would be about 8 s */
+    assert_true(took_ms < 2500);
+    assert_int_equal(dlock_lock_release(next), DLOCK_OK);
+    dlock_lock_free(next);
+    dlock_lock_free(holder);
+    dlock_client_free(pc);
+    chaos_proxy_stop(&px);
 }
 
 /* ---- a cut leave's revoke, owed and sent again -------------------------------- */
@@ -808,10 +914,20 @@ int main(void)
         cmocka_unit_test(a_wait_rides_out_a_stopped_member),
         cmocka_unit_test(a_look_on_a_stopped_member_ends_at_the_deadline),
         cmocka_unit_test(a_cancel_cuts_the_leave_at_the_deadline),
-        cmocka_unit_test(a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most),
-        cmocka_unit_test(the_next_acquire_revokes_what_a_cut_leave_left),
-        cmocka_unit_test(the_free_revokes_what_a_cut_leave_left),
+        cmocka_unit_test_setup_teardown(
+            a_cut_leave_leaves_the_key_in_line_until_its_lease_ends_at_most, settler_off,
+            settler_on),
+        cmocka_unit_test_setup_teardown(a_cut_leave_is_sent_again_once_the_member_is_back,
+                                        settler_on, settler_on),
+        cmocka_unit_test_setup_teardown(an_owed_release_answered_not_found_frees_its_lock_delay,
+                                        settler_on, settler_on),
+        cmocka_unit_test_setup_teardown(the_next_acquire_revokes_what_a_cut_leave_left,
+                                        settler_off, settler_on),
+        cmocka_unit_test_setup_teardown(the_free_revokes_what_a_cut_leave_left, settler_off,
+                                        settler_on),
         cmocka_unit_test(a_count_left_in_the_wake_fd_does_not_end_the_next_wait),
     };
+    if (getenv("DLOCK_TEST_ONLY")) /* local runs of one test */
+        cmocka_set_test_filter(getenv("DLOCK_TEST_ONLY"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

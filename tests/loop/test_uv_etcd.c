@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dlock.h"
@@ -22,6 +23,7 @@
 
 #if DLOCK_TEST_WITH_ETCD
 #include "etcd_server.h"
+#include "test_util.h"
 
 static test_etcd srv;
 static uv_loop_t loop;
@@ -69,6 +71,16 @@ static dlock_lock *make(void *arg, int i, int name, int *reader, int *name2)
     return l;
 }
 
+/* dlock makes no thread for a looped client; gRPC's C core has its own,
+ * and the transport its queue thread (test_uv_etcd_grpc), so the count
+ * is checked over the gateway only. */
+static void assert_no_thread_made(void)
+{
+    const char *transport = getenv("DLOCK_ETCD_TRANSPORT");
+    if (!transport || strcmp(transport, "grpc") != 0)
+        assert_int_equal(test_uv_threads(), 1);
+}
+
 static void handles_of_one_loop_contend(void **state)
 {
     (void)state;
@@ -99,11 +111,7 @@ static void the_loop_keeps_the_lease_and_a_cancel_ends_a_wait(void **state)
                      DLOCK_OK);
     test_uv_turn(&loop, 4500); /* past two TTLs: only the keep-alives keep a */
     assert_int_equal(rb.calls, 0);
-    /* dlock makes no thread for a looped client; gRPC's C core has its own,
-     * and the transport its queue thread (test_uv_etcd_grpc) */
-    const char *transport = getenv("DLOCK_ETCD_TRANSPORT");
-    if (!transport || strcmp(transport, "grpc") != 0)
-        assert_int_equal(test_uv_threads(), 1);
+    assert_no_thread_made();
     dlock_lock_cancel(b);
     assert_int_equal(test_uv_wait(&loop, &rb, 3000), DLOCK_ECANCELED);
     memset(&ra, 0, sizeof ra);
@@ -166,6 +174,57 @@ static void a_blocking_call_and_the_loops_calls_both_finish(void **state)
     dlock_lock_free(a);
 }
 
+/* A release the member never answered (killed) is owed: the client's
+ * settler sends it again on this loop (no thread of its own) once the
+ * member is back, and another client's waiter gets the lock long before
+ * the 10 s lease ends (a restarted member renews every lease by its TTL).
+ * Then one owed with the member down does not hold up its client's free,
+ * which leaves nothing on the loop (close_client() drains it). */
+static void an_owed_release_is_sent_again_on_the_loop(void **state)
+{
+    (void)state;
+    dlock_client *other = NULL;
+    assert_int_equal(test_uv_client(&other, &loop, srv.url, 500), 0);
+    dlock_lock *a = test_uv_lock(cl, "uve:owed", 10000, 0);
+    dlock_lock *w = test_uv_lock(other, "uve:owed", 10000, 0);
+    assert_non_null(a);
+    assert_non_null(w);
+    test_uv_result ra = {0}, rw = {0};
+    assert_int_equal(dlock_lock_acquire_start(a, 0, test_uv_done, &ra), DLOCK_OK);
+    assert_int_equal(test_uv_wait(&loop, &ra, 5000), DLOCK_OK);
+    test_etcd_kill9(&srv, 0);
+    memset(&ra, 0, sizeof ra);
+    assert_int_equal(dlock_lock_release_start(a, test_uv_done, &ra), DLOCK_OK);
+    int rc = test_uv_wait(&loop, &ra, 5000);
+    assert_true(rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN);
+    assert_int_equal(test_etcd_restart(&srv, 0), 0);
+    int64_t t0 = (int64_t)(test_now_us() / 1000);
+    assert_int_equal(dlock_lock_acquire_start(w, 9000, test_uv_done, &rw), DLOCK_OK);
+    rc = test_uv_wait(&loop, &rw, 10000);
+    int64_t took = (int64_t)(test_now_us() / 1000) - t0;
+    printf("# looped: the release owed while the member was down, the waiter got it %lld ms "
+           "after the restart (%s; lease 10 s)\n", (long long)took, dlock_errname(rc));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(took < 5000);
+    assert_no_thread_made(); /* the settler runs on the loop */
+    /* owed again with the member down, and the client freed at once */
+    test_etcd_kill9(&srv, 0);
+    memset(&rw, 0, sizeof rw);
+    assert_int_equal(dlock_lock_release_start(w, test_uv_done, &rw), DLOCK_OK);
+    rc = test_uv_wait(&loop, &rw, 5000);
+    assert_true(rc == DLOCK_EIO || rc == DLOCK_EUNKNOWN);
+    dlock_lock_free(w);
+    t0 = (int64_t)(test_now_us() / 1000);
+    dlock_client_free(other);
+    took = (int64_t)(test_now_us() / 1000) - t0;
+    /* the point is that the free does not wait out the outage (a resend
+     * would, for ever): a generous bound, not a timing of the free */
+    printf("# the client's free with a release owed took %lld ms\n", (long long)took);
+    assert_true(took < 2000);
+    assert_int_equal(test_etcd_restart(&srv, 0), 0);
+    dlock_lock_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -175,6 +234,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(the_loop_keeps_the_lease_and_a_cancel_ends_a_wait,
                                         open_client, close_client),
         cmocka_unit_test_setup_teardown(everything_freed_with_a_watch_open, open_client,
+                                        close_client),
+        cmocka_unit_test_setup_teardown(an_owed_release_is_sent_again_on_the_loop, open_client,
                                         close_client),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
