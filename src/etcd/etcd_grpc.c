@@ -248,18 +248,12 @@ void dlock__etcd_grpc_free_inherited(dlock__etcd_grpc *g)
 
 /* ---- one call --------------------------------------------------------------- */
 
-/* The gateway's JSON text for the method: packed, as the call's message. */
-static int pack_body(dlock__etcd_gcall *c, const char *body, char *why, size_t why_len)
+/* The gateway's JSON object for the method: packed, as the call's
+ * message. */
+static int pack_body(dlock__etcd_gcall *c, json_t *body, char *why, size_t why_len)
 {
-    json_error_t jerr;
-    json_t *j = json_loads(body, 0, &jerr);
-    if (!j) {
-        snprintf(why, why_len, "a request body that is not JSON");
-        return DLOCK_EPROTO;
-    }
     ProtobufCMessage *m = NULL;
-    int rc = dlock__etcd_pb_of_json(c->m->in, j, &m, why, why_len);
-    json_decref(j);
+    int rc = dlock__etcd_pb_of_json(c->m->in, body, &m, why, why_len);
     if (rc != DLOCK_OK)
         return rc;
     size_t n = protobuf_c_message_get_packed_size(m);
@@ -310,7 +304,7 @@ static int start_batch(dlock__etcd_gcall *c, int64_t until_ns)
 }
 
 int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
-                            const char *body, const char *token, int64_t until_ns,
+                            json_t *body, const char *token, int64_t until_ns,
                             dlock__loop *loop, void (*on_end)(void *arg, dlock__etcd_answer *a),
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len)
 {

@@ -82,14 +82,15 @@ void dlock__etcd_grpc_free_inherited(dlock__etcd_grpc *g);
 /* 1 when the gateway path (/v3/kv/txn, ...) has a gRPC method here. */
 int dlock__etcd_grpc_has(const char *path);
 
-/* Send body (the gateway's JSON text for path) to endpoint ep as a gRPC
- * call that ends by until_ns, with token (NULL: none) as its "token"
- * metadata; on_end(arg, answer) follows once from loop, never inside this
- * call, unless the call is cancelled first. *out: the call, for
- * dlock__etcd_gcall_cancel(). DLOCK_OK, DLOCK_ENOMEM, DLOCK_EPROTO (a
+/* Send body (the gateway's JSON object for path, not taken: converted
+ * to the method's message straight, never through text) to endpoint ep
+ * as a gRPC call that ends by until_ns, with token (NULL: none) as its
+ * "token" metadata; on_end(arg, answer) follows once from loop, never
+ * inside this call, unless the call is cancelled first. *out: the call,
+ * for dlock__etcd_gcall_cancel(). DLOCK_OK, DLOCK_ENOMEM, DLOCK_EPROTO (a
  * body the method's message cannot hold: why), or the loop's error. */
 int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
-                            const char *body, const char *token, int64_t until_ns,
+                            json_t *body, const char *token, int64_t until_ns,
                             dlock__loop *loop, void (*on_end)(void *arg, dlock__etcd_answer *a),
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len);
 /* From the loop, before on_end: cancel it; on_end never comes, and the

@@ -42,7 +42,7 @@ int dlock__etcd_grpc_has(const char *path)
 }
 
 int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
-                            const char *body, const char *token, int64_t until_ns,
+                            json_t *body, const char *token, int64_t until_ns,
                             dlock__loop *loop, void (*on_end)(void *arg, dlock__etcd_answer *a),
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len)
 {

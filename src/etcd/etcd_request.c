@@ -29,6 +29,8 @@ static void finish(req *q, int rc)
     }
     free(q->text);
     q->text = NULL;
+    json_decref(q->body);
+    q->body = NULL;
     dlock__etcd_auth_body_free(q->auth_body);
     q->auth_body = NULL;
     dlock__free(q->s.buf);
@@ -62,18 +64,30 @@ static void endpoint_failed(req *q, int rc)
 static void http_ended(dlock__etcd_transfer *t);
 static void grpc_ended(void *arg, dlock__etcd_answer *a);
 
-/* One exchange on this endpoint (authenticating: the authentication),
- * over gRPC or the gateway; its end comes from the loop. */
+/* One gRPC call of the JSON object body. */
+static int send_grpc(req *q, const char *path, json_t *body, const char *token)
+{
+    int rc = dlock__etcd_gcall_start(q->e->grpc, q->ep, path, body, token, q->until_ns, q->loop,
+                                     grpc_ended, q, &q->g, q->why, sizeof q->why);
+    q->running = rc == DLOCK_OK;
+    return rc;
+}
+
+/* One exchange on this endpoint (authenticating: the authentication, its
+ * body the text; else the request's own body), over gRPC or the
+ * gateway; its end comes from the loop. */
 static int send_one(req *q, const char *path, const char *body, const char *token,
                     int authenticating)
 {
     q->authenticating = authenticating;
     q->why[0] = '\0';
     int rc;
-    if (q->grpc) {
-        rc = dlock__etcd_gcall_start(q->e->grpc, q->ep, path, body, token, q->until_ns, q->loop,
-                                     grpc_ended, q, &q->g, q->why, sizeof q->why);
-        q->running = rc == DLOCK_OK;
+    if (q->grpc && !authenticating)
+        return send_grpc(q, path, q->body, token);
+    if (q->grpc) { /* once per token: the text parsed back is no cost */
+        json_t *j = json_loads(body, 0, NULL);
+        rc = j ? send_grpc(q, path, j, token) : DLOCK_ENOMEM;
+        json_decref(j);
         return rc;
     }
     q->s.len = 0;
@@ -235,10 +249,13 @@ int dlock__etcd_req_start(req *q, dlock__etcd *e, dlock__loop *loop, const char 
     /* gRPC when the client chose it (etcd_grpc.h); every path the
      * backend posts to has its method */
     q->grpc = e->grpc && dlock__etcd_grpc_has(path);
-    q->text = json_dumps(body, JSON_COMPACT);
-    if (q->text && !q->grpc)
+    /* over gRPC the object goes to the message straight (etcd_pbjson.h):
+     * its text would only be parsed back */
+    q->body = q->grpc ? json_incref(body) : NULL;
+    q->text = q->grpc ? NULL : json_dumps(body, JSON_COMPACT);
+    if (q->text)
         q->h = dlock__etcd_handle_get(e);
-    if (!q->text || (!q->grpc && !q->h)) {
+    if (!q->grpc && !q->h) {
         free(q->text);
         q->text = NULL;
         return DLOCK_ENOMEM;

@@ -38,7 +38,11 @@ typedef struct dlock__etcd_req {
     dlock__loop *loop;
     dlock__etcd_transfer *h;
     const char *path;
+    /* The body: over the gateway its text; over gRPC the object itself
+     * (held), which each call converts to its message without a trip
+     * through text. */
     char *text, *auth_body;
+    json_t *body;
     size_t first, i, ep; /* endpoints: the first tried, how many so far, this one */
     int64_t deadline_ns, try_ms, until_ns;
     int pass;            /* 1 once a stale token was dropped on this endpoint */
