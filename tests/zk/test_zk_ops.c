@@ -249,6 +249,64 @@ static void a_break_of_readers_removes_them_all_and_the_writer_gets_it(void **st
     dlock_client_free(b);
 }
 
+/* Review (rev-ops): the guard status shows for readers is the oldest
+ * reader's czxid, which a reader joining after the look does not move: a
+ * break guarded by it removes that later reader too (dlock.h: "a holder
+ * that came since has another"; Redis refuses here, test_break). */
+static void a_guarded_break_spares_a_reader_that_came_after_the_look(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops/laterr/", NULL), *b = client_new("/ops/laterr/", NULL);
+    dlock_lock *r[2] = {lock_new(a, "rw", DLOCK_SHARED), lock_new(b, "rw", DLOCK_SHARED)};
+    assert_int_equal(dlock_lock_acquire(r[0], 0), DLOCK_OK);
+    int held = 0;
+    uint64_t fence = status_fence(b, "rw", &held);
+    assert_true(fence > 0);
+    assert_int_equal(dlock_lock_acquire(r[1], 0), DLOCK_OK); /* after the look */
+    dlock_break_result res;
+    int rc = dlock_client_break(b, "rw", fence, &res);
+    int later_kept = dlock_lock_extend(r[1], 0) == DLOCK_OK;
+    if (rc != DLOCK_ENOTOWNER || !later_kept)
+        fail_msg("a break guarded by fence %llu (shown before the second reader came) gave %s, "
+                 "removed %zu; the later reader's hold %s",
+                 (unsigned long long)fence, dlock_errname(rc), res.removed,
+                 later_kept ? "kept" : "was broken");
+    for (int i = 0; i < 2; i++) {
+        (void)dlock_lock_release(r[i]);
+        dlock_lock_free(r[i]);
+    }
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* Review (rev-ops): the same for a semaphore's leases: a lease granted
+ * after the look leaves the oldest lease's czxid as it was. */
+static void a_guarded_break_spares_a_lease_granted_after_the_look(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops/laters/", NULL), *b = client_new("/ops/laters/", NULL);
+    dlock_lock *s1 = semaphore_new(a, "s", 2), *s2 = semaphore_new(b, "s", 2);
+    assert_int_equal(dlock_lock_acquire(s1, 0), DLOCK_OK);
+    int held = 0;
+    uint64_t fence = status_fence(b, "s", &held);
+    assert_true(held);
+    assert_int_equal(dlock_lock_acquire(s2, 0), DLOCK_OK); /* after the look */
+    dlock_break_result res;
+    int rc = dlock_client_break(b, "s", fence, &res);
+    int later_kept = dlock_lock_extend(s2, 0) == DLOCK_OK;
+    if (rc != DLOCK_ENOTOWNER || !later_kept)
+        fail_msg("a break guarded by fence %llu (shown before the second lease) gave %s, "
+                 "removed %zu; the later lease %s",
+                 (unsigned long long)fence, dlock_errname(rc), res.removed,
+                 later_kept ? "kept" : "was broken");
+    (void)dlock_lock_release(s1);
+    (void)dlock_lock_release(s2);
+    dlock_lock_free(s1);
+    dlock_lock_free(s2);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 /* ---- a semaphore's holders, identities ------------------------------------- */
 
 static void a_semaphores_leases_are_its_holders_and_a_break_removes_them(void **state)
@@ -412,6 +470,8 @@ int main(void)
         cmocka_unit_test(list_names_every_kind_with_its_holders_and_waiters),
         cmocka_unit_test(a_break_with_a_stale_fence_refuses_and_the_holder_keeps_it),
         cmocka_unit_test(a_break_of_readers_removes_them_all_and_the_writer_gets_it),
+        cmocka_unit_test(a_guarded_break_spares_a_reader_that_came_after_the_look),
+        cmocka_unit_test(a_guarded_break_spares_a_lease_granted_after_the_look),
         cmocka_unit_test(a_semaphores_leases_are_its_holders_and_a_break_removes_them),
         cmocka_unit_test(the_holders_identity_is_its_nodes_data),
         cmocka_unit_test(a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it),
