@@ -307,6 +307,36 @@ static void a_guarded_break_spares_a_lease_granted_after_the_look(void **state)
     dlock_client_free(b);
 }
 
+/* Review (rev-ops): a name whose last part is "leases" ("q/leases") is
+ * read as a semaphore's leases of its parent name "q": status calls the
+ * free name "q" a held semaphore, a break of "q" deletes the holder of
+ * "q/leases", and a listing shows "q" instead of "q/leases". */
+static void a_lock_named_leases_is_not_its_parents_semaphore(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops/lname/", NULL), *b = client_new("/ops/lname/", NULL);
+    dlock_lock *l = lock_new(a, "q/leases", 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    seen s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(dlock_client_list(b, "*", note, &s), DLOCK_OK);
+    int listed_right = s.n == 1 && strcmp(s.names[0], "q/leases") == 0;
+    int held = 0;
+    (void)status_fence(b, "q", &held);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(b, "q", 0, &res), DLOCK_OK);
+    int kept = dlock_lock_extend(l, 0) == DLOCK_OK;
+    if (!listed_right || held || res.removed != 0 || !kept)
+        fail_msg("list gave %zu name(s), the first '%s' (want q/leases); status of the free "
+                 "name q: held %d; break of q removed %zu (mode %d); q/leases's holder %s",
+                 s.n, s.n ? s.names[0] : "", held, res.removed, (int)res.mode,
+                 kept ? "kept" : "was broken");
+    (void)dlock_lock_release(l);
+    dlock_lock_free(l);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 /* ---- a semaphore's holders, identities ------------------------------------- */
 
 static void a_semaphores_leases_are_its_holders_and_a_break_removes_them(void **state)
@@ -472,6 +502,7 @@ int main(void)
         cmocka_unit_test(a_break_of_readers_removes_them_all_and_the_writer_gets_it),
         cmocka_unit_test(a_guarded_break_spares_a_reader_that_came_after_the_look),
         cmocka_unit_test(a_guarded_break_spares_a_lease_granted_after_the_look),
+        cmocka_unit_test(a_lock_named_leases_is_not_its_parents_semaphore),
         cmocka_unit_test(a_semaphores_leases_are_its_holders_and_a_break_removes_them),
         cmocka_unit_test(the_holders_identity_is_its_nodes_data),
         cmocka_unit_test(a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it),
