@@ -150,7 +150,7 @@ static void a_break_removes_every_reader(void **state)
 }
 
 /* `dlock break` shows status's fence and passes it on as the guard
- * (cli/break.c): for a name its readers hold that is the oldest reader's
+ * (cli/break.c): for a name its readers hold that is the newest reader's
  * key's create revision (not 0, which would break whoever holds it). The
  * readers leave and a writer takes the lock before the answer: the
  * writer is not broken. With the guard of the readers still there, they
