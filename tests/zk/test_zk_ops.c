@@ -448,11 +448,12 @@ static void drive_until(zhandle_t *zh, const int *flag)
 }
 
 /* The znode path made by a session authenticated as digest owner:pw,
- * with every right for that user and only READ for the world. */
-static void make_guarded_path(const char *path)
+ * with every right for that user and world_perms (ZOO_PERM_*) for the
+ * world. */
+static void make_guarded_path(const char *path, int32_t world_perms)
 {
     char auth_scheme[] = "auth", none[] = "", world[] = "world", anyone[] = "anyone";
-    struct ACL acl[2] = {{ZOO_PERM_ALL, {auth_scheme, none}}, {ZOO_PERM_READ, {world, anyone}}};
+    struct ACL acl[2] = {{ZOO_PERM_ALL, {auth_scheme, none}}, {world_perms, {world, anyone}}};
     struct ACL_vector v = {2, acl};
     int up = 0, authed = 0, made = 0;
     dlock__zk_lib_lock(); /* the library's log buffers are shared (zk_session.h) */
@@ -470,7 +471,7 @@ static void make_guarded_path(const char *path)
 static void a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it(void **state)
 {
     (void)state;
-    make_guarded_path("/ops-acl");
+    make_guarded_path("/ops-acl", ZOO_PERM_READ);
     const char *u = srv.url;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.username = "owner";
@@ -487,6 +488,27 @@ static void a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it(void **state
     dlock_lock_free(l);
     dlock_client_free(owner);
     dlock_client_free(other);
+}
+
+/* A znode the lister may not read (no READ for the world) is skipped:
+ * before, its ZNOAUTH failed the whole listing with DLOCK_EAUTH and the
+ * names beside it were not listed. */
+static void list_skips_a_znode_it_may_not_read(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops-noread/", NULL);
+    dlock_lock *l = lock_new(a, "open", 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* makes /ops-noread */
+    make_guarded_path("/ops-noread/hidden", 0);
+    seen s;
+    memset(&s, 0, sizeof s);
+    int rc = dlock_client_list(a, "*", note, &s);
+    if (rc != DLOCK_OK || s.n != 1 || strcmp(s.names[0], "open") != 0)
+        fail_msg("list beside an unreadable znode gave %s, %zu name(s), the first '%s' "
+                 "(want DLOCK_OK and open)", dlock_errname(rc), s.n, s.n ? s.names[0] : "");
+    (void)dlock_lock_release(l);
+    dlock_lock_free(l);
+    dlock_client_free(a);
 }
 
 int main(void)
@@ -506,6 +528,7 @@ int main(void)
         cmocka_unit_test(a_semaphores_leases_are_its_holders_and_a_break_removes_them),
         cmocka_unit_test(the_holders_identity_is_its_nodes_data),
         cmocka_unit_test(a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it),
+        cmocka_unit_test(list_skips_a_znode_it_may_not_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
