@@ -962,11 +962,11 @@ typedef struct dlock_node_status {
  * guard for dlock_client_break() that any later grant, a writer's or a
  * reader's, moves past (readers hold no fence themselves,
  * dlock_lock_fence() is 0). etcd: the fence is the owner's key's create
- * revision; when readers hold, the oldest reader's key's (every later
- * grant's fence is larger), which dlock_client_break() takes as its guard.
- * ZooKeeper likewise: the owner's node's czxid, or the oldest reader's or
- * (a semaphore) lease's node's; ttl_ms -1 (the holder's session is its
- * lease).
+ * revision; when readers hold, the newest reader's key's (every later
+ * grant's fence is larger, a later reader's too), which
+ * dlock_client_break() takes as its guard. ZooKeeper likewise: the
+ * owner's node's czxid, or the newest reader's or (a semaphore) lease's
+ * node's; ttl_ms -1 (the holder's session is its lease).
  *
  * @param n_nodes the length of @p nodes: at least dlock_client_node_count().
  * @param nodes   receives one entry per node.
@@ -1164,7 +1164,9 @@ typedef struct dlock_break_result {
  *               came later is not broken: on Redis the counter their
  *               grants raised (a reader that came later fails the guard
  *               as well; readers of a DLOCK_NO_FENCE handle raise none),
- *               on etcd the oldest reader's key's create revision.
+ *               on etcd the newest reader's key's create revision (a
+ *               reader that came later, or the newest that left, fails
+ *               it).
  * @param result receives what was removed; may be NULL. Filled whenever
  *               the nodes were asked.
  * @return DLOCK_OK when the only node, or a majority of several, answered
@@ -1186,9 +1188,11 @@ typedef struct dlock_break_result {
  * node's name is never given to another create, so only the holders read
  * go, never one that came since): the owner's, every reader before the
  * first writer, or a semaphore's lease nodes; the next in line is woken by
- * its watch as by a release. The guard is the oldest holder's node's
+ * its watch as by a release. The guard is the newest holder's node's
  * czxid, as dlock_client_status() reports it (a reader's and a lease's
- * too): a holder that came since has another.
+ * too): a holder that came since is newer, with a larger one, and the
+ * break is refused (DLOCK_ENOTOWNER); a writer waiting behind the readers
+ * is no holder and stays.
  */
 DLOCK_EXTERN(int)
 dlock_client_break(dlock_client *client, const char *name, uint64_t fence,
@@ -1288,11 +1292,15 @@ typedef int (*dlock_list_fn)(void *arg, const dlock_list_entry *entry);
  * ZooKeeper: the tree below the prefix's path (the pattern's literal
  * start up to its last '/' narrows where the walk begins) is read with
  * getChildren, one request per znode; a znode whose children are lock
- * nodes (Curator's _c_<uuid>-lock-, -__READ__, -__WRIT__) or a
- * semaphore's "leases" is a name, listed without its leading '/', its
- * holders and fence read as dlock_client_status() reads them (one to
- * three requests more per name), ttl_ms -1, its identity the oldest
- * holder's node's data. The names are gathered before the first callback.
+ * nodes (Curator's _c_<uuid>-lock-, -__READ__, -__WRIT__), or whose
+ * "leases" child holds a semaphore's lease nodes (_c_<uuid>-lease-; one
+ * request more), is a name, listed without its leading '/', its holders
+ * and fence read as dlock_client_status() reads them (one to four
+ * requests more per name), ttl_ms -1, its identity the oldest holder's
+ * node's data. A "leases" or "locks" znode that is no semaphore's is
+ * walked as any other (a lock may be named "q/leases"). A znode this
+ * client may not read (ZNOAUTH) is skipped with what is below it. The
+ * names are gathered before the first callback.
  */
 DLOCK_EXTERN(int)
 dlock_client_list(dlock_client *client, const char *pattern, dlock_list_fn cb, void *arg);

@@ -41,10 +41,11 @@ static int node_status(struct dlock__etcd_client *ec, const char *key, size_t le
     dlock__etcd_holding h;
     int rc = dlock__etcd_holding_read(ec->e, key, len, &h);
     int held = rc == DLOCK_OK && h.count > 0;
-    /* the fence: the oldest holder's create revision, a reader's too
-     * (readers hold none themselves): what a guarded break compares */
+    /* the fence: the newest holder's create revision, a reader's too
+     * (readers hold none themselves): what a guarded break compares, and
+     * a reader granted after the look is newer */
     *out = (dlock_node_status){rc, held, held ? lease_left_ms(ec, holder_kv(&h, 0)) : -1,
-                               held ? (uint64_t)holder_kv(&h, 0)->create_rev : 0};
+                               held ? (uint64_t)holder_kv(&h, h.count - 1)->create_rev : 0};
     dlock__etcd_holding_clear(&h);
     return rc;
 }

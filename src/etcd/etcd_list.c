@@ -245,8 +245,9 @@ static int walk(dlock__etcd *e, list_state *st, char *begin, size_t blen, const 
 }
 
 /* A name its readers hold: how many (one more read of its line, as
- * dlock_client_holders() reads it), at least the owner. */
-static size_t readers(dlock__etcd *e, const list_state *st, const rec *r)
+ * dlock_client_holders() reads it), at least the owner; *fence the newest
+ * reader's create revision, as status's (kept if the read failed). */
+static size_t readers(dlock__etcd *e, const list_state *st, const rec *r, uint64_t *fence)
 {
     size_t n = 0, len = st->plen + strlen(r->name);
     char *key = dlock__malloc(len + 1);
@@ -254,8 +255,10 @@ static size_t readers(dlock__etcd *e, const list_state *st, const rec *r)
         memcpy(key, st->pfx, st->plen);
         memcpy(key + st->plen, r->name, len - st->plen + 1);
         dlock__etcd_holding h;
-        if (dlock__etcd_holding_read(e, key, len, &h) == DLOCK_OK && h.shared)
+        if (dlock__etcd_holding_read(e, key, len, &h) == DLOCK_OK && h.shared) {
             n = h.count;
+            *fence = (uint64_t)h.readers[n - 1].create_rev;
+        }
         dlock__etcd_holding_clear(&h);
     }
     dlock__free(key);
@@ -269,13 +272,14 @@ static int report(dlock__etcd *e, const list_state *st, const rec *r, dlock_list
     /* A lease gone since the range: -1 (the name may be free by now). */
     (void)dlock__etcd_lease_ttl_ms(e, r->lease, &ttl, NULL, dlock__etcd_call_deadline(e), -1,
                                    NULL);
-    size_t holders = r->reads ? readers(e, st, r) : 1;
+    uint64_t fence = (uint64_t)r->first_rev;
+    size_t holders = r->reads ? readers(e, st, r, &fence) : 1;
     if (holders > r->keys)
         holders = r->keys; /* read later than the walk */
-    /* the oldest holder's create revision, a reader's too, as status's */
+    /* the newest holder's create revision, a reader's too, as status's */
     dlock_list_entry en = {DLOCK_LIST_ENTRY_VERSION, r->name, DLOCK_STATUS_HELD,
                            r->reads ? DLOCK_HOLD_SHARED : DLOCK_HOLD_EXCLUSIVE, 0, holders, ttl,
-                           r->keys - holders, (uint64_t)r->first_rev, 1, 1, 1, r->identity};
+                           r->keys - holders, fence, 1, 1, 1, r->identity};
     return cb(arg, &en) ? DLOCK_ECANCELED : DLOCK_OK;
 }
 

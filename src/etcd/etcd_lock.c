@@ -282,15 +282,25 @@ int dlock__etcd_break(dlock__etcd *e, const char *key, size_t len, uint64_t if_f
         }
         const dlock__etcd_kv *held = h.shared ? h.readers : &h.writer;
         if (!*removed) {
-            *fence = (uint64_t)held->create_rev; /* the oldest holder's: status's */
+            /* the newest holder's (status's): holders are the line's
+             * first keys, so one that came after the look is newer */
+            *fence = (uint64_t)held[h.count - 1].create_rev;
             *shared = h.shared;
             if (if_fence && *fence != if_fence) { /* other holders than the ones asked for */
                 dlock__etcd_holding_clear(&h);
                 return DLOCK_ENOTOWNER;
             }
         }
-        size_t n = h.count < BREAK_TXN_KEYS ? h.count : BREAK_TXN_KEYS;
-        int more = h.count > n;
+        /* later batches: only the readers the first read found (a reader
+         * granted since is newer than *fence: it stays) */
+        size_t n = 0;
+        while (n < h.count && n < BREAK_TXN_KEYS && (uint64_t)held[n].create_rev <= *fence)
+            n++;
+        int more = h.count > n && (uint64_t)held[n].create_rev <= *fence;
+        if (!n) {
+            dlock__etcd_holding_clear(&h);
+            return DLOCK_OK;
+        }
         rc = dlock__etcd_delete_all_if_created(e, held, n, step_deadline(e, 0), err);
         dlock__etcd_holding_clear(&h);
         if (rc == DLOCK_OK)

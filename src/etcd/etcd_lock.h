@@ -182,11 +182,13 @@ int64_t dlock__etcd_ttl_s(int64_t ttl_ms);
  * them (the oldest key when it is not a reader's; else every reader
  * before the oldest other key, *shared 1), each only if it is still the
  * same key (its create revision), so the next waiter takes the lock.
- * *removed: how many went (0: the name was free); *fence: the oldest
- * holder's create revision (status's fence, readers' too). if_fence not
- * 0: only when the oldest holder's create revision is if_fence, else
- * DLOCK_ENOTOWNER (*fence: the holder's now) and nothing is deleted.
- * DLOCK_EBUSY if the holders changed at every try. */
+ * *removed: how many went (0: the name was free); *fence: the newest
+ * holder's create revision (status's fence, readers' too: a reader
+ * granted after a look is newer). if_fence not 0: only when the newest
+ * holder's create revision is if_fence, else DLOCK_ENOTOWNER (*fence: the
+ * holders' now) and nothing is deleted. Readers granted after the first
+ * read (newer than *fence) are never deleted. DLOCK_EBUSY if the holders
+ * changed at every try. */
 int dlock__etcd_break(dlock__etcd *e, const char *key, size_t len, uint64_t if_fence,
                       size_t *removed, int *shared, uint64_t *fence, dlock__errbuf *err);
 

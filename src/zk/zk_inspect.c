@@ -2,8 +2,10 @@
 /* What a client asks about a name without a handle (backend.h: status,
  * holders, identity) on ZooKeeper: the lock's line read, its owner the node
  * with the lowest sequence (or the readers before the first writer, or a
- * semaphore's leases), its fence the oldest holder's czxid, its identity
- * that node's data. Each is a call waited for on a private loop of the
+ * semaphore's leases), its fence the newest holder's czxid (holders are
+ * the line's first nodes in creation order, so a holder that came after
+ * a look moves it: the guard a break compares), its identity the oldest
+ * holder's data. Each is a call waited for on a private loop of the
  * caller's (a blocking look). The TTL is -1: a holder lives as long as its
  * session, which the server times. */
 #include <inttypes.h>
@@ -44,6 +46,12 @@ static int64_t any_seq(const char *name)
     if (n < 10 || strspn(name + n - 10, "0123456789") != 10)
         return -1;
     return strtoll(name + n - 10, NULL, 10);
+}
+
+int64_t dlock__zk_lease_seq(const char *name)
+{
+    size_t n = strlen(name);
+    return n >= 17 && memcmp(name + n - 17, "-lease-", 7) == 0 ? any_seq(name) : -1;
 }
 
 static int by_seq(const void *a, const void *b)
@@ -99,23 +107,33 @@ static int lease_holders(dlock__zk *z, const char *path, dlock__zk_holding *h)
         rc = look_rc(look_once(z, &k, DLOCK__ZK_CHILDREN, h->dir), &k);
     if (rc == DLOCK_OK && k.zrc == ZOK) {
         take_names(h, &k);
-        while (h->count < h->n_names && any_seq(h->names[h->count]) >= 0)
+        while (h->count < h->n_names && dlock__zk_lease_seq(h->names[h->count]) >= 0)
             h->count++;
-        h->mode = DLOCK_HOLD_SEMAPHORE;
+        /* no lease in it: "leases" is a lock's own name ("q/leases") */
+        h->mode = h->count ? DLOCK_HOLD_SEMAPHORE : DLOCK_HOLD_FREE;
+        h->waiters = h->count ? h->waiters : 0;
     }
     dlock__zk_call_clear(&k);
     return rc;
 }
 
-/* The oldest holder's node: its czxid (the fence), data and ctime. 0 if
- * it went meanwhile (the caller reads again). */
-static int oldest_holder(dlock__zk *z, dlock__zk_holding *h, int *rc)
+/* The holder i's node (dir/names[i]) read into k: 1 there, 0 gone. */
+static int holder_node(dlock__zk *z, const dlock__zk_holding *h, size_t i, dlock__zk_call *k,
+                       int *rc)
 {
     char node[DLOCK__ZK_PATH_MAX];
+    (void)(dlock__zk_path_set(node, h->dir, "/") && dlock__zk_path_set(node, node, h->names[i]));
+    *rc = look_rc(look_once(z, k, DLOCK__ZK_GET_DATA, node), k);
+    return *rc == DLOCK_OK && k->zrc == ZOK;
+}
+
+/* The oldest holder's node (its data and ctime: the identity) and the
+ * newest's czxid (the fence). 0 if one went meanwhile (the caller reads
+ * again). */
+static int holder_ends(dlock__zk *z, dlock__zk_holding *h, int *rc)
+{
     dlock__zk_call k = {0};
-    (void)(dlock__zk_path_set(node, h->dir, "/") && dlock__zk_path_set(node, node, h->names[0]));
-    *rc = look_rc(look_once(z, &k, DLOCK__ZK_GET_DATA, node), &k);
-    int there = *rc == DLOCK_OK && k.zrc == ZOK;
+    int there = holder_node(z, h, 0, &k, rc);
     if (there) {
         h->fence = (uint64_t)k.stat.czxid;
         h->ctime_ms = k.stat.ctime;
@@ -124,11 +142,16 @@ static int oldest_holder(dlock__zk *z, dlock__zk_holding *h, int *rc)
         k.value = NULL;
     }
     dlock__zk_call_clear(&k);
+    if (there && h->count > 1) {
+        there = holder_node(z, h, h->count - 1, &k, rc);
+        h->fence = there ? (uint64_t)k.stat.czxid : 0;
+        dlock__zk_call_clear(&k);
+    }
     return there || *rc != DLOCK_OK;
 }
 
 /* One read of the lock at path: 1 done (rc its code), 0 read again (the
- * oldest holder went between the two calls). */
+ * oldest or newest holder went between the calls). */
 static int read_once(dlock__zk *z, const char *path, dlock__zk_holding *h, int *rc)
 {
     dlock__zk_holding_clear(h);
@@ -154,7 +177,7 @@ static int read_once(dlock__zk *z, const char *path, dlock__zk_holding *h, int *
     }
     if (*rc != DLOCK_OK || !h->count)
         return 1;
-    return oldest_holder(z, h, rc);
+    return holder_ends(z, h, rc);
 }
 
 int dlock__zk_holding_read(dlock__zk *z, const char *path, dlock__zk_holding *h)
@@ -165,7 +188,7 @@ int dlock__zk_holding_read(dlock__zk *z, const char *path, dlock__zk_holding *h)
         if (read_once(z, path, h, &rc))
             return rc;
     }
-    /* The oldest kept going: read as free, as a holder gone since would be. */
+    /* Holders kept going: read as free, as a holder gone since would be. */
     dlock__zk_holding_clear(h);
     return DLOCK_OK;
 }

@@ -71,6 +71,11 @@ typedef struct dlock__zk_lockdata {
  * names), or -1 if it is no lock node; its role in *role (may be NULL). */
 int64_t dlock__zk_node_seq(const char *name, int *role);
 
+/* The sequence of a semaphore's lease node (Curator's
+ * _c_<uuid>-lease-<10 digits>), or -1 if name is no lease: a lock node
+ * in a znode a lock's user named "leases" is none. */
+int64_t dlock__zk_lease_seq(const char *name);
+
 /* The role a handle of kind k takes: a reader for the shared kinds, a
  * writer for the exclusive ones, else a mutex's owner. */
 int dlock__zk_role(const dlock__kind *k);
@@ -94,7 +99,7 @@ typedef struct dlock__zk_holding {
     dlock_hold_mode mode;          /* FREE, EXCLUSIVE, SHARED or SEMAPHORE */
     size_t count;                  /* holders: names[0..count), oldest first */
     size_t waiters;                /* the line's other nodes (a semaphore's locks line) */
-    uint64_t fence;                /* the oldest holder's czxid; 0 when free */
+    uint64_t fence;                /* the newest holder's czxid (the guard); 0 when free */
     char dir[DLOCK__ZK_PATH_MAX];  /* the holders' parent: path or <path>/leases */
     char **names;                  /* every child read (owned), the holders first */
     size_t n_names;

@@ -12,7 +12,11 @@
  *
  * A listing walks the tree below the prefix with getChildren, one call
  * per znode, LIST_NODES_MAX znodes at most; a znode whose children hold a
- * lock node (or a semaphore's leases) is a lock name. */
+ * lock node, or a "leases" child holding a semaphore's lease nodes (one
+ * more getChildren), is a lock name. A "leases" or "locks" child is a
+ * semaphore's line only then: otherwise it is walked as any name is (a
+ * lock may be named "q/leases"). A znode this client may not read
+ * (ZNOAUTH) is skipped: what is below it is not listed. */
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +69,9 @@ int dlock__zk_break_holds(dlock_client *c, const char *key, size_t klen, uint64_
         out->answered = 1;
         out->mode = h.mode;
         out->fence = h.fence;
-        /* the guard: the oldest holder's czxid, as status reports it; a
-         * holder that came since has another (larger) one */
+        /* the guard: the newest holder's czxid, as status reports it; a
+         * holder that came since is newer, with a larger one (and one
+         * that left since changes it too: look again) */
         if (fence && h.count && fence != h.fence)
             rc = DLOCK_ENOTOWNER;
         else /* (free: nothing to delete) */
@@ -116,15 +121,33 @@ static int push(char ***v, size_t *n, size_t *cap, const char *a, const char *b)
     return DLOCK_OK;
 }
 
-/* 1 if the znode at path, whose children these are, is a lock: a lock
- * node among them, or a semaphore's "leases". */
-static int is_lock(char *const *children, size_t n)
+/* 1 if one of children is a lock node. */
+static int has_lock_node(char *const *children, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (dlock__zk_node_seq(children[i], NULL) >= 0 || !strcmp(children[i], "leases"))
+        if (dlock__zk_node_seq(children[i], NULL) >= 0)
             return 1;
     }
     return 0;
+}
+
+/* 1 if the znode at path (children its n children) is a semaphore: its
+ * "leases" child holds a lease node. */
+static int is_semaphore(dlock__zk *z, const char *path, char *const *children, size_t n,
+                        int *rc)
+{
+    int leases = 0, sem = 0;
+    for (size_t i = 0; i < n; i++)
+        leases |= !strcmp(children[i], "leases");
+    dlock__zk_call k = {0};
+    k.what = DLOCK__ZK_CHILDREN;
+    if (!leases || !dlock__zk_path_set(k.path, path, "/leases"))
+        return 0;
+    *rc = dlock__zk_call_wait(z, &k);
+    for (size_t i = 0; *rc == DLOCK_OK && k.zrc == ZOK && i < k.n_children; i++)
+        sem |= dlock__zk_lease_seq(k.children[i]) >= 0;
+    dlock__zk_call_clear(&k);
+    return sem;
 }
 
 /* Read one znode: a lock whose name matches is kept; its children that
@@ -134,16 +157,17 @@ static int visit(dlock__zk *z, list_walk *w, char *path)
     dlock__zk_call k = {0};
     k.what = DLOCK__ZK_CHILDREN;
     int rc = dlock__zk_path_set(k.path, path, NULL) ? dlock__zk_call_wait(z, &k) : DLOCK_OK;
-    if (rc == DLOCK_OK && k.zrc != ZOK && k.zrc != ZNONODE)
+    if (rc == DLOCK_OK && k.zrc != ZOK && k.zrc != ZNONODE && k.zrc != ZNOAUTH)
         rc = dlock__zk_error(k.zrc);
-    int lock = rc == DLOCK_OK && is_lock(k.children, k.n_children);
+    int sem = rc == DLOCK_OK && is_semaphore(z, path, k.children, k.n_children, &rc);
+    int lock = rc == DLOCK_OK && (sem || has_lock_node(k.children, k.n_children));
     const char *name = path + w->rlen;
     if (lock && strncmp(path, w->root, w->rlen) == 0 && *name && fnmatch(w->glob, name, 0) == 0)
         rc = push(&w->paths, &w->n, &w->cap, path, NULL);
     for (size_t i = 0; rc == DLOCK_OK && i < k.n_children; i++) {
         const char *ch = k.children[i];
-        if (dlock__zk_node_seq(ch, NULL) >= 0 || (lock && (!strcmp(ch, "leases") ||
-                                                           !strcmp(ch, "locks"))))
+        if (dlock__zk_node_seq(ch, NULL) >= 0 || (sem && (!strcmp(ch, "leases") ||
+                                                          !strcmp(ch, "locks"))))
             continue;
         if (!strcmp(path, "/") && !strcmp(ch, "zookeeper"))
             continue; /* the server's own */

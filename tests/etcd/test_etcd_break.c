@@ -150,7 +150,7 @@ static void a_break_removes_every_reader(void **state)
 }
 
 /* `dlock break` shows status's fence and passes it on as the guard
- * (cli/break.c): for a name its readers hold that is the oldest reader's
+ * (cli/break.c): for a name its readers hold that is the newest reader's
  * key's create revision (not 0, which would break whoever holds it). The
  * readers leave and a writer takes the lock before the answer: the
  * writer is not broken. With the guard of the readers still there, they
@@ -185,6 +185,33 @@ static void a_guarded_break_of_readers_spares_a_later_writer(void **state)
     dlock_lock_free(w);
 }
 
+/* Review (rev-ops): a reader that joins after the look leaves the oldest
+ * reader's create revision as it was, so a break guarded by status's
+ * fence removes that later reader too (dlock.h: a guarded break spares a
+ * holder that came since; Redis refuses here since 9418f39). */
+static void a_guarded_break_of_readers_spares_a_later_reader(void **state)
+{
+    (void)state;
+    const char *name = "brk-later-reader";
+    dlock_lock *r1 = rw_lock(name, DLOCK_SHARED), *r2 = rw_lock(name, DLOCK_SHARED);
+    assert_int_equal(dlock_lock_acquire(r1, 0), DLOCK_OK);
+    dlock_node_status ns;
+    assert_int_equal(dlock_client_status(cl, name, 1, &ns, NULL), DLOCK_OK);
+    assert_true(ns.fence > 0);
+    assert_int_equal(dlock_lock_acquire(r2, 0), DLOCK_OK); /* after the look */
+    dlock_break_result res;
+    int rc = dlock_client_break(cl, name, ns.fence, &res);
+    int kept = dlock_lock_extend(r2, 0) == DLOCK_OK;
+    if (rc != DLOCK_ENOTOWNER || !kept)
+        fail_msg("a break guarded by %llu (shown before the second reader) gave %s, removed "
+                 "%zu; the later reader %s", (unsigned long long)ns.fence, dlock_errname(rc),
+                 res.removed, kept ? "kept" : "was broken");
+    (void)dlock_lock_release(r1);
+    (void)dlock_lock_release(r2);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+}
+
 static void a_free_name_is_left_alone(void **state)
 {
     (void)state;
@@ -204,6 +231,7 @@ int main(void)
         cmocka_unit_test(a_free_name_is_left_alone),
         cmocka_unit_test(a_break_removes_every_reader),
         cmocka_unit_test(a_guarded_break_of_readers_spares_a_later_writer),
+        cmocka_unit_test(a_guarded_break_of_readers_spares_a_later_reader),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

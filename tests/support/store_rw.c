@@ -91,12 +91,16 @@ static void readers_share_a_writer_waits_for_both_and_a_later_reader_for_it(void
     dlock_node_status ns[1];
     assert_int_equal(dlock_client_status(cl, name, 1, ns, NULL), DLOCK_OK);
     assert_int_equal(ns[0].held, 1);
-    /* readers hold no fence themselves; status shows the oldest reader's
+    /* readers hold no fence themselves; status shows the newest reader's
      * key's create revision (ZooKeeper: its node's czxid), the guard a
-     * break compares (below the writer's, which came later) */
+     * break compares (below the writer's, which came later, waiting) */
     uint64_t readers_fence = ns[0].fence;
     assert_true(readers_fence > 0);
     assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    /* r2, the newest, still reads: the same guard (the oldest's would
+     * have moved to r2's) */
+    assert_int_equal(dlock_client_status(cl, name, 1, ns, NULL), DLOCK_OK);
+    assert_true(ns[0].fence == readers_fence);
     test_sleep_ms(300);
     assert_int_equal(atomic_load(&ww.done), 0); /* r2 still reads */
     int64_t released = test_now_ms();

@@ -249,6 +249,94 @@ static void a_break_of_readers_removes_them_all_and_the_writer_gets_it(void **st
     dlock_client_free(b);
 }
 
+/* Review (rev-ops): the guard status shows for readers is the oldest
+ * reader's czxid, which a reader joining after the look does not move: a
+ * break guarded by it removes that later reader too (dlock.h: "a holder
+ * that came since has another"; Redis refuses here, test_break). */
+static void a_guarded_break_spares_a_reader_that_came_after_the_look(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops/laterr/", NULL), *b = client_new("/ops/laterr/", NULL);
+    dlock_lock *r[2] = {lock_new(a, "rw", DLOCK_SHARED), lock_new(b, "rw", DLOCK_SHARED)};
+    assert_int_equal(dlock_lock_acquire(r[0], 0), DLOCK_OK);
+    int held = 0;
+    uint64_t fence = status_fence(b, "rw", &held);
+    assert_true(fence > 0);
+    assert_int_equal(dlock_lock_acquire(r[1], 0), DLOCK_OK); /* after the look */
+    dlock_break_result res;
+    int rc = dlock_client_break(b, "rw", fence, &res);
+    int later_kept = dlock_lock_extend(r[1], 0) == DLOCK_OK;
+    if (rc != DLOCK_ENOTOWNER || !later_kept)
+        fail_msg("a break guarded by fence %llu (shown before the second reader came) gave %s, "
+                 "removed %zu; the later reader's hold %s",
+                 (unsigned long long)fence, dlock_errname(rc), res.removed,
+                 later_kept ? "kept" : "was broken");
+    for (int i = 0; i < 2; i++) {
+        (void)dlock_lock_release(r[i]);
+        dlock_lock_free(r[i]);
+    }
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* Review (rev-ops): the same for a semaphore's leases: a lease granted
+ * after the look leaves the oldest lease's czxid as it was. */
+static void a_guarded_break_spares_a_lease_granted_after_the_look(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops/laters/", NULL), *b = client_new("/ops/laters/", NULL);
+    dlock_lock *s1 = semaphore_new(a, "s", 2), *s2 = semaphore_new(b, "s", 2);
+    assert_int_equal(dlock_lock_acquire(s1, 0), DLOCK_OK);
+    int held = 0;
+    uint64_t fence = status_fence(b, "s", &held);
+    assert_true(held);
+    assert_int_equal(dlock_lock_acquire(s2, 0), DLOCK_OK); /* after the look */
+    dlock_break_result res;
+    int rc = dlock_client_break(b, "s", fence, &res);
+    int later_kept = dlock_lock_extend(s2, 0) == DLOCK_OK;
+    if (rc != DLOCK_ENOTOWNER || !later_kept)
+        fail_msg("a break guarded by fence %llu (shown before the second lease) gave %s, "
+                 "removed %zu; the later lease %s",
+                 (unsigned long long)fence, dlock_errname(rc), res.removed,
+                 later_kept ? "kept" : "was broken");
+    (void)dlock_lock_release(s1);
+    (void)dlock_lock_release(s2);
+    dlock_lock_free(s1);
+    dlock_lock_free(s2);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* Review (rev-ops): a name whose last part is "leases" ("q/leases") is
+ * read as a semaphore's leases of its parent name "q": status calls the
+ * free name "q" a held semaphore, a break of "q" deletes the holder of
+ * "q/leases", and a listing shows "q" instead of "q/leases". */
+static void a_lock_named_leases_is_not_its_parents_semaphore(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops/lname/", NULL), *b = client_new("/ops/lname/", NULL);
+    dlock_lock *l = lock_new(a, "q/leases", 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    seen s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(dlock_client_list(b, "*", note, &s), DLOCK_OK);
+    int listed_right = s.n == 1 && strcmp(s.names[0], "q/leases") == 0;
+    int held = 0;
+    (void)status_fence(b, "q", &held);
+    dlock_break_result res;
+    assert_int_equal(dlock_client_break(b, "q", 0, &res), DLOCK_OK);
+    int kept = dlock_lock_extend(l, 0) == DLOCK_OK;
+    if (!listed_right || held || res.removed != 0 || !kept)
+        fail_msg("list gave %zu name(s), the first '%s' (want q/leases); status of the free "
+                 "name q: held %d; break of q removed %zu (mode %d); q/leases's holder %s",
+                 s.n, s.n ? s.names[0] : "", held, res.removed, (int)res.mode,
+                 kept ? "kept" : "was broken");
+    (void)dlock_lock_release(l);
+    dlock_lock_free(l);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 /* ---- a semaphore's holders, identities ------------------------------------- */
 
 static void a_semaphores_leases_are_its_holders_and_a_break_removes_them(void **state)
@@ -360,11 +448,12 @@ static void drive_until(zhandle_t *zh, const int *flag)
 }
 
 /* The znode path made by a session authenticated as digest owner:pw,
- * with every right for that user and only READ for the world. */
-static void make_guarded_path(const char *path)
+ * with every right for that user and world_perms (ZOO_PERM_*) for the
+ * world. */
+static void make_guarded_path(const char *path, int32_t world_perms)
 {
     char auth_scheme[] = "auth", none[] = "", world[] = "world", anyone[] = "anyone";
-    struct ACL acl[2] = {{ZOO_PERM_ALL, {auth_scheme, none}}, {ZOO_PERM_READ, {world, anyone}}};
+    struct ACL acl[2] = {{ZOO_PERM_ALL, {auth_scheme, none}}, {world_perms, {world, anyone}}};
     struct ACL_vector v = {2, acl};
     int up = 0, authed = 0, made = 0;
     dlock__zk_lib_lock(); /* the library's log buffers are shared (zk_session.h) */
@@ -382,7 +471,7 @@ static void make_guarded_path(const char *path)
 static void a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it(void **state)
 {
     (void)state;
-    make_guarded_path("/ops-acl");
+    make_guarded_path("/ops-acl", ZOO_PERM_READ);
     const char *u = srv.url;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.username = "owner";
@@ -401,6 +490,27 @@ static void a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it(void **state
     dlock_client_free(other);
 }
 
+/* A znode the lister may not read (no READ for the world) is skipped:
+ * before, its ZNOAUTH failed the whole listing with DLOCK_EAUTH and the
+ * names beside it were not listed. */
+static void list_skips_a_znode_it_may_not_read(void **state)
+{
+    (void)state;
+    dlock_client *a = client_new("/ops-noread/", NULL);
+    dlock_lock *l = lock_new(a, "open", 0);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK); /* makes /ops-noread */
+    make_guarded_path("/ops-noread/hidden", 0);
+    seen s;
+    memset(&s, 0, sizeof s);
+    int rc = dlock_client_list(a, "*", note, &s);
+    if (rc != DLOCK_OK || s.n != 1 || strcmp(s.names[0], "open") != 0)
+        fail_msg("list beside an unreadable znode gave %s, %zu name(s), the first '%s' "
+                 "(want DLOCK_OK and open)", dlock_errname(rc), s.n, s.n ? s.names[0] : "");
+    (void)dlock_lock_release(l);
+    dlock_lock_free(l);
+    dlock_client_free(a);
+}
+
 int main(void)
 {
     if (!test_zk_available()) {
@@ -412,9 +522,13 @@ int main(void)
         cmocka_unit_test(list_names_every_kind_with_its_holders_and_waiters),
         cmocka_unit_test(a_break_with_a_stale_fence_refuses_and_the_holder_keeps_it),
         cmocka_unit_test(a_break_of_readers_removes_them_all_and_the_writer_gets_it),
+        cmocka_unit_test(a_guarded_break_spares_a_reader_that_came_after_the_look),
+        cmocka_unit_test(a_guarded_break_spares_a_lease_granted_after_the_look),
+        cmocka_unit_test(a_lock_named_leases_is_not_its_parents_semaphore),
         cmocka_unit_test(a_semaphores_leases_are_its_holders_and_a_break_removes_them),
         cmocka_unit_test(the_holders_identity_is_its_nodes_data),
         cmocka_unit_test(a_break_an_acl_forbids_is_eauth_and_the_holder_keeps_it),
+        cmocka_unit_test(list_skips_a_znode_it_may_not_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
