@@ -724,7 +724,17 @@ static void a_cut_leave_is_sent_again_once_the_member_is_back(void **state)
     assert_int_equal(w.rc, DLOCK_ECANCELED);
     assert_int_equal(test_etcd_restart(&srv, 0), 0);
     int64_t back_ns = dlock__now_ns();
-    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    /* Over gRPC the holder's release, the first call after the restart,
+     * was once DLOCK_EUNKNOWN (CI, under ASan): it may leave while the
+     * channel still holds its dead connection. The settler sends it again
+     * then, so the waiter's bound below holds either way; over the
+     * gateway it must be OK. */
+    int rrc = dlock_lock_release(holder);
+    const char *transport = getenv("DLOCK_ETCD_TRANSPORT");
+    if (transport && strcmp(transport, "grpc") == 0)
+        assert_true(rrc == DLOCK_OK || rrc == DLOCK_EUNKNOWN);
+    else
+        assert_int_equal(rrc, DLOCK_OK);
     dlock_lock *next = test_lock_new(cl, name, 30000, 0, 10, 50);
     assert_int_equal(dlock_lock_acquire(next, 10000), DLOCK_OK);
     int64_t got_ns = dlock__now_ns();
