@@ -32,7 +32,7 @@ typedef struct owed {
     settler *st;
     dlock__etcd_req q;
     dlock__timer again;  /* the backoff's end */
-    const void *owner;   /* the handle that owed it: one record per handle and kind */
+    const void *owner;   /* the handle that owed it (supersedes()) */
     int leave;           /* a waiter's leave, not a hold's release */
     int64_t lease;       /* revoked, or the lease the key must still be on */
     char *key;           /* a key on a session: deleted, not its lease revoked */
@@ -204,15 +204,32 @@ static void drop(owed *o)
     owed_end(o);
 }
 
-/* o is new: the same handle's older record of its kind goes (a wait
- * that fails again and again owes one leave, not one per try), and
- * the oldest past OWED_MAX_RECORDS. */
+/* Whether newer record o makes a superfluous. A key on a session is
+ * its own target: the same key on the same lease (a wait on a session
+ * that fails again and again owes its one key's delete). Otherwise the
+ * same handle's older record of its kind (a wait that fails again and
+ * again owes one leave, not one per try; an older one's lease ends with
+ * its TTL). Never by the handle alone when a key is involved: a handle
+ * freed and a new one made at its address would replace a key's delete,
+ * leaving that key held on a session lease kept alive. */
+static int supersedes(const owed *o, const owed *a)
+{
+    if (a->dropped || a->leave != o->leave)
+        return 0;
+    if (a->key || o->key)
+        return a->key && o->key && a->lease == o->lease && a->key_len == o->key_len &&
+               memcmp(a->key, o->key, o->key_len) == 0;
+    return a->owner == o->owner;
+}
+
+/* o is new: a record it supersedes goes, and the oldest past
+ * OWED_MAX_RECORDS. */
 static void make_room(settler *st, const owed *o)
 {
     owed *last = NULL;
     for (owed *a = st->active, *next; a; a = next) {
         next = a->next;
-        if (a->owner == o->owner && a->leave == o->leave && !a->dropped)
+        if (supersedes(o, a))
             drop(a);
         else if (!a->dropped)
             last = a;

@@ -26,8 +26,9 @@
  * A waiter's leave is owed only when its place's create may have made
  * the key (a create that went out, answered or not; not one no member
  * got, nor a place whose grant failed): a wait retrying through an
- * outage makes no key and owes nothing. One record per handle and kind
- * (a leave, a release): a newer one replaces the older. 64 records per
+ * outage makes no key and owes nothing. A newer record replaces an
+ * older one for the same key on the same lease (a key on a session), or,
+ * with no key, of the same handle and kind (a leave, a release). 64 records per
  * client at most: past that the oldest is dropped. A dropped record's
  * key ends with its lease, as before the settler.
  *
@@ -54,8 +55,9 @@
  * still owed? An I/O failure, no answer in time, etcd busy (no leader). */
 int dlock__etcd_owed_unknown(int rc);
 
-/* Who owes a request: the handle (one record per handle and kind: a
- * newer one replaces the older, which ends with its lease), whether it
+/* Who owes a request: the handle (a lease's revoke: one record per
+ * handle and kind, a newer one replaces the older, which ends with its
+ * lease; a key's delete is matched by its key instead), whether it
  * is a waiter's leave or a hold's release, and when the first copy went
  * out (a release's: "not found" to a resend counts as that copy's clean
  * release when the hold was valid then; INT64_MAX: never). */

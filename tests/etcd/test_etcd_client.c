@@ -709,6 +709,38 @@ static void an_owed_key_delete_spares_the_key_made_again(void **state)
     assert_true(deleted);
 }
 
+/* Two keys' deletes owed under one owner (a handle freed during an
+ * outage and a new one made at its address: the settler cannot tell
+ * them apart by the handle): both are settled. The older was dropped
+ * when records were matched by their handle, and its key stayed on the
+ * session's lease, kept alive, until the client ended. */
+static void owed_key_deletes_of_two_keys_by_one_handle_both_settle(void **state)
+{
+    (void)state;
+    const char *keys[] = {"owed-a/0123456789abcdef", "owed-b/0123456789abcdef"};
+    const int64_t lease = 0x5e551012;
+    dlock__etcd *e = client_for(srv.url, 1000);
+    int64_t ttl = 0;
+    assert_int_equal(dlock__etcd_lease_grant(e, lease, 30, &ttl, soon(), -1, NULL), DLOCK_OK);
+    const char *urls[] = {srv.url};
+    dlock_client *c = test_client_new(urls, 1, NULL);
+    static char handle; /* the one address both handles had */
+    for (int i = 0; i < 2; i++) {
+        dlock__etcd_hold h = {.lease = lease, .rev = put_on(e, keys[i], lease), .ttl_s = 30,
+                              .key = (char *)keys[i], .key_len = strlen(keys[i]),
+                              .on_session = 1, .valid_until_ns = dlock__deadline_after_ms(30000)};
+        dlock__etcd_owe(DLOCK__ETCD_EC(c), NULL, &h,
+                        &(dlock__etcd_owed_by){.owner = &handle, .sent_ns = dlock__now_ns()});
+    }
+    test_sleep_ms(600); /* each sent again 0.1 s after it was owed */
+    int a_there = key_there(e, keys[0]), b_there = key_there(e, keys[1]);
+    dlock_client_free(c);
+    assert_int_equal(dlock__etcd_lease_revoke(e, lease, soon(), -1, NULL, NULL), DLOCK_OK);
+    dlock__etcd_free(e);
+    assert_false(b_there);
+    assert_false(a_there);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -728,6 +760,7 @@ int main(void)
         cmocka_unit_test(a_failed_wait_leaves_no_growing_load_session),
         cmocka_unit_test(owed_leaves_are_one_per_handle_and_capped),
         cmocka_unit_test(an_owed_key_delete_spares_the_key_made_again),
+        cmocka_unit_test(owed_key_deletes_of_two_keys_by_one_handle_both_settle),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
