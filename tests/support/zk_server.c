@@ -123,9 +123,22 @@ int test_zk_spawn_member(test_zk *z, const char *extra)
     return spawn(z, extra);
 }
 
+void test_zk_pause(const test_zk *z)
+{
+    if (z->pid > 0)
+        kill(z->pid, SIGSTOP);
+}
+
+void test_zk_resume(const test_zk *z)
+{
+    if (z->pid > 0)
+        kill(z->pid, SIGCONT);
+}
+
 void test_zk_stop(test_zk *z)
 {
     if (z->pid > 0) {
+        kill(z->pid, SIGCONT); /* a stopped process keeps a SIGTERM pending */
         kill(z->pid, SIGTERM);
         test_reap_server(z->pid, 5000);
         z->pid = 0;

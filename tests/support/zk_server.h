@@ -37,7 +37,15 @@ int test_zk_four_letters(int port, const char *word, char *out, size_t cap);
  * z->pid is set, nothing is waited for. */
 int test_zk_spawn_member(test_zk *z, const char *extra);
 
-/* SIGTERM, wait; SIGKILL a straggler; remove the temp dir. Safe twice. */
+/* SIGSTOP z's java, or SIGCONT it: a paused member keeps its sockets
+ * (the kernel still completes connects to it and buffers what is sent)
+ * but answers nothing and times no session until it is continued. Each
+ * does nothing to a member not running. */
+void test_zk_pause(const test_zk *z);
+void test_zk_resume(const test_zk *z);
+
+/* SIGCONT (it may be paused), SIGTERM, wait; SIGKILL a straggler; remove
+ * the temp dir. Safe twice. */
 void test_zk_stop(test_zk *z);
 
 #endif

@@ -3,7 +3,9 @@
  * through the public API: URLs, exclusion under contention (the chaos
  * history's checker), fences that grow, a waiter woken by the release
  * (its watch on the node before its own), a dead holder's lock passed on
- * once its session expired, try-once, status, extend. */
+ * once its session expired, a hold lost when its session expired (ended
+ * from outside, or the member paused past it), try-once, status,
+ * extend. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,31 +26,40 @@
 #include "dlock.h"
 #include "history.h"
 #include "proc.h"
+#include "proxy.h"
 #include "test_util.h"
 #include "zk_contend.h"
 #include "zk_server.h"
 #include "zk_session.h"
 
 static test_zk srv;
+static chaos_proxy proxy; /* in front of srv: a holder's connection to cut */
 
 static int setup(void **state)
 {
     (void)state;
-    return test_zk_start(&srv);
+    if (test_zk_start(&srv) != 0)
+        return -1;
+    if (chaos_proxy_start(&proxy, srv.port) == 0) /* forked: before any thread */
+        return 0;
+    test_zk_stop(&srv);
+    return -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    chaos_proxy_stop(&proxy);
     test_zk_stop(&srv);
     return 0;
 }
 
-/* A client of the member; url_tail is appended to its URL ("" none). */
-static dlock_client *client_of(const char *url_tail)
+/* A client of the member at url (srv's or the proxy's); url_tail is
+ * appended to it ("" none). */
+static dlock_client *client_at(const char *base, const char *url_tail)
 {
     char url[400], err[256] = "";
-    snprintf(url, sizeof url, "%s%s", srv.url, url_tail);
+    snprintf(url, sizeof url, "%s%s", base, url_tail);
     const char *u = url;
     dlock_client *c = NULL;
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
@@ -56,6 +67,11 @@ static dlock_client *client_of(const char *url_tail)
     if (rc != DLOCK_OK)
         fail_msg("client of %s: %s (%s)", url, dlock_strerror(rc), err);
     return c;
+}
+
+static dlock_client *client_of(const char *url_tail)
+{
+    return client_at(srv.url, url_tail);
 }
 
 static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
@@ -155,8 +171,10 @@ static void fences_grow_and_try_once_is_refused_while_held(void **state)
 
 typedef struct waiting {
     dlock_lock *l;
+    dlock_lock *holder; /* the hold it waits behind */
     int rc;
     int64_t got_ms;
+    dlock_lock_state holder_state; /* the holder's, the moment the acquire returned */
     atomic_int over;
 } waiting;
 
@@ -171,12 +189,13 @@ static void *wait_for(void *arg)
 {
     waiting *w = arg;
     w->rc = dlock_lock_acquire(w->l, WAITER_WAIT_MS);
+    w->holder_state = dlock_lock_state_get(w->holder);
     w->got_ms = test_now_ms();
     atomic_store(&w->over, 1);
     return NULL;
 }
 
-/* A holder on client a and a waiter in line behind it on client b (each
+/* A holder on client a and a waiter in line behind it on client b (b's
  * URL with its tail), the waiter's acquire on a thread of its own. */
 typedef struct in_line {
     dlock_client *a, *b;
@@ -186,19 +205,27 @@ typedef struct in_line {
     pthread_t t;
 } in_line;
 
-static void line_up(in_line *p, const char *name, const char *a_tail, const char *b_tail,
-                    const dlock_lock_options *a_opts)
+static void line_up_behind(in_line *p, dlock_client *a, const char *name, const char *b_tail,
+                           const dlock_lock_options *a_opts)
 {
     memset(p, 0, sizeof *p);
-    p->a = client_of(a_tail);
+    p->a = a;
     p->b = client_of(b_tail);
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     assert_int_equal(dlock_lock_new(&p->la, p->a, name, a_opts ? a_opts : &o), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(p->la, 0), DLOCK_OK);
     p->fence = dlock_lock_fence(p->la);
     p->w.l = lock_of(p->b, name, 0);
+    p->w.holder = p->la;
     assert_int_equal(pthread_create(&p->t, NULL, wait_for, &p->w), 0);
     test_sleep_ms(400); /* the waiter is in line, watching the holder's node */
+}
+
+/* The same, a's URL with its tail too. */
+static void line_up(in_line *p, const char *name, const char *a_tail, const char *b_tail,
+                    const dlock_lock_options *a_opts)
+{
+    line_up_behind(p, client_of(a_tail), name, b_tail, a_opts);
 }
 
 static void line_free(in_line *p)
@@ -439,21 +466,31 @@ static void end_session_until_new(dlock_client *c)
 }
 
 static atomic_int lost_calls;
+static atomic_llong lost_ms; /* when on_lost ran (the last time) */
 
 static void on_lost(dlock_lock *l, dlock_lost_reason reason, void *arg)
 {
     (void)l, (void)reason, (void)arg;
+    atomic_store(&lost_ms, test_now_ms());
     atomic_fetch_add(&lost_calls, 1);
 }
 
-static void a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it(void **state)
+/* An auto-renewed lock's options, on_lost counting. */
+static dlock_lock_options renewed_counting_losses(void)
 {
-    (void)state;
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     o.flags = DLOCK_AUTO_RENEW;
     o.renew_interval_ms = 200;
     o.on_lost = on_lost;
     atomic_store(&lost_calls, 0);
+    atomic_store(&lost_ms, 0);
+    return o;
+}
+
+static void a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it(void **state)
+{
+    (void)state;
+    dlock_lock_options o = renewed_counting_losses();
     in_line p;
     line_up(&p, "expiring", "?session_timeout_ms=2000", "", &o);
     dlock_lock *la = p.la;
@@ -474,6 +511,95 @@ static void a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it(void 
     assert_int_equal(dlock_lock_release(p.w.l), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(la, 0), DLOCK_OK);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    line_free(&p);
+}
+
+/* ---- a server paused past the session timeout -------------------------------- */
+
+/* The holder's session is 2 s; the member is paused (SIGSTOP) for 2.5
+ * times that. The waiter's session (30 s) outlives the pause. */
+#define PAUSE_MS 5000
+
+/* After the resume: the waiter's acquire ends within 10 s (else the hold
+ * outlived the pause: say whether a's session did). */
+static void wait_for_the_waiter(in_line *p, const clientid_t *before)
+{
+    int64_t end = test_now_ms() + 10000;
+    while (!atomic_load(&p->w.over) && test_now_ms() < end)
+        test_sleep_ms(10);
+    if (atomic_load(&p->w.over)) {
+        pthread_join(p->t, NULL);
+        return;
+    }
+    clientid_t now;
+    dlock__zk_session_id(p->a->store, &now);
+    fail_msg("the waiter was not served 10 s after the resume (the holder's session %s, "
+             "%d on_lost)",
+             now.client_id == before->client_id ? "survived" : "was replaced",
+             atomic_load(&lost_calls));
+}
+
+/* The member is paused (SIGSTOP) for 2.5 times the holder's session
+ * timeout. ZooKeeper times sessions on the monotonic clock, which a
+ * SIGSTOP does not stop, and once continued its expirer ends the session
+ * at once, unless a packet of the session is read first: with a's client
+ * connected straight to the member, 2 runs in 15 kept the session
+ * (evidently a's reconnect, queued during the pause, got there first; the
+ * holder had given up, on_lost, and the waiter waited on). So a's
+ * connection goes through the proxy, cut for the pause and until the
+ * waiter is served: no reconnect reaches the member, and the session ends
+ * within one timeout of the resume every time (2-14 ms after it, or about
+ * 2 s after when what was left in the socket touched it). Meanwhile a's
+ * watchdog heard nothing for the session timeout and gave the hold up:
+ * on_lost ran before the waiter was served (never two holders), once. */
+static void a_hold_is_lost_when_the_member_is_paused_past_its_session(void **state)
+{
+    (void)state;
+    dlock_lock_options o = renewed_counting_losses();
+    char via[64];
+    snprintf(via, sizeof via, "zk://127.0.0.1:%d", proxy.port);
+    in_line p;
+    line_up_behind(&p, client_at(via, "?session_timeout_ms=2000"), "paused",
+                   "?session_timeout_ms=30000", &o);
+    clientid_t before, after;
+    dlock__zk_session_id(p.a->store, &before);
+    int64_t paused = test_now_ms();
+    test_zk_pause(&srv);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_DROP, 0), 0);
+    test_sleep_ms(PAUSE_MS);
+    int64_t resumed = test_now_ms();
+    test_zk_resume(&srv);
+    wait_for_the_waiter(&p, &before);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
+    int64_t lost = atomic_load(&lost_ms);
+    printf("paused %d ms: on_lost %lld ms after the pause (%lld ms from the resume), "
+           "the waiter served %lld ms after the resume\n",
+           PAUSE_MS, (long long)(lost - paused), (long long)(lost - resumed),
+           (long long)(p.w.got_ms - resumed));
+    assert_int_equal(p.w.rc, DLOCK_OK);
+    assert_int_equal(p.w.holder_state, DLOCK_STATE_LOST); /* never two holders */
+    assert_true(lost > 0 && lost <= p.w.got_ms);
+    uint64_t waiter_fence = dlock_lock_fence(p.w.l);
+    assert_true(waiter_fence > p.fence);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_int_equal(dlock_lock_state_get(p.la), DLOCK_STATE_LOST);
+    assert_int_equal(dlock_lock_release(p.la), DLOCK_ELOST);
+    /* a's client is on a new session once its reconnect (the proxy lets
+     * it through again) was told that the old one expired, and works */
+    for (;;) {
+        dlock__zk_session_id(p.a->store, &after);
+        if (after.client_id != before.client_id || test_now_ms() - resumed > 10000)
+            break;
+        test_sleep_ms(10);
+    }
+    printf("the holder's client on a new session %lld ms after the resume\n",
+           (long long)(test_now_ms() - resumed));
+    assert_true(after.client_id != before.client_id);
+    assert_int_equal(dlock_lock_release(p.w.l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(p.la, 5000), DLOCK_OK);
+    assert_true(dlock_lock_fence(p.la) > waiter_fence);
+    assert_int_equal(dlock_lock_release(p.la), DLOCK_OK);
+    assert_int_equal(atomic_load(&lost_calls), 1);
     line_free(&p);
 }
 
@@ -532,6 +658,7 @@ int main(void)
         cmocka_unit_test(contenders_never_overlap_and_fences_only_grow),
         cmocka_unit_test(a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it),
         cmocka_unit_test(a_waiter_whose_session_expires_gets_back_in_line),
+        cmocka_unit_test(a_hold_is_lost_when_the_member_is_paused_past_its_session),
         cmocka_unit_test(a_name_that_is_no_path_is_einval_at_new),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
