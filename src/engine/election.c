@@ -145,6 +145,12 @@ void dlock_election_free(dlock_election *e)
     if (!e)
         return;
     dlock__election_loop_free(e); /* a looped client's pending campaign or resign */
+    /* A blocking leader resigns as dlock_election_resign() does, so that
+     * its observers hear of it (elect_resigned); the free's own release
+     * would tell them nothing. */
+    if (!e->client->loop && !dlock__client_forked(e->client) &&
+        e->client->backend->elect_resigned && dlock_lock_state_get(e->lock) == DLOCK_STATE_HELD)
+        (void)dlock_election_resign(e);
     free_lock(e->lock);
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&e->mu));
     dlock__free(e->value);
@@ -429,8 +435,9 @@ static unsigned woken_now(observe_run *r, int *canceled)
  * (elect_resigned) comes as the next standby takes the term, and that
  * standby's value write follows within a round trip, so the observers go
  * from one leader to the next as on the other stores. Only a standby
- * that writes nothing within the client's I/O timeout (stopped, dead) is
- * shown as no leader. 1 (not now: look again by *until_ns) or 0. */
+ * that writes nothing within the client's I/O timeout (stopped, dead), or
+ * by that term's end if sooner, is shown as no leader. 1 (not now: look
+ * again by *until_ns) or 0. */
 static int hold_back(observe_run *r, const dlock__leader *ld, int64_t *until_ns)
 {
     if (!r->reported || r->last_fence == 0 || ld->fence != 0 || ld->ttl_ms < 0) {
@@ -438,8 +445,9 @@ static int hold_back(observe_run *r, const dlock__leader *ld, int64_t *until_ns)
         return 0;
     }
     int64_t now = dlock__now_ns();
-    if (r->quiet_until_ns == 0)
-        r->quiet_until_ns = now + r->e->client->opts.io_timeout_ms * DLOCK__NS_PER_MS;
+    if (r->quiet_until_ns == 0) /* no later than that term's own end */
+        r->quiet_until_ns =
+            now + DLOCK__MIN(r->e->client->opts.io_timeout_ms, ld->ttl_ms + 1) * DLOCK__NS_PER_MS;
     if (now >= r->quiet_until_ns)
         return 0;
     *until_ns = r->quiet_until_ns;

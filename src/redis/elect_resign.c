@@ -27,9 +27,15 @@ typedef struct announce {
     size_t lens[3];
     dlock__req req;
     dlock__fanout_opts fo;
-    dlock__fan fan; /* a started one's run */
-    dlock__op *op;
 } announce;
+
+/* A started one: its run (a blocking resign's is dlock__fanout()'s, on
+ * its stack, so it keeps no second one). */
+typedef struct announcing {
+    announce a;
+    dlock__fan fan;
+    dlock__op *op;
+} announcing;
 
 static int ignore_reply(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
                         const char *detail, int64_t start_ns)
@@ -73,23 +79,23 @@ void dlock__redis_elect_resigned(dlock_lock *l)
 
 static void announced(dlock__fan *f)
 {
-    announce *a = DLOCK__OWNER(f, announce, fan);
-    dlock__op *op = a->op;
-    dlock__free(a->ch);
-    dlock__free(a);
+    announcing *s = DLOCK__OWNER(f, announcing, fan);
+    dlock__op *op = s->op;
+    dlock__free(s->a.ch);
+    dlock__free(s);
     op->v.code = DLOCK_OK;
     dlock__op_complete(op);
 }
 
 int dlock__redis_elect_resigned_start(dlock_lock *l, dlock__op *op)
 {
-    announce *a = dlock__malloc(sizeof *a);
-    if (!a || announce_prepare(a, l) != DLOCK_OK) {
-        dlock__free(a);
+    announcing *s = dlock__malloc(sizeof *s);
+    if (!s || announce_prepare(&s->a, l) != DLOCK_OK) {
+        dlock__free(s);
         return DLOCK_ENOMEM;
     }
-    a->op = op;
-    dlock__fan_init(&a->fan, l->client, &a->req, 1, &a->fo, ignore_reply, NULL);
-    dlock__fan_start(&a->fan, op->loop, announced);
+    s->op = op;
+    dlock__fan_init(&s->fan, l->client, &s->a.req, 1, &s->a.fo, ignore_reply, NULL);
+    dlock__fan_start(&s->fan, op->loop, announced);
     return DLOCK_OK;
 }
