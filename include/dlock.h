@@ -2095,7 +2095,11 @@ typedef void (*dlock_election_done_fn)(dlock_election *election, int rc, void *a
  * dlock_election_cancel() ends a pending campaign's wait (cb gets
  * DLOCK_ECANCELED); dlock_election_free() with one pending calls cb with
  * DLOCK_ECANCELED inside it and lets the term go on the loop, as
- * dlock_lock_free() does.
+ * dlock_lock_free() does. On Redis, observers hear of a looped leader's
+ * dlock_election_resign_start() at once, but of a term let go by
+ * dlock_election_free() only from the next leader's value write, or at
+ * the term's lease end when the next standby in line is stopped or dead:
+ * resign first where that matters.
  *
  * @return DLOCK_OK (started), or without a callback: DLOCK_EINVAL (NULL
  *         handle, value or cb, a client with no loop, a value over

@@ -245,6 +245,15 @@ typedef struct dlock__backend {
     int (*elect_watch)(dlock_client *c, const char *key, size_t klen,
                        struct dlock__elect_watch *w);
     void (*elect_unwatch)(dlock_client *c, struct dlock__elect_watch *w);
+    /* After a resign's release answered DLOCK_OK: wake the election's
+     * observers, where the release alone does not (NULL: it does). Best
+     * effort; elect_resigned blocks, elect_resigned_start is a request
+     * on op->loop (answers DLOCK_OK through op; it returns DLOCK_OK,
+     * started, or DLOCK_ENOMEM). Redis: a fair release's hand-over tells
+     * the next standby alone, and a standby that is stopped or dead never
+     * writes the value that would wake the observers. */
+    void (*elect_resigned)(dlock_lock *l);
+    int (*elect_resigned_start)(dlock_lock *l, dlock__op *op);
 } dlock__backend;
 
 /* The backend that serves these URLs (backends.c: the only list). */

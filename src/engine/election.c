@@ -145,6 +145,12 @@ void dlock_election_free(dlock_election *e)
     if (!e)
         return;
     dlock__election_loop_free(e); /* a looped client's pending campaign or resign */
+    /* A blocking leader resigns as dlock_election_resign() does, so that
+     * its observers hear of it (elect_resigned); the free's own release
+     * would tell them nothing. */
+    if (!e->client->loop && !dlock__client_forked(e->client) &&
+        e->client->backend->elect_resigned && dlock_lock_state_get(e->lock) == DLOCK_STATE_HELD)
+        (void)dlock_election_resign(e);
     free_lock(e->lock);
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&e->mu));
     dlock__free(e->value);
@@ -251,7 +257,10 @@ int dlock_election_resign(dlock_election *e)
 {
     if (blocking_refused(e))
         return DLOCK_EINVAL;
-    return dlock__engine_release(e->lock);
+    int rc = dlock__engine_release(e->lock);
+    if (rc == DLOCK_OK && e->client->backend->elect_resigned)
+        e->client->backend->elect_resigned(e->lock);
+    return rc;
 }
 
 uint64_t dlock_election_fence(const dlock_election *e)
@@ -330,6 +339,7 @@ typedef struct observe_run {
     int64_t deadline_ns;
     unsigned cancels; /* e->cancels when the observe began */
     int reported; /* the callback has seen last_* */
+    int64_t quiet_until_ns; /* a term with no value yet is not shown before this (0: none) */
     uint64_t last_fence;
     char *last_value;
     size_t last_len;
@@ -419,6 +429,31 @@ static unsigned woken_now(observe_run *r, int *canceled)
     return n;
 }
 
+/* A term whose holder has not written its value yet (Redis, the moments
+ * between a grant and its value's write: a holder and no fence) is shown
+ * as no leader, but after a leader was shown not at once: a resign's word
+ * (elect_resigned) comes as the next standby takes the term, and that
+ * standby's value write follows within a round trip, so the observers go
+ * from one leader to the next as on the other stores. Only a standby
+ * that writes nothing within the client's I/O timeout (stopped, dead), or
+ * by that term's end if sooner, is shown as no leader. 1 (not now: look
+ * again by *until_ns) or 0. */
+static int hold_back(observe_run *r, const dlock__leader *ld, int64_t *until_ns)
+{
+    if (!r->reported || r->last_fence == 0 || ld->fence != 0 || ld->ttl_ms < 0) {
+        r->quiet_until_ns = 0;
+        return 0;
+    }
+    int64_t now = dlock__now_ns();
+    if (r->quiet_until_ns == 0) /* no later than that term's own end */
+        r->quiet_until_ns =
+            now + DLOCK__MIN(r->e->client->opts.io_timeout_ms, ld->ttl_ms + 1) * DLOCK__NS_PER_MS;
+    if (now >= r->quiet_until_ns)
+        return 0;
+    *until_ns = r->quiet_until_ns;
+    return 1;
+}
+
 /* Look, report, sleep, until the callback stops it or the wait ends. */
 static int observe_loop(observe_run *r, dlock_leader_fn cb, void *arg)
 {
@@ -431,7 +466,9 @@ static int observe_loop(observe_run *r, dlock_leader_fn cb, void *arg)
         dlock__leader ld;
         int rc = read_leader(r->e, &ld);
         int64_t until_ns = INT64_MAX;
-        if (rc == DLOCK_OK) {
+        if (rc == DLOCK_OK && hold_back(r, &ld, &until_ns)) {
+            dlock__leader_clear(&ld);
+        } else if (rc == DLOCK_OK) {
             backoff_ms = 0;
             int stop = report(r, &ld, cb, arg);
             /* A leader that dies publishes nothing: look when its lease

@@ -60,12 +60,6 @@ static void finish(campaign *k, int rc)
     cb(e, rc, arg);
 }
 
-static void verb_done(dlock_lock *l, int rc, void *arg)
-{
-    (void)l;
-    finish(arg, rc);
-}
-
 /* A failed write's term is resigned: the caller hears the write's code,
  * with its message. */
 static void term_resigned(dlock_lock *l, int rc, void *arg)
@@ -144,11 +138,48 @@ int dlock_election_campaign_start(dlock_election *e, const char *value, int64_t 
     return DLOCK_OK;
 }
 
+/* A resign's word to the observers (backend.h, elect_resigned_start),
+ * on its own after the resign answered: the client waits for it
+ * (closing), the election does not. */
+typedef struct resign_word {
+    dlock__op op;
+    dlock_client *client;
+} resign_word;
+
+static void word_said(dlock__op *op)
+{
+    resign_word *w = DLOCK__OWNER(op, resign_word, op);
+    dlock_client *c = w->client;
+    dlock__free(w);
+    dlock__client_closed(c);
+}
+
+static void say_resigned(dlock_lock *l)
+{
+    resign_word *w = dlock__calloc(1, sizeof *w);
+    if (!w)
+        return; /* best effort: observers look again at the lease's end */
+    w->client = l->client;
+    dlock__op_begin(&w->op, l, l->client->loop, word_said);
+    if (l->backend->elect_resigned_start(l, &w->op) != DLOCK_OK) {
+        dlock__free(w);
+        return;
+    }
+    w->client->closing++;
+}
+
+static void resigned(dlock_lock *l, int rc, void *arg)
+{
+    if (rc == DLOCK_OK && l->backend->elect_resigned_start)
+        say_resigned(l);
+    finish(arg, rc);
+}
+
 int dlock_election_resign_start(dlock_election *e, dlock_election_done_fn cb, void *arg)
 {
     campaign *k;
     int rc = begin(e, cb, arg, &k);
-    if (rc == DLOCK_OK && (rc = dlock_lock_release_start(e->lock, verb_done, k)) != DLOCK_OK)
+    if (rc == DLOCK_OK && (rc = dlock_lock_release_start(e->lock, resigned, k)) != DLOCK_OK)
         dlock__free(k);
     if (rc == DLOCK_OK)
         e->pending = k;

@@ -131,4 +131,6 @@ const dlock__backend dlock__redis_backend = {
     .elect_read = dlock__redis_elect_read,
     .elect_watch = dlock__redis_elect_watch,
     .elect_unwatch = dlock__redis_elect_unwatch,
+    .elect_resigned = dlock__redis_elect_resigned,
+    .elect_resigned_start = dlock__redis_elect_resigned_start,
 };

@@ -35,6 +35,9 @@ int dlock__redis_elect_read(dlock_client *c, const char *key, size_t klen,
 int dlock__redis_elect_watch(dlock_client *c, const char *key, size_t klen,
                              struct dlock__elect_watch *ew);
 void dlock__redis_elect_unwatch(dlock_client *c, struct dlock__elect_watch *ew);
+/* elect_resign.c: a resign's word to the observers (backend.h). */
+void dlock__redis_elect_resigned(dlock_lock *l);
+int dlock__redis_elect_resigned_start(dlock_lock *l, struct dlock__op *op);
 /* dlock_client_lock_delay() (status.c): delay_status.lua on one node. */
 int dlock__redis_lock_delay(dlock_client *c, const char *key, size_t klen, size_t node,
                             int64_t *left_ms);

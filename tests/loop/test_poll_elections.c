@@ -7,7 +7,8 @@
  * standby on the loop takes over when a blocking leader resigns, a cancel
  * and a free end a pending campaign, a free while the value's write is on
  * the wire leaves nothing on the loop and no leader behind, and the
- * blocking verbs are refused on a looped client. */
+ * blocking verbs are refused on a looped client; on Redis, a looped
+ * resign to a standby that is stopped is heard by an observer at once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,11 +16,17 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dlock.h"
 #include "loop_driver.h"
 #include "poll_support.h"
+#include "proc.h"
 #include "redis_server.h"
 #include "test_util.h"
 #if DLOCK_TEST_WITH_ETCD
@@ -249,6 +256,96 @@ static void a_free_while_the_value_is_written(void **state)
     assert_int_equal(leader("loop-elect/writing", v, sizeof v), 0);
 }
 
+/* An observer on a thread of its own: its reports, the last fence. */
+typedef struct watcher {
+    dlock_election *e;
+    pthread_mutex_t mu;
+    int calls;
+    uint64_t fence;
+} watcher;
+
+static int watched(void *arg, uint64_t fence, const char *value, size_t len)
+{
+    watcher *w = arg;
+    (void)value, (void)len;
+    pthread_mutex_lock(&w->mu);
+    w->calls++;
+    w->fence = fence;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+static void *watch_main(void *arg)
+{
+    watcher *w = arg;
+    (void)dlock_election_observe(w->e, DLOCK_WAIT_FOREVER, watched, w);
+    return NULL;
+}
+
+static int watched_calls(watcher *w, uint64_t *fence)
+{
+    pthread_mutex_lock(&w->mu);
+    int n = w->calls;
+    *fence = w->fence;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+/* The looped leader resigns (resign_start) to a standby in a process of
+ * its own that is stopped: nothing of the new term is written, and the
+ * resign's own word wakes the observer, which shows the leader gone
+ * after the I/O timeout (1 s) rather than the old one until its lease's
+ * end (5 s). */
+static void a_looped_resign_to_a_stopped_standby_is_observed(void **state)
+{
+    (void)state;
+    const char *name = "loop-elect/stopped";
+    dlock_election *a = election(cl, name);
+    result r = {0};
+    assert_int_equal(dlock_election_campaign_start(a, "looped", 0, done, &r), DLOCK_OK);
+    assert_int_equal(wait_for(&r, 5000), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a), seen = 0;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the standby: in line until it is killed */
+        dlock_client *c = NULL;
+        dlock_election *b = NULL;
+        if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) == DLOCK_OK &&
+            dlock_election_new(&b, c, name, NULL) == DLOCK_OK)
+            (void)dlock_election_campaign(b, "standby", DLOCK_WAIT_FOREVER);
+        _exit(0);
+    }
+    test_sleep_ms(500); /* in line */
+    assert_int_equal(test_proc_stop(pid, 2000), 0);
+    watcher w = {.e = election(blk, name)};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, watch_main, &w), 0);
+    int64_t end = test_now_ms() + 5000;
+    while (watched_calls(&w, &seen) < 1 && test_now_ms() < end)
+        test_sleep_ms(5);
+    assert_int_equal(seen, fa);
+    memset(&r, 0, sizeof r);
+    int64_t resigned = test_now_ms();
+    assert_int_equal(dlock_election_resign_start(a, done, &r), DLOCK_OK);
+    assert_int_equal(wait_for(&r, 5000), DLOCK_OK);
+    end = resigned + 3000;
+    while (watched_calls(&w, &seen) < 2 && test_now_ms() < end)
+        test_loop_turn(d, 5);
+    int64_t heard = test_now_ms() - resigned;
+    dlock_election_cancel(w.e);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    kill(pid, SIGKILL);
+    (void)waitpid(pid, NULL, 0);
+    print_message("# the observer heard the looped resign after %lld ms\n", (long long)heard);
+    int calls = watched_calls(&w, &seen);
+    dlock_election_free(w.e);
+    pthread_mutex_destroy(&w.mu);
+    dlock_election_free(a);
+    assert_true(calls >= 2);
+    assert_int_not_equal(seen, fa);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(a_looped_campaign_leads_and_resigns, open_clients,
                                     close_clients),
@@ -265,6 +362,8 @@ static const struct CMUnitTest tests[] = {
 static const struct CMUnitTest redis_only[] = {
     cmocka_unit_test_setup_teardown(a_free_while_the_value_is_written, open_clients,
                                     close_clients),
+    cmocka_unit_test_setup_teardown(a_looped_resign_to_a_stopped_standby_is_observed,
+                                    open_clients, close_clients),
 };
 
 int main(void)
