@@ -186,7 +186,7 @@ static void a_new_term_never_shows_the_previous_value(void **state)
 static void observe_sees_every_change_in_order(void **state)
 {
     (void)state;
-    test_leaders_observe_changes(test_cl, "obs", TTL_MS, PUSH_MS);
+    test_leaders_observe_changes(test_cl, "obs", TTL_MS, PUSH_MS, 0);
 }
 
 /* A leader in a child process, SIGKILLed after a second of renewals; a
@@ -267,7 +267,7 @@ static void a_killed_leader_is_replaced_after_its_lease_and_delay(void **state)
     assert_true(took <= 1500 + 1000 + 500);
 }
 
-/* ---- Cluster, Sentinel, Redlock -------------------------------------------- */
+/* ---- Cluster, Sentinel (a Redlock: test_election_redlock) ------------------- */
 
 static test_cluster C;
 static test_sentinel_set S;
@@ -305,32 +305,14 @@ static int topologies_teardown(void **state)
 static void elections_on_a_cluster(void **state)
 {
     (void)state;
-    test_leaders_observe_changes(cluster_cl, "elect-cl", TTL_MS, PUSH_MS);
-    test_leaders_observe_changes(cluster_cl, "{tag}elect-cl", TTL_MS, PUSH_MS);
+    test_leaders_observe_changes(cluster_cl, "elect-cl", TTL_MS, PUSH_MS, 0);
+    test_leaders_observe_changes(cluster_cl, "{tag}elect-cl", TTL_MS, PUSH_MS, 0);
 }
 
 static void elections_on_a_sentinel_primary(void **state)
 {
     (void)state;
-    test_leaders_observe_changes(sentinel_cl, "elect-sn", TTL_MS, PUSH_MS);
-}
-
-/* The fair lock is one node's: no election over a Redlock. */
-static void no_election_on_redlock(void **state)
-{
-    (void)state;
-    test_redis more[2];
-    assert_int_equal(test_redis_start(&more[0], NULL), 0);
-    assert_int_equal(test_redis_start(&more[1], NULL), 0);
-    const char *three[3] = {test_srv.url, more[0].url, more[1].url};
-    dlock_client *c = NULL;
-    assert_int_equal(dlock_client_new(&c, three, 3, NULL, NULL, 0), DLOCK_OK);
-    dlock_election *e = (dlock_election *)1;
-    assert_int_equal(dlock_election_new(&e, c, "e", NULL), DLOCK_ENOTSUP);
-    assert_null(e);
-    dlock_client_free(c);
-    test_redis_stop(&more[0]);
-    test_redis_stop(&more[1]);
+    test_leaders_observe_changes(sentinel_cl, "elect-sn", TTL_MS, PUSH_MS, 0);
 }
 
 int main(void)
@@ -343,7 +325,6 @@ int main(void)
         T(observe_sees_every_change_in_order),
         T(a_killed_leader_is_replaced_within_its_lease),
         T(a_killed_leader_is_replaced_after_its_lease_and_delay),
-        T(no_election_on_redlock),
     };
     const struct CMUnitTest topologies[] = {
         cmocka_unit_test(elections_on_a_cluster),
