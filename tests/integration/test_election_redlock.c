@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -312,14 +311,6 @@ static void *observe_thread(void *arg)
     return NULL;
 }
 
-static double cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
-           ((double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_usec) / 1e6;
-}
-
 /* An observer with one node down, and then two, spends little CPU (no
  * spin on the dead node's reconnects nor on reads that cannot decide),
  * and still sees a change pushed by the nodes left. */
@@ -336,9 +327,9 @@ static void an_observer_does_not_spin_with_nodes_down(void **state)
         usleep(2000);
     assert_int_equal(atomic_load(&s.seen), 1);
     test_redis_kill9(&nodes[2]);
-    double c0 = cpu_s();
+    double c0 = test_cpu_s();
     usleep(2000 * 1000);
-    double one_down = cpu_s() - c0;
+    double one_down = test_cpu_s() - c0;
     int64_t t0 = test_now_ms();
     assert_int_equal(dlock_election_proclaim(a, "v2"), DLOCK_OK);
     while (atomic_load(&s.seen) < 2 && test_now_ms() < t0 + PUSH_MS)
@@ -346,9 +337,9 @@ static void an_observer_does_not_spin_with_nodes_down(void **state)
     assert_int_equal(atomic_load(&s.seen), 2);
     int64_t pushed = test_now_ms() - t0;
     test_redis_kill9(&nodes[1]);
-    c0 = cpu_s();
+    c0 = test_cpu_s();
     usleep(2000 * 1000);
-    double two_down = cpu_s() - c0;
+    double two_down = test_cpu_s() - c0;
     print_message("# observer CPU over 2 s: %.3f s with one node down, %.3f s with two; "
                   "a proclaim seen %" PRId64 " ms after it with one down\n",
                   one_down, two_down, pushed);
