@@ -109,36 +109,7 @@ static void bad_input_is_einval(void **state)
 static void campaign_proclaim_resign_hand_over(void **state)
 {
     (void)state;
-    dlock_election *a = election(test_cl, "job", TTL_MS);
-    dlock_election *b = election(test_cl, "job", TTL_MS);
-    expect_leader(a, 0, "");
-    assert_int_equal(dlock_election_campaign(a, "host-a", 0), DLOCK_OK);
-    uint64_t fa = dlock_election_fence(a);
-    assert_true(fa > 0);
-    expect_leader(b, fa, "host-a");
-    assert_int_equal(dlock_election_proclaim(a, "host-a:8080"), DLOCK_OK);
-    expect_leader(b, fa, "host-a:8080");
-    assert_int_equal(dlock_election_campaign(b, "host-b", 0), DLOCK_ENOTACQUIRED);
-    assert_int_equal(dlock_election_proclaim(b, "host-b"), DLOCK_ENOTHELD);
-
-    test_campaigner cb = {b, "host-b", 1, 0};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, test_campaign_thread, &cb), 0);
-    usleep(300 * 1000); /* b waits in line */
-    int64_t resigned = test_now_ms();
-    assert_int_equal(dlock_election_resign(a), DLOCK_OK);
-    assert_int_equal(dlock_election_fence(a), 0);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(cb.rc, DLOCK_OK);
-    print_message("# hand-over at a resign: %" PRId64 " ms\n", atomic_load(&cb.done_ms) - resigned);
-    assert_true(atomic_load(&cb.done_ms) - resigned < PUSH_MS);
-    uint64_t fb = dlock_election_fence(b);
-    assert_true(fb > fa);
-    expect_leader(a, fb, "host-b");
-    assert_int_equal(dlock_election_resign(b), DLOCK_OK);
-    expect_leader(a, 0, "");
-    dlock_election_free(a);
-    dlock_election_free(b);
+    test_leaders_hand_over(test_cl, "job", TTL_MS, PUSH_MS);
 }
 
 /* A holder that has not written its term's value (a term's first moments

@@ -193,3 +193,38 @@ void test_leaders_observe_changes(dlock_client *c, const char *name, int64_t ttl
     dlock_election_free(b);
     dlock_election_free(o);
 }
+
+void test_leaders_hand_over(dlock_client *c, const char *name, int64_t ttl_ms, int push_ms)
+{
+    dlock_election *a = test_election_new(c, name, ttl_ms);
+    dlock_election *b = test_election_new(c, name, ttl_ms);
+    test_expect_leader(a, 0, "", 0);
+    assert_int_equal(dlock_election_campaign(a, "host-a", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    assert_true(fa > 0);
+    test_expect_leader(b, fa, "host-a", 0);
+    assert_int_equal(dlock_election_proclaim(a, "host-a:8080"), DLOCK_OK);
+    test_expect_leader(b, fa, "host-a:8080", 0);
+    assert_int_equal(dlock_election_campaign(b, "host-b", 0), DLOCK_ENOTACQUIRED);
+    assert_int_equal(dlock_election_proclaim(b, "host-b"), DLOCK_ENOTHELD);
+
+    test_campaigner cb = {b, "host-b", 1, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, test_campaign_thread, &cb), 0);
+    usleep(300 * 1000); /* b stands by */
+    int64_t resigned = test_now_ms();
+    assert_int_equal(dlock_election_resign(a), DLOCK_OK);
+    assert_int_equal(dlock_election_fence(a), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(cb.rc, DLOCK_OK);
+    print_message("# hand-over at a resign on %s: %" PRId64 " ms\n", name,
+                  atomic_load(&cb.done_ms) - resigned);
+    assert_true(atomic_load(&cb.done_ms) - resigned < push_ms);
+    uint64_t fb = dlock_election_fence(b);
+    assert_true(fb > fa);
+    test_expect_leader(a, fb, "host-b", 0);
+    assert_int_equal(dlock_election_resign(b), DLOCK_OK);
+    test_expect_leader(a, 0, "", 0);
+    dlock_election_free(a);
+    dlock_election_free(b);
+}
