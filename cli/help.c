@@ -91,12 +91,12 @@ static const command_help commands[] = {
     {"elect",
      "dlock [GLOBAL] elect [OPTIONS] NAME [--value TEXT] [--again] -- PROGRAM [ARG]...\n"
      "dlock [GLOBAL] elect [OPTIONS] NAME [--value TEXT] [--again] -c 'SHELL COMMAND'\n",
-     "Campaign in the election NAME (standbys wait in line, in arrival order),\n"
-     "run PROGRAM while leading, resign when it ends (the next standby leads at\n"
-     "once) and exit with its status. A leader that dies is replaced within TTL.\n"
-     "PROGRAM gets DLOCK_NAME, DLOCK_TOKEN, DLOCK_FENCE (the term's fencing token,\n"
-     "which grows from term to term) and DLOCK_LEADER_VALUE. Signals, loss and\n"
-     "exit codes as for run. Not on Redlock (one node, Cluster, Sentinel, etcd).\n\n"
+     "Campaign in the election NAME (standbys wait in line, in arrival order;\n"
+     "on a Redlock they contend), run PROGRAM while leading, resign when it ends\n"
+     "(a standby leads at once) and exit with its status. A leader that dies is\n"
+     "replaced within TTL. PROGRAM gets DLOCK_NAME, DLOCK_TOKEN, DLOCK_FENCE (the\n"
+     "term's fencing token, which grows from term to term) and\n"
+     "DLOCK_LEADER_VALUE. Signals, loss and exit codes as for run.\n\n"
      "  -t, --ttl=D          a term's lease (default 30s)\n"
      "  -w, --wait=D         stand by at most D (default: forever)\n"
      "  -n, --nonblock       do not stand by: lead now or exit 1\n"

@@ -1853,7 +1853,13 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  or follow (dlock_election_observe()).
  *
  *  Stores: Redis wherever DLOCK_FAIR is served (one node, a Cluster, a
- *  Sentinel-managed primary; not Redlock: DLOCK_ENOTSUP), and etcd, where
+ *  Sentinel-managed primary); a Redlock, which keeps no line (each node's
+ *  order could differ): there the term is a DLOCK_AUTO_RENEW lock without
+ *  DLOCK_FAIR, so standbys contend rather than queue first come, first
+ *  served (a dead leader is still replaced within its lease, a resign
+ *  frees the term at once), the value counts where a majority wrote it,
+ *  and the leader is the holder of a majority (docs/elections.md,
+ *  "Redlock"); and etcd, where
  *  dlock uses the layout of etcd's own election (clientv3/concurrency:
  *  keys NAME/LEASE with the value as the key's value), so that
  *  `etcdctl elect` and dlock elect against and observe each other; and
@@ -1883,7 +1889,8 @@ typedef struct dlock_election dlock_election;
 
 /** Election options. Initialise with DLOCK_ELECTION_OPTIONS_INIT; versioned
  *  as dlock_lock_options. The term's lock is a DLOCK_FAIR |
- *  DLOCK_AUTO_RENEW lock with these fields. */
+ *  DLOCK_AUTO_RENEW lock with these fields (on a Redlock DLOCK_AUTO_RENEW
+ *  only). */
 typedef struct dlock_election_options {
     unsigned int version; /**< DLOCK_ELECTION_OPTIONS_VERSION */
     /** A term's lease: a leader that dies (or stalls) is replaced within
@@ -1952,8 +1959,7 @@ static inline dlock_election_options dlock__election_options_defaults(void)
  *
  * @return DLOCK_OK, DLOCK_EINVAL (NULL out, client or name, an empty or
  *         long name, an option out of range, an unknown version),
- *         DLOCK_ENOTSUP (a store without elections: Redlock;
- *         lock_delay_ms on ZooKeeper),
+ *         DLOCK_ENOTSUP (lock_delay_ms on ZooKeeper),
  *         DLOCK_ENOMEM. Thread-safe.
  */
 DLOCK_EXTERN(int)
@@ -1965,10 +1971,11 @@ dlock_election_new(dlock_election **out, dlock_client *client, const char *name,
 DLOCK_EXTERN(void) dlock_election_free(dlock_election *e);
 
 /**
- * Campaign: wait in line until this handle leads, then publish @p value as
- * the leader's. Returns once the value is visible to dlock_election_leader()
- * (on Redis it is written right after the grant, stamped with the term;
- * on etcd it is the key's value from its creation).
+ * Campaign: wait in line (on a Redlock: contend) until this handle leads,
+ * then publish @p value as the leader's. Returns once the value is visible
+ * to dlock_election_leader() (on Redis it is written right after the
+ * grant, stamped with the term, and on a Redlock counts once a majority
+ * wrote it; on etcd it is the key's value from its creation).
  *
  * @param value   0..DLOCK_ELECTION_VALUE_MAX bytes, NUL-terminated.
  * @param wait_ms 0 (try once), a maximum wait, or DLOCK_WAIT_FOREVER.
@@ -1992,16 +1999,19 @@ dlock_election_campaign(dlock_election *e, const char *value, int64_t wait_ms);
  *
  * @return DLOCK_OK, DLOCK_EINVAL (NULL handle or value, a value over
  *         DLOCK_ELECTION_VALUE_MAX, a looped client), DLOCK_ENOTHELD (not leading),
- *         DLOCK_ENOTOWNER or DLOCK_EEXPIRED (the term ended in the store:
- *         nothing written; on_lost runs first, once, as when the watchdog
- *         finds the loss, and the handle leads no more: it is let go),
- *         or a node error.
+ *         DLOCK_ENOTOWNER or DLOCK_EEXPIRED (the term ended in the store,
+ *         on a Redlock on a majority of the nodes: nothing written, or
+ *         not where it counts; on_lost runs first, once, as when the
+ *         watchdog finds the loss, and the handle leads no more: it is
+ *         let go), or a node error (a Redlock: DLOCK_ENOQUORUM, written
+ *         on no majority either way; the term is kept).
  */
 DLOCK_EXTERN(int) dlock_election_proclaim(dlock_election *e, const char *value);
 
 /**
  * Resign: end this handle's term (release its lock), handing the lead to
- * the next standby in line at once.
+ * the next standby in line at once (on a Redlock: waking the standbys,
+ * one of which takes it).
  *
  * @return as dlock_lock_release(): DLOCK_OK, DLOCK_EINVAL (a looped
  *         client: dlock_election_resign_start()), DLOCK_ENOTHELD (not leading),
@@ -2022,8 +2032,15 @@ DLOCK_EXTERN(int) dlock_election_resign(dlock_election *e);
  * @param value_len the size of @p value.
  * @param full_len  if not NULL, receives the value's whole length (more
  *                  than @p value_len - 1: it was cut).
+ * On a Redlock the leader is the holder of a majority of the nodes, its
+ * value from a node stamped with its term.
+ *
  * @return DLOCK_OK, DLOCK_EINVAL (NULL handle or fence, NULL value with
- *         value_len > 0), or a node error. Thread-safe.
+ *         value_len > 0), or a node error; on a Redlock
+ *         DLOCK_ENOQUORUM (*fence 0) when the nodes that answered cannot
+ *         tell who leads (fewer than a majority answered, or a holder
+ *         short of a majority that the silent nodes could complete).
+ *         Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_election_leader(dlock_election *e, uint64_t *fence, char *value, size_t value_len,

@@ -49,6 +49,17 @@ int dlock_lock_options_init(dlock_lock_options *opts, unsigned int version)
                                  DLOCK__ARRAY_LEN(options_sizes), version);
 }
 
+const dlock__kind *dlock__lock_kind_served(const dlock_client *client, unsigned flags,
+                                           unsigned permits)
+{
+    const dlock__kind *kind = dlock__kind_of(flags, permits);
+    if (kind) /* what the store serves for it (etcd: kinds.h, in_line) */
+        kind = client->backend->kind_for(client, kind);
+    if (!kind || (client->n_nodes > 1 && !kind->multi_node))
+        return NULL;
+    return kind;
+}
+
 int dlock_lock_new(dlock_lock **out, dlock_client *client, const char *name,
                    const dlock_lock_options *opts)
 {
@@ -86,10 +97,8 @@ int dlock__lock_create(dlock_lock **out, dlock_client *client, const char *name,
      * keeps its queue in one node's memory) refuses several masters. */
     if ((opts->flags & DLOCK_SHARED) && (opts->flags & DLOCK_EXCLUSIVE))
         return DLOCK_EINVAL; /* one side or the other */
-    const dlock__kind *kind = dlock__kind_of(opts->flags, permits);
-    if (kind) /* what the store serves for it (etcd: kinds.h, in_line) */
-        kind = client->backend->kind_for(client, kind);
-    if (!kind || (client->n_nodes > 1 && !kind->multi_node))
+    const dlock__kind *kind = dlock__lock_kind_served(client, opts->flags, permits);
+    if (!kind)
         return DLOCK_ENOTSUP;
     if (opts->lock_delay_ms > 0 && !client->backend->lock_delays)
         return DLOCK_ENOTSUP;

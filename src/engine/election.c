@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Elections (dlock.h, "Elections"; docs/elections.md), on the engine's
- * fair lock: no second state machine.
+ * locks: no second state machine.
  *
  * Design. An election NAME is a DLOCK_FAIR | DLOCK_AUTO_RENEW lock on
- * NAME (the term's lock) and a value kept beside it by its holder.
+ * NAME (the term's lock) and a value kept beside it by its holder. A
+ * store that serves no fair lock for the client (a Redlock: each node's
+ * line would be its own, in its own order) gets a DLOCK_AUTO_RENEW lock
+ * only: its standbys contend for the term instead of queueing, the rest
+ * is the same (the backend writes and reads the value on a majority).
  *   - campaign = a waiting acquire of the term's lock: standbys wait in
  *     its fair line, in arrival order, and the lock's fence is the term's
  *     fencing token (a grant raises it, so it strictly grows from term to
@@ -71,8 +75,12 @@ void dlock__leader_clear(dlock__leader *ld)
     *ld = (dlock__leader){0, -1, NULL, 0};
 }
 
-/* The term's lock options from the election's. */
-static int lock_options(const dlock_election_options *opts, dlock_lock_options *lo)
+/* The term's lock options from the election's: a fair lock where the
+ * store keeps a line (standbys served in arrival order), else (Redlock:
+ * each node's order could differ, so no node's line is the line) a plain
+ * one, whose standbys contend when the term ends. */
+static int lock_options(const dlock_client *c, const dlock_election_options *opts,
+                        dlock_lock_options *lo)
 {
     dlock_election_options eo = DLOCK_ELECTION_OPTIONS_INIT;
     if (opts) {
@@ -84,7 +92,9 @@ static int lock_options(const dlock_election_options *opts, dlock_lock_options *
     }
     *lo = (dlock_lock_options)DLOCK_LOCK_OPTIONS_INIT;
     lo->ttl_ms = eo.ttl_ms;
-    lo->flags = DLOCK_FAIR | DLOCK_AUTO_RENEW;
+    lo->flags = DLOCK_AUTO_RENEW;
+    if (dlock__lock_kind_served(c, DLOCK_FAIR | DLOCK_AUTO_RENEW, 0))
+        lo->flags |= DLOCK_FAIR;
     lo->renew_interval_ms = eo.renew_interval_ms;
     lo->retry_min_ms = eo.retry_min_ms;
     lo->retry_max_ms = eo.retry_max_ms;
@@ -117,7 +127,7 @@ int dlock_election_new(dlock_election **out, dlock_client *client, const char *n
     if (!out || !client || !name || dlock__client_forked(client))
         return DLOCK_EINVAL;
     dlock_lock_options lo;
-    int rc = lock_options(opts, &lo);
+    int rc = lock_options(client, opts, &lo);
     if (rc != DLOCK_OK)
         return rc;
     dlock_election *e = dlock__calloc(1, sizeof *e);

@@ -212,6 +212,14 @@ struct dlock_lock {
     dlock__renewal renewal;
 };
 
+/* The kind this client's store serves for these flags (and permits, as
+ * below), or NULL (DLOCK_ENOTSUP): a kind the store does not keep, or a
+ * single-node kind (DLOCK_FAIR: its line is one node's) on a client of
+ * several masters (Redlock). election.c asks it whether the store has a
+ * fair line for its terms. */
+const struct dlock__kind *dlock__lock_kind_served(const dlock_client *client, unsigned flags,
+                                                  unsigned permits);
+
 /* dlock_lock_new() for a kind chosen by the caller: a semaphore of
  * `permits` (> 0) or, with 0, the kind the flags say (create.c). Options
  * are checked here, once for every kind. */

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* An election's calls on Redis (backend.h, "elections"; the design is
- * src/engine/election.c's): the value beside the term's fair lock, in a
- * hash KEY NUL "value" in the lock key's slot, written by
- * elect_write.lua and read by elect_read.lua; an observer's wake-ups on
- * the wake-up thread (wakeup.h): the lock's channel, where a resign's
- * release publishes, and the election's channel (keys.h), where every
- * value write publishes, as the waiter's inbox, so that a write wakes the
- * observers only and not the standbys waiting in line. */
+ * src/engine/election.c's): the value beside the term's lock, in a hash
+ * KEY NUL "value" in the lock key's slot, written by elect_write.lua on
+ * every node (a Redlock's write counts on a majority) and read by
+ * elect_leader.c; an observer's wake-ups on the wake-up thread
+ * (wakeup.h): the lock's channel, where a resign's release publishes, and
+ * the election's channel (keys.h), where every value write publishes, as
+ * the waiter's inbox, so that a write wakes the observers only and not
+ * the standbys waiting in line. The wake-up thread subscribes on every
+ * node, so a message from any node of a Redlock wakes the observer. */
 #include <string.h>
 
 #include "client.h"
@@ -17,22 +19,26 @@
 #include "fanout_run.h"
 #include "handle.h"
 #include "keys.h"
+#include "kind_steps.h"
 #include "op.h"
+#include "quorum.h"
 #include "redis_backend.h"
-#include "replies.h"
 #include "scripts.h"
 #include "wakeup.h"
 
 /* A value write (elect_write.lua): its arguments, copied, so that a
  * started write needs nothing of the handle nor of the caller's value
- * (an election freed meanwhile, election.c), and what came back. */
+ * (an election freed meanwhile, election.c), and its tally. The script
+ * goes to every node (a Redlock's: each node where our token holds the
+ * key writes it) and counts as an extend does (quorum.c): written on a
+ * majority, or "not ours" on a majority, else no majority. */
 typedef struct write_rec {
-    dlock__owner_reply rep;
-    char detail[256];
+    dlock__tally t;
+    dlock__errbuf detail; /* the nodes' part of the message */
     char *vkey, *ch, *copy; /* copy: name, token, value, one block */
-    const char *args[6];
-    size_t lens[6];
-    char fence[24];
+    const char *args[7];
+    size_t lens[7];
+    char fence[24], seq[24];
     dlock__req req;
     dlock__fanout_opts fo;
     dlock__fan fan; /* a started write's run (elect_write_start) */
@@ -40,34 +46,24 @@ typedef struct write_rec {
     dlock__errbuf *err; /* its message's */
 } write_rec;
 
-static int write_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
-                    const char *detail, int64_t start_ns)
-{
-    write_rec *w = arg;
-    (void)node;
-    (void)idx;
-    (void)start_ns;
-    dlock__decode_owner(err, r, detail, &w->rep);
-    if (w->rep.detail) /* the reply goes when we return */
-        snprintf(w->detail, sizeof w->detail, "%s", w->rep.detail);
-    return 0;
-}
-
 static void write_clear(write_rec *w)
 {
     dlock__free(w->vkey);
     dlock__free(w->ch);
     dlock__free(w->copy);
+    dlock__err_free(&w->detail);
 }
 
 /* The script's request for l's hold and value, into w: DLOCK_OK or
- * DLOCK_ENOMEM (w cleared). */
+ * DLOCK_ENOMEM (w cleared). The write's sequence is the writer's
+ * monotonic clock: a leader's writes go one after another, so where
+ * nodes hold different writes of one term (one missed a proclaim) the
+ * reader takes the newest (elect_leader.c). */
 static int write_prepare(write_rec *w, dlock_lock *l, const char *value, size_t len)
 {
     dlock_client *c = l->client;
     size_t vlen = 0, clen = 0, off = 0;
     memset(w, 0, sizeof *w);
-    w->rep.err = DLOCK_EIO;
     w->vkey = dlock__helper_key(c, l->name, l->name_len, "value", 5, &vlen);
     w->ch = dlock__elect_channel_for(c, l->name, l->name_len, &clen, &off);
     w->copy = dlock__malloc(l->name_len + l->token_len + len + 1);
@@ -81,23 +77,25 @@ static int write_prepare(write_rec *w, dlock_lock *l, const char *value, size_t 
     if (len)
         memcpy(val, value, len);
     int flen = snprintf(w->fence, sizeof w->fence, "%llu", (unsigned long long)l->fence);
-    const char *args[6] = {name, w->vkey, token, w->fence, val, w->ch};
-    size_t lens[6] = {l->name_len, vlen, l->token_len, (size_t)flen, len, clen};
+    int slen = snprintf(w->seq, sizeof w->seq, "%lld", (long long)dlock__now_ns());
+    const char *args[7] = {name, w->vkey, token, w->fence, val, w->ch, w->seq};
+    size_t lens[7] = {l->name_len, vlen, l->token_len, (size_t)flen, len, clen, (size_t)slen};
     memcpy(w->args, args, sizeof args);
     memcpy(w->lens, lens, sizeof lens);
     w->req = (dlock__req){.script = dlock__script_get(DLOCK__S_ELECT_WRITE), .numkeys = 2,
-                          .nargs = 6, .args = w->args, .arglens = w->lens};
+                          .nargs = 7, .args = w->args, .arglens = w->lens};
     w->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
-                                 .deadline_ns = INT64_MAX};
+                                 .deadline_ns = INT64_MAX, .grace_ms = DLOCK__DECIDED_GRACE_MS};
+    dlock__tally_init(&w->t, c, &w->detail);
     return DLOCK_OK;
 }
 
-/* The write's code from the run's rc and the script's answer, with the
- * handle's message (err) set for it. */
+/* The write's code from the run's rc and the tally, with the handle's
+ * message (err) set for it. */
 static int write_verdict(write_rec *w, int rc, dlock__errbuf *err)
 {
-    if (rc == DLOCK_OK && (rc = w->rep.err) == DLOCK_OK && w->rep.verdict != DLOCK__OWN_DONE)
-        rc = w->rep.verdict == DLOCK__OWN_GONE ? DLOCK_EEXPIRED : DLOCK_ENOTOWNER;
+    if (rc == DLOCK_OK)
+        rc = dlock__tally_owner_code(&w->t);
     if (rc == DLOCK_EEXPIRED)
         dlock__err_set(err, "the election's value was not written: the term's lease had "
                             "run out");
@@ -106,7 +104,7 @@ static int write_verdict(write_rec *w, int rc, dlock__errbuf *err)
                             "holds the term");
     else if (rc != DLOCK_OK)
         dlock__err_set(err, "the election's value was not written: %s",
-                       w->detail[0] ? w->detail : dlock_strerror(rc));
+                       w->detail.msg ? w->detail.msg : dlock_strerror(rc));
     return rc;
 }
 
@@ -114,10 +112,9 @@ int dlock__redis_elect_write(dlock_lock *l, const char *value, size_t len)
 {
     write_rec w;
     int rc = write_prepare(&w, l, value, len);
-    if (rc == DLOCK_OK)
-        rc = dlock__fanout(l->client, &w.req, 1, &w.fo, write_cb, &w);
-    else
-        w.rep.err = rc;
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__fanout(l->client, &w.req, 1, &w.fo, dlock__owner_cb, &w.t);
     rc = write_verdict(&w, rc, &l->err);
     write_clear(&w);
     return rc;
@@ -145,66 +142,9 @@ int dlock__redis_elect_write_start(dlock_lock *l, const char *value, size_t len,
     }
     w->op = op;
     w->err = err;
-    dlock__fan_init(&w->fan, l->client, &w->req, 1, &w->fo, write_cb, w);
+    dlock__fan_init(&w->fan, l->client, &w->req, 1, &w->fo, dlock__owner_cb, &w->t);
     dlock__fan_start(&w->fan, op->loop, written);
     return DLOCK_OK;
-}
-
-typedef struct read_ctx {
-    dlock__leader *out;
-    int err;
-} read_ctx;
-
-static int read_cb(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
-                   const char *detail, int64_t start_ns)
-{
-    read_ctx *s = arg;
-    dlock__leader_reply rep;
-    (void)node;
-    (void)idx;
-    (void)start_ns;
-    dlock__decode_leader(err, r, detail, &rep);
-    s->err = rep.err;
-    if (rep.err != DLOCK_OK)
-        return 0;
-    /* A holder that has not written its term's value is nobody yet, but
-     * its lease end is when an observer looks again. */
-    s->out->ttl_ms = rep.ttl_ms;
-    if (rep.state == 2) {
-        s->out->value = dlock__malloc(rep.value_len + 1);
-        if (!s->out->value) {
-            s->err = DLOCK_ENOMEM;
-            return 0;
-        }
-        memcpy(s->out->value, rep.value, rep.value_len);
-        s->out->value[rep.value_len] = '\0';
-        s->out->value_len = rep.value_len;
-        s->out->fence = rep.fence;
-    }
-    return 0;
-}
-
-int dlock__redis_elect_read(dlock_client *c, const char *key, size_t klen, dlock__leader *out)
-{
-    size_t flen = 0, vlen = 0;
-    char *fkey = dlock__helper_key(c, key, klen, "fence", 5, &flen);
-    char *vkey = dlock__helper_key(c, key, klen, "value", 5, &vlen);
-    int rc = fkey && vkey ? DLOCK_OK : DLOCK_ENOMEM;
-    if (rc == DLOCK_OK) {
-        const char *args[3] = {key, fkey, vkey};
-        size_t lens[3] = {klen, flen, vlen};
-        dlock__req req = {.script = dlock__script_get(DLOCK__S_ELECT_READ), .numkeys = 3,
-                          .nargs = 3, .args = args, .arglens = lens};
-        dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms,
-                                 .deadline_ns = INT64_MAX};
-        read_ctx ctx = {out, DLOCK_EIO};
-        rc = dlock__fanout(c, &req, 1, &fo, read_cb, &ctx);
-        if (rc == DLOCK_OK)
-            rc = ctx.err;
-    }
-    dlock__free(fkey);
-    dlock__free(vkey);
-    return rc;
 }
 
 /* The observer's waiter record and the channel names it points to. */

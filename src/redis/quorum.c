@@ -108,19 +108,32 @@ uint64_t dlock__holder_hash(const char *s, size_t len)
     return h ? h : 1;
 }
 
+/* The nodes that named the holder node i named (0: i named none). */
+static size_t same_holder(const dlock__tally *t, size_t i)
+{
+    size_t k = 0;
+    for (size_t j = 0; t->holder[i] && j < t->n; j++)
+        k += t->holder[j] == t->holder[i];
+    return k;
+}
+
 size_t dlock__tally_max_same_holder(const dlock__tally *t)
 {
     size_t best = 0;
     for (size_t i = 0; i < t->n; i++) {
-        if (!t->holder[i])
-            continue;
-        size_t k = 0;
-        for (size_t j = 0; j < t->n; j++)
-            k += t->holder[j] == t->holder[i];
+        size_t k = same_holder(t, i);
         if (k > best)
             best = k;
     }
     return best;
+}
+
+uint64_t dlock__tally_majority_holder(const dlock__tally *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (same_holder(t, i) >= t->quorum)
+            return t->holder[i];
+    return 0;
 }
 
 int dlock__tally_failure_code(const dlock__tally *t)

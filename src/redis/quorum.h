@@ -86,6 +86,8 @@ int dlock__tally_answer(dlock__tally *t, size_t node, int err,
                         const struct dlock__acquire_reply *a, int64_t start_ns);
 /* Most "taken" answers that named one and the same holder. */
 size_t dlock__tally_max_same_holder(const dlock__tally *t);
+/* The holder (its hash) that a majority of the nodes named, or 0. */
+uint64_t dlock__tally_majority_holder(const dlock__tally *t);
 /* FNV-1a of a holder's token; never 0 (0 = not named). */
 uint64_t dlock__holder_hash(const char *s, size_t len);
 /* The code for a fan-out that did not reach a majority of successes. */

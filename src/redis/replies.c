@@ -214,6 +214,16 @@ void dlock__decode_leader(int err, const redisReply *r, const char *detail,
             out->value_len = r->element[3]->len;
         }
     }
+    if (ok && state == 2 && r->elements > 5) /* the write's sequence */
+        out->seq = (long long)int_elem(r, 5, &ok);
+    if (ok && state > 0) { /* the holder's token */
+        size_t at = state == 2 ? 4 : 3;
+        ok = r->elements > at && r->element[at]->type == REDIS_REPLY_STRING;
+        if (ok) {
+            out->token = r->element[at]->str;
+            out->token_len = r->element[at]->len;
+        }
+    }
     if (!ok || state < 0 || state > 2) {
         out->err = DLOCK_EPROTO;
         out->detail = "election read script gave an unexpected reply";

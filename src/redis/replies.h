@@ -91,8 +91,9 @@ typedef struct dlock__holders_reply {
 
 void dlock__decode_holders(int err, const redisReply *r, dlock__holders_reply *out);
 
-/* elect_read.lua: {0} nobody, {1, pttl, fence} a holder without its
- * term's value, {2, pttl, fence, value} the leader. */
+/* elect_read.lua: {0} nobody, {1, pttl, fence, token} a holder without
+ * its term's value, {2, pttl, fence, value, token, seq} the holder's
+ * value. */
 typedef struct dlock__leader_reply {
     int err;
     const char *detail;
@@ -101,6 +102,9 @@ typedef struct dlock__leader_reply {
     uint64_t fence;
     const char *value; /* state 2: in the reply (not NUL-terminated) */
     size_t value_len;
+    const char *token; /* states 1 and 2: the holder's, in the reply */
+    size_t token_len;
+    long long seq; /* state 2: the write's sequence (0: none) */
 } dlock__leader_reply;
 
 void dlock__decode_leader(int err, const redisReply *r, const char *detail,

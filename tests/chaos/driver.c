@@ -123,6 +123,11 @@ static const chaos_scenario scenarios[] = {
     S("election_node_stalls", "election, 5 candidates, TTL 1 s; SIGSTOP / DEBUG SLEEP / CLIENT PAUSE of the node, 1.5 x TTL",
       1, 5, 15, 1000, 20, 0, CHAOS_MODE_ELECT, 1, 0, 0, 0, CLAIM_SAFE, 6, 300,
       chaos_inject_node_stall, 0),
+    /* The same kill over a Redlock of three: the term a plain lock (no
+     * line: the standbys contend), the value counted on a majority. */
+    S("election_redlock3", "election over 3 nodes, 5 candidates, TTL 1 s; kill -9 of the leader mid-term",
+      3, 5, 15, 1000, 20, 0, CHAOS_MODE_ELECT, 0, 0, 0, 0, CLAIM_SAFE, 8, 300,
+      chaos_inject_kill_holder, 0),
     /* Issue 34 items 5 and 6: fair waiters ride out a stalled node (their
      * looks, and the cleanup an unknown one leaves, are retried until the
      * deadline) and the line goes on once it answers. */

@@ -10,7 +10,10 @@ standby leads when the leader's program ends, and within the lease when
 the leader's dlock is SIGKILLed; `leader --watch` prints every change in
 order; `elect --again` keeps campaigning, and the terms of two such
 candidates never overlap (each program logs "in"/"out" under an flock(2))
-while their fences grow; usage errors exit 64.
+while their fences grow; usage errors exit 64. On a Redlock of three
+(ElectRedlock): elect and leader as on one node, the value on every node,
+a standby that takes over at the end of the leader's program, and
+`leader` exit 69 when two of the three nodes do not answer.
 """
 import json
 import os
@@ -23,7 +26,7 @@ import time
 import unittest
 
 import test_cli
-from cli_support import wait_until
+from cli_support import MoreRedisServers, free_port, wait_until
 from test_cli import DlockTest
 
 # Log "in FENCE", stay, log "out FENCE": the log shows every term.
@@ -196,6 +199,43 @@ class Elect(DlockTest):
                      ("leader",), ("leader", self.name, "x")):
             r = self.dlock(*args)
             self.assertEqual(r.returncode, 64, (args, r.stderr))
+
+
+class ElectRedlock(MoreRedisServers, DlockTest):
+    def urls(self):
+        return [self.redis.url, *(s.url for s in self.more)]
+
+    def leader(self, urls=None):
+        r = self.dlock("leader", self.name, urls=urls or self.urls())
+        return r.returncode, r.stdout.strip()
+
+    def test_elect_and_leader_over_three_nodes(self):
+        a = self.spawn("elect", self.name, "--value", "a", "--", "sleep", "2", urls=self.urls())
+        self.assertTrue(wait_until(lambda: self.leader()[0] == 0, 10))
+        fence_a, value = self.leader()[1].split()
+        self.assertEqual(value, "a")
+        # The value hash is KEY NUL "value": named in Lua (no NUL in argv).
+        get = "return redis.call('HGET', KEYS[1] .. '\\0value', 'v')"
+        held = [s.cli("EVAL", get, "1", self.name) for s in (self.redis, *self.more)]
+        self.assertGreaterEqual(held.count("a"), 2, held)  # written on a majority at least
+        start = time.monotonic()
+        r = self.dlock("elect", self.name, "--value", "b", "--", "sh", "-c",
+                       'echo "$DLOCK_FENCE $DLOCK_LEADER_VALUE"', urls=self.urls())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        fence_b, value = r.stdout.split()
+        self.assertEqual(value, "b")
+        self.assertGreater(int(fence_b), int(fence_a))
+        self.assertLess(time.monotonic() - start, 5)  # at a's end, not a lease later
+        a.communicate(timeout=10)
+        self.assertEqual(a.returncode, 0)
+        self.assertEqual(self.leader(), (1, "0"))  # nobody leads: exit 1
+
+    def test_leader_exits_69_when_too_few_nodes_answer(self):
+        dead = [f"redis://127.0.0.1:{free_port()}" for _ in range(2)]
+        r = self.dlock("leader", self.name, urls=[self.redis.url, *dead])
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertEqual(self.leader(urls=[self.redis.url, self.more[0].url, dead[0]]),
+                         (1, "0"))  # one of three down: it answers
 
 
 if __name__ == "__main__":

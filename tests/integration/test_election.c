@@ -109,36 +109,7 @@ static void bad_input_is_einval(void **state)
 static void campaign_proclaim_resign_hand_over(void **state)
 {
     (void)state;
-    dlock_election *a = election(test_cl, "job", TTL_MS);
-    dlock_election *b = election(test_cl, "job", TTL_MS);
-    expect_leader(a, 0, "");
-    assert_int_equal(dlock_election_campaign(a, "host-a", 0), DLOCK_OK);
-    uint64_t fa = dlock_election_fence(a);
-    assert_true(fa > 0);
-    expect_leader(b, fa, "host-a");
-    assert_int_equal(dlock_election_proclaim(a, "host-a:8080"), DLOCK_OK);
-    expect_leader(b, fa, "host-a:8080");
-    assert_int_equal(dlock_election_campaign(b, "host-b", 0), DLOCK_ENOTACQUIRED);
-    assert_int_equal(dlock_election_proclaim(b, "host-b"), DLOCK_ENOTHELD);
-
-    test_campaigner cb = {b, "host-b", 1, 0};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, test_campaign_thread, &cb), 0);
-    usleep(300 * 1000); /* b waits in line */
-    int64_t resigned = test_now_ms();
-    assert_int_equal(dlock_election_resign(a), DLOCK_OK);
-    assert_int_equal(dlock_election_fence(a), 0);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(cb.rc, DLOCK_OK);
-    print_message("# hand-over at a resign: %" PRId64 " ms\n", atomic_load(&cb.done_ms) - resigned);
-    assert_true(atomic_load(&cb.done_ms) - resigned < PUSH_MS);
-    uint64_t fb = dlock_election_fence(b);
-    assert_true(fb > fa);
-    expect_leader(a, fb, "host-b");
-    assert_int_equal(dlock_election_resign(b), DLOCK_OK);
-    expect_leader(a, 0, "");
-    dlock_election_free(a);
-    dlock_election_free(b);
+    test_leaders_hand_over(test_cl, "job", TTL_MS, PUSH_MS);
 }
 
 /* A holder that has not written its term's value (a term's first moments
@@ -186,7 +157,7 @@ static void a_new_term_never_shows_the_previous_value(void **state)
 static void observe_sees_every_change_in_order(void **state)
 {
     (void)state;
-    test_leaders_observe_changes(test_cl, "obs", TTL_MS, PUSH_MS);
+    test_leaders_observe_changes(test_cl, "obs", TTL_MS, PUSH_MS, 0);
 }
 
 /* A leader in a child process, SIGKILLed after a second of renewals; a
@@ -267,7 +238,7 @@ static void a_killed_leader_is_replaced_after_its_lease_and_delay(void **state)
     assert_true(took <= 1500 + 1000 + 500);
 }
 
-/* ---- Cluster, Sentinel, Redlock -------------------------------------------- */
+/* ---- Cluster, Sentinel (a Redlock: test_election_redlock) ------------------- */
 
 static test_cluster C;
 static test_sentinel_set S;
@@ -305,32 +276,14 @@ static int topologies_teardown(void **state)
 static void elections_on_a_cluster(void **state)
 {
     (void)state;
-    test_leaders_observe_changes(cluster_cl, "elect-cl", TTL_MS, PUSH_MS);
-    test_leaders_observe_changes(cluster_cl, "{tag}elect-cl", TTL_MS, PUSH_MS);
+    test_leaders_observe_changes(cluster_cl, "elect-cl", TTL_MS, PUSH_MS, 0);
+    test_leaders_observe_changes(cluster_cl, "{tag}elect-cl", TTL_MS, PUSH_MS, 0);
 }
 
 static void elections_on_a_sentinel_primary(void **state)
 {
     (void)state;
-    test_leaders_observe_changes(sentinel_cl, "elect-sn", TTL_MS, PUSH_MS);
-}
-
-/* The fair lock is one node's: no election over a Redlock. */
-static void no_election_on_redlock(void **state)
-{
-    (void)state;
-    test_redis more[2];
-    assert_int_equal(test_redis_start(&more[0], NULL), 0);
-    assert_int_equal(test_redis_start(&more[1], NULL), 0);
-    const char *three[3] = {test_srv.url, more[0].url, more[1].url};
-    dlock_client *c = NULL;
-    assert_int_equal(dlock_client_new(&c, three, 3, NULL, NULL, 0), DLOCK_OK);
-    dlock_election *e = (dlock_election *)1;
-    assert_int_equal(dlock_election_new(&e, c, "e", NULL), DLOCK_ENOTSUP);
-    assert_null(e);
-    dlock_client_free(c);
-    test_redis_stop(&more[0]);
-    test_redis_stop(&more[1]);
+    test_leaders_observe_changes(sentinel_cl, "elect-sn", TTL_MS, PUSH_MS, 0);
 }
 
 int main(void)
@@ -343,7 +296,6 @@ int main(void)
         T(observe_sees_every_change_in_order),
         T(a_killed_leader_is_replaced_within_its_lease),
         T(a_killed_leader_is_replaced_after_its_lease_and_delay),
-        T(no_election_on_redlock),
     };
     const struct CMUnitTest topologies[] = {
         cmocka_unit_test(elections_on_a_cluster),

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Elections over many terms (issue 39's proof) on one real Redis node:
- * five candidate processes campaign in a loop; the driver SIGKILLs the
+/* Elections over many terms (issue 39's proof) on one real Redis node,
+ * and on a Redlock of three (one node SIGKILLed a third of the way in
+ * and left down: the rest runs on two): five candidate processes
+ * campaign in a loop; the driver SIGKILLs the
  * leader, or SIGSTOPs it past its lease and lets it go on, in turn, and a
  * killed candidate is replaced by a new one. Every candidate reports on a
  * pipe (one write(2) per record, so records never tear): a term's start
@@ -74,12 +76,18 @@ static void sleep_ms(int ms)
         ;
 }
 
+/* The candidates' store: test_srv, or a Redlock's nodes. */
+static const char *cand_urls[3];
+static size_t cand_n;
+
 /* A candidate: campaign, lead 50..250 ms with heartbeats, resign, again. */
 static void candidate(int fd, unsigned seed)
 {
     dlock_client *c = NULL;
-    const char *url = test_srv.url;
-    if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) != DLOCK_OK)
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    co.connect_timeout_ms = 300; /* a killed node refuses at once anyway */
+    co.io_timeout_ms = 300;
+    if (dlock_client_new(&c, cand_urls, cand_n, &co, NULL, 0) != DLOCK_OK)
         _exit(1);
     dlock_election_options o = DLOCK_ELECTION_OPTIONS_INIT;
     o.ttl_ms = TTL_MS;
@@ -227,9 +235,10 @@ static int check_terms(history *h)
     return terms;
 }
 
-static void one_leader_at_a_time_over_many_terms(void **state)
+/* The run on the candidates' store (cand_urls), observed through obs_cl;
+ * victim (may be NULL): a node SIGKILLed after the third fault. */
+static void run_terms(dlock_client *obs_cl, test_redis *victim, const char *what)
 {
-    (void)state;
     int p[2];
     assert_int_equal(pipe(p), 0);
     assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
@@ -242,12 +251,16 @@ static void one_leader_at_a_time_over_many_terms(void **state)
     observed obs = {.rc = 1};
     dlock_election_options eo = DLOCK_ELECTION_OPTIONS_INIT;
     eo.ttl_ms = TTL_MS;
-    assert_int_equal(dlock_election_new(&obs.e, test_cl, "terms", &eo), DLOCK_OK);
+    assert_int_equal(dlock_election_new(&obs.e, obs_cl, "terms", &eo), DLOCK_OK);
     pthread_t ot;
     assert_int_equal(pthread_create(&ot, NULL, observe_main, &obs), 0);
 
     int64_t took_ms[FAULTS];
     for (int f = 0; f < FAULTS; f++) {
+        if (victim && f == FAULTS / 3) {
+            test_redis_kill9(victim);
+            print_message("# %s: node %s killed before fault %d\n", what, victim->url, f);
+        }
         /* Let a few terms pass, then find the leader of the moment. */
         uint64_t fence = 0;
         pid_t leader = 0;
@@ -296,8 +309,8 @@ static void one_leader_at_a_time_over_many_terms(void **state)
     assert_int_equal(obs.rc, DLOCK_ECANCELED);
 
     int terms = check_terms(&h);
-    print_message("# %d terms, %zu records; take-over after the fault (ms, ttl %d):", terms, h.n,
-                  TTL_MS);
+    print_message("# %s: %d terms, %zu records; take-over after the fault (ms, ttl %d):", what,
+                  terms, h.n, TTL_MS);
     int64_t worst = 0;
     for (int f = 0; f < FAULTS; f++) {
         print_message(" %s %" PRId64, f % 2 ? "STOP" : "KILL", took_ms[f]);
@@ -317,10 +330,41 @@ static void one_leader_at_a_time_over_many_terms(void **state)
     close(p[1]);
 }
 
+static void one_leader_at_a_time_over_many_terms(void **state)
+{
+    (void)state;
+    cand_urls[0] = test_srv.url;
+    cand_n = 1;
+    run_terms(test_cl, NULL, "one node");
+}
+
+/* On a Redlock the term is a plain lock (standbys contend) held on a
+ * majority; a node killed a third of the way in leaves two of three, on
+ * which every later term is held. */
+static void one_leader_at_a_time_on_a_redlock_with_a_node_killed(void **state)
+{
+    (void)state;
+    test_redis more[2];
+    assert_int_equal(test_redis_start(&more[0], NULL), 0);
+    assert_int_equal(test_redis_start(&more[1], NULL), 0);
+    assert_int_equal(test_flushall(&test_srv), 0);
+    cand_urls[0] = test_srv.url;
+    cand_urls[1] = more[0].url;
+    cand_urls[2] = more[1].url;
+    cand_n = 3;
+    dlock_client *c = test_client_timeouts((test_redis[]){test_srv, more[0], more[1]}, 3, 300,
+                                           300);
+    run_terms(c, &more[1], "Redlock of 3");
+    dlock_client_free(c);
+    test_redis_stop(&more[0]);
+    test_redis_stop(&more[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_leader_at_a_time_over_many_terms),
+        cmocka_unit_test(one_leader_at_a_time_on_a_redlock_with_a_node_killed),
     };
     return cmocka_run_group_tests(tests, test_srv_client_setup, test_srv_client_teardown);
 }

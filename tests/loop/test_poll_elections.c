@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Elections on an application's event loop (the poll driver), against a
- * real redis-server and, with those backends, a real etcd member and a
- * real ZooKeeper member:
+ * real redis-server, a Redlock of three (the term a plain lock, the value
+ * written on every node) and, with those backends, a real etcd member
+ * and a real ZooKeeper member:
  * dlock_election_campaign_start() leads and publishes its value (Redis:
  * a write on the loop after the grant; etcd: the key's own value), a
  * standby on the loop takes over when a blocking leader resigns, a cancel
@@ -37,8 +38,9 @@
 #endif
 
 static const test_loop_driver *d = &test_poll_driver;
-static test_redis rsrv;
-static const char *url; /* the store of the group running */
+static test_redis rsrv, more[2];
+static const char *urls[3]; /* the store of the group running */
+static size_t n_urls;
 static dlock_client *cl;  /* looped */
 static dlock_client *blk; /* blocking, the other candidates' and the reads' */
 
@@ -66,9 +68,9 @@ static int wait_for(result *r, int max_ms)
 static int open_clients(void **state)
 {
     (void)state;
-    if (test_loop_open(d, &cl, url, 3000) != 0)
+    if (test_loop_open_n(d, &cl, urls, n_urls, 3000) != 0)
         return -1;
-    return dlock_client_new(&blk, &url, 1, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
+    return dlock_client_new(&blk, urls, n_urls, NULL, NULL, 0) == DLOCK_OK ? 0 : -1;
 }
 
 static int close_clients(void **state)
@@ -370,15 +372,26 @@ int main(void)
 {
     if (test_redis_start(&rsrv, NULL) != 0)
         return 1;
-    url = rsrv.url;
+    urls[0] = rsrv.url;
+    n_urls = 1;
     int rc = cmocka_run_group_tests_name("redis", tests, NULL, NULL);
     rc |= cmocka_run_group_tests_name("redis, the write", redis_only, NULL, NULL);
+    /* A Redlock of three: the same campaign (a plain term, no line). */
+    if (test_redis_start(&more[0], NULL) != 0 || test_redis_start(&more[1], NULL) != 0)
+        return 1;
+    urls[1] = more[0].url;
+    urls[2] = more[1].url;
+    n_urls = 3;
+    rc |= cmocka_run_group_tests_name("redlock", tests, NULL, NULL);
+    test_redis_stop(&more[0]);
+    test_redis_stop(&more[1]);
     test_redis_stop(&rsrv);
+    n_urls = 1;
 #if DLOCK_TEST_WITH_ETCD
     test_etcd esrv;
     if (test_etcd_start(&esrv, 1) != 0)
         return 1;
-    url = esrv.url;
+    urls[0] = esrv.url;
     rc |= cmocka_run_group_tests_name("etcd", tests, NULL, NULL);
     test_etcd_stop(&esrv);
 #endif
@@ -388,7 +401,7 @@ int main(void)
     if (test_zk_available()) {
         if (test_zk_start(&zsrv) != 0)
             return 1;
-        url = zsrv.url;
+        urls[0] = zsrv.url;
         rc |= cmocka_run_group_tests_name("zookeeper", tests, NULL, NULL);
         test_zk_stop(&zsrv);
     }

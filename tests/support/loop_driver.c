@@ -12,28 +12,39 @@ void test_loop_done(dlock_lock *lock, int rc, void *arg)
     r->lock = lock;
 }
 
-int test_loop_client(const test_loop_driver *d, dlock_client **out, const char *url,
-                     int timeout_ms)
+int test_loop_client_n(const test_loop_driver *d, dlock_client **out, const char *const *urls,
+                       size_t n, int timeout_ms)
 {
     dlock_loop hooks = d->hooks();
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     o.io_timeout_ms = timeout_ms;
     o.connect_timeout_ms = timeout_ms;
     o.loop = &hooks;
-    const char *urls[] = {url};
     char err[256] = "";
-    int rc = dlock_client_new(out, urls, 1, &o, err, sizeof err);
+    int rc = dlock_client_new(out, urls, n, &o, err, sizeof err);
     if (rc != DLOCK_OK)
         fprintf(stderr, "test_loop_client (%s): %s\n", d->name, err);
     return rc == DLOCK_OK ? 0 : -1;
 }
 
-int test_loop_open(const test_loop_driver *d, dlock_client **out, const char *url,
-                   int timeout_ms)
+int test_loop_client(const test_loop_driver *d, dlock_client **out, const char *url,
+                     int timeout_ms)
+{
+    return test_loop_client_n(d, out, &url, 1, timeout_ms);
+}
+
+int test_loop_open_n(const test_loop_driver *d, dlock_client **out, const char *const *urls,
+                     size_t n, int timeout_ms)
 {
     if (d->open() != 0)
         return -1;
-    return test_loop_client(d, out, url, timeout_ms);
+    return test_loop_client_n(d, out, urls, n, timeout_ms);
+}
+
+int test_loop_open(const test_loop_driver *d, dlock_client **out, const char *url,
+                   int timeout_ms)
+{
+    return test_loop_open_n(d, out, &url, 1, timeout_ms);
 }
 
 int test_loop_close(const test_loop_driver *d, dlock_client **cl, int max_ms)

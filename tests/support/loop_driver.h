@@ -38,9 +38,17 @@ void test_loop_done(dlock_lock *lock, int rc, void *arg);
 int test_loop_client(const test_loop_driver *d, dlock_client **out, const char *url,
                      int timeout_ms);
 
+/* The same for the nodes urls[0..n) (a Redlock with n > 1). */
+int test_loop_client_n(const test_loop_driver *d, dlock_client **out, const char *const *urls,
+                       size_t n, int timeout_ms);
+
 /* d->open() and test_loop_client(): 0, or -1. */
 int test_loop_open(const test_loop_driver *d, dlock_client **out, const char *url,
                    int timeout_ms);
+
+/* d->open() and test_loop_client_n(): 0, or -1. */
+int test_loop_open_n(const test_loop_driver *d, dlock_client **out, const char *const *urls,
+                     size_t n, int timeout_ms);
 
 /* dlock_client_free(*cl) (*cl NULL after), test_loop_drain() and
  * d->close(): 0, or -1 (something still on the loop after max_ms, or it

@@ -9,6 +9,9 @@
 /* Monotonic milliseconds. */
 int64_t test_now_ms(void);
 void test_sleep_ms(int ms);
+/* CPU seconds this process has used (user + system): an observer that
+ * spins shows here (test_election_faults, test_election_redlock). */
+double test_cpu_s(void);
 
 /* fork() n children running fn(i, arg); each child _exit()s with fn's
  * return value. Returns the number of children that exited non-zero (or

@@ -154,7 +154,7 @@ static int64_t wait_seen(test_leaders *s, int n, int64_t from_ms)
 static void observe_sees_every_change_in_order(void **state)
 {
     (void)state;
-    test_leaders_observe_changes(cl, "/elect/obs", 10000, PUSH_MS);
+    test_leaders_observe_changes(cl, "/elect/obs", 10000, PUSH_MS, 0);
 }
 
 /* ---- a leader whose session ends ------------------------------------------------- */
