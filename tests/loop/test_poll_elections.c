@@ -312,7 +312,7 @@ static void a_looped_resign_to_a_stopped_standby_is_observed(void **state)
     if (pid == 0) { /* the standby: in line until it is killed */
         dlock_client *c = NULL;
         dlock_election *b = NULL;
-        if (dlock_client_new(&c, &url, 1, NULL, NULL, 0) == DLOCK_OK &&
+        if (dlock_client_new(&c, urls, n_urls, NULL, NULL, 0) == DLOCK_OK &&
             dlock_election_new(&b, c, name, NULL) == DLOCK_OK)
             (void)dlock_election_campaign(b, "standby", DLOCK_WAIT_FOREVER);
         _exit(0);
