@@ -251,16 +251,40 @@ static int adopt(dlock_lock *l, const char *token, size_t len)
 
 /* ---- auto-renew: the watchdog checks the node ------------------------------- */
 
+/* A renewal's look at our node. No answer by the hold's lease's end is
+ * no vote then (lease_ended): the ZooKeeper client fails a request that
+ * a silent member holds up only when it gives up the connection (two
+ * thirds of the session timeout) and queues the next while it connects
+ * again, so waiting for its answer held on_lost back (2.6 s into a 2 s
+ * session, 11.6 s into an 8 s one, measured) while the ensemble may have
+ * ended the session and served the next holder. A late answer then only
+ * frees the record. */
 typedef struct renewing {
     dlock__zk_call c;
-    dlock__renew_req *q;
+    dlock__renew_req *q; /* NULL once the lease's end answered for it */
+    dlock__loop *loop;
+    dlock__timer lease_end;
     int64_t czxid, owner;
 } renewing;
+
+static void lease_ended(dlock__timer *t)
+{
+    renewing *g = DLOCK__OWNER(t, renewing, lease_end);
+    dlock__renew_req *q = g->q;
+    g->q = NULL;
+    q->done(q, -1);
+}
 
 static void renewed(dlock__zk_call *c)
 {
     renewing *g = DLOCK__OWNER(c, renewing, c);
     dlock__renew_req *q = g->q;
+    if (!q) { /* the lease's end answered for it */
+        dlock__free(g);
+        return;
+    }
+    if (g->lease_end.fire)
+        dlock__timer_clear(g->loop, &g->lease_end);
     int vote = -1;
     if (c->zrc == ZOK)
         vote = c->stat.ephemeralOwner == g->owner && c->stat.czxid == g->czxid;
@@ -273,8 +297,7 @@ static void renewed(dlock__zk_call *c)
 static int renew_start(void *owner, int64_t deadline_ns, dlock__loop *loop, dlock__renew_req *q,
                        int *vote)
 {
-    (void)deadline_ns; /* late_answer_counts */
-    dlock_lock *l = owner;
+    dlock_lock *l = owner; /* deadline_ns: the hold's lease's end */
     dlock__zk_lockdata *d = LD(l);
     *vote = -1;
     renewing *g = dlock__calloc(1, sizeof *g);
@@ -287,8 +310,17 @@ static int renew_start(void *owner, int64_t deadline_ns, dlock__loop *loop, dloc
     g->c.done = renewed;
     /* the node is stable while the record is registered; the call copies it */
     (void)dlock__zk_path_set(g->c.path, d->node, NULL);
+    g->loop = loop; /* the call answers on it too: the timer and the answer never race */
+    if (deadline_ns != INT64_MAX) {
+        g->lease_end.fire = lease_ended;
+        g->lease_end.due_ns = deadline_ns;
+        if (dlock__timer_set(loop, &g->lease_end) != DLOCK_OK)
+            g->lease_end.fire = NULL; /* the call's answer alone, as before */
+    }
     if (!g->c.path[0] || dlock__zk_call_start(d->z, &g->c, loop) != DLOCK_OK) {
         *vote = g->c.path[0] ? -1 : 0;
+        if (g->lease_end.fire)
+            dlock__timer_clear(loop, &g->lease_end);
         dlock__free(g);
         return 0;
     }

@@ -603,6 +603,44 @@ static void a_hold_is_lost_when_the_member_is_paused_past_its_session(void **sta
     line_free(&p);
 }
 
+/* A partition: the holder's connection goes silent (the proxy keeps its
+ * connections, new ones too, and forwards nothing: BLACKHOLE, as a cut
+ * network; the member runs on), so the ensemble ends its session
+ * about 2 s after it last heard from it and serves the waiter. The
+ * holder's hold must be over by then: its watchdog's look at the node
+ * gets no answer, and the hold's lease's end (last answered look + the
+ * session timeout, never later than the server's) is its verdict. Before,
+ * the watchdog waited for the ZooKeeper client to fail the look, which it
+ * does only as it gives the connection up, and the holder still read
+ * HELD when the waiter was served (on_lost 2.6 s in). */
+static void a_partitioned_holder_is_lost_before_the_waiter_is_served(void **state)
+{
+    (void)state;
+    dlock_lock_options o = renewed_counting_losses();
+    char via[64];
+    snprintf(via, sizeof via, "zk://127.0.0.1:%d", proxy.port);
+    in_line p;
+    line_up_behind(&p, client_at(via, "?session_timeout_ms=2000"), "partitioned",
+                   "?session_timeout_ms=30000", &o);
+    clientid_t before;
+    dlock__zk_session_id(p.a->store, &before);
+    int64_t cut = test_now_ms();
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_BLACKHOLE, 0), 0);
+    wait_for_the_waiter(&p, &before);
+    assert_int_equal(chaos_proxy_set(&proxy, CHAOS_PROXY_PASS, 0), 0);
+    int64_t lost = atomic_load(&lost_ms);
+    printf("cut off: on_lost %lld ms after the cut, the waiter served %lld ms after it\n",
+           (long long)(lost - cut), (long long)(p.w.got_ms - cut));
+    assert_int_equal(p.w.rc, DLOCK_OK);
+    assert_int_equal(p.w.holder_state, DLOCK_STATE_LOST); /* never two holders */
+    assert_true(lost > 0 && lost <= p.w.got_ms);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_true(dlock_lock_fence(p.w.l) > p.fence);
+    assert_int_equal(dlock_lock_release(p.la), DLOCK_ELOST);
+    assert_int_equal(dlock_lock_release(p.w.l), DLOCK_OK);
+    line_free(&p);
+}
+
 /* The waiter's own session ends while it waits: its node goes, its next
  * look finds that and it gets back in line (a node of its new session),
  * behind the holder, never past it. */
@@ -659,6 +697,7 @@ int main(void)
         cmocka_unit_test(a_hold_is_lost_when_its_session_expires_and_the_waiter_gets_it),
         cmocka_unit_test(a_waiter_whose_session_expires_gets_back_in_line),
         cmocka_unit_test(a_hold_is_lost_when_the_member_is_paused_past_its_session),
+        cmocka_unit_test(a_partitioned_holder_is_lost_before_the_waiter_is_served),
         cmocka_unit_test(a_name_that_is_no_path_is_einval_at_new),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
