@@ -1857,9 +1857,11 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  order could differ): there the term is a DLOCK_AUTO_RENEW lock without
  *  DLOCK_FAIR, so standbys contend rather than queue first come, first
  *  served (a dead leader is still replaced within its lease, a resign
- *  frees the term at once), the value counts where a majority wrote it,
- *  and the leader is the holder of a majority (docs/elections.md,
- *  "Redlock"); and etcd, where
+ *  frees the term at once), the value is written to a majority (a
+ *  proclaim that reached fewer is DLOCK_ENOQUORUM, yet may be read while
+ *  a node that took it answers), the leader is the holder of a majority,
+ *  and the fence grows only while the nodes keep their counters (run
+ *  them with persistence) (docs/elections.md, "Redlock"); and etcd, where
  *  dlock uses the layout of etcd's own election (clientv3/concurrency:
  *  keys NAME/LEASE with the value as the key's value), so that
  *  `etcdctl elect` and dlock elect against and observe each other; and

@@ -67,7 +67,11 @@ static int read_cb(void *arg, size_t node, uint32_t idx, int err, const redisRep
         k->value[rep.value_len] = '\0';
         k->value_len = rep.value_len;
     }
-    return 0;
+    /* A Redlock's leader is known once a majority names one holder: the
+     * rest are heard for the fan-out's grace only, so that a stalled node
+     * does not hold every read (and an observe's deadline) for the I/O
+     * timeout. */
+    return x->t.n > 1 && dlock__tally_majority_holder(&x->t) != 0;
 }
 
 /* When the holder h's lease ends on all but a minority (the quorum-th
@@ -131,7 +135,7 @@ int dlock__redis_elect_read(dlock_client *c, const char *key, size_t klen, dlock
         dlock__req req = {.script = dlock__script_get(DLOCK__S_ELECT_READ), .numkeys = 3,
                           .nargs = 4, .args = args, .arglens = lens};
         dlock__fanout_opts fo = {.io_timeout_ms = c->opts.io_timeout_ms,
-                                 .deadline_ns = INT64_MAX};
+                                 .deadline_ns = INT64_MAX, .grace_ms = DLOCK__DECIDED_GRACE_MS};
         dlock__tally_init(&x->t, c, NULL);
         x->t.quiet = 1; /* no handle to tell: the code says it */
         rc = dlock__fanout(c, &req, 1, &fo, read_cb, x);

@@ -33,15 +33,20 @@ typedef struct announce {
  * its stack, so it keeps no second one). */
 typedef struct announcing {
     announce a;
+    size_t left; /* answers still wanted (ignore_reply) */
     dlock__fan fan;
     dlock__op *op;
 } announcing;
 
+/* A node's answer, whatever it is: the word is out once a majority
+ * answered (the rest get it all the same, heard for the fan-out's grace
+ * only: a stalled node must not hold the resign for the I/O timeout). */
 static int ignore_reply(void *arg, size_t node, uint32_t idx, int err, const redisReply *r,
                         const char *detail, int64_t start_ns)
 {
-    (void)arg, (void)node, (void)idx, (void)err, (void)r, (void)detail, (void)start_ns;
-    return 0;
+    size_t *left = arg;
+    (void)node, (void)idx, (void)err, (void)r, (void)detail, (void)start_ns;
+    return *left > 0 && --*left == 0;
 }
 
 /* The PUBLISH for l's election, into a (its own copy of the channel):
@@ -61,7 +66,7 @@ static int announce_prepare(announce *a, dlock_lock *l)
     memcpy(a->lens, lens, sizeof lens);
     a->req = (dlock__req){.nargs = 3, .args = a->args, .arglens = a->lens};
     a->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
-                                 .deadline_ns = INT64_MAX,
+                                 .deadline_ns = INT64_MAX, .grace_ms = DLOCK__DECIDED_GRACE_MS,
                                  .cluster_slot = sharded ? 1 + dlock__cluster_keyslot(
                                                                    a->ch + off, clen - off)
                                                          : 0};
@@ -73,7 +78,8 @@ void dlock__redis_elect_resigned(dlock_lock *l)
     announce a;
     if (announce_prepare(&a, l) != DLOCK_OK)
         return; /* best effort: observers look again at the lease's end */
-    (void)dlock__fanout(l->client, &a.req, 1, &a.fo, ignore_reply, NULL);
+    size_t left = l->client->quorum;
+    (void)dlock__fanout(l->client, &a.req, 1, &a.fo, ignore_reply, &left);
     dlock__free(a.ch);
 }
 
@@ -95,7 +101,8 @@ int dlock__redis_elect_resigned_start(dlock_lock *l, dlock__op *op)
         return DLOCK_ENOMEM;
     }
     s->op = op;
-    dlock__fan_init(&s->fan, l->client, &s->a.req, 1, &s->a.fo, ignore_reply, NULL);
+    s->left = l->client->quorum;
+    dlock__fan_init(&s->fan, l->client, &s->a.req, 1, &s->a.fo, ignore_reply, &s->left);
     dlock__fan_start(&s->fan, op->loop, announced);
     return DLOCK_OK;
 }
