@@ -8,7 +8,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer_reader.h>
@@ -233,6 +232,7 @@ void dlock__etcd_grpc_free(dlock__etcd_grpc *g)
     else /* no thread was made: no call either; the queue says it is shut */
         dlock__etcd_grpc_poll_main(g);
     grpc_completion_queue_destroy(g->cq);
+    dlock__etcd_grpc_efd_close_spares(g);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&g->cv));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&g->mu));
     for (size_t i = 0; i < g->n; i++)
@@ -334,7 +334,7 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
         c->has_token = 1;
     }
     int rc = pack_body(c, body, why, why_len);
-    if (rc == DLOCK_OK && (c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+    if (rc == DLOCK_OK && (c->efd = dlock__etcd_grpc_efd_take(g)) < 0)
         rc = errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
     if (rc == DLOCK_OK && (rc = dlock__fd_flag_watch(loop, &c->done, c->efd)) == DLOCK_OK) {
         c->done.on_raise = call_done;
@@ -486,5 +486,6 @@ static void call_done(dlock__fd_flag *f)
      * orders them in fact, but TSan cannot see it). */
     uint64_t n;
     (void)!read(c->efd, &n, sizeof n);
+    c->heard = 1;
     dlock__etcd_gcall_answered(c);
 }

@@ -11,7 +11,8 @@
  * thread that polls it while calls that need it are pending (the C core
  * has no fd a loop could poll); a blocking call alone on its private
  * loop polls the queue itself (etcd_grpc_poll.c). Each call has an
- * eventfd registered on the caller's loop: the poller that takes the
+ * eventfd (the client's spare, reused call after call) registered on
+ * the caller's loop: the poller that takes the
  * call's completion writes it (or, the call's own caller, answers at
  * once), and the loop reads the reply and calls back, so the caller sees
  * its answer on its loop's thread, as it does from curl.
