@@ -87,11 +87,15 @@ int dlock__etcd_grpc_has(const char *path);
  * to the method's message straight, never through text) to endpoint ep
  * as a gRPC call that ends by until_ns, with token (NULL: none) as its
  * "token" metadata; on_end(arg, answer) follows once from loop, never
- * inside this call, unless the call is cancelled first. *out: the call,
+ * inside this call, unless the call is cancelled first. deleted: NULL,
+ * or (a DeleteRange) where its reply's fields go, read from the message
+ * (the answer's out then NULL), written before on_end. *out: the call,
  * for dlock__etcd_gcall_cancel(). DLOCK_OK, DLOCK_ENOMEM, DLOCK_EPROTO (a
  * body the method's message cannot hold: why), or the loop's error. */
-int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
-                            json_t *body, const char *token, int64_t until_ns,
+struct dlock__etcd_deleted;
+int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path, json_t *body,
+                            struct dlock__etcd_deleted *deleted, const char *token,
+                            int64_t until_ns,
                             dlock__loop *loop, void (*on_end)(void *arg, dlock__etcd_answer *a),
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len);
 /* From the loop, before on_end: cancel it; on_end never comes, and the

@@ -71,6 +71,7 @@ struct dlock__etcd_gcall {
     int told, heard;     /* efd written (the poller's), and read (the loop's) */
     dlock__fd_flag done; /* efd on the caller's loop (one-shot) */
     dlock__loop *loop;
+    struct dlock__etcd_deleted *deleted; /* the reply's fields go here, not to JSON */
     void (*on_end)(void *arg, struct dlock__etcd_answer *a);
     void *arg;
     /* Under g->mu: the completion is the queue thread's to poll for (in

@@ -26,6 +26,7 @@ typedef struct revoke {
      * DeleteRange judged by the deleted key's create revision, this
      * (etcd_kv.h); 0: the transaction on the lease. */
     int64_t drop_rev;
+    dlock__etcd_deleted dropped; /* its DeleteRange's reply */
     dlock__etcd_req q;
     /* An adopted hold's: its token's lease, and what the key read needs;
      * then its key, while its lease's keys are counted */
@@ -49,19 +50,17 @@ static json_t *key_drop_body(const char *key, size_t key_len)
     return json_pack("{s:o, s:b}", "key", dlock__etcd_json_b64(key, key_len), "prev_kv", 1);
 }
 
-static int key_drop_reply(json_t *rep, int64_t rev, dlock__errbuf *err)
+static int key_drop_reply(const dlock__etcd_deleted *d, int64_t rev, dlock__errbuf *err)
 {
-    int64_t deleted = 0, was = 0;
-    json_t *prev = json_array_get(json_object_get(rep, "prev_kvs"), 0);
-    if (dlock__etcd_json_i64(rep, "deleted", &deleted) ||
-        (prev && dlock__etcd_json_i64(prev, "create_revision", &was)))
+    if (d->bad)
         return dlock__etcd_kv_proto(err, "deleterange");
-    if (deleted == 1 && prev && was == rev)
+    if (d->deleted == 1 && d->has_prev && d->prev_create_rev == rev)
         return DLOCK_OK;
     if (err)
-        dlock__err_set(err, deleted ? "etcd: the lock key had been made again (its hold was lost)"
-                                    : "etcd: the lock key was gone (its lease ended, or it was "
-                                      "broken)");
+        dlock__err_set(err, d->deleted ? "etcd: the lock key had been made again (its hold was "
+                                         "lost)"
+                                       : "etcd: the lock key was gone (its lease ended, or it "
+                                         "was broken)");
     return DLOCK_EEXPIRED;
 }
 
@@ -70,7 +69,7 @@ static void revoked(dlock__etcd_req *q)
     revoke *r = DLOCK__OWNER(q, revoke, q);
     int rc = q->rc;
     if (rc == DLOCK_OK && r->key_only)
-        rc = r->drop_rev ? key_drop_reply(q->out, r->drop_rev, q->err)
+        rc = r->drop_rev ? key_drop_reply(&r->dropped, r->drop_rev, q->err)
                          : dlock__etcd_key_delete_reply(q->out, q->err);
     json_decref(q->out);
     /* "Not found" after a copy of this revoke (or delete) went unanswered:
@@ -97,9 +96,8 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->key_only = h->on_session;
     r->drop_rev = h->on_session ? h->rev : 0;
     if (r->drop_rev) /* one write, as Go's Mutex's Unlock */
-        return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/deleterange",
-                                    key_drop_body(h->key, h->key_len),
-                                    dlock__etcd_call_deadline(e));
+        return dlock__etcd_req_post_delete(&r->q, e, loop, key_drop_body(h->key, h->key_len),
+                                           dlock__etcd_call_deadline(e), &r->dropped);
     if (h->on_session) /* the session's lease is not this hold's to revoke */
         return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/txn",
                                     dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),
