@@ -225,7 +225,7 @@ int dlock__etcd_release_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_hold
         dlock__op_complete_soon(op, DLOCK_OK); /* nothing held: nothing to revoke */
         return DLOCK_OK;
     }
-    /* In what a blocking release lends (op.h): a record of 1.6 KB
+    /* In what a blocking release lends (op.h): a record of 2 KB
      * allocated per release made malloc consolidate its fast bins. */
     int on_heap = op->scratch_len < sizeof(revoke);
     revoke *r = on_heap ? dlock__malloc(sizeof *r) : op->scratch;
