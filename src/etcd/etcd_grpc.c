@@ -8,7 +8,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer_reader.h>
@@ -233,6 +232,7 @@ void dlock__etcd_grpc_free(dlock__etcd_grpc *g)
     else /* no thread was made: no call either; the queue says it is shut */
         dlock__etcd_grpc_poll_main(g);
     grpc_completion_queue_destroy(g->cq);
+    dlock__etcd_grpc_efd_close_spares(g);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&g->cv));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&g->mu));
     for (size_t i = 0; i < g->n; i++)
@@ -303,8 +303,8 @@ static int start_batch(dlock__etcd_gcall *c, int64_t until_ns)
                : DLOCK_ENOMEM;
 }
 
-int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
-                            json_t *body, const char *token, int64_t until_ns,
+int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path, json_t *body,
+                            dlock__etcd_deleted *deleted, const char *token, int64_t until_ns,
                             dlock__loop *loop, void (*on_end)(void *arg, dlock__etcd_answer *a),
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len)
 {
@@ -326,6 +326,7 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
     grpc_metadata_array_init(&c->tail);
     atomic_init(&c->holders, 2);
     c->loop = loop;
+    c->deleted = m->out == &etcdserverpb__delete_range_response__descriptor ? deleted : NULL;
     c->on_end = on_end;
     c->arg = arg;
     if (token && *token) {
@@ -334,7 +335,7 @@ int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
         c->has_token = 1;
     }
     int rc = pack_body(c, body, why, why_len);
-    if (rc == DLOCK_OK && (c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+    if (rc == DLOCK_OK && (c->efd = dlock__etcd_grpc_efd_take(g)) < 0)
         rc = errno == ENOMEM ? DLOCK_ENOMEM : DLOCK_EIO;
     if (rc == DLOCK_OK && (rc = dlock__fd_flag_watch(loop, &c->done, c->efd)) == DLOCK_OK) {
         c->done.on_raise = call_done;
@@ -371,8 +372,18 @@ void dlock__etcd_gcall_cancel(dlock__etcd_gcall *c)
 
 /* ---- the answer, on the loop ------------------------------------------------ */
 
-/* The reply's bytes as the method's message, as the gateway's JSON. */
-static int reply_json(dlock__etcd_gcall *c, dlock__etcd_answer *a)
+/* A DeleteRange's reply read straight (etcd_json.h's fields). */
+static void deleted_of_pb(const Etcdserverpb__DeleteRangeResponse *r, dlock__etcd_deleted *d)
+{
+    memset(d, 0, sizeof *d);
+    d->deleted = r->deleted;
+    d->has_prev = r->n_prev_kvs > 0 && r->prev_kvs[0];
+    d->prev_create_rev = d->has_prev ? r->prev_kvs[0]->create_revision : 0;
+}
+
+/* The reply's bytes as the method's message, as the gateway's JSON, or
+ * into the caller's fields (a DeleteRange's, c->deleted). */
+static int reply_read(dlock__etcd_gcall *c, dlock__etcd_answer *a)
 {
     grpc_byte_buffer_reader r;
     if (!c->recv || !grpc_byte_buffer_reader_init(&r, c->recv)) {
@@ -388,6 +399,11 @@ static int reply_json(dlock__etcd_gcall *c, dlock__etcd_answer *a)
     if (!m) {
         snprintf(a->why, sizeof a->why, "a reply that is not a %s", c->m->out->name);
         return DLOCK_EPROTO;
+    }
+    if (c->deleted) { /* its fields, no JSON */
+        deleted_of_pb((const Etcdserverpb__DeleteRangeResponse *)m, c->deleted);
+        dlock__etcd_pb_free(m);
+        return DLOCK_OK;
     }
     json_t *j = dlock__etcd_json_of_pb(m);
     dlock__etcd_pb_free(m);
@@ -433,7 +449,7 @@ static int tls_failure(const char *d)
 static int answer_of(dlock__etcd_gcall *c, dlock__etcd_answer *a)
 {
     if (c->batch_ok && c->status == GRPC_STATUS_OK)
-        return reply_json(c, a);
+        return reply_read(c, a);
     char *details = grpc_slice_to_c_string(c->details);
     const char *d = details ? details : "";
     /* etcd's own errors say "etcdserver: ..."; the C core's are the
@@ -486,5 +502,6 @@ static void call_done(dlock__fd_flag *f)
      * orders them in fact, but TSan cannot see it). */
     uint64_t n;
     (void)!read(c->efd, &n, sizeof n);
+    c->heard = 1;
     dlock__etcd_gcall_answered(c);
 }

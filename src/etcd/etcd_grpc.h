@@ -11,7 +11,8 @@
  * thread that polls it while calls that need it are pending (the C core
  * has no fd a loop could poll); a blocking call alone on its private
  * loop polls the queue itself (etcd_grpc_poll.c). Each call has an
- * eventfd registered on the caller's loop: the poller that takes the
+ * eventfd (the client's spare, reused call after call) registered on
+ * the caller's loop: the poller that takes the
  * call's completion writes it (or, the call's own caller, answers at
  * once), and the loop reads the reply and calls back, so the caller sees
  * its answer on its loop's thread, as it does from curl.
@@ -86,11 +87,15 @@ int dlock__etcd_grpc_has(const char *path);
  * to the method's message straight, never through text) to endpoint ep
  * as a gRPC call that ends by until_ns, with token (NULL: none) as its
  * "token" metadata; on_end(arg, answer) follows once from loop, never
- * inside this call, unless the call is cancelled first. *out: the call,
+ * inside this call, unless the call is cancelled first. deleted: NULL,
+ * or (a DeleteRange) where its reply's fields go, read from the message
+ * (the answer's out then NULL), written before on_end. *out: the call,
  * for dlock__etcd_gcall_cancel(). DLOCK_OK, DLOCK_ENOMEM, DLOCK_EPROTO (a
  * body the method's message cannot hold: why), or the loop's error. */
-int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
-                            json_t *body, const char *token, int64_t until_ns,
+struct dlock__etcd_deleted;
+int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path, json_t *body,
+                            struct dlock__etcd_deleted *deleted, const char *token,
+                            int64_t until_ns,
                             dlock__loop *loop, void (*on_end)(void *arg, dlock__etcd_answer *a),
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len);
 /* From the loop, before on_end: cancel it; on_end never comes, and the

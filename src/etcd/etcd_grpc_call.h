@@ -21,6 +21,8 @@ typedef struct dlock__etcd_gmethod {
     int stream_of_one; /* a stream on the gateway: the reply is {"result": ...} */
 } dlock__etcd_gmethod;
 #define DLOCK__ETCD_GRPC_METHODS 8 /* etcd_grpc.c's table */
+/* Eventfds kept for reuse at most: the calls a client runs at once. */
+#define DLOCK__ETCD_GRPC_SPARE_FDS 8
 
 /* etcd_grpc.h's, named here without it (which etcd_grpc.c includes:
  * one module, no circle) */
@@ -46,6 +48,10 @@ struct dlock__etcd_grpc {
      * in need: its connect completes only under a poller. */
     int watching[DLOCK__ETCD_MAX_ENDPOINTS];
     char watch_tag[DLOCK__ETCD_MAX_ENDPOINTS]; /* their tags: addresses */
+    /* Eventfds of calls that ended, zeroed, for the next calls (an
+     * eventfd made and closed per call cost two syscalls of each). */
+    int spare_fd[DLOCK__ETCD_GRPC_SPARE_FDS];
+    unsigned n_spare;
 };
 
 struct dlock__etcd_gcall {
@@ -62,8 +68,10 @@ struct dlock__etcd_gcall {
     int batch_ok, ready_at_start;
     _Atomic int holders; /* the loop and the poller: the last to let go frees */
     int efd;             /* written once, by another call's poller, at the completion */
+    int told, heard;     /* efd written (the poller's), and read (the loop's) */
     dlock__fd_flag done; /* efd on the caller's loop (one-shot) */
     dlock__loop *loop;
+    struct dlock__etcd_deleted *deleted; /* the reply's fields go here, not to JSON */
     void (*on_end)(void *arg, struct dlock__etcd_answer *a);
     void *arg;
     /* Under g->mu: the completion is the queue thread's to poll for (in
@@ -76,6 +84,10 @@ struct dlock__etcd_gcall {
 /* Free a call's record (no batch in the queue), or let go of one side's
  * hold on it (the loop's, or the poller's): the last frees it. */
 void dlock__etcd_gcall_free(dlock__etcd_gcall *c);
+/* An eventfd for a call (a spare one, zeroed, or a new one), or -1 with
+ * errno; and the transport's spares closed at its free. */
+int dlock__etcd_grpc_efd_take(dlock__etcd_grpc *g);
+void dlock__etcd_grpc_efd_close_spares(dlock__etcd_grpc *g);
 void dlock__etcd_gcall_let_go(dlock__etcd_gcall *c);
 /* c's completion is the queue thread's to take from now on. */
 void dlock__etcd_gcall_hand_back(dlock__etcd_gcall *c);

@@ -41,12 +41,13 @@ int dlock__etcd_grpc_has(const char *path)
     return 0;
 }
 
-int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path,
-                            json_t *body, const char *token, int64_t until_ns,
+int dlock__etcd_gcall_start(dlock__etcd_grpc *g, size_t ep, const char *path, json_t *body,
+                            struct dlock__etcd_deleted *deleted, const char *token,
+                            int64_t until_ns,
                             dlock__loop *loop, void (*on_end)(void *arg, dlock__etcd_answer *a),
                             void *arg, dlock__etcd_gcall **out, char *why, size_t why_len)
 {
-    (void)g, (void)ep, (void)path, (void)body, (void)token, (void)until_ns, (void)loop;
+    (void)g, (void)ep, (void)path, (void)body, (void)deleted, (void)token, (void)until_ns, (void)loop;
     (void)on_end, (void)arg;
     *out = NULL;
     snprintf(why, why_len, "no gRPC transport in this build");

@@ -24,12 +24,30 @@
  * so the thread polls until it is ready (watch_locked()). */
 #include <errno.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <grpc/support/time.h>
 
 #include "clock.h"
 #include "etcd_grpc_call.h"
+
+/* A call's eventfd, off every loop, kept for the next call; written and
+ * never read (a cancelled call's): zeroed first, so that it is not
+ * readable for its next call before that call's completion. */
+static void efd_give(dlock__etcd_grpc *g, int fd, int unread)
+{
+    uint64_t n;
+    if (unread)
+        (void)!read(fd, &n, sizeof n);
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&g->mu));
+    int kept = g->n_spare < DLOCK__ETCD_GRPC_SPARE_FDS;
+    if (kept)
+        g->spare_fd[g->n_spare++] = fd;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&g->mu));
+    if (!kept)
+        close(fd);
+}
 
 void dlock__etcd_gcall_free(dlock__etcd_gcall *c)
 {
@@ -47,8 +65,24 @@ void dlock__etcd_gcall_free(dlock__etcd_gcall *c)
         grpc_slice_unref(c->token.value);
     }
     if (c->efd >= 0)
-        close(c->efd);
+        efd_give(c->g, c->efd, c->told && !c->heard);
     dlock__free(c);
+}
+
+int dlock__etcd_grpc_efd_take(dlock__etcd_grpc *g)
+{
+    int fd = -1;
+    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&g->mu));
+    if (g->n_spare)
+        fd = g->spare_fd[--g->n_spare];
+    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&g->mu));
+    return fd >= 0 ? fd : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+void dlock__etcd_grpc_efd_close_spares(dlock__etcd_grpc *g)
+{
+    while (g->n_spare)
+        close(g->spare_fd[--g->n_spare]);
 }
 
 
@@ -134,6 +168,7 @@ static void tell(dlock__etcd_gcall *c)
 {
     uint64_t one = 1;
     ssize_t n;
+    c->told = 1;
     do
         n = write(c->efd, &one, sizeof one);
     while (n < 0 && errno == EINTR);

@@ -120,3 +120,12 @@ char *dlock__etcd_b64_decode(const char *text, size_t *out_len)
     *out_len = len;
     return buf;
 }
+
+void dlock__etcd_deleted_of_json(json_t *rep, dlock__etcd_deleted *d)
+{
+    memset(d, 0, sizeof *d);
+    json_t *prev = json_array_get(json_object_get(rep, "prev_kvs"), 0);
+    d->has_prev = prev != NULL;
+    d->bad = dlock__etcd_json_i64(rep, "deleted", &d->deleted) ||
+             (prev && dlock__etcd_json_i64(prev, "create_revision", &d->prev_create_rev));
+}

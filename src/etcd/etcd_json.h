@@ -31,4 +31,19 @@ json_t *dlock__etcd_json_of_i64(int64_t v);
 json_t *dlock__etcd_json_b64(const void *data, size_t len);
 char *dlock__etcd_b64_decode(const char *text, size_t *out_len);
 
+/* ---- a reply read into fields: the hot path's, on either transport ------ */
+
+/* A DeleteRange's reply as a hold's release judges it (etcd_release.c):
+ * read from the gateway's JSON (below) or from gRPC's message straight
+ * (etcd_grpc.c), never through JSON there. */
+typedef struct dlock__etcd_deleted {
+    int64_t deleted;         /* keys deleted */
+    int has_prev;            /* prev_kvs held one */
+    int64_t prev_create_rev; /* its create revision */
+    int bad;                 /* the reply was not one: a protocol error */
+} dlock__etcd_deleted;
+
+/* d from the gateway's reply rep (not taken). */
+void dlock__etcd_deleted_of_json(json_t *rep, dlock__etcd_deleted *d);
+
 #endif

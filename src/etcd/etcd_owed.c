@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The client's settler: owed revokes and deletes sent again until etcd
  * answers them (etcd_owed.h). */
+#include <stddef.h>
 #include <string.h>
 
 #include "clock.h"
@@ -347,7 +348,31 @@ typedef struct owing {
     dlock__loop *app;
     dlock__etcd_hold h; /* what was sent: its key is our copy */
     int64_t sent_ns;
+    int on_heap; /* allocated here, not in the op's scratch (op.h) */
 } owing;
+
+/* Where the release under an owing record starts in the scratch it
+ * shares (aligned as the scratch is). */
+#define OWING_SPAN ((sizeof(owing) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
+
+/* The owing record: in what a blocking release lends (op.h), with the
+ * rest lent on to the release under it (no allocation of either per
+ * release), else on the heap. */
+static owing *owing_new(dlock__op *op)
+{
+    int on_heap = op->scratch_len < OWING_SPAN;
+    owing *w = on_heap ? dlock__calloc(1, sizeof *w) : memset(op->scratch, 0, sizeof(owing));
+    if (w)
+        w->on_heap = on_heap;
+    return w;
+}
+
+static void owing_free(owing *w)
+{
+    dlock__free(w->h.key);
+    if (w->on_heap)
+        dlock__free(w);
+}
 
 static void owing_answered(dlock__op *inner)
 {
@@ -357,8 +382,7 @@ static void owing_answered(dlock__op *inner)
     if (dlock__etcd_owed_unknown(inner->v.code))
         dlock__etcd_owe(w->ec, w->app, &w->h,
                         &(dlock__etcd_owed_by){.owner = op->l, .sent_ns = w->sent_ns});
-    dlock__free(w->h.key);
-    dlock__free(w);
+    owing_free(w);
     dlock__op_complete(op);
 }
 
@@ -366,9 +390,9 @@ int dlock__etcd_release_owing(dlock__op *op, dlock__etcd_client *ec, dlock__loop
                               const dlock__etcd_hold *h, dlock__errbuf *err)
 {
     /* nothing to send, or an adopted hold's (its lease learned on the way) */
-    owing *w = h && h->rev != 0 ? dlock__calloc(1, sizeof *w) : NULL;
+    owing *w = h && h->rev != 0 ? owing_new(op) : NULL;
     if (w && h->key && !(w->h.key = dlock__malloc(h->key_len + 1))) {
-        dlock__free(w);
+        owing_free(w);
         w = NULL;
     }
     if (!w)
@@ -382,12 +406,14 @@ int dlock__etcd_release_owing(dlock__op *op, dlock__etcd_client *ec, dlock__loop
     if (key)
         memcpy(key, h->key, h->key_len + 1);
     dlock__op_begin(&w->inner, op->l, op->loop, owing_answered);
+    if (!w->on_heap) {
+        w->inner.scratch = (unsigned char *)op->scratch + OWING_SPAN;
+        w->inner.scratch_len = op->scratch_len - OWING_SPAN;
+    }
     w->sent_ns = dlock__now_ns();
     int rc = dlock__etcd_release_op(&w->inner, ec->e, h, err);
-    if (rc != DLOCK_OK) {
-        dlock__free(w->h.key);
-        dlock__free(w);
-    }
+    if (rc != DLOCK_OK)
+        owing_free(w);
     return rc;
 }
 

@@ -26,6 +26,7 @@ typedef struct revoke {
      * DeleteRange judged by the deleted key's create revision, this
      * (etcd_kv.h); 0: the transaction on the lease. */
     int64_t drop_rev;
+    dlock__etcd_deleted dropped; /* its DeleteRange's reply */
     dlock__etcd_req q;
     /* An adopted hold's: its token's lease, and what the key read needs;
      * then its key, while its lease's keys are counted */
@@ -35,7 +36,9 @@ typedef struct revoke {
     /* The hold's lock-delay companion lease (etcd_delay.h), revoked
      * once the hold's own release went through; 0: none. */
     int64_t delay_lease;
+    int on_heap; /* allocated here, not in the op's scratch (op.h) */
 } revoke;
+_Static_assert(sizeof(revoke) <= DLOCK__OP_SCRATCH, "a release must fit a blocking call's scratch");
 
 /* Delete a hold's own key (a hold on a session: its key names its own
  * random ID, so no other hold's create makes it) with one DeleteRange,
@@ -49,19 +52,17 @@ static json_t *key_drop_body(const char *key, size_t key_len)
     return json_pack("{s:o, s:b}", "key", dlock__etcd_json_b64(key, key_len), "prev_kv", 1);
 }
 
-static int key_drop_reply(json_t *rep, int64_t rev, dlock__errbuf *err)
+static int key_drop_reply(const dlock__etcd_deleted *d, int64_t rev, dlock__errbuf *err)
 {
-    int64_t deleted = 0, was = 0;
-    json_t *prev = json_array_get(json_object_get(rep, "prev_kvs"), 0);
-    if (dlock__etcd_json_i64(rep, "deleted", &deleted) ||
-        (prev && dlock__etcd_json_i64(prev, "create_revision", &was)))
+    if (d->bad)
         return dlock__etcd_kv_proto(err, "deleterange");
-    if (deleted == 1 && prev && was == rev)
+    if (d->deleted == 1 && d->has_prev && d->prev_create_rev == rev)
         return DLOCK_OK;
     if (err)
-        dlock__err_set(err, deleted ? "etcd: the lock key had been made again (its hold was lost)"
-                                    : "etcd: the lock key was gone (its lease ended, or it was "
-                                      "broken)");
+        dlock__err_set(err, d->deleted ? "etcd: the lock key had been made again (its hold was "
+                                         "lost)"
+                                       : "etcd: the lock key was gone (its lease ended, or it "
+                                         "was broken)");
     return DLOCK_EEXPIRED;
 }
 
@@ -70,7 +71,7 @@ static void revoked(dlock__etcd_req *q)
     revoke *r = DLOCK__OWNER(q, revoke, q);
     int rc = q->rc;
     if (rc == DLOCK_OK && r->key_only)
-        rc = r->drop_rev ? key_drop_reply(q->out, r->drop_rev, q->err)
+        rc = r->drop_rev ? key_drop_reply(&r->dropped, r->drop_rev, q->err)
                          : dlock__etcd_key_delete_reply(q->out, q->err);
     json_decref(q->out);
     /* "Not found" after a copy of this revoke (or delete) went unanswered:
@@ -97,9 +98,8 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->key_only = h->on_session;
     r->drop_rev = h->on_session ? h->rev : 0;
     if (r->drop_rev) /* one write, as Go's Mutex's Unlock */
-        return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/deleterange",
-                                    key_drop_body(h->key, h->key_len),
-                                    dlock__etcd_call_deadline(e));
+        return dlock__etcd_req_post_delete(&r->q, e, loop, key_drop_body(h->key, h->key_len),
+                                           dlock__etcd_call_deadline(e), &r->dropped);
     if (h->on_session) /* the session's lease is not this hold's to revoke */
         return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/txn",
                                     dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),
@@ -112,7 +112,8 @@ static void release_answered(revoke *r)
 {
     dlock__op *op = r->op;
     op->v.code = r->rc;
-    dlock__free(r);
+    if (r->on_heap)
+        dlock__free(r);
     dlock__op_complete(op);
 }
 
@@ -224,16 +225,20 @@ int dlock__etcd_release_op(dlock__op *op, dlock__etcd *e, const dlock__etcd_hold
         dlock__op_complete_soon(op, DLOCK_OK); /* nothing held: nothing to revoke */
         return DLOCK_OK;
     }
-    revoke *r = dlock__malloc(sizeof *r);
+    /* In what a blocking release lends (op.h): a record of 2 KB
+     * allocated per release made malloc consolidate its fast bins. */
+    int on_heap = op->scratch_len < sizeof(revoke);
+    revoke *r = on_heap ? dlock__malloc(sizeof *r) : op->scratch;
     if (!r)
         return DLOCK_ENOMEM;
+    r->on_heap = on_heap;
     r->done = released;
     r->op = op;
     r->e = e;
     r->delay_lease = h->delay_lease;
     int rc = h->rev == 0 && h->key ? adopted_start(r, e, h, err)
                                    : revoke_start(r, e, h, op->loop, err);
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK && on_heap)
         dlock__free(r);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include "common.h"
 #include "etcd_exchange.h"
 #include "etcd_grpc.h"
+#include "etcd_json.h"
 #include "etcd_request.h"
 #include "loop_poll.h"
 
@@ -67,8 +68,9 @@ static void grpc_ended(void *arg, dlock__etcd_answer *a);
 /* One gRPC call of the JSON object body. */
 static int send_grpc(req *q, const char *path, json_t *body, const char *token)
 {
-    int rc = dlock__etcd_gcall_start(q->e->grpc, q->ep, path, body, token, q->until_ns, q->loop,
-                                     grpc_ended, q, &q->g, q->why, sizeof q->why);
+    int rc = dlock__etcd_gcall_start(q->e->grpc, q->ep, path, body,
+                                     q->authenticating ? NULL : q->deleted, token, q->until_ns,
+                                     q->loop, grpc_ended, q, &q->g, q->why, sizeof q->why);
     q->running = rc == DLOCK_OK;
     return rc;
 }
@@ -173,6 +175,11 @@ static void request_answered(req *q, int rc, json_t *out, long code)
         begin_pass(q);
         return;
     }
+    if (rc == DLOCK_OK && q->deleted && out) { /* the gateway's: its fields */
+        dlock__etcd_deleted_of_json(out, q->deleted);
+        json_decref(out);
+        out = NULL;
+    }
     if (rc == DLOCK_OK) {
         q->out = out;
         atomic_store(&q->e->current, q->ep);
@@ -235,6 +242,7 @@ int dlock__etcd_req_start(req *q, dlock__etcd *e, dlock__loop *loop, const char 
     q->rc = DLOCK_EIO;
     q->out = NULL;
     q->server_code = 0;
+    q->deleted = NULL;
     q->unknown_before = q->any_sent = q->running = 0;
     q->e = e;
     q->loop = loop;
@@ -279,6 +287,14 @@ int dlock__etcd_req_post(req *q, dlock__etcd *e, dlock__loop *loop, const char *
                                           dlock__etcd_io_timeout_ms(e))
                   : DLOCK_ENOMEM;
     json_decref(body);
+    return rc;
+}
+
+int dlock__etcd_req_post_delete(req *q, dlock__etcd *e, dlock__loop *loop, json_t *body,
+                                int64_t deadline_ns, dlock__etcd_deleted *d)
+{
+    int rc = dlock__etcd_req_post(q, e, loop, "/v3/kv/deleterange", body, deadline_ns);
+    q->deleted = d; /* before the first step, which the loop runs */
     return rc;
 }
 

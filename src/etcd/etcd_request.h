@@ -32,6 +32,9 @@ typedef struct dlock__etcd_req {
     int rc;
     json_t *out;
     long server_code;   /* the gRPC code of an error reply, or 0 */
+    /* A DeleteRange's reply read into fields (out stays NULL), set by
+     * dlock__etcd_req_post_delete(); NULL: out. */
+    struct dlock__etcd_deleted *deleted;
     int unknown_before; /* a copy went to a member that never answered */
     /* The request's own. */
     dlock__etcd *e;
@@ -69,6 +72,13 @@ int dlock__etcd_req_start(dlock__etcd_req *q, dlock__etcd *e, dlock__loop *loop,
  * shape of most steps of the etcd chains. */
 int dlock__etcd_req_post(dlock__etcd_req *q, dlock__etcd *e, dlock__loop *loop, const char *path,
                          json_t *body, int64_t deadline_ns);
+
+/* dlock__etcd_req_post() of a DeleteRange whose reply's fields go to d
+ * (etcd_json.h; q->out stays NULL): over gRPC read from the message
+ * straight, with no JSON made of it. */
+int dlock__etcd_req_post_delete(dlock__etcd_req *q, dlock__etcd *e, dlock__loop *loop,
+                                json_t *body, int64_t deadline_ns,
+                                struct dlock__etcd_deleted *d);
 
 /* From the loop, while q is in flight: end it now with DLOCK_ECANCELED
  * (done() runs inside this call). */
