@@ -27,6 +27,7 @@
 
 #include "dlock.h"
 #include "proc.h"
+#include "test_observer.h"
 #include "test_util.h"
 
 static dlock_election *election(dlock_client *c, const char *name, int64_t ttl_ms,
@@ -40,70 +41,6 @@ static dlock_election *election(dlock_client *c, const char *name, int64_t ttl_m
     return e;
 }
 
-/* An observe on a thread of its own, its reports counted. */
-typedef struct obs {
-    dlock_election *e;
-    int64_t wait_ms;
-    pthread_mutex_t mu;
-    int calls;
-    uint64_t fence;
-    int rc, done;
-    pthread_t t;
-} obs;
-
-static int obs_cb(void *arg, uint64_t fence, const char *value, size_t len)
-{
-    obs *o = arg;
-    (void)value, (void)len;
-    pthread_mutex_lock(&o->mu);
-    o->calls++;
-    o->fence = fence;
-    pthread_mutex_unlock(&o->mu);
-    return 0;
-}
-
-static void *obs_main(void *arg)
-{
-    obs *o = arg;
-    int rc = dlock_election_observe(o->e, o->wait_ms, obs_cb, o);
-    pthread_mutex_lock(&o->mu);
-    o->rc = rc;
-    o->done = 1;
-    pthread_mutex_unlock(&o->mu);
-    return NULL;
-}
-
-static void obs_start(obs *o, dlock_election *e, int64_t wait_ms)
-{
-    *o = (obs){.e = e, .wait_ms = wait_ms};
-    pthread_mutex_init(&o->mu, NULL);
-    assert_int_equal(pthread_create(&o->t, NULL, obs_main, o), 0);
-}
-
-static int obs_calls(obs *o, uint64_t *fence)
-{
-    pthread_mutex_lock(&o->mu);
-    int n = o->calls;
-    if (fence)
-        *fence = o->fence;
-    pthread_mutex_unlock(&o->mu);
-    return n;
-}
-
-static void obs_first_report(obs *o)
-{
-    int64_t end = test_now_ms() + 10000;
-    while (obs_calls(o, NULL) < 1 && test_now_ms() < end)
-        test_sleep_ms(1);
-    assert_int_equal(obs_calls(o, NULL), 1);
-}
-
-static void obs_join(obs *o)
-{
-    assert_int_equal(pthread_join(o->t, NULL), 0);
-    pthread_mutex_destroy(&o->mu);
-}
-
 /* The subscription cut (CLIENT KILL TYPE pubsub) and a new leader right
  * after: the subscription's renewal pokes the observer, which looks and
  * reports it (it waited with no timeout for a signal that never came). */
@@ -114,19 +51,19 @@ static void a_change_while_the_subscription_was_cut_is_reported(void **state)
     assert_non_null(other);
     dlock_election *e = election(test_cl, "cut", 30000, NULL);
     dlock_election *cand = election(other, "cut", 30000, NULL);
-    obs o;
-    obs_start(&o, e, DLOCK_WAIT_FOREVER);
-    obs_first_report(&o);
+    test_obs o;
+    test_obs_start(&o, e, DLOCK_WAIT_FOREVER);
+    test_obs_first_report(&o);
     test_sleep_ms(200);
     assert_true(test_cmd_int(&test_srv, "CLIENT KILL TYPE pubsub") >= 1);
     test_sleep_ms(10);
     assert_int_equal(dlock_election_campaign(cand, "new-leader", 0), DLOCK_OK);
     uint64_t want = dlock_election_fence(cand), seen = 0;
     int64_t end = test_now_ms() + 5000;
-    while (obs_calls(&o, &seen) < 2 && test_now_ms() < end)
+    while (test_obs_calls(&o, &seen) < 2 && test_now_ms() < end)
         test_sleep_ms(10);
     dlock_election_cancel(e);
-    obs_join(&o);
+    test_obs_join(&o);
     assert_int_equal(seen, want);
     assert_int_equal(dlock_election_resign(cand), DLOCK_OK);
     dlock_election_free(cand);
@@ -141,9 +78,9 @@ static void an_observer_backs_off_while_the_node_is_down(void **state)
 {
     (void)state;
     dlock_election *e = election(test_cl, "down", 30000, NULL);
-    obs o;
-    obs_start(&o, e, DLOCK_WAIT_FOREVER);
-    obs_first_report(&o);
+    test_obs o;
+    test_obs_start(&o, e, DLOCK_WAIT_FOREVER);
+    test_obs_first_report(&o);
     test_redis_kill9(&test_srv);
     /* A read says the node's own error, as ever (on a Redlock "no
      * majority answered" is DLOCK_ENOQUORUM: test_election_redlock). */
@@ -155,13 +92,13 @@ static void an_observer_backs_off_while_the_node_is_down(void **state)
     test_sleep_ms(2000);
     double used = test_cpu_s() - c0;
     dlock_election_cancel(e);
-    obs_join(&o);
+    test_obs_join(&o);
     assert_int_equal(o.rc, DLOCK_ECANCELED);
     print_message("# CPU %.3f s in 2 s with the node down\n", used);
     if (used > 0.5) /* a backoff of 50 ms to 1 s costs a few ms */
         fail_msg("the observer used %.3f s of CPU in 2 s: it spins", used);
     int64_t t0 = test_now_ms();
-    assert_int_equal(dlock_election_observe(e, 1500, obs_cb, &o), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_observe(e, 1500, test_obs_on_leader, &o), DLOCK_ETIMEDOUT);
     int64_t took = test_now_ms() - t0;
     assert_int_equal(test_redis_restart(&test_srv), 0);
     if (took > 4000) /* the deadline, plus a read's I/O timeout at most */
@@ -182,12 +119,12 @@ static void a_cancel_as_an_observe_starts_lands_once(void **state)
     dlock_election *e = election(test_cl, "early", 30000, NULL);
     int in_observe = 0, before = 0;
     for (int i = 0; i < 12; i++) {
-        obs o;
-        obs_start(&o, e, 400);
+        test_obs o;
+        test_obs_start(&o, e, 400);
         if (i % 2)
             test_sleep_ms(1); /* sometimes a little later */
         dlock_election_cancel(e);
-        obs_join(&o);
+        test_obs_join(&o);
         /* a waiting campaign: a try-once leaves a cancel pending, as a
          * lock's does (dlock_lock_cancel()) */
         int rc = dlock_election_campaign(e, "v", 300);
@@ -232,9 +169,9 @@ static void a_cancel_reaches_a_campaign_that_just_started(void **state)
     assert_int_equal(dlock_election_campaign(holder, "h", 0), DLOCK_OK);
     dlock_election *e = election(test_cl, "both", 30000, NULL);
     for (int i = 0; i < 5; i++) {
-        obs o;
-        obs_start(&o, e, DLOCK_WAIT_FOREVER);
-        obs_first_report(&o);
+        test_obs o;
+        test_obs_start(&o, e, DLOCK_WAIT_FOREVER);
+        test_obs_first_report(&o);
         camp c = {e, 0};
         pthread_t y;
         int64_t t0 = test_now_ms();
@@ -244,7 +181,7 @@ static void a_cancel_reaches_a_campaign_that_just_started(void **state)
         test_sleep_ms(30 + i * 10);
         dlock_election_cancel(e);
         pthread_join(y, NULL);
-        obs_join(&o);
+        test_obs_join(&o);
         assert_int_equal(o.rc, DLOCK_ECANCELED);
         assert_int_equal(c.rc, DLOCK_ECANCELED);
         assert_true(test_now_ms() - t0 < 5000);
@@ -337,19 +274,19 @@ static void a_resign_to_a_stopped_standby_is_observed(void **state)
     dlock_client *oc = test_client_for(&test_srv, NULL);
     assert_non_null(oc);
     dlock_election *ob = election(oc, "stalled", 30000, NULL);
-    obs o;
-    obs_start(&o, ob, DLOCK_WAIT_FOREVER);
-    obs_first_report(&o);
-    assert_true(obs_calls(&o, &seen) >= 1 && seen == fa);
+    test_obs o;
+    test_obs_start(&o, ob, DLOCK_WAIT_FOREVER);
+    test_obs_first_report(&o);
+    assert_true(test_obs_calls(&o, &seen) >= 1 && seen == fa);
     int64_t resigned = test_now_ms();
     assert_int_equal(dlock_election_resign(a), DLOCK_OK);
     end = resigned + 5000;
-    while (obs_calls(&o, &seen) < 2 && test_now_ms() < end)
+    while (test_obs_calls(&o, &seen) < 2 && test_now_ms() < end)
         test_sleep_ms(5);
     int64_t heard = test_now_ms() - resigned;
-    int calls = obs_calls(&o, &seen);
+    int calls = test_obs_calls(&o, &seen);
     dlock_election_cancel(ob);
-    obs_join(&o);
+    test_obs_join(&o);
     kill(pid, SIGKILL);
     (void)test_wait_procs(&pid, 1);
     dlock_election_free(ob);

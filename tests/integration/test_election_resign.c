@@ -19,13 +19,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <hiredis/hiredis.h>
 
 #include "dlock.h"
 #include "proc.h"
+#include "test_observer.h"
 #include "redis_topology.h"
 #include "test_util.h"
 
@@ -57,57 +57,6 @@ static dlock_election *election(dlock_client *c, const char *name, int64_t ttl_m
     dlock_election *e = NULL;
     assert_int_equal(dlock_election_new(&e, c, name, &o), DLOCK_OK);
     return e;
-}
-
-typedef struct obs {
-    dlock_election *e;
-    int64_t wait_ms;
-    pthread_mutex_t mu;
-    int calls, rc, done;
-    uint64_t fence;
-    int64_t returned_ms;
-    pthread_t t;
-} obs;
-
-static int obs_cb(void *arg, uint64_t fence, const char *value, size_t len)
-{
-    obs *o = arg;
-    (void)value, (void)len;
-    pthread_mutex_lock(&o->mu);
-    o->calls++;
-    o->fence = fence;
-    pthread_mutex_unlock(&o->mu);
-    return 0;
-}
-
-static void *obs_main(void *arg)
-{
-    obs *o = arg;
-    int rc = dlock_election_observe(o->e, o->wait_ms, obs_cb, o);
-    pthread_mutex_lock(&o->mu);
-    o->rc = rc;
-    o->done = 1;
-    o->returned_ms = test_now_ms();
-    pthread_mutex_unlock(&o->mu);
-    return NULL;
-}
-
-static int obs_calls(obs *o, uint64_t *fence)
-{
-    pthread_mutex_lock(&o->mu);
-    int n = o->calls;
-    if (fence)
-        *fence = o->fence;
-    pthread_mutex_unlock(&o->mu);
-    return n;
-}
-
-static double cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 /* The standby: its own process, its own client, in line until killed. */
@@ -154,12 +103,11 @@ static void run(scen *s)
     assert_int_equal(dlock_election_campaign(a, "A", 0), DLOCK_OK);
     s->fa = dlock_election_fence(a);
     dlock_election *ob = election(oc, s->name, s->lead_ttl);
-    obs o = {.e = ob, .wait_ms = s->obs_wait_ms};
-    pthread_mutex_init(&o.mu, NULL);
+    test_obs o;
     int64_t obs_start = test_now_ms();
-    assert_int_equal(pthread_create(&o.t, NULL, obs_main, &o), 0);
+    test_obs_start(&o, ob, s->obs_wait_ms);
     int64_t end = test_now_ms() + 10000;
-    while (obs_calls(&o, &s->seen) < 1 && test_now_ms() < end)
+    while (test_obs_calls(&o, &s->seen) < 1 && test_now_ms() < end)
         test_sleep_ms(2);
     assert_int_equal(s->seen, s->fa);
     g_topo = s->topo, g_name = s->name, g_standby_ttl = s->standby_ttl;
@@ -175,24 +123,16 @@ static void run(scen *s)
         dlock_election_free(a), a = NULL;
     if (s->topo == SINGLE)
         s->holder_after = test_cmd_int(&test_srv, "EXISTS %s", s->name);
-    double c0 = cpu_s();
+    double c0 = test_cpu_s();
     end = t0 + s->wait_ms;
-    int done = 0;
-    while (obs_calls(&o, &s->seen) < 2 && test_now_ms() < end) {
-        pthread_mutex_lock(&o.mu);
-        done = o.done;
-        pthread_mutex_unlock(&o.mu);
-        if (done)
-            break;
+    while (test_obs_calls(&o, &s->seen) < 2 && test_now_ms() < end && !test_obs_done(&o))
         test_sleep_ms(2);
-    }
-    s->cpu = cpu_s() - c0;
-    s->heard_ms = obs_calls(&o, &s->seen) >= 2 ? test_now_ms() - t0 : -1;
+    s->cpu = test_cpu_s() - c0;
+    s->heard_ms = test_obs_calls(&o, &s->seen) >= 2 ? test_now_ms() - t0 : -1;
     dlock_election_cancel(ob);
-    assert_int_equal(pthread_join(o.t, NULL), 0);
+    test_obs_join(&o);
     s->obs_rc = o.rc;
     s->obs_return_ms = o.returned_ms - obs_start;
-    pthread_mutex_destroy(&o.mu);
     kill(pid, SIGKILL);
     (void)test_wait_procs(&pid, 1);
     dlock_election_free(ob);
