@@ -1812,7 +1812,12 @@ DLOCK_EXTERN(int64_t) dlock_lock_validity_ms(dlock_lock *lock);
  *  except a fair lock's that waited on one node: 16 more, which name the
  *  client's wake-up channel (docs/waiting.md, "Addressed wake-ups"); on
  *  etcd the key's ID (16 hex digits); on ZooKeeper the hold's node name
- *  (_c_UUID-lock-SEQUENCE, Curator's). */
+ *  (_c_UUID-lock-SEQUENCE, Curator's). On etcd a DLOCK_AUTO_RENEW hold's
+ *  key, released cleanly, is taken again by a later hold of that name on
+ *  the client's session (as Go's Mutex reuses its session's key): so a
+ *  token names a key, and the fence names the hold. A hold whose token
+ *  this call handed out is not reused, so a token kept for
+ *  dlock_lock_adopt() never names a later hold of the key. */
 DLOCK_EXTERN(const char *) dlock_lock_token(const dlock_lock *lock);
 
 /** The fencing token of the current hold: grows with every grant of this

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -156,6 +157,7 @@ static void hold_taken(dlock_lock *l, shared_hold *s)
     LD(l)->sh = s;
     memcpy(l->token_inline, s->h.token, sizeof s->h.token);
     l->token = l->token_inline;
+    atomic_store(&l->token_read, 0); /* this hold's token: not handed out yet */
     l->token_len = strlen(s->h.token);
     /* a semaphore's permit has no fence, as on Redis (its create
      * revision orders the line, but N holders share it: no exclusion) */
@@ -282,6 +284,8 @@ static int release_start(dlock_lock *l, int last, dlock__op *op)
         }
         s->sess = NULL;
     }
+    /* a token handed out may be adopted later: its key is not reused */
+    h.reusable = h.reusable && h.on_session && !atomic_load(&l->token_read);
     /* a revoke or delete with no answer is the settler's (etcd_owed.h) */
     int rc = dlock__etcd_release_owing(op, ec, l->client->loop, &h, &l->err);
     hold_free(s);

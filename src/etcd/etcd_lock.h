@@ -54,6 +54,12 @@ typedef struct dlock__etcd_hold {
     /* The lease of the hold's lock-delay companion (etcd_delay.h), kept
      * alive with the hold's and revoked by its clean release; 0: none. */
     int64_t delay_lease;
+    int64_t key_id; /* the ID the key names */
+    /* On a session: the key may be taken again by the session's next hold
+     * once this one's own delete removed it (etcd_session.h): its create
+     * was answered the first time, and nothing rules it out (a lock-delay,
+     * an election's term, a reentrant hold, a token handed out). */
+    int reusable;
 } dlock__etcd_hold;
 
 void dlock__etcd_hold_clear(dlock__etcd_hold *h);

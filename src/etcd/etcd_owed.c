@@ -11,6 +11,7 @@
 #include "etcd_owed.h"
 #include "etcd_release.h"
 #include "etcd_request.h"
+#include "etcd_session.h"
 #include "loop_thread.h"
 
 #define OWED_FIRST_BACKOFF_MS 100
@@ -379,6 +380,9 @@ static void owing_answered(dlock__op *inner)
     owing *w = DLOCK__OWNER(inner, owing, inner);
     dlock__op *op = w->op;
     op->v.code = inner->v.code;
+    /* our own delete removed the key: the session's next hold may take it */
+    if (inner->v.code == DLOCK_OK && w->h.reusable && w->h.on_session && w->h.rev && w->h.key)
+        dlock__etcd_session_spare_put(w->ec, w->h.lease, w->h.key, w->h.key_len, w->h.key_id);
     if (dlock__etcd_owed_unknown(inner->v.code))
         dlock__etcd_owe(w->ec, w->app, &w->h,
                         &(dlock__etcd_owed_by){.owner = op->l, .sent_ns = w->sent_ns});
