@@ -233,11 +233,7 @@ int64_t dlock_lock_validity_ms(dlock_lock *l)
 
 const char *dlock_lock_token(const dlock_lock *l)
 {
-    if (!l || l->holds == 0 || dlock__client_forked(l->client))
-        return NULL;
-    /* a mark on the handle, not a change of what the caller sees */
-    atomic_store(&((dlock_lock *)l)->token_read, 1);
-    return l->token;
+    return l && l->holds > 0 && !dlock__client_forked(l->client) ? l->token : NULL;
 }
 
 uint64_t dlock_lock_fence(const dlock_lock *l)

@@ -197,10 +197,6 @@ struct dlock_lock {
     const char *elect_value;
     size_t elect_value_len;
     int is_term; /* an election's term lock (election.c sets it) */
-    /* dlock_lock_token() handed out the current hold's token (a backend
-     * that installs a hold's token clears it): etcd then never gives the
-     * hold's key to a later hold (etcd_session.h). */
-    atomic_int token_read;
     /* Observing (observe.h): the running acquire's start and tries, the
      * hold's grant (read by the watchdog's thread when it is lost). */
     int64_t obs_start_ns;

@@ -85,8 +85,9 @@ int dlock__etcd_granted(dlock__etcd_wait *w)
 
 /* Whether a hold of l may take a key its session kept (etcd_session.h)
  * and give its own back: not a lock-delay's (its companion's lease is
- * named by the token), an election's term (observers tell terms by their
- * keys) or a reentrant hold (other handles may hold its token). */
+ * named by the token's ID), an election's term (observers tell terms by
+ * their keys) or a reentrant hold (re-entered by the owner's other
+ * handles by its key). */
 static int key_reuse(const dlock_lock *l)
 {
     return !(l->opts.flags & DLOCK_REENTRANT) && l->opts.lock_delay_ms <= 0 && !l->is_term;
@@ -167,6 +168,9 @@ static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
                                       &first, &ours, &w->l->err);
     /* answered the first time: no late copy of it can come */
     h->reusable = rc == DLOCK_OK && !w->q.unknown_before && key_reuse(w->l);
+    /* a key a later hold may take: the token names this hold's fence too */
+    if (rc == DLOCK_OK && h->on_session && key_reuse(w->l))
+        snprintf(h->token + 16, sizeof h->token - 16, "%016llx", (unsigned long long)h->rev);
     if (rc != DLOCK_OK) {
         dlock__etcd_step_failed(w, rc);
         return;

@@ -107,17 +107,8 @@ static void sent(dlock__etcd_req *q);
  * the hold made. */
 static json_t *key_delete_body(const owed *o)
 {
-    json_t *body = dlock__etcd_key_delete_body(o->key, o->key_len, o->lease);
-    if (!body || o->rev <= 0)
-        return body;
-    json_t *cmp = json_pack("{s:o, s:s, s:s, s:o}", "key", dlock__etcd_json_b64(o->key, o->key_len),
-                            "target", "CREATE", "result", "EQUAL", "create_revision",
-                            dlock__etcd_json_of_i64(o->rev));
-    if (!cmp || json_array_append_new(json_object_get(body, "compare"), cmp) != 0) {
-        json_decref(body);
-        return NULL;
-    }
-    return body;
+    return dlock__etcd_json_if_created(dlock__etcd_key_delete_body(o->key, o->key_len, o->lease),
+                                       o->key, o->key_len, o->rev);
 }
 
 static int send_now(owed *o)
@@ -380,8 +371,10 @@ static void owing_answered(dlock__op *inner)
     owing *w = DLOCK__OWNER(inner, owing, inner);
     dlock__op *op = w->op;
     op->v.code = inner->v.code;
-    /* our own delete removed the key: the session's next hold may take it */
-    if (inner->v.code == DLOCK_OK && w->h.reusable && w->h.on_session && w->h.rev && w->h.key)
+    /* our own delete removed the key, and no copy of it may land later
+     * (it went out once): the session's next hold may take the key */
+    if (inner->v.code == DLOCK_OK && !(inner->v.flags & DLOCK__V_RESENT) && w->h.reusable &&
+        w->h.on_session && w->h.rev && w->h.key)
         dlock__etcd_session_spare_put(w->ec, w->h.lease, w->h.key, w->h.key_len, w->h.key_id);
     if (dlock__etcd_owed_unknown(inner->v.code))
         dlock__etcd_owe(w->ec, w->app, &w->h,

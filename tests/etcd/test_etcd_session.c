@@ -74,7 +74,7 @@ static dlock_lock *lock_on(dlock_client *c, const char *name, int64_t ttl_ms, un
 static int64_t key_lease(const char *name, const char *token)
 {
     char key[128];
-    int n = snprintf(key, sizeof key, "%s/%llx", name, strtoull(token, NULL, 16));
+    int n = snprintf(key, sizeof key, "%s/%llx", name, test_etcd_token_id(token));
     dlock__etcd_kv kv;
     assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv, dlock__deadline_after_ms(3000), -1,
                                      NULL),
@@ -169,7 +169,7 @@ static void handles_on_one_session_keep_distinct_keys(void **state)
     assert_int_equal(key_lease("sess-keys", dlock_lock_token(b)), la);
     int64_t lp = key_lease("sess-keys-plain", dlock_lock_token(p));
     assert_true(lp != 0 && lp != la);
-    assert_int_equal((unsigned long long)lp, strtoull(dlock_lock_token(p), NULL, 16));
+    assert_int_equal((unsigned long long)lp, test_etcd_token_id(dlock_lock_token(p)));
 
     char tb[DLOCK_TOKEN_MAX + 1];
     snprintf(tb, sizeof tb, "%s", dlock_lock_token(b));
@@ -233,7 +233,7 @@ static void a_release_finds_its_key_lost(void **state)
     for (int again = 0; again < 2; again++) {
         assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
         int n = snprintf(key, sizeof key, "sess-gone/%llx",
-                         strtoull(dlock_lock_token(a), NULL, 16));
+                         test_etcd_token_id(dlock_lock_token(a)));
         int64_t lease = key_lease("sess-gone", dlock_lock_token(a));
         dlock__etcd_kv kv;
         assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv,
@@ -258,122 +258,6 @@ static void a_release_finds_its_key_lost(void **state)
     assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK); /* and a clean one is clean */
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     dlock_lock_free(a);
-}
-
-/* ---- a session takes its keys again (etcd_session.h) ---------------------- */
-
-/* The first key under NAME/ (the holder's), as etcd lists it; "" if none. */
-static void first_key(const char *name, char *out, size_t len)
-{
-    char b[96], e[96];
-    int n = snprintf(b, sizeof b, "%s/", name);
-    snprintf(e, sizeof e, "%s0", name);
-    dlock__etcd_kv kv;
-    assert_int_equal(dlock__etcd_first(raw, b, (size_t)n, e, (size_t)n, &kv,
-                                       dlock__deadline_after_ms(3000), NULL),
-                     DLOCK_OK);
-    snprintf(out, len, "%.*s", kv.key ? (int)kv.key_len : 0, kv.key ? kv.key : "");
-    dlock__etcd_kv_clear(&kv);
-}
-
-/* How many keys are under NAME/. */
-static size_t keys_under(const char *name)
-{
-    char b[96], e[96];
-    int n = snprintf(b, sizeof b, "%s/", name);
-    snprintf(e, sizeof e, "%s0", name);
-    dlock__etcd_kv *kvs = NULL;
-    size_t got = 0;
-    int more = 0;
-    assert_int_equal(dlock__etcd_range_page(raw, b, (size_t)n, e, (size_t)n, 100, &kvs, &got,
-                                            &more, dlock__deadline_after_ms(3000), NULL),
-                     DLOCK_OK);
-    for (size_t i = 0; i < got; i++)
-        dlock__etcd_kv_clear(&kvs[i]);
-    dlock__free(kvs);
-    return got;
-}
-
-/* A hold's key released cleanly is the next hold's on the session, as Go's
- * Mutex takes its session's key each time: the same handle's, and a new
- * handle's of the same name. (etcd keeps a deleted key in its index until
- * a compaction, and a read of the line walks them all: a key per hold
- * made every acquire slower than the last; docs/backends.md.) A handle's
- * key held at the time is never another's. */
-static void a_session_takes_its_released_keys_again(void **state)
-{
-    (void)state;
-    enum { N = 10 };
-    dlock_lock *a = lock_on(cl, "sess-again", 10000, DLOCK_AUTO_RENEW, 0);
-    char first[96], k[96];
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-        first_key("sess-again", i ? k : first, sizeof k);
-        if (i)
-            assert_string_equal(k, first);
-        assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    }
-    dlock_lock_free(a);
-    a = lock_on(cl, "sess-again", 10000, DLOCK_AUTO_RENEW, 0); /* a new handle */
-    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-    first_key("sess-again", k, sizeof k);
-    assert_string_equal(k, first);
-    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-
-    /* two permits, two handles: the key held by one is not the other's */
-    dlock_lock *p = lock_on(cl, "sess-again-sem", 10000, DLOCK_AUTO_RENEW, 2);
-    dlock_lock *q = lock_on(cl, "sess-again-sem", 10000, DLOCK_AUTO_RENEW, 2);
-    for (int i = 0; i < N; i++) {
-        dlock_lock *x = i % 2 ? p : q, *y = i % 2 ? q : p;
-        assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_OK);
-        assert_int_equal(dlock_lock_acquire(y, 0), DLOCK_OK);
-        assert_int_equal(dlock_lock_release(x), DLOCK_OK);
-        assert_int_equal(dlock_lock_acquire(x, 0), DLOCK_OK);
-        assert_int_equal(keys_under("sess-again-sem"), 2);
-        assert_int_equal(dlock_lock_release(x), DLOCK_OK);
-        assert_int_equal(dlock_lock_release(y), DLOCK_OK);
-    }
-    dlock_lock_free(p);
-    dlock_lock_free(q);
-    dlock_lock_free(a);
-}
-
-/* A key whose token was handed out (dlock_lock_token(): it may be adopted
- * later), a lock-delay's and a reentrant lock's are never taken again. */
-static void a_handed_out_key_is_not_taken_again(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *name;
-        unsigned flags;
-        int64_t delay_ms;
-        int read_token;
-    } cases[] = {
-        {"sess-token", 0, 0, 1},
-        {"sess-delay", 0, 200, 0},
-        {"sess-reent", DLOCK_REENTRANT, 0, 0},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-        o.ttl_ms = 10000;
-        o.flags = DLOCK_AUTO_RENEW | cases[c].flags;
-        o.lock_delay_ms = cases[c].delay_ms;
-        dlock_lock *a = NULL;
-        assert_int_equal(dlock_lock_new(&a, cl, cases[c].name, &o), DLOCK_OK);
-        char k1[96], k2[96];
-        assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-        if (cases[c].read_token)
-            assert_non_null(dlock_lock_token(a));
-        first_key(cases[c].name, k1, sizeof k1);
-        assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-        assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
-        first_key(cases[c].name, k2, sizeof k2);
-        assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-        printf("# %s: %s then %s\n", cases[c].name, k1, k2);
-        assert_true(k1[0] && k2[0]);
-        assert_string_not_equal(k1, k2);
-        dlock_lock_free(a);
-    }
 }
 
 /* ---- one keep-alive per session per renewal period (etcd_keepalive.h) ------- */
@@ -529,8 +413,6 @@ int main(void)
         cmocka_unit_test(locks_on_one_session_share_its_keep_alive),
         cmocka_unit_test(a_lost_shared_keep_alive_loses_every_lock),
         cmocka_unit_test(an_unknown_create_taints_the_session),
-        cmocka_unit_test(a_session_takes_its_released_keys_again),
-        cmocka_unit_test(a_handed_out_key_is_not_taken_again),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
