@@ -455,6 +455,167 @@ static void a_waiter_comes_before_a_key_taken_again(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* ---- review s1b: a copy curl resent without a word -------------------------- */
+
+/* A forwarder in front of the member that can hold what clients send, then
+ * cut: close every client connection (FIN, no reply) and its listener,
+ * and deliver what it held to the member later, as a TCP middlebox that
+ * keeps its upstream side may. curl, seeing a reused connection die with
+ * no reply byte, sends the POST again on a fresh connect (libcurl's own
+ * retry); that connect is refused, CURLE_COULDNT_CONNECT, which the
+ * transport counts as never sent (DLOCK_EIO): no unknown_before. */
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct fwd {
+    int lfd, port, up_port;
+    int cfd[16], ufd[16], n;
+    char held[16][8192];
+    size_t held_len[16];
+    atomic_int hold, cut, deliver, stop;
+    pthread_t t;
+} fwd;
+
+static void fwd_pump(fwd *f, int i)
+{
+    char buf[8192];
+    if (f->cfd[i] >= 0) {
+        ssize_t n = recv(f->cfd[i], buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0 && atomic_load(&f->hold) && f->held_len[i] + (size_t)n <= sizeof f->held[i]) {
+            memcpy(f->held[i] + f->held_len[i], buf, (size_t)n);
+            f->held_len[i] += (size_t)n;
+        } else if (n > 0) {
+            (void)!send(f->ufd[i], buf, (size_t)n, MSG_NOSIGNAL);
+        } else if (n == 0) {
+            close(f->cfd[i]);
+            f->cfd[i] = -1;
+        }
+    }
+    ssize_t m = recv(f->ufd[i], buf, sizeof buf, MSG_DONTWAIT);
+    if (m > 0 && f->cfd[i] >= 0 && !atomic_load(&f->hold))
+        (void)!send(f->cfd[i], buf, (size_t)m, MSG_NOSIGNAL);
+}
+
+static void *fwd_main(void *arg)
+{
+    fwd *f = arg;
+    while (!atomic_load(&f->stop)) {
+        if (f->lfd >= 0 && atomic_load(&f->cut)) {
+            for (int i = 0; i < f->n; i++)
+                if (f->cfd[i] >= 0) {
+                    close(f->cfd[i]); /* FIN: a reply never comes */
+                    f->cfd[i] = -1;
+                }
+            close(f->lfd); /* a fresh connect is refused */
+            f->lfd = -1;
+        }
+        if (atomic_load(&f->deliver))
+            for (int i = 0; i < f->n; i++)
+                if (f->held_len[i]) {
+                    (void)!send(f->ufd[i], f->held[i], f->held_len[i], MSG_NOSIGNAL);
+                    f->held_len[i] = 0;
+                }
+        if (f->lfd >= 0) {
+            int c = accept(f->lfd, NULL, NULL);
+            if (c >= 0 && f->n < 16) {
+                int u = socket(AF_INET, SOCK_STREAM, 0);
+                struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(f->up_port),
+                                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+                if (connect(u, (struct sockaddr *)&a, sizeof a) == 0) {
+                    f->cfd[f->n] = c;
+                    f->ufd[f->n++] = u;
+                } else {
+                    close(c);
+                    close(u);
+                }
+            } else if (c >= 0) {
+                close(c);
+            }
+        }
+        for (int i = 0; i < f->n; i++)
+            fwd_pump(f, i);
+        test_sleep_ms(2);
+    }
+    return NULL;
+}
+
+static void fwd_start(fwd *f, int up_port)
+{
+    memset(f, 0, sizeof *f);
+    f->up_port = up_port;
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lfd, 16), 0);
+    socklen_t al = sizeof a;
+    getsockname(f->lfd, (struct sockaddr *)&a, &al);
+    f->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&f->t, NULL, fwd_main, f), 0);
+}
+
+static void fwd_stop(fwd *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->t, NULL);
+    for (int i = 0; i < f->n; i++) {
+        if (f->cfd[i] >= 0)
+            close(f->cfd[i]);
+        close(f->ufd[i]);
+    }
+    if (f->lfd >= 0)
+        close(f->lfd);
+}
+
+static void *cut_soon(void *arg)
+{
+    test_sleep_ms(150); /* the release's DeleteRange is held by now */
+    atomic_store(&((fwd *)arg)->cut, 1);
+    return NULL;
+}
+
+/* A release whose first DeleteRange reached the forwarder, and whose
+ * connection died without a reply: curl's silent resend is refused, the
+ * request goes to the member direct and deletes the key; no copy is
+ * known to be out, so the key goes back as a spare and the next hold
+ * takes it; then the first copy lands. Over the gateway only. */
+static void rv_a_silent_curl_resend_deletes_the_next_hold(void **state)
+{
+    (void)state;
+    if (test_etcd_grpc())
+        skip();
+    fwd f;
+    fwd_start(&f, srv.m[0].client_port);
+    char url[120];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d", f.port, srv.m[0].client_port);
+    const char *u = url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 2000;
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_new(&c, &u, 1, &o, NULL, 0), DLOCK_OK);
+    char k1[96], k2[96];
+    dlock_lock *a = held_through(c, "keys-silent", k1, sizeof k1);
+    atomic_store(&f.hold, 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cut_soon, &f), 0);
+    int rc = dlock_lock_release(a); /* copy 1 held; curl's copy 2 refused; copy 3 direct */
+    pthread_join(t, NULL);
+    assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
+    first_key("keys-silent", k2, sizeof k2);
+    atomic_store(&f.deliver, 1); /* the first copy lands */
+    test_sleep_ms(500);
+    size_t left = keys_under("keys-silent");
+    int two = second_gets("keys-silent");
+    printf("# silent resend: release %s; keys %s then %s; after the held copy %zu key(s); "
+           "a %s, b %s\n", dlock_errname(rc), k1, k2, left, held(a), two ? "HELD" : "refused");
+    (void)dlock_lock_release(a);
+    dlock_lock_free(a);
+    dlock_client_free(c);
+    fwd_stop(&f);
+    assert_false(two);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +626,7 @@ int main(void)
         cmocka_unit_test(a_token_names_its_hold),
         cmocka_unit_test(threads_cycling_on_one_session_never_overlap),
         cmocka_unit_test(a_waiter_comes_before_a_key_taken_again),
+        cmocka_unit_test(rv_a_silent_curl_resend_deletes_the_next_hold),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
