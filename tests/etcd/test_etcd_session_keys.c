@@ -616,6 +616,46 @@ static void rv_a_silent_curl_resend_deletes_the_next_hold(void **state)
     assert_false(two);
 }
 
+/* The same silent resend of a hold's create: counted as never sent, it
+ * taints nothing, and the held first copy lands after the hold released
+ * its key: a key nobody holds, on the session (kept alive while the
+ * client lives), in the name's line. Over the gateway only. */
+static void rv_a_silent_curl_resend_of_a_create_leaves_a_key_nobody_holds(void **state)
+{
+    (void)state;
+    if (test_etcd_grpc())
+        skip();
+    fwd f;
+    fwd_start(&f, srv.m[0].client_port);
+    char url[120];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d", f.port, srv.m[0].client_port);
+    const char *u = url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 2000;
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_new(&c, &u, 1, &o, NULL, 0), DLOCK_OK);
+    char k1[96];
+    dlock_lock *a = held_through(c, "keys-silent-c", k1, sizeof k1); /* the session, through f */
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    atomic_store(&f.hold, 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cut_soon, &f), 0);
+    int rc = dlock_lock_acquire(a, 0); /* its create: copy 1 held, curl's copy 2 refused */
+    pthread_join(t, NULL);
+    int rel = dlock_lock_release(a);
+    atomic_store(&f.deliver, 1); /* the first create lands */
+    test_sleep_ms(500);
+    size_t left = keys_under("keys-silent-c");
+    int got = second_gets("keys-silent-c");
+    printf("# silent create resend: acquire %s, release %s; after the held copy %zu key(s); "
+           "a %s, b %s\n", dlock_errname(rc), dlock_errname(rel), left, held(a),
+           got ? "HELD" : "refused");
+    dlock_lock_free(a);
+    dlock_client_free(c);
+    fwd_stop(&f);
+    assert_true(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,6 +667,7 @@ int main(void)
         cmocka_unit_test(threads_cycling_on_one_session_never_overlap),
         cmocka_unit_test(a_waiter_comes_before_a_key_taken_again),
         cmocka_unit_test(rv_a_silent_curl_resend_deletes_the_next_hold),
+        cmocka_unit_test(rv_a_silent_curl_resend_of_a_create_leaves_a_key_nobody_holds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
