@@ -568,6 +568,21 @@ static void fwd_stop(fwd *f)
         close(f->lfd);
 }
 
+/* A client whose first endpoint is a forwarder (started in f) in front
+ * of the member, and whose second is the member. */
+static dlock_client *fwd_client(fwd *f)
+{
+    fwd_start(f, srv.m[0].client_port);
+    char url[120];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d", f->port, srv.m[0].client_port);
+    const char *u = url;
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.io_timeout_ms = 2000;
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_new(&c, &u, 1, &o, NULL, 0), DLOCK_OK);
+    return c;
+}
+
 static void *cut_soon(void *arg)
 {
     test_sleep_ms(150); /* the release's DeleteRange is held by now */
@@ -586,14 +601,7 @@ static void rv_a_silent_curl_resend_deletes_the_next_hold(void **state)
     if (test_etcd_grpc())
         skip();
     fwd f;
-    fwd_start(&f, srv.m[0].client_port);
-    char url[120];
-    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d", f.port, srv.m[0].client_port);
-    const char *u = url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = 2000;
-    dlock_client *c = NULL;
-    assert_int_equal(dlock_client_new(&c, &u, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_client *c = fwd_client(&f);
     char k1[96], k2[96];
     dlock_lock *a = held_through(c, "keys-silent", k1, sizeof k1);
     atomic_store(&f.hold, 1);
@@ -626,14 +634,7 @@ static void rv_a_silent_curl_resend_of_a_create_leaves_a_key_nobody_holds(void *
     if (test_etcd_grpc())
         skip();
     fwd f;
-    fwd_start(&f, srv.m[0].client_port);
-    char url[120];
-    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d", f.port, srv.m[0].client_port);
-    const char *u = url;
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    o.io_timeout_ms = 2000;
-    dlock_client *c = NULL;
-    assert_int_equal(dlock_client_new(&c, &u, 1, &o, NULL, 0), DLOCK_OK);
+    dlock_client *c = fwd_client(&f);
     char k1[96];
     dlock_lock *a = held_through(c, "keys-silent-c", k1, sizeof k1); /* the session, through f */
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
