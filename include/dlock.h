@@ -1733,12 +1733,16 @@ DLOCK_EXTERN(int) dlock_lock_extend(dlock_lock *lock, int64_t ttl_ms);
  * elsewhere does not carry) and a multi-name handle (one token per name).
  * etcd: the token is a lease ID (16 hex digits) and names the key; the
  * key's lease is read (an extend to a new TTL moves the key to another),
- * see docs/backends.md.
+ * see docs/backends.md. A DLOCK_AUTO_RENEW hold's token (on the client's
+ * session) may have 16 hex digits more, the hold's fence: the hold is
+ * over once its key is gone or made again (a later hold of the session
+ * takes a released key again), release DLOCK_EEXPIRED, extend
+ * DLOCK_ENOTOWNER.
  *
  * @return DLOCK_OK, DLOCK_ENOMEM (nothing adopted; a release this handle
  *         still owes a node is kept for its next adopt or its free),
  *         DLOCK_EINVAL (NULL, empty, over DLOCK_TOKEN_MAX bytes,
- *         not a lease ID on etcd, a "turn:" value on Redis, which is a
+ *         not a lease ID, or one and a fence, on etcd, a "turn:" value on Redis, which is a
  *         waiting acquire's turn and no holder's token (docs/waiting.md,
  *         "Runs and turns"), a reentrant or multi-name handle, or a handle
  *         that holds a lock already), DLOCK_ENOTSUP (a zk:// client: a
@@ -1812,7 +1816,11 @@ DLOCK_EXTERN(int64_t) dlock_lock_validity_ms(dlock_lock *lock);
  *  except a fair lock's that waited on one node: 16 more, which name the
  *  client's wake-up channel (docs/waiting.md, "Addressed wake-ups"); on
  *  etcd the key's ID (16 hex digits); on ZooKeeper the hold's node name
- *  (_c_UUID-lock-SEQUENCE, Curator's). */
+ *  (_c_UUID-lock-SEQUENCE, Curator's). On etcd a DLOCK_AUTO_RENEW hold's
+ *  key, released cleanly, is taken again by a later hold of that name on
+ *  the client's session (as Go's Mutex reuses its session's key), so such
+ *  a hold's token has 16 hex digits more, its fence: a token names one
+ *  hold, and one kept for dlock_lock_adopt() never names a later hold. */
 DLOCK_EXTERN(const char *) dlock_lock_token(const dlock_lock *lock);
 
 /** The fencing token of the current hold: grows with every grant of this

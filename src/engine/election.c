@@ -136,6 +136,8 @@ int dlock_election_new(dlock_election **out, dlock_client *client, const char *n
     e->client = client;
     atomic_init(&e->campaigning, 0);
     rc = dlock_lock_new(&e->lock, client, name, &lo);
+    if (rc == DLOCK_OK)
+        e->lock->is_term = 1;
     /* Checked after the lock's own checks, so that a bad name or option
      * is DLOCK_EINVAL on every store. */
     if (rc == DLOCK_OK && !client->backend->elect_read)

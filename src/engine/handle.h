@@ -196,6 +196,7 @@ struct dlock_lock {
      * handle. The election's, valid while it campaigns. */
     const char *elect_value;
     size_t elect_value_len;
+    int is_term; /* an election's term lock (election.c sets it) */
     /* Observing (observe.h): the running acquire's start and tries, the
      * hold's grant (read by the watchdog's thread when it is lost). */
     int64_t obs_start_ns;

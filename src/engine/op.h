@@ -25,7 +25,10 @@ enum {
     /* Refused only by a lock-delay (dlock_lock_options.lock_delay_ms):
      * nobody will publish its end, which holder_ttl_ms is: sleep until
      * then, not poll. */
-    DLOCK__V_DELAYED = 8
+    DLOCK__V_DELAYED = 8,
+    /* A release that went out more than once (a copy went unanswered):
+     * that copy may still be applied later (etcd_session.h). */
+    DLOCK__V_RESENT = 16
 };
 
 typedef struct dlock__verdict {

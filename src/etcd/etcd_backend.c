@@ -282,6 +282,7 @@ static int release_start(dlock_lock *l, int last, dlock__op *op)
         }
         s->sess = NULL;
     }
+    h.reusable = h.reusable && h.on_session;
     /* a revoke or delete with no answer is the settler's (etcd_owed.h) */
     int rc = dlock__etcd_release_owing(op, ec, l->client->loop, &h, &l->err);
     hold_free(s);
@@ -324,15 +325,22 @@ static int extend_start(dlock_lock *l, int64_t ttl_ms, int64_t deadline_ns, dloc
     return dlock__etcd_extend_op(op, ec->e, &a);
 }
 
+/* A token's 16 hex digits from at as a positive int64; 0 if not one. */
+static int64_t token_part(const char *at)
+{
+    char part[17];
+    memcpy(part, at, 16);
+    part[16] = '\0';
+    unsigned long long v = strtoull(part, NULL, 16);
+    return v > INT64_MAX ? 0 : (int64_t)v;
+}
+
 static int adopt_check(dlock_lock *l, const char *token, size_t len)
 {
-    if (len != 16 || strspn(token, "0123456789abcdef") != 16) {
-        dlock__err_set(&l->err, "etcd: a token is the lock key's ID in 16 hex digits");
-        return DLOCK_EINVAL;
-    }
-    unsigned long long id = strtoull(token, NULL, 16);
-    if (id == 0 || id > INT64_MAX) {
-        dlock__err_set(&l->err, "etcd: a token is the lock key's ID in 16 hex digits");
+    if ((len != 16 && len != 32) || strspn(token, "0123456789abcdef") != len ||
+        token_part(token) == 0 || (len == 32 && token_part(token + 16) == 0)) {
+        dlock__err_set(&l->err, "etcd: a token is the lock key's ID in 16 hex digits, and "
+                                "the hold's fence in 16 more for a key on a session");
         return DLOCK_EINVAL;
     }
     return DLOCK_OK;
@@ -344,11 +352,13 @@ static int adopt_check(dlock_lock *l, const char *token, size_t len)
  * asks). */
 static int adopt(dlock_lock *l, const char *token, size_t len)
 {
-    (void)len;
     shared_hold *s = dlock__calloc(1, sizeof *s);
     if (!s)
         return DLOCK_ENOMEM;
-    s->h.lease = (int64_t)strtoull(token, NULL, 16); /* checked by adopt_check */
+    s->h.lease = token_part(token); /* checked by adopt_check */
+    /* a token of 32 digits names the hold's fence too: a later hold of the
+     * same key (its session gave it on) is not this one */
+    s->h.named_rev = len == 32 ? token_part(token + 16) : 0;
     s->h.ttl_s = 0; /* unknown: extend asks etcd */
     if (dlock__etcd_hold_key(&s->h, &LD(l)->range) != DLOCK_OK) { /* the token too */
         dlock__free(s);

@@ -83,6 +83,33 @@ int dlock__etcd_granted(dlock__etcd_wait *w)
 
 /* ---- getting in line ------------------------------------------------------ */
 
+/* Whether a hold of l may take a key its session kept (etcd_session.h)
+ * and give its own back: not a lock-delay's (its companion's lease is
+ * named by the token's ID), an election's term (observers tell terms by
+ * their keys) or a reentrant hold (re-entered by the owner's other
+ * handles by its key). */
+static int key_reuse(const dlock_lock *l)
+{
+    return !(l->opts.flags & DLOCK_REENTRANT) && l->opts.lock_delay_ms <= 0 && !l->is_term;
+}
+
+/* A key the session's earlier holds gave back, for this hold: its ID and
+ * name instead of the new ID drawn, so the name's line in etcd's index
+ * does not grow by a key per hold (etcd_session.h). */
+static int take_spare(dlock__etcd_wait *w, dlock__etcd_session *sess)
+{
+    dlock__etcd_hold *h = &w->s->h;
+    const dlock__etcd_name *name = &LD(w->l)->range;
+    int64_t id = key_reuse(w->l) ? dlock__etcd_session_spare_take(
+                                       sess, h->key, name->len + name->role_len)
+                                 : 0;
+    if (!id)
+        return DLOCK_OK;
+    dlock__free(h->key);
+    h->key = NULL;
+    return dlock__etcd_hold_key_id(h, name, id);
+}
+
 /* In line, and what the transaction said: on to the first look (a try
  * that got in line again), or begin's answer. */
 static void in_line(dlock__etcd_wait *w)
@@ -139,6 +166,11 @@ static void created(dlock__etcd_wait *w, int rc, long code, json_t *rep)
     if (rc == DLOCK_OK)
         rc = dlock__etcd_create_reply(rep, h->lease, dlock__etcd_permits(w->l), &h->rev,
                                       &first, &ours, &w->l->err);
+    /* answered the first time: no late copy of it can come */
+    h->reusable = rc == DLOCK_OK && !w->q.unknown_before && key_reuse(w->l);
+    /* a key a later hold may take: the token names this hold's fence too */
+    if (rc == DLOCK_OK && h->on_session && key_reuse(w->l))
+        snprintf(h->token + 16, sizeof h->token - 16, "%016llx", (unsigned long long)h->rev);
     if (rc != DLOCK_OK) {
         dlock__etcd_step_failed(w, rc);
         return;
@@ -234,6 +266,9 @@ static int on_session(dlock__etcd_wait *w)
     h->lease = sess->lease;
     h->ttl_s = sess->ttl_s;
     h->valid_until_ns = dlock__etcd_session_until(sess);
+    int rc = take_spare(w, sess);
+    if (rc != DLOCK_OK)
+        return rc;
     if (!stale)
         return create(w);
     w->sent_ns = dlock__now_ns();

@@ -304,7 +304,10 @@ int dlock__etcd_exchange_finish(handle *h, int rc, sink *s, struct curl_slist *h
     if (res == CURLE_GOT_NOTHING && strcmp(e_scheme(c), "http") == 0)
         snprintf(why, why_len, "%s (a member that serves TLS answers plain HTTP so: "
                  "etcds:// URLs or the tls option speak TLS)", curl_easy_strerror(res));
-    if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST || !*sent)
+    /* Nothing sent: nothing applied. A connect that failed after bytes
+     * went out is curl's own resend on a new connection of a request the
+     * old one sent (its reply lost): that copy may still land. */
+    if (!*sent)
         return DLOCK_EIO;
     return DLOCK_EUNKNOWN;
 }

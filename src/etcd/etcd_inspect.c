@@ -63,16 +63,21 @@ int dlock__etcd_status(dlock_client *c, const char *key, size_t klen, dlock_node
     return rc;
 }
 
-/* A holder's token: its key's ID in 16 hex digits, as the holder's
- * dlock_lock_token() says (a negative one as Go's %x prints it, and
- * another locker's suffix, as they are). */
+/* A holder's token: its key's ID in 16 hex digits, and for a key on a
+ * session (its ID not its lease's) its create revision in 16 more, as the
+ * holder's dlock_lock_token() says when a later hold may take its key (a
+ * lock-delay's, a term's or a reentrant hold's own token is the ID alone;
+ * dlock_lock_adopt() takes either). A negative ID as Go's %x prints it,
+ * and another locker's suffix, as they are. */
 static void holder_token(const dlock__etcd_kv *kv, char *out, size_t cap)
 {
     size_t n = dlock__etcd_key_suffix_len(kv->key, kv->key_len), start = kv->key_len;
     while (start > 0 && kv->key[start - 1] != '/')
         start--;
     if (n > 0 && n == kv->key_len - start && kv->key[start] != '-') {
-        snprintf(out, cap, "%016llx", strtoull(kv->key + start, NULL, 16));
+        int on_session = kv->lease && !dlock__etcd_key_names_lease(kv->key, kv->key_len, kv->lease);
+        snprintf(out, cap, on_session ? "%016llx%016llx" : "%016llx",
+                 strtoull(kv->key + start, NULL, 16), (unsigned long long)kv->create_rev);
         return;
     }
     n = kv->key_len - start < cap - 1 ? kv->key_len - start : cap - 1;

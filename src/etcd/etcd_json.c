@@ -84,6 +84,20 @@ json_t *dlock__etcd_json_of_i64(int64_t v)
     return json_string(buf);
 }
 
+json_t *dlock__etcd_json_if_created(json_t *txn, const char *key, size_t len, int64_t rev)
+{
+    if (!txn || rev <= 0)
+        return txn;
+    json_t *cmp = json_pack("{s:o, s:s, s:s, s:o}", "key", dlock__etcd_json_b64(key, len),
+                            "target", "CREATE", "result", "EQUAL", "create_revision",
+                            dlock__etcd_json_of_i64(rev));
+    if (!cmp || json_array_append_new(json_object_get(txn, "compare"), cmp) != 0) {
+        json_decref(txn);
+        return NULL;
+    }
+    return txn;
+}
+
 json_t *dlock__etcd_json_b64(const void *data, size_t len)
 {
     if (len > INT_MAX / 2)

@@ -30,6 +30,11 @@ json_t *dlock__etcd_json_of_i64(int64_t v);
  * fresh buffer (caller dlock__free()s; NULL on bad input or OOM). */
 json_t *dlock__etcd_json_b64(const void *data, size_t len);
 char *dlock__etcd_b64_decode(const char *text, size_t *out_len);
+/* A transaction body (taken) with one more compare: key made at rev. So
+ * a delete deletes only the key made then (a session gives a released key
+ * to a later hold: etcd_session.h). rev <= 0: the body as it was. NULL
+ * out of memory (the body freed). */
+json_t *dlock__etcd_json_if_created(json_t *txn, const char *key, size_t len, int64_t rev);
 
 /* ---- a reply read into fields: the hot path's, on either transport ------ */
 

@@ -111,6 +111,7 @@ int dlock__etcd_hold_key_id(dlock__etcd_hold *h, const dlock__etcd_name *name, i
     char hex[17];
     int n = snprintf(hex, sizeof hex, "%llx", (unsigned long long)id);
     snprintf(h->token, sizeof h->token, "%016llx", (unsigned long long)id);
+    h->key_id = id;
     size_t pre = name->len + name->role_len;
     h->key_len = pre + (size_t)n;
     if (!(h->key = dlock__malloc(h->key_len + 1)))

@@ -43,7 +43,10 @@ typedef struct dlock__etcd_hold {
     int64_t rev;            /* our key's create revision: the fence */
     int64_t ttl_s;          /* the lease's granted TTL */
     int64_t asked_s;        /* the TTL asked for (0: unknown, adopted) */
-    char token[17];         /* the key's ID in 16 hex digits: the owner token */
+    /* The owner token: the key's ID in 16 hex digits, and for a hold
+     * whose key its session may give to a later hold (reusable below),
+     * 16 more: the hold's fence, so that a token names one hold. */
+    char token[33];
     char *key;              /* KEY/<ID in hex, no padding> */
     size_t key_len;
     int64_t valid_until_ns; /* from the last grant or keep-alive sent */
@@ -54,6 +57,15 @@ typedef struct dlock__etcd_hold {
     /* The lease of the hold's lock-delay companion (etcd_delay.h), kept
      * alive with the hold's and revoked by its clean release; 0: none. */
     int64_t delay_lease;
+    int64_t key_id; /* the ID the key names */
+    /* On a session: the key may be taken again by the session's next hold
+     * once this one's own delete removed it (etcd_session.h): its create
+     * was answered the first time, and nothing rules it out (a lock-delay,
+     * an election's term, a reentrant hold). */
+    int reusable;
+    /* An adopted hold whose token named its fence too: its key must still
+     * be the one made at this revision (0: the token named the key only). */
+    int64_t named_rev;
 } dlock__etcd_hold;
 
 void dlock__etcd_hold_clear(dlock__etcd_hold *h);

@@ -11,6 +11,7 @@
 #include "etcd_owed.h"
 #include "etcd_release.h"
 #include "etcd_request.h"
+#include "etcd_session.h"
 #include "loop_thread.h"
 
 #define OWED_FIRST_BACKOFF_MS 100
@@ -106,17 +107,8 @@ static void sent(dlock__etcd_req *q);
  * the hold made. */
 static json_t *key_delete_body(const owed *o)
 {
-    json_t *body = dlock__etcd_key_delete_body(o->key, o->key_len, o->lease);
-    if (!body || o->rev <= 0)
-        return body;
-    json_t *cmp = json_pack("{s:o, s:s, s:s, s:o}", "key", dlock__etcd_json_b64(o->key, o->key_len),
-                            "target", "CREATE", "result", "EQUAL", "create_revision",
-                            dlock__etcd_json_of_i64(o->rev));
-    if (!cmp || json_array_append_new(json_object_get(body, "compare"), cmp) != 0) {
-        json_decref(body);
-        return NULL;
-    }
-    return body;
+    return dlock__etcd_json_if_created(dlock__etcd_key_delete_body(o->key, o->key_len, o->lease),
+                                       o->key, o->key_len, o->rev);
 }
 
 static int send_now(owed *o)
@@ -379,6 +371,11 @@ static void owing_answered(dlock__op *inner)
     owing *w = DLOCK__OWNER(inner, owing, inner);
     dlock__op *op = w->op;
     op->v.code = inner->v.code;
+    /* our own delete removed the key, and no copy of it may land later
+     * (it went out once): the session's next hold may take the key */
+    if (inner->v.code == DLOCK_OK && !(inner->v.flags & DLOCK__V_RESENT) && w->h.reusable &&
+        w->h.on_session && w->h.rev && w->h.key)
+        dlock__etcd_session_spare_put(w->ec, w->h.lease, w->h.key, w->h.key_len, w->h.key_id);
     if (dlock__etcd_owed_unknown(inner->v.code))
         dlock__etcd_owe(w->ec, w->app, &w->h,
                         &(dlock__etcd_owed_by){.owner = op->l, .sent_ns = w->sent_ns});

@@ -30,7 +30,7 @@ typedef struct revoke {
     dlock__etcd_req q;
     /* An adopted hold's: its token's lease, and what the key read needs;
      * then its key, while its lease's keys are counted */
-    int64_t lease;
+    int64_t lease, named_rev;
     dlock__etcd *e;
     dlock__etcd_hold key;
     /* The hold's lock-delay companion lease (etcd_delay.h), revoked
@@ -84,6 +84,8 @@ static void revoked(dlock__etcd_req *q)
         if (q->err)
             dlock__err_clear(q->err);
     }
+    if (q->unknown_before && r->op)
+        r->op->v.flags |= DLOCK__V_RESENT; /* a copy may land late: the key is not reused */
     r->rc = rc;
     r->done(r);
 }
@@ -102,7 +104,9 @@ static int revoke_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
                                            dlock__etcd_call_deadline(e), &r->dropped);
     if (h->on_session) /* the session's lease is not this hold's to revoke */
         return dlock__etcd_req_post(&r->q, e, loop, "/v3/kv/txn",
-                                    dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),
+                                    dlock__etcd_json_if_created(
+                                        dlock__etcd_key_delete_body(h->key, h->key_len, h->lease),
+                                        h->key, h->key_len, h->named_rev),
                                     dlock__etcd_call_deadline(e));
     return dlock__etcd_req_post(&r->q, e, loop, "/v3/lease/revoke",
                                 dlock__etcd_lease_body(h->lease), dlock__etcd_call_deadline(e));
@@ -161,10 +165,19 @@ static void key_read(dlock__etcd_req *q)
     int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, q->err);
     dlock__etcd_hold h = {.lease = kv.key && kv.lease ? kv.lease : r->lease,
                           .valid_until_ns = r->valid_until_ns};
+    /* a token that names its hold's fence: that hold is over when its key
+     * is gone or made again (the session gave it to a later hold) */
+    if (rc == DLOCK_OK && r->named_rev && (!kv.key || kv.create_rev != r->named_rev)) {
+        rc = DLOCK_EEXPIRED;
+        if (q->err)
+            dlock__err_set(q->err, "etcd: the token's hold is over (its key is gone or was "
+                                   "made again)");
+    }
     if (rc == DLOCK_OK && kv.key && kv.lease &&
         !dlock__etcd_key_names_lease(kv.key, kv.key_len, kv.lease)) {
         r->key = (dlock__etcd_hold){.lease = kv.lease, .key = kv.key, .key_len = kv.key_len,
-                                    .valid_until_ns = r->valid_until_ns, .on_session = 1};
+                                    .valid_until_ns = r->valid_until_ns, .on_session = 1,
+                                    .named_rev = r->named_rev};
         r->q.done = lease_keys_read;
         rc = dlock__etcd_req_post(&r->q, r->e, r->op->loop, "/v3/lease/timetolive",
                                   dlock__etcd_ttl_keys_body(kv.lease),
@@ -209,6 +222,7 @@ static int adopted_start(revoke *r, dlock__etcd *e, const dlock__etcd_hold *h,
                          dlock__errbuf *err)
 {
     r->lease = h->lease;
+    r->named_rev = h->named_rev;
     r->e = e;
     r->valid_until_ns = h->valid_until_ns;
     r->q.err = err;
@@ -453,6 +467,11 @@ static void lease_learned(dlock__etcd_req *q)
     extend *x = DLOCK__OWNER(q, extend, q);
     dlock__etcd_kv kv;
     int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, x->err);
+    if (rc == DLOCK_OK && x->h->named_rev && (!kv.key || kv.create_rev != x->h->named_rev)) {
+        rc = DLOCK_ENOTOWNER; /* the token's hold is over: the key is a later hold's */
+        if (x->err)
+            dlock__err_set(x->err, "etcd: the lock key was deleted or replaced");
+    }
     if (rc == DLOCK_OK && kv.key && kv.lease) {
         x->h->lease = kv.lease; /* the renewal is off during the extend */
         x->h->on_session = !dlock__etcd_key_names_lease(kv.key, kv.key_len, kv.lease);

@@ -112,7 +112,10 @@ static void granted(dlock__etcd_req *q)
         return;
     }
     r->valid_until_ns = r->sent_ns + r->ttl_s * 1000 * DLOCK__NS_PER_MS;
-    rc = post(r, "/v3/kv/txn", dlock__etcd_relet_body(r->key, r->key_len, r->old, r->lease),
+    rc = post(r, "/v3/kv/txn",
+              dlock__etcd_json_if_created(dlock__etcd_relet_body(r->key, r->key_len, r->old,
+                                                                 r->lease),
+                                          r->key, r->key_len, r->rev),
               moved, r->err);
     if (rc != DLOCK_OK)
         settled(r, rc); /* nothing sent: the new lease goes */
@@ -124,6 +127,7 @@ int dlock__etcd_relet_start(relet *r, dlock__etcd *e, const dlock__etcd_hold *h,
     r->e = e;
     r->loop = loop;
     r->old = h->lease;
+    r->rev = h->rev ? h->rev : h->named_rev;
     r->keep_old = h->on_session;
     r->owed = 0;
     r->asked_s = dlock__etcd_ttl_s(ttl_ms);

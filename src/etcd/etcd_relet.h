@@ -40,6 +40,10 @@ typedef struct dlock__etcd_relet {
     dlock__etcd *e;
     dlock__loop *loop;
     int64_t old, sent_ns;
+    /* The hold's fence (or the one its token named), compared with the
+     * key's create revision: a session gives a released key to a later
+     * hold, which a move for this one must not take (0: unknown). */
+    int64_t rev;
     char *key;
     size_t key_len;
     int end_rc; /* the outcome, kept while a revoke is out */

@@ -101,7 +101,7 @@ static void adopted_read(dlock__etcd_req *q)
     renew *r = DLOCK__OWNER(q, renew, q);
     dlock__etcd_kv kv;
     int rc = dlock__etcd_get_answer(q->rc, q->out, &kv, r->err);
-    if (rc == DLOCK_OK && !kv.key) {
+    if (rc == DLOCK_OK && (!kv.key || (r->named_rev && kv.create_rev != r->named_rev))) {
         rc = DLOCK_ENOTOWNER;
         if (r->err)
             dlock__err_set(r->err, "etcd: the lock key was deleted or replaced");
@@ -127,6 +127,7 @@ static int setup(renew *r, dlock__etcd *e, const dlock__etcd_hold *h, int64_t de
     r->loop = loop;
     r->lease = h->lease;
     r->rev = h->rev;
+    r->named_rev = h->named_rev;
     r->delay_lease = h->delay_lease;
     r->deadline_ns = deadline_ns;
     r->ttl_s = 0;

@@ -31,6 +31,7 @@ typedef struct dlock__etcd_renew_req {
     dlock__etcd *e;
     dlock__loop *loop;
     int64_t lease, rev;
+    int64_t named_rev; /* an adopted hold's fence, from its token (0: unknown) */
     /* The hold's lock-delay companion lease (etcd_delay.h), kept alive
      * last, once the hold's lease and key are confirmed; 0: none. */
     int64_t delay_lease;

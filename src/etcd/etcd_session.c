@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A client's etcd sessions (etcd_session.h). */
+#include <string.h>
+
 #include "clock.h"
 #include "etcd_session.h"
 
@@ -15,7 +17,15 @@ static void unlock(struct dlock__etcd_client *ec)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&ec->mu));
 }
 
-/* Take s out of the table (under mu); freed when it has no user. */
+static void session_free(session *s)
+{
+    for (unsigned i = 0; i < s->n_spares; i++)
+        dlock__free(s->spares[i].key);
+    dlock__free(s);
+}
+
+/* Take s out of the table (under mu); freed when it has no user. Its
+ * spares go: no new key goes on it. */
 static void unlist_locked(session *s)
 {
     if (!s->listed)
@@ -26,8 +36,11 @@ static void unlist_locked(session *s)
     *p = s->next;
     s->next = NULL;
     s->listed = 0;
+    for (unsigned i = 0; i < s->n_spares; i++)
+        dlock__free(s->spares[i].key);
+    s->n_spares = 0;
     if (s->refs == 0)
-        dlock__free(s);
+        session_free(s);
 }
 
 session *dlock__etcd_session_find(struct dlock__etcd_client *ec, int64_t asked_s, int *stale)
@@ -126,9 +139,60 @@ int dlock__etcd_session_put(session *s)
     s->refs = s->refs ? s->refs - 1 : 0;
     int revoke = s->refs == 0 && s->tainted;
     if (s->refs == 0 && !s->listed)
-        dlock__free(s);
+        session_free(s);
     unlock(ec);
     return revoke;
+}
+
+/* The digits of an ID as a key names it (Go's %x: no padding). */
+static size_t id_digits(int64_t id)
+{
+    size_t n = 1;
+    for (uint64_t v = (uint64_t)id; v >= 16; v >>= 4)
+        n++;
+    return n;
+}
+
+void dlock__etcd_session_spare_put(struct dlock__etcd_client *ec, int64_t lease,
+                                   const char *key, size_t key_len, int64_t id)
+{
+    char *copy = dlock__malloc(key_len);
+    if (!copy)
+        return;
+    memcpy(copy, key, key_len);
+    lock(ec);
+    session *s = ec->sessions;
+    while (s && s->lease != lease)
+        s = s->next;
+    if (s && !s->tainted) { /* (listed: it is in the table) */
+        if (s->n_spares == DLOCK__ETCD_SPARES) {
+            dlock__free(s->spares[0].key);
+            memmove(&s->spares[0], &s->spares[1], (s->n_spares - 1) * sizeof s->spares[0]);
+            s->n_spares--;
+        }
+        s->spares[s->n_spares++] = (struct dlock__etcd_spare){id, copy, key_len};
+        copy = NULL;
+    }
+    unlock(ec);
+    dlock__free(copy);
+}
+
+int64_t dlock__etcd_session_spare_take(session *s, const char *prefix, size_t prefix_len)
+{
+    int64_t id = 0;
+    lock(s->ec);
+    for (unsigned i = 0; s->listed && i < s->n_spares; i++) {
+        struct dlock__etcd_spare *p = &s->spares[i];
+        if (p->key_len != prefix_len + id_digits(p->id) || memcmp(p->key, prefix, prefix_len))
+            continue;
+        id = p->id;
+        dlock__free(p->key);
+        memmove(p, p + 1, (s->n_spares - i - 1) * sizeof *p);
+        s->n_spares--;
+        break;
+    }
+    unlock(s->ec);
+    return id;
 }
 
 void dlock__etcd_sessions_free(struct dlock__etcd_client *ec,
@@ -139,6 +203,6 @@ void dlock__etcd_sessions_free(struct dlock__etcd_client *ec,
         ec->sessions = s->next;
         if (s->keeper)
             keeper_free(s->keeper);
-        dlock__free(s);
+        session_free(s);
     }
 }

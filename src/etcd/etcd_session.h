@@ -29,6 +29,18 @@
  * copy made; a user that lets go without a word leaves it to lapse, as
  * nobody keeps it alive any more.
  *
+ * Its keys' names: a session keeps the keys its holds gave back cleanly
+ * (their own delete removed them, the hold's create was answered the first
+ * time, the session is still listed), a few per session, and the next
+ * hold on the session of the same name and role takes one of them again,
+ * as Go's Mutex takes the key of its session's lease each time. etcd keeps
+ * every deleted key's history in its index until a compaction, and a
+ * read of the line walks it: with a new key per hold, the cost of each
+ * acquire grew with the holds the name had seen (docs/backends.md). A
+ * late copy of such a key's create cannot exist: its create was answered
+ * the first time, and a session that had any create of unknown outcome is
+ * tainted, unlisted, and keeps no spares.
+ *
  * The table and the counts are under the client's mu (etcd_client.h). */
 #ifndef DLOCK_ETCD_SESSION_H
 #define DLOCK_ETCD_SESSION_H
@@ -36,6 +48,10 @@
 #include <stdint.h>
 
 #include "etcd_client.h"
+
+/* Keys a session keeps for reuse (its spares): enough for a few names or
+ * handles cycling on one session. */
+#define DLOCK__ETCD_SPARES 8
 
 typedef struct dlock__etcd_session {
     struct dlock__etcd_client *ec;
@@ -50,6 +66,14 @@ typedef struct dlock__etcd_session {
     /* The watchdog's renewals' shared keep-alive (etcd_keepalive.h), or
      * NULL when none waits for one. */
     struct dlock__etcd_keeper *keeper;
+    /* Keys given back cleanly, for the next holds to take again: their
+     * IDs and names (owned), oldest first; n_spares in use. */
+    struct dlock__etcd_spare {
+        int64_t id;
+        char *key;
+        size_t key_len;
+    } spares[DLOCK__ETCD_SPARES];
+    unsigned n_spares;
     struct dlock__etcd_session *next;
 } dlock__etcd_session;
 
@@ -81,6 +105,19 @@ void dlock__etcd_session_taint(dlock__etcd_session *s);
 /* 1 if s is tainted and its caller is its last user: the caller's leave
  * revokes it (deleting any late copy's key) instead of deleting its key. */
 int dlock__etcd_session_last_tainted(dlock__etcd_session *s);
+
+/* A hold's key on the session of lease was deleted by the hold's own
+ * release (the key it removed was made at the hold's fence): keep its ID
+ * for the next hold of that key's name and role, if the session is still
+ * listed. The oldest spare makes room when the session has
+ * DLOCK__ETCD_SPARES. Out of memory, nothing is kept. */
+void dlock__etcd_session_spare_put(struct dlock__etcd_client *ec, int64_t lease,
+                                   const char *key, size_t key_len, int64_t id);
+
+/* A spare of s whose key is prefix (the name and the role) and an ID,
+ * taken out of s; 0 if none. */
+int64_t dlock__etcd_session_spare_take(dlock__etcd_session *s, const char *prefix,
+                                       size_t prefix_len);
 
 /* One user less (s may be freed): 1 when that was the last user of a
  * tainted session, whose lease the caller then revokes. */

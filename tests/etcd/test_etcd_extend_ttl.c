@@ -60,7 +60,7 @@ static dlock_lock *lock_of(const char *name, int64_t ttl_ms, unsigned flags)
 static void read_key(const char *name, const dlock_lock *l, dlock__etcd_kv *kv)
 {
     char key[128];
-    unsigned long long id = strtoull(dlock_lock_token(l), NULL, 16);
+    unsigned long long id = test_etcd_token_id(dlock_lock_token(l));
     int n = snprintf(key, sizeof key, "%s/%llx", name, id);
     assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, kv, dlock__deadline_after_ms(3000), -1,
                                      NULL),

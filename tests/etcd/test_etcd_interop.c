@@ -29,6 +29,7 @@
 
 #include "dlock.h"
 #include "etcd_ctl.h"
+#include "etcd_keys.h"
 #include "etcd_server.h"
 #include "proc.h"
 #include "test_util.h"
@@ -327,7 +328,7 @@ static void dlocks_key_is_name_slash_lease_in_hex(void **state)
     const char *token = dlock_lock_token(l);
     assert_int_equal(strlen(token), 16);
     char want[64];
-    snprintf(want, sizeof want, "iop-c/%llx\n\n", strtoull(token, NULL, 16));
+    snprintf(want, sizeof want, "iop-c/%llx\n\n", test_etcd_token_id(token));
     ctl c;
     const char *args[] = {"get", "--prefix", "--keys-only", "iop-c", NULL};
     ctl_run(&c, args);

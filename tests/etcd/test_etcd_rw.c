@@ -31,6 +31,7 @@
 
 #include "dlock.h"
 #include "etcd_ctl.h"
+#include "etcd_keys.h"
 #include "etcd_server.h"
 #include "proc.h"
 #include "store_rw.h"
@@ -223,7 +224,7 @@ static void the_keys_are_the_recipes(void **state)
     assert_int_equal(test_waiter_start(&ww, w, 20000, TEST_WAITER_KEEP), 0);
     test_sleep_ms(300);
     char want[128];
-    snprintf(want, sizeof want, "rw-k/read/%llx\n", strtoull(dlock_lock_token(r), NULL, 16));
+    snprintf(want, sizeof want, "rw-k/read/%llx\n", test_etcd_token_id(dlock_lock_token(r)));
     ctl c;
     const char *args[] = {"get", "--prefix", "--keys-only", "rw-k/", NULL};
     ctl_run(&c, args);
@@ -231,7 +232,7 @@ static void the_keys_are_the_recipes(void **state)
     assert_non_null(strstr(c.buf, "rw-k/write/"));
     assert_int_equal(dlock_lock_release(r), DLOCK_OK);
     assert_int_equal(test_waiter_join(&ww), DLOCK_OK);
-    snprintf(want, sizeof want, "rw-k/write/%llx\n\n", strtoull(dlock_lock_token(w), NULL, 16));
+    snprintf(want, sizeof want, "rw-k/write/%llx\n\n", test_etcd_token_id(dlock_lock_token(w)));
     ctl_run(&c, args);
     assert_string_equal(c.buf, want);
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);

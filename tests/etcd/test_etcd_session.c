@@ -74,7 +74,7 @@ static dlock_lock *lock_on(dlock_client *c, const char *name, int64_t ttl_ms, un
 static int64_t key_lease(const char *name, const char *token)
 {
     char key[128];
-    int n = snprintf(key, sizeof key, "%s/%llx", name, strtoull(token, NULL, 16));
+    int n = snprintf(key, sizeof key, "%s/%llx", name, test_etcd_token_id(token));
     dlock__etcd_kv kv;
     assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv, dlock__deadline_after_ms(3000), -1,
                                      NULL),
@@ -169,7 +169,7 @@ static void handles_on_one_session_keep_distinct_keys(void **state)
     assert_int_equal(key_lease("sess-keys", dlock_lock_token(b)), la);
     int64_t lp = key_lease("sess-keys-plain", dlock_lock_token(p));
     assert_true(lp != 0 && lp != la);
-    assert_int_equal((unsigned long long)lp, strtoull(dlock_lock_token(p), NULL, 16));
+    assert_int_equal((unsigned long long)lp, test_etcd_token_id(dlock_lock_token(p)));
 
     char tb[DLOCK_TOKEN_MAX + 1];
     snprintf(tb, sizeof tb, "%s", dlock_lock_token(b));
@@ -233,7 +233,7 @@ static void a_release_finds_its_key_lost(void **state)
     for (int again = 0; again < 2; again++) {
         assert_int_equal(dlock_lock_acquire(a, 0), DLOCK_OK);
         int n = snprintf(key, sizeof key, "sess-gone/%llx",
-                         strtoull(dlock_lock_token(a), NULL, 16));
+                         test_etcd_token_id(dlock_lock_token(a)));
         int64_t lease = key_lease("sess-gone", dlock_lock_token(a));
         dlock__etcd_kv kv;
         assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv,

@@ -192,7 +192,7 @@ static void lease_pattern(const char *name, const dlock_lock *l, char *out, size
     dlock__etcd *raw = NULL;
     assert_int_equal(test_etcd_raw(&raw, srv.url), DLOCK_OK);
     char key[128];
-    int n = snprintf(key, sizeof key, "%s/%llx", name, strtoull(dlock_lock_token(l), NULL, 16));
+    int n = snprintf(key, sizeof key, "%s/%llx", name, test_etcd_token_id(dlock_lock_token(l)));
     dlock__etcd_kv kv;
     assert_int_equal(dlock__etcd_get(raw, key, (size_t)n, &kv, dlock__deadline_after_ms(3000), -1,
                                      NULL),

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -54,4 +55,46 @@ void test_etcd_teardown_raw(test_etcd *srv, dlock_client *cl, dlock__etcd *raw)
 {
     dlock__etcd_free(raw);
     test_etcd_teardown(srv, cl);
+}
+
+unsigned long long test_etcd_token_id(const char *token)
+{
+    char id[17];
+    snprintf(id, sizeof id, "%s", token);
+    return strtoull(id, NULL, 16);
+}
+
+/* [NAME/, NAME0) into b and e (96 bytes each): the length of both. */
+static size_t line_of(const char *name, char *b, char *e)
+{
+    int n = snprintf(b, 96, "%s/", name);
+    snprintf(e, 96, "%s0", name);
+    return (size_t)n;
+}
+
+int test_etcd_first_key(dlock__etcd *e, const char *name, char *out, size_t len)
+{
+    char b[96], end[96];
+    size_t n = line_of(name, b, end);
+    dlock__etcd_kv kv;
+    int rc = dlock__etcd_first(e, b, n, end, n, &kv, dlock__deadline_after_ms(3000), NULL);
+    snprintf(out, len, "%.*s", rc == DLOCK_OK && kv.key ? (int)kv.key_len : 0,
+             rc == DLOCK_OK && kv.key ? kv.key : "");
+    if (rc == DLOCK_OK)
+        dlock__etcd_kv_clear(&kv);
+    return rc;
+}
+
+int test_etcd_keys_under(dlock__etcd *e, const char *name, size_t *count)
+{
+    char b[96], end[96];
+    size_t n = line_of(name, b, end);
+    dlock__etcd_kv *kvs = NULL;
+    int more = 0;
+    int rc = dlock__etcd_range_page(e, b, n, end, n, 100, &kvs, count, &more,
+                                    dlock__deadline_after_ms(3000), NULL);
+    for (size_t i = 0; rc == DLOCK_OK && i < *count; i++)
+        dlock__etcd_kv_clear(&kvs[i]);
+    dlock__free(kvs);
+    return rc;
 }

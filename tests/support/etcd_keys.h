@@ -28,4 +28,14 @@ int test_etcd_setup_raw(test_etcd *srv, const dlock_client_options *o, dlock_cli
                         dlock__etcd **raw);
 void test_etcd_teardown_raw(test_etcd *srv, dlock_client *cl, dlock__etcd *raw);
 
+/* Through e: the first key under NAME/ by create revision (the holder's)
+ * into out (len bytes; "" if none), and how many keys are under NAME/
+ * (up to 100). DLOCK_OK, or the error. */
+int test_etcd_first_key(dlock__etcd *e, const char *name, char *out, size_t len);
+int test_etcd_keys_under(dlock__etcd *e, const char *name, size_t *n);
+
+/* The key's ID a dlock token names: its first 16 hex digits (a token of
+ * 32 names the hold's fence too, in the other 16). */
+unsigned long long test_etcd_token_id(const char *token);
+
 #endif
