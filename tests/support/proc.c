@@ -256,3 +256,62 @@ double test_cpu_s(void)
     return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
+
+/* One thread's voluntary context switches if it is named comm, else 0. */
+static long wakeups_of(const char *task_dir, const char *comm)
+{
+    char path[600], line[256];
+    snprintf(path, sizeof path, "%s/comm", task_dir);
+    FILE *f = fopen(path, "r");
+    int named = f && fgets(line, sizeof line, f) && strncmp(line, comm, strlen(comm)) == 0 &&
+                line[strlen(comm)] == '\n';
+    if (f)
+        fclose(f);
+    long n = 0;
+    snprintf(path, sizeof path, "%s/status", task_dir);
+    f = named ? fopen(path, "r") : NULL;
+    while (f && fgets(line, sizeof line, f) &&
+           sscanf(line, "voluntary_ctxt_switches: %ld", &n) != 1)
+        ;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+long test_thread_wakeups(const char *comm)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    long sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char dir[300];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(dir, sizeof dir, "/proc/self/task/%s", e->d_name);
+        sum += wakeups_of(dir, comm);
+    }
+    closedir(d);
+    return sum;
+}
+
+int test_eventfds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], to[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, to, sizeof to - 1);
+        if (len > 0) {
+            to[len] = '\0';
+            n += strcmp(to, "anon_inode:[eventfd]") == 0;
+        }
+    }
+    closedir(d);
+    return n;
+}
