@@ -257,6 +257,27 @@ double test_cpu_s(void)
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+/* The sum of each(dir/name, arg) over the entries of dir, or -1 when
+ * dir cannot be read. */
+static long sum_over(const char *dir, long (*each)(const char *path, const char *arg),
+                     const char *arg)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    long sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[300];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        sum += each(path, arg);
+    }
+    closedir(d);
+    return sum;
+}
+
 /* One thread's voluntary context switches if it is named comm, else 0. */
 static long wakeups_of(const char *task_dir, const char *comm)
 {
@@ -280,38 +301,22 @@ static long wakeups_of(const char *task_dir, const char *comm)
 
 long test_thread_wakeups(const char *comm)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    long sum = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char dir[300];
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(dir, sizeof dir, "/proc/self/task/%s", e->d_name);
-        sum += wakeups_of(dir, comm);
-    }
-    closedir(d);
-    return sum;
+    return sum_over("/proc/self/task", wakeups_of, comm);
+}
+
+/* 1 if the fd at path is an eventfd. */
+static long is_eventfd(const char *path, const char *unused)
+{
+    (void)unused;
+    char to[64];
+    ssize_t len = readlink(path, to, sizeof to - 1);
+    if (len <= 0)
+        return 0;
+    to[len] = '\0';
+    return strcmp(to, "anon_inode:[eventfd]") == 0;
 }
 
 int test_eventfds(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char path[300], to[64];
-        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-        ssize_t len = readlink(path, to, sizeof to - 1);
-        if (len > 0) {
-            to[len] = '\0';
-            n += strcmp(to, "anon_inode:[eventfd]") == 0;
-        }
-    }
-    closedir(d);
-    return n;
+    return (int)sum_over("/proc/self/fd", is_eventfd, NULL);
 }
