@@ -197,6 +197,7 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
         return rc;
     }
     g->tls = t && t->on;
+    dlock__etcd_grpc_efd_init(g);
     DLOCK__CHECK_PTHREAD(pthread_mutex_init(&g->mu, NULL));
     DLOCK__CHECK_PTHREAD(pthread_cond_init(&g->cv, NULL));
     g->cq = grpc_completion_queue_create_for_next(NULL);
@@ -210,6 +211,8 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
     grpc_channel_credentials_release(creds);
     rc = pthread_create(&g->thread, NULL, dlock__etcd_grpc_poll_main, g);
     g->thread_on = rc == 0;
+    if (rc == 0) /* a name to find it by (top -H, the tests' wake-up count) */
+        (void)pthread_setname_np(g->thread, "dlock-grpc");
     if (rc != 0) {
         dlock__etcd_grpc_free(g);
         snprintf(err, err_len, "etcd: no thread for gRPC's completion queue");
@@ -224,8 +227,13 @@ void dlock__etcd_grpc_free(dlock__etcd_grpc *g)
     if (!g)
         return;
     /* Calls cancelled late are still in the queue: the thread frees each
-     * as it completes, then sees the shutdown. */
+     * as it completes, then sees the shutdown. A channel's watch (one
+     * that connects: etcd_grpc_poll.c) has no deadline: destroying the
+     * channel ends it (the channel shuts down, a change of state), and
+     * closing keeps it from being made again. */
     dlock__etcd_grpc_closing(g);
+    for (size_t i = 0; i < g->n; i++)
+        grpc_channel_destroy(g->ch[i]);
     grpc_completion_queue_shutdown(g->cq);
     if (g->thread_on)
         DLOCK__CHECK_PTHREAD(pthread_join(g->thread, NULL));
@@ -235,15 +243,17 @@ void dlock__etcd_grpc_free(dlock__etcd_grpc *g)
     dlock__etcd_grpc_efd_close_spares(g);
     DLOCK__CHECK_PTHREAD(pthread_cond_destroy(&g->cv));
     DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&g->mu));
-    for (size_t i = 0; i < g->n; i++)
-        grpc_channel_destroy(g->ch[i]);
     dlock__free(g);
     grpc_shutdown();
 }
 
 void dlock__etcd_grpc_free_inherited(dlock__etcd_grpc *g)
 {
-    (void)g; /* the C core's state is the parent's: leaked, never touched */
+    /* The C core's state is the parent's: leaked, never touched. The
+     * spare eventfds are this process's copies: closed (a call's own,
+     * in flight at the fork, is left with its record). */
+    if (g)
+        dlock__etcd_grpc_efd_close_spares(g);
 }
 
 /* ---- one call --------------------------------------------------------------- */

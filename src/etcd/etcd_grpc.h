@@ -77,7 +77,8 @@ int dlock__etcd_grpc_new(dlock__etcd_grpc **out, const dlock__etcd_url *u,
  * or cancelled). */
 void dlock__etcd_grpc_free(dlock__etcd_grpc *g);
 /* In a child of fork(): nothing of the C core is touched (its threads
- * are the parent's): the transport is left as it is, a leak. */
+ * are the parent's): the transport is left as it is, a leak, but for
+ * this process's copies of its spare eventfds, which are closed. */
 void dlock__etcd_grpc_free_inherited(dlock__etcd_grpc *g);
 
 /* 1 when the gateway path (/v3/kv/txn, ...) has a gRPC method here. */

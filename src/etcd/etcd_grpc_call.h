@@ -49,8 +49,12 @@ struct dlock__etcd_grpc {
     int watching[DLOCK__ETCD_MAX_ENDPOINTS];
     char watch_tag[DLOCK__ETCD_MAX_ENDPOINTS]; /* their tags: addresses */
     /* Eventfds of calls that ended, zeroed, for the next calls (an
-     * eventfd made and closed per call cost two syscalls of each). */
-    int spare_fd[DLOCK__ETCD_GRPC_SPARE_FDS];
+     * eventfd made and closed per call cost two syscalls of each): the
+     * first n_spare slots (under mu), -1 in the others. Each slot is
+     * written whole (atomic), and taken (-1) before its fd goes to a
+     * call, so that a child of fork(), which may not take mu, closes
+     * exactly the spares of the moment of the fork. */
+    _Atomic int spare_fd[DLOCK__ETCD_GRPC_SPARE_FDS];
     unsigned n_spare;
 };
 
@@ -85,8 +89,10 @@ struct dlock__etcd_gcall {
  * hold on it (the loop's, or the poller's): the last frees it. */
 void dlock__etcd_gcall_free(dlock__etcd_gcall *c);
 /* An eventfd for a call (a spare one, zeroed, or a new one), or -1 with
- * errno; and the transport's spares closed at its free. */
+ * errno; the transport's spares made empty at its making, and closed at
+ * its free (in a child of fork() too: no lock taken). */
 int dlock__etcd_grpc_efd_take(dlock__etcd_grpc *g);
+void dlock__etcd_grpc_efd_init(dlock__etcd_grpc *g);
 void dlock__etcd_grpc_efd_close_spares(dlock__etcd_grpc *g);
 void dlock__etcd_gcall_let_go(dlock__etcd_gcall *c);
 /* c's completion is the queue thread's to take from now on. */

@@ -21,7 +21,8 @@
  * waiting (dlock__etcd_grpc_catch_up(): an idle connection's end is read then, before the
  * call would go out on it), and a channel that connects or waits to
  * reconnect is watched on the queue, the watch counted as a handed call,
- * so the thread polls until it is ready (watch_locked()). */
+ * so the thread polls until it is ready (watch_locked()), asleep between
+ * the channel's changes of state. */
 #include <errno.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
@@ -43,7 +44,7 @@ static void efd_give(dlock__etcd_grpc *g, int fd, int unread)
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&g->mu));
     int kept = g->n_spare < DLOCK__ETCD_GRPC_SPARE_FDS;
     if (kept)
-        g->spare_fd[g->n_spare++] = fd;
+        atomic_store(&g->spare_fd[g->n_spare++], fd);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&g->mu));
     if (!kept)
         close(fd);
@@ -74,15 +75,25 @@ int dlock__etcd_grpc_efd_take(dlock__etcd_grpc *g)
     int fd = -1;
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&g->mu));
     if (g->n_spare)
-        fd = g->spare_fd[--g->n_spare];
+        fd = atomic_exchange(&g->spare_fd[--g->n_spare], -1);
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&g->mu));
     return fd >= 0 ? fd : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
+void dlock__etcd_grpc_efd_init(dlock__etcd_grpc *g)
+{
+    for (size_t i = 0; i < DLOCK__ETCD_GRPC_SPARE_FDS; i++)
+        atomic_init(&g->spare_fd[i], -1);
+}
+
 void dlock__etcd_grpc_efd_close_spares(dlock__etcd_grpc *g)
 {
-    while (g->n_spare)
-        close(g->spare_fd[--g->n_spare]);
+    for (size_t i = 0; i < DLOCK__ETCD_GRPC_SPARE_FDS; i++) {
+        int fd = atomic_exchange(&g->spare_fd[i], -1);
+        if (fd >= 0)
+            close(fd);
+    }
+    g->n_spare = 0;
 }
 
 
@@ -114,14 +125,14 @@ void dlock__etcd_gcall_hand_back(dlock__etcd_gcall *c)
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&g->mu));
 }
 
-/* How long one watch of a connecting channel lasts (then it is made
- * again while the channel is not ready): the bound on a free's wait. */
-#define WATCH_MS 200
-
 /* Under g->mu: while channel ep connects (or waits to), keep a watch of
  * it on the queue, counted in need, so that the thread polls: gRPC runs
  * a connect's I/O only under a poller, and nobody else may poll between
- * calls. A ready or idle channel needs none. */
+ * calls. A ready or idle channel needs none. The watch has no deadline:
+ * it completes when the channel's state changes (a connect tried, failed
+ * or made), and the transport's free ends it by destroying the channel
+ * (dlock__etcd_grpc_free()), so a channel to a dead member wakes the
+ * thread once per state change, not on a timer. */
 static void watch_locked(dlock__etcd_grpc *g, size_t ep)
 {
     if (g->watching[ep] || g->closing)
@@ -131,10 +142,8 @@ static void watch_locked(dlock__etcd_grpc *g, size_t ep)
         return;
     g->watching[ep] = 1;
     g->need++;
-    grpc_channel_watch_connectivity_state(
-        g->ch[ep], st,
-        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(WATCH_MS, GPR_TIMESPAN)),
-        g->cq, &g->watch_tag[ep]);
+    grpc_channel_watch_connectivity_state(g->ch[ep], st, gpr_inf_future(GPR_CLOCK_MONOTONIC),
+                                          g->cq, &g->watch_tag[ep]);
     if (!g->polling)
         DLOCK__CHECK_PTHREAD(pthread_cond_signal(&g->cv));
 }

@@ -496,6 +496,87 @@ static void a_cancel_while_the_member_is_stopped_then_a_free_is_clean(void **sta
     }
 }
 
+/* A gRPC client whose only member was killed keeps a watch of the
+ * channel on its completion queue, so that a reconnect's I/O runs (gRPC
+ * runs it only under a poller): the queue thread sleeps in it and wakes
+ * once per change of the channel's state (a reconnect tried and
+ * refused, about one a second at the longest backoff), not on a timer
+ * (the watch's 200 ms deadline made again: five a second more, for as
+ * long as the member stayed dead). The restarted member's channel still
+ * reconnects, and the next acquire succeeds; a client freed while its
+ * channel connects is freed at once. Over the gateway there is
+ * no such thread: skipped. */
+static void a_dead_members_channel_lets_the_queue_thread_sleep(void **state)
+{
+    (void)state;
+    if (!test_etcd_grpc())
+        skip();
+    dlock_client *c = test_etcd_client(&srv, 0, 500);
+    assert_non_null(c);
+    dlock_lock *l = test_lock_new(c, "grpc-dead-sleeps", 5000, 0, 10, 50);
+    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    test_etcd_kill9(&srv, 0);
+    assert_int_not_equal(dlock_lock_acquire(l, 0), DLOCK_OK);
+    test_sleep_ms(500);
+    long from = test_thread_wakeups("dlock-grpc");
+    test_sleep_ms(4000);
+    long woke = test_thread_wakeups("dlock-grpc") - from;
+    print_message("the queue thread woke %ld times in 4 s with its member dead\n", woke);
+    /* a free while the channel connects ends its watch, which has no
+     * deadline (it would wait for ever) */
+    dlock_client *c2 = test_etcd_client(&srv, 0, 500);
+    assert_non_null(c2);
+    dlock_lock *l2 = test_lock_new(c2, "grpc-dead-sleeps", 5000, 0, 10, 50);
+    assert_int_not_equal(dlock_lock_acquire(l2, 0), DLOCK_OK);
+    dlock_lock_free(l2);
+    dlock_client_free(c2);
+    assert_int_equal(test_etcd_restart(&srv, 0), 0);
+    assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    assert_true(from > 0); /* the thread is there, named */
+    assert_true(woke <= 20); /* the 200 ms timer alone was 20 */
+}
+
+/* Issue (gwatch, problem 2): over gRPC the first call after a member's
+ * restart was once DLOCK_EUNKNOWN (test_etcd_wait's settler test, CI,
+ * ASan), as if it went out on the dead connection. Here: one member, a
+ * lock cycle, the member killed and started again, the next acquire and
+ * release, five times. Over the gateway both must succeed; over gRPC an
+ * acquire that went out on the old connection may end unknown (the C
+ * core does not say to its caller that a call never left: see
+ * docs/backends.md), so that is counted and printed, not failed, and a
+ * release after a granted acquire must succeed (the connection is new). */
+static void the_first_cycle_after_a_member_restart(void **state)
+{
+    (void)state;
+    dlock_client *c = test_etcd_client(&srv, 0, 1000);
+    assert_non_null(c);
+    dlock_lock *l = test_lock_new(c, "restart-cycle", 5000, 0, 10, 50);
+    int unknown = 0;
+    for (int round = 0; round < 5; round++) {
+        /* waits out the key of an unknown acquire before (its lease) */
+        assert_int_equal(dlock_lock_acquire(l, 10000), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        test_etcd_kill9(&srv, 0);
+        assert_int_equal(test_etcd_restart(&srv, 0), 0);
+        int rc = dlock_lock_acquire(l, 0);
+        if (rc == DLOCK_EUNKNOWN && test_etcd_grpc()) {
+            print_message("round %d: acquire %s: %s\n", round, dlock_errname(rc),
+                          dlock_lock_errmsg(l));
+            unknown++;
+            continue;
+        }
+        assert_int_equal(rc, DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
+    print_message("the first acquire after a restart: %d of 5 unknown\n", unknown);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
 /* Review (relsettle): each retry of a wait against a member that never
  * answers leaves its place's leave owed to the client's settler
  * (etcd_step.c, dlock__etcd_step_owe), one record per retry, each sent
@@ -756,6 +837,8 @@ int main(void)
         cmocka_unit_test(auth_refused_is_eauth_and_accepted_works),
         cmocka_unit_test(calls_one_after_another_reuse_one_connection),
         cmocka_unit_test(a_cancel_while_the_member_is_stopped_then_a_free_is_clean),
+        cmocka_unit_test(a_dead_members_channel_lets_the_queue_thread_sleep),
+        cmocka_unit_test(the_first_cycle_after_a_member_restart),
         cmocka_unit_test(a_failed_wait_leaves_no_growing_load_own_lease),
         cmocka_unit_test(a_failed_wait_leaves_no_growing_load_session),
         cmocka_unit_test(owed_leaves_are_one_per_handle_and_capped),

@@ -256,3 +256,67 @@ double test_cpu_s(void)
     return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
+
+/* The sum of each(dir/name, arg) over the entries of dir, or -1 when
+ * dir cannot be read. */
+static long sum_over(const char *dir, long (*each)(const char *path, const char *arg),
+                     const char *arg)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    long sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[300];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        sum += each(path, arg);
+    }
+    closedir(d);
+    return sum;
+}
+
+/* One thread's voluntary context switches if it is named comm, else 0. */
+static long wakeups_of(const char *task_dir, const char *comm)
+{
+    char path[600], line[256];
+    snprintf(path, sizeof path, "%s/comm", task_dir);
+    FILE *f = fopen(path, "r");
+    int named = f && fgets(line, sizeof line, f) && strncmp(line, comm, strlen(comm)) == 0 &&
+                line[strlen(comm)] == '\n';
+    if (f)
+        fclose(f);
+    long n = 0;
+    snprintf(path, sizeof path, "%s/status", task_dir);
+    f = named ? fopen(path, "r") : NULL;
+    while (f && fgets(line, sizeof line, f) &&
+           sscanf(line, "voluntary_ctxt_switches: %ld", &n) != 1)
+        ;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+long test_thread_wakeups(const char *comm)
+{
+    return sum_over("/proc/self/task", wakeups_of, comm);
+}
+
+/* 1 if the fd at path is an eventfd. */
+static long is_eventfd(const char *path, const char *unused)
+{
+    (void)unused;
+    char to[64];
+    ssize_t len = readlink(path, to, sizeof to - 1);
+    if (len <= 0)
+        return 0;
+    to[len] = '\0';
+    return strcmp(to, "anon_inode:[eventfd]") == 0;
+}
+
+int test_eventfds(void)
+{
+    return (int)sum_over("/proc/self/fd", is_eventfd, NULL);
+}

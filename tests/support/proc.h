@@ -12,6 +12,12 @@ void test_sleep_ms(int ms);
 /* CPU seconds this process has used (user + system): an observer that
  * spins shows here (test_election_faults, test_election_redlock). */
 double test_cpu_s(void);
+/* Times this process's threads named comm (pthread_setname_np) have
+ * slept and been woken (voluntary context switches, /proc/self/task):
+ * a thread that should sleep and wakes on a timer shows here. */
+long test_thread_wakeups(const char *comm);
+/* How many eventfds this process has open (/proc/self/fd). */
+int test_eventfds(void);
 
 /* fork() n children running fn(i, arg); each child _exit()s with fn's
  * return value. Returns the number of children that exited non-zero (or
