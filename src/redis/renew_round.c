@@ -12,6 +12,7 @@
 #include "quorum.h"
 #include "renew_round.h"
 #include "replies.h"
+#include "restore_stamp.h"
 #include "scripts.h"
 
 #define RENEW_CHUNK 1000
@@ -160,6 +161,41 @@ static int restore_cb(void *arg, size_t node, uint32_t idx, int err, const redis
 
 static void restore_next(rnd *r);
 
+/* The restore's mode of the m items sel[]: a record's stamp
+ * (restore_stamp.h: an election's value, lib/stamp_batch.lua) in front
+ * of its mode, copied now (the owner may replace it meanwhile), into the
+ * round's buffer; the mode alone without one, or out of memory (the key
+ * still comes back). */
+static void stamp_modes(rnd *r, const size_t *sel, size_t m)
+{
+    size_t need = 0, at = 0;
+    for (size_t k = 0; k < m; k++) {
+        const item *it = &r->items[sel[k]];
+        if (it->rec->stamp)
+            need += dlock__restore_stamp_len(it->rec->stamp) + it->mode_len;
+    }
+    if (need > r->cap_stamps) {
+        char *p = dlock__realloc(r->stamps, need);
+        if (p) {
+            r->stamps = p;
+            r->cap_stamps = need;
+        }
+    }
+    for (size_t k = 0; k < m; k++) {
+        const item *it = &r->items[sel[k]];
+        if (!it->rec->stamp || r->cap_stamps - at <= it->mode_len)
+            continue;
+        char *p = r->stamps + at;
+        size_t n = dlock__restore_stamp_copy(it->rec->stamp, p, r->cap_stamps - at - it->mode_len);
+        if (n == 0)
+            continue;
+        memcpy(p + n, it->mode, it->mode_len);
+        r->args[m + 3 * k + 2] = p;
+        r->lens[m + 3 * k + 2] = n + it->mode_len;
+        at += n + it->mode_len;
+    }
+}
+
 static void restored(dlock__fan *f)
 {
     rnd *r = RND_OF(f);
@@ -214,6 +250,7 @@ static void restore_next(rnd *r)
         r->args[m + 3 * k + 2] = it->mode;
         r->lens[m + 3 * k + 2] = it->mode_len;
     }
+    stamp_modes(r, sel, m);
     size_t nargs = 4 * m;
     if (c->identity) { /* a key put back names its holder again */
         r->args[nargs] = c->identity;
@@ -283,6 +320,7 @@ void dlock__renew_round_free(rnd *r)
     dlock__free((void *)r->args);
     dlock__free(r->lens);
     dlock__free(r->copy);
+    dlock__free(r->stamps);
 }
 
 /* renew_batch.lua's mode argument: "p", "r" or "z", then the identity's

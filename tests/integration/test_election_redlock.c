@@ -7,7 +7,9 @@
  * verbs as on one node: campaign, proclaim, resign, leader, observe; a
  * proclaim whose write finds the term gone from a majority ends it; a
  * leader read with one node down answers, with two down says
- * DLOCK_ENOQUORUM; an observer with a node down does not spin. */
+ * DLOCK_ENOQUORUM; an observer with a node down does not spin. The value
+ * is part of the term: a node restarted without persistence gets it back
+ * with the term's key, and a write only a minority took is never shown. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +36,7 @@
 #define N 3
 #define TTL_MS 10000 /* far above PUSH_MS: a change seen within it was pushed */
 #define PUSH_MS 2000
+#define SHORT_TTL_MS 1500 /* a renewal round every 500 ms: a key put back soon */
 
 static test_redis nodes[N];
 static dlock_client *cl;
@@ -182,9 +185,11 @@ static void observe_sees_every_change_in_order_on_a_redlock(void **state)
 }
 
 /* The leader is the token of a majority: a holder of one node, even one
- * that stamped a value there, leads nothing; the leader's value comes
- * from a node stamped with its token, the newest write where nodes
- * differ; a token of no majority with a node silent is "cannot tell". */
+ * that stamped a value there, leads nothing; the leader's value is a
+ * write of its token's that a majority holds (the newest such), never one
+ * node's alone: with no write on a majority it is shown as nobody yet, as
+ * between a grant and its value's write; a token of no majority with a
+ * node silent is "cannot tell". */
 static void the_leader_is_the_token_of_a_majority(void **state)
 {
     (void)state;
@@ -198,14 +203,19 @@ static void the_leader_is_the_token_of_a_majority(void **state)
     uint64_t fa = dlock_election_fence(a);
     assert_int_equal(dlock_election_proclaim(a, "v2"), DLOCK_OK);
     /* Node 0 keeps an older write of the term (as one that missed the
-     * proclaim): the newest write shows. */
+     * proclaim): the write the other two hold shows. */
     const char *tok = dlock_lock_token(dlock_election_lock(a));
     stamp(0, "maj", tok, fa, "v1", 1);
     expect_leader(a, fa, "v2");
-    /* Only node 2 has the value: it shows (a majority holds the token). */
+    /* Only node 2 has a write: no value yet (a majority holds the token,
+     * no write of it). */
     drop_value(0, "maj");
     drop_value(1, "maj");
-    expect_leader(a, fa, "v2");
+    expect_leader(a, 0, "");
+    /* An older write on two nodes, the newest on one: the older shows. */
+    stamp(0, "maj", tok, fa, "v1", 1);
+    stamp(1, "maj", tok, fa, "v1", 1);
+    expect_leader(a, fa, "v1");
     /* The term's token on one node, another's on one, one node down:
      * which leads depends on the silent node. */
     test_cmd_status(&nodes[1], "SET maj intruder PX 10000");
@@ -312,6 +322,102 @@ static void an_observer_does_not_spin_with_nodes_down(void **state)
     dlock_election_free(a);
 }
 
+typedef struct held_at {
+    int node;
+    const char *key, *token;
+} held_at;
+
+static int holds(void *arg)
+{
+    const held_at *h = arg;
+    char *v = test_cmd_str_or_nil(&nodes[h->node], "GET %s", h->key);
+    int yes = v && strcmp(v, h->token) == 0;
+    free(v);
+    return yes;
+}
+
+/* Start node i again after a kill (without persistence it comes back
+ * empty) and wait for the leader's watchdog to put the term's key back
+ * there. */
+static void back_empty(int i, const char *name, const char *token)
+{
+    assert_int_equal(test_redis_restart(&nodes[i]), 0);
+    held_at h = {i, name, token};
+    assert_true(test_wait_until(holds, &h, 5 * SHORT_TTL_MS, 20));
+}
+
+static void restart_empty(int i, const char *name, const char *token)
+{
+    test_redis_kill9(&nodes[i]);
+    back_empty(i, name, token);
+}
+
+/* F1 of the review: restore_batch.lua put the key back without the
+ * value; after two restarts the value was on the third node only, and
+ * with that node down the leader read as nobody (fence 0) while its term
+ * was held. */
+static void a_restarted_node_gets_the_value_back_with_the_key(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "rv", SHORT_TTL_MS);
+    dlock_election *o = test_election_new(cl, "rv", SHORT_TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "leader-a", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    const char *tok = dlock_lock_token(dlock_election_lock(a));
+    restart_empty(0, "rv", tok);
+    restart_empty(1, "rv", tok);
+    test_redis_kill9(&nodes[2]);
+    test_expect_leader(o, fa, "leader-a", 0); /* not nobody (fence 0) */
+    for (int i = 0; i < 2; i++) { /* the value came back with the key */
+        char *v = value_field(i, "rv", "v");
+        assert_non_null(v);
+        assert_string_equal(v, "leader-a");
+        free(v);
+    }
+    /* A proclaim after the restarts is what a restore carries next. */
+    back_empty(2, "rv", tok);
+    assert_int_equal(dlock_election_proclaim(a, "leader-a2"), DLOCK_OK);
+    restart_empty(0, "rv", tok);
+    restart_empty(1, "rv", tok);
+    test_redis_kill9(&nodes[2]);
+    test_expect_leader(o, fa, "leader-a2", 0);
+    assert_int_equal(test_redis_restart(&nodes[2]), 0);
+    dlock_election_free(o);
+    dlock_election_free(a);
+}
+
+/* F4 of the review: a proclaim that one node took and two refused
+ * answers DLOCK_ENOQUORUM; readers showed its value while that node
+ * answered, and the older value again once it stopped. Now the older
+ * value, held by a majority, shows throughout. */
+static void a_proclaim_short_of_a_majority_is_never_shown(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "mv", 10000);
+    dlock_election *o = test_election_new(cl, "mv", 10000);
+    assert_int_equal(dlock_election_campaign(a, "v1", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    /* Nodes 1 and 2 refuse writes (OOM) for the proclaim only. */
+    test_cmd_status(&nodes[1], "CONFIG SET maxmemory 1");
+    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 1");
+    int rc = dlock_election_proclaim(a, "v2");
+    test_cmd_status(&nodes[1], "CONFIG SET maxmemory 0");
+    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 0");
+    assert_int_equal(rc, DLOCK_ENOQUORUM);
+    char *v = value_field(0, "mv", "v");
+    assert_string_equal(v, "v2"); /* node 0 took it */
+    free(v);
+    test_expect_leader(o, fa, "v1", 0);
+    test_redis_kill9(&nodes[0]);
+    test_expect_leader(o, fa, "v1", 0); /* the same: nothing went back */
+    assert_int_equal(test_redis_restart(&nodes[0]), 0);
+    /* A proclaim a majority takes shows. */
+    assert_int_equal(dlock_election_proclaim(a, "v3"), DLOCK_OK);
+    test_expect_leader(o, fa, "v3", 0);
+    dlock_election_free(o);
+    dlock_election_free(a);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup(f, revive)
@@ -324,6 +430,8 @@ int main(void)
         T(a_proclaim_counts_on_a_majority),
         T(leader_read_with_nodes_down),
         T(an_observer_does_not_spin_with_nodes_down),
+        T(a_restarted_node_gets_the_value_back_with_the_key),
+        T(a_proclaim_short_of_a_majority_is_never_shown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
