@@ -418,6 +418,94 @@ static void a_proclaim_short_of_a_majority_is_never_shown(void **state)
     dlock_election_free(a);
 }
 
+/* Review of 8b64a24 (R1): a standby's failed attempts on a node restarted
+ * without persistence raise that node's fence counter (acquire.lua INCRs
+ * it on every SET NX it wins, the undo keeps it) above the term's fence
+ * before the leader's watchdog puts the key back; elect_read.lua (multi)
+ * then refuses the restored stamp (f < counter). After two such restarts
+ * and the third node down the leader reads as nobody (fence 0) again: F1
+ * with a standby contending. */
+static void grab(dlock_election *s, int times)
+{
+    for (int k = 0; k < times; k++)
+        assert_int_not_equal(dlock_election_campaign(s, "standby", 0), DLOCK_OK);
+}
+
+static long long fence_counter(int i, const char *name)
+{
+    char key[64];
+    int klen = snprintf(key, sizeof key, "%s%cfence", name, '\0');
+    redisContext *c = test_redis_admin(&nodes[i]);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "GET %b", key, (size_t)klen);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+static void review_standby_grabs_hide_the_restored_value(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "rg", SHORT_TTL_MS);
+    dlock_election *s = test_election_new(cl, "rg", SHORT_TTL_MS);
+    dlock_election *o = test_election_new(cl, "rg", SHORT_TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "leader-a", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    const char *tok = dlock_lock_token(dlock_election_lock(a));
+    for (int i = 0; i < 2; i++) {
+        test_redis_kill9(&nodes[i]);
+        assert_int_equal(test_redis_restart(&nodes[i]), 0);
+        grab(s, 2); /* a standby's try-once campaigns, before the restore */
+        held_at h = {i, "rg", tok};
+        assert_true(test_wait_until(holds, &h, 5 * SHORT_TTL_MS, 20));
+        char *v = value_field(i, "rg", "v");
+        assert_string_equal(v, "leader-a"); /* the stamp did come back */
+        free(v);
+        fprintf(stderr, "node %d: fence counter %lld, term fence %" PRIu64 "\n", i,
+                fence_counter(i, "rg"), fa);
+    }
+    test_redis_kill9(&nodes[2]);
+    test_expect_leader(o, fa, "leader-a", 0); /* fails: nobody (fence 0) */
+    assert_int_equal(test_redis_restart(&nodes[2]), 0);
+    dlock_election_free(o);
+    dlock_election_free(s);
+    dlock_election_free(a);
+}
+
+/* Review of 8b64a24 (R2): a proclaim whose replies were lost (node 1
+ * stopped past the I/O timeout, then resumed: it runs the queued write)
+ * answers DLOCK_ENOQUORUM yet is on a majority and shows, as documented;
+ * the restore stamp is still the write before it, so once node 1 restarts
+ * without persistence the watchdog puts the older value back there and
+ * the leader's value goes back within the term (v2, then v1). */
+static void review_a_shown_value_goes_back_after_a_restore(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "gb", SHORT_TTL_MS);
+    dlock_election *o = test_election_new(cl, "gb", SHORT_TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "v1", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    const char *tok = dlock_lock_token(dlock_election_lock(a));
+    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 1");
+    test_redis_pause(&nodes[1]);
+    int rc = dlock_election_proclaim(a, "v2");
+    test_redis_resume(&nodes[1]);
+    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 0");
+    assert_int_equal(rc, DLOCK_ENOQUORUM);
+    usleep(200 * 1000);
+    char *v = value_field(1, "gb", "v");
+    assert_string_equal(v, "v2"); /* node 1 ran the write after all */
+    free(v);
+    test_expect_leader(o, fa, "v2", 0); /* on a majority (0, 1): shown */
+    fprintf(stderr, "v2 shown (proclaim said %s); restarting node 1\n", dlock_errname(rc));
+    restart_empty(1, "gb", tok);
+    test_expect_leader(o, fa, "v2", 0); /* fails: "v1", back within the term */
+    dlock_election_free(o);
+    dlock_election_free(a);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup(f, revive)
@@ -432,6 +520,8 @@ int main(void)
         T(an_observer_does_not_spin_with_nodes_down),
         T(a_restarted_node_gets_the_value_back_with_the_key),
         T(a_proclaim_short_of_a_majority_is_never_shown),
+        T(review_standby_grabs_hide_the_restored_value),
+        T(review_a_shown_value_goes_back_after_a_restore),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
