@@ -1858,10 +1858,9 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  DLOCK_FAIR, so standbys contend rather than queue first come, first
  *  served (a dead leader is still replaced within its lease, a resign
  *  frees the term at once), the value is written to a majority (a
- *  proclaim that reached fewer is DLOCK_ENOQUORUM and is not read: a
- *  value is read only where a majority holds it, and a node restarted
- *  empty gets it back with the term's key), the leader is the holder of
- *  a majority,
+ *  proclaim that reached fewer is DLOCK_ENOQUORUM, yet may be read while
+ *  a node that took it answers; a node restarted empty gets the value
+ *  back with the term's key), the leader is the holder of a majority,
  *  and the fence grows only while the nodes keep their counters (run
  *  them with persistence) (docs/elections.md, "Redlock"); and etcd, where
  *  dlock uses the layout of etcd's own election (clientv3/concurrency:
@@ -2037,18 +2036,14 @@ DLOCK_EXTERN(int) dlock_election_resign(dlock_election *e);
  * @param full_len  if not NULL, receives the value's whole length (more
  *                  than @p value_len - 1: it was cut).
  * On a Redlock the leader is the holder of a majority of the nodes, its
- * value the newest of its writes that a majority of the nodes hold (a
- * proclaim that answered DLOCK_ENOQUORUM is not shown while only a
- * minority holds it); before any write of its is on a majority, nobody
- * leads yet, as in a new term's first moments.
+ * value from a node stamped with its term.
  *
  * @return DLOCK_OK, DLOCK_EINVAL (NULL handle or fence, NULL value with
  *         value_len > 0), or a node error; on a Redlock
  *         DLOCK_ENOQUORUM (*fence 0) when the nodes that answered cannot
  *         tell who leads (fewer than a majority answered, or a holder
- *         short of a majority that the silent nodes could complete) or
- *         which value (a write short of a majority that they could
- *         complete). Thread-safe.
+ *         short of a majority that the silent nodes could complete).
+ *         Thread-safe.
  */
 DLOCK_EXTERN(int)
 dlock_election_leader(dlock_election *e, uint64_t *fence, char *value, size_t value_len,

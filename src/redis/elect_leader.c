@@ -5,21 +5,15 @@
  * One node (or a Cluster's slot master, a Sentinel's primary): its answer
  * is the answer. A Redlock: the leader is the token that holds the lock
  * key on a majority of the nodes (a holder of a minority leads nothing:
- * the term's lock took a majority), its value one that a majority of the
- * nodes hold stamped with that token and one sequence (one write of the
- * term; the newest such write where there are several), its fence that
- * stamp's, which is the term's (elect_read.lua says why a stamp with the
- * holder's token is its term's). A write that reached fewer nodes than a
- * majority (its proclaim answered DLOCK_ENOQUORUM) is never shown: shown
- * while a node that took it answers and gone again once none does, it
- * would be a value going back within one term. Until a write of the
- * leader's is on a majority it is shown as nobody, as on one node between
- * a grant and its value's write (observers hold that back, election.c).
- * Nodes that did not answer may decide it: with fewer than a majority
- * answering, when a token's holds plus the silent nodes could make a
- * majority that its holds alone do not, or when a write's stamps plus the
- * silent nodes could, the answer is DLOCK_ENOQUORUM (no leader or value
- * shown, none denied). */
+ * the term's lock took a majority), its value from a node whose hash is
+ * stamped with that token (the newest write of the term where the nodes
+ * differ: one may have missed a proclaim), its fence that stamp's, which
+ * is the term's (elect_read.lua says why a stamp with the holder's token
+ * is its term's). Until the leader wrote on a node that answered, it is
+ * shown as nobody, as on one node. Nodes that did not answer may decide
+ * who leads: with fewer than a majority answering, or when a token's
+ * holds plus the silent nodes could make a majority that its holds alone
+ * do not, the answer is DLOCK_ENOQUORUM (no leader shown, none denied). */
 #include <string.h>
 
 #include "client.h"
@@ -101,19 +95,6 @@ static int64_t lease_left_ms(const read_ctx *x, uint64_t h, size_t quorum)
     return h ? ttl[(quorum <= n ? quorum : n) - 1] : ttl[n - 1];
 }
 
-/* The nodes that hold node i's write of the leader lead (its token's
- * stamp with the same sequence; a leader's writes each take their own),
- * or 0 when node i holds none. */
-static size_t same_write(const read_ctx *x, uint64_t lead, size_t i)
-{
-    size_t k = 0;
-    if (x->t.holder[i] != lead || x->look[i].state != 2)
-        return 0;
-    for (size_t j = 0; j < x->t.n; j++)
-        k += x->t.holder[j] == lead && x->look[j].state == 2 && x->look[j].seq == x->look[i].seq;
-    return k;
-}
-
 /* The leader from the nodes' answers (out as election.h says). */
 static int combine(read_ctx *x, dlock__leader *out)
 {
@@ -127,15 +108,10 @@ static int combine(read_ctx *x, dlock__leader *out)
         return DLOCK_ENOQUORUM; /* the silent nodes would decide it */
     out->ttl_ms = lease_left_ms(x, lead, t->quorum);
     node_look *best = NULL;
-    size_t most = 0; /* the most nodes that hold one write of the leader's */
-    for (size_t i = 0; lead && i < t->n; i++) {
-        size_t k = same_write(x, lead, i);
-        most = k > most ? k : most;
-        if (k >= t->quorum && (!best || x->look[i].seq > best->seq))
+    for (size_t i = 0; lead && i < t->n; i++)
+        if (t->holder[i] == lead && x->look[i].state == 2 &&
+            (!best || x->look[i].seq > best->seq))
             best = &x->look[i];
-    }
-    if (!best && most > 0 && most + t->errs >= t->quorum)
-        return DLOCK_ENOQUORUM; /* the silent nodes would decide the value */
     if (best) {
         out->fence = best->fence;
         out->value = best->value; /* taken over */
