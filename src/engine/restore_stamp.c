@@ -42,20 +42,31 @@ void dlock__restore_stamp_set(dlock__restore_stamp *s, char *bytes, size_t len)
     dlock__free(old);
 }
 
-size_t dlock__restore_stamp_copy(dlock__restore_stamp *s, char *at, size_t cap)
+/* Room for need bytes in *buf: 1, or 0 out of memory. */
+static int room(char **buf, size_t *cap, size_t need)
 {
-    DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&s->mu));
-    size_t n = s->bytes && s->len <= cap ? s->len : 0;
-    if (n)
-        memcpy(at, s->bytes, n);
-    DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&s->mu));
-    return n;
+    if (need <= *cap)
+        return 1;
+    size_t grown = need > 2 * *cap ? need : 2 * *cap;
+    char *p = dlock__realloc(*buf, grown);
+    if (!p)
+        return 0;
+    *buf = p;
+    *cap = grown;
+    return 1;
 }
 
-size_t dlock__restore_stamp_len(dlock__restore_stamp *s)
+size_t dlock__restore_stamp_append(dlock__restore_stamp *s, char **buf, size_t *cap, size_t at,
+                                   const char *tail, size_t tail_len)
 {
     DLOCK__CHECK_PTHREAD(pthread_mutex_lock(&s->mu));
-    size_t n = s->bytes ? s->len : 0;
+    size_t n = s->bytes ? s->len + tail_len : 0;
+    if (n && room(buf, cap, at + n)) {
+        memcpy(*buf + at, s->bytes, s->len);
+        memcpy(*buf + at + s->len, tail, tail_len);
+    } else {
+        n = 0;
+    }
     DLOCK__CHECK_PTHREAD(pthread_mutex_unlock(&s->mu));
     return n;
 }

@@ -31,10 +31,12 @@ dlock__restore_stamp *dlock__restore_stamp_ref(dlock__restore_stamp *s);
 void dlock__restore_stamp_unref(dlock__restore_stamp *s, int forked);
 /* Replace s's bytes with `bytes` (taken over, dlock__malloc'd). */
 void dlock__restore_stamp_set(dlock__restore_stamp *s, char *bytes, size_t len);
-/* Copy s's bytes to at (room for cap bytes): their length, or 0 (none,
- * or more than cap). */
-size_t dlock__restore_stamp_copy(dlock__restore_stamp *s, char *at, size_t cap);
-/* The length of s's bytes now (0: none): a bound for the copy's room. */
-size_t dlock__restore_stamp_len(dlock__restore_stamp *s);
+/* Append s's bytes, then tail's tail_len bytes, to *buf at offset at,
+ * growing *buf (room *cap) to fit: measured, grown and copied in one
+ * hold of s's mutex, so a set meanwhile cannot make the copy miss. The
+ * bytes appended, or 0 (s has none, or out of memory: *buf unchanged,
+ * though a grown *buf may have moved). */
+size_t dlock__restore_stamp_append(dlock__restore_stamp *s, char **buf, size_t *cap, size_t at,
+                                   const char *tail, size_t tail_len);
 
 #endif

@@ -163,37 +163,33 @@ static void restore_next(rnd *r);
 
 /* The restore's mode of the m items sel[]: a record's stamp
  * (restore_stamp.h: an election's value, lib/stamp_batch.lua) in front
- * of its mode, copied now (the owner may replace it meanwhile), into the
- * round's buffer; the mode alone without one, or out of memory (the key
- * still comes back). */
+ * of its mode, copied now (the owner may replace it meanwhile) into the
+ * round's buffer, each in one hold of the stamp's mutex (measured and
+ * copied together: a proclaim in between cannot make it miss); the mode
+ * alone without one, or out of memory (the key still comes back). The
+ * buffer may move as it grows, so the arguments point into it once all
+ * are in (in sel's order, by their lengths). */
 static void stamp_modes(rnd *r, const size_t *sel, size_t m)
 {
-    size_t need = 0, at = 0;
+    size_t at = 0;
     for (size_t k = 0; k < m; k++) {
         const item *it = &r->items[sel[k]];
-        if (it->rec->stamp)
-            need += dlock__restore_stamp_len(it->rec->stamp) + it->mode_len;
-    }
-    if (need > r->cap_stamps) {
-        char *p = dlock__realloc(r->stamps, need);
-        if (p) {
-            r->stamps = p;
-            r->cap_stamps = need;
+        size_t n = it->rec->stamp ? dlock__restore_stamp_append(it->rec->stamp, &r->stamps,
+                                                                &r->cap_stamps, at, it->mode,
+                                                                it->mode_len)
+                                  : 0;
+        if (n) {
+            r->args[m + 3 * k + 2] = NULL; /* in r->stamps: pointed at below */
+            r->lens[m + 3 * k + 2] = n;
+            at += n;
         }
     }
-    for (size_t k = 0; k < m; k++) {
-        const item *it = &r->items[sel[k]];
-        if (!it->rec->stamp || r->cap_stamps - at <= it->mode_len)
-            continue;
-        char *p = r->stamps + at;
-        size_t n = dlock__restore_stamp_copy(it->rec->stamp, p, r->cap_stamps - at - it->mode_len);
-        if (n == 0)
-            continue;
-        memcpy(p + n, it->mode, it->mode_len);
-        r->args[m + 3 * k + 2] = p;
-        r->lens[m + 3 * k + 2] = n + it->mode_len;
-        at += n + it->mode_len;
-    }
+    at = 0;
+    for (size_t k = 0; k < m; k++)
+        if (!r->args[m + 3 * k + 2]) {
+            r->args[m + 3 * k + 2] = r->stamps + at;
+            at += r->lens[m + 3 * k + 2];
+        }
 }
 
 static void restored(dlock__fan *f)
