@@ -435,6 +435,15 @@ static void a_standby_s_failed_campaigns_do_not_hide_the_restored_value(void **s
     dlock_election_free(a);
 }
 
+/* a's proclaim of value while node i refuses writes (out of memory). */
+static int proclaim_refused_by(dlock_election *a, int i, const char *value)
+{
+    test_cmd_status(&nodes[i], "CONFIG SET maxmemory 1");
+    int rc = dlock_election_proclaim(a, value);
+    test_cmd_status(&nodes[i], "CONFIG SET maxmemory 0");
+    return rc;
+}
+
 /* A proclaim whose replies were lost (node 1 stopped past the I/O
  * timeout, then resumed: it runs the queued write) answers
  * DLOCK_ENOQUORUM yet is on a majority and shows; the restore stamp is
@@ -451,11 +460,9 @@ static void a_shown_value_stays_after_a_restore(void **state)
     assert_int_equal(dlock_election_campaign(a, "v1", 0), DLOCK_OK);
     uint64_t fa = dlock_election_fence(a);
     const char *tok = dlock_lock_token(dlock_election_lock(a));
-    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 1");
     test_redis_pause(&nodes[1]);
-    int rc = dlock_election_proclaim(a, "v2");
+    int rc = proclaim_refused_by(a, 2, "v2");
     test_redis_resume(&nodes[1]);
-    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 0");
     assert_int_equal(rc, DLOCK_ENOQUORUM);
     usleep(200 * 1000);
     char *v = value_field(1, "gb", "v");
@@ -486,9 +493,7 @@ static void one_restart_after_a_missed_write_shows_the_leader(void **state)
     dlock_election *o = test_election_new(cl, "ow", TTL_MS);
     assert_int_equal(dlock_election_campaign(a, "v1", 0), DLOCK_OK);
     uint64_t fa = dlock_election_fence(a);
-    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 1");
-    int rc = dlock_election_proclaim(a, "v2");
-    test_cmd_status(&nodes[2], "CONFIG SET maxmemory 0");
+    int rc = proclaim_refused_by(a, 2, "v2");
     assert_int_equal(rc, DLOCK_OK); /* nodes 0 and 1 took it */
     test_expect_leader(o, fa, "v2", 0);
     test_redis_kill9(&nodes[0]);
