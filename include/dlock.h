@@ -1867,7 +1867,8 @@ DLOCK_EXTERN(const char *) dlock_lock_errmsg(const dlock_lock *lock);
  *  served (a dead leader is still replaced within its lease, a resign
  *  frees the term at once), the value is written to a majority (a
  *  proclaim that reached fewer is DLOCK_ENOQUORUM, yet may be read while
- *  a node that took it answers), the leader is the holder of a majority,
+ *  a node that took it answers; a node restarted empty gets the value
+ *  back with the term's key), the leader is the holder of a majority,
  *  and the fence grows only while the nodes keep their counters (run
  *  them with persistence) (docs/elections.md, "Redlock"); and etcd, where
  *  dlock uses the layout of etcd's own election (clientv3/concurrency:

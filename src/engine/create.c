@@ -20,6 +20,7 @@
 #include "handle.h"
 #include "keys.h"
 #include "kinds.h"
+#include "restore_stamp.h"
 #include "versioned.h"
 #include "wakeup.h"
 
@@ -158,6 +159,7 @@ void dlock__lock_destroy(dlock_lock *l)
         DLOCK__CHECK_PTHREAD(pthread_mutex_destroy(&l->mu));
     }
     l->backend->lock_clear(l, dlock__client_forked(l->client));
+    dlock__restore_stamp_unref(l->renewal.stamp, dlock__client_forked(l->client));
     if (l->wake_fd >= 0)
         close(l->wake_fd);
     dlock__free(l->name);

@@ -47,6 +47,7 @@
 #include "election.h"
 #include "engine.h"
 #include "handle.h"
+#include "restore_stamp.h"
 #include "versioned.h"
 
 static const size_t options_sizes[] = {
@@ -138,6 +139,10 @@ int dlock_election_new(dlock_election **out, dlock_client *client, const char *n
     rc = dlock_lock_new(&e->lock, client, name, &lo);
     if (rc == DLOCK_OK)
         e->lock->is_term = 1;
+    /* The value a key put back carries (restore_stamp.h), before any
+     * registration with the watchdog. */
+    if (rc == DLOCK_OK && !(e->lock->renewal.stamp = dlock__restore_stamp_new()))
+        rc = DLOCK_ENOMEM;
     /* Checked after the lock's own checks, so that a bad name or option
      * is DLOCK_EINVAL on every store. */
     if (rc == DLOCK_OK && !client->backend->elect_read)

@@ -67,6 +67,10 @@ typedef struct dlock__renewal {
     int64_t interval_ms;      /* explicit interval; 0: a third of ttl_ms */
     int once;                 /* one renewal, then unregistered (a fair
                                * hand-over's confirmation, fair.c) */
+    /* NULL, or what a key put back carries besides the key (an
+     * election's value, restore_stamp.h); set before the first
+     * registration, its bytes changed under its own mutex. */
+    struct dlock__restore_stamp *stamp;
 
     /* The watchdog's, under its mutex. */
     int registered;

@@ -9,6 +9,7 @@
  * the waiter's inbox, so that a write wakes the observers only and not
  * the standbys waiting in line. The wake-up thread subscribes on every
  * node, so a message from any node of a Redlock wakes the observer. */
+#include <stdio.h>
 #include <string.h>
 
 #include "client.h"
@@ -23,6 +24,7 @@
 #include "op.h"
 #include "quorum.h"
 #include "redis_backend.h"
+#include "restore_stamp.h"
 #include "scripts.h"
 #include "wakeup.h"
 
@@ -44,6 +46,13 @@ typedef struct write_rec {
     dlock__fan fan; /* a started write's run (elect_write_start) */
     dlock__op *op;
     dlock__errbuf *err; /* its message's */
+    /* A Redlock's: the write's stamp as a key put back carries it
+     * (lib/stamp_batch.lua), set on the handle's restore stamp once a
+     * majority took the write; the stamp is counted, as the handle may be
+     * freed before a started write ends. */
+    dlock__restore_stamp *stamp;
+    char *stamp_bytes;
+    size_t stamp_len;
 } write_rec;
 
 static void write_clear(write_rec *w)
@@ -51,7 +60,50 @@ static void write_clear(write_rec *w)
     dlock__free(w->vkey);
     dlock__free(w->ch);
     dlock__free(w->copy);
+    dlock__free(w->stamp_bytes);
+    dlock__restore_stamp_unref(w->stamp, 0);
     dlock__err_free(&w->detail);
+}
+
+/* stamp_batch.lua's stamp of the write in w: '!', then the value hash's
+ * key, the token, the fence, the value and the sequence, each as its
+ * length, ':' and its bytes (the token: a stamp of an earlier term of the
+ * handle's, kept until its new term's first write, is put back nowhere). Only where keys are put back (restore_batch.lua: a
+ * Redlock, not a Cluster) and the handle has a stamp (an election's).
+ * DLOCK_OK or DLOCK_ENOMEM. */
+static int stamp_prepare(write_rec *w, dlock_lock *l)
+{
+    dlock_client *c = l->client;
+    if (c->n_nodes < 2 || dlock__client_cluster(c) || !l->renewal.stamp)
+        return DLOCK_OK;
+    enum { VKEY = 1, TOKEN = 2, FENCE = 3, VAL = 4, SEQ = 6 }; /* in w->args */
+    static const int part[5] = {VKEY, TOKEN, FENCE, VAL, SEQ};
+    size_t cap = 1;
+    for (int k = 0; k < 5; k++)
+        cap += w->lens[part[k]] + 24;
+    char *at = w->stamp_bytes = dlock__malloc(cap);
+    if (!at)
+        return DLOCK_ENOMEM;
+    *at++ = '!';
+    for (int k = 0; k < 5; k++) {
+        size_t n = w->lens[part[k]];
+        at += snprintf(at, 24, "%zu:", n);
+        if (n)
+            memcpy(at, w->args[part[k]], n);
+        at += n;
+    }
+    w->stamp_len = (size_t)(at - w->stamp_bytes);
+    w->stamp = dlock__restore_stamp_ref(l->renewal.stamp);
+    return DLOCK_OK;
+}
+
+/* A write a majority took is what a key put back carries from now on. */
+static void stamp_commit(write_rec *w, int rc)
+{
+    if (rc != DLOCK_OK || !w->stamp)
+        return;
+    dlock__restore_stamp_set(w->stamp, w->stamp_bytes, w->stamp_len);
+    w->stamp_bytes = NULL;
 }
 
 /* The script's request for l's hold and value, into w: DLOCK_OK or
@@ -87,6 +139,10 @@ static int write_prepare(write_rec *w, dlock_lock *l, const char *value, size_t 
     w->fo = (dlock__fanout_opts){.io_timeout_ms = c->opts.io_timeout_ms,
                                  .deadline_ns = INT64_MAX, .grace_ms = DLOCK__DECIDED_GRACE_MS};
     dlock__tally_init(&w->t, c, &w->detail);
+    if (stamp_prepare(w, l) != DLOCK_OK) {
+        write_clear(w);
+        return DLOCK_ENOMEM;
+    }
     return DLOCK_OK;
 }
 
@@ -116,6 +172,7 @@ int dlock__redis_elect_write(dlock_lock *l, const char *value, size_t len)
         return rc;
     rc = dlock__fanout(l->client, &w.req, 1, &w.fo, dlock__owner_cb, &w.t);
     rc = write_verdict(&w, rc, &l->err);
+    stamp_commit(&w, rc);
     write_clear(&w);
     return rc;
 }
@@ -127,6 +184,7 @@ static void written(dlock__fan *f)
     /* The message goes to the starter's: the handle may be gone
      * (backend.h, elect_write_start). */
     op->v.code = write_verdict(w, f->rc, w->err);
+    stamp_commit(w, op->v.code);
     write_clear(w);
     dlock__free(w);
     dlock__op_complete(op);

@@ -12,6 +12,7 @@
 #include "quorum.h"
 #include "renew_round.h"
 #include "replies.h"
+#include "restore_stamp.h"
 #include "scripts.h"
 
 #define RENEW_CHUNK 1000
@@ -160,6 +161,37 @@ static int restore_cb(void *arg, size_t node, uint32_t idx, int err, const redis
 
 static void restore_next(rnd *r);
 
+/* The restore's mode of the m items sel[]: a record's stamp
+ * (restore_stamp.h: an election's value, lib/stamp_batch.lua) in front
+ * of its mode, copied now (the owner may replace it meanwhile) into the
+ * round's buffer, each in one hold of the stamp's mutex (measured and
+ * copied together: a proclaim in between cannot make it miss); the mode
+ * alone without one, or out of memory (the key still comes back). The
+ * buffer may move as it grows, so the arguments point into it once all
+ * are in (in sel's order, by their lengths). */
+static void stamp_modes(rnd *r, const size_t *sel, size_t m)
+{
+    size_t at = 0;
+    for (size_t k = 0; k < m; k++) {
+        const item *it = &r->items[sel[k]];
+        size_t n = it->rec->stamp ? dlock__restore_stamp_append(it->rec->stamp, &r->stamps,
+                                                                &r->cap_stamps, at, it->mode,
+                                                                it->mode_len)
+                                  : 0;
+        if (n) {
+            r->args[m + 3 * k + 2] = NULL; /* in r->stamps: pointed at below */
+            r->lens[m + 3 * k + 2] = n;
+            at += n;
+        }
+    }
+    at = 0;
+    for (size_t k = 0; k < m; k++)
+        if (!r->args[m + 3 * k + 2]) {
+            r->args[m + 3 * k + 2] = r->stamps + at;
+            at += r->lens[m + 3 * k + 2];
+        }
+}
+
 static void restored(dlock__fan *f)
 {
     rnd *r = RND_OF(f);
@@ -214,6 +246,7 @@ static void restore_next(rnd *r)
         r->args[m + 3 * k + 2] = it->mode;
         r->lens[m + 3 * k + 2] = it->mode_len;
     }
+    stamp_modes(r, sel, m);
     size_t nargs = 4 * m;
     if (c->identity) { /* a key put back names its holder again */
         r->args[nargs] = c->identity;
@@ -283,6 +316,7 @@ void dlock__renew_round_free(rnd *r)
     dlock__free((void *)r->args);
     dlock__free(r->lens);
     dlock__free(r->copy);
+    dlock__free(r->stamps);
 }
 
 /* renew_batch.lua's mode argument: "p", "r" or "z", then the identity's

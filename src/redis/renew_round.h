@@ -87,6 +87,8 @@ typedef struct dlock__renew_round {
     size_t *lens;
     char *copy; /* the items' keys and tokens */
     size_t cap_items, cap_copy;
+    char *stamps; /* restore: the modes with a stamp in front (restore_stamp.h) */
+    size_t cap_stamps;
     int64_t deadline_ns;
     uint64_t restore_nodes; /* nodes still to put keys back on */
     size_t node;            /* the restore step's node */

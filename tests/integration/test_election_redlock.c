@@ -7,7 +7,10 @@
  * verbs as on one node: campaign, proclaim, resign, leader, observe; a
  * proclaim whose write finds the term gone from a majority ends it; a
  * leader read with one node down answers, with two down says
- * DLOCK_ENOQUORUM; an observer with a node down does not spin. */
+ * DLOCK_ENOQUORUM; an observer with a node down does not spin. A node
+ * restarted without persistence gets the term's value back with its key
+ * (a standby's failed campaigns there notwithstanding), and the value
+ * shown does not go back after such a restore. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +37,7 @@
 #define N 3
 #define TTL_MS 10000 /* far above PUSH_MS: a change seen within it was pushed */
 #define PUSH_MS 2000
+#define SHORT_TTL_MS 1500 /* a renewal round every 500 ms: a key put back soon */
 
 static test_redis nodes[N];
 static dlock_client *cl;
@@ -312,6 +316,193 @@ static void an_observer_does_not_spin_with_nodes_down(void **state)
     dlock_election_free(a);
 }
 
+typedef struct held_at {
+    int node;
+    const char *key, *token;
+} held_at;
+
+static int holds(void *arg)
+{
+    const held_at *h = arg;
+    char *v = test_cmd_str_or_nil(&nodes[h->node], "GET %s", h->key);
+    int yes = v && strcmp(v, h->token) == 0;
+    free(v);
+    return yes;
+}
+
+/* Start node i again after a kill (without persistence it comes back
+ * empty) and wait for the leader's watchdog to put the term's key back
+ * there. */
+static void back_empty(int i, const char *name, const char *token)
+{
+    assert_int_equal(test_redis_restart(&nodes[i]), 0);
+    held_at h = {i, name, token};
+    assert_true(test_wait_until(holds, &h, 5 * SHORT_TTL_MS, 20));
+}
+
+static void restart_empty(int i, const char *name, const char *token)
+{
+    test_redis_kill9(&nodes[i]);
+    back_empty(i, name, token);
+}
+
+/* F1 of the review: restore_batch.lua put the key back without the
+ * value; after two restarts the value was on the third node only, and
+ * with that node down the leader read as nobody (fence 0) while its term
+ * was held. */
+static void a_restarted_node_gets_the_value_back_with_the_key(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "rv", SHORT_TTL_MS);
+    dlock_election *o = test_election_new(cl, "rv", SHORT_TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "leader-a", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    const char *tok = dlock_lock_token(dlock_election_lock(a));
+    restart_empty(0, "rv", tok);
+    restart_empty(1, "rv", tok);
+    test_redis_kill9(&nodes[2]);
+    test_expect_leader(o, fa, "leader-a", 0); /* not nobody (fence 0) */
+    for (int i = 0; i < 2; i++) { /* the value came back with the key */
+        char *v = value_field(i, "rv", "v");
+        assert_non_null(v);
+        assert_string_equal(v, "leader-a");
+        free(v);
+    }
+    /* A proclaim after the restarts is what a restore carries next. */
+    back_empty(2, "rv", tok);
+    assert_int_equal(dlock_election_proclaim(a, "leader-a2"), DLOCK_OK);
+    restart_empty(0, "rv", tok);
+    restart_empty(1, "rv", tok);
+    test_redis_kill9(&nodes[2]);
+    test_expect_leader(o, fa, "leader-a2", 0);
+    assert_int_equal(test_redis_restart(&nodes[2]), 0);
+    dlock_election_free(o);
+    dlock_election_free(a);
+}
+
+/* A standby's failed campaigns on a node restarted without persistence
+ * raise that node's fence counter (acquire.lua INCRs it on every SET NX
+ * it wins there, the undo keeps it) above the term's fence before the
+ * leader's watchdog puts the key back; elect_read.lua refused a Redlock
+ * stamp whose fence was below the node's counter, so after two such
+ * restarts and the third node down the leader read as nobody (fence 0)
+ * again (an adversarial review's R1). */
+static void grab(dlock_election *s, int times)
+{
+    for (int k = 0; k < times; k++)
+        assert_int_not_equal(dlock_election_campaign(s, "standby", 0), DLOCK_OK);
+}
+
+static long long fence_counter(int i, const char *name)
+{
+    char key[64];
+    int klen = snprintf(key, sizeof key, "%s%cfence", name, '\0');
+    redisContext *c = test_redis_admin(&nodes[i]);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "GET %b", key, (size_t)klen);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+static void a_standby_s_failed_campaigns_do_not_hide_the_restored_value(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "rg", SHORT_TTL_MS);
+    dlock_election *s = test_election_new(cl, "rg", SHORT_TTL_MS);
+    dlock_election *o = test_election_new(cl, "rg", SHORT_TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "leader-a", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    const char *tok = dlock_lock_token(dlock_election_lock(a));
+    for (int i = 0; i < 2; i++) {
+        test_redis_kill9(&nodes[i]);
+        assert_int_equal(test_redis_restart(&nodes[i]), 0);
+        grab(s, 2); /* a standby's try-once campaigns, before the restore */
+        held_at h = {i, "rg", tok};
+        assert_true(test_wait_until(holds, &h, 5 * SHORT_TTL_MS, 20));
+        char *v = value_field(i, "rg", "v");
+        assert_string_equal(v, "leader-a"); /* the stamp did come back */
+        free(v);
+        assert_true(fence_counter(i, "rg") > (long long)fa); /* the case */
+    }
+    test_redis_kill9(&nodes[2]);
+    test_expect_leader(o, fa, "leader-a", 0); /* not nobody (fence 0) */
+    assert_int_equal(test_redis_restart(&nodes[2]), 0);
+    dlock_election_free(o);
+    dlock_election_free(s);
+    dlock_election_free(a);
+}
+
+/* a's proclaim of value while node i refuses writes (out of memory). */
+static int proclaim_refused_by(dlock_election *a, int i, const char *value)
+{
+    test_cmd_status(&nodes[i], "CONFIG SET maxmemory 1");
+    int rc = dlock_election_proclaim(a, value);
+    test_cmd_status(&nodes[i], "CONFIG SET maxmemory 0");
+    return rc;
+}
+
+/* A proclaim whose replies were lost (node 1 stopped past the I/O
+ * timeout, then resumed: it runs the queued write) answers
+ * DLOCK_ENOQUORUM yet is on a majority and shows; the restore stamp is
+ * still the write before it, so once node 1 restarts without persistence
+ * the watchdog puts the older value back there. The newest write on any
+ * node still shows (node 0 kept v2): the value does not go back to v1
+ * within the term, as it did with a read that took only a write a
+ * majority holds (an adversarial review's R2). */
+static void a_shown_value_stays_after_a_restore(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "gb", SHORT_TTL_MS);
+    dlock_election *o = test_election_new(cl, "gb", SHORT_TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "v1", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    const char *tok = dlock_lock_token(dlock_election_lock(a));
+    test_redis_pause(&nodes[1]);
+    int rc = proclaim_refused_by(a, 2, "v2");
+    test_redis_resume(&nodes[1]);
+    assert_int_equal(rc, DLOCK_ENOQUORUM);
+    usleep(200 * 1000);
+    char *v = value_field(1, "gb", "v");
+    assert_string_equal(v, "v2"); /* node 1 ran the write after all */
+    free(v);
+    test_expect_leader(o, fa, "v2", 0); /* on a majority (0, 1): shown */
+    restart_empty(1, "gb", tok);
+    v = value_field(1, "gb", "v");
+    assert_string_equal(v, "v1"); /* the restore stamp: the write before */
+    free(v);
+    test_expect_leader(o, fa, "v2", 0); /* not "v1": nothing went back */
+    dlock_election_free(o);
+    dlock_election_free(a);
+}
+
+/* One node missed a proclaim (refused it, OOM), so v2 is on nodes 0 and
+ * 1 and v1 on node 2; node 0 then restarts without persistence (one
+ * crash: a Redlock of three survives it). Until the watchdog's next round
+ * puts the key and v2 back (up to a third of the TTL) no write of the
+ * leader's is on a majority; the leader, which holds its term on nodes 1
+ * and 2, still shows with v2, the newest write there (a read that took
+ * only a write a majority holds said nobody: an adversarial review's
+ * R3). */
+static void one_restart_after_a_missed_write_shows_the_leader(void **state)
+{
+    (void)state;
+    dlock_election *a = test_election_new(cl, "ow", TTL_MS);
+    dlock_election *o = test_election_new(cl, "ow", TTL_MS);
+    assert_int_equal(dlock_election_campaign(a, "v1", 0), DLOCK_OK);
+    uint64_t fa = dlock_election_fence(a);
+    int rc = proclaim_refused_by(a, 2, "v2");
+    assert_int_equal(rc, DLOCK_OK); /* nodes 0 and 1 took it */
+    test_expect_leader(o, fa, "v2", 0);
+    test_redis_kill9(&nodes[0]);
+    assert_int_equal(test_redis_restart(&nodes[0]), 0);
+    test_expect_leader(o, fa, "v2", 0); /* not nobody (fence 0) */
+    dlock_election_free(o);
+    dlock_election_free(a);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup(f, revive)
@@ -324,6 +515,10 @@ int main(void)
         T(a_proclaim_counts_on_a_majority),
         T(leader_read_with_nodes_down),
         T(an_observer_does_not_spin_with_nodes_down),
+        T(a_restarted_node_gets_the_value_back_with_the_key),
+        T(a_standby_s_failed_campaigns_do_not_hide_the_restored_value),
+        T(a_shown_value_stays_after_a_restore),
+        T(one_restart_after_a_missed_write_shows_the_leader),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

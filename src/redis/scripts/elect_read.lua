@@ -26,10 +26,13 @@
 --     majority that granted it, which this node's counter may be below,
 --     so the stamp's fence is the one replied. A plain lock's every grant
 --     takes a new random token, so a stamp with the holder's token is its
---     term's; and while that token holds this node no grant raises the
---     counter here (a write-back raises it to the term's fence at most),
---     so a stamp whose fence is below the counter is refused too. Which
---     holder leads (the token of a majority) is elect.c's to say.
+--     term's, whatever the counter here says: it is not compared with
+--     the stamp. (A node restarted without persistence counts again from
+--     0, and a standby's failed campaigns there, each a grant on this
+--     node undone, raise it above the term's fence before the leader's
+--     watchdog puts the key and its stamp back; a stamp refused for it
+--     read as nobody while the term was held.) Which holder leads (the
+--     token of a majority) is elect.c's to say.
 local tok = redis.call('get', KEYS[1])
 if not tok then return {0} end
 local pttl = redis.call('pttl', KEYS[1])
@@ -39,9 +42,6 @@ local s = redis.call('hmget', KEYS[3], 't', 'f', 'v', 's')
 local seq = tonumber(s[4] or '0') or 0
 local f = tonumber(s[2])
 if s[1] ~= tok or not f or not s[3] then return {1, pttl, fence, tok} end
-if ARGV[1] == '1' then
-  if f < fence then return {1, pttl, fence, tok} end
-  return {2, pttl, f, s[3], tok, seq}
-end
+if ARGV[1] == '1' then return {2, pttl, f, s[3], tok, seq} end
 if f ~= fence then return {1, pttl, fence, tok} end
 return {2, pttl, fence, s[3], tok, seq}

@@ -7,7 +7,9 @@
 -- ARGV[3i-1]   TTL in ms for lock i, > 0
 -- ARGV[3i]     'p', or 'p' and the lock's holder identity key (KEY NUL
 --              "id", lib/ident.lua), as renew_batch.lua takes it
---              (a lock-delay's part, delay_batch.lua, may come between)
+--              (a lock-delay's part, delay_batch.lua, may come between);
+--              a Redlock election's term carries its value's stamp in
+--              front (lib/stamp_batch.lua)
 -- ARGV[3n+1]   (with an identity key) the client's identity text
 --
 -- Replies  an array, one entry per key:
@@ -32,15 +34,24 @@
 -- one naming another token is an earlier holder's, left by a lease that
 -- ran out, and goes. Under pcall, as ident_grant: the key is what counts.
 --
+-- The value: an election's value hash (elect_write.lua) was lost with
+-- the key, and a value on fewer nodes than a majority is not shown
+-- (elect_leader.c): after two such restarts the leader would read as
+-- holding with no value, nobody, with the term held. The stamp of the
+-- leader's last write that a majority took comes back with the key,
+-- written only where the key holds our token now.
+--
 -- Invariant: never touches a key someone else holds (SET NX); a single
 -- node's key never makes a second majority, so putting it back cannot
 -- give anyone the lock, and it expires with its TTL like any other.
 --#include delay_batch.lua
+--#include stamp_batch.lua
 local text = ARGV[3 * #KEYS + 1]
 local out = {}
 for i = 1, #KEYS do
   local tok, ttl, mode = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
-  local dk, dms
+  local dk, dms, st
+  mode, st = stamp_batch_mode(mode)
   mode, dk, dms = delay_batch_mode(mode)
   local idk = #mode > 1 and text and string.sub(mode, 2)
   local r = 0
@@ -51,6 +62,7 @@ for i = 1, #KEYS do
     r = 1
   end
   if r == 1 and dk then delay_batch_mark(dk, dms, tok, ttl) end
+  if r == 1 and st then stamp_batch_write(st, tok) end
   if r == 1 and idk then
     if redis.pcall('hexists', idk, tok) ~= 1 then
       redis.pcall('del', idk)
