@@ -8,7 +8,8 @@
  *     per client and TTL, as Go's concurrency.Session);
  *   - the waiter's key is KEY/<ID in lowercase hex, no padding>: the
  *     lease's ID for a lease of its own, a random ID of its own on a
- *     session; created in a transaction if absent, with the lease
+ *     session (or a key the session's earlier hold released cleanly:
+ *     etcd_session.h); created in a transaction if absent, with the lease
  *     attached: when the lease ends (released, expired, the holder
  *     killed) etcd deletes the key. This is etcd's own lock's layout
  *     (concurrency.Mutex, `etcdctl lock KEY`: the owner is the lowest

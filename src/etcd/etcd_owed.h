@@ -36,8 +36,9 @@
  * was the hold's alone (a session's only when the hold was its tainted
  * last user: etcd_session.h), or the delete of one key if it is still
  * on that lease (and has its create revision, when known). A re-acquire
- * by the same client meanwhile makes a new lease or a new key (a new
- * random ID), which no resend can touch.
+ * by the same client meanwhile makes a new lease or a key of another ID:
+ * a session takes again only keys its holds' own releases removed, never
+ * an owed one (etcd_session.h), so no resend can touch it.
  *
  * The client's free ends the settler at once: a resend in flight is cut,
  * the rest are dropped, and those keys end with their leases, as before

@@ -22,8 +22,9 @@ typedef struct revoke {
     dlock__op *op; /* the engine's request, or NULL */
     int key_only;  /* a key on a session: its delete, not a revoke */
     /* A key on a session whose fence is known: the key is the hold's
-     * own (it names the hold's random ID), so its release is a plain
-     * DeleteRange judged by the deleted key's create revision, this
+     * own (no other live hold has its ID; a later one may take it only
+     * after this release removed it, etcd_session.h), so its release is a
+     * plain DeleteRange judged by the deleted key's create revision, this
      * (etcd_kv.h); 0: the transaction on the lease. */
     int64_t drop_rev;
     dlock__etcd_deleted dropped; /* its DeleteRange's reply */
@@ -40,8 +41,9 @@ typedef struct revoke {
 } revoke;
 _Static_assert(sizeof(revoke) <= DLOCK__OP_SCRATCH, "a release must fit a blocking call's scratch");
 
-/* Delete a hold's own key (a hold on a session: its key names its own
- * random ID, so no other hold's create makes it) with one DeleteRange,
+/* Delete a hold's own key (a hold on a session: no other live hold has
+ * its ID, and a later one takes it again only after this delete removed
+ * it, sent once: etcd_session.h) with one DeleteRange,
  * as Go's Mutex does, and judge the hold from the key it deleted: its
  * body, and what the reply says: DLOCK_OK when the key deleted was made
  * at rev (the hold's fence), DLOCK_EEXPIRED when there was none (the
